@@ -1,0 +1,3 @@
+from kvcheck.cli import main
+
+main()

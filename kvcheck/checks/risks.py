@@ -1,0 +1,160 @@
+"""Checks for what the runtime does not catch (silent risks) and for inputs kvcheck
+cannot model. None of these predicts a runtime exception."""
+
+from __future__ import annotations
+
+from kvcheck.checks.base import CheckContext, Finding, Severity, check
+
+
+@check(
+    "disaggregation-mode",
+    Severity.ERROR,
+    "Each side runs in its PD role",
+    what="The prefill side lacks --disaggregation-mode prefill, or the decode side lacks --disaggregation-mode decode.",
+    why="A server without its PD role never starts the bootstrap server (prefill) or never contacts one (decode).",
+    fix="Set --disaggregation-mode prefill on the prefill and --disaggregation-mode decode on the decode.",
+)
+def disaggregation_mode(chk, ctx: CheckContext) -> list[Finding]:
+    out = []
+    for side in (ctx.prefill, ctx.decode):
+        mode = side.args.disaggregation_mode
+        if mode != side.role:
+            out.append(chk.finding(f"the {side.role} side has --disaggregation-mode {mode} ({side.origin}); expected {side.role}"))
+    return out
+
+
+@check(
+    "not-modeled",
+    Severity.WARNING,
+    "kvcheck models this side's KV pool",
+    what="A KV pool kvcheck does not model yet (SWA hybrids, Mamba hybrids, DeepSeek V4, MiniMax sparse).",
+    why="kvcheck never guesses a geometry: no plan is computed for such a pair.",
+    fix="Check this pair on a staging deployment; run with --kernel runtime where SGLang is installed.",
+)
+def not_modeled(chk, ctx: CheckContext) -> list[Finding]:
+    out = []
+    for side in (ctx.prefill, ctx.decode):
+        if side.model.attention == "not_modeled":
+            out.append(chk.finding(f"{side.role}: {side.model.architecture} uses a {side.model.not_modeled_reason}, which kvcheck does not model yet; no transfer plan was computed"))
+    return out
+
+
+@check(
+    "page-size-unpinned",
+    Severity.WARNING,
+    "The page size is pinned on both sides",
+    what="--page-size left unset on a side.",
+    why="The attention backend and GPU choose it at start-up (flashmla 64, trtllm_mla 32/64, ...): two GPU types can disagree, and the decode then refuses the prefill.",
+    fix="Pin --page-size to the same value on both servers.",
+)
+def page_size_unpinned(chk, ctx: CheckContext) -> list[Finding]:
+    out = []
+    for side, g in ((ctx.prefill, ctx.prefill_geometry), (ctx.decode, ctx.decode_geometry)):
+        if g is not None and not g.page_size_pinned:
+            out.append(chk.finding(f"{side.role}: --page-size is not set; {g.notes[0] if g.notes else ''}"))
+    return out
+
+
+@check(
+    "hetero-tp-performance",
+    Severity.WARNING,
+    "Equal attention TP for non-MLA models",
+    what="Different attention TP sizes on a non-MLA (MHA/GQA) model.",
+    why="The runtime only logs 'Performance is NOT guaranteed when using different TP sizes for non-MLA models.' and moves KV by head slices.",
+    fix="Use the same attention TP size on both sides for the fast path.",
+)
+def hetero_tp_performance(chk, ctx: CheckContext) -> list[Finding]:
+    pg, dg = ctx.prefill_geometry, ctx.decode_geometry
+    if pg is None or dg is None or pg.is_mla or pg.attn_tp_size == dg.attn_tp_size:
+        return []
+    return [chk.finding(f"attention TP differs: prefill attn_tp_size={pg.attn_tp_size}, decode attn_tp_size={dg.attn_tp_size}; the runtime uses the head-slice path")]
+
+
+@check(
+    "item-length-larger",
+    Severity.WARNING,
+    "Destination item lengths equal the source's",
+    what="A decode region whose per-page item length is larger than the prefill region written into it.",
+    why="The runtime accepts it silently and writes prefill-sized items at the decode's stride: the decode reads a layout it did not write (corruption risk).",
+    fix="Make both sides derive the same item length: same model, --kv-cache-dtype, --dtype and page size.",
+)
+def item_length_larger(chk, ctx: CheckContext) -> list[Finding]:
+    plan, pg, dg = ctx.plan, ctx.prefill_geometry, ctx.decode_geometry
+    if plan is None or plan.error is not None or pg is None or dg is None or plan.path in ("hetero_tp_slice", None):
+        return []
+    for i, j in enumerate(plan.dst_indices):
+        src, dst = pg.regions[i].item_len, dg.regions[j].item_len
+        if dst > src:
+            return [chk.finding(f"decode region {j} has item length {dst} bytes per page, the prefill region {i} written into it {src} bytes")]
+    return []
+
+
+@check(
+    "dtype-under-auto",
+    Severity.WARNING,
+    "The KV element type agrees when --kv-cache-dtype is auto",
+    what="Both sides say --kv-cache-dtype auto (so the bootstrap check passes) but resolve to different element types (--dtype differs).",
+    why="The runtime compares only the flag strings; the bytes written differ in size or meaning.",
+    fix="Set the same --dtype on both sides, or pin --kv-cache-dtype explicitly on both.",
+)
+def dtype_under_auto(chk, ctx: CheckContext) -> list[Finding]:
+    p, d = ctx.prefill.args, ctx.decode.args
+    if p.kv_cache_dtype != "auto" or d.kv_cache_dtype != "auto":
+        return []
+    pd = p.dtype if p.dtype != "auto" else ctx.prefill.model.torch_dtype
+    dd = d.dtype if d.dtype != "auto" else ctx.decode.model.torch_dtype
+    if pd == dd:
+        return []
+    return [chk.finding(f"--kv-cache-dtype is auto on both sides but the KV element type differs: prefill --dtype resolves to {pd}, decode to {dd}")]
+
+
+@check(
+    "same-model",
+    Severity.WARNING,
+    "Both sides serve the same model",
+    what="Different model architecture, layer count or --revision on the two sides.",
+    why="The runtime never compares models: a different checkpoint moves KV of the wrong shape or meaning.",
+    fix="Point both sides at the same model and revision.",
+)
+def same_model(chk, ctx: CheckContext) -> list[Finding]:
+    pm, dm = ctx.prefill.model, ctx.decode.model
+    out = []
+    if (pm.architecture, pm.num_hidden_layers) != (dm.architecture, dm.num_hidden_layers):
+        out.append(chk.finding(f"models differ: prefill {pm.architecture} with {pm.num_hidden_layers} layers, decode {dm.architecture} with {dm.num_hidden_layers} layers"))
+    pr, dr = ctx.prefill.args.revision, ctx.decode.args.revision
+    if pr != dr:
+        out.append(chk.finding(f"model revisions differ: prefill --revision {pr}, decode --revision {dr}"))
+    return out
+
+
+@check(
+    "speculative-layout",
+    Severity.INFO,
+    "Where the speculative draft runs",
+    what="A speculative draft worker on one side only.",
+    why="Decode-only drafting is common and works with VRAM destinations (the prefill pairs its regions with the first ones of the decode); prefill-only drafting fails.",
+    fix="Nothing to do when the transfer decision passes.",
+)
+def speculative_layout(chk, ctx: CheckContext) -> list[Finding]:
+    p, d = ctx.prefill.args.has_draft_worker, ctx.decode.args.has_draft_worker
+    if p == d:
+        return []
+    where = "decode" if d else "prefill"
+    g = ctx.decode_geometry if d else ctx.prefill_geometry
+    n = g.num_draft_regions if g else 0
+    return [chk.finding(f"only the {where} runs a speculative draft worker ({n} draft KV region(s) appended after the target's)")]
+
+
+@check(
+    "hicache-no-effect",
+    Severity.INFO,
+    "HiCache does not change what NIXL moves",
+    what="--enable-hierarchical-cache on one or both sides.",
+    why="HiCache keeps a host copy for the radix cache; the regions and kinds NIXL registers stay the device pool's (VRAM). A public error page suggesting to align HiCache to fix 'no KV memory segments' is wrong for 0.5.23.",
+    fix="Nothing to do for the transfer.",
+)
+def hicache_no_effect(chk, ctx: CheckContext) -> list[Finding]:
+    sides = [s.role for s in (ctx.prefill, ctx.decode) if s.args.enable_hierarchical_cache]
+    if not sides:
+        return []
+    return [chk.finding(f"HiCache is on for: {', '.join(sides)}; NIXL still registers and moves the device (VRAM) KV regions")]

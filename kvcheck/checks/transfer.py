@@ -1,0 +1,132 @@
+"""Checks that predict the runtime's own refusals: bootstrap checks and the prefill's
+decision when the decode registers. Their messages name both values; their
+``runtime_error`` carries the exact exception the runtime raises."""
+
+from __future__ import annotations
+
+from kvcheck.checks.base import CheckContext, Finding, Severity, check
+from kvcheck.sglang.plan import GUARD_ASSERT, RuntimeErrorPrediction
+
+# Bootstrap failures, by the start of the runtime's message -> check id.
+_BOOTSTRAP_IDS = (
+    ("Page size mismatch", "page-size-mismatch"),
+    ("KV cache dtype mismatch", "kv-cache-dtype-mismatch"),
+    ("PD decode DCP", "decode-dcp"),
+    ("MLA KV cache sharding", "kv-cache-sharding-tp"),
+    ("('Decode cp size", "decode-cp-size"),
+    ("('Decode pp size", "pp-size-mismatch"),
+)
+_BOOTSTRAP_FIX = {
+    "page-size-mismatch": "Set the same --page-size on both servers (pin it: left unset, the attention backend and GPU choose it).",
+    "kv-cache-dtype-mismatch": "Write the same --kv-cache-dtype string on both servers: the runtime compares the flag strings, so 'auto' vs 'bf16' and 'bf16' vs 'bfloat16' both fail.",
+    "decode-dcp": "Run the decode with --dcp-size 1, or use an MLA model with a prefill at attention CP 1 and without --enable-kv-cache-sharding.",
+    "kv-cache-sharding-tp": "Use the same attention TP size on both servers, or drop --enable-kv-cache-sharding on the prefill.",
+    "decode-cp-size": "Run the decode with --attn-cp-size 1: the decode cannot use attention context parallelism in PD.",
+    "pp-size-mismatch": "Give the decode the prefill's --pp-size, or --pp-size 1.",
+}
+
+_DECISION_IDS = (
+    ("NIXL PD transfer: decode registered fewer KV regions", "region-count",
+     "Run the speculative draft (and its KV regions) on the decode too, or on neither side: the decode must register at least as many KV regions as the prefill."),
+    ("NIXL PD transfer does not support HiSparse combined with decode-only", "hisparse-decode-only-spec",
+     "Drop speculative decoding on the decode, run the same draft on the prefill too, or drop --enable-hisparse on the decode."),
+    ("NIXL heterogeneous-TP direct-to-host", "hetero-tp-direct-to-host",
+     "Use the same attention TP size on both sides when the decode runs --enable-hisparse (host-memory KV)."),
+    ("NIXL destination mixed KV memory kinds", "hetero-tp-mixed-kinds",
+     "Use the same attention TP size on both sides when the decode registers mixed memory kinds."),
+    ("NIXL PD DCP destination mixed KV memory kinds", "dcp-mixed-kinds",
+     "Run the decode with --dcp-size 1, or without --enable-hisparse."),
+    ("NIXL prepared dlist transfer length exceeds item stride", "item-stride",
+     "Make both sides derive the same per-page item length: same model, --kv-cache-dtype, --dtype, page size and attention TP."),
+    ("PP-heterogeneous", "pp-layer-pairing",
+     "Run the decode with the prefill's --pp-size: this pool registers no layer ids, so the runtime cannot pair a PP prefill stage with a decode of another PP size."),
+    ("NIXL source mixed KV memory kinds", "source-mixed-kinds", "The prefill must register one memory kind."),
+)
+
+
+def _classify(message: str, table) -> tuple[str, str]:
+    for row in table:
+        if message.startswith(row[0]):
+            return row[1], (row[2] if len(row) > 2 else _BOOTSTRAP_FIX.get(row[1], ""))
+    return "runtime-error", "See the runtime error."
+
+
+@check(
+    "transfer-backend",
+    Severity.ERROR,
+    "Both sides use the NIXL transfer backend",
+    what="--disaggregation-transfer-backend differs between prefill and decode, or is not nixl.",
+    why="The default backend is mooncake. A mooncake decode gets past the bootstrap checks, then its first ZMQ message kills the NIXL prefill's bootstrap thread; requests hang for 300 s.",
+    fix="Set --disaggregation-transfer-backend nixl on both servers.",
+)
+def transfer_backend(chk, ctx: CheckContext) -> list[Finding]:
+    p = ctx.prefill.args.disaggregation_transfer_backend
+    d = ctx.decode.args.disaggregation_transfer_backend
+    if p == d == "nixl":
+        return []
+    if p == d:
+        return [chk.finding(f"both sides use --disaggregation-transfer-backend {p}; kvcheck models the NIXL connector only", severity=Severity.WARNING, fix="Set --disaggregation-transfer-backend nixl on both servers to use NIXL.")]
+    rt = None
+    if p == "nixl":
+        rt = RuntimeErrorPrediction(
+            type="AssertionError", message=GUARD_ASSERT,
+            raised_by="prefill: NIXL bootstrap thread (first ZMQ message from the decode)",
+            when="first request",
+            operator_sees="the prefill's bootstrap thread dies; requests to that rank time out after 300 s on the decode",
+        )
+    return [chk.finding(
+        f"transfer backends differ: prefill --disaggregation-transfer-backend={p}, decode --disaggregation-transfer-backend={d}"
+        + (" (the default)" if "disaggregation_transfer_backend" not in ctx.decode.raw_args else ""),
+        runtime_error=rt,
+    )]
+
+
+@check(
+    "bootstrap",
+    Severity.ERROR,
+    "The decode's checks on the prefill bootstrap server's /route reply",
+    what="Page size, --kv-cache-dtype string, decode attention CP, DCP and PP sizes the decode compares on its first request.",
+    why="The decode raises in its scheduler on the first request routed to that prefill.",
+    fix="Align the named flag on both servers.",
+)
+def bootstrap(chk, ctx: CheckContext) -> list[Finding]:
+    rt = ctx.extra.get("bootstrap_error")
+    if rt is None:
+        return []
+    fid, fix = _classify(rt.message, _BOOTSTRAP_IDS)
+    return [Finding(id=fid, severity=Severity.ERROR, message=ctx.extra["bootstrap_detail"], fix=fix, runtime_error=rt)]
+
+
+@check(
+    "transfer-decision",
+    Severity.ERROR,
+    "The prefill accepts the decode's KV registration",
+    what="Region counts, memory kinds, item lengths and PP pairing the prefill checks when the decode registers.",
+    why="The prefill raises in its NIXL bootstrap thread; the thread dies and requests to that rank hang for 300 s.",
+    fix="Align the geometry of both sides.",
+)
+def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
+    plan = ctx.plan
+    if plan is None or plan.error is None:
+        return []
+    fid, fix = _classify(plan.error.message, _DECISION_IDS)
+    pg, dg = ctx.prefill_geometry, ctx.decode_geometry
+    detail = (
+        f"the prefill registers {plan.n_src} KV regions ({_kind_summary(pg)}), the decode {plan.n_dst} ({_kind_summary(dg)})"
+    )
+    if ctx.extra.get("bootstrap_error") is not None:
+        detail += "; this is raised once the bootstrap checks above pass"
+    return [Finding(id=fid, severity=Severity.ERROR, message=f"{plan.error.type}: {plan.error.message} ({detail})", fix=fix, runtime_error=plan.error)]
+
+
+def _kind_summary(g) -> str:
+    if g is None:
+        return "?"
+    parts = []
+    for kind in ("VRAM", "DRAM"):
+        c = g.kinds.count(kind)
+        if c:
+            parts.append(f"{c} {kind}")
+    if g.num_draft_regions:
+        parts.append(f"{g.num_draft_regions} of them draft")
+    return ", ".join(parts) or "none"

@@ -1,0 +1,42 @@
+"""Errors kvcheck raises on purpose, each mapped to a stable exit status.
+
+Exit statuses (the contract in DESIGN.md part 3):
+0 pass (warnings allowed), 1 fail, 2 bad input or usage (nothing checked),
+3 a live source could not be reached in time.
+"""
+
+from __future__ import annotations
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_INPUT = 2
+EXIT_UNREACHABLE = 3
+
+
+class KvcheckError(Exception):
+    """Base class: a one-line message for a person, and an exit status."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, message: str, *, source: str | None = None, field: str | None = None):
+        self.source = source
+        self.field = field
+        parts = []
+        if source:
+            parts.append(str(source))
+        if field:
+            parts.append(f"field {field!r}")
+        prefix = ": ".join(parts)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class InputError(KvcheckError):
+    """Bad input (missing file, syntax error, unknown flag, wrong type): exit 2."""
+
+    exit_code = EXIT_INPUT
+
+
+class UnreachableError(KvcheckError):
+    """A live source (server, bootstrap server, NIXL agent) did not answer in time: exit 3."""
+
+    exit_code = EXIT_UNREACHABLE

@@ -1,0 +1,104 @@
+"""The server args that shape KV transfer, typed, with SGLang 0.5.23's defaults.
+
+Mirrors the fields of ``sglang.srt.arg_groups.fields`` (parallel, disagg, memory, spec,
+model) that decide KV regions, their memory kinds and the bootstrap checks. Every other
+flag SGLang accepts is kept untyped in ``Side.raw_args`` (see ``kvcheck.sglang.flags``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from kvcheck.errors import InputError
+
+# SpeculativeAlgorithm values whose worker owns a draft KV pool (all but NGRAM / none).
+NO_DRAFT_POOL_ALGORITHMS = {None, "", "NONE", "NGRAM"}
+
+
+class ServerArgs(BaseModel):
+    """KV-shaping server args of one side (dest names, SGLang 0.5.23 defaults)."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+    model_path: Optional[str] = None
+    revision: Optional[str] = None
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    page_size: Optional[int] = None
+
+    tp_size: int = 1
+    dp_size: int = 1
+    attn_dp_size: int = 1
+    enable_dp_attention: bool = False
+    attn_cp_size: int = 1
+    dcp_size: int = 1
+    pp_size: int = 1
+    enable_kv_cache_sharding: bool = False
+
+    disaggregation_mode: str = "null"
+    disaggregation_transfer_backend: str = "mooncake"
+    disaggregation_bootstrap_port: int = 8998
+    disaggregation_ib_device: Optional[str] = None
+    disaggregation_decode_enable_radix_cache: bool = False
+
+    attention_backend: Optional[str] = None
+    prefill_attention_backend: Optional[str] = None
+    decode_attention_backend: Optional[str] = None
+
+    enable_hisparse: bool = False
+    hisparse_config: Optional[str] = None
+    enable_hierarchical_cache: bool = False
+    hicache_ratio: float = 2.0
+    hicache_size: int = 0
+    disable_radix_cache: bool = False
+
+    speculative_algorithm: Optional[str] = None
+    speculative_draft_model_path: Optional[str] = None
+    speculative_draft_model_revision: Optional[str] = None
+    speculative_num_steps: Optional[int] = None
+    speculative_eagle_topk: Optional[int] = None
+    speculative_num_draft_tokens: Optional[int] = None
+    speculative_draft_kv_cache_dtype: Optional[str] = None
+
+    # ----- resolved views (what the runtime computes from the flags) -----
+    @property
+    def resolved_attn_dp_size(self) -> int:
+        """attn_dp_size; the deprecated ``enable_dp_attention`` means attn_dp_size = dp_size."""
+        return self.dp_size if self.enable_dp_attention else self.attn_dp_size
+
+    @property
+    def attn_tp_size(self) -> int:
+        """tp_size // attn_dp_size // attn_cp_size (``derive_attn_tp_size``, 0.5.23)."""
+        return max(1, self.tp_size // max(1, self.resolved_attn_dp_size) // max(1, self.attn_cp_size))
+
+    @property
+    def has_draft_worker(self) -> bool:
+        """A speculative worker that owns a draft KV pool (any algorithm but NGRAM)."""
+        algo = (self.speculative_algorithm or "").upper() or None
+        return algo not in NO_DRAFT_POOL_ALGORITHMS
+
+    @property
+    def radix_cache_enabled(self) -> bool:
+        """Whether the radix cache stays on; a PD decode turns it off by itself unless
+        ``--disaggregation-decode-enable-radix-cache`` is given (pd_disaggregation_hook)."""
+        if self.disable_radix_cache:
+            return False
+        if self.disaggregation_mode == "decode":
+            return self.disaggregation_decode_enable_radix_cache
+        return True
+
+
+def build_server_args(values: dict[str, Any], source: str) -> ServerArgs:
+    """Validate ``values`` (dest -> value, already coerced) into ``ServerArgs``.
+
+    Raises ``InputError`` naming the file and the first bad field.
+    """
+    try:
+        return ServerArgs(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err.get("loc") else None
+        flag = f"--{field.replace('_', '-')}" if field else None
+        raise InputError(f"{err['msg']} (got {err.get('input')!r})", source=source, field=flag) from None

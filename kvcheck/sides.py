@@ -1,0 +1,48 @@
+"""A ``Side``: one server of the pair (prefill or decode) as kvcheck sees it.
+
+Built by ``kvcheck.sources`` from a config file, a command line, JSON args or a live
+server; consumed by ``kvcheck.sglang.geometry`` and the checks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from kvcheck.sglang.args import ServerArgs
+from kvcheck.sglang.model import ModelConfig
+
+Role = Literal["prefill", "decode"]
+
+# Environment variables that change how the runtime registers or moves KV over NIXL.
+RELEVANT_ENV = (
+    "SGLANG_DISAGGREGATION_NIXL_BACKEND",
+    "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS",
+    "SGLANG_PP_LAYER_PARTITION",
+    "UCX_NET_DEVICES",
+    "UCX_TLS",
+)
+
+
+class Side(BaseModel):
+    """One server's resolved inputs.
+
+    ``args``: the typed KV-shaping args; ``raw_args``: every flag given (dest -> value);
+    ``env``: the variables in ``RELEVANT_ENV`` that were set; ``model``/``draft_model``:
+    the target's and the draft's config (None when no separate draft model);
+    ``origin``: where it came from (a path or URL) for messages.
+    """
+
+    role: Role
+    args: ServerArgs
+    raw_args: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    model: ModelConfig
+    draft_model: ModelConfig | None = None
+    origin: str = ""
+    live: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} ({self.origin})" if self.origin else self.role

@@ -1,0 +1,131 @@
+"""Where server args are read: files, command lines, JSON, live servers -> ``Side``.
+
+``load_side(spec, role)`` picks the reader from the spec: an ``http(s)://`` URL is a
+live server (``kvcheck.sources.live``); a ``.yaml``/``.yml`` file a SGLang ``--config``
+file; a ``.json`` file JSON args (or a saved ``kvcheck snapshot``); any other file a
+launch command line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from kvcheck.errors import InputError
+from kvcheck.sglang.args import build_server_args
+from kvcheck.sglang.model import ModelConfig, parse_model_config
+from kvcheck.sides import RELEVANT_ENV, Role, Side
+from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
+
+
+def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
+    """Parse a model ``config.json`` file; ``InputError`` naming the file otherwise."""
+    if not path.exists():
+        raise InputError("model config file not found", source=str(path), field=field)
+    text = read_text(path)
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
+    return parse_model_config(raw, source=str(path))
+
+
+def resolve_model(model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None) -> ModelConfig:
+    """The model config: ``override`` (``--model-config FILE``) when given, else
+    ``config.json`` inside the ``model_path`` directory. A hub id without a local
+    directory needs ``--model-config``: kvcheck never downloads."""
+    if override is not None:
+        return read_model_file(override)
+    if not model_path:
+        raise InputError(f"no {flag} given, so there is no model config.json to read; add {flag} or pass --model-config FILE", source=source, field=flag)
+    p = Path(os.path.expanduser(model_path))
+    if not p.is_absolute() and base is not None and not p.exists():
+        p = base / p
+    if p.is_dir():
+        cfg = p / "config.json"
+        if not cfg.exists():
+            raise InputError(f"the {flag} directory {p} holds no config.json; pass --model-config FILE", source=source, field=flag)
+        return read_model_file(cfg, field=flag)
+    if p.is_file() and p.name.endswith(".json"):
+        return read_model_file(p, field=flag)
+    raise InputError(
+        f"{flag} {model_path!r} is not a local directory (a hub id?); kvcheck never downloads: pass --model-config FILE with the model's config.json",
+        source=source,
+        field=flag,
+    )
+
+
+def build_side(
+    role: Role,
+    args: dict[str, Any],
+    env: dict[str, str],
+    origin: str,
+    *,
+    model_config: Path | None = None,
+    draft_model_config: Path | None = None,
+    base: Path | None = None,
+    live: dict[str, Any] | None = None,
+) -> Side:
+    """Type the args, read the model (and draft model) config, and build a ``Side``."""
+    typed = build_server_args(args, origin)
+    model = resolve_model(typed.model_path, model_config, origin, base=base)
+    draft = None
+    if typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
+        if draft_model_config is None and typed.speculative_draft_model_path == typed.model_path:
+            draft = None  # the target's own MTP layers
+        else:
+            draft = resolve_model(typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base)
+    return Side(
+        role=role,
+        args=typed,
+        raw_args=args,
+        env={k: v for k, v in env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_"))},
+        model=model,
+        draft_model=draft,
+        origin=origin,
+        live=live,
+    )
+
+
+def load_side(
+    spec: str,
+    role: Role,
+    *,
+    env_file: Path | None = None,
+    model_config: Path | None = None,
+    draft_model_config: Path | None = None,
+    **live_options: Any,
+) -> Side:
+    """Read one side from ``spec`` (a file path or a live server URL).
+
+    Raises ``InputError`` (exit 2) for bad input, ``UnreachableError`` (exit 3) when a
+    live server does not answer in time.
+    """
+    if spec.startswith(("http://", "https://")):
+        from kvcheck.sources import live
+
+        return live.load_live_side(spec, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, **live_options)
+    path = Path(spec)
+    if not path.exists():
+        raise InputError("file not found", source=spec)
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        args, env = read_yaml_config(path)
+    elif suffix == ".json":
+        text = read_text(path)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=spec) from None
+        if isinstance(data, dict) and "server_info" in data:
+            from kvcheck.sources import live
+
+            return live.load_snapshot_side(path, data, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file)
+        args, env = read_json_args(path, data)
+    else:
+        args, env = read_command_line(path)
+    if env_file is not None:
+        env = {**env, **read_env_file(env_file)}
+    return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent)

@@ -1,0 +1,169 @@
+"""Server args from files: a SGLang ``--config`` YAML, a launch command line, JSON args.
+
+Each reader returns ``(args, env)``: ``args`` maps SGLang dest names to typed values,
+validated against SGLang 0.5.23's own flag table (``kvcheck.sglang.flags``); ``env``
+holds environment variables given with the args. Nothing is ever written to the inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvcheck.errors import InputError
+from kvcheck.sglang.flags import FlagTable, coerce, parse_argv
+
+# A documented key kvcheck strips from a --config YAML before reading flags: per-side
+# environment variables (SGLang itself does not accept it; keep it in a kvcheck copy
+# or use --prefill-env/--decode-env).
+ENV_KEY = "kvcheck-env"
+
+LAUNCHERS = (
+    ("python", "-m", "sglang.launch_server"),
+    ("python3", "-m", "sglang.launch_server"),
+    ("sglang", "serve"),
+    ("sglang.launch_server",),
+)
+
+
+def read_text(path: Path) -> str:
+    """The file's text; ``InputError`` (exit 2) when it is missing or unreadable."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", source=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a file", source=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", source=str(path)) from None
+
+
+def args_from_mapping(mapping: dict[str, Any], source: str) -> dict[str, Any]:
+    """Flag name (dash or underscore form, unambiguous prefixes as SGLang allows) ->
+    value, to dest -> typed value. Raises ``InputError`` for unknown flags (with the
+    nearest valid name) and for values of the wrong type."""
+    table = FlagTable.load()
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise InputError(f"flag names must be strings, got {key!r}", source=source)
+        flag = table.resolve(key, source=source)
+        out[flag.dest] = coerce(flag, value, source)
+    return out
+
+
+def read_yaml_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """A SGLang ``--config`` YAML: a mapping of flag names (dash keys) to values."""
+    text = read_text(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=str(path))
+    env = _env_mapping(data.pop(ENV_KEY, None), str(path))
+    return args_from_mapping(data, str(path)), env
+
+
+def read_json_args(path: Path, data: Any | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A JSON object of args (flag names or dest names as keys)."""
+    if data is None:
+        text = read_text(path)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError(f"expected a JSON object of server args, got {type(data).__name__}", source=str(path))
+    env = _env_mapping(data.pop(ENV_KEY, None), str(path))
+    return args_from_mapping(data, str(path)), env
+
+
+def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str]]:
+    """A launch command (``[VAR=value ...] python -m sglang.launch_server --flag ...``,
+    backslash continuations and comments allowed) -> (flag argv, env assignments)."""
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    try:
+        tokens = shlex.split("\n".join(lines), comments=True)
+    except ValueError as exc:
+        raise InputError(f"cannot split the command line: {exc}", source=source) from None
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(tokens) and tokens[i] in ("env", "exec"):
+        i += 1
+    while i < len(tokens) and "=" in tokens[i] and not tokens[i].startswith("-"):
+        name, _, value = tokens[i].partition("=")
+        env[name] = value
+        i += 1
+    rest = tokens[i:]
+    for launcher in LAUNCHERS:
+        n = len(launcher)
+        if tuple(t.rsplit("/", 1)[-1] for t in rest[:n]) == launcher:
+            return rest[n:], env
+    if rest and rest[0].startswith("-"):
+        return rest, env
+    raise InputError(
+        "not a SGLang launch command: expected 'python -m sglang.launch_server --flag ...' (or 'sglang serve ...')",
+        source=source,
+    )
+
+
+def read_command_line(path: Path, text: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A file holding a launch command line."""
+    text = read_text(path) if text is None else text
+    argv, env = split_command_line(text, str(path))
+    args = parse_argv(argv, str(path))
+    config = args.pop("config", None)
+    if config:
+        # --config FILE inside a command: flags on the command line win over the file's.
+        cfg_path = Path(config)
+        if not cfg_path.is_absolute():
+            cfg_path = path.parent / cfg_path
+        base, cfg_env = read_yaml_config(cfg_path)
+        base.update(args)
+        args, env = base, {**cfg_env, **env}
+    return args, env
+
+
+def _env_mapping(value: Any, source: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise InputError(f"{ENV_KEY} must be a mapping of variable names to values", source=source, field=ENV_KEY)
+    return {k: "" if v is None else str(v) for k, v in value.items()}
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """A ``VAR=value`` file (``export`` prefixes, quotes and comments allowed), or YAML/JSON mapping."""
+    text = read_text(path)
+    if path.suffix in (".yaml", ".yml", ".json"):
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise InputError(f"syntax error: {exc}", source=str(path)) from None
+        return _env_mapping(data, str(path))
+    env: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export "):].strip()
+        name, eq, value = line.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise InputError(f"line {lineno}: expected VAR=value", source=str(path))
+        try:
+            parts = shlex.split(value)
+        except ValueError as exc:
+            raise InputError(f"line {lineno}: {exc}", source=str(path)) from None
+        env[name.strip()] = parts[0] if len(parts) == 1 else " ".join(parts)
+    return env
