@@ -97,7 +97,7 @@ def list_checks(check_id: Optional[str] = typer.Argument(None, help="Show one ch
 def main() -> None:
     """Entry point: run the app, turning kvcheck's own errors into one line and an exit status."""
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
     except KvcheckError as exc:
         typer.echo(f"kvcheck: error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -113,3 +113,4 @@ def main() -> None:
             exc.show()
             sys.exit(EXIT_INPUT)
         raise
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -116,7 +116,7 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
     )
     if ctx.extra.get("bootstrap_error") is not None:
         detail += "; this is raised once the bootstrap checks above pass"
-    return [Finding(id=fid, severity=Severity.ERROR, message=f"{plan.error.type}: {plan.error.message} ({detail})", fix=fix, runtime_error=plan.error)]
+    return [Finding(id=fid, severity=Severity.ERROR, message=f"the prefill rejects the decode's KV registration: {detail}", fix=fix, runtime_error=plan.error)]
 
 
 def _kind_summary(g) -> str:

@@ -42,18 +42,24 @@ def render_terminal(report: Report, console: Console) -> None:
         if f.severity != Severity.INFO:
             console.print(Text(f"        fix: {f.fix}", style="green"))
 
-    sides = Table(title="KV regions", title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("side", "model", "pool", "attn TP", "PP", "page", "kv dtype", "regions", "kinds", "item bytes/page"):
-        sides.add_column(col)
+    sides = Table(title="KV regions each side registers", title_justify="left", show_edge=False, pad_edge=False)
+    sides.add_column("")
     for s in report.sides:
-        kinds = ", ".join(f"{n} {k}" for k, n in s.kinds.items())
-        if s.num_draft_regions:
-            kinds += f" ({s.num_draft_regions} draft)"
-        sides.add_row(
-            s.role, s.model, s.pool, str(s.attn_tp_size or "-"), str(s.pp_size or "-"), str(s.page_size or "-"),
-            s.kv_cache_dtype or "-", str(s.n_regions if s.n_regions is not None else "-"), kinds or "-",
-            ", ".join(str(i) for i in s.item_lens) or "-",
-        )
+        sides.add_column(s.role)
+    rows = [
+        ("model", lambda s: s.model),
+        ("KV pool", lambda s: s.pool),
+        ("attention TP", lambda s: s.attn_tp_size),
+        ("PP size", lambda s: s.pp_size),
+        ("page size", lambda s: s.page_size),
+        ("--kv-cache-dtype", lambda s: s.kv_cache_dtype),
+        ("regions", lambda s: s.n_regions),
+        ("memory kinds", lambda s: ", ".join(f"{n} {k}" for k, n in s.kinds.items()) + (f" ({s.num_draft_regions} draft)" if s.num_draft_regions else "")),
+        ("item length (bytes/page)", lambda s: ", ".join(str(i) for i in s.item_lens)),
+        ("from", lambda s: s.origin),
+    ]
+    for label, get in rows:
+        sides.add_row(label, *[str(get(s)) if get(s) not in (None, "") else "-" for s in report.sides])
     console.print()
     console.print(sides)
 

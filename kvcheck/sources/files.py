@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from kvcheck.errors import InputError
-from kvcheck.sglang.flags import FlagTable, coerce, parse_argv
+from kvcheck.sglang.flags import FlagTable, coerce, config_path, parse_argv
 
 # A documented key kvcheck strips from a --config YAML before reading flags: per-side
 # environment variables (SGLang itself does not accept it; keep it in a kvcheck copy
@@ -52,26 +52,32 @@ def args_from_mapping(mapping: dict[str, Any], source: str) -> dict[str, Any]:
         if not isinstance(key, str):
             raise InputError(f"flag names must be strings, got {key!r}", source=source)
         flag = table.resolve(key, source=source)
-        out[flag.dest] = coerce(flag, value, source)
+        out[flag.dest] = coerce(flag, value, source, origin="json")
     return out
 
 
 def read_yaml_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """A SGLang ``--config`` YAML: a mapping of flag names (dash keys) to values."""
     text = read_text(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
+    data = _load_yaml(text, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InputError(f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=str(path))
     env = _env_mapping(data.pop(ENV_KEY, None), str(path))
-    return args_from_mapping(data, str(path)), env
+    # Exactly as SGLang's ConfigArgumentMerger: each key becomes --key (abbreviations
+    # allowed, underscores refused), values as strings, then argparse.
+    return FlagTable.load().parse_config(data, str(path)), env
+
+
+def _load_yaml(text: str, path: Path) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
 
 
 def read_json_args(path: Path, data: Any | None = None) -> tuple[dict[str, Any], dict[str, str]]:
@@ -93,7 +99,7 @@ def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str
     backslash continuations and comments allowed) -> (flag argv, env assignments)."""
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
     try:
-        tokens = shlex.split("\n".join(lines), comments=True)
+        tokens = shlex.split("\n".join(lines).replace("\\\n", " "), comments=True)
     except ValueError as exc:
         raise InputError(f"cannot split the command line: {exc}", source=source) from None
     env: dict[str, str] = {}
@@ -121,16 +127,20 @@ def read_command_line(path: Path, text: str | None = None) -> tuple[dict[str, An
     """A file holding a launch command line."""
     text = read_text(path) if text is None else text
     argv, env = split_command_line(text, str(path))
-    args = parse_argv(argv, str(path))
-    config = args.pop("config", None)
-    if config:
-        # --config FILE inside a command: flags on the command line win over the file's.
-        cfg_path = Path(config)
-        if not cfg_path.is_absolute():
+    cfg = config_path(argv, str(path))
+    config = None
+    if cfg:
+        # --config FILE inside a command: SGLang puts the file's flags before the
+        # command line's, so the command line wins (ConfigArgumentMerger).
+        cfg_path = Path(cfg)
+        if not cfg_path.is_absolute() and not cfg_path.exists():
             cfg_path = path.parent / cfg_path
-        base, cfg_env = read_yaml_config(cfg_path)
-        base.update(args)
-        args, env = base, {**cfg_env, **env}
+        config = _load_yaml(read_text(cfg_path), cfg_path) or {}
+        if not isinstance(config, dict):
+            raise InputError("a SGLang --config file must hold a mapping of flags", source=str(cfg_path))
+        env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
+    args = parse_argv(argv, str(path), config=config)
+    args.pop("config", None)
     return args, env
 
 
