@@ -43,7 +43,7 @@ def preflight(
     prefill: str = typer.Option(..., "--prefill", "-p", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL."),
     decode: str = typer.Option(..., "--decode", "-d", help="Decode server args, in any of the same forms."),
     format: str = typer.Option("table", "--format", "-f", help="Output: table (for people), json (the documented contract)."),
-    kernel: str = typer.Option("auto", "--kernel", help="Decision code: builtin (kvcheck's restatement), runtime (the installed SGLang's own code), auto (runtime when SGLang is importable)."),
+    kernel: str = typer.Option("builtin", "--kernel", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
     ignore: List[str] = typer.Option([], "--ignore", help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, marked ignored."),
     prefill_env: Optional[Path] = typer.Option(None, "--prefill-env", help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...)."),
     decode_env: Optional[Path] = typer.Option(None, "--decode-env", help="VAR=value file with the decode's environment."),

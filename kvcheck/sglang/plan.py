@@ -34,6 +34,8 @@ HANG_300S = (
 # nixl/conn.py: GUARD = b"NixlMsgGuard"; the bootstrap thread asserts it on every message.
 GUARD_ASSERT = "First message should be b'NixlMsgGuard'. Foreign traffic?"
 DECODE_FIRST_REQUEST = "the decode logs this error on its first request to that prefill; requests routed to it fail"
+PREFILL_STARTUP = "prefill: NixlKVManager.__init__ (start-up)"
+PREFILL_FAILS_TO_START = "the prefill fails to start with this traceback"
 
 
 class RuntimeErrorPrediction(BaseModel):
@@ -213,14 +215,23 @@ def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_s
         plan.error = RuntimeErrorPrediction(type=type_, message=message, raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S)
         return plan
 
+    src_kinds = prefill.kinds
+    # NixlKVManager.__init__: a prefill's source kinds must be uniform (before any peer).
+    if len(set(src_kinds)) > 1:
+        plan.error = RuntimeErrorPrediction(
+            type="NotImplementedError",
+            message=f"NIXL source mixed KV memory kinds are not implemented safely yet: {sorted(set(src_kinds))}",
+            raised_by=PREFILL_STARTUP, when="start-up", operator_sees=PREFILL_FAILS_TO_START,
+        )
+        return plan
+    # _add_remote_peer -> requires_dcp_relayout (prefill DCP size 1), before the payload.
+    if decode_dcp_size != 1 and not prefill.is_mla:
+        return fail("RuntimeError", f"Unsupported PD DCP topology: 1 -> {decode_dcp_size}")
     if n_dst < n_src:
         return fail("ValueError", f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry")
     if n_src == 0:
         plan.path = "nothing_to_transfer"
         return plan
-    src_kinds = prefill.kinds
-    if len(set(src_kinds)) != 1:
-        return fail("NotImplementedError", f"NIXL source mixed KV memory kinds are not implemented safely yet: {sorted(set(src_kinds))}")
     src_kind = src_kinds[0]
     dst_kinds = decode.kinds
     dst_unique = sorted(set(dst_kinds))
@@ -231,6 +242,21 @@ def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_s
         paired = dst_kinds[:n_src]
         if len(set(paired)) != 1:
             return fail("NotImplementedError", f"NIXL PD DCP destination mixed KV memory kinds are not implemented safely yet: {sorted(set(paired))}")
+        # prepare_dcp_token_item_lens: per-token bytes must match; draft entries' decode
+        # pages hold page_size * dcp_size tokens.
+        page, num_draft = prefill.page_size, prefill.num_draft_regions
+        for i in range(n_src):
+            src_token = prefill.regions[i].item_len // page
+            dst_item = decode.regions[i].item_len
+            scale = page * (decode_dcp_size if i >= n_src - num_draft else 1)
+            if dst_item // scale != src_token:
+                return fail(
+                    "RuntimeError",
+                    "PD DCP source/destination KV geometry differs at entry "
+                    f"{i}: src token bytes={src_token}, "
+                    f"dst token bytes={dst_item // scale} "
+                    f"(dst item_len={dst_item}, page scale={scale})",
+                )
         plan.path = "dcp_relayout"
         plan.dst_indices = list(range(n_src))
         plan.segments = [Segment(start=0, end=n_src, src_kind=src_kind, dst_kind=paired[0])]

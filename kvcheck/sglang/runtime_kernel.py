@@ -1,0 +1,421 @@
+"""The ``runtime`` decision kernel: the installed SGLang's own decision code, run on CPU.
+
+Same interface as the ``builtin`` kernel (``kvcheck.sglang.plan``): ``bootstrap_error``
+and ``decide_transfer``. Instead of kvcheck's restatement, each drives the runtime's own
+functions, written against SGLang 0.5.23 (``sglang.srt.disaggregation``), on managers
+made with ``object.__new__`` so that no GPU, NIXL agent, ZMQ socket, thread or
+``torch.distributed`` group is created:
+
+``bootstrap_error`` drives, on a decode ``NixlKVManager``:
+  ``CommonKVManager.try_ensure_parallel_info`` (page size, kv-cache dtype string, DCP
+  checks) and through it ``_resolve_rank_mapping`` (KV-sharding, CP and PP asserts).
+  The ``/route`` reply is built the way the prefill's bootstrap server builds it
+  (``dataclasses.asdict`` of the runtime's ``PrefillServerInfo``) and handed to the
+  decode through a stand-in for the one ``requests.get`` call; nothing touches a network.
+
+``decide_transfer`` drives, on a prefill ``NixlKVManager``:
+  ``_normalize_kv_mem_kinds``, ``_homogeneous_kv_mem_kind(..., "source")`` and
+  ``num_kv_slots`` (what ``NixlKVManager.__init__`` computes for a prefill), then
+  ``_add_remote_peer`` -> ``requires_dcp_relayout`` -> ``_prepare_payload_xfer`` (with
+  ``_build_transfer_dst_indices``, ``build_transfer_entry_pairs``,
+  ``resolve_dcp_dst_entry_indices``, ``prepare_dcp_token_item_lens``,
+  ``_kv_xfer_mem_segments``, ``_init_equal_tp_prep_handle``,
+  ``_init_mixed_equal_tp_prep_handles``, ``_prep_equal_tp_dlist``, ``_prep_xfer_dlist``)
+  and ``_prepare_state_xfer``. The decode's registration is the real ZMQ frame list:
+  ``NixlKVManager.build_receiver_registration_message`` on a decode manager, parsed by
+  ``KVArgsRegisterInfo.from_zmq`` (the frames after ``GUARD``, as the bootstrap thread
+  does). The NIXL agent is a recording stand-in: ``prep_xfer_dlist`` records the peer,
+  the Nx5 strided descriptor runs and the memory kind, and returns a handle.
+  Region pointers are fake, distinct integers; every region holds ``NUM_SLOTS`` pages.
+
+Not driven (said here, and handled honestly):
+- ``_init_hetero_tp_prep_handle`` (the heterogeneous-TP head-slice descriptor lists):
+  it needs the model's total KV head count and the staging helper
+  ``compute_head_slice_params``, and kvcheck's ``SideGeometry`` carries item lengths,
+  not heads. The runtime's own decision to take that path is kept (the call is reached
+  through the real ``_prepare_payload_xfer``), and the stand-in that replaces it still
+  runs the runtime's ``get_mha_kv_ptrs_with_pp`` to learn which decode regions the
+  slices go to (``dst_indices``). Asserts inside the head-slice setup are not checked.
+- DCP pack buffers (``_init_dcp_pack_buffers_once`` allocates device staging memory):
+  marked as already allocated; the DCP decision and geometry checks run for real.
+- The NIXL agent itself (no ``add_remote_agent`` metadata parsing, no registration).
+
+SGLang is imported lazily, on first use; the static path never imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import Any
+
+from kvcheck.sglang.geometry import SideGeometry
+from kvcheck.sglang.plan import (
+    DECODE_FIRST_REQUEST,
+    DECODE_SCHEDULER,
+    HANG_300S,
+    PREFILL_BOOTSTRAP_THREAD,
+    PREFILL_FAILS_TO_START,
+    PREFILL_STARTUP,
+    PairInfo,
+    Plan,
+    RuntimeErrorPrediction,
+    Segment,
+)
+
+SGLANG_VERSION = "0.5.23"
+# Pages per region in the fake pools: small, since the dlists are built as numpy arrays.
+NUM_SLOTS = 4
+_PTR_BASE_SRC = 0x7F00_0000_0000
+_PTR_BASE_DST = 0x7E00_0000_0000
+_PTR_STRIDE = 1 << 32
+_PEER_NAME = "kvcheck-decode"
+_BOOTSTRAP_ADDR = "kvcheck.invalid:8998"
+
+_lock = threading.Lock()
+
+
+class KernelSetupError(RuntimeError):
+    """The runtime kernel could not drive SGLang's code (not a predicted runtime error)."""
+
+
+@lru_cache(maxsize=1)
+def _sglang() -> SimpleNamespace:
+    """Import the runtime's disaggregation modules once (slow: pulls torch)."""
+    try:
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+    except Exception:  # pragma: no cover - transformers is optional for the import
+        pass
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import sglang
+        from sglang.srt.disaggregation.base import conn as base_conn
+        from sglang.srt.disaggregation.common import conn as common_conn
+        from sglang.srt.disaggregation.nixl import conn as nixl_conn
+        from sglang.srt.disaggregation.utils import DisaggregationMode
+
+    for name in ("sglang.srt.disaggregation.common.conn", "sglang.srt.disaggregation.nixl.conn"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    return SimpleNamespace(
+        version=getattr(sglang, "__version__", "unknown"),
+        KVArgs=base_conn.KVArgs,
+        common=common_conn,
+        nixl=nixl_conn,
+        PREFILL=DisaggregationMode.PREFILL,
+        DECODE=DisaggregationMode.DECODE,
+    )
+
+
+def runtime_version() -> str:
+    """The installed SGLang's version (the kernel is written against ``SGLANG_VERSION``)."""
+    return _sglang().version
+
+
+# ---------------------------------------------------------------- bootstrap (decode) --
+
+
+class _RouteResponse:
+    status_code = 200
+
+    def __init__(self, payload: dict):
+        self._payload = payload
+        self.text = ""
+
+    def json(self) -> dict:
+        return dict(self._payload)
+
+
+def _route_payload(sg: SimpleNamespace, prefill: PairInfo) -> dict:
+    """The ``/route`` reply, as ``CommonKVBootstrapServer._handle_route_get`` builds it."""
+    info = sg.common.PrefillServerInfo(
+        attn_tp_size=prefill.attn_tp_size,
+        attn_cp_size=prefill.attn_cp_size,
+        dp_size=1,
+        pp_size=prefill.pp_size,
+        page_size=prefill.page_size,
+        kv_cache_dtype=prefill.kv_cache_dtype_str,
+        follow_bootstrap_room=True,
+        enable_dsa_cache_layer_split=False,
+        enable_kv_cache_sharding=prefill.enable_kv_cache_sharding,
+    )
+    payload = dataclasses.asdict(info)
+    for key in ("dsv41_spec_layout", "kv_layout"):
+        if payload.get(key) is None:
+            payload.pop(key, None)
+    return payload
+
+
+def _decode_manager(sg: SimpleNamespace, decode: PairInfo):
+    kv_args = sg.KVArgs()
+    kv_args.page_size = decode.page_size
+    kv_args.engine_rank = 0
+    kv_args.state_types = []
+    kv_args.kv_cache_dtype_str = decode.kv_cache_dtype_str
+    mgr = object.__new__(sg.nixl.NixlKVManager)
+    mgr.kv_args = kv_args
+    mgr.kv_cache_dtype_str = decode.kv_cache_dtype_str
+    mgr.kv_layout = None
+    mgr.dsv41_spec_layout = None
+    mgr.prefill_info_table = {}
+    mgr.is_mla_backend = decode.is_mla
+    mgr.is_hybrid_mla_backend = False
+    mgr.attn_tp_size = decode.attn_tp_size
+    mgr.attn_cp_size = decode.attn_cp_size
+    mgr.attn_cp_rank = 0
+    mgr.dcp_size = decode.dcp_size
+    mgr.dcp_rank = 0
+    mgr.pp_size = decode.pp_size
+    mgr.pp_rank = 0
+    mgr.enable_all_cp_ranks_for_transfer = False
+    return mgr
+
+
+def bootstrap_error(prefill: PairInfo, decode: PairInfo) -> RuntimeErrorPrediction | None:
+    """The decode's checks on the prefill's ``/route`` reply, by the runtime itself.
+
+    Drives SGLang 0.5.23's ``CommonKVManager.try_ensure_parallel_info`` (and through it
+    ``_resolve_rank_mapping``) on a decode ``NixlKVManager`` made with ``object.__new__``;
+    the reply comes from a stand-in for ``requests.get``. Returns the exception it
+    raises (class name, ``str()``), or ``None`` when the decode accepts the prefill.
+    """
+    sg = _sglang()
+    mgr = _decode_manager(sg, decode)
+    payload = _route_payload(sg, prefill)
+    calls: list[str] = []
+
+    def fake_get(url: str, timeout: Any = None) -> _RouteResponse:
+        calls.append(url)
+        return _RouteResponse(payload)
+
+    with _lock:
+        real_requests = sg.common.requests
+        sg.common.requests = SimpleNamespace(get=fake_get)
+        try:
+            ok = mgr.try_ensure_parallel_info(_BOOTSTRAP_ADDR)
+        except AttributeError as exc:  # a gap in the stand-in, not the runtime's verdict
+            raise KernelSetupError(f"the stand-in decode manager lacks what SGLang reads: {exc}") from exc
+        except Exception as exc:  # the runtime's own verdict
+            return RuntimeErrorPrediction(
+                type=type(exc).__name__, message=str(exc), raised_by=DECODE_SCHEDULER, when="first request", operator_sees=DECODE_FIRST_REQUEST
+            )
+        finally:
+            sg.common.requests = real_requests
+    if not ok or not calls or "/route?" not in calls[0]:
+        raise KernelSetupError("SGLang's try_ensure_parallel_info did not take the stand-in /route reply")
+    return None
+
+
+# ---------------------------------------------------------------- transfer (prefill) --
+
+
+class _RecordingAgent:
+    """Stand-in for ``nixl_agent``: records every prepared descriptor list."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.prepared: list[tuple[str, Any, str, int]] = []  # (peer, Nx5 runs, kind, handle)
+        self.remote_agents: list[bytes] = []
+
+    def get_agent_metadata(self) -> bytes:
+        return b"kvcheck-stand-in-agent-metadata:" + self.name.encode()
+
+    def add_remote_agent(self, metadata: bytes) -> str:
+        self.remote_agents.append(metadata)
+        return _PEER_NAME
+
+    def get_xfer_descs(self, descs, mem_kind: str):
+        return descs
+
+    def prep_xfer_dlist(self, peer_name: str, descs, mem_kind: str) -> int:
+        handle = len(self.prepared) + 1
+        self.prepared.append((peer_name, descs, mem_kind, handle))
+        return handle
+
+    def kind_of(self, handle: int) -> str:
+        return self.prepared[handle - 1][2]
+
+    def runs_of(self, handle: int) -> list[list[int]]:
+        return [list(map(int, r)) for r in self.prepared[handle - 1][1].tolist()]
+
+
+def _fake_ptrs(base: int, n: int) -> list[int]:
+    return [base + i * _PTR_STRIDE for i in range(n)]
+
+
+def _registration(sg: SimpleNamespace, decode: SideGeometry, decode_dcp_size: int):
+    """The decode's registration frames, built by its own ``build_receiver_registration_message``
+    and parsed by the prefill's ``KVArgsRegisterInfo.from_zmq``."""
+    kv_args = sg.KVArgs()
+    kv_args.kv_data_ptrs = _fake_ptrs(_PTR_BASE_DST, decode.n)
+    kv_args.kv_item_lens = list(decode.item_lens)
+    kv_args.kv_data_lens = [item * NUM_SLOTS for item in decode.item_lens]
+    kv_args.kv_data_mem_kinds = list(decode.kinds)
+    kv_args.kv_layer_ids = []
+    kv_args.aux_data_ptrs = []
+    kv_args.state_data_ptrs = []
+    kv_args.state_item_lens = []
+    kv_args.state_data_lens = []
+    kv_args.state_dim_per_tensor = []
+    kv_args.state_layer_ids = []
+    kv_args.gpu_id = 0
+    kv_args.engine_rank = 0
+    kv_args.page_size = decode.page_size
+    mgr = object.__new__(sg.nixl.NixlKVManager)
+    mgr.kv_args = kv_args
+    mgr.agent = _RecordingAgent(_PEER_NAME)
+    mgr.enable_staging = False
+    mgr.local_ip = "127.0.0.1"
+    mgr.rank_port = 0
+    mgr.attn_tp_size = decode.attn_tp_size
+    mgr.dcp_size = decode_dcp_size
+    mgr.dcp_rank = 0
+    frames = mgr.build_receiver_registration_message()
+    if frames[0] != sg.nixl.GUARD:
+        raise KernelSetupError("SGLang's registration message does not start with its GUARD frame")
+    return sg.nixl.KVArgsRegisterInfo.from_zmq(frames[1:])
+
+
+def _prefill_manager(sg: SimpleNamespace, prefill: SideGeometry, pp_rank: int):
+    """A prefill manager with what ``NixlKVManager.__init__`` sets for a prefill. May raise
+    the runtime's start-up error (mixed source kinds)."""
+    n = prefill.n
+    kv_args = sg.KVArgs()
+    kv_args.kv_data_ptrs = _fake_ptrs(_PTR_BASE_SRC, n)
+    kv_args.kv_item_lens = list(prefill.item_lens)
+    kv_args.kv_data_lens = [item * NUM_SLOTS for item in prefill.item_lens]
+    kv_args.kv_layer_ids = []
+    kv_args.aux_data_ptrs = []
+    kv_args.state_types = []
+    kv_args.gpu_id = 0
+    kv_args.engine_rank = 0
+    kv_args.page_size = prefill.page_size
+    kv_args.num_draft_entries = prefill.num_draft_regions
+    kv_args.mla_compression_ratios = None
+    stages = prefill.stage_layers or [(0, n)]
+    start, end = stages[min(pp_rank, len(stages) - 1)]
+    kv_args.prefill_start_layer = start
+    kv_args.prefill_end_layer = end
+    kv_args.pp_rank = pp_rank
+    mgr = object.__new__(sg.nixl.NixlKVManager)
+    mgr.kv_args = kv_args
+    mgr.disaggregation_mode = sg.PREFILL
+    mgr.is_mla_backend = prefill.is_mla
+    mgr.is_hybrid_mla_backend = False
+    mgr.attn_tp_size = prefill.attn_tp_size
+    mgr.pp_size = prefill.pp_size
+    mgr.pp_rank = pp_rank
+    mgr.dcp_size = 1
+    mgr.dcp_rank = 0
+    mgr.agent = _RecordingAgent("kvcheck-prefill")
+    mgr.decode_kv_args_table = {}
+    mgr.prep_handles = {}
+    mgr.prep_handle_slice_src = None
+    mgr.prep_handles_slice_dst = {}
+    mgr.prep_handles_segment_src = {}
+    mgr._use_strided_descs = True
+    mgr._prepared_state_plans = {}
+    mgr._state_layout_rejections = {}
+    mgr._prepared_state_components = frozenset()
+    mgr._dcp_pack_buffers = ()  # device staging not allocated on CPU (see module docstring)
+    return mgr
+
+
+def _init_prefill(sg: SimpleNamespace, mgr, kinds: list[str]) -> None:
+    """What ``NixlKVManager.__init__`` computes for a prefill from its regions; raises the
+    runtime's start-up error for mixed source kinds."""
+    kv_args = mgr.kv_args
+    kv_args.kv_data_mem_kinds = sg.nixl._normalize_kv_mem_kinds(list(kinds), len(kv_args.kv_data_ptrs))
+    mgr.src_mem_kind = sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source") if kv_args.kv_data_mem_kinds else None
+    mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
+
+
+def _hetero_stand_in(mgr, record: dict):
+    """Replaces ``_init_hetero_tp_prep_handle`` on one manager: records the call and the
+    decode regions the runtime's ``get_mha_kv_ptrs_with_pp`` pairs the slices with."""
+
+    def stand_in(peer_name, decode_kv_args, src_mem_kind="VRAM", dst_mem_kind="VRAM"):
+        _, _, dst_k, dst_v, layers = mgr.get_mha_kv_ptrs_with_pp(mgr.kv_args.kv_data_ptrs, decode_kv_args.dst_kv_ptrs)
+        record.update(peer=peer_name, src_kind=src_mem_kind, dst_kind=dst_mem_kind, dst_ptrs=list(dst_k[:layers]) + list(dst_v[:layers]))
+
+    return stand_in
+
+
+def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0) -> Plan:
+    """The prefill's decision when the decode registers, by the runtime itself.
+
+    Drives SGLang 0.5.23's ``NixlKVManager._add_remote_peer`` -> ``_prepare_payload_xfer``
+    on a prefill manager made with ``object.__new__`` (see the module docstring for every
+    function reached, and for the heterogeneous-TP head-slice setup, which is stood in).
+    ``prefill`` is the geometry of prefill PP stage ``pp_rank``; ``decode`` what the decode
+    registers. Returns a ``Plan`` read back from what the runtime prepared (descriptor
+    lists, ``kv_xfer_segments``, destination kinds), or the exception it raised.
+    """
+    sg = _sglang()
+    n_src, n_dst = prefill.n, decode.n
+    plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
+
+    def fail(exc: BaseException) -> Plan:
+        plan.error = RuntimeErrorPrediction(
+            type=type(exc).__name__, message=str(exc), raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S
+        )
+        return plan
+
+    peer_info = _registration(sg, decode, decode_dcp_size)
+    mgr = _prefill_manager(sg, prefill, pp_rank)
+    try:
+        _init_prefill(sg, mgr, prefill.kinds)
+    except AttributeError as exc:
+        raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}") from exc
+    except Exception as exc:  # NixlKVManager.__init__ raises this at start-up
+        plan.error = RuntimeErrorPrediction(
+            type=type(exc).__name__, message=str(exc), raised_by=PREFILL_STARTUP, when="start-up", operator_sees=PREFILL_FAILS_TO_START
+        )
+        return plan
+    hetero: dict = {}
+    mgr._init_hetero_tp_prep_handle = _hetero_stand_in(mgr, hetero)
+    try:
+        mgr._add_remote_peer(peer_info)
+    except AttributeError as exc:  # a gap in the stand-in, not the runtime's verdict
+        raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}") from exc
+    except Exception as exc:
+        return fail(exc)
+
+    agent: _RecordingAgent = mgr.agent
+    dst_index = {ptr: j for j, ptr in enumerate(peer_info.dst_kv_ptrs)}
+    if n_src == 0:
+        plan.path = "nothing_to_transfer"
+        return plan
+    src_kind = mgr.src_mem_kind
+    if peer_info.requires_dcp_relayout:
+        plan.path = "dcp_relayout"
+        plan.dst_indices = list(peer_info.dcp_dst_region_indices)
+        plan.segments = [Segment(start=0, end=n_src, src_kind=src_kind, dst_kind=peer_info.dst_homogeneous_mem_kind)]
+        return plan
+    if peer_info.kv_xfer_segments is not None:
+        plan.path = "mixed_segments"
+        indices: list[int] = []
+        for seg in peer_info.kv_xfer_segments:
+            plan.segments.append(Segment(start=seg.start, end=seg.end, src_kind=agent.kind_of(seg.src_handle), dst_kind=agent.kind_of(seg.dst_handle)))
+            indices += [dst_index[run[0]] for run in agent.runs_of(seg.dst_handle)]
+        plan.dst_indices = indices
+        return plan
+    if hetero:
+        plan.path = "hetero_tp_slice"
+        plan.dst_indices = [dst_index[p] for p in hetero["dst_ptrs"]]
+        plan.segments = [Segment(start=0, end=n_src, src_kind=hetero["src_kind"], dst_kind=hetero["dst_kind"])]
+        return plan
+    if peer_info.agent_name in mgr.prep_handles and "" in mgr.prep_handles:
+        src_handle, dst_handle = mgr.prep_handles[""], mgr.prep_handles[peer_info.agent_name]
+        dst_kind = agent.kind_of(dst_handle)
+        plan.path = "direct_to_host" if dst_kind == "DRAM" else "equal_tp"
+        plan.dst_indices = [dst_index[run[0]] for run in agent.runs_of(dst_handle)]
+        plan.segments = [Segment(start=0, end=n_src, src_kind=agent.kind_of(src_handle), dst_kind=dst_kind)]
+        return plan
+    raise KernelSetupError("SGLang's _prepare_payload_xfer returned without preparing a transfer kvcheck recognises")

@@ -1,0 +1,47 @@
+"""Test helpers: write a pair of SGLang --config YAML files around a bundled model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+MODELS = REPO / "configs" / "models"
+
+
+def model_dir(name: str) -> Path:
+    """The bundled directory holding ``name``'s config.json (usable as model-path)."""
+    path = MODELS / name
+    assert (path / "config.json").exists(), path
+    return path
+
+
+def write_config(tmp: Path, name: str, model: str, args: dict) -> Path:
+    """Write ``args`` (dash keys) as a SGLang --config YAML with model-path filled in."""
+    data = {"model-path": str(model_dir(model))}
+    data.update(args)
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_cli(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``python -m kvcheck ARGS`` in a fresh process, as a user would."""
+    return subprocess.run([sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def preflight_json(tmp: Path, model: str, prefill: dict, decode: dict, *extra: str, decode_model: str | None = None) -> tuple[int, dict]:
+    """Run ``kvcheck preflight --format json`` on a generated pair; (exit status, report)."""
+    p = write_config(tmp, "prefill", model, prefill)
+    d = write_config(tmp, "decode", decode_model or model, decode)
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--kernel", "builtin", *extra)
+    assert proc.stdout, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def runtime_messages(report: dict) -> list[str]:
+    return [(f.get("runtime_error") or {}).get("message") for f in report["findings"] if f.get("runtime_error")]
