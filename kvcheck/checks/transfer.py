@@ -114,6 +114,11 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
     detail = (
         f"the prefill registers {plan.n_src} KV regions ({_kind_summary(pg)}), the decode {plan.n_dst} ({_kind_summary(dg)})"
     )
+    if fid == "item-stride" and pg is not None and dg is not None:
+        pairs = [(i, j) for i, j in enumerate(plan.dst_indices or range(min(pg.n, dg.n))) if pg.regions[i].item_len > dg.regions[j].item_len]
+        if pairs:
+            i, j = pairs[0]
+            detail += f"; prefill region {i} is {pg.regions[i].item_len} bytes per page, decode region {j} only {dg.regions[j].item_len}"
     if ctx.extra.get("bootstrap_error") is not None:
         detail += "; this is raised once the bootstrap checks above pass"
     return [Finding(id=fid, severity=Severity.ERROR, message=f"the prefill rejects the decode's KV registration: {detail}", fix=fix, runtime_error=plan.error)]

@@ -31,9 +31,16 @@ KV_DTYPE_BYTES = {
 }
 MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 
-# DSA (DeepSeek V3.2 / GLM-5) FP8 KV rows carry per-block scales: nope (fp8) +
-# 4-byte scale per 128-wide block + rope kept in bf16 (``calculate_mla_kv_cache_dim``).
+# DSA (DeepSeek V3.2 / GLM-5) FP8 KV rows (``calculate_mla_kv_cache_dim``, 0.5.23) come in
+# two layouts, chosen by the DSA backend of the side's own role (--dsa-prefill-backend on a
+# prefill, --dsa-decode-backend on a decode):
+#   scaled: nope (fp8) + a 4-byte scale per 128-wide block + rope kept in bf16
+#           (512 + 16 + 128 = 656 bytes per token for DeepSeek V3.2); flashmla_* / fa3 / ...
+#   raw:    kv_lora_rank + qk_rope_head_dim fp8 bytes (576): trtllm, or tilelang on both roles.
+# Unset backends resolve by GPU (``_dsa_split_backend_resolution``): fp8 on Blackwell
+# (SM>=10) -> trtllm (raw), on Hopper -> flashmla_kv (scaled); HiSparse -> flashmla_kv.
 DSA_FP8_QUANT_BLOCK = 128
+DSA_RAW_FP8_BACKENDS = frozenset({"trtllm"})
 
 
 class Region(BaseModel):
@@ -150,19 +157,54 @@ def kv_dtype_bytes(side: Side, model: ModelConfig, *, draft: bool = False) -> tu
     return flag, KV_DTYPE_BYTES[flag]
 
 
-def _mla_row_bytes(model: ModelConfig, dtype: str, nbytes: int) -> int:
+def dsa_fp8_layout(side: Side) -> tuple[str, str | None]:
+    """("scaled" | "raw", note) for a DSA pool stored in fp8 on ``side``.
+
+    Reads the side's own role backend (``--dsa-decode-backend`` on a decode,
+    ``--dsa-prefill-backend`` on a prefill; a live ``/server_info`` carries the resolved
+    one). Left unset, the runtime picks it from the GPU, which kvcheck does not see: it
+    assumes Hopper (flashmla_kv, scaled) and says so, except under HiSparse, whose default
+    (flashmla_kv) does not depend on the GPU.
+    """
+    raw = side.raw_args or {}
+    own = raw.get("dsa_decode_backend" if side.role == "decode" else "dsa_prefill_backend")
+    if own:
+        if own in DSA_RAW_FP8_BACKENDS:
+            return "raw", None
+        if own == "tilelang" and raw.get("dsa_prefill_backend") == "tilelang" and raw.get("dsa_decode_backend") == "tilelang":
+            return "raw", None
+        return "scaled", None
+    if side.args.enable_hisparse:
+        return "scaled", None
+    return "scaled", (
+        f"DSA fp8 KV layout depends on the GPU when --dsa-{side.role}-backend is unset: Hopper "
+        "(flashmla_kv) stores 656-byte scaled rows, Blackwell (trtllm) 576-byte raw rows; assumed Hopper"
+    )
+
+
+def _mla_row_bytes(model: ModelConfig, dtype: str, nbytes: int, dsa_layout: str = "scaled") -> int:
     row = (model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)
-    if model.dsa and dtype == "fp8_e4m3":
+    if model.dsa and dtype == "fp8_e4m3" and dsa_layout == "scaled":
         lora = model.kv_lora_rank or 0
         return lora + lora // DSA_FP8_QUANT_BLOCK * 4 + (model.qk_rope_head_dim or 0) * 2
     return row * nbytes
 
 
-def _pool_regions(model: ModelConfig, layers: list[int], page_size: int, attn_tp: int, dtype: str, nbytes: int, kind: str, pool: str) -> list[dict]:
+def kv_heads_per_rank(total_kv_heads: int, attn_tp: int, dcp_size: int = 1) -> int:
+    """``ModelConfig.get_num_kv_heads(attn_tp_size, attn_dcp_size)``: DCP ranks replicate KV,
+    so heads shard over attn_tp // dcp groups; with fewer heads than groups each rank keeps one."""
+    groups = max(1, attn_tp // max(1, dcp_size))
+    return max(1, total_kv_heads // groups)
+
+
+def _pool_regions(
+    model: ModelConfig, layers: list[int], page_size: int, attn_tp: int, dtype: str, nbytes: int, kind: str, pool: str,
+    *, dcp_size: int = 1, dsa_layout: str = "scaled",
+) -> list[dict]:
     if model.is_mla:
-        item = page_size * _mla_row_bytes(model, dtype, nbytes)
+        item = page_size * _mla_row_bytes(model, dtype, nbytes, dsa_layout)
         return [dict(kind=kind, item_len=item, layer_id=lid, part="KV", pool=pool) for lid in layers]
-    kv_heads = max(1, (model.num_key_value_heads or 1) // attn_tp)
+    kv_heads = kv_heads_per_rank(model.num_key_value_heads or 1, attn_tp, dcp_size)
     k_item = page_size * kv_heads * (model.head_dim or 0) * nbytes
     v_item = page_size * kv_heads * (model.v_head_dim or model.head_dim or 0) * nbytes
     ks = [dict(kind=kind, item_len=k_item, layer_id=lid, part="K", pool=pool) for lid in layers]
@@ -179,8 +221,9 @@ def draft_config(side: Side) -> ModelConfig | None:
         return side.draft_model
     model = side.model
     if model.num_nextn_predict_layers > 0:
-        # ModelConfig(is_draft_model=True): *NextN arch, its layers are the MTP layers.
-        return model.model_copy(update={"num_hidden_layers": 1 if model.is_mla else model.num_nextn_predict_layers, "architecture": model.architecture + "NextN"})
+        # ModelConfig(is_draft_model=True): *NextN arch; the draft pool holds
+        # num_nextn_predict_layers layers (layer_setup._compute_model_num_layers).
+        return model.model_copy(update={"num_hidden_layers": model.num_nextn_predict_layers, "architecture": model.architecture + "NextN"})
     raise InputError(
         f"--speculative-algorithm {side.args.speculative_algorithm} needs a draft model: set --speculative-draft-model-path "
         f"(the model has no MTP layers: num_nextn_predict_layers is 0)",
@@ -208,18 +251,36 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
             kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
         )
     dtype, nbytes = kv_dtype_bytes(side, model)
+    dsa_layout = "scaled"
+    if model.dsa:
+        if args.kv_cache_dtype == "auto":
+            notes.append(
+                "--kv-cache-dtype auto on a DSA model depends on the GPU: Hopper keeps bf16, "
+                "Blackwell (SM>=10) switches to fp8_e4m3; assumed Hopper"
+            )
+        # The layout follows the role's DSA backend; it matters only for fp8 pools
+        # (the target's, or a draft's under --speculative-draft-kv-cache-dtype).
+        dsa_layout, dsa_note = dsa_fp8_layout(side)
+        if dsa_note and "fp8_e4m3" in (dtype, args.speculative_draft_kv_cache_dtype):
+            notes.append(dsa_note)
     stages = pp_stage_layers(model.num_hidden_layers, args.pp_size, side.env.get("SGLANG_PP_LAYER_PARTITION"), side.origin)
     start, end = stages[min(pp_rank, len(stages) - 1)]
     hisparse_decode = side.role == "decode" and args.enable_hisparse
     target_kind = "DRAM" if hisparse_decode else "VRAM"
-    raw = _pool_regions(model, list(range(start, end)), page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target")
+    raw = _pool_regions(
+        model, list(range(start, end)), page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
+        dcp_size=args.dcp_size, dsa_layout=dsa_layout,
+    )
     n_draft = 0
     draft = draft_config(side)
     # The prefill's last PP stage (and every decode rank) carries the draft pool.
     if draft is not None and (side.role == "decode" or pp_rank == len(stages) - 1):
         ddtype, dbytes = kv_dtype_bytes(side, draft, draft=True)
         draft_layers = list(range(model.num_hidden_layers, model.num_hidden_layers + draft.num_hidden_layers))
-        draft_regions = _pool_regions(draft, draft_layers, page_size, args.attn_tp_size, ddtype, dbytes, "VRAM", "draft")
+        # Drafts never join the DCP group (get_num_kv_heads ignores dcp for is_draft_model).
+        draft_regions = _pool_regions(
+            draft, draft_layers, page_size, args.attn_tp_size, ddtype, dbytes, "VRAM", "draft", dsa_layout=dsa_layout,
+        )
         n_draft = len(draft_regions)
         raw += draft_regions
     pool = "DSA" if model.dsa else ("MLA" if model.is_mla else "MHA")

@@ -1,0 +1,154 @@
+"""Bad input gets one clear line naming the file and the field, exit status 2, no
+traceback; the inputs are never written to. Each test runs the real CLI process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import REPO, model_dir, run_cli, write_config
+
+PREFILL = {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16}
+DECODE = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 16}
+
+
+def _assert_input_error(proc, *needles):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln]
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def test_missing_file(tmp_path):
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    proc = run_cli("preflight", "--prefill", str(tmp_path / "nope.yaml"), "--decode", str(d))
+    _assert_input_error(proc, "nope.yaml", "not found")
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    bad = tmp_path / "prefill.yaml"
+    bad.write_text("model-path: [unclosed\npage-size: 16\n")
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    proc = run_cli("preflight", "--prefill", str(bad), "--decode", str(d))
+    _assert_input_error(proc, "prefill.yaml", "YAML syntax error at line")
+
+
+def test_misspelled_flag_is_refused_like_sglang_with_the_nearest_name(tmp_path):
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "page-sise": 16})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
+    # SGLang's argparse: "unrecognized arguments: --page-sise 16".
+    _assert_input_error(proc, "prefill.yaml", "unrecognized arguments: --page-sise 16", "--page-size")
+
+
+def test_valid_but_unmodelled_flag_is_accepted(tmp_path):
+    # --log-level is a real SGLang flag that does not shape KV: never rejected.
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "log-level": "debug", "tp": 1})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["verdict"] in ("pass", "warn")
+
+
+def test_wrong_type_names_the_flag(tmp_path):
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "tp-size": "two"})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
+    _assert_input_error(proc, "prefill.yaml", "--tp-size", "two")
+
+
+def test_model_dir_without_config_json(tmp_path):
+    empty = tmp_path / "model"
+    empty.mkdir()
+    p = tmp_path / "prefill.yaml"
+    p.write_text(f"model-path: {empty}\ndisaggregation-mode: prefill\n")
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
+    _assert_input_error(proc, "no config.json", "--model-path", "--model-config")
+
+
+def test_hub_id_needs_model_config_and_then_works(tmp_path):
+    p = tmp_path / "prefill.yaml"
+    p.write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\ndisaggregation-mode: prefill\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
+    d = tmp_path / "decode.yaml"
+    d.write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\ndisaggregation-mode: decode\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
+    _assert_input_error(proc, "hub id", "--model-config")
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--model-config", str(model_dir("llama-3.1-8b") / "config.json"), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["plan"]["segments"] == [[0, 64, "VRAM", "VRAM"]]
+
+
+def test_config_json_missing_a_geometry_field(tmp_path):
+    mdir = tmp_path / "model"
+    mdir.mkdir()
+    cfg = json.loads((model_dir("llama-3.1-8b") / "config.json").read_text())
+    del cfg["num_hidden_layers"]
+    (mdir / "config.json").write_text(json.dumps(cfg))
+    p = tmp_path / "prefill.yaml"
+    p.write_text(f"model-path: {mdir}\ndisaggregation-mode: prefill\n")
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
+    _assert_input_error(proc, "config.json", "num_hidden_layers")
+
+
+def test_bad_pp_partition_uses_the_runtime_wording(tmp_path):
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "pp-size": 2})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    env = tmp_path / "prefill.env"
+    env.write_text("SGLANG_PP_LAYER_PARTITION=10,10\n")
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--prefill-env", str(env))
+    # get_pp_indices: ValueError(f"{sum(partitions)=} does not match {num_hidden_layers=}.")
+    _assert_input_error(proc, "SGLANG_PP_LAYER_PARTITION", "sum(partitions)=20 does not match num_hidden_layers=32.")
+
+
+def test_unknown_ignore_id_and_unknown_format(tmp_path):
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", PREFILL)
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    _assert_input_error(run_cli("preflight", "-p", str(p), "-d", str(d), "--ignore", "no-such-check"), "--ignore", "no-such-check")
+    _assert_input_error(run_cli("preflight", "-p", str(p), "-d", str(d), "--format", "xml"), "--format")
+
+
+def test_inputs_are_never_written(tmp_path):
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "page-size": 32})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    before = {f: (f.read_bytes(), f.stat().st_mtime_ns) for f in (p, d)}
+    run_cli("preflight", "-p", str(p), "-d", str(d), "--format", "json")
+    assert {f: (f.read_bytes(), f.stat().st_mtime_ns) for f in (p, d)} == before
+
+
+def test_ignored_runtime_error_stays_visible_and_exit_follows_the_rest(tmp_path):
+    # auto vs bf16: same bytes, only the bootstrap's string comparison fails.
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", PREFILL)
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", {**DECODE, "kv-cache-dtype": "bf16"})
+    proc = run_cli("preflight", "-p", str(p), "-d", str(d), "--format", "json", "--ignore", "kv-cache-dtype-mismatch")
+    report = json.loads(proc.stdout)
+    f = next(f for f in report["findings"] if f["id"] == "kv-cache-dtype-mismatch")
+    assert f["ignored"] is True and f["runtime_error"]["type"] == "RuntimeError"
+    assert proc.returncode == 0 and report["verdict"] == "pass"
+    table = run_cli("preflight", "-p", str(p), "-d", str(d), "--ignore", "kv-cache-dtype-mismatch")
+    assert "ignored, but the runtime will still raise it" in " ".join(table.stdout.split())
+
+
+@pytest.mark.parametrize("pair", ["aligned", "hisparse", "failing"])
+def test_readme_examples(pair):
+    proc = run_cli("preflight", "--prefill", f"configs/{pair}/prefill.yaml", "--decode", f"configs/{pair}/decode.yaml", cwd=REPO)
+    assert proc.returncode == (1 if pair == "failing" else 0), proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("FAIL" if pair == "failing" else "PASS")
+
+
+def test_command_line_file_with_env_prefix(tmp_path):
+    cmd = tmp_path / "decode.sh"
+    cmd.write_text(
+        "SGLANG_DISAGGREGATION_NIXL_BACKEND=UCX \\\n"
+        f"python -m sglang.launch_server --model-path {model_dir('llama-3.1-8b')} \\\n"
+        "  --disaggregation-mode decode --disaggregation-transfer-backend=nixl --page-size 16\n"
+    )
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", PREFILL)
+    proc = run_cli("preflight", "-p", str(p), "-d", str(cmd), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["plan"]["segments"] == [[0, 64, "VRAM", "VRAM"]]
