@@ -99,7 +99,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         if bootstrap is not None:
             extra["bootstrap_error"] = bootstrap
             extra["bootstrap_detail"] = _bootstrap_detail(bootstrap.message, prefill, decode, p_info, d_info)
-        plan = k.decide_transfer(pg, dg, decode_dcp_size=decode.args.dcp_size)
+        plan = _decide_all_stages(k, prefill, decode, pg, dg)
         plan.kernel = kernel_name
     ctx = CheckContext(prefill=prefill, decode=decode, prefill_geometry=pg, decode_geometry=dg, plan=plan, extra=extra)
     findings: list[Finding] = []
@@ -117,6 +117,25 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         sides=[_summary(prefill, pg), _summary(decode, dg)],
         kernel=kernel_name,
     )
+
+
+def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry) -> Plan:
+    """The prefill's decision for every PP stage: each prefill stage handles the decode's
+    registration on its own (a decode at PP 1 registers with every stage; a decode at the
+    prefill's PP size pairs stage by stage). Returns stage 0's plan, or the first stage's
+    plan that raises."""
+    plan = k.decide_transfer(pg, dg, decode_dcp_size=decode.args.dcp_size)
+    if plan.error is not None or prefill.args.pp_size <= 1:
+        return plan
+    same_pp = decode.args.pp_size == prefill.args.pp_size
+    for rank in range(1, prefill.args.pp_size):
+        stage_src = derive_geometry(prefill, pp_rank=rank)
+        stage_dst = derive_geometry(decode, pp_rank=rank) if same_pp else dg
+        stage_plan = k.decide_transfer(stage_src, stage_dst, decode_dcp_size=decode.args.dcp_size, pp_rank=rank)
+        if stage_plan.error is not None:
+            stage_plan.error.raised_by += f" on prefill PP stage {rank}"
+            return stage_plan
+    return plan
 
 
 def _bootstrap_detail(message: str, prefill: Side, decode: Side, p: PairInfo, d: PairInfo) -> str:
