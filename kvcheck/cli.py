@@ -42,7 +42,7 @@ EPILOG = (
 def preflight(
     prefill: str = typer.Option(..., "--prefill", "-p", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL."),
     decode: str = typer.Option(..., "--decode", "-d", help="Decode server args, in any of the same forms."),
-    format: str = typer.Option("table", "--format", "-f", help="Output: table (for people), json (the documented contract)."),
+    format: str = typer.Option("table", "--format", "-f", help="Output: table (for people), json (the documented contract), junit (JUnit XML, one test case per check), github (GitHub Actions annotations). The exit status is the same for every format."),
     kernel: str = typer.Option("builtin", "--kernel", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
     ignore: List[str] = typer.Option([], "--ignore", help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, marked ignored."),
     prefill_env: Optional[Path] = typer.Option(None, "--prefill-env", help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...)."),
@@ -51,24 +51,114 @@ def preflight(
     prefill_model_config: Optional[Path] = typer.Option(None, "--prefill-model-config", help="The prefill's model config.json (overrides --model-config)."),
     decode_model_config: Optional[Path] = typer.Option(None, "--decode-model-config", help="The decode's model config.json (overrides --model-config)."),
     draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json when speculative-draft-model-path is a hub id."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps)."),
+    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port)."),
+    connect_timeout: float = typer.Option(3.0, "--connect-timeout", help="Seconds to wait for each TCP/TLS connect to a live server."),
+    deadline: float = typer.Option(10.0, "--deadline", help="Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 until then). Past it: exit 3."),
+    prefill_agent: Optional[str] = typer.Option(None, "--prefill-agent", help="A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a saved blob. Its live regions are compared with the args."),
+    decode_agent: Optional[str] = typer.Option(None, "--decode-agent", help="A kvcheck NIXL agent of the decode role (same forms). Needed by --probe."),
+    probe: bool = typer.Option(False, "--probe", help="Move real bytes along each segment of the plan from a prefill-role agent started here to --decode-agent, and verify them."),
+    timeout: float = typer.Option(5.0, "--timeout", help="Seconds each agent read and each probe wait may take; on expiry the step is named in a finding."),
+    probe_pages: int = typer.Option(4, "--probe-pages", help="Pages per region the probe writes (capped by what the decode agent registered)."),
 ) -> None:
     """Check a prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck.preflight import run_preflight
-    from kvcheck.report import render_json, render_terminal
+    from kvcheck.report import FORMATS, render_json, render_terminal
     from kvcheck.sources import load_side
 
-    if format not in ("table", "json"):
-        raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
-    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config)
-    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config)
+    if format not in FORMATS:
+        raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
+    live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
+    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, bootstrap=bootstrap, **live)
+    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, **live)
     report = run_preflight(p, d, kernel=kernel, ignore=ignore)
+    if prefill_agent or decode_agent or probe:
+        from kvcheck.nixl.commands import augment_preflight
+
+        augment_preflight(report, p, d, prefill_agent=prefill_agent, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages, show_progress=format != "json" and sys.stderr.isatty())
     if format == "json":
         sys.stdout.write(render_json(report) + "\n")
+    elif format in ("junit", "github"):
+        from kvcheck.report import render_github, render_junit
+
+        sys.stdout.write((render_junit(report) if format == "junit" else render_github(report)) + "\n")
     else:
         from rich.console import Console
 
         render_terminal(report, Console())
     raise typer.Exit(report.exit_code)
+
+
+@app.command("snapshot")
+def snapshot(
+    url: str = typer.Argument(..., help="A live SGLang server's HTTP address, http(s)://HOST:PORT."),
+    output: str = typer.Option(..., "--output", "-o", help="Where to save the snapshot JSON ('-' for stdout)."),
+    role: Optional[str] = typer.Option(None, "--role", help="prefill or decode (default: the server's disaggregation_mode). A prefill's bootstrap /route is saved too."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for the server's HTTP API."),
+    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="The prefill's bootstrap server URL (default: http://HOST:disaggregation_bootstrap_port)."),
+    connect_timeout: float = typer.Option(3.0, "--connect-timeout", help="Seconds to wait for each connect."),
+    deadline: float = typer.Option(10.0, "--deadline", help="Seconds the capture may take in all, retries included."),
+) -> None:
+    """Save a live server's redacted /server_info (+ /model_info, + the bootstrap /route for a
+    prefill) to check it later, offline: kvcheck preflight --prefill FILE ...
+
+    Exit status: 0 saved (a /route that could not be read is saved as route_error, with a
+    warning), 2 bad usage or 401/403, 3 the server could not be read in time.
+    """
+    from kvcheck.sources.live import capture, write_snapshot
+
+    if role not in (None, "prefill", "decode"):
+        raise KvcheckError(f"unknown role {role!r}; choose prefill or decode", field="--role")
+    snap = capture(url, role, api_key=api_key, bootstrap=bootstrap, connect_timeout=connect_timeout, deadline=deadline, tolerate_route=True)
+    write_snapshot(snap, output)
+    if snap.get("route_error"):
+        typer.echo(f"kvcheck: warning: saved without the bootstrap /route reply: {snap['route_error']}", err=True)
+    info = snap["server_info"]
+    typer.echo(f"kvcheck: saved {snap['role'] or 'server'} snapshot of {snap['url']} (SGLang {info.get('version', '?')}) to {output}", err=True)
+
+
+@app.command("agent")
+def agent(
+    role: str = typer.Option(..., "--role", help="prefill or decode: whose KV regions to register."),
+    config: str = typer.Option(..., "--config", "-c", help="That side's server args, in any form preflight reads (YAML, command line, JSON, snapshot)."),
+    ttl: Optional[float] = typer.Option(None, "--ttl", help="Seconds to live (required); the agent also stops on SIGTERM/SIGINT, then deregisters and withdraws its metadata."),
+    listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata on (NIXL's listener protocol). Default 127.0.0.1 on a free port; 0.0.0.0:PORT uses NIXL's own listener thread (all interfaces)."),
+    etcd: Optional[str] = typer.Option(None, "--etcd", help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit)."),
+    pages: int = typer.Option(4, "--pages", help="Pages per region to allocate and register (bytes per region = item length x pages)."),
+    backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX)."),
+    gpu: str = typer.Option("auto", "--gpu", help="auto: VRAM regions on the GPU when torch or cupy sees one, else DRAM stand-ins (reported); off: always stand-ins."),
+    env_file: Optional[Path] = typer.Option(None, "--env", help="VAR=value file with that side's environment."),
+    model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json when model-path is a hub id."),
+    draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json."),
+) -> None:
+    """Run a NIXL agent in the role of one side, with that side's KV geometry, until --ttl.
+
+    Prints one JSON line when ready (name kvcheck-ROLE-HOST-PID, listen address, regions),
+    one per notification received, and one when stopped. Exposure: the metadata (addresses
+    and remote keys of the registered buffers) is readable by anyone who can reach the
+    listener or etcd; bind to loopback or a private interface.
+    """
+    from kvcheck.nixl.commands import run_agent
+
+    rc = run_agent(role=role, config=config, ttl=ttl, pages=pages, listen=listen, etcd=etcd, backend=backend, gpu=gpu,
+                   env_file=env_file, model_config=model_config, draft_model_config=draft_model_config)
+    raise typer.Exit(rc)
+
+
+@app.command("inspect")
+def inspect_agent(
+    target: str = typer.Argument(..., help="HOST:PORT (a NIXL listener), etcd://HOST:PORT/NAME (or etcd://HOST:PORT for every agent), or a saved blob file."),
+    format: str = typer.Option("table", "--format", "-f", help="table or json."),
+    timeout: float = typer.Option(5.0, "--timeout", help="Seconds to wait for the agent or etcd."),
+    save: Optional[Path] = typer.Option(None, "--save", help="Write the raw metadata blob to this file."),
+) -> None:
+    """Read any NIXL agent's metadata without joining it: name, backends, and per backend and
+    memory kind every registered region (address, length, device id). Exit 3 if unreachable."""
+    from kvcheck.nixl.commands import run_inspect
+
+    if format not in ("table", "json"):
+        raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
+    raise typer.Exit(run_inspect(target, timeout=timeout, fmt=format, save=str(save) if save else None))
 
 
 @app.command("checks")
@@ -93,6 +183,71 @@ def list_checks(check_id: Optional[str] = typer.Argument(None, help="Show one ch
         if chk.id in FINDING_IDS:
             typer.echo(f"  finding ids: {', '.join(FINDING_IDS[chk.id])}")
 
+
+EXPLAIN_EPILOG = (
+    "Examples:\n\n"
+    "  kvcheck explain \"ValueError: NIXL KV transfer has no KV memory segments\"\n\n"
+    "  kvcheck explain --log prefill.log --prefill p.yaml --decode d.yaml\n\n"
+    "  kubectl logs prefill-0 | kvcheck explain --format json\n\n"
+    "Exit status: 0 at least one known message was recognized, 1 nothing was recognized, "
+    "2 bad input or usage (no message, unreadable log, configs that cannot be checked). "
+    "With --prefill/--decode the exit status still says whether a message was recognized; "
+    "the preflight's own verdict is in the output."
+)
+
+
+@app.command("explain", epilog=EXPLAIN_EPILOG)
+def explain(
+    message: Optional[str] = typer.Argument(None, help="The runtime message (e.g. the 'Type: message' line of a traceback). Without it and without --log, stdin is read as a log."),
+    log: Optional[Path] = typer.Option(None, "--log", "-l", help="A server log to scan: every known message, with counts and first/last line numbers."),
+    prefill: Optional[str] = typer.Option(None, "--prefill", "-p", help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the message."),
+    decode: Optional[str] = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
+    model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
+    format: str = typer.Option("table", "--format", "-f", help="Output: table (for people) or json."),
+    list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
+) -> None:
+    """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what you see, the fix, and the preflight check that predicts it."""
+    import json as _json
+
+    from kvcheck.explain import attach_preflight, explain_text
+    from kvcheck.explain.render import render_catalog, render_explanation
+
+    if list_all:
+        typer.echo(render_catalog())
+        raise typer.Exit(0)
+    if format not in ("table", "json"):
+        raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
+    if (prefill is None) != (decode is None):
+        raise KvcheckError("give both --prefill and --decode, or neither", field="--prefill/--decode")
+    if message is not None and log is not None:
+        raise KvcheckError("give a MESSAGE or --log FILE, not both")
+    if message is not None:
+        text, source = message, "message"
+    elif log is not None:
+        try:
+            text = log.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=str(log)) from exc
+        source = f"log {log}"
+    else:
+        if sys.stdin.isatty():
+            raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
+        text, source = sys.stdin.read(), "log <stdin>"
+    if not text.strip():
+        raise KvcheckError(f"nothing to explain: the {source} is empty")
+    result = explain_text(text, source=source)
+    if prefill is not None:
+        from kvcheck.preflight import run_preflight
+        from kvcheck.sources import load_side
+
+        p = load_side(prefill, "prefill", model_config=model_config)
+        d = load_side(decode, "decode", model_config=model_config)
+        attach_preflight(result, run_preflight(p, d))
+    if format == "json":
+        typer.echo(_json.dumps(result.contract(), indent=2))
+    else:
+        typer.echo(render_explanation(result))
+    raise typer.Exit(result.exit_code)
 
 def main() -> None:
     """Entry point: run the app, turning kvcheck's own errors into one line and an exit status."""

@@ -15,6 +15,7 @@ from kvcheck.report.model import Report, SideSummary, verdict_of
 from kvcheck.sglang import plan as builtin
 from kvcheck.sglang.geometry import SideGeometry, derive_geometry, kv_dtype_bytes
 from kvcheck.sglang.plan import PairInfo, Plan
+from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 from kvcheck.sides import Side
 
 KERNELS = ("auto", "builtin", "runtime")
@@ -153,7 +154,14 @@ def _bootstrap_detail(message: str, prefill: Side, decode: Side, p: PairInfo, d:
 # Finding ids that a check may emit beside its own id (for --ignore and the docs).
 FINDING_IDS = {
     "bootstrap": ["page-size-mismatch", "kv-cache-dtype-mismatch", "decode-dcp", "kv-cache-sharding-tp", "decode-cp-size", "pp-size-mismatch"],
-    "transfer-decision": ["region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
+    "startup": list(STARTUP_REFUSAL_IDS),
+    "transfer-decision": ["region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
+    "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested"],
+    "probe": [
+        "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",
+        "probe-remote-kind", "probe-data-mismatch", "probe-registration-failed", "probe-tcp-fallback", "probe-error",
+        "probe-not-kvcheck", "probe-skipped",
+    ],
 }
 
 

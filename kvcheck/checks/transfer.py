@@ -5,7 +5,7 @@ decision when the decode registers. Their messages name both values; their
 from __future__ import annotations
 
 from kvcheck.checks.base import CheckContext, Finding, Severity, check
-from kvcheck.sglang.plan import GUARD_ASSERT, RuntimeErrorPrediction
+from kvcheck.sglang.plan import DECODE_FIRST_REQUEST, GUARD_ASSERT, RuntimeErrorPrediction
 
 # Bootstrap failures, by the start of the runtime's message -> check id.
 _BOOTSTRAP_IDS = (
@@ -40,6 +40,10 @@ _DECISION_IDS = (
      "Make both sides derive the same per-page item length: same model, --kv-cache-dtype, --dtype, page size and attention TP."),
     ("PP-heterogeneous", "pp-layer-pairing",
      "Run the decode with the prefill's --pp-size: this pool registers no layer ids, so the runtime cannot pair a PP prefill stage with a decode of another PP size."),
+    ("Unsupported PD DCP topology", "dcp-topology",
+     "Run the decode with --dcp-size 1 for this model: DCP relayout needs an MLA (or hybrid-MLA) KV pool on the prefill."),
+    ("PD DCP source/destination KV geometry differs", "dcp-geometry",
+     "Make both sides derive the same KV geometry (same model, --kv-cache-dtype, page size) or run the decode with --dcp-size 1."),
     ("NIXL source mixed KV memory kinds", "source-mixed-kinds", "The prefill must register one memory kind."),
 )
 
@@ -135,3 +139,33 @@ def _kind_summary(g) -> str:
     if g.num_draft_regions:
         parts.append(f"{g.num_draft_regions} of them draft")
     return ", ".join(parts) or "none"
+
+
+@check(
+    "hisparse-draft-nixl",
+    Severity.ERROR,
+    "A HiSparse decode with a speculative draft needs Mooncake",
+    what="A decode with --enable-hisparse that also runs a speculative draft worker (MTP/EAGLE), on the NIXL backend.",
+    why=(
+        "DecodePreallocQueue.pop_preallocated sends device page ids for the draft KV beside the host pages, which only "
+        "the Mooncake connector implements; on NIXL it raises NotImplementedError in the decode's scheduler on the "
+        "first request, even when both sides run the same draft."
+    ),
+    fix="Drop speculative decoding on the HiSparse decode, drop --enable-hisparse, or use --disaggregation-transfer-backend mooncake on both sides.",
+)
+def hisparse_draft_nixl(chk, ctx: CheckContext) -> list[Finding]:
+    d = ctx.decode.args
+    if not (d.enable_hisparse and d.has_draft_worker and d.disaggregation_transfer_backend == "nixl"):
+        return []
+    rt = RuntimeErrorPrediction(
+        type="NotImplementedError",
+        message="HiSparse device-only PD transfer currently requires the Mooncake backend",
+        raised_by="decode: scheduler (DecodePreallocQueue.pop_preallocated)",
+        when="first request",
+        operator_sees=DECODE_FIRST_REQUEST,
+    )
+    return [chk.finding(
+        f"the decode runs --enable-hisparse with --speculative-algorithm {d.speculative_algorithm} on "
+        f"--disaggregation-transfer-backend nixl: its draft KV stays in device memory, which only Mooncake can address",
+        runtime_error=rt,
+    )]

@@ -63,6 +63,8 @@ def render_terminal(report: Report, console: Console) -> None:
     console.print()
     console.print(sides)
 
+    _render_live(report, console)
+
     plan = report.plan
     console.print()
     if plan is None:
@@ -74,3 +76,26 @@ def render_terminal(report: Report, console: Console) -> None:
         console.print(Text(f"      the prefill raises {plan.error.type} instead of transferring", style="red"))
     for i, seg in enumerate(plan.segments):
         console.print(Text(f"      segment {i}: regions [{seg.start}, {seg.end})  {seg.src_kind} -> {seg.dst_kind}"))
+
+
+def _render_live(report: Report, console: Console) -> None:
+    """Live NIXL agents (``extra["agents"]``) and probe results (``extra["probe"]``)."""
+    for a in report.extra.get("agents", []):
+        kinds = ", ".join(f"{n} {k}" for k, n in a.get("kinds", {}).items())
+        console.print(Text(f"agent {a['name']} ({a['source']}): {a['n_regions']} regions {kinds}", style="dim"))
+    probe = report.extra.get("probe")
+    if not probe:
+        return
+    console.print()
+    table = Table(title=f"probe {probe.get('local_agent')} -> {probe.get('remote_agent')}", title_justify="left", show_edge=False, pad_edge=False)
+    for col in ("segment", "regions", "kinds", "bytes", "pages", "latency", "bandwidth", "verified"):
+        table.add_column(col)
+    for s in probe.get("segments", []):
+        bw = s.get("bandwidth_Bps")
+        table.add_row(str(s["index"]), f"[{s['start']}, {s['end']})", f"{s['src_kind']}->{s['dst_kind']}", str(s["bytes"]), str(s["pages"]),
+                      f"{s['latency_s'] * 1000:.2f} ms", f"{bw / 1e9:.2f} GB/s" if bw else "-", "yes" if s["verified"] else "NO")
+    console.print(table)
+    t = probe.get("transport", {})
+    console.print(Text(f"      transport: {t.get('backend', '?')}, UCX_TLS={t.get('UCX_TLS')}, UCX_NET_DEVICES={t.get('UCX_NET_DEVICES')}", style="dim"))
+    for note in probe.get("notes", []):
+        console.print(Text(f"      note: {note}", style="dim"))

@@ -61,6 +61,23 @@ class ServerArgs(BaseModel):
     speculative_eagle_topk: Optional[int] = None
     speculative_num_draft_tokens: Optional[int] = None
     speculative_draft_kv_cache_dtype: Optional[str] = None
+    speculative_adaptive: bool = False
+
+    # Read by the start-up refusals (kvcheck.sglang.startup).
+    disaggregation_decode_host_receive_threshold: float = 1.0
+    disaggregation_decode_retraction_backup: Optional[str] = None
+    disaggregation_decode_allocation_policy: str = "early"
+    enable_pd_role_switch: bool = False
+    enable_pdmux: bool = False
+    decoupled_spec_role: str = "null"
+    encoder_only: bool = False
+    language_only: bool = False
+    hicache_storage_backend: Optional[str] = None
+    hicache_write_policy: str = "write_through"
+    enable_mixed_chunk: bool = False
+    enable_prefill_cp: bool = False
+    dsa_prefill_backend: Optional[str] = None
+    dsa_decode_backend: Optional[str] = None
 
     # ----- resolved views (what the runtime computes from the flags) -----
     @property

@@ -125,13 +125,45 @@ def pp_stage_layers(num_layers: int, pp_size: int, partition: str | None, source
     return out
 
 
+def _backend_page_constraints(side: Side, page_size: int | None) -> int | None:
+    """The page size after ``_mla_backend_page_constraints`` (0.5.23 arg resolution):
+    explicit attention backends that only run certain page sizes replace the flag."""
+    a = side.args
+    draft_backend = (side.raw_args or {}).get("speculative_draft_attention_backend")
+    ad = (a.attention_backend, a.decode_attention_backend)
+    adp = ad + (a.prefill_attention_backend,)
+    if "flashmla" in ad:
+        page_size = 64
+    if "trtllm_mla" in ad and page_size not in (32, 64):
+        page_size = 64
+    if "cutedsl_mla" in adp and page_size not in (32, 64):
+        page_size = 64
+    if "trtllm_mha" in adp + (draft_backend,) and page_size not in (16, 32, 64, 128):
+        page_size = 64
+    if "hpc_ops" in adp and page_size != 64:
+        page_size = 64
+    return page_size
+
+
 def resolve_page_size(side: Side, model: ModelConfig) -> tuple[int, bool, str | None]:
     """(page size in tokens, pinned?, note). Unset page sizes are chosen by the attention
     backend on the GPU at start-up; kvcheck assumes the usual choice and says so."""
-    if side.args.page_size is not None:
-        return side.args.page_size, True, None
+    args = side.args
     if model.is_mla and model.dsa:
-        return 64, False, "page size unset: DSA pools use 64-token pages on CUDA; assumed 64"
+        # deepseek_v2 model override (0.5.23): on CUDA a DSA model's page size is set to
+        # 64 * index_kpool whatever --page-size says (ROCm 1, XPU 128: not modeled).
+        forced = 64 * max(1, model.index_kpool)
+        if args.page_size is not None and args.page_size != forced:
+            return forced, True, f"--page-size {args.page_size} is overridden: SGLang sets the page size to {forced} for DeepSeek DSA on CUDA"
+        return forced, True, None
+    if args.page_size is not None:
+        forced = _backend_page_constraints(side, args.page_size)
+        if forced != args.page_size:
+            return forced, True, f"--page-size {args.page_size} is overridden to {forced} by the attention backend"
+        return args.page_size, True, None
+    forced = _backend_page_constraints(side, None)
+    if forced is not None:
+        return forced, True, None
     if model.is_mla:
         backend = side.args.decode_attention_backend if side.role == "decode" else side.args.prefill_attention_backend
         backend = backend or side.args.attention_backend

@@ -109,6 +109,7 @@ class ModelConfig(BaseModel):
     qk_rope_head_dim: int | None = None
     dsa: bool = False
     index_head_dim: int | None = None
+    index_kpool: int = 1
     num_nextn_predict_layers: int = 0
     torch_dtype: str = "bfloat16"
     kv_cache_quant_algo: str | None = None
@@ -183,6 +184,7 @@ def parse_model_config(raw: Any, source: str = "config.json") -> ModelConfig:
             qk_rope_head_dim=_require_int(cfg, "qk_rope_head_dim", source),
             dsa=arch in DSA_ARCHITECTURES and cfg.get("index_topk") is not None,
             index_head_dim=cfg.get("index_head_dim"),
+            index_kpool=int(cfg.get("index_kpool") or 1),
             num_attention_heads=cfg.get("num_attention_heads"),
             **common,
         )

@@ -33,7 +33,13 @@ HANG_300S = (
 )
 # nixl/conn.py: GUARD = b"NixlMsgGuard"; the bootstrap thread asserts it on every message.
 GUARD_ASSERT = "First message should be b'NixlMsgGuard'. Foreign traffic?"
-DECODE_FIRST_REQUEST = "the decode logs this error on its first request to that prefill; requests routed to it fail"
+# DecodePreallocQueue.pop_preallocated -> _ensure_prefill_info -> try_ensure_parallel_info
+# runs in the scheduler loop; nothing catches it, so the scheduler's exception handler
+# logs "Scheduler hit an exception" and sends SIGQUIT to the server process.
+DECODE_FIRST_REQUEST = (
+    "the decode's scheduler raises this on the first request routed to that prefill; it is not caught: "
+    "the decode logs 'Scheduler hit an exception' with this traceback and the decode server exits"
+)
 PREFILL_STARTUP = "prefill: NixlKVManager.__init__ (start-up)"
 PREFILL_FAILS_TO_START = "the prefill fails to start with this traceback"
 
@@ -201,6 +207,25 @@ def _dst_indices(prefill: SideGeometry, decode: SideGeometry, pp_rank: int) -> t
     return list(range(n_src)), None
 
 
+def _mha_slice_dst_indices(prefill: SideGeometry, n_dst: int, pp_rank: int) -> list[int]:
+    """``get_mha_kv_ptrs_with_pp``: the decode regions the head slices of this prefill
+    stage's K then V regions go to (``[K target, V target, K draft, V draft]`` on the
+    decode; a draft pool whose layer count is a multiple of this stage's is mistaken
+    for PP stages by the runtime, and kvcheck says what it does)."""
+    start = prefill.stage_layers[pp_rank][0] if prefill.stage_layers else 0
+    layers, dst_layers = prefill.n // 2, n_dst // 2
+    end = start + layers
+    dst = list(range(n_dst))
+    if layers == dst_layers:
+        k, v = dst[:dst_layers], dst[dst_layers:]
+    elif layers < dst_layers and dst_layers % layers != 0:
+        v_offset = layers * (dst_layers // layers)
+        k, v = dst[start:end], dst[v_offset + start : v_offset + end]
+    else:
+        k, v = dst[start:end], dst[dst_layers + start : dst_layers + end]
+    return k[:layers] + v[:layers]
+
+
 def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0) -> Plan:
     """The prefill's decision when the decode registers (``_prepare_payload_xfer``, 0.5.23).
 
@@ -295,6 +320,6 @@ def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_s
     if dst_unique[0] != "VRAM":
         return fail("NotImplementedError", "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet")
     plan.path = "hetero_tp_slice"
-    plan.dst_indices = list(range(n_src))
+    plan.dst_indices = _mha_slice_dst_indices(prefill, n_dst, pp_rank)
     plan.segments = [Segment(start=0, end=n_src, src_kind=src_kind, dst_kind="VRAM")]
     return plan

@@ -1,0 +1,67 @@
+"""Print an ``Explanation`` for a person (plain text, one block per recognized message)."""
+
+from __future__ import annotations
+
+import textwrap
+
+from kvcheck.explain.catalog import Catalog, load_catalog
+from kvcheck.explain.matcher import Explanation
+
+_WIDTH = 100
+
+
+def _para(label: str, text: str) -> list[str]:
+    body = textwrap.wrap(" ".join(text.split()), width=_WIDTH - 16) or [""]
+    out = [f"  {label:<13} {body[0]}"]
+    out.extend(f"  {'':<13} {line}" for line in body[1:])
+    return out
+
+
+def render_explanation(explanation: Explanation, catalog: Catalog | None = None) -> str:
+    """``explanation`` as text: what each message means per the runtime's code, what
+    triggers it, what the operator sees, the fix, the predicting check, and, when a
+    preflight ran, the finding that is the actual cause."""
+    catalog = catalog or load_catalog()
+    lines: list[str] = []
+    if not explanation.recognized:
+        lines.append(f"not recognized: no {catalog.runtime} PD/NIXL message from kvcheck's catalog ({len(catalog.entries)} messages) was found in the {explanation.source}.")
+        lines.append("  Paste the exception line ('Type: message') or pass the whole log with --log FILE; 'kvcheck explain --list' shows what is known.")
+        return "\n".join(lines)
+    lines.append(f"recognized {len(explanation.hits)} message(s) in the {explanation.source} ({explanation.lines} line(s)), explained from {catalog.runtime}'s code")
+    for hit in explanation.hits:
+        e = catalog.get(hit.entry_id)
+        where = f"line {hit.first_line}" if hit.first_line == hit.last_line else f"lines {hit.first_line}..{hit.last_line}"
+        lines.append("")
+        lines.append(f"{e.id}  [{e.severity}] {e.type}  ({e.process}, {e.when})  x{hit.count}, first/last {where}")
+        if hit.match == "partial":
+            lines.append("  (partial match: only part of the message was found)")
+        if not e.reachable:
+            lines.append(f"  NOT REACHABLE in {catalog.runtime}: the process printing this is not running {catalog.runtime}'s code path (a different or patched build).")
+        lines.extend(_para("text:", hit.text))
+        if hit.values:
+            lines.extend(_para("values:", ", ".join(f"{k}={v}" for k, v in hit.values.items())))
+        lines.extend(_para("meaning:", e.meaning))
+        lines.extend(_para("triggered by:", e.triggers))
+        lines.extend(_para("you see:", e.operator_sees))
+        lines.extend(_para("fix:", e.fix))
+        lines.extend(_para("predicted by:", f"kvcheck check {e.check}" if e.check else "no preflight check (kvcheck does not predict it)"))
+        if explanation.preflight is not None:
+            if hit.cause:
+                c = hit.cause
+                lines.extend(_para("your configs:", f"finding {c['finding']}: {c['message']} -- fix: {c['fix']}"))
+            else:
+                lines.extend(_para("your configs:", "the preflight of the given configs does not predict this message; the running servers may not match these configs, or no check covers it."))
+    if explanation.preflight is not None:
+        lines.append("")
+        lines.append(f"preflight of the given configs: {explanation.preflight['verdict']}")
+    return "\n".join(lines)
+
+
+def render_catalog(catalog: Catalog | None = None) -> str:
+    """One line per catalog entry: id, type, process and when, check id."""
+    catalog = catalog or load_catalog()
+    out = [f"{len(catalog.entries)} messages of {catalog.runtime} (PD over NIXL):"]
+    for e in catalog.entries:
+        flag = "" if e.reachable else "  (unreachable in 0.5.23)"
+        out.append(f"  {e.id:<36} {e.type:<22} {e.process:<8} {e.when:<20} check: {e.check or '-'}{flag}")
+    return "\n".join(out)

@@ -1,0 +1,456 @@
+"""kvcheck's own NIXL agent: one side's KV regions, registered the way the runtime would.
+
+SGLang's agent cannot be queried, so kvcheck runs a stand-in with the same geometry
+(region count, item length per page, memory kind per region), NIXL version, backend
+and UCX environment. It proves the node can register each memory kind (the runtime's
+``NIXL memory registration failed for {kind} kv tensors``) and gives the probe a target.
+
+Layout conventions (so a reader of the blob alone can recover region order):
+- all regions of one memory kind live in one arena, carved in region-index order, so
+  within a kind, address order is index order;
+- DRAM regions carry ``dev_id = DEV_TAG | [STANDIN_BIT] | index`` (UCX ignores the
+  device id of host memory; it only has to match between registration and transfer).
+  ``STANDIN_BIT`` marks a VRAM region registered as DRAM on a host without a GPU.
+
+Exposure: ``--listen`` on a loopback or single address is served by kvcheck's own
+read-only listener, which speaks NIXL's listener protocol (``NIXLCOMM:SEND`` ->
+``NIXLCOMM:LOAD`` + blob) and ignores ``LOAD``/``INVL`` from peers. NIXL 1.5.1's own
+listener thread binds every interface (0.0.0.0) and accepts metadata from anyone; it is
+used only when ``--listen 0.0.0.0:PORT`` asks for every interface. etcd entries have no
+lease: the agent deletes them on exit; a killed agent leaves a stale key.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+from kvcheck.errors import InputError
+from kvcheck.nixl.runtime import error_class, load_nixl
+
+DEV_TAG = 0x6B76 << 32  # "kv"
+STANDIN_BIT = 1 << 24
+PAGE_ALIGN = 4096
+MAX_AGENT_BYTES_DEFAULT = 4 << 30
+
+
+def dram_dev_id(index: int, standin: bool) -> int:
+    """The device id kvcheck gives DRAM region ``index`` (see the module docstring)."""
+    return DEV_TAG | (STANDIN_BIT if standin else 0) | index
+
+
+def decode_dev_id(dev_id: int) -> tuple[int, bool] | None:
+    """``(index, is_vram_standin)`` for a kvcheck DRAM device id, None for any other."""
+    if dev_id >> 32 != DEV_TAG >> 32:
+        return None
+    return dev_id & (STANDIN_BIT - 1), bool(dev_id & STANDIN_BIT)
+
+
+@dataclass
+class LayoutRegion:
+    """One region to allocate: the runtime's memory ``kind`` and ``item_len`` (bytes/page)."""
+
+    kind: str
+    item_len: int
+
+
+@dataclass
+class Layout:
+    """What an agent registers: ``regions`` in registration order, ``pages`` per region.
+
+    Each region is ``item_len * pages`` bytes. ``from_geometry`` takes a
+    ``SideGeometry`` (its regions' kinds and item lengths).
+    """
+
+    role: str
+    regions: list[LayoutRegion]
+    pages: int
+
+    @classmethod
+    def from_geometry(cls, geometry, pages: int) -> "Layout":
+        """The layout of ``geometry`` (``kvcheck.sglang.geometry.SideGeometry``) with ``pages`` pages."""
+        if pages < 1:
+            raise InputError("--pages must be at least 1", field="--pages")
+        return cls(role=geometry.role, regions=[LayoutRegion(r.kind, r.item_len) for r in geometry.regions], pages=pages)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(r.item_len * self.pages for r in self.regions)
+
+    def as_dict(self) -> dict:
+        return {"role": self.role, "pages": self.pages, "regions": [[r.kind, r.item_len] for r in self.regions]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Layout":
+        return cls(role=data["role"], pages=int(data["pages"]), regions=[LayoutRegion(k, int(n)) for k, n in data["regions"]])
+
+
+@dataclass
+class Registered:
+    """One allocated region: ``addr``/``length`` (bytes), ``dev_id``, the kind NIXL
+    registered (``reg_kind``), the runtime's kind (``kind``), and whether it is a stand-in."""
+
+    index: int
+    kind: str
+    reg_kind: str
+    addr: int
+    length: int
+    dev_id: int
+    item_len: int
+    standin: bool
+
+
+@dataclass
+class RegistrationIssue:
+    """Registration of one memory kind failed or could not be attempted."""
+
+    kind: str
+    error_class: str
+    message: str
+    finding_id: str
+
+
+def gpu_allocator():
+    """``(name, alloc(nbytes, device) -> (obj, addr))`` using torch or cupy when a GPU is
+    visible, else None. Never imports either unless installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                def alloc(nbytes: int, device: int):
+                    t = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
+                    return t, t.data_ptr()
+
+                return "torch", alloc
+        except Exception:  # a broken CUDA install: treat as no GPU
+            pass
+    if importlib.util.find_spec("cupy") is not None:
+        try:
+            import cupy
+
+            if cupy.cuda.runtime.getDeviceCount() > 0:
+                def alloc(nbytes: int, device: int):
+                    with cupy.cuda.Device(device):
+                        a = cupy.zeros(nbytes, dtype=cupy.uint8)
+                    return a, int(a.data.ptr)
+
+                return "cupy", alloc
+        except Exception:
+            pass
+    return None
+
+
+def _align(n: int) -> int:
+    return (n + PAGE_ALIGN - 1) // PAGE_ALIGN * PAGE_ALIGN
+
+
+def agent_name(role: str) -> str:
+    """``kvcheck-<role>-<host>-<pid>``: the name an agent publishes under."""
+    return f"kvcheck-{role}-{socket.gethostname()}-{os.getpid()}"
+
+
+class KvAgent:
+    """A NIXL agent holding one side's KV regions.
+
+    ``layout``: what to register; ``listen``: ``(host, port)`` or None; ``etcd``: an
+    ``http://HOST:PORT`` endpoint or None; ``gpu``: ``auto`` (VRAM on a GPU when torch or
+    cupy sees one, DRAM stand-ins otherwise), ``off`` (always stand-ins); ``device``: the
+    GPU ordinal. ``start()`` creates, allocates, registers and publishes; ``close()``
+    deregisters and withdraws. Registration failures are collected in ``issues``.
+    """
+
+    def __init__(self, layout: Layout, *, name: str | None = None, listen: tuple[str, int] | None = None,
+                 etcd: str | None = None, backend: str = "UCX", gpu: str = "auto", device: int = 0):
+        self.layout = layout
+        self.name = name or agent_name(layout.role)
+        self.listen = listen
+        self.etcd = etcd
+        self.backend = backend
+        self.gpu = gpu
+        self.device = device
+        self.regions: list[Registered] = []
+        self.issues: list[RegistrationIssue] = []
+        self.timings: dict[str, float] = {}
+        self.notifications: list[tuple[str, bytes]] = []
+        self.gpu_backend: str | None = None
+        self._keep: list = []
+        self._reg_descs: list = []
+        self._agent = None
+        self._server: _MetadataServer | None = None
+        self._published_etcd = False
+        self._blob: bytes | None = None
+
+    # -- life cycle -------------------------------------------------------------------
+    def start(self) -> None:
+        """Create the NIXL agent, allocate and register every region, then publish.
+
+        Raises ``InputError`` when NIXL is missing, the backend cannot be created, or the
+        listen port cannot be bound. Per-kind registration failures go to ``issues``.
+        """
+        t0 = time.monotonic()
+        api = load_nixl()
+        if self.etcd:
+            os.environ["NIXL_ETCD_ENDPOINTS"] = self.etcd
+            self._check_name_free()
+        use_nixl_listener = bool(self.listen) and self.listen[0] in ("0.0.0.0", "::", "")
+        cfg = api.nixl_agent_config(
+            enable_listen_thread=use_nixl_listener,
+            listen_port=self.listen[1] if use_nixl_listener else 0,
+            backends=[],
+        )
+        try:
+            self._agent = api.nixl_agent(self.name, cfg)
+            self._agent.create_backend(self.backend)
+        except Exception as exc:
+            raise InputError(f"cannot start a NIXL agent with backend {self.backend}: {error_class(exc)}: {exc}") from None
+        self.timings["agent_start_s"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        self._allocate_and_register()
+        self.timings["register_s"] = time.monotonic() - t1
+        self._blob = self._agent.get_agent_metadata()
+        t2 = time.monotonic()
+        if self.listen and not use_nixl_listener:
+            self._server = _MetadataServer(self.listen[0], self.listen[1], self._blob)
+            self._server.start()
+        if self.etcd:
+            self._agent.send_local_metadata()
+            self._published_etcd = True
+        self.timings["publish_s"] = time.monotonic() - t2
+
+    def _check_name_free(self) -> None:
+        from kvcheck.nixl.transport import EtcdGateway
+
+        try:
+            gw = EtcdGateway(self.etcd, timeout=3.0)
+            if gw.get(gw.key(self.name)) is not None:
+                # A stale entry of a dead process with our pid: never reuse the name.
+                self.name = f"{self.name}-{os.urandom(3).hex()}"
+        except Exception:
+            pass  # NIXL reports an unreachable etcd itself when publishing
+
+    def _allocate_and_register(self) -> None:
+        import numpy as np
+
+        pages = self.layout.pages
+        gpu = gpu_allocator() if self.gpu == "auto" else None
+        self.gpu_backend = gpu[0] if gpu else None
+        by_kind: dict[str, list[int]] = {}
+        for i, r in enumerate(self.layout.regions):
+            by_kind.setdefault(r.kind, []).append(i)
+        for kind, idxs in by_kind.items():
+            standin = kind == "VRAM" and gpu is None
+            reg_kind = "DRAM" if (kind == "DRAM" or standin) else kind
+            if kind == "VRAM" and standin:
+                self.issues.append(RegistrationIssue(
+                    kind="VRAM", error_class="NoGPU", finding_id="agent-vram-untested",
+                    message=f"no GPU visible (torch/cupy with CUDA not found): {len(idxs)} VRAM region(s) registered as DRAM stand-ins; VRAM registration is not tested on this host",
+                ))
+            if kind not in ("DRAM", "VRAM"):
+                self.issues.append(RegistrationIssue(kind=kind, error_class="Unsupported", finding_id="agent-register-failed", message=f"kvcheck cannot allocate {kind} regions"))
+                continue
+            sizes = [_align(self.layout.regions[i].item_len * pages) for i in idxs]
+            total = sum(sizes)
+            try:
+                if reg_kind == "DRAM":
+                    arena = np.empty(total + PAGE_ALIGN, dtype=np.uint8)
+                    arena.fill(0)  # touch every page now, as a KV pool is: no page faults inside transfers
+                    base = arena.ctypes.data
+                    base = _align(base)
+                    dev_of = lambda i: dram_dev_id(i, standin)  # noqa: E731
+                else:
+                    arena, base = gpu[1](total, self.device)
+                    dev_of = lambda i: self.device  # noqa: E731
+            except Exception as exc:
+                self.issues.append(RegistrationIssue(kind=kind, error_class=error_class(exc), finding_id="agent-alloc-failed", message=f"cannot allocate {total} bytes of {reg_kind}: {exc}"))
+                continue
+            self._keep.append(arena)
+            regs = []
+            off = 0
+            for i, size in zip(idxs, sizes):
+                item = self.layout.regions[i].item_len
+                regs.append(Registered(index=i, kind=kind, reg_kind=reg_kind, addr=base + off, length=item * pages, dev_id=dev_of(i), item_len=item, standin=standin))
+                off += size
+            try:
+                descs = self._agent.register_memory([(g.addr, g.length, g.dev_id, "") for g in regs], reg_kind, backends=[self.backend])
+            except Exception as exc:
+                # The runtime: "NIXL memory registration failed for {kind} kv tensors".
+                self.issues.append(RegistrationIssue(kind=kind, error_class=error_class(exc), finding_id="agent-register-failed",
+                                                     message=f"NIXL memory registration failed for {kind} kv tensors: {error_class(exc)}: {exc}"))
+                continue
+            self._reg_descs.append(descs)
+            self.regions.extend(regs)
+        self.regions.sort(key=lambda g: g.index)
+
+    @property
+    def nixl(self):
+        """The underlying ``nixl_agent`` (after ``start()``)."""
+        return self._agent
+
+    def metadata(self) -> bytes:
+        """The agent's metadata blob, as published (fixed for the agent's life)."""
+        if self._blob is None:
+            raise RuntimeError("agent not started")
+        return self._blob
+
+    def listen_address(self) -> tuple[str, int] | None:
+        """Where the metadata is served (the bound port when 0 was asked)."""
+        if self._server is not None:
+            return self._server.host, self._server.port
+        return self.listen
+
+    def poll_notifications(self) -> list[tuple[str, bytes]]:
+        """New notifications from peers (``(peer name, message)``), also kept in ``notifications``."""
+        new = []
+        try:
+            for peer, msgs in self._agent.get_new_notifs().items():
+                new.extend((peer, m) for m in msgs)
+        except Exception:
+            return []
+        self.notifications.extend(new)
+        return new
+
+    def serve(self, ttl: float, stop: threading.Event | None = None, on_notif=None) -> str:
+        """Stay up until ``ttl`` seconds pass, ``stop`` is set, or SIGTERM/SIGINT arrives.
+
+        Returns why it stopped: ``ttl``, ``stopped`` or ``signal``.
+        """
+        stop = stop or threading.Event()
+        reason = {"why": "ttl"}
+
+        def on_signal(signum, frame):
+            reason["why"] = "signal"
+            stop.set()
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+        deadline = time.monotonic() + ttl
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "ttl"
+            for peer, msg in self.poll_notifications():
+                if on_notif:
+                    on_notif(peer, msg)
+            stop.wait(min(0.05, left))
+        return reason["why"] if reason["why"] == "signal" else "stopped"
+
+    def close(self) -> None:
+        """Withdraw the metadata (listener closed, etcd keys deleted) and deregister."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._agent is not None:
+            if self._published_etcd:
+                try:
+                    self._agent.invalidate_local_metadata()
+                except Exception:
+                    pass
+                try:  # NIXL deletes asynchronously; make sure before we exit.
+                    from kvcheck.nixl.transport import EtcdGateway
+
+                    EtcdGateway(self.etcd, timeout=2.0).delete_agent(self.name)
+                except Exception:
+                    pass
+                self._published_etcd = False
+            for descs in self._reg_descs:
+                try:
+                    self._agent.deregister_memory(descs, backends=[self.backend])
+                except Exception:
+                    pass
+            self._reg_descs = []
+        self._agent = None
+        self._keep = []
+
+    def summary(self) -> dict:
+        """JSON-ready description: name, where published, regions per kind, issues, timings."""
+        counts: dict[str, int] = {}
+        for g in self.regions:
+            counts[g.kind] = counts.get(g.kind, 0) + 1
+        addr = self.listen_address()
+        return {
+            "name": self.name,
+            "role": self.layout.role,
+            "listen": f"{addr[0]}:{addr[1]}" if addr else None,
+            "etcd": self.etcd,
+            "backend": self.backend,
+            "gpu": self.gpu_backend,
+            "pages": self.layout.pages,
+            "regions": counts,
+            "registered_bytes": sum(g.length for g in self.regions),
+            "issues": [i.__dict__ for i in self.issues],
+            "timings": self.timings,
+        }
+
+
+class _MetadataServer:
+    """A read-only server of NIXL's listener protocol bound to one address.
+
+    Answers ``NIXLCOMM:SEND`` with ``NIXLCOMM:LOAD`` + blob; ignores every other command
+    (peers cannot push or invalidate metadata). Requests over 64 KiB close the connection.
+    """
+
+    def __init__(self, host: str, port: int, blob: bytes):
+        self.blob = blob
+        try:
+            self.sock = socket.create_server((host, port), reuse_port=False)
+        except OSError as exc:
+            raise InputError(f"cannot listen on {host}:{port}: {exc}", field="--listen") from None
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kvcheck-nixl-listener", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            with conn:
+                self._handle(conn)
+
+    def _handle(self, conn: socket.socket) -> None:
+        conn.settimeout(2.0)
+        try:
+            while not self._stop.is_set():
+                head = _recv(conn, 8)
+                if head is None:
+                    return
+                (size,) = struct.unpack("<Q", head)
+                if size > 65536:
+                    return
+                msg = _recv(conn, size)
+                if msg is None:
+                    return
+                if msg.startswith(b"NIXLCOMM:SEND"):
+                    out = b"NIXLCOMM:LOAD" + self.blob
+                    conn.sendall(struct.pack("<Q", len(out)) + out)
+        except OSError:
+            return
+
+
+def _recv(conn: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = conn.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return bytes(buf)

@@ -1,0 +1,51 @@
+"""GitHub Actions workflow commands: one annotation per finding, then the verdict.
+
+Unignored errors print ``::error title=kvcheck ID::MESSAGE``, warnings ``::warning``, info
+and ignored findings ``::notice``. The message carries the finding, the runtime error
+it predicts and the fix, on separate lines (newlines escaped as %0A, as GitHub requires).
+The last line is a ``::notice`` (pass/warn) or ``::error`` (fail) with the verdict.
+"""
+
+from __future__ import annotations
+
+from kvcheck.checks.base import Finding, Severity
+from kvcheck.report.model import Report
+
+_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow command's message (``%``, CR, LF)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command's property value (also ``:`` and ``,``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(level: str, message: str, **props: str) -> str:
+    """One workflow command line: ``::level k=v,k=v::message``."""
+    head = ",".join(f"{k}={escape_property(v)}" for k, v in props.items() if v)
+    return f"::{level}{' ' + head if head else ''}::{escape_data(message)}"
+
+
+def _annotation(f: Finding) -> str:
+    level = "notice" if f.ignored else _LEVEL[f.severity]
+    title = f"kvcheck {f.id}" + (" (ignored)" if f.ignored else "")
+    body = [f.message]
+    if f.runtime_error is not None:
+        body.append(f"runtime: {f.runtime_error.type}: {f.runtime_error.message}")
+    if f.severity != Severity.INFO:
+        body.append(f"fix: {f.fix}")
+    return command(level, "\n".join(body), title=title)
+
+
+def render_github(report: Report) -> str:
+    """``report`` as GitHub workflow annotation lines (one per finding, then the verdict)."""
+    lines = [_annotation(f) for f in report.findings]
+    errors = sum(1 for f in report.findings if f.severity == Severity.ERROR and not f.ignored)
+    warnings = sum(1 for f in report.findings if f.severity == Severity.WARNING and not f.ignored)
+    level = "error" if report.verdict == "fail" else "notice"
+    lines.append(command(level, f"{report.verdict.upper()}: {errors} error(s), {warnings} warning(s) [{report.runtime}, {report.kernel} kernel]", title="kvcheck verdict"))
+    return "\n".join(lines)
