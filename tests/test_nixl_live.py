@@ -99,9 +99,13 @@ def test_probe_uniform_plan(uniform, decode_agent):
 def test_probe_mixed_plan_segments_and_notifications(mixed):
     agent = AgentProc("decode", mixed[1], "--listen", "127.0.0.1:0", "--pages", "2")
     try:
-        rc, report = preflight(mixed, "--decode-agent", agent.listen, "--probe", "--timeout", "5")
+        # SGLang 0.5.23 reaches mixed destination kinds only with a HiSparse decode that
+        # also drafts, which its decode refuses on NIXL (hisparse-draft-nixl): accept that
+        # known finding to exercise the mixed plan's segments on the wire.
+        rc, report = preflight(mixed, "--decode-agent", agent.listen, "--probe", "--timeout", "5", "--ignore", "hisparse-draft-nixl")
     finally:
         lines = agent.stop()
+    assert [f["ignored"] for f in report["findings"] if f["id"] == "hisparse-draft-nixl"] == [True]
     assert report["plan"]["segments"] == [[0, 61, "VRAM", "DRAM"], [61, 62, "VRAM", "VRAM"]]
     segs = report["probe"]["segments"]
     assert [(s["start"], s["end"], s["dst_kind"]) for s in segs] == [(0, 61, "DRAM"), (61, 62, "VRAM")]

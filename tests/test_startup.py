@@ -32,7 +32,6 @@ from kvcheck.sides import Side
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "configs" / "models"
-SHARED_CASES = ROOT.parent / "shared" / "cases"
 
 pytestmark = pytest.mark.runtime
 
@@ -208,17 +207,21 @@ def test_startup_refusal_matches_runtime(sglang_cuda, tmp_path, name, model, rol
     assert refusal.id == expected_id and refusal.id in REFUSAL_IDS
 
 
-def _case_sides(tmp_path: Path, case_file: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
-    case = yaml.safe_load(case_file.read_text())
-    model_dir = _model_dir(tmp_path, case["model"])
-    return {role: (model_dir, {k.replace("-", "_"): v for k, v in case[role]["args"].items()}) for role in ("prefill", "decode")}
+def _bundled_sides(tmp_path, pair: str):
+    """The bundled example pair configs/PAIR/ (the handed HiSparse direct-to-host case)."""
+    out = {}
+    for role in ("prefill", "decode"):
+        args = yaml.safe_load((ROOT / "configs" / pair / f"{role}.yaml").read_text())
+        model = Path(args.pop("model-path")).name
+        out[role] = (_model_dir(tmp_path, model), {k.replace("-", "_"): v for k, v in args.items()})
+    return out
 
 
 def test_handed_hisparse_pair_starts(sglang_cuda, tmp_path):
     """The handed HiSparse direct-to-host pair: both servers resolve their args, and kvcheck
     predicts no start-up refusal (the check emits nothing)."""
     sides = {}
-    for role, (model_dir, flags) in _case_sides(tmp_path, SHARED_CASES / "hisparse-direct-to-host.yaml").items():
+    for role, (model_dir, flags) in _bundled_sides(tmp_path, "hisparse").items():
         assert runtime_outcome(sglang_cuda, model_dir, flags) is None
         sides[role] = kv_side(role, model_dir, flags)
         assert startup_error(sides[role]) is None

@@ -112,15 +112,21 @@ def dtype_under_auto(chk, ctx: CheckContext) -> list[Finding]:
     "same-model",
     Severity.WARNING,
     "Both sides serve the same model",
-    what="Different model architecture, layer count or --revision on the two sides.",
-    why="The runtime never compares models: a different checkpoint moves KV of the wrong shape or meaning.",
+    what="Different model architecture or layer count (error), or a different --revision (warning), on the two sides.",
+    why="The runtime never compares models: it pairs KV regions by position, so a different checkpoint moves KV of the wrong shape or meaning, silently when the decode has at least as many regions.",
     fix="Point both sides at the same model and revision.",
 )
 def same_model(chk, ctx: CheckContext) -> list[Finding]:
     pm, dm = ctx.prefill.model, ctx.decode.model
     out = []
     if (pm.architecture, pm.num_hidden_layers) != (dm.architecture, dm.num_hidden_layers):
-        out.append(chk.finding(f"models differ: prefill {pm.architecture} with {pm.num_hidden_layers} layers, decode {dm.architecture} with {dm.num_hidden_layers} layers"))
+        # The runtime pairs regions by position and never compares models: the decode
+        # would attend over another model's KV (garbage output), or the prefill refuses
+        # the registration when the decode has fewer regions.
+        out.append(chk.finding(
+            f"models differ: prefill {pm.architecture} with {pm.num_hidden_layers} layers, decode {dm.architecture} with {dm.num_hidden_layers} layers",
+            severity=Severity.ERROR,
+        ))
     pr, dr = ctx.prefill.args.revision, ctx.decode.args.revision
     if pr != dr:
         out.append(chk.finding(f"model revisions differ: prefill --revision {pr}, decode --revision {dr}"))
