@@ -62,8 +62,9 @@ def preflight(
     probe_pages: int = typer.Option(4, "--probe-pages", help="Pages per region the probe writes (capped by what the decode agent registered)."),
 ) -> None:
     """Check a prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
+    from kvcheck import report as renderers
     from kvcheck.preflight import run_preflight
-    from kvcheck.report import FORMATS, render_json, render_terminal
+    from kvcheck.report import FORMATS
     from kvcheck.sources import load_side
 
     if format not in FORMATS:
@@ -77,15 +78,14 @@ def preflight(
 
         augment_preflight(report, p, d, prefill_agent=prefill_agent, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages, show_progress=format != "json" and sys.stderr.isatty())
     if format == "json":
-        sys.stdout.write(render_json(report) + "\n")
+        sys.stdout.write(renderers.render_json(report) + "\n")
     elif format in ("junit", "github"):
-        from kvcheck.report import render_github, render_junit
-
-        sys.stdout.write((render_junit(report) if format == "junit" else render_github(report)) + "\n")
+        render = renderers.render_junit if format == "junit" else renderers.render_github
+        sys.stdout.write(render(report) + "\n")
     else:
         from rich.console import Console
 
-        render_terminal(report, Console())
+        renderers.render_terminal(report, Console())
     raise typer.Exit(report.exit_code)
 
 

@@ -1,11 +1,28 @@
-"""Renderers: terminal (rich), JSON, and the CI formats. ``FORMATS`` names them."""
+"""Renderers: terminal (rich), JSON, and the CI formats. ``FORMATS`` names them.
 
-from kvcheck.report.github import render_github
-from kvcheck.report.json_report import render_json
-from kvcheck.report.junit import render_junit
+Renderers are imported on first use (PEP 562), so ``--format json`` never pays for
+rich or junit-xml on the cold path.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
 from kvcheck.report.model import Report, SideSummary, verdict_of
-from kvcheck.report.terminal import render_terminal
 
 FORMATS = ("table", "json", "junit", "github")
 
-__all__ = ["FORMATS", "Report", "SideSummary", "render_github", "render_json", "render_junit", "render_terminal", "verdict_of"]
+_RENDERERS = {
+    "render_github": "kvcheck.report.github",
+    "render_json": "kvcheck.report.json_report",
+    "render_junit": "kvcheck.report.junit",
+    "render_terminal": "kvcheck.report.terminal",
+}
+
+__all__ = ["FORMATS", "Report", "SideSummary", *_RENDERERS, "verdict_of"]
+
+
+def __getattr__(name: str):
+    if name in _RENDERERS:
+        return getattr(import_module(_RENDERERS[name]), name)
+    raise AttributeError(f"module 'kvcheck.report' has no attribute {name!r}")
