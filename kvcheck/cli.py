@@ -6,6 +6,7 @@ checked), 3 a live source could not be reached in time.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -28,6 +29,15 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+def _seconds(value: float) -> float:
+    """Validate a duration option: a finite number of seconds, above 0 and at most a day."""
+    import math
+
+    if value is not None and not (math.isfinite(value) and 0 < value <= 86400):
+        raise typer.BadParameter(f"{value} is not a number of seconds between 0 (excluded) and 86400")
+    return value
+
+
 EPILOG = (
     "Examples:\n\n"
     "  kvcheck preflight --prefill configs/aligned/prefill.yaml --decode configs/aligned/decode.yaml\n\n"
@@ -40,11 +50,11 @@ EPILOG = (
 
 @app.command(epilog=EPILOG)
 def preflight(
-    prefill: str = typer.Option(..., "--prefill", "-p", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL."),
-    decode: str = typer.Option(..., "--decode", "-d", help="Decode server args, in any of the same forms."),
-    format: str = typer.Option("table", "--format", "-f", help="Output: table (for people), json (the documented contract), junit (JUnit XML, one test case per check), github (GitHub Actions annotations). The exit status is the same for every format."),
-    kernel: str = typer.Option("builtin", "--kernel", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
-    ignore: List[str] = typer.Option([], "--ignore", help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, marked ignored."),
+    prefill: str = typer.Option(..., "--prefill", "-p", metavar="FILE|URL", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL."),
+    decode: str = typer.Option(..., "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
+    format: str = typer.Option("table", "--format", "-f", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML, one test case per check), github (GitHub Actions annotations). The exit status is the same for every format."),
+    kernel: str = typer.Option("builtin", "--kernel", metavar="builtin|runtime|auto", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
+    ignore: List[str] = typer.Option([], "--ignore", metavar="ID", help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, marked ignored."),
     prefill_env: Optional[Path] = typer.Option(None, "--prefill-env", help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...)."),
     decode_env: Optional[Path] = typer.Option(None, "--decode-env", help="VAR=value file with the decode's environment."),
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
@@ -53,12 +63,12 @@ def preflight(
     draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json when speculative-draft-model-path is a hub id."),
     api_key: Optional[str] = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps)."),
     bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port)."),
-    connect_timeout: float = typer.Option(3.0, "--connect-timeout", help="Seconds to wait for each TCP/TLS connect to a live server."),
-    deadline: float = typer.Option(10.0, "--deadline", help="Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 until then). Past it: exit 3."),
+    connect_timeout: float = typer.Option(3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each TCP/TLS connect to a live server."),
+    deadline: float = typer.Option(10.0, "--deadline", callback=_seconds, help="Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 until then). Past it: exit 3."),
     prefill_agent: Optional[str] = typer.Option(None, "--prefill-agent", help="A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a saved blob. Its live regions are compared with the args."),
     decode_agent: Optional[str] = typer.Option(None, "--decode-agent", help="A kvcheck NIXL agent of the decode role (same forms). Needed by --probe."),
     probe: bool = typer.Option(False, "--probe", help="Move real bytes along each segment of the plan from a prefill-role agent started here to --decode-agent, and verify them."),
-    timeout: float = typer.Option(5.0, "--timeout", help="Seconds each agent read and each probe wait may take; on expiry the step is named in a finding."),
+    timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds each agent read and each probe wait may take; on expiry the step is named in a finding."),
     probe_pages: int = typer.Option(4, "--probe-pages", help="Pages per region the probe writes (capped by what the decode agent registered)."),
 ) -> None:
     """Check a prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
@@ -77,15 +87,21 @@ def preflight(
         from kvcheck.nixl.commands import augment_preflight
 
         augment_preflight(report, p, d, prefill_agent=prefill_agent, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages, show_progress=format != "json" and sys.stderr.isatty())
-    if format == "json":
-        sys.stdout.write(renderers.render_json(report) + "\n")
-    elif format in ("junit", "github"):
-        render = renderers.render_junit if format == "junit" else renderers.render_github
-        sys.stdout.write(render(report) + "\n")
-    else:
-        from rich.console import Console
+    global _decided_exit
+    _decided_exit = report.exit_code
+    try:
+        if format == "json":
+            sys.stdout.write(renderers.render_json(report) + "\n")
+        elif format in ("junit", "github"):
+            render = renderers.render_junit if format == "junit" else renderers.render_github
+            sys.stdout.write(render(report) + "\n")
+        else:
+            from kvcheck.report.terminal import PipeSafeConsole
 
-        renderers.render_terminal(report, Console())
+            renderers.render_terminal(report, PipeSafeConsole())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()  # a reader that closed the pipe early (| head) does not change the verdict
     raise typer.Exit(report.exit_code)
 
 
@@ -96,8 +112,8 @@ def snapshot(
     role: Optional[str] = typer.Option(None, "--role", help="prefill or decode (default: the server's disaggregation_mode). A prefill's bootstrap /route is saved too."),
     api_key: Optional[str] = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for the server's HTTP API."),
     bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="The prefill's bootstrap server URL (default: http://HOST:disaggregation_bootstrap_port)."),
-    connect_timeout: float = typer.Option(3.0, "--connect-timeout", help="Seconds to wait for each connect."),
-    deadline: float = typer.Option(10.0, "--deadline", help="Seconds the capture may take in all, retries included."),
+    connect_timeout: float = typer.Option(3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each connect."),
+    deadline: float = typer.Option(10.0, "--deadline", callback=_seconds, help="Seconds the capture may take in all, retries included."),
 ) -> None:
     """Save a live server's redacted /server_info (+ /model_info, + the bootstrap /route for a
     prefill) to check it later, offline: kvcheck preflight --prefill FILE ...
@@ -149,7 +165,7 @@ def agent(
 def inspect_agent(
     target: str = typer.Argument(..., help="HOST:PORT (a NIXL listener), etcd://HOST:PORT/NAME (or etcd://HOST:PORT for every agent), or a saved blob file."),
     format: str = typer.Option("table", "--format", "-f", help="table or json."),
-    timeout: float = typer.Option(5.0, "--timeout", help="Seconds to wait for the agent or etcd."),
+    timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds to wait for the agent or etcd."),
     save: Optional[Path] = typer.Option(None, "--save", help="Write the raw metadata blob to this file."),
 ) -> None:
     """Read any NIXL agent's metadata without joining it: name, backends, and per backend and
@@ -213,7 +229,7 @@ def explain(
     from kvcheck.explain.render import render_catalog, render_explanation
 
     if list_all:
-        typer.echo(render_catalog())
+        typer.echo(render_catalog(format))
         raise typer.Exit(0)
     if format not in ("table", "json"):
         raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
@@ -249,23 +265,45 @@ def explain(
         typer.echo(render_explanation(result))
     raise typer.Exit(result.exit_code)
 
+# The exit status already decided when output is being written: a reader that closes
+# the pipe early (| head) must not turn a PASS into a failure.
+_decided_exit: int | None = None
+
+
 def main() -> None:
-    """Entry point: run the app, turning kvcheck's own errors into one line and an exit status."""
+    """Entry point: run the app, turning every error into one line and an exit status.
+
+    Usage errors (unknown option, missing value) exit 2 through click's own handling;
+    kvcheck's errors exit with their status (2 bad input, 3 unreachable); an unexpected
+    exception is one line and exit 2 (``KVCHECK_DEBUG=1`` shows the traceback).
+    """
     try:
-        rc = app(standalone_mode=False)
+        app(standalone_mode=True)
     except KvcheckError as exc:
         typer.echo(f"kvcheck: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except (typer.BadParameter, typer.Abort) as exc:  # pragma: no cover - click handles most
-        typer.echo(f"kvcheck: error: {exc}", err=True)
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(_decided_exit if _decided_exit is not None else 0)
+    except KeyboardInterrupt:
+        typer.echo("kvcheck: interrupted", err=True)
+        sys.exit(130)
+    except (OSError, ValueError, OverflowError, RecursionError) as exc:
+        if os.environ.get("KVCHECK_DEBUG"):
+            raise
+        typer.echo(f"kvcheck: error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_INPUT)
-    except Exception as exc:  # click usage errors
-        import click
+    except Exception as exc:
+        if os.environ.get("KVCHECK_DEBUG"):
+            raise
+        typer.echo(f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 for the traceback", err=True)
+        sys.exit(EXIT_INPUT)
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(EXIT_INPUT)
-        raise
-    sys.exit(rc if isinstance(rc, int) else 0)
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass

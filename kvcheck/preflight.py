@@ -87,7 +87,11 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     ignore = set(ignore)
     unknown = ignore - set(REGISTRY) - set(all_finding_ids())
     if unknown:
-        raise InputError(f"unknown check id(s) for --ignore: {', '.join(sorted(unknown))}; see 'kvcheck checks'", field="--ignore")
+        import difflib
+
+        known = sorted(set(REGISTRY) | set(all_finding_ids()))
+        hints = [f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, known, n=1)) else u for u in sorted(unknown)]
+        raise InputError(f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore")
     pg = dg = None
     plan: Plan | None = None
     extra: dict = {}

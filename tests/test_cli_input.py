@@ -152,3 +152,74 @@ def test_command_line_file_with_env_prefix(tmp_path):
     proc = run_cli("preflight", "-p", str(p), "-d", str(cmd), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["plan"]["segments"] == [[0, 64, "VRAM", "VRAM"]]
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path):
+    for argv in (["preflight", "-p", "x.yaml", "--foo"], ["preflight", "-p"], ["no-such-command"], ["preflight", "-p", "a", "-d", "b", "--deadline", "nan"]):
+        proc = run_cli(*argv)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("flag,value", [("tp-size", 0), ("tp-size", -4), ("page-size", 0), ("pp-size", -1), ("tp-size", 10**23)])
+def test_nonsense_sizes_are_refused(tmp_path, flag, value):
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, flag: value})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    _assert_input_error(run_cli("preflight", "-p", str(p), "-d", str(d)), f"--{flag}")
+
+
+@pytest.mark.parametrize("field,value", [("num_hidden_layers", 0), ("num_hidden_layers", 10**30), ("num_attention_heads", 0)])
+def test_nonsense_model_config_values_are_refused(tmp_path, field, value):
+    mdir = tmp_path / "model"
+    mdir.mkdir()
+    cfg = json.loads((model_dir("llama-3.1-8b") / "config.json").read_text())
+    cfg[field] = value
+    (mdir / "config.json").write_text(json.dumps(cfg))
+    p = tmp_path / "prefill.yaml"
+    p.write_text(f"model-path: {mdir}\ndisaggregation-mode: prefill\n")
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
+    _assert_input_error(run_cli("preflight", "-p", str(p), "-d", str(d)), field)
+
+
+def test_the_same_flag_twice_in_json_args_is_refused(tmp_path):
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", PREFILL)
+    d = tmp_path / "decode.json"
+    d.write_text(json.dumps({"model-path": str(model_dir("llama-3.1-8b")), "tp_size": 2, "tp-size": 4}))
+    _assert_input_error(run_cli("preflight", "-p", str(p), "-d", str(d)), "--tp-size", "twice")
+
+
+def test_closing_the_pipe_early_keeps_the_verdicts_exit_status():
+    import subprocess
+    import sys
+
+    cmd = f"{sys.executable} -m kvcheck preflight -p configs/aligned/prefill.yaml -d configs/aligned/decode.yaml | head -1; echo rc=${{PIPESTATUS[0]}}"
+    out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=REPO, timeout=60).stdout
+    assert out.startswith("PASS") and out.strip().endswith("rc=0"), out
+
+
+def test_export_lines_before_the_launch_command(tmp_path):
+    cmd = tmp_path / "decode.sh"
+    cmd.write_text(
+        "export SGLANG_PP_LAYER_PARTITION=16,16\n"
+        f"python -m sglang.launch_server --model-path {model_dir('llama-3.1-8b')} --disaggregation-mode decode "
+        "--disaggregation-transfer-backend nixl --page-size 16 --pp-size 2\n"
+    )
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "pp-size": 2})
+    proc = run_cli("preflight", "-p", str(p), "-d", str(cmd), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["plan"]["n_dst"] == 32  # 16 layers x (K, V) on decode stage 0
+
+
+def test_unknown_architecture_is_assumed_mha_and_said(tmp_path):
+    mdir = tmp_path / "model"
+    mdir.mkdir()
+    cfg = json.loads((model_dir("llama-3.1-8b") / "config.json").read_text())
+    cfg["architectures"] = ["FooForCausalLM"]
+    (mdir / "config.json").write_text(json.dumps(cfg))
+    p = tmp_path / "prefill.yaml"
+    p.write_text(f"model-path: {mdir}\ndisaggregation-mode: prefill\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
+    d = tmp_path / "decode.yaml"
+    d.write_text(f"model-path: {mdir}\ndisaggregation-mode: decode\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
+    proc = run_cli("preflight", "-p", str(p), "-d", str(d), "--format", "json")
+    report = json.loads(proc.stdout)
+    assert report["verdict"] == "warn" and [f["id"] for f in report["findings"]] == ["architecture-assumed"]

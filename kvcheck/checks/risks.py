@@ -40,6 +40,24 @@ def not_modeled(chk, ctx: CheckContext) -> list[Finding]:
 
 
 @check(
+    "architecture-assumed",
+    Severity.WARNING,
+    "kvcheck knows this architecture's KV pool",
+    what="A model architecture kvcheck has not verified against SGLang's pools; it is taken as a plain MHA/GQA model (K and V regions per layer).",
+    why="An architecture with sliding-window, linear-attention or other hybrid layers registers other regions; kvcheck would then predict the wrong geometry.",
+    fix="Run with --kernel runtime where SGLang is installed, or confirm the model uses full attention in every layer.",
+)
+def architecture_assumed(chk, ctx: CheckContext) -> list[Finding]:
+    out, seen = [], set()
+    for side in (ctx.prefill, ctx.decode):
+        m = side.model
+        if m.attention == "MHA" and m.assumed_mha and m.architecture not in seen:
+            seen.add(m.architecture)
+            out.append(chk.finding(f"{m.architecture} is not an architecture kvcheck has verified; its KV geometry is assumed to be plain MHA/GQA ({m.num_key_value_heads} KV heads x {m.head_dim}, K and V per layer)"))
+    return out
+
+
+@check(
     "page-size-unpinned",
     Severity.WARNING,
     "The page size is pinned on both sides",

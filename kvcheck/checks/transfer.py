@@ -39,7 +39,7 @@ _DECISION_IDS = (
     ("NIXL prepared dlist transfer length exceeds item stride", "item-stride",
      "Make both sides derive the same per-page item length: same model, --kv-cache-dtype, --dtype, page size and attention TP."),
     ("PP-heterogeneous", "pp-layer-pairing",
-     "Run the decode with the prefill's --pp-size: this pool registers no layer ids, so the runtime cannot pair a PP prefill stage with a decode of another PP size."),
+     "Give both sides the same PP layout: the same --pp-size and the same SGLANG_PP_LAYER_PARTITION (this pool registers no layer ids, so the runtime pairs a PP prefill stage's regions with the decode's only when both hold the same layers)."),
     ("Unsupported PD DCP topology", "dcp-topology",
      "Run the decode with --dcp-size 1 for this model: DCP relayout needs an MLA (or hybrid-MLA) KV pool on the prefill."),
     ("PD DCP source/destination KV geometry differs", "dcp-geometry",

@@ -75,8 +75,10 @@ class Entry(BaseModel):
     def regex(self) -> re.Pattern[str]:
         """The template as a regex: literal text escaped, each ``{name}`` a named group
         shaped by ``fields`` (``text`` by default; a trailing text field takes the rest
-        of the line)."""
-        parts = _PLACEHOLDER.split(self.template)
+        of the line). Whitespace closing the template is left out: loggers and
+        terminals drop it at the end of a line, and a log line must still match."""
+        template = self.template.rstrip()
+        parts = _PLACEHOLDER.split(template)
         out = []
         for i, part in enumerate(parts):
             if i % 2 == 0:
@@ -88,8 +90,8 @@ class Entry(BaseModel):
             if last and shape in ("text", "word"):
                 pattern = r".+" if shape == "text" else r"[^\s,;]+"
             out.append(f"(?P<{part}>{pattern})")
-        prefix = r"(?<![\w-])" if self.template[:1].isalnum() or self.template[:1] == "-" else ""
-        suffix = r"(?!\w)" if self.template[-1:].isalnum() else ""
+        prefix = r"(?<![\w-])" if template[:1].isalnum() or template[:1] == "-" else ""
+        suffix = r"(?!\w)" if template[-1:].isalnum() else ""
         return re.compile(prefix + "".join(out) + suffix)
 
     @cached_property

@@ -8,6 +8,7 @@ recognized message to the preflight finding that predicts it (the finding whose
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from difflib import SequenceMatcher
 from typing import Any, Iterable
 
@@ -23,7 +24,8 @@ EXIT_NOT_RECOGNIZED = 1
 class Hit(BaseModel):
     """One catalog entry found in the text: how often, where, and the values it carried
     the first time. ``match`` is ``full`` (the template matched) or ``partial`` (only a
-    long literal stretch of it was found: a truncated or reworded message)."""
+    long literal stretch of it was found: a truncated or reworded message) or ``id`` (the
+    entry was named by its catalog id: no count, no line numbers)."""
 
     entry_id: str
     match: str = "full"
@@ -78,16 +80,27 @@ _MIN_PARTIAL = 24  # characters of literal text needed for a partial recognition
 _MAX_PARTIAL_LINES = 50  # partial recognition is for pasted messages, not whole logs
 
 
-def explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None) -> Explanation:
+def explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None) -> Explanation:
     """Find every catalog message in ``text`` (a message or a whole log).
 
+    With ``by_id`` (default: when ``source`` is ``message``), a text that is exactly a
+    catalog id explains that entry: one hit with ``match`` ``id``, count 0 and the
+    template as its text.
+
     Each line is searched with every entry's regex; a message spanning several lines
-    (a pasted multi-line string) is also searched as one line. When nothing matched in
+    (a pasted multi-line string) is also searched in the lines joined, and reported on
+    the lines it actually spans. When nothing matched in
     full (and the text is short), each line is compared with the templates' literal
     text: a shared stretch of 24+ characters is a ``partial`` hit (truncated message).
     """
     catalog = catalog or load_catalog()
     lines = text.splitlines() or [text]
+    if by_id is None:
+        by_id = source == "message"
+    if by_id and text.strip() in {e.id for e in catalog.entries}:
+        entry = catalog.get(text.strip())
+        hit = Hit(entry_id=entry.id, match="id", text=entry.template.rstrip())
+        return Explanation(source=source, lines=len(lines), hits=[hit])
     hits: dict[str, Hit] = {}
     for lineno, line in enumerate(lines, start=1):
         for entry in catalog.entries:
@@ -96,14 +109,14 @@ def explain_text(text: str, *, source: str = "message", catalog: Catalog | None 
                 continue
             _record(hits, entry, lineno, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None})
     if len(lines) > 1:
-        joined = " ".join(s.strip() for s in lines)
+        joined, starts = _join(lines)
         for entry in catalog.entries:
             if entry.id in hits:
                 continue
-            m = entry.regex.search(joined)
-            if m is not None:
-                _record(hits, entry, 1, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None})
-                hits[entry.id].last_line = len(lines)
+            for m in entry.regex.finditer(joined):
+                first = bisect_right(starts, m.start())
+                last = bisect_right(starts, max(m.start(), m.end() - 1))
+                _record(hits, entry, first, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None}, last=last)
     if not hits and len(lines) <= _MAX_PARTIAL_LINES:
         for lineno, line in enumerate(lines, start=1):
             best: tuple[int, Entry | None, str] = (0, None, "")
@@ -118,12 +131,29 @@ def explain_text(text: str, *, source: str = "message", catalog: Catalog | None 
     return Explanation(source=source, lines=len(lines), hits=ordered)
 
 
-def _record(hits: dict[str, Hit], entry: Entry, lineno: int, text: str, values: dict[str, str], match: str = "full") -> None:
+def _join(lines: list[str]) -> tuple[str, list[int]]:
+    """The lines stripped and joined by one space (a message wrapped over several lines
+    reads as one), and the offset in that text where each line starts (line N starts at
+    ``starts[N - 1]``), to map a match back to the lines it spans."""
+    starts: list[int] = []
+    parts: list[str] = []
+    offset = 0
+    for line in lines:
+        starts.append(offset)
+        part = line.strip()
+        parts.append(part)
+        offset += len(part) + 1
+    return " ".join(parts), starts
+
+
+def _record(hits: dict[str, Hit], entry: Entry, lineno: int, text: str, values: dict[str, str], match: str = "full", last: int | None = None) -> None:
+    """Count one occurrence of ``entry`` found on lines ``lineno``..``last`` (default: one line)."""
     hit = hits.get(entry.id)
     if hit is None:
         hit = hits[entry.id] = Hit(entry_id=entry.id, match=match, first_line=lineno, text=text, values=values)
     hit.count += 1
-    hit.last_line = lineno
+    hit.first_line = min(hit.first_line, lineno)
+    hit.last_line = max(hit.last_line, last if last is not None else lineno)
 
 
 def attach_preflight(explanation: Explanation, report, catalog: Catalog | None = None) -> Explanation:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -99,3 +102,16 @@ def _render_live(report: Report, console: Console) -> None:
     console.print(Text(f"      transport: {t.get('backend', '?')}, UCX_TLS={t.get('UCX_TLS')}, UCX_NET_DEVICES={t.get('UCX_NET_DEVICES')}", style="dim"))
     for note in probe.get("notes", []):
         console.print(Text(f"      note: {note}", style="dim"))
+
+
+class PipeSafeConsole(Console):
+    """A rich ``Console`` that goes quiet when its reader closes the pipe (``| head``),
+    instead of rich's default ``SystemExit(1)``: the exit status stays the verdict's."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kvcheck.errors import InputError
 
@@ -26,15 +26,15 @@ class ServerArgs(BaseModel):
     revision: Optional[str] = None
     dtype: str = "auto"
     kv_cache_dtype: str = "auto"
-    page_size: Optional[int] = None
+    page_size: Optional[int] = Field(default=None, ge=1, le=1 << 20)
 
-    tp_size: int = 1
-    dp_size: int = 1
-    attn_dp_size: int = 1
+    tp_size: int = Field(default=1, ge=1, le=1 << 16)
+    dp_size: int = Field(default=1, ge=1, le=1 << 16)
+    attn_dp_size: int = Field(default=1, ge=1, le=1 << 16)
     enable_dp_attention: bool = False
-    attn_cp_size: int = 1
-    dcp_size: int = 1
-    pp_size: int = 1
+    attn_cp_size: int = Field(default=1, ge=1, le=1 << 16)
+    dcp_size: int = Field(default=1, ge=1, le=1 << 16)
+    pp_size: int = Field(default=1, ge=1, le=1 << 16)
     enable_kv_cache_sharding: bool = False
 
     disaggregation_mode: str = "null"

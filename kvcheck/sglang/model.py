@@ -86,6 +86,22 @@ NOT_MODELED_ARCHITECTURES = {
     "Step3p5ForCausalLM": "sliding-window (SWA) hybrid pool",
 }
 
+# Architectures whose KV pool in SGLang 0.5.23 is the plain MHA token pool (K and V per
+# layer): kvcheck's MHA geometry is verified for these. Another architecture that is
+# neither MLA nor listed as not modeled is assumed to use it, and the report says so.
+KNOWN_MHA_ARCHITECTURES = frozenset(
+    {
+        "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM",
+        "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "GemmaForCausalLM", "Glm4ForCausalLM",
+        "Glm4MoeForCausalLM", "InternLM2ForCausalLM", "OlmoForCausalLM", "Olmo2ForCausalLM", "OlmoeForCausalLM",
+        "GraniteForCausalLM", "GraniteMoeForCausalLM", "StarCoder2ForCausalLM", "CohereForCausalLM",
+        "DeepseekForCausalLM", "ExaoneForCausalLM", "Ernie4_5_ForCausalLM", "Ernie4_5_MoeForCausalLM",
+        "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration", "LlavaForConditionalGeneration", "MllamaForConditionalGeneration",
+        "LlamaForCausalLMEagle", "LlamaForCausalLMEagle3", "Qwen3ForCausalLMEagle3", "SeedOssForCausalLM",
+    }
+)
+
 TORCH_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "half": 2, "float": 4}
 
 
@@ -113,6 +129,7 @@ class ModelConfig(BaseModel):
     num_nextn_predict_layers: int = 0
     torch_dtype: str = "bfloat16"
     kv_cache_quant_algo: str | None = None
+    assumed_mha: bool = False
     source: str = ""
 
     @property
@@ -132,11 +149,16 @@ def _text_config(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def _require_int(cfg: dict[str, Any], key: str, source: str) -> int:
+# Largest value kvcheck takes for a count or dimension in config.json: past it the file
+# is corrupt, not a model (and sizes derived from it would overflow).
+MAX_MODEL_DIM = 1 << 20
+
+
+def _require_int(cfg: dict[str, Any], key: str, source: str, *, minimum: int = 1) -> int:
     value = cfg.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_MODEL_DIM:
         raise InputError(
-            f"config.json needs an integer {key!r} to derive the KV geometry (got {value!r})",
+            f"config.json needs an integer {key!r} between {minimum} and {MAX_MODEL_DIM} to derive the KV geometry (got {value!r})",
             source=source,
             field=key,
         )
@@ -162,7 +184,7 @@ def parse_model_config(raw: Any, source: str = "config.json") -> ModelConfig:
     common = dict(
         architecture=arch,
         num_hidden_layers=layers,
-        num_nextn_predict_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        num_nextn_predict_layers=_require_int(cfg, "num_nextn_predict_layers", source, minimum=0) if cfg.get("num_nextn_predict_layers") else 0,
         torch_dtype=str(dtype),
         kv_cache_quant_algo=quant.get("kv_cache_quant_algo"),
         source=source,
@@ -192,7 +214,7 @@ def parse_model_config(raw: Any, source: str = "config.json") -> ModelConfig:
     kv_heads = cfg.get("num_key_value_heads", heads)
     if kv_heads is None:
         kv_heads = heads
-    if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads <= 0:
+    if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or not 0 < kv_heads <= MAX_MODEL_DIM:
         raise InputError(f"'num_key_value_heads' must be a positive integer (got {kv_heads!r})", source=source, field="num_key_value_heads")
     head_dim = cfg.get("head_dim")
     if head_dim is None:
@@ -200,10 +222,11 @@ def parse_model_config(raw: Any, source: str = "config.json") -> ModelConfig:
         if heads == 0:
             raise InputError("'num_attention_heads' must be positive", source=source, field="num_attention_heads")
         head_dim = hidden // heads
-    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim <= 0:
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 0 < head_dim <= MAX_MODEL_DIM:
         raise InputError(f"'head_dim' must be a positive integer (got {head_dim!r})", source=source, field="head_dim")
     return ModelConfig(
         attention="MHA",
+        assumed_mha=arch not in KNOWN_MHA_ARCHITECTURES,
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
         head_dim=head_dim,

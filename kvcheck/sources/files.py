@@ -52,6 +52,8 @@ def args_from_mapping(mapping: dict[str, Any], source: str) -> dict[str, Any]:
         if not isinstance(key, str):
             raise InputError(f"flag names must be strings, got {key!r}", source=source)
         flag = table.resolve(key, source=source)
+        if flag.dest in out:
+            raise InputError(f"--{flag.name} is given twice (as {key!r} and under another spelling)", source=source, field=f"--{flag.name}")
         out[flag.dest] = coerce(flag, value, source, origin="json")
     return out
 
@@ -106,9 +108,11 @@ def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str
     i = 0
     while i < len(tokens) and tokens[i] in ("env", "exec"):
         i += 1
-    while i < len(tokens) and "=" in tokens[i] and not tokens[i].startswith("-"):
-        name, _, value = tokens[i].partition("=")
-        env[name] = value
+    # VAR=value prefixes and "export VAR=value" statements before the command.
+    while i < len(tokens) and (tokens[i] in ("export", ";", "&&") or ("=" in tokens[i] and not tokens[i].startswith("-"))):
+        if "=" in tokens[i]:
+            name, _, value = tokens[i].partition("=")
+            env[name] = value
         i += 1
     rest = tokens[i:]
     for launcher in LAUNCHERS:
@@ -117,8 +121,9 @@ def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str
             return rest[n:], env
     if rest and rest[0].startswith("-"):
         return rest, env
+    got = " ".join(rest[:3]) if rest else "nothing"
     raise InputError(
-        "not a SGLang launch command: expected 'python -m sglang.launch_server --flag ...' (or 'sglang serve ...')",
+        f"not a SGLang launch command: expected '[VAR=value ...] python -m sglang.launch_server --flag ...' (or 'sglang serve ...'), found {got!r}",
         source=source,
     )
 

@@ -1,0 +1,84 @@
+"""Checks of the NIXL environment each side starts with: the backend plugin and its
+parameters (``SGLANG_DISAGGREGATION_NIXL_BACKEND`` and ``..._BACKEND_PARAMS``), read by
+``NixlKVManager.__init__`` in SGLang 0.5.23 (defaults ``UCX`` and ``{}``)."""
+
+from __future__ import annotations
+
+import json
+
+from kvcheck.checks.base import CheckContext, Finding, Severity, check
+from kvcheck.sglang.plan import RuntimeErrorPrediction
+from kvcheck.sides import Side
+
+BACKEND_VAR = "SGLANG_DISAGGREGATION_NIXL_BACKEND"
+PARAMS_VAR = "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS"
+DEFAULT_BACKEND = "UCX"
+# Backend plugins NIXL 1.5 ships or documents; another name fails at start-up with
+# "NIXL backend '<name>' not found. Available: [...]" (the list is the node's plugins).
+KNOWN_BACKENDS = ("UCX", "UCCL", "LIBFABRIC", "GDS", "GDS_MT", "POSIX", "OBJ", "Mooncake", "HF3FS", "GPUNETIO", "AZURE_BLOB")
+STARTS_AND_EXITS = "the server exits during start-up with this error, after loading the model and before serving"
+
+
+def _nixl_sides(ctx: CheckContext) -> list[Side]:
+    return [s for s in (ctx.prefill, ctx.decode) if s.args.disaggregation_transfer_backend == "nixl"]
+
+
+def backend_of(side: Side) -> str:
+    """The NIXL backend plugin the side creates (``SGLANG_DISAGGREGATION_NIXL_BACKEND``)."""
+    return side.env.get(BACKEND_VAR) or DEFAULT_BACKEND
+
+
+@check(
+    "nixl-backend-params",
+    Severity.ERROR,
+    "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS is a JSON object of strings",
+    what="A side's SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS that is not valid JSON, or not an object with string keys and string values.",
+    why="NixlKVManager.__init__ parses it with json.loads before creating the backend; the server fails at start-up.",
+    fix='Set it to a JSON object of strings, e.g. {"num_threads": "8"}, or unset it.',
+)
+def nixl_backend_params(chk, ctx: CheckContext) -> list[Finding]:
+    out = []
+    for side in _nixl_sides(ctx):
+        raw = side.env.get(PARAMS_VAR)
+        if raw is None:
+            continue
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            rt = RuntimeErrorPrediction(type="JSONDecodeError", message=str(exc), raised_by=f"{side.role}: NixlKVManager.__init__ (start-up)", when="start-up", operator_sees=STARTS_AND_EXITS)
+            out.append(chk.finding(f"{side.role}: {PARAMS_VAR}={raw!r} is not valid JSON", runtime_error=rt))
+            continue
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            rt = RuntimeErrorPrediction(
+                type="ValueError",
+                message="SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS must be a JSON object with string keys and string values",
+                raised_by=f"{side.role}: NixlKVManager.__init__ (start-up)", when="start-up", operator_sees=STARTS_AND_EXITS,
+            )
+            out.append(chk.finding(f"{side.role}: {PARAMS_VAR}={raw!r} is not a JSON object of strings (numbers must be quoted)", runtime_error=rt))
+    return out
+
+
+@check(
+    "nixl-backend",
+    Severity.ERROR,
+    "Both sides create the same known NIXL backend",
+    what="SGLANG_DISAGGREGATION_NIXL_BACKEND differs between prefill and decode, or names a plugin NIXL does not ship.",
+    why=(
+        "Each side creates only that one backend; the prefill's transfers need a backend the decode's agent also "
+        "published, so different backends never connect (transfers fail, requests time out). An unknown plugin name "
+        "fails at start-up: NIXL backend '<name>' not found."
+    ),
+    fix="Set the same SGLANG_DISAGGREGATION_NIXL_BACKEND (default UCX) on both servers.",
+)
+def nixl_backend(chk, ctx: CheckContext) -> list[Finding]:
+    sides = _nixl_sides(ctx)
+    out = []
+    for side in sides:
+        name = backend_of(side)
+        if name not in KNOWN_BACKENDS:
+            near = [k for k in KNOWN_BACKENDS if k.lower() == name.lower() or k.lower().startswith(name.lower()[:3])]
+            hint = f"; did you mean {near[0]}?" if near else ""
+            out.append(chk.finding(f"{side.role}: {BACKEND_VAR}={name} is not a NIXL backend plugin ({', '.join(KNOWN_BACKENDS)}){hint}; the server fails at start-up with \"NIXL backend '{name}' not found\""))
+    if len(sides) == 2 and backend_of(sides[0]) != backend_of(sides[1]):
+        out.append(chk.finding(f"NIXL backends differ: prefill {BACKEND_VAR}={backend_of(sides[0])}, decode {BACKEND_VAR}={backend_of(sides[1])}: the two agents share no backend"))
+    return out
