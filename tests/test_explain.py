@@ -201,3 +201,191 @@ def test_list_prints_every_entry():
     assert proc.returncode == 0
     for e in CATALOG.entries:
         assert e.id in proc.stdout
+
+
+def _log_around(messages: dict[int, str], total: int) -> str:
+    """A log of ``total`` lines with ``messages[n]`` on line n (1-based), noise elsewhere."""
+    return "\n".join(f"[2026-01-02 10:11:{n:02d} TP0] {messages[n]}" if n in messages else f"[2026-01-02 10:11:{n:02d} TP0] INFO Decode batch. #running-req: 3"
+                     for n in range(1, total + 1)) + "\n"
+
+
+def test_log_reports_the_real_lines_of_each_message(tmp_path):
+    warning = CATALOG.get("bootstrap-timeout-warning").example_text()
+    messages = {
+        6: "WARNING " + warning.rstrip(),  # loggers and editors drop the template's closing space
+        9: "WARNING " + CATALOG.get("waiting-timeout-warning").example_text().rstrip(),
+        3: "ERROR " + CATALOG.get("region-count").example_text(),
+        12: "ERROR " + CATALOG.get("region-count").example_text(),
+        10: "AssertionError: " + CATALOG.get("hisparse-model").example_text().rstrip(),
+        14: "WARNING " + warning,  # with the closing space
+    }
+    log = tmp_path / "server.log"
+    log.write_text(_log_around(messages, 15))
+    want = {"bootstrap-timeout-warning": (2, 6, 14), "waiting-timeout-warning": (1, 9, 9), "region-count": (2, 3, 12), "hisparse-model": (1, 10, 10)}
+    by_id = {h.entry_id: h for h in explain_text(log.read_text(), source="log").hits}
+    for eid, (count, first, last) in want.items():
+        assert (by_id[eid].count, by_id[eid].first_line, by_id[eid].last_line) == (count, first, last), eid
+    proc = run_cli("explain", "--log", str(log), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    hits = {h["entry_id"]: h for h in json.loads(proc.stdout)["hits"]}
+    for eid, (count, first, last) in want.items():
+        assert (hits[eid]["count"], hits[eid]["first_line"], hits[eid]["last_line"]) == (count, first, last), eid
+    # The tester's case: one warning on line 6 of 7 lines.
+    short = tmp_path / "short.log"
+    short.write_text(_log_around({6: "WARNING " + warning.rstrip()}, 7))
+    proc = run_cli("explain", "--log", str(short), "--format", "json")
+    hit = json.loads(proc.stdout)["hits"][0]
+    assert (hit["entry_id"], hit["count"], hit["first_line"], hit["last_line"]) == ("bootstrap-timeout-warning", 1, 6, 6)
+    assert "x1, first/last line 6" in run_cli("explain", "--log", str(short)).stdout
+
+
+def test_every_entry_is_reported_on_its_own_line():
+    lines = {}
+    for i, e in enumerate(CATALOG.entries):
+        lines[2 * i + 2] = "WARNING " + e.example_text().rstrip()
+    result = explain_text(_log_around(lines, 2 * len(CATALOG.entries) + 1), source="log")
+    by_id = {h.entry_id: h for h in result.hits}
+    for i, e in enumerate(CATALOG.entries):
+        hit = by_id[e.id]
+        if hit.count == 1:
+            assert hit.first_line == hit.last_line == 2 * i + 2, e.id
+        else:  # a NIXL code also found inside another entry's message
+            assert hit.first_line <= 2 * i + 2 <= hit.last_line, e.id
+
+
+def test_a_message_wrapped_over_lines_reports_the_lines_it_spans():
+    text = "noise\nnoise\nValueError: NIXL PD transfer: decode registered fewer KV regions (61)\n    than prefill (62); unexpected geometry\nnoise\nnoise\n"
+    hit = explain_text(text, source="log").hits[0]
+    assert (hit.entry_id, hit.count, hit.first_line, hit.last_line) == ("region-count", 1, 3, 4)
+
+
+# ---- check ids: every one exists, and each runtime_error a check emits points to it
+
+_PKG = Path(__file__).resolve().parent.parent / "kvcheck"
+
+
+def _emitted_ids() -> set[str]:
+    """Ids the checks emit: @check ids and literal Finding(id=...) ids in kvcheck/checks."""
+    import ast
+
+    ids = set()
+    for path in (_PKG / "checks").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None)
+            if name == "check" and node.args and isinstance(node.args[0], ast.Constant):
+                ids.add(node.args[0].value)
+            if name == "Finding":
+                ids.update(kw.value.value for kw in node.keywords if kw.arg == "id" and isinstance(kw.value, ast.Constant))
+    return ids
+
+
+def _emitted_runtime_errors() -> list[tuple[str, str]]:
+    """(finding id, message with {} for the variable parts) for each runtime_error a check
+    emits with a literal message: start-up refusals (Refusal(id, hook, type, message) in
+    kvcheck/sglang/startup.py) and RuntimeErrorPrediction(message=...) in a @check function."""
+    import ast
+    import importlib
+
+    from kvcheck.explain.source import _render
+
+    out = []
+    for node in ast.walk(ast.parse((_PKG / "sglang" / "startup.py").read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Refusal" and len(node.args) == 4 and isinstance(node.args[0], ast.Constant):
+            msg = _render(node.args[3])
+            if msg:
+                out.append((node.args[0].value, msg))
+    for path in sorted((_PKG / "checks").glob("*.py")):
+        mod = importlib.import_module(f"kvcheck.checks.{path.stem}")
+        for fn in ast.parse(path.read_text()).body:
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            ids = [d.args[0].value for d in fn.decorator_list if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "check"]
+            for node in ast.walk(fn):
+                if ids and isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RuntimeErrorPrediction":
+                    for kw in node.keywords:
+                        if kw.arg != "message":
+                            continue
+                        msg = _render(kw.value)
+                        if msg is None and isinstance(kw.value, ast.Name):
+                            msg = getattr(mod, kw.value.id, None)
+                        if msg:
+                            out.append((ids[0], msg))
+    return out
+
+
+def test_every_check_id_in_the_catalog_exists():
+    known = set(REGISTRY) | set(all_finding_ids()) | _emitted_ids()
+    missing = {e.id: e.check for e in CATALOG.entries if e.check is not None and e.check not in known}
+    assert not missing
+
+
+def test_entries_of_an_emitted_runtime_error_point_to_its_check():
+    from kvcheck.checks import transfer
+    from kvcheck.explain.source import normalize
+
+    emitted = _emitted_runtime_errors()
+    assert len(emitted) >= 20
+    wrong = {}
+    for fid, msg in emitted:
+        for e in CATALOG.entries:
+            if normalize(e.template).rstrip() == normalize(msg).rstrip() and e.check != fid:
+                wrong[e.id] = (e.check, fid)
+    # bootstrap and transfer-decision errors: classified by the start of the runtime's text
+    for e in CATALOG.entries:
+        if e.when == "start-up":
+            continue
+        fid, _ = transfer._classify(e.example_text(), transfer._BOOTSTRAP_IDS + transfer._DECISION_IDS)
+        if fid != "runtime-error" and e.check != fid:
+            wrong[e.id] = (e.check, fid)
+    assert not wrong
+    expected = {
+        "hisparse-device-only-mooncake": "hisparse-draft-nixl",
+        "decode-host-receive-hisparse": "decode-host-receive-hisparse",
+        "hisparse-model": "hisparse-model",
+        "hisparse-radix-cache": "hisparse-radix-cache",
+        "hisparse-mixed-chunk": "hisparse-mixed-chunk",
+        "hisparse-topk": "hisparse-spec-topk",
+        "hisparse-adaptive-spec": "hisparse-spec-adaptive",
+        "prefill-fake-backend": "prefill-fake-backend",
+        "guard-foreign-traffic": "transfer-backend",
+    }
+    assert {eid: CATALOG.get(eid).check for eid in expected} == expected
+
+
+def test_predicted_by_names_the_checks_command():
+    proc = run_cli("explain", "NotImplementedError: HiSparse device-only PD transfer currently requires the Mooncake backend")
+    assert proc.returncode == 0
+    assert "predicted by: kvcheck checks hisparse-draft-nixl" in proc.stdout
+    assert "kvcheck check " not in proc.stdout
+    proc = run_cli("explain", "AssertionError: Hierarchical sparse attention currently requires --disable-radix-cache.")
+    assert "predicted by: kvcheck checks hisparse-radix-cache (finding hisparse-radix-cache of check startup)" in proc.stdout
+    for cid in ("hisparse-draft-nixl", "hisparse-radix-cache"):
+        docs = run_cli("checks", cid)
+        assert docs.returncode == 0 and docs.stdout, docs.stderr
+
+
+def test_list_json_shows_templates_checks_and_reachability():
+    proc = run_cli("explain", "--list", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["runtime"] == CATALOG.runtime and data["count"] == len(CATALOG.entries)
+    by_id = {e["id"]: e for e in data["entries"]}
+    assert list(by_id) == [e.id for e in CATALOG.entries]
+    for e in CATALOG.entries:
+        assert by_id[e.id]["template"] == e.template and by_id[e.id]["check"] == e.check and by_id[e.id]["reachable"] == e.reachable
+    table = run_cli("explain", "--list").stdout
+    assert CATALOG.get("region-count").template in table
+    assert run_cli("explain", "--list", "--format", "xml").returncode == 2
+
+
+def test_an_entry_id_explains_that_entry():
+    proc = run_cli("explain", "hisparse-device-only-mooncake")
+    assert proc.returncode == 0, proc.stdout
+    assert "hisparse-device-only-mooncake" in proc.stdout and "kvcheck checks hisparse-draft-nixl" in proc.stdout
+    data = json.loads(run_cli("explain", "region-count", "--format", "json").stdout)
+    assert data["recognized"] is True
+    assert [(h["entry_id"], h["match"]) for h in data["hits"]] == [("region-count", "id")]
+    # in a log, an id is only text
+    assert not explain_text("region-count", source="log").recognized

@@ -111,3 +111,57 @@ def test_ci_workflow_is_valid_yaml_and_gates_on_github_format():
     assert data["jobs"]["deploy"]["needs"] == "preflight"
     for status in ("0  pass", "1  fail", "2  bad input", "3  a live source"):
         assert status in text
+
+
+def _skipped(root) -> dict[str, str]:
+    return {c.get("name"): c.find("skipped").get("message") for c in root.iter("testcase") if c.find("skipped") is not None}
+
+
+def test_checks_that_did_not_run_are_skipped_in_junit(tmp_path):
+    args = {"disaggregation-transfer-backend": "nixl", "page-size": 16}
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {"disaggregation-mode": "prefill", **args})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", {"disaggregation-mode": "decode", **args})
+    junit = _run(p, d, "junit")
+    root = ET.fromstring(junit.stdout)
+    skipped = _skipped(root)
+    for cid in ("live-route", "live-role", "live-version", "live-model"):
+        assert "no live side" in skipped[cid], cid
+    assert "--decode-agent" in skipped["agents"] and "--probe" in skipped["probe"]
+    # the static checks ran: not skipped
+    for cid in ("transfer-backend", "bootstrap", "transfer-decision", "startup"):
+        assert cid not in skipped
+    suite = root.find("testsuite") if root.tag == "testsuites" else root
+    assert int(suite.get("skipped")) == len(skipped)
+
+
+def test_not_run_follows_live_sides_agents_and_probe(tmp_path):
+    import json
+
+    from kvcheck.checks.base import Finding, Severity
+    from kvcheck.report.junit import build_suite, not_run
+    from kvcheck.report.model import Report, SideSummary
+
+    def report(origins, **extra):
+        sides = [SideSummary(role=r, origin=o, model="LlamaForCausalLM", pool="mha") for r, o in zip(("prefill", "decode"), origins)]
+        return Report(verdict="pass", plan=None, findings=[], sides=sides, extra=extra)
+
+    live = {"live-route", "live-role", "live-version", "live-model"}
+    assert live | {"agents", "probe"} <= set(not_run(report(["p.yaml", "d.yaml"])))
+    assert not live & set(not_run(report(["http://10.0.0.1:30000", "d.yaml"])))
+    snap = tmp_path / "prefill-snap.json"
+    snap.write_text(json.dumps({"server_info": {"version": "0.5.23"}, "url": "http://x:30000"}))
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps({"page_size": 16}))
+    assert not live & set(not_run(report([str(snap), str(args)])))
+    assert live <= set(not_run(report([str(args), str(args)])))
+    ran = not_run(report(["p.yaml", "d.yaml"], agents=[{"name": "a"}], probe={"segments": []}))
+    assert "agents" not in ran and "probe" not in ran
+    # a check with a finding ran, whatever the sides
+    r = report(["p.yaml", "d.yaml"])
+    r.findings.append(Finding(id="agent-geometry", severity=Severity.ERROR, message="m", fix="f"))
+    assert "agents" not in not_run(r)
+    # a probe asked for but not run is skipped with its reason
+    r = report(["p.yaml", "d.yaml"])
+    r.findings.append(Finding(id="probe-skipped", severity=Severity.WARNING, message="probe not run: no plan", fix="f"))
+    case = [c for c in build_suite(r).test_cases if c.name == "probe"][0]
+    assert case.is_skipped() and "probe not run: no plan" in str(case.skipped)

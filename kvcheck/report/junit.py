@@ -2,13 +2,19 @@
 
 A check with an unignored error finding fails (one <failure> per such finding, typed by
 the finding id, with the predicted runtime error and the fix in the body). A check whose
-only errors were accepted with --ignore is skipped. Warnings and info findings leave the
+only errors were accepted with --ignore is skipped. A check that did not run is skipped,
+with the reason: the live-* checks without a live side (a server URL or a snapshot),
+``agents`` without --prefill-agent/--decode-agent, ``probe`` without --probe (or when the
+probe was not run: its ``probe-skipped`` finding). Warnings and info findings leave the
 case passing and are written to its system-out. Findings of checks outside the registry
 (live probes) get a case of their own. Suite properties carry verdict, exit status,
 runtime, kernel and plan path.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
@@ -37,9 +43,65 @@ def _body(f: Finding) -> str:
     return "\n".join(lines)
 
 
-def build_suite(report: Report) -> TestSuite:
-    """The ``TestSuite`` for ``report``: one ``TestCase`` per registered check."""
+LIVE_CHECKS = ("live-route", "live-role", "live-version", "live-model")
+_NOT_RUN = {
+    "live": "not run: no live side (give a server URL http(s)://HOST:PORT or a kvcheck snapshot as --prefill/--decode)",
+    "agents": "not run: no live NIXL agent (give --prefill-agent and/or --decode-agent)",
+    "probe": "not run: no probe (give --probe with --decode-agent)",
+}
+
+
+def _is_live(side) -> bool:
+    """Whether a side was read from a running server or a saved snapshot of one: its
+    origin is an http(s) URL, or a JSON file holding ``server_info`` (a snapshot)."""
+    live = getattr(side, "live", None)
+    if live is not None:
+        return bool(live)
+    origin = side.origin or ""
+    if origin.startswith(("http://", "https://")):
+        return True
+    if not origin.lower().endswith(".json"):
+        return False
+    try:
+        data = json.loads(Path(origin).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "server_info" in data
+
+
+def not_run(report: Report) -> dict[str, str]:
+    """Registered checks that did not run for ``report``, each with the reason (the
+    JUnit ``<skipped>`` message). A check with any finding ran. ``report.extra`` may name
+    the checks that ran (``checks_run``); otherwise: the live-* checks run when a side is
+    live (``_is_live``), ``agents`` when agents were read (``extra["agents"]``), ``probe``
+    when it moved bytes (``extra["probe"]``)."""
     from kvcheck.checks import REGISTRY
+
+    with_findings = {_check_of(f.id) for f in report.findings}
+    explicit = report.extra.get("checks_run")
+    out: dict[str, str] = {}
+    for cid in REGISTRY:
+        if cid in with_findings:
+            continue
+        if explicit is not None:
+            if cid not in explicit:
+                out[cid] = "not run"
+            continue
+        if cid in LIVE_CHECKS and not any(_is_live(s) for s in report.sides):
+            out[cid] = _NOT_RUN["live"]
+        elif cid == "agents" and not report.extra.get("agents"):
+            out[cid] = _NOT_RUN["agents"]
+        elif cid == "probe" and not report.extra.get("probe"):
+            out[cid] = _NOT_RUN["probe"]
+    return out
+
+
+def build_suite(report: Report) -> TestSuite:
+    """The ``TestSuite`` for ``report``: one ``TestCase`` per registered check (skipped
+    when it did not run, see ``not_run``)."""
+    from kvcheck.checks import REGISTRY
+
+    skipped = not_run(report)
 
     grouped: dict[str, list[Finding]] = {cid: [] for cid in REGISTRY}
     for f in report.findings:
@@ -57,8 +119,13 @@ def build_suite(report: Report) -> TestSuite:
         ignored = [f for f in findings if f.severity == Severity.ERROR and f.ignored]
         for f in errors:
             case.add_failure_info(message=f"{f.id}: {f.message}", output=_body(f), failure_type=f.id)
+        probe_skipped = [f for f in findings if f.id == "probe-skipped"]
         if not errors and ignored:
             case.add_skipped_info(message="ignored with --ignore: " + "; ".join(f"{f.id}: {f.message}" for f in ignored))
+        elif cid in skipped:
+            case.add_skipped_info(message=skipped[cid])
+        elif not errors and probe_skipped and len(probe_skipped) == len(findings):
+            case.add_skipped_info(message="; ".join(f.message for f in probe_skipped))
         cases.append(case)
     props = {
         "verdict": report.verdict,
