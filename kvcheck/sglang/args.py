@@ -33,7 +33,7 @@ class ServerArgs(BaseModel):
     attn_dp_size: int = Field(default=1, ge=1, le=1 << 16)
     enable_dp_attention: bool = False
     attn_cp_size: int = Field(default=1, ge=1, le=1 << 16)
-    dcp_size: int = Field(default=1, ge=1, le=1 << 16)
+    dcp_size: int = Field(default=1, le=1 << 16)  # below 1: SGLang's own start-up refusal (checks/startup.py)
     pp_size: int = Field(default=1, ge=1, le=1 << 16)
     enable_kv_cache_sharding: bool = False
 
