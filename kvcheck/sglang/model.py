@@ -102,7 +102,6 @@ KNOWN_MHA_ARCHITECTURES = frozenset(
     }
 )
 
-TORCH_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "half": 2, "float": 4}
 
 
 class ModelConfig(BaseModel):
