@@ -2,7 +2,9 @@
 
 Exit statuses (the contract in DESIGN.md part 3):
 0 pass (warnings allowed), 1 fail, 2 bad input or usage (nothing checked),
-3 a live source could not be reached in time.
+3 a live source could not be reached in time, 4 unchecked (kvcheck could not decide a
+pair: unknown model or release, a pool it does not model, an unresolved variable; the
+gate fails unless ``--allow-unchecked``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_INPUT = 2
 EXIT_UNREACHABLE = 3
+EXIT_UNCHECKED = 4
 
 
 class KvcheckError(Exception):

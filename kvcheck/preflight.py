@@ -113,7 +113,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     for f in findings:
         if f.id in ignore or _check_of(f.id) in ignore:
             f.ignored = True
-    order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
     findings.sort(key=lambda f: (f.ignored, order[f.severity]))
     return Report(
         verdict=verdict_of(findings),

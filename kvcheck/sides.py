@@ -42,6 +42,14 @@ class Side(BaseModel):
     draft_model: ModelConfig | None = None
     origin: str = ""
     live: dict[str, Any] | None = None
+    # The SGLang release this side runs ("0.5.23"), and where that came from ("image tag
+    # lmsysorg/sglang:v0.5.9", "--sglang-version", "installed", "default: newest modeled").
+    sglang_version: str | None = None
+    version_source: str = ""
+    # The GPU this side runs on (a kvcheck GPU name such as "h100", "b200", or "sm90"),
+    # and where that came from ("--gpu", "kvcheck-gpu", "manifest nodeSelector", "default").
+    gpu: str | None = None
+    gpu_source: str = ""
 
     @property
     def label(self) -> str:

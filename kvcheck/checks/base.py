@@ -18,9 +18,12 @@ from kvcheck.sides import Side
 
 
 class Severity(str, Enum):
-    """``error`` fails the verdict, ``warning`` makes it ``warn``, ``info`` is context."""
+    """``error`` fails the verdict; ``unchecked`` means kvcheck cannot decide (verdict
+    ``unchecked``, exit 4, unless an error already fails it); ``warning`` makes it
+    ``warn``; ``info`` is context."""
 
     ERROR = "error"
+    UNCHECKED = "unchecked"
     WARNING = "warning"
     INFO = "info"
 

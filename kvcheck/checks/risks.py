@@ -25,11 +25,11 @@ def disaggregation_mode(chk, ctx: CheckContext) -> list[Finding]:
 
 @check(
     "not-modeled",
-    Severity.WARNING,
+    Severity.UNCHECKED,
     "kvcheck models this side's KV pool",
     what="A KV pool kvcheck does not model yet (SWA hybrids, Mamba hybrids, DeepSeek V4, MiniMax sparse).",
     why="kvcheck never guesses a geometry: no plan is computed for such a pair.",
-    fix="Check this pair on a staging deployment; run with --kernel runtime where SGLang is installed.",
+    fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly.",
 )
 def not_modeled(chk, ctx: CheckContext) -> list[Finding]:
     out = []

@@ -173,7 +173,7 @@ def augment_preflight(report, prefill_side, decode_side, *, prefill_agent: str |
             report.extra["probe"] = result.as_dict()
             new.extend(result.findings)
     report.findings.extend(new)
-    order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
     report.findings.sort(key=lambda f: (f.ignored, order[f.severity]))
     report.verdict = verdict_of(report.findings)
 

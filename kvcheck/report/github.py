@@ -11,7 +11,7 @@ from __future__ import annotations
 from kvcheck.checks.base import Finding, Severity
 from kvcheck.report.model import Report
 
-_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+_LEVEL = {Severity.ERROR: "error", Severity.UNCHECKED: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
 
 def escape_data(text: str) -> str:

@@ -41,7 +41,8 @@ class Report(BaseModel):
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.verdict == "fail" else 0
+        """0 pass/warn, 1 fail, 4 unchecked (``kvcheck.errors``)."""
+        return {"fail": 1, "unchecked": 4}.get(self.verdict, 0)
 
     def contract(self) -> dict[str, Any]:
         """The JSON object of DESIGN.md part 3 (plus ``sides``, ``kernel`` and ``runtime``)."""
@@ -61,9 +62,12 @@ class Report(BaseModel):
 
 
 def verdict_of(findings: list[Finding]) -> str:
+    """fail (an unignored error) > unchecked (kvcheck cannot decide) > warn > pass."""
     active = [f for f in findings if not f.ignored]
     if any(f.severity == Severity.ERROR for f in active):
         return "fail"
+    if any(f.severity == Severity.UNCHECKED for f in active):
+        return "unchecked"
     if any(f.severity == Severity.WARNING for f in active):
         return "warn"
     return "pass"

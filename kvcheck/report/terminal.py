@@ -12,8 +12,8 @@ from rich.text import Text
 from kvcheck.checks.base import Severity
 from kvcheck.report.model import Report
 
-VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
-SEVERITY_STYLE = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "unchecked": "bold magenta", "fail": "bold red"}
+SEVERITY_STYLE = {Severity.ERROR: "red", Severity.UNCHECKED: "magenta", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
 def render_terminal(report: Report, console: Console) -> None:

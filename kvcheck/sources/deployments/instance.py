@@ -1,0 +1,117 @@
+"""What a deployment reader returns: instances of SGLang servers, routers, and problems.
+
+One ``Instance`` is one prefill or decode server as the deployment runs it: possibly
+replicated (``replicas``) and possibly spanning several nodes (``nodes``, one launch
+line per node in ``node_argvs``). Its role comes from ``--disaggregation-mode``, never
+from names. ``argv`` holds the SGLang server args only (launcher tokens such as
+``python3 -m sglang.launch_server`` removed; Dynamo's own worker flags removed and kept
+in ``launcher_args``), after shell / Kubernetes variable resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Role = Literal["prefill", "decode"]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where something was written: a file and a 1-based line (None when unknown)."""
+
+    file: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass
+class Unresolved:
+    """A variable that could not be resolved: ``$TP`` in ``--tp-size ${TP}``.
+
+    ``flag`` is the option it feeds (None when it is not an option's value)."""
+
+    variable: str
+    flag: str | None
+    location: Location
+
+
+@dataclass
+class Instance:
+    """One prefill or decode server of a deployment.
+
+    ``argv``: SGLang args of node rank 0 (tokens, e.g. ``["--model-path", "x", "--tp", "8"]``);
+    ``node_argvs``: one argv per node when the instance spans several nodes (``nodes`` > 1),
+    else ``[argv]``; ``arg_locations``: option string as written -> where it was set;
+    ``env``: the server's environment (resolved); ``replicas``: copies of this instance;
+    ``gpus``: GPUs per node when the input says; ``image``: container image reference;
+    ``gpu_type``: GPU kind when the input says (``h100``, ``b200``, ``gb200``...), with
+    ``gpu_source`` naming where it came from; ``launcher``: ``sglang.launch_server``,
+    ``sglang serve``, ``dynamo.sglang``...; ``launcher_args``: the launcher's own flags
+    that are not SGLang's; ``hosts``: node / host names when known (for port clashes);
+    ``unresolved``: variables left unresolved in this instance's args.
+    """
+
+    role: Role
+    name: str
+    location: Location
+    argv: list[str]
+    node_argvs: list[list[str]] = field(default_factory=list)
+    arg_locations: dict[str, Location] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    replicas: int = 1
+    nodes: int = 1
+    gpus: int | None = None
+    image: str | None = None
+    gpu_type: str | None = None
+    gpu_source: str = ""
+    launcher: str = "sglang.launch_server"
+    launcher_args: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    unresolved: list[Unresolved] = field(default_factory=list)
+
+
+@dataclass
+class RouterPrefill:
+    """One ``--prefill URL [BOOTSTRAP_PORT]`` of a router line."""
+
+    url: str
+    bootstrap_port: int | None = None
+
+
+@dataclass
+class Router:
+    """An ``sglang_router.launch_router --pd-disaggregation`` line (or its manifest)."""
+
+    location: Location
+    prefills: list[RouterPrefill] = field(default_factory=list)
+    decodes: list[str] = field(default_factory=list)
+    service_discovery: bool = False
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Problem:
+    """Something a reader could not take as written, reported as a named finding:
+    ``id`` (e.g. ``unresolved-variable``, ``no-sglang-container``), a one-line message
+    naming the file and line, and a fix."""
+
+    id: str
+    message: str
+    location: Location
+    fix: str = ""
+
+
+@dataclass
+class Deployment:
+    """One deployment: its instances and routers. A recipe with sweeps gives one
+    ``Deployment`` per variant (``variant`` names it, e.g. ``sweep[2] tp=8``)."""
+
+    name: str
+    source: Location
+    instances: list[Instance] = field(default_factory=list)
+    routers: list[Router] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    variant: str | None = None
