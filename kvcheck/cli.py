@@ -70,6 +70,9 @@ def preflight(
     probe: bool = typer.Option(False, "--probe", help="Move real bytes along each segment of the plan from a prefill-role agent started here to --decode-agent, and verify them."),
     timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds each agent read and each probe wait may take; on expiry the step is named in a finding."),
     probe_pages: int = typer.Option(4, "--probe-pages", help="Pages per region the probe writes (capped by what the decode agent registered)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="GPU", help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output."),
+    prefill_gpu: Optional[str] = typer.Option(None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."),
+    decode_gpu: Optional[str] = typer.Option(None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."),
 ) -> None:
     """Check a prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
@@ -80,8 +83,8 @@ def preflight(
     if format not in FORMATS:
         raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
-    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, bootstrap=bootstrap, **live)
-    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, **live)
+    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, bootstrap=bootstrap, **live)
+    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, **live)
     report = run_preflight(p, d, kernel=kernel, ignore=ignore)
     if prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight

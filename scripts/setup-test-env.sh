@@ -22,7 +22,7 @@ echo "== installing kvcheck and test tools"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q -e '.[test]'
 echo "== installing SGLang 0.5.23 (--no-deps) and what its decision code imports on CPU"
-.venv/bin/python -m pip install -q -r requirements/runtime.txt
+.venv/bin/python -m pip install -q torch==2.13.0 && .venv/bin/python -m pip install -q -r requirements/runtime.txt
 .venv/bin/python -m pip install -q --no-deps sglang==0.5.23
 echo "== installing NIXL (nixl-cu12, --no-deps)"
 .venv/bin/python -m pip install -q -r requirements/nixl.txt

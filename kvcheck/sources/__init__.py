@@ -67,8 +67,24 @@ def build_side(
     draft_model_config: Path | None = None,
     base: Path | None = None,
     live: dict[str, Any] | None = None,
+    gpu: str | None = None,
 ) -> Side:
-    """Type the args, read the model (and draft model) config, and build a ``Side``."""
+    """Type the args, read the model (and draft model) config, and build a ``Side``.
+
+    ``gpu``: the GPU named on the command line (``--gpu``/``--prefill-gpu``...); it wins
+    over a ``kvcheck-gpu`` key in the file. Neither -> Hopper, said in ``gpu_source``.
+    """
+    from kvcheck.sglang.gpu import DEFAULT_GPU, resolve_gpu
+    from kvcheck.sources.files import GPU_ENV
+
+    env = dict(env)
+    file_gpu = env.pop(GPU_ENV, None)
+    if gpu is not None:
+        gpu_name, gpu_source = resolve_gpu(gpu, source=origin, field=f"--{role}-gpu").name, "--gpu"
+    elif file_gpu is not None:
+        gpu_name, gpu_source = resolve_gpu(file_gpu, source=origin, field="kvcheck-gpu").name, "kvcheck-gpu"
+    else:
+        gpu_name, gpu_source = DEFAULT_GPU, "default (Hopper assumed)"
     typed = build_server_args(args, origin)
     model = resolve_model(typed.model_path, model_config, origin, base=base)
     draft = None
@@ -86,6 +102,8 @@ def build_side(
         draft_model=draft,
         origin=origin,
         live=live,
+        gpu=gpu_name,
+        gpu_source=gpu_source,
     )
 
 
@@ -96,6 +114,7 @@ def load_side(
     env_file: Path | None = None,
     model_config: Path | None = None,
     draft_model_config: Path | None = None,
+    gpu: str | None = None,
     **live_options: Any,
 ) -> Side:
     """Read one side from ``spec`` (a file path or a live server URL).
@@ -128,4 +147,4 @@ def load_side(
         args, env = read_command_line(path)
     if env_file is not None:
         env = {**env, **read_env_file(env_file)}
-    return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent)
+    return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent, gpu=gpu)

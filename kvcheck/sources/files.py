@@ -21,6 +21,8 @@ from kvcheck.sglang.flags import FlagTable, coerce, config_path, parse_argv
 # environment variables (SGLang itself does not accept it; keep it in a kvcheck copy
 # or use --prefill-env/--decode-env).
 ENV_KEY = "kvcheck-env"
+# Likewise the GPU the side runs on (``h100``, ``b200``, ``sm90``...): kvcheck.sglang.gpu.
+GPU_KEY = "kvcheck-gpu"
 
 LAUNCHERS = (
     ("python", "-m", "sglang.launch_server"),
@@ -67,6 +69,7 @@ def read_yaml_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     if not isinstance(data, dict):
         raise InputError(f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=str(path))
     env = _env_mapping(data.pop(ENV_KEY, None), str(path))
+    _take_gpu_key(data, env, str(path))
     # Exactly as SGLang's ConfigArgumentMerger: each key becomes --key (abbreviations
     # allowed, underscores refused), values as strings, then argparse.
     return FlagTable.load().parse_config(data, str(path)), env
@@ -93,6 +96,7 @@ def read_json_args(path: Path, data: Any | None = None) -> tuple[dict[str, Any],
     if not isinstance(data, dict):
         raise InputError(f"expected a JSON object of server args, got {type(data).__name__}", source=str(path))
     env = _env_mapping(data.pop(ENV_KEY, None), str(path))
+    _take_gpu_key(data, env, str(path))
     return args_from_mapping(data, str(path)), env
 
 
@@ -144,9 +148,24 @@ def read_command_line(path: Path, text: str | None = None) -> tuple[dict[str, An
         if not isinstance(config, dict):
             raise InputError("a SGLang --config file must hold a mapping of flags", source=str(cfg_path))
         env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
+        _take_gpu_key(config, env, str(cfg_path))
     args = parse_argv(argv, str(path), config=config)
     args.pop("config", None)
     return args, env
+
+
+# ``env`` carries the kvcheck-gpu key's value under this name to ``build_side`` (never a
+# real variable name: it has a dash).
+GPU_ENV = "kvcheck-gpu"
+
+
+def _take_gpu_key(data: dict, env: dict[str, str], source: str) -> None:
+    """Move a ``kvcheck-gpu:`` key out of a YAML/JSON mapping into ``env[GPU_ENV]``."""
+    if GPU_KEY in data:
+        value = data.pop(GPU_KEY)
+        if not isinstance(value, str) or not value.strip():
+            raise InputError(f"{GPU_KEY} must be a GPU name such as h100, b200 or sm90", source=source, field=GPU_KEY)
+        env[GPU_ENV] = value
 
 
 def _env_mapping(value: Any, source: str) -> dict[str, str]:
