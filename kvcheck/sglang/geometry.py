@@ -265,7 +265,8 @@ def resolve_attention(side: Side, model: ModelConfig) -> tuple[tuple[str | None,
         if gpu.is_sm100 and attn is None:
             default = _default_attn_backend(side, model, gpu, page)
             extra_buffer = raw.get("mamba_radix_cache_strategy") == "extra_buffer"
-            radix = not raw.get("disable_radix_cache")
+            # A PD decode runs without the radix cache ("Radix cache is disabled for decode server").
+            radix = not raw.get("disable_radix_cache") and side.role != "decode"
             use_trtllm = default == "trtllm_mha" and not (not extra_buffer and radix and a.speculative_algorithm is None)
             attn = "trtllm_mha" if use_trtllm else "triton"
             page = 64 if use_trtllm else 1
@@ -291,6 +292,11 @@ def resolve_attention(side: Side, model: ModelConfig) -> tuple[tuple[str | None,
         attn = _default_attn_backend(side, model, gpu, page)
         gpu_decided = True
     forced = _backend_page_constraints(side, page, (attn, prefill_b, decode_b))
+    # _attention_backend_fa3_fp8_fallback, then _fa4_page_constraint (0.5.23).
+    if attn == "fa3" and a.kv_cache_dtype == "fp8_e5m2":
+        attn = "triton"
+    if "fa4" in (attn, prefill_b, decode_b) and not model.is_mla and gpu.is_sm100 and (raw.get("speculative_eagle_topk") or 0) <= 1:
+        forced = 128
     if gpu_decided and assumed:
         notes.append(f"the GPU was not given: attention backend {attn} (page size {forced or 1}) resolved for {gpu.name} (Hopper assumed)")
     return (attn, prefill_b, decode_b), forced, notes

@@ -327,7 +327,7 @@ def _swa_split(arch: str, cfg: dict[str, Any], layers: int, source: str) -> tupl
         if not isinstance(pattern, list) or len(pattern) < layers or any(p not in (0, 1) for p in pattern[:layers]):
             raise InputError(f"config.json needs 'hybrid_layer_pattern': a 0/1 list of at least {layers} entries (got {pattern!r})", source=source, field="hybrid_layer_pattern")
         return [i for i in range(layers) if pattern[i] == 1], [i for i in range(layers) if pattern[i] == 0]
-    types = _layer_types(cfg, "layer_types", layers if arch in SWA_STEP_ARCHS else 0, source)
+    types = _layer_types(cfg, "layer_types", layers, source)
     if arch in SWA_STEP_ARCHS:
         types = types[:layers]
     unknown = sorted({t for t in types if t not in ("sliding_attention", "full_attention")})
