@@ -219,3 +219,46 @@ def test_attention_tp_divides_heads(flags, attn_tp):
     g = derive_geometry(side("llama-3.1-8b", page_size=1, **flags))
     assert g.attn_tp_size == attn_tp
     assert g.item_lens[0] == 1 * max(1, 8 // attn_tp) * 128 * 2
+
+
+def test_json_model_override_args_reach_the_model(tmp_path):
+    """build_side applies --json-model-override-args before reading config.json
+    (SGLang: ModelConfig(model_override_args=...) -> get_config sets each key)."""
+    import json
+
+    from kvcheck.sources import build_side
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "hidden_size": 4096, "torch_dtype": "bfloat16",
+    }))
+    args = {"model_path": str(model), "disaggregation_mode": "prefill", "page_size": 16,
+            "json_model_override_args": '{"num_hidden_layers": 4, "num_key_value_heads": 2}'}
+    side = build_side("prefill", args, {}, "cmd")
+    assert side.model.num_hidden_layers == 4 and side.model.num_key_value_heads == 2
+    geo = derive_geometry(side)
+    assert geo.n == 8 and geo.item_lens[0] == 16 * 2 * 128 * 2
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("head_dim", -5), ("torch_dtype", "float7"), ("num_hidden_layers", 0), ("num_key_value_heads", "8"), ("v_head_dim", 10**7)],
+)
+def test_config_fields_out_of_range_are_input_errors(field, value):
+    from kvcheck.errors import InputError
+
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096, field: value}
+    with pytest.raises(InputError) as err:
+        parse_model_config(cfg, source="config.json")
+    assert err.value.field == field and field in str(err.value)
+
+
+def test_bad_override_json_is_input_error():
+    from kvcheck.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        parse_model_config({"architectures": ["LlamaForCausalLM"]}, override_args="{not json")
+    assert err.value.field == "--json-model-override-args"

@@ -20,8 +20,9 @@ from kvcheck.sides import RELEVANT_ENV, Role, Side
 from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
 
 
-def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
-    """Parse a model ``config.json`` file; ``InputError`` naming the file otherwise."""
+def read_model_file(path: Path, field: str = "--model-config", override_args: Any = None) -> ModelConfig:
+    """Parse a model ``config.json`` file, with ``--json-model-override-args``
+    (``override_args``) applied first; ``InputError`` naming the file otherwise."""
     if not path.exists():
         raise InputError("model config file not found", source=str(path), field=field)
     text = read_text(path)
@@ -29,15 +30,18 @@ def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
-    return parse_model_config(raw, source=str(path))
+    return parse_model_config(raw, source=str(path), override_args=override_args)
 
 
-def resolve_model(model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None) -> ModelConfig:
+def resolve_model(
+    model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None,
+    override_args: Any = None,
+) -> ModelConfig:
     """The model config: ``override`` (``--model-config FILE``) when given, else
     ``config.json`` inside the ``model_path`` directory. A hub id without a local
     directory needs ``--model-config``: kvcheck never downloads."""
     if override is not None:
-        return read_model_file(override)
+        return read_model_file(override, override_args=override_args)
     if not model_path:
         raise InputError(f"no {flag} given, so there is no model config.json to read; add {flag} or pass --model-config FILE", source=source, field=flag)
     p = Path(os.path.expanduser(model_path))
@@ -47,9 +51,9 @@ def resolve_model(model_path: str | None, override: Path | None, source: str, *,
         cfg = p / "config.json"
         if not cfg.exists():
             raise InputError(f"the {flag} directory {p} holds no config.json; pass --model-config FILE", source=source, field=flag)
-        return read_model_file(cfg, field=flag)
+        return read_model_file(cfg, field=flag, override_args=override_args)
     if p.is_file() and p.name.endswith(".json"):
-        return read_model_file(p, field=flag)
+        return read_model_file(p, field=flag, override_args=override_args)
     raise InputError(
         f"{flag} {model_path!r} is not a local directory (a hub id?); kvcheck never downloads: pass --model-config FILE with the model's config.json",
         source=source,
@@ -86,13 +90,16 @@ def build_side(
     else:
         gpu_name, gpu_source = DEFAULT_GPU, "default (Hopper assumed)"
     typed = build_server_args(args, origin)
-    model = resolve_model(typed.model_path, model_config, origin, base=base)
+    # SGLang applies --json-model-override-args to the target's and the draft's config
+    # (ModelConfig.from_server_args -> get_config), before anything reads them.
+    overrides = args.get("json_model_override_args")
+    model = resolve_model(typed.model_path, model_config, origin, base=base, override_args=overrides)
     draft = None
     if typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
         if draft_model_config is None and typed.speculative_draft_model_path == typed.model_path:
             draft = None  # the target's own MTP layers
         else:
-            draft = resolve_model(typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base)
+            draft = resolve_model(typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base, override_args=overrides)
     return Side(
         role=role,
         args=typed,
