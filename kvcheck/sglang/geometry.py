@@ -474,6 +474,14 @@ def mamba_state_item_lens(model: ModelConfig, attn_tp: int, env: dict[str, str] 
     return conv, temporal
 
 
+def dsa_index_item_len(model: ModelConfig, page_size: int) -> int:
+    """Bytes of one page of one layer's DSA index-K buffer (uint8): page_size /
+    index_kpool tokens x (index_head_dim + index_head_dim / 128 x 4 scale bytes)
+    (``IndexKeyCache._buffer_shape``, 0.5.23)."""
+    ihd = model.index_head_dim or 128
+    return page_size // max(1, model.index_kpool) * (ihd + ihd // DSA_FP8_QUANT_BLOCK * 4)
+
+
 def draft_config(side: Side) -> ModelConfig | None:
     """The draft worker's model config: a separate draft model, or the target's own
     MTP/NextN layers (``num_nextn_predict_layers``) when no draft path is given."""
@@ -597,6 +605,14 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
             states += _mxfp8_scale_states(raw, page_size, heads, model.head_dim or 0, model.v_head_dim or model.head_dim or 0, "block_scale")
             state_types.append("block_scale")
         pool = "DSA" if model.dsa else ("MLA" if model.is_mla else "MHA")
+        if model.dsa:
+            # StateType.DSA: the index-K (+ scales) buffer of every layer
+            # (IndexKeyCache.state_buf_infos); shared-topk layers hold 0 rows when
+            # _should_elide_dsa_index_k (not HiSparse, not a draft).
+            elide = set(model.dsa_skip_topk_layers) if not args.enable_hisparse else set()
+            item = dsa_index_item_len(model, page_size)
+            states += [dict(state_type="dsa", item_len=0 if lid in elide else item, layer_id=lid, part="KV") for lid in range(start, end)]
+            state_types.append("dsa")
     n_draft = 0
     draft_page = None
     draft = draft_config(side)
@@ -617,6 +633,11 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
         )
         n_draft = len(draft_regions)
         raw += draft_regions
+        if model.dsa and draft.dsa:
+            # setup_state_kv_args appends the draft DSA pool's index buffers to the
+            # target's "dsa" component (never elided for a draft).
+            item = dsa_index_item_len(draft, draft_page)
+            states += [dict(state_type="dsa", item_len=item, layer_id=lid, part="KV") for lid in draft_layers]
         if model.hybrid == "linear":
             notes.append("the MTP draft of a linear-attention hybrid is taken as one full-attention layer (K and V); not verified against the runtime")
     return SideGeometry(

@@ -172,6 +172,9 @@ class ModelConfig(BaseModel):
     mamba_state_size: int | None = None
     mamba_conv_kernel: int | None = None
     mamba_ssm_dtype: str = "float32"
+    # DSA layers that reuse the previous layer's top-k (``dsa_layer_skips_topk``): their
+    # index-K buffer has 0 rows when SGLang elides it.
+    dsa_skip_topk_layers: list[int] = []
 
     @property
     def is_mla(self) -> bool:
@@ -387,6 +390,30 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
     return dict(hybrid="linear", num_hidden_layers=layers, full_layer_ids=full, mamba_layer_ids=mamba, mamba_ssm_dtype=ssm_dtype, **params)
 
 
+def _dsa_skip_topk_layers(cfg: dict[str, Any], layers: int, source: str) -> list[int]:
+    """Layers for which ``dsa_layer_skips_topk`` (configs/model_config.py, 0.5.23) is True:
+    ``indexer_types`` "shared", else every layer not a multiple of ``cli_factor``, else
+    ``index_topk_pattern`` "S", else ``index_topk_freq`` (with ``index_skip_topk_offset``)."""
+    types = cfg.get("indexer_types")
+    if isinstance(types, list):
+        return [i for i in range(layers) if i < len(types) and types[i] == "shared"]
+    cli = cfg.get("cli_factor") or 1
+    if isinstance(cli, int) and cli > 1:
+        return [i for i in range(layers) if i % cli != 0]
+    pattern = cfg.get("index_topk_pattern")
+    if isinstance(pattern, (list, str)):
+        return [i for i in range(layers) if i < len(pattern) and pattern[i] == "S"]
+    freq = cfg.get("index_topk_freq") or 1
+    if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
+        raise InputError(f"config.json 'index_topk_freq' must be a positive integer (got {freq!r})", source=source, field="index_topk_freq")
+    offset = cfg.get("index_skip_topk_offset")
+    if offset is not None:
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 1:
+            raise InputError(f"config.json 'index_skip_topk_offset' must be a positive integer (got {offset!r})", source=source, field="index_skip_topk_offset")
+        return [i for i in range(layers) if max(i - offset + 1, 0) % freq != 0]
+    return [i for i in range(layers) if max(i - 1, 0) % freq != 0]
+
+
 def parse_model_config(raw: Any, source: str = "config.json", *, override_args: Any = None) -> ModelConfig:
     """Interpret a parsed ``config.json`` object (after ``--json-model-override-args``,
     given as ``override_args``, is applied the way ``get_config`` applies it).
@@ -445,12 +472,20 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
     if arch in MLA_ARCHITECTURES or (
         arch in ("PixtralForConditionalGeneration", "BailingMoeV2_5ForCausalLM") and cfg.get("kv_lora_rank") is not None
     ):
+        dsa = arch in DSA_ARCHITECTURES and cfg.get("index_topk") is not None
+        if dsa and (_optional_int(cfg, "index_kpool", source, 1) or 1) > 1 and cfg.get("index_kpool_compress"):
+            return ModelConfig(
+                attention="not_modeled",
+                not_modeled_reason="DSA pool with compressed index key pooling (index_kpool_compress: a dsa_tail state ring)",
+                **common,
+            )
         return ModelConfig(
             attention="MLA",
+            dsa_skip_topk_layers=_dsa_skip_topk_layers(cfg, layers, source) if dsa else [],
             kv_lora_rank=_require_int(cfg, "kv_lora_rank", source),
             qk_rope_head_dim=_require_int(cfg, "qk_rope_head_dim", source),
-            dsa=arch in DSA_ARCHITECTURES and cfg.get("index_topk") is not None,
-            index_head_dim=_optional_int(cfg, "index_head_dim", source, None),
+            dsa=dsa,
+            index_head_dim=_require_int(cfg, "index_head_dim", source) if dsa else _optional_int(cfg, "index_head_dim", source, None),
             index_kpool=_optional_int(cfg, "index_kpool", source, 1) or 1,
             num_attention_heads=_optional_int(cfg, "num_attention_heads", source, None),
             **common,
