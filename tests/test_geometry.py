@@ -262,3 +262,54 @@ def test_bad_override_json_is_input_error():
     with pytest.raises(InputError) as err:
         parse_model_config({"architectures": ["LlamaForCausalLM"]}, override_args="{not json")
     assert err.value.field == "--json-model-override-args"
+
+
+GPT_OSS_SHAPE = {
+    "architectures": ["GptOssForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 8,
+    "head_dim": 64, "hidden_size": 512, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 2,
+}
+
+
+def _pair_side(role: str, cfg: dict, **flags) -> Side:
+    args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="nixl", **flags)
+    return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(cfg), origin=role)
+
+
+def test_swa_pair_is_unchecked_until_states_are_decided():
+    """SWA pools are derived (KV regions of the full layers + the 'swa' component), but
+    the transfer of the state components is not decided yet: verdict unchecked."""
+    from kvcheck.preflight import run_preflight
+
+    p = _pair_side("prefill", GPT_OSS_SHAPE, tp_size=1, page_size=16)
+    d = _pair_side("decode", GPT_OSS_SHAPE, tp_size=4, page_size=16)
+    g = derive_geometry(p)
+    # full layers 1, 3: K then V, 16 tokens x 8 heads x 64 x 2 bytes; swa layers 0, 2.
+    assert g.pool == "SWA" and g.item_lens == [16 * 8 * 64 * 2] * 4 and [r.layer_id for r in g.regions] == [1, 3, 1, 3]
+    assert g.state_types == ["swa"] and [r.layer_id for r in g.state_regions] == [0, 2, 0, 2]
+    report = run_preflight(p, d)
+    assert report.verdict == "unchecked"
+    assert any(f.id == "state-components" for f in report.findings)
+
+
+def test_fp4_kv_is_not_modeled_and_unchecked():
+    from kvcheck.preflight import run_preflight
+
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096}
+    p = _pair_side("prefill", cfg, page_size=16, kv_cache_dtype="nvfp4")
+    d = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="nvfp4")
+    assert derive_geometry(p).pool == "not_modeled"
+    report = run_preflight(p, d)
+    assert report.verdict == "unchecked" and report.plan is None
+    assert any(f.id == "not-modeled" for f in report.findings)
+
+
+def test_dcp_decode_draft_pages_are_page_size_times_dcp():
+    """KVCacheConfigurator.loc_space_scale (0.5.23): a draft worker under attention DCP
+    allocates pages of page_size * dcp_size tokens; the target keeps page_size."""
+    cfg = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 16,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_nextn_predict_layers": 1}
+    side = _pair_side("decode", cfg, tp_size=8, dcp_size=4, page_size=64, speculative_algorithm="EAGLE")
+    g = derive_geometry(side)
+    assert g.draft_page_size == 256
+    assert g.item_lens == [64 * 576 * 2] * 4 + [256 * 576 * 2]
