@@ -67,6 +67,12 @@ CONFIGS = {
         "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4, "hybrid_override_pattern": "MEM*EMEM", "vocab_size": 1000,
         "intermediate_size": 512, "torch_dtype": "bfloat16",
     },
+    "falcon-h1": {
+        "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "num_hidden_layers": 4, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 128, "hidden_size": 1024, "mamba_d_ssm": 1536, "mamba_n_heads": 24,
+        "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4, "vocab_size": 1000,
+        "intermediate_size": 512, "torch_dtype": "bfloat16",
+    },
     "llama": {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 32,
         "num_key_value_heads": 8, "hidden_size": 4096, "intermediate_size": 1024, "vocab_size": 1000, "torch_dtype": "bfloat16",
@@ -269,7 +275,7 @@ def test_mha_pool_mxfp8_block_scales(runtime, model_dirs):
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
-@pytest.mark.parametrize("model", ["qwen3-next", "nemotron-h"])
+@pytest.mark.parametrize("model", ["qwen3-next", "nemotron-h", "falcon-h1"])
 def test_linear_hybrid_pool(runtime, model_dirs, model, tp):
     flags = dict(tp_size=tp, page_size=64)
     sa = runtime(model, "prefill", flags)
@@ -346,7 +352,7 @@ def test_gpu_not_given_is_noted(model_dirs):
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", ["gpt-oss", "llama4", "qwen3-next", "nemotron-h"])
+@pytest.mark.parametrize("model", ["gpt-oss", "llama4", "qwen3-next", "nemotron-h", "falcon-h1"])
 def test_model_config_layer_split_agrees(runtime, model_dirs, model):
     from sglang.srt.configs.hybrid_arch import mambaish_config
     from sglang.srt.configs.model_config import ModelConfig

@@ -376,15 +376,21 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
             mamba_head_dim=hd, mamba_state_size=_require_int(cfg, "ssm_state_size", source),
             mamba_conv_kernel=_require_int(cfg, "conv_kernel", source),
         )
-    else:  # Falcon-H1
+    else:  # Falcon-H1: FalconH1Config defaults (configs/falcon_h1.py, 0.5.23)
         full = list(range(layers))
         mamba = list(range(layers))
-        hidden = _require_int(cfg, "hidden_size", source)
-        expand = _optional_int(cfg, "mamba_expand", source, 2)
-        d_ssm = _optional_int(cfg, "mamba_d_ssm", source, None) or expand * hidden
+        if "mamba_d_ssm" in cfg and cfg.get("mamba_d_ssm") is None:
+            d_ssm = (_optional_int(cfg, "mamba_expand", source, 2) or 2) * _require_int(cfg, "hidden_size", source)
+        else:
+            d_ssm = _optional_int(cfg, "mamba_d_ssm", source, 1024)
+        n_heads = _optional_int(cfg, "mamba_n_heads", source, 128)
+        d_head = cfg.get("mamba_d_head", "auto")
+        d_head = d_ssm // n_heads if d_head in ("auto", None) else _require_int(cfg, "mamba_d_head", source)
+        if d_head * n_heads != d_ssm:
+            raise InputError(f"mamba_d_head x mamba_n_heads ({d_head} x {n_heads}) must equal the Mamba intermediate size {d_ssm}", source=source, field="mamba_n_heads")
         params = dict(
             mamba_intermediate_size=d_ssm, mamba_n_groups=_optional_int(cfg, "mamba_n_groups", source, 1),
-            mamba_num_heads=_optional_int(cfg, "mamba_n_heads", source, 128), mamba_head_dim=_optional_int(cfg, "mamba_d_head", source, None) or d_ssm // (_optional_int(cfg, "mamba_n_heads", source, 128) or 1),
+            mamba_num_heads=n_heads, mamba_head_dim=d_head,
             mamba_state_size=_optional_int(cfg, "mamba_d_state", source, 256), mamba_conv_kernel=_optional_int(cfg, "mamba_d_conv", source, 4),
         )
     return dict(hybrid="linear", num_hidden_layers=layers, full_layer_ids=full, mamba_layer_ids=mamba, mamba_ssm_dtype=ssm_dtype, **params)
