@@ -73,6 +73,14 @@ CONFIGS = {
         "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4, "vocab_size": 1000,
         "intermediate_size": 512, "torch_dtype": "bfloat16",
     },
+    "kimi-linear": {
+        "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 32, "hidden_size": 1024, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+        "v_head_dim": 128, "q_lora_rank": None, "head_dim": 72, "vocab_size": 1000, "intermediate_size": 512,
+        "torch_dtype": "bfloat16", "num_experts": 4, "moe_intermediate_size": 256,
+        "linear_attn_config": {"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8], "num_heads": 32, "head_dim": 128,
+                               "short_conv_kernel_size": 4},
+    },
     "llama": {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 32,
         "num_key_value_heads": 8, "hidden_size": 4096, "intermediate_size": 1024, "vocab_size": 1000, "torch_dtype": "bfloat16",
@@ -187,11 +195,13 @@ def _runtime_pool(sa, pp_rank: int = 0):
         params = cfg.mamba2_cache_params
         mamba_pool = MambaPool(size=4, spec_state_size=0, cache_params=params,
                                mamba_layer_ids=[i for i in params.layers if start <= i < end], device="cpu")
+        mla = mc.attention_arch.name == "MLA"
+        extra = dict(kv_lora_rank=mc.kv_lora_rank, qk_rope_head_dim=mc.qk_rope_head_dim) if mla else {}
         return HybridLinearKVPool(
             page_size=page, size=4 * page, dtype=dtype, head_num=heads, head_dim=mc.head_dim,
             full_attention_layer_ids=[i for i in cfg.full_attention_layer_ids if start <= i < end], device="cpu",
             mamba_pool=mamba_pool, enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=start,
-            full_kv_pool_class=mha_cls, use_mla=False,
+            full_kv_pool_class=None if mla else mha_cls, use_mla=mla, **extra,
         )
     return mha_cls(4 * page, page_size=page, dtype=dtype, head_num=heads, head_dim=mc.head_dim, v_head_dim=mc.v_head_dim,
                    layer_num=end - start, device="cpu", enable_memory_saver=False, start_layer=start, end_layer=end - 1)
@@ -275,7 +285,7 @@ def test_mha_pool_mxfp8_block_scales(runtime, model_dirs):
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
-@pytest.mark.parametrize("model", ["qwen3-next", "nemotron-h", "falcon-h1"])
+@pytest.mark.parametrize("model", ["qwen3-next", "nemotron-h", "falcon-h1", "kimi-linear"])
 def test_linear_hybrid_pool(runtime, model_dirs, model, tp):
     flags = dict(tp_size=tp, page_size=64)
     sa = runtime(model, "prefill", flags)
@@ -352,7 +362,7 @@ def test_gpu_not_given_is_noted(model_dirs):
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", ["gpt-oss", "llama4", "qwen3-next", "nemotron-h", "falcon-h1"])
+@pytest.mark.parametrize("model", ["gpt-oss", "llama4", "qwen3-next", "nemotron-h", "falcon-h1", "kimi-linear"])
 def test_model_config_layer_split_agrees(runtime, model_dirs, model):
     from sglang.srt.configs.hybrid_arch import mambaish_config
     from sglang.srt.configs.model_config import ModelConfig
@@ -360,7 +370,11 @@ def test_model_config_layer_split_agrees(runtime, model_dirs, model):
     rt = ModelConfig.from_server_args(runtime(model, "prefill", {"tp_size": 1}))
     ours = parse_model_config(json.loads((model_dirs / model / "config.json").read_text()))
     assert rt.num_hidden_layers == ours.num_hidden_layers
-    assert rt.get_total_num_kv_heads() == ours.num_key_value_heads and rt.head_dim == ours.head_dim
+    if ours.is_mla:
+        assert rt.attention_arch.name == "MLA"
+        assert (rt.kv_lora_rank, rt.qk_rope_head_dim) == (ours.kv_lora_rank, ours.qk_rope_head_dim)
+    else:
+        assert rt.get_total_num_kv_heads() == ours.num_key_value_heads and rt.head_dim == ours.head_dim
     if rt.is_hybrid_swa:
         assert ours.hybrid == "swa"
         assert rt.swa_attention_layer_ids == ours.swa_layer_ids and rt.full_attention_layer_ids == ours.full_layer_ids

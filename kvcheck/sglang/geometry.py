@@ -458,6 +458,14 @@ def mamba_state_item_lens(model: ModelConfig, attn_tp: int, env: dict[str, str] 
     conv_bytes = _STATE_DTYPE_BYTES.get(conv_dtype, 2)
     ssm = env.get("SGLANG_MAMBA_SSM_DTYPE") or model.mamba_ssm_dtype
     ssm_bytes = _STATE_DTYPE_BYTES.get(ssm, 4)
+    if model.mamba_kind == "kda":
+        # KimiLinearStateShape.create: conv (K-1, (q + k + v) / tp) with q = k = v =
+        # heads x head_dim; temporal (heads / tp, head_dim, head_dim).
+        nh, hd = model.mamba_num_heads or 0, model.mamba_head_dim or 0
+        if (nh * hd) % attn_tp or nh % attn_tp:
+            raise InputError(f"{nh} KDA heads cannot be split over attention TP {attn_tp}", source=model.source, field="--tp-size")
+        conv = ((model.mamba_conv_kernel or 1) - 1) * 3 * (nh * hd // attn_tp) * conv_bytes
+        return conv, nh // attn_tp * hd * hd * ssm_bytes
     groups = model.mamba_n_groups or 1
     if groups % attn_tp:
         groups = attn_tp  # n_groups + extra_groups_for_head_shards(n_groups, tp) = tp

@@ -72,7 +72,6 @@ NOT_MODELED_ARCHITECTURES = {
     "MiniMaxM2ForCausalLM": "MiniMax sparse KV pool",
     "MiniMaxText01ForCausalLM": "MiniMax linear-attention hybrid",
     "JambaForCausalLM": "Mamba hybrid pool",
-    "KimiLinearForCausalLM": "linear-attention hybrid pool",
 }
 
 # Architectures whose KV pool in SGLang 0.5.23 is the plain MHA token pool (K and V per
@@ -114,6 +113,8 @@ LINEAR_INTERVAL_ARCHS = frozenset(
 )
 NEMOTRON_H_ARCHS = frozenset({"NemotronHForCausalLM"})
 FALCON_H1_ARCHS = frozenset({"FalconH1ForCausalLM"})
+# Kimi Linear (configs/kimi_linear.py): MLA full-attention layers + KDA state.
+KDA_ARCHS = frozenset({"KimiLinearForCausalLM"})
 
 # Model dtypes SGLang accepts for ``torch_dtype`` (``_get_and_verify_dtype``).
 MODEL_DTYPES = {
@@ -172,6 +173,7 @@ class ModelConfig(BaseModel):
     mamba_state_size: int | None = None
     mamba_conv_kernel: int | None = None
     mamba_ssm_dtype: str = "float32"
+    mamba_kind: Literal["mamba2", "kda"] = "mamba2"
     # DSA layers that reuse the previous layer's top-k (``dsa_layer_skips_topk``): their
     # index-K buffer has 0 rows when SGLang elides it.
     dsa_skip_topk_layers: list[int] = []
@@ -241,6 +243,8 @@ FIELD_RANGES: dict[str, tuple[int, int]] = {
     "mamba_d_state": (1, 65536),
     "mamba_d_conv": (2, 1024),
     "mamba_expand": (1, 64),
+    "num_heads": (1, 16384),
+    "short_conv_kernel_size": (2, 1024),
 }
 
 
@@ -376,6 +380,21 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
             mamba_head_dim=hd, mamba_state_size=_require_int(cfg, "ssm_state_size", source),
             mamba_conv_kernel=_require_int(cfg, "conv_kernel", source),
         )
+    elif arch in KDA_ARCHS:
+        lac = cfg.get("linear_attn_config")
+        if not isinstance(lac, dict) or not isinstance(lac.get("kda_layers"), list):
+            raise InputError("config.json needs 'linear_attn_config' with a 'kda_layers' list for Kimi Linear", source=source, field="linear_attn_config")
+        kda = set(lac["kda_layers"])
+        full = [i for i in range(layers) if (i + 1) not in kda]
+        mamba = [i for i in range(layers) if (i + 1) in kda]
+        nh = _require_int(lac, "num_heads", source)
+        hd = _require_int(lac, "head_dim", source)
+        # KimiLinearCacheParams reads no config dtype: mamba2_state_dtype(None).
+        ssm_dtype = "float32"
+        params = dict(
+            mamba_kind="kda", mamba_intermediate_size=nh * hd, mamba_n_groups=nh, mamba_num_heads=nh, mamba_head_dim=hd,
+            mamba_state_size=hd, mamba_conv_kernel=_require_int(lac, "short_conv_kernel_size", source),
+        )
     else:  # Falcon-H1: FalconH1Config defaults (configs/falcon_h1.py, 0.5.23)
         full = list(range(layers))
         mamba = list(range(layers))
@@ -464,7 +483,7 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
                 swa_head_dim=_optional_int(cfg, "swa_head_dim", source, None),
                 swa_v_head_dim=_optional_int(cfg, "swa_v_head_dim", source, None),
             )
-    elif arch in LINEAR_INTERVAL_ARCHS | NEMOTRON_H_ARCHS | FALCON_H1_ARCHS:
+    elif arch in LINEAR_INTERVAL_ARCHS | NEMOTRON_H_ARCHS | FALCON_H1_ARCHS | KDA_ARCHS:
         hybrid = _linear_fields(arch, cfg, layers, source)
         common["num_hidden_layers"] = hybrid.pop("num_hidden_layers")
     if arch in NOT_MODELED_ARCHITECTURES or not hybrid and cfg.get("layer_types") and arch not in KNOWN_MHA_ARCHITECTURES and any(
@@ -474,6 +493,13 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
             attention="not_modeled",
             not_modeled_reason=NOT_MODELED_ARCHITECTURES.get(arch, "hybrid attention layers (layer_types)"),
             **common,
+        )
+    if arch in KDA_ARCHS:
+        # ModelConfig: KimiLinear runs MLA attention (kv_lora_rank + qk_rope_head_dim rows).
+        return ModelConfig(
+            attention="MLA", kv_lora_rank=_require_int(cfg, "kv_lora_rank", source),
+            qk_rope_head_dim=_require_int(cfg, "qk_rope_head_dim", source),
+            num_attention_heads=_optional_int(cfg, "num_attention_heads", source, None), **common, **hybrid,
         )
     if arch in MLA_ARCHITECTURES or (
         arch in ("PixtralForConditionalGeneration", "BailingMoeV2_5ForCausalLM") and cfg.get("kv_lora_rank") is not None
