@@ -81,6 +81,12 @@ CONFIGS = {
         "linear_attn_config": {"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8], "num_heads": 32, "head_dim": 128,
                                "short_conv_kernel_size": 4},
     },
+    "mimo-v2": {
+        "architectures": ["MiMoV2FlashForCausalLM"], "model_type": "mimo_v2_flash", "num_hidden_layers": 4, "num_attention_heads": 16,
+        "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
+        "swa_v_head_dim": 128, "hybrid_layer_pattern": [0, 1, 1, 0], "sliding_window": 128, "hidden_size": 1024,
+        "vocab_size": 1000, "intermediate_size": 512, "torch_dtype": "bfloat16",
+    },
     "llama": {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 32,
         "num_key_value_heads": 8, "hidden_size": 4096, "intermediate_size": 1024, "vocab_size": 1000, "torch_dtype": "bfloat16",
@@ -184,7 +190,11 @@ def _runtime_pool(sa, pp_rank: int = 0):
     mha_cls = MHATokenToKVPoolMXFP8 if mxfp8 else MHATokenToKVPool
     if mc.is_hybrid_swa:
         own = range(start, end)
-        return SWAKVPool(
+        kwargs = {}
+        if mc.is_hybrid_swa_compress:  # _build_hybrid_swa_kv_pool's compressed-SWA kwargs
+            kwargs = dict(swa_head_num=max(1, mc.hf_text_config.swa_num_key_value_heads // get_parallel().attn_tp_size),
+                          swa_head_dim=mc.swa_head_dim, swa_v_head_dim=mc.swa_v_head_dim, v_head_dim=mc.v_head_dim)
+        return SWAKVPool(**kwargs,
             size=4 * page, size_swa=4 * page, page_size=page, dtype=dtype, head_num=heads, head_dim=mc.head_dim,
             swa_attention_layer_ids=[i for i in mc.swa_attention_layer_ids if i in own],
             full_attention_layer_ids=[i for i in mc.full_attention_layer_ids if i in own],
@@ -239,7 +249,7 @@ def _compare(sa, side: Side, pp_rank: int = 0):
 @pytest.mark.parametrize("gpu", ["h100", "b200"])
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
 @pytest.mark.parametrize("kv", ["auto", "fp8_e4m3"])
-@pytest.mark.parametrize("model", ["gpt-oss", "llama4"])
+@pytest.mark.parametrize("model", ["gpt-oss", "llama4", "mimo-v2"])
 def test_swa_pool(runtime, model_dirs, model, tp, kv, gpu):
     flags = dict(tp_size=tp, kv_cache_dtype=kv)
     sa = runtime(model, "decode", flags, gpu)
@@ -362,7 +372,7 @@ def test_gpu_not_given_is_noted(model_dirs):
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", ["gpt-oss", "llama4", "qwen3-next", "nemotron-h", "falcon-h1", "kimi-linear"])
+@pytest.mark.parametrize("model", ["gpt-oss", "llama4", "mimo-v2", "qwen3-next", "nemotron-h", "falcon-h1", "kimi-linear"])
 def test_model_config_layer_split_agrees(runtime, model_dirs, model):
     from sglang.srt.configs.hybrid_arch import mambaish_config
     from sglang.srt.configs.model_config import ModelConfig
