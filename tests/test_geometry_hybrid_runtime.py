@@ -9,8 +9,8 @@ pool class ``KVCacheConfigurator`` would build (``SWAKVPool``, ``HybridLinearKVP
 compares all of it with ``derive_geometry``.
 
 The GPU is the input being varied: ``override_platform`` (SGLang's own hook for "what
-kind of machine this is") and ``torch.cuda.get_device_capability`` answer Hopper or
-Blackwell, since this machine has no GPU.
+kind of machine this is"), ``torch.cuda.get_device_capability`` and ``memory_pool._is_cuda``
+(read once at import) answer Hopper or Blackwell on CUDA, since this machine has no GPU.
 """
 
 from __future__ import annotations
@@ -87,6 +87,13 @@ CONFIGS = {
         "swa_v_head_dim": 128, "hybrid_layer_pattern": [0, 1, 1, 0], "sliding_window": 128, "hidden_size": 1024,
         "vocab_size": 1000, "intermediate_size": 512, "torch_dtype": "bfloat16",
     },
+    "minimax-m3": {
+        "architectures": ["MiniMaxM3SparseForCausalLM"], "model_type": "llama", "num_hidden_layers": 6,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128, "hidden_size": 1024, "vocab_size": 1000,
+        "intermediate_size": 512, "torch_dtype": "bfloat16",
+        "sparse_attention_config": {"sparse_attention_freq": [0, 0, 1, 1, 1, 1], "sparse_disable_index_value": [0, 0, 1, 1, 1, 1],
+                                    "sparse_index_dim": 128},
+    },
     "llama": {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 32,
         "num_key_value_heads": 8, "hidden_size": 4096, "intermediate_size": 1024, "vocab_size": 1000, "torch_dtype": "bfloat16",
@@ -132,6 +139,10 @@ def runtime(monkeypatch, model_dirs):
     def publish(model: str, role: str, flags: dict, gpu: str = "h100"):
         spec = GPUS[gpu]
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: spec["capability"])
+        # memory_pool reads is_cuda() once at import; on a GPU machine it is True.
+        import sglang.srt.mem_cache.memory_pool as memory_pool
+
+        monkeypatch.setattr(memory_pool, "_is_cuda", True)
         scope = override_platform(**spec["facts"])
         scope.install()
         scopes.append(scope)
@@ -199,6 +210,26 @@ def _runtime_pool(sa, pp_rank: int = 0):
             swa_attention_layer_ids=[i for i in mc.swa_attention_layer_ids if i in own],
             full_attention_layer_ids=[i for i in mc.full_attention_layer_ids if i in own],
             device="cpu", enable_kv_cache_copy=False, token_to_kv_pool_class=mha_cls, enable_memory_saver=False,
+        )
+    from sglang.srt.configs.model_config import (
+        get_minimax_sparse_attention_config, get_minimax_sparse_disable_value_layer_ids, get_minimax_sparse_layer_ids,
+        is_minimax_sparse,
+    )
+
+    if is_minimax_sparse(mc.hf_config):
+        # _build_minimax_sparse_kv_pool (non-NVFP4, no HiSparse)
+        from sglang.srt.mem_cache.memory_pool import MiniMaxSparseKVPool, get_minimax_sparse_index_dtype
+        from sglang.srt.arg_groups.model_override_base import resolving_view
+        from sglang.srt.server_args import m3_fp8_attn_gemm_enabled
+
+        sc = get_minimax_sparse_attention_config(mc.hf_config)
+        dense, sparse = get_minimax_sparse_layer_ids(sc)
+        return MiniMaxSparseKVPool(
+            size=4 * page, page_size=page, dtype=dtype,
+            index_dtype=get_minimax_sparse_index_dtype(fp8_attn_gemm=m3_fp8_attn_gemm_enabled(resolving_view(sa)), kv_cache_dtype=dtype, model_dtype=mc.dtype),
+            head_num=heads, head_dim=mc.head_dim, idx_head_dim=sc["sparse_index_dim"], dense_layer_ids=dense,
+            sparse_layer_ids=sparse, disable_value_sparse_layer_ids=get_minimax_sparse_disable_value_layer_ids(sc),
+            device="cpu", enable_memory_saver=False, start_layer=start, end_layer=end,
         )
     cfg = mambaish_config(mc)
     if cfg is not None:
@@ -418,3 +449,35 @@ def test_json_model_override_args_applied(model_dirs):
     assert ours.num_hidden_layers == rt.num_hidden_layers == 2
     assert ours.head_dim == rt.head_dim == 128
     assert ours.full_layer_ids == rt.full_attention_layer_ids
+
+
+# ---------------------------------------------------------------------------------------
+# MiniMax M3 sparse: sparse layers' KV + minimax_index_k / minimax_dense_kv states
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gpu", ["h100", "b200"])
+@pytest.mark.parametrize("kv", ["auto", "fp8_e4m3"])
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_minimax_sparse_pool(runtime, model_dirs, gpu, kv, tp):
+    flags = dict(tp_size=tp, kv_cache_dtype=kv)
+    sa = runtime("minimax-m3", "decode", flags, gpu)
+    geo = _compare(sa, _side(model_dirs, "minimax-m3", "decode", flags, gpu))
+    assert geo.pool == "MINIMAX_SPARSE" and geo.state_types == ["minimax_index_k", "minimax_dense_kv"]
+    assert geo.attention_backend == _resolved(sa, "attention_backend")
+
+
+def test_minimax_sparse_index_value_layers_are_refused(runtime, model_dirs):
+    """Sparse layers with an index value: setup_state_kv_args raises, kvcheck does not model it."""
+    from sglang.srt.disaggregation.base.conn import KVArgs
+    from sglang.srt.disaggregation.utils import setup_state_kv_args
+
+    cfg = json.loads(json.dumps(CONFIGS["minimax-m3"]))
+    cfg["sparse_attention_config"]["sparse_disable_index_value"] = [0, 0, 0, 1, 1, 1]
+    (model_dirs / "minimax-m3-iv").mkdir(exist_ok=True)
+    (model_dirs / "minimax-m3-iv" / "config.json").write_text(json.dumps(cfg))
+    sa = runtime("minimax-m3-iv", "decode", {"tp_size": 2})
+    with pytest.raises(NotImplementedError):
+        setup_state_kv_args(KVArgs(), _runtime_pool(sa), None, 6)
+    geo = derive_geometry(_side(model_dirs, "minimax-m3-iv", "decode", {"tp_size": 2}))
+    assert geo.pool == "not_modeled" and "index value" in geo.not_modeled_reason

@@ -189,7 +189,7 @@ def hicache_no_effect(chk, ctx: CheckContext) -> list[Finding]:
 
 # State components whose transfer kvcheck's decision does not cover yet. "dsa" (index-K
 # per layer, paired with the KV regions layer by layer) is decided with the KV regions.
-_UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa")
+_UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv")
 
 
 @check(

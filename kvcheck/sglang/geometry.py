@@ -89,7 +89,7 @@ class SideGeometry(BaseModel):
     """
 
     role: Literal["prefill", "decode"]
-    pool: Literal["MHA", "MLA", "DSA", "SWA", "HYBRID_LINEAR", "not_modeled"]
+    pool: Literal["MHA", "MLA", "DSA", "SWA", "HYBRID_LINEAR", "MINIMAX_SPARSE", "not_modeled"]
     not_modeled_reason: str | None = None
     is_mla: bool
     attn_tp_size: int
@@ -273,6 +273,16 @@ def resolve_attention(side: Side, model: ModelConfig) -> tuple[tuple[str | None,
             gpu_decided = True
             if not use_trtllm and raw.get("mamba_radix_cache_strategy") in (None, "auto"):
                 notes.append("Qwen3-Next/3.5 on Blackwell: the backend (triton, page 1, or trtllm_mha, page 64) follows the Mamba radix-cache strategy resolved at start-up; assumed no extra buffer")
+    elif model.hybrid == "minimax_sparse" and unset:
+        # model_overrides/minimax_m3.py (non-NVFP4, CUDA): sm100 -> trtllm_mha with
+        # fp8_e4m3 KV (else fa4), sm90 -> fa3; unset page size -> 128 with those.
+        gpu_decided = True
+        if gpu.is_sm100:
+            attn = "trtllm_mha" if a.kv_cache_dtype == "fp8_e4m3" and not side.env.get("SGLANG_DISABLE_M3_FP8_ATTN_GEMM") else "fa4"
+        elif gpu.is_hopper:
+            attn = "fa3"
+        if page is None and attn in ("fa4", "trtllm_mha", "fa3"):
+            page = 128
     elif arch == "NemotronHForCausalLM":
         if gpu.is_blackwell and unset:
             gpu_decided = True
@@ -596,6 +606,38 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
             state_types += ["block_scale", "block_scale_swa"]
         pool = "SWA"
         notes.append(f"SWA hybrid: {len(full)} full-attention layers registered as KV regions, {len(swa)} sliding-window layers as the 'swa' state component")
+    elif model.hybrid == "minimax_sparse":
+        sparse, dense = in_stage(model.sparse_layer_ids), in_stage(model.dense_layer_ids)
+        k_only = [i for i in sparse if i in set(model.k_only_sparse_layer_ids)]
+        if len(k_only) != len(sparse) or args.enable_hisparse or (model.quant_method or "").startswith("minimax_m3_nvfp4"):
+            reason = (
+                "MiniMax sparse pool with index-value layers: the runtime refuses PD for it ('PD disaggregation for MiniMax "
+                "sparse layers with index value (index_kv_pool) is not yet supported; only K-only sparse layers are.')"
+                if len(k_only) != len(sparse) else "MiniMax sparse pool with HiSparse or the NVFP4 pool"
+            )
+            return SideGeometry(**base, pool="not_modeled", is_mla=False, kv_cache_dtype=args.kv_cache_dtype,
+                                bytes_per_element=nbytes, notes=notes, not_modeled_reason=reason)
+        # get_sparse_kv_buf_infos: K then V of the sparse layers (main pool, per page).
+        raw = _pool_regions(model, sparse, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
+                            dcp_size=args.dcp_size, v_head_dim=model.head_dim)
+        # get_minimax_sparse_index_dtype: fp8 attn GEMM (fp8_e4m3 + trtllm_mha on SM100)
+        # or Hopper with fp8_e4m3 KV keep the index K in the KV dtype, else the model dtype.
+        fp8_gemm = dtype == "fp8_e4m3" and attn_b == "trtllm_mha" and gpu.is_sm100 and not side.env.get("SGLANG_DISABLE_M3_FP8_ATTN_GEMM")
+        if fp8_gemm or (gpu.is_hopper and dtype == "fp8_e4m3"):
+            ibytes = nbytes
+        else:
+            mdtype = args.dtype if args.dtype != "auto" else model.torch_dtype
+            ibytes = MODEL_DTYPE_BYTES.get(mdtype, 2)
+        if k_only:
+            states += [dict(state_type="minimax_index_k", item_len=page_size * (model.sparse_index_dim or 0) * ibytes, layer_id=lid, part="K")
+                       for lid in k_only]
+            state_types.append("minimax_index_k")
+        if dense:
+            dense_regions = _pool_regions(model, dense, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
+                                          dcp_size=args.dcp_size, v_head_dim=model.head_dim)
+            states += [dict(state_type="minimax_dense_kv", item_len=r["item_len"], layer_id=r["layer_id"], part=r["part"]) for r in dense_regions]
+            state_types.append("minimax_dense_kv")
+        pool = "MINIMAX_SPARSE"
     elif model.hybrid == "linear":
         full, mamba = in_stage(model.full_layer_ids), in_stage(model.mamba_layer_ids)
         raw = _pool_regions(model, full, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target", dcp_size=args.dcp_size)

@@ -68,8 +68,8 @@ DSA_ARCHITECTURES = frozenset(
 NOT_MODELED_ARCHITECTURES = {
     "DeepseekV4ForCausalLM": "DeepSeek V4 (compressed C4/C128 KV pools)",
     "DeepseekV4ForCausalLMNextN": "DeepSeek V4 (compressed C4/C128 KV pools)",
-    "MiniMaxM3ForCausalLM": "MiniMax sparse KV pool",
-    "MiniMaxM2ForCausalLM": "MiniMax sparse KV pool",
+    # Not an architecture SGLang 0.5.23 registers (its MiniMax M3 classes are *Sparse*).
+    "MiniMaxM3ForCausalLM": "MiniMax M3 checkpoint under an architecture name SGLang 0.5.23 does not register (MiniMaxM3Sparse*)",
     "MiniMaxText01ForCausalLM": "MiniMax linear-attention hybrid",
     "JambaForCausalLM": "Mamba hybrid pool",
 }
@@ -90,6 +90,8 @@ KNOWN_MHA_ARCHITECTURES = frozenset(
         # Gemma 2/3: sliding layers, but model_overrides/gemma2_gemma3.py sets
         # disable_hybrid_swa_memory, so every layer lives in the plain MHA pool.
         "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+        # MiniMax M2: full GQA attention in the plain MHA pool (no is_minimax_sparse).
+        "MiniMaxM2ForCausalLM",
     }
 )
 
@@ -113,6 +115,8 @@ LINEAR_INTERVAL_ARCHS = frozenset(
 )
 NEMOTRON_H_ARCHS = frozenset({"NemotronHForCausalLM"})
 FALCON_H1_ARCHS = frozenset({"FalconH1ForCausalLM"})
+# MiniMax M3 sparse (configs/model_config.py is_minimax_sparse): MiniMaxSparseKVPool.
+MINIMAX_SPARSE_ARCHS = frozenset({"MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration"})
 # Kimi Linear (configs/kimi_linear.py): MLA full-attention layers + KDA state.
 KDA_ARCHS = frozenset({"KimiLinearForCausalLM"})
 
@@ -156,7 +160,7 @@ class ModelConfig(BaseModel):
     assumed_mha: bool = False
     source: str = ""
     # hybrid pools
-    hybrid: Literal["swa", "linear"] | None = None
+    hybrid: Literal["swa", "linear", "minimax_sparse"] | None = None
     attention_sinks: bool = False
     full_layer_ids: list[int] = []
     swa_layer_ids: list[int] = []
@@ -174,6 +178,13 @@ class ModelConfig(BaseModel):
     mamba_conv_kernel: int | None = None
     mamba_ssm_dtype: str = "float32"
     mamba_kind: Literal["mamba2", "kda"] = "mamba2"
+    # MiniMax sparse: dense layers, sparse layers, sparse layers without an index value
+    # (K-only index), the index head dim, and the checkpoint's quantization method.
+    dense_layer_ids: list[int] = []
+    sparse_layer_ids: list[int] = []
+    k_only_sparse_layer_ids: list[int] = []
+    sparse_index_dim: int | None = None
+    quant_method: str | None = None
     # DSA layers that reuse the previous layer's top-k (``dsa_layer_skips_topk``): their
     # index-K buffer has 0 rows when SGLang elides it.
     dsa_skip_topk_layers: list[int] = []
@@ -245,6 +256,7 @@ FIELD_RANGES: dict[str, tuple[int, int]] = {
     "mamba_expand": (1, 64),
     "num_heads": (1, 16384),
     "short_conv_kernel_size": (2, 1024),
+    "sparse_index_dim": (1, 65536),
 }
 
 
@@ -483,6 +495,21 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
                 swa_head_dim=_optional_int(cfg, "swa_head_dim", source, None),
                 swa_v_head_dim=_optional_int(cfg, "swa_v_head_dim", source, None),
             )
+    elif arch in MINIMAX_SPARSE_ARCHS:
+        sc = cfg.get("sparse_attention_config")
+        if not isinstance(sc, dict) or not isinstance(sc.get("sparse_attention_freq"), list):
+            raise InputError("config.json needs 'sparse_attention_config' with a 'sparse_attention_freq' list", source=source, field="sparse_attention_config")
+        freq = sc["sparse_attention_freq"]
+        disable = sc.get("sparse_disable_index_value") or []
+        if not isinstance(disable, list):
+            raise InputError("'sparse_disable_index_value' must be a list", source=source, field="sparse_attention_config")
+        sparse = [i for i, f in enumerate(freq) if f != 0]
+        hybrid = dict(
+            hybrid="minimax_sparse", dense_layer_ids=[i for i, f in enumerate(freq) if f == 0], sparse_layer_ids=sparse,
+            k_only_sparse_layer_ids=[i for i in sparse if i < len(disable) and disable[i] != 0],
+            sparse_index_dim=_require_int(sc, "sparse_index_dim", source),
+            quant_method=quant.get("quant_method"),
+        )
     elif arch in LINEAR_INTERVAL_ARCHS | NEMOTRON_H_ARCHS | FALCON_H1_ARCHS | KDA_ARCHS:
         hybrid = _linear_fields(arch, cfg, layers, source)
         common["num_hidden_layers"] = hybrid.pop("num_hidden_layers")
