@@ -313,3 +313,17 @@ def test_dcp_decode_draft_pages_are_page_size_times_dcp():
     g = derive_geometry(side)
     assert g.draft_page_size == 256
     assert g.item_lens == [64 * 576 * 2] * 4 + [256 * 576 * 2]
+
+
+def test_modelopt_kv_cache_scheme_fp8_makes_auto_fp8():
+    """ModelOptFp4Config.from_config (layers/quantization/modelopt_quant.py, 0.5.23): a
+    kv_cache_scheme of 8-bit floats is kv_cache_quant_algo FP8, so --kv-cache-dtype auto
+    stores fp8_e4m3 (configure_kv_cache_dtype)."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096,
+           "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                   "kv_cache_scheme": {"type": "float", "num_bits": 8, "dynamic": False}}}
+    side = _pair_side("prefill", cfg, page_size=16)
+    assert side.model.kv_cache_quant_algo == "FP8"
+    g = derive_geometry(side)
+    assert g.bytes_per_element == 1 and g.item_lens[0] == 16 * 8 * 128

@@ -427,6 +427,21 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
     return dict(hybrid="linear", num_hidden_layers=layers, full_layer_ids=full, mamba_layer_ids=mamba, mamba_ssm_dtype=ssm_dtype, **params)
 
 
+def _kv_cache_quant_algo(quant: dict[str, Any]) -> str | None:
+    """The checkpoint's KV quant algorithm: ``kv_cache_quant_algo``, or for ModelOpt /
+    MXFP8 checkpoints a ``kv_cache_scheme`` of 8-bit floats -> "FP8"
+    (``ModelOptFp4Config.from_config``, ``_parse_modelopt_quant_config``, 0.5.23)."""
+    algo = quant.get("kv_cache_quant_algo")
+    if algo is not None:
+        return str(algo)
+    method = str(quant.get("quant_method") or "")
+    scheme = quant.get("kv_cache_scheme")
+    if (method.startswith("modelopt") or method == "mxfp8") and isinstance(scheme, dict):
+        if scheme.get("type") == "float" and scheme.get("num_bits") == 8:
+            return "FP8"
+    return None
+
+
 def _dsa_skip_topk_layers(cfg: dict[str, Any], layers: int, source: str) -> list[int]:
     """Layers for which ``dsa_layer_skips_topk`` (configs/model_config.py, 0.5.23) is True:
     ``indexer_types`` "shared", else every layer not a multiple of ``cli_factor``, else
@@ -478,7 +493,7 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         num_hidden_layers=layers,
         num_nextn_predict_layers=nextn,
         torch_dtype=dtype,
-        kv_cache_quant_algo=quant.get("kv_cache_quant_algo"),
+        kv_cache_quant_algo=_kv_cache_quant_algo(quant),
         source=source,
     )
     hybrid: dict[str, Any] = {}
