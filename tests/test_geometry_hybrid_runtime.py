@@ -163,7 +163,10 @@ def runtime(monkeypatch, model_dirs):
 def _side(model_dirs: Path, model: str, role: str, flags: dict, gpu: str | None = "h100", env: dict | None = None) -> Side:
     raw = json.loads((model_dirs / model / "config.json").read_text())
     args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="nixl", **flags)
-    return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(raw), origin=model, gpu=gpu,
+    draft = None
+    if flags.get("speculative_draft_model_path"):
+        draft = parse_model_config(json.loads((Path(flags["speculative_draft_model_path"]) / "config.json").read_text()))
+    return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(raw), origin=model, gpu=gpu, draft_model=draft,
                 gpu_source="--gpu" if gpu else "default (Hopper assumed)", env=env or {})
 
 
@@ -370,11 +373,21 @@ def test_linear_hybrid_pp_stages(runtime, model_dirs, pp_rank):
         ("llama4", {}),
         ("qwen3-next", {}),
         ("nemotron-h", {}),
+        ("mimo-v2", {}),
+        ("minimax-m3", {}),
+        ("minimax-m3", {"kv_cache_dtype": "fp8_e4m3"}),
+        ("llama", {"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4, "speculative_num_steps": 3,
+                   "speculative_num_draft_tokens": 8, "speculative_draft_model_path": "DRAFT"}),
+        ("llama", {"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1, "speculative_num_steps": 3,
+                   "speculative_num_draft_tokens": 4, "speculative_draft_model_path": "DRAFT"}),
+        ("llama", {"kv_cache_dtype": "fp8_e5m2", "attention_backend": "fa3"}),
     ],
 )
 @pytest.mark.parametrize("role", ["prefill", "decode"])
 def test_page_size_and_backend_per_gpu(runtime, model_dirs, gpu, model, flags, role):
     flags = dict(flags, tp_size=2)
+    if flags.get("speculative_draft_model_path") == "DRAFT":
+        flags["speculative_draft_model_path"] = str(model_dirs / "llama")
     sa = runtime(model, role, flags, gpu)
     geo = derive_geometry(_side(model_dirs, model, role, flags, gpu))
     assert geo.page_size == (_resolved(sa, "page_size") or 1)
