@@ -65,7 +65,7 @@ def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
 
 
 _OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
-_REDIRECT = re.compile(r"^(\d*)(>>|>&|<<<|<<|<&|<>|>\||>|<|&>>|&>)")
+_REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<|<&|<>|>\||>|<|&>>|&>)")
 
 
 class Lexer:
