@@ -311,13 +311,20 @@ def instance_from_launch(
     mode = option_value(argv, "disaggregation_mode")
     words_unresolved = [w for w in args if w.unresolved]
     if mode not in ("prefill", "decode"):
-        if mode is not None and any(("disaggregation" in (args[k - 1].text if k else "")) for k, w in enumerate(args) if w.unresolved):
-            return None, Problem(
-                "unresolved-role",
-                f"{loc}: --disaggregation-mode {mode}: the role is a variable kvcheck cannot resolve",
-                loc,
-                "pass --env FILE or set the variable so the role is known",
-            )
+        # the role itself behind a variable: say so instead of skipping the server
+        for k, w in enumerate(args):
+            flag = resolve_option(w.text) if w.text.startswith("--") else None
+            if flag is None or flag.dest != "disaggregation_mode":
+                continue
+            value_word = w if "=" in w.text else (args[k + 1] if k + 1 < len(args) else None)
+            if value_word is not None and value_word.unresolved:
+                names = ", ".join(value_word.unresolved)
+                return None, Problem(
+                    "unresolved-variable",
+                    f"{Location(file, value_word.line)}: `{w.text} {value_word.text}`: {names} is not set, so the server's role (prefill or decode) is unknown; pass --env or set it",
+                    Location(file, value_word.line),
+                    f"set {names} in the file, or pass it with --env FILE",
+                )
         return None, None
     arg_locations: dict[str, Location] = {}
     for w in args:

@@ -24,6 +24,7 @@ from kvcheck.sources.deployments.instance import Deployment
 from kvcheck.sources.deployments.yamlnodes import check_size, load_documents
 
 _YAMLISH = re.compile(r"^(---\s*$|apiVersion:|kind:|[A-Za-z_][A-Za-z0-9_.-]*:(\s|$))")
+_LAUNCH_LINE = re.compile(r"-m\s+(sglang\.launch_server|dynamo\.sglang|sglang_router\.launch_router)|\bsglang\s+serve\b")
 _LAUNCH_HINT = re.compile(r"(^|\s)(python[0-9.]*|sglang|docker|srun|bash|sh|export|nohup|exec|env)(\s|$)")
 
 
@@ -59,15 +60,25 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     if not text.strip():
         raise InputError("file is empty", source=file)
     yamlish = _looks_like_yaml(text)
+    has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
     if yamlish:
-        docs = load_documents(text, file)  # raises a YAML syntax error with its line
-    if docs is not None and docs and all(isinstance(d, dict) for d in docs):
+        try:
+            docs = load_documents(text, file)
+        except InputError as exc:
+            # a docs page whose first line happens to read "Note: ..." is not YAML; a
+            # manifest or recipe with a syntax error is reported as one
+            structured = bool(re.search(r"(?m)^\s*(apiVersion|kind|sglang_config|backend|resources)\s*:", text))
+            if structured or not has_launch or "YAML syntax error" not in str(exc):
+                raise
+            docs = None
+    if docs and all(isinstance(d, dict) for d in docs):
         if any(d.get("kind") or d.get("apiVersion") for d in docs):
             return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
         if len(docs) == 1 and srtslurm.is_recipe(docs[0]):
             return srtslurm.read_recipe(path, docs[0], env)
-        raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
+        if not has_launch:
+            raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
     dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
     if not dep.instances and not dep.routers:
         raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)

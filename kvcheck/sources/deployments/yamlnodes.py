@@ -22,7 +22,7 @@ import yaml
 from kvcheck.errors import InputError
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
-MAX_NODES = 2_000_000
+MAX_NODES = 1_000_000
 MAX_DEPTH = 200
 
 
@@ -118,6 +118,67 @@ class _Builder:
         return self.loader.construct_object(node, deep=True)
 
 
+def _flow_depth(text: str) -> tuple[int, int]:
+    """Deepest ``[``/``{`` nesting outside quotes and comments, and the line it is on
+    (a cheap scan: PyYAML's scanner is quadratic in flow depth)."""
+    depth = best = 0
+    best_line = line = 1
+    quote = ""
+    comment = False
+    prev = "\n"
+    for c in text:
+        if c == "\n":
+            line += 1
+            comment = False
+            if quote == "'":
+                pass
+        elif comment:
+            pass
+        elif quote:
+            if c == quote:
+                quote = ""
+        elif c in "\"'" and prev in " \t\n[{,:":
+            quote = c
+        elif c == "#" and prev in " \t\n":
+            comment = True
+        elif c in "[{":
+            depth += 1
+            if depth > best:
+                best, best_line = depth, line
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        prev = c
+    return best, best_line
+
+
+def _expanded_size(root: yaml.Node, source: str) -> int:
+    """Nodes in the document once every alias is expanded, computed on the node graph
+    (each distinct node once), so an alias bomb is refused before it is walked."""
+    memo: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    active: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        if nid in memo:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            memo[nid] = 1
+            continue
+        children = [x for kv in node.value for x in kv] if isinstance(node, yaml.MappingNode) else list(node.value)
+        if done:
+            active.discard(nid)
+            total = 1 + sum(memo[id(c)] for c in children)
+            memo[nid] = min(total, MAX_NODES + 1)
+            continue
+        if nid in active:
+            raise InputError("YAML holds a recursive alias; refusing to read it", source=source)
+        active.add(nid)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in memo)
+    return memo[id(root)]
+
+
 def syntax_error(exc: yaml.YAMLError, source: str) -> InputError:
     """A PyYAML error -> one-line ``InputError`` naming the file and line."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -131,6 +192,9 @@ def load_documents(text: str, source: str) -> list[Any]:
 
     Raises ``InputError`` (exit 2) on a syntax error (with its line), on alias bombs,
     on too many nodes and on too deep nesting."""
+    depth, at = _flow_depth(text)
+    if depth > MAX_DEPTH:
+        raise InputError(f"YAML nesting deeper than {MAX_DEPTH} levels at line {at}; refusing to read it", source=source)
     loader = _Loader(text)
     docs: list[Any] = []
     builder = _Builder(loader, source)
@@ -139,6 +203,11 @@ def load_documents(text: str, source: str) -> list[Any]:
             node = loader.get_node()
             if node is None:
                 continue
+            if _expanded_size(node, source) > MAX_NODES:
+                raise InputError(
+                    f"YAML expands to more than {MAX_NODES:,} nodes (aliases included; an alias bomb?); refusing to read it",
+                    source=source,
+                )
             docs.append(builder.build(node))
     except yaml.YAMLError as exc:
         raise syntax_error(exc, source) from None
