@@ -38,7 +38,7 @@ def test_kubernetes_env_cycle_is_input_error(tmp_path):
                 - {name: X, value: "$(Y)"}
                 - {name: Y, value: "$(X)"}
         """)
-    with pytest.raises(InputError, match=r"cycle.yaml: variable [XY] refers to itself \\((Y -> X -> Y|X -> Y -> X)\\)"):
+    with pytest.raises(InputError, match=r"cycle.yaml: variable [XY] refers to itself \((Y -> X -> Y|X -> Y -> X)\)"):
         read_deployments([p], env={})
 
 
