@@ -124,3 +124,24 @@ def test_directory_and_missing_file_are_input_errors(tmp_path):
         read_deployments([tmp_path / "nope.yaml"])
     with pytest.raises(InputError, match="directory"):
         read_deployments([tmp_path])
+
+
+def test_envsubst_placeholder_in_manifest_args(tmp_path):
+    p = write(tmp_path, "tmpl.yaml", """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: d}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: s
+                  image: lmsysorg/sglang:v0.5.23
+                  args: [python3, -m, sglang.launch_server, --model-path, m, --tp-size, "${TP}",
+                         --disaggregation-mode, decode]
+        """)
+    (dep,) = read_deployments([p], env={})
+    (u,) = dep.instances[0].unresolved
+    assert (u.variable, u.flag, u.location.line) == ("TP", "--tp-size", 10)
+    (dep,) = read_deployments([p], env={"TP": "4"})
+    assert dep.instances[0].argv[dep.instances[0].argv.index("--tp-size") + 1] == "4"

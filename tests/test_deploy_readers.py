@@ -59,9 +59,12 @@ def test_leaderworkerset_is_one_multinode_instance():
     (d,) = dep.instances
     assert (d.role, d.replicas, d.nodes, d.host_network) == ("decode", 3, 2, True)
     assert len(d.node_argvs) == 2
-    assert d.node_argvs[1][d.node_argvs[1].index("--node-rank") + 1] == "1"  # $(LWS_WORKER_INDEX) from env
-    (u,) = d.unresolved  # LWS injects the leader address at run time
-    assert (u.variable, u.flag, u.location.line) == ("LWS_LEADER_ADDRESS", "--dist-init-addr", 28)
+    # $(LWS_WORKER_INDEX) is injected by the LWS controller: the worker pod is rank 1
+    assert d.node_argvs[1][d.node_argvs[1].index("--node-rank") + 1] == "1"
+    # the leader address is injected too: a symbol, the same on both nodes, not unresolved
+    assert d.unresolved == []
+    assert {a[a.index("--dist-init-addr") + 1] for a in d.node_argvs} == {"$(LWS_LEADER_ADDRESS):5000"}
+    assert d.arg_locations["--dist-init-addr"].line == 27
 
 
 def test_dynamo_graph_deployment_strips_dynamo_flags():
@@ -79,6 +82,8 @@ def test_rolebasedgroup_router_and_leader_worker_pattern():
     dep = one("rbg-lwp.yaml")
     (p,), (d,) = by_role(dep, "prefill"), by_role(dep, "decode")
     assert (p.replicas, p.port, d.nodes, d.replicas) == (2, 8000, 2, 1)
+    assert [a[a.index("--node-rank") + 1] for a in d.node_argvs] == ["0", "1"]
+    assert [a[a.index("--nnodes") + 1] for a in d.node_argvs] == ["2", "2"]
     (r,) = dep.routers
     assert r.prefills[0].bootstrap_port == 9001 and r.prefills[0].instance == p.name
     assert r.decode_instances == [d.name]

@@ -41,7 +41,7 @@ from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem, Router
 from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, router_from_launch
 from kvcheck.sources.deployments.shell import Word
-from kvcheck.sources.deployments.variables import Scope, container_env, expand
+from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
 
 _GPU_LABEL_KEYS = (
@@ -198,6 +198,8 @@ def _words(container: LMap, file: str, scope: Scope) -> list[Word]:
             line = items.line_of(i) if isinstance(items, LSeq) else container.line_of(key)
             miss: list[str] = []
             value = expand(text, scope, Location(file, line), miss, syntax="k8s")
+            # ${VAR} in an exec-form manifest: a placeholder for envsubst/templating
+            value = expand(value, scope, Location(file, line), miss, syntax="envsubst")
             words.append(Word(value, line, miss, True, False))
     return words
 
@@ -353,7 +355,21 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
     return dep
 
 
-def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ: bool, extra_env: Any):
+def injected(kind: str, rank: int, size: int) -> dict[str, VarDef]:
+    """Variables a controller puts in each pod of a multi-node group: LeaderWorkerSet
+    (``LWS_LEADER_ADDRESS``, ``LWS_GROUP_SIZE``, ``LWS_WORKER_INDEX``; also used by OME's
+    leader/worker runtimes and RBG's LWS workloads) and RBG's leaderWorkerPattern
+    (``RBG_LWP_LEADER_ADDRESS``, ``RBG_LWP_GROUP_SIZE``, ``RBG_LWP_WORKER_INDEX``). The
+    leader address stays a symbol (the same on every node); the rank and size are known."""
+    out: dict[str, VarDef] = {}
+    for prefix in ("LWS", "RBG_LWP"):
+        out[f"{prefix}_LEADER_ADDRESS"] = VarDef(f"$({prefix}_LEADER_ADDRESS)", None, "literal")
+        out[f"{prefix}_GROUP_SIZE"] = VarDef(str(size), None, "literal")
+        out[f"{prefix}_WORKER_INDEX"] = VarDef(str(rank), None, "literal")
+    return out
+
+
+def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ: bool, extra_env: Any, inject: dict[str, VarDef] | None = None):
     """For each container of a pod spec: (container, launches, env values, unknown env)."""
     if not isinstance(pod, dict):
         return []
@@ -373,8 +389,11 @@ def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ
             return getattr(_c, "line", 0)
 
         base = Scope.build(env=env, use_os_environ=use_os_environ)
+        if inject:
+            base = Scope(layers=[{}, dict(inject), *base.layers[1:]], use_os_environ=use_os_environ)
         defs, values, unknown = container_env(entries, file, line_of, base)
-        scope = Scope.build(container=defs, env=env, use_os_environ=use_os_environ)
+        layer = {**(inject or {}), **defs}
+        scope = Scope.build(container=layer, env=env, use_os_environ=use_os_environ)
         words = _words(c, file, scope)
         launches = find_launches(words, file, scope)
         out.append((c, launches, values, unknown))
@@ -384,18 +403,25 @@ def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ
 def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ: bool, dep: Deployment, non_pd: list[Location]) -> None:
     gpu_type, gpu_source = _gpu_type(g.leader)
     host_network = bool(g.leader.get("hostNetwork")) if isinstance(g.leader, dict) else None
+    multinode = g.nodes > 1 and g.kind in ("LeaderWorkerSet", "RoleBasedGroup", "ClusterServingRuntime", "ServingRuntime", "StormService")
     worker_argvs: list[list[str]] = []
     if g.worker is not None and g.nodes > 1:
-        for c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env):
-            for ln in launches:
-                if ln.kind == "server":
-                    inst, _p = instance_from_launch(ln, file=file, name=g.name, kind=g.kind)
-                    if inst is not None:
-                        worker_argvs.append(inst.argv)
-                        break
-            if worker_argvs:
-                break
-    for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env):
+        for rank in range(1, g.nodes):
+            found = None
+            inject = injected(g.kind, rank, g.nodes) if multinode else None
+            for c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
+                for ln in launches:
+                    if ln.kind == "server":
+                        inst, _p = instance_from_launch(ln, file=file, name=g.name, kind=g.kind)
+                        if inst is not None:
+                            found = inst.argv
+                            break
+                if found:
+                    break
+            if found:
+                worker_argvs.append(found)
+    inject0 = injected(g.kind, 0, g.nodes) if multinode else None
+    for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
             if ln.kind == "router":
@@ -425,9 +451,11 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
                 non_pd.append(Location(file, ln.line))
                 continue
             if g.nodes > 1:
-                # every worker pod runs the worker template's line (rank 1..nodes-1)
-                worker = worker_argvs[0] if worker_argvs else inst.argv
-                inst.node_argvs = [inst.argv] + [list(worker) for _ in range(g.nodes - 1)]
+                # the worker pods run the worker template's line (ranks 1..nodes-1)
+                if len(worker_argvs) == g.nodes - 1:
+                    inst.node_argvs = [inst.argv] + worker_argvs
+                else:
+                    inst.node_argvs = [inst.argv] + [list(inst.argv) for _ in range(g.nodes - 1)]
             if c.get("envFrom"):
                 dep.problems.append(Problem("env-from", f"{inst.location}: {inst.name} takes environment variables from envFrom (a ConfigMap or Secret) that kvcheck cannot read", inst.location, "pass the variables that matter with --env FILE"))
             dep.instances.append(inst)

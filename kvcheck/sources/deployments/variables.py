@@ -140,6 +140,8 @@ def expand(text: str, scope: Scope, where: Location, missing: list[str], *, synt
     ``k8s`` (``literal`` returns ``text``)."""
     if syntax == "literal" or "$" not in text:
         return text
+    if syntax == "envsubst":
+        return _envsubst(text, scope, where, missing)
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -218,6 +220,28 @@ def expand(text: str, scope: Scope, where: Location, missing: list[str], *, synt
     return "".join(out)
 
 
+def _envsubst(text: str, scope: Scope, where: Location, missing: list[str]) -> str:
+    """Only ``${NAME}`` / ``${NAME:-default}`` forms (what ``envsubst`` and templating
+    steps replace in manifests before ``kubectl apply``); other ``$`` text is left."""
+    out: list[str] = []
+    i = 0
+    while True:
+        j = text.find("${", i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        k = text.find("}", j)
+        if k < 0 or not _NAME.match(text, j + 2):
+            out.append(text[i:j + 2])
+            i = j + 2
+            continue
+        out.append(text[i:j])
+        v = _shell_brace(text[j + 2:k], scope, where, missing)
+        out.append(text[j:k + 1] if v is None else v)
+        i = k + 1
+    return "".join(out)
+
+
 def container_env(entries: object, file: str, line_of: Callable[[int], int], scope: Scope) -> tuple[dict[str, VarDef], dict[str, str], list[str]]:
     """A Kubernetes container's ``env`` list -> (variables for lookups, the server's env as
     far as it is known, names whose value comes from ``valueFrom`` and is unknown).
@@ -239,7 +263,13 @@ def container_env(entries: object, file: str, line_of: Callable[[int], int], sco
             raw = str(e["value"]) if not isinstance(e["value"], bool) else str(e["value"]).lower()
             defs[name] = VarDef(raw, loc, "k8s")
         elif "valueFrom" in e:
-            unknown.append(name)
+            vf = e["valueFrom"] if isinstance(e["valueFrom"], dict) else {}
+            if "fieldRef" in vf or "resourceFieldRef" in vf:
+                # the pod's own name/IP/namespace...: known at run time, not KV-relevant;
+                # kept as a symbol so "--host $(POD_IP)" is not an unresolved variable
+                defs[name] = VarDef(f"$({name})", loc, "literal")
+            else:
+                unknown.append(name)
     local = scope.child(defs)
     for name, d in defs.items():
         miss: list[str] = []
