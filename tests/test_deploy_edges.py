@@ -145,3 +145,20 @@ def test_envsubst_placeholder_in_manifest_args(tmp_path):
     assert (u.variable, u.flag, u.location.line) == ("TP", "--tp-size", 10)
     (dep,) = read_deployments([p], env={"TP": "4"})
     assert dep.instances[0].argv[dep.instances[0].argv.index("--tp-size") + 1] == "4"
+
+
+def test_slurm_script_one_line_on_every_node(tmp_path):
+    p = write(tmp_path, "job.sbatch", """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        srun --ntasks-per-node=1 python3 -m sglang.launch_server --model-path m --tp 16 \\
+          --nnodes $SLURM_NNODES --node-rank $SLURM_NODEID --dist-init-addr 10.1.1.1:5000 \\
+          --disaggregation-mode decode
+        python3 -m sglang.launch_server --model-path m --disaggregation-mode prefill --host $SLURMD_NODENAME
+        """)
+    (dep,) = read_deployments([p], env={})
+    d = next(i for i in dep.instances if i.role == "decode")
+    assert d.nodes == 2 and d.unresolved == []
+    assert [a[a.index("--node-rank") + 1] for a in d.node_argvs] == ["0", "1"]
+    assert [a[a.index("--nnodes") + 1] for a in d.node_argvs] == ["2", "2"]
+    assert next(i for i in dep.instances if i.role == "prefill").unresolved == []
