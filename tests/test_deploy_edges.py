@@ -162,3 +162,30 @@ def test_slurm_script_one_line_on_every_node(tmp_path):
     assert [a[a.index("--node-rank") + 1] for a in d.node_argvs] == ["0", "1"]
     assert [a[a.index("--nnodes") + 1] for a in d.node_argvs] == ["2", "2"]
     assert next(i for i in dep.instances if i.role == "prefill").unresolved == []
+
+
+def test_config_file_beside_the_script_is_merged(tmp_path):
+    write(tmp_path, "prefill.yaml", """
+        model-path: deepseek-ai/DeepSeek-V3
+        tp-size: 8
+        disaggregation-mode: prefill
+        page-size: 64
+        """)
+    p = write(tmp_path, "run.sh", """
+        cat <<EOF > notes.txt
+        python3 -m sglang.launch_server --disaggregation-mode decode
+        EOF
+        python3 -m sglang.launch_server --config prefill.yaml --page-size 32
+        python3 -m sglang.launch_server --config /opt/inside/image.yaml --disaggregation-mode decode
+        """)
+    (dep,) = read_deployments([p], env={})
+    pre = [i for i in dep.instances if i.role == "prefill"]
+    dec = [i for i in dep.instances if i.role == "decode"]
+    assert len(pre) == 1 and len(dec) == 1  # the here-document body is not a command
+    (i,) = pre
+    # SGLang: config args first, then the command line (which wins: page size 32)
+    assert i.argv[:4] == ["--model-path", "deepseek-ai/DeepSeek-V3", "--tp-size", "8"]
+    assert i.argv[-2:] == ["--page-size", "32"]
+    assert i.arg_locations["--tp-size"] == type(i.location)(str(tmp_path / "prefill.yaml"), 2)
+    (prob,) = dep.problems
+    assert prob.id == "config-not-read" and prob.location.line == 5

@@ -446,9 +446,9 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
             )
             if problem:
                 dep.problems.append(problem)
-                continue
             if inst is None:
-                non_pd.append(Location(file, ln.line))
+                if problem is None:
+                    non_pd.append(Location(file, ln.line))
                 continue
             if g.nodes > 1:
                 # the worker pods run the worker template's line (ranks 1..nodes-1)

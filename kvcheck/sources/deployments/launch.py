@@ -278,6 +278,48 @@ def split_dynamo(words: list[Word]) -> tuple[list[Word], list[str]]:
     return sg, dyn
 
 
+def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem | None]:
+    """``--config PATH`` (its own token, as SGLang requires) -> the args SGLang makes of
+    that YAML file, first, then the rest of the line (``ConfigArgumentMerger.
+    merge_config_with_args``, restated by ``FlagTable.config_to_argv``), each config arg
+    located at its key's line in the config file. PATH is looked up as written, then
+    beside the deployment file; when it cannot be read (a path inside the image) the
+    line is kept as is and a ``config-not-read`` problem says the args in it are unknown."""
+    idx = [k for k, w in enumerate(args) if w.text == "--config"]
+    if len(idx) != 1 or idx[0] + 1 >= len(args):
+        return args, None
+    k = idx[0]
+    raw = args[k + 1].text
+    from pathlib import Path
+
+    from kvcheck.sources.deployments.yamlnodes import LMap, check_size, load_documents
+
+    cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
+    found = next((c for c in cands if c.is_file()), None)
+    loc = Location(file, args[k].line)
+    if found is None:
+        return args, Problem(
+            "config-not-read",
+            f"{loc}: --config {raw}: the file is not here (a path inside the image?); the server args in it are not checked",
+            loc,
+            "keep the config file beside the deployment file (same relative path) so kvcheck can read it",
+        )
+    check_size(found)
+    docs = load_documents(found.read_text(encoding="utf-8"), str(found))
+    data = docs[0] if docs else LMap()
+    if not isinstance(data, dict):
+        return args, Problem("config-not-read", f"{loc}: --config {raw}: not a YAML mapping of flags", loc, "")
+    table = _table()
+    words: list[Word] = []
+    try:
+        for key, value in data.items():
+            line = data.line_of(key) if isinstance(data, LMap) else 1
+            words.extend(Word(t, line, [], True, False, str(found)) for t in table.config_to_argv({key: value}, str(found)))
+    except InputError as exc:
+        return args, Problem("config-refused", f"{loc}: {exc}", loc, "fix the --config file as SGLang's message says")
+    return words + args[:k] + args[k + 2:], None
+
+
 def _is_option(tok: str) -> bool:
     return tok.startswith("--") or (len(tok) == 2 and tok[0] == "-" and tok[1].isalpha())
 
@@ -303,6 +345,7 @@ def instance_from_launch(
     server (no ``--disaggregation-mode prefill|decode``; ``problem`` is None when the
     mode is ``null``/absent, so the caller decides whether that matters)."""
     args = launch.args
+    args, config_problem = merge_config_file(args, file)
     launcher_args: list[str] = []
     if launch.launcher == DYNAMO_MODULE:
         args, launcher_args = split_dynamo(args)
@@ -325,11 +368,11 @@ def instance_from_launch(
                     Location(file, value_word.line),
                     f"set {names} in the file, or pass it with --env FILE",
                 )
-        return None, None
+        return None, config_problem
     arg_locations: dict[str, Location] = {}
     for w in args:
         if _is_option(w.text):
-            arg_locations[w.text.split("=", 1)[0]] = Location(file, w.line)
+            arg_locations[w.text.split("=", 1)[0]] = Location(w.file or file, w.line)
     unresolved: list[Unresolved] = []
     seen: set[tuple[str, str | None]] = set()
     for w in words_unresolved:
@@ -343,7 +386,7 @@ def instance_from_launch(
         for v in w.unresolved:
             if (v, flag) not in seen:
                 seen.add((v, flag))
-                unresolved.append(Unresolved(v, flag, Location(file, w.line)))
+                unresolved.append(Unresolved(v, flag, Location(w.file or file, w.line)))
     port: int | None = None
     if launch.launcher != DYNAMO_MODULE:
         p = option_value(argv, "port")
@@ -371,7 +414,7 @@ def instance_from_launch(
         kind=kind,
         node_locations=[loc],
     )
-    return inst, None
+    return inst, config_problem
 
 
 def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str | None = None) -> Router | None:

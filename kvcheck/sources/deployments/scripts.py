@@ -75,8 +75,9 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
                 )
                 if problem:
                     dep.problems.append(problem)
-                elif inst is None:
-                    non_pd.append(Location(file, launch.line))
+                if inst is None:
+                    if problem is None:
+                        non_pd.append(Location(file, launch.line))
                 else:
                     inst.name = f"{inst.role}@{path.name}:{launch.line}"
                     _expand_ranks(inst)

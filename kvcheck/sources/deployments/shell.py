@@ -36,6 +36,7 @@ class Word:
     unresolved: list[str] = field(default_factory=list)
     quoted: bool = False
     single_quoted_only: bool = False
+    file: str | None = None  # set when the word comes from another file (a --config YAML)
 
 
 def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
@@ -65,7 +66,7 @@ def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
 
 
 _OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
-_REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<|<&|<>|>\||>|<|&>>|&>)")
+_REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
 
 
 class Lexer:
@@ -85,6 +86,8 @@ class Lexer:
         that ended it (``"\\n"``, ``"&&"``, ``"&"``, ``"|"``... or ``""`` at the end)."""
         words: list[Word] = []
         skip_next = False
+        heredoc = False
+        pending: list[tuple[str, bool]] = []  # here-document delimiters, strip tabs
         while True:
             tok = self._next()
             if tok is None:
@@ -93,6 +96,9 @@ class Lexer:
                 return
             kind, val = tok
             if kind == "op":
+                if val == "\n" and pending:
+                    self._skip_heredocs(pending)
+                    pending = []
                 if val in ("{", "}"):
                     continue
                 if words:
@@ -100,13 +106,31 @@ class Lexer:
                 words = []
                 continue
             if kind == "redir":
-                # "> log", ">> log", "< in", "&> log": the target word is not an argument
+                # "> log", ">> log", "< in", "&> log": the target word is not an argument;
+                # "<<EOF": the lines up to EOF are data, not commands
                 skip_next = True
+                heredoc = val in ("<<", "<<-")
+                strip = val == "<<-"
                 continue
             if skip_next:
                 skip_next = False
+                if heredoc:
+                    pending.append((val.text, strip))
+                    heredoc = False
                 continue
             words.append(val)
+
+    def _skip_heredocs(self, pending: list[tuple[str, bool]]) -> None:
+        """Skip the bodies of here-documents that start on the next line."""
+        for delim, strip in pending:
+            while self.i < self.n:
+                end = self.s.find("\n", self.i)
+                end = self.n if end < 0 else end
+                line = self.s[self.i:end]
+                self.i = min(end + 1, self.n)
+                self.line += 1
+                if (line.lstrip("\t") if strip else line) == delim:
+                    break
 
     # -- lexer ---------------------------------------------------------------------
     def _next(self) -> tuple[str, object] | None:
