@@ -23,6 +23,7 @@ rules through kvcheck's flag table), never from a name.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -208,6 +209,7 @@ def handle_assignments(words: list[Word], scope: Scope, file: str) -> bool:
 # -- options ---------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1)
 def _table():
     from kvcheck.sglang.flags import FlagTable
 
@@ -217,7 +219,11 @@ def _table():
 def resolve_option(token: str):
     """The SGLang ``Flag`` a ``--option`` (or ``--option=value``) token means under
     argparse's prefix rules, or None when SGLang has no such (unique) option."""
-    name = token.split("=", 1)[0]
+    return _resolve_name(token.split("=", 1)[0])
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolve_name(name: str):
     try:
         return _table().resolve(name, underscores=False)
     except InputError:
