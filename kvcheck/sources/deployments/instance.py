@@ -103,7 +103,14 @@ class RouterPrefill:
 
 @dataclass
 class Router:
-    """An ``sglang_router.launch_router --pd-disaggregation`` line (or its manifest)."""
+    """An ``sglang_router.launch_router --pd-disaggregation`` line (or its manifest).
+
+    ``prefills``/``decodes``: the URLs as written (``--prefill URL [BOOTSTRAP_PORT]``);
+    ``service_discovery``: ``--service-discovery`` (the router finds pods by label, so
+    there are no URLs); ``argv``: the router's args; ``decode_instances``: for each
+    decode URL, the name of the decode ``Instance`` it points at, or None (see
+    ``RouterPrefill.instance``); ``name``: the workload or ``router@file:line``;
+    ``image``: the router's container image when known."""
 
     location: Location
     prefills: list[RouterPrefill] = field(default_factory=list)

@@ -13,7 +13,10 @@ Programs recognised:
   first (``parse_known_args`` in ``components/src/dynamo/sglang/args.py``) and hands
   the rest to SGLang's ``ServerArgs``; the flags of Dynamo's runtime and SGLang groups
   (``DYNAMO_FLAGS``, from ``runtime_args.py`` / ``backend_args.py``) go to
-  ``Instance.launcher_args``, anything else stays in ``argv`` for SGLang's own checks;
+  ``Instance.launcher_args``, anything else stays in ``argv`` for SGLang's own checks.
+  Note: when ``--disaggregation-bootstrap-port`` is not given, Dynamo's worker reserves
+  a free port itself (``_reserve_disaggregation_bootstrap_port`` in ``args.py``), so
+  SGLang's default 8998 does not apply to a ``dynamo.sglang`` prefill;
 * ``python -m sglang_router.launch_router`` (and the older
   ``sglang.srt.disaggregation.mini_lb`` / ``launch_lb``): the PD router.
 
