@@ -237,3 +237,13 @@ def test_published_deployments_read_unchanged(case):
         for i in inst:
             v = next(i.argv[k + 1] for k, t in enumerate(i.argv) if t in ("--tp", "--tp-size", "--tensor-parallel-size"))
             assert v == tp.group(1)
+
+
+def test_docker_compose_services():
+    dep = one("compose.yaml")
+    (p,), (d,) = by_role(dep, "prefill"), by_role(dep, "decode")
+    assert (p.kind, p.image, p.gpus, p.host_network, p.env) == ("compose", "lmsysorg/sglang:v0.5.23", 2, True, {"NCCL_IB_DISABLE": "0"})
+    assert p.argv[:2] == ["--model-path", "Qwen/Qwen3-8B"]  # ${MODEL:-...} default
+    assert d.env == {"UCX_TLS": "rc,cuda_copy"} and d.arg_locations["--base-gpu-id"].line == 23
+    (r,) = dep.routers
+    assert r.prefills[0].instance == p.name and r.decode_instances == [d.name]

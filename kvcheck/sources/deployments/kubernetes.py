@@ -326,7 +326,7 @@ def _groups(obj: Any, file: str) -> list[Group]:
             for v in node:
                 visit(v, reps, path)
 
-    visit(spec, 1, "")
+    visit(spec if spec else obj, 1, "")
     return out
 
 

@@ -4,6 +4,8 @@ Formats (decided from the content, never the extension):
 
 * YAML whose documents are Kubernetes objects (``kind`` + ``apiVersion``, or a ``List``)
   -> ``kvcheck.sources.deployments.kubernetes``;
+* a Docker Compose file (``services.<name>.command``) -> ``compose``;
+* other YAML holding pod specs (Helm values: ``containers`` lists) -> ``kubernetes``;
 * YAML that is an srt-slurm recipe (``backend.sglang_config`` / ``backend.type: sglang``,
   ``resources`` + ``model``, or ``base`` + ``override_*``)
   -> ``kvcheck.sources.deployments.srtslurm`` (one ``Deployment`` per variant);
@@ -53,7 +55,7 @@ def read_text(path: Path) -> str:
 
 def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = True) -> list[Deployment]:
     """One file -> its deployments (several for a recipe with sweeps/overrides)."""
-    from kvcheck.sources.deployments import kubernetes, scripts, srtslurm
+    from kvcheck.sources.deployments import compose, kubernetes, scripts, srtslurm
 
     text = read_text(path)
     file = str(path)
@@ -77,6 +79,14 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
             return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
         if len(docs) == 1 and srtslurm.is_recipe(docs[0]):
             return srtslurm.read_recipe(path, docs[0], env)
+        if len(docs) == 1 and compose.is_compose(docs[0]):
+            return [compose.read_compose(path, docs[0], env, use_os_environ=use_os_environ)]
+        if has_launch:
+            # Helm values and other YAML holding pod specs ("containers" lists)
+            try:
+                return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
+            except InputError:
+                pass
         if not has_launch:
             raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
     dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
