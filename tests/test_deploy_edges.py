@@ -189,3 +189,14 @@ def test_config_file_beside_the_script_is_merged(tmp_path):
     assert i.arg_locations["--tp-size"] == type(i.location)(str(tmp_path / "prefill.yaml"), 2)
     (prob,) = dep.problems
     assert prob.id == "config-not-read" and prob.location.line == 5
+
+
+def test_mini_lb_bootstrap_ports(tmp_path):
+    p = write(tmp_path, "lb.sh", """
+        python -m sglang.launch_server --model-path m --disaggregation-mode prefill --port 30000 --disaggregation-bootstrap-port 9000
+        python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
+        python -m sglang.srt.disaggregation.mini_lb --prefill http://127.0.0.1:30000 --prefill-bootstrap-ports 9000 --decode http://127.0.0.1:30001
+        """)
+    (dep,) = read_deployments([p], env={})
+    (r,) = dep.routers
+    assert [(x.bootstrap_port, x.instance) for x in r.prefills] == [(9000, "prefill@lb.sh:1")]

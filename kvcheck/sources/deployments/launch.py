@@ -434,6 +434,7 @@ def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str 
     if not pd:
         return None
     router = Router(location=Location(file, launch.line), argv=argv, name=name, image=image or launch.image)
+    mini_ports: list[str] = []
     k = 0
     while k < len(argv):
         tok = argv[k]
@@ -463,9 +464,21 @@ def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str 
                 k += 1
             router.decodes.extend(vals)
             continue
+        if opt == "--prefill-bootstrap-ports":
+            # the older mini load balancer: one port per --prefill URL, in order
+            k += 1
+            vals = [val] if eq else []
+            while not eq and k < len(argv) and not argv[k].startswith("--"):
+                vals.append(argv[k])
+                k += 1
+            mini_ports.extend(vals)
+            continue
         if opt == "--service-discovery":
             router.service_discovery = True
         k += 1
+    for p, port in zip(router.prefills, mini_ports):
+        if p.bootstrap_port is None and port.isdigit():
+            p.bootstrap_port = int(port)
     return router
 
 
