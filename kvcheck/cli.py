@@ -268,20 +268,32 @@ def explain(
     if message is not None and log is not None:
         raise KvcheckError("give a MESSAGE or --log FILE, not both")
     if message is not None:
-        text, source = message, "message"
-    elif log is not None:
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=str(log)) from exc
-        source = f"log {log}"
+        if not message.strip():
+            raise KvcheckError("nothing to explain: the message is empty")
+        result = explain_text(message, source="message")
     else:
-        if sys.stdin.isatty():
-            raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
-        text, source = sys.stdin.read(), "log <stdin>"
-    if not text.strip():
-        raise KvcheckError(f"nothing to explain: the {source} is empty")
-    result = explain_text(text, source=source)
+        # A log is streamed line by line (linear time, bounded memory, long lines cut).
+        from kvcheck.explain.matcher import explain_blocks, iter_log_blocks
+
+        if log is not None:
+            try:
+                fh = open(log, "rb")
+            except OSError as exc:
+                raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=str(log)) from exc
+            source = f"log {log}"
+        else:
+            if sys.stdin.isatty():
+                raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
+            fh, source = sys.stdin.buffer, "log <stdin>"
+        try:
+            result = explain_blocks(iter_log_blocks(fh), source=source)
+        except OSError as exc:
+            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=source) from exc
+        finally:
+            if log is not None:
+                fh.close()
+        if result.blank:
+            raise KvcheckError(f"nothing to explain: the {source} is empty")
     if prefill is not None:
         from kvcheck.preflight import run_preflight
         from kvcheck.sources import load_side
