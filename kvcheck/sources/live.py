@@ -81,6 +81,9 @@ MODEL_INFO_KEYS = ("model_path", "served_model_name", "architectures", "model_ty
 SERVER_EXTRA_KEYS = ("enable_cp_tp_group_sharing", "version", "frontend")
 
 
+NOT_FOUND = object()  # what ``_Client.get_json`` returns for an allowed 404 (a JSON ``null`` is None)
+
+
 class LiveSourceError(UnreachableError):
     """A live source (server or bootstrap server) gave no usable answer in time: exit 3.
 
@@ -296,7 +299,7 @@ class _Client:
         return bytes(out)
 
     def get_json(self, path: str, *, params: dict[str, str] | None = None, allow_404: bool = False, what: str = "") -> Any:
-        """GET ``path``; the decoded JSON, or ``None`` on 404 when ``allow_404``.
+        """GET ``path``; the decoded JSON, or ``NOT_FOUND`` on 404 when ``allow_404``.
 
         Streams the response under the source's one deadline (checked per chunk; a
         watchdog in ``capture`` cuts requests stuck before the first chunk) and the
@@ -318,7 +321,7 @@ class _Client:
                         body = self._read_body(resp, shown)
                         return self._decode(body, resp.headers.get("content-type", "no content-type"), shown)
                     if status == 404 and allow_404:
-                        return None
+                        return NOT_FOUND
                     if status in (401, 403):
                         hint = (
                             f"no API key was given: pass --api-key or set {API_KEY_ENV}"
@@ -431,7 +434,7 @@ def fetch_server_info(client: _Client) -> tuple[dict[str, Any], str]:
     """
     for path in ("/server_info", "/get_server_info"):
         data = client.get_json(path, allow_404=True, what="server_info")
-        if data is None:
+        if data is NOT_FOUND:
             continue
         if not isinstance(data, dict) or not ("model_path" in data or "version" in data):
             kind = type(data).__name__
@@ -687,12 +690,17 @@ def _require_model(args: dict[str, Any], model_info: dict[str, Any], origin: str
     """Say clearly when the served model's config.json cannot be read from here."""
     if model_config is not None:
         return
+    from kvcheck.sources.limits import clip
+
     mp = args.get("model_path")
-    if mp and Path(os.path.expanduser(str(mp))).exists():
-        return
-    arch = ", ".join(model_info.get("architectures") or []) or "unknown architecture"
+    try:
+        if mp and Path(os.path.expanduser(str(mp))).exists():
+            return
+    except (OSError, ValueError):  # a name too long for the file system, a NUL
+        pass
+    arch = clip(", ".join(str(a) for a in model_info.get("architectures") or []) or "unknown architecture")
     raise InputError(
-        f"the server serves model_path {mp!r} ({arch}), which is not readable from where kvcheck runs, so there is no "
+        f"the server serves model_path {clip(repr(mp))} ({arch}), which is not readable from where kvcheck runs, so there is no "
         "model config.json to read: pass --model-config FILE (or --prefill-model-config/--decode-model-config) with that "
         "model's config.json, or mount the model at the same path",
         source=origin,
