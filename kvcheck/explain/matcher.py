@@ -188,7 +188,7 @@ def iter_log_blocks(stream: BinaryIO, *, block: int = _BLOCK) -> Iterator[list[s
 def _lines_of(data: bytes, byte_limit: int, char_limit: int) -> list[str]:
     text = data.decode("utf-8", "replace")
     if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        text = text.replace("\r\n", "\n").removesuffix("\r").replace("\r", "\n")
     lines = text.split("\n")
     if max(map(len, lines)) > char_limit:
         lines = [ln[:char_limit] for ln in lines]

@@ -108,7 +108,7 @@ class PipeSafeConsole(Console):
     """A rich ``Console`` that goes quiet when its reader closes the pipe (``| head``),
     instead of rich's default ``SystemExit(1)``: the exit status stays the verdict's.
 
-    Written to a pipe or a file (not a terminal, no ``COLUMNS``), lines are neither
+    Written to a pipe or a file (not a terminal, whatever ``COLUMNS`` says), lines are neither
     wrapped at rich's default 80 columns nor cut: ``width`` defaults to ``PIPE_WIDTH``
     and ``soft_wrap`` to true, so paths and messages arrive whole for ``grep``/CI logs.
     """
@@ -121,7 +121,7 @@ class PipeSafeConsole(Console):
             tty = file.isatty()
         except (AttributeError, ValueError):
             tty = False
-        if not tty and "width" not in kwargs and not os.environ.get("COLUMNS"):
+        if not tty and "width" not in kwargs:  # COLUMNS is for terminals (test runners export 80)
             kwargs["width"] = self.PIPE_WIDTH
             kwargs.setdefault("soft_wrap", True)
         super().__init__(*args, **kwargs)
