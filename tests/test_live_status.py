@@ -15,7 +15,7 @@ DECODE = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "n
 
 def _preflight(tmp_path, prefill: str, *extra: str):
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    return run_cli("preflight", "--prefill", prefill, "--decode", str(d), "--format", "json", "--deadline", "2", *extra)
+    return run_cli("preflight", "--prefill", prefill, "--decode", str(d), "--format", "json", "--deadline", "20", *extra)
 
 
 @pytest.mark.parametrize(

@@ -67,11 +67,11 @@ def _outputs(tmp_path, srv_url: str) -> list[str]:
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
     outs = []
     for fmt in ("table", "json", "junit", "github"):
-        proc = run_cli("preflight", "--prefill", srv_url, "--decode", str(d), "--format", fmt, "--deadline", "3")
+        proc = run_cli("preflight", "--prefill", srv_url, "--decode", str(d), "--format", fmt, "--deadline", "20")
         assert proc.returncode in (0, 1), proc.stderr
         outs += [proc.stdout, proc.stderr]
     snap = tmp_path / "snap.json"
-    proc = run_cli("snapshot", srv_url, "-o", str(snap), "--deadline", "3")
+    proc = run_cli("snapshot", srv_url, "-o", str(snap), "--deadline", "20")
     assert proc.returncode == 0, proc.stderr
     outs += [proc.stdout, proc.stderr, snap.read_text()]
     proc = run_cli("preflight", "--prefill", str(snap), "--decode", str(d), "--format", "json")
@@ -100,9 +100,9 @@ def test_a_503_body_is_never_printed(tmp_path):
     with LoopbackServer({"/route": Reply(503, body, content_type="text/plain")}) as boot:
         with LoopbackServer({"/server_info": Reply(200, _server_info(boot.port))}) as srv:
             d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-            proc = run_cli("preflight", "--prefill", srv.url, "--decode", str(d), "--deadline", "1")
+            proc = run_cli("preflight", "--prefill", srv.url, "--decode", str(d), "--deadline", "4")
             snap = tmp_path / "s.json"
-            sproc = run_cli("snapshot", srv.url, "-o", str(snap), "--deadline", "1")
+            sproc = run_cli("snapshot", srv.url, "-o", str(snap), "--deadline", "4")
     assert proc.returncode == 3 and sproc.returncode == 0, (proc.stderr, sproc.stderr)
     text = proc.stdout + proc.stderr + sproc.stderr + snap.read_text()
     assert "503" in proc.stderr

@@ -86,6 +86,7 @@ class Explanation(BaseModel):
 
 _MIN_PARTIAL = 24  # characters of literal text needed for a partial recognition
 _MAX_PARTIAL_LINES = 50  # partial recognition is for pasted messages, not whole logs
+_MAX_HIT_TEXT = 2000  # characters of a hit's text and values kept for the report
 _WRAP = 3  # lines before and after a line that a wrapped message may span
 _ANCHOR_LEN = 24  # characters of a literal stretch searched as a substring
 
@@ -355,6 +356,9 @@ def _record(hits: dict[str, Hit], entry: Entry, lineno: int, text: str, values: 
     """Count one occurrence of ``entry`` found on lines ``lineno``..``last`` (default: one line)."""
     hit = hits.get(entry.id)
     if hit is None:
+        if len(text) > _MAX_HIT_TEXT:  # a message whose trailing field took a whole cut line
+            text = text[: _MAX_HIT_TEXT - 1] + "…"
+        values = {k: (v if len(v) <= _MAX_HIT_TEXT else v[: _MAX_HIT_TEXT - 1] + "…") for k, v in values.items()}
         hit = hits[entry.id] = Hit(entry_id=entry.id, match=match, first_line=lineno, text=text, values=values)
     hit.count += 1
     hit.first_line = min(hit.first_line, lineno)

@@ -805,11 +805,14 @@ def live_findings(side: Side) -> list[dict[str, str]]:
                     continue
                 differs = str(got) != str(want) if key == "kv_cache_dtype" else got != want
                 if differs:
+                    from kvcheck.sources.limits import clip
+
+                    got_r, want_r = clip(repr(got)), clip(repr(want))  # echoed values: never a 10 MB line
                     if key == "prefill_http_port":
                         what = f"the bootstrap server at {live.get('route_url')} was registered by a prefill with HTTP port {got}, not by this server (port {want}): it belongs to another prefill"
                     else:
                         what = (
-                            f"the bootstrap server at {live.get('route_url')} reports {key}={got!r}, /server_info of {where} says {want!r}; "
+                            f"the bootstrap server at {live.get('route_url')} reports {key}={got_r}, /server_info of {where} says {want_r}; "
                             "kvcheck's plan used /server_info, the decode will use the bootstrap server's value"
                         )
                     out.append(_finding("live-route", "error", what, ROUTE_FIX))
