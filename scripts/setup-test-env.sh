@@ -28,27 +28,24 @@ if ! command -v etcd >/dev/null 2>&1; then
 fi
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x .venv/bin/python ]; then
-  .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || .venv/bin/python -m pip install -q -e .
   echo "== test environment up to date ($(du -sh .venv | cut -f1))"
   exit 0
 fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
-echo "== installing kvcheck and test tools"
-"${PIP[@]}" -e '.[test]'
-echo "== installing torch 2.13.0 (CPU build)"
+# One resolver pass for everything with dependencies, one for the --no-deps packages;
+# --no-compile: byte-code is written on first import, only for what the tests import
+# (compiling all of torch, triton, transformers and SGLang up front costs minutes).
+PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check --no-compile)
 if ls /opt/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
-  "${PIP[@]}" /opt/wheels/torch-2.13.0+cpu-*.whl
+  TORCH=(/opt/wheels/torch-2.13.0+cpu-*.whl)
 else
-  "${PIP[@]}" torch==2.13.0 --index-url "$TORCH_CPU_INDEX" --extra-index-url https://pypi.org/simple
+  TORCH=(torch==2.13.0 --extra-index-url "$TORCH_CPU_INDEX")
 fi
-echo "== installing what SGLang 0.5.23's decision code imports on CPU, then SGLang (--no-deps)"
-"${PIP[@]}" -r requirements/runtime.txt
-"${PIP[@]}" --no-deps sglang==0.5.23
-echo "== installing NIXL (nixl-cu12 1.5.1, --no-deps)"
-"${PIP[@]}" -r requirements/nixl.txt
-"${PIP[@]}" --no-deps nixl-cu12==1.5.1
+echo "== installing kvcheck, test tools, torch 2.13.0 (CPU build) and what SGLang's decision code and NIXL import on CPU"
+"${PIP[@]}" -e '.[test]' "${TORCH[@]}" -r requirements/runtime.txt -r requirements/nixl.txt
+echo "== installing SGLang 0.5.23 and NIXL (nixl-cu12 1.5.1), both --no-deps"
+"${PIP[@]}" --no-deps sglang==0.5.23 nixl-cu12==1.5.1
 if .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)"; then :; else
   echo "warning: the installed torch is a CUDA build; the tests only need the CPU one"
 fi

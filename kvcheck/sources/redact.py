@@ -110,7 +110,7 @@ def _is_secret_item(key: Any, value: Any) -> bool:
 # Text patterns whose value is a secret: URL passwords, secret-named flags or keys
 # followed by a value, and HTTP credentials.
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/@\s]+)@")
-_SECRET_FLAG = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+_SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
 _KEY_VALUE = re.compile(r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s"',;&}\]]+)""")
 _HTTP_CREDENTIAL = re.compile(r"\b(?:[Bb]earer|(?i:authorization):\s*(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})")
 
