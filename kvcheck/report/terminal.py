@@ -121,6 +121,9 @@ class PipeSafeConsole(Console):
             tty = file.isatty()
         except (AttributeError, ValueError):
             tty = False
+        # No highlighting: styles inserted inside a value would split a secret value
+        # and hide it from the scrub at the output boundary (kvcheck.cli._ScrubbingStream).
+        kwargs.setdefault("highlight", False)
         if not tty and "width" not in kwargs:  # COLUMNS is for terminals (test runners export 80)
             kwargs["width"] = self.PIPE_WIDTH
             kwargs.setdefault("soft_wrap", True)
