@@ -11,6 +11,7 @@ one byte a second kept ``preflight`` and ``snapshot`` past 150 s.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import subprocess
@@ -144,9 +145,14 @@ def test_a_redirect_loop_is_exit_3_at_once_and_never_followed(tmp_path):
     assert srv.connections == 1
 
 
+@functools.lru_cache(maxsize=1)
+def _bomb() -> bytes:
+    # ~64 MiB of JSON in ~64 KiB of gzip: past MAX_INFLATED_BYTES once inflated
+    return gzip.compress(b"[" + b"0," * (32 * 1024 * 1024) + b"0]", compresslevel=9)
+
+
 def gzip_bomb(srv, conn):
-    # ~64 MiB of zeros in ~64 KiB of gzip: past MAX_INFLATED_BYTES once inflated
-    body = gzip.compress(b"[" + b"0," * (32 * 1024 * 1024) + b"0]", compresslevel=9)
+    body = _bomb()
     conn.sendall(_head(length=len(body), extra="Content-Encoding: gzip\r\n") + body)
 
 
@@ -163,6 +169,7 @@ def endless_chunked(srv, conn):
     ids=["gzip-bomb", "endless-chunked"],
 )
 def test_bodies_are_capped_on_the_wire_and_once_inflated(tmp_path, behaviour, says):
+    _bomb()  # made before the server starts, not while kvcheck waits
     with RawServer(behaviour) as srv:
         proc, _, rss = _preflight(tmp_path, srv.url)
     assert proc.returncode == 3, proc.stderr

@@ -240,7 +240,7 @@ class _Client:
         self.state["doing"] = f"{doing} GET {shown}"
         if self.deadline.expired() or self.state.get("cancelled"):
             raise LiveSourceError(
-                f"could not read the live source {shown} within the {self.deadline.seconds:g} s deadline: still {doing} when it passed "
+                f"could not read the live source within the {self.deadline.seconds:g} s deadline: still {doing} GET {shown} when it passed "
                 "(a server that stalls or sends its answer too slowly); raise --deadline if it is only slow",
                 url=self.shown,
             )
@@ -287,7 +287,8 @@ class _Client:
                     raise too_big("once inflated", MAX_INFLATED_BYTES)
                 data = inflater.unconsumed_tail
 
-        for chunk in _raw_chunks(resp, 65536):
+        self._check(shown, "receiving the body of")
+        for chunk in _raw_chunks(resp, None):  # each network read as it arrives (<= 64 KiB)
             self._check(shown, "receiving the body of")
             raw += len(chunk)
             if raw > MAX_BODY_BYTES:
@@ -314,6 +315,7 @@ class _Client:
         while True:
             attempts += 1
             self._check(shown, "connecting for")
+            self.state["doing"] = f"connecting or waiting for the answer headers of GET {shown}"
             try:
                 with self.http.stream("GET", url, params=params, timeout=self._timeout()) as resp:
                     status = resp.status_code
@@ -351,7 +353,7 @@ class _Client:
         shown (it could echo anything); at most 4 KiB of it is read."""
         data = b""
         try:
-            for chunk in _raw_chunks(resp, 4096):
+            for chunk in _raw_chunks(resp, None):
                 data += chunk
                 if len(data) >= 4096 or self.deadline.expired():
                     break
@@ -403,7 +405,7 @@ class _Client:
         return data
 
 
-def _raw_chunks(resp: httpx.Response, size: int) -> Any:
+def _raw_chunks(resp: httpx.Response, size: int | None) -> Any:
     """The raw body in chunks; a response whose body the transport already read (an
     ``httpx.MockTransport`` in tests) gives it in one piece."""
     if resp.is_stream_consumed:
