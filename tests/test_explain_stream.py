@@ -5,12 +5,12 @@ finish in 90 s). Throughput is measured in benchmarks/bench_explain.py, not here
 from __future__ import annotations
 
 import io
-import resource
 import subprocess
 import sys
 
 import pytest
 from helpers import REPO
+from measure import run_measured
 
 from kvcheck.explain import explain_text, load_catalog
 from kvcheck.explain import matcher
@@ -78,8 +78,7 @@ def test_a_50_mb_single_line_log_runs_in_bounded_memory(tmp_path):
         chunk = b"y" * (1 << 20)
         for _ in range(50):
             fh.write(chunk)
-    proc = subprocess.run([sys.executable, "-m", "kvcheck", "explain", "--log", str(log), "--format", "json"], capture_output=True, text=True, cwd=REPO, timeout=300)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    proc, _, rss = run_measured("explain", "--log", str(log), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert '"region-count"' in proc.stdout
     assert rss < 200, rss  # MB: a block and a cut line, not the 50 MB line

@@ -7,13 +7,11 @@ per field (from released models) or an unknown dtype name, each exit 2 naming th
 from __future__ import annotations
 
 import json
-import os
-import resource
 import subprocess
-import sys
 
 import pytest
 from helpers import MODELS, REPO, model_dir, write_config
+from measure import run_measured
 
 from kvcheck.errors import InputError
 from kvcheck.sglang.model import _text_config, parse_model_config
@@ -24,10 +22,8 @@ DECODE = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "n
 
 def _run(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     """The CLI in a fresh process; (result, its peak RSS in MB)."""
-    proc = subprocess.Popen([sys.executable, "-m", "kvcheck", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    out, err = proc.communicate(timeout=120)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), rss
+    proc, _, rss = run_measured(*args, timeout=120)
+    return proc, rss
 
 
 BOMB = "\n".join(

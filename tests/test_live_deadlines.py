@@ -15,12 +15,12 @@ import functools
 import gzip
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 from helpers import REPO, model_dir, write_config
 from live_http import LoopbackServer, RawServer, Reply, trickle
+from measure import run_measured
 
 from kvcheck.sources.live import LiveSourceError, capture
 from kvcheck.sources.limits import MAX_BODY_BYTES, MAX_INFLATED_BYTES
@@ -31,18 +31,7 @@ DECODE = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "n
 
 def _run(*args: str) -> tuple[subprocess.CompletedProcess, float, float]:
     """``python -m kvcheck ARGS`` in a fresh process: (result, wall seconds, peak RSS MB)."""
-    start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "kvcheck", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    took = time.monotonic() - start
-    import resource
-
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), took, rss
+    return run_measured(*args, timeout=120)
 
 
 @pytest.fixture(scope="module")
