@@ -21,7 +21,7 @@ app = typer.Typer(
         "Will your prefill and decode servers move KV cache over NIXL? kvcheck answers in "
         "milliseconds, before anything starts, with SGLang 0.5.23's own decision logic.\n\n"
         "Exit status: 0 pass (warnings allowed), 1 fail, 2 bad input or usage, 3 a live source "
-        "could not be reached in time."
+        "could not be reached in time, 4 unchecked (kvcheck could not decide)."
     ),
     no_args_is_help=True,
     add_completion=False,
