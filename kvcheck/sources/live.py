@@ -24,11 +24,18 @@ What kvcheck reads from a running SGLang 0.5.23 server, over HTTP(S), with GET o
 kvcheck never sends ``PUT /route``, ``POST /register_dp_rank`` or any other write.
 The only read-only POST the bootstrap server has (``/query_dp_ranks``) is not needed.
 
-Timing: every request has a connect timeout (``connect_timeout``, seconds) and a read
-timeout, both capped by what is left of the per-source ``deadline`` (seconds, counted
-from the first request to that server; the bootstrap server shares its prefill's
-deadline). Connection errors, 502/503/504 are retried (0.2 s growing to 1 s apart) until
-the deadline.
+Timing: one overall ``deadline`` (seconds) per live source, counted from its first
+request and shared by all its requests (``/server_info``, ``/model_info``, and its
+bootstrap server's ``/route``). It holds whatever the server does: bodies are streamed and
+the deadline is checked at every chunk (a body trickled one byte a second), retries of
+connection errors and 502/503/504 (0.2 s growing to 1 s apart) stop at it, redirects are
+never followed, and the whole capture runs in a worker thread that ``capture`` abandons at
+the deadline + ``WATCHDOG_GRACE`` (headers trickled one byte at a time, a stalled TLS
+handshake). Every connect also has ``connect_timeout``.
+
+Limits (``kvcheck.sources.limits``): at most ``MAX_BODY_BYTES`` are read from the wire and
+``MAX_INFLATED_BYTES`` after gzip/deflate (inflated incrementally, so a bomb never fills
+memory; other encodings are refused), JSON nested deeper than ``MAX_DEPTH`` is refused.
 
 Exit statuses (``kvcheck.errors``), and what raises them here:
 
@@ -36,15 +43,17 @@ Exit statuses (``kvcheck.errors``), and what raises them here:
   answer in time: connection refused/reset, DNS failure, connect or read timeout,
   502/503/504 until the deadline (a ``/route`` 503 is reported as "prefill not fully
   registered" with the bootstrap server's own text), any other unexpected status, a
-  body that is not JSON (malformed) or not an object, or JSON that is not SGLang's.
+  body that is not JSON (malformed, invalid UTF-8, nested too deep, ``null``) or not an
+  object, a body past the size limits, or JSON that is not SGLang's.
   Retrying later (a Kubernetes Job's backoff) may help.
 * 2 (``InputError``): the invocation is wrong and retrying will not help: a bad URL, a
   401/403 (no ``--api-key``/``KVCHECK_API_KEY``, or a refused one), the served model's
   ``config.json`` not readable here without ``--model-config``, a broken snapshot file.
 
-Response bodies are never echoed, except the first 200 characters of a 502/503/504 body
-(the bootstrap server's "Prefill server not fully registered yet (N workers registered)."),
-scrubbed of secrets.
+Response bodies are never echoed: of a 502/503/504 body only the worker count of the
+bootstrap server's own "Prefill server not fully registered yet (N workers registered)."
+is reported. Every secret value found in any answer is redacted and registered
+process-wide (``kvcheck.sources.redact``), so no output repeats it.
 """
 
 from __future__ import annotations
