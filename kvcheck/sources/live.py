@@ -358,7 +358,8 @@ class _Client:
 
     def _known_body(self, resp: httpx.Response, shown: str) -> str:
         """What a 5xx body says, only when it is the bootstrap server's own "not fully
-        registered yet (N workers registered)" text: the count. Any other body is never
+        registered yet (N workers registered)" text (``_handle_route_get`` of SGLang
+        0.5.23's bootstrap server, ``disaggregation/common/conn.py``): the count. Any other body is never
         shown (it could echo anything); at most 4 KiB of it is read."""
         data = b""
         try:
