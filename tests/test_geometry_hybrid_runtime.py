@@ -494,3 +494,17 @@ def test_minimax_sparse_index_value_layers_are_refused(runtime, model_dirs):
         setup_state_kv_args(KVArgs(), _runtime_pool(sa), None, 6)
     geo = derive_geometry(_side(model_dirs, "minimax-m3-iv", "decode", {"tp_size": 2}))
     assert geo.pool == "not_modeled" and "index value" in geo.not_modeled_reason
+
+
+@pytest.mark.parametrize("dtype", [None, "float32", "bfloat16", "float16"])
+def test_model_dtype_under_auto_agrees(tmp_path, dtype):
+    """_get_and_verify_dtype: a float32 or missing config dtype runs as float16 under
+    --dtype auto; kvcheck sizes the KV with the same dtype."""
+    from sglang.srt.configs.model_config import ModelConfig
+
+    cfg = {k: v for k, v in CONFIGS["llama"].items() if k != "torch_dtype"}
+    if dtype:
+        cfg["torch_dtype"] = dtype
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    rt = ModelConfig(str(tmp_path))
+    assert str(rt.dtype).removeprefix("torch.") == parse_model_config(cfg).torch_dtype

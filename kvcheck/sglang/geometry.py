@@ -29,7 +29,10 @@ KV_DTYPE_BYTES = {
     "fp8_e5m2": 1,
     "mxfp8": 1,
 }
-MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+MODEL_DTYPE_BYTES = {
+    "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1, "float8_e4m3fnuz": 1,
+    "float8_e5m2": 1, "float8_e5m2fnuz": 1, "int8": 1, "uint8": 1,
+}
 
 # DSA (DeepSeek V3.2 / GLM-5) FP8 KV rows (``calculate_mla_kv_cache_dim``, 0.5.23) come in
 # two layouts, chosen by the DSA backend of the side's own role (--dsa-prefill-backend on a

@@ -125,6 +125,10 @@ MODEL_DTYPES = {
     "bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
     "float": "float32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32",
 }
+# Every torch dtype name a config may carry (kvcheck.sources.limits.MODEL_DTYPES).
+MODEL_DTYPES_ACCEPTED = frozenset(MODEL_DTYPES) | {
+    "float64", "double", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int8", "uint8", "auto",
+}
 # Mamba SSM state dtypes (``mamba2_state_dtype``): unknown values fall back to float32.
 MAMBA_STATE_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -318,14 +322,24 @@ def apply_model_override_args(raw: Any, overrides: Any, source: str = "--json-mo
 
 
 def _dtype(cfg: dict[str, Any], source: str) -> str:
-    value = cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"
-    if not isinstance(value, str) or value.removeprefix("torch.") not in MODEL_DTYPES:
+    """The model dtype SGLang runs under ``--dtype auto`` (``_get_and_verify_dtype``,
+    configs/model_config.py 0.5.23): the config's ``dtype``/``torch_dtype``; a float32
+    or missing one is downcast to float16 (bfloat16 for Gemma model types).
+    Raises ``InputError`` naming ``torch_dtype`` for a name that is not a torch dtype."""
+    value = cfg.get("dtype") or cfg.get("torch_dtype")
+    if value is None:
+        name = "float32"
+    elif not isinstance(value, str) or value.removeprefix("torch.") not in MODEL_DTYPES_ACCEPTED:
         raise InputError(
-            f"config.json 'torch_dtype' must be one of {', '.join(sorted(MODEL_DTYPES))} (got {value!r})",
+            f"config.json 'torch_dtype' must be one of {', '.join(sorted(MODEL_DTYPES_ACCEPTED))} (got {value!r})",
             source=source,
             field="torch_dtype",
         )
-    return MODEL_DTYPES[value.removeprefix("torch.")]
+    else:
+        name = MODEL_DTYPES.get(value.removeprefix("torch."), value.removeprefix("torch."))
+    if name in ("float32", "float64", "auto"):
+        return "bfloat16" if str(cfg.get("model_type") or "").startswith("gemma") else "float16"
+    return name
 
 
 def _layer_types(cfg: dict[str, Any], key: str, layers: int, source: str) -> list[str]:
@@ -478,6 +492,10 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         raise InputError("config.json must hold a JSON object", source=source)
     raw = apply_model_override_args(raw, override_args)
     cfg = _text_config(raw)
+    # Plausible ranges per field and a known dtype name (kvcheck.sources.limits).
+    from kvcheck.sources.limits import check_model_config
+
+    check_model_config(cfg, source)
     archs = cfg.get("architectures")
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
         raise InputError("config.json needs a non-empty 'architectures' list", source=source, field="architectures")
