@@ -399,3 +399,17 @@ def test_model_config_agrees(model):
         assert rt.get_total_num_kv_heads() == ours.num_key_value_heads
         assert rt.head_dim == ours.head_dim
         assert rt.v_head_dim == ours.v_head_dim
+
+
+@pytest.mark.parametrize("gpu,name", [(HOPPER, "h100"), (BLACKWELL, "b200")], ids=["hopper", "blackwell"])
+@pytest.mark.parametrize("kv", ["auto", "bf16", "fp8_e4m3"])
+def test_dsa_kv_cache_dtype_str_per_gpu(runtime, gpu, name, kv):
+    """_dsa_kv_cache_dtype_default rewrites the flag (auto -> bfloat16 on Hopper, fp8_e4m3
+    on Blackwell; bf16 -> bfloat16): the string the peers compare and the row width follow."""
+    flags = dict(tp_size=8, kv_cache_dtype=kv, page_size=64)
+    sa = runtime("deepseek-v3.2", "decode", flags, gpu=gpu)
+    side = _side("deepseek-v3.2", "decode", flags).model_copy(update={"gpu": name, "gpu_source": "--gpu"})
+    geo = derive_geometry(side)
+    assert geo.kv_cache_dtype_str == _resolved(sa, "kv_cache_dtype")
+    items, _ = _registered(sa, role="decode")
+    assert geo.item_lens == items

@@ -101,6 +101,8 @@ class SideGeometry(BaseModel):
     page_size_pinned: bool
     kv_cache_dtype: str
     bytes_per_element: int
+    # model_runner.kv_cache_dtype_str (what the peers compare), see kv_cache_dtype_str().
+    kv_cache_dtype_str: str | None = None
     regions: list[Region] = Field(default_factory=list)
     num_draft_regions: int = 0
     stage_layers: list[tuple[int, int]] = Field(default_factory=list)
@@ -342,6 +344,31 @@ def resolve_page_size(side: Side, model: ModelConfig) -> tuple[int, bool, str | 
 FP4_KV_DTYPES = frozenset({"nvfp4", "fp4_mx_block16"})
 
 
+def resolved_kv_cache_dtype_flag(side: Side) -> str:
+    """``--kv-cache-dtype`` after the start-up passes (0.5.23): on a DeepSeek DSA target
+    ``_dsa_kv_cache_dtype_default`` turns ``auto`` into fp8_e4m3 on SM >= 10 and
+    bfloat16 below, and spells ``bf16`` as ``bfloat16``. Other flags are kept."""
+    flag = side.args.kv_cache_dtype
+    if side.model.dsa:
+        if flag == "auto":
+            gpu, _ = side_gpu(side)
+            return "fp8_e4m3" if gpu.capability[0] >= 10 else "bfloat16"
+        if flag == "bf16":
+            return "bfloat16"
+    return flag
+
+
+def kv_cache_dtype_str(side: Side) -> str:
+    """``model_runner.kv_cache_dtype_str`` of the target, which ``_init_kv_manager``
+    reports to the peer (``kv_args.kv_cache_dtype_str``): ``configure_kv_cache_dtype``'s
+    resolved string (``auto`` on a checkpoint with an FP8 KV quant config ->
+    fp8_e4m3), else the resolved server flag (``resolved_kv_cache_dtype_flag``)."""
+    flag = resolved_kv_cache_dtype_flag(side)
+    if flag == "auto" and (side.model.kv_cache_quant_algo or "").upper() == "FP8":
+        return "fp8_e4m3"
+    return flag
+
+
 def kv_dtype_bytes(side: Side, model: ModelConfig, *, draft: bool = False) -> tuple[str, int]:
     """(resolved kv dtype string, bytes per element) as ``configure_kv_cache_dtype``
     resolves it after the start-up passes (0.5.23): ``auto`` follows an FP8 KV quant
@@ -353,12 +380,9 @@ def kv_dtype_bytes(side: Side, model: ModelConfig, *, draft: bool = False) -> tu
 
     Raises ``InputError`` for a dtype SGLang rejects (``Unsupported kv_cache_dtype``).
     """
-    flag = side.args.kv_cache_dtype
+    flag = resolved_kv_cache_dtype_flag(side)
     if draft and side.args.speculative_draft_kv_cache_dtype:
         flag = side.args.speculative_draft_kv_cache_dtype
-    if flag == "auto" and model.dsa and not draft:
-        gpu, _ = side_gpu(side)
-        flag = "fp8_e4m3" if gpu.capability[0] >= 10 else "bfloat16"
     if flag == "auto":
         if (model.kv_cache_quant_algo or "").upper() == "FP8":
             return "fp8_e4m3", 1
@@ -551,6 +575,7 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
     gpu, gpu_assumed = side_gpu(side)
     notes = [note] if note else []
     base = dict(
+        kv_cache_dtype_str=kv_cache_dtype_str(side),
         role=side.role, attn_tp_size=args.attn_tp_size, pp_size=args.pp_size, page_size=page_size, page_size_pinned=pinned,
         attention_backend=attn_b, prefill_attention_backend=prefill_b, decode_attention_backend=decode_b,
         gpu=gpu.name, gpu_assumed=gpu_assumed,
