@@ -68,8 +68,13 @@ def build_side(
     base: Path | None = None,
     live: dict[str, Any] | None = None,
     gpu: str | None = None,
+    model: ModelConfig | None = None,
+    draft_model: ModelConfig | None = None,
 ) -> Side:
     """Type the args, read the model (and draft model) config, and build a ``Side``.
+
+    ``model``/``draft_model``: an already-resolved config (the cluster pipeline's
+    catalog or Hugging Face cache lookup); when given, no file is read for it.
 
     ``gpu``: the GPU named on the command line (``--gpu``/``--prefill-gpu``...); it wins
     over a ``kvcheck-gpu`` key in the file. Neither -> Hopper, said in ``gpu_source``.
@@ -86,9 +91,9 @@ def build_side(
     else:
         gpu_name, gpu_source = DEFAULT_GPU, "default (Hopper assumed)"
     typed = build_server_args(args, origin)
-    model = resolve_model(typed.model_path, model_config, origin, base=base)
-    draft = None
-    if typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
+    model = model if model is not None else resolve_model(typed.model_path, model_config, origin, base=base)
+    draft = draft_model
+    if draft is None and typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
         if draft_model_config is None and typed.speculative_draft_model_path == typed.model_path:
             draft = None  # the target's own MTP layers
         else:

@@ -1,0 +1,368 @@
+"""Deployments -> instances -> classes -> pairs decided once -> a ``ClusterReport``.
+
+For each ``Deployment`` (``kvcheck.sources.deployments``):
+
+1. every ``Instance`` becomes an ``InstanceResult``: its ``argv`` parsed with SGLang
+   0.5.23's flag table (``kvcheck.sglang.flags``), its release (``--sglang-version``, else
+   the image tag through ``kvcheck.sglang.releases.release_from_image``), its GPU (the
+   ``--gpu`` options, else the manifest's ``gpu_type``), its model config
+   (``kvcheck.sources.models.resolve_model_config``: ``--model-config``, local directory,
+   Hugging Face cache, the shipped catalog) and its findings (``unresolved-variable``,
+   ``unknown-model``, ``unknown-release``, ``unknown-gpu``);
+2. instances whose KV-relevant inputs agree form one class (key: role, model and draft
+   model source, every typed ``ServerArgs`` field, the environment ``build_side`` keeps,
+   GPU, release, ``--load-balance-method``); one ``Side`` is built per class;
+3. every prefill class x decode class pair is decided once with
+   ``kvcheck.preflight.run_preflight`` (so N x M instances cost classes, not instances);
+   a pair where neither side uses NIXL keeps only the backend-independent findings (the
+   decode's bootstrap checks, start-up refusals, model findings) and gets
+   ``backend-not-modeled`` (unchecked): kvcheck models NIXL's transfer decision only;
+4. the cluster-wide checks (``kvcheck.cluster.checks``) run over all instances.
+
+Parsing, model lookup and typing are cached per distinct argv / model name, so a
+deployment of thousands of identical instances costs about as much as its classes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from kvcheck.checks.base import Finding, Severity
+from kvcheck.cluster.model import ClassResult, ClusterReport, DeploymentResult, InstanceResult, Located, PairResult, finding
+from kvcheck.errors import InputError
+from kvcheck.report.model import Report, verdict_of
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location
+
+# Findings the pipeline itself emits (beside the pair checks and kvcheck.cluster.checks).
+PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-release", "unknown-gpu", "backend-not-modeled", "deployment-problem")
+
+# Checks of the pair preflight that are about NIXL's transfer only: dropped for a pair
+# where neither side uses NIXL (kvcheck does not model Mooncake's transfer).
+NIXL_ONLY_CHECKS = ("transfer-decision", "transfer-backend", "nixl-backend", "nixl-backend-params", "item-length-larger", "hisparse-draft-nixl", "hetero-tp-performance")
+
+# An image that names no SGLang release: kvcheck checks with the newest release it
+# models and says so. A warning, not ``unchecked``: the published deployments kvcheck is
+# measured on (Dynamo runtime images, docs blocks without an image) are expected to pass.
+UNKNOWN_RELEASE_SEVERITY = Severity.WARNING
+
+_FLAG_RE = re.compile(r"--[a-z0-9][a-z0-9-]*")
+
+
+@dataclass
+class ClusterOptions:
+    """What the command line adds to the deployments.
+
+    ``model_config``: one config.json for every instance (``--model-config``);
+    ``models_dir``: a Hugging Face cache folder (``--models``); ``sglang_version``: the
+    release every instance runs (overrides image tags); ``gpu``/``prefill_gpu``/
+    ``decode_gpu``: GPU names that override the manifests'; ``kernel``/``ignore``: as for
+    ``run_preflight``; ``allow_unchecked``: exit 0 instead of 4 on ``unchecked``;
+    ``environ``: where ``HF_HOME``/``HF_HUB_CACHE`` are read (default ``os.environ``).
+    """
+
+    model_config: Path | None = None
+    models_dir: Path | None = None
+    sglang_version: str | None = None
+    gpu: str | None = None
+    prefill_gpu: str | None = None
+    decode_gpu: str | None = None
+    kernel: str = "builtin"
+    ignore: tuple[str, ...] = ()
+    allow_unchecked: bool = False
+    environ: Mapping[str, str] | None = None
+
+
+@dataclass
+class _Caches:
+    argv: dict[tuple, Any] = field(default_factory=dict)
+    models: dict[tuple, Any] = field(default_factory=dict)
+    parsed_models: dict[str, Any] = field(default_factory=dict)
+
+
+def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions | None = None, **kwargs: Any) -> ClusterReport:
+    """Check every deployment; see the module docstring.
+
+    ``options`` (or its fields as keyword arguments). Returns a ``ClusterReport``.
+    Raises ``InputError`` (exit 2) when nothing can be checked: no deployment, a
+    deployment without any SGLang server, an instance whose args SGLang would refuse
+    to parse, a model config that is not valid JSON.
+    """
+    opts = options or ClusterOptions(**kwargs)
+    deployments = list(deployments)
+    if not deployments:
+        raise InputError("no deployment was read from the -f files")
+    from kvcheck.cluster.checks import ALL_FINDING_IDS
+
+    own = set(ALL_FINDING_IDS) | set(PIPELINE_FINDING_IDS)
+    pair_ignore = tuple(i for i in opts.ignore if i not in own)
+    caches = _Caches()
+    results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
+    kernel = next((p.report.kernel for r in results for p in r.pairs if p.report is not None), "builtin")
+    return ClusterReport(results, kernel=kernel, allow_unchecked=opts.allow_unchecked)
+
+
+def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
+    from kvcheck.cluster.checks import run_cluster_checks
+
+    if not dep.instances:
+        if dep.problems:
+            p = dep.problems[0]
+            raise InputError(f"no SGLang prefill or decode server found: {p.message}", source=str(p.location))
+        raise InputError("no SGLang prefill or decode server found (no launch line with --disaggregation-mode prefill|decode)", source=str(dep.source))
+    instances = [_read_instance(inst, opts, caches) for inst in dep.instances]
+    classes = _group(instances, opts)
+    pairs = [_decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
+    findings = [finding("deployment-problem", Severity.UNCHECKED, p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
+    findings += run_cluster_checks(dep, instances)
+    for x in findings + [y for c in classes for y in c.findings]:
+        if x.finding.id in opts.ignore:
+            x.finding.ignored = True
+    for pr in pairs:
+        for x in pr.findings:
+            if x.finding.id in own and x.finding.id in opts.ignore:
+                x.finding.ignored = True
+        pr.verdict = verdict_of([x.finding for x in pr.findings])
+    return DeploymentResult(dep, instances, classes, pairs, findings)
+
+
+# -- instances -----------------------------------------------------------------------
+
+
+def _unresolved_findings(inst: Instance) -> list[Located]:
+    out = []
+    for u in inst.unresolved:
+        where = f"`{u.flag} ${{{u.variable}}}`: " if u.flag else f"`${{{u.variable}}}` in {inst.name}: "
+        out.append(finding(
+            "unresolved-variable", Severity.UNCHECKED,
+            f"{where}{u.variable} is not set; pass --env FILE or set it",
+            f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or in kvcheck's environment.",
+            u.location,
+        ))
+    return out
+
+
+def _parse(inst: Instance, caches: _Caches) -> tuple[dict[str, Any], Any]:
+    """(args dest -> value, typed ServerArgs) of ``inst.argv``, cached per argv."""
+    key = tuple(inst.argv)
+    hit = caches.argv.get(key)
+    if hit is None:
+        from kvcheck.sglang.args import build_server_args
+        from kvcheck.sglang.flags import FlagTable
+
+        source = f"{inst.location} ({inst.name})"
+        try:
+            args = FlagTable.load().parse_argv(list(inst.argv), source)
+            args.pop("config", None)
+            typed = build_server_args(args, source)
+            hit = (args, typed, repr(sorted(typed.model_dump().items())))
+        except InputError as exc:
+            hit = exc
+        caches.argv[key] = hit
+    if isinstance(hit, InputError):
+        raise hit
+    return hit
+
+
+def _resolve_model(name: str | None, inst: Instance, opts: ClusterOptions, caches: _Caches, *, draft: bool = False):
+    """(ModelConfig or None, source text, id) for ``name``, cached."""
+    from kvcheck.sglang.model import parse_model_config
+    from kvcheck.sources.models import resolve_model_config
+
+    base = Path(inst.location.file).parent
+    override = None if draft else opts.model_config
+    key = (name, str(base), override, draft)
+    if key not in caches.models:
+        ms = resolve_model_config(name, override=override, models_dir=opts.models_dir, base=base, environ=opts.environ)
+        if ms is None:
+            caches.models[key] = (None, "", None)
+        else:
+            cfg = caches.parsed_models.get(ms.source)
+            if cfg is None:
+                cfg = caches.parsed_models[ms.source] = parse_model_config(ms.raw, source=str(ms.path) if ms.path else ms.source)
+            caches.models[key] = (cfg, ms.source, ms.source)
+    return caches.models[key]
+
+
+def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> InstanceResult:
+    from kvcheck.sglang.releases import NEWEST_MODELED, release_from_image
+
+    ir = InstanceResult(inst)
+    ir.findings += _unresolved_findings(inst)
+    blocked = any(u.flag for u in inst.unresolved)
+    try:
+        args, typed, dump = _parse(inst, caches)
+    except InputError:
+        if blocked:  # the unresolved value is what does not parse: unchecked, not bad input
+            ir.model = None
+            ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
+            return ir
+        raise
+    ir.args = args
+    # Release: --sglang-version, else the image tag; else the newest modeled, said.
+    if opts.sglang_version:
+        ir.release, ir.release_source = opts.sglang_version, "--sglang-version"
+    else:
+        rel, reason = release_from_image(inst.image)
+        if rel is not None:
+            ir.release, ir.release_source = rel, reason
+        else:
+            ir.release, ir.release_source = NEWEST_MODELED, f"assumed (newest modeled): {reason}"
+            ir.findings.append(finding(
+                "unknown-release", UNKNOWN_RELEASE_SEVERITY,
+                f"{inst.name}: {reason}; checked as SGLang {NEWEST_MODELED}",
+                "Pass --sglang-version X.Y.Z with the release the image runs, or use an lmsysorg/sglang:vX.Y.Z image tag.",
+                inst.location,
+            ))
+    model_path = typed.model_path
+    cfg, src, mid = _resolve_model(model_path, inst, opts, caches)
+    ir.model, ir.model_source = model_path, src or "not found"
+    if cfg is None:
+        ir.findings.append(_unknown_model(inst, model_path, "--model-path"))
+    draft_cfg, draft_id = None, None
+    if typed.has_draft_worker and typed.speculative_draft_model_path and typed.speculative_draft_model_path != model_path:
+        draft_cfg, dsrc, draft_id = _resolve_model(typed.speculative_draft_model_path, inst, opts, caches, draft=True)
+        if draft_cfg is None:
+            ir.findings.append(_unknown_model(inst, typed.speculative_draft_model_path, "--speculative-draft-model-path"))
+    cli_gpu = (opts.prefill_gpu if inst.role == "prefill" else opts.decode_gpu) or opts.gpu
+    gpu = cli_gpu or inst.gpu_type
+    if gpu is not None and cli_gpu is None:
+        from kvcheck.sglang.gpu import resolve_gpu
+
+        try:
+            resolve_gpu(gpu, source=str(inst.location), field="gpu")
+        except InputError:
+            ir.findings.append(finding(
+                "unknown-gpu", Severity.UNCHECKED,
+                f"{inst.name}: GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes and attention backends depend on it",
+                "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).",
+                inst.location,
+            ))
+            gpu = None
+    from kvcheck.sides import RELEVANT_ENV
+
+    env = tuple(sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_"))))
+    unchecked = blocked or cfg is None or (draft_id is None and draft_cfg is None and typed.has_draft_worker and typed.speculative_draft_model_path not in (None, model_path))
+    ir._key = (inst.role, mid, draft_id, dump, env, gpu, ir.release, str(args.get("load_balance_method")), "unchecked" if unchecked else "")  # type: ignore[attr-defined]
+    ir._build = (cfg, draft_cfg, gpu, dict(inst.env), unchecked)  # type: ignore[attr-defined]
+    return ir
+
+
+def _unknown_model(inst: Instance, name: str | None, flag: str) -> Located:
+    loc = inst.arg_locations.get(flag) or inst.location
+    if not name:
+        return finding("unknown-model", Severity.UNCHECKED, f"{inst.name}: no {flag} given, so there is no model config to read", f"Add {flag}, or pass --model-config FILE.", loc)
+    return finding(
+        "unknown-model", Severity.UNCHECKED,
+        f"{inst.name}: model {name!r} ({flag}) has no config.json kvcheck can read: not a local directory, not in a Hugging Face cache, not in kvcheck's catalog",
+        "Pass --model-config FILE with the model's config.json, or --models DIR holding a Hugging Face cache (models--ORG--NAME/snapshots/REV/config.json).",
+        loc,
+    )
+
+
+# -- classes -------------------------------------------------------------------------
+
+
+def _group(instances: list[InstanceResult], opts: ClusterOptions) -> list[ClassResult]:
+    from kvcheck.sources import build_side
+
+    by_key: dict[Any, ClassResult] = {}
+    counts = {"prefill": 0, "decode": 0}
+    for ir in instances:
+        key = ir._key  # type: ignore[attr-defined]
+        cls = by_key.get(key)
+        if cls is None:
+            role = ir.instance.role
+            counts[role] += 1
+            cls = by_key[key] = ClassResult(id=f"{role}-{counts[role]}", role=role, key=key)
+            seen = set()
+            for x in ir.findings:
+                sig = (x.finding.id, x.finding.message)
+                if sig not in seen:
+                    seen.add(sig)
+                    cls.findings.append(x)
+            build = getattr(ir, "_build", None)
+            if build is not None and not build[4]:
+                cfg, draft_cfg, gpu, env, _ = build
+                inst = ir.instance
+                side = build_side(inst.role, dict(ir.args or {}), env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu, base=Path(inst.location.file).parent)
+                side.sglang_version, side.version_source = ir.release, ir.release_source
+                cls.side = side
+        ir.class_id = cls.id
+        cls.members.append(ir)
+    return list(by_key.values())
+
+
+# -- pairs ---------------------------------------------------------------------------
+
+
+def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[str, ...]) -> PairResult:
+    from kvcheck.preflight import _check_of, run_preflight
+
+    class_findings = p.findings + d.findings
+    if p.side is None or d.side is None:
+        return PairResult(p, d, verdict_of([x.finding for x in class_findings]), None, list(class_findings))
+    report = run_preflight(p.side, d.side, kernel=opts.kernel, ignore=ignore)
+    pb = p.side.args.disaggregation_transfer_backend
+    db = d.side.args.disaggregation_transfer_backend
+    extra: list[Located] = []
+    if pb != "nixl" and db != "nixl":
+        kept = [f for f in report.findings if _check_of(f.id) not in NIXL_ONLY_CHECKS]
+        report = Report(verdict=verdict_of(kept), plan=None, findings=kept, sides=report.sides, kernel=report.kernel, runtime=report.runtime, extra=report.extra)
+        extra.append(finding(
+            "backend-not-modeled", Severity.UNCHECKED,
+            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks on page size, KV dtype, CP and PP sizes, which every backend runs, were checked)",
+            "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
+            _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
+        ))
+    located = [Located(f, _locate(f, p, d)) for f in report.findings]
+    findings = located + extra + list(class_findings)
+    return PairResult(p, d, verdict_of([x.finding for x in findings]), report, findings)
+
+
+def _dest_locations(inst: Instance) -> dict[str, Location]:
+    cached = getattr(inst, "_dest_locs", None)
+    if cached is not None:
+        return cached
+    from kvcheck.sglang.flags import FlagTable
+
+    table = FlagTable.load()
+    out: dict[str, Location] = {}
+    for opt, loc in inst.arg_locations.items():
+        try:
+            out.setdefault(table.resolve(opt).dest, loc)
+        except InputError:
+            continue
+    try:
+        inst._dest_locs = out  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return out
+
+
+def _flag_location(flag: str, cls: ClassResult) -> Location | None:
+    from kvcheck.sglang.flags import FlagTable
+
+    f = FlagTable.load().get(flag)
+    if f is None:
+        return None
+    return _dest_locations(cls.first.instance).get(f.dest)
+
+
+def _locate(f: Finding, p: ClassResult, d: ClassResult) -> Location:
+    """The manifest line a pair finding is about: the first ``--flag`` named in its
+    message (or fix) that one side's manifest sets, preferring the side whose role is
+    named just before it; else the decode's (or prefill's) instance line."""
+    text = f.message + " " + f.fix
+    for m in _FLAG_RE.finditer(text):
+        before = text[max(0, m.start() - 40):m.start()]
+        order = (p, d) if before.rfind("prefill") > before.rfind("decode") else (d, p)
+        for cls in order:
+            loc = _flag_location(m.group(0), cls)
+            if loc is not None:
+                return loc
+    if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
+        return p.first.instance.location
+    return d.first.instance.location
