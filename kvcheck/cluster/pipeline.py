@@ -181,7 +181,13 @@ def _resolve_model(name: str | None, inst: Instance, opts: ClusterOptions, cache
         else:
             cfg = caches.parsed_models.get(ms.source)
             if cfg is None:
-                cfg = caches.parsed_models[ms.source] = parse_model_config(ms.raw, source=str(ms.path) if ms.path else ms.source)
+                try:
+                    cfg = caches.parsed_models[ms.source] = parse_model_config(ms.raw, source=str(ms.path) if ms.path else ms.source)
+                except InputError as exc:
+                    if ms.kind != "catalog":
+                        raise  # the user's own file: bad input (exit 2)
+                    caches.models[key] = (None, f"{ms.source}: not usable ({exc})", None)
+                    return caches.models[key]
             caches.models[key] = (cfg, ms.source, ms.source)
     return caches.models[key]
 
@@ -220,12 +226,12 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
     cfg, src, mid = _resolve_model(model_path, inst, opts, caches)
     ir.model, ir.model_source = model_path, src or "not found"
     if cfg is None:
-        ir.findings.append(_unknown_model(inst, model_path, "--model-path"))
+        ir.findings.append(_unknown_model(inst, model_path, "--model-path", src))
     draft_cfg, draft_id = None, None
     if typed.has_draft_worker and typed.speculative_draft_model_path and typed.speculative_draft_model_path != model_path:
         draft_cfg, dsrc, draft_id = _resolve_model(typed.speculative_draft_model_path, inst, opts, caches, draft=True)
         if draft_cfg is None:
-            ir.findings.append(_unknown_model(inst, typed.speculative_draft_model_path, "--speculative-draft-model-path"))
+            ir.findings.append(_unknown_model(inst, typed.speculative_draft_model_path, "--speculative-draft-model-path", dsrc))
     cli_gpu = (opts.prefill_gpu if inst.role == "prefill" else opts.decode_gpu) or opts.gpu
     gpu = cli_gpu or inst.gpu_type
     if gpu is not None and cli_gpu is None:
@@ -250,8 +256,11 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
     return ir
 
 
-def _unknown_model(inst: Instance, name: str | None, flag: str) -> Located:
+def _unknown_model(inst: Instance, name: str | None, flag: str, why: str = "") -> Located:
     loc = inst.arg_locations.get(flag) or inst.location
+    if why:
+        return finding("unknown-model", Severity.UNCHECKED, f"{inst.name}: model {name!r} ({flag}): {why}",
+                       "Pass --model-config FILE with the model's config.json.", loc)
     if not name:
         return finding("unknown-model", Severity.UNCHECKED, f"{inst.name}: no {flag} given, so there is no model config to read", f"Add {flag}, or pass --model-config FILE.", loc)
     return finding(
