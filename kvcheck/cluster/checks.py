@@ -91,7 +91,11 @@ def missing_role(dep: Deployment, instances: list[InstanceResult]) -> list[Locat
 
 def _bootstrap_host(ir: InstanceResult) -> str | None:
     """The host a prefill's bootstrap server binds on: node rank 0's host when the input
-    names hosts (``Instance.hosts``); None when unknown (each pod its own network)."""
+    names hosts (``Instance.hosts``) and the server shares that host's network namespace
+    (``Instance.host_network`` True, or unknown); None otherwise (a pod or container with
+    its own network namespace cannot clash with another on a port)."""
+    if getattr(ir.instance, "host_network", None) is False:
+        return None
     return ir.instance.hosts[0] if ir.instance.hosts else None
 
 
@@ -115,7 +119,7 @@ def bootstrap_port_clash(dep: Deployment, instances: list[InstanceResult]) -> li
         host = _bootstrap_host(ir)
         if host is None or ir.args is None:
             continue
-        ports = [(int(_arg(ir, "port", DEFAULT_HTTP_PORT)), "--port")]
+        ports = [(int(getattr(ir.instance, "port", None) or _arg(ir, "port", DEFAULT_HTTP_PORT)), "--port")]
         if ir.instance.role == "prefill" or _arg(ir, "enable_pd_role_switch"):
             ports.insert(0, (int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)), "--disaggregation-bootstrap-port"))
         for port, flag in ports:
@@ -160,7 +164,8 @@ def router_bootstrap_port(dep: Deployment, instances: list[InstanceResult]) -> l
         for rp in router.prefills:
             if rp.bootstrap_port is None or not prefills:
                 continue
-            cands = _match_prefills(rp.url, prefills)
+            named = getattr(rp, "instance", None)  # the reader's own match, when it made one
+            cands = [ir for ir in prefills if ir.instance.name == named] if named else _match_prefills(rp.url, prefills)
             if not cands:
                 ports = sorted({int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in prefills})
                 if rp.bootstrap_port not in ports:

@@ -222,7 +222,9 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
                 "Pass --sglang-version X.Y.Z with the release the image runs, or use an lmsysorg/sglang:vX.Y.Z image tag.",
                 inst.location,
             ))
-    model_path = typed.model_path
+    model_path = typed.model_path or getattr(inst, "model", None)  # srt-slurm's model.path alias
+    if typed.model_path is None and model_path:
+        args = ir.args = {**args, "model_path": model_path}
     cfg, src, mid = _resolve_model(model_path, inst, opts, caches)
     ir.model, ir.model_source = model_path, src or "not found"
     if cfg is None:
