@@ -258,3 +258,14 @@ def test_terminal_lists_instances_classes_pairs_findings():
     assert text.startswith("FAIL  3 instance(s), 2 pair(s): 1 fail, 1 pass")
     for word in ("instances", "classes", "pairs", "page-size-mismatch", "decode-2"):
         assert word in text
+
+
+def test_single_role_files_are_combined_complete_ones_are_not():
+    p, d = dep(inst("prefill", "p0"), name="prefill.yaml"), dep(inst("decode", "d0"), name="decode.yaml")
+    r = check_deployments([p, d])
+    assert len(r.deployments) == 1 and r.deployments[0].deployment.name == "prefill.yaml + decode.yaml"
+    assert [x.verdict for x in r.deployments[0].pairs] == ["pass"]
+    a = dep(inst("prefill", "p0"), inst("decode", "d0"), name="a")
+    b = dep(inst("prefill", "p1", "--page-size", "32"), inst("decode", "d1", "--page-size", "32"), name="b")
+    r = check_deployments([a, b])
+    assert [len(x.pairs) for x in r.deployments] == [1, 1] and r.verdict == "pass"

@@ -31,11 +31,18 @@ class Located:
 
     finding: Finding
     location: Location | None = None
+    also: list[Location] = field(default_factory=list)
+
+    @property
+    def locations(self) -> list[Location]:
+        """Every manifest line the finding is about, primary first."""
+        return ([self.location] if self.location else []) + list(self.also)
 
     def contract(self) -> dict[str, Any]:
         out = self.finding.contract()
         out["file"] = self.location.file if self.location else None
         out["line"] = self.location.line if self.location else None
+        out["locations"] = [str(loc) for loc in self.locations]
         return out
 
 

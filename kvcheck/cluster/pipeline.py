@@ -91,7 +91,7 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     to parse, a model config that is not valid JSON.
     """
     opts = options or ClusterOptions(**kwargs)
-    deployments = list(deployments)
+    deployments = combine_partial(list(deployments))
     if not deployments:
         raise InputError("no deployment was read from the -f files")
     from kvcheck.cluster.checks import ALL_FINDING_IDS
@@ -102,6 +102,32 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
     kernel = next((p.report.kernel for r in results for p in r.pairs if p.report is not None), "builtin")
     return ClusterReport(results, kernel=kernel, allow_unchecked=opts.allow_unchecked)
+
+
+def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
+    """Deployments read from separate files that each hold one role only (``-f
+    prefill.yaml -f decode.yaml``) are one deployment: merge them, in order, into one.
+    Deployments with both roles, sweep variants and deployments without instances stay
+    as they are (two complete deployments given together are never cross-paired)."""
+    partial = [d for d in deployments if d.variant is None and d.instances and len({i.role for i in d.instances}) == 1]
+    if len(partial) < 2 or len({i.role for d in partial for i in d.instances}) < 2:
+        return deployments
+    merged = Deployment(
+        name=" + ".join(d.name for d in partial),
+        source=partial[0].source,
+        instances=[i for d in partial for i in d.instances],
+        routers=[r for d in partial for r in d.routers],
+        problems=[p for d in partial for p in d.problems],
+    )
+    out, placed = [], False
+    for d in deployments:
+        if any(d is p for p in partial):
+            if not placed:
+                out.append(merged)
+                placed = True
+        else:
+            out.append(d)
+    return out
 
 
 def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
@@ -328,7 +354,10 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
             "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
             _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
         ))
-    located = [Located(f, _locate(f, p, d)) for f in report.findings]
+    located = []
+    for f in report.findings:
+        locs = _locate(f, p, d)
+        located.append(Located(f, locs[0], locs[1:]))
     findings = located + extra + list(class_findings)
     return PairResult(p, d, verdict_of([x.finding for x in findings]), report, findings)
 
@@ -362,18 +391,31 @@ def _flag_location(flag: str, cls: ClassResult) -> Location | None:
     return _dest_locations(cls.first.instance).get(f.dest)
 
 
-def _locate(f: Finding, p: ClassResult, d: ClassResult) -> Location:
-    """The manifest line a pair finding is about: the first ``--flag`` named in its
-    message (or fix) that one side's manifest sets, preferring the side whose role is
-    named just before it; else the decode's (or prefill's) instance line."""
-    text = f.message + " " + f.fix
+def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
+    """The manifest lines a pair finding is about, primary first: every ``--flag`` named
+    in its message that a side's manifest sets (the side whose role is named just before
+    the flag, else the decode then the prefill). When both sides are named (a mismatch),
+    the decode's line comes first: the decode is the side that raises the bootstrap
+    checks. Else the decode's (or, for a prefill-only message, the prefill's) instance line."""
+    found: list[tuple[str, Location]] = []
+    text = f.message
     for m in _FLAG_RE.finditer(text):
-        before = text[max(0, m.start() - 40):m.start()]
-        order = (p, d) if before.rfind("prefill") > before.rfind("decode") else (d, p)
+        before = text[max(0, m.start() - 12):m.start()]
+        order = (p,) if "prefill" in before else (d,) if "decode" in before else (d, p)
         for cls in order:
             loc = _flag_location(m.group(0), cls)
-            if loc is not None:
-                return loc
+            if loc is not None and loc not in [x for _, x in found]:
+                found.append((cls.role, loc))
+                break
+    if not found:
+        for m in _FLAG_RE.finditer(f.fix):
+            for cls in (d, p):
+                loc = _flag_location(m.group(0), cls)
+                if loc is not None:
+                    return [loc]
+    if found:
+        found.sort(key=lambda rl: rl[0] != "decode")
+        return [loc for _, loc in found]
     if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
-        return p.first.instance.location
-    return d.first.instance.location
+        return [p.first.instance.location]
+    return [d.first.instance.location]
