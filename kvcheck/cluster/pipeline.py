@@ -78,6 +78,7 @@ class ClusterOptions:
 @dataclass
 class _Caches:
     argv: dict[tuple, Any] = field(default_factory=dict)
+    parsed: dict[tuple, Any] = field(default_factory=dict)
     models: dict[tuple, Any] = field(default_factory=dict)
     parsed_models: dict[str, Any] = field(default_factory=dict)
 
@@ -173,7 +174,7 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
 def _parse(inst: Instance, caches: _Caches) -> tuple[dict[str, Any], Any]:
     """(args dest -> value, typed ServerArgs) of ``inst.argv``, cached per argv."""
     key = tuple(inst.argv)
-    hit = caches.argv.get(key)
+    hit = caches.parsed.get(key)
     if hit is None:
         from kvcheck.sglang.args import build_server_args
         from kvcheck.sglang.flags import FlagTable
@@ -186,7 +187,7 @@ def _parse(inst: Instance, caches: _Caches) -> tuple[dict[str, Any], Any]:
             hit = (args, typed, repr(sorted(typed.model_dump().items())))
         except InputError as exc:
             hit = exc
-        caches.argv[key] = hit
+        caches.parsed[key] = hit
     if isinstance(hit, InputError):
         raise hit
     return hit
@@ -218,48 +219,75 @@ def _resolve_model(name: str | None, inst: Instance, opts: ClusterOptions, cache
     return caches.models[key]
 
 
-def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> InstanceResult:
-    from kvcheck.sglang.releases import NEWEST_MODELED, release_from_image
+@dataclass
+class _Derived:
+    """What an instance's inputs give, shared by every instance with the same inputs:
+    args, release, model/draft configs, GPU, class key, and the findings to write
+    (as ``(id, severity, message-suffix, fix, flag)``; the instance name is prefixed)."""
 
+    args: dict[str, Any]
+    release: str | None
+    release_source: str
+    model: str | None
+    model_source: str
+    build: tuple
+    key: tuple
+    notes: list[tuple] = field(default_factory=list)
+
+
+def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> InstanceResult:
     ir = InstanceResult(inst)
-    ir.findings += _unresolved_findings(inst)
-    blocked = any(u.flag for u in inst.unresolved)
-    try:
-        args, typed, dump = _parse(inst, caches)
-    except InputError:
-        if blocked:  # the unresolved value is what does not parse: unchecked, not bad input
-            ir.model = None
-            ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
-            return ir
-        raise
-    ir.args = args
+    if inst.unresolved:
+        ir.findings += _unresolved_findings(inst)
+        if any(u.flag for u in inst.unresolved):
+            try:
+                _parse(inst, caches)
+            except InputError:  # the unresolved value is what does not parse: unchecked, not bad input
+                ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
+                return ir
+    sig = (inst.role, tuple(inst.argv), inst.image, inst.gpu_type, tuple(sorted(inst.env.items())), inst.location.file, getattr(inst, "model", None), bool(inst.unresolved))
+    derived = caches.argv.get(sig)
+    if derived is None:
+        derived = caches.argv[sig] = _derive(inst, opts, caches)
+    ir.args, ir.release, ir.release_source = derived.args, derived.release, derived.release_source
+    ir.model, ir.model_source = derived.model, derived.model_source
+    for fid, sev, msg, fix, flag in derived.notes:
+        ir.findings.append(finding(fid, sev, f"{inst.name}: {msg}", fix, (inst.arg_locations.get(flag) if flag else None) or inst.location))
+    ir._key, ir._build = derived.key, derived.build  # type: ignore[attr-defined]
+    if inst.unresolved:  # its own class: the finding names this instance's variable
+        ir._key = derived.key + (("unresolved", id(inst)),)  # type: ignore[attr-defined]
+    return ir
+
+
+def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
+    from kvcheck.sglang.releases import NEWEST_MODELED, release_from_image
+    from kvcheck.sides import RELEVANT_ENV
+
+    args, typed, dump = _parse(inst, caches)
+    notes: list[tuple] = []
     # Release: --sglang-version, else the image tag; else the newest modeled, said.
     if opts.sglang_version:
-        ir.release, ir.release_source = opts.sglang_version, "--sglang-version"
+        release, release_source = opts.sglang_version, "--sglang-version"
     else:
         rel, reason = release_from_image(inst.image)
         if rel is not None:
-            ir.release, ir.release_source = rel, reason
+            release, release_source = rel, reason
         else:
-            ir.release, ir.release_source = NEWEST_MODELED, f"assumed (newest modeled): {reason}"
-            ir.findings.append(finding(
-                "unknown-release", UNKNOWN_RELEASE_SEVERITY,
-                f"{inst.name}: {reason}; checked as SGLang {NEWEST_MODELED}",
-                "Pass --sglang-version X.Y.Z with the release the image runs, or use an lmsysorg/sglang:vX.Y.Z image tag.",
-                inst.location,
-            ))
+            release, release_source = NEWEST_MODELED, f"assumed (newest modeled): {reason}"
+            notes.append(("unknown-release", UNKNOWN_RELEASE_SEVERITY, f"{reason}; checked as SGLang {NEWEST_MODELED}",
+                          "Pass --sglang-version X.Y.Z with the release the image runs, or use an lmsysorg/sglang:vX.Y.Z image tag.", None))
     model_path = typed.model_path or getattr(inst, "model", None)  # srt-slurm's model.path alias
     if typed.model_path is None and model_path:
-        args = ir.args = {**args, "model_path": model_path}
+        args = {**args, "model_path": model_path}
     cfg, src, mid = _resolve_model(model_path, inst, opts, caches)
-    ir.model, ir.model_source = model_path, src or "not found"
     if cfg is None:
-        ir.findings.append(_unknown_model(inst, model_path, "--model-path", src))
-    draft_cfg, draft_id = None, None
+        notes.append(_unknown_model(model_path, "--model-path", src))
+    draft_cfg, draft_id, draft_missing = None, None, False
     if typed.has_draft_worker and typed.speculative_draft_model_path and typed.speculative_draft_model_path != model_path:
         draft_cfg, dsrc, draft_id = _resolve_model(typed.speculative_draft_model_path, inst, opts, caches, draft=True)
         if draft_cfg is None:
-            ir.findings.append(_unknown_model(inst, typed.speculative_draft_model_path, "--speculative-draft-model-path", dsrc))
+            draft_missing = True
+            notes.append(_unknown_model(typed.speculative_draft_model_path, "--speculative-draft-model-path", dsrc))
     cli_gpu = (opts.prefill_gpu if inst.role == "prefill" else opts.decode_gpu) or opts.gpu
     gpu = cli_gpu or inst.gpu_type
     if gpu is not None and cli_gpu is None:
@@ -268,34 +296,27 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
         try:
             resolve_gpu(gpu, source=str(inst.location), field="gpu")
         except InputError:
-            ir.findings.append(finding(
-                "unknown-gpu", Severity.UNCHECKED,
-                f"{inst.name}: GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes and attention backends depend on it",
-                "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).",
-                inst.location,
-            ))
+            notes.append(("unknown-gpu", Severity.UNCHECKED,
+                          f"GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes and attention backends depend on it",
+                          "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).", None))
             gpu = None
-    from kvcheck.sides import RELEVANT_ENV
-
     env = tuple(sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_"))))
-    unchecked = blocked or cfg is None or (draft_id is None and draft_cfg is None and typed.has_draft_worker and typed.speculative_draft_model_path not in (None, model_path))
-    ir._key = (inst.role, mid, draft_id, dump, env, gpu, ir.release, str(args.get("load_balance_method")), "unchecked" if unchecked else "")  # type: ignore[attr-defined]
-    ir._build = (cfg, draft_cfg, gpu, dict(inst.env), unchecked)  # type: ignore[attr-defined]
-    return ir
+    unchecked = cfg is None or draft_missing
+    key = (inst.role, mid, draft_id, dump, env, gpu, release, str(args.get("load_balance_method")), "unchecked" if unchecked else "")
+    return _Derived(args, release, release_source, model_path, src or "not found", (cfg, draft_cfg, gpu, dict(inst.env), unchecked), key, notes)
 
 
-def _unknown_model(inst: Instance, name: str | None, flag: str, why: str = "") -> Located:
-    loc = inst.arg_locations.get(flag) or inst.location
+def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
+    """An ``unknown-model`` note (see ``_Derived.notes``)."""
     if why:
-        return finding("unknown-model", Severity.UNCHECKED, f"{inst.name}: model {name!r} ({flag}): {why}",
-                       "Pass --model-config FILE with the model's config.json.", loc)
+        return ("unknown-model", Severity.UNCHECKED, f"model {name!r} ({flag}): {why}", "Pass --model-config FILE with the model's config.json.", flag)
     if not name:
-        return finding("unknown-model", Severity.UNCHECKED, f"{inst.name}: no {flag} given, so there is no model config to read", f"Add {flag}, or pass --model-config FILE.", loc)
-    return finding(
+        return ("unknown-model", Severity.UNCHECKED, f"no {flag} given, so there is no model config to read", f"Add {flag}, or pass --model-config FILE.", flag)
+    return (
         "unknown-model", Severity.UNCHECKED,
-        f"{inst.name}: model {name!r} ({flag}) has no config.json kvcheck can read: not a local directory, not in a Hugging Face cache, not in kvcheck's catalog",
+        f"model {name!r} ({flag}) has no config.json kvcheck can read: not a local directory, not in a Hugging Face cache, not in kvcheck's catalog",
         "Pass --model-config FILE with the model's config.json, or --models DIR holding a Hugging Face cache (models--ORG--NAME/snapshots/REV/config.json).",
-        loc,
+        flag,
     )
 
 
