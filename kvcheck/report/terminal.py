@@ -134,20 +134,21 @@ def render_cluster_terminal(report, console: Console) -> None:
         console.print()
         console.print(Text(f"deployment {dep.name}" + (f" [{dep.variant}]" if dep.variant else "") + f"  ({dep.source})  {d.verdict.upper()}", style="bold"))
         inst = Table(title="instances", title_justify="left", show_edge=False, pad_edge=False)
-        for col in ("role", "name", "class", "at", "replicas", "nodes", "GPUs", "release", "model"):
-            inst.add_column(col)
+        for col in ("role", "name", "class", "line", "replicas", "nodes", "GPUs", "release", "model"):
+            inst.add_column(col, overflow="fold")
         for ir in d.instances[:50]:
             i = ir.instance
-            inst.add_row(i.role, i.name, ir.class_id or "-", str(i.location), str(i.replicas), str(i.nodes), str(i.gpus or "-"), ir.release or "-", ir.model or "-")
+            at = f"{os.path.basename(i.location.file)}:{i.location.line}" if i.location.line else os.path.basename(i.location.file)
+            inst.add_row(i.role, i.name, ir.class_id or "-", at, str(i.replicas), str(i.nodes), str(i.gpus or "-"), ir.release or "-", ir.model or "-")
         console.print(inst)
         if len(d.instances) > 50:
             console.print(Text(f"  ... and {len(d.instances) - 50} more instance(s)", style="dim"))
         classes = Table(title="classes (instances whose KV-relevant args agree)", title_justify="left", show_edge=False, pad_edge=False)
-        for col in ("class", "instances", "model source", "TP/DP/PP", "page", "kv dtype", "backend", "checked"):
-            classes.add_column(col)
+        for col in ("class", "instances", "model config", "TP/DP/PP", "page", "kv dtype", "backend", "checked"):
+            classes.add_column(col, overflow="fold")
         for c in d.classes:
             a = c.first.args or {}
-            classes.add_row(c.id, str(len(c.members)), c.first.model_source or "-", f"{a.get('tp_size', 1)}/{a.get('dp_size', 1)}/{a.get('pp_size', 1)}",
+            classes.add_row(c.id, str(len(c.members)), _short_source(c.first.model_source), f"{a.get('tp_size', 1)}/{a.get('dp_size', 1)}/{a.get('pp_size', 1)}",
                             str(a.get("page_size", "-")), str(a.get("kv_cache_dtype", "auto")), str(a.get("disaggregation_transfer_backend", "mooncake")), "yes" if c.side is not None else "no")
         console.print(classes)
         pt = Table(title="pairs (each decided once)", title_justify="left", show_edge=False, pad_edge=False)
@@ -180,3 +181,11 @@ def render_cluster_terminal(report, console: Console) -> None:
         if f.runtime_error is not None:
             console.print(Text(f"          runtime: {f.runtime_error.type}: {f.runtime_error.message}", style="magenta"))
         console.print(Text(f"          fix: {f.fix}", style="green"))
+
+
+def _short_source(src: str) -> str:
+    """A model source for a table cell: catalog, HF cache, --model-config, local, or not found."""
+    for prefix, short in (("kvcheck catalog", "catalog"), ("Hugging Face cache", "HF cache"), ("--model-config", "--model-config"), ("local", "local"), ("not found", "not found")):
+        if src.startswith(prefix):
+            return short
+    return "not usable" if src else "-"
