@@ -269,3 +269,16 @@ def test_single_role_files_are_combined_complete_ones_are_not():
     b = dep(inst("prefill", "p1", "--page-size", "32"), inst("decode", "d1", "--page-size", "32"), name="b")
     r = check_deployments([a, b])
     assert [len(x.pairs) for x in r.deployments] == [1, 1] and r.verdict == "pass"
+
+
+def test_reader_problems_become_named_findings():
+    from kvcheck.sources.deployments.instance import Problem
+
+    d = dep(inst("prefill", "p0"), inst("decode", "d0"))
+    d.problems = [Problem("not-disaggregated", "x.yaml:3: an SGLang server without --disaggregation-mode", Location("x.yaml", 3), "add it"),
+                  Problem("unresolved-role", "x.yaml:9: --disaggregation-mode $ROLE", Location("x.yaml", 9), "pass --env")]
+    r = check_deployments([d])
+    sev = {x.finding.id: x.finding.severity for x in r.deployments[0].findings}
+    assert sev == {"not-disaggregated": Severity.WARNING, "unresolved-role": Severity.UNCHECKED}
+    assert r.verdict == "unchecked"
+    assert check_deployments([d], ClusterOptions(ignore=("unresolved-role",))).verdict == "warn"

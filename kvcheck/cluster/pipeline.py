@@ -48,6 +48,12 @@ NIXL_ONLY_CHECKS = ("transfer-decision", "transfer-backend", "nixl-backend", "ni
 # measured on (Dynamo runtime images, docs blocks without an image) are expected to pass.
 UNKNOWN_RELEASE_SEVERITY = Severity.WARNING
 
+# What a reader's ``Problem`` weighs. Default: unchecked (the reader could not take part
+# of the deployment as written, so some pair may be missing or wrong). A server outside
+# PD and an ``envFrom`` kvcheck cannot read (usually a token Secret) leave every pair it
+# found checkable: warnings.
+PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING}
+
 _FLAG_RE = re.compile(r"--[a-z0-9][a-z0-9-]*")
 
 
@@ -97,7 +103,7 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
         raise InputError("no deployment was read from the -f files")
     from kvcheck.cluster.checks import ALL_FINDING_IDS
 
-    own = set(ALL_FINDING_IDS) | set(PIPELINE_FINDING_IDS)
+    own = set(ALL_FINDING_IDS) | set(PIPELINE_FINDING_IDS) | {p.id for d in deployments for p in d.problems}
     pair_ignore = tuple(i for i in opts.ignore if i not in own)
     caches = _Caches()
     results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
@@ -142,10 +148,10 @@ def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_igno
     instances = [_read_instance(inst, opts, caches) for inst in dep.instances]
     classes = _group(instances, opts)
     pairs = [_decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
-    findings = [finding("deployment-problem", Severity.UNCHECKED, p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
+    findings = [finding(p.id or "deployment-problem", PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
     findings += run_cluster_checks(dep, instances)
     for x in findings + [y for c in classes for y in c.findings]:
-        if x.finding.id in opts.ignore:
+        if x.finding.id in opts.ignore:  # reader problems are ignorable by their own id too
             x.finding.ignored = True
     for pr in pairs:
         for x in pr.findings:
