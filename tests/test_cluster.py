@@ -282,3 +282,9 @@ def test_reader_problems_become_named_findings():
     assert sev == {"not-disaggregated": Severity.WARNING, "unresolved-role": Severity.UNCHECKED}
     assert r.verdict == "unchecked"
     assert check_deployments([d], ClusterOptions(ignore=("unresolved-role",))).verdict == "warn"
+
+
+def test_bootstrap_port_alone_does_not_split_a_class():
+    ps = [inst("prefill", f"p{i}", "--disaggregation-bootstrap-port", str(7200 + i)) for i in range(6)]
+    r = check_deployments([dep(*ps, inst("decode", "d0"))])
+    assert [c.id for c in r.deployments[0].classes] == ["prefill-1", "decode-1"]

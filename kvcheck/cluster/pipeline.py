@@ -54,6 +54,10 @@ UNKNOWN_RELEASE_SEVERITY = Severity.WARNING
 # found checkable: warnings.
 PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING}
 
+# Typed args that never change a pair's decision: instances differing only in them share
+# a class. The bootstrap port is checked per instance by the cluster checks.
+NOT_IN_CLASS_KEY = {"disaggregation_bootstrap_port"}
+
 _FLAG_RE = re.compile(r"--[a-z0-9][a-z0-9-]*")
 
 
@@ -190,7 +194,7 @@ def _parse(inst: Instance, caches: _Caches) -> tuple[dict[str, Any], Any]:
             args = FlagTable.load().parse_argv(list(inst.argv), source)
             args.pop("config", None)
             typed = build_server_args(args, source)
-            hit = (args, typed, repr(sorted(typed.model_dump().items())))
+            hit = (args, typed, repr(sorted(typed.model_dump(exclude=NOT_IN_CLASS_KEY).items())))
         except InputError as exc:
             hit = exc
         caches.parsed[key] = hit
