@@ -81,7 +81,7 @@ def preflight(
     prefill_gpu: Optional[str] = typer.Option(None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."),
     decode_gpu: Optional[str] = typer.Option(None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."),
 ) -> None:
-    """Check a prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
+    """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
     from kvcheck.preflight import run_preflight
     from kvcheck.report import FORMATS

@@ -124,7 +124,7 @@ def render_cluster_terminal(report, console: Console) -> None:
     head = Text(report.verdict.upper(), style=VERDICT_STYLE[report.verdict])
     pairs = [p for d in report.deployments for p in d.pairs]
     counts = {v: sum(1 for p in pairs if p.verdict == v) for v in ("fail", "unchecked", "warn", "pass")}
-    head.append(f"  {sum(len(d.instances) for d in report.deployments)} instance(s), {len(pairs)} pair(s): " + ", ".join(f"{n} {v}" for v, n in counts.items() if n), style="default")
+    head.append(f"  {sum(len(d.instances) for d in report.deployments)} instance(s), {len(pairs)} pair(s)" + "".join(f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)), style="default")
     head.append(f"  [{report.runtime}, {report.kernel} kernel]", style="dim")
     console.print(head)
     if report.verdict == "unchecked":
