@@ -181,9 +181,10 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
     return out
 
 
-def _parse(inst: Instance, caches: _Caches) -> tuple[dict[str, Any], Any]:
-    """(args dest -> value, typed ServerArgs) of ``inst.argv``, cached per argv."""
-    key = tuple(inst.argv)
+def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[dict[str, Any], Any]:
+    """(args dest -> value, typed ServerArgs) of ``inst.argv`` read with release
+    ``table``'s flags (default: the newest modeled), cached per argv and release."""
+    key = (tuple(inst.argv), table)
     hit = caches.parsed.get(key)
     if hit is None:
         from kvcheck.sglang.args import build_server_args
@@ -191,7 +192,7 @@ def _parse(inst: Instance, caches: _Caches) -> tuple[dict[str, Any], Any]:
 
         source = f"{inst.location} ({inst.name})"
         try:
-            args = FlagTable.load().parse_argv(list(inst.argv), source)
+            args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
             args.pop("config", None)
             typed = build_server_args(args, source)
             hit = (args, typed, repr(sorted(typed.model_dump(exclude=NOT_IN_CLASS_KEY).items())))
@@ -273,10 +274,15 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
     from kvcheck.sglang.releases import NEWEST_MODELED, release_from_image
     from kvcheck.sides import RELEVANT_ENV
 
-    args, typed, dump = _parse(inst, caches)
     notes: list[tuple] = []
-    # Release: --sglang-version, else the image tag; else the newest modeled, said.
-    if opts.sglang_version:
+    choice = _choose_release(inst, opts)
+    args, typed, dump = _parse(inst, caches, choice.table if choice is not None else None)
+    # Release: with the per-release model (kvcheck.sglang.releases.choose_release) its
+    # choice, judged per pair by the unknown-release check; without it: --sglang-version,
+    # else the image tag, else the newest modeled release, said here.
+    if choice is not None:
+        release, release_source = choice.release, choice.source
+    elif opts.sglang_version:
         release, release_source = opts.sglang_version, "--sglang-version"
     else:
         rel, reason = release_from_image(inst.image)
@@ -313,7 +319,19 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
     env = tuple(sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_"))))
     unchecked = cfg is None or draft_missing
     key = (inst.role, mid, draft_id, dump, env, gpu, release, str(args.get("load_balance_method")), "unchecked" if unchecked else "")
-    return _Derived(args, release, release_source, model_path, src or "not found", (cfg, draft_cfg, gpu, dict(inst.env), unchecked), key, notes)
+    return _Derived(args, release, release_source, model_path, src or "not found", (cfg, draft_cfg, gpu, dict(inst.env), unchecked, choice), key, notes)
+
+
+def _choose_release(inst: Instance, opts: ClusterOptions):
+    """The per-release model's ``ReleaseChoice`` for ``inst`` (image tag, else
+    ``--sglang-version``, else installed/newest), or None when this build has no
+    ``choose_release`` (then the pipeline's own rule applies)."""
+    try:
+        from kvcheck.sglang.releases import choose_release, release_from_image
+    except ImportError:
+        return None
+    rel, reason = release_from_image(inst.image)
+    return choose_release(rel, reason, opts.sglang_version, input_unknown=None if rel or not inst.image else reason)
 
 
 def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
@@ -353,14 +371,23 @@ def _group(instances: list[InstanceResult], opts: ClusterOptions) -> list[ClassR
                     cls.findings.append(x)
             build = getattr(ir, "_build", None)
             if build is not None and not build[4]:
-                cfg, draft_cfg, gpu, env, _ = build
+                cfg, draft_cfg, gpu, env, _, choice = build
                 inst = ir.instance
-                side = build_side(inst.role, dict(ir.args or {}), env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu, base=Path(inst.location.file).parent)
+                extra = {"release": choice} if choice is not None and "release" in _build_side_params() else {}
+                side = build_side(inst.role, dict(ir.args or {}), env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu, base=Path(inst.location.file).parent, **extra)
                 side.sglang_version, side.version_source = ir.release, ir.release_source
                 cls.side = side
         ir.class_id = cls.id
         cls.members.append(ir)
     return list(by_key.values())
+
+
+def _build_side_params() -> frozenset[str]:
+    import inspect
+
+    from kvcheck.sources import build_side
+
+    return frozenset(inspect.signature(build_side).parameters)
 
 
 # -- pairs ---------------------------------------------------------------------------
