@@ -186,9 +186,16 @@ def test_multinode_args_must_agree():
 
 
 def test_release_from_image_and_sglang_version_option():
+    import kvcheck.sglang.releases as releases
+
     r = check_deployments([dep(inst("prefill", "p0", image="nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.6.1"), inst("decode", "d0"))])
     f = next(x.finding for x in r.deployments[0].pairs[0].findings if x.finding.id == "unknown-release")
-    assert "--sglang-version" in f.fix and r.deployments[0].instances[0].release == "0.5.23"
+    assert "--sglang-version" in f.fix
+    if hasattr(releases, "choose_release"):  # the per-release model: an unknown release is never judged
+        assert f.severity == Severity.UNCHECKED and r.deployments[0].instances[0].release is None
+    else:  # before it: checked as the newest modeled release, said
+        assert f.severity == Severity.WARNING and r.deployments[0].instances[0].release == "0.5.23"
+    assert r.deployments[0].instances[1].release == "0.5.23"  # lmsysorg/sglang:v0.5.23-cu129
     r = check_deployments([dep(inst("prefill", "p0", image=None), inst("decode", "d0", image=None))], ClusterOptions(sglang_version="0.5.23"))
     assert "unknown-release" not in ids(r.deployments[0].pairs[0].findings)
     assert r.deployments[0].classes[0].side.version_source == "--sglang-version"
