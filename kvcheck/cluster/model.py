@@ -78,6 +78,8 @@ class InstanceResult:
             "sglang_release": self.release,
             "release_source": self.release_source,
             "launcher": inst.launcher,
+            "kind": getattr(inst, "kind", ""),
+            "hosts": list(inst.hosts),
             "model": self.model,
             "model_source": self.model_source,
             "kv_args": {k: a[k] for k in KV_ARG_DESTS if k in a},
