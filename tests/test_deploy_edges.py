@@ -200,3 +200,16 @@ def test_mini_lb_bootstrap_ports(tmp_path):
     (dep,) = read_deployments([p], env={})
     (r,) = dep.routers
     assert [(x.bootstrap_port, x.instance) for x in r.prefills] == [(9000, "prefill@lb.sh:1")]
+
+
+def test_unquoted_expansion_is_split_into_args(tmp_path):
+    p = write(tmp_path, "split.sh", """
+        COMMON="--model-path m --tp-size 4"
+        python3 -m sglang.launch_server $COMMON --disaggregation-mode prefill --served-model-name "a b"
+        python3 -m sglang.launch_server "$COMMON" --disaggregation-mode decode
+        """)
+    (dep,) = read_deployments([p], env={})
+    pre = next(i for i in dep.instances if i.role == "prefill")
+    assert pre.argv[:4] == ["--model-path", "m", "--tp-size", "4"] and pre.argv[-1] == "a b"
+    dec = next(i for i in dep.instances if i.role == "decode")
+    assert dec.argv[0] == "--model-path m --tp-size 4"  # quoted: one argument, as bash passes it
