@@ -213,3 +213,29 @@ def test_unquoted_expansion_is_split_into_args(tmp_path):
     assert pre.argv[:4] == ["--model-path", "m", "--tp-size", "4"] and pre.argv[-1] == "a b"
     dec = next(i for i in dep.instances if i.role == "decode")
     assert dec.argv[0] == "--model-path m --tp-size 4"  # quoted: one argument, as bash passes it
+
+
+@pytest.mark.parametrize(
+    "label, value, gpu",
+    [
+        ("node.kubernetes.io/instance-type", "p5.48xlarge", "h100"),
+        ("node.kubernetes.io/instance-type", "p5en.48xlarge", "h200"),
+        ("cloud.google.com/gke-accelerator", "nvidia-b200", "b200"),
+        ("nvidia.com/gpu.product", "NVIDIA-GB200", "gb200"),
+    ],
+)
+def test_gpu_kind_from_node_labels(tmp_path, label, value, gpu):
+    p = write(tmp_path, "g.yaml", f"""
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: p}}
+        spec:
+          nodeSelector:
+            {label}: {value}
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, m, --disaggregation-mode, prefill]
+        """)
+    (dep,) = read_deployments([p], env={})
+    assert dep.instances[0].gpu_type == gpu and value in dep.instances[0].gpu_source

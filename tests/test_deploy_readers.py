@@ -74,6 +74,9 @@ def test_dynamo_graph_deployment_strips_dynamo_flags():
     assert (p.replicas, p.nodes, p.gpus, p.gpu_type) == (2, 2, 8, "b200")
     assert p.launcher_args == ["--namespace", "dynamo", "--request-plane", "tcp", "--use-sglang-tokenizer"]
     assert "--namespace" not in p.argv and p.argv[p.argv.index("--tp") + 1] == "16"
+    # multinode.nodeCount 2 without --nnodes: the operator adds SGLang's multi-node flags
+    assert [a[a.index("--node-rank") + 1] for a in p.node_argvs] == ["0", "1"]
+    assert {a[a.index("--nnodes") + 1] for a in p.node_argvs} == {"2"}
     assert d.launcher_args == ["--dump-config-to", "/tmp/cfg.json"]  # from an sh -c string
     assert d.argv[-2:] == ["--disaggregation-transfer-backend", "nixl"]
 
