@@ -239,3 +239,37 @@ def test_gpu_kind_from_node_labels(tmp_path, label, value, gpu):
         """)
     (dep,) = read_deployments([p], env={})
     assert dep.instances[0].gpu_type == gpu and value in dep.instances[0].gpu_source
+
+
+def test_router_urls_link_by_service_name(tmp_path):
+    docs = []
+    for name, mode in (("p1", "prefill"), ("p2", "prefill"), ("d1", "decode")):
+        docs.append(f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: s
+          image: lmsysorg/sglang:v0.5.23
+          command: [python3, -m, sglang.launch_server, --model-path, m, --port, "8000", --disaggregation-mode, {mode}]
+""")
+    docs.append("""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: router}
+spec:
+  template:
+    spec:
+      containers:
+        - name: r
+          image: lmsysorg/sglang-router:v0.2.4
+          command: [python3, -m, sglang_router.launch_router, --pd-disaggregation, --prefill, "http://p2.ns.svc:8000", --prefill, "http://p1:8000", --decode, "http://d1:8000"]
+""")
+    p = tmp_path / "all.yaml"
+    p.write_text("---".join(docs))
+    (dep,) = read_deployments([p], env={})
+    (r,) = dep.routers
+    assert [x.instance for x in r.prefills] == ["p2/s", "p1/s"] and r.decode_instances == ["d1/s"]
