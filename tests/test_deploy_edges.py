@@ -273,3 +273,12 @@ spec:
     (dep,) = read_deployments([p], env={})
     (r,) = dep.routers
     assert [x.instance for x in r.prefills] == ["p2/s", "p1/s"] and r.decode_instances == ["d1/s"]
+
+
+def test_router_file_links_to_servers_in_other_files(tmp_path):
+    pre = write(tmp_path, "prefill.sh", "python -m sglang.launch_server --model-path m --disaggregation-mode prefill --port 30000\n")
+    dec = write(tmp_path, "decode.sh", "python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001\n")
+    rt = write(tmp_path, "router.sh", "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n")
+    deps = read_deployments([pre, dec, rt], env={})
+    (r,) = deps[2].routers
+    assert r.prefills[0].instance == "prefill@prefill.sh:1" and r.decode_instances == ["decode@decode.sh:1"]

@@ -113,4 +113,24 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) ->
     out: list[Deployment] = []
     for p in paths:
         out.extend(read_deployment_file(Path(p), env=env))
+    _link_across_files(out)
     return out
+
+
+def _link_across_files(deps: list[Deployment]) -> None:
+    """A router in one file whose URLs name servers of other files read with it
+    (``-f prefill.yaml -f decode.yaml -f router.yaml``): link what the file alone could
+    not, against every non-variant deployment's instances."""
+    from kvcheck.sources.deployments.launch import link_router
+
+    plain = [d for d in deps if d.variant is None]
+    if len(plain) < 2:
+        return
+    everyone = [i for d in plain for i in d.instances]
+    for d in plain:
+        for r in d.routers:
+            before = ([p.instance for p in r.prefills], list(r.decode_instances))
+            link_router(r, everyone)
+            for p, old in zip(r.prefills, before[0]):
+                p.instance = old or p.instance
+            r.decode_instances = [old or new for old, new in zip(before[1], r.decode_instances)]
