@@ -32,13 +32,13 @@ from ``nvidia.com/gpu`` / ``amd.com/gpu`` / Dynamo ``gpu`` limits.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
-from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem, Router
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, router_from_launch
 from kvcheck.sources.deployments.shell import Word
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
