@@ -282,3 +282,34 @@ def test_router_file_links_to_servers_in_other_files(tmp_path):
     deps = read_deployments([pre, dec, rt], env={})
     (r,) = deps[2].routers
     assert r.prefills[0].instance == "prefill@prefill.sh:1" and r.decode_instances == ["decode@decode.sh:1"]
+
+
+def test_markdown_page_with_a_manifest_block(tmp_path):
+    p = write(tmp_path, "guide.md", """
+        # Guide
+
+        Apply this:
+
+        ```yaml
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: prefill}
+        spec:
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, m,
+                        --disaggregation-mode, prefill]
+        ```
+
+        and run the decode by hand:
+
+        ```bash
+        python3 -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
+        ```
+        """)
+    (dep,) = read_deployments([p], env={})
+    roles = {i.role: i for i in dep.instances}
+    assert set(roles) == {"prefill", "decode"}
+    assert roles["prefill"].arg_locations["--disaggregation-mode"].line == 14
+    assert roles["prefill"].image == "lmsysorg/sglang:v0.5.23" and roles["decode"].location.line == 20

@@ -65,6 +65,26 @@ def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
     return blocks if found else None
 
 
+def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
+    """``(first line, block text)`` of each ```` ```yaml ```` fenced block of a Markdown page."""
+    lines = text.splitlines()
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang = m.group(1), m.group(2).lower()
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence[:3]):
+            j += 1
+        if lang in ("yaml", "yml"):
+            out.append((i + 2, "\n".join(lines[i + 1:j])))
+        i = j + 1
+    return out
+
+
 _OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
 _REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
 
