@@ -82,8 +82,9 @@ def run_agent(*, role: str, config: str, ttl: float | None, pages: int, listen: 
 
         reason = agent.serve(ttl, on_notif=on_notif)
     finally:
+        intact = agent.guards_intact() if agent.guards else None
         agent.close()
-    out.write(json.dumps({"event": "stopped", "reason": reason, "name": agent.name}) + "\n")
+    out.write(json.dumps({"event": "stopped", "reason": reason, "name": agent.name, "guards_intact": intact}) + "\n")
     out.flush()
     failed = [i for i in agent.issues if i.finding_id in ("agent-register-failed", "agent-alloc-failed")]
     return 1 if failed else 0
