@@ -68,8 +68,10 @@ def _doctor(blob: bytes, which: str, agent: AgentProc) -> bytes:
     """Patch one region address of ``blob`` so it points ``which`` way."""
     from kvcheck.nixl.blob import parse_metadata
 
+    from kvcheck.nixl.agent import CONFIRM_DEV_ID
+
     meta = parse_metadata(blob)
-    regs = sorted(meta.regions("DRAM"), key=lambda r: r.addr)
+    regs = sorted((r for r in meta.regions("DRAM") if r.dev_id != CONFIRM_DEV_ID), key=lambda r: r.addr)
     (tail_guard, tail_len) = agent.info["guards"][1]
     if which == "outside":  # entirely in the guard zone after the arena
         victim, new_addr = regs[5], tail_guard + 4096
@@ -118,6 +120,89 @@ def test_doctored_etcd_blob_is_refused_and_agent_memory_unchanged(uniform, etcd,
     assert [x["guards_intact"] for x in lines if x["event"] == "stopped"] == [True]
 
 
+class FakeConfirmListener:
+    """A listener that is not the agent: it serves ``blob`` and answers every confirmation
+    with ``answer`` (nonce replaced by the one asked), i.e. it lies consistently."""
+
+    def __init__(self, blob: bytes, answer: dict):
+        import hashlib
+        import socket
+        import threading
+
+        self.blob, self.answer = blob, {**answer, "blob_sha256": hashlib.sha256(blob).hexdigest()}
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sock.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        from kvcheck.nixl.agent import _recv
+
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                deadline = time.monotonic() + 5
+                while True:
+                    head = _recv(conn, 8, deadline)
+                    if head is None:
+                        break
+                    msg = _recv(conn, struct.unpack("<Q", head)[0], deadline)
+                    if msg is None:
+                        break
+                    if msg.startswith(b"NIXLCOMM:SEND"):
+                        out = b"NIXLCOMM:LOAD" + self.blob
+                    else:
+                        out = b"KVCHECK:REGIONS" + json.dumps({**self.answer, "nonce": msg[15:].hex()}).encode()
+                    conn.sendall(struct.pack("<Q", len(out)) + out)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=2)
+        self.sock.close()
+
+
+def test_a_listener_that_is_not_the_agent_cannot_confirm(uniform):
+    """A consistent liar (doctored blob + matching region list) is caught by the record
+    the probe READs back from the NIXL agent the blob names."""
+    from kvcheck.nixl.agent import CONFIRM_DEV_ID
+    from kvcheck.nixl.blob import parse_metadata
+    from kvcheck.nixl.transport import confirm_agent, fetch_listener_blob
+
+    agent = AgentProc("decode", uniform[1])
+    try:
+        host, port = agent.listen.rsplit(":", 1)
+        blob = fetch_listener_blob(host, int(port))
+        real = confirm_agent(host, int(port), 5).answer
+        victim = sorted((r for r in parse_metadata(blob).regions("DRAM") if r.dev_id != CONFIRM_DEV_ID), key=lambda r: r.addr)[5]
+        new_addr = agent.info["guards"][1][0] + 4096
+        doctored = blob.replace(struct.pack("<QQQ", victim.addr, victim.length, victim.dev_id),
+                                struct.pack("<QQQ", new_addr, victim.length, victim.dev_id))
+        regions = [dict(r, addr=new_addr) if r["addr"] == victim.addr else r for r in real["regions"]]
+        fake = FakeConfirmListener(doctored, {**real, "regions": regions})
+        guards = [(a, n, agent.read_mem(a, n)) for a, n in agent.info["guards"]]
+        try:
+            proc = preflight(uniform, "--decode-agent", f"127.0.0.1:{fake.port}", "--probe", "--timeout", "5")
+        finally:
+            fake.close()
+        report = json.loads(proc.stdout)
+        assert proc.returncode == 1, proc.stderr
+        assert "probe-unconfirmed" in ids(report), report["findings"]
+        assert "not the agent the metadata names" in " ".join(f["message"] for f in report["findings"])
+        assert report["probe"]["segments"] == []
+        assert agent.proc.poll() is None
+        for a, n, before in guards:
+            assert agent.read_mem(a, n) == before
+    finally:
+        lines = agent.stop()
+    assert not [x for x in lines if x["event"] == "notification"]
+    assert [x["guards_intact"] for x in lines if x["event"] == "stopped"] == [True]
+
+
 def test_probe_refuses_a_saved_blob_file(uniform, tmp_path):
     agent = AgentProc("decode", uniform[1], "--listen", "127.0.0.1:0")
     try:
@@ -158,6 +243,7 @@ def test_confirmation_is_nonce_bound(uniform):
         agent.stop()
     assert a.name == agent.info["name"] == b.name and a.pid == agent.info["pid"]
     assert len(a.regions) == 64 and all(r.kind == "DRAM" and r.length == 4 * 16384 for r in a.regions)
+    assert a.record is not None and a.record != b.record  # one record slot per nonce
     assert a.blob_sha256 == b.blob_sha256
 
 

@@ -12,6 +12,10 @@ Layout conventions (so a reader of the blob alone can recover region order):
   device id of host memory; it only has to match between registration and transfer).
   ``STANDIN_BIT`` marks a VRAM region registered as DRAM on a host without a GPU.
 
+- one extra 4 KiB DRAM page with ``dev_id = CONFIRM_DEV_ID`` is not a KV region: the
+  agent writes the answer to each confirmation into it (``confirmation_record``) and the
+  probe READs it back over NIXL, which binds the listener's answer to the NIXL agent the
+  metadata names (a listener that is not that agent cannot make it appear there);
 - each kind's arena is framed by two guard zones (``GUARD_BYTES`` each, filled with
   ``GUARD_BYTE``) that belong to no region: a write outside the regions lands there
   first and is visible (``guards`` in the ready line, ``guards_intact()``).
@@ -45,6 +49,11 @@ from kvcheck.nixl.runtime import error_class, load_nixl
 
 DEV_TAG = 0x6B76 << 32  # "kv"
 STANDIN_BIT = 1 << 24
+CONFIRM_BIT = 1 << 25
+CONFIRM_DEV_ID = DEV_TAG | CONFIRM_BIT
+CONFIRM_SLOTS = 64
+CONFIRM_SLOT_BYTES = 64
+RECORD_MAGIC = b"KVCHECK1"
 PAGE_ALIGN = 4096
 MAX_AGENT_BYTES_DEFAULT = 4 << 30
 GUARD_BYTES = 1 << 20
@@ -61,8 +70,9 @@ def dram_dev_id(index: int, standin: bool) -> int:
 
 
 def decode_dev_id(dev_id: int) -> tuple[int, bool] | None:
-    """``(index, is_vram_standin)`` for a kvcheck DRAM device id, None for any other."""
-    if dev_id >> 32 != DEV_TAG >> 32:
+    """``(index, is_vram_standin)`` for a kvcheck DRAM region device id, None for any
+    other (the confirmation page's ``CONFIRM_DEV_ID`` included)."""
+    if dev_id >> 32 != DEV_TAG >> 32 or dev_id & CONFIRM_BIT:
         return None
     return dev_id & (STANDIN_BIT - 1), bool(dev_id & STANDIN_BIT)
 
@@ -169,6 +179,18 @@ def gpu_allocator():
     return None
 
 
+def confirmation_record(nonce: bytes, answer: dict) -> bytes:
+    """The ``CONFIRM_SLOT_BYTES`` bytes an agent writes into its confirmation page for
+    ``nonce``: ``RECORD_MAGIC`` + nonce (16) + SHA-256 of the canonical JSON of the answer's
+    name, pid, blob_sha256 and regions (32) + zero padding."""
+    import hashlib
+    import json
+
+    body = {k: answer[k] for k in ("name", "pid", "blob_sha256", "regions")}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).digest()
+    return (RECORD_MAGIC + nonce + digest).ljust(CONFIRM_SLOT_BYTES, b"\0")
+
+
 def check_memory_cap(layout: "Layout", max_bytes: int) -> None:
     """Refuse (``InputError``, exit 2) a layout whose regions need more than ``max_bytes``
     (pages x item length summed over regions), before anything is allocated."""
@@ -226,6 +248,8 @@ class KvAgent:
         self.max_bytes = max_bytes
         self.guards: list[tuple[int, int]] = []
         self._busy_until = 0.0
+        self._confirm_page = None
+        self._confirm_lock = threading.Lock()
         self.regions: list[Registered] = []
         self.issues: list[RegistrationIssue] = []
         self.timings: dict[str, float] = {}
@@ -266,6 +290,7 @@ class KvAgent:
         self.timings["gpu_detect_s"] = time.monotonic() - t1
         t1 = time.monotonic()
         self._allocate_and_register(gpu)
+        self._register_confirm_page()
         self.timings["register_s"] = time.monotonic() - t1
         self._blob = self._agent.get_agent_metadata()
         t2 = time.monotonic()
@@ -286,14 +311,45 @@ class KvAgent:
                                                          message=f"could not publish the listener address in etcd (probes cannot confirm this agent): {exc}"))
         self.timings["publish_s"] = time.monotonic() - t2
 
+    def _register_confirm_page(self) -> None:
+        import numpy as np
+
+        page = np.zeros(2 * PAGE_ALIGN, dtype=np.uint8)
+        addr = _align(page.ctypes.data)
+        try:
+            descs = self._agent.register_memory([(addr, PAGE_ALIGN, CONFIRM_DEV_ID, "")], "DRAM", backends=[self.backend])
+        except Exception as exc:
+            self.issues.append(RegistrationIssue(kind="DRAM", error_class=error_class(exc), finding_id="agent-register-failed",
+                                                 message=f"NIXL memory registration failed for the DRAM confirmation page: {error_class(exc)}: {exc}"))
+            return
+        self._keep.append(page)
+        self._reg_descs.append(descs)
+        self._confirm_page = addr
+
+    @property
+    def confirm_page(self) -> int | None:
+        """Address of the registered confirmation page (``CONFIRM_SLOTS`` x ``CONFIRM_SLOT_BYTES``)."""
+        return self._confirm_page
+
     def confirmation(self, nonce: bytes) -> dict:
-        """The answer to ``KVCHECK:CONFIRM`` + ``nonce``: name, pid, the blob's SHA-256, and
-        every region allocated for the probe (``addr``, ``length``, NIXL ``kind``, ``dev_id``)."""
+        """The answer to ``KVCHECK:CONFIRM`` + ``nonce``: name, pid, the blob's SHA-256,
+        every region allocated for the probe (``addr``, ``length``, NIXL ``kind``,
+        ``dev_id``), and ``record`` (``addr``, ``length``): where in the confirmation page
+        ``confirmation_record(nonce, answer)`` now lies, for the probe to READ over NIXL."""
+        import ctypes
         import hashlib
 
-        return {"name": self.name, "nonce": nonce.hex(), "pid": os.getpid(),
-                "blob_sha256": hashlib.sha256(self._blob or b"").hexdigest(),
-                "regions": [{"addr": g.addr, "length": g.length, "kind": g.reg_kind, "dev_id": g.dev_id} for g in self.regions]}
+        answer = {"name": self.name, "nonce": nonce.hex(), "pid": os.getpid(),
+                  "blob_sha256": hashlib.sha256(self._blob or b"").hexdigest(),
+                  "regions": [{"addr": g.addr, "length": g.length, "kind": g.reg_kind, "dev_id": g.dev_id} for g in self.regions]}
+        if self._confirm_page is not None:
+            slot = int.from_bytes(nonce[:2], "little") % CONFIRM_SLOTS
+            addr = self._confirm_page + slot * CONFIRM_SLOT_BYTES
+            rec = confirmation_record(nonce, answer)
+            with self._confirm_lock:
+                ctypes.memmove(addr, rec, len(rec))
+            answer["record"] = {"addr": addr, "length": CONFIRM_SLOT_BYTES}
+        return answer
 
     def _mark_busy(self) -> None:
         self._busy_until = time.monotonic() + BUSY_WINDOW_S

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from kvcheck.checks.base import Finding, Severity
 from kvcheck.errors import KvcheckError
 
-STEPS = ("start agent", "fetch metadata", "load metadata", "prepare", "write", "read back", "verify")
+STEPS = ("start agent", "fetch metadata", "load metadata", "confirm over NIXL", "prepare", "write", "read back", "verify")
 
 FIXES = {
     "probe-unreachable": "start the decode-role agent (kvcheck agent --role decode --config FILE --listen HOST:PORT --ttl 600) and check the address and firewall",
@@ -381,6 +381,44 @@ def _fetch_and_confirm(job: dict, timeout: float, fail):
     return blob, meta, conf
 
 
+def _read_back_record(agent, remote: str, meta, conf, backend: str, timeout: float) -> str | None:
+    """READ (never write) the confirmation record from the NIXL agent ``meta`` names and
+    compare it with the one ``conf``'s answer implies. Returns None when equal, else why
+    not: the listener that answered is then not the NIXL agent of the metadata."""
+    import ctypes
+
+    from kvcheck.nixl.agent import CONFIRM_DEV_ID, CONFIRM_SLOT_BYTES, confirmation_record
+
+    if conf.record is None or conf.answer is None:
+        return f"{meta.name!r} at {conf.where} gave no confirmation record (not this kvcheck release's agent?); nothing was written"
+    addr, length = conf.record
+    pages = [r for r in meta.regions("DRAM", backend) if r.dev_id == CONFIRM_DEV_ID]
+    if length != CONFIRM_SLOT_BYTES or not any(r.addr <= addr and addr + length <= r.addr + r.length for r in pages):
+        return f"the confirmation record {hex(addr)}+{length} is not inside {meta.name!r}'s confirmation page; nothing was written"
+    local = agent.confirm_page
+    if local is None:
+        return "the probe's own agent has no confirmation page (registration failed)"
+    ctypes.memset(local, 0, length)
+    lh = agent.nixl.prep_xfer_dlist("NIXL_INIT_AGENT", [(local, length, CONFIRM_DEV_ID)], "DRAM", backends=[backend])
+    rh = agent.nixl.prep_xfer_dlist(remote, [(addr, length, CONFIRM_DEV_ID)], "DRAM", backends=[backend])
+    try:
+        h = agent.nixl.make_prepped_xfer("READ", lh, [0], rh, [0], b"")
+        state = agent.nixl.transfer(h)
+        if state == "ERR":
+            raise RuntimeError("confirmation read post returned ERR")
+        if state != "DONE":
+            _wait(agent.nixl, h, timeout, "confirm over NIXL")
+        h.release()
+        got = ctypes.string_at(local, length)
+    finally:
+        lh.release()
+        rh.release()
+    if got != confirmation_record(conf.nonce, conf.answer):
+        return (f"the NIXL agent {meta.name!r} did not record the confirmation its listener at {conf.where} gave: "
+                "that listener is not the agent the metadata names; nothing was written")
+    return None
+
+
 def _kvcheck_only(meta_or_blob) -> None:
     """Raise ``NotConfirmable`` unless the agent is a kvcheck agent (name ``kvcheck-...``)."""
     from kvcheck.nixl.blob import AgentMetadata, parse_metadata
@@ -461,6 +499,14 @@ def _child(job: dict) -> int:
         except Exception:
             pass
         _emit(type="step_done", step="load metadata", seconds=time.perf_counter() - t)
+
+        t = begin("confirm over NIXL")
+        problem = _read_back_record(agent, remote, meta, conf, job["backend"], timeout)
+        if problem:
+            fail("probe-unconfirmed", problem)
+            _emit(type="end", ok=False)
+            return 0
+        _emit(type="step_done", step="confirm over NIXL", seconds=time.perf_counter() - t)
 
         src_regions = agent.regions
         pages = int(job["pages"])

@@ -12,8 +12,10 @@
 - Confirmation (kvcheck agents only): on the same listener a client sends
   ``KVCHECK:CONFIRM`` + a fresh 16-byte nonce; the agent answers ``KVCHECK:REGIONS`` +
   JSON ``{"name", "nonce", "pid", "blob_sha256", "regions": [{"addr", "length", "kind",
-  "dev_id"}]}``: the regions it allocated for the probe, bound to this connection and
-  nonce. An agent published in etcd also stores its listener address under
+  "dev_id"}], "record": {"addr", "length"}}``: the regions it allocated for the probe,
+  bound to this connection and nonce; it also writes a record of this answer into its
+  registered confirmation page at ``record``, which the probe READs over NIXL (binding
+  the answer to the NIXL agent the metadata names, see ``kvcheck.nixl.agent``). An agent published in etcd also stores its listener address under
   ``<namespace>/<name>/kvcheck-listener`` so the probe can confirm it. Blobs from files
   and etcd entries (writable by anyone who reaches etcd) are never trusted alone.
 
@@ -196,6 +198,9 @@ class Confirmation:
     regions: list[ConfirmedRegion]
     where: str
     blob: bytes | None = None
+    nonce: bytes = b""
+    record: tuple[int, int] | None = None
+    answer: dict | None = None
 
     def covering(self, addr: int, length: int, kind: str, dev_id: int) -> ConfirmedRegion | None:
         """The confirmed region holding ``[addr, addr + length)`` (kind and device equal), or None."""
@@ -245,7 +250,10 @@ def confirm_agent(host: str, port: int, timeout: float = 5.0, *, with_blob: bool
         if data["nonce"] != nonce.hex():
             raise NotConfirmable("the region confirmation is bound to another nonce (a replayed or relayed answer)", source=where)
         regions = [ConfirmedRegion(int(r["addr"]), int(r["length"]), str(r["kind"]), int(r["dev_id"])) for r in data["regions"]]
-        conf = Confirmation(name=str(data["name"]), pid=int(data["pid"]), blob_sha256=str(data["blob_sha256"]), regions=regions, where=where, blob=blob)
+        rec = data.get("record")
+        record = (int(rec["addr"]), int(rec["length"])) if rec else None
+        conf = Confirmation(name=str(data["name"]), pid=int(data["pid"]), blob_sha256=str(data["blob_sha256"]), regions=regions, where=where,
+                            blob=blob, nonce=nonce, record=record, answer=data)
     except NotConfirmable:
         raise
     except (ValueError, KeyError, TypeError):
