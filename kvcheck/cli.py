@@ -141,7 +141,7 @@ def agent(
     role: str = typer.Option(..., "--role", help="prefill or decode: whose KV regions to register."),
     config: str = typer.Option(..., "--config", "-c", help="That side's server args, in any form preflight reads (YAML, command line, JSON, snapshot)."),
     ttl: Optional[str] = typer.Option(None, "--ttl", help="Seconds to live (required; finite, at most 604800 = 7 days); the agent also stops on SIGTERM/SIGINT, then deregisters and withdraws its metadata."),
-    listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata on (NIXL's listener protocol). Default 127.0.0.1 on a free port; 0.0.0.0:PORT uses NIXL's own listener thread (all interfaces)."),
+    listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata and region confirmations on (NIXL's listener protocol, kvcheck's read-only server; NIXL's own listener thread is never started). Default 127.0.0.1 on a free port, also with --etcd."),
     etcd: Optional[str] = typer.Option(None, "--etcd", help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit)."),
     pages: int = typer.Option(4, "--pages", help="Pages per region to allocate and register (bytes per region = item length x pages)."),
     backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX)."),
