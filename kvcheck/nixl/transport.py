@@ -112,14 +112,14 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float, what: str, where: 
     return bytes(buf)
 
 
-def _connect(host: str, port: int, deadline: float, where: str) -> socket.socket:
+def _connect(host: str, port: int, deadline: float, where: str, refused: str | None = None) -> socket.socket:
     left = deadline - time.monotonic()
     if left <= 0:
         raise UnreachableError("no time left to connect (deadline passed)", source=where)
     try:
         return socket.create_connection((host, port), timeout=left)
     except ConnectionRefusedError:
-        raise UnreachableError("connection refused: no NIXL listener on this port (agent not started, or started without --listen)", source=where) from None
+        raise UnreachableError(refused or "connection refused: no NIXL listener on this port (agent not started, or started without --listen)", source=where) from None
     except (socket.timeout, TimeoutError):
         raise UnreachableError(f"no answer to connect within the deadline ({left:.3g} s)", source=where) from None
     except OSError as exc:
@@ -282,7 +282,7 @@ def _http_post_json(endpoint: str, path: str, body: dict, deadline: float, max_b
     conn = h11.Connection(h11.CLIENT)
     req = h11.Request(method="POST", target=path, headers=[("Host", f"{host}:{port}"), ("Content-Type", "application/json"),
                                                            ("Content-Length", str(len(data))), ("Connection", "close")])
-    with _connect(host, port, deadline, endpoint) as sock:
+    with _connect(host, port, deadline, endpoint, refused="connection refused: no etcd on this port") as sock:
         left = deadline - time.monotonic()
         sock.settimeout(max(left, 0.001))
         try:
