@@ -163,11 +163,11 @@ FINDING_IDS = {
     "bootstrap": ["page-size-mismatch", "kv-cache-dtype-mismatch", "decode-dcp", "kv-cache-sharding-tp", "decode-cp-size", "pp-size-mismatch"],
     "startup": list(STARTUP_REFUSAL_IDS),
     "transfer-decision": ["region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
-    "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested"],
+    "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
     "probe": [
         "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",
         "probe-remote-kind", "probe-data-mismatch", "probe-registration-failed", "probe-tcp-fallback", "probe-error",
-        "probe-not-kvcheck", "probe-skipped",
+        "probe-not-kvcheck", "probe-skipped", "probe-peer-restarted", "probe-unconfirmed", "probe-unconfirmed-region",
     ],
 }
 
