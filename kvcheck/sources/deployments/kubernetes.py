@@ -32,14 +32,14 @@ from ``nvidia.com/gpu`` / ``amd.com/gpu`` / Dynamo ``gpu`` limits.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
-from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem, Router
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, router_from_launch
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
+from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, router_from_launch
 from kvcheck.sources.deployments.shell import Word
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
@@ -56,6 +56,27 @@ _GPU_LABEL_KEYS = (
     "karpenter.k8s.aws/instance-gpu-name",
     "amd.com/gpu.product-name",
 )
+# Cloud machine types / families whose name does not say the GPU (AWS EC2, GCP A-series).
+_INSTANCE_GPU = (
+    ("p6-b200", "b200"), ("p6e-gb200", "gb200"), ("p5en", "h200"), ("p5e", "h200"), ("p5", "h100"),
+    ("p4de", "a100"), ("p4d", "a100"), ("g6e", "l40s"), ("g6", "l4"), ("g5", "a10g"),
+    ("a4x-highgpu", "gb200"), ("a4-highgpu", "b200"), ("a3-ultragpu", "h200"), ("a3-megagpu", "h100"),
+    ("a3-highgpu", "h100"), ("a3-edgegpu", "h100"), ("a2-ultragpu", "a100"), ("a2-highgpu", "a100"), ("g2-standard", "l4"),
+)
+
+
+def _gpu_name(value: str) -> str | None:
+    """A label value -> kvcheck's GPU name: the GPU named in it, else a known machine type."""
+    g = normalize_gpu_name(value)
+    if g:
+        return g
+    v = value.strip().lower()
+    for prefix, gpu in _INSTANCE_GPU:
+        if v.startswith(prefix):  # longer prefixes are listed first (p5en before p5)
+            return gpu
+    return None
+
+
 _GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu", "habana.ai/gaudi")
 _POD_KINDS = {"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job"}
 
@@ -129,8 +150,8 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
     sel = spec.get("nodeSelector")
     if isinstance(sel, dict):
         for k, v in sel.items():
-            if isinstance(v, str) and (any(key in str(k).lower() for key in _GPU_LABEL_KEYS) or "gpu" in str(k).lower()):
-                g = normalize_gpu_name(v)
+            if isinstance(v, str) and (any(key in str(k).lower() for key in _GPU_LABEL_KEYS) or "gpu" in str(k).lower() or "instance-family" in str(k).lower() or "machine-family" in str(k).lower()):
+                g = _gpu_name(v)
                 if g:
                     return g, f"nodeSelector {k}={v}"
     aff = spec.get("affinity")
@@ -150,8 +171,8 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
                 continue
             key = str(expr.get("key", ""))
             vals = expr.get("values") or []
-            if "gpu" in key.lower() or "accelerator" in key.lower() or "instance-type" in key.lower():
-                kinds = {normalize_gpu_name(str(v)) for v in vals} - {None}
+            if "gpu" in key.lower() or "accelerator" in key.lower() or "instance-type" in key.lower() or "instance-family" in key.lower():
+                kinds = {_gpu_name(str(v)) for v in vals} - {None}
                 if len(kinds) == 1:
                     g = kinds.pop()
                     return g, f"node affinity {key} in {list(vals)}"
@@ -330,6 +351,21 @@ def _groups(obj: Any, file: str) -> list[Group]:
     return out
 
 
+def _dynamo_multinode(inst: Instance, g: Group) -> None:
+    """A DGD service with ``multinode.nodeCount`` > 1 whose args name no ``--nnodes``:
+    Dynamo's operator wires SGLang's multi-node flags itself (``--dist-init-addr``,
+    ``--nnodes``, ``--node-rank``; Dynamo docs, "Multinode"). Added here per node, the
+    leader address as a symbol, located at the service."""
+    loc = Location(inst.location.file, g.line or inst.location.line)
+    argvs = []
+    for rank in range(g.nodes):
+        argvs.append(list(inst.argv) + ["--dist-init-addr", "$(DYNAMO_LEADER_ADDRESS)", "--nnodes", str(g.nodes), "--node-rank", str(rank)])
+    inst.node_argvs = argvs
+    inst.argv = argvs[0]
+    for flag in ("--dist-init-addr", "--nnodes", "--node-rank"):
+        inst.arg_locations.setdefault(flag, loc)
+
+
 def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, use_os_environ: bool = True) -> Deployment:
     """Kubernetes documents of one file -> ``Deployment``. Raises ``InputError`` when
     no container in the file launches an SGLang server or PD router."""
@@ -456,6 +492,8 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
                     inst.node_argvs = [inst.argv] + worker_argvs
                 else:
                     inst.node_argvs = [inst.argv] + [list(inst.argv) for _ in range(g.nodes - 1)]
+                if g.kind == "DynamoGraphDeployment" and option_value(inst.argv, "nnodes") is None:
+                    _dynamo_multinode(inst, g)
             if c.get("envFrom"):
                 dep.problems.append(Problem("env-from", f"{inst.location}: {inst.name} takes environment variables from envFrom (a ConfigMap or Secret) that kvcheck cannot read", inst.location, "pass the variables that matter with --env FILE"))
             dep.instances.append(inst)

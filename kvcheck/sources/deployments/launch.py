@@ -510,7 +510,20 @@ def link_router(router: Router, instances: list[Instance]) -> None:
         if not cands:
             return None
         label = host.split(".")[0]
+        def names(i: Instance) -> list[str]:
+            # a workload's DNS names start with its name: "pd-prefill-0.s-pd-prefill"
+            # for RBG role "prefill" of group "pd"; a Service named like the Deployment
+            parts = i.name.split("/")
+            return ["-".join(parts[:k]) for k in range(len(parts), 0, -1)]
+
         by_host = [i for i in cands if host in i.hosts or (label and any(label.startswith(h.split(".")[0]) for h in i.hosts if h))]
+        if not by_host and label:
+            # most specific name first: "pd-prefill-engine", then "pd-prefill", then "pd"
+            for level in range(3):
+                hit = [i for i in cands if level < len(names(i)) and (label == names(i)[level] or label.startswith(names(i)[level] + "-"))]
+                if len(hit) == 1:
+                    by_host = hit
+                    break
         if len(by_host) == 1:
             return by_host[0].name
         if host in _LOCAL:

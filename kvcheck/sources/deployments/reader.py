@@ -90,9 +90,38 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
         if not has_launch:
             raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
     dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
+    _add_markdown_manifests(path, text, dep, env, use_os_environ)
     if not dep.instances and not dep.routers:
         raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
     return [dep]
+
+
+def _add_markdown_manifests(path: Path, text: str, dep: Deployment, env: dict[str, str] | None, use_os_environ: bool) -> None:
+    """A docs page's ```` ```yaml ```` blocks that are Kubernetes manifests: their SGLang
+    workloads join the page's deployment (lines kept: each block is read at its place)."""
+    from kvcheck.sources.deployments import kubernetes
+    from kvcheck.sources.deployments.launch import link_router
+    from kvcheck.sources.deployments.shell import markdown_yaml_blocks
+
+    found = False
+    for first_line, block in markdown_yaml_blocks(text):
+        try:
+            docs = load_documents("\n" * (first_line - 1) + block, str(path))
+        except InputError:
+            continue  # a sketch in the prose, not a manifest
+        if not docs or not all(isinstance(d, dict) and (d.get("kind") or d.get("apiVersion")) for d in docs):
+            continue
+        try:
+            part = kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)
+        except InputError:
+            continue
+        dep.instances.extend(part.instances)
+        dep.routers.extend(part.routers)
+        dep.problems.extend(part.problems)
+        found = True
+    if found:
+        for r in dep.routers:
+            link_router(r, dep.instances)
 
 
 def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) -> list[Deployment]:
@@ -113,4 +142,24 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) ->
     out: list[Deployment] = []
     for p in paths:
         out.extend(read_deployment_file(Path(p), env=env))
+    _link_across_files(out)
     return out
+
+
+def _link_across_files(deps: list[Deployment]) -> None:
+    """A router in one file whose URLs name servers of other files read with it
+    (``-f prefill.yaml -f decode.yaml -f router.yaml``): link what the file alone could
+    not, against every non-variant deployment's instances."""
+    from kvcheck.sources.deployments.launch import link_router
+
+    plain = [d for d in deps if d.variant is None]
+    if len(plain) < 2:
+        return
+    everyone = [i for d in plain for i in d.instances]
+    for d in plain:
+        for r in d.routers:
+            before = ([p.instance for p in r.prefills], list(r.decode_instances))
+            link_router(r, everyone)
+            for p, old in zip(r.prefills, before[0]):
+                p.instance = old or p.instance
+            r.decode_instances = [old or new for old, new in zip(before[1], r.decode_instances)]

@@ -65,6 +65,26 @@ def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
     return blocks if found else None
 
 
+def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
+    """``(first line, block text)`` of each ```` ```yaml ```` fenced block of a Markdown page."""
+    lines = text.splitlines()
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang = m.group(1), m.group(2).lower()
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence[:3]):
+            j += 1
+        if lang in ("yaml", "yml"):
+            out.append((i + 2, "\n".join(lines[i + 1:j])))
+        i = j + 1
+    return out
+
+
 _OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
 _REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
 
@@ -112,13 +132,15 @@ class Lexer:
                 heredoc = val in ("<<", "<<-")
                 strip = val == "<<-"
                 continue
+            if not val:
+                continue
             if skip_next:
                 skip_next = False
                 if heredoc:
-                    pending.append((val.text, strip))
+                    pending.append((val[0].text, strip))
                     heredoc = False
-                continue
-            words.append(val)
+                val = val[1:]
+            words.extend(val)
 
     def _skip_heredocs(self, pending: list[tuple[str, bool]]) -> None:
         """Skip the bodies of here-documents that start on the next line."""
@@ -180,7 +202,7 @@ class Lexer:
             return ("op", c)
         return ("word", self._word())
 
-    def _word(self) -> Word:
+    def _word(self) -> list[Word]:
         s, n = self.s, self.n
         start_line = self.line
         parts: list[str] = []
@@ -196,10 +218,15 @@ class Lexer:
             return out
 
         raw_unquoted: list[str] = []
+        split_parts: list[tuple[int, bool]] = []
 
         def flush() -> None:
             if raw_unquoted:
-                parts.append(exp("".join(raw_unquoted)))
+                raw = "".join(raw_unquoted)
+                value = exp(raw)
+                # an unquoted expansion is split into fields at blanks, as the shell does
+                split_parts.append((len(parts), "$" in raw or "`" in raw))
+                parts.append(value)
                 raw_unquoted.clear()
 
         while self.i < n:
@@ -314,7 +341,23 @@ class Lexer:
             self.i += 1
         flush()
         del where
-        return Word("".join(parts), start_line, unresolved, quoted, quoted and only_single)
+        splittable = {i for i, sp in split_parts if sp}
+        if not any(any(ch in parts[i] for ch in " \t\n") for i in splittable):
+            return [Word("".join(parts), start_line, unresolved, quoted, quoted and only_single)]
+        fields: list[list[str]] = [[]]
+        solid = [False]  # a field with quoted or literal text is kept even if empty
+        for i, part in enumerate(parts):
+            if i not in splittable:
+                fields[-1].append(part)
+                solid[-1] = True
+                continue
+            pieces = re.split(r"[ \t\n]+", part)
+            fields[-1].append(pieces[0])
+            for piece in pieces[1:]:
+                fields.append([piece])
+                solid.append(False)
+        words = ["".join(f) for f in fields]
+        return [Word(w, start_line, unresolved, quoted, quoted and only_single) for w, keep in zip(words, solid) if w or keep]
 
 
 def words_of(text: str, file: str, first_line: int, scope: Scope) -> Iterator[tuple[list[Word], str]]:

@@ -41,7 +41,7 @@ from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
-from kvcheck.sources.deployments.instance import Deployment, Instance, Location
+from kvcheck.sources.deployments.instance import Deployment, Location
 from kvcheck.sources.deployments.launch import DYNAMO_MODULE, Launch, instance_from_launch
 from kvcheck.sources.deployments.shell import Word
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
