@@ -28,14 +28,18 @@ made with ``object.__new__`` so that no GPU, NIXL agent, ZMQ socket, thread or
   the Nx5 strided descriptor runs and the memory kind, and returns a handle.
   Region pointers are fake, distinct integers; every region holds ``NUM_SLOTS`` pages.
 
+The heterogeneous-TP head-slice setup ``_init_hetero_tp_prep_handle`` runs for real
+(its asserts, ``compute_head_slice_params``, the strided descriptor runs) when the
+caller passes the model's ``total_kv_heads``; a wrapper records which decode regions
+the runtime's ``get_mha_kv_ptrs_with_pp`` pairs the slices with (``dst_indices``).
+Without ``total_kv_heads`` only the pairing is recorded.
+
+Releases: the bootstrap checks are driven on any release with
+``try_ensure_parallel_info`` (0.5.10 on; 0.5.10 .. 0.5.16 read ``server_args``, which
+the stand-in provides). The prefill decision is driven on releases shaped like 0.5.23
+(``build_receiver_registration_message``); elsewhere ``KernelSetupError``.
+
 Not driven (said here, and handled honestly):
-- ``_init_hetero_tp_prep_handle`` (the heterogeneous-TP head-slice descriptor lists):
-  it needs the model's total KV head count and the staging helper
-  ``compute_head_slice_params``, and kvcheck's ``SideGeometry`` carries item lengths,
-  not heads. The runtime's own decision to take that path is kept (the call is reached
-  through the real ``_prepare_payload_xfer``), and the stand-in that replaces it still
-  runs the runtime's ``get_mha_kv_ptrs_with_pp`` to learn which decode regions the
-  slices go to (``dst_indices``). Asserts inside the head-slice setup are not checked.
 - DCP pack buffers (``_init_dcp_pack_buffers_once`` allocates device staging memory):
   marked as already allocated; the DCP decision and geometry checks run for real.
 - The NIXL agent itself (no ``add_remote_agent`` metadata parsing, no registration).
@@ -106,6 +110,7 @@ def _sglang() -> SimpleNamespace:
     return SimpleNamespace(
         version=getattr(sglang, "__version__", "unknown"),
         KVArgs=base_conn.KVArgs,
+        base_conn=base_conn,
         common=common_conn,
         nixl=nixl_conn,
         PREFILL=DisaggregationMode.PREFILL,
@@ -133,18 +138,24 @@ class _RouteResponse:
 
 
 def _route_payload(sg: SimpleNamespace, prefill: PairInfo) -> dict:
-    """The ``/route`` reply, as ``CommonKVBootstrapServer._handle_route_get`` builds it."""
-    info = sg.common.PrefillServerInfo(
+    """The ``/route`` reply, as the installed release's ``_handle_route_get`` builds it
+    (``dataclasses.asdict`` of its ``PrefillServerInfo``, minus the layout keys it drops
+    when unset). Fields the release does not have are not passed."""
+    fields = {f.name for f in dataclasses.fields(sg.common.PrefillServerInfo)}
+    wanted = dict(
         attn_tp_size=prefill.attn_tp_size,
         attn_cp_size=prefill.attn_cp_size,
         dp_size=1,
         pp_size=prefill.pp_size,
         page_size=prefill.page_size,
-        kv_cache_dtype=prefill.kv_cache_dtype_str,
+        kv_cache_dtype=prefill.kv_cache_dtype_str if _resolved_dtype(sg) else prefill.flag_dtype,
         follow_bootstrap_room=True,
         enable_dsa_cache_layer_split=False,
         enable_kv_cache_sharding=prefill.enable_kv_cache_sharding,
+        kv_layout=prefill.kv_layout,
+        dsv41_spec_layout=prefill.dsv41_spec_layout,
     )
+    info = sg.common.PrefillServerInfo(**{k: v for k, v in wanted.items() if k in fields})
     payload = dataclasses.asdict(info)
     for key in ("dsv41_spec_layout", "kv_layout"):
         if payload.get(key) is None:
@@ -152,20 +163,39 @@ def _route_payload(sg: SimpleNamespace, prefill: PairInfo) -> dict:
     return payload
 
 
+def _resolved_dtype(sg: SimpleNamespace) -> bool:
+    """True when the installed release compares ``kv_cache_dtype_str`` (0.5.17 on), False
+    when it compares ``server_args.kv_cache_dtype`` (0.5.10 .. 0.5.16)."""
+    import inspect
+
+    return "self.kv_cache_dtype_str" in inspect.getsource(sg.common.CommonKVManager.try_ensure_parallel_info)
+
+
+def _state_types(sg: SimpleNamespace, values: list[str]) -> list:
+    StateType = getattr(sg.base_conn, "StateType", None)
+    if StateType is None:
+        if values:
+            raise KernelSetupError("this SGLang release has no StateType; state components cannot be driven")
+        return []
+    return [StateType(v) for v in values]
+
+
 def _decode_manager(sg: SimpleNamespace, decode: PairInfo):
     kv_args = sg.KVArgs()
     kv_args.page_size = decode.page_size
     kv_args.engine_rank = 0
-    kv_args.state_types = []
+    kv_args.state_types = _state_types(sg, decode.state_types)
     kv_args.kv_cache_dtype_str = decode.kv_cache_dtype_str
     mgr = object.__new__(sg.nixl.NixlKVManager)
     mgr.kv_args = kv_args
     mgr.kv_cache_dtype_str = decode.kv_cache_dtype_str
-    mgr.kv_layout = None
-    mgr.dsv41_spec_layout = None
+    # 0.5.10 .. 0.5.16 read the flag and --enable-hisparse from server_args.
+    mgr.server_args = SimpleNamespace(kv_cache_dtype=decode.flag_dtype, enable_hisparse=decode.hisparse)
+    mgr.kv_layout = decode.kv_layout
+    mgr.dsv41_spec_layout = decode.dsv41_spec_layout
     mgr.prefill_info_table = {}
     mgr.is_mla_backend = decode.is_mla
-    mgr.is_hybrid_mla_backend = False
+    mgr.is_hybrid_mla_backend = decode.is_hybrid_mla
     mgr.attn_tp_size = decode.attn_tp_size
     mgr.attn_cp_size = decode.attn_cp_size
     mgr.attn_cp_rank = 0
@@ -177,15 +207,20 @@ def _decode_manager(sg: SimpleNamespace, decode: PairInfo):
     return mgr
 
 
-def bootstrap_error(prefill: PairInfo, decode: PairInfo) -> RuntimeErrorPrediction | None:
+def bootstrap_error(prefill: PairInfo, decode: PairInfo, behaviour: Any = None) -> RuntimeErrorPrediction | None:
     """The decode's checks on the prefill's ``/route`` reply, by the runtime itself.
 
-    Drives SGLang 0.5.23's ``CommonKVManager.try_ensure_parallel_info`` (and through it
-    ``_resolve_rank_mapping``) on a decode ``NixlKVManager`` made with ``object.__new__``;
-    the reply comes from a stand-in for ``requests.get``. Returns the exception it
-    raises (class name, ``str()``), or ``None`` when the decode accepts the prefill.
+    Drives the installed release's ``CommonKVManager.try_ensure_parallel_info`` (and
+    through it ``_resolve_rank_mapping``) on a decode ``NixlKVManager`` made with
+    ``object.__new__``; the reply comes from a stand-in for ``requests.get``. Returns the
+    exception it raises (class name, ``str()``), or ``None`` when the decode accepts the
+    prefill. ``behaviour`` is accepted for interface parity and ignored: the installed
+    release decides. Raises ``KernelSetupError`` when the release has no
+    ``try_ensure_parallel_info`` (before 0.5.10) or the stand-in lacks what it reads.
     """
     sg = _sglang()
+    if not hasattr(sg.common.CommonKVManager, "try_ensure_parallel_info"):
+        raise KernelSetupError(f"SGLang {sg.version} has no try_ensure_parallel_info (its decode checks the prefill in CommonKVReceiver)")
     mgr = _decode_manager(sg, decode)
     payload = _route_payload(sg, prefill)
     calls: list[str] = []
@@ -336,18 +371,28 @@ def _init_prefill(sg: SimpleNamespace, mgr, kinds: list[str]) -> None:
     mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
 
 
-def _hetero_stand_in(mgr, record: dict):
-    """Replaces ``_init_hetero_tp_prep_handle`` on one manager: records the call and the
-    decode regions the runtime's ``get_mha_kv_ptrs_with_pp`` pairs the slices with."""
+def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
+    """Wraps ``_init_hetero_tp_prep_handle`` on one manager: records the call and the
+    decode regions the runtime's ``get_mha_kv_ptrs_with_pp`` pairs the slices with, then
+    (when the model's KV head count is known) runs the runtime's own head-slice setup,
+    whose asserts are the runtime's verdict."""
+    real = mgr._init_hetero_tp_prep_handle
 
     def stand_in(peer_name, decode_kv_args, src_mem_kind="VRAM", dst_mem_kind="VRAM"):
         _, _, dst_k, dst_v, layers = mgr.get_mha_kv_ptrs_with_pp(mgr.kv_args.kv_data_ptrs, decode_kv_args.dst_kv_ptrs)
         record.update(peer=peer_name, src_kind=src_mem_kind, dst_kind=dst_mem_kind, dst_ptrs=list(dst_k[:layers]) + list(dst_v[:layers]))
+        if total_kv_heads:
+            mgr.kv_args.total_kv_head_num = total_kv_heads
+            mgr.kv_args.kv_head_num = max(1, total_kv_heads // mgr.attn_tp_size)
+            real(peer_name, decode_kv_args, src_mem_kind, dst_mem_kind)
 
     return stand_in
 
 
-def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0) -> Plan:
+def decide_transfer(
+    prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0,
+    total_kv_heads: int | None = None, behaviour: Any = None,
+) -> Plan:
     """The prefill's decision when the decode registers, by the runtime itself.
 
     Drives SGLang 0.5.23's ``NixlKVManager._add_remote_peer`` -> ``_prepare_payload_xfer``
@@ -358,6 +403,8 @@ def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_s
     lists, ``kv_xfer_segments``, destination kinds), or the exception it raised.
     """
     sg = _sglang()
+    if not hasattr(sg.nixl.NixlKVManager, "build_receiver_registration_message") or not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer"):
+        raise KernelSetupError(f"the runtime kernel drives the prefill decision of 0.5.23-shaped releases; SGLang {sg.version} differs")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
 
@@ -379,7 +426,7 @@ def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_s
         )
         return plan
     hetero: dict = {}
-    mgr._init_hetero_tp_prep_handle = _hetero_stand_in(mgr, hetero)
+    mgr._init_hetero_tp_prep_handle = _hetero_stand_in(mgr, hetero, total_kv_heads)
     try:
         mgr._add_remote_peer(peer_info)
     except AttributeError as exc:  # a gap in the stand-in, not the runtime's verdict
