@@ -97,6 +97,7 @@ def _sglang() -> SimpleNamespace:
         pass
     import warnings
 
+    _tolerate_reregistered_configs()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import sglang
@@ -116,6 +117,26 @@ def _sglang() -> SimpleNamespace:
         PREFILL=DisaggregationMode.PREFILL,
         DECODE=DisaggregationMode.DECODE,
     )
+
+
+def _tolerate_reregistered_configs() -> None:
+    """Releases 0.5.12 .. 0.5.20 register Hugging Face configs (``qwen3_asr``, ...) that
+    newer ``transformers`` ship themselves, and ``AutoConfig.register`` then refuses the
+    import. Registering with ``exist_ok=True`` keeps transformers' own class; the PD code
+    kvcheck drives never reads these configs."""
+    try:
+        from transformers import AutoConfig
+    except Exception:  # pragma: no cover - transformers is optional for the import
+        return
+    register = AutoConfig.register
+    if getattr(register, "_kvcheck_exist_ok", False):
+        return
+
+    def tolerant(model_type, config, exist_ok=False):
+        return register(model_type, config, exist_ok=True)
+
+    tolerant._kvcheck_exist_ok = True
+    AutoConfig.register = staticmethod(tolerant)
 
 
 def runtime_version() -> str:
