@@ -27,3 +27,17 @@ echo "== installing SGLang 0.5.23 (--no-deps) and what its decision code imports
 echo "== installing NIXL (nixl-cu12, --no-deps)"
 .venv/bin/python -m pip install -q -r requirements/nixl.txt
 .venv/bin/python -m pip install -q --no-deps nixl-cu12==1.5.1
+
+# Several SGLang releases side by side, each --no-deps in its own folder, for the
+# per-release conformance tests (tests/test_conformance_releases.py runs each in its own
+# process with PYTHONPATH=.venv/sglang-releases/X). The releases are those whose PD path
+# changed (see kvcheck/sglang/pd_release.py); _deps holds what their imports need beyond
+# kvcheck's own environment.
+RELEASES=${KVCHECK_SGLANG_RELEASES:-"0.5.8 0.5.10 0.5.13 0.5.16 0.5.17 0.5.21 0.5.22"}
+echo "== installing SGLang releases side by side: $RELEASES"
+mkdir -p .venv/sglang-releases
+[ -d .venv/sglang-releases/_deps/openai ] || .venv/bin/python -m pip install -q --no-deps --target .venv/sglang-releases/_deps \
+  openai==3.57.0 distro jiter sniffio partial_json_parser
+for v in $RELEASES; do
+  [ -f ".venv/sglang-releases/$v/sglang/__init__.py" ] || .venv/bin/python -m pip install -q --no-deps --target ".venv/sglang-releases/$v" "sglang==$v"
+done

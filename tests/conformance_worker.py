@@ -67,6 +67,7 @@ def bootstrap_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
 
     state_values = [s.value for s in getattr(rk._sglang().base_conn, "StateType", [])]
     bad = []
+    outcomes = out.setdefault("bootstrap_outcomes", {})
     for _ in range(n):
         p = _pair_info(rng, state_values)
         d = _pair_info(rng, state_values, base=p)
@@ -74,6 +75,8 @@ def bootstrap_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
             d.state_types = []
         want = _err(rk.bootstrap_error(p, d))
         got = _err(builtin.bootstrap_error(p, d, b))
+        k = want[1][:30] if want else "accepted"
+        outcomes[k] = outcomes.get(k, 0) + 1
         if want != got:
             bad.append({"prefill": p.model_dump(), "decode": d.model_dump(), "runtime": want, "builtin": got})
     out["bootstrap"] = n
@@ -184,6 +187,7 @@ def transfer_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
 
     bad = []
     done = 0
+    outcomes = out.setdefault("transfer_outcomes", {})
     for _ in range(n):
         prefill, decode, dcp, pp_rank, heads = transfer_pair(rng)
         try:
@@ -193,6 +197,8 @@ def transfer_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
             return
         got = builtin.decide_transfer(prefill, decode, decode_dcp_size=dcp, pp_rank=pp_rank, total_kv_heads=heads, behaviour=b)
         done += 1
+        key = want.path or (want.error.type + ":" + want.error.message[:40] if want.error else "?")
+        outcomes[key] = outcomes.get(key, 0) + 1
         same = want.contract() == got.contract() and _err(want.error) == _err(got.error) and (want.path is None or want.dst_indices == got.dst_indices)
         if not same:
             bad.append({"runtime": [want.contract(), _err(want.error), want.dst_indices], "builtin": [got.contract(), _err(got.error), got.dst_indices]})
@@ -218,12 +224,20 @@ def main() -> int:
     out["sglang_file"] = sglang.__file__
     b = behaviour(a.release)
     rng = random.Random(a.seed)
+    out["import_seconds"] = round(time.perf_counter() - t0, 2)
+    timings = out.setdefault("part_seconds", {})
+    t = time.perf_counter()
     if b.bootstrap_modeled:
         bootstrap_part(rk, b, a.pairs, rng, out)
         route_part(rk, b, out)
+        timings["bootstrap+route"] = round(time.perf_counter() - t, 2)
+    t = time.perf_counter()
     registration_part(rk, b, out)
+    timings["registration"] = round(time.perf_counter() - t, 2)
+    t = time.perf_counter()
     if a.transfer_pairs and b.decision_modeled:
         transfer_part(rk, b, a.transfer_pairs, rng, out)
+        timings["transfer"] = round(time.perf_counter() - t, 2)
     out["seconds"] = round(time.perf_counter() - t0, 2)
     print(json.dumps(out))
     return 0

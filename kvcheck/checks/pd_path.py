@@ -294,21 +294,21 @@ def aux_buffer_count(chk, ctx: CheckContext) -> list[Finding]:
     "follow-bootstrap-room-plain-dp",
     Severity.ERROR,
     "The prefill's DP routing matches its attention DP ranks",
-    what="A prefill with plain data parallelism (--dp-size > 1 without --enable-dp-attention) and the PD prefill's default load balancing, follow_bootstrap_room (0.5.23).",
+    what="A prefill with plain data parallelism (--dp-size > 1 replicas, attention DP 1) and the PD prefill's default load balancing, follow_bootstrap_room (0.5.23).",
     why=(
         "The prefill's DP controller sends a request to replica bootstrap_room % dp_size, but CommonKVSender compares that with the "
         "replica's attention DP rank, which is 0 without DP attention: every request landing on another replica fails with "
         "'follow_bootstrap_room conflict: ...' unless the router passes the prefill DP rank."
     ),
-    fix="Run the prefill with --enable-dp-attention, or --load-balance-method round_robin, or set SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1 on the prefill.",
+    fix="Run the prefill with attention DP (--attn-dp-size) instead of replicas, or --load-balance-method round_robin, or set SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK=1 on the prefill.",
 )
 def follow_bootstrap_room_plain_dp(chk, ctx: CheckContext) -> list[Finding]:
     b_p, _ = _behaviours(ctx)
     if b_p.version != "0.5.23":
         return []
     a, raw, env = ctx.prefill.args, ctx.prefill.raw_args, ctx.prefill.env
-    if a.dp_size <= 1 or a.enable_dp_attention:
-        return []
+    if a.dp_size <= 1 or a.enable_dp_attention or a.attn_dp_size > 1:
+        return []  # num_dp_ranks = dp_size x attn_dp_size; one of the two is 1 (runtime_context.num_dp_ranks_of)
     if raw.get("load_balance_method", "auto") not in ("auto", "follow_bootstrap_room"):
         return []
     if str(env.get("SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK", "")).lower() in _TRUE:
@@ -327,7 +327,7 @@ def follow_bootstrap_room_plain_dp(chk, ctx: CheckContext) -> list[Finding]:
         ),
     )
     return [chk.finding(
-        f"prefill --dp-size {a.dp_size} without --enable-dp-attention routes by follow_bootstrap_room, but every replica's attention DP rank is 0",
+        f"prefill --dp-size {a.dp_size} (replicas, attention DP 1) routes by follow_bootstrap_room, but every replica's attention DP rank is 0",
         runtime_error=rt,
     )]
 
