@@ -27,7 +27,7 @@ from helpers import REPO
 
 pytest.importorskip("sglang")
 
-pytestmark = pytest.mark.runtime
+pytestmark = [pytest.mark.runtime, pytest.mark.timeout(1800)]
 
 ROOT = Path(os.environ.get("KVCHECK_SGLANG_RELEASES_DIR") or (Path(sys.prefix) / "sglang-releases"))
 INSTALLED = sorted((p.name for p in ROOT.glob("0.*") if (p / "sglang" / "__init__.py").exists()), key=lambda v: [int(x) for x in v.replace("post", ".").split(".") if x])
