@@ -332,10 +332,33 @@ def _registration(sg: SimpleNamespace, decode: SideGeometry, decode_dcp_size: in
     mgr.attn_tp_size = decode.attn_tp_size
     mgr.dcp_size = decode_dcp_size
     mgr.dcp_rank = 0
-    frames = mgr.build_receiver_registration_message()
+    if hasattr(mgr, "build_receiver_registration_message"):
+        frames = mgr.build_receiver_registration_message()
+    else:
+        frames = _registration_frames_0_5_17(sg, mgr)
     if frames[0] != sg.nixl.GUARD:
         raise KernelSetupError("SGLang's registration message does not start with its GUARD frame")
     return sg.nixl.KVArgsRegisterInfo.from_zmq(frames[1:])
+
+
+def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
+    """The 23 frames (after ``GUARD``) a 0.5.17 .. 0.5.22 decode's
+    ``NixlKVReceiver._register_kv_args`` sends, restated from its ``send_multipart`` call
+    (those releases build them inline, not in ``build_receiver_registration_message``);
+    parsed below by the release's own ``KVArgsRegisterInfo.from_zmq``."""
+    import struct
+
+    a = mgr.kv_args
+    pack = getattr(sg.nixl, "pack_int_lists", None) or getattr(sg.common, "pack_int_lists")
+    item = a.kv_item_lens[0] if a.kv_item_lens else 0
+    slots = sg.nixl.num_kv_slots(a.kv_data_lens, a.kv_item_lens) if a.kv_item_lens else 0
+    return [
+        sg.nixl.GUARD, b"None", mgr.local_ip.encode(), str(mgr.rank_port).encode(), mgr.agent.name.encode(), mgr.agent.get_agent_metadata(),
+        b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs), b"", pack([], "Q"), str(a.gpu_id).encode(), str(mgr.attn_tp_size).encode(),
+        str(a.engine_rank).encode(), str(item).encode(), pack([], "I"), pack([], "I"), b"", b"", str(slots).encode(),
+        sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds), b"".join(struct.pack("Q", x) for x in a.kv_item_lens), pack([], "I"),
+        b"".join(struct.pack("I", x) for x in a.kv_layer_ids), str(mgr.dcp_size).encode(), str(mgr.dcp_rank).encode(),
+    ]
 
 
 def _prefill_manager(sg: SimpleNamespace, prefill: SideGeometry, pp_rank: int):
@@ -424,8 +447,8 @@ def decide_transfer(
     lists, ``kv_xfer_segments``, destination kinds), or the exception it raised.
     """
     sg = _sglang()
-    if not hasattr(sg.nixl.NixlKVManager, "build_receiver_registration_message") or not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer"):
-        raise KernelSetupError(f"the runtime kernel drives the prefill decision of 0.5.23-shaped releases; SGLang {sg.version} differs")
+    if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer") or not hasattr(sg.nixl.NixlKVManager, "_prep_xfer_dlist"):
+        raise KernelSetupError(f"the runtime kernel drives the prefill decision of 0.5.22-shaped releases and later; SGLang {sg.version} differs")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
 
