@@ -36,8 +36,9 @@ Without ``total_kv_heads`` only the pairing is recorded.
 
 Releases: the bootstrap checks are driven on any release with
 ``try_ensure_parallel_info`` (0.5.10 on; 0.5.10 .. 0.5.16 read ``server_args``, which
-the stand-in provides). The prefill decision is driven on releases shaped like 0.5.23
-(``build_receiver_registration_message``); elsewhere ``KernelSetupError``.
+the stand-in provides). The prefill decision is driven on 0.5.22 and 0.5.23 (0.5.22's
+decode builds its 23 registration frames inline; the kernel restates that list and the
+release's own ``from_zmq`` parses it); elsewhere ``KernelSetupError``.
 
 Not driven (said here, and handled honestly):
 - DCP pack buffers (``_init_dcp_pack_buffers_once`` allocates device staging memory):
