@@ -358,3 +358,21 @@ def hetero_tp_kv_misrouted(chk, ctx: CheckContext) -> list[Finding]:
                 ))
                 break
     return out
+
+
+@check(
+    "state-components",
+    Severity.UNCHECKED,
+    "Both sides register the same state components",
+    what="The prefill and the decode register different state component lists (state_types: mamba, swa, dsa, block_scale, ...).",
+    why=(
+        "NixlKVManager.maybe_send_extra pairs state components by index (prefill component i into the decode's component i); "
+        "kvcheck does not yet predict what each release does when the lists differ."
+    ),
+    fix="Run the same model, KV dtype and speculative settings on both sides so that both register the same state components.",
+)
+def state_components(chk, ctx: CheckContext) -> list[Finding]:
+    pi, di = (ctx.extra.get("pair_info") or (None, None))
+    if pi is None or di is None or pi.state_types == di.state_types:
+        return []
+    return [chk.finding(f"state components differ: prefill {pi.state_types or 'none'}, decode {di.state_types or 'none'}; paired by index in maybe_send_extra")]

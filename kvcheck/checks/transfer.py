@@ -80,7 +80,7 @@ def _classify(message: str, table, type_: str | None = None) -> tuple[str, str]:
     Severity.ERROR,
     "Both sides use the NIXL transfer backend",
     what="--disaggregation-transfer-backend differs between prefill and decode, or is not nixl.",
-    why="The default backend is mooncake. A mooncake decode gets past the bootstrap checks, then its first ZMQ message kills the NIXL prefill's bootstrap thread; requests hang for 300 s.",
+    why="The default backend is mooncake. A mooncake decode gets past the bootstrap checks, then its first ZMQ message kills the NIXL prefill's bootstrap thread; requests hang until SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT / SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s by default).",
     fix="Set --disaggregation-transfer-backend nixl on both servers.",
 )
 def transfer_backend(chk, ctx: CheckContext) -> list[Finding]:
@@ -96,7 +96,7 @@ def transfer_backend(chk, ctx: CheckContext) -> list[Finding]:
             type="AssertionError", message=GUARD_ASSERT,
             raised_by="prefill: NIXL bootstrap thread (first ZMQ message from the decode)",
             when="first request",
-            operator_sees="the prefill's bootstrap thread dies; requests to that rank time out after 300 s on the decode",
+            operator_sees=_hang(ctx),
         )
     return [chk.finding(
         f"transfer backends differ: prefill --disaggregation-transfer-backend={p}, decode --disaggregation-transfer-backend={d}"
@@ -130,7 +130,7 @@ def bootstrap(chk, ctx: CheckContext) -> list[Finding]:
     Severity.ERROR,
     "The prefill accepts the decode's KV registration",
     what="Region counts, memory kinds, item lengths and PP pairing the prefill checks when the decode registers.",
-    why="The prefill raises in its NIXL bootstrap thread; the thread dies and requests to that rank hang for 300 s.",
+    why="The prefill raises in its NIXL bootstrap thread; the thread dies and requests to that rank hang until the PD timeouts (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT, SGLANG_DISAGGREGATION_WAITING_TIMEOUT; 300 s by default).",
     fix="Align the geometry of both sides.",
 )
 def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
@@ -173,6 +173,12 @@ def _region_count_fix(ctx: CheckContext, pg, dg) -> str | None:
     if p.args.pp_size != d.args.pp_size:
         return f"The PP layouts differ (prefill --pp-size {p.args.pp_size}, decode --pp-size {d.args.pp_size}): give both the same --pp-size and SGLANG_PP_LAYER_PARTITION."
     return None
+
+
+def _hang(ctx: CheckContext) -> str:
+    from kvcheck.preflight import hang_text
+
+    return hang_text(ctx.extra.get("timeouts") or {"bootstrap_timeout_s": 300, "waiting_timeout_s": 300})
 
 
 def _kind_summary(g) -> str:
