@@ -55,7 +55,11 @@ def results() -> dict[str, dict]:
     jobs = [(sglang.__version__, None)] + [(v, str(ROOT / v)) for v in INSTALLED if v != sglang.__version__]
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {v: pool.submit(_run, v, p, 1000 + i) for i, (v, p) in enumerate(jobs)}
-        return {v: f.result() for v, f in futures.items()}
+        out = {v: f.result() for v, f in futures.items()}
+    for v, r in out.items():  # shown with -s / in the captured output on failure
+        parts = {k: r[k] for k in ("bootstrap", "route", "registration", "transfer") if k in r}
+        print(f"conformance sglang {v}: {parts} in {r['seconds']} s (import {r['import_seconds']} s)")
+    return out
 
 
 def test_each_release_agrees_with_kvcheck(results):
