@@ -1,8 +1,12 @@
-"""The transfer plan: SGLang 0.5.23's own decisions, restated as pure functions.
+"""The transfer plan: SGLang's own PD decisions, restated as pure functions, per release.
+
+Release-dependent branches read a ``PDBehaviour`` (``kvcheck.sglang.pd_release``); each
+names the release that introduced it. Unmodeled releases raise ``ValueError`` here and
+the preflight reports ``unchecked``.
 
 Two decision points, in the order the runtime reaches them:
 
-1. ``bootstrap_error``: the decode's first contact with the prefill bootstrap server
+1. ``bootstrap_checks`` / ``bootstrap_error``: the decode's first contact with the prefill bootstrap server
    (``CommonKVManager.try_ensure_parallel_info`` and ``_resolve_rank_mapping`` in
    ``disaggregation/common/conn.py``), raised in the decode's scheduler on the first request.
 2. ``decide_transfer``: the prefill's handling of the decode's registration
