@@ -150,6 +150,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         findings=findings,
         sides=[_summary(prefill, pg), _summary(decode, dg)],
         kernel=kernel_name,
+        runtime=f"sglang {b_p.version}" if b_p.version == b_d.version else f"sglang {b_p.version} (prefill) / {b_d.version} (decode)",
         extra=report_extra,
     )
 
