@@ -140,3 +140,12 @@ def test_dsa_fp8_rows_name_the_role_backends(tmp_path):
     r = _pair(tmp_path, "deepseek-v3.2", {**P, **base, "dsa-prefill-backend": "trtllm"}, {**D, **base, "dsa-decode-backend": "flashmla_kv"})
     f = _by_id(r)["item-length-larger"]
     assert f.severity.value == "error" and "--dsa-prefill-backend trtllm" in f.message and "--dsa-decode-backend flashmla_kv" in f.message
+
+
+def test_a_shorter_dsa_destination_row_names_the_role_backends(tmp_path):
+    # _prep_equal_tp_dlist raises when the prefill's 656-byte scaled rows go into 576-byte raw rows.
+    base = {"page-size": 64, "tp-size": 8, "kv-cache-dtype": "fp8_e4m3"}
+    r = _pair(tmp_path, "deepseek-v3.2", {**P, **base, "dsa-prefill-backend": "flashmla_kv"}, {**D, **base, "dsa-decode-backend": "trtllm"})
+    f = _by_id(r)["item-stride"]
+    assert f.runtime_error.message.startswith("NIXL prepared dlist transfer length exceeds item stride: xfer_len=41984, item_len=36864")
+    assert "--dsa-decode-backend trtllm" in f.message and "trtllm" in f.fix

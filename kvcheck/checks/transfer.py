@@ -154,6 +154,12 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
         detail = f"prefill PP stage {stage['pp_rank']} (layers {stage['layers'][0]}..{stage['layers'][1] - 1}): " + detail
     if fid == "region-count":
         fix = _region_count_fix(ctx, pg, dg) or fix
+    if fid == "item-stride":
+        from kvcheck.checks.risks import _item_cause
+
+        cause, cause_fix = _item_cause(ctx)
+        detail += cause
+        fix = cause_fix or fix
     if ctx.extra.get("bootstrap_errors"):
         detail += "; this is raised once the bootstrap checks above pass"
     return [Finding(id=fid, severity=Severity.ERROR, message=f"the prefill rejects the decode's KV registration: {detail}", fix=fix, runtime_error=plan.error)]
