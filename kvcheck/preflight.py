@@ -133,6 +133,8 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
             plan, stages = _decide_all_stages(kd, prefill, decode, pg, dg, b_p)
             plan.kernel = kernel_name
             extra["pp_stages"] = stages
+        if b_p.states_modeled and b_d.states_modeled and (pg.state_types or dg.state_types):
+            _decide_states(k if kernel_name == "runtime" and _kernel_runs(k, kernel_name, b_p) else builtin, prefill, decode, pg, dg, extra)
     _order_runtime_errors(plan, extra)
     ctx = CheckContext(prefill=prefill, decode=decode, prefill_geometry=pg, decode_geometry=dg, plan=plan, extra=extra)
     findings: list[Finding] = []
@@ -156,6 +158,25 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         runtime=f"sglang {b_p.version}" if b_p.version == b_d.version else f"sglang {b_p.version} (prefill) / {b_d.version} (decode)",
         extra=report_extra,
     )
+
+
+def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, extra: dict) -> None:
+    """The state components' transfer (SGLang 0.5.23 on both sides): ``extra["state_decisions"]``
+    (``kvcheck.sglang.states.StateDecision`` per prefill component) and
+    ``extra["states_decided"]`` (True when none is left undecided). The runtime kernel
+    drives ``maybe_send_extra`` itself; the builtin kernel restates it."""
+    from kvcheck.sglang import states
+
+    inp = states.state_inputs(prefill, decode)
+    if k is builtin:
+        decisions = states.decide_states(pg, dg, inp)
+    else:
+        def dims(side: Side, g: SideGeometry):
+            return states.mamba_dims(side.model, g.attn_tp_size) if "mamba" in g.state_types else None
+
+        decisions = k.decide_states(pg, dg, inp, prefill_dims=dims(prefill, pg), decode_dims=dims(decode, dg))
+    extra["state_decisions"] = decisions
+    extra["states_decided"] = pg.state_types == dg.state_types and all(d.unchecked is None for d in decisions)
 
 
 def _kernel_runs(k, kernel_name: str, b) -> bool:

@@ -242,6 +242,13 @@ def state_components(chk, ctx: CheckContext) -> list[Finding]:
     if ctx.extra.get("states_decided"):
         return []
     out = []
+    decisions = ctx.extra.get("state_decisions")
+    if decisions is not None and ctx.prefill_geometry is not None and ctx.decode_geometry is not None and ctx.prefill_geometry.state_types == ctx.decode_geometry.state_types:
+        # SGLang 0.5.23: decided per component; only the undecided ones stay unchecked.
+        for d in decisions:
+            if d.unchecked:
+                out.append(chk.finding(f"state component {d.index} ({d.state_type}, {d.n_entries} entries): {d.unchecked}"))
+        return out
     for g in (ctx.prefill_geometry, ctx.decode_geometry):
         if g is None or g.pool == "not_modeled":
             continue
@@ -249,4 +256,35 @@ def state_components(chk, ctx: CheckContext) -> list[Finding]:
         if todo:
             lens = "; ".join(f"{t}: {len(g.state_item_lens(t))} items of {sorted(set(g.state_item_lens(t)))} bytes" for t in todo)
             out.append(chk.finding(f"{g.role}: {g.pool} pool registers {g.n} KV regions and state components {todo} ({lens}); kvcheck does not decide their transfer yet"))
+    return out
+
+
+@check(
+    "state-transfer",
+    Severity.ERROR,
+    "The state components transfer as the runtime sends them",
+    what=(
+        "SGLang 0.5.23's NixlKVManager.maybe_send_extra (and the prepared state plan of _prepare_state_xfer) refuses or "
+        "corrupts a state component: SWA head slicing with a non-NHD layout or PP>1, MXFP8 block scales or MiniMax state "
+        "with unequal attention TP, item lengths that differ between the sides (prepared path: the peer is rejected; generic "
+        "path and Mamba slices: the decode's slots are overwritten with the prefill's layout)."
+    ),
+    why=(
+        "The prefill's transfer worker raises on the request's last chunk: it logs 'Unexpected transfer worker error for room N' "
+        "and fails the request, every request. A silent layout mismatch raises nothing and the decode continues from garbage state."
+    ),
+    fix="See the finding.",
+)
+def state_transfer(chk, ctx: CheckContext) -> list[Finding]:
+    from kvcheck.sglang.states import fix_for
+
+    out = []
+    for d in ctx.extra.get("state_decisions") or []:
+        if d.error is not None:
+            out.append(chk.finding(
+                f"state component {d.index} ({d.state_type}, {d.n_entries} entries): the prefill's transfer worker raises {d.error.type}: {d.error.message}",
+                fix=fix_for(d), runtime_error=d.error.model_copy(),
+            ))
+        elif d.corruption:
+            out.append(chk.finding(f"state component {d.index} ({d.state_type}): silent corruption: {d.corruption}", fix=fix_for(d)))
     return out

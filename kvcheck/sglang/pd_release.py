@@ -138,6 +138,12 @@ class PDBehaviour:
         """0.5.23: ``check_peer_aux_buffer_count`` logs a metadata-buffer count mismatch."""
         return self.decision_variant == "0.5.23"
 
+    @property
+    def states_modeled(self) -> bool:
+        """0.5.23: the state components' transfer (``maybe_send_extra``, the prepared state
+        plan) is restated in ``kvcheck.sglang.states``; other releases stay unchecked."""
+        return self.decision_variant == "0.5.23"
+
     # ---- known defects of one release ----
     @property
     def nixl_stateless_hang(self) -> bool:

@@ -511,3 +511,164 @@ def decide_transfer(
         plan.segments = [Segment(start=0, end=n_src, src_kind=agent.kind_of(src_handle), dst_kind=dst_kind)]
         return plan
     raise KernelSetupError("SGLang's _prepare_payload_xfer returned without preparing a transfer kvcheck recognises")
+
+
+class _StateRecordingAgent(_RecordingAgent):
+    """The recording stand-in, extended for ``maybe_send_extra``: ``initialize_xfer`` and
+    ``make_prepped_xfer`` record the transfer (descriptors or prepared selectors) and
+    return a handle; ``transfer`` posts nothing and answers "PROC"."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.xfers: list[tuple[str, Any, Any]] = []
+
+    def initialize_xfer(self, op, src_descs, dst_descs, peer_name, *args, **kwargs):
+        self.xfers.append(("generic", src_descs, dst_descs))
+        return 1000 + len(self.xfers)
+
+    def make_prepped_xfer(self, op, src_handle, src_sel, dst_handle, dst_sel, *args, **kwargs):
+        self.xfers.append(("prepared", src_sel, dst_sel))
+        return 1000 + len(self.xfers)
+
+    def transfer(self, handle, *args, **kwargs) -> str:
+        return "PROC"
+
+
+def _state_lists(g: SideGeometry, base: int, dims: dict[str, list[int]] | None):
+    """(ptrs, data_lens, item_lens, dims, layer_ids) per component of ``g``, as
+    ``append_state_component`` fills ``kv_args.state_*``; pointers are fake."""
+    ptrs, lens, items, dpt, lids = [], [], [], [], []
+    n = 0
+    for t in g.state_types:
+        regs = [r for r in g.state_regions if r.state_type == t]
+        ptrs.append([base + (n + k) * _PTR_STRIDE for k in range(len(regs))])
+        n += len(regs)
+        items.append([r.item_len for r in regs])
+        lens.append([r.item_len * NUM_SLOTS for r in regs])
+        dpt.append([dims[r.part] for r in regs] if t == "mamba" and dims else [])
+        lids.append([r.layer_id for r in regs] if t in ("mamba",) else [])
+    return ptrs, lens, items, dpt, lids
+
+
+def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, prefill_dims: dict | None = None, decode_dims: dict | None = None) -> list:
+    """The state components' transfer, by the runtime itself (SGLang 0.5.23).
+
+    Drives, on a prefill manager made like ``decide_transfer``'s: ``_prepare_state_xfer``
+    (with the prepared components ``_prepared_state_component_indices`` selects on CUDA
+    when ``kvcheck.sglang.states.prepared_path`` holds; CPU would select none), then
+    ``maybe_send_extra`` for one request (state slot / page 1 on both sides) with the
+    decode's registration parsed by ``KVArgsRegisterInfo.from_zmq``. ``inp`` is a
+    ``kvcheck.sglang.states.StateInputs``; ``*_dims``: ``kvcheck.sglang.states.mamba_dims`` of each side.
+    Returns ``StateDecision``s: the path each component took (which sender ran), the
+    exception ``maybe_send_extra`` raised (it stops at the first; the components after it
+    are left undecided, ``unchecked``), or corruption read back from the recorded
+    descriptors (a write whose bytes per destination slot differ from what fills it)."""
+    from kvcheck.sglang.states import StateDecision, _err, prepared_path, PEER
+
+    sg = _sglang()
+    mgr = _prefill_manager(sg, prefill, 0)
+    _init_prefill(sg, mgr, prefill.kinds)
+    agent = _StateRecordingAgent("kvcheck-prefill")
+    mgr.agent = agent
+    mgr.pp_size = inp.prefill_pp
+    mgr.attn_cp_size = inp.prefill_cp
+    mgr.state_tp_size = prefill.attn_tp_size
+    a = mgr.kv_args
+    a.state_types = _state_types(sg, prefill.state_types)
+    (a.state_data_ptrs, a.state_data_lens, a.state_item_lens, a.state_dim_per_tensor, a.state_layer_ids) = _state_lists(prefill, _PTR_BASE_SRC + (1 << 40), prefill_dims)
+    a.state_conv_shard_groups = []
+    a.state_slice_outer_counts = []
+    a.swa_kv_cache_layout = inp.swa_layout if "swa" in prefill.state_types else None
+    if inp.total_kv_heads:
+        a.total_kv_head_num = inp.total_kv_heads
+        a.kv_head_num = max(1, inp.total_kv_heads // prefill.attn_tp_size)
+    mgr._prepared_state_components = (
+        frozenset(i for i, t in enumerate(a.state_types) if t in sg.nixl._PREPARED_STATE_TYPES) if prepared_path(prefill, decode, inp) else frozenset()
+    )
+
+    # The decode's registration with its state components.
+    dst = _state_lists(decode, _PTR_BASE_DST + (1 << 40), decode_dims)
+    peer_info = _registration(sg, decode, inp.decode_dcp)
+    peer_info.dst_state_data_ptrs, peer_info.dst_state_data_lens, peer_info.dst_state_item_lens = dst[0], dst[1], dst[2]
+    peer_info.dst_state_dim_per_tensor, peer_info.dst_state_layer_ids = dst[3], dst[4]
+    peer_info.decode_tp_size = decode.attn_tp_size
+    mgr.decode_kv_args_table = {peer_info.agent_name: peer_info}
+
+    calls: list[str] = []
+
+    def wrap(name: str, path: str):
+        real = getattr(mgr, name)
+
+        def stand_in(*args, **kwargs):
+            calls.append(path)
+            return real(*args, **kwargs)
+
+        setattr(mgr, name, stand_in)
+
+    for name, path in (("_send_mamba_state", "whole_generic"), ("_send_mamba_state_slice", "mamba_slice"), ("_send_swa_state_slice", "swa_head_slice"), ("_send_kvcache_generic", "whole_generic")):
+        wrap(name, path)
+
+    out = [StateDecision(index=i, state_type=t, n_entries=len(a.state_item_lens[i])) for i, t in enumerate(prefill.state_types)]
+    try:
+        mgr._prepare_state_xfer(peer_info)
+    except AttributeError as exc:
+        raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}") from exc
+    plan = mgr._prepared_state_plans.get(peer_info.agent_name)
+    prepared = set(plan.components) if plan is not None else set()
+    for i, d in enumerate(out):
+        # One request whose only state is component i (slot/page 1 on both sides): the
+        # runtime skips components with no indices, so what it does is component i's.
+        src_idx = [[1] if k == i else [] for k in range(len(out))]
+        dst_idx = [[1] if k == i else [] for k in range(len(decode.state_types))]
+        calls.clear()
+        n0 = len(agent.xfers)
+        try:
+            for _ in mgr.maybe_send_extra(
+                peer_info.agent_name, src_idx, peer_info.dst_state_data_ptrs, dst_idx, 0, decode.attn_tp_size, decode_tp_rank=0,
+                dst_state_item_lens=peer_info.dst_state_item_lens, dst_state_dim_per_tensor=peer_info.dst_state_dim_per_tensor,
+                dst_state_layer_ids=peer_info.dst_state_layer_ids,
+            ):
+                pass
+        except AttributeError as exc:
+            raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}") from exc
+        except Exception as exc:
+            d.error = _err(str(exc).replace(peer_info.agent_name, PEER), type(exc).__name__)
+            continue
+        if i in prepared:
+            d.path = "whole_prepared"
+        elif calls:
+            d.path = calls[0]
+            bad = _corrupt_writes(agent.xfers[n0:], d.path, i, peer_info, prefill.attn_tp_size, decode.attn_tp_size)
+            if bad:
+                d.path, d.corruption = None, bad
+        elif d.state_type == "dsa":
+            d.path = "with_kv_regions"
+    return out
+
+
+def _corrupt_writes(xfers: list, path: str, i: int, peer_info: Any, tp_p: int, tp_d: int) -> str | None:
+    """Read the recorded generic writes of component ``i`` back against the decode's slot 1
+    of each entry: a write outside the slot, or a slot filled with other than its item
+    length (x decode/prefill TP when a prefill rank fills part of it), is corruption."""
+    if path == "swa_head_slice":
+        return None
+    ptrs = list(peer_info.dst_state_data_ptrs[i])
+    lens = list(peer_info.dst_state_item_lens[i]) if i < len(peer_info.dst_state_item_lens) else []
+    filled = [0] * len(ptrs)
+    for kind, _src, dst in xfers:
+        if kind != "generic":
+            continue
+        for row in (dst.tolist() if hasattr(dst, "tolist") else dst):
+            addr, length = int(row[0]), int(row[1])
+            j = next((k for k, p in enumerate(ptrs) if p <= addr < p + _PTR_STRIDE), None)
+            if j is None or j >= len(lens):
+                continue
+            off = addr - ptrs[j]
+            if off < lens[j] or off + length > 2 * lens[j]:
+                return f"decode state entry {j}: a {length}-byte write at offset {off} leaves slot 1 ({lens[j]} bytes at {lens[j]})"
+            filled[j] += length
+    for j, got in enumerate(filled):
+        want = lens[j] if path == "whole_generic" or tp_p <= tp_d else lens[j] * tp_d // tp_p
+        if lens[j] and got and got != want:
+            return f"decode state entry {j}: {got} bytes written into a {lens[j]}-byte slot (expected {want})"
+    return None

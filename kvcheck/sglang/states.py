@@ -1,0 +1,308 @@
+"""The state components' transfer: SGLang 0.5.23's ``NixlKVManager.maybe_send_extra``, restated.
+
+A hybrid pool registers state components besides its KV regions
+(``setup_state_kv_args`` in ``disaggregation/utils.py``): "swa" (the sliding-window
+layers' K/V pages), "mamba" (per-request conv and temporal state of the linear-attention
+layers), "block_scale"/"block_scale_swa" (MXFP8 scales), "minimax_index_k"/
+"minimax_dense_kv" (MiniMax sparse), "dsa" (index-K, decided with the KV regions). The
+prefill sends them on a request's last chunk, in its transfer worker
+(``transfer_worker`` -> ``maybe_send_extra``), component ``i`` into the decode's
+component ``i``. An exception there is caught by the worker: the prefill logs
+``Unexpected transfer worker error for room N`` with the traceback and fails the request
+(``conclude_failure``); the decode reports the request failed. Every request fails; both
+servers keep running.
+
+Per component, as ``maybe_send_extra`` / ``_state_component_is_whole_slot`` /
+``_prepare_state_xfer`` of 0.5.23 dispatch (``state TP`` is ``linear_attn_tp_size()``,
+the attention TP size unless a linear-attention TP group is configured):
+
+* mamba, equal state TP: one whole slot per entry (``_send_mamba_state``); the source
+  item length is used on both sides.
+* mamba, unequal state TP: ``_send_mamba_state_slice``: the TP-sharded axis is sliced
+  (``compute_mamba_state_slice_byte_blocks``); bytes per sliced element are taken from
+  each side's item length, and ``num_dims * src_bytes_per_dim`` bytes land at the decode's
+  offset: unequal element sizes (``SGLANG_MAMBA_SSM_DTYPE`` / ``..._CONV_DTYPE``) corrupt.
+* swa, non-MLA, unequal attention TP: ``_send_swa_state_slice`` ->
+  ``CommonKVManager._get_mha_head_slice_blocks``, whose refusals (PP > 1 on the prefill,
+  a non-NHD SWA layout, entry counts, item lengths not splitting into whole heads) are
+  exceptions.
+* block_scale/block_scale_swa (and swa on an MLA backend), unequal attention TP, non-MLA:
+  ``PD Disaggregation does NOT support PD different TP sizes for non-MLA ... hybrid models yet.``
+* minimax_*: PP > 1 on the prefill, or unequal attention TP: refused.
+* whole-slot components (equal TP): on CUDA with the UCX backend and a prefill with
+  PP = CP = DCP = 1 (and a decode with DCP = 1), ``_prepare_state_xfer`` builds a prepared
+  plan at registration; unequal item lengths of paired entries there reject the peer and
+  every transfer raises ``NIXL state layout rejected for <peer>: ...``. Elsewhere the
+  generic path uses the source item length as the destination stride: unequal item
+  lengths corrupt silently.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from kvcheck.sglang.geometry import SideGeometry
+from kvcheck.sglang.plan import RuntimeErrorPrediction
+
+# The state types whose transfer this module decides (0.5.23); "dsa" is decided with the
+# KV regions in plan.py.
+DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa")
+
+PREFILL_TRANSFER_WORKER = "prefill: NIXL transfer worker (NixlKVManager.maybe_send_extra)"
+REQUEST_FAILS = (
+    "the prefill logs 'Unexpected transfer worker error for room N' with this traceback and fails the request; "
+    "the decode reports every request routed to this pair as failed; both servers keep running"
+)
+# The decode's NIXL agent name (a uuid4 in the runtime) in exception texts.
+PEER = "<decode agent>"
+_KV_SHAPED = ("swa", "block_scale", "block_scale_swa")
+
+
+class StateInputs(BaseModel):
+    """What the state decision reads besides the geometries: ``pp_size``/``attn_cp_size``/
+    ``dcp_size`` per side, the NIXL backend (``SGLANG_DISAGGREGATION_NIXL_BACKEND``,
+    default UCX), the SWA KV layout of each side ("nhd", or "hnd" with
+    ``SGLANG_USE_HND_KVCACHE``), the model's total KV heads of the SWA layers
+    (``get_total_num_kv_heads``), and the Mamba dtype variables of each side."""
+
+    prefill_pp: int = 1
+    prefill_cp: int = 1
+    prefill_dcp: int = 1
+    decode_dcp: int = 1
+    nixl_backend: str = "UCX"
+    swa_layout: str = "nhd"
+    total_kv_heads: int | None = None
+    prefill_mamba_dtypes: tuple[str | None, str | None] = (None, None)
+    decode_mamba_dtypes: tuple[str | None, str | None] = (None, None)
+
+
+class StateDecision(BaseModel):
+    """The decision for one state component (index ``index`` of ``state_types``).
+
+    ``path``: "whole_prepared", "whole_generic", "mamba_slice", "swa_head_slice" or None
+    when it fails; ``error``: the exception the prefill's transfer worker raises;
+    ``corruption``: certain silent corruption (nothing raises, the decode reads garbage);
+    ``unchecked``: why kvcheck cannot decide it."""
+
+    index: int
+    state_type: str
+    path: str | None = None
+    n_entries: int = 0
+    error: RuntimeErrorPrediction | None = None
+    corruption: str | None = None
+    unchecked: str | None = None
+
+
+def _err(message: str, type_: str = "RuntimeError") -> RuntimeErrorPrediction:
+    return RuntimeErrorPrediction(type=type_, message=message, raised_by=PREFILL_TRANSFER_WORKER, when="first request", operator_sees=REQUEST_FAILS)
+
+
+def _lens(g: SideGeometry, t: str) -> list[int]:
+    return [r.item_len for r in g.state_regions if r.state_type == t]
+
+
+def _layer_pairs(p: SideGeometry, d: SideGeometry, t: str) -> list[tuple[int, int]] | None:
+    """``build_transfer_entry_pairs`` for one component on a PP=1 prefill: by (layer id,
+    part) when both carry layer ids, else positional; None when the entries do not pair."""
+    src = [(r.layer_id, r.part) for r in p.state_regions if r.state_type == t]
+    dst = [(r.layer_id, r.part) for r in d.state_regions if r.state_type == t]
+    if len(src) == len(dst):
+        return list(zip(range(len(src)), range(len(dst))))
+    index = {k: j for j, k in enumerate(dst)}
+    if all(k in index for k in src):
+        return [(i, index[k]) for i, k in enumerate(src)]
+    return None
+
+
+def prepared_path(p: SideGeometry, d: SideGeometry, inp: StateInputs) -> bool:
+    """``_prepared_state_component_indices`` + ``_prepare_state_xfer`` (0.5.23): CUDA, the
+    UCX backend, a prefill with PP = CP = DCP = 1 and a decode with DCP = 1 (a 0.5.23 decode
+    sends its pool data lengths)."""
+    return inp.nixl_backend == "UCX" and inp.prefill_pp == 1 and inp.prefill_cp == 1 and inp.prefill_dcp == 1 and inp.decode_dcp == 1
+
+
+def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs) -> list[StateDecision]:
+    """The transfer of every state component of ``prefill`` (PP stage 0) into ``decode``,
+    as SGLang 0.5.23's ``maybe_send_extra`` dispatches it (see the module docstring).
+
+    Components are paired by index; when the two ``state_types`` lists differ the pairing
+    is the ``state-components-differ`` check's, and every component here is unchecked.
+    Returns one ``StateDecision`` per prefill component, in ``state_types`` order."""
+    out: list[StateDecision] = []
+    same_list = prefill.state_types == decode.state_types
+    tp_p, tp_d = prefill.attn_tp_size, decode.attn_tp_size
+    mla = prefill.is_mla
+    prepared = prepared_path(prefill, decode, inp)
+    for i, t in enumerate(prefill.state_types):
+        dec = StateDecision(index=i, state_type=t, n_entries=len(_lens(prefill, t)))
+        out.append(dec)
+        if not same_list:
+            dec.unchecked = f"state components differ (prefill {prefill.state_types}, decode {decode.state_types}): component {i} is paired by index"
+            continue
+        if t == "dsa":
+            dec.path = "with_kv_regions"
+            continue
+        src, dst = _lens(prefill, t), _lens(decode, t)
+        if t in ("minimax_index_k", "minimax_dense_kv"):
+            if inp.prefill_pp > 1:
+                dec.error = _err("PD disagg: PP>1 not supported for MiniMax state yet.")
+                continue
+            if tp_p != tp_d:
+                dec.error = _err("PD disagg: heterogeneous TP not supported for MiniMax state yet.")
+                continue
+        elif t == "mamba":
+            if tp_p != tp_d:
+                _mamba_slice(dec, prefill, decode, inp)
+                continue
+        elif t == "swa" and not mla and tp_p != tp_d:
+            _swa_head_slice(dec, prefill, decode, inp)
+            continue
+        elif t in _KV_SHAPED and not mla and tp_p != tp_d:
+            dec.error = _err(f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {t.upper()} hybrid models yet.")
+            continue
+        elif t not in DECIDED_STATE_TYPES:
+            dec.unchecked = f"state component {t!r} is not modeled"
+            continue
+        # Whole slots: equal TP (or MLA), one item per entry.
+        if inp.prefill_pp > 1:
+            dec.unchecked = "a PP>1 prefill pairs its stage's state entries by layer id; kvcheck decides PP=1 prefills"
+            continue
+        pairs = _layer_pairs(prefill, decode, t)
+        if pairs is None:
+            dec.unchecked = f"{t} entries do not pair (prefill {len(src)}, decode {len(dst)})"
+            continue
+        bad = [(s, j) for s, j in pairs if src[s] and dst[j] and src[s] != dst[j]]
+        if not bad:
+            dec.path = "whole_prepared" if prepared else "whole_generic"
+            continue
+        s, j = bad[0]
+        if prepared:
+            dec.error = _err(
+                f"NIXL state layout rejected for {PEER}: NIXL prepared state component {i} (StateType.{t.upper()}) "
+                f"stride mismatch for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}"
+            )
+        else:
+            dec.corruption = (
+                f"{t} state item lengths differ (prefill entry {s}: {src[s]} bytes, decode entry {j}: {dst[j]} bytes); "
+                "the generic path writes each item with the prefill's length at the prefill's stride into the decode's slots"
+            )
+    return out
+
+
+def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs) -> None:
+    """``_send_mamba_state_slice`` (unequal state TP): conv and temporal state are sliced
+    on their head axis; an element size (bytes per sliced unit) that differs between the
+    sides lands the prefill's bytes at the decode's offsets."""
+    if inp.prefill_pp > 1:
+        dec.unchecked = "a PP>1 prefill pairs its stage's Mamba entries by layer id; kvcheck decides PP=1 prefills"
+        return
+    pairs = _layer_pairs(p, d, "mamba")
+    if pairs is None:
+        dec.unchecked = "Mamba entries do not pair"
+        return
+    src, dst = _lens(p, "mamba"), _lens(d, "mamba")
+    # item_len x TP is the whole state's size; equal on both sides iff the element sizes agree.
+    skew = [(s, j) for s, j in pairs if src[s] * p.attn_tp_size != dst[j] * d.attn_tp_size]
+    if not skew:
+        dec.path = "mamba_slice"
+        return
+    if inp.prefill_mamba_dtypes != inp.decode_mamba_dtypes:
+        s, j = skew[0]
+        dec.corruption = (
+            f"Mamba state dtypes differ (prefill conv/ssm {inp.prefill_mamba_dtypes}, decode {inp.decode_mamba_dtypes}): "
+            f"with attention TP {p.attn_tp_size} -> {d.attn_tp_size} the slice transfer copies prefill entry {s} "
+            f"({src[s]} bytes per slot) into decode entry {j} ({dst[j]} bytes per slot) at mismatched offsets"
+        )
+    else:
+        dec.unchecked = "Mamba state sizes do not scale with the attention TP size (grouped heads widened to TP); kvcheck cannot decide the slice"
+
+
+def _swa_head_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs) -> None:
+    """``_send_swa_state_slice`` -> ``CommonKVManager._get_mha_head_slice_blocks`` (0.5.23)."""
+    if inp.prefill_pp > 1:
+        dec.error = _err("PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models with pipeline parallelism yet.")
+        return
+    if inp.swa_layout != "nhd":
+        dec.error = _err(f"Head-sliced PD transfer needs the NHD KV cache layout, got {inp.swa_layout}")
+        return
+    src, dst = _lens(p, "swa"), _lens(d, "swa")
+    src_k = [r for r in p.state_regions if r.state_type == "swa" and r.part == "K"]
+    if 2 * len(src_k) != len(src) or len(dst) < len(src):
+        dec.error = _err(f"Head-sliced PD transfer needs matching per-layer K/V buffers: prefill has {len(src)} entries, decode has {len(dst)}")
+        return
+    total = inp.total_kv_heads
+    if not total:
+        dec.unchecked = "the model's KV head count is unknown"
+        return
+    page = p.page_size
+    src_heads = max(1, total // p.attn_tp_size)
+    dst_heads = max(1, total // d.attn_tp_size)
+    # get_mha_kv_ptrs_with_pp pairs source K/V layer l with the decode's K/V layer l.
+    n_layers = len(src) // 2
+    d_half = len(dst) // 2
+    dst_pair = dst[:n_layers] + dst[d_half:d_half + n_layers]
+    for s_len, d_len in zip(src, dst_pair):
+        head_len = s_len // (page * src_heads)
+        if head_len * page * src_heads != s_len or head_len * page * dst_heads != d_len:
+            dec.error = _err(
+                f"KV item lengths (prefill={s_len}, decode={d_len}) do not split into {src_heads} and {dst_heads} heads of "
+                f"{total} total with page_size={page}"
+            )
+            return
+    dec.path = "swa_head_slice"
+
+
+def state_inputs(prefill, decode) -> StateInputs:
+    """``StateInputs`` of a prefill/decode ``Side`` pair: parallel sizes from the args,
+    the NIXL backend from the prefill's ``SGLANG_DISAGGREGATION_NIXL_BACKEND`` (default
+    UCX), the SWA layout from its ``SGLANG_USE_HND_KVCACHE``, the total KV heads of the
+    model's sliding-window layers (``swa_num_key_value_heads`` when the config sets it,
+    else ``num_key_value_heads``), and each side's Mamba dtype variables."""
+    env_p = prefill.env or {}
+    hnd = str(env_p.get("SGLANG_USE_HND_KVCACHE", "")).lower() in ("1", "true", "yes", "on")
+    m = prefill.model
+    heads = getattr(m, "swa_num_key_value_heads", None) or getattr(m, "num_key_value_heads", None)
+
+    def dtypes(side) -> tuple[str | None, str | None]:
+        env = side.env or {}
+        return env.get("SGLANG_MAMBA_CONV_DTYPE"), env.get("SGLANG_MAMBA_SSM_DTYPE")
+
+    return StateInputs(
+        prefill_pp=prefill.args.pp_size, prefill_cp=prefill.args.attn_cp_size, prefill_dcp=prefill.args.dcp_size,
+        decode_dcp=decode.args.dcp_size, nixl_backend=str(env_p.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")),
+        swa_layout="hnd" if hnd else "nhd", total_kv_heads=heads,
+        prefill_mamba_dtypes=dtypes(prefill), decode_mamba_dtypes=dtypes(decode),
+    )
+
+
+def mamba_dims(model, attn_tp: int) -> dict[str, list[int]] | None:
+    """``HybridLinearKVPool.get_state_dim_per_tensor`` per entry (conv entries of every
+    Mamba layer, then temporal): the sliced axis' size per rank (conv channels / TP;
+    temporal heads / TP). None for KDA pools (conv sliced on its second axis)."""
+    if getattr(model, "mamba_kind", None) == "kda":
+        return None
+    groups = model.mamba_n_groups or 1
+    if groups % attn_tp:
+        groups = attn_tp
+    conv_dim = (model.mamba_intermediate_size or 0) + 2 * groups * (model.mamba_state_size or 0)
+    return {"conv": conv_dim // attn_tp, "temporal": (model.mamba_num_heads or 0) // attn_tp}
+
+
+def fix_for(d: StateDecision) -> str:
+    """The fix naming the cause of a failing state decision (error or corruption)."""
+    msg = (d.error.message if d.error else "") + (d.corruption or "")
+    if "NHD" in msg:
+        return "Unset SGLANG_USE_HND_KVCACHE on the prefill (the SWA head slice needs the NHD layout), or run the same attention TP size on both sides."
+    if "pipeline parallelism" in msg or "PP>1" in msg:
+        return "Run the prefill with --pp-size 1, or the same attention TP size on both sides."
+    if "heterogeneous TP" in msg or "different TP sizes" in msg:
+        what = {"block_scale": "MXFP8 block scales", "block_scale_swa": "MXFP8 block scales of the SWA layers"}.get(d.state_type, f"{d.state_type} state")
+        return f"Run the same attention TP size on both sides: {what} are not sliced across TP ranks by SGLang 0.5.23."
+    if d.state_type == "mamba":
+        return (
+            "Set the same SGLANG_MAMBA_SSM_DTYPE and SGLANG_MAMBA_CONV_DTYPE on both sides (and the same mamba_ssm_dtype in "
+            "--json-model-override-args): the Mamba state slots must have the same element sizes."
+        )
+    if "heads" in msg:
+        return "The SWA item lengths do not split into whole KV heads: run the same model, --kv-cache-dtype and --page-size on both sides."
+    return f"Run the same model, --kv-cache-dtype and --page-size on both sides so that the {d.state_type} state items have the same length."
