@@ -134,7 +134,9 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
             plan.kernel = kernel_name
             extra["pp_stages"] = stages
         if b_p.states_modeled and b_d.states_modeled and (pg.state_types or dg.state_types):
-            _decide_states(k if kernel_name == "runtime" and _kernel_runs(k, kernel_name, b_p) else builtin, prefill, decode, pg, dg, extra)
+            runs = kernel_name == "runtime" and _kernel_runs(k, kernel_name, b_p) and _kernel_runs(k, kernel_name, b_d)
+            prepared = b_p.decision_variant == "0.5.23" and b_d.decision_variant == "0.5.23"
+            _decide_states(k if runs else builtin, prefill, decode, pg, dg, extra, prepared)
     _order_runtime_errors(plan, extra)
     ctx = CheckContext(prefill=prefill, decode=decode, prefill_geometry=pg, decode_geometry=dg, plan=plan, extra=extra)
     findings: list[Finding] = []
@@ -147,6 +149,12 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     findings.sort(key=lambda f: (f.ignored, order[f.severity]))
     _mark_first(findings, extra)
     report_extra = {"releases": {"prefill": b_p.version, "decode": b_d.version}}
+    if extra.get("state_decisions") is not None:
+        report_extra["state_components"] = [
+            {"index": d.index, "state_type": d.state_type, "entries": d.n_entries, "path": d.path,
+             "error": d.error.message if d.error else None, "corruption": d.corruption, "unchecked": d.unchecked}
+            for d in extra["state_decisions"]
+        ]
     if extra.get("pp_stages") and len(extra["pp_stages"]) > 1:
         report_extra["pp_stages"] = [{key: v for key, v in st.items() if not key.startswith("_")} for st in extra["pp_stages"]]
     return Report(
@@ -160,14 +168,15 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     )
 
 
-def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, extra: dict) -> None:
-    """The state components' transfer (SGLang 0.5.23 on both sides): ``extra["state_decisions"]``
+def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, extra: dict, prepared: bool = True) -> None:
+    """The state components' transfer (SGLang 0.5.22/0.5.23 on both sides; ``prepared``:
+    both 0.5.23, the prepared state plan applies): ``extra["state_decisions"]``
     (``kvcheck.sglang.states.StateDecision`` per prefill component) and
     ``extra["states_decided"]`` (True when none is left undecided). The runtime kernel
     drives ``maybe_send_extra`` itself; the builtin kernel restates it."""
     from kvcheck.sglang import states
 
-    inp = states.state_inputs(prefill, decode)
+    inp = states.state_inputs(prefill, decode, prepared)
     if k is builtin:
         decisions = states.decide_states(pg, dg, inp)
     else:

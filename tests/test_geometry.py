@@ -275,9 +275,11 @@ def _pair_side(role: str, cfg: dict, **flags) -> Side:
     return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(cfg), origin=role)
 
 
-def test_swa_pair_is_unchecked_until_states_are_decided():
-    """SWA pools are derived (KV regions of the full layers + the 'swa' component), but
-    the transfer of the state components is not decided yet: verdict unchecked."""
+def test_swa_pair_states_decided_on_0_5_23_unchecked_before():
+    """SWA pools are derived (KV regions of the full layers + the 'swa' component). On
+    0.5.23 the 'swa' component with attention TP 1 -> 4 takes maybe_send_extra's
+    _send_swa_state_slice (head slice, nhd layout): decided, no unchecked. A 0.5.21
+    prefill (decision not restated) stays unchecked."""
     from kvcheck.preflight import run_preflight
 
     p = _pair_side("prefill", GPT_OSS_SHAPE, tp_size=1, page_size=16)
@@ -287,6 +289,12 @@ def test_swa_pair_is_unchecked_until_states_are_decided():
     assert g.pool == "SWA" and g.item_lens == [16 * 8 * 64 * 2] * 4 and [r.layer_id for r in g.regions] == [1, 3, 1, 3]
     assert g.state_types == ["swa"] and [r.layer_id for r in g.state_regions] == [0, 2, 0, 2]
     report = run_preflight(p, d)
+    assert report.verdict != "unchecked"
+    assert not any(f.id == "state-components" for f in report.findings)
+    assert [c["path"] for c in report.extra["state_components"]] == ["swa_head_slice"]
+    old_p = p.model_copy(update={"sglang_version": "0.5.21"})
+    old_d = d.model_copy(update={"sglang_version": "0.5.21"})
+    report = run_preflight(old_p, old_d)
     assert report.verdict == "unchecked"
     assert any(f.id == "state-components" for f in report.findings)
 

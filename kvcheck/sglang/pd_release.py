@@ -140,9 +140,10 @@ class PDBehaviour:
 
     @property
     def states_modeled(self) -> bool:
-        """0.5.23: the state components' transfer (``maybe_send_extra``, the prepared state
-        plan) is restated in ``kvcheck.sglang.states``; other releases stay unchecked."""
-        return self.decision_variant == "0.5.23"
+        """0.5.22 and 0.5.23: the state components' transfer (``maybe_send_extra``; the
+        prepared state plan from 0.5.23) is restated in ``kvcheck.sglang.states``; other
+        releases stay unchecked."""
+        return self.decision_variant in ("0.5.22", "0.5.23")
 
     # ---- known defects of one release ----
     @property

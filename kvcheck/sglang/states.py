@@ -1,5 +1,9 @@
 """The state components' transfer: SGLang 0.5.23's ``NixlKVManager.maybe_send_extra``, restated.
 
+0.5.22 dispatches the same way (same senders, ``_get_mha_head_slice_blocks`` and
+``compute_mamba_state_slice_byte_blocks``) without the prepared state plan: every
+component takes the generic path (``StateInputs.prepared_state`` False).
+
 A hybrid pool registers state components besides its KV regions
 (``setup_state_kv_args`` in ``disaggregation/utils.py``): "swa" (the sliding-window
 layers' K/V pages), "mamba" (per-request conv and temporal state of the linear-attention
@@ -34,7 +38,10 @@ the attention TP size unless a linear-attention TP group is configured):
   plan at registration; unequal item lengths of paired entries there reject the peer and
   every transfer raises ``NIXL state layout rejected for <peer>: ...``. Elsewhere the
   generic path uses the source item length as the destination stride: unequal item
-  lengths corrupt silently.
+  lengths corrupt silently. On a non-MLA backend the generic path splits KV-shaped
+  components (swa, block scales) into K and V halves and moves both with the K entry's
+  length (``item_lens[layer_id]``): K and V of different sizes (MiMo's SWA layers, V head
+  dim 128 vs K 192) corrupt the V entries on the generic path.
 """
 
 from __future__ import annotations
@@ -62,9 +69,11 @@ class StateInputs(BaseModel):
     """What the state decision reads besides the geometries: ``pp_size``/``attn_cp_size``/
     ``dcp_size`` per side, the NIXL backend (``SGLANG_DISAGGREGATION_NIXL_BACKEND``,
     default UCX), the SWA KV layout of each side ("nhd", or "hnd" with
-    ``SGLANG_USE_HND_KVCACHE``), the model's total KV heads of the SWA layers
+    ``SGLANG_USE_HND_KVCACHE``), ``prepared_state``: both sides run a release with the
+    prepared state plan (0.5.23 prefill and a decode sending frame 23; 0.5.22 has none), the model's total KV heads of the SWA layers
     (``get_total_num_kv_heads``), and the Mamba dtype variables of each side."""
 
+    prepared_state: bool = True
     prefill_pp: int = 1
     prefill_cp: int = 1
     prefill_dcp: int = 1
@@ -118,7 +127,7 @@ def prepared_path(p: SideGeometry, d: SideGeometry, inp: StateInputs) -> bool:
     """``_prepared_state_component_indices`` + ``_prepare_state_xfer`` (0.5.23): CUDA, the
     UCX backend, a prefill with PP = CP = DCP = 1 and a decode with DCP = 1 (a 0.5.23 decode
     sends its pool data lengths)."""
-    return inp.nixl_backend == "UCX" and inp.prefill_pp == 1 and inp.prefill_cp == 1 and inp.prefill_dcp == 1 and inp.decode_dcp == 1
+    return inp.prepared_state and inp.nixl_backend == "UCX" and inp.prefill_pp == 1 and inp.prefill_cp == 1 and inp.prefill_dcp == 1 and inp.decode_dcp == 1
 
 
 def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs) -> list[StateDecision]:
@@ -168,10 +177,22 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
             dec.unchecked = "a PP>1 prefill pairs its stage's state entries by layer id; kvcheck decides PP=1 prefills"
             continue
         pairs = _layer_pairs(prefill, decode, t)
+        if pairs is not None and t in _KV_SHAPED and not mla and len(src) != len(dst):
+            pairs = None  # _prepared_state_pairs / the MHA K/V split pair positionally only
         if pairs is None:
             dec.unchecked = f"{t} entries do not pair (prefill {len(src)}, decode {len(dst)})"
             continue
-        bad = [(s, j) for s, j in pairs if src[s] and dst[j] and src[s] != dst[j]]
+        if prepared:
+            bad = [(s, j) for s, j in pairs if src[s] and dst[j] and src[s] != dst[j]]
+        else:
+            # The generic path writes entry s with eff[s] bytes at stride eff[s] into the
+            # decode's entry j. On a non-MLA backend the KV-shaped components are split into
+            # K and V halves by get_mha_kv_ptrs_with_pp and both halves use item_lens[layer]:
+            # the V entries move with the K entries' length.
+            half = len(src) // 2
+            split = t in _KV_SHAPED and not mla
+            eff = [src[s - half] if split and s >= half else src[s] for s in range(len(src))]
+            bad = [(s, j) for s, j in pairs if src[s] and dst[j] and eff[s] != dst[j]]
         if not bad:
             dec.path = "whole_prepared" if prepared else "whole_generic"
             continue
@@ -183,8 +204,9 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
             )
         else:
             dec.corruption = (
-                f"{t} state item lengths differ (prefill entry {s}: {src[s]} bytes, decode entry {j}: {dst[j]} bytes); "
+                f"{t} state entry {s} moves {eff[s]} bytes per item into decode entry {j} of {dst[j]} bytes (prefill entry: {src[s]} bytes); "
                 "the generic path writes each item with the prefill's length at the prefill's stride into the decode's slots"
+                + (" (V entries take the K entries' length)" if eff[s] != src[s] else "")
             )
     return out
 
@@ -252,7 +274,7 @@ def _swa_head_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: S
     dec.path = "swa_head_slice"
 
 
-def state_inputs(prefill, decode) -> StateInputs:
+def state_inputs(prefill, decode, prepared_state: bool = True) -> StateInputs:
     """``StateInputs`` of a prefill/decode ``Side`` pair: parallel sizes from the args,
     the NIXL backend from the prefill's ``SGLANG_DISAGGREGATION_NIXL_BACKEND`` (default
     UCX), the SWA layout from its ``SGLANG_USE_HND_KVCACHE``, the total KV heads of the
@@ -268,7 +290,7 @@ def state_inputs(prefill, decode) -> StateInputs:
         return env.get("SGLANG_MAMBA_CONV_DTYPE"), env.get("SGLANG_MAMBA_SSM_DTYPE")
 
     return StateInputs(
-        prefill_pp=prefill.args.pp_size, prefill_cp=prefill.args.attn_cp_size, prefill_dcp=prefill.args.dcp_size,
+        prepared_state=prepared_state, prefill_pp=prefill.args.pp_size, prefill_cp=prefill.args.attn_cp_size, prefill_dcp=prefill.args.dcp_size,
         decode_dcp=decode.args.dcp_size, nixl_backend=str(env_p.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")),
         swa_layout="hnd" if hnd else "nhd", total_kv_heads=heads,
         prefill_mamba_dtypes=dtypes(prefill), decode_mamba_dtypes=dtypes(decode),
