@@ -147,7 +147,7 @@ def test_minimax_unequal_tp_refused():
 
 # ---- seeded corpus: builtin vs runtime ----------------------------------------------------
 
-CORPUS = int(os.environ.get("KVCHECK_STATES_CORPUS", "240"))
+CORPUS = int(os.environ.get("KVCHECK_STATES_CORPUS", "1000"))
 
 
 def _random_pair(rng: random.Random):
@@ -171,7 +171,7 @@ def _random_pair(rng: random.Random):
 
 def test_corpus_builtin_agrees_with_runtime():
     rng = random.Random(20261201)
-    compared = disagreements = skipped = 0
+    compared = disagreements = skipped = decided = 0
     seen_paths: set = set()
     bad = []
     while compared < CORPUS:
@@ -185,10 +185,13 @@ def test_corpus_builtin_agrees_with_runtime():
         for x, y in zip(b, r):
             if x.unchecked:
                 continue
+            decided += 1
             seen_paths.add(y.path or (y.error.message[:30] if y.error else "corruption"))
             if key(x) != key(y):
                 disagreements += 1
                 bad.append((p.origin, p.args.tp_size, d.args.tp_size, p.env, d.env, key(x), key(y)))
+    print(f"states corpus: {compared} pairs, {decided} components compared, {skipped} skipped (bad input), {disagreements} disagreements")
     assert disagreements == 0, "\n".join(map(str, bad[:5]))
+    assert decided >= compared  # every pair has at least one decided component
     # The corpus reaches every path and refusal kind.
     assert {"swa_head_slice", "mamba_slice", "whole_prepared", "whole_generic"} <= seen_paths, seen_paths

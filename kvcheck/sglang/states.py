@@ -142,6 +142,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
     tp_p, tp_d = prefill.attn_tp_size, decode.attn_tp_size
     mla = prefill.is_mla
     prepared = prepared_path(prefill, decode, inp)
+    rejected: list[str] = []
     for i, t in enumerate(prefill.state_types):
         dec = StateDecision(index=i, state_type=t, n_entries=len(_lens(prefill, t)))
         out.append(dec)
@@ -198,16 +199,20 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
             continue
         s, j = bad[0]
         if prepared:
-            dec.error = _err(
-                f"NIXL state layout rejected for {PEER}: NIXL prepared state component {i} (StateType.{t.upper()}) "
-                f"stride mismatch for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}"
-            )
+            rejected.append(f"NIXL prepared state component {i} (StateType.{t.upper()}) stride mismatch for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}")
         else:
             dec.corruption = (
                 f"{t} state entry {s} moves {eff[s]} bytes per item into decode entry {j} of {dst[j]} bytes (prefill entry: {src[s]} bytes); "
                 "the generic path writes each item with the prefill's length at the prefill's stride into the decode's slots"
                 + (" (V entries take the K entries' length)" if eff[s] != src[s] else "")
             )
+    if rejected:
+        # _prepare_state_xfer rejects the peer with every mismatching component joined;
+        # maybe_send_extra raises that before dispatching any component.
+        err = _err(f"NIXL state layout rejected for {PEER}: " + "; ".join(rejected))
+        for dec in out:
+            if dec.unchecked is None:
+                dec.path, dec.corruption, dec.error = None, None, err.model_copy()
     return out
 
 
