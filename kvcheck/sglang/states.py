@@ -8,7 +8,8 @@ A hybrid pool registers state components besides its KV regions
 (``setup_state_kv_args`` in ``disaggregation/utils.py``): "swa" (the sliding-window
 layers' K/V pages), "mamba" (per-request conv and temporal state of the linear-attention
 layers), "block_scale"/"block_scale_swa" (MXFP8 scales), "minimax_index_k"/
-"minimax_dense_kv" (MiniMax sparse), "dsa" (index-K, decided with the KV regions). The
+"minimax_dense_kv" (MiniMax sparse), "dsa" (index-K, one whole item per page, paired by
+layer id; its row widths are also checked with the KV regions). The
 prefill sends them on a request's last chunk, in its transfer worker
 (``transfer_worker`` -> ``maybe_send_extra``), component ``i`` into the decode's
 component ``i``. An exception there is caught by the worker: the prefill logs
@@ -51,8 +52,7 @@ from pydantic import BaseModel
 from kvcheck.sglang.geometry import SideGeometry
 from kvcheck.sglang.plan import RuntimeErrorPrediction
 
-# The state types whose transfer this module decides (0.5.23); "dsa" is decided with the
-# KV regions in plan.py.
+# The state types whose transfer this module decides (0.5.22, 0.5.23).
 DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa")
 
 PREFILL_TRANSFER_WORKER = "prefill: NIXL transfer worker (NixlKVManager.maybe_send_extra)"
@@ -148,9 +148,6 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
         out.append(dec)
         if not same_list:
             dec.unchecked = f"state components differ (prefill {prefill.state_types}, decode {decode.state_types}): component {i} is paired by index"
-            continue
-        if t == "dsa":
-            dec.path = "with_kv_regions"
             continue
         src, dst = _lens(prefill, t), _lens(decode, t)
         if t in ("minimax_index_k", "minimax_dense_kv"):
