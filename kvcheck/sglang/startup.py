@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
+from kvcheck.sglang.gpu import Gpu, resolve_gpu
 from kvcheck.sglang.plan import RuntimeErrorPrediction
 from kvcheck.sides import Side
 
@@ -49,7 +50,8 @@ class Refusal:
     message: str
 
     def prediction(self, side: Side) -> RuntimeErrorPrediction:
-        stage = "argument validation" if self.hook.startswith("validate_hisparse") else "argument resolution"
+        validation = self.hook.startswith("validate_hisparse") or self.hook == "check_pipeline_parallel_compat"
+        stage = "argument validation" if validation else "argument resolution"
         return RuntimeErrorPrediction(
             type=self.type,
             message=self.message,
@@ -59,12 +61,17 @@ class Refusal:
         )
 
 
-class _Stop:
-    """The runtime's next step depends on what the flags do not say: predict no further."""
+@dataclass(frozen=True)
+class Stop:
+    """The runtime's next step depends on what the inputs do not say: predict no further.
+    ``reason`` says what kvcheck would need to know (shown in an ``unchecked`` finding)."""
+
+    reason: str
 
 
-STOP = _Stop()
-Outcome = Union[Refusal, _Stop, None]
+STOP = Stop("a start-up step kvcheck does not restate decides the next refusal")
+_Stop = Stop
+Outcome = Union[Refusal, Stop, None]
 
 # ---------------------------------------------------------------- model families (0.5.23)
 
@@ -131,19 +138,49 @@ def _retraction_backup(side: Side) -> Optional[str]:
     return a.disaggregation_decode_retraction_backup
 
 
-def _dsa_resolved_kv_dtype(side: Side) -> Optional[str]:
+def _dsa_resolved_kv_dtype(side: Side, gpu: Gpu) -> Optional[str]:
     """overrides._dsa_kv_cache_dtype_default on CUDA: ``bf16`` -> ``bfloat16``; ``auto`` ->
-    ``fp8_e4m3`` on SM100+ else ``bfloat16`` (GPU-dependent: ``None`` here)."""
+    ``fp8_e4m3`` on SM100+ (capability major >= 10) else ``bfloat16``."""
     kv = side.args.kv_cache_dtype
     if kv == "auto":
-        return None
+        return "fp8_e4m3" if gpu.capability[0] >= 10 else "bfloat16"
     return "bfloat16" if kv == "bf16" else kv
+
+
+def _resolved_kv_dtype(side: Side, gpu: Gpu) -> str:
+    """The KV dtype string the later hooks read: a DSA model's is rewritten by
+    ``_dsa_kv_cache_dtype_default``; every other model keeps the flag's string."""
+    if _is_dsa(side) and _arch(side) in DSA_KV_PASS_ARCHS:
+        return _dsa_resolved_kv_dtype(side, gpu) or side.args.kv_cache_dtype
+    return side.args.kv_cache_dtype
+
+
+def _raw(side: Side, dest: str, default=None):
+    """A flag kvcheck does not type (``Side.raw_args``), or its SGLang default."""
+    v = side.raw_args.get(dest, default)
+    return default if v is None else v
+
+
+def _env_bool(side: Side, name: str) -> bool:
+    """``sglang.srt.environ.EnvBool.parse``: true/1/yes/y (any case) is on; unset is off."""
+    v = side.env.get(name)
+    return v is not None and v.lower() in ("true", "1", "yes", "y")
+
+
+def dp_layout(side: Side) -> tuple[int, int]:
+    """(dp_size, attn_dp_size) after ``parallel_hook.handle_deprecated_dp_attention``
+    (SGLang 0.5.23): ``--enable-dp-attention`` with ``--attn-dp-size 1`` moves
+    ``dp_size`` into ``attn_dp_size`` and sets ``dp_size`` to 1."""
+    a = side.args
+    if a.enable_dp_attention and a.attn_dp_size == 1:
+        return 1, a.dp_size
+    return a.dp_size, a.attn_dp_size
 
 
 # ------------------------------------------------------------------ the refusals, in order
 
 
-def pd_disaggregation(side: Side) -> Outcome:
+def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
     """``handle_pd_disaggregation`` (arg_groups/pd_disaggregation_hook.py, SGLang 0.5.23).
 
     Environment-driven refusals (SGLANG_DISAGG_STAGING_BUFFER, SGLANG_RUST_SERVER) and
@@ -204,12 +241,17 @@ def pd_disaggregation(side: Side) -> Outcome:
     if a.disaggregation_mode == "prefill" and backend == "fake":
         return Refusal("prefill-fake-backend", hook, "AssertionError",
                        "Prefill server does not support 'fake' as the transfer backend")
-    if a.enable_pd_role_switch and a.disaggregation_mode in ("prefill", "decode"):
-        return STOP
+    if a.disaggregation_mode in ("prefill", "decode"):
+        if _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER") and a.disaggregation_transfer_backend not in ("mooncake", "nixl"):
+            return Refusal("staging-buffer", hook, "ValueError",
+                           "SGLANG_DISAGG_STAGING_BUFFER requires disaggregation_transfer_backend='mooncake' or 'nixl', "
+                           f"got '{a.disaggregation_transfer_backend}'.")
+        if a.enable_pd_role_switch:
+            return Stop("--enable-pd-role-switch: its feature list is not restated")
     return None
 
 
-def decode_context_parallelism(side: Side) -> Outcome:
+def decode_context_parallelism(side: Side, gpu: Gpu) -> Outcome:
     """``handle_decode_context_parallelism`` (arg_groups/parallel_hook.py, SGLang 0.5.23):
     the size and the prefill-CP combination (the --dcp-comm-backend checks are not restated)."""
     a = side.args
@@ -223,7 +265,7 @@ def decode_context_parallelism(side: Side) -> Outcome:
     return None
 
 
-def dsa_dcp(side: Side) -> Outcome:
+def dsa_dcp(side: Side, gpu: Gpu) -> Outcome:
     """``_dsa_dcp_overrides`` (arg_groups/model_overrides/deepseek_v2.py, SGLang 0.5.23),
     declared by ``_deepseek_family_overrides`` for DSA models: DCP is refused with HiSparse
     or HiCache, and in any PD role."""
@@ -239,7 +281,7 @@ def dsa_dcp(side: Side) -> Outcome:
     return None
 
 
-def dsa_kv_cache_dtype(side: Side) -> Outcome:
+def dsa_kv_cache_dtype(side: Side, gpu: Gpu) -> Outcome:
     """``_dsa_kv_cache_dtype_default`` (arg_groups/overrides.py, SGLang 0.5.23) on CUDA: a DSA
     model's KV cache must be bf16/bfloat16 or fp8_e4m3 (``auto`` resolves to one of them).
     This is where HiSparse's KV-dtype requirement bites on CUDA: ``validate_hisparse``'s own
@@ -252,7 +294,7 @@ def dsa_kv_cache_dtype(side: Side) -> Outcome:
                    "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype")
 
 
-def dsa_hisparse_backends(side: Side) -> Outcome:
+def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
     """The HiSparse arm of ``_dsa_split_backend_resolution`` and ``_check_dsa_backend_constraints``
     (arg_groups/overrides.py, SGLang 0.5.23) on CUDA: HiSparse defaults each unset DSA backend
     to flashmla_sparse (bfloat16) or flashmla_kv (fp8_e4m3); TileLang with FP8 KV and the
@@ -260,11 +302,7 @@ def dsa_hisparse_backends(side: Side) -> Outcome:
     a = side.args
     if not (_is_dsa(side) and _arch(side) in DSA_KV_PASS_ARCHS and a.enable_hisparse):
         return None
-    kv = _dsa_resolved_kv_dtype(side)
-    if kv is None:
-        if a.dsa_prefill_backend is None and a.dsa_decode_backend is None:
-            return None
-        return STOP  # the default and the allowed set depend on the GPU generation
+    kv = _dsa_resolved_kv_dtype(side, gpu)
     default = "flashmla_kv" if kv == "fp8_e4m3" else "flashmla_sparse"
     prefill = a.dsa_prefill_backend or default
     decode = a.dsa_decode_backend or default
@@ -278,7 +316,7 @@ def dsa_hisparse_backends(side: Side) -> Outcome:
     return None
 
 
-def speculative(side: Side) -> Outcome:
+def speculative(side: Side, gpu: Gpu) -> Outcome:
     """``handle_speculative_decoding`` (arg_groups/speculative_hook.py, SGLang 0.5.23): a decode
     with ``--disaggregation-decode-enable-radix-cache`` refuses any resolved algorithm but
     EAGLE/EAGLE3/DSPARK (NEXTN resolves to EAGLE). For DSA models (page size forced to 64 x
@@ -310,7 +348,7 @@ def speculative(side: Side) -> Outcome:
     return None
 
 
-def cache_compatibility(side: Side) -> Outcome:
+def cache_compatibility(side: Side, gpu: Gpu) -> Outcome:
     """``handle_cache_compatibility`` (arg_groups/kv_cache_hook.py, SGLang 0.5.23): the host-pool
     retraction backup (explicit, or declared by a host receive threshold < 1) is for a PD
     decode only, and not with DCP."""
@@ -326,7 +364,34 @@ def cache_compatibility(side: Side) -> Outcome:
     return None
 
 
-def validate_hisparse(side: Side) -> Outcome:
+def hicache_compatibility(side: Side, gpu: Gpu) -> Outcome:
+    """The rest of ``handle_cache_compatibility`` (arg_groups/kv_cache_hook.py, SGLang 0.5.23)
+    that PD flags reach: HiCache with the radix cache off, which a PD decode is unless
+    ``--disaggregation-decode-enable-radix-cache`` (handle_pd_disaggregation turns it off),
+    and ``--disaggregation-decode-enable-offload-kvcache``'s role/storage/host-pool rules."""
+    a = side.args
+    hook = "handle_cache_compatibility"
+    if a.enable_hierarchical_cache and not a.radix_cache_enabled:
+        return Refusal("hicache-radix-cache", hook, "ValueError",
+                       "The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive "
+                       "and cannot be used at the same time. Please use only one of them.")
+    if _raw(side, "disaggregation_decode_enable_offload_kvcache", False):
+        if a.disaggregation_mode != "decode":
+            return Refusal("decode-offload-kvcache", hook, "ValueError",
+                           "The argument disaggregation-decode-enable-offload-kvcache is only supported for decode side.")
+        if a.hicache_storage_backend is None:
+            return Refusal("decode-offload-kvcache", hook, "ValueError",
+                           "The argument disaggregation-decode-enable-offload-kvcache is only supported when "
+                           "hicache-storage-backend is provided.")
+        if _retraction_backup(side) == "host_pool":
+            return Refusal("decode-offload-kvcache", hook, "ValueError",
+                           "The arguments disaggregation-decode-enable-offload-kvcache and "
+                           "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
+                           "both build a decode host pool.")
+    return None
+
+
+def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
     """``validate_hisparse`` (arg_groups/hisparse_hook.py, SGLang 0.5.23), run by
     ``check_server_args`` after resolution: model family, radix cache (a PD decode has
     turned it off by itself), mixed chunk, linear speculation, adaptive speculation, and the
@@ -359,9 +424,7 @@ def validate_hisparse(side: Side) -> Outcome:
         return Refusal("hisparse-spec-adaptive", "validate_hisparse", "ValueError",
                        "HiSparse speculative decoding uses statically sized swap state; "
                        "--speculative-adaptive is not supported.")
-    kv = _dsa_resolved_kv_dtype(side)
-    if kv is None:
-        return None if a.dsa_prefill_backend is None and a.dsa_decode_backend is None else STOP
+    kv = _dsa_resolved_kv_dtype(side, gpu)
     allowed = sorted(HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE.get(kv, {"flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla"}))
     for backend, label in ((a.dsa_prefill_backend, "prefill"), (a.dsa_decode_backend, "decode")):
         if backend is not None and backend not in allowed:
@@ -374,16 +437,364 @@ def validate_hisparse(side: Side) -> Outcome:
     return None
 
 
-# In the runtime's order: resolve_once() (the pipeline), then check_server_args().
-ORDER: tuple[Callable[[Side], Outcome], ...] = (
-    pd_disaggregation,
-    decode_context_parallelism,
-    dsa_dcp,
-    dsa_kv_cache_dtype,
-    dsa_hisparse_backends,
-    speculative,
-    cache_compatibility,
-    validate_hisparse,
+# ------------------------------------------------- attention backends, KV dtypes, the GPU
+
+# kv_cache_hook._NVFP4_PREFILL_BACKEND inverted: the prefill backends NVFP4 can dequantize for.
+NVFP4_PREFILL_DEQUANT_DTYPE = {"flashinfer": "fp8_e4m3", "trtllm_mha": "nvfp4"}
+# overrides._mla_kv_cache_dtype_checks / _cutedsl_prefill_backend_fill (exact strings).
+TRTLLM_MLA_KV_DTYPES = ("fp8_e4m3", "bf16", "auto")
+CUTEDSL_MLA_KV_DTYPES = ("fp8_e4m3", "bf16", "bfloat16", "auto")
+
+
+def _gpu_is(gpu: Gpu, *majors: int) -> bool:
+    return gpu.vendor == "nvidia" and gpu.capability[0] in majors
+
+
+def resolved_attention_backends(side: Side, gpu: Gpu) -> tuple[Optional[str], Optional[str], Optional[str]]:
+    """(attention_backend, prefill_attention_backend, decode_attention_backend) as
+    ``handle_attention_backend_compatibility`` sees them on CUDA (SGLang 0.5.23), as far as
+    the start-up refusals need them: a DSA model with no backend gets ``dsa``
+    (``_deepseek_family_overrides``); a DeepSeek V3-family MLA model on SM100 with no
+    backend flag gets ``trtllm_mla``; equal prefill/decode backends become the attention
+    backend (``_attention_backend_default``). Left ``None`` where the GPU/model default
+    (``get_default_attn_backend``) is none of the backends a refusal names."""
+    a = side.args
+    attn, pre, dec = _model_override_backend(side, gpu), a.prefill_attention_backend, a.decode_attention_backend
+    if pre is not None and pre == dec:
+        attn = pre
+    if attn is None and not side.model.is_mla and _gpu_is(gpu, 10):
+        # get_default_attn_backend, MHA on SM100 without topk > 1 speculation.
+        topk = a.speculative_eagle_topk
+        if a.speculative_algorithm is None or (topk is not None and topk <= 1):
+            attn = "trtllm_mha"
+    return attn, pre, dec
+
+
+def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
+    """``--attention-backend`` after ``_deepseek_family_overrides`` (SGLang 0.5.23): ``dsa`` for
+    a DSA model with no backend flag, ``trtllm_mla`` for a DeepSeek V3-family MLA model on
+    SM100 with no backend flag."""
+    a = side.args
+    attn = a.attention_backend
+    if _arch(side) in DSA_OVERRIDE_ARCHS and attn is None and a.prefill_attention_backend is None and a.decode_attention_backend is None:
+        if _is_dsa(side):
+            return "dsa"
+        if _gpu_is(gpu, 10):
+            return "trtllm_mla"
+    return attn
+
+
+def _split(attn: Optional[str], pre: Optional[str], dec: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """``attention_backends_of``: the prefill and decode backends (split flags win)."""
+    return pre or attn, dec or attn
+
+
+def nvfp4_prefill_dequant(side: Side, gpu: Gpu) -> Outcome:
+    """``handle_nvfp4_prefill_kv_dequant_dtype`` (arg_groups/kv_cache_hook.py, SGLang 0.5.23):
+    ``--kv-cache-dtype nvfp4`` maps the explicit prefill backend to a dequant dtype (only
+    flashinfer and trtllm_mha have one); native NVFP4 prefill needs SM100; explicit
+    split backends must be the ones NVFP4 selects."""
+    a = side.args
+    hook = "handle_nvfp4_prefill_kv_dequant_dtype"
+    requested = _raw(side, "prefill_kv_cache_dequant_dtype", "auto")
+    if a.kv_cache_dtype != "nvfp4":
+        if requested != "auto":
+            return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
+                           "--prefill-kv-cache-dequant-dtype applies only with --kv-cache-dtype=nvfp4.")
+        return None
+    if requested == "auto":
+        explicit = a.prefill_attention_backend or _model_override_backend(side, gpu)
+        if explicit in NVFP4_PREFILL_DEQUANT_DTYPE:
+            requested = NVFP4_PREFILL_DEQUANT_DTYPE[explicit]
+        elif explicit is not None:
+            return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
+                           "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
+                           f"{explicit!r} provides neither.")
+        else:
+            requested = "nvfp4" if _gpu_is(gpu, 10) else "fp8_e4m3"
+    if requested == "nvfp4" and not _gpu_is(gpu, 10):
+        return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
+                       "Native NVFP4 prefill currently requires SM100; use "
+                       "--prefill-kv-cache-dequant-dtype=fp8_e4m3 on this platform.")
+    target = {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}[requested]
+    if a.prefill_attention_backend is not None and a.prefill_attention_backend != target:
+        return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
+                       f"--prefill-kv-cache-dequant-dtype={requested} requires prefill backend {target!r}, but "
+                       f"--prefill-attention-backend={a.prefill_attention_backend!r} was set. "
+                       "Remove the backend option and select the KV dtype only.")
+    if a.decode_attention_backend not in (None, "trtllm_mha"):
+        return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
+                       f"NVFP4 decode requires --decode-attention-backend=trtllm_mha; got {a.decode_attention_backend!r}. "
+                       "Remove the backend option; NVFP4 selects the supported decode implementation automatically.")
+    return None
+
+
+def nvfp4_backends(side: Side, gpu: Gpu) -> tuple[str, str]:
+    """(prefill, decode) attention backends ``handle_nvfp4_prefill_kv_dequant_dtype`` pins for
+    ``--kv-cache-dtype nvfp4`` once it accepts the flags: flashinfer (FP8 workspace) or
+    trtllm_mha (native NVFP4, the SM100 default) for prefill; trtllm_mha for decode."""
+    req = _raw(side, "prefill_kv_cache_dequant_dtype", "auto")
+    if req == "auto":
+        explicit = side.args.prefill_attention_backend or _model_override_backend(side, gpu)
+        req = NVFP4_PREFILL_DEQUANT_DTYPE.get(explicit or "", "nvfp4" if _gpu_is(gpu, 10) else "fp8_e4m3")
+    return {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}[req], "trtllm_mha"
+
+
+def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
+    """The refusals of ``handle_attention_backend_compatibility`` (arg_groups/attention_hook.py,
+    SGLang 0.5.23) that the backend, the KV dtype string and the GPU decide:
+    ``_mla_kv_cache_dtype_checks`` (trtllm_mla needs Blackwell and accepts only the strings
+    ``fp8_e4m3``/``bf16``/``auto``: ``bfloat16`` is refused), ``_cutedsl_prefill_backend_fill``
+    (decode-only, SM100, its KV dtypes) and the TRTLLM MHA GPU checks (SM90/SM100/SM120).
+    NVFP4 (``handle_nvfp4_prefill_kv_dequant_dtype``) forces prefill/decode backends first."""
+    a = side.args
+    if a.kv_cache_dtype in ("nvfp4", "fp4_mx_block16"):
+        if a.kv_cache_dtype == "fp4_mx_block16":
+            return Stop("the FP4 (fp4_mx_block16) KV attention-backend checks are not restated")
+        # nvfp4_prefill_dequant passed: it pinned the split backends.
+        pre, dec = nvfp4_backends(side, gpu)
+        attn = _model_override_backend(side, gpu)
+    else:
+        attn, pre, dec = resolved_attention_backends(side, gpu)
+    kv = _resolved_kv_dtype(side, gpu)
+    hook = "handle_attention_backend_compatibility"
+    if attn == "flex_attention" and a.speculative_algorithm is not None:
+        return Refusal("attention-backend-gpu", hook, "AssertionError",
+                       "Speculative decoding is currently not supported with Flex Attention backend")
+    if "trtllm_mla" in (attn, dec):
+        if not _gpu_is(gpu, 10, 11, 12):
+            return Refusal("attention-backend-gpu", "_mla_kv_cache_dtype_checks", "ValueError",
+                           "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend.")
+        if kv not in TRTLLM_MLA_KV_DTYPES:
+            return Refusal("attention-kv-dtype", "_mla_kv_cache_dtype_checks", "ValueError",
+                           "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.")
+    if "cutedsl_mla" in (attn, pre, dec):
+        if pre == "cutedsl_mla" and a.prefill_attention_backend == "cutedsl_mla":
+            return Refusal("attention-backend-gpu", "_cutedsl_prefill_backend_fill", "AssertionError",
+                           "CuteDSL MLA only supports decoding for now")
+        if not _gpu_is(gpu, 10):
+            return Refusal("attention-backend-gpu", "_cutedsl_prefill_backend_fill", "ValueError",
+                           "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.")
+        if kv not in CUTEDSL_MLA_KV_DTYPES:
+            return Refusal("attention-kv-dtype", "_cutedsl_prefill_backend_fill", "ValueError",
+                           "CuteDSL MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.")
+        if a.prefill_attention_backend is None:
+            pre = "trtllm_mla"
+    p_b, d_b = _split(attn, pre, dec)
+    if "trtllm_mha" in (p_b, d_b):
+        ok = _gpu_is(gpu, 9, 10, 12)
+        if p_b == "trtllm_mha" and not ok:
+            return Refusal("attention-backend-gpu", hook, "ValueError",
+                           "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs. "
+                           "Please use a different prefill backend.")
+        if p_b == "trtllm_mha" and _gpu_is(gpu, 12) and (
+            kv == "fp8_e4m3" or float(side.env.get("SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR") or 0) > 0
+        ):
+            return Refusal("attention-kv-dtype", hook, "ValueError",
+                           "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache or skip-softmax.")
+        if d_b == "trtllm_mha" and not ok:
+            return Refusal("attention-backend-gpu", hook, "ValueError",
+                           "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs. "
+                           "Please use a different decode backend.")
+        if p_b == "trtllm_mha" and not _gpu_is(gpu, 10) and a.attn_cp_size > 1:
+            return Refusal("attention-backend-gpu", hook, "ValueError",
+                           "Prefill context parallelism with the TRTLLM MHA prefill backend requires SM100 (trtllm-gen context "
+                           "kernel): the SM90/SM120 fmha_v2 prefill path does not implement CP shard masking.")
+    return None
+
+
+def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
+    """``handle_kv4_compatibility``'s GPU check and ``handle_mxfp8_kv_cache_compatibility``
+    (arg_groups/kv_cache_hook.py, SGLang 0.5.23): ``nvfp4`` needs SM100 or SM120, ``mxfp8``
+    needs Blackwell. The FP4 backend lists that follow are not restated."""
+    kv = side.args.kv_cache_dtype
+    if kv == "nvfp4":
+        if not _gpu_is(gpu, 10, 12):
+            return Refusal("kv-dtype-gpu", "handle_kv4_compatibility", "RuntimeError",
+                           "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. "
+                           "Use --kv-cache-dtype=fp4_mx_block16 for the block-size-16 FP4 recipe.")
+        if not _gpu_is(gpu, 10):
+            return Stop("NVFP4 KV on SM120: the FP4 backend checks of handle_kv4_compatibility are not restated")
+        # SM100: the pinned decode backend is trtllm_mha, so the native-NVFP4 rules apply.
+        a = side.args
+        hook = "handle_kv4_compatibility"
+        algo = a.speculative_algorithm.upper() if a.speculative_algorithm is not None else None
+        if algo in ("DFLASH", "DSPARK"):
+            return Refusal("kv-dtype-gpu", hook, "ValueError",
+                           f"SM100 native NVFP4 speculative decoding does not yet support {algo}; use EAGLE/NEXTN or NGRAM.")
+        if algo is not None and algo not in ("EAGLE", "EAGLE3", "NEXTN", "NGRAM"):
+            return Refusal("kv-dtype-gpu", hook, "ValueError",
+                           f"SM100 native NVFP4 speculative decoding supports EAGLE, EAGLE3, NEXTN, and breadth-1 NGRAM; got {algo}.")
+        if algo == "NGRAM" and int(_raw(side, "speculative_ngram_max_bfs_breadth", 10)) != 1:
+            return Refusal("kv-dtype-gpu", hook, "ValueError",
+                           "SM100 native NVFP4 NGRAM speculative decoding requires --speculative-ngram-max-bfs-breadth=1 "
+                           "because trtllm_mha supports linear target verification only; got "
+                           f"{_raw(side, 'speculative_ngram_max_bfs_breadth', 10)}.")
+        draft_backend = _raw(side, "speculative_draft_attention_backend")
+        if algo not in (None, "NGRAM") and draft_backend not in (None, "trtllm_mha"):
+            return Refusal("kv-dtype-gpu", hook, "ValueError",
+                           "SM100 native NVFP4 speculative decoding requires --speculative-draft-attention-backend=trtllm_mha "
+                           f"so the draft worker consumes its physical NVFP4 KV layout; got {draft_backend!r}.")
+        if a.disaggregation_mode != "null":
+            return Refusal("kv-dtype-gpu", hook, "ValueError",
+                           "SM100 native NVFP4 with trtllm_mha does not yet support PD disaggregation because its physical "
+                           "block-scale layout is not implemented by the KV transfer path.")
+        return Stop("NVFP4 KV outside PD: not restated")
+    if kv == "mxfp8" and not _gpu_is(gpu, 10, 11, 12):
+        return Refusal("kv-dtype-gpu", "handle_mxfp8_kv_cache_compatibility", "ValueError",
+                       "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands "
+                       "used by the FA4 MXFP8 attention path.")
+    return None
+
+
+# ------------------------------------------------------------- HiCache, DP, CP, sharding
+
+
+def hicache_dcp(side: Side, gpu: Gpu) -> Outcome:
+    """``hicache_hook.resolve_hicache_dcp_compatibility`` (SGLang 0.5.23), reached through
+    ``handle_hicache``: HiCache with ``--dcp-size > 1`` supports only DSPARK speculation (the
+    raw ``--speculative-algorithm`` string), no HiSparse, and MLA models only."""
+    a = side.args
+    if a.dcp_size <= 1 or not a.enable_hierarchical_cache:
+        return None
+    hook = "resolve_hicache_dcp_compatibility"
+    if a.hicache_storage_backend is not None:
+        return Stop("HiCache L3 storage with DCP: the host-memory-mode resolution is not restated")
+    if a.speculative_algorithm not in (None, "DSPARK"):
+        return Refusal("hicache-dcp", hook, "NotImplementedError",
+                       "HiCache with --dcp-size > 1 only supports DSPARK speculative decoding; other draft-model "
+                       "host pools have no DCP index translation.")
+    if _raw(side, "enable_lmcache", False):
+        return Refusal("hicache-dcp", hook, "NotImplementedError",
+                       "--enable-lmcache with --dcp-size > 1 is not supported: LMCache has no DCP-aware index translation.")
+    if a.enable_hisparse:
+        return Refusal("hicache-dcp", hook, "NotImplementedError",
+                       "--enable-hisparse with --dcp-size > 1 is not supported: the HiSparse host pool is "
+                       "constructed without DCP translation.")
+    if not side.model.is_mla:
+        return Refusal("hicache-dcp", hook, "NotImplementedError",
+                       "HiCache with --dcp-size > 1 is only supported for MLA models: the index translation lives "
+                       "in MLATokenToKVPoolHost, and the MHA host pool has none.")
+    return None
+
+
+def data_parallelism(side: Side, gpu: Gpu) -> Outcome:
+    """``parallel_hook.handle_data_parallelism`` (SGLang 0.5.23): data-parallel replicas
+    (``--dp-size > 1``) cannot be combined with attention DP, and attention DP must divide
+    ``--tp-size`` (a bare ``assert``: the exception text is empty)."""
+    dp, attn_dp = dp_layout(side)
+    hook = "handle_data_parallelism"
+    if attn_dp > 1 and dp > 1:
+        return Refusal("dp-size", hook, "ValueError",
+                       f"--dp-size {dp} with --attn-dp-size {attn_dp}: data-parallel replicas combined with "
+                       "attention data parallelism are not supported.")
+    if attn_dp > 1 and side.args.tp_size % attn_dp != 0:
+        return Refusal("tp-attn-dp-cp", hook, "AssertionError", "")
+    return None
+
+
+def context_parallelism(side: Side, gpu: Gpu) -> Outcome:
+    """``parallel_hook.handle_context_parallelism`` (SGLang 0.5.23): with ``--attn-cp-size > 1``
+    the TP size (the world size) must divide by attention CP, and by attention DP x CP.
+    Prefill CP (``--enable-prefill-cp``) has model-specific resolution not restated."""
+    a = side.args
+    if a.enable_prefill_cp:
+        return Stop("--enable-prefill-cp: the prefill context-parallel resolution is not restated")
+    _, attn_dp = dp_layout(side)
+    cp = a.attn_cp_size
+    if cp > 1:
+        if a.tp_size % cp != 0:
+            return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
+                           "tp_size must be divisible by attn_cp_size")
+        if a.tp_size % (attn_dp * cp) != 0:
+            return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
+                           "tp_size must be divisible by attn_dp_size * attn_cp_size")
+    return None
+
+
+def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
+    """The first checks of ``kv_shard_hook.handle_kv_cache_sharding`` (SGLang 0.5.23):
+    ``--enable-kv-cache-sharding`` is for a PD prefill only; speculative decoding only as
+    GLM DSA single-layer NextN EAGLE topk 1; not with DCP or HiSparse. The attention-backend
+    and model checks after those are not restated."""
+    a = side.args
+    if not a.enable_kv_cache_sharding:
+        return None
+    hook = "handle_kv_cache_sharding"
+    if a.disaggregation_mode != "prefill":
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding is only supported on PD prefill workers: a rank's pool holds only "
+                       "its stripe of every cached page, which is incompatible with local decode.")
+    if a.speculative_algorithm is not None:
+        if not (a.speculative_algorithm == "EAGLE" and _arch(side) == "GlmMoeDsaForCausalLM"
+                and side.model.num_nextn_predict_layers == 1 and a.speculative_eagle_topk == 1
+                and not _raw(side, "enable_multi_layer_eagle", False)):
+            return Refusal("kv-sharding", hook, "ValueError",
+                           "KV sharding supports speculative decoding only for GLM DSA single-layer NextN MTP with EAGLE and topk=1.")
+    if a.dcp_size > 1:
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding and decode context parallelism (--dcp-size) are mutually exclusive "
+                       "users of the widened allocator index space.")
+    if a.enable_hierarchical_cache and a.hicache_storage_backend is not None:
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding supports HiCache host offload but not --hicache-storage-backend yet: "
+                       "the storage path reads and writes whole pages per rank, not each rank's own stripe.")
+    if a.enable_hierarchical_cache and _is_dsa(side):
+        return Stop("KV sharding with HiCache on a DSA model: the host-memory-mode checks are not restated")
+    if a.enable_hisparse:
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding does not support --enable-hisparse: HiSparse selects a non-sharded "
+                       "allocator and assumes each rank owns complete KV pages.")
+    return Stop("--enable-kv-cache-sharding: the attention-backend and layout checks of handle_kv_cache_sharding are not restated")
+
+
+def pipeline_parallel(side: Side, gpu: Gpu) -> Outcome:
+    """``validation_hook.check_pipeline_parallel_compat`` (run by ``check_server_args`` when
+    ``--pp-size > 1``, SGLang 0.5.23): speculative decoding with PP is EAGLE (non-multi-layer)
+    only, and only on a PD prefill (DSPARK: prefill only) unless ``SGLANG_ENABLE_PP_SPEC``."""
+    a = side.args
+    if a.pp_size <= 1:
+        return None
+    algo = resolved_speculative_algorithm(side)
+    hook = "check_pipeline_parallel_compat"
+    if algo == "DSPARK":
+        if a.disaggregation_mode != "prefill":
+            return Refusal("pp-speculative", hook, "AssertionError", "Pipeline parallel DSPARK requires disaggregation-mode=prefill")
+        return None
+    if algo is None:
+        return None
+    if algo != "EAGLE" or _raw(side, "enable_multi_layer_eagle", False):
+        return Refusal("pp-speculative", hook, "AssertionError",
+                       "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding")
+    if _env_bool(side, "SGLANG_ENABLE_PP_SPEC"):
+        if a.disaggregation_mode != "null":
+            return Refusal("pp-speculative", hook, "AssertionError", "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode")
+        return None
+    if a.disaggregation_mode != "prefill":
+        return Refusal("pp-speculative", hook, "AssertionError",
+                       "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)")
+    return None
+
+
+# In the runtime's order: resolve_once() (run_resolution_pipeline), then check_server_args().
+ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
+    pd_disaggregation,          # handle_pd_disaggregation
+    decode_context_parallelism,  # handle_decode_context_parallelism
+    dsa_dcp,                    # handle_model_specific_adjustments: _deepseek_family_overrides
+    dsa_kv_cache_dtype,         #   ... _dsa_kv_cache_dtype_default
+    dsa_hisparse_backends,      #   ... _dsa_split_backend_resolution
+    nvfp4_prefill_dequant,      # handle_nvfp4_prefill_kv_dequant_dtype
+    attention_backend_gpu,      # handle_attention_backend_compatibility
+    kv_dtype_gpu,               # handle_kv4_compatibility, handle_mxfp8_kv_cache_compatibility
+    hicache_dcp,                # handle_hicache
+    data_parallelism,           # handle_data_parallelism
+    context_parallelism,        # handle_context_parallelism
+    kv_cache_sharding,          # handle_kv_cache_sharding
+    speculative,                # handle_speculative_decoding
+    cache_compatibility,        # handle_cache_compatibility
+    hicache_compatibility,      #   (same hook, later checks)
+    pipeline_parallel,          # check_server_args: check_pipeline_parallel_compat
+    validate_hisparse,          # check_server_args: _hisparse_validation
 )
 
 # Every id a Refusal may carry (for the check's finding ids and --ignore).
@@ -394,13 +805,25 @@ REFUSAL_IDS = (
     "decode-host-receive-retraction",
     "decode-radix-cache-incompatible",
     "prefill-fake-backend",
+    "staging-buffer",
     "dcp-size",
     "dsa-dcp",
     "dsa-kv-cache-dtype",
     "hisparse-dsa-backend",
+    "nvfp4-prefill-dequant",
+    "attention-backend-gpu",
+    "attention-kv-dtype",
+    "kv-dtype-gpu",
+    "hicache-dcp",
+    "dp-size",
+    "tp-attn-dp-cp",
+    "kv-sharding",
     "speculative-params",
     "decode-host-pool-role",
     "decode-host-pool-dcp",
+    "hicache-radix-cache",
+    "decode-offload-kvcache",
+    "pp-speculative",
     "hisparse-model",
     "hisparse-radix-cache",
     "hisparse-mixed-chunk",
@@ -408,21 +831,36 @@ REFUSAL_IDS = (
     "hisparse-spec-adaptive",
 )
 
+# Refusals whose verdict the GPU generation decides (the check says so when no GPU was given).
+GPU_DEPENDENT_IDS = frozenset({"attention-backend-gpu", "attention-kv-dtype", "kv-dtype-gpu", "nvfp4-prefill-dequant",
+                               "hisparse-dsa-backend", "dsa-kv-cache-dtype"})
 
-def first_refusal(side: Side) -> Optional[Refusal]:
-    """The first start-up refusal this side's flags cause, or ``None`` (none, or not
-    predictable past a GPU- or auto-choice-dependent step)."""
+
+def side_gpu(side: Side) -> Gpu:
+    """The side's GPU (``Side.gpu``), Hopper (h100) when not given."""
+    return resolve_gpu(side.gpu)
+
+
+def first_outcome(side: Side, gpu: Optional[Gpu] = None) -> Outcome:
+    """The first start-up step that refuses (a ``Refusal``), or stops prediction (a ``Stop``),
+    or ``None`` when every restated step passes. ``gpu`` defaults to ``side_gpu(side)``."""
+    g = gpu or side_gpu(side)
     for step in ORDER:
-        out = step(side)
-        if out is STOP:
-            return None
+        out = step(side, g)
         if out is not None:
             return out
     return None
 
 
-def startup_error(side: Side) -> Optional[RuntimeErrorPrediction]:
+def first_refusal(side: Side, gpu: Optional[Gpu] = None) -> Optional[Refusal]:
+    """The first start-up refusal this side's flags cause, or ``None`` (none, or not
+    predictable past a step kvcheck does not restate: see ``first_outcome``)."""
+    out = first_outcome(side, gpu)
+    return out if isinstance(out, Refusal) else None
+
+
+def startup_error(side: Side, gpu: Optional[Gpu] = None) -> Optional[RuntimeErrorPrediction]:
     """The exception SGLang 0.5.23 raises while resolving this side's args at start-up
     (``ServerArgs.resolve_once()`` then ``check_server_args()``), or ``None``."""
-    r = first_refusal(side)
+    r = first_refusal(side, gpu)
     return r.prediction(side) if r is not None else None
