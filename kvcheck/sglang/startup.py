@@ -864,3 +864,135 @@ def startup_error(side: Side, gpu: Optional[Gpu] = None) -> Optional[RuntimeErro
     (``ServerArgs.resolve_once()`` then ``check_server_args()``), or ``None``."""
     r = first_refusal(side, gpu)
     return r.prediction(side) if r is not None else None
+
+
+# ------------------------------------------- after the model loads: the PD queues and NIXL
+
+OPERATOR_SEES_SCHEDULER = (
+    "the server loads the model, then the scheduler exits during start-up with this error "
+    "(\"Scheduler hit an exception\" in its log); the server never serves"
+)
+
+
+@dataclass(frozen=True)
+class ConnectorRefusal(Refusal):
+    """A refusal raised while the scheduler builds its PD queue and KV manager (after the
+    model and the KV pools are allocated), not while resolving args."""
+
+    def prediction(self, side: Side) -> RuntimeErrorPrediction:
+        return RuntimeErrorPrediction(
+            type=self.type,
+            message=self.message,
+            raised_by=f"{side.role}: scheduler start-up ({self.hook})",
+            when="start-up",
+            operator_sees=OPERATOR_SEES_SCHEDULER,
+        )
+
+
+def _local_gpu_ids(side: Side) -> list[int]:
+    """The GPU ids one node's ranks bind (``base_gpu_id + k * gpu_id_step``), in rank order."""
+    a = side.args
+    nnodes = int(_raw(side, "nnodes", 1)) or 1
+    per_node = max(1, (a.tp_size * a.pp_size) // nnodes)
+    base, step = int(_raw(side, "base_gpu_id", 0)), int(_raw(side, "gpu_id_step", 1))
+    return [base + k * step for k in range(per_node)]
+
+
+def ucx_device_list(side: Side) -> Union[ConnectorRefusal, Stop, str, None]:
+    """``nixl/conn._resolve_ucx_device_list`` for the first rank whose mapping fails, restating
+    ``mooncake_transfer_engine.parse_ib_device_config`` / ``get_ib_devices_for_gpu`` (SGLang
+    0.5.23): the UCX ``device_list`` the ib device string gives, a refusal, or a ``Stop``
+    (a JSON file on the server kvcheck cannot read)."""
+    import json
+
+    text = side.args.disaggregation_ib_device
+    if text is None or not text.strip():
+        return None
+    s = text.strip()
+    where = "get_ib_devices_for_gpu"
+    if s.endswith(".json"):
+        return Stop(f"--disaggregation-ib-device {s}: a JSON file on the server; kvcheck cannot read it")
+    if not s.startswith("{"):
+        per_gpu = {gid: s for gid in _local_gpu_ids(side)}
+    else:
+        try:
+            mapping = json.loads(s)
+        except json.JSONDecodeError:
+            return ConnectorRefusal("nixl-ib-device", "parse_ib_device_config", "ValueError", f"Invalid JSON mapping: {s}")
+        if not isinstance(mapping, dict):
+            return ConnectorRefusal("nixl-ib-device", "parse_ib_device_config", "ValueError",
+                                    "Invalid format: expected a mapping from GPU id to IB device string")
+        norm: dict[int, str] = {}
+        for k, v in mapping.items():
+            if not str(k).isdigit() or not isinstance(v, str):
+                return ConnectorRefusal("nixl-ib-device", "parse_ib_device_config", "ValueError",
+                                        "Invalid format: keys must be integers (or string representations of integers) "
+                                        "and values must be strings")
+            norm[int(k)] = v.strip()
+        if not norm:
+            return ConnectorRefusal("nixl-ib-device", "parse_ib_device_config", "ValueError", "No valid GPU mappings found in JSON")
+        per_gpu = {}
+        for gid in _local_gpu_ids(side):
+            if gid not in norm:
+                return ConnectorRefusal("nixl-ib-device", where, "ValueError",
+                                        f"No IB devices configured for GPU {gid}. Available GPUs: {list(norm.keys())}")
+            per_gpu[gid] = norm[gid]
+    lists = []
+    for gid, devices in per_gpu.items():
+        names = [n.strip() for n in devices.split(",")]
+        if any(not n or ":" in n for n in names):
+            return ConnectorRefusal("nixl-ib-device", "_resolve_ucx_device_list", "ValueError",
+                                    "NIXL UCX --disaggregation-ib-device requires HCA names without port suffixes "
+                                    "(e.g. mlx5_0); NIXL appends port 1.")
+        lists.append(", ".join(names))
+    return lists[0]
+
+
+def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorRefusal, Stop, None]:
+    """The first refusal of the scheduler's PD start-up on this side, after argument resolution
+    passed (SGLang 0.5.23): ``PrefillBootstrapQueue.__init__`` / ``DecodePreallocQueue.__init__``
+    (``SGLANG_DISAGG_STAGING_BUFFER`` on an MLA model; with PP on a prefill other than
+    Mooncake), then ``NixlKVManager.__init__`` for the NIXL UCX backend:
+    ``SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS`` (parsed by the ``nixl-backend-params``
+    check) and the ``--disaggregation-ib-device`` device list (port suffixes, per-GPU JSON
+    mappings, a ``device_list`` in the params that disagrees). ``UCX_NET_DEVICES`` makes the
+    runtime ignore the ib device (a warning, see ``kvcheck.checks.nixl_env``)."""
+    import json
+
+    a = side.args
+    if a.disaggregation_mode not in ("prefill", "decode"):
+        return None
+    if _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER"):
+        queue = "PrefillBootstrapQueue.__init__" if a.disaggregation_mode == "prefill" else "DecodePreallocQueue.__init__"
+        if side.model.is_mla:
+            return ConnectorRefusal("staging-mla", queue, "RuntimeError",
+                                    "SGLANG_DISAGG_STAGING_BUFFER is designed for non-MLA models (e.g. GQA, MHA). "
+                                    "MLA models should not set this flag.")
+        if a.disaggregation_mode == "prefill" and a.pp_size > 1 and _effective_transfer_backend(side) != "mooncake":
+            if _raw(side, "chunked_prefill_size") is None:
+                return Stop("SGLANG_DISAGG_STAGING_BUFFER on a prefill: the chunked-prefill/page-size check before it depends on the GPU's defaults")
+            return ConnectorRefusal("staging-mla", queue, "RuntimeError",
+                                    "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.")
+    if a.disaggregation_transfer_backend != "nixl":
+        return None
+    backend = side.env.get("SGLANG_DISAGGREGATION_NIXL_BACKEND") or "UCX"
+    try:
+        params = json.loads(side.env.get("SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS") or "{}")
+    except json.JSONDecodeError:
+        return None  # the nixl-backend-params check predicts this one
+    if not isinstance(params, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in params.items()):
+        return None
+    if backend != "UCX" or not a.disaggregation_ib_device or side.env.get("UCX_NET_DEVICES"):
+        return None
+    devices = ucx_device_list(side)
+    if devices is None or not isinstance(devices, str):
+        return devices
+    existing = params.get("device_list")
+    if existing is not None and ", ".join(n.strip() for n in existing.split(",")) != devices:
+        return ConnectorRefusal("nixl-ib-device", "NixlKVManager.__init__", "ValueError",
+                                "Conflicting NIXL UCX device_list in SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS and "
+                                "--disaggregation-ib-device. Configure only one device selection or make them agree.")
+    return None
+
+
+CONNECTOR_REFUSAL_IDS = ("staging-mla", "nixl-ib-device")
