@@ -108,3 +108,26 @@ def test_check_reports_each_side_and_the_ucx_override():
     assert findings[0].runtime_error.message == ("NIXL UCX --disaggregation-ib-device requires HCA names without port suffixes "
                                                  "(e.g. mlx5_0); NIXL appends port 1.")
     assert findings[0].runtime_error.when == "start-up"
+
+
+@pytest.mark.runtime
+def test_no_kv_manager_accepts_decode_host_destinations():
+    """Every KV manager class SGLang 0.5.23 ships answers ``supports_host_destination`` False,
+    so a decode with host receive (threshold < 1) that passes argument resolution still exits
+    in ``DecodePreallocQueue._init_kv_manager``; kvcheck predicts that for every backend."""
+    pytest.importorskip("sglang")
+    import importlib
+
+    for module, cls in (("sglang.srt.disaggregation.nixl.conn", "NixlKVManager"),
+                        ("sglang.srt.disaggregation.mooncake.conn", "MooncakeKVManager"),
+                        ("sglang.srt.disaggregation.fake.conn", "FakeKVManager")):
+        try:
+            manager = getattr(importlib.import_module(module), cls)
+        except ImportError:
+            continue
+        assert manager.supports_host_destination is False
+    for backend in ("nixl", "mooncake"):
+        r = connector_outcome(side("decode", "llama-3.1-8b", {"disaggregation_transfer_backend": backend,
+                                                               "disaggregation_decode_host_receive_threshold": 0.5}))
+        assert isinstance(r, ConnectorRefusal) and r.id == "decode-host-destination"
+        assert r.message == "Transfer backend does not support decode host KV destinations"

@@ -77,6 +77,24 @@ _FIX = {
 }
 
 
+def _start_up_logs(side) -> list[Finding]:
+    """What ``handle_pd_disaggregation`` (SGLang 0.5.23) logs while it accepts the flags: the
+    prefill-DCP warning, and the decode turning its radix cache off."""
+    a = side.args
+    out = []
+    if a.disaggregation_mode == "prefill" and a.dcp_size > 1:
+        out.append(Finding(id="prefill-dcp-warning", severity=Severity.WARNING,
+                           message="the prefill runs --dcp-size > 1; the runtime warns: DCP on a PD prefill server is supported when "
+                                   "prefill and decode use the same DCP layout, but it usually adds communication overhead "
+                                   "without improving prefill performance.",
+                           fix="Run the prefill with --dcp-size 1 unless the decode uses the same DCP layout."))
+    if a.disaggregation_mode == "decode" and not a.disaggregation_decode_enable_radix_cache:
+        out.append(Finding(id="decode-radix-disabled", severity=Severity.INFO,
+                           message="the decode turns its radix cache off (log: Radix cache is disabled for decode server)",
+                           fix="Nothing to do; --disaggregation-decode-enable-radix-cache keeps it on."))
+    return out
+
+
 def _gpu_note(side, r: Refusal) -> str:
     """Where the GPU decides this refusal and none was given: say which GPU was assumed and
     whether another generation would start."""
@@ -108,6 +126,7 @@ def startup(chk, ctx: CheckContext) -> list[Finding]:
                 fix="Start the server once (or name its GPU) to see whether it accepts these flags.",
             ))
             continue
+        out.extend(_start_up_logs(side))
         if r is None:
             continue
         what = _WHAT.get(r.id, r.id)

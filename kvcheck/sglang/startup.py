@@ -955,8 +955,11 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
     Mooncake), then ``NixlKVManager.__init__`` for the NIXL UCX backend:
     ``SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS`` (parsed by the ``nixl-backend-params``
     check) and the ``--disaggregation-ib-device`` device list (port suffixes, per-GPU JSON
-    mappings, a ``device_list`` in the params that disagrees). ``UCX_NET_DEVICES`` makes the
-    runtime ignore the ib device (a warning, see ``kvcheck.checks.nixl_env``)."""
+    mappings, a ``device_list`` in the params that disagrees); then the decode's
+    ``DecodePreallocQueue._init_kv_manager``: decode host receive (threshold < 1) needs a
+    manager with ``supports_host_destination``, which none has in 0.5.23.
+    ``UCX_NET_DEVICES`` makes the runtime ignore the ib device (a warning, see
+    ``kvcheck.checks.nixl_env``)."""
     import json
 
     a = side.args
@@ -973,6 +976,21 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
                 return Stop("SGLANG_DISAGG_STAGING_BUFFER on a prefill: the chunked-prefill/page-size check before it depends on the GPU's defaults")
             return ConnectorRefusal("staging-mla", queue, "RuntimeError",
                                     "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.")
+    out = _nixl_manager_init(side)
+    if out is not None:
+        return out
+    if a.disaggregation_mode == "decode" and a.disaggregation_decode_host_receive_threshold < 1:
+        # No KV manager of 0.5.23 sets supports_host_destination (BaseKVManager: False).
+        return ConnectorRefusal("decode-host-destination", "DecodePreallocQueue._init_kv_manager", "ValueError",
+                                "Transfer backend does not support decode host KV destinations")
+    return None
+
+
+def _nixl_manager_init(side: Side) -> Union[ConnectorRefusal, Stop, None]:
+    """``NixlKVManager.__init__``'s refusals from the environment and the ib device string."""
+    import json
+
+    a = side.args
     if a.disaggregation_transfer_backend != "nixl":
         return None
     backend = side.env.get("SGLANG_DISAGGREGATION_NIXL_BACKEND") or "UCX"
@@ -995,4 +1013,4 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
     return None
 
 
-CONNECTOR_REFUSAL_IDS = ("staging-mla", "nixl-ib-device")
+CONNECTOR_REFUSAL_IDS = ("staging-mla", "nixl-ib-device", "decode-host-destination")
