@@ -144,7 +144,7 @@ def draw(rng: random.Random) -> tuple[str, str, dict[str, Any], dict[str, str]]:
     f["enable_hierarchical_cache"] = rng.random() < 0.15
     f["disable_radix_cache"] = rng.random() < 0.2
     f["disaggregation_decode_enable_radix_cache"] = rng.random() < 0.1
-    f["enable_kv_cache_sharding"] = rng.random() < 0.05
+    f["enable_kv_cache_sharding"] = rng.random() < 0.12
     f["enable_hisparse"] = rng.random() < 0.1
     f["disaggregation_decode_retraction_backup"] = rng.choice((None, None, None, None, "host_pool", "cpu_tensor"))
     env = {"SGLANG_DISAGG_STAGING_BUFFER": "1"} if rng.random() < 0.05 else {}
@@ -179,3 +179,21 @@ def compare(outcome, predicted) -> Optional[str]:
     if rt_function not in predicted.hook and rt_function != predicted.hook:
         return None  # same text; the raising helper may be nested under the hook kvcheck names
     return None
+
+
+def draw_sharded_prefill(rng: random.Random) -> tuple[str, str, dict[str, Any], dict[str, str]]:
+    """A PD prefill with ``--enable-kv-cache-sharding`` past the first checks: the attention
+    backend, transfer backend, staging, MLA/GQA layout and page-size checks decide."""
+    model = rng.choice(MODEL_NAMES)
+    f: dict[str, Any] = {"disaggregation_mode": "prefill", "enable_kv_cache_sharding": True}
+    f["disaggregation_transfer_backend"] = rng.choice(("nixl", "nixl", "mooncake", "mori"))
+    f["tp_size"] = rng.choice((1, 2, 4, 8))
+    f["attn_dp_size"] = rng.choice((None, None, 2))
+    f["attn_cp_size"] = rng.choice((None, None, 2))
+    f["page_size"] = rng.choice((None, 1, 16, 32, 64, 128))
+    f["kv_cache_dtype"] = rng.choice((None, "bf16", "fp8_e4m3", "fp8_e5m2"))
+    f["attention_backend"] = rng.choice((None, None, "fa3", "trtllm_mla", "flashinfer", "triton", "flashmla", "fa4", "trtllm_mha"))
+    f["disable_chunked_prefix_cache"] = rng.random() < 0.15
+    f["enable_two_batch_overlap"] = rng.random() < 0.08
+    env = {"SGLANG_DISAGG_STAGING_BUFFER": "1"} if rng.random() < 0.1 else {}
+    return model, "prefill", {k: v for k, v in f.items() if v is not None and v is not False}, env

@@ -72,3 +72,24 @@ def test_gpu_decides_trtllm_mla():
         if refused:
             assert (predicted.type, predicted.message) == outcome[:2]
             assert predicted.id == "attention-kv-dtype"
+
+
+SHARDED_DRAWS = 50  # x 4 GPUs = 200 sharded PD prefills
+
+
+def test_sharded_prefill_corpus_agrees_with_the_runtime(dirs):
+    """``--enable-kv-cache-sharding`` on PD prefills, deep into handle_kv_cache_sharding."""
+    rng = random.Random(SEED + 1)
+    disagreements, refusals, total = [], 0, 0
+    for _ in range(SHARDED_DRAWS):
+        model, role, flags, env = C.draw_sharded_prefill(rng)
+        for gpu, capability in C.GPUS.items():
+            outcome = C.runtime_outcome(dirs[model], flags, capability, env)
+            predicted = first_outcome(C.kv_side(role, dirs[model], flags, gpu, env))
+            total += 1
+            diff = C.compare(outcome, predicted)
+            if diff:
+                disagreements.append(f"{model} {role} {gpu} {flags} {env}: {diff}")
+            refusals += isinstance(predicted, Refusal)
+    assert disagreements == [], "\n".join(disagreements[:20])
+    assert refusals > total // 2

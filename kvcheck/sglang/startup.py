@@ -484,6 +484,79 @@ def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
     return attn
 
 
+def default_attention_backend(side: Side, gpu: Gpu) -> str:
+    """``model_override_base.get_default_attn_backend`` on an NVIDIA GPU (SGLang 0.5.23, with
+    FlashInfer installed): MHA -> fa3 on Hopper, trtllm_mha on SM100 (fa4 when K and V
+    widths differ), else flashinfer (triton with attention sinks); MLA -> fa3 on Hopper,
+    flashinfer on SM100, else triton. Hopper/SM100 need no speculation or topk 1 with page
+    size unset/1 (``is_no_spec_infer_or_topk_one``)."""
+    a = side.args
+    topk = a.speculative_eagle_topk
+    page = _page_after_model_overrides(side)
+    no_spec_or_topk_one = topk is None or (topk == 1 and page in (1, None))
+    major = gpu.capability[0] if gpu.vendor == "nvidia" else 0
+    if not side.model.is_mla:
+        if major == 9 and no_spec_or_topk_one:
+            return "fa3"
+        if major == 10 and no_spec_or_topk_one and (
+            a.speculative_algorithm is None or topk is not None or a.speculative_algorithm.upper() == "DFLASH"
+        ):
+            m = side.model
+            asym = m.v_head_dim is not None and m.head_dim is not None and m.v_head_dim != m.head_dim
+            return "fa4" if asym else "trtllm_mha"
+        return "flashinfer"
+    return {9: "fa3", 10: "flashinfer"}.get(major, "triton")
+
+
+def _page_after_model_overrides(side: Side) -> Optional[int]:
+    """``--page-size`` after ``_deepseek_family_overrides``: 64 x index_kpool for a DSA model on CUDA."""
+    if _is_dsa(side) and _arch(side) in DSA_OVERRIDE_ARCHS:
+        return 64 * max(1, side.model.index_kpool)
+    return side.args.page_size
+
+
+def final_attention_backends(side: Side, gpu: Gpu) -> tuple[str, Optional[str], Optional[str]]:
+    """(attention, prefill, decode) backends once ``handle_attention_backend_compatibility``
+    has run (SGLang 0.5.23): model overrides, NVFP4's pinned split backends, the GPU default
+    (``default_attention_backend``), FA3 with fp8_e5m2 falling back to triton, CuteDSL's
+    prefill fill (trtllm_mla)."""
+    a = side.args
+    attn = _model_override_backend(side, gpu)
+    pre, dec = a.prefill_attention_backend, a.decode_attention_backend
+    if a.kv_cache_dtype == "nvfp4":
+        pre, dec = nvfp4_backends(side, gpu)
+    if pre is not None and pre == dec:
+        attn = pre
+    if attn is None:
+        attn = default_attention_backend(side, gpu)
+    if "cutedsl_mla" in (attn, pre, dec) and pre is None:
+        pre = "trtllm_mla"
+    if attn == "fa3" and _resolved_kv_dtype(side, gpu) == "fp8_e5m2":
+        attn = "triton"
+    return attn, pre, dec
+
+
+def resolved_page_size(side: Side, gpu: Gpu) -> int:
+    """The page size after ``_mla_backend_page_constraints``, ``_fa4_page_constraint`` and
+    ``_page_size_default`` (SGLang 0.5.23, CUDA): flashmla 64; trtllm_mla / cutedsl_mla keep
+    32 or 64, else 64; trtllm_mha keeps 16/32/64/128, else 64; FA4 on an SM100 MHA model 128
+    (speculative topk <= 1); unset -> 1."""
+    a = side.args
+    attn, pre, dec = final_attention_backends(side, gpu)
+    page = _page_after_model_overrides(side)
+    if "flashmla" in (attn, dec):
+        page = 64
+    if "trtllm_mla" in (attn, dec) and page not in (32, 64):
+        page = 64
+    if "cutedsl_mla" in (attn, dec, pre) and page not in (32, 64):
+        page = 64
+    if "trtllm_mha" in (attn, dec, pre, _raw(side, "speculative_draft_attention_backend")) and page not in (16, 32, 64, 128):
+        page = 64
+    if "fa4" in (attn, dec, pre) and not side.model.is_mla and _gpu_is(gpu, 10) and (a.speculative_eagle_topk or 0) <= 1:
+        page = 128
+    return 1 if page is None else page
+
+
 def _split(attn: Optional[str], pre: Optional[str], dec: Optional[str]) -> tuple[Optional[str], Optional[str]]:
     """``attention_backends_of``: the prefill and decode backends (split flags win)."""
     return pre or attn, dec or attn
@@ -745,7 +818,74 @@ def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("kv-sharding", hook, "ValueError",
                        "--enable-kv-cache-sharding does not support --enable-hisparse: HiSparse selects a non-sharded "
                        "allocator and assumes each rank owns complete KV pages.")
-    return Stop("--enable-kv-cache-sharding: the attention-backend and layout checks of handle_kv_cache_sharding are not restated")
+    if _raw(side, "enable_dynamic_chunking", False) and a.pp_size > 1:
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding does not support dynamic chunk sizing with pipeline parallelism: profiling "
+                       "and predicted chunks can exceed the fixed sharded scratch capacity. Disable --enable-dynamic-chunking.")
+    if _raw(side, "enable_two_batch_overlap", False):
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding does not support --enable-two-batch-overlap: the sharded pool's per-batch "
+                       "gather plan is a process-wide singleton, but TBO rebuilds attention metadata multiple times per extend "
+                       "forward and clobbers the plan.")
+    if side.model.attention == "not_modeled" or _arch(side).startswith(("Llama4", "Whisper", "Mllama")):
+        return Stop("--enable-kv-cache-sharding on a model whose encoder/chunked-attention checks are not restated")
+    # validate_kv_shard_attention_backend
+    attn, pre, _ = final_attention_backends(side, gpu)
+    prefill_backend = pre or attn
+    vhook = "validate_kv_shard_attention_backend"
+    if prefill_backend == "dsa":
+        return Stop("DSA KV sharding: its prefill-CP / TRTLLM / Mooncake requirements are not restated")
+    if _is_dsa(side):
+        return Refusal("kv-sharding", vhook, "ValueError", "DSA KV sharding requires the dsa attention backend.")
+    if prefill_backend != "fa3":
+        if prefill_backend != "trtllm_mla":
+            return Refusal("kv-sharding", vhook, "ValueError",
+                           "--enable-kv-cache-sharding currently requires the fa3 prefill attention backend, or trtllm_mla "
+                           f"for plain-TP MLA; got {prefill_backend!r}.")
+        if not side.model.is_mla:
+            return Refusal("kv-sharding", vhook, "ValueError", "KV sharding with trtllm_mla requires an MLA model.")
+        if a.attn_cp_size > 1:
+            return Refusal("kv-sharding", vhook, "ValueError",
+                           "KV sharding with trtllm_mla only supports plain-TP MLA (attn_cp_size must be 1).")
+        if _raw(side, "disable_chunked_prefix_cache", False):
+            return Refusal("kv-sharding", vhook, "ValueError", "KV sharding with trtllm_mla requires chunked prefix caching.")
+    backend = _effective_transfer_backend(side)
+    if backend not in ("mooncake", "nixl"):
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding currently only supports the mooncake and nixl transfer backends: both "
+                       "route sends through CommonKVSender._prepare_send_indices and pair destinations by fancy index. "
+                       f"Got --disaggregation-transfer-backend {backend!r}.")
+    if _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER"):
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding is incompatible with SGLANG_DISAGG_STAGING_BUFFER (the staging path "
+                       "assumes contiguous send slices).")
+    _, attn_dp = dp_layout(side)
+    if side.model.is_mla:
+        if a.attn_cp_size <= 1:
+            if attn_dp > 1:
+                return Refusal("kv-sharding", hook, "ValueError",
+                               "--enable-kv-cache-sharding for MLA models without prefill CP shards across attention-TP and "
+                               "requires plain TP attention; set --attn-dp-size=1.")
+            if a.tp_size <= 1:
+                return Refusal("kv-sharding", hook, "ValueError",
+                               "--enable-kv-cache-sharding for MLA models without prefill CP shards across attention-TP ranks "
+                               "and needs tp_size > 1.")
+    elif not a.enable_prefill_cp or a.attn_cp_size <= 1:
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding for GQA models shards across attention-CP ranks and requires "
+                       "--enable-prefill-cp with attn_cp_size > 1.")
+    page = resolved_page_size(side, gpu)
+    if page <= 1:
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding requires a real page size (--page-size 64 recommended): the physical page "
+                       "is the P/D transfer descriptor and gather-copy unit; page_size=1 degenerates both into per-token operations.")
+    chunk = _raw(side, "chunked_prefill_size")
+    if chunk is not None and int(chunk) <= 0:
+        return Refusal("kv-sharding", hook, "ValueError",
+                       "--enable-kv-cache-sharding requires chunked prefill (--chunked-prefill-size > 0).")
+    if chunk is not None and (int(chunk) // max(1, attn_dp)) % page != 0 and _raw(side, "mem_fraction_static") is None:
+        return Stop("KV sharding rounds --chunked-prefill-size up to the page size against the GPU's memory")
+    return None
 
 
 def pipeline_parallel(side: Side, gpu: Gpu) -> Outcome:
