@@ -131,3 +131,18 @@ def test_no_kv_manager_accepts_decode_host_destinations():
                                                                "disaggregation_decode_host_receive_threshold": 0.5}))
         assert isinstance(r, ConnectorRefusal) and r.id == "decode-host-destination"
         assert r.message == "Transfer backend does not support decode host KV destinations"
+
+
+@pytest.mark.parametrize("ib,tp,entry", [
+    ("mlx5_0:1", 1, "ib-device-port-suffix"),
+    ('{"0": "mlx5_0"}', 2, "ib-device-no-gpu"),
+    ("{0: mlx5_0}", 1, "ib-device-invalid-json"),
+])
+def test_predicted_ib_device_refusal_is_explained(ib, tp, entry):
+    """The predicted text is recognized by `kvcheck explain` as the entry whose check is nixl-ib-device."""
+    from kvcheck.explain import explain_text, load_catalog
+
+    r = connector_outcome(side("decode", "llama-3.1-8b", {"tp_size": tp, "disaggregation_ib_device": ib}))
+    hits = explain_text(f"{r.type}: {r.message}").hits
+    assert hits and hits[0].entry_id == entry and hits[0].match == "full"
+    assert load_catalog().get(entry).check == r.id == "nixl-ib-device"
