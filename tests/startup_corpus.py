@@ -147,6 +147,8 @@ def draw(rng: random.Random) -> tuple[str, str, dict[str, Any], dict[str, str]]:
     f["enable_kv_cache_sharding"] = rng.random() < 0.12
     f["enable_hisparse"] = rng.random() < 0.1
     f["disaggregation_decode_retraction_backup"] = rng.choice((None, None, None, None, "host_pool", "cpu_tensor"))
+    f["nnodes"] = rng.choice((None, None, None, None, 2, 3))
+    f["chunked_prefill_size"] = rng.choice((None, None, None, 4096, 8192, 1000, 96))
     env = {"SGLANG_DISAGG_STAGING_BUFFER": "1"} if rng.random() < 0.05 else {}
     return model, role, {k: v for k, v in f.items() if v is not None and v is not False}, env
 

@@ -287,6 +287,16 @@ GPU_CASES = [
     ("decode-offload-no-storage", "llama-3.1-8b", "decode", {**DECODE, "disaggregation_decode_enable_offload_kvcache": True}, "h100",
      "decode-offload-kvcache"),
 ]
+GPU_CASES += [
+    ("tp-nnodes", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "nnodes": 3}, "h100", "nodes"),
+    ("dp-replicas-multi-node", "llama-3.1-8b", "decode", {**DECODE, "tp_size": 2, "dp_size": 2, "nnodes": 2}, "h100", "nodes"),
+    ("chunk-not-page-multiple", "llama-3.1-8b", "prefill", {**PREFILL, "page_size": 64, "chunked_prefill_size": 1000}, "h100", "chunked-prefill-page"),
+    ("chunk-on-decode-ok", "llama-3.1-8b", "decode", {**DECODE, "page_size": 64, "chunked_prefill_size": 1000}, "h100", None),
+    # trtllm_mla (DeepSeek V3 on SM100) snaps the page to 64; 4096 / attention DP 8 = 512 is fine, 1000 is not
+    ("chunk-trtllm-page-blackwell", "deepseek-v3", "prefill", {**PREFILL, "chunked_prefill_size": 1000}, "b200", "chunked-prefill-page"),
+    ("chunk-page-one-hopper-ok", "deepseek-v3", "prefill", {**PREFILL, "chunked_prefill_size": 1000}, "h100", None),
+    ("chunk-attn-dp-ok", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "attn_dp_size": 8, "chunked_prefill_size": 4096}, "b200", None),
+]
 GPU_CAPS = {"h100": (9, 0), "b200": (10, 0), "a100": (8, 0), "rtx5090": (12, 0)}
 
 

@@ -51,7 +51,7 @@ def test_corpus_agrees_with_the_runtime(dirs):
     assert disagreements == [], "\n".join(disagreements[:20])
     assert total == DRAWS * len(C.GPUS)
     # the corpus exercises both verdicts, and kvcheck decides almost every case
-    assert refusals > total // 3 and starts > total // 10
+    assert refusals > total // 3 and starts > total // 20
     assert stops < total // 20
 
 

@@ -41,6 +41,8 @@ _WHAT = {
     "hicache-radix-cache": "--enable-hierarchical-cache with the radix cache off (a PD decode turns it off unless --disaggregation-decode-enable-radix-cache)",
     "decode-offload-kvcache": "--disaggregation-decode-enable-offload-kvcache off the decode, without a HiCache storage backend, or with host_pool retraction",
     "pp-speculative": "pipeline parallelism with speculative decoding outside a PD prefill (or with a non-EAGLE algorithm)",
+    "nodes": "a TP x PP world that does not split across --nnodes, or --dp-size replicas across nodes",
+    "chunked-prefill-page": "a --chunked-prefill-size (divided by attention DP) that is not a multiple of the resolved page size",
 }
 
 _FIX = {
@@ -74,6 +76,8 @@ _FIX = {
     "hicache-radix-cache": "On a PD decode add --disaggregation-decode-enable-radix-cache with --enable-hierarchical-cache, or drop HiCache; elsewhere drop --disable-radix-cache.",
     "decode-offload-kvcache": "Use --disaggregation-decode-enable-offload-kvcache only on the decode, with --hicache-storage-backend, and without host_pool retraction.",
     "pp-speculative": "Run speculative decoding with --pp-size 1 on the decode (PP with EAGLE/MTP is for the PD prefill only).",
+    "nodes": "Use a --nnodes that divides --tp-size x --pp-size, and --attn-dp-size (not --dp-size) across nodes.",
+    "chunked-prefill-page": "Use a --chunked-prefill-size that is a multiple of page size x --attn-dp-size (the backend may pick the page: trtllm_mla/flashmla 64).",
 }
 
 

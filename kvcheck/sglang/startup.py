@@ -50,7 +50,7 @@ class Refusal:
     message: str
 
     def prediction(self, side: Side) -> RuntimeErrorPrediction:
-        validation = self.hook.startswith("validate_hisparse") or self.hook == "check_pipeline_parallel_compat"
+        validation = self.hook.startswith("validate_hisparse") or self.hook in ("check_pipeline_parallel_compat", "check_server_args")
         stage = "argument validation" if validation else "argument resolution"
         return RuntimeErrorPrediction(
             type=self.type,
@@ -888,6 +888,45 @@ def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
     return None
 
 
+def server_args_nodes(side: Side, gpu: Gpu) -> Outcome:
+    """The first assertion of ``validation_hook.check_server_args`` (SGLang 0.5.23): the TP x PP
+    world must split evenly across ``--nnodes``."""
+    a = side.args
+    nnodes = int(_raw(side, "nnodes", 1))
+    if _raw(side, "ep_join_mode", "") != "scale" and nnodes > 0 and (a.tp_size * a.pp_size) % nnodes != 0:
+        return Refusal("nodes", "check_server_args", "AssertionError", "tp_size must be divisible by number of nodes")
+    return None
+
+
+def server_args_layout(side: Side, gpu: Gpu) -> Outcome:
+    """``check_server_args`` after the PP checks (SGLang 0.5.23): data-parallel replicas are
+    single-node; a prefill's (or non-PD server's) chunked-prefill size, once divided by
+    attention DP (``handle_data_parallelism``), must be a multiple of the resolved page size.
+    Only an explicit ``--chunked-prefill-size`` is checked: the default comes from the GPU's
+    memory (``handle_gpu_memory_settings``) and is a multiple of every page size the
+    backends choose."""
+    a = side.args
+    dp, attn_dp = dp_layout(side)
+    if dp > 1 and int(_raw(side, "nnodes", 1)) != 1:
+        return Refusal("nodes", "check_server_args", "AssertionError",
+                       "multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across nodes")
+    if a.speculative_algorithm is not None and a.enable_mixed_chunk:
+        return Stop("--enable-mixed-chunk with speculative decoding: SpeculativeAlgorithm.supports_mixed_chunk is not restated")
+    chunk = _raw(side, "chunked_prefill_size")
+    if chunk is None or a.disaggregation_mode == "decode":
+        return None
+    chunk = int(chunk)
+    if attn_dp > 1:
+        chunk //= attn_dp
+    page = resolved_page_size(side, gpu)
+    if chunk > 0 and chunk % page != 0:
+        if a.enable_kv_cache_sharding:
+            return Stop("KV sharding rounds --chunked-prefill-size up to the page size")
+        return Refusal("chunked-prefill-page", "check_server_args", "AssertionError",
+                       "chunked_prefill_size must be divisible by page_size")
+    return None
+
+
 def pipeline_parallel(side: Side, gpu: Gpu) -> Outcome:
     """``validation_hook.check_pipeline_parallel_compat`` (run by ``check_server_args`` when
     ``--pp-size > 1``, SGLang 0.5.23): speculative decoding with PP is EAGLE (non-multi-layer)
@@ -933,7 +972,9 @@ ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
     speculative,                # handle_speculative_decoding
     cache_compatibility,        # handle_cache_compatibility
     hicache_compatibility,      #   (same hook, later checks)
+    server_args_nodes,          # check_server_args: nnodes
     pipeline_parallel,          # check_server_args: check_pipeline_parallel_compat
+    server_args_layout,         # check_server_args: DP replicas across nodes, chunked prefill vs page
     validate_hisparse,          # check_server_args: _hisparse_validation
 )
 
@@ -963,7 +1004,9 @@ REFUSAL_IDS = (
     "decode-host-pool-dcp",
     "hicache-radix-cache",
     "decode-offload-kvcache",
+    "nodes",
     "pp-speculative",
+    "chunked-prefill-page",
     "hisparse-model",
     "hisparse-radix-cache",
     "hisparse-mixed-chunk",
