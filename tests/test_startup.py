@@ -313,3 +313,28 @@ def test_gpu_dependent_refusal_matches_runtime(tmp_path, name, model, role, flag
     assert outcome is not None and refusal is not None, (outcome, refusal)
     assert (refusal.type, refusal.message) == outcome[:2]
     assert refusal.id == expected_id
+
+
+def test_gpu_not_given_says_when_blackwell_refuses(tmp_path):
+    """GPU defaulted (Hopper assumed): a server that starts on Hopper but that the runtime
+    refuses on Blackwell gets a warning carrying the Blackwell refusal; a GPU-decided
+    refusal on the assumed Hopper says the GPU was assumed. A named GPU gets neither."""
+    pytest.importorskip("sglang")
+    model_dir = _model_dir(tmp_path, "deepseek-v3")
+    bf = {**DECODE, "kv_cache_dtype": "bfloat16"}
+    blackwell = startup_corpus.runtime_outcome(model_dir, bf, (10, 0))
+    assert startup_corpus.runtime_outcome(model_dir, bf, (9, 0)) is None and blackwell is not None
+
+    def run(pflags, dflags, gpu, source):
+        p, d = kv_side("prefill", model_dir, pflags, gpu), kv_side("decode", model_dir, dflags, gpu)
+        p.gpu_source = d.gpu_source = source
+        return REGISTRY["startup"].run(CheckContext(prefill=p, decode=d, prefill_geometry=None, decode_geometry=None, plan=None))
+
+    findings = [f for f in run(PREFILL, bf, "h100", "default (Hopper assumed)") if f.id == "startup-gpu-dependent"]
+    assert len(findings) == 1 and findings[0].severity.value == "warning"
+    assert f"{blackwell[0]}: {blackwell[1]}" in findings[0].message
+    assert not [f for f in run(PREFILL, bf, "h100", "--gpu") if f.id == "startup-gpu-dependent"]
+    mla = {**DECODE, "attention_backend": "trtllm_mla"}
+    refused = [f for f in run(PREFILL, mla, "h100", "default (Hopper assumed)") if f.id == "attention-backend-gpu"]
+    assert len(refused) == 1 and "GPU not given: assumed Hopper" in refused[0].message
+    assert refused[0].runtime_error.message == startup_corpus.runtime_outcome(model_dir, mla, (9, 0))[1]

@@ -99,10 +99,32 @@ def _start_up_logs(side) -> list[Finding]:
     return out
 
 
+def gpu_given(side) -> bool:
+    """Whether the user named this side's GPU (``Side.gpu`` unset or defaulted: not given)."""
+    return side.gpu is not None and not side.gpu_source.startswith("default")
+
+
+def _other_gpu(side) -> list[Finding]:
+    """The GPU was not given and the assumed Hopper starts, but a Blackwell (b200) refuses:
+    say so, since the verdict then depends on where the server lands."""
+    if gpu_given(side):
+        return []
+    other = first_outcome(side, resolve_gpu("b200"))
+    if not isinstance(other, Refusal):
+        return []
+    return [Finding(
+        id="startup-gpu-dependent", severity=Severity.WARNING,
+        message=(f"the {side.role} server starts on the assumed Hopper (h100; GPU not given), but on a Blackwell (b200) "
+                 f"it refuses: {other.type}: {other.message} ({other.hook})"),
+        fix=f"Name the GPU (--gpu/--{side.role}-gpu or kvcheck-gpu:) to check the server where it runs; on Blackwell: "
+            + _FIX.get(other.id, "change the flag the message names."),
+    )]
+
+
 def _gpu_note(side, r: Refusal) -> str:
     """Where the GPU decides this refusal and none was given: say which GPU was assumed and
     whether another generation would start."""
-    if side.gpu is not None or r.id not in GPU_DEPENDENT_IDS:
+    if gpu_given(side) or r.id not in GPU_DEPENDENT_IDS:
         return ""
     other = first_outcome(side, resolve_gpu("b200"))
     same = isinstance(other, Refusal) and (other.type, other.message) == (r.type, r.message)
@@ -132,6 +154,7 @@ def startup(chk, ctx: CheckContext) -> list[Finding]:
             continue
         out.extend(_start_up_logs(side))
         if r is None:
+            out.extend(_other_gpu(side))
             continue
         what = _WHAT.get(r.id, r.id)
         out.append(Finding(
