@@ -158,7 +158,7 @@ def _bootstrap_detail(message: str, prefill: Side, decode: Side, p: PairInfo, d:
 # Finding ids that a check may emit beside its own id (for --ignore and the docs).
 FINDING_IDS = {
     "bootstrap": ["page-size-mismatch", "kv-cache-dtype-mismatch", "decode-dcp", "kv-cache-sharding-tp", "decode-cp-size", "pp-size-mismatch"],
-    "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "decode-radix-disabled"],
+    "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning"],
     "transfer-decision": ["region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
     "connector-startup": ["connector-startup", "staging-mla", "nixl-ib-device", "decode-host-destination"],
     "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested"],

@@ -82,8 +82,9 @@ _FIX = {
 
 
 def _start_up_logs(side) -> list[Finding]:
-    """What ``handle_pd_disaggregation`` (SGLang 0.5.23) logs while it accepts the flags: the
-    prefill-DCP warning, and the decode turning its radix cache off."""
+    """What ``handle_pd_disaggregation`` (SGLang 0.5.23) warns while it accepts the flags: the
+    prefill-DCP warning. (Its info line "Radix cache is disabled for decode server", printed
+    by every PD decode without --disaggregation-decode-enable-radix-cache, is not reported.)"""
     a = side.args
     out = []
     if a.disaggregation_mode == "prefill" and a.dcp_size > 1:
@@ -92,10 +93,6 @@ def _start_up_logs(side) -> list[Finding]:
                                    "prefill and decode use the same DCP layout, but it usually adds communication overhead "
                                    "without improving prefill performance.",
                            fix="Run the prefill with --dcp-size 1 unless the decode uses the same DCP layout."))
-    if a.disaggregation_mode == "decode" and not a.disaggregation_decode_enable_radix_cache:
-        out.append(Finding(id="decode-radix-disabled", severity=Severity.INFO,
-                           message="the decode turns its radix cache off (log: Radix cache is disabled for decode server)",
-                           fix="Nothing to do; --disaggregation-decode-enable-radix-cache keeps it on."))
     return out
 
 
