@@ -1,30 +1,41 @@
-"""Start-up refusals the args alone reveal, in the order SGLang 0.5.23 raises them.
+"""Start-up refusals the inputs decide, in the order SGLang 0.5.23 raises them.
 
 A server resolves its args once at start-up (``ServerArgs.resolve_once()``, which runs
 ``sglang.srt.arg_groups.pipeline.run_resolution_pipeline``) and then validates them
 (``ServerArgs.check_server_args()`` -> ``arg_groups.validation_hook.check_server_args``),
-both before the model is loaded (``Engine._launch_subprocesses``). The first refusal
-ends start-up, so only the first one that applies is predicted; the functions below are
-listed in the runtime's order.
+both before the model is loaded (``Engine._launch_subprocesses``). After the model and the
+KV pools are allocated, the scheduler builds its PD queue and KV manager
+(``PrefillBootstrapQueue``/``DecodePreallocQueue`` -> ``NixlKVManager.__init__``), which
+refuse more (``connector_outcome``). The first refusal ends start-up, so only the first one
+that applies is predicted; ``ORDER`` lists the restated steps in the runtime's order:
 
-Restated here (pure, no SGLang import), SGLang 0.5.23 on a CUDA GPU:
-
-* ``pd_disaggregation_hook.handle_pd_disaggregation`` and its
-  ``_validate_prefill_complete``;
+* ``pd_disaggregation_hook.handle_pd_disaggregation`` (+ ``_validate_prefill_complete``,
+  ``SGLANG_DISAGG_STAGING_BUFFER``'s backend);
 * ``parallel_hook.handle_decode_context_parallelism``;
-* ``model_overrides/deepseek_v2._dsa_dcp_overrides`` (DSA models, via
-  ``model_hook.handle_model_specific_adjustments``);
-* ``overrides._dsa_kv_cache_dtype_default`` and the HiSparse arm of
-  ``overrides._dsa_split_backend_resolution`` (``_check_dsa_backend_constraints``);
-* ``speculative_hook.handle_speculative_decoding`` (decode radix cache vs. the resolved
-  speculative algorithm) and, for DSA models, ``_handle_eagle_family``'s checks on
-  explicit EAGLE parameters;
-* ``kv_cache_hook.handle_cache_compatibility`` (the decode host-pool retraction backup);
-* ``hisparse_hook.validate_hisparse`` (run from ``check_server_args``).
+* the DeepSeek/DSA model overrides (``_dsa_dcp_overrides``, ``_dsa_kv_cache_dtype_default``,
+  the HiSparse arm of ``_dsa_split_backend_resolution``), the attention backend they pick
+  (``dsa``; ``trtllm_mla`` for DeepSeek V3 on SM100);
+* ``kv_cache_hook.handle_nvfp4_prefill_kv_dequant_dtype``;
+* ``attention_hook.handle_attention_backend_compatibility`` (trtllm_mla: Blackwell and the
+  KV dtype strings ``fp8_e4m3``/``bf16``/``auto``; cutedsl_mla; trtllm_mha per GPU), with
+  ``get_default_attn_backend`` restated for the GPU;
+* ``handle_kv4_compatibility`` (NVFP4: SM100/SM120, and refused in PD on SM100) and
+  ``handle_mxfp8_kv_cache_compatibility`` (Blackwell);
+* ``hicache_hook.resolve_hicache_dcp_compatibility``;
+* ``parallel_hook.handle_data_parallelism`` and ``handle_context_parallelism`` (TP vs
+  attention DP x CP, DP replicas with attention DP);
+* ``kv_shard_hook.handle_kv_cache_sharding`` (through the page-size check);
+* ``speculative_hook.handle_speculative_decoding`` (decode radix cache; DSA EAGLE params);
+* ``kv_cache_hook.handle_cache_compatibility`` (host pool, HiCache vs the radix cache a PD
+  decode turns off, decode KV offload);
+* ``check_server_args``: node split, ``check_pipeline_parallel_compat`` (PP + MTP only on a
+  prefill), DP replicas across nodes, chunked prefill vs the resolved page size, and
+  ``validate_hisparse``.
 
-Where the runtime's next decision depends on something kvcheck cannot know from the
-flags (the GPU generation, an auto-chosen speculative parameter), prediction stops there:
-``startup_error`` then returns ``None`` rather than guess a later refusal.
+The GPU decides some of these: every step takes the side's ``Gpu`` (``Side.gpu``; Hopper
+when not given). Where the next refusal depends on something kvcheck does not restate, a
+step returns a ``Stop`` with the reason; the ``startup`` check reports it as ``unchecked``.
+Verified against the runtime on a seeded corpus (tests/test_startup_corpus.py).
 """
 
 from __future__ import annotations
@@ -191,7 +202,7 @@ def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
     backend = _effective_transfer_backend(side)
     if a.disaggregation_decode_allocation_policy == "prefill_complete":
         if a.enable_pd_role_switch:
-            return STOP
+            return Stop("--enable-pd-role-switch with prefill_complete: the role-switch checks are not restated")
         unsupported = []
         if a.disaggregation_mode not in ("prefill", "decode"):
             unsupported.append("aggregated serving")
@@ -273,7 +284,7 @@ def dsa_dcp(side: Side, gpu: Gpu) -> Outcome:
     if not (_is_dsa(side) and _arch(side) in DSA_OVERRIDE_ARCHS) or a.dcp_size <= 1:
         return None
     if _arch(side) in ("HYV4ForCausalLM", "HYV4ForCausalLMNextN"):
-        return STOP  # HYV4's own DCP refusal runs first; not restated.
+        return Stop("HYV4 with --dcp-size > 1: its own DCP refusal is not restated")
     if a.enable_hisparse or a.enable_hierarchical_cache:
         return Refusal("dsa-dcp", "_dsa_dcp_overrides", "ValueError", "DSA DCP does not support HiSparse or HiCache.")
     if a.disaggregation_mode != "null":
@@ -324,7 +335,7 @@ def speculative(side: Side, gpu: Gpu) -> Outcome:
     a = side.args
     algo = resolved_speculative_algorithm(side)
     if algo == "EAGLE3" and side.draft_model is not None and side.draft_model.architecture.startswith("Gemma4"):
-        return STOP  # _resolve_speculative_algorithm_alias refuses it; not restated
+        return Stop("EAGLE3 with a Gemma4 assistant draft: the speculative alias refusal is not restated")
     if a.disaggregation_mode == "decode" and a.disaggregation_decode_enable_radix_cache and algo not in (None, "DSPARK", "EAGLE", "EAGLE3"):
         return Refusal("decode-radix-cache-incompatible", "handle_speculative_decoding", "ValueError",
                        "--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
@@ -333,11 +344,11 @@ def speculative(side: Side, gpu: Gpu) -> Outcome:
         return None
     # Only followed as far as HiSparse needs it (the topk check in validate_hisparse).
     if algo not in ("EAGLE", "EAGLE3"):
-        return STOP
+        return Stop("HiSparse with a speculative algorithm other than EAGLE/EAGLE3: the speculative hook is not restated")
     if not a.speculative_adaptive and a.speculative_num_steps is None:
         if a.speculative_eagle_topk is not None or a.speculative_num_draft_tokens is not None:
             return Refusal("speculative-params", "_handle_eagle_family", "AssertionError", "")
-        return STOP  # topk is then chosen by _auto_choose_speculative_params
+        return Stop("HiSparse speculation without --speculative-num-steps: the auto-chosen parameters are not restated")
     topk = a.speculative_eagle_topk
     backend = a.attention_backend or "dsa"
     if topk is not None and topk > 1 and backend not in PAGE_TREE_SPEC_BACKENDS:
@@ -401,7 +412,7 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
         return None
     arch = _arch(side)
     if arch in DEEPSEEK_V4_ARCHS or arch in MINIMAX_SPARSE_ARCHS:
-        return STOP  # their own start-up checks are not restated
+        return Stop("HiSparse on DeepSeek V4 / MiniMax M3: their start-up checks are not restated")
     if not _is_dsa(side):
         return Refusal("hisparse-model", "validate_hisparse", "AssertionError",
                        "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
@@ -413,7 +424,7 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
     enable_spec = algo is not None and algo != "NONE"
     if a.enable_mixed_chunk:
         if enable_spec:
-            return STOP  # the speculative hook may have turned mixed chunk off
+            return Stop("HiSparse with --enable-mixed-chunk and speculation: whether the speculative hook turns mixed chunk off is not restated")
         return Refusal("hisparse-mixed-chunk", "validate_hisparse_feature_combos", "ValueError",
                        "--enable-hisparse does not support --enable-mixed-chunk yet.")
     if enable_spec and (a.speculative_eagle_topk or 1) != 1:
