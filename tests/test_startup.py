@@ -297,6 +297,13 @@ GPU_CASES += [
     ("chunk-page-one-hopper-ok", "deepseek-v3", "prefill", {**PREFILL, "chunked_prefill_size": 1000}, "h100", None),
     ("chunk-attn-dp-ok", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "attn_dp_size": 8, "chunked_prefill_size": 4096}, "b200", None),
 ]
+GPU_CASES += [
+    # EAGLE without --speculative-num-steps: _auto_choose_speculative_params gives DSA models topk 1
+    ("hisparse-eagle-auto-params-ok", "deepseek-v3.2", "decode", {**DECODE, "tp_size": 8, "page_size": 64, "kv_cache_dtype": "bfloat16",
+     "speculative_algorithm": "EAGLE", "enable_hisparse": True, "disable_radix_cache": True}, "h100", None),
+    ("hisparse-eagle-auto-params-b200-ok", "deepseek-v3.2", "decode", {**DECODE, "tp_size": 8, "page_size": 64, "kv_cache_dtype": "bfloat16",
+     "speculative_algorithm": "EAGLE", "enable_hisparse": True, "disable_radix_cache": True}, "b200", None),
+]
 GPU_CAPS = {"h100": (9, 0), "b200": (10, 0), "a100": (8, 0), "rtx5090": (12, 0)}
 
 

@@ -348,7 +348,10 @@ def speculative(side: Side, gpu: Gpu) -> Outcome:
     if not a.speculative_adaptive and a.speculative_num_steps is None:
         if a.speculative_eagle_topk is not None or a.speculative_num_draft_tokens is not None:
             return Refusal("speculative-params", "_handle_eagle_family", "AssertionError", "")
-        return Stop("HiSparse speculation without --speculative-num-steps: the auto-chosen parameters are not restated")
+        # _auto_choose_speculative_params: (steps 3, topk 1, draft 4) for every DSA architecture.
+        if _arch(side) in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"):
+            return Stop("HiSparse speculation without --speculative-num-steps: the auto-chosen parameters are not restated")
+        return None
     topk = a.speculative_eagle_topk
     backend = a.attention_backend or "dsa"
     if topk is not None and topk > 1 and backend not in PAGE_TREE_SPEC_BACKENDS:
