@@ -14,21 +14,52 @@ import re
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from kvcheck.errors import InputError
-from kvcheck.sglang.args import build_server_args
-from kvcheck.sglang.model import ModelConfig, parse_model_config
-from kvcheck.sides import RELEVANT_ENV, Role, Side
-from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
+
+if TYPE_CHECKING:
+    from kvcheck.sglang.model import ModelConfig
+    from kvcheck.sides import Role, Side
+
+# The readers and the runtime model are imported where they are used: importing this
+# package (which ``kvcheck.sources.redact``/``limits`` do, for the CLI's output scrub and
+# ``explain``) stays light. The names it used to re-export still resolve (``__getattr__``).
+_LAZY = {
+    "build_server_args": "kvcheck.sglang.args",
+    "ModelConfig": "kvcheck.sglang.model",
+    "parse_model_config": "kvcheck.sglang.model",
+    "RELEVANT_ENV": "kvcheck.sides",
+    "Role": "kvcheck.sides",
+    "Side": "kvcheck.sides",
+    "read_command_line": "kvcheck.sources.files",
+    "read_env_file": "kvcheck.sources.files",
+    "read_json_args": "kvcheck.sources.files",
+    "read_text": "kvcheck.sources.files",
+    "read_yaml_config": "kvcheck.sources.files",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kvcheck.sources' has no attribute {name!r}")
 
 
 # ``host:port`` (or ``[v6]:port``, optional path) without a scheme: a live server.
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}(?:/\S*)?$")
 
 
-def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
+def read_model_file(path: Path, field: str = "--model-config", override_args: Any = None) -> ModelConfig:
     """Parse a model ``config.json`` file, or the ``config.json`` of a model directory
-    (what ``--model-path`` names, as SGLang takes it); ``InputError`` naming the file
-    otherwise (missing, too large, not JSON, nested too deep, values out of range)."""
+    (what ``--model-path`` names, as SGLang takes it), with ``--json-model-override-args``
+    (``override_args``) applied first; ``InputError`` naming the file otherwise
+    (missing, too large, not JSON, nested too deep, values out of range)."""
+    from kvcheck.sglang.model import parse_model_config
+    from kvcheck.sources.files import read_text
+
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise InputError(f"the directory {path} holds no config.json (give the model's directory or its config.json)", source=str(path), field=field)
@@ -42,11 +73,12 @@ def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
         raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
     except RecursionError:
         raise InputError("JSON nested too deep to be a model config", source=str(path)) from None
-    return parse_model_config(raw, source=str(path))
+    return parse_model_config(raw, source=str(path), override_args=override_args)
 
 
 def resolve_model(
-    model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None, override_flag: str = "--model-config"
+    model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None, override_flag: str = "--model-config",
+    override_args: Any = None,
 ) -> ModelConfig:
     """The model config: ``override`` (``--model-config FILE`` or a model directory)
     when given, else ``config.json`` inside the ``model_path`` directory. A hub id
@@ -55,7 +87,7 @@ def resolve_model(
     from kvcheck.sources.limits import clip
 
     if override is not None:
-        return read_model_file(override, field=override_flag)
+        return read_model_file(override, field=override_flag, override_args=override_args)
     if not model_path:
         raise InputError(f"no {flag} given, so there is no model config.json to read; add {flag} or pass {override_flag} FILE", source=source, field=flag)
     model_path = str(model_path)
@@ -68,9 +100,9 @@ def resolve_model(
         cfg = p / "config.json"
         if not cfg.exists():
             raise InputError(f"the {flag} directory {p} holds no config.json; pass {override_flag} FILE", source=source, field=flag)
-        return read_model_file(cfg, field=flag)
+        return read_model_file(cfg, field=flag, override_args=override_args)
     if p.is_file() and p.name.endswith(".json"):
-        return read_model_file(p, field=flag)
+        return read_model_file(p, field=flag, override_args=override_args)
     raise InputError(
         f"{flag} {clip(repr(model_path))} is not a local directory (a hub id?); kvcheck never downloads: pass {override_flag} FILE with the model's config.json",
         source=source,
@@ -89,13 +121,20 @@ def build_side(
     base: Path | None = None,
     live: dict[str, Any] | None = None,
     gpu: str | None = None,
+    model: ModelConfig | None = None,
+    draft_model: ModelConfig | None = None,
 ) -> Side:
     """Type the args, read the model (and draft model) config, and build a ``Side``.
+
+    ``model``/``draft_model``: an already-resolved config (the cluster pipeline's
+    catalog or Hugging Face cache lookup); when given, no file is read for it.
 
     ``gpu``: the GPU named on the command line (``--gpu``/``--prefill-gpu``...); it wins
     over a ``kvcheck-gpu`` key in the file. Neither -> Hopper, said in ``gpu_source``.
     """
+    from kvcheck.sglang.args import build_server_args
     from kvcheck.sglang.gpu import DEFAULT_GPU, resolve_gpu
+    from kvcheck.sides import RELEVANT_ENV, Side
     from kvcheck.sources.files import GPU_ENV
 
     env = dict(env)
@@ -112,14 +151,18 @@ def build_side(
 
     register_secrets(collect_secrets(args) | collect_secrets(env))
     typed = build_server_args(args, origin)
-    model = resolve_model(typed.model_path, model_config, origin, base=base)
-    draft = None
-    if typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
+    # SGLang applies --json-model-override-args to the target's and the draft's config
+    # (ModelConfig.from_server_args -> get_config), before anything reads them.
+    overrides = args.get("json_model_override_args")
+    model = model if model is not None else resolve_model(typed.model_path, model_config, origin, base=base, override_args=overrides)
+    draft = draft_model
+    if draft is None and typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
         if draft_model_config is None and typed.speculative_draft_model_path == typed.model_path:
             draft = None  # the target's own MTP layers
         else:
             draft = resolve_model(
-                typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base, override_flag="--draft-model-config"
+                typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base, override_flag="--draft-model-config",
+                override_args=overrides,
             )
     return Side(
         role=role,
@@ -150,6 +193,8 @@ def load_side(
     Raises ``InputError`` (exit 2) for bad input, ``UnreachableError`` (exit 3) when a
     live server does not answer in time.
     """
+    from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
+
     if not spec.startswith(("http://", "https://")) and not Path(spec).exists() and _HOST_PORT.match(spec):
         spec = "http://" + spec  # host:port of a live server, as SGLang prints it
     if spec.startswith(("http://", "https://")):
