@@ -577,7 +577,10 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, pref
     a.state_types = _state_types(sg, prefill.state_types)
     (a.state_data_ptrs, a.state_data_lens, a.state_item_lens, a.state_dim_per_tensor, a.state_layer_ids) = _state_lists(prefill, _PTR_BASE_SRC + (1 << 40), prefill_dims)
     a.state_conv_shard_groups = []
-    a.state_slice_outer_counts = []
+    a.state_slice_outer_counts = [
+        [(prefill_dims or {}).get(f"{r.part}_outer", 1) for r in prefill.state_regions if r.state_type == t] if t == "mamba" else []
+        for t in prefill.state_types
+    ]
     a.swa_kv_cache_layout = inp.swa_layout if "swa" in prefill.state_types else None
     if inp.total_kv_heads:
         a.total_kv_head_num = inp.total_kv_heads

@@ -57,8 +57,10 @@ DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minima
 
 PREFILL_TRANSFER_WORKER = "prefill: NIXL transfer worker (NixlKVManager.maybe_send_extra)"
 REQUEST_FAILS = (
-    "the prefill logs 'Unexpected transfer worker error for room N' with this traceback and fails the request; "
-    "the decode reports every request routed to this pair as failed; both servers keep running"
+    "the prefill logs 'Unexpected transfer worker error for room N' with this traceback and "
+    "'Prefill transfer failed for request ... with exception ...'; the client gets HTTP 500; the decode logs "
+    "'Decode transfer failed for request ... KVTransferError' for the room; every request routed to this pair fails; "
+    "both servers keep running"
 )
 # The decode's NIXL agent name (a uuid4 in the runtime) in exception texts.
 PEER = "<decode agent>"
@@ -302,9 +304,11 @@ def state_inputs(prefill, decode, prepared_state: bool = True) -> StateInputs:
 def mamba_dims(model, attn_tp: int) -> dict[str, list[int]] | None:
     """``HybridLinearKVPool.get_state_dim_per_tensor`` per entry (conv entries of every
     Mamba layer, then temporal): the sliced axis' size per rank (conv channels / TP;
-    temporal heads / TP). None for KDA pools (conv sliced on its second axis)."""
+    temporal heads / TP). KDA (Kimi Linear) conv state is ``[K - 1, dim]``, sliced on its
+    second axis: ``conv_outer`` = K - 1 rows (``get_state_slice_outer_counts``)."""
     if getattr(model, "mamba_kind", None) == "kda":
-        return None
+        nh, hd = model.mamba_num_heads or 0, model.mamba_head_dim or 0
+        return {"conv": 3 * nh * hd // attn_tp, "temporal": nh // attn_tp, "conv_outer": (model.mamba_conv_kernel or 1) - 1}
     groups = model.mamba_n_groups or 1
     if groups % attn_tp:
         groups = attn_tp
