@@ -212,3 +212,31 @@ def test_corpus_builtin_agrees_with_runtime():
     assert decided >= compared  # every pair has at least one decided component
     # The corpus reaches every path and refusal kind.
     assert {"swa_head_slice", "mamba_slice", "whole_prepared", "whole_generic"} <= seen_paths, seen_paths
+
+
+def test_cli_exit_status_for_state_refusal(tmp_path):
+    """`kvcheck preflight` on YAML configs: gpt-oss TP 1 -> TP 4 exits 0 on 0.5.23; with
+    SGLANG_USE_HND_KVCACHE on the prefill it exits 1 with the runtime's text."""
+    import json as _json
+
+    import yaml
+
+    from helpers import run_cli
+
+    model = tmp_path / "gpt-oss"
+    model.mkdir()
+    (model / "config.json").write_text(_json.dumps(CONFIGS["gpt-oss"]))
+    env = tmp_path / "prefill.env"
+    env.write_text("SGLANG_USE_HND_KVCACHE=1\n")
+    paths = {}
+    for role, tp in (("prefill", 1), ("decode", 4)):
+        cfg = {"model-path": str(model), "tp-size": tp, "page-size": 16, "disaggregation-mode": role, "disaggregation-transfer-backend": "nixl"}
+        paths[role] = tmp_path / f"{role}.yaml"
+        paths[role].write_text(yaml.safe_dump(cfg))
+    base = ["preflight", "--prefill", str(paths["prefill"]), "--decode", str(paths["decode"]), "--format", "json", "--kernel", "builtin"]
+    ok = run_cli(*base)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "swa_head_slice" in ok.stdout
+    bad = run_cli(*base, "--prefill-env", str(env))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "Head-sliced PD transfer needs the NHD KV cache layout, got hnd" in bad.stdout
