@@ -154,7 +154,7 @@ def test_minimax_unequal_tp_refused():
 
 # ---- seeded corpus: builtin vs runtime ----------------------------------------------------
 
-CORPUS = int(os.environ.get("KVCHECK_STATES_CORPUS", "1000"))
+CORPUS = int(os.environ.get("KVCHECK_STATES_CORPUS", "3000"))
 
 
 def _random_pair(rng: random.Random):
