@@ -73,6 +73,9 @@ def preflight(
     gpu: Optional[str] = typer.Option(None, "--gpu", metavar="GPU", help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output."),
     prefill_gpu: Optional[str] = typer.Option(None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."),
     decode_gpu: Optional[str] = typer.Option(None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23), when the input does not say (an image tag, /server_info's version). Default: the installed SGLang, else the newest modeled release, said in the output."),
+    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
+    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
 ) -> None:
     """Check a prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
@@ -83,8 +86,8 @@ def preflight(
     if format not in FORMATS:
         raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
-    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, bootstrap=bootstrap, **live)
-    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, **live)
+    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
+    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
     report = run_preflight(p, d, kernel=kernel, ignore=ignore)
     if prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
@@ -149,6 +152,9 @@ def agent(
     env_file: Optional[Path] = typer.Option(None, "--env", help="VAR=value file with that side's environment."),
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json when model-path is a hub id."),
     draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release that side runs, when the input does not say (default: installed, else newest modeled)."),
+    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role prefill."),
+    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role decode."),
 ) -> None:
     """Run a NIXL agent in the role of one side, with that side's KV geometry, until --ttl.
 
@@ -160,7 +166,8 @@ def agent(
     from kvcheck.nixl.commands import run_agent
 
     rc = run_agent(role=role, config=config, ttl=ttl, pages=pages, listen=listen, etcd=etcd, backend=backend, gpu=gpu,
-                   env_file=env_file, model_config=model_config, draft_model_config=draft_model_config)
+                   env_file=env_file, model_config=model_config, draft_model_config=draft_model_config,
+                   sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None) or sglang_version)
     raise typer.Exit(rc)
 
 
@@ -224,6 +231,9 @@ def explain(
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
     format: str = typer.Option("table", "--format", "-f", help="Output: table (for people) or json."),
     list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release the message came from: the explanation says whether the message exists and is reachable there. Default: the version the log shows, else the installed SGLang, else the newest modeled release."),
+    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
+    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
 ) -> None:
     """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what you see, the fix, and the preflight check that predicts it."""
     import json as _json
@@ -254,13 +264,13 @@ def explain(
         text, source = sys.stdin.read(), "log <stdin>"
     if not text.strip():
         raise KvcheckError(f"nothing to explain: the {source} is empty")
-    result = explain_text(text, source=source)
+    result = explain_text(text, source=source, sglang_version=sglang_version)
     if prefill is not None:
         from kvcheck.preflight import run_preflight
         from kvcheck.sources import load_side
 
-        p = load_side(prefill, "prefill", model_config=model_config)
-        d = load_side(decode, "decode", model_config=model_config)
+        p = load_side(prefill, "prefill", model_config=model_config, sglang_version=prefill_sglang_version or sglang_version)
+        d = load_side(decode, "decode", model_config=model_config, sglang_version=decode_sglang_version or sglang_version)
         attach_preflight(result, run_preflight(p, d))
     if format == "json":
         typer.echo(_json.dumps(result.contract(), indent=2))

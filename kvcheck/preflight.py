@@ -66,7 +66,8 @@ def choose_kernel(kernel: str):
 
 
 def _summary(side: Side, g: SideGeometry | None) -> SideSummary:
-    s = SideSummary(role=side.role, origin=side.origin, model=side.model.architecture, pool=g.pool if g else side.model.attention)
+    s = SideSummary(role=side.role, origin=side.origin, model=side.model.architecture, pool=g.pool if g else side.model.attention,
+                    sglang_version=side.sglang_version, version_source=side.version_source)
     if g is not None:
         s.attn_tp_size, s.pp_size, s.page_size = g.attn_tp_size, g.pp_size, g.page_size
         s.kv_cache_dtype, s.n_regions = g.kv_cache_dtype, g.n
@@ -95,7 +96,12 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     pg = dg = None
     plan: Plan | None = None
     extra: dict = {}
-    modeled = prefill.model.attention != "not_modeled" and decode.model.attention != "not_modeled"
+    from kvcheck.sglang.releases import is_modeled
+
+    # A side on a release kvcheck does not model is never judged with another release's
+    # code: only the unknown-release check runs (verdict unchecked, exit 4).
+    releases_known = is_modeled(prefill.sglang_version) and is_modeled(decode.sglang_version)
+    modeled = releases_known and prefill.model.attention != "not_modeled" and decode.model.attention != "not_modeled"
     if modeled:
         pg = derive_geometry(prefill)
         dg = derive_geometry(decode)
@@ -109,6 +115,8 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     ctx = CheckContext(prefill=prefill, decode=decode, prefill_geometry=pg, decode_geometry=dg, plan=plan, extra=extra)
     findings: list[Finding] = []
     for chk in REGISTRY.values():
+        if not releases_known and chk.id != "unknown-release":
+            continue
         findings.extend(chk.run(ctx))
     for f in findings:
         if f.id in ignore or _check_of(f.id) in ignore:
@@ -121,7 +129,16 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         findings=findings,
         sides=[_summary(prefill, pg), _summary(decode, dg)],
         kernel=kernel_name,
+        runtime=runtime_label(prefill, decode),
     )
+
+
+def runtime_label(prefill: Side, decode: Side) -> str:
+    """The report's ``runtime``: ``"sglang 0.5.8"`` when both sides run one release, else
+    ``"prefill sglang 0.5.8, decode sglang 0.5.23"`` (``unknown`` for a side kvcheck
+    cannot tell)."""
+    p, d = prefill.sglang_version or "unknown", decode.sglang_version or "unknown"
+    return f"sglang {p}" if p == d else f"prefill sglang {p}, decode sglang {d}"
 
 
 def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry) -> Plan:

@@ -35,6 +35,8 @@ class Hit(BaseModel):
     text: str = ""
     values: dict[str, str] = Field(default_factory=dict)
     cause: dict[str, Any] | None = None
+    # kvcheck.explain.releases.release_info for the explanation's release
+    release_info: dict[str, Any] | None = None
 
 
 class Explanation(BaseModel):
@@ -42,6 +44,9 @@ class Explanation(BaseModel):
     messages before the generic ones that wrap them), and, with configs, the preflight."""
 
     runtime: str = RUNTIME
+    # The SGLang release the explanation follows, and where that came from.
+    release: str | None = None
+    release_source: str = ""
     source: str = "message"
     lines: int = 0
     hits: list[Hit] = Field(default_factory=list)
@@ -69,6 +74,8 @@ class Explanation(BaseModel):
         return {
             "recognized": self.recognized,
             "runtime": self.runtime,
+            "release": self.release,
+            "release_source": self.release_source,
             "source": self.source,
             "lines": self.lines,
             "hits": hits,
@@ -80,7 +87,23 @@ _MIN_PARTIAL = 24  # characters of literal text needed for a partial recognition
 _MAX_PARTIAL_LINES = 50  # partial recognition is for pasted messages, not whole logs
 
 
-def explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None) -> Explanation:
+def explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None, sglang_version: str | None = None) -> Explanation:
+    """``_explain_text`` (below), then, for the release the explanation follows
+    (``sglang_version``, else the version the text shows, else the installed SGLang, else
+    the newest scanned), whether each recognized message exists and is reachable there
+    (``Hit.release_info``, ``kvcheck.explain.releases``)."""
+    from kvcheck.explain.releases import choose_explain_release, release_info
+
+    catalog = catalog or load_catalog()
+    result = _explain_text(text, source=source, catalog=catalog, by_id=by_id)
+    release, where = choose_explain_release(text, sglang_version)
+    result.release, result.release_source = release, where
+    for hit in result.hits:
+        hit.release_info = release_info(hit.entry_id, release, catalog.get(hit.entry_id).reachable)
+    return result
+
+
+def _explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None) -> Explanation:
     """Find every catalog message in ``text`` (a message or a whole log).
 
     With ``by_id`` (default: when ``source`` is ``message``), a text that is exactly a

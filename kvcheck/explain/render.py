@@ -42,6 +42,8 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
             lines.append(f"{e.id}  [{e.severity}] {e.type}  ({e.process}, {e.when})  x{hit.count}, first/last {where}")
         if hit.match == "partial":
             lines.append("  (partial match: only part of the message was found)")
+        if hit.release_info is not None:
+            lines.extend(_para(f"SGLang {explanation.release}:", f"{hit.release_info['text']} (release from {explanation.release_source})"))
         if not e.reachable:
             lines.append(f"  NOT REACHABLE in {catalog.runtime}: the process printing this is not running {catalog.runtime}'s code path (a different or patched build).")
         lines.extend(_para("template:" if hit.match == "id" else "text:", hit.text))

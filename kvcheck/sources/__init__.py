@@ -68,16 +68,36 @@ def build_side(
     base: Path | None = None,
     live: dict[str, Any] | None = None,
     gpu: str | None = None,
+    sglang_version: str | None = None,
+    image: str | None = None,
+    release: Any = None,
 ) -> Side:
     """Type the args, read the model (and draft model) config, and build a ``Side``.
 
     ``gpu``: the GPU named on the command line (``--gpu``/``--prefill-gpu``...); it wins
     over a ``kvcheck-gpu`` key in the file. Neither -> Hopper, said in ``gpu_source``.
+
+    The side's SGLang release (``Side.sglang_version``/``version_source``): ``release``
+    (a ``kvcheck.sglang.releases.ReleaseChoice`` the caller already made), else the
+    input's own (``image``: a container image reference read with
+    ``release_from_image``; a ``kvcheck-sglang-version`` key), else ``sglang_version``
+    (``--sglang-version``/``--prefill-sglang-version``...), else the installed SGLang,
+    else the newest modeled release. ``args`` must have been read with that release's
+    flags. The typed ``ServerArgs`` take that release's defaults where they differ from
+    0.5.23's (e.g. ``--disaggregation-transfer-backend``).
     """
     from kvcheck.sglang.gpu import DEFAULT_GPU, resolve_gpu
-    from kvcheck.sources.files import GPU_ENV
+    from kvcheck.sglang.releases import choose_release, release_from_image
+    from kvcheck.sources.files import GPU_ENV, VERSION_ENV, VERSION_KEY
 
     env = dict(env)
+    file_release = env.pop(VERSION_ENV, None)
+    if release is None:
+        if image:
+            img_release, reason = release_from_image(image)
+            release = choose_release(img_release, reason, sglang_version, input_unknown=None if img_release else reason)
+        else:
+            release = choose_release(file_release, VERSION_KEY, sglang_version)
     file_gpu = env.pop(GPU_ENV, None)
     if gpu is not None:
         gpu_name, gpu_source = resolve_gpu(gpu, source=origin, field=f"--{role}-gpu").name, "--gpu"
@@ -85,7 +105,7 @@ def build_side(
         gpu_name, gpu_source = resolve_gpu(file_gpu, source=origin, field="kvcheck-gpu").name, "kvcheck-gpu"
     else:
         gpu_name, gpu_source = DEFAULT_GPU, "default (Hopper assumed)"
-    typed = build_server_args(args, origin)
+    typed = build_server_args(release_defaults(args, release.table), origin)
     model = resolve_model(typed.model_path, model_config, origin, base=base)
     draft = None
     if typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
@@ -104,7 +124,30 @@ def build_side(
         live=live,
         gpu=gpu_name,
         gpu_source=gpu_source,
+        sglang_version=release.release,
+        version_source=release.source,
     )
+
+
+def release_defaults(args: dict[str, Any], version: str) -> dict[str, Any]:
+    """``args`` plus SGLang ``version``'s own defaults for every ``ServerArgs`` field the
+    args leave unset whose default differs from 0.5.23's (the model's defaults). A
+    field whose flag that release lacks keeps the model's default (the feature is off).
+    Mirrors ``argparse`` defaults of that release's parser (the flag table)."""
+    from kvcheck.sglang.args import ServerArgs
+    from kvcheck.sglang.flags import DEFAULT_VERSION, FlagTable
+
+    if version == DEFAULT_VERSION:
+        return args
+    own = FlagTable.load(version).defaults()
+    base = FlagTable.load(DEFAULT_VERSION).defaults()
+    out = dict(args)
+    for name in ServerArgs.model_fields:
+        if name in args or name not in own or name not in base:
+            continue
+        if own[name] != base[name]:
+            out[name] = own[name]
+    return out
 
 
 def load_side(
@@ -115,9 +158,14 @@ def load_side(
     model_config: Path | None = None,
     draft_model_config: Path | None = None,
     gpu: str | None = None,
+    sglang_version: str | None = None,
     **live_options: Any,
 ) -> Side:
     """Read one side from ``spec`` (a file path or a live server URL).
+
+    ``sglang_version``: the release named on kvcheck's command line for this side
+    (``--sglang-version``/``--prefill-sglang-version``...); the input's own release wins
+    when kvcheck models it (``kvcheck.sglang.releases.choose_release``).
 
     Raises ``InputError`` (exit 2) for bad input, ``UnreachableError`` (exit 3) when a
     live server does not answer in time.
@@ -125,13 +173,13 @@ def load_side(
     if spec.startswith(("http://", "https://")):
         from kvcheck.sources import live
 
-        return live.load_live_side(spec, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, **live_options)
+        return live.load_live_side(spec, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version, **live_options)
     path = Path(spec)
     if not path.exists():
         raise InputError("file not found", source=spec)
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
-        args, env = read_yaml_config(path)
+        args, env = read_yaml_config(path, sglang_version)
     elif suffix == ".json":
         text = read_text(path)
         try:
@@ -141,10 +189,10 @@ def load_side(
         if isinstance(data, dict) and "server_info" in data:
             from kvcheck.sources import live
 
-            return live.load_snapshot_side(path, data, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file)
-        args, env = read_json_args(path, data)
+            return live.load_snapshot_side(path, data, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version)
+        args, env = read_json_args(path, data, sglang_version)
     else:
-        args, env = read_command_line(path)
+        args, env = read_command_line(path, version=sglang_version)
     if env_file is not None:
         env = {**env, **read_env_file(env_file)}
-    return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent, gpu=gpu)
+    return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent, gpu=gpu, sglang_version=sglang_version)
