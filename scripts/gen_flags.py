@@ -32,7 +32,7 @@ A release other than the installed one runs in a subprocess with ``PYTHONPATH=<i
 directory>:tests/stubs`` and this interpreter (torch CPU, transformers... come from it).
 Modules an old release imports that this environment lacks (``fastapi``, ``openai``,
 ``sgl_kernel``...) are stubbed here, only for imports made by ``sglang`` code, and
-named in the table's ``stubbed``; this never happens inside kvcheck. This script is
+named in its log (not in the table); this never happens inside kvcheck. This script is
 never imported by kvcheck.
 """
 
@@ -364,7 +364,7 @@ def _config_variant(parser, flags: list[dict[str, Any]]) -> str:
 
 def generate(expected: str | None = None, stubbed: set[str] | None = None) -> dict[str, Any]:
     """The table of the importable ``sglang``: ``{"sglang_version", "parser", "count",
-    "config_merger", "stubbed", "flags": [entry, ...]}`` (entries in registration order).
+    "config_merger", "flags": [entry, ...]}`` (entries in registration order).
     Raises ``SystemExit`` when the importable release is not ``expected``."""
     # --sampling-backend gains "token_oracle" only with this env set: pin the default env.
     os.environ.pop("SGLANG_KV_CANARY_ENABLE_TOKEN_ORACLE", None)
@@ -443,15 +443,15 @@ def generate(expected: str | None = None, stubbed: set[str] | None = None) -> di
             "option_strings": len(parser._option_string_actions),
         },
         "config_merger": _config_variant(parser, flags),
-        "stubbed": sorted(stubbed or ()),
         "flags": flags,
     }
 
 
 def render(data: dict[str, Any]) -> str:
     """One release's table as text: header keys, then one flag per line (registration
-    order). What ``--check`` compares byte for byte."""
-    head = {k: v for k, v in data.items() if k != "flags"}
+    order). What ``--check`` compares byte for byte. (Modules stubbed to import an old
+    release are logged, not stored: the table is the parser's alone.)"""
+    head = {k: v for k, v in sorted(data.items()) if k != "flags"}
     lines = ["{"]
     for k, v in head.items():
         lines.append(f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)},")
@@ -630,7 +630,7 @@ def _dump(version: str) -> int:
     buf = io.StringIO()
     with redirect_stdout(buf):  # some releases print at import
         data = generate(version, finder.stubbed)
-    data["stubbed"] = sorted(finder.stubbed)
+    print(f"stubbed for sglang {version}: {sorted(finder.stubbed)}", file=sys.stderr)
     sys.stdout.write(json.dumps(data))
     return 0
 
@@ -673,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
         for d in sorted(args.tree.iterdir(), key=lambda p: _version_key(p.name)):
             if (d / "sglang").is_dir() and _version_key(d.name) != (999,):
                 new[d.name] = generate_in_subprocess(d.name, d, args.tree / "_cache")
-                print(f"sglang {d.name}: {new[d.name]['count']} merger={new[d.name]['config_merger']} stubbed={new[d.name]['stubbed']}", file=sys.stderr)
+                print(f"sglang {d.name}: {new[d.name]['count']} merger={new[d.name]['config_merger']}", file=sys.stderr)
     for version in args.release:
         new[version] = generate_in_subprocess(version, download(version))
     if not new:

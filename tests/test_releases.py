@@ -62,19 +62,27 @@ def test_table_sizes_grow_with_the_parser():
 OLD_LINE = ["--model-path", "m", "--cuda-graph-max-bs", "256", "--tp", "2"]
 
 
-def test_cuda_graph_max_bs_exists_until_0_5_22():
-    # sglang/srt/server_args.py: parser.add_argument("--cuda-graph-max-bs", type=int, ...)
-    # in 0.5.8 ... 0.5.22; 0.5.23 moved CUDA graph settings to --cuda-graph-config.
+def test_cuda_graph_max_bs_exists_until_0_5_19():
+    # an option string from 0.5.0rc2 to 0.5.19 (its own flag, then an alias of
+    # --cuda-graph-max-bs-decode); gone from 0.5.20 on.
     present = [v for v in PYPI_RELEASES if FlagTable.load(v).get("--cuda-graph-max-bs") is not None]
-    assert "0.5.8" in present and "0.5.22" in present and "0.5.23" not in present
+    assert present == PYPI_RELEASES[: PYPI_RELEASES.index("0.5.19") + 1]
 
 
 def test_0_5_8_line_accepted_by_0_5_8_and_refused_by_0_5_23():
-    args = FlagTable.load("0.5.8").parse_argv(OLD_LINE)
-    assert args == {"model_path": "m", "cuda_graph_max_bs": 256, "tp_size": 2}
+    # 0.5.8 registers "--tensor-parallel-size", "--tp-size" with dest tensor_parallel_size
+    # and ServerArgs.from_cli_args sets args.tp_size = args.tensor_parallel_size
+    t = FlagTable.load("0.5.8")
+    args = t.parse_argv(OLD_LINE)
+    assert args == {"model_path": "m", "cuda_graph_max_bs": 256, "tensor_parallel_size": 2}
+    assert t.to_fields(args)["tp_size"] == 2
+    # 0.5.23 has --cuda-graph-max-bs-decode and --cuda-graph-max-bs-prefill: argparse's
+    # prefix matching finds two options
     with pytest.raises(InputError) as exc:
         FlagTable.load("0.5.23").parse_argv(OLD_LINE)
-    assert "unrecognized arguments: --cuda-graph-max-bs 256" in str(exc.value)
+    assert "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill" in str(exc.value)
+    # 0.5.19 keeps --cuda-graph-max-bs as an alias of --cuda-graph-max-bs-decode
+    assert FlagTable.load("0.5.19").parse_argv(OLD_LINE)["cuda_graph_max_bs_decode"] == 256
 
 
 def test_cli_sglang_version_reads_the_line_with_that_release(tmp_path):
@@ -89,8 +97,8 @@ def test_cli_sglang_version_reads_the_line_with_that_release(tmp_path):
     report = json.loads(ok.stdout)
     assert report["runtime"] == "sglang 0.5.8"
     assert report["sides"][0]["sglang_version"] == "0.5.8" and report["sides"][0]["version_source"] == "--sglang-version"
-    bad = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--sglang-version", "0.5.23")
-    assert bad.returncode == 2 and "unrecognized arguments: --cuda-graph-max-bs 256" in bad.stderr
+    bad = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--sglang-version", "0.5.23")  # removed in 0.5.20
+    assert bad.returncode == 2 and "ambiguous option: --cuda-graph-max-bs could match" in bad.stderr
     mixed = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--format", "json",
                     "--prefill-sglang-version", "0.5.8", "--decode-sglang-version", "0.5.23")
     assert json.loads(mixed.stdout)["runtime"] == "prefill sglang 0.5.8, decode sglang 0.5.23"
@@ -118,16 +126,21 @@ def test_config_merger_variants_by_release():
     assert merger["0.5.14"] == "v0.5.14" and merger["0.5.22"] == "v0.5.14" and merger["0.5.23"] == "v0.5.23"
 
 
-@pytest.mark.parametrize("version", ["0.5.3", "0.5.5", "0.5.8", "0.5.13.post1", "0.5.18", "0.5.22"])
-def test_enable_dp_attention_in_config_accepted_before_0_5_23(version):
-    got = FlagTable.load(version).parse_config({"enable-dp-attention": True, "dp-size": 2})
+@pytest.mark.parametrize("version", ["0.5.3", "0.5.5", "0.5.8", "0.5.13.post1", "0.5.18", "0.5.21"])
+def test_enable_dp_attention_in_config_accepted_before_0_5_22(version):
+    # a plain store_true flag up to 0.5.21: the merger turns `true` into the bare flag
+    t = FlagTable.load(version)
+    got = t.to_fields(t.parse_config({"enable-dp-attention": True, "dp-size": 2}))
     assert got["enable_dp_attention"] is True and got["dp_size"] == 2
 
 
-def test_enable_dp_attention_in_config_refused_by_0_5_23():
-    # 0.5.23: DeprecatedStoreTrueAction is neither _StoreTrueAction nor single-valued
+@pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
+def test_enable_dp_attention_in_config_refused_from_0_5_22(version):
+    # 0.5.22: --enable-dp-attention became a DeprecatedStoreTrueAction, which is neither
+    # _StoreTrueAction nor _StoreAction: ConfigArgumentMerger lists it as unsupported
+    assert FlagTable.load(version).get("--enable-dp-attention").action == "deprecated_store_true"
     with pytest.raises(InputError, match="Unsupported config option 'enable_dp_attention' with action 'DeprecatedStoreTrueAction'"):
-        FlagTable.load("0.5.23").parse_config({"enable-dp-attention": True})
+        FlagTable.load(version).parse_config({"enable-dp-attention": True})
 
 
 def test_no_config_before_0_5_3():
@@ -187,18 +200,17 @@ def test_choose_release_order(monkeypatch):
 
 
 def test_installed_release_detection(monkeypatch):
+    from kvcheck.sglang import releases
+
     try:
-        installed = metadata.version("sglang")
+        installed = metadata.version("sglang")  # what pip reports
     except metadata.PackageNotFoundError:
         installed = None
+    assert releases.installed_release() == installed  # read from the dist-info name, no import
     c = choose_release()
     if installed:
         assert (c.release, c.source) == (installed, "installed SGLang")
-
-    def missing(name):
-        raise metadata.PackageNotFoundError(name)
-
-    monkeypatch.setattr(metadata, "version", missing)
+    monkeypatch.setattr(releases, "installed_version", lambda dist: None)
     c = choose_release()
     assert c.release == "0.5.23" and c.source.startswith("default: newest modeled release")
 

@@ -63,15 +63,12 @@ def side_nixl_version(side: Side) -> tuple[str | None, str]:
 
     if side.env.get("NIXL_VERSION"):
         return parse_release(side.env["NIXL_VERSION"]) or side.env["NIXL_VERSION"], "NIXL_VERSION"
-    from importlib import metadata
+    from kvcheck.sglang.releases import installed_version
 
     for dist in ("nixl-cu12", "nixl-cu13", "nixl"):
-        try:
-            return parse_release(metadata.version(dist)), f"{dist} installed where kvcheck runs"
-        except metadata.PackageNotFoundError:
-            continue
-        except Exception:
-            break
+        v = installed_version(dist)
+        if v:
+            return parse_release(v) or v, f"{dist} installed where kvcheck runs"
     return None, "unknown"
 
 

@@ -79,6 +79,15 @@ _TYPE_FUNC_NAME = {
     "cuda_graph_config": "parse_cuda_graph_config_arg",
     "cuda_graph_backend": "parse_cuda_graph_backend_arg",
 }
+# ServerArgs.from_cli_args of 0.5.0rc2 .. 0.5.13.post1: argparse dest -> ServerArgs field
+_FROM_CLI_RENAMES = {
+    "tensor_parallel_size": "tp_size",
+    "pipeline_parallel_size": "pp_size",
+    "data_parallel_size": "dp_size",
+    "expert_parallel_size": "ep_size",
+    "attention_context_parallel_size": "attn_cp_size",
+    "moe_data_parallel_size": "moe_dp_size",
+}
 _NOTHING = object()  # an action that stores nothing (a warning-only deprecated flag)
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
@@ -320,6 +329,30 @@ class FlagTable:
             matches = ", ".join(o for o, _ in candidates)
             raise InputError(f"ambiguous option: {option} could match {matches}", source=source, field=name)
         raise self.unrecognized([option], source=source, field=name)
+
+    # -- argparse dests -> ServerArgs fields -------------------------------------------
+    @functools.cached_property
+    def field_renames(self) -> dict[str, str]:
+        """``{argparse dest: ServerArgs field}`` this release renames after parsing.
+
+        Mirrors ``ServerArgs.from_cli_args`` of 0.5.0rc2 .. 0.5.13.post1, which registers
+        ``--tensor-parallel-size/--tp-size`` with dest ``tensor_parallel_size`` and then
+        sets ``args.tp_size = args.tensor_parallel_size`` (likewise pp, dp, ep, attention
+        CP, MoE DP); from 0.5.14 the dests are the field names. Applied only where the
+        table has the long dest and not the field's own."""
+        return {d: f for d, f in _FROM_CLI_RENAMES.items() if d in self._by_dest and f not in self._by_dest}
+
+    def to_fields(self, parsed: Mapping[str, Any]) -> dict[str, Any]:
+        """``parsed`` (dest -> value) with this release's dest renames applied."""
+        renames = self.field_renames
+        return {renames.get(k, k): v for k, v in parsed.items()}
+
+    def by_field(self, field: str) -> Flag | None:
+        """The flag storing into ServerArgs field ``field`` (``tp_size``), renames included."""
+        for dest, f in self.field_renames.items():
+            if f == field:
+                return self._by_dest[dest]
+        return self._by_dest.get(field)
 
     # -- values ---------------------------------------------------------------------
     def defaults(self) -> dict[str, Any]:

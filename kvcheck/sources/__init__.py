@@ -130,7 +130,8 @@ def build_side(
 
 
 def release_defaults(args: dict[str, Any], version: str) -> dict[str, Any]:
-    """``args`` plus SGLang ``version``'s own defaults for every ``ServerArgs`` field the
+    """``args`` (dests renamed to ServerArgs fields as that release's ``from_cli_args``
+    does) plus SGLang ``version``'s own defaults for every ``ServerArgs`` field the
     args leave unset whose default differs from 0.5.23's (the model's defaults). A
     field whose flag that release lacks keeps the model's default (the feature is off).
     Mirrors ``argparse`` defaults of that release's parser (the flag table)."""
@@ -139,7 +140,9 @@ def release_defaults(args: dict[str, Any], version: str) -> dict[str, Any]:
 
     if version == DEFAULT_VERSION:
         return args
-    own = FlagTable.load(version).defaults()
+    table = FlagTable.load(version)
+    args = table.to_fields(args)  # ServerArgs.from_cli_args renames (tp_size ...) before 0.5.14
+    own = table.to_fields(table.defaults())
     base = FlagTable.load(DEFAULT_VERSION).defaults()
     out = dict(args)
     for name in ServerArgs.model_fields:

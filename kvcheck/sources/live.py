@@ -443,7 +443,9 @@ def server_args_from_info(info: dict[str, Any], source: str, version: str | None
     from kvcheck.sglang.flags import FlagTable
 
     table = FlagTable.load(version) if version else FlagTable.load()
-    dests = set(table.dests) - {"help", "config"}
+    # /server_info holds ServerArgs fields; releases before 0.5.14 parse some into other
+    # dests (tensor_parallel_size -> tp_size): accept both names
+    dests = (set(table.dests) | set(table.field_renames.values())) - {"help", "config"}
     args: dict[str, Any] = {}
     dropped: list[str] = []
     for key, value in info.items():
@@ -453,7 +455,7 @@ def server_args_from_info(info: dict[str, Any], source: str, version: str | None
         if value is None and key in _non_nullable_fields():
             continue
         try:
-            args[key] = table.coerce(table.by_dest(key), value, source, origin="json")
+            args[key] = table.coerce(table.by_field(key) or table.by_dest(key), value, source, origin="json")
         except InputError:
             args[key] = value
     return args, dropped
