@@ -4,8 +4,9 @@ Each run is a fresh process (what a CI gate or an on-call shell pays). Reports t
 median wall time of both, their difference and ratio, the peak RSS of each, and
 whether the static path imported torch, nixl or sglang (it must not).
 
-Targets (issue 2): under 0.3 s of wall time over the bare interpreter, and a peak RSS
-under 80 MB.
+Targets (issues 2 and 10): under 0.3 s of wall time over the bare interpreter, and a
+peak RSS under 80 MB. Also reported: what ``import typer`` alone and ``kvcheck --version``
+cost over the bare interpreter (the CLI framework's share).
 
 Usage: python benchmarks/bench_preflight.py [--runs N] [--pair configs/aligned]
 """
@@ -42,12 +43,18 @@ def main() -> int:
     bare = [sys.executable, "-c", "pass"]
     pair = REPO / args.pair
     kv = [sys.executable, "-m", "kvcheck", "preflight", "--prefill", str(pair / "prefill.yaml"), "--decode", str(pair / "decode.yaml"), "--format", "json"]
-    # Warm the OS file cache once for both, then interleave runs so drift hits both.
-    timed(bare), timed(kv)
-    bare_t, kv_t, bare_rss, kv_rss = [], [], [], []
+    # typer alone (the CLI framework's share of the cold start) and kvcheck --version
+    # (typer + kvcheck's CLI module, no command work).
+    typer_only = [sys.executable, "-c", "import typer"]
+    version = [sys.executable, "-m", "kvcheck", "--version"]
+    # Warm the OS file cache once for all, then interleave runs so drift hits all.
+    timed(bare), timed(kv), timed(typer_only), timed(version)
+    bare_t, kv_t, bare_rss, kv_rss, typer_t, version_t = [], [], [], [], [], []
     for _ in range(args.runs):
         w, r, _ = timed(bare)
         bare_t.append(w), bare_rss.append(r)
+        typer_t.append(timed(typer_only)[0])
+        version_t.append(timed(version)[0])
         w, r, rc = timed(kv)
         if rc not in (0, 1):
             print(f"kvcheck exited {rc}", file=sys.stderr)
@@ -68,6 +75,8 @@ def main() -> int:
         "kvcheck_preflight_median_s": round(statistics.median(kv_t), 4),
         "overhead_s": round(statistics.median(kv_t) - statistics.median(bare_t), 4),
         "ratio": round(statistics.median(kv_t) / statistics.median(bare_t), 2),
+        "typer_import_overhead_s": round(statistics.median(typer_t) - statistics.median(bare_t), 4),
+        "kvcheck_version_overhead_s": round(statistics.median(version_t) - statistics.median(bare_t), 4),
         "bare_python_max_rss_mb": round(max(bare_rss), 1),
         "kvcheck_max_rss_mb": round(max(kv_rss), 1),
         "heavy_modules_imported": heavy.split(" ", 1)[1],

@@ -21,13 +21,40 @@ app = typer.Typer(
         "Will your prefill and decode servers move KV cache over NIXL? kvcheck answers in "
         "milliseconds, before anything starts, with SGLang 0.5.23's own decision logic.\n\n"
         "Exit status: 0 pass (warnings allowed), 1 fail, 2 bad input or usage, 3 a live source "
-        "could not be reached in time."
+        "could not be reached in time, 4 unchecked (kvcheck could not decide)."
     ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+def _version(value: bool) -> None:
+    """``--version``: kvcheck's version and the SGLang releases it models, then exit 0."""
+    if value:
+        from kvcheck import RUNTIME_VERSION, __version__
+
+        try:
+            from kvcheck.sglang.releases import modeled_releases  # the releases helper's list, when present
+
+            releases = ", ".join(modeled_releases())
+        except ImportError:
+            releases = RUNTIME_VERSION
+        typer.echo(f"kvcheck {__version__} (models SGLang {releases}; NIXL probe: nixl-cu12 1.5.1)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Print kvcheck's version and the SGLang releases it models, then exit."),
+) -> None:
+    """Will your prefill and decode servers move KV cache over NIXL? kvcheck answers in
+    milliseconds, before anything starts, with SGLang's own decision logic.
+
+    Exit status: 0 pass (warnings allowed), 1 fail, 2 bad input or usage, 3 a live source
+    could not be reached in time, 4 unchecked (kvcheck could not decide).
+    """
+
 
 def _seconds(value: float) -> float:
     """Validate a duration option: a finite number of seconds, above 0 and at most a day."""
@@ -251,20 +278,34 @@ def explain(
     if message is not None and log is not None:
         raise KvcheckError("give a MESSAGE or --log FILE, not both")
     if message is not None:
-        text, source = message, "message"
-    elif log is not None:
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=str(log)) from exc
-        source = f"log {log}"
+        if not message.strip():
+            raise KvcheckError("nothing to explain: the message is empty")
+        result = explain_text(message, source="message", sglang_version=sglang_version)
     else:
-        if sys.stdin.isatty():
-            raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
-        text, source = sys.stdin.read(), "log <stdin>"
-    if not text.strip():
-        raise KvcheckError(f"nothing to explain: the {source} is empty")
-    result = explain_text(text, source=source, sglang_version=sglang_version)
+        # A log is streamed line by line (linear time, bounded memory, long lines cut).
+        from kvcheck.explain.matcher import VersionSniffer, annotate_release, explain_blocks, iter_log_blocks
+
+        if log is not None:
+            try:
+                fh = open(log, "rb")
+            except OSError as exc:
+                raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=str(log)) from exc
+            source = f"log {log}"
+        else:
+            if sys.stdin.isatty():
+                raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
+            fh, source = sys.stdin.buffer, "log <stdin>"
+        sniffer = VersionSniffer(iter_log_blocks(fh))
+        try:
+            result = explain_blocks(sniffer, source=source)
+        except OSError as exc:
+            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=source) from exc
+        finally:
+            if log is not None:
+                fh.close()
+        if result.blank:
+            raise KvcheckError(f"nothing to explain: the {source} is empty")
+        annotate_release(result, sglang_version, sniffer.version)
     if prefill is not None:
         from kvcheck.preflight import run_preflight
         from kvcheck.sources import load_side
@@ -283,33 +324,71 @@ def explain(
 _decided_exit: int | None = None
 
 
+class _ScrubbingStream:
+    """A text stream that passes every write through ``scrub_output`` (the process-wide
+    secret values, URL passwords, secret flag values) before the real stream: the
+    output boundary for tables, JSON, JUnit, GitHub annotations and error lines.
+    Everything else is delegated to the wrapped stream (``isatty``, ``fileno``...)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        from kvcheck.sources.redact import scrub_output
+
+        return self._stream.write(scrub_output(text) if isinstance(text, str) else text)
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _say_error(text: str) -> None:
+    """One error line on stderr: secrets scrubbed, every line clipped (a 10 MB value
+    prints as its first characters and its length)."""
+    from kvcheck.sources.limits import clip_line
+    from kvcheck.sources.redact import scrub_output
+
+    lines = [clip_line(scrub_output(line)) for line in str(text).splitlines() or [""]]
+    sys.stderr.write("\n".join(lines[:20]) + "\n")
+    sys.stderr.flush()
+
+
 def main() -> None:
     """Entry point: run the app, turning every error into one line and an exit status.
 
     Usage errors (unknown option, missing value) exit 2 through click's own handling;
     kvcheck's errors exit with their status (2 bad input, 3 unreachable); an unexpected
-    exception is one line and exit 2 (``KVCHECK_DEBUG=1`` shows the traceback).
+    exception is one line and exit 2 (``KVCHECK_DEBUG=1`` shows the traceback). Every
+    line written to stdout and stderr passes through ``scrub_output``.
     """
+    if not isinstance(sys.stdout, _ScrubbingStream):
+        sys.stdout = _ScrubbingStream(sys.stdout)
+    if not isinstance(sys.stderr, _ScrubbingStream):
+        sys.stderr = _ScrubbingStream(sys.stderr)
     try:
         app(standalone_mode=True)
     except KvcheckError as exc:
-        typer.echo(f"kvcheck: error: {exc}", err=True)
+        _say_error(f"kvcheck: error: {exc}")
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         _quiet_stdout()
         sys.exit(_decided_exit if _decided_exit is not None else 0)
     except KeyboardInterrupt:
-        typer.echo("kvcheck: interrupted", err=True)
+        _say_error("kvcheck: interrupted")
         sys.exit(130)
-    except (OSError, ValueError, OverflowError, RecursionError) as exc:
+    except (OSError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
         if os.environ.get("KVCHECK_DEBUG"):
             raise
-        typer.echo(f"kvcheck: error: {type(exc).__name__}: {exc}", err=True)
+        _say_error(f"kvcheck: error: {type(exc).__name__}: {exc}")
         sys.exit(EXIT_INPUT)
     except Exception as exc:
         if os.environ.get("KVCHECK_DEBUG"):
             raise
-        typer.echo(f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 for the traceback", err=True)
+        _say_error(f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 for the traceback")
         sys.exit(EXIT_INPUT)
 
 

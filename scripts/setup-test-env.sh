@@ -2,10 +2,20 @@
 # Set up .venv with everything the test suite uses: kvcheck and its test tools, SGLang
 # 0.5.23 (its own decision code, driven on CPU), NIXL (real agents over UCX on
 # loopback), and Debian's etcd-server (a real etcd for the NIXL metadata tests).
-# Idempotent; safe to re-run.
+# Idempotent; safe to re-run (a complete .venv is detected and left alone).
+#
+# CPU only: torch 2.13.0 is the CPU build (from a local wheel when the machine has one,
+# else PyTorch's CPU index), so no CUDA torch or NVIDIA libraries are pulled in; SGLang
+# and nixl-cu12 are installed with --no-deps (requirements/runtime.txt and
+# requirements/nixl.txt list what their code imports on CPU). torchvision has no CPU
+# wheel beside torch 2.13: the tests put a stand-in module on the path (tests/stubs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+TORCH_CPU_INDEX=${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
+STAMP=.venv/.kvcheck-test-env
+WANT="$(cat requirements/runtime.txt requirements/nixl.txt pyproject.toml scripts/setup-test-env.sh | cksum)"
+start=$(date +%s)
 
 if ! command -v etcd >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -17,13 +27,27 @@ if ! command -v etcd >/dev/null 2>&1; then
   fi
 fi
 
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x .venv/bin/python ]; then
+  echo "== test environment up to date ($(du -sh .venv | cut -f1))"
+  exit 0
+fi
+
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-echo "== installing kvcheck and test tools"
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e '.[test]'
-echo "== installing SGLang 0.5.23 (--no-deps) and what its decision code imports on CPU"
-.venv/bin/python -m pip install -q torch==2.13.0 && .venv/bin/python -m pip install -q -r requirements/runtime.txt
-.venv/bin/python -m pip install -q --no-deps sglang==0.5.23
-echo "== installing NIXL (nixl-cu12, --no-deps)"
-.venv/bin/python -m pip install -q -r requirements/nixl.txt
-.venv/bin/python -m pip install -q --no-deps nixl-cu12==1.5.1
+# One resolver pass for everything with dependencies, one for the --no-deps packages;
+# --no-compile: byte-code is written on first import, only for what the tests import
+# (compiling all of torch, triton, transformers and SGLang up front costs minutes).
+PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check --no-compile)
+if ls /opt/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
+  TORCH=(/opt/wheels/torch-2.13.0+cpu-*.whl)
+else
+  TORCH=(torch==2.13.0 --extra-index-url "$TORCH_CPU_INDEX")
+fi
+echo "== installing kvcheck, test tools, torch 2.13.0 (CPU build) and what SGLang's decision code and NIXL import on CPU"
+"${PIP[@]}" -e '.[test]' "${TORCH[@]}" -r requirements/runtime.txt -r requirements/nixl.txt
+echo "== installing SGLang 0.5.23 and NIXL (nixl-cu12 1.5.1), both --no-deps"
+"${PIP[@]}" --no-deps sglang==0.5.23 nixl-cu12==1.5.1
+if .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)"; then :; else
+  echo "warning: the installed torch is a CUDA build; the tests only need the CPU one"
+fi
+echo "$WANT" > "$STAMP"
+echo "== test environment ready in $(( $(date +%s) - start )) s; .venv is $(du -sh .venv | cut -f1)"

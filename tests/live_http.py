@@ -96,3 +96,75 @@ def free_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 whose every connection is handed to ``handler(conn)``
+    (a ``socket.socket``) in its own thread: for servers that misbehave below HTTP
+    (stall before answering, trickle headers or a body one byte at a time, send an
+    endless chunked body, close mid-body). ``stop`` ends the handlers at their next
+    ``self.stopped`` check; the listening socket closes on exit."""
+
+    def __init__(self, handler: Callable[["RawServer", socket.socket], None]):
+        self.handler = handler
+        self.stopped = threading.Event()
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.connections = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._run, args=(conn,), daemon=True).start()
+
+    def _run(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(60)
+            read_request(conn)
+            self.handler(self, conn)
+        except OSError:
+            pass
+        finally:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> "RawServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stopped.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def read_request(conn: socket.socket) -> bytes:
+    """Read one HTTP request head (up to the blank line) from ``conn``."""
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < 65536:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def trickle(server: RawServer, conn: socket.socket, data: bytes, every: float = 1.0) -> None:
+    """Send ``data`` one byte every ``every`` seconds until done or the server stops."""
+    for i in range(len(data)):
+        if server.stopped.wait(every if i else 0):
+            return
+        conn.sendall(data[i : i + 1])

@@ -148,7 +148,7 @@ class Catalog(BaseModel):
 def load_catalog() -> Catalog:
     """Load and validate the catalog shipped with kvcheck (cached)."""
     text = resources.files("kvcheck.explain").joinpath("catalog.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # our own file: libyaml when built
     catalog = Catalog(entries=data["entries"])
     ids = [e.id for e in catalog.entries]
     dupes = {i for i in ids if ids.count(i) > 1}

@@ -8,11 +8,13 @@ recognized message to the preflight finding that predicts it (the finding whose
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
+from collections import deque
 from difflib import SequenceMatcher
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable, Iterator
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from kvcheck.explain.catalog import RUNTIME, Catalog, Entry, load_catalog
 
@@ -51,6 +53,12 @@ class Explanation(BaseModel):
     lines: int = 0
     hits: list[Hit] = Field(default_factory=list)
     preflight: dict[str, Any] | None = None
+    _blank: bool = PrivateAttr(default=False)
+
+    @property
+    def blank(self) -> bool:
+        """Whether every line read was blank (nothing to explain)."""
+        return self._blank
 
     @property
     def recognized(self) -> bool:
@@ -85,22 +93,166 @@ class Explanation(BaseModel):
 
 _MIN_PARTIAL = 24  # characters of literal text needed for a partial recognition
 _MAX_PARTIAL_LINES = 50  # partial recognition is for pasted messages, not whole logs
+_MAX_HIT_TEXT = 2000  # characters of a hit's text and values kept for the report
+_WRAP = 3  # lines before and after a line that a wrapped message may span
+_ANCHOR_LEN = 24  # characters of a literal stretch searched as a substring
+
+
+class _Scanner:
+    """The catalog compiled for streaming. Each entry gets one *token*: the longest
+    whitespace-delimited word inside its template's literal text that a value cannot
+    touch (``registered`` for "... decode registered fewer KV regions ({n}) ..."); a
+    line is split into words once and intersected with the set of tokens (a hash
+    lookup per word, in C), so a line holding no entry's token costs almost nothing.
+    Entries without such a word (``NIXL_ERR_BACKEND``) are found by substring. Only
+    candidate entries' own regexes run on a line.
+    """
+
+    def __init__(self, catalog: Catalog):
+        from kvcheck.explain.catalog import _PLACEHOLDER
+
+        self.entries = list(catalog.entries)
+        self.by_token: dict[str, list[int]] = {}
+        subs: list[tuple[int, str]] = []
+        for i, entry in enumerate(self.entries):
+            parts = _PLACEHOLDER.split(entry.template.rstrip())
+            words: list[str] = []
+            for j in range(0, len(parts), 2):
+                stretch = parts[j]
+                toks = stretch.split()
+                if toks and not stretch[:1].isspace():
+                    toks = toks[1:]  # may be glued to a value or to what precedes the message
+                if toks and not stretch[-1:].isspace():
+                    toks = toks[:-1]
+                words += toks
+            if words:
+                self.by_token.setdefault(max(words, key=len), []).append(i)
+            else:
+                stretches = [p.strip() for p in entry.literal_parts if p.strip()]
+                subs.append((i, max(stretches, key=len)[:_ANCHOR_LEN] if stretches else ""))
+        self.tokens = frozenset(self.by_token)
+        self.match_all = [i for i, a in subs if not a]
+        self.subs = [(i, a) for i, a in subs if a]
+        self.sub_re = re.compile("|".join(sorted({re.escape(a) for _, a in self.subs}, key=len, reverse=True))) if self.subs else None
+
+    def candidates(self, line: str) -> list[Entry]:
+        """Entries that may match ``line``, in catalog order."""
+        found: set[int] = set(self.match_all)
+        for tok in self.tokens.intersection(line.split()):
+            found.update(self.by_token[tok])
+        if self.sub_re is not None and self.sub_re.search(line) is not None:
+            found.update(i for i, a in self.subs if a in line)
+        return [self.entries[i] for i in sorted(found)]
+
+
+_SCANNERS: dict[int, tuple[Catalog, _Scanner]] = {}
+
+
+def _scanner(catalog: Catalog) -> _Scanner:
+    """The compiled scanner of ``catalog`` (cached per catalog object)."""
+    got = _SCANNERS.get(id(catalog))
+    if got is None or got[0] is not catalog:
+        got = _SCANNERS[id(catalog)] = (catalog, _Scanner(catalog))
+    return got[1]
+
+
+_BLOCK = 1 << 20  # bytes of a log read at a time
+_BATCH = 8192  # lines of an iterable handled at a time
+
+
+def iter_log_blocks(stream: BinaryIO, *, block: int = _BLOCK) -> Iterator[list[str]]:
+    """A binary log stream as lists of lines (UTF-8, bad bytes replaced, no line ends),
+    read ``block`` bytes at a time; each line cut to ``MAX_LOG_LINE`` characters. At
+    most ``block`` + ``4 x MAX_LOG_LINE`` bytes are held, however long a line is (the
+    rest of an over-long line is read and dropped)."""
+    from kvcheck.sources.limits import MAX_LOG_LINE
+
+    limit = MAX_LOG_LINE * 4  # UTF-8 bytes for MAX_LOG_LINE characters
+    carry = b""
+    dropping = False
+    while True:
+        data = stream.read(block)
+        if not data:
+            break
+        if dropping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                continue
+            data, dropping = data[nl + 1 :], False
+        data = carry + data if carry else data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+        else:
+            carry = data[cut + 1 :]
+            yield _lines_of(data[:cut], limit, MAX_LOG_LINE)
+        if len(carry) > limit:
+            yield _lines_of(carry[:limit], limit, MAX_LOG_LINE)
+            carry, dropping = b"", True
+    if carry:
+        yield _lines_of(carry, limit, MAX_LOG_LINE)
+
+
+def _lines_of(data: bytes, byte_limit: int, char_limit: int) -> list[str]:
+    text = data.decode("utf-8", "replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").removesuffix("\r").replace("\r", "\n")
+    lines = text.split("\n")
+    if max(map(len, lines)) > char_limit:
+        lines = [ln[:char_limit] for ln in lines]
+    return lines
+
+
+def iter_log_lines(stream: BinaryIO) -> Iterator[str]:
+    """The lines of ``iter_log_blocks(stream)`` one by one."""
+    for block in iter_log_blocks(stream):
+        yield from block
 
 
 def explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None, sglang_version: str | None = None) -> Explanation:
-    """``_explain_text`` (below), then, for the release the explanation follows
-    (``sglang_version``, else the version the text shows, else the installed SGLang, else
-    the newest scanned), whether each recognized message exists and is reachable there
-    (``Hit.release_info``, ``kvcheck.explain.releases``)."""
-    from kvcheck.explain.releases import choose_explain_release, release_info
+    """``_explain_text`` (below), then ``annotate_release`` with the release the text
+    shows (or ``sglang_version``)."""
+    from kvcheck.explain.releases import version_in_log
 
     catalog = catalog or load_catalog()
     result = _explain_text(text, source=source, catalog=catalog, by_id=by_id)
-    release, where = choose_explain_release(text, sglang_version)
+    return annotate_release(result, sglang_version, version_in_log(text), catalog)
+
+
+def annotate_release(result: Explanation, sglang_version: str | None, log_version: str | None, catalog: Catalog | None = None) -> Explanation:
+    """Set the release the explanation follows (``sglang_version``, else ``log_version``
+    (the version the log shows), else the installed SGLang, else the newest scanned) and,
+    for each hit, whether its message exists and is reachable in that release
+    (``Hit.release_info``, ``kvcheck.explain.releases``). Returns ``result``."""
+    from kvcheck.explain.releases import choose_explain_release, release_info
+
+    catalog = catalog or load_catalog()
+    release, where = choose_explain_release(log_version, sglang_version)
     result.release, result.release_source = release, where
     for hit in result.hits:
         hit.release_info = release_info(hit.entry_id, release, catalog.get(hit.entry_id).reachable)
     return result
+
+
+class VersionSniffer:
+    """Wraps an iterator of line blocks (``iter_log_blocks``) and keeps the first SGLang
+    release a line names (``version``), without holding the log."""
+
+    def __init__(self, blocks: Iterable[list[str]]):
+        self._blocks = blocks
+        self.version: str | None = None
+
+    def __iter__(self) -> Iterator[list[str]]:
+        from kvcheck.explain.releases import version_in_log
+
+        for block in self._blocks:
+            if self.version is None:
+                for line in block:
+                    found = version_in_log(line)
+                    if found:
+                        self.version = found
+                        break
+            yield block
 
 
 def _explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None) -> Explanation:
@@ -108,13 +260,7 @@ def _explain_text(text: str, *, source: str = "message", catalog: Catalog | None
 
     With ``by_id`` (default: when ``source`` is ``message``), a text that is exactly a
     catalog id explains that entry: one hit with ``match`` ``id``, count 0 and the
-    template as its text.
-
-    Each line is searched with every entry's regex; a message spanning several lines
-    (a pasted multi-line string) is also searched in the lines joined, and reported on
-    the lines it actually spans. When nothing matched in
-    full (and the text is short), each line is compared with the templates' literal
-    text: a shared stretch of 24+ characters is a ``partial`` hit (truncated message).
+    template as its text. Otherwise ``explain_lines`` on the text's lines.
     """
     catalog = catalog or load_catalog()
     lines = text.splitlines() or [text]
@@ -124,24 +270,112 @@ def _explain_text(text: str, *, source: str = "message", catalog: Catalog | None
         entry = catalog.get(text.strip())
         hit = Hit(entry_id=entry.id, match="id", text=entry.template.rstrip())
         return Explanation(source=source, lines=len(lines), hits=[hit])
+    return explain_lines(lines, source=source, catalog=catalog)
+
+
+def explain_lines(lines: Iterable[str], *, source: str = "log", catalog: Catalog | None = None) -> Explanation:
+    """Find every catalog message in an iterable of lines; see ``explain_blocks``."""
+    from itertools import islice
+
+    from kvcheck.sources.limits import MAX_LOG_LINE
+
+    it = iter(lines)
+
+    def batches() -> Iterator[list[str]]:
+        while True:
+            batch = list(islice(it, _BATCH))
+            if not batch:
+                return
+            if max(map(len, batch)) > MAX_LOG_LINE:
+                batch = [ln[:MAX_LOG_LINE] for ln in batch]
+            yield batch
+
+    return explain_blocks(batches(), source=source, catalog=catalog)
+
+
+def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog: Catalog | None = None) -> Explanation:
+    """Find every catalog message in a stream of line blocks (``iter_log_blocks``), in
+    one pass, in time linear in the text and memory bounded by a block (a 200 MB log
+    or one 1 MB line alike; lines arrive cut to ``MAX_LOG_LINE`` characters).
+
+    A line is a candidate for the entries whose token it holds (``_Scanner``); only
+    those entries' regexes run on it. A candidate that does not match on the line alone
+    is searched in the line joined with up to ``_WRAP`` lines on each side (a message
+    wrapped over several lines) and reported on the lines it actually spans. When
+    nothing matched in full and the text has at most 50 lines (a pasted message), each
+    line is compared with the templates' literal text: a shared stretch of 24+
+    characters is a ``partial`` hit. ``Explanation.lines`` counts the lines;
+    ``Explanation.blank`` says whether all were blank.
+    """
+    catalog = catalog or load_catalog()
+    scanner = _scanner(catalog)
+    tokens, sub_re = scanner.tokens, scanner.sub_re
     hits: dict[str, Hit] = {}
-    for lineno, line in enumerate(lines, start=1):
-        for entry in catalog.entries:
+    spans: set[tuple[str, int, int]] = set()
+    head: list[str] = []
+    count = 0
+    blank = True
+
+    def process(buf: list[str], base: int, i: int) -> None:
+        line, lineno = buf[i], base + i
+        for entry in scanner.candidates(line):
             m = entry.regex.search(line)
-            if m is None:
+            if m is not None:
+                _record(hits, entry, lineno, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None})
                 continue
-            _record(hits, entry, lineno, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None})
-    if len(lines) > 1:
-        joined, starts = _join(lines)
-        for entry in catalog.entries:
-            if entry.id in hits:
+            lo, hi = max(0, i - _WRAP), min(len(buf), i + _WRAP + 1)
+            if hi - lo < 2:
                 continue
-            for m in entry.regex.finditer(joined):
-                first = bisect_right(starts, m.start())
-                last = bisect_right(starts, max(m.start(), m.end() - 1))
-                _record(hits, entry, first, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None}, last=last)
-    if not hits and len(lines) <= _MAX_PARTIAL_LINES:
-        for lineno, line in enumerate(lines, start=1):
+            joined, starts = _join(buf[lo:hi])
+            first_no = base + lo
+            for mm in entry.regex.finditer(joined):
+                first = first_no + bisect_right(starts, mm.start()) - 1
+                last = first_no + bisect_right(starts, max(mm.start(), mm.end() - 1)) - 1
+                if first == last or not first <= lineno <= last or (entry.id, first, last) in spans:
+                    continue
+                spans.add((entry.id, first, last))
+                _record(hits, entry, first, mm.group(0), {k: v for k, v in mm.groupdict().items() if v is not None}, last=last)
+
+    def scan(buf: list[str], base: int, start: int, end: int) -> None:
+        if start >= end:
+            return
+        window = buf[start:end]
+        idx = [start + k for k, ln in enumerate(window) if not tokens.isdisjoint(ln.split())] if tokens else []
+        if sub_re is not None or scanner.match_all:
+            if scanner.match_all:
+                extra: Iterable[int] = range(start, end)
+            elif sub_re is not None and sub_re.search("\n".join(window)):  # one pass over the block first
+                extra = [start + k for k, ln in enumerate(window) if sub_re.search(ln)]
+            else:
+                extra = ()
+            idx = sorted(set(idx).union(extra))
+        for i in idx:
+            process(buf, base, i)
+
+    buf: list[str] = []
+    base = 1  # line number of buf[0]
+    start = 0  # index in buf of the first line not yet scanned
+    for block in blocks:
+        if not block:
+            continue
+        if count < _MAX_PARTIAL_LINES:
+            head.extend(block[: _MAX_PARTIAL_LINES - count])
+        if blank and any(ln.strip() for ln in block):
+            blank = False
+        count += len(block)
+        buf.extend(block)
+        end = len(buf) - _WRAP  # lines with _WRAP lines of context after them
+        scan(buf, base, start, end)
+        nxt = max(start, end)  # the first line not scanned yet
+        keep = max(0, nxt - _WRAP)  # drop what is not context for it
+        base += keep
+        start = nxt - keep
+        del buf[:keep]
+    scan(buf, base, start, len(buf))
+    if count == 0:
+        head, count = [""], 1
+    if not hits and count <= _MAX_PARTIAL_LINES:
+        for lineno, line in enumerate(head, start=1):
             best: tuple[int, Entry | None, str] = (0, None, "")
             for entry in catalog.entries:
                 for part in entry.literal_parts:
@@ -151,7 +385,9 @@ def _explain_text(text: str, *, source: str = "message", catalog: Catalog | None
             if best[0] >= _MIN_PARTIAL and best[1] is not None:
                 _record(hits, best[1], lineno, best[2].strip(), {}, match="partial")
     ordered = sorted(hits.values(), key=lambda h: (catalog.get(h.entry_id).generic, h.first_line))
-    return Explanation(source=source, lines=len(lines), hits=ordered)
+    result = Explanation(source=source, lines=count, hits=ordered)
+    result._blank = blank
+    return result
 
 
 def _join(lines: list[str]) -> tuple[str, list[int]]:
@@ -173,6 +409,9 @@ def _record(hits: dict[str, Hit], entry: Entry, lineno: int, text: str, values: 
     """Count one occurrence of ``entry`` found on lines ``lineno``..``last`` (default: one line)."""
     hit = hits.get(entry.id)
     if hit is None:
+        if len(text) > _MAX_HIT_TEXT:  # a message whose trailing field took a whole cut line
+            text = text[: _MAX_HIT_TEXT - 1] + "…"
+        values = {k: (v if len(v) <= _MAX_HIT_TEXT else v[: _MAX_HIT_TEXT - 1] + "…") for k, v in values.items()}
         hit = hits[entry.id] = Hit(entry_id=entry.id, match=match, first_line=lineno, text=text, values=values)
     hit.count += 1
     hit.first_line = min(hit.first_line, lineno)

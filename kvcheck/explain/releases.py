@@ -44,17 +44,17 @@ def version_in_log(text: str) -> str | None:
     return None
 
 
-def choose_explain_release(text: str, given: str | None) -> tuple[str, str]:
-    """(release, where from) for an explanation: ``--sglang-version``, else the log's own
-    version, else the installed SGLang, else the newest scanned release."""
+def choose_explain_release(log_version: str | None, given: str | None) -> tuple[str, str]:
+    """(release, where from) for an explanation: ``given`` (``--sglang-version``), else
+    ``log_version`` (what the log shows, ``version_in_log``), else the installed SGLang,
+    else the newest scanned release."""
     from kvcheck.sglang.releases import installed_release, parse_release
 
     data = load_message_releases()
     if given:
         return parse_release(given) or given, "--sglang-version"
-    found = version_in_log(text)
-    if found:
-        return found, "the version the log shows"
+    if log_version:
+        return log_version, "the version the log shows"
     inst = installed_release()
     if inst:
         return inst, "installed SGLang"

@@ -106,7 +106,28 @@ def _render_live(report: Report, console: Console) -> None:
 
 class PipeSafeConsole(Console):
     """A rich ``Console`` that goes quiet when its reader closes the pipe (``| head``),
-    instead of rich's default ``SystemExit(1)``: the exit status stays the verdict's."""
+    instead of rich's default ``SystemExit(1)``: the exit status stays the verdict's.
+
+    Written to a pipe or a file (not a terminal, whatever ``COLUMNS`` says), lines are neither
+    wrapped at rich's default 80 columns nor cut: ``width`` defaults to ``PIPE_WIDTH``
+    and ``soft_wrap`` to true, so paths and messages arrive whole for ``grep``/CI logs.
+    """
+
+    PIPE_WIDTH = 100_000
+
+    def __init__(self, *args, **kwargs) -> None:
+        file = kwargs.get("file") or sys.stdout
+        try:
+            tty = file.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        # No highlighting: styles inserted inside a value would split a secret value
+        # and hide it from the scrub at the output boundary (kvcheck.cli._ScrubbingStream).
+        kwargs.setdefault("highlight", False)
+        if not tty and "width" not in kwargs:  # COLUMNS is for terminals (test runners export 80)
+            kwargs["width"] = self.PIPE_WIDTH
+            kwargs.setdefault("soft_wrap", True)
+        super().__init__(*args, **kwargs)
 
     def on_broken_pipe(self) -> None:
         self.quiet = True

@@ -173,6 +173,10 @@ def parse_model_config(raw: Any, source: str = "config.json") -> ModelConfig:
     if not isinstance(raw, dict):
         raise InputError("config.json must hold a JSON object", source=source)
     cfg = _text_config(raw)
+    # Plausible ranges per field and a known dtype name (kvcheck.sources.limits).
+    from kvcheck.sources.limits import check_model_config
+
+    check_model_config(cfg, source)
     archs = cfg.get("architectures")
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
         raise InputError("config.json needs a non-empty 'architectures' list", source=source, field="architectures")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,18 @@ from kvcheck.sides import RELEVANT_ENV, Role, Side
 from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
 
 
+# ``host:port`` (or ``[v6]:port``, optional path) without a scheme: a live server.
+_HOST_PORT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}(?:/\S*)?$")
+
+
 def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
-    """Parse a model ``config.json`` file; ``InputError`` naming the file otherwise."""
+    """Parse a model ``config.json`` file, or the ``config.json`` of a model directory
+    (what ``--model-path`` names, as SGLang takes it); ``InputError`` naming the file
+    otherwise (missing, too large, not JSON, nested too deep, values out of range)."""
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(f"the directory {path} holds no config.json (give the model's directory or its config.json)", source=str(path), field=field)
+        path = path / "config.json"
     if not path.exists():
         raise InputError("model config file not found", source=str(path), field=field)
     text = read_text(path)
@@ -29,29 +40,39 @@ def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
+    except RecursionError:
+        raise InputError("JSON nested too deep to be a model config", source=str(path)) from None
     return parse_model_config(raw, source=str(path))
 
 
-def resolve_model(model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None) -> ModelConfig:
-    """The model config: ``override`` (``--model-config FILE``) when given, else
-    ``config.json`` inside the ``model_path`` directory. A hub id without a local
-    directory needs ``--model-config``: kvcheck never downloads."""
+def resolve_model(
+    model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None, override_flag: str = "--model-config"
+) -> ModelConfig:
+    """The model config: ``override`` (``--model-config FILE`` or a model directory)
+    when given, else ``config.json`` inside the ``model_path`` directory. A hub id
+    without a local directory needs ``override_flag`` (``--model-config``, or
+    ``--draft-model-config`` for a draft): kvcheck never downloads."""
+    from kvcheck.sources.limits import clip
+
     if override is not None:
-        return read_model_file(override)
+        return read_model_file(override, field=override_flag)
     if not model_path:
-        raise InputError(f"no {flag} given, so there is no model config.json to read; add {flag} or pass --model-config FILE", source=source, field=flag)
+        raise InputError(f"no {flag} given, so there is no model config.json to read; add {flag} or pass {override_flag} FILE", source=source, field=flag)
+    model_path = str(model_path)
+    if len(model_path) > 4096 or "\x00" in model_path:
+        raise InputError(f"{flag} {clip(repr(model_path))} is not a path or hub id; pass {override_flag} FILE", source=source, field=flag)
     p = Path(os.path.expanduser(model_path))
     if not p.is_absolute() and base is not None and not p.exists():
         p = base / p
     if p.is_dir():
         cfg = p / "config.json"
         if not cfg.exists():
-            raise InputError(f"the {flag} directory {p} holds no config.json; pass --model-config FILE", source=source, field=flag)
+            raise InputError(f"the {flag} directory {p} holds no config.json; pass {override_flag} FILE", source=source, field=flag)
         return read_model_file(cfg, field=flag)
     if p.is_file() and p.name.endswith(".json"):
         return read_model_file(p, field=flag)
     raise InputError(
-        f"{flag} {model_path!r} is not a local directory (a hub id?); kvcheck never downloads: pass --model-config FILE with the model's config.json",
+        f"{flag} {clip(repr(model_path))} is not a local directory (a hub id?); kvcheck never downloads: pass {override_flag} FILE with the model's config.json",
         source=source,
         field=flag,
     )
@@ -105,6 +126,11 @@ def build_side(
         gpu_name, gpu_source = resolve_gpu(file_gpu, source=origin, field="kvcheck-gpu").name, "kvcheck-gpu"
     else:
         gpu_name, gpu_source = DEFAULT_GPU, "default (Hopper assumed)"
+    # Secret values given with the args (api-key, hf tokens, URL passwords, JSON in
+    # strings) are scrubbed from every output of this process.
+    from kvcheck.sources.redact import collect_secrets, register_secrets
+
+    register_secrets(collect_secrets(args) | collect_secrets(env))
     typed = build_server_args(release_defaults(args, release.table), origin)
     model = resolve_model(typed.model_path, model_config, origin, base=base)
     draft = None
@@ -112,7 +138,9 @@ def build_side(
         if draft_model_config is None and typed.speculative_draft_model_path == typed.model_path:
             draft = None  # the target's own MTP layers
         else:
-            draft = resolve_model(typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base)
+            draft = resolve_model(
+                typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base, override_flag="--draft-model-config"
+            )
     return Side(
         role=role,
         args=typed,
@@ -173,13 +201,18 @@ def load_side(
     Raises ``InputError`` (exit 2) for bad input, ``UnreachableError`` (exit 3) when a
     live server does not answer in time.
     """
+    if not spec.startswith(("http://", "https://")) and not Path(spec).exists() and _HOST_PORT.match(spec):
+        spec = "http://" + spec  # host:port of a live server, as SGLang prints it
     if spec.startswith(("http://", "https://")):
         from kvcheck.sources import live
 
         return live.load_live_side(spec, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version, **live_options)
     path = Path(spec)
     if not path.exists():
-        raise InputError("file not found", source=spec)
+        from kvcheck.sources.limits import clip
+
+        hint = " (a live server is http://HOST:PORT)" if "://" in spec or ":" in spec else ""
+        raise InputError(f"file not found{hint}", source=clip(spec))
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
         args, env = read_yaml_config(path, sglang_version)
@@ -189,6 +222,12 @@ def load_side(
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=spec) from None
+        except RecursionError:
+            data = None
+        from kvcheck.sources.limits import MAX_DEPTH, json_depth_ok
+
+        if data is None and text.strip() != "null" or not json_depth_ok(data):
+            raise InputError(f"JSON nested deeper than {MAX_DEPTH} levels; not server args or a snapshot", source=spec)
         if isinstance(data, dict) and "server_info" in data:
             from kvcheck.sources import live
 

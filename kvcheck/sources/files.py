@@ -39,9 +39,18 @@ LAUNCHERS = (
 
 
 def read_text(path: Path) -> str:
-    """The file's text; ``InputError`` (exit 2) when it is missing or unreadable."""
+    """The file's text; ``InputError`` (exit 2) when it is missing, unreadable, or
+    larger than ``kvcheck.sources.limits.MAX_FILE_BYTES`` (checked before reading, and
+    at most that many bytes are ever read: a FIFO or an endless device too)."""
+    from kvcheck.sources.limits import MAX_FILE_BYTES, file_size_ok
+
+    file_size_ok(path)
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise InputError(f"file is larger than {MAX_FILE_BYTES} bytes; kvcheck reads files up to that size", source=str(path))
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise InputError("file not found", source=str(path)) from None
     except IsADirectoryError:
@@ -114,8 +123,16 @@ def read_yaml_config(path: Path, version: str | None = None) -> tuple[dict[str, 
 
 
 def _load_yaml(text: str, path: Path) -> Any:
+    """``yaml.safe_load`` with limits on aliases, expanded size and nesting
+    (``kvcheck.sources.limits.load_yaml_limited``); ``InputError`` naming the file."""
+    from kvcheck.sources.limits import YamlLimitError, load_yaml_limited
+
     try:
-        return yaml.safe_load(text)
+        return load_yaml_limited(text)
+    except YamlLimitError as exc:
+        raise InputError(f"YAML refused: {exc}", source=str(path)) from None
+    except RecursionError:
+        raise InputError("YAML refused: nested too deep", source=str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -131,6 +148,8 @@ def read_json_args(path: Path, data: Any | None = None, version: str | None = No
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
+        except RecursionError:
+            raise InputError("JSON nested too deep to be server args", source=str(path)) from None
     if not isinstance(data, dict):
         raise InputError(f"expected a JSON object of server args, got {type(data).__name__}", source=str(path))
     env = _env_mapping(data.pop(ENV_KEY, None), str(path))
@@ -234,10 +253,13 @@ def read_env_file(path: Path) -> dict[str, str]:
     """A ``VAR=value`` file (``export`` prefixes, quotes and comments allowed), or YAML/JSON mapping."""
     text = read_text(path)
     if path.suffix in (".yaml", ".yml", ".json"):
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise InputError(f"syntax error: {exc}", source=str(path)) from None
+        if path.suffix == ".json":
+            try:
+                data = json.loads(text) or {}
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise InputError(f"JSON syntax error: {exc}", source=str(path)) from None
+        else:
+            data = _load_yaml(text, path) or {}
         return _env_mapping(data, str(path))
     env: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -249,9 +271,28 @@ def read_env_file(path: Path) -> dict[str, str]:
         name, eq, value = line.partition("=")
         if not eq or not name.strip().isidentifier():
             raise InputError(f"line {lineno}: expected VAR=value", source=str(path))
-        try:
-            parts = shlex.split(value)
-        except ValueError as exc:
-            raise InputError(f"line {lineno}: {exc}", source=str(path)) from None
-        env[name.strip()] = parts[0] if len(parts) == 1 else " ".join(parts)
+        env[name.strip()] = _env_value(value, lineno, str(path))
     return env
+
+
+def _env_value(value: str, lineno: int, source: str) -> str:
+    """One ``VAR=value`` line's value: a quoted value as the shell reads it; an
+    unquoted JSON object or list (``SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS={"a": 1}``)
+    kept exactly; any other unquoted value kept as written, less a trailing
+    `` # comment`` (docker's env-file rule)."""
+    value = value.strip()
+    if value[:1] in "{[":
+        try:
+            json.loads(value)
+            return value
+        except (ValueError, RecursionError):
+            pass
+    if value[:1] in ("'", '"'):
+        try:
+            parts = shlex.split(value, comments=True)
+        except ValueError as exc:
+            raise InputError(f"line {lineno}: {exc}", source=source) from None
+        return " ".join(parts)
+    if " #" in value:
+        value = value.split(" #", 1)[0].rstrip()
+    return value

@@ -24,11 +24,18 @@ What kvcheck reads from a running SGLang 0.5.23 server, over HTTP(S), with GET o
 kvcheck never sends ``PUT /route``, ``POST /register_dp_rank`` or any other write.
 The only read-only POST the bootstrap server has (``/query_dp_ranks``) is not needed.
 
-Timing: every request has a connect timeout (``connect_timeout``, seconds) and a read
-timeout, both capped by what is left of the per-source ``deadline`` (seconds, counted
-from the first request to that server; the bootstrap server shares its prefill's
-deadline). Connection errors, 502/503/504 are retried (0.2 s growing to 1 s apart) until
-the deadline.
+Timing: one overall ``deadline`` (seconds) per live source, counted from its first
+request and shared by all its requests (``/server_info``, ``/model_info``, and its
+bootstrap server's ``/route``). It holds whatever the server does: bodies are streamed and
+the deadline is checked at every chunk (a body trickled one byte a second), retries of
+connection errors and 502/503/504 (0.2 s growing to 1 s apart) stop at it, redirects are
+never followed, and the whole capture runs in a worker thread that ``capture`` abandons at
+the deadline + ``WATCHDOG_GRACE`` (headers trickled one byte at a time, a stalled TLS
+handshake). Every connect also has ``connect_timeout``.
+
+Limits (``kvcheck.sources.limits``): at most ``MAX_BODY_BYTES`` are read from the wire and
+``MAX_INFLATED_BYTES`` after gzip/deflate (inflated incrementally, so a bomb never fills
+memory; other encodings are refused), JSON nested deeper than ``MAX_DEPTH`` is refused.
 
 Exit statuses (``kvcheck.errors``), and what raises them here:
 
@@ -36,15 +43,17 @@ Exit statuses (``kvcheck.errors``), and what raises them here:
   answer in time: connection refused/reset, DNS failure, connect or read timeout,
   502/503/504 until the deadline (a ``/route`` 503 is reported as "prefill not fully
   registered" with the bootstrap server's own text), any other unexpected status, a
-  body that is not JSON (malformed) or not an object, or JSON that is not SGLang's.
+  body that is not JSON (malformed, invalid UTF-8, nested too deep, ``null``) or not an
+  object, a body past the size limits, or JSON that is not SGLang's.
   Retrying later (a Kubernetes Job's backoff) may help.
 * 2 (``InputError``): the invocation is wrong and retrying will not help: a bad URL, a
   401/403 (no ``--api-key``/``KVCHECK_API_KEY``, or a refused one), the served model's
   ``config.json`` not readable here without ``--model-config``, a broken snapshot file.
 
-Response bodies are never echoed, except the first 200 characters of a 502/503/504 body
-(the bootstrap server's "Prefill server not fully registered yet (N workers registered)."),
-scrubbed of secrets.
+Response bodies are never echoed: of a 502/503/504 body only the worker count of the
+bootstrap server's own "Prefill server not fully registered yet (N workers registered)."
+is reported. Every secret value found in any answer is redacted and registered
+process-wide (``kvcheck.sources.redact``), so no output repeats it.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ import datetime as _dt
 import functools
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +88,9 @@ MODEL_INFO_KEYS = ("model_path", "served_model_name", "architectures", "model_ty
 # non-dest /server_info keys kvcheck keeps (on Side.live["server_extras"]) because they
 # change what the prefill registers with the bootstrap server.
 SERVER_EXTRA_KEYS = ("enable_cp_tp_group_sharing", "version", "frontend")
+
+
+NOT_FOUND = object()  # what ``_Client.get_json`` returns for an allowed 404 (a JSON ``null`` is None)
 
 
 class LiveSourceError(UnreachableError):
@@ -128,12 +141,59 @@ class LiveOptions:
 
 
 class _Deadline:
+    """One overall deadline for a live source (monotonic clock), shared by every request
+    to it (its ``/server_info``, ``/model_info`` and its bootstrap server's ``/route``)."""
+
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.end = time.monotonic() + seconds
 
     def left(self) -> float:
+        """Seconds left (0 when past)."""
         return max(0.0, self.end - time.monotonic())
+
+    def expired(self) -> bool:
+        """Whether the deadline has passed."""
+        return time.monotonic() >= self.end
+
+
+# Grace (seconds) past the deadline before the watchdog abandons a request that is stuck
+# inside the HTTP library (headers trickling one byte at a time): the bound on our code.
+WATCHDOG_GRACE = 0.5
+
+
+def _with_watchdog(fn: Any, deadline: _Deadline, shown: str, state: dict[str, str]) -> Any:
+    """Run ``fn()`` in a worker thread and give up at ``deadline`` (+ ``WATCHDOG_GRACE``)
+    whatever the worker is blocked on: slow or trickling headers, a TLS handshake, a
+    resolver. ``state["doing"]`` says what was in progress, for the message. The worker
+    is a daemon thread; it stops at its next deadline check (``state["cancelled"]``).
+
+    Raises ``LiveSourceError`` (exit 3) at the cutoff, else whatever ``fn`` raises.
+    """
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="kvcheck-live", daemon=True)
+    worker.start()
+    worker.join(deadline.left() + WATCHDOG_GRACE)
+    if worker.is_alive():
+        state["cancelled"] = "1"
+        doing = state.get("doing") or "reading"
+        raise LiveSourceError(
+            f"could not read the live source {shown} within the {deadline.seconds:g} s deadline: still {doing} when it passed "
+            "(a server that stalls or sends its answer too slowly); raise --deadline if it is only slow",
+            url=shown,
+        )
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def normalize_url(spec: str, *, field: str = "--prefill/--decode") -> str:
@@ -158,13 +218,14 @@ def normalize_url(spec: str, *, field: str = "--prefill/--decode") -> str:
 class _Client:
     """GET-only JSON client for one base URL under one deadline."""
 
-    def __init__(self, base: str, opts: LiveOptions, deadline: _Deadline, *, send_auth: bool, role_hint: str):
+    def __init__(self, base: str, opts: LiveOptions, deadline: _Deadline, *, send_auth: bool, role_hint: str, state: dict[str, str] | None = None):
+        self.state = state if state is not None else {}
         self.base = base
         self.shown = redact_url(base)
         self.opts = opts
         self.deadline = deadline
         self.role_hint = role_hint
-        headers = {"Accept": "application/json", "User-Agent": "kvcheck"}
+        headers = {"Accept": "application/json", "Accept-Encoding": "gzip, deflate", "User-Agent": "kvcheck"}
         if send_auth and opts.api_key:
             headers["Authorization"] = f"Bearer {opts.api_key}"
         self.secrets = [opts.api_key] if opts.api_key else []
@@ -183,11 +244,78 @@ class _Client:
         left = max(0.05, self.deadline.left())
         return httpx.Timeout(connect=min(self.opts.connect_timeout, left), read=left, write=left, pool=left)
 
-    def get_json(self, path: str, *, params: dict[str, str] | None = None, allow_404: bool = False, what: str = "") -> Any:
-        """GET ``path``; the decoded JSON, or ``None`` on 404 when ``allow_404``.
+    def _check(self, shown: str, doing: str) -> None:
+        """Stop between reads once the deadline passed (or the watchdog gave up)."""
+        self.state["doing"] = f"{doing} GET {shown}"
+        if self.deadline.expired() or self.state.get("cancelled"):
+            raise LiveSourceError(
+                f"could not read the live source within the {self.deadline.seconds:g} s deadline: still {doing} GET {shown} when it passed "
+                "(a server that stalls or sends its answer too slowly); raise --deadline if it is only slow",
+                url=self.shown,
+            )
 
-        Retries connection errors and 502/503/504 until the deadline. Raises
-        ``LiveSourceError`` (exit 3) or, for 401/403, ``InputError`` (exit 2).
+    def _read_body(self, resp: httpx.Response, shown: str) -> bytes:
+        """The body, decoded from gzip/deflate, read chunk by chunk under the deadline
+        and the size limits (``MAX_BODY_BYTES`` on the wire, ``MAX_INFLATED_BYTES``
+        after inflating, inflated incrementally so a bomb never fills memory)."""
+        import zlib
+
+        from kvcheck.sources.limits import MAX_BODY_BYTES, MAX_INFLATED_BYTES
+
+        encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+        if encoding in ("", "identity"):
+            inflater = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            inflater = zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding != "deflate" else zlib.decompressobj()
+        else:
+            raise LiveSourceError(f"could not read the live source: GET {shown} answered with content-encoding {encoding!r}, which kvcheck did not ask for", url=self.shown)
+        raw = 0
+        out = bytearray()
+
+        def too_big(what: str, limit: int) -> LiveSourceError:
+            return LiveSourceError(
+                f"could not read the live source: GET {shown} answered more than {limit} bytes {what}; SGLang's answers are tens of KiB, so this is not one",
+                url=self.shown,
+            )
+
+        def inflate(data: bytes) -> None:
+            nonlocal inflater
+            assert inflater is not None
+            while data:
+                room = MAX_INFLATED_BYTES + 1 - len(out)
+                try:
+                    piece = inflater.decompress(data, room)
+                except zlib.error as exc:
+                    if encoding == "deflate" and not out and raw <= len(data):  # raw deflate without the zlib header
+                        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+                        piece = inflater.decompress(data, room)
+                    else:
+                        raise LiveSourceError(f"could not read the live source: GET {shown} answered a corrupt {encoding} body ({exc})", url=self.shown) from None
+                out.extend(piece)
+                if len(out) > MAX_INFLATED_BYTES:
+                    raise too_big("once inflated", MAX_INFLATED_BYTES)
+                data = inflater.unconsumed_tail
+
+        self._check(shown, "receiving the body of")
+        for chunk in _raw_chunks(resp, None):  # each network read as it arrives (<= 64 KiB)
+            self._check(shown, "receiving the body of")
+            raw += len(chunk)
+            if raw > MAX_BODY_BYTES:
+                raise too_big("on the wire", MAX_BODY_BYTES)
+            if inflater is None:
+                out.extend(chunk)
+            else:
+                inflate(chunk)
+        return bytes(out)
+
+    def get_json(self, path: str, *, params: dict[str, str] | None = None, allow_404: bool = False, what: str = "") -> Any:
+        """GET ``path``; the decoded JSON, or ``NOT_FOUND`` on 404 when ``allow_404``.
+
+        Streams the response under the source's one deadline (checked per chunk; a
+        watchdog in ``capture`` cuts requests stuck before the first chunk) and the
+        size limits. Retries connection errors and 502/503/504 until the deadline; never
+        follows a redirect. Raises ``LiveSourceError`` (exit 3) or, for 401/403,
+        ``InputError`` (exit 2). Error bodies are never echoed.
         """
         url = self.base + path
         shown = redact_url(self.shown + path)
@@ -195,35 +323,56 @@ class _Client:
         last: str = ""
         while True:
             attempts += 1
+            self._check(shown, "connecting for")
+            self.state["doing"] = f"connecting or waiting for the answer headers of GET {shown}"
             try:
-                resp = self.http.get(url, params=params, timeout=self._timeout())
+                with self.http.stream("GET", url, params=params, timeout=self._timeout()) as resp:
+                    status = resp.status_code
+                    if status == 200:
+                        body = self._read_body(resp, shown)
+                        return self._decode(body, resp.headers.get("content-type", "no content-type"), shown)
+                    if status == 404 and allow_404:
+                        return NOT_FOUND
+                    if status in (401, 403):
+                        hint = (
+                            f"no API key was given: pass --api-key or set {API_KEY_ENV}"
+                            if not self.opts.api_key
+                            else f"the API key from --api-key/{API_KEY_ENV} was refused"
+                        )
+                        raise InputError(f"{status} {resp.reason_phrase} for GET {shown}: {hint}", source=self.shown)
+                    if status not in RETRY_STATUSES:
+                        raise LiveSourceError(f"could not read the live source: GET {shown} answered {status} {resp.reason_phrase}{self._hint(status)}", url=self.shown)
+                    last = f"{status} {resp.reason_phrase}" + self._known_body(resp, shown)
             except httpx.TimeoutException as exc:
                 kind = "read" if isinstance(exc, httpx.ReadTimeout) else "connect"
                 last = f"{kind} timeout ({type(exc).__name__})"
             except (httpx.TransportError, OSError) as exc:
                 last = f"{type(exc).__name__}: {scrub(str(exc), self.secrets) or 'connection failed'}"
-            else:
-                status = resp.status_code
-                if status == 200:
-                    return self._decode(resp, shown, what)
-                if status == 404 and allow_404:
-                    return None
-                if status in (401, 403):
-                    hint = (
-                        f"no API key was given: pass --api-key or set {API_KEY_ENV}"
-                        if not self.opts.api_key
-                        else f"the API key from --api-key/{API_KEY_ENV} was refused"
-                    )
-                    raise InputError(f"{status} {resp.reason_phrase} for GET {shown}: {hint}", source=self.shown)
-                if status in RETRY_STATUSES:
-                    text = scrub(resp.text.strip()[:200], self.secrets)
-                    last = f"{status} {resp.reason_phrase}" + (f": {text}" if text else "")
-                else:
-                    raise LiveSourceError(f"could not read the live source: GET {shown} answered {status} {resp.reason_phrase}{self._hint(status)}", url=self.shown)
-            if self.deadline.left() <= pause:
+            left = self.deadline.left()
+            if left <= 0.05:
                 raise LiveSourceError(self._gave_up(shown, last, attempts, what), url=self.shown)
-            time.sleep(pause)
+            time.sleep(min(pause, max(0.0, left - 0.05)))
             pause = min(1.0, pause * 2)
+
+    _REGISTERED = re.compile(r"not fully registered yet \((\d+) workers? registered\)")
+
+    def _known_body(self, resp: httpx.Response, shown: str) -> str:
+        """What a 5xx body says, only when it is the bootstrap server's own "not fully
+        registered yet (N workers registered)" text (``_handle_route_get`` of SGLang
+        0.5.23's bootstrap server, ``disaggregation/common/conn.py``): the count. Any other body is never
+        shown (it could echo anything); at most 4 KiB of it is read."""
+        data = b""
+        try:
+            for chunk in _raw_chunks(resp, None):
+                data += chunk
+                if len(data) >= 4096 or self.deadline.expired():
+                    break
+        except (httpx.TransportError, OSError):
+            return ""
+        if resp.headers.get("content-encoding", "identity") not in ("", "identity"):
+            return ""
+        m = self._REGISTERED.search(data.decode("utf-8", "replace"))
+        return f": prefill not fully registered yet ({m.group(1)} workers registered)" if m else ""
 
     def _hint(self, status: int) -> str:
         if 300 <= status < 400:
@@ -243,16 +392,36 @@ class _Client:
         hint = " (set --bootstrap URL if it is reachable at another address)" if what == "route" else ""
         return f"could not reach {where} at {shown} within the {self.deadline.seconds:g} s deadline ({attempts} attempts): {last}{hint}"
 
-    def _decode(self, resp: httpx.Response, shown: str, what: str) -> Any:
+    def _decode(self, body: bytes, ctype: str, shown: str) -> Any:
+        """Parse a JSON body; malformed, invalid UTF-8, or nested past ``MAX_DEPTH``
+        -> ``LiveSourceError`` (exit 3) naming the URL; the body is never echoed."""
+        from kvcheck.sources.limits import MAX_DEPTH, json_depth_ok
+
+        def bad(why: str) -> LiveSourceError:
+            return LiveSourceError(f"could not read the live source: GET {shown} answered 200 with malformed JSON ({ctype}, {len(body)} bytes): {why}", url=self.shown)
+
         try:
-            return resp.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            ctype = resp.headers.get("content-type", "no content-type")
-            where = f" at line {exc.lineno}, column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else ""
-            raise LiveSourceError(
-                f"could not read the live source: GET {shown} answered 200 with malformed JSON ({ctype}, {len(resp.content)} bytes){where}",
-                url=self.shown,
-            ) from None
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise bad(f"invalid UTF-8 at byte {exc.start}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise bad(f"at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        except (RecursionError, ValueError) as exc:
+            raise bad(type(exc).__name__) from None
+        if not json_depth_ok(data):
+            raise bad(f"nested deeper than {MAX_DEPTH} levels")
+        return data
+
+
+def _raw_chunks(resp: httpx.Response, size: int | None) -> Any:
+    """The raw body in chunks; a response whose body the transport already read (an
+    ``httpx.MockTransport`` in tests) gives it in one piece."""
+    if resp.is_stream_consumed:
+        yield resp.content
+        return
+    yield from resp.iter_raw(size)
 
 
 def _base_host(base: str) -> str:
@@ -277,7 +446,7 @@ def fetch_server_info(client: _Client) -> tuple[dict[str, Any], str]:
     """
     for path in ("/server_info", "/get_server_info"):
         data = client.get_json(path, allow_404=True, what="server_info")
-        if data is None:
+        if data is NOT_FOUND:
             continue
         if not isinstance(data, dict) or not ("model_path" in data or "version" in data):
             kind = type(data).__name__
@@ -298,13 +467,13 @@ def fetch_model_info(client: _Client) -> dict[str, Any] | None:
     return None
 
 
-def fetch_route(base: str, opts: LiveOptions, deadline: _Deadline) -> dict[str, Any]:
+def fetch_route(base: str, opts: LiveOptions, deadline: _Deadline, state: dict[str, str] | None = None) -> dict[str, Any]:
     """The bootstrap server's ``GET /route`` reply for all ranks (-1s): what a decode
     reads first. Retries 503 ("not fully registered") until ``deadline``.
 
     Raises ``LiveSourceError`` (exit 3) when unreachable, still 503, or not a JSON object.
     """
-    with _Client(base, opts, deadline, send_auth=False, role_hint="bootstrap") as client:
+    with _Client(base, opts, deadline, send_auth=False, role_hint="bootstrap", state=state) as client:
         data = client.get_json(ROUTE_PATH, params=ROUTE_QUERY, what="route")
     if not isinstance(data, dict) or "page_size" not in data:
         raise LiveSourceError(f"could not read the live source: GET {redact_url(base)}{ROUTE_PATH} is not a bootstrap server's prefill info", url=redact_url(base))
@@ -330,10 +499,22 @@ def capture(spec: str, role: Role | None = None, **live_options: Any) -> dict[st
     opts = LiveOptions.from_kwargs(**live_options)
     base = normalize_url(spec)
     deadline = _Deadline(opts.deadline)
-    with _Client(base, opts, deadline, send_auth=True, role_hint=role or "live") as client:
+    state: dict[str, str] = {}
+    return _with_watchdog(lambda: _capture(base, role, opts, deadline, state, tolerate_route), deadline, redact_url(base), state)
+
+
+def _capture(base: str, role: Role | None, opts: LiveOptions, deadline: _Deadline, state: dict[str, str], tolerate_route: bool) -> dict[str, Any]:
+    """``capture``'s work, in the watchdog's worker thread."""
+    from kvcheck.sources.redact import collect_secrets, register_secrets
+
+    with _Client(base, opts, deadline, send_auth=True, role_hint=role or "live", state=state) as client:
         info, endpoint = fetch_server_info(client)
         model_info = fetch_model_info(client)
-    secrets = [opts.api_key] if opts.api_key else []
+    # Every secret value any answer carries (by field name, URL credentials, JSON in
+    # strings), registered process-wide so every output is scrubbed of it too.
+    secrets = collect_secrets(info, [opts.api_key] if opts.api_key else [])
+    secrets |= collect_secrets(model_info)
+    register_secrets(secrets)
     info = redact(info, secrets)
     mode = info.get("disaggregation_mode")
     if role is None and mode in ("prefill", "decode"):
@@ -345,21 +526,24 @@ def capture(spec: str, role: Role | None = None, **live_options: Any) -> dict[st
     elif role == "prefill":
         route_url = bootstrap_url_for(base, info, opts.bootstrap)
         try:
-            route = fetch_route(route_url, opts, deadline)
+            route = fetch_route(route_url, opts, deadline, state)
         except LiveSourceError as exc:
             if not tolerate_route:
                 raise
-            route_error = str(exc)
+            route_error = scrub(str(exc), secrets)
         route_url = redact_url(route_url)
+        if route is not None:
+            secrets |= collect_secrets(route)
+            register_secrets(secrets)
     return {
         "kvcheck_snapshot": SNAPSHOT_FORMAT,
         "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "url": redact_url(base),
         "role": role,
         "server_info_endpoint": endpoint,
-        "server_info": info,
+        "server_info": redact(info, secrets),
         "model_info": redact(model_info, secrets) if model_info is not None else None,
-        "route": redact(route) if route is not None else None,
+        "route": redact(route, secrets) if route is not None else None,
         "route_url": route_url,
         "route_error": route_error,
     }
@@ -368,7 +552,9 @@ def capture(spec: str, role: Role | None = None, **live_options: Any) -> dict[st
 def write_snapshot(snapshot: dict[str, Any], path: Path | str) -> None:
     """Save ``snapshot`` (from ``capture``) as indented JSON, redacted once more, mode
     0600; ``"-"`` writes to stdout."""
-    text = json.dumps(redact(snapshot), indent=2, sort_keys=False, default=str) + "\n"
+    from kvcheck.sources.redact import scrub_output
+
+    text = scrub_output(json.dumps(redact(snapshot), indent=2, sort_keys=False, default=str)) + "\n"
     if str(path) == "-":
         import sys
 
@@ -528,12 +714,17 @@ def _require_model(args: dict[str, Any], model_info: dict[str, Any], origin: str
     """Say clearly when the served model's config.json cannot be read from here."""
     if model_config is not None:
         return
+    from kvcheck.sources.limits import clip
+
     mp = args.get("model_path")
-    if mp and Path(os.path.expanduser(str(mp))).exists():
-        return
-    arch = ", ".join(model_info.get("architectures") or []) or "unknown architecture"
+    try:
+        if mp and Path(os.path.expanduser(str(mp))).exists():
+            return
+    except (OSError, ValueError):  # a name too long for the file system, a NUL
+        pass
+    arch = clip(", ".join(str(a) for a in model_info.get("architectures") or []) or "unknown architecture")
     raise InputError(
-        f"the server serves model_path {mp!r} ({arch}), which is not readable from where kvcheck runs, so there is no "
+        f"the server serves model_path {clip(repr(mp))} ({arch}), which is not readable from where kvcheck runs, so there is no "
         "model config.json to read: pass --model-config FILE (or --prefill-model-config/--decode-model-config) with that "
         "model's config.json, or mount the model at the same path",
         source=origin,
@@ -638,11 +829,14 @@ def live_findings(side: Side) -> list[dict[str, str]]:
                     continue
                 differs = str(got) != str(want) if key == "kv_cache_dtype" else got != want
                 if differs:
+                    from kvcheck.sources.limits import clip
+
+                    got_r, want_r = clip(repr(got)), clip(repr(want))  # echoed values: never a 10 MB line
                     if key == "prefill_http_port":
                         what = f"the bootstrap server at {live.get('route_url')} was registered by a prefill with HTTP port {got}, not by this server (port {want}): it belongs to another prefill"
                     else:
                         what = (
-                            f"the bootstrap server at {live.get('route_url')} reports {key}={got!r}, /server_info of {where} says {want!r}; "
+                            f"the bootstrap server at {live.get('route_url')} reports {key}={got_r}, /server_info of {where} says {want_r}; "
                             "kvcheck's plan used /server_info, the decode will use the bootstrap server's value"
                         )
                     out.append(_finding("live-route", "error", what, ROUTE_FIX))

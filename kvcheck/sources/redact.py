@@ -1,38 +1,59 @@
-"""Secrets out of everything kvcheck prints or saves from a live server.
+"""Secrets out of everything kvcheck prints or saves.
 
 SGLang's ``GET /server_info`` returns every resolved server arg, secrets included
-(``api_key``, ``admin_api_key``, ``ssl_keyfile_password``; in 0.5.23 ``launch_command``
-may echo ``--api-key VALUE`` too). kvcheck redacts:
+(``api_key``, ``admin_api_key``, ``ssl_keyfile_password``; ``launch_command`` may echo
+``--api-key VALUE``; ``hicache_storage_backend_extra_config`` is JSON in a string that
+can carry ``aws_secret_access_key``), and ``/model_info``, ``/route`` or an error body
+may repeat any of them. kvcheck finds secret *values* and removes them everywhere:
 
-* by key: a mapping key naming a secret (see ``is_secret_key``), at any depth;
-* by value: every string value of such a key (and the bearer token kvcheck was given)
-  is also scrubbed wherever it appears inside any other string (``launch_command``,
-  error text), as is the value after a secret flag in a command line
-  (``--api-key X`` / ``--api-key=X``);
-* in URLs: the password of ``user:password@host`` and secret-named query parameters.
+* by field name, at any depth, in any spelling (``is_secret_key``): ``hf_token``,
+  ``hftoken``, ``HF-Token``, ``dbpassword``, ``token_for_hub``, ``api_keys: [...]``
+  (each string of a list), ``clientSecret``, ``aws_secret_access_key``;
+* by content: the password of a URL (``redis://:pw@host``, ``https://u:pw@h``), the
+  value after a secret-named flag or key in text (``--api-key X``, ``password=X``,
+  ``"token": "X"``), a ``Bearer X``/``Basic X`` credential, and the secrets of JSON
+  held in a string (parsed, then searched the same way);
+* every value found is registered process-wide (``register_secrets``): the CLI passes
+  every line it writes (tables, JSON, JUnit, GitHub annotations, snapshots, error lines)
+  through ``scrub_output``, so a value seen once is removed wherever it reappears.
 
 The placeholder is ``REDACTED`` (``"<redacted>"``, a string, so a redacted snapshot stays
-valid input). ``None``/empty values are kept, so "no api key set" stays visible.
+valid input). ``None``/empty values are kept, so "no api key set" stays visible. Values
+shorter than 4 characters (and words such as ``auto``/``none``) are redacted in their
+field but not searched for elsewhere (that would mangle unrelated text).
 """
 
 from __future__ import annotations
 
+import json
 import re
+import threading
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 
-# Whole words (of a snake_case, kebab-case or camelCase name) that mark a secret
-# anywhere in the name, and words that do so as the name's last word only. Word-wise on
-# purpose: ``max_total_tokens``, ``tokenizer_path``, ``speculative_token_map``,
-# ``bucket_time_to_first_token`` (a list of floats) and ``ssl_keyfile`` are not secrets.
-SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "secret", "secrets", "apikey", "credential", "credentials"})
-SECRET_LAST_WORDS = frozenset({"token", "key", "auth", "authorization", "cookie"})
-# Always secret, whatever the words say (the ones SGLang 0.5.23 has).
+# Always secret, whatever the words say (the ones SGLang 0.5.23 has, and older ones).
 SECRET_KEYS = frozenset({"api_key", "admin_api_key", "ssl_keyfile_password", "watermark_key", "watermark_key_b"})
-# Values too short to scrub inside other strings without mangling them.
+# Secret markers searched in a field name lowercased with everything but letters and
+# digits removed (``HF-Token`` -> ``hftoken``), after removing the compounds below.
+_SECRET_MARKS = ("password", "passwd", "passphrase", "pwd", "secret", "credential", "apikey", "accesskey", "privatekey",
+                 "token", "auth", "cookie", "key")
+# Compounds that contain a marker but name no secret: counts and tokenizer settings
+# (``max_total_tokens``, ``tokenizer_path``, ``speculative_token_map``,
+# ``bucket_time_to_first_token``), ``ssl_keyfile`` (a path), ``num_key_value_heads``,
+# ``author``. Removed before the markers are searched, so ``ssl_keyfile_password``
+# still has ``password``.
+_NOT_SECRET_PARTS = re.compile(
+    r"tokenizer|tokens|tokenmap|tokenlatency|tokenusage|tokendistribution|tokenid|tokentype|pertoken|firsttoken|"
+    r"intertoken|keyfile|keyvalue|keyword|author(?!i[sz]ation)|monkey|hotkey"
+)
+# Markers that make a number a secret too (a count named ``max_token`` is not).
+_NUMERIC_MARKS = ("password", "passwd", "passphrase", "secret", "credential", "apikey")
+# Values kept out of the process-wide scrub list (too common to search for).
 _MIN_SCRUB_LEN = 4
+_COMMON_VALUES = frozenset({"none", "null", "true", "false", "auto", "yes", "no", "default", "empty", "unset", REDACTED})
+_MAX_JSON_IN_STRING = 1 << 20  # characters of a string field parsed as JSON
 
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
@@ -42,77 +63,195 @@ def name_words(name: str) -> list[str]:
     return [w.lower() for w in _WORD_SPLIT.split(name.lstrip("-")) if w]
 
 
-def is_secret_key(name: str) -> bool:
-    """Whether a field (or flag) name holds a secret: one of ``SECRET_KEYS``, a name
-    with a word in ``SECRET_WORDS`` (``db_password``, ``client_secret``) or ending in a
-    word of ``SECRET_LAST_WORDS`` (``hf_token``, ``api_key``). Not ``max_total_tokens``,
-    ``speculative_token_map`` or ``ssl_keyfile``."""
+def _squash(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def is_secret_key(name: Any) -> bool:
+    """Whether a field (or flag, or variable) name holds a secret, in any spelling and
+    case: one of ``SECRET_KEYS``, or a name that, lowercased with separators removed
+    and known non-secret compounds (``tokens``, ``tokenizer``, ``keyfile``,
+    ``keyvalue``...) taken out, contains password/passwd/pwd/secret/credential/token/
+    auth/cookie/key (``hftoken``, ``dbpassword``, ``token_for_hub``, ``api_keys``).
+    Not ``max_total_tokens``, ``tokenizer_path``, ``speculative_token_map``,
+    ``ssl_keyfile`` or ``num_key_value_heads``."""
+    if not isinstance(name, str) or not name:
+        return False
+    if name.lstrip("-").replace("-", "_").lower() in SECRET_KEYS:
+        return True
+    squashed = _NOT_SECRET_PARTS.sub("", _squash(name))
+    return any(m in squashed for m in _SECRET_MARKS)
+
+
+def _numeric_secret_key(name: Any) -> bool:
     if not isinstance(name, str):
         return False
     if name.lstrip("-").replace("-", "_").lower() in SECRET_KEYS:
         return True
-    words = name_words(name)
-    return bool(words) and (words[-1] in SECRET_LAST_WORDS or any(w in SECRET_WORDS for w in words))
+    squashed = _NOT_SECRET_PARTS.sub("", _squash(name))
+    return any(m in squashed for m in _NUMERIC_MARKS)
 
 
 def _is_secret_item(key: Any, value: Any) -> bool:
-    """A secret-named key holding a value worth hiding: a non-empty string, or any
-    non-null scalar under one of ``SECRET_KEYS`` (numbers under ``*_token`` are counts)."""
-    if not is_secret_key(key) or value is None or value == "" or isinstance(value, (dict, list, tuple, bool)):
+    """A secret-named key holding a value worth hiding: a non-empty string, a list of
+    them, or a number under a password/secret/api-key name (numbers under ``*_token``
+    are counts)."""
+    if not is_secret_key(key) or value is None or value == "" or isinstance(value, bool):
         return False
-    return isinstance(value, str) or str(key).lstrip("-").replace("-", "_").lower() in SECRET_KEYS
+    if isinstance(value, str):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, str) and v for v in value)
+    if isinstance(value, (int, float)):
+        return _numeric_secret_key(key)
+    return False
+
+
+# Text patterns whose value is a secret: URL passwords, secret-named flags or keys
+# followed by a value, and HTTP credentials.
+_URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/@\s]+)@")
+_SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
+_KEY_VALUE = re.compile(r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s"',;&}\]]+)""")
+_HTTP_CREDENTIAL = re.compile(r"\b(?:[Bb]earer|(?i:authorization):\s*(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})")
+
+
+def _text_secrets(text: str, found: set[str]) -> None:
+    """Secret values that ``text`` itself marks (see the module doc)."""
+    if len(text) > _MAX_JSON_IN_STRING:
+        text = text[:_MAX_JSON_IN_STRING]
+    for m in _URL_PASSWORD.finditer(text):
+        found.add(m.group(2))
+    for m in _HTTP_CREDENTIAL.finditer(text):
+        found.add(m.group(1))
+    if any(c in text for c in "=:-"):
+        for m in _SECRET_FLAG.finditer(text):
+            if is_secret_key(m.group(1)):
+                found.add(m.group(3).strip("\"'"))
+        for m in _KEY_VALUE.finditer(text):
+            if is_secret_key(m.group(1)):
+                found.add(m.group(2).strip("\"'"))
+    stripped = text.strip()
+    if stripped[:1] in "{[" and stripped[-1:] in "}]":
+        try:
+            inner = json.loads(stripped)
+        except (ValueError, RecursionError):
+            return
+        _walk_secrets(inner, found, depth=0)
+
+
+def _walk_secrets(node: Any, found: set[str], depth: int) -> None:
+    if depth > 64:
+        return
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if _is_secret_item(k, v):
+                if isinstance(v, (list, tuple)):
+                    found.update(x for x in v if isinstance(x, str) and x)
+                else:
+                    found.add(str(v))
+            if isinstance(k, str) and ("://" in k or "=" in k):
+                _text_secrets(k, found)
+            _walk_secrets(v, found, depth + 1)
+    elif isinstance(node, (list, tuple)):
+        for v in node:
+            _walk_secrets(v, found, depth + 1)
+    elif isinstance(node, str) and node:
+        _text_secrets(node, found)
 
 
 def collect_secrets(obj: Any, extra: Iterable[str | None] = ()) -> set[str]:
-    """Every non-empty string (or number) stored under a secret key in ``obj`` (any
-    depth), plus the ``extra`` values (e.g. the bearer token): what ``scrub`` removes."""
+    """Every secret value in ``obj`` (parsed JSON/YAML, args, env, any depth): values of
+    secret-named fields (strings, string lists, password-like numbers), URL passwords,
+    secret flag/key values inside strings, JSON inside strings; plus the ``extra``
+    values (e.g. the bearer token). What ``scrub`` removes."""
     found: set[str] = {s for s in extra if isinstance(s, str) and s}
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if _is_secret_item(k, v):
-                    found.add(str(v))
-                walk(v)
-        elif isinstance(node, (list, tuple)):
-            for v in node:
-                walk(v)
-
-    walk(obj)
+    _walk_secrets(obj, found, 0)
     found.discard(REDACTED)
+    found.discard("")
     return found
 
 
-_SECRET_FLAG = re.compile(r"(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
+# ---- the process-wide registry -------------------------------------------------------
+
+_REGISTRY: set[str] = set()
+_LOCK = threading.Lock()
+_PATTERN: tuple[frozenset[str], re.Pattern[str] | None] = (frozenset(), None)
+
+
+def _scrubbable(value: str) -> bool:
+    return len(value) >= _MIN_SCRUB_LEN and value.lower() not in _COMMON_VALUES
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Add secret values to the process-wide set every output is scrubbed of
+    (``scrub_output``). Short and common values are left out (see the module doc)."""
+    with _LOCK:
+        _REGISTRY.update(v for v in values if isinstance(v, str) and _scrubbable(v))
+
+
+def registered_secrets() -> frozenset[str]:
+    """The process-wide secret values registered so far."""
+    with _LOCK:
+        return frozenset(_REGISTRY)
+
+
+def clear_registry() -> None:
+    """Forget every registered secret (tests)."""
+    with _LOCK:
+        _REGISTRY.clear()
+
+
+def _pattern_for(values: frozenset[str]) -> re.Pattern[str] | None:
+    global _PATTERN
+    cached_for, pattern = _PATTERN
+    if cached_for == values:
+        return pattern
+    pattern = re.compile("|".join(re.escape(v) for v in sorted(values, key=len, reverse=True))) if values else None
+    _PATTERN = (values, pattern)
+    return pattern
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every secret value replaced, and the value after a secret-named
-    flag (``--api-key X``, ``--hf-token=X``) replaced, and URL passwords removed."""
+    """``text`` with every secret value (``secrets`` and the process-wide registry)
+    replaced, the value after a secret-named flag or key replaced (``--api-key X``,
+    ``--hf-token=X``, ``password=X``), HTTP credentials and URL passwords removed."""
     if not isinstance(text, str) or not text:
         return text
-    for s in sorted((s for s in secrets if s and len(s) >= _MIN_SCRUB_LEN), key=len, reverse=True):
-        text = text.replace(s, REDACTED)
+    values = registered_secrets() | {s for s in secrets if isinstance(s, str) and _scrubbable(s)}
+    pattern = _pattern_for(frozenset(values))
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
 
     def flag_value(m: re.Match) -> str:
-        return f"{m.group(1)}{m.group(2)}{REDACTED}" if is_secret_key(m.group(1)) and m.group(3) != REDACTED else m.group(0)
+        return f"{m.group(1)}{m.group(2)}{REDACTED}" if is_secret_key(m.group(1)) and m.group(3).strip("\"'") != REDACTED else m.group(0)
 
-    text = _SECRET_FLAG.sub(flag_value, text)
-    return re.sub(r"(?<=://)([^/@\s:]+):([^/@\s]+)@", lambda m: f"{m.group(1)}:{REDACTED}@", text)
+    if "-" in text:
+        text = _SECRET_FLAG.sub(flag_value, text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text)
+    return _HTTP_CREDENTIAL.sub(lambda m: m.group(0).replace(m.group(1), REDACTED), text)
+
+
+def scrub_output(text: str) -> str:
+    """What every output of the CLI passes through: ``scrub`` with the registry only."""
+    return scrub(text)
 
 
 def redact(obj: Any, secrets: Iterable[str] = ()) -> Any:
     """A deep copy of ``obj`` (dicts, lists, scalars from JSON) with secret-keyed values
-    replaced by ``REDACTED`` (``None`` and ``""`` kept, so "unset" stays visible) and every
-    string scrubbed of ``secrets`` plus the secrets found in ``obj`` itself."""
+    replaced by ``REDACTED`` (each string of a list under a secret name too; ``None``
+    and ``""`` kept, so "unset" stays visible) and every string scrubbed of ``secrets``
+    plus the secrets found in ``obj`` itself. The found secrets are registered
+    process-wide (``register_secrets``)."""
     known = collect_secrets(obj, secrets)
+    register_secrets(known)
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
             out = {}
             for k, v in node.items():
                 if _is_secret_item(k, v):
-                    out[k] = REDACTED
+                    out[k] = [REDACTED if isinstance(x, str) and x else walk(x) for x in v] if isinstance(v, (list, tuple)) else REDACTED
                 else:
                     out[k] = walk(v)
             return out

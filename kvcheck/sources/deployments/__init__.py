@@ -1,9 +1,28 @@
 """Published deployments as their authors keep them -> ``Deployment`` (instances, routers).
 
-Readers for Kubernetes manifests (Deployment, StatefulSet, Job, LeaderWorkerSet, Dynamo
-DynamoGraphDeployment, RBG RoleBasedGroup, OME ClusterServingRuntime/ServingRuntime,
-llm-d, AIBrix StormService), srt-slurm recipes and shell scripts / docs blocks. Each
+Readers for Kubernetes manifests (Pod, Deployment, StatefulSet, Job, LeaderWorkerSet,
+Dynamo DynamoGraphDeployment, RBG RoleBasedGroup, OME ClusterServingRuntime/ServingRuntime,
+AIBrix StormService, and any other object or Helm values holding pod specs, llm-d's
+included), srt-slurm recipes (sweeps and overrides), Docker Compose files, and shell
+scripts / Markdown docs blocks (``reader``, ``kubernetes``, ``srtslurm``, ``compose``,
+``scripts``; shared: ``launch``, ``shell``, ``variables``, ``yamlnodes``). Each
 reader finds SGLang launch lines, resolves variables, and returns ``Instance`` objects
 (``kvcheck.sources.deployments.instance``); the cluster pipeline (``kvcheck.cluster``)
 groups them into classes and decides each prefill class x decode class pair once.
+
+Entry point: ``read_deployments(paths, *, env=None) -> list[Deployment]``.
 """
+
+from __future__ import annotations
+
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem, Router, RouterPrefill, Unresolved
+
+
+def read_deployments(paths, *, env=None):  # noqa: ANN001 - see reader.read_deployments
+    """See ``kvcheck.sources.deployments.reader.read_deployments`` (imported lazily)."""
+    from kvcheck.sources.deployments.reader import read_deployments as _read
+
+    return _read(paths, env=env)
+
+
+__all__ = ["Deployment", "Instance", "Location", "Problem", "Router", "RouterPrefill", "Unresolved", "read_deployments"]

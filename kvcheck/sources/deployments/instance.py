@@ -52,6 +52,18 @@ class Instance:
     ``sglang serve``, ``dynamo.sglang``...; ``launcher_args``: the launcher's own flags
     that are not SGLang's; ``hosts``: node / host names when known (for port clashes);
     ``unresolved``: variables left unresolved in this instance's args.
+
+    Added by the readers (``kvcheck.sources.deployments.read_deployments``):
+    ``port``: the HTTP port the server listens on (``--port``, else SGLang's default
+    30000; None for ``dynamo.sglang`` workers, which serve through Dynamo);
+    ``host_network``: True when the server shares its node's network namespace (a bare
+    process, Kubernetes ``hostNetwork: true``, ``docker run --network host``), False for a
+    pod or container with its own, None when unknown (two instances can clash on a port
+    only when they share a network namespace on one node); ``model``: the model the
+    deployment names when ``--model-path`` does not (srt-slurm's ``model.path`` alias);
+    ``kind``: the workload that runs it (``Deployment``, ``LeaderWorkerSet``,
+    ``DynamoGraphDeployment``, ``srt-slurm``, ``script``...); ``node_locations``: where
+    each node's launch line is (scripts with one line per node rank).
     """
 
     role: Role
@@ -71,25 +83,43 @@ class Instance:
     launcher_args: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     unresolved: list[Unresolved] = field(default_factory=list)
+    port: int | None = None
+    host_network: bool | None = None
+    model: str | None = None
+    kind: str = ""
+    node_locations: list[Location] = field(default_factory=list)
 
 
 @dataclass
 class RouterPrefill:
-    """One ``--prefill URL [BOOTSTRAP_PORT]`` of a router line."""
+    """One ``--prefill URL [BOOTSTRAP_PORT]`` of a router line. ``instance``: the name of
+    the prefill ``Instance`` the URL points at (matched by host and port), None when
+    kvcheck could not tell."""
 
     url: str
     bootstrap_port: int | None = None
+    instance: str | None = None
 
 
 @dataclass
 class Router:
-    """An ``sglang_router.launch_router --pd-disaggregation`` line (or its manifest)."""
+    """An ``sglang_router.launch_router --pd-disaggregation`` line (or its manifest).
+
+    ``prefills``/``decodes``: the URLs as written (``--prefill URL [BOOTSTRAP_PORT]``);
+    ``service_discovery``: ``--service-discovery`` (the router finds pods by label, so
+    there are no URLs); ``argv``: the router's args; ``decode_instances``: for each
+    decode URL, the name of the decode ``Instance`` it points at, or None (see
+    ``RouterPrefill.instance``); ``name``: the workload or ``router@file:line``;
+    ``image``: the router's container image when known."""
 
     location: Location
     prefills: list[RouterPrefill] = field(default_factory=list)
     decodes: list[str] = field(default_factory=list)
     service_discovery: bool = False
     argv: list[str] = field(default_factory=list)
+    decode_instances: list[str | None] = field(default_factory=list)
+    name: str = ""
+    image: str | None = None
 
 
 @dataclass

@@ -1,0 +1,165 @@
+"""``read_deployments``: the one entry point; detects each file's format by content.
+
+Formats (decided from the content, never the extension):
+
+* YAML whose documents are Kubernetes objects (``kind`` + ``apiVersion``, or a ``List``)
+  -> ``kvcheck.sources.deployments.kubernetes``;
+* a Docker Compose file (``services.<name>.command``) -> ``compose``;
+* other YAML holding pod specs (Helm values: ``containers`` lists) -> ``kubernetes``;
+* YAML that is an srt-slurm recipe (``backend.sglang_config`` / ``backend.type: sglang``,
+  ``resources`` + ``model``, or ``base`` + ``override_*``)
+  -> ``kvcheck.sources.deployments.srtslurm`` (one ``Deployment`` per variant);
+* anything else (a shell script, a Markdown docs page with fenced blocks, a plain
+  block of launch lines) -> ``kvcheck.sources.deployments.scripts``.
+
+Text that looks like YAML (a ``key:`` mapping line, ``---``, ``apiVersion:``) but does not
+parse is a YAML syntax error with its line, not a script.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kvcheck.errors import InputError
+from kvcheck.sources.deployments.instance import Deployment
+from kvcheck.sources.deployments.yamlnodes import check_size, load_documents
+
+_YAMLISH = re.compile(r"^(---\s*$|apiVersion:|kind:|[A-Za-z_][A-Za-z0-9_.-]*:(\s|$))")
+_LAUNCH_LINE = re.compile(r"-m\s+(sglang\.launch_server|dynamo\.sglang|sglang_router\.launch_router)|\bsglang\s+serve\b")
+_LAUNCH_HINT = re.compile(r"(^|\s)(python[0-9.]*|sglang|docker|srun|bash|sh|export|nohup|exec|env)(\s|$)")
+
+
+def _looks_like_yaml(text: str) -> bool:
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        if _LAUNCH_HINT.search(s) and not _YAMLISH.match(s):
+            return False
+        return bool(_YAMLISH.match(line))
+    return False
+
+
+def read_text(path: Path) -> str:
+    check_size(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", source=str(path)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start}); a deployment file must be a YAML manifest, a recipe or a shell script", source=str(path)) from None
+
+
+def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = True) -> list[Deployment]:
+    """One file -> its deployments (several for a recipe with sweeps/overrides)."""
+    from kvcheck.sources.deployments import compose, kubernetes, scripts, srtslurm
+
+    text = read_text(path)
+    file = str(path)
+    if not text.strip():
+        raise InputError("file is empty", source=file)
+    yamlish = _looks_like_yaml(text)
+    has_launch = bool(_LAUNCH_LINE.search(text))
+    docs = None
+    if yamlish:
+        try:
+            docs = load_documents(text, file)
+        except InputError as exc:
+            # a docs page whose first line happens to read "Note: ..." is not YAML; a
+            # manifest or recipe with a syntax error is reported as one
+            structured = bool(re.search(r"(?m)^\s*(apiVersion|kind|sglang_config|backend|resources)\s*:", text))
+            if structured or not has_launch or "YAML syntax error" not in str(exc):
+                raise
+            docs = None
+    if docs and all(isinstance(d, dict) for d in docs):
+        if any(d.get("kind") or d.get("apiVersion") for d in docs):
+            return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
+        if len(docs) == 1 and srtslurm.is_recipe(docs[0]):
+            return srtslurm.read_recipe(path, docs[0], env)
+        if len(docs) == 1 and compose.is_compose(docs[0]):
+            return [compose.read_compose(path, docs[0], env, use_os_environ=use_os_environ)]
+        if has_launch:
+            # Helm values and other YAML holding pod specs ("containers" lists)
+            try:
+                return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
+            except InputError:
+                pass
+        if not has_launch:
+            raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
+    dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
+    _add_markdown_manifests(path, text, dep, env, use_os_environ)
+    if not dep.instances and not dep.routers:
+        raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
+    return [dep]
+
+
+def _add_markdown_manifests(path: Path, text: str, dep: Deployment, env: dict[str, str] | None, use_os_environ: bool) -> None:
+    """A docs page's ```` ```yaml ```` blocks that are Kubernetes manifests: their SGLang
+    workloads join the page's deployment (lines kept: each block is read at its place)."""
+    from kvcheck.sources.deployments import kubernetes
+    from kvcheck.sources.deployments.launch import link_router
+    from kvcheck.sources.deployments.shell import markdown_yaml_blocks
+
+    found = False
+    for first_line, block in markdown_yaml_blocks(text):
+        try:
+            docs = load_documents("\n" * (first_line - 1) + block, str(path))
+        except InputError:
+            continue  # a sketch in the prose, not a manifest
+        if not docs or not all(isinstance(d, dict) and (d.get("kind") or d.get("apiVersion")) for d in docs):
+            continue
+        try:
+            part = kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)
+        except InputError:
+            continue
+        dep.instances.extend(part.instances)
+        dep.routers.extend(part.routers)
+        dep.problems.extend(part.problems)
+        found = True
+    if found:
+        for r in dep.routers:
+            link_router(r, dep.instances)
+
+
+def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) -> list[Deployment]:
+    """Read published deployment files unchanged -> ``Deployment`` objects.
+
+    ``paths``: files, each a Kubernetes manifest (single/multi-document, ``List``), an
+    srt-slurm recipe, or a shell script / Markdown docs block; ``env``: variables from
+    ``--env FILE`` (looked up after the file's own assignments and the container's env,
+    before kvcheck's own environment). Returns one ``Deployment`` per file, or one per
+    variant for an srt-slurm recipe with ``sweep``/``override_*`` sections, in the order
+    given.
+
+    Raises ``InputError`` (exit 2), one line naming the file (and line where there is
+    one): unreadable or over-size file (50 MiB), YAML syntax error, alias bomb / too deep
+    nesting, a manifest with no SGLang container, a recipe without prefill or decode
+    workers, a variable that refers to itself.
+    """
+    out: list[Deployment] = []
+    for p in paths:
+        out.extend(read_deployment_file(Path(p), env=env))
+    _link_across_files(out)
+    return out
+
+
+def _link_across_files(deps: list[Deployment]) -> None:
+    """A router in one file whose URLs name servers of other files read with it
+    (``-f prefill.yaml -f decode.yaml -f router.yaml``): link what the file alone could
+    not, against every non-variant deployment's instances."""
+    from kvcheck.sources.deployments.launch import link_router
+
+    plain = [d for d in deps if d.variant is None]
+    if len(plain) < 2:
+        return
+    everyone = [i for d in plain for i in d.instances]
+    for d in plain:
+        for r in d.routers:
+            before = ([p.instance for p in r.prefills], list(r.decode_instances))
+            link_router(r, everyone)
+            for p, old in zip(r.prefills, before[0]):
+                p.instance = old or p.instance
+            r.decode_instances = [old or new for old, new in zip(before[1], r.decode_instances)]

@@ -1,0 +1,93 @@
+"""Shell scripts and docs blocks -> one ``Deployment``.
+
+Reads every statement of the script (or of each fenced shell block of a Markdown
+file) in order: assignments (``VAR=v``, ``export VAR=v``) feed later variable
+references; each SGLang server start becomes an ``Instance`` (launch lines that are the
+node ranks of one multi-node instance are merged), each PD router start a ``Router``,
+linked to the instances its URLs name. Bare processes share their machine's network
+(``host_network=True``) unless started by ``docker run`` without ``--network host``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
+from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch, link_router, merge_multinode, router_from_launch
+from kvcheck.sources.deployments.shell import markdown_blocks, words_of
+from kvcheck.sources.deployments.launch import option_value
+from kvcheck.sources.deployments.variables import Scope, VarDef
+
+_SBATCH_NODES = re.compile(r"(?m)^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")
+_RANK_SYMBOLS = ("$SLURM_NODEID", "$SLURM_PROCID", "$OMPI_COMM_WORLD_RANK", "$PMI_RANK")
+
+
+def _slurm_layer(text: str) -> dict[str, VarDef]:
+    """Variables Slurm sets in every task: the node rank and node name stay symbols (one
+    launch line runs on every node), the node count comes from ``#SBATCH --nodes``."""
+    layer = {n: VarDef("$" + n, None, "literal") for n in ("SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID")}
+    m = _SBATCH_NODES.search(text)
+    if m:
+        for n in ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
+            layer[n] = VarDef(m.group(1), None, "literal")
+    return layer
+
+
+def _expand_ranks(inst: Instance) -> None:
+    """One launch line run on every node (``--node-rank $SLURM_NODEID``, ``--nnodes N``)
+    -> ``nodes`` = N and one argv per rank."""
+    rank = option_value(inst.argv, "node_rank")
+    nn = option_value(inst.argv, "nnodes")
+    if rank not in _RANK_SYMBOLS or not (nn and nn.isdigit() and int(nn) > 1):
+        return
+    n = int(nn)
+    inst.nodes = n
+    inst.node_argvs = [[str(r) if t == rank else t for t in inst.argv] for r in range(n)]
+    inst.argv = inst.node_argvs[0]
+    inst.node_locations = [inst.location] * n
+
+
+def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_environ: bool = True) -> Deployment:
+    """A shell script / docs block -> ``Deployment`` (instances, routers, problems)."""
+    file = str(path)
+    blocks = markdown_blocks(text)
+    if blocks is None:
+        blocks = [(1, text)]
+    scope = Scope.build(env=env, use_os_environ=use_os_environ)
+    scope.layers.append(_slurm_layer(text))
+    dep = Deployment(name=path.name, source=Location(file, 1))
+    instances: list[Instance] = []
+    non_pd: list[Location] = []
+    for first_line, block in blocks:
+        for words, _term in words_of(block, file, first_line, scope):
+            if handle_assignments(words, scope, file):
+                continue
+            for launch in find_launches(words, file, scope):
+                if launch.kind == "router":
+                    r = router_from_launch(launch, file=file, name=f"router@{path.name}:{launch.line}")
+                    if r is not None:
+                        dep.routers.append(r)
+                    continue
+                hn = launch.host_network if launch.host_network is not None else True
+                inst, problem = instance_from_launch(
+                    launch, file=file, name=f"{path.name}:{launch.line}", kind="script", host_network=hn
+                )
+                if problem:
+                    dep.problems.append(problem)
+                if inst is None:
+                    if problem is None:
+                        non_pd.append(Location(file, launch.line))
+                else:
+                    inst.name = f"{inst.role}@{path.name}:{launch.line}"
+                    _expand_ranks(inst)
+                    instances.append(inst)
+    dep.instances = merge_multinode(instances)
+    if dep.instances:
+        for loc in non_pd:
+            dep.problems.append(
+                Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic")
+            )
+    for r in dep.routers:
+        link_router(r, dep.instances)
+    return dep

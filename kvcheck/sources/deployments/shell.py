@@ -1,0 +1,365 @@
+"""Shell text -> statements of words, with each word's line and its unresolved variables.
+
+A small POSIX-shell word splitter (not a shell): quotes (``'...'``, ``"..."``, ``$'...'``),
+backslash escapes and line continuations, comments, the operators that end a command
+(newline, ``;``, ``&&``, ``||``, ``&``, ``|``, parentheses and braces) and redirections
+(``> log``, ``2>&1``, ``>> f``, ``< f``, ``&> f``), which are dropped. Variables are
+expanded while words are built (outside single quotes), from a ``Scope`` that the caller
+updates between statements, so ``export TP=8`` on one line feeds ``--tp ${TP}`` on the
+next exactly as a shell would.
+
+Markdown: when the text holds fenced code blocks (````` ```bash `````), only the blocks
+are read, each at its own lines; a leading ``$ `` prompt is removed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from kvcheck.sources.deployments.instance import Location
+from kvcheck.sources.deployments.variables import Scope, expand
+
+_FENCE = re.compile(r"^\s*(```+|~~~+)\s*([A-Za-z0-9_+-]*)")
+_SHELL_LANGS = {"", "bash", "sh", "shell", "console", "zsh", "shell-session", "shellsession", "text", "sbatch"}
+
+
+@dataclass
+class Word:
+    """One shell word after quote removal and variable expansion: ``text``, the 1-based
+    ``line`` where it starts, ``unresolved`` variable names left in it, and ``quoted``
+    (any part was quoted, so it is never an operator or an assignment by accident)."""
+
+    text: str
+    line: int
+    unresolved: list[str] = field(default_factory=list)
+    quoted: bool = False
+    single_quoted_only: bool = False
+    file: str | None = None  # set when the word comes from another file (a --config YAML)
+
+
+def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
+    """``(first line, block text)`` for each shell-like fenced block, or None when the
+    text has no fences (then it is a plain script)."""
+    lines = text.splitlines()
+    blocks: list[tuple[int, str]] = []
+    i = 0
+    found = False
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        found = True
+        fence, lang = m.group(1), m.group(2).lower()
+        j = i + 1
+        body: list[str] = []
+        while j < len(lines) and not lines[j].strip().startswith(fence[:3]):
+            body.append(lines[j])
+            j += 1
+        if lang in _SHELL_LANGS:
+            cleaned = [re.sub(r"^(\s*)\$ ", r"\1", ln) for ln in body]
+            blocks.append((i + 2, "\n".join(cleaned)))
+        i = j + 1
+    return blocks if found else None
+
+
+def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
+    """``(first line, block text)`` of each ```` ```yaml ```` fenced block of a Markdown page."""
+    lines = text.splitlines()
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang = m.group(1), m.group(2).lower()
+        j = i + 1
+        while j < len(lines) and not lines[j].strip().startswith(fence[:3]):
+            j += 1
+        if lang in ("yaml", "yml"):
+            out.append((i + 2, "\n".join(lines[i + 1:j])))
+        i = j + 1
+    return out
+
+
+_OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
+_REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
+
+
+class Lexer:
+    """Yields statements (lists of ``Word``) of ``text``; ``scope`` is consulted while
+    words are built. ``first_line``: the 1-based line of ``text``'s first character."""
+
+    def __init__(self, text: str, file: str, first_line: int, scope: Scope):
+        self.s = text
+        self.n = len(text)
+        self.i = 0
+        self.line = first_line
+        self.file = file
+        self.scope = scope
+
+    def statements(self) -> Iterator[tuple[list[Word], str]]:
+        """(words, terminator) for each simple command; the terminator is the operator
+        that ended it (``"\\n"``, ``"&&"``, ``"&"``, ``"|"``... or ``""`` at the end)."""
+        words: list[Word] = []
+        skip_next = False
+        heredoc = False
+        pending: list[tuple[str, bool]] = []  # here-document delimiters, strip tabs
+        while True:
+            tok = self._next()
+            if tok is None:
+                if words:
+                    yield words, ""
+                return
+            kind, val = tok
+            if kind == "op":
+                if val == "\n" and pending:
+                    self._skip_heredocs(pending)
+                    pending = []
+                if val in ("{", "}"):
+                    continue
+                if words:
+                    yield words, val
+                words = []
+                continue
+            if kind == "redir":
+                # "> log", ">> log", "< in", "&> log": the target word is not an argument;
+                # "<<EOF": the lines up to EOF are data, not commands
+                skip_next = True
+                heredoc = val in ("<<", "<<-")
+                strip = val == "<<-"
+                continue
+            if not val:
+                continue
+            if skip_next:
+                skip_next = False
+                if heredoc:
+                    pending.append((val[0].text, strip))
+                    heredoc = False
+                val = val[1:]
+            words.extend(val)
+
+    def _skip_heredocs(self, pending: list[tuple[str, bool]]) -> None:
+        """Skip the bodies of here-documents that start on the next line."""
+        for delim, strip in pending:
+            while self.i < self.n:
+                end = self.s.find("\n", self.i)
+                end = self.n if end < 0 else end
+                line = self.s[self.i:end]
+                self.i = min(end + 1, self.n)
+                self.line += 1
+                if (line.lstrip("\t") if strip else line) == delim:
+                    break
+
+    # -- lexer ---------------------------------------------------------------------
+    def _next(self) -> tuple[str, object] | None:
+        s, n = self.s, self.n
+        # skip blanks and continuations
+        while self.i < n:
+            c = s[self.i]
+            if c in " \t\r":
+                self.i += 1
+            elif c == "\\" and self.i + 1 < n and s[self.i + 1] == "\n":
+                self.i += 2
+                self.line += 1
+            elif c == "#":
+                while self.i < n and s[self.i] != "\n":
+                    self.i += 1
+            else:
+                break
+        if self.i >= n:
+            return None
+        c = s[self.i]
+        if c == "\n":
+            self.i += 1
+            self.line += 1
+            return ("op", "\n")
+        for op in ("&&", "||", ";;"):
+            if s.startswith(op, self.i):
+                self.i += 2
+                return ("op", op)
+        m = _REDIRECT.match(s, self.i)
+        if m:
+            self.i = m.end()
+            op = m.group(2)
+            if op in (">&", "<&"):
+                # descriptor duplication: consume the descriptor (1, 2, -) right here
+                k = self.i
+                while k < n and (s[k].isdigit() or s[k] == "-"):
+                    k += 1
+                if k > self.i:
+                    self.i = k
+                    return self._next()
+            return ("redir", op)
+        if c in ";&|()":
+            self.i += 1
+            return ("op", c)
+        if c in "{}" and (self.i + 1 >= n or s[self.i + 1] in " \t\n;"):
+            self.i += 1
+            return ("op", c)
+        return ("word", self._word())
+
+    def _word(self) -> list[Word]:
+        s, n = self.s, self.n
+        start_line = self.line
+        parts: list[str] = []
+        unresolved: list[str] = []
+        quoted = False
+        only_single = True
+        where = Location(self.file, start_line)
+
+        def exp(raw: str) -> str:
+            miss: list[str] = []
+            out = expand(raw, self.scope, Location(self.file, self.line), miss, syntax="shell")
+            unresolved.extend(miss)
+            return out
+
+        raw_unquoted: list[str] = []
+        split_parts: list[tuple[int, bool]] = []
+
+        def flush() -> None:
+            if raw_unquoted:
+                raw = "".join(raw_unquoted)
+                value = exp(raw)
+                # an unquoted expansion is split into fields at blanks, as the shell does
+                split_parts.append((len(parts), "$" in raw or "`" in raw))
+                parts.append(value)
+                raw_unquoted.clear()
+
+        while self.i < n:
+            c = s[self.i]
+            if c in " \t\r\n;&|()<>":
+                if c in "<>" and not raw_unquoted and not parts:
+                    break
+                if c in "<>":
+                    break
+                break
+            if c == "\\":
+                if self.i + 1 < n:
+                    nxt = s[self.i + 1]
+                    if nxt == "\n":
+                        self.i += 2
+                        self.line += 1
+                        continue
+                    flush()
+                    parts.append(nxt)
+                    self.i += 2
+                    continue
+                self.i += 1
+                continue
+            if c == "'":
+                flush()
+                j = s.find("'", self.i + 1)
+                j = n if j < 0 else j
+                chunk = s[self.i + 1:j]
+                self.line += chunk.count("\n")
+                parts.append(chunk)
+                quoted = True
+                self.i = j + 1
+                continue
+            if c == "$" and self.i + 1 < n and s[self.i + 1] == "'":
+                flush()
+                j = self.i + 2
+                buf: list[str] = []
+                while j < n and s[j] != "'":
+                    if s[j] == "\\" and j + 1 < n:
+                        buf.append({"n": "\n", "t": "\t", "\\": "\\", "'": "'"}.get(s[j + 1], s[j + 1]))
+                        j += 2
+                        continue
+                    buf.append(s[j])
+                    j += 1
+                parts.append("".join(buf))
+                quoted = True
+                self.i = j + 1
+                continue
+            if c == '"':
+                flush()
+                only_single = False
+                j = self.i + 1
+                buf = []
+                while j < n and s[j] != '"':
+                    if s[j] == "\\" and j + 1 < n and s[j + 1] in '$`"\\\n':
+                        if s[j + 1] == "\n":
+                            self.line += 1
+                            j += 2
+                            continue
+                        buf.append("\\" + s[j + 1] if s[j + 1] == "$" else s[j + 1])
+                        j += 2
+                        continue
+                    if s[j] == "$" and j + 1 < n and s[j + 1] in "{(":
+                        # copy a ${...} / $(...) whole, quotes inside included
+                        close = "}" if s[j + 1] == "{" else ")"
+                        openc = s[j + 1]
+                        depth, k = 1, j + 2
+                        while k < n and depth:
+                            if s[k] == openc:
+                                depth += 1
+                            elif s[k] == close:
+                                depth -= 1
+                            k += 1
+                        buf.append(s[j:k])
+                        j = k
+                        continue
+                    if s[j] == "\n":
+                        self.line += 1
+                    buf.append(s[j])
+                    j += 1
+                raw = "".join(buf)
+                # an escaped \$ must stay a literal dollar: protect it from expansion
+                raw = raw.replace("\\$", "\x00")
+                parts.append(exp(raw).replace("\x00", "$"))
+                quoted = True
+                self.i = j + 1
+                continue
+            if c == "$" and self.i + 1 < n and s[self.i + 1] in "{(":
+                close = "}" if s[self.i + 1] == "{" else ")"
+                openc = s[self.i + 1]
+                depth, k = 1, self.i + 2
+                while k < n and depth:
+                    if s[k] == openc:
+                        depth += 1
+                    elif s[k] == close:
+                        depth -= 1
+                    k += 1
+                raw_unquoted.append(s[self.i:k])
+                only_single = False
+                self.i = k
+                continue
+            if c == "`":
+                j = s.find("`", self.i + 1)
+                j = n if j < 0 else j
+                unresolved.append("`" + s[self.i + 1:j] + "`")
+                raw_unquoted.append(s[self.i:j + 1])
+                self.i = j + 1
+                continue
+            if c == "$":
+                only_single = False
+            raw_unquoted.append(c)
+            self.i += 1
+        flush()
+        del where
+        splittable = {i for i, sp in split_parts if sp}
+        if not any(any(ch in parts[i] for ch in " \t\n") for i in splittable):
+            return [Word("".join(parts), start_line, unresolved, quoted, quoted and only_single)]
+        fields: list[list[str]] = [[]]
+        solid = [False]  # a field with quoted or literal text is kept even if empty
+        for i, part in enumerate(parts):
+            if i not in splittable:
+                fields[-1].append(part)
+                solid[-1] = True
+                continue
+            pieces = re.split(r"[ \t\n]+", part)
+            fields[-1].append(pieces[0])
+            for piece in pieces[1:]:
+                fields.append([piece])
+                solid.append(False)
+        words = ["".join(f) for f in fields]
+        return [Word(w, start_line, unresolved, quoted, quoted and only_single) for w, keep in zip(words, solid) if w or keep]
+
+
+def words_of(text: str, file: str, first_line: int, scope: Scope) -> Iterator[tuple[list[Word], str]]:
+    """Statements of ``text`` (see ``Lexer.statements``)."""
+    return Lexer(text, file, first_line, scope).statements()

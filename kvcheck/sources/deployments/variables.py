@@ -1,0 +1,277 @@
+"""Shell and Kubernetes variable references, resolved the way the deployment would.
+
+Two syntaxes:
+
+* shell (a script, a ``bash -c`` string): ``$VAR``, ``${VAR}``, ``${VAR:-default}``,
+  ``${VAR-default}``, ``${VAR:=default}`` (also assigns), ``${VAR:+alt}``,
+  ``${VAR:?message}``; ``$(command)`` and backticks cannot be known statically and
+  stay unresolved;
+* Kubernetes (a container's ``command``/``args``/``env[].value``): ``$(VAR)``, with
+  ``$$`` an escaped ``$`` (kubelet's ``expansion.MappingFuncFor``); a reference to a
+  name that is not defined stays as written, exactly as the kubelet leaves it.
+
+A ``Scope`` looks a name up in layers, first match wins: the script's own assignments,
+the container's ``env``, the ``env`` argument (``kvcheck --env FILE``), then kvcheck's own
+environment. A value that holds references is expanded when used; a name met again
+while it is being expanded is a cycle: ``InputError`` (exit 2) naming the variable and
+where it was used. A name found nowhere is reported as unresolved, never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kvcheck.errors import InputError
+from kvcheck.sources.deployments.instance import Location
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPECIAL = set("0123456789@*#?$!-")
+
+
+@dataclass
+class VarDef:
+    """A variable's raw value, where it was set, and its syntax (``shell``, ``k8s`` or
+    ``literal``: never expanded, e.g. kvcheck's own environment)."""
+
+    value: str
+    location: Location | None = None
+    syntax: str = "literal"
+
+
+@dataclass
+class Scope:
+    """Layers of variables (first match wins) plus cycle tracking; ``assign`` writes the
+    first layer (the script's own variables)."""
+
+    layers: list[dict[str, VarDef]] = field(default_factory=list)
+    use_os_environ: bool = True
+    _active: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> "Scope":
+        layers = [script if script is not None else {}, container or {}, {k: VarDef(v, None, "shell") for k, v in (env or {}).items()}]
+        return cls(layers=layers, use_os_environ=use_os_environ)
+
+    def child(self, container: dict[str, VarDef]) -> "Scope":
+        """A scope for a new process: its own (empty) script layer on top of ``container``
+        variables, then this scope's layers."""
+        return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ)
+
+    def assign(self, name: str, value: str, location: Location | None) -> None:
+        self.layers[0][name] = VarDef(value, location, "literal")
+
+    def lookup(self, name: str, where: Location) -> str | None:
+        """The value of ``name`` fully expanded, or None when it is set nowhere (or still
+        holds an unresolved reference). Raises ``InputError`` on a cycle."""
+        for layer in self.layers:
+            if name in layer:
+                d = layer[name]
+                if d.syntax == "literal":
+                    return d.value
+                if name in self._active:
+                    chain = " -> ".join([*self._active[self._active.index(name):], name])
+                    at = d.location or where
+                    raise InputError(f"variable {name} refers to itself ({chain}), used at line {where.line}; set at {at}", source=where.file)
+                self._active.append(name)
+                try:
+                    missing: list[str] = []
+                    out = expand(d.value, self, d.location or where, missing, syntax=d.syntax)
+                finally:
+                    self._active.pop()
+                return None if missing else out
+        if self.use_os_environ and name in os.environ:
+            return os.environ[name]
+        return None
+
+
+def _shell_brace(body: str, scope: Scope, where: Location, missing: list[str]) -> str | None:
+    """``${...}`` body -> value (None: unresolved, name appended to ``missing``)."""
+    m = _NAME.match(body)
+    if body.startswith("#") and _NAME.fullmatch(body[1:]):
+        v = scope.lookup(body[1:], where)
+        if v is None:
+            missing.append(body[1:])
+            return None
+        return str(len(v))
+    if not m:
+        missing.append(body)
+        return None
+    name, rest = m.group(0), body[m.end():]
+    value = scope.lookup(name, where)
+    if not rest:
+        if value is None:
+            missing.append(name)
+        return value
+    for op in (":-", ":=", ":+", ":?", "-", "=", "+", "?"):
+        if rest.startswith(op):
+            word = rest[len(op):]
+            colon = op.startswith(":")
+            unset = value is None or (colon and value == "")
+            kind = op[-1]
+            if kind in "-=":
+                if not unset:
+                    return value
+                sub: list[str] = []
+                dv = expand(word, scope, where, sub, syntax="shell")
+                if sub:
+                    missing.extend(sub)
+                    return None
+                if kind == "=":
+                    scope.assign(name, dv, where)
+                return dv
+            if kind == "+":
+                return "" if unset else expand(word, scope, where, missing, syntax="shell")
+            if kind == "?":
+                if unset:
+                    missing.append(name)
+                    return None
+                return value
+    # other operators (${VAR%pat}, ${VAR/x/y}, ${VAR:0:2}) are not modelled
+    missing.append(name)
+    return None
+
+
+def expand(text: str, scope: Scope, where: Location, missing: list[str], *, syntax: str = "shell") -> str:
+    """``text`` with every reference it can resolve replaced; unresolved references stay
+    as written and their names are appended to ``missing``. ``syntax``: ``shell`` or
+    ``k8s`` (``literal`` returns ``text``)."""
+    if syntax == "literal" or "$" not in text:
+        return text
+    if syntax == "envsubst":
+        return _envsubst(text, scope, where, missing)
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c != "$" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if syntax == "k8s":
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                j = text.find(")", i + 2)
+                name = text[i + 2:j] if j > 0 else ""
+                if j > 0 and _NAME.fullmatch(name):
+                    v = scope.lookup(name, where)
+                    if v is None:
+                        missing.append(name)
+                        out.append(text[i:j + 1])
+                    else:
+                        out.append(v)
+                    i = j + 1
+                    continue
+            out.append(c)
+            i += 1
+            continue
+        # shell
+        if nxt == "{":
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text[j] == "{":
+                    depth += 1
+                elif text[j] == "}":
+                    depth -= 1
+                j += 1
+            if depth:
+                out.append(text[i:])
+                break
+            v = _shell_brace(text[i + 2:j - 1], scope, where, missing)
+            out.append(text[i:j] if v is None else v)
+            i = j
+            continue
+        if nxt == "(":
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text[j] == "(":
+                    depth += 1
+                elif text[j] == ")":
+                    depth -= 1
+                j += 1
+            inner = text[i + 2:j - 1]
+            missing.append(f"$({inner})")
+            out.append(text[i:j])
+            i = j
+            continue
+        m = _NAME.match(text, i + 1)
+        if m:
+            v = scope.lookup(m.group(0), where)
+            if v is None:
+                missing.append(m.group(0))
+                out.append(text[i:m.end()])
+            else:
+                out.append(v)
+            i = m.end()
+            continue
+        if nxt in _SPECIAL:
+            missing.append("$" + nxt)
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _envsubst(text: str, scope: Scope, where: Location, missing: list[str]) -> str:
+    """Only ``${NAME}`` / ``${NAME:-default}`` forms (what ``envsubst`` and templating
+    steps replace in manifests before ``kubectl apply``); other ``$`` text is left."""
+    out: list[str] = []
+    i = 0
+    while True:
+        j = text.find("${", i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        k = text.find("}", j)
+        if k < 0 or not _NAME.match(text, j + 2):
+            out.append(text[i:j + 2])
+            i = j + 2
+            continue
+        out.append(text[i:j])
+        v = _shell_brace(text[j + 2:k], scope, where, missing)
+        out.append(text[j:k + 1] if v is None else v)
+        i = k + 1
+    return "".join(out)
+
+
+def container_env(entries: object, file: str, line_of: Callable[[int], int], scope: Scope) -> tuple[dict[str, VarDef], dict[str, str], list[str]]:
+    """A Kubernetes container's ``env`` list -> (variables for lookups, the server's env as
+    far as it is known, names whose value comes from ``valueFrom`` and is unknown).
+
+    ``value`` entries may reference earlier ones with ``$(VAR)``; ``valueFrom``
+    (secrets, config maps, field refs) cannot be read from the manifest: the name stays
+    unresolved unless ``--env`` or kvcheck's environment sets it."""
+    defs: dict[str, VarDef] = {}
+    values: dict[str, str] = {}
+    unknown: list[str] = []
+    if not isinstance(entries, list):
+        return defs, values, unknown
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+            continue
+        name = e["name"]
+        loc = Location(file, line_of(i))
+        if "value" in e and e["value"] is not None:
+            raw = str(e["value"]) if not isinstance(e["value"], bool) else str(e["value"]).lower()
+            defs[name] = VarDef(raw, loc, "k8s")
+        elif "valueFrom" in e:
+            vf = e["valueFrom"] if isinstance(e["valueFrom"], dict) else {}
+            if "fieldRef" in vf or "resourceFieldRef" in vf:
+                # the pod's own name/IP/namespace...: known at run time, not KV-relevant;
+                # kept as a symbol so "--host $(POD_IP)" is not an unresolved variable
+                defs[name] = VarDef(f"$({name})", loc, "literal")
+            else:
+                unknown.append(name)
+    local = scope.child(defs)
+    for name, d in defs.items():
+        miss: list[str] = []
+        values[name] = expand(d.value, local, d.location or Location(file), miss, syntax="k8s")
+    return defs, values, unknown

@@ -1,0 +1,248 @@
+"""YAML read safely, with the source line of every mapping value and sequence item.
+
+Deployment files are untrusted input in a CI gate, so this reader refuses, before or
+while parsing, what would exhaust the machine: a file over ``MAX_FILE_BYTES`` (checked
+with ``stat`` before reading), alias "billion laughs" expansions and huge documents
+(more than ``MAX_NODES`` nodes once aliases are expanded), and nesting deeper than
+``MAX_DEPTH``. Only YAML's safe schema is used (PyYAML ``SafeLoader``: no Python tags).
+
+Documents are composed into nodes (``yaml.compose_all``), then turned into ``LMap``
+(a ``dict``) and ``LSeq`` (a ``list``) that remember the 1-based line of each key's value
+and of each item; scalars become plain Python values exactly as ``yaml.safe_load`` makes
+them (``"8"`` stays a string, ``8`` is an int, ``0.90`` a float, ``true`` a bool).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+from kvcheck.errors import InputError
+
+MAX_FILE_BYTES = 50 * 1024 * 1024
+MAX_NODES = 1_000_000
+MAX_DEPTH = 200
+_ANCHOR = re.compile(r"(^|[\s\[{,:?-])&[^\s]")
+
+
+class LMap(dict):
+    """A YAML mapping: ``line`` (1-based, where it starts), ``lines[key]`` (where the
+    value of ``key`` starts; for a ``|``/``>`` block scalar, its first content line)."""
+
+    line: int = 0
+
+    def __init__(self, *a: Any, **kw: Any):
+        super().__init__(*a, **kw)
+        self.lines: dict[Any, int] = {}
+
+    def line_of(self, key: Any) -> int:
+        return self.lines.get(key, self.line)
+
+
+class LSeq(list):
+    """A YAML sequence: ``line`` and ``lines[i]`` (1-based line of item ``i``)."""
+
+    line: int = 0
+
+    def __init__(self, *a: Any):
+        super().__init__(*a)
+        self.lines: list[int] = []
+
+    def line_of(self, i: int) -> int:
+        return self.lines[i] if 0 <= i < len(self.lines) else self.line
+
+
+def _content_line(node: yaml.Node) -> int:
+    """1-based line where a node's content starts (block scalars: the line after ``|``)."""
+    line = node.start_mark.line + 1
+    if isinstance(node, yaml.ScalarNode) and node.style in ("|", ">"):
+        line += 1
+    return line
+
+
+_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BASE):  # type: ignore[misc, valid-type]
+    """SafeLoader (libyaml's when PyYAML has it: same nodes and marks, ~10x faster) used
+    only to compose nodes and construct scalars."""
+
+
+def check_size(path: Path) -> None:
+    """Refuse a file over ``MAX_FILE_BYTES`` before reading it (``InputError``, exit 2)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise InputError("file not found", source=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc}", source=str(path)) from None
+    if path.is_dir():
+        raise InputError("is a directory, expected a file", source=str(path))
+    if size > MAX_FILE_BYTES:
+        raise InputError(
+            f"file is {size / 1024 / 1024:.0f} MiB, over kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a deployment file; refusing to parse it",
+            source=str(path),
+        )
+
+
+class _Builder:
+    def __init__(self, loader: _Loader, source: str):
+        self.loader = loader
+        self.source = source
+        self.count = 0
+
+    def build(self, node: yaml.Node, depth: int = 0) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise InputError(
+                f"YAML expands to more than {MAX_NODES:,} nodes (aliases included; an alias bomb?); refusing to read it",
+                source=self.source,
+            )
+        if depth > MAX_DEPTH:
+            raise InputError(f"YAML nesting deeper than {MAX_DEPTH} levels at line {node.start_mark.line + 1}; refusing to read it", source=self.source)
+        if isinstance(node, yaml.MappingNode):
+            self.loader.flatten_mapping(node)
+            out = LMap()
+            out.line = node.start_mark.line + 1
+            for knode, vnode in node.value:
+                key = self.build(knode, depth + 1)
+                if isinstance(key, (dict, list)):
+                    key = str(key)
+                out[key] = self.build(vnode, depth + 1)
+                out.lines[key] = _content_line(vnode)
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            seq = LSeq()
+            seq.line = node.start_mark.line + 1
+            for item in node.value:
+                seq.append(self.build(item, depth + 1))
+                seq.lines.append(_content_line(item))
+            return seq
+        if node.tag == "tag:yaml.org,2002:str":
+            return node.value  # the common case, without the constructor's bookkeeping
+        return self.loader.construct_object(node, deep=True)
+
+
+_FLOW_CHARS = re.compile(r"[\[\]{}\"'#\n]")
+
+
+def _flow_depth(text: str) -> tuple[int, int]:
+    """Deepest ``[``/``{`` nesting outside quotes and comments, and the line it is on
+    (a cheap scan over the special characters only: PyYAML's scanner is quadratic in
+    flow depth, so a deep file is refused before it is parsed)."""
+    depth = best = 0
+    best_line = line = 1
+    quote = ""
+    comment = False
+    for m in _FLOW_CHARS.finditer(text):
+        c = m.group(0)
+        prev = text[m.start() - 1] if m.start() else "\n"
+        if c == "\n":
+            line += 1
+            comment = False
+        elif comment:
+            continue
+        elif quote:
+            if c == quote:
+                quote = ""
+        elif c in "\"'" and prev in " \t\n[{,:":
+            quote = c
+        elif c == "#" and prev in " \t\n":
+            comment = True
+        elif c in "[{":
+            depth += 1
+            if depth > best:
+                best, best_line = depth, line
+        elif c in "]}":
+            depth = max(0, depth - 1)
+    return best, best_line
+
+
+def _expanded_size(root: yaml.Node, source: str) -> int:
+    """Nodes in the document once every alias is expanded, computed on the node graph
+    (each distinct node once), so an alias bomb is refused before it is walked."""
+    memo: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    active: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        nid = id(node)
+        if nid in memo:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            memo[nid] = 1
+            continue
+        children = [x for kv in node.value for x in kv] if isinstance(node, yaml.MappingNode) else list(node.value)
+        if done:
+            active.discard(nid)
+            total = 1 + sum(memo[id(c)] for c in children)
+            memo[nid] = min(total, MAX_NODES + 1)
+            continue
+        if nid in active:
+            raise InputError("YAML holds a recursive alias; refusing to read it", source=source)
+        active.add(nid)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in memo)
+    return memo[id(root)]
+
+
+def syntax_error(exc: yaml.YAMLError, source: str) -> InputError:
+    """A PyYAML error -> one-line ``InputError`` naming the file and line."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return InputError(f"YAML syntax error{where}: {problem}", source=source)
+
+
+def load_documents(text: str, source: str) -> list[Any]:
+    """Every document of a YAML stream as ``LMap``/``LSeq``/scalars (empty ones dropped).
+
+    Raises ``InputError`` (exit 2) on a syntax error (with its line), on alias bombs,
+    on too many nodes and on too deep nesting."""
+    depth, at = _flow_depth(text) if text.count("[") + text.count("{") > MAX_DEPTH else (0, 0)
+    if depth > MAX_DEPTH:
+        raise InputError(f"YAML nesting deeper than {MAX_DEPTH} levels at line {at}; refusing to read it", source=source)
+    has_anchors = _ANCHOR.search(text) is not None
+    import gc
+
+    gc_was_on = gc.isenabled()
+    gc.disable()  # many small objects, no cycles: the cyclic collector only costs time
+    loader = _Loader(text)
+    docs: list[Any] = []
+    builder = _Builder(loader, source)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            if has_anchors and _expanded_size(node, source) > MAX_NODES:
+                raise InputError(
+                    f"YAML expands to more than {MAX_NODES:,} nodes (aliases included; an alias bomb?); refusing to read it",
+                    source=source,
+                )
+            docs.append(builder.build(node))
+    except yaml.YAMLError as exc:
+        raise syntax_error(exc, source) from None
+    except RecursionError:
+        raise InputError(f"YAML nesting too deep; refusing to read it", source=source) from None
+    finally:
+        loader.dispose()
+        if gc_was_on:
+            gc.enable()
+    return [d for d in docs if d is not None]
+
+
+def walk(obj: Any) -> Iterator[Any]:
+    """Every mapping and sequence inside ``obj``, depth first (``obj`` included)."""
+    stack = [obj]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, dict):
+            yield cur
+            stack.extend(v for v in cur.values() if isinstance(v, (dict, list)))
+        elif isinstance(cur, list):
+            yield cur
+            stack.extend(v for v in cur if isinstance(v, (dict, list)))

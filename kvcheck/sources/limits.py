@@ -1,0 +1,254 @@
+"""Limits on everything kvcheck reads: files, YAML, HTTP bodies, JSON depth, log lines,
+and the values of a model's ``config.json``.
+
+Past a limit the input is refused (``InputError``, exit 2, naming the file and field;
+for a live source ``LiveSourceError``, exit 3) before it can cost memory or time: a
+4 GiB gzip bomb, an endless chunked body, a 700-byte YAML alias bomb, a million layers.
+
+The limits are far above anything real (a SGLang ``/server_info`` is tens of KiB, a
+``--config`` YAML a few KiB, a model ``config.json`` under 100 KiB, the largest models
+have ~130 layers and 128 attention heads).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kvcheck.errors import InputError
+
+# Files kvcheck reads whole (configs, command lines, env files, snapshots, config.json).
+MAX_FILE_BYTES = 16 * 1024 * 1024
+# HTTP bodies from live sources: raw bytes on the wire, and after gzip/deflate.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_INFLATED_BYTES = 16 * 1024 * 1024
+# Nesting of JSON/YAML containers (SGLang's server info nests 3-4 levels).
+MAX_DEPTH = 64
+# YAML: alias expansions and nodes per document (a real --config has tens of nodes).
+MAX_YAML_ALIASES = 100
+MAX_YAML_NODES = 100_000
+# explain: characters kept of one log line (runtime messages are a few hundred).
+MAX_LOG_LINE = 8192
+# Characters of one message line kvcheck prints about an input (a 10 MB model-path).
+MAX_MESSAGE_LINE = 300
+MAX_MESSAGE_WORD = 160
+
+
+def file_size_ok(path: Path, *, limit: int = MAX_FILE_BYTES) -> None:
+    """Refuse a file larger than ``limit`` bytes before reading it.
+
+    Raises ``InputError`` (exit 2) naming the file. Missing files and non-regular files
+    (a FIFO, ``/dev/stdin``) are left to the reader (which reads at most ``limit + 1``).
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    import stat
+
+    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+        raise InputError(f"file is {st.st_size} bytes; kvcheck reads files up to {limit} bytes (is this the right file?)", source=str(path))
+
+
+def json_depth_ok(obj: Any, *, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``obj`` (parsed JSON/YAML) nests at most ``limit`` containers deep.
+    Iterative: safe on any depth."""
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth > limit:
+                return False
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, (list, tuple)):
+            if depth > limit:
+                return False
+            stack.extend((v, depth + 1) for v in node)
+    return True
+
+
+def clip(value: Any, limit: int = MAX_MESSAGE_WORD) -> str:
+    """``str(value)`` cut to ``limit`` characters with an ellipsis and the full length."""
+    text = str(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 1]}…({len(text)} chars)"
+
+
+def clip_line(line: str, *, word: int = MAX_MESSAGE_WORD, total: int = MAX_MESSAGE_LINE) -> str:
+    """A message line with every run of non-space characters longer than ``word`` cut
+    (a huge path or value), then the line itself cut past ``total`` characters with
+    an ellipsis. Lines of ordinary length are returned unchanged."""
+    if len(line) <= total:
+        return line
+    import re
+
+    line = re.sub(r"\S{%d,}" % (word + 1), lambda m: clip(m.group(0), word), line)
+    if len(line) > total * 4:  # a message of many words: keep its start
+        line = line[: total * 4 - 1] + "…"
+    return line
+
+
+# --------------------------------------------------------------------------------------
+# YAML with limits
+# --------------------------------------------------------------------------------------
+
+MAX_YAML_BYTES = 1024 * 1024
+
+
+class YamlLimitError(ValueError):
+    """A YAML document past ``MAX_YAML_ALIASES``, ``MAX_YAML_NODES`` (counting every
+    alias as the nodes it stands for) or ``MAX_DEPTH``."""
+
+
+def load_yaml_limited(text: str) -> Any:
+    """``yaml.safe_load(text)`` that refuses alias bombs and deep nesting quickly and
+    in little memory: composes the node graph with PyYAML's pure-Python ``SafeLoader``
+    (aliases stay references), counting aliases and nesting as it goes, then counts the
+    nodes the document stands for with every alias expanded (memoized per node: linear
+    in the graph), and only then constructs Python objects.
+
+    Raises ``YamlLimitError`` past a limit, ``yaml.YAMLError`` for bad syntax.
+    """
+    import yaml
+
+    if len(text) > MAX_YAML_BYTES:
+        raise YamlLimitError(f"{len(text)} characters of YAML; kvcheck reads up to {MAX_YAML_BYTES}")
+
+    class _Loader(yaml.SafeLoader):
+        aliases = 0
+        depth = 0
+
+        def compose_node(self, parent, index):  # type: ignore[override]
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise YamlLimitError(f"more than {MAX_YAML_ALIASES} YAML aliases (*name); a server config needs none")
+                return super().compose_node(parent, index)
+            self.depth += 1
+            try:
+                if self.depth > MAX_DEPTH:
+                    raise YamlLimitError(f"YAML nested deeper than {MAX_DEPTH} levels")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: Any) -> int:
+    """Nodes ``root`` stands for with aliases expanded; ``YamlLimitError`` past
+    ``MAX_YAML_NODES``. Iterative, memoized by node identity."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if key in sizes and not done:
+            continue
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = []
+        if not done:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        total = 1 + sum(sizes.get(id(c), 1) for c in children)
+        if total > MAX_YAML_NODES:
+            raise YamlLimitError(f"the YAML stands for more than {MAX_YAML_NODES} values once its aliases are expanded (an alias bomb?)")
+        sizes[key] = total
+    return sizes[id(root)]
+
+
+# --------------------------------------------------------------------------------------
+# config.json value ranges
+# --------------------------------------------------------------------------------------
+
+# (minimum, maximum) per config.json field kvcheck derives the KV geometry from. The
+# maxima are several times the largest released models' values (Llama 3.1 405B: 126
+# layers, 128 heads, 16384 hidden; DeepSeek V3: 61 layers, kv_lora_rank 512,
+# qk_rope_head_dim 64, v_head_dim 128; Qwen3: head_dim 128; Gemma: head_dim 256).
+MODEL_FIELD_RANGES: dict[str, tuple[int, int]] = {
+    "num_hidden_layers": (1, 1024),
+    "num_nextn_predict_layers": (0, 64),
+    "num_attention_heads": (1, 4096),
+    "num_key_value_heads": (1, 4096),
+    "head_dim": (1, 4096),
+    "v_head_dim": (1, 4096),
+    "qk_rope_head_dim": (1, 4096),
+    "qk_nope_head_dim": (1, 4096),
+    "kv_lora_rank": (1, 65536),
+    "hidden_size": (1, 262144),
+    "index_head_dim": (1, 4096),
+    "index_n_heads": (1, 4096),
+    "index_topk": (1, 1 << 24),
+    "index_kpool": (1, 1024),
+}
+# torch dtype names a config.json's ``torch_dtype``/``dtype`` can carry (transformers
+# turns the string into ``getattr(torch, name)``; SGLang's ``_get_and_verify_dtype``
+# then maps float32 to bfloat16 for serving).
+MODEL_DTYPES = frozenset({
+    "float16", "bfloat16", "float32", "float64", "half", "float", "double",
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int8", "uint8", "auto",
+})
+
+
+def check_model_config(cfg: dict[str, Any], source: str) -> None:
+    """Refuse a ``config.json`` (text config, already merged) whose geometry fields lie
+    outside ``MODEL_FIELD_RANGES`` or whose dtype is not a torch dtype name.
+
+    Only fields that are present and not ``null`` are checked (which ones a model needs
+    is ``kvcheck.sglang.model``'s business). Raises ``InputError`` (exit 2) naming the
+    file and the field, with the accepted range.
+    """
+    for key, (lo, hi) in MODEL_FIELD_RANGES.items():
+        if key not in cfg or cfg[key] is None:
+            continue
+        value = cfg[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise InputError(
+                f"config.json field {key!r} is {clip(repr(value))}; a model has an integer between {lo} and {hi} there",
+                source=source,
+                field=key,
+            )
+    for key in ("torch_dtype", "dtype"):
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or value.removeprefix("torch.") not in MODEL_DTYPES:
+            raise InputError(
+                f"config.json field {key!r} is {clip(repr(value))}, not a torch dtype name ({', '.join(sorted(MODEL_DTYPES))})",
+                source=source,
+                field=key,
+            )
+
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "MAX_INFLATED_BYTES",
+    "MAX_LOG_LINE",
+    "MAX_MESSAGE_LINE",
+    "MODEL_DTYPES",
+    "MODEL_FIELD_RANGES",
+    "check_model_config",
+    "clip",
+    "clip_line",
+    "file_size_ok",
+    "json_depth_ok",
+]

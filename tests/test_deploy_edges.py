@@ -1,0 +1,315 @@
+"""Deployment readers: the edges (variables, roles behind variables, non-PD servers,
+quoting, srt-slurm's newer ``roles:`` block). Inputs are written inline."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kvcheck.errors import InputError
+from kvcheck.sources.deployments import read_deployments
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return p
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for name in ("MODE", "TP", "X", "Y"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_kubernetes_env_cycle_is_input_error(tmp_path):
+    p = write(tmp_path, "cycle.yaml", """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p}
+        spec:
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, $(X), --disaggregation-mode, prefill]
+              env:
+                - {name: X, value: "$(Y)"}
+                - {name: Y, value: "$(X)"}
+        """)
+    with pytest.raises(InputError, match=r"cycle.yaml: variable [XY] refers to itself \((Y -> X -> Y|X -> Y -> X)\)"):
+        read_deployments([p], env={})
+
+
+def test_role_behind_unset_variable_is_a_problem_not_a_skip(tmp_path):
+    p = write(tmp_path, "run.sh", """
+        python3 -m sglang.launch_server --model-path m --disaggregation-mode $MODE --port 30000
+        python3 -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
+        """)
+    (dep,) = read_deployments([p], env={})
+    assert [i.role for i in dep.instances] == ["decode"]
+    (prob,) = dep.problems
+    assert prob.id == "unresolved-variable" and "MODE is not set" in prob.message and prob.location.line == 1
+    (dep2,) = read_deployments([p], env={"MODE": "prefill"})
+    assert sorted(i.role for i in dep2.instances) == ["decode", "prefill"] and dep2.problems == []
+
+
+def test_server_without_disaggregation_mode_among_pd_is_noted(tmp_path):
+    p = write(tmp_path, "mix.sh", """
+        python -m sglang.launch_server --model-path m --disaggregation-mode prefill
+        python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
+        python -m sglang.launch_server --model-path m --port 30002
+        """)
+    (dep,) = read_deployments([p], env={})
+    assert len(dep.instances) == 2
+    assert [(x.id, x.location.line) for x in dep.problems] == [("not-disaggregated", 3)]
+
+
+def test_quoting_json_and_defaults(tmp_path):
+    p = write(tmp_path, "q.sh", """
+        TP=4
+        python3 -m sglang.launch_server --model-path m \\
+          --json-model-override-args '{"rope_scaling": {"factor": 4.0}}' \\
+          --tp-size "${TP:-8}" --dp-size ${DP:-2} --disaggregation-mode=prefill # comment
+        """)
+    (dep,) = read_deployments([p], env={})
+    (i,) = dep.instances
+    assert i.argv[i.argv.index("--json-model-override-args") + 1] == '{"rope_scaling": {"factor": 4.0}}'
+    assert i.argv[i.argv.index("--tp-size") + 1] == "4" and i.argv[i.argv.index("--dp-size") + 1] == "2"
+    assert i.role == "prefill" and i.arg_locations["--disaggregation-mode=prefill".split("=")[0]].line == 4
+
+
+def test_markdown_with_prose_that_looks_like_yaml(tmp_path):
+    p = write(tmp_path, "notes.md", """
+        Note: run both on one host.
+
+        ```shell
+        python -m sglang.launch_server --model-path m --disaggregation-mode prefill
+        python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
+        ```
+        """)
+    (dep,) = read_deployments([p], env={})
+    assert [(i.role, i.location.line) for i in dep.instances] == [("prefill", 4), ("decode", 5)]
+
+
+def test_srt_slurm_roles_block(tmp_path):
+    p = write(tmp_path, "r.yaml", """
+        name: roles
+        model: {path: "hf:Qwen/Qwen3-8B", container: "lmsysorg/sglang:v0.5.23"}
+        resources: {gpu_type: b200, gpus_per_node: 8}
+        frontend: {type: sglang}
+        backend: {type: sglang}
+        roles:
+          prefill:
+            nodes: 1
+            workers: 2
+            env: {A: "1"}
+            args: {tp-size: 4}
+          decode:
+            nodes: 1
+            workers: 1
+            args: {tp-size: 8}
+        """)
+    (dep,) = read_deployments([p], env={})
+    pre = [i for i in dep.instances if i.role == "prefill"]
+    dec = [i for i in dep.instances if i.role == "decode"]
+    assert [i.gpus for i in pre] == [4, 4] and dec[0].gpus == 8
+    assert pre[0].env == {"A": "1"} and dec[0].hosts == ["node1"]
+    assert pre[0].argv[pre[0].argv.index("--tp-size") + 1] == "4"
+
+
+def test_directory_and_missing_file_are_input_errors(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        read_deployments([tmp_path / "nope.yaml"])
+    with pytest.raises(InputError, match="directory"):
+        read_deployments([tmp_path])
+
+
+def test_envsubst_placeholder_in_manifest_args(tmp_path):
+    p = write(tmp_path, "tmpl.yaml", """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: d}
+        spec:
+          template:
+            spec:
+              containers:
+                - name: s
+                  image: lmsysorg/sglang:v0.5.23
+                  args: [python3, -m, sglang.launch_server, --model-path, m, --tp-size, "${TP}",
+                         --disaggregation-mode, decode]
+        """)
+    (dep,) = read_deployments([p], env={})
+    (u,) = dep.instances[0].unresolved
+    assert (u.variable, u.flag, u.location.line) == ("TP", "--tp-size", 10)
+    (dep,) = read_deployments([p], env={"TP": "4"})
+    assert dep.instances[0].argv[dep.instances[0].argv.index("--tp-size") + 1] == "4"
+
+
+def test_slurm_script_one_line_on_every_node(tmp_path):
+    p = write(tmp_path, "job.sbatch", """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        srun --ntasks-per-node=1 python3 -m sglang.launch_server --model-path m --tp 16 \\
+          --nnodes $SLURM_NNODES --node-rank $SLURM_NODEID --dist-init-addr 10.1.1.1:5000 \\
+          --disaggregation-mode decode
+        python3 -m sglang.launch_server --model-path m --disaggregation-mode prefill --host $SLURMD_NODENAME
+        """)
+    (dep,) = read_deployments([p], env={})
+    d = next(i for i in dep.instances if i.role == "decode")
+    assert d.nodes == 2 and d.unresolved == []
+    assert [a[a.index("--node-rank") + 1] for a in d.node_argvs] == ["0", "1"]
+    assert [a[a.index("--nnodes") + 1] for a in d.node_argvs] == ["2", "2"]
+    assert next(i for i in dep.instances if i.role == "prefill").unresolved == []
+
+
+def test_config_file_beside_the_script_is_merged(tmp_path):
+    write(tmp_path, "prefill.yaml", """
+        model-path: deepseek-ai/DeepSeek-V3
+        tp-size: 8
+        disaggregation-mode: prefill
+        page-size: 64
+        """)
+    p = write(tmp_path, "run.sh", """
+        cat <<EOF > notes.txt
+        python3 -m sglang.launch_server --disaggregation-mode decode
+        EOF
+        python3 -m sglang.launch_server --config prefill.yaml --page-size 32
+        python3 -m sglang.launch_server --config /opt/inside/image.yaml --disaggregation-mode decode
+        """)
+    (dep,) = read_deployments([p], env={})
+    pre = [i for i in dep.instances if i.role == "prefill"]
+    dec = [i for i in dep.instances if i.role == "decode"]
+    assert len(pre) == 1 and len(dec) == 1  # the here-document body is not a command
+    (i,) = pre
+    # SGLang: config args first, then the command line (which wins: page size 32)
+    assert i.argv[:4] == ["--model-path", "deepseek-ai/DeepSeek-V3", "--tp-size", "8"]
+    assert i.argv[-2:] == ["--page-size", "32"]
+    assert i.arg_locations["--tp-size"] == type(i.location)(str(tmp_path / "prefill.yaml"), 2)
+    (prob,) = dep.problems
+    assert prob.id == "config-not-read" and prob.location.line == 5
+
+
+def test_mini_lb_bootstrap_ports(tmp_path):
+    p = write(tmp_path, "lb.sh", """
+        python -m sglang.launch_server --model-path m --disaggregation-mode prefill --port 30000 --disaggregation-bootstrap-port 9000
+        python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
+        python -m sglang.srt.disaggregation.mini_lb --prefill http://127.0.0.1:30000 --prefill-bootstrap-ports 9000 --decode http://127.0.0.1:30001
+        """)
+    (dep,) = read_deployments([p], env={})
+    (r,) = dep.routers
+    assert [(x.bootstrap_port, x.instance) for x in r.prefills] == [(9000, "prefill@lb.sh:1")]
+
+
+def test_unquoted_expansion_is_split_into_args(tmp_path):
+    p = write(tmp_path, "split.sh", """
+        COMMON="--model-path m --tp-size 4"
+        python3 -m sglang.launch_server $COMMON --disaggregation-mode prefill --served-model-name "a b"
+        python3 -m sglang.launch_server "$COMMON" --disaggregation-mode decode
+        """)
+    (dep,) = read_deployments([p], env={})
+    pre = next(i for i in dep.instances if i.role == "prefill")
+    assert pre.argv[:4] == ["--model-path", "m", "--tp-size", "4"] and pre.argv[-1] == "a b"
+    dec = next(i for i in dep.instances if i.role == "decode")
+    assert dec.argv[0] == "--model-path m --tp-size 4"  # quoted: one argument, as bash passes it
+
+
+@pytest.mark.parametrize(
+    "label, value, gpu",
+    [
+        ("node.kubernetes.io/instance-type", "p5.48xlarge", "h100"),
+        ("node.kubernetes.io/instance-type", "p5en.48xlarge", "h200"),
+        ("cloud.google.com/gke-accelerator", "nvidia-b200", "b200"),
+        ("nvidia.com/gpu.product", "NVIDIA-GB200", "gb200"),
+    ],
+)
+def test_gpu_kind_from_node_labels(tmp_path, label, value, gpu):
+    p = write(tmp_path, "g.yaml", f"""
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: p}}
+        spec:
+          nodeSelector:
+            {label}: {value}
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, m, --disaggregation-mode, prefill]
+        """)
+    (dep,) = read_deployments([p], env={})
+    assert dep.instances[0].gpu_type == gpu and value in dep.instances[0].gpu_source
+
+
+def test_router_urls_link_by_service_name(tmp_path):
+    docs = []
+    for name, mode in (("p1", "prefill"), ("p2", "prefill"), ("d1", "decode")):
+        docs.append(f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  template:
+    spec:
+      containers:
+        - name: s
+          image: lmsysorg/sglang:v0.5.23
+          command: [python3, -m, sglang.launch_server, --model-path, m, --port, "8000", --disaggregation-mode, {mode}]
+""")
+    docs.append("""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: router}
+spec:
+  template:
+    spec:
+      containers:
+        - name: r
+          image: lmsysorg/sglang-router:v0.2.4
+          command: [python3, -m, sglang_router.launch_router, --pd-disaggregation, --prefill, "http://p2.ns.svc:8000", --prefill, "http://p1:8000", --decode, "http://d1:8000"]
+""")
+    p = tmp_path / "all.yaml"
+    p.write_text("---".join(docs))
+    (dep,) = read_deployments([p], env={})
+    (r,) = dep.routers
+    assert [x.instance for x in r.prefills] == ["p2/s", "p1/s"] and r.decode_instances == ["d1/s"]
+
+
+def test_router_file_links_to_servers_in_other_files(tmp_path):
+    pre = write(tmp_path, "prefill.sh", "python -m sglang.launch_server --model-path m --disaggregation-mode prefill --port 30000\n")
+    dec = write(tmp_path, "decode.sh", "python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001\n")
+    rt = write(tmp_path, "router.sh", "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n")
+    deps = read_deployments([pre, dec, rt], env={})
+    (r,) = deps[2].routers
+    assert r.prefills[0].instance == "prefill@prefill.sh:1" and r.decode_instances == ["decode@decode.sh:1"]
+
+
+def test_markdown_page_with_a_manifest_block(tmp_path):
+    p = write(tmp_path, "guide.md", """
+        # Guide
+
+        Apply this:
+
+        ```yaml
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: prefill}
+        spec:
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, m,
+                        --disaggregation-mode, prefill]
+        ```
+
+        and run the decode by hand:
+
+        ```bash
+        python3 -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
+        ```
+        """)
+    (dep,) = read_deployments([p], env={})
+    roles = {i.role: i for i in dep.instances}
+    assert set(roles) == {"prefill", "decode"}
+    assert roles["prefill"].arg_locations["--disaggregation-mode"].line == 14
+    assert roles["prefill"].image == "lmsysorg/sglang:v0.5.23" and roles["decode"].location.line == 20
