@@ -329,3 +329,14 @@ def test_explain_follows_the_version_the_log_shows(tmp_path):
     out = _explain("--log", str(log))
     assert out["release"] == "0.5.8" and out["release_source"] == "the version the log shows"
     assert out["hits"][0]["release_info"]["exists"] is False
+
+
+def test_known_issue_hetero_tp_mha_before_0_5_11(tmp_path):
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "tp-size": 2})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", {**DECODE, "tp-size": 1})
+    found = []
+    for version in ("0.5.10", "0.5.11"):
+        proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", version)
+        found.append([f for f in json.loads(proc.stdout)["findings"] if "hetero-tp-mha-before-0.5.11" in f["message"]])
+    assert found[0] and found[0][0]["severity"] == "warning" and "sgl-project/sglang/pull/22145" in found[0][0]["message"]
+    assert not found[1]

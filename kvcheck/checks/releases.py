@@ -115,6 +115,8 @@ def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], lis
                 return False, [], []
         elif m["model"] == "dsa" and not model.dsa:
             return False, [], []
+        elif m["model"] == "mha" and model.attention != "MHA":
+            return False, [], []
         else:
             why.append(f"{model.architecture} ({'no hybrid state' if dense else m['model']})")
     if "gpu" in m:
@@ -162,6 +164,9 @@ def known_issue(chk, ctx: CheckContext) -> list[Finding]:
     condition was seen, else warning naming what kvcheck could not see."""
     out: list[Finding] = []
     for entry in load_known_issues():
+        pair = entry.get("match", {}).get("pair")
+        if pair == "hetero_tp" and ctx.prefill.args.attn_tp_size == ctx.decode.args.attn_tp_size:
+            continue
         hits = []
         for side in (ctx.prefill, ctx.decode):
             ok, why, unknown = match_entry(entry, side)
