@@ -53,7 +53,8 @@ def load_known_issues() -> list[dict[str, Any]]:
     import yaml
 
     path = Path(__file__).resolve().parent.parent / "sglang" / KNOWN_ISSUES_FILE
-    return yaml.safe_load(path.read_text("utf-8"))["entries"]
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster on the cold path
+    return yaml.load(path.read_text("utf-8"), Loader=loader)["entries"]
 
 
 def side_nixl_version(side: Side) -> tuple[str | None, str]:

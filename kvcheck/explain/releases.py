@@ -64,7 +64,9 @@ def choose_explain_release(log_version: str | None, given: str | None) -> tuple[
 def release_info(entry_id: str, version: str, catalog_reachable: bool = True) -> dict[str, Any]:
     """What release ``version`` does with catalog entry ``entry_id``.
 
-    Returns ``{"release", "scanned" (bool: kvcheck read that release's code), "exists"
+    Returns (``ranges`` may also be ``"not-sglang"`` or ``"not-scanned"``: a text formatted
+    outside SGLang, or composed at run time so that no literal could be scanned)
+    ``{"release", "scanned" (bool: kvcheck read that release's code), "exists"
     (True/False, None when not scanned or not SGLang's text), "ranges" ([[first, last]]),
     "reachable" (True/False/None when not analysed), "why" (reason or ""), "text"}``,
     ``text`` being one line for people.
@@ -77,6 +79,9 @@ def release_info(entry_id: str, version: str, catalog_reachable: bool = True) ->
     info: dict[str, Any] = {"release": version, "scanned": version in releases, "exists": None, "ranges": ranges, "reachable": None, "why": ""}
     if ranges == "not-sglang":
         info["text"] = f"not SGLang's own text (formatted by NIXL/UCX): its presence does not depend on the SGLang release"
+        return info
+    if ranges == "not-scanned":
+        info["text"] = "kvcheck could not scan release sources for this message (the runtime composes its text at run time): in which releases it exists is not known"
         return info
     ranges = ranges or []
     span = ", ".join(f"{a}" if a == b else f"{a} .. {b}" for a, b in ranges) or "no scanned release"
