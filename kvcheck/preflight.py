@@ -96,11 +96,11 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     pg = dg = None
     plan: Plan | None = None
     extra: dict = {}
-    from kvcheck.sglang.releases import is_modeled
+    from kvcheck.sglang.releases import side_release
 
     # A side on a release kvcheck does not model is never judged with another release's
     # code: only the unknown-release check runs (verdict unchecked, exit 4).
-    releases_known = is_modeled(prefill.sglang_version) and is_modeled(decode.sglang_version)
+    releases_known = side_release(prefill)[1] and side_release(decode)[1]
     modeled = releases_known and prefill.model.attention != "not_modeled" and decode.model.attention != "not_modeled"
     if modeled:
         pg = derive_geometry(prefill)
@@ -137,7 +137,9 @@ def runtime_label(prefill: Side, decode: Side) -> str:
     """The report's ``runtime``: ``"sglang 0.5.8"`` when both sides run one release, else
     ``"prefill sglang 0.5.8, decode sglang 0.5.23"`` (``unknown`` for a side kvcheck
     cannot tell)."""
-    p, d = prefill.sglang_version or "unknown", decode.sglang_version or "unknown"
+    from kvcheck.sglang.releases import side_release
+
+    p, d = side_release(prefill)[0] or "unknown", side_release(decode)[0] or "unknown"
     return f"sglang {p}" if p == d else f"prefill sglang {p}, decode sglang {d}"
 
 

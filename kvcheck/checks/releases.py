@@ -29,11 +29,11 @@ KNOWN_ISSUES_FILE = "known_issues.yaml"
 )
 def unknown_release(chk, ctx: CheckContext) -> list[Finding]:
     """One unchecked finding per side whose release is unknown or not modeled."""
-    from kvcheck.sglang.releases import describe_modeled, is_modeled
+    from kvcheck.sglang.releases import describe_modeled, side_release
 
     out = []
     for side in (ctx.prefill, ctx.decode):
-        if is_modeled(side.sglang_version):
+        if side_release(side)[1]:
             continue
         what = f"SGLang {side.sglang_version}" if side.sglang_version else "an SGLang release kvcheck cannot tell"
         out.append(chk.finding(
@@ -98,7 +98,9 @@ def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], lis
     why: list[str] = []
     unknown: list[str] = []
     if "sglang" in m:
-        v = side.sglang_version
+        from kvcheck.sglang.releases import side_release
+
+        v, _ = side_release(side)
         if not v or not _in_ranges(v, m["sglang"]):
             return False, [], []
         why.append(f"SGLang {v}")

@@ -85,6 +85,17 @@ def is_modeled(version: str | None) -> bool:
     return bool(version) and version in modeled()
 
 
+def side_release(side) -> tuple[str | None, bool]:
+    """(release, modeled) of a ``Side``: its ``sglang_version``; a side nobody resolved
+    (``sglang_version`` None and no ``version_source``: built directly, not by
+    ``kvcheck.sources``) counts as the newest modeled release, as before releases were
+    modeled. A side whose release could not be told (an unmappable image) is (None, False)."""
+    version = getattr(side, "sglang_version", None)
+    if version is None and not getattr(side, "version_source", ""):
+        return (modeled()[-1] if modeled() else NEWEST_MODELED), True
+    return version, is_modeled(version)
+
+
 def in_range(version: str, lo: str | None = None, hi: str | None = None) -> bool:
     """``lo <= version < hi`` by ``release_key``; a missing bound is open."""
     k = release_key(version)
