@@ -23,6 +23,21 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# ``kvcheck`` as ``python -m kvcheck`` runs it, writing its own peak RSS (VmHWM, kB) at
+# exit: ru_maxrss would include the parent's high-water mark (Linux carries it across
+# fork + exec).
+WRAPPER = (
+    "import atexit, os, sys\n"
+    "def _hwm():\n"
+    "    with open('/proc/self/status') as fh:\n"
+    "        kb = next(int(l.split()[1]) for l in fh if l.startswith('VmHWM:'))\n"
+    "    with open(os.environ['KVCHECK_BENCH_HWM'], 'w') as out:\n"
+    "        out.write(str(kb))\n"
+    "atexit.register(_hwm)\n"
+    "sys.argv[0] = 'kvcheck'\n"
+    "from kvcheck.cli import main\n"
+    "main()\n"
+)
 
 
 def write_log(path: Path, megabytes: int) -> int:
@@ -73,16 +88,17 @@ def main() -> int:
         log = Path(tmp) / "server.log"
         lines = write_log(log, args.mb)
         size = log.stat().st_size
-        cmd = [sys.executable, "-m", "kvcheck", "explain", "--log", str(log), "--format", "json"]
-        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        hwm = Path(tmp) / "hwm"
+        cmd = [sys.executable, "-c", WRAPPER, "explain", "--log", str(log), "--format", "json"]
+        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), "KVCHECK_BENCH_HWM": str(hwm)}
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env)
         out, err = proc.communicate()
         wall = time.perf_counter() - start
+        rss_mb = round(int(hwm.read_text()) / 1024.0, 1) if hwm.exists() else None
     if proc.returncode not in (0, 1):
         print(f"kvcheck explain exited {proc.returncode}: {err.decode()[:500]}", file=sys.stderr)
         return 2
-    rss_mb = _child_peak_rss_mb()
     report = json.loads(out)
     fig = {
         "log_mb": round(size / 1e6, 1),
@@ -98,12 +114,6 @@ def main() -> int:
         for k, v in fig.items():
             print(f"{k:22} {v}")
     return 0
-
-
-def _child_peak_rss_mb() -> float:
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0, 1)
 
 
 if __name__ == "__main__":

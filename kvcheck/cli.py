@@ -1,7 +1,8 @@
 """The command line. Thin: parse options, call the library, render, exit.
 
 Exit statuses: 0 pass (warnings allowed), 1 fail, 2 bad input or usage (nothing
-checked), 3 a live source could not be reached in time.
+checked), 3 a live source could not be reached in time, 4 unchecked (0 with
+``--allow-unchecked``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ app = typer.Typer(
         "Will your prefill and decode servers move KV cache over NIXL? kvcheck answers in "
         "milliseconds, before anything starts, with SGLang 0.5.23's own decision logic.\n\n"
         "Exit status: 0 pass (warnings allowed), 1 fail, 2 bad input or usage, 3 a live source "
-        "could not be reached in time, 4 unchecked (kvcheck could not decide)."
+        "could not be reached in time, 4 unchecked (a pair kvcheck cannot decide; 0 with --allow-unchecked)."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -67,6 +68,8 @@ def _seconds(value: float) -> float:
 
 EPILOG = (
     "Examples:\n\n"
+    "  kvcheck preflight -f configs/deployments/llama-nixl-1p2d.yaml\n\n"
+    "  kvcheck preflight -f prefill.yaml -f decode.yaml -o json --env prod.env --models ~/.cache/huggingface/hub\n\n"
     "  kvcheck preflight --prefill configs/aligned/prefill.yaml --decode configs/aligned/decode.yaml\n\n"
     "  kvcheck preflight --prefill p.yaml --decode d.yaml --format json --ignore page-size-unpinned\n\n"
     "PREFILL/DECODE: a SGLang --config YAML (dash keys, as sglang.launch_server takes them), a file "
@@ -77,9 +80,13 @@ EPILOG = (
 
 @app.command(epilog=EPILOG)
 def preflight(
-    prefill: str = typer.Option(..., "--prefill", "-p", metavar="FILE|URL", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL."),
-    decode: str = typer.Option(..., "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
-    format: str = typer.Option("table", "--format", "-f", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML, one test case per check), github (GitHub Actions annotations). The exit status is the same for every format."),
+    files: List[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="A deployment as published (repeatable, kubectl style): a Kubernetes manifest (multi-document, List; Deployment, StatefulSet, Job, LeaderWorkerSet, DynamoGraphDeployment, RoleBasedGroup, OME runtimes, llm-d, AIBrix), an srt-slurm recipe, or a shell script / docs block of launch lines. Every prefill and decode instance is checked, grouped into classes. Not with --prefill/--decode."),
+    prefill: Optional[str] = typer.Option(None, "--prefill", "-p", metavar="FILE|URL", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL (one pair; not with -f)."),
+    decode: Optional[str] = typer.Option(None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
+    format: str = typer.Option("table", "--format", "-o", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions annotations). The exit status is the same for every format."),
+    env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files."),
+    models_dir: Optional[Path] = typer.Option(None, "--models", metavar="DIR", help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; HF_HUB_CACHE / HF_HOME are also read."),
+    allow_unchecked: bool = typer.Option(False, "--allow-unchecked", help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, unresolved variable) exits 0 instead of 4; the output still says unchecked."),
     kernel: str = typer.Option("builtin", "--kernel", metavar="builtin|runtime|auto", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
     ignore: List[str] = typer.Option([], "--ignore", metavar="ID", help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, marked ignored."),
     prefill_env: Optional[Path] = typer.Option(None, "--prefill-env", help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...)."),
@@ -104,7 +111,7 @@ def preflight(
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
     decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
 ) -> None:
-    """Check a prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
+    """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
     from kvcheck.preflight import run_preflight
     from kvcheck.report import FORMATS
@@ -112,6 +119,13 @@ def preflight(
 
     if format not in FORMATS:
         raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
+    if files:
+        if prefill is not None or decode is not None:
+            raise KvcheckError("give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f")
+        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked,
+                               model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu)
+    if prefill is None or decode is None:
+        raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
     p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
     d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
@@ -121,7 +135,10 @@ def preflight(
 
         augment_preflight(report, p, d, prefill_agent=prefill_agent, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages, show_progress=format != "json" and sys.stderr.isatty())
     global _decided_exit
-    _decided_exit = report.exit_code
+    if allow_unchecked and report.verdict == "unchecked":
+        report.extra["allow_unchecked"] = True
+        typer.echo("kvcheck: verdict unchecked, accepted with --allow-unchecked (exit 0)", err=True)
+    _decided_exit = 0 if allow_unchecked and report.verdict == "unchecked" else report.exit_code
     try:
         if format == "json":
             sys.stdout.write(renderers.render_json(report) + "\n")
@@ -135,6 +152,49 @@ def preflight(
         sys.stdout.flush()
     except BrokenPipeError:
         _quiet_stdout()  # a reader that closed the pipe early (| head) does not change the verdict
+    raise typer.Exit(_decided_exit)
+
+
+def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional[Path], models_dir: Optional[Path], allow_unchecked: bool,
+                           model_config: Optional[Path], kernel: str, ignore: List[str], gpu: Optional[str], prefill_gpu: Optional[str],
+                           decode_gpu: Optional[str], sglang_version: Optional[str] = None) -> None:
+    """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
+    try:
+        from kvcheck.sources.deployments import read_deployments
+    except ImportError:
+        raise KvcheckError("this kvcheck build has no deployment readers (kvcheck.sources.deployments.read_deployments); use --prefill/--decode", field="-f") from None
+    from kvcheck.cluster import ClusterOptions, check_deployments
+    from kvcheck.sources.files import read_env_file
+
+    global _decided_exit
+    env = read_env_file(env_file) if env_file is not None else None
+    deployments = read_deployments(list(files), env=env)
+    opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
+                          decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked)
+    report = check_deployments(deployments, opts)
+    _decided_exit = report.exit_code
+    try:
+        if format == "json":
+            import json as _json
+
+            sys.stdout.write(_json.dumps(report.contract(), indent=2) + "\n")
+        elif format == "junit":
+            from kvcheck.report.junit import render_cluster_junit
+
+            sys.stdout.write(render_cluster_junit(report) + "\n")
+        elif format == "github":
+            from kvcheck.report.github import render_cluster_github
+
+            sys.stdout.write(render_cluster_github(report) + "\n")
+        else:
+            from kvcheck.report.terminal import PipeSafeConsole, render_cluster_terminal
+
+            render_cluster_terminal(report, PipeSafeConsole())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    if allow_unchecked and report.verdict == "unchecked":
+        typer.echo("kvcheck: verdict unchecked, accepted with --allow-unchecked (exit 0)", err=True)
     raise typer.Exit(report.exit_code)
 
 
@@ -239,6 +299,8 @@ def list_checks(check_id: Optional[str] = typer.Argument(None, help="Show one ch
 
 EXPLAIN_EPILOG = (
     "Examples:\n\n"
+    "  kvcheck preflight -f configs/deployments/llama-nixl-1p2d.yaml\n\n"
+    "  kvcheck preflight -f prefill.yaml -f decode.yaml -o json --env prod.env --models ~/.cache/huggingface/hub\n\n"
     "  kvcheck explain \"ValueError: NIXL KV transfer has no KV memory segments\"\n\n"
     "  kvcheck explain --log prefill.log --prefill p.yaml --decode d.yaml\n\n"
     "  kubectl logs prefill-0 | kvcheck explain --format json\n\n"

@@ -78,3 +78,15 @@ def test_a_draft_model_hub_id_is_told_to_use_draft_model_config(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "--draft-model-config" in proc.stderr and "--speculative-draft-model-path" in proc.stderr
     assert not re.search(r"pass --model-config", proc.stderr)
+
+
+def test_the_ci_example_installs_kvcheck_from_its_repository_not_pypi():
+    import yaml
+
+    wf = yaml.safe_load((REPO / "configs" / "ci" / "kvcheck-preflight.yml").read_text())
+    runs = [s.get("run", "") for s in wf["jobs"]["preflight"]["steps"]]
+    install = next(r for r in runs if "pip install" in r)
+    # From the checked-out repository itself (the gate runs in the repository that holds kvcheck
+    # or a checkout of it), never a package name on PyPI.
+    assert re.search(r"pip install (-e )?\.(\s|$)", install), install
+    assert not re.search(r"pip install\s+kvcheck\b", install)

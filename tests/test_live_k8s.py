@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from helpers import REPO, run_cli
 
-from kvcheck.errors import EXIT_FAIL, EXIT_INPUT, EXIT_UNREACHABLE
+from kvcheck.errors import EXIT_FAIL, EXIT_INPUT, EXIT_UNCHECKED, EXIT_UNREACHABLE
 
 K8S = REPO / "configs" / "k8s"
 
@@ -22,7 +22,7 @@ def test_manifests_use_only_existing_preflight_options():
         for doc in yaml.safe_load_all(path.read_text()):
             for c in _containers(doc):
                 args = c.get("args") or []
-                if args[:1] != ["preflight"]:
+                if args[:1] != ["preflight"] or "-f" in args:  # -f: the static manifest Job (tests/test_cluster_gate.py)
                     continue
                 seen += 1
                 for a in args[1:]:
@@ -33,8 +33,8 @@ def test_manifests_use_only_existing_preflight_options():
 
 
 def test_job_fails_on_fail_and_input_errors_and_retries_unreachable():
-    job = yaml.safe_load((K8S / "kvcheck-preflight-job.yaml").read_text())
+    job = next(yaml.safe_load_all((K8S / "kvcheck-preflight-job.yaml").read_text()))
     assert job["kind"] == "Job" and job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     rules = {r["action"]: r for r in job["spec"]["podFailurePolicy"]["rules"]}
-    assert sorted(rules["FailJob"]["onExitCodes"]["values"]) == [EXIT_FAIL, EXIT_INPUT]
+    assert sorted(rules["FailJob"]["onExitCodes"]["values"]) == [EXIT_FAIL, EXIT_INPUT, EXIT_UNCHECKED]
     assert rules["Count"]["onExitCodes"]["values"] == [EXIT_UNREACHABLE]

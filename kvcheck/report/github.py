@@ -49,3 +49,40 @@ def render_github(report: Report) -> str:
     level = "error" if report.verdict == "fail" else "notice"
     lines.append(command(level, f"{report.verdict.upper()}: {errors} error(s), {warnings} warning(s) [{report.runtime}, {report.kernel} kernel]", title="kvcheck verdict"))
     return "\n".join(lines)
+
+
+def _cluster_annotation(scope: str, located, loc=None) -> str:
+    """One annotation for a cluster report finding, with ``file=``/``line=`` of the
+    manifest line that set the flag (so it attaches to the pull request diff)."""
+    f = located.finding
+    level = "notice" if f.ignored else _LEVEL[f.severity]
+    title = f"kvcheck {f.id} [{scope}]" + (" (ignored)" if f.ignored else "")
+    body = [f.message]
+    if f.runtime_error is not None:
+        body.append(f"runtime: {f.runtime_error.type}: {f.runtime_error.message}")
+    if f.severity != Severity.INFO:
+        body.append(f"fix: {f.fix}")
+    loc = loc or located.location
+    props = {"file": loc.file if loc else "", "line": str(loc.line) if loc and loc.line else "", "title": title}
+    return command(level, "\n".join(body), **props)
+
+
+def render_cluster_github(report) -> str:
+    """A ``kvcheck.cluster.ClusterReport`` as annotations: one per finding and manifest
+    line it is about (a mismatch is annotated on both sides' lines, the decode's first),
+    each with ``file=`` and ``line=``; a finding shared by several pairs is written once.
+    Then the verdict with the pair counts."""
+    lines, seen = [], set()
+    for scope, x in report.all_findings():
+        for loc in x.locations or [None]:
+            sig = (x.finding.id, x.finding.message, loc.file if loc else None, loc.line if loc else None)
+            if sig in seen:
+                continue
+            seen.add(sig)
+            lines.append(_cluster_annotation(scope, x, loc))
+    pairs = [p for d in report.deployments for p in d.pairs]
+    counts = {v: sum(1 for p in pairs if p.verdict == v) for v in ("fail", "unchecked", "warn", "pass")}
+    level = "error" if report.exit_code else "notice"
+    note = " (accepted with --allow-unchecked)" if report.verdict == "unchecked" and report.allow_unchecked else ""
+    lines.append(command(level, f"{report.verdict.upper()}{note}: {len(pairs)} pair(s)" + "".join(f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)) + f" [{report.runtime}, {report.kernel} kernel]", title="kvcheck verdict"))
+    return "\n".join(lines)

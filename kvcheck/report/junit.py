@@ -140,3 +140,60 @@ def build_suite(report: Report) -> TestSuite:
 def render_junit(report: Report) -> str:
     """``report`` as a JUnit XML document (one <testsuite>, one <testcase> per check)."""
     return to_xml_report_string([build_suite(report)], prettyprint=True, encoding="utf-8")
+
+
+def render_cluster_junit(report) -> str:
+    """A ``kvcheck.cluster.ClusterReport`` as JUnit XML: one <testsuite> per prefill class
+    x decode class pair (named ``kvcheck pair PREFILL x DECODE``, one <testcase> per check
+    as for a single pair, plus one per class-level finding) and one ``kvcheck cluster``
+    suite with a <testcase> per cluster-wide check. An ``unchecked`` finding is a
+    <failure> unless --allow-unchecked was given (then a <skipped>), so a CI test report
+    shows what kvcheck could not decide."""
+    from kvcheck.cluster.checks import CLUSTER_CHECKS
+
+    suites = []
+    multi = len(report.deployments) > 1
+    for d in report.deployments:
+        prefix = f"{d.deployment.variant or d.deployment.name}: " if multi else ""
+        for p in d.pairs:
+            cases: dict[str, TestCase] = {}
+            for x in p.findings:
+                f = x.finding
+                cid = _check_of(f.id)
+                case = cases.get(cid) or cases.setdefault(cid, TestCase(name=cid, classname=f"kvcheck.{p.prefill.id}.{p.decode.id}", elapsed_sec=0.0, allow_multiple_subelements=True, file=x.location.file if x.location else None, line=x.location.line if x.location else None))
+                _add(case, f, report.allow_unchecked)
+            if p.report is not None:
+                for cid in _registry():
+                    if cid not in cases:
+                        cases[cid] = TestCase(name=cid, classname=f"kvcheck.{p.prefill.id}.{p.decode.id}", elapsed_sec=0.0)
+                        if cid in LIVE_CHECKS or cid in ("agents", "probe"):
+                            cases[cid].add_skipped_info(message="not run: static check of a deployment (no live server or agent)")
+            props = {"verdict": p.verdict, "prefill_class": p.prefill.id, "decode_class": p.decode.id,
+                     "plan_path": (p.report.plan.path if p.report and p.report.plan and p.report.plan.error is None else None) or ""}
+            suites.append(TestSuite(f"{prefix}kvcheck pair {p.prefill.id} x {p.decode.id}", list(cases.values()), properties=props))
+        cases = {cid: TestCase(name=cid, classname="kvcheck.cluster", elapsed_sec=0.0, allow_multiple_subelements=True) for cid in CLUSTER_CHECKS}
+        for x in d.findings:
+            case = cases.get(x.finding.id) or cases.setdefault(x.finding.id, TestCase(name=x.finding.id, classname="kvcheck.cluster", elapsed_sec=0.0, allow_multiple_subelements=True))
+            _add(case, x.finding, report.allow_unchecked)
+        suites.append(TestSuite(f"{prefix}kvcheck cluster", list(cases.values()), properties={"verdict": report.verdict, "exit_code": str(report.exit_code), "runtime": report.runtime, "kernel": report.kernel}))
+    return to_xml_report_string(suites, prettyprint=True, encoding="utf-8")
+
+
+def _registry():
+    from kvcheck.checks import REGISTRY
+
+    return list(REGISTRY)
+
+
+def _add(case: TestCase, f: Finding, allow_unchecked: bool) -> None:
+    if f.ignored:
+        case.add_skipped_info(message=f"ignored with --ignore: {f.id}: {f.message}")
+    elif f.severity == Severity.ERROR:
+        case.add_failure_info(message=f"{f.id}: {f.message}", output=_body(f), failure_type=f.id)
+    elif f.severity == Severity.UNCHECKED:
+        if allow_unchecked:
+            case.add_skipped_info(message=f"unchecked (accepted with --allow-unchecked): {f.id}: {f.message}")
+        else:
+            case.add_failure_info(message=f"unchecked: {f.id}: {f.message}", output=_body(f), failure_type=f.id)
+    else:
+        case.stdout = ((case.stdout + "\n") if case.stdout else "") + f"{f.severity.value}: {_body(f)}"

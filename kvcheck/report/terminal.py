@@ -136,3 +136,77 @@ class PipeSafeConsole(Console):
             os.dup2(devnull, sys.stdout.fileno())
         except OSError:
             pass
+
+
+def render_cluster_terminal(report, console: Console) -> None:
+    """Print a ``kvcheck.cluster.ClusterReport``: the verdict, then per deployment its
+    instances, classes, pairs (verdict and plan) and findings (each with its manifest
+    line and fix; a finding shared by several pairs is printed once)."""
+    head = Text(report.verdict.upper(), style=VERDICT_STYLE[report.verdict])
+    pairs = [p for d in report.deployments for p in d.pairs]
+    counts = {v: sum(1 for p in pairs if p.verdict == v) for v in ("fail", "unchecked", "warn", "pass")}
+    head.append(f"  {sum(len(d.instances) for d in report.deployments)} instance(s), {len(pairs)} pair(s)" + "".join(f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)), style="default")
+    head.append(f"  [{report.runtime}, {report.kernel} kernel]", style="dim")
+    console.print(head)
+    if report.verdict == "unchecked":
+        console.print(Text("  accepted with --allow-unchecked: exit 0" if report.allow_unchecked else "  kvcheck could not decide every pair: exit 4 (pass --allow-unchecked to accept)", style="magenta"))
+    for d in report.deployments:
+        dep = d.deployment
+        console.print()
+        console.print(Text(f"deployment {dep.name}" + (f" [{dep.variant}]" if dep.variant else "") + f"  ({dep.source})  {d.verdict.upper()}", style="bold"))
+        inst = Table(title="instances", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("role", "name", "class", "line", "replicas", "nodes", "GPUs", "release", "model"):
+            inst.add_column(col, overflow="fold")
+        for ir in d.instances[:50]:
+            i = ir.instance
+            at = f"{os.path.basename(i.location.file)}:{i.location.line}" if i.location.line else os.path.basename(i.location.file)
+            inst.add_row(i.role, i.name, ir.class_id or "-", at, str(i.replicas), str(i.nodes), str(i.gpus or "-"), ir.release or "-", ir.model or "-")
+        console.print(inst)
+        if len(d.instances) > 50:
+            console.print(Text(f"  ... and {len(d.instances) - 50} more instance(s)", style="dim"))
+        classes = Table(title="classes (instances whose KV-relevant args agree)", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("class", "instances", "model config", "TP/DP/PP", "page", "kv dtype", "backend", "checked"):
+            classes.add_column(col, overflow="fold")
+        for c in d.classes:
+            a = c.first.args or {}
+            classes.add_row(c.id, str(len(c.members)), _short_source(c.first.model_source), f"{a.get('tp_size', 1)}/{a.get('dp_size', 1)}/{a.get('pp_size', 1)}",
+                            str(a.get("page_size", "-")), str(a.get("kv_cache_dtype", "auto")), str(a.get("disaggregation_transfer_backend", "mooncake")), "yes" if c.side is not None else "no")
+        console.print(classes)
+        pt = Table(title="pairs (each decided once)", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("prefill", "decode", "verdict", "plan"):
+            pt.add_column(col)
+        for p in d.pairs:
+            plan = p.report.plan if p.report else None
+            desc = "-" if plan is None else (f"raises {plan.error.type}" if plan.error is not None else f"{plan.path}: {plan.n_src} -> {plan.n_dst} regions, {len(plan.segments)} segment(s)")
+            pt.add_row(p.prefill.id, p.decode.id, Text(p.verdict.upper(), style=VERDICT_STYLE[p.verdict]), desc)
+        console.print(pt)
+    seen = set()
+    shown = False
+    for scope, x in report.all_findings():
+        f = x.finding
+        sig = (f.id, f.message, str(x.location))
+        if sig in seen or f.severity == Severity.INFO:
+            continue
+        if not shown:
+            console.print()
+            shown = True
+        seen.add(sig)
+        line = Text()
+        line.append(f"{f.severity.value.upper():9} ", style="dim" if f.ignored else SEVERITY_STYLE[f.severity])
+        line.append(f.id, style="bold")
+        line.append(f" [{scope}]" + (" (ignored)" if f.ignored else ""), style="dim")
+        line.append(f"  {f.message}")
+        console.print(line)
+        if x.location is not None:
+            console.print(Text(f"          at {x.location}", style="dim"))
+        if f.runtime_error is not None:
+            console.print(Text(f"          runtime: {f.runtime_error.type}: {f.runtime_error.message}", style="magenta"))
+        console.print(Text(f"          fix: {f.fix}", style="green"))
+
+
+def _short_source(src: str) -> str:
+    """A model source for a table cell: catalog, HF cache, --model-config, local, or not found."""
+    for prefix, short in (("kvcheck catalog", "catalog"), ("Hugging Face cache", "HF cache"), ("--model-config", "--model-config"), ("local", "local"), ("not found", "not found")):
+        if src.startswith(prefix):
+            return short
+    return "not usable" if src else "-"

@@ -14,11 +14,38 @@ import re
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from kvcheck.errors import InputError
-from kvcheck.sglang.args import build_server_args
-from kvcheck.sglang.model import ModelConfig, parse_model_config
-from kvcheck.sides import RELEVANT_ENV, Role, Side
-from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
+
+if TYPE_CHECKING:
+    from kvcheck.sglang.model import ModelConfig
+    from kvcheck.sides import Role, Side
+
+# The readers and the runtime model are imported where they are used: importing this
+# package (which ``kvcheck.sources.redact``/``limits`` do, for the CLI's output scrub and
+# ``explain``) stays light. The names it used to re-export still resolve (``__getattr__``).
+_LAZY = {
+    "build_server_args": "kvcheck.sglang.args",
+    "ModelConfig": "kvcheck.sglang.model",
+    "parse_model_config": "kvcheck.sglang.model",
+    "RELEVANT_ENV": "kvcheck.sides",
+    "Role": "kvcheck.sides",
+    "Side": "kvcheck.sides",
+    "read_command_line": "kvcheck.sources.files",
+    "read_env_file": "kvcheck.sources.files",
+    "read_json_args": "kvcheck.sources.files",
+    "read_text": "kvcheck.sources.files",
+    "read_yaml_config": "kvcheck.sources.files",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'kvcheck.sources' has no attribute {name!r}")
 
 
 # ``host:port`` (or ``[v6]:port``, optional path) without a scheme: a live server.
@@ -29,6 +56,9 @@ def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
     """Parse a model ``config.json`` file, or the ``config.json`` of a model directory
     (what ``--model-path`` names, as SGLang takes it); ``InputError`` naming the file
     otherwise (missing, too large, not JSON, nested too deep, values out of range)."""
+    from kvcheck.sglang.model import parse_model_config
+    from kvcheck.sources.files import read_text
+
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise InputError(f"the directory {path} holds no config.json (give the model's directory or its config.json)", source=str(path), field=field)
@@ -92,8 +122,13 @@ def build_side(
     sglang_version: str | None = None,
     image: str | None = None,
     release: Any = None,
+    model: ModelConfig | None = None,
+    draft_model: ModelConfig | None = None,
 ) -> Side:
     """Type the args, read the model (and draft model) config, and build a ``Side``.
+
+    ``model``/``draft_model``: an already-resolved config (the cluster pipeline's
+    catalog or Hugging Face cache lookup); when given, no file is read for it.
 
     ``gpu``: the GPU named on the command line (``--gpu``/``--prefill-gpu``...); it wins
     over a ``kvcheck-gpu`` key in the file. Neither -> Hopper, said in ``gpu_source``.
@@ -107,7 +142,9 @@ def build_side(
     flags. The typed ``ServerArgs`` take that release's defaults where they differ from
     0.5.23's (e.g. ``--disaggregation-transfer-backend``).
     """
+    from kvcheck.sglang.args import build_server_args
     from kvcheck.sglang.gpu import DEFAULT_GPU, resolve_gpu
+    from kvcheck.sides import RELEVANT_ENV, Side
     from kvcheck.sglang.releases import choose_release, release_from_image
     from kvcheck.sources.files import GPU_ENV, VERSION_ENV, VERSION_KEY
 
@@ -132,9 +169,9 @@ def build_side(
 
     register_secrets(collect_secrets(args) | collect_secrets(env))
     typed = build_server_args(release_defaults(args, release.table), origin)
-    model = resolve_model(typed.model_path, model_config, origin, base=base)
-    draft = None
-    if typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
+    model = model if model is not None else resolve_model(typed.model_path, model_config, origin, base=base)
+    draft = draft_model
+    if draft is None and typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
         if draft_model_config is None and typed.speculative_draft_model_path == typed.model_path:
             draft = None  # the target's own MTP layers
         else:
@@ -201,6 +238,8 @@ def load_side(
     Raises ``InputError`` (exit 2) for bad input, ``UnreachableError`` (exit 3) when a
     live server does not answer in time.
     """
+    from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
+
     if not spec.startswith(("http://", "https://")) and not Path(spec).exists() and _HOST_PORT.match(spec):
         spec = "http://" + spec  # host:port of a live server, as SGLang prints it
     if spec.startswith(("http://", "https://")):

@@ -1,0 +1,268 @@
+"""The cluster report: instances, classes, pairs and cluster-wide findings, per deployment.
+
+``ClusterReport.contract()`` is the JSON object ``kvcheck preflight -f`` prints (README,
+"Output contract"): ``verdict`` (pass | warn | unchecked | fail), ``instances``,
+``classes``, ``pairs`` (each ``{prefill_class, decode_class, verdict, plan, findings}``),
+``findings`` (cluster-wide), ``plan`` (the first failing pair's, else the first pair's, for
+the single-pair contract), and ``deployments`` when several deployments (a sweep) were read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvcheck.checks.base import Finding, Severity
+from kvcheck.report.model import Report, verdict_of
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location
+
+VERDICT_ORDER = {"fail": 0, "unchecked": 1, "warn": 2, "pass": 3}
+EMPTY_PLAN = {"path": None, "n_src": 0, "n_dst": 0, "segments": []}
+
+
+def worst(verdicts: list[str]) -> str:
+    """The worst verdict of ``verdicts``: fail > unchecked > warn > pass (pass if empty)."""
+    return min(verdicts, key=VERDICT_ORDER.__getitem__, default="pass")
+
+
+@dataclass
+class Located:
+    """A finding and the manifest line it is about (``file=``/``line=`` of annotations)."""
+
+    finding: Finding
+    location: Location | None = None
+    also: list[Location] = field(default_factory=list)
+
+    @property
+    def locations(self) -> list[Location]:
+        """Every manifest line the finding is about, primary first."""
+        return ([self.location] if self.location else []) + list(self.also)
+
+    def contract(self) -> dict[str, Any]:
+        out = self.finding.contract()
+        out["file"] = self.location.file if self.location else None
+        out["line"] = self.location.line if self.location else None
+        out["locations"] = [str(loc) for loc in self.locations]
+        return out
+
+
+@dataclass
+class InstanceResult:
+    """One instance as the pipeline read it: parsed args (dest -> value), its class id,
+    the SGLang release and model it was checked with, and instance-level findings."""
+
+    instance: Instance
+    args: dict[str, Any] | None = None
+    class_id: str | None = None
+    release: str | None = None
+    release_source: str = ""
+    model: str | None = None
+    model_source: str = ""
+    findings: list[Located] = field(default_factory=list)
+
+    def contract(self) -> dict[str, Any]:
+        inst = self.instance
+        a = self.args or {}
+        return {
+            "role": inst.role,
+            "name": inst.name,
+            "location": str(inst.location),
+            "file": inst.location.file,
+            "line": inst.location.line,
+            "class": self.class_id,
+            "replicas": inst.replicas,
+            "nodes": inst.nodes,
+            "gpus": inst.gpus,
+            "gpu_type": inst.gpu_type,
+            "image": inst.image,
+            "sglang_release": self.release,
+            "release_source": self.release_source,
+            "launcher": inst.launcher,
+            "kind": getattr(inst, "kind", ""),
+            "hosts": list(inst.hosts),
+            "model": self.model,
+            "model_source": self.model_source,
+            "kv_args": {k: a[k] for k in KV_ARG_DESTS if k in a},
+        }
+
+
+# Args shown per instance/class: the ones that shape KV regions, the transfer and bootstrap.
+KV_ARG_DESTS = (
+    "model_path", "tp_size", "dp_size", "enable_dp_attention", "attn_cp_size", "dcp_size", "pp_size",
+    "page_size", "kv_cache_dtype", "disaggregation_transfer_backend", "disaggregation_bootstrap_port",
+    "speculative_algorithm", "speculative_draft_model_path", "enable_hisparse", "attention_backend",
+    "nnodes", "node_rank", "load_balance_method",
+)
+
+
+@dataclass
+class ClassResult:
+    """Instances whose KV-relevant inputs agree: decided once for every pair they are in.
+
+    ``side`` is None when the class cannot be checked (unknown model, unresolved
+    variable): every pair with it is ``unchecked``, with ``findings`` saying why."""
+
+    id: str
+    role: str
+    key: Any
+    members: list[InstanceResult] = field(default_factory=list)
+    side: Any = None
+    findings: list[Located] = field(default_factory=list)
+
+    @property
+    def first(self) -> InstanceResult:
+        return self.members[0]
+
+    def contract(self) -> dict[str, Any]:
+        f = self.first
+        return {
+            "id": self.id,
+            "role": self.role,
+            "instances": [m.instance.name for m in self.members],
+            "replicas": sum(m.instance.replicas for m in self.members),
+            "model": f.model,
+            "model_source": f.model_source,
+            "sglang_release": f.release,
+            "gpu": self.side.gpu if self.side is not None else f.instance.gpu_type,
+            "kv_args": {k: (f.args or {})[k] for k in KV_ARG_DESTS if k in (f.args or {})},
+            "checked": self.side is not None,
+            "findings": [x.contract() for x in self.findings],
+        }
+
+
+@dataclass
+class PairResult:
+    """One prefill class x decode class pair, decided once."""
+
+    prefill: ClassResult
+    decode: ClassResult
+    verdict: str
+    report: Report | None
+    findings: list[Located]
+
+    def contract(self) -> dict[str, Any]:
+        return {
+            "prefill_class": self.prefill.id,
+            "decode_class": self.decode.id,
+            "verdict": self.verdict,
+            "plan": plan_contract(self.report),
+            "findings": [x.contract() for x in self.findings],
+            "sides": [s.model_dump() for s in self.report.sides] if self.report else [],
+        }
+
+
+def plan_contract(report: Report | None) -> dict[str, Any]:
+    """The single-pair ``plan`` object (DESIGN.md part 3) of ``report``."""
+    if report is None or report.plan is None:
+        return dict(EMPTY_PLAN)
+    plan = report.plan.contract()
+    if report.plan.error is not None:
+        plan["path"] = None
+    return plan
+
+
+@dataclass
+class DeploymentResult:
+    """One deployment checked: instances, classes, pairs and cluster-wide findings."""
+
+    deployment: Deployment
+    instances: list[InstanceResult]
+    classes: list[ClassResult]
+    pairs: list[PairResult]
+    findings: list[Located]
+    kernel: str = "builtin"
+
+    @property
+    def verdict(self) -> str:
+        return worst([p.verdict for p in self.pairs] + [verdict_of([x.finding for x in self.findings])])
+
+    def lead_pair(self) -> PairResult | None:
+        """The first failing pair, else the first unchecked, else the first pair."""
+        for v in ("fail", "unchecked"):
+            for p in self.pairs:
+                if p.verdict == v:
+                    return p
+        return self.pairs[0] if self.pairs else None
+
+    def contract(self) -> dict[str, Any]:
+        lead = self.lead_pair()
+        d = self.deployment
+        return {
+            "name": d.name,
+            "variant": d.variant,
+            "source": str(d.source),
+            "verdict": self.verdict,
+            "plan": lead.contract()["plan"] if lead else dict(EMPTY_PLAN),
+            "findings": [x.contract() for x in self.findings],
+            "instances": [i.contract() for i in self.instances],
+            "classes": [c.contract() for c in self.classes],
+            "pairs": [p.contract() for p in self.pairs],
+            "routers": [{"location": str(r.location), "prefills": [{"url": p.url, "bootstrap_port": p.bootstrap_port} for p in r.prefills], "decodes": list(r.decodes)} for r in d.routers],
+        }
+
+
+@dataclass
+class ClusterReport:
+    """Every deployment read from the ``-f`` files. ``allow_unchecked`` turns an
+    ``unchecked`` verdict's exit status from 4 into 0 (the verdict stays ``unchecked``)."""
+
+    deployments: list[DeploymentResult]
+    kernel: str = "builtin"
+    runtime: str = "sglang 0.5.23"
+    allow_unchecked: bool = False
+
+    @property
+    def verdict(self) -> str:
+        return worst([d.verdict for d in self.deployments])
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass/warn (and unchecked with ``allow_unchecked``), 1 fail, 4 unchecked."""
+        v = self.verdict
+        if v == "fail":
+            return 1
+        if v == "unchecked":
+            return 0 if self.allow_unchecked else 4
+        return 0
+
+    def all_findings(self) -> list[tuple[str, Located]]:
+        """(scope, finding) over every deployment: cluster findings, then each pair's."""
+        out: list[tuple[str, Located]] = []
+        multi = len(self.deployments) > 1
+        for d in self.deployments:
+            prefix = f"{d.deployment.variant or d.deployment.name}: " if multi else ""
+            out += [(f"{prefix}cluster", x) for x in d.findings]
+            for p in d.pairs:
+                out += [(f"{prefix}{p.prefill.id} x {p.decode.id}", x) for x in p.findings]
+        return out
+
+    def contract(self) -> dict[str, Any]:
+        """The JSON object of ``kvcheck preflight -f`` (see the module docstring)."""
+        if len(self.deployments) == 1:
+            out = self.deployments[0].contract()
+            name = out.pop("name")
+            out["deployment"] = name
+        else:
+            lead = next((d for d in self.deployments if d.verdict == self.verdict), self.deployments[0])
+            deps = [d.contract() for d in self.deployments]
+            tagged = lambda key: [{**item, "deployment": d["variant"] or d["name"]} for d in deps for item in d[key]]  # noqa: E731
+            out = {
+                "verdict": self.verdict,
+                "plan": lead.contract()["plan"],
+                "findings": tagged("findings"),
+                "instances": tagged("instances"),
+                "classes": tagged("classes"),
+                "pairs": tagged("pairs"),
+                "deployments": deps,
+            }
+        out["verdict"] = self.verdict
+        out["exit_code"] = self.exit_code
+        out["allow_unchecked"] = self.allow_unchecked
+        out["kernel"] = self.kernel
+        out["runtime"] = self.runtime
+        return out
+
+
+def finding(id: str, severity: Severity, message: str, fix: str, location: Location | None = None) -> Located:
+    """A cluster-level finding at ``location``."""
+    return Located(Finding(id=id, severity=severity, message=message, fix=fix), location)

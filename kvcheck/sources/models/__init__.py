@@ -1,0 +1,182 @@
+"""Model configs without weights: where a server's ``config.json`` comes from.
+
+Deployment manifests name a model by hub id (``deepseek-ai/DeepSeek-R1``) or by a path
+inside the image (``/models/DeepSeek-R1``). ``resolve_model_config`` finds the KV-relevant
+config for such a name, in this order, and says which source it used:
+
+1. ``--model-config FILE`` (one file for every server of the run);
+2. a local ``--model-path`` directory holding ``config.json`` (relative paths are taken
+   from the manifest's folder);
+3. a Hugging Face cache (``--models DIR``, else ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``,
+   else ``~/.cache/huggingface/hub``): ``models--ORG--NAME/snapshots/REV/config.json``,
+   the layout ``huggingface_hub`` writes (``refs/main`` names the revision when present);
+4. the catalog shipped with kvcheck (``catalog.json``): the KV-relevant fields of the
+   public ``config.json`` of the models people deploy disaggregated, keyed by hub id, each
+   with the ``repo@commit:path`` it was read from. Loaded lazily, on the first lookup.
+
+A name found nowhere is ``None``: the caller reports an ``unknown-model`` finding (verdict
+``unchecked``); kvcheck never guesses a geometry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+from kvcheck.errors import InputError
+
+CATALOG_FILE = Path(__file__).with_name("catalog.json")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model's raw ``config.json`` object and where it came from.
+
+    ``raw``: the parsed JSON object (the catalog keeps only KV-relevant fields);
+    ``source``: for people, e.g. ``"catalog: deepseek-ai/DeepSeek-R1 (ai-dynamo/...@abc:path)"``;
+    ``kind``: ``model-config``, ``local``, ``hf-cache`` or ``catalog``; ``path``: the
+    file read (None for the catalog); ``hub_id``: the hub id it was matched by, when any.
+    """
+
+    raw: dict[str, Any]
+    source: str
+    kind: str
+    path: Path | None = None
+    hub_id: str | None = None
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> dict[str, dict[str, Any]]:
+    """The shipped catalog: ``{hub_id: {"source": "repo@commit:path", "config": {...}}}``.
+
+    Raises ``InputError`` if the packaged file is unreadable (a broken install)."""
+    try:
+        data = json.loads(CATALOG_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"the model catalog cannot be read: {exc}", source=str(CATALOG_FILE)) from None
+    return data["models"]
+
+
+@lru_cache(maxsize=1)
+def _catalog_index() -> tuple[dict[str, str], dict[str, list[str]]]:
+    by_id = {k.lower(): k for k in load_catalog()}
+    by_name: dict[str, list[str]] = {}
+    for k in load_catalog():
+        by_name.setdefault(k.rsplit("/", 1)[-1].lower(), []).append(k)
+    return by_id, by_name
+
+
+def catalog_lookup(name: str) -> tuple[str, str] | None:
+    """(hub id, how it matched) for ``name`` in the catalog, or None.
+
+    Matches, in order: the hub id (case-insensitive); the last two path components of a
+    path (``/models/deepseek-ai/DeepSeek-R1``); the last component alone when exactly one
+    catalog entry has that name (``/models/DeepSeek-R1``). Nothing else: no fuzzy match."""
+    by_id, by_name = _catalog_index()
+    key = name.strip().rstrip("/")
+    if key.lower() in by_id:
+        return by_id[key.lower()], "hub id"
+    parts = [p for p in key.split("/") if p]
+    if len(parts) >= 2 and f"{parts[-2]}/{parts[-1]}".lower() in by_id:
+        return by_id[f"{parts[-2]}/{parts[-1]}".lower()], f"path {name}"
+    if parts:
+        hits = by_name.get(parts[-1].lower(), [])
+        if len(hits) == 1:
+            return hits[0], f"name {parts[-1]} of {name}"
+    return None
+
+
+def hf_cache_dirs(models_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The Hugging Face hub cache folders to look in: ``models_dir`` (or its ``hub``
+    subfolder), then ``HF_HUB_CACHE``, ``HF_HOME/hub``, ``~/.cache/huggingface/hub``."""
+    env = os.environ if environ is None else environ
+    out: list[Path] = []
+    if models_dir is not None:
+        out += [models_dir, models_dir / "hub"]
+    if env.get("HF_HUB_CACHE"):
+        out.append(Path(env["HF_HUB_CACHE"]))
+    if env.get("HF_HOME"):
+        out.append(Path(env["HF_HOME"]) / "hub")
+    out.append(Path(os.path.expanduser("~/.cache/huggingface/hub")))
+    return [p for p in out if p.is_dir()]
+
+
+def hf_cache_config(hub_id: str, cache_dirs: list[Path]) -> Path | None:
+    """``config.json`` of ``hub_id`` (``ORG/NAME``) in a hub cache folder, or None.
+
+    Layout (huggingface_hub): ``models--ORG--NAME/snapshots/REV/config.json``; the
+    revision named by ``refs/main`` wins, else the newest snapshot holding one."""
+    parts = [p for p in hub_id.strip("/").split("/") if p]
+    if len(parts) != 2:
+        return None
+    folder_name = "models--" + "--".join(parts)
+    for cache in cache_dirs:
+        folder = cache / folder_name
+        if not folder.is_dir():
+            continue
+        ref = folder / "refs" / "main"
+        if ref.is_file():
+            cfg = folder / "snapshots" / ref.read_text(encoding="utf-8").strip() / "config.json"
+            if cfg.is_file():
+                return cfg
+        snaps = sorted((p for p in (folder / "snapshots").glob("*/config.json")), key=lambda p: p.stat().st_mtime, reverse=True)
+        if snaps:
+            return snaps[0]
+    return None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+    except ValueError as exc:
+        raise InputError(f"JSON syntax error: {exc}", source=str(path)) from None
+    if not isinstance(raw, dict):
+        raise InputError("config.json must hold a JSON object", source=str(path))
+    return raw
+
+
+def resolve_model_config(
+    model_path: str | None,
+    *,
+    override: Path | None = None,
+    models_dir: Path | None = None,
+    base: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ModelSource | None:
+    """The model config for ``model_path`` (a hub id or a path), in the order of the module
+    docstring; None when no source has it. Raises ``InputError`` for a file that exists
+    but cannot be read as JSON."""
+    if override is not None:
+        if not override.is_file():
+            raise InputError("model config file not found", source=str(override), field="--model-config")
+        return ModelSource(_read_json(override), f"--model-config {override}", "model-config", override)
+    if not model_path:
+        return None
+    p = Path(os.path.expanduser(model_path))
+    candidates = [p] if p.is_absolute() or base is None else [p, base / p]
+    for c in candidates:
+        if c.is_dir() and (c / "config.json").is_file():
+            return ModelSource(_read_json(c / "config.json"), f"local directory {c}", "local", c / "config.json")
+        if c.is_file() and c.name.endswith(".json"):
+            return ModelSource(_read_json(c), f"local file {c}", "local", c)
+    parts = [x for x in model_path.strip("/").split("/") if x]
+    hub_ids = [model_path.strip("/")] if len(parts) == 2 and not model_path.startswith("/") else []
+    if len(parts) >= 2 and model_path.startswith("/"):
+        hub_ids.append(f"{parts[-2]}/{parts[-1]}")
+    caches = hf_cache_dirs(models_dir, environ)
+    for hid in hub_ids:
+        cfg = hf_cache_config(hid, caches)
+        if cfg is not None:
+            return ModelSource(_read_json(cfg), f"Hugging Face cache {cfg}", "hf-cache", cfg, hid)
+    hit = catalog_lookup(model_path)
+    if hit is not None:
+        hub_id, how = hit
+        entry = load_catalog()[hub_id]
+        return ModelSource(entry["config"], f"kvcheck catalog: {hub_id} (matched by {how}; from {entry['source']})", "catalog", None, hub_id)
+    return None

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Build kvcheck/sources/models/catalog.json from a clone of ai-dynamo/aiconfigurator.
+
+Usage: build_model_catalog.py AIC_CLONE OUT.json [EXTRAS.json ...]
+
+Takes every ``*/model_configs/ORG--NAME_config.json`` in the clone's history (newest
+version of each path), keeps the fields that shape the KV cache (drops tokenizer ids,
+vision towers, long quantization ignore lists) and records ``repo@commit:path``.
+EXTRAS: ``{hub_id: {"source": "repo@commit:path", "config": {...}}}`` from other public copies.
+"""
+import json, subprocess, sys
+repo, OUT = sys.argv[1], sys.argv[2]
+FILES = subprocess.check_output(["bash", "-c", "git -C \"$0\" log --all --format='C %H' --name-only --diff-filter=AM -- '*model_configs/*_config.json' | awk '$1==\"C\"{c=$2;next} NF{ if(!($0 in seen)){seen[$0]=c; print c\" \"$0} }' | grep -v hf_quant", repo], text=True).splitlines()
+DROP = {"vision_config","audio_config","id2label","label2id","auto_map","transformers_version","tokenizer_class","bos_token_id","eos_token_id","pad_token_id","task_specific_params","_name_or_path","vocab_size","initializer_range","output_attentions","output_hidden_states","return_dict","torchscript","chat_template","image_token_id","video_token_id","vision_start_token_id","vision_end_token_id","vision_token_id"}
+SKIP = ("meta-models--", "nemotron-ultra-rl-", "Qwen3.8-2.4T")
+def slim(d, depth=0):
+    out = {}
+    for k, v in d.items():
+        if k in DROP: continue
+        if k == "quantization_config" and isinstance(v, dict):
+            q = {}
+            for qk, qv in v.items():
+                if isinstance(qv, (str, int, float, bool)) or qv is None: q[qk] = qv
+                elif qk == "kv_cache_scheme" and isinstance(qv, dict): q[qk] = qv
+            out[k] = q; continue
+        if isinstance(v, dict) and depth == 0 and k == "text_config":
+            out[k] = slim(v, 1); continue
+        if isinstance(v, list) and len(v) > 256 and k != "layer_types": continue
+        out[k] = v
+    return out
+models = {}
+for line in FILES:
+    commit, path = line.split()
+    name = path.rsplit("/",1)[-1][:-len("_config.json")]
+    if "--" not in name or any(s in name for s in SKIP): continue
+    hub = name.replace("--", "/", 1)
+    raw = json.loads(subprocess.check_output(["git","-C",repo,"show",f"{commit}:{path}"]))
+    if "architectures" not in raw and "architectures" not in raw.get("text_config", {}): print("skip noarch", hub, file=sys.stderr); continue
+    models[hub] = {"source": f"ai-dynamo/aiconfigurator@{commit}:{path}", "config": slim(raw)}
+for extra in sys.argv[3:]:
+    e = json.load(open(extra))
+    for hub, entry in e.items(): models[hub] = {"source": entry["source"], "config": slim(entry["config"])}
+doc = {"about": "KV-relevant fields of public config.json files, keyed by hub id; 'source' is repo@commit:path of the copy read. Built by scripts/build_model_catalog.py.", "models": dict(sorted(models.items(), key=lambda kv: kv[0].lower()))}
+with open(OUT, "w") as f:
+    f.write('{"about": ' + json.dumps(doc["about"]) + ',\n "models": {\n')
+    f.write(",\n".join(f"  {json.dumps(k)}: {json.dumps(v, separators=(',',':'))}" for k, v in doc["models"].items()))
+    f.write("\n }\n}\n")
+print(len(models))

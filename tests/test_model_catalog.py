@@ -1,0 +1,147 @@
+"""The shipped model catalog and model-config resolution (kvcheck.sources.models).
+
+Every entry parses with kvcheck's model parser; hub ids, image paths and a Hugging Face
+cache layout resolve; the resolution order is --model-config, local directory, HF
+cache, catalog. The modeled entries are compared with SGLang 0.5.23's own ``ModelConfig``
+(run on CPU) built from the same fields.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from kvcheck.sglang.model import parse_model_config
+from kvcheck.sources.models import catalog_lookup, load_catalog, resolve_model_config
+
+SOURCE = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}:\S+")
+# The families issue 8 names, each with at least one hub id in the catalog.
+FAMILIES = {
+    "DeepSeek V3": "deepseek-ai/DeepSeek-V3", "DeepSeek R1": "deepseek-ai/DeepSeek-R1", "DeepSeek V3.1": "deepseek-ai/DeepSeek-V3.1",
+    "DeepSeek V3.2": "deepseek-ai/DeepSeek-V3.2", "DeepSeek V4": "deepseek-ai/DeepSeek-V4-Pro", "Kimi K2": "moonshotai/Kimi-K2-Instruct",
+    "GLM-4.x": "zai-org/GLM-4.7-FP8", "GLM-5.x": "zai-org/GLM-5", "Qwen3": "Qwen/Qwen3-32B", "Qwen3-MoE": "Qwen/Qwen3-235B-A22B",
+    "Qwen3-Next": "Qwen/Qwen3-Next-80B-A3B-Thinking", "Qwen3.5": "Qwen/Qwen3.5-397B-A17B", "Llama 3.x": "meta-llama/Llama-3.3-70B-Instruct",
+    "Llama 4": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "gpt-oss": "openai/gpt-oss-120b", "Mistral": "mistralai/Mistral-Nemo-Base-2407",
+    "Mixtral": "mistralai/Mixtral-8x7B-v0.1", "MiniMax": "MiniMaxAI/MiniMax-M2.5", "Nemotron": "nvidia/Llama-3_3-Nemotron-Super-49B-v1",
+}
+
+
+def test_every_family_is_present_with_a_source():
+    cat = load_catalog()
+    for family, hub_id in FAMILIES.items():
+        assert hub_id in cat, family
+    for hub_id, entry in cat.items():
+        assert SOURCE.match(entry["source"]), hub_id
+        assert entry["config"].get("architectures") or entry["config"].get("text_config", {}).get("architectures"), hub_id
+
+
+@pytest.mark.parametrize("hub_id", sorted(load_catalog()))
+def test_entry_parses_or_is_named_unusable(hub_id):
+    """Each entry parses into a geometry (or a not-modeled pool); the only entries that
+    cannot be parsed name their missing field (the cluster pipeline reports them as
+    unknown-model, unchecked)."""
+    from kvcheck.errors import InputError
+
+    try:
+        m = parse_model_config(load_catalog()[hub_id]["config"], source=hub_id)
+    except InputError as exc:
+        assert "num_hidden_layers" in str(exc)
+        return
+    assert m.num_hidden_layers > 0
+    if m.attention == "MLA":
+        assert m.kv_lora_rank and m.qk_rope_head_dim
+    elif m.attention == "MHA":
+        assert m.num_key_value_heads and m.head_dim
+
+
+def test_known_values_from_the_public_configs():
+    r1 = parse_model_config(load_catalog()["deepseek-ai/DeepSeek-R1"]["config"])
+    assert (r1.attention, r1.num_hidden_layers, r1.kv_lora_rank, r1.qk_rope_head_dim, r1.num_nextn_predict_layers) == ("MLA", 61, 512, 64, 1)
+    llama = parse_model_config(load_catalog()["meta-llama/Meta-Llama-3.1-8B"]["config"])
+    assert (llama.attention, llama.num_hidden_layers, llama.num_key_value_heads, llama.head_dim) == ("MHA", 32, 8, 128)
+    assert parse_model_config(load_catalog()["openai/gpt-oss-120b"]["config"]).attention == "not_modeled"
+
+
+def test_lookup_by_hub_id_path_and_unique_name():
+    assert catalog_lookup("deepseek-ai/DeepSeek-R1") == ("deepseek-ai/DeepSeek-R1", "hub id")
+    assert catalog_lookup("DEEPSEEK-AI/deepseek-r1")[0] == "deepseek-ai/DeepSeek-R1"
+    assert catalog_lookup("/models/deepseek-ai/DeepSeek-R1")[0] == "deepseek-ai/DeepSeek-R1"
+    assert catalog_lookup("/models/DeepSeek-R1/")[0] == "deepseek-ai/DeepSeek-R1"
+    assert catalog_lookup("/models/llama") is None
+    assert catalog_lookup("acme/Unknown-1B") is None
+
+
+def _hf_cache(root, hub_id, config, rev="0123abcd", ref=True):
+    org, name = hub_id.split("/")
+    folder = root / f"models--{org}--{name}"
+    snap = folder / "snapshots" / rev
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(config))
+    if ref:
+        (folder / "refs").mkdir()
+        (folder / "refs" / "main").write_text(rev)
+    return snap / "config.json"
+
+
+TINY = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512, "torch_dtype": "bfloat16"}
+
+
+def test_hf_cache_layout_resolves(tmp_path, monkeypatch):
+    cfg = _hf_cache(tmp_path / "hub", "acme/Tiny-1B", TINY)
+    ms = resolve_model_config("acme/Tiny-1B", models_dir=tmp_path, environ={})
+    assert ms.kind == "hf-cache" and ms.path == cfg and ms.raw["num_key_value_heads"] == 2
+    # HF_HOME (its hub/ folder) and HF_HUB_CACHE are read too.
+    assert resolve_model_config("acme/Tiny-1B", environ={"HF_HOME": str(tmp_path)}).path == cfg
+    assert resolve_model_config("acme/Tiny-1B", environ={"HF_HUB_CACHE": str(tmp_path / "hub")}).path == cfg
+    # A path inside an image named ORG/NAME finds the same cache entry.
+    assert resolve_model_config("/models/acme/Tiny-1B", models_dir=tmp_path, environ={}).path == cfg
+
+
+def test_resolution_order(tmp_path):
+    # HF cache beats the catalog for the same hub id; --model-config beats everything.
+    cfg = _hf_cache(tmp_path, "meta-llama/Meta-Llama-3.1-8B", TINY, ref=False)
+    assert resolve_model_config("meta-llama/Meta-Llama-3.1-8B", models_dir=tmp_path, environ={}).path == cfg
+    assert resolve_model_config("meta-llama/Meta-Llama-3.1-8B", environ={"HOME": "/nonexistent"}, models_dir=tmp_path / "none").kind in ("catalog", "hf-cache")
+    override = tmp_path / "override.json"
+    override.write_text(json.dumps(TINY))
+    assert resolve_model_config("meta-llama/Meta-Llama-3.1-8B", override=override, models_dir=tmp_path, environ={}).kind == "model-config"
+    local = tmp_path / "local-model"
+    local.mkdir()
+    (local / "config.json").write_text(json.dumps(TINY))
+    assert resolve_model_config(str(local), environ={}).kind == "local"
+    assert resolve_model_config("local-model", base=tmp_path, environ={}).kind == "local"
+    assert resolve_model_config("acme/Nothing", models_dir=tmp_path, environ={}) is None
+
+
+def _sglang_model_config(tmp_path, raw):
+    from sglang.srt.configs.model_config import ModelConfig
+
+    d = tmp_path / "m"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(raw))
+    return ModelConfig(str(d), trust_remote_code=False)
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("hub_id", ["meta-llama/Meta-Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-235B-A22B",
+                                    "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct"])
+def test_catalog_fields_give_sglangs_own_geometry(tmp_path, hub_id):
+    """SGLang 0.5.23's ``ModelConfig`` on the catalog's fields gives the same KV heads,
+    head dim, layers and MLA widths as kvcheck's parser."""
+    pytest.importorskip("sglang")
+    raw = dict(load_catalog()[hub_id]["config"])
+    raw.pop("quantization_config", None)  # no weights here: the quant method's checks need them
+    try:
+        mc = _sglang_model_config(tmp_path, raw)
+    except Exception as exc:  # transformers without this model type
+        pytest.skip(f"SGLang cannot build this config offline: {type(exc).__name__}: {exc}")
+    ours = parse_model_config(raw)
+    assert mc.num_hidden_layers == ours.num_hidden_layers
+    if ours.attention == "MLA":
+        assert mc.attention_arch.name == "MLA"
+        assert (mc.kv_lora_rank, mc.qk_rope_head_dim) == (ours.kv_lora_rank, ours.qk_rope_head_dim)
+    else:
+        assert mc.get_total_num_kv_heads() == ours.num_key_value_heads
+        assert mc.head_dim == ours.head_dim
