@@ -11,6 +11,12 @@ Run: python benchmarks/bench_probe.py [--pages 64] [--runs 5]
 - Agent start: wall time from spawn to the ready line, and NIXL agent creation inside it.
   Metadata exchange: one listener fetch + parse. Agent peak memory beyond its regions:
   VmHWM of the agent process minus the bytes it registered (target < 150 MB).
+- Registration of 64 small regions: the agent's ``register_s`` (one ``register_memory``
+  call per memory kind), beside a bare NIXL agent registering the same 64 regions in one
+  call and in 64 calls, and the cost of ``import torch`` (what ``register_s`` used to
+  include: GPU detection imported torch before registering; target: register_s < 1 s).
+- Idle CPU: share of one core the agent uses over 3 idle seconds (/proc/PID/stat;
+  target < 0.2; NIXL's progress thread alone spins a whole core).
 """
 
 from __future__ import annotations
@@ -94,6 +100,45 @@ def bare_loop(size: int, item: int, runs: int) -> list[float]:
         child.communicate()
 
 
+REGISTER = r"""
+import json, sys, time, numpy as np
+from nixl_cu12._api import nixl_agent, nixl_agent_config
+a = nixl_agent('bench-reg', nixl_agent_config(enable_prog_thread=False, backends=['UCX']))
+n, size = 64, 65536
+arena = np.zeros(n * size, dtype=np.uint8)
+base = arena.ctypes.data
+t = time.perf_counter()
+d = a.register_memory([(base + i * size, size, i, '') for i in range(n)], 'DRAM')
+one = time.perf_counter() - t
+a.deregister_memory(d)
+t = time.perf_counter()
+ds = [a.register_memory([(base + i * size, size, i, '')], 'DRAM') for i in range(n)]
+many = time.perf_counter() - t
+print(json.dumps({"one_call_s": one, "calls_64_s": many}))
+"""
+
+
+def registration_figures() -> dict:
+    """Bare NIXL: 64 regions in one register_memory call vs 64 calls; and import torch."""
+    out = json.loads(subprocess.run([sys.executable, "-c", REGISTER], capture_output=True, text=True, check=True,
+                                    env={**os.environ, "UCX_LOG_LEVEL": "error", "NIXL_LOG_LEVEL": "WARN"}).stdout.strip().splitlines()[-1])
+    t = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True)
+    out["import_torch_s"] = time.monotonic() - t if r.returncode == 0 else None
+    return out
+
+
+def idle_cpu_share(pid: int, seconds: float = 3.0) -> float:
+    """Share of one core ``pid`` used over ``seconds`` (utime + stime from /proc)."""
+    def cpu() -> float:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+    c0, t0 = cpu(), time.monotonic()
+    time.sleep(seconds)
+    return (cpu() - c0) / (time.monotonic() - t0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pages", type=int, default=64)
@@ -113,6 +158,8 @@ def main() -> None:
     agent = AgentProc("decode", d_yaml, "--listen", "127.0.0.1:0", "--pages", str(args.pages), ttl=600)
     start_wall = time.monotonic() - t0
     try:
+        time.sleep(0.5)
+        idle = idle_cpu_share(agent.proc.pid)
         registered = agent.info["registered_bytes"]
         t1 = time.monotonic()
         fetched = read_agents(agent.listen, timeout=5)[0]
@@ -147,6 +194,10 @@ def main() -> None:
         "agent_start_wall_s": start_wall,
         "agent_nixl_create_s": agent.info["timings"]["agent_start_s"],
         "agent_register_s": agent.info["timings"]["register_s"],
+        "agent_gpu_detect_s": agent.info["timings"].get("gpu_detect_s"),
+        "registration_bare_nixl": registration_figures(),
+        "agent_idle_cpu_share": idle,
+        "target_idle_cpu_share": 0.2,
         "metadata_exchange_s": exchange,
         "metadata_blob_bytes": fetched.meta.size,
         "probe_steps_s": probe_steps,

@@ -230,8 +230,8 @@ def snapshot(
 def agent(
     role: str = typer.Option(..., "--role", help="prefill or decode: whose KV regions to register."),
     config: str = typer.Option(..., "--config", "-c", help="That side's server args, in any form preflight reads (YAML, command line, JSON, snapshot)."),
-    ttl: Optional[float] = typer.Option(None, "--ttl", help="Seconds to live (required); the agent also stops on SIGTERM/SIGINT, then deregisters and withdraws its metadata."),
-    listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata on (NIXL's listener protocol). Default 127.0.0.1 on a free port; 0.0.0.0:PORT uses NIXL's own listener thread (all interfaces)."),
+    ttl: Optional[str] = typer.Option(None, "--ttl", help="Seconds to live (required; finite, at most 604800 = 7 days); the agent also stops on SIGTERM/SIGINT, then deregisters and withdraws its metadata."),
+    listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata and region confirmations on (NIXL's listener protocol, kvcheck's read-only server; NIXL's own listener thread is never started). Default 127.0.0.1 on a free port, also with --etcd."),
     etcd: Optional[str] = typer.Option(None, "--etcd", help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit)."),
     pages: int = typer.Option(4, "--pages", help="Pages per region to allocate and register (bytes per region = item length x pages)."),
     backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX)."),
@@ -239,6 +239,8 @@ def agent(
     env_file: Optional[Path] = typer.Option(None, "--env", help="VAR=value file with that side's environment."),
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json when model-path is a hub id."),
     draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json."),
+    name: Optional[str] = typer.Option(None, "--name", help="Agent name (must start with kvcheck-; default kvcheck-ROLE-HOST-PID)."),
+    max_memory: float = typer.Option(4.0, "--max-memory", help="GiB the agent may allocate in all (regions x pages x item length); more is refused before allocating."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release that side runs, when the input does not say (default: installed, else newest modeled)."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role prefill."),
     decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role decode."),
@@ -253,7 +255,8 @@ def agent(
     from kvcheck.nixl.commands import run_agent
 
     rc = run_agent(role=role, config=config, ttl=ttl, pages=pages, listen=listen, etcd=etcd, backend=backend, gpu=gpu,
-                   env_file=env_file, model_config=model_config, draft_model_config=draft_model_config,
+                   env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, name=name,
+                   max_memory_gib=max_memory,
                    sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None) or sglang_version)
     raise typer.Exit(rc)
 

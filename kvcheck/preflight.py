@@ -105,6 +105,9 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     if modeled:
         pg = derive_geometry(prefill)
         dg = derive_geometry(decode)
+        # A pool the model reads but the args make unmodeled (FP4 KV): no plan, unchecked.
+        modeled = pg.pool != "not_modeled" and dg.pool != "not_modeled"
+    if modeled:
         p_info, d_info = pair_info(prefill, pg), pair_info(decode, dg)
         bootstrap = k.bootstrap_error(p_info, d_info)
         if bootstrap is not None:
@@ -179,11 +182,11 @@ FINDING_IDS = {
     "bootstrap": ["page-size-mismatch", "kv-cache-dtype-mismatch", "decode-dcp", "kv-cache-sharding-tp", "decode-cp-size", "pp-size-mismatch"],
     "startup": list(STARTUP_REFUSAL_IDS),
     "transfer-decision": ["region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
-    "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested"],
+    "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
     "probe": [
         "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",
         "probe-remote-kind", "probe-data-mismatch", "probe-registration-failed", "probe-tcp-fallback", "probe-error",
-        "probe-not-kvcheck", "probe-skipped",
+        "probe-not-kvcheck", "probe-skipped", "probe-peer-restarted", "probe-unconfirmed", "probe-unconfirmed-region",
     ],
 }
 

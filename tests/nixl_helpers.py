@@ -48,10 +48,11 @@ MIXED = (
 class AgentProc:
     """A ``kvcheck agent`` child process; ``info`` is its ready line."""
 
-    def __init__(self, role: str, config: Path, *extra: str, ttl: float = 60, timeout: float = 20):
+    def __init__(self, role: str, config: Path, *extra: str, ttl: float = 60, timeout: float = 60, env: dict | None = None):
         cmd = [sys.executable, "-m", "kvcheck", "agent", "--role", role, "--config", str(config), "--ttl", str(ttl), *extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                                     env={**os.environ, "UCX_LOG_LEVEL": "error"})
+        self.stderr_file = tempfile.TemporaryFile(mode="w+")  # never a pipe nobody drains
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr_file, text=True, cwd=REPO,
+                                     env={**os.environ, "UCX_LOG_LEVEL": "error", **(env or {})})
         deadline = time.monotonic() + timeout
         line = ""
         while time.monotonic() < deadline:
@@ -59,13 +60,40 @@ class AgentProc:
             if line.startswith("{"):
                 break
             if self.proc.poll() is not None:
-                raise AssertionError(f"agent exited {self.proc.returncode}: {self.proc.stderr.read()}")
+                raise AssertionError(f"agent exited {self.proc.returncode}: {self.stderr()}")
         self.info = json.loads(line)
         assert self.info["event"] == "ready", self.info
 
     @property
     def listen(self) -> str:
         return self.info["listen"]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stderr(self) -> str:
+        self.stderr_file.seek(0)
+        return self.stderr_file.read()
+
+    def read_mem(self, addr: int, length: int) -> bytes:
+        """``length`` bytes of the agent's memory at ``addr`` (via /proc/PID/mem: same user, our child)."""
+        with open(f"/proc/{self.proc.pid}/mem", "rb", buffering=0) as fh:
+            fh.seek(addr)
+            return fh.read(length)
+
+    def heap(self) -> tuple[int, int]:
+        """``(start, end)`` of the agent's [heap] mapping."""
+        for line in Path(f"/proc/{self.proc.pid}/maps").read_text().splitlines():
+            if line.endswith("[heap]"):
+                lo, hi = line.split()[0].split("-")
+                return int(lo, 16), int(hi, 16)
+        raise AssertionError("no [heap] mapping")
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the agent so far (all threads), from /proc/PID/stat."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> list[dict]:
         """SIGTERM, wait, and return the remaining JSON lines."""
@@ -83,8 +111,83 @@ class AgentProc:
         return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
 
     def kill(self) -> None:
+        if self.proc.stdout is None or self.proc.stdout.closed:
+            return  # already killed and reaped
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
         self.proc.kill()
         self.proc.communicate()
+
+
+class StallServer:
+    """A TCP server on 127.0.0.1 that accepts and then, per ``mode``: ``stall`` (never
+    answers), ``trickle`` (sends ``payload`` one byte every ``every`` seconds), or
+    ``close`` (closes at once). Runs in a thread; ``close()`` stops it."""
+
+    def __init__(self, mode: str = "stall", payload: bytes = b"", every: float = 0.5):
+        import threading
+
+        self.mode, self.payload, self.every = mode, payload, every
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import threading
+
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self._conns.append(conn)
+            if self.mode == "close":
+                conn.close()
+            elif self.mode == "trickle":
+                threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(1)
+            try:
+                conn.recv(65536)
+            except OSError:
+                pass
+            data = self.payload if len(self.payload) > 1000 else self.payload * 1000
+            for i in range(len(data)):
+                if self._stop.is_set():
+                    return
+                conn.sendall(data[i:i + 1])
+                time.sleep(self.every)
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        for c in self._conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+        self.sock.close()
+
+
+def etcd_put(url: str, key: bytes, value: bytes) -> None:
+    """Write ``key`` = ``value`` into etcd (what anyone who reaches etcd can do)."""
+    import base64
+
+    import httpx
+
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    assert httpx.post(f"{url}/v3/kv/put", json={"key": b64(key), "value": b64(value)}, timeout=5).status_code == 200
 
 
 class Etcd:

@@ -219,3 +219,111 @@ def test_attention_tp_divides_heads(flags, attn_tp):
     g = derive_geometry(side("llama-3.1-8b", page_size=1, **flags))
     assert g.attn_tp_size == attn_tp
     assert g.item_lens[0] == 1 * max(1, 8 // attn_tp) * 128 * 2
+
+
+def test_json_model_override_args_reach_the_model(tmp_path):
+    """build_side applies --json-model-override-args before reading config.json
+    (SGLang: ModelConfig(model_override_args=...) -> get_config sets each key)."""
+    import json
+
+    from kvcheck.sources import build_side
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "hidden_size": 4096, "torch_dtype": "bfloat16",
+    }))
+    args = {"model_path": str(model), "disaggregation_mode": "prefill", "page_size": 16,
+            "json_model_override_args": '{"num_hidden_layers": 4, "num_key_value_heads": 2}'}
+    side = build_side("prefill", args, {}, "cmd")
+    assert side.model.num_hidden_layers == 4 and side.model.num_key_value_heads == 2
+    geo = derive_geometry(side)
+    assert geo.n == 8 and geo.item_lens[0] == 16 * 2 * 128 * 2
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("head_dim", -5), ("torch_dtype", "float7"), ("num_hidden_layers", 0), ("num_key_value_heads", "8"), ("v_head_dim", 10**7)],
+)
+def test_config_fields_out_of_range_are_input_errors(field, value):
+    from kvcheck.errors import InputError
+
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096, field: value}
+    with pytest.raises(InputError) as err:
+        parse_model_config(cfg, source="config.json")
+    assert err.value.field == field and field in str(err.value)
+
+
+def test_bad_override_json_is_input_error():
+    from kvcheck.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        parse_model_config({"architectures": ["LlamaForCausalLM"]}, override_args="{not json")
+    assert err.value.field == "--json-model-override-args"
+
+
+GPT_OSS_SHAPE = {
+    "architectures": ["GptOssForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 8,
+    "head_dim": 64, "hidden_size": 512, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 2,
+}
+
+
+def _pair_side(role: str, cfg: dict, **flags) -> Side:
+    args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="nixl", **flags)
+    return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(cfg), origin=role)
+
+
+def test_swa_pair_is_unchecked_until_states_are_decided():
+    """SWA pools are derived (KV regions of the full layers + the 'swa' component), but
+    the transfer of the state components is not decided yet: verdict unchecked."""
+    from kvcheck.preflight import run_preflight
+
+    p = _pair_side("prefill", GPT_OSS_SHAPE, tp_size=1, page_size=16)
+    d = _pair_side("decode", GPT_OSS_SHAPE, tp_size=4, page_size=16)
+    g = derive_geometry(p)
+    # full layers 1, 3: K then V, 16 tokens x 8 heads x 64 x 2 bytes; swa layers 0, 2.
+    assert g.pool == "SWA" and g.item_lens == [16 * 8 * 64 * 2] * 4 and [r.layer_id for r in g.regions] == [1, 3, 1, 3]
+    assert g.state_types == ["swa"] and [r.layer_id for r in g.state_regions] == [0, 2, 0, 2]
+    report = run_preflight(p, d)
+    assert report.verdict == "unchecked"
+    assert any(f.id == "state-components" for f in report.findings)
+
+
+def test_fp4_kv_is_not_modeled_and_unchecked():
+    from kvcheck.preflight import run_preflight
+
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096}
+    p = _pair_side("prefill", cfg, page_size=16, kv_cache_dtype="nvfp4")
+    d = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="nvfp4")
+    assert derive_geometry(p).pool == "not_modeled"
+    report = run_preflight(p, d)
+    assert report.verdict == "unchecked" and report.plan is None
+    assert any(f.id == "not-modeled" for f in report.findings)
+
+
+def test_dcp_decode_draft_pages_are_page_size_times_dcp():
+    """KVCacheConfigurator.loc_space_scale (0.5.23): a draft worker under attention DCP
+    allocates pages of page_size * dcp_size tokens; the target keeps page_size."""
+    cfg = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 16,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_nextn_predict_layers": 1}
+    side = _pair_side("decode", cfg, tp_size=8, dcp_size=4, page_size=64, speculative_algorithm="EAGLE")
+    g = derive_geometry(side)
+    assert g.draft_page_size == 256
+    assert g.item_lens == [64 * 576 * 2] * 4 + [256 * 576 * 2]
+
+
+def test_modelopt_kv_cache_scheme_fp8_makes_auto_fp8():
+    """ModelOptFp4Config.from_config (layers/quantization/modelopt_quant.py, 0.5.23): a
+    kv_cache_scheme of 8-bit floats is kv_cache_quant_algo FP8, so --kv-cache-dtype auto
+    stores fp8_e4m3 (configure_kv_cache_dtype)."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096,
+           "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                   "kv_cache_scheme": {"type": "float", "num_bits": 8, "dynamic": False}}}
+    side = _pair_side("prefill", cfg, page_size=16)
+    assert side.model.kv_cache_quant_algo == "FP8"
+    g = derive_geometry(side)
+    assert g.bytes_per_element == 1 and g.item_lens[0] == 16 * 8 * 128

@@ -129,13 +129,15 @@ def _runtime_target_pool(sa, *, layers: tuple[int, int], hisparse_host: bool = F
             device_pool = HiSparseDSATokenToKVPool(**dsa, host_to_device_ratio=2)
             # hisparse_coordinator builds the host mirror this way; pin_memory only
             # decides whether cudaHostRegister runs (no GPU here), not the shapes.
-            return MLATokenToKVPoolHost(
+            host = MLATokenToKVPoolHost(
                 buffer_info=device_pool.get_device_pool_infos()[0].buffer_info,
                 device_capacity_tokens=device_pool.size, start_layer=device_pool.start_layer,
                 end_layer=device_pool.end_layer, target_layer_num=device_pool.layer_num,
                 host_to_device_ratio=2, host_size=0, page_size=page, layout="layer_first",
                 override_kv_cache_dim=device_pool.kv_cache_dim, pin_memory=False,
             )
+            host.device_pool_for_state = device_pool  # setup_state_kv_args reads the device pool
+            return host
         return DSATokenToKVPool(**dsa)
     if mc.attention_arch.name == "MLA":
         return MLATokenToKVPool(**common, kv_lora_rank=mc.kv_lora_rank, qk_rope_head_dim=mc.qk_rope_head_dim)
@@ -172,14 +174,22 @@ def _registered(sa, *, role: str, pp_rank: int = 0, hisparse: bool = False, draf
 
     mc = ModelConfig.from_server_args(sa)
     layers = get_pp_indices(mc.num_hidden_layers, pp_rank, _resolved(sa, "pp_size"))
+    from sglang.srt.disaggregation.base.conn import KVArgs
+    from sglang.srt.disaggregation.utils import setup_state_kv_args
+
     pool = _runtime_target_pool(sa, layers=layers, hisparse_host=hisparse)
     ptrs, lens, items = pool.get_contiguous_buf_infos()
     assert len(ptrs) == len(lens) == len(items)
     kinds = ["DRAM" if hisparse else "VRAM"] * len(items)
+    draft_pool = _runtime_draft_pool(sa) if draft else None
     if draft:
-        _, _, ditems = _runtime_draft_pool(sa).get_contiguous_buf_infos()
+        _, _, ditems = draft_pool.get_contiguous_buf_infos()
         items = items + ditems
         kinds += ["VRAM"] * len(ditems)
+    # State components, by the runtime's own setup_state_kv_args on the device pool.
+    kv_args = KVArgs()
+    setup_state_kv_args(kv_args, getattr(pool, "device_pool_for_state", pool), draft_pool, mc.num_hidden_layers)
+    _registered.states = ([t.value for t in kv_args.state_types], [list(x) for x in kv_args.state_item_lens])
     return items, kinds
 
 
@@ -190,6 +200,9 @@ def _compare(sa, model, role, flags, **kw):
     assert geo.n == len(items)
     assert geo.item_lens == items
     assert geo.kinds == kinds
+    types, state_items = _registered.states
+    assert geo.state_types == types
+    assert geo.state_item_lens_by_type == state_items
     return geo, items
 
 
@@ -386,3 +399,17 @@ def test_model_config_agrees(model):
         assert rt.get_total_num_kv_heads() == ours.num_key_value_heads
         assert rt.head_dim == ours.head_dim
         assert rt.v_head_dim == ours.v_head_dim
+
+
+@pytest.mark.parametrize("gpu,name", [(HOPPER, "h100"), (BLACKWELL, "b200")], ids=["hopper", "blackwell"])
+@pytest.mark.parametrize("kv", ["auto", "bf16", "fp8_e4m3"])
+def test_dsa_kv_cache_dtype_str_per_gpu(runtime, gpu, name, kv):
+    """_dsa_kv_cache_dtype_default rewrites the flag (auto -> bfloat16 on Hopper, fp8_e4m3
+    on Blackwell; bf16 -> bfloat16): the string the peers compare and the row width follow."""
+    flags = dict(tp_size=8, kv_cache_dtype=kv, page_size=64)
+    sa = runtime("deepseek-v3.2", "decode", flags, gpu=gpu)
+    side = _side("deepseek-v3.2", "decode", flags).model_copy(update={"gpu": name, "gpu_source": "--gpu"})
+    geo = derive_geometry(side)
+    assert geo.kv_cache_dtype_str == _resolved(sa, "kv_cache_dtype")
+    items, _ = _registered(sa, role="decode")
+    assert geo.item_lens == items

@@ -40,13 +40,17 @@ def test_unreachable_port_is_exit_3_with_the_address_and_the_error(tmp_path):
 
 
 def test_slow_server_past_the_deadline_is_exit_3_and_the_deadline_holds(tmp_path):
-    with LoopbackServer({"/server_info": Reply(200, {"model_path": "x"}, delay=4)}) as srv:
+    t0 = time.monotonic()
+    run_cli("--version")
+    startup = time.monotonic() - t0  # this machine's start-up cost right now
+    with LoopbackServer({"/server_info": Reply(200, {"model_path": "x"}, delay=8)}) as srv:
         t0 = time.monotonic()
         proc = _preflight(tmp_path, srv.url, "--deadline", "1")
         took = time.monotonic() - t0
     assert proc.returncode == 3, proc.stderr
-    assert "read timeout" in proc.stderr and "within the 1 s deadline" in proc.stderr
-    assert took < 3.5, took
+    # The read timeout or the deadline's watchdog, whichever fires first: one status.
+    assert ("read timeout" in proc.stderr or "waiting for the answer headers" in proc.stderr) and "within the 1 s deadline" in proc.stderr
+    assert took < 1 + 2 + 3 * startup, (took, startup)
 
 
 def test_malformed_json_is_exit_3_and_the_body_is_not_echoed(tmp_path):

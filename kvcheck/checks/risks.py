@@ -34,8 +34,11 @@ def disaggregation_mode(chk, ctx: CheckContext) -> list[Finding]:
 def not_modeled(chk, ctx: CheckContext) -> list[Finding]:
     out = []
     for side in (ctx.prefill, ctx.decode):
+        g = ctx.prefill_geometry if side.role == "prefill" else ctx.decode_geometry
         if side.model.attention == "not_modeled":
             out.append(chk.finding(f"{side.role}: {side.model.architecture} uses a {side.model.not_modeled_reason}, which kvcheck does not model yet; no transfer plan was computed"))
+        elif g is not None and g.pool == "not_modeled":
+            out.append(chk.finding(f"{side.role}: {side.model.architecture} with {g.not_modeled_reason} is a KV pool kvcheck does not model yet; no transfer plan was computed"))
     return out
 
 
@@ -182,3 +185,30 @@ def hicache_no_effect(chk, ctx: CheckContext) -> list[Finding]:
     if not sides:
         return []
     return [chk.finding(f"HiCache is on for: {', '.join(sides)}; NIXL still registers and moves the device (VRAM) KV regions")]
+
+
+# State components whose transfer kvcheck's decision does not cover yet. "dsa" (index-K
+# per layer, paired with the KV regions layer by layer) is decided with the KV regions.
+_UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv")
+
+
+@check(
+    "state-components",
+    Severity.UNCHECKED,
+    "The state components both sides register are decided",
+    what="A hybrid pool (sliding-window, Mamba/linear attention) or a block-scaled (MXFP8) KV cache registers state components (state_types) besides its KV regions; their transfer is not decided by kvcheck yet.",
+    why="The runtime sends SWA windows, Mamba states and block scales with their own item lengths and TP slicing; a mismatch there fails or corrupts the first request even when the KV regions agree.",
+    fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly.",
+)
+def state_components(chk, ctx: CheckContext) -> list[Finding]:
+    if ctx.extra.get("states_decided"):
+        return []
+    out = []
+    for g in (ctx.prefill_geometry, ctx.decode_geometry):
+        if g is None or g.pool == "not_modeled":
+            continue
+        todo = [t for t in g.state_types if t in _UNDECIDED_STATE_TYPES]
+        if todo:
+            lens = "; ".join(f"{t}: {len(g.state_item_lens(t))} items of {sorted(set(g.state_item_lens(t)))} bytes" for t in todo)
+            out.append(chk.finding(f"{g.role}: {g.pool} pool registers {g.n} KV regions and state components {todo} ({lens}); kvcheck does not decide their transfer yet"))
+    return out

@@ -90,7 +90,7 @@ class _Caches:
     argv: dict[tuple, Any] = field(default_factory=dict)
     parsed: dict[tuple, Any] = field(default_factory=dict)
     models: dict[tuple, Any] = field(default_factory=dict)
-    parsed_models: dict[str, Any] = field(default_factory=dict)
+    parsed_models: dict[Any, Any] = field(default_factory=dict)
 
 
 def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions | None = None, **kwargs: Any) -> ClusterReport:
@@ -204,23 +204,28 @@ def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[d
     return hit
 
 
-def _resolve_model(name: str | None, inst: Instance, opts: ClusterOptions, caches: _Caches, *, draft: bool = False):
-    """(ModelConfig or None, source text, id) for ``name``, cached."""
+def _resolve_model(name: str | None, inst: Instance, opts: ClusterOptions, caches: _Caches, *, draft: bool = False, overrides: Any = None):
+    """(ModelConfig or None, source text, id) for ``name``, cached; ``overrides`` is the
+    instance's ``--json-model-override-args`` (applied before parsing, as SGLang does)."""
     from kvcheck.sglang.model import parse_model_config
     from kvcheck.sources.models import resolve_model_config
 
     base = Path(inst.location.file).parent
     override = None if draft else opts.model_config
-    key = (name, str(base), override, draft)
+    overrides = overrides if overrides not in (None, "", "{}", {}) else None
+    okey = overrides if isinstance(overrides, str) or overrides is None else repr(overrides)
+    key = (name, str(base), override, draft, okey)
     if key not in caches.models:
         ms = resolve_model_config(name, override=override, models_dir=opts.models_dir, base=base, environ=opts.environ)
         if ms is None:
             caches.models[key] = (None, "", None)
         else:
-            cfg = caches.parsed_models.get(ms.source)
+            cfg = caches.parsed_models.get((ms.source, okey))
             if cfg is None:
                 try:
-                    cfg = caches.parsed_models[ms.source] = parse_model_config(ms.raw, source=str(ms.path) if ms.path else ms.source)
+                    cfg = caches.parsed_models[(ms.source, okey)] = parse_model_config(
+                        ms.raw, source=str(ms.path) if ms.path else ms.source, override_args=overrides
+                    )
                 except InputError as exc:
                     if ms.kind != "catalog":
                         raise  # the user's own file: bad input (exit 2)
@@ -295,12 +300,13 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
     model_path = typed.model_path or getattr(inst, "model", None)  # srt-slurm's model.path alias
     if typed.model_path is None and model_path:
         args = {**args, "model_path": model_path}
-    cfg, src, mid = _resolve_model(model_path, inst, opts, caches)
+    overrides = args.get("json_model_override_args")
+    cfg, src, mid = _resolve_model(model_path, inst, opts, caches, overrides=overrides)
     if cfg is None:
         notes.append(_unknown_model(model_path, "--model-path", src))
     draft_cfg, draft_id, draft_missing = None, None, False
     if typed.has_draft_worker and typed.speculative_draft_model_path and typed.speculative_draft_model_path != model_path:
-        draft_cfg, dsrc, draft_id = _resolve_model(typed.speculative_draft_model_path, inst, opts, caches, draft=True)
+        draft_cfg, dsrc, draft_id = _resolve_model(typed.speculative_draft_model_path, inst, opts, caches, draft=True, overrides=overrides)
         if draft_cfg is None:
             draft_missing = True
             notes.append(_unknown_model(typed.speculative_draft_model_path, "--speculative-draft-model-path", dsrc))

@@ -12,12 +12,26 @@ Layout conventions (so a reader of the blob alone can recover region order):
   device id of host memory; it only has to match between registration and transfer).
   ``STANDIN_BIT`` marks a VRAM region registered as DRAM on a host without a GPU.
 
-Exposure: ``--listen`` on a loopback or single address is served by kvcheck's own
-read-only listener, which speaks NIXL's listener protocol (``NIXLCOMM:SEND`` ->
-``NIXLCOMM:LOAD`` + blob) and ignores ``LOAD``/``INVL`` from peers. NIXL 1.5.1's own
-listener thread binds every interface (0.0.0.0) and accepts metadata from anyone; it is
-used only when ``--listen 0.0.0.0:PORT`` asks for every interface. etcd entries have no
-lease: the agent deletes them on exit; a killed agent leaves a stale key.
+- one extra 4 KiB DRAM page with ``dev_id = CONFIRM_DEV_ID`` is not a KV region: the
+  agent writes the answer to each confirmation into it (``confirmation_record``) and the
+  probe READs it back over NIXL, which binds the listener's answer to the NIXL agent the
+  metadata names (a listener that is not that agent cannot make it appear there);
+- each kind's arena is framed by two guard zones (``GUARD_BYTES`` each, filled with
+  ``GUARD_BYTE``) that belong to no region: a write outside the regions lands there
+  first and is visible (``guards`` in the ready line, ``guards_intact()``).
+
+Exposure: the metadata is always served by kvcheck's own read-only listener (default
+127.0.0.1 on a free port), which speaks NIXL's listener protocol (``NIXLCOMM:SEND`` ->
+``NIXLCOMM:LOAD`` + blob), ignores ``LOAD``/``INVL`` from peers, and answers kvcheck's
+region confirmation (``KVCHECK:CONFIRM`` + nonce -> the regions, see
+``kvcheck.nixl.transport``). NIXL 1.5.1's own listener thread (binds every interface,
+accepts metadata from anyone) is never started. etcd entries have no lease: the agent
+deletes them on exit; a killed agent leaves a stale key.
+
+Idle cost: NIXL's progress thread polls without sleeping (``pthrDelay = 0`` in
+nixl 1.5.1's ``nixl_agent``), so kvcheck creates agents without it; the agent's own loop
+drives UCX progress (``get_new_notifs``) every ``IDLE_POLL_S`` when idle and every
+``BUSY_POLL_S`` for ``BUSY_WINDOW_S`` after a confirmation request or a notification.
 """
 
 from __future__ import annotations
@@ -35,8 +49,19 @@ from kvcheck.nixl.runtime import error_class, load_nixl
 
 DEV_TAG = 0x6B76 << 32  # "kv"
 STANDIN_BIT = 1 << 24
+CONFIRM_BIT = 1 << 25
+CONFIRM_DEV_ID = DEV_TAG | CONFIRM_BIT
+CONFIRM_SLOTS = 64
+CONFIRM_SLOT_BYTES = 64
+RECORD_MAGIC = b"KVCHECK1"
 PAGE_ALIGN = 4096
 MAX_AGENT_BYTES_DEFAULT = 4 << 30
+GUARD_BYTES = 1 << 20
+GUARD_BYTE = 0xA5
+IDLE_POLL_S = 0.1
+BUSY_POLL_S = 0.001
+BUSY_WINDOW_S = 15.0
+MAX_TTL_S = 7 * 24 * 3600
 
 
 def dram_dev_id(index: int, standin: bool) -> int:
@@ -45,8 +70,9 @@ def dram_dev_id(index: int, standin: bool) -> int:
 
 
 def decode_dev_id(dev_id: int) -> tuple[int, bool] | None:
-    """``(index, is_vram_standin)`` for a kvcheck DRAM device id, None for any other."""
-    if dev_id >> 32 != DEV_TAG >> 32:
+    """``(index, is_vram_standin)`` for a kvcheck DRAM region device id, None for any
+    other (the confirmation page's ``CONFIRM_DEV_ID`` included)."""
+    if dev_id >> 32 != DEV_TAG >> 32 or dev_id & CONFIRM_BIT:
         return None
     return dev_id & (STANDIN_BIT - 1), bool(dev_id & STANDIN_BIT)
 
@@ -117,8 +143,13 @@ class RegistrationIssue:
 
 def gpu_allocator():
     """``(name, alloc(nbytes, device) -> (obj, addr))`` using torch or cupy when a GPU is
-    visible, else None. Never imports either unless installed."""
+    visible, else None. Never imports either unless installed, and not at all on a host
+    without an NVIDIA driver (no ``/dev/nvidiactl`` or ``/proc/driver/nvidia``): importing
+    torch alone takes seconds, which used to be counted as registration time."""
     import importlib.util
+
+    if not (os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia")):
+        return None
 
     if importlib.util.find_spec("torch") is not None:
         try:
@@ -148,6 +179,41 @@ def gpu_allocator():
     return None
 
 
+def confirmation_record(nonce: bytes, answer: dict) -> bytes:
+    """The ``CONFIRM_SLOT_BYTES`` bytes an agent writes into its confirmation page for
+    ``nonce``: ``RECORD_MAGIC`` + nonce (16) + SHA-256 of the canonical JSON of the answer's
+    name, pid, blob_sha256 and regions (32) + zero padding."""
+    import hashlib
+    import json
+
+    body = {k: answer[k] for k in ("name", "pid", "blob_sha256", "regions")}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).digest()
+    return (RECORD_MAGIC + nonce + digest).ljust(CONFIRM_SLOT_BYTES, b"\0")
+
+
+def check_memory_cap(layout: "Layout", max_bytes: int) -> None:
+    """Refuse (``InputError``, exit 2) a layout whose regions need more than ``max_bytes``
+    (pages x item length summed over regions), before anything is allocated."""
+    total = layout.total_bytes
+    if total > max_bytes:
+        raise InputError(f"{len(layout.regions)} regions x {layout.pages} pages need {total} bytes ({total / 2**30:.2f} GiB), over the "
+                         f"{max_bytes / 2**30:.2f} GiB agent memory cap: lower --pages or raise --max-memory", field="--pages")
+
+
+def check_ttl(ttl) -> float:
+    """``ttl`` as seconds when finite and in (0, ``MAX_TTL_S``] (7 days); ``InputError`` otherwise."""
+    import math
+
+    try:
+        value = float(ttl)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if ttl is None or not math.isfinite(value) or not 0 < value <= MAX_TTL_S:
+        raise InputError(f"--ttl SECONDS is required: a finite number above 0 and at most {MAX_TTL_S} (7 days); got {ttl!r}. "
+                         "An agent never runs unbounded", field="--ttl")
+    return value
+
+
 def _align(n: int) -> int:
     return (n + PAGE_ALIGN - 1) // PAGE_ALIGN * PAGE_ALIGN
 
@@ -163,12 +229,15 @@ class KvAgent:
     ``layout``: what to register; ``listen``: ``(host, port)`` or None; ``etcd``: an
     ``http://HOST:PORT`` endpoint or None; ``gpu``: ``auto`` (VRAM on a GPU when torch or
     cupy sees one, DRAM stand-ins otherwise), ``off`` (always stand-ins); ``device``: the
-    GPU ordinal. ``start()`` creates, allocates, registers and publishes; ``close()``
-    deregisters and withdraws. Registration failures are collected in ``issues``.
+    GPU ordinal; ``max_bytes``: the memory cap (``Layout.total_bytes`` above it is refused
+    before anything is allocated). ``start()`` creates, allocates, registers and
+    publishes; ``close()`` deregisters and withdraws. Registration failures are collected
+    in ``issues``.
     """
 
     def __init__(self, layout: Layout, *, name: str | None = None, listen: tuple[str, int] | None = None,
-                 etcd: str | None = None, backend: str = "UCX", gpu: str = "auto", device: int = 0):
+                 etcd: str | None = None, backend: str = "UCX", gpu: str = "auto", device: int = 0,
+                 max_bytes: int = MAX_AGENT_BYTES_DEFAULT):
         self.layout = layout
         self.name = name or agent_name(layout.role)
         self.listen = listen
@@ -176,6 +245,11 @@ class KvAgent:
         self.backend = backend
         self.gpu = gpu
         self.device = device
+        self.max_bytes = max_bytes
+        self.guards: list[tuple[int, int]] = []
+        self._busy_until = 0.0
+        self._confirm_page = None
+        self._confirm_lock = threading.Lock()
         self.regions: list[Registered] = []
         self.issues: list[RegistrationIssue] = []
         self.timings: dict[str, float] = {}
@@ -192,20 +266,19 @@ class KvAgent:
     def start(self) -> None:
         """Create the NIXL agent, allocate and register every region, then publish.
 
-        Raises ``InputError`` when NIXL is missing, the backend cannot be created, or the
-        listen port cannot be bound. Per-kind registration failures go to ``issues``.
+        Raises ``InputError`` when the layout is over ``max_bytes``, NIXL is missing, the
+        backend cannot be created, or the listen port cannot be bound. Per-kind
+        registration failures go to ``issues``.
         """
+        check_memory_cap(self.layout, self.max_bytes)
         t0 = time.monotonic()
         api = load_nixl()
         if self.etcd:
             os.environ["NIXL_ETCD_ENDPOINTS"] = self.etcd
             self._check_name_free()
-        use_nixl_listener = bool(self.listen) and self.listen[0] in ("0.0.0.0", "::", "")
-        cfg = api.nixl_agent_config(
-            enable_listen_thread=use_nixl_listener,
-            listen_port=self.listen[1] if use_nixl_listener else 0,
-            backends=[],
-        )
+        # No NIXL progress thread (it spins a core, see the module docstring) and no NIXL
+        # listener thread: kvcheck's own listener serves the metadata.
+        cfg = api.nixl_agent_config(enable_prog_thread=False, enable_listen_thread=False, backends=[])
         try:
             self._agent = api.nixl_agent(self.name, cfg)
             self._agent.create_backend(self.backend)
@@ -213,17 +286,82 @@ class KvAgent:
             raise InputError(f"cannot start a NIXL agent with backend {self.backend}: {error_class(exc)}: {exc}") from None
         self.timings["agent_start_s"] = time.monotonic() - t0
         t1 = time.monotonic()
-        self._allocate_and_register()
+        gpu = gpu_allocator() if self.gpu == "auto" else None
+        self.timings["gpu_detect_s"] = time.monotonic() - t1
+        t1 = time.monotonic()
+        self._allocate_and_register(gpu)
+        self._register_confirm_page()
         self.timings["register_s"] = time.monotonic() - t1
         self._blob = self._agent.get_agent_metadata()
         t2 = time.monotonic()
-        if self.listen and not use_nixl_listener:
-            self._server = _MetadataServer(self.listen[0], self.listen[1], self._blob)
+        if self.listen:
+            self._server = _MetadataServer(self.listen[0], self.listen[1], self._blob, self.confirmation, self._mark_busy)
             self._server.start()
         if self.etcd:
             self._agent.send_local_metadata()
             self._published_etcd = True
+            if self._server is not None:
+                from kvcheck.nixl.transport import EtcdGateway
+
+                try:
+                    gw = EtcdGateway(self.etcd, timeout=5.0)
+                    gw.put(gw.listener_key(self.name), f"{self._server.host}:{self._server.port}".encode())
+                except Exception as exc:
+                    self.issues.append(RegistrationIssue(kind="-", error_class=error_class(exc), finding_id="agent-publish-failed",
+                                                         message=f"could not publish the listener address in etcd (probes cannot confirm this agent): {exc}"))
         self.timings["publish_s"] = time.monotonic() - t2
+
+    def _register_confirm_page(self) -> None:
+        import numpy as np
+
+        page = np.zeros(2 * PAGE_ALIGN, dtype=np.uint8)
+        addr = _align(page.ctypes.data)
+        try:
+            descs = self._agent.register_memory([(addr, PAGE_ALIGN, CONFIRM_DEV_ID, "")], "DRAM", backends=[self.backend])
+        except Exception as exc:
+            self.issues.append(RegistrationIssue(kind="DRAM", error_class=error_class(exc), finding_id="agent-register-failed",
+                                                 message=f"NIXL memory registration failed for the DRAM confirmation page: {error_class(exc)}: {exc}"))
+            return
+        self._keep.append(page)
+        self._reg_descs.append(descs)
+        self._confirm_page = addr
+
+    @property
+    def confirm_page(self) -> int | None:
+        """Address of the registered confirmation page (``CONFIRM_SLOTS`` x ``CONFIRM_SLOT_BYTES``)."""
+        return self._confirm_page
+
+    def confirmation(self, nonce: bytes) -> dict:
+        """The answer to ``KVCHECK:CONFIRM`` + ``nonce``: name, pid, the blob's SHA-256,
+        every region allocated for the probe (``addr``, ``length``, NIXL ``kind``,
+        ``dev_id``), and ``record`` (``addr``, ``length``): where in the confirmation page
+        ``confirmation_record(nonce, answer)`` now lies, for the probe to READ over NIXL."""
+        import ctypes
+        import hashlib
+
+        answer = {"name": self.name, "nonce": nonce.hex(), "pid": os.getpid(),
+                  "blob_sha256": hashlib.sha256(self._blob or b"").hexdigest(),
+                  "regions": [{"addr": g.addr, "length": g.length, "kind": g.reg_kind, "dev_id": g.dev_id} for g in self.regions]}
+        if self._confirm_page is not None:
+            slot = int.from_bytes(nonce[:2], "little") % CONFIRM_SLOTS
+            addr = self._confirm_page + slot * CONFIRM_SLOT_BYTES
+            rec = confirmation_record(nonce, answer)
+            with self._confirm_lock:
+                ctypes.memmove(addr, rec, len(rec))
+            answer["record"] = {"addr": addr, "length": CONFIRM_SLOT_BYTES}
+        return answer
+
+    def _mark_busy(self) -> None:
+        self._busy_until = time.monotonic() + BUSY_WINDOW_S
+
+    def guards_intact(self) -> bool:
+        """True when every guard zone still holds only ``GUARD_BYTE`` (DRAM arenas)."""
+        import ctypes
+
+        for addr, length in self.guards:
+            if ctypes.string_at(addr, length) != bytes([GUARD_BYTE]) * length:
+                return False
+        return True
 
     def _check_name_free(self) -> None:
         from kvcheck.nixl.transport import EtcdGateway
@@ -236,11 +374,10 @@ class KvAgent:
         except Exception:
             pass  # NIXL reports an unreachable etcd itself when publishing
 
-    def _allocate_and_register(self) -> None:
+    def _allocate_and_register(self, gpu) -> None:
         import numpy as np
 
         pages = self.layout.pages
-        gpu = gpu_allocator() if self.gpu == "auto" else None
         self.gpu_backend = gpu[0] if gpu else None
         by_kind: dict[str, list[int]] = {}
         for i, r in enumerate(self.layout.regions):
@@ -260,10 +397,15 @@ class KvAgent:
             total = sum(sizes)
             try:
                 if reg_kind == "DRAM":
-                    arena = np.empty(total + PAGE_ALIGN, dtype=np.uint8)
-                    arena.fill(0)  # touch every page now, as a KV pool is: no page faults inside transfers
-                    base = arena.ctypes.data
-                    base = _align(base)
+                    arena = np.empty(total + 2 * GUARD_BYTES + PAGE_ALIGN, dtype=np.uint8)
+                    arena.fill(GUARD_BYTE)
+                    lo = _align(arena.ctypes.data)
+                    base = lo + GUARD_BYTES
+                    # Regions zeroed now (every page touched, as a KV pool is: no page
+                    # faults inside transfers); guard zones keep GUARD_BYTE.
+                    arena[base - arena.ctypes.data: base - arena.ctypes.data + total] = 0
+                    self.guards.append((lo, GUARD_BYTES))
+                    self.guards.append((base + total, GUARD_BYTES))
                     dev_of = lambda i: dram_dev_id(i, standin)  # noqa: E731
                 else:
                     arena, base = gpu[1](total, self.device)
@@ -334,13 +476,17 @@ class KvAgent:
             signal.signal(signal.SIGINT, on_signal)
         deadline = time.monotonic() + ttl
         while not stop.is_set():
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return "ttl"
-            for peer, msg in self.poll_notifications():
+            new = self.poll_notifications()  # also drives UCX progress (no progress thread)
+            if new:
+                self._mark_busy()
+            for peer, msg in new:
                 if on_notif:
                     on_notif(peer, msg)
-            stop.wait(min(0.05, left))
+            stop.wait(min(BUSY_POLL_S if now < self._busy_until else IDLE_POLL_S, left))
         return reason["why"] if reason["why"] == "signal" else "stopped"
 
     def close(self) -> None:
@@ -384,9 +530,11 @@ class KvAgent:
             "backend": self.backend,
             "gpu": self.gpu_backend,
             "pages": self.layout.pages,
+            "pid": os.getpid(),
             "regions": counts,
             "registered_bytes": sum(g.length for g in self.regions),
             "issues": [i.__dict__ for i in self.issues],
+            "guards": [[a, n] for a, n in self.guards],
             "timings": self.timings,
         }
 
@@ -394,19 +542,29 @@ class KvAgent:
 class _MetadataServer:
     """A read-only server of NIXL's listener protocol bound to one address.
 
-    Answers ``NIXLCOMM:SEND`` with ``NIXLCOMM:LOAD`` + blob; ignores every other command
-    (peers cannot push or invalidate metadata). Requests over 64 KiB close the connection.
+    Answers ``NIXLCOMM:SEND`` with ``NIXLCOMM:LOAD`` + blob and ``KVCHECK:CONFIRM`` +
+    16-byte nonce with ``KVCHECK:REGIONS`` + ``confirm(nonce)`` as JSON; ignores every
+    other command (peers cannot push or invalidate metadata). Requests over 64 KiB close
+    the connection; each connection has its own thread (at most ``MAX_CLIENTS``) and
+    ``CONN_DEADLINE_S`` seconds in all, so a stalled or trickling client holds nothing.
+    ``on_request()`` is called on every confirmation request.
     """
 
-    def __init__(self, host: str, port: int, blob: bytes):
+    MAX_CLIENTS = 16
+    CONN_DEADLINE_S = 10.0
+
+    def __init__(self, host: str, port: int, blob: bytes, confirm=None, on_request=None):
         self.blob = blob
+        self.confirm = confirm
+        self.on_request = on_request
         try:
             self.sock = socket.create_server((host, port), reuse_port=False)
         except OSError as exc:
             raise InputError(f"cannot listen on {host}:{port}: {exc}", field="--listen") from None
         self.host, self.port = self.sock.getsockname()[:2]
-        self.sock.settimeout(0.2)
+        self.sock.settimeout(0.5)
         self._stop = threading.Event()
+        self._slots = threading.BoundedSemaphore(self.MAX_CLIENTS)
         self._thread = threading.Thread(target=self._run, name="kvcheck-nixl-listener", daemon=True)
 
     def start(self) -> None:
@@ -423,32 +581,54 @@ class _MetadataServer:
                 conn, _ = self.sock.accept()
             except (socket.timeout, OSError):
                 continue
+            if not self._slots.acquire(blocking=False):
+                conn.close()  # too many clients at once: refuse, never queue
+                continue
+            threading.Thread(target=self._serve_one, args=(conn,), daemon=True).start()
+
+    def _serve_one(self, conn: socket.socket) -> None:
+        try:
             with conn:
                 self._handle(conn)
+        finally:
+            self._slots.release()
 
     def _handle(self, conn: socket.socket) -> None:
-        conn.settimeout(2.0)
+        import json
+
+        deadline = time.monotonic() + self.CONN_DEADLINE_S
         try:
             while not self._stop.is_set():
-                head = _recv(conn, 8)
+                head = _recv(conn, 8, deadline)
                 if head is None:
                     return
                 (size,) = struct.unpack("<Q", head)
                 if size > 65536:
                     return
-                msg = _recv(conn, size)
+                msg = _recv(conn, size, deadline)
                 if msg is None:
                     return
                 if msg.startswith(b"NIXLCOMM:SEND"):
                     out = b"NIXLCOMM:LOAD" + self.blob
-                    conn.sendall(struct.pack("<Q", len(out)) + out)
+                elif msg.startswith(b"KVCHECK:CONFIRM") and self.confirm is not None and len(msg) == len(b"KVCHECK:CONFIRM") + 16:
+                    if self.on_request:
+                        self.on_request()
+                    out = b"KVCHECK:REGIONS" + json.dumps(self.confirm(msg[len(b"KVCHECK:CONFIRM"):])).encode()
+                else:
+                    continue
+                conn.settimeout(max(deadline - time.monotonic(), 0.001))
+                conn.sendall(struct.pack("<Q", len(out)) + out)
         except OSError:
             return
 
 
-def _recv(conn: socket.socket, n: int) -> bytes | None:
+def _recv(conn: socket.socket, n: int, deadline: float) -> bytes | None:
     buf = bytearray()
     while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        conn.settimeout(left)
         chunk = conn.recv(n - len(buf))
         if not chunk:
             return None

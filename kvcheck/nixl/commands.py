@@ -24,21 +24,32 @@ def parse_listen(spec: str) -> tuple[str, int]:
 
 
 def run_agent(*, role: str, config: str, ttl: float | None, pages: int, listen: str | None, etcd: str | None, backend: str,
-              gpu: str, env_file=None, model_config=None, draft_model_config=None, out=sys.stdout, sglang_version: str | None = None) -> int:
+              gpu: str, env_file=None, model_config=None, draft_model_config=None, out=None, name: str | None = None,
+              max_memory_gib: float = 4.0, sglang_version: str | None = None) -> int:
     """Start a ``role`` agent with the geometry of ``config`` and serve until ``ttl`` (seconds).
 
-    Prints one JSON line ``{"event": "ready", ...}`` (name, listen address, regions,
-    issues, timings) once published, one per notification received, and
-    ``{"event": "stopped", "reason": ...}`` at the end. Refuses to run without a positive
-    TTL or without a way to publish (``InputError``, exit 2). Returns the exit status:
-    1 when a memory kind failed to register, else 0.
+    Prints one JSON line ``{"event": "ready", ...}`` (name, pid, listen address, regions,
+    guard zones, issues, timings) once published, one per notification received, and
+    ``{"event": "stopped", "reason": ...}`` at the end. The JSON lines are the only thing
+    on stdout: NIXL's and UCX's own logging is sent to stderr at the file-descriptor
+    level (``runtime.json_channel``) when ``out`` is None. Refuses (``InputError``,
+    exit 2) a TTL that is not finite and within (0, 7 days], a layout over
+    ``max_memory_gib`` GiB (checked before allocating), or a ``name`` not starting with
+    ``kvcheck-``. Returns the exit status: 1 when a memory kind failed to register, else 0.
     """
-    from kvcheck.nixl.agent import KvAgent, Layout
+    import math
+
+    from kvcheck.nixl.agent import KvAgent, Layout, check_memory_cap, check_ttl
     from kvcheck.sglang.geometry import derive_geometry
     from kvcheck.sources import load_side
 
-    if ttl is None or ttl <= 0:
-        raise InputError("--ttl SECONDS is required and must be positive: an agent never runs unbounded", field="--ttl")
+    ttl = check_ttl(ttl)
+    if not (isinstance(max_memory_gib, (int, float)) and math.isfinite(max_memory_gib) and 0 < max_memory_gib <= 4096):
+        raise InputError(f"--max-memory must be a number of GiB in (0, 4096], got {max_memory_gib!r}", field="--max-memory")
+    if name is not None and (not name.startswith("kvcheck-") or len(name) > 200 or not name.isprintable() or "/" in name):
+        raise InputError("--name must start with 'kvcheck-' (the probe only writes into kvcheck agents), have no '/', and be at most 200 printable characters", field="--name")
+    if not 1 <= pages <= 1 << 20:
+        raise InputError(f"--pages must be between 1 and {1 << 20}, got {pages}", field="--pages")
     if role not in ("prefill", "decode"):
         raise InputError("--role must be prefill or decode", field="--role")
     if gpu not in ("auto", "off"):
@@ -48,9 +59,17 @@ def run_agent(*, role: str, config: str, ttl: float | None, pages: int, listen: 
     if not geometry.regions:
         raise InputError(f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})", source=config)
     listen_addr = parse_listen(listen) if listen else None
-    if listen_addr is None and not etcd:
+    if listen_addr is None:  # always served: probes confirm regions over it, even when published in etcd
         listen_addr = ("127.0.0.1", 0)
-    agent = KvAgent(Layout.from_geometry(geometry, pages), listen=listen_addr, etcd=etcd, backend=backend, gpu=gpu)
+    layout = Layout.from_geometry(geometry, pages)
+    max_bytes = int(max_memory_gib * 2**30)
+    check_memory_cap(layout, max_bytes)  # before NIXL is even loaded
+    if out is None:
+        from kvcheck.nixl.runtime import json_channel
+
+        out = json_channel()
+    agent = KvAgent(layout, listen=listen_addr, etcd=etcd, backend=backend, gpu=gpu, name=name, max_bytes=max_bytes)
+    reason = "error"
     try:
         agent.start()
         ready = {"event": "ready", **agent.summary()}
@@ -63,8 +82,9 @@ def run_agent(*, role: str, config: str, ttl: float | None, pages: int, listen: 
 
         reason = agent.serve(ttl, on_notif=on_notif)
     finally:
+        intact = agent.guards_intact() if agent.guards else None
         agent.close()
-    out.write(json.dumps({"event": "stopped", "reason": reason, "name": agent.name}) + "\n")
+    out.write(json.dumps({"event": "stopped", "reason": reason, "name": agent.name, "guards_intact": intact}) + "\n")
     out.flush()
     failed = [i for i in agent.issues if i.finding_id in ("agent-register-failed", "agent-alloc-failed")]
     return 1 if failed else 0
@@ -125,8 +145,10 @@ def augment_preflight(report, prefill_side, decode_side, *, prefill_agent: str |
 
     Live summaries go to ``report.extra["agents"]``, probe results to
     ``report.extra["probe"]``; their findings join ``report.findings`` and the verdict is
-    recomputed. An unreachable agent raises ``UnreachableError`` (exit 3) unless a
-    probe was asked for, where it is a finding.
+    recomputed. An agent that cannot be read in time raises ``UnreachableError`` (exit 3),
+    and so does a probe whose peer stops answering (``probe-timeout``) at any step: a
+    frozen peer gives exit 3 whatever the timing. A peer that dies or restarts mid-probe is
+    a finding (``probe-peer-lost``/``probe-peer-restarted``, exit 1).
     """
     from kvcheck.nixl.live import compare_geometry
     from kvcheck.nixl.transport import read_agents
@@ -171,6 +193,12 @@ def augment_preflight(report, prefill_side, decode_side, *, prefill_agent: str |
             if result.notes or any(s.get("registered_as") and "VRAM" not in s["registered_as"] and ("VRAM" in (s["src_kind"], s["dst_kind"])) for s in result.segments):
                 result.notes.append("no GPU here: VRAM segments were moved between DRAM stand-ins; segment boundaries and notifications follow the plan")
             report.extra["probe"] = result.as_dict()
+            frozen = [f for f in result.findings if f.id == "probe-timeout"]
+            if frozen:
+                # One fault, one status: a peer (or etcd) that stops answering is a live
+                # source not reached in time, exit 3, whether it froze before the first
+                # read or mid-probe.
+                raise UnreachableError(f"probe-timeout: {frozen[0].message}", source=decode_agent)
             new.extend(result.findings)
     report.findings.extend(new)
     order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcheck.checks.base import Finding, Severity
-from kvcheck.nixl.agent import decode_dev_id
+from kvcheck.nixl.agent import CONFIRM_DEV_ID, decode_dev_id
 from kvcheck.nixl.blob import AgentMetadata
 
 
@@ -32,7 +32,8 @@ def remote_regions(meta: AgentMetadata, backend: str = "UCX") -> list[RemoteRegi
     """The agent's regions in registration order.
 
     kvcheck DRAM regions carry their index in the device id; any other region (real
-    VRAM, a foreign agent's DRAM) takes the free indices in (kind, address) order.
+    VRAM, a foreign agent's DRAM) takes the free indices in (kind, address) order. A
+    kvcheck agent's confirmation page (``CONFIRM_DEV_ID``) is not a region and is skipped.
     """
     tagged: dict[int, RemoteRegion] = {}
     untagged: list[RemoteRegion] = []
@@ -40,6 +41,8 @@ def remote_regions(meta: AgentMetadata, backend: str = "UCX") -> list[RemoteRegi
         if sec.backend != backend:
             continue
         for r in sorted(sec.regions, key=lambda r: r.addr):
+            if sec.kind == "DRAM" and r.dev_id == CONFIRM_DEV_ID:
+                continue  # a kvcheck agent's confirmation page, not a KV region
             tag = decode_dev_id(r.dev_id) if sec.kind == "DRAM" else None
             if tag is not None and tag[0] not in tagged:
                 idx, standin = tag

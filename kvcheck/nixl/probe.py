@@ -10,8 +10,14 @@ the (zeroed) source pages and compares them with the page-index pattern it wrote
 The initiator runs in a child process (``python -m kvcheck.nixl.probe``) that reports
 JSON lines; the parent enforces the overall deadline and kills the child if a NIXL call
 itself blocks. Inside the child every wait has a deadline and releases its handle.
-The probe only writes into regions a kvcheck agent registered: it refuses a remote
-agent whose name does not start with ``kvcheck-``.
+The probe only writes into regions a kvcheck agent allocated for it, whatever the
+metadata says: before loading the metadata it asks the agent itself (kvcheck's
+``KVCHECK:CONFIRM`` + nonce on the agent's listener, see ``kvcheck.nixl.transport``) for
+the regions it allocated, refuses any blob region outside them
+(``probe-unconfirmed-region``), refuses blobs it cannot confirm (saved files, etcd
+entries without a live listener or differing from what the agent serves:
+``probe-unconfirmed``; foreign agents: ``probe-not-kvcheck``), and bounds-checks every
+remote descriptor against a confirmed region (same memory kind and device id).
 """
 
 from __future__ import annotations
@@ -25,13 +31,14 @@ import time
 from dataclasses import dataclass, field
 
 from kvcheck.checks.base import Finding, Severity
+from kvcheck.errors import KvcheckError
 
-STEPS = ("start agent", "fetch metadata", "load metadata", "prepare", "write", "read back", "verify")
+STEPS = ("start agent", "fetch metadata", "load metadata", "confirm over NIXL", "prepare", "write", "read back", "verify")
 
 FIXES = {
     "probe-unreachable": "start the decode-role agent (kvcheck agent --role decode --config FILE --listen HOST:PORT --ttl 600) and check the address and firewall",
     "probe-timeout": "the peer stopped answering: check it is not frozen or overloaded (and that UCX_NET_DEVICES names a reachable interface), then rerun",
-    "probe-peer-lost": "the decode-role agent died or restarted during the probe: restart it and rerun (a restarted agent has a new name and metadata)",
+    "probe-peer-lost": "the decode-role agent died during the probe: restart it and rerun",
     "probe-no-common-backend": "use the same NIXL backend on both sides (SGLANG_DISAGGREGATION_NIXL_BACKEND, kvcheck agent --backend)",
     "probe-remote-unregistered": "the decode agent did not register the memory the plan targets: start it with the decode server's config",
     "probe-remote-kind": "the decode agent registered another memory kind than the plan needs: check --enable-hisparse and the decode config",
@@ -40,6 +47,9 @@ FIXES = {
     "probe-tcp-fallback": "UCX moved KV over TCP: set UCX_TLS/UCX_NET_DEVICES to the RDMA devices (ucx_info -d lists them) on both nodes",
     "probe-error": "see the message; rerun with UCX_LOG_LEVEL=info for NIXL's own log",
     "probe-not-kvcheck": "point --decode-agent at a kvcheck agent: the probe only writes into memory a kvcheck agent allocated",
+    "probe-peer-restarted": "the decode-role agent restarted during the probe (new process, new metadata): rerun the probe against the running agent",
+    "probe-unconfirmed": "point --decode-agent at the live agent (HOST:PORT of its listener, or etcd://HOST:PORT/NAME of an agent started with --etcd and a --listen address the prefill node reaches); saved or altered metadata is never written to",
+    "probe-unconfirmed-region": "the metadata names memory the agent did not allocate for the probe (altered or stale): read it again from the live agent; never edit a blob for a probe",
     "probe-skipped": "fix the static findings first: the runtime would not transfer with this plan",
 }
 
@@ -90,26 +100,46 @@ def build_job(plan, prefill_geometry, decode_geometry, target: str, *, pages: in
     }
 
 
+def probe_budget(job: dict) -> float:
+    """Seconds the whole probe may take: ``timeout x (3 + 3 x segments) + 10`` (agent
+    start-up, fetch and confirmation, load, and per segment prepare/write/read-back), plus
+    the re-check of a failing peer (at most ``RECHECK_S``)."""
+    n_seg = max(1, len(job["segments"]))
+    return job["timeout"] * (3 + 3 * n_seg) + 10 + RECHECK_S
+
+
+RECHECK_S = 3.0
+_PEER_FAULTS = ("probe-timeout", "probe-peer-lost", "probe-error", "probe-data-mismatch", "probe-remote-unregistered")
+
+
 def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeResult:
     """Run the probe child with ``job`` (see ``build_job``) and collect its events.
 
-    ``on_event(event: dict)`` sees each progress event (for the rich display). The whole
-    probe gets ``timeout * (3 + 3 * segments)`` seconds, after which the child is killed
-    and the last step it started is named in a ``probe-timeout`` finding. Never raises
-    for a probe failure: everything becomes a finding.
+    ``on_event(event: dict)`` sees each progress event (for the rich display; a ``hold``
+    event when ``job["hold"]`` names steps, answered once ``on_event`` returns). The
+    whole probe gets ``probe_budget(job)`` seconds, after which the child is killed and
+    the last step it started is named in a ``probe-timeout`` finding. When a step fails
+    after the peer confirmed its regions, the peer is asked again (``diagnose_peer``):
+    refused or closed -> ``probe-peer-lost``, another pid or blob -> ``probe-peer-restarted``,
+    no answer -> ``probe-timeout``. Never raises for a probe failure: everything becomes
+    a finding.
     """
     result = ProbeResult(ok=False)
-    n_seg = max(1, len(job["segments"]))
-    budget = job["timeout"] * (3 + 3 * n_seg) + 10
+    budget = probe_budget(job) - RECHECK_S
     cmd = [python or sys.executable, "-m", "kvcheck.nixl.probe"]
     env = dict(os.environ)
     env.setdefault("UCX_LOG_LEVEL", "error")
+    env.setdefault("NIXL_LOG_LEVEL", "WARN")
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    proc.stdin.write(json.dumps(job).encode())
-    proc.stdin.close()
+    proc.stdin.write(json.dumps(job).encode() + b"\n")
+    proc.stdin.flush()
+    if not job.get("hold"):
+        proc.stdin.close()
     deadline = time.monotonic() + budget
     last_step = "start agent"
+    confirm = None
     buf = b""
+    err = bytearray()
     done = False
     while not done:
         left = deadline - time.monotonic()
@@ -117,9 +147,13 @@ def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeRe
             proc.kill()
             result.findings.append(_finding("probe-timeout", f"the probe hung at step '{last_step}' and was stopped after {budget:.0f} s"))
             break
-        ready, _, _ = select.select([proc.stdout], [], [], min(left, 0.5))
-        if not ready:
-            if proc.poll() is not None:
+        ready, _, _ = select.select([proc.stdout, proc.stderr], [], [], min(left, 0.5))
+        if proc.stderr in ready:  # drain, so NIXL/UCX logging can never block the child
+            chunk = os.read(proc.stderr.fileno(), 65536)
+            err += chunk
+            del err[:-4096]
+        if proc.stdout not in ready:
+            if proc.poll() is not None and not ready:
                 break
             continue
         chunk = os.read(proc.stdout.fileno(), 65536)
@@ -132,11 +166,19 @@ def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeRe
                 ev = json.loads(line)
             except ValueError:
                 continue
+            if not isinstance(ev, dict):
+                continue
             if on_event:
                 on_event(ev)
             t = ev.get("type")
             if t == "step":
                 last_step = ev["step"]
+            elif t == "hold":
+                try:
+                    proc.stdin.write(b"go\n")
+                    proc.stdin.flush()
+                except OSError:
+                    pass
             elif t == "step_done":
                 result.steps[ev["step"]] = ev.get("seconds")
             elif t == "segment":
@@ -146,6 +188,7 @@ def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeRe
                 result.remote_agent = ev.get("remote_agent", result.remote_agent)
                 result.transport.update(ev.get("transport", {}))
                 result.notes.extend(ev.get("notes", []))
+                confirm = ev.get("confirm", confirm)
             elif t == "finding":
                 result.findings.append(_finding(ev["id"], ev["message"], Severity(ev.get("severity", "error"))))
             elif t == "end":
@@ -156,22 +199,61 @@ def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeRe
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    if not done and not result.findings:
-        err = proc.stderr.read().decode(errors="replace")[-600:] if proc.stderr else ""
-        result.findings.append(_finding("probe-error", f"the probe process ended (status {proc.returncode}) at step '{last_step}' without a result: {err.strip()}"))
-    if proc.stderr:
-        proc.stderr.close()
-    proc.stdout.close()
+    if not done and not any(f.id == "probe-timeout" for f in result.findings):
+        result.findings.append(_finding("probe-error", f"the probe process ended (status {proc.returncode}) at step '{last_step}' without a result: "
+                                                       f"{err.decode(errors='replace').strip()[-600:]}"))
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        try:
+            stream.close()
+        except Exception:
+            pass
+    if not result.ok and confirm and any(f.id in _PEER_FAULTS for f in result.findings):
+        verdict = diagnose_peer(confirm, min(job["timeout"], RECHECK_S))
+        if verdict is not None:
+            fid, why = verdict
+            step_msgs = "; ".join(f.message for f in result.findings if f.id in _PEER_FAULTS)
+            result.findings = [f for f in result.findings if f.id not in _PEER_FAULTS]
+            result.findings.append(_finding(fid, f"{why} (at: {step_msgs})"))
     return result
+
+
+def diagnose_peer(confirm: dict, timeout: float) -> tuple[str, str] | None:
+    """Ask the peer that confirmed ``confirm`` (``where``, ``pid``, ``blob_sha256``) again.
+
+    Returns ``("probe-peer-lost", why)`` when nothing listens or the connection closes,
+    ``("probe-peer-restarted", why)`` when another process or blob answers (same name or
+    not), ``("probe-timeout", why)`` when it does not answer within ``timeout``, and None
+    when the same agent answers (the failure was not the peer's life cycle).
+    """
+    from kvcheck.nixl.transport import NotConfirmable, _split_hostport, confirm_agent
+
+    where = confirm["where"]
+    host, port = _split_hostport(where, where)
+    try:
+        again = confirm_agent(host, port, timeout)
+    except NotConfirmable:
+        return "probe-peer-restarted", f"the decode-role agent at {where} was replaced by something that is not the agent the probe confirmed"
+    except KvcheckError as exc:
+        text = str(exc)
+        if "deadline" in text or "within" in text:
+            return "probe-timeout", f"the decode-role agent at {where} stopped answering (frozen or overloaded)"
+        return "probe-peer-lost", f"the decode-role agent at {where} died during the probe ({text})"
+    if again.pid != confirm.get("pid") or again.blob_sha256 != confirm.get("blob_sha256"):
+        return ("probe-peer-restarted", f"the decode-role agent at {where} restarted during the probe: {again.name!r} now runs as pid {again.pid} "
+                f"with new metadata (was pid {confirm.get('pid')})")
+    return None
 
 
 # ---------------------------------------------------------------------------------
 # The child: python -m kvcheck.nixl.probe < job.json
 # ---------------------------------------------------------------------------------
 
+_OUT = sys.stdout
+
+
 def _emit(**event) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+    _OUT.write(json.dumps(event) + "\n")
+    _OUT.flush()
 
 
 class _Hung(Exception):
@@ -183,12 +265,20 @@ def _wait(agent, handle, timeout: float, step: str) -> float:
     """Poll ``handle`` until DONE; on ERR raise, on expiry release it and raise ``_Hung``."""
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout
+    polls = 0
     while True:
-        state = agent.check_xfer_state(handle)
+        state = agent.check_xfer_state(handle)  # also drives UCX progress
         if state == "DONE":
             return time.perf_counter() - t0
         if state == "ERR":
+            try:
+                handle.release()
+            except Exception:
+                pass
             raise RuntimeError(f"transfer state ERR during {step}")
+        polls += 1
+        if polls > 1000:  # a slow transfer: stop spinning, leave the core to the peer
+            time.sleep(min(0.002, 0.00005 * (polls - 1000)))
         if time.monotonic() > deadline:
             try:
                 handle.release()
@@ -216,6 +306,127 @@ def _check(view, value: int) -> bool:
     n4 = len(view) // 4
     ok = bool((view[: n4 * 4].view(np.uint32) == value).all()) if n4 else True
     return ok and bool((view[n4 * 4:] == (value & 0xFF)).all())
+
+
+def _hold(job: dict, step: str, timeout: float) -> None:
+    """Fault injection for tests: when ``step`` is in ``job["hold"]``, report a ``hold``
+    event and wait (at most 60 s) for a line on stdin before starting the step."""
+    if step not in (job.get("hold") or ()):
+        return
+    _emit(type="hold", step=step)
+    ready, _, _ = select.select([sys.stdin], [], [], 60)
+    if ready:
+        sys.stdin.readline()
+
+
+def _fetch_and_confirm(job: dict, timeout: float, fail):
+    """Read the target's blob and confirm it with the agent itself; ``(blob, meta,
+    Confirmation)`` or None after reporting a finding.
+
+    A listener target: blob and confirmation on one connection. etcd: the blob from etcd,
+    the confirmation from the listener the agent published beside it, and the blob's
+    SHA-256 must equal the one the agent confirms. A file: refused (nothing to confirm
+    with). Every region of the blob must lie inside a region the agent confirmed, same
+    memory kind and device id (``probe-unconfirmed-region``).
+    """
+    import hashlib
+
+    from kvcheck.nixl.blob import parse_metadata
+    from kvcheck.nixl.transport import NotConfirmable, confirm_agent, parse_target, read_agents
+
+    target = job["target"]
+    deadline = time.monotonic() + timeout
+    kind = parse_target(target).kind
+    if kind == "file":
+        fail("probe-unconfirmed", f"{target} is a saved blob: the probe never writes from a blob it cannot confirm with the live agent "
+             "(point --decode-agent at the agent's HOST:PORT or etcd://HOST:PORT/NAME)")
+        return None
+    try:
+        if kind == "listener":
+            t = parse_target(target)
+            conf = confirm_agent(t.host, t.port, timeout, with_blob=True, precheck=_kvcheck_only)
+            blob = conf.blob
+            meta = parse_metadata(blob, source=target)
+        else:
+            fetched = read_agents(target, timeout=timeout)
+            if len(fetched) != 1:
+                fail("probe-unconfirmed", f"{target} names {len(fetched)} agents; name exactly one (etcd://HOST:PORT/NAME)")
+                return None
+            f = fetched[0]
+            blob, meta = f.blob, f.meta
+            _kvcheck_only(meta)
+            if f.listener is None:
+                fail("probe-unconfirmed", f"{meta.name!r} published no kvcheck listener address beside its etcd entry: "
+                     "its regions cannot be confirmed (start it with kvcheck agent --etcd URL --listen HOST:PORT)")
+                return None
+            conf = confirm_agent(f.listener[0], f.listener[1], max(deadline - time.monotonic(), 0.5))
+    except NotConfirmable as exc:
+        fid = "probe-not-kvcheck" if "not a kvcheck agent" in str(exc) else "probe-unconfirmed"
+        fail(fid, str(exc))
+        return None
+    if conf.name != meta.name:
+        fail("probe-unconfirmed", f"the agent at {conf.where} is {conf.name!r}, the metadata names {meta.name!r}")
+        return None
+    from kvcheck.nixl.live import remote_regions
+
+    for r in remote_regions(meta, job["backend"]):
+        if conf.covering(r.addr, r.length, r.reg_kind, r.dev_id) is None:
+            fail("probe-unconfirmed-region", f"region {r.index} of {meta.name!r}'s metadata ({hex(r.addr)}, {r.length} bytes, {r.reg_kind} dev {r.dev_id:#x}) "
+                 f"is not inside any region the agent confirmed at {conf.where}: the metadata was altered or is stale; nothing was written")
+            return None
+    if hashlib.sha256(blob).hexdigest() != conf.blob_sha256:
+        fail("probe-unconfirmed", f"the metadata read from {target} differs from the blob {meta.name!r} serves at {conf.where} "
+             "(a stale or altered etcd entry); nothing was written")
+        return None
+    return blob, meta, conf
+
+
+def _read_back_record(agent, remote: str, meta, conf, backend: str, timeout: float) -> str | None:
+    """READ (never write) the confirmation record from the NIXL agent ``meta`` names and
+    compare it with the one ``conf``'s answer implies. Returns None when equal, else why
+    not: the listener that answered is then not the NIXL agent of the metadata."""
+    import ctypes
+
+    from kvcheck.nixl.agent import CONFIRM_DEV_ID, CONFIRM_SLOT_BYTES, confirmation_record
+
+    if conf.record is None or conf.answer is None:
+        return f"{meta.name!r} at {conf.where} gave no confirmation record (not this kvcheck release's agent?); nothing was written"
+    addr, length = conf.record
+    pages = [r for r in meta.regions("DRAM", backend) if r.dev_id == CONFIRM_DEV_ID]
+    if length != CONFIRM_SLOT_BYTES or not any(r.addr <= addr and addr + length <= r.addr + r.length for r in pages):
+        return f"the confirmation record {hex(addr)}+{length} is not inside {meta.name!r}'s confirmation page; nothing was written"
+    local = agent.confirm_page
+    if local is None:
+        return "the probe's own agent has no confirmation page (registration failed)"
+    ctypes.memset(local, 0, length)
+    lh = agent.nixl.prep_xfer_dlist("NIXL_INIT_AGENT", [(local, length, CONFIRM_DEV_ID)], "DRAM", backends=[backend])
+    rh = agent.nixl.prep_xfer_dlist(remote, [(addr, length, CONFIRM_DEV_ID)], "DRAM", backends=[backend])
+    try:
+        h = agent.nixl.make_prepped_xfer("READ", lh, [0], rh, [0], b"")
+        state = agent.nixl.transfer(h)
+        if state == "ERR":
+            raise RuntimeError("confirmation read post returned ERR")
+        if state != "DONE":
+            _wait(agent.nixl, h, timeout, "confirm over NIXL")
+        h.release()
+        got = ctypes.string_at(local, length)
+    finally:
+        lh.release()
+        rh.release()
+    if got != confirmation_record(conf.nonce, conf.answer):
+        return (f"the NIXL agent {meta.name!r} did not record the confirmation its listener at {conf.where} gave: "
+                "that listener is not the agent the metadata names; nothing was written")
+    return None
+
+
+def _kvcheck_only(meta_or_blob) -> None:
+    """Raise ``NotConfirmable`` unless the agent is a kvcheck agent (name ``kvcheck-...``)."""
+    from kvcheck.nixl.blob import AgentMetadata, parse_metadata
+    from kvcheck.nixl.transport import NotConfirmable
+
+    meta = meta_or_blob if isinstance(meta_or_blob, AgentMetadata) else parse_metadata(meta_or_blob)
+    if not meta.name.startswith("kvcheck-"):
+        raise NotConfirmable(f"remote agent {meta.name!r} is not a kvcheck agent; the probe only writes into memory a kvcheck agent allocated")
 
 
 def _child(job: dict) -> int:
@@ -260,27 +471,26 @@ def _child(job: dict) -> int:
                                                               "UCX_NET_DEVICES": os.environ.get("UCX_NET_DEVICES", "(unset: all)")})
 
         t = begin("fetch metadata")
-        fetched = read_agents(job["target"], timeout=timeout)
-        if len(fetched) != 1:
-            fail("probe-unreachable", f"{job['target']} names {len(fetched)} agents; name exactly one (etcd://HOST:PORT/NAME)")
+        confirmed = _fetch_and_confirm(job, timeout, fail)
+        if confirmed is None:
             _emit(type="end", ok=False)
             return 0
-        blob, meta = fetched[0].blob, fetched[0].meta
+        blob, meta, conf = confirmed
         _emit(type="step_done", step="fetch metadata", seconds=time.perf_counter() - t)
-        _emit(type="info", remote_agent=meta.name)
-        if not meta.name.startswith("kvcheck-") and not job.get("allow_foreign"):
-            fail("probe-not-kvcheck", f"remote agent {meta.name!r} is not a kvcheck agent; the probe only writes into memory a kvcheck agent allocated")
+        _emit(type="info", remote_agent=meta.name, confirm={"where": conf.where, "pid": conf.pid, "blob_sha256": conf.blob_sha256})
+
+        _hold(job, "load metadata", timeout)
+        t = begin("load metadata")
+        if job["backend"] not in meta.backends:
+            fail("probe-no-common-backend", f"no common NIXL backend with {meta.name!r}: it offers {sorted(meta.backends)}, we use {job['backend']}")
             _emit(type="end", ok=False)
             return 0
-
-        t = begin("load metadata")
         try:
             remote = agent.nixl.add_remote_agent(blob)
         except Exception as exc:
-            if is_nixl_error(exc) and error_class(exc) == "nixlBackendError":
-                fail("probe-no-common-backend", f"no common NIXL backend with {meta.name!r}: it offers {sorted(meta.backends)}, we use {job['backend']} ({error_class(exc)}: {exc})")
-            else:
-                fail("probe-error", f"loading {meta.name!r}'s metadata failed: {error_class(exc)}: {exc}")
+            # Both sides offer the backend: a load failure is the peer's state, not a
+            # backend mismatch; the parent asks the peer again (lost / restarted / frozen).
+            fail("probe-error", f"loading {meta.name!r}'s metadata failed: {error_class(exc)}: {exc}")
             _emit(type="end", ok=False)
             return 0
         regions = remote_regions(meta, job["backend"])
@@ -289,6 +499,14 @@ def _child(job: dict) -> int:
         except Exception:
             pass
         _emit(type="step_done", step="load metadata", seconds=time.perf_counter() - t)
+
+        t = begin("confirm over NIXL")
+        problem = _read_back_record(agent, remote, meta, conf, job["backend"], timeout)
+        if problem:
+            fail("probe-unconfirmed", problem)
+            _emit(type="end", ok=False)
+            return 0
+        _emit(type="step_done", step="confirm over NIXL", seconds=time.perf_counter() - t)
 
         src_regions = agent.regions
         pages = int(job["pages"])
@@ -321,9 +539,16 @@ def _child(job: dict) -> int:
                     problem = ("probe-remote-unregistered", f"segment {si}: destination region {di} is {d.length} bytes, less than one {ditem}-byte page")
                     break
                 for p in range(usable):
+                    raddr = d.addr + p * ditem
+                    if conf.covering(raddr, s.item_len, d.reg_kind, d.dev_id) is None:
+                        problem = ("probe-unconfirmed-region", f"segment {si}: the descriptor for destination region {di} page {p} "
+                                   f"({hex(raddr)}, {s.item_len} bytes, {d.reg_kind} dev {d.dev_id:#x}) is not inside a region {meta.name!r} confirmed")
+                        break
                     local.append((s.addr + p * s.item_len, s.item_len, s.dev_id))
-                    rdescs.append((d.addr + p * ditem, s.item_len, d.dev_id))
+                    rdescs.append((raddr, s.item_len, d.dev_id))
                     expect.append((i, p, s.addr + p * s.item_len, s.item_len))
+                if problem:
+                    break
             if problem:
                 fail(*problem)
                 all_ok = False
@@ -351,6 +576,7 @@ def _child(job: dict) -> int:
                 _fill(v, _pattern(nonce, i, p))
             _emit(type="step_done", step=f"prepare segment {si}", seconds=time.perf_counter() - t)
 
+            _hold(job, f"write segment {si}", timeout)
             # Warm the path with one page (no notification), so latency is the segment's transfer.
             hw = agent.nixl.make_prepped_xfer("WRITE", lh, [0], rh, [0], b"")
             if agent.nixl.transfer(hw) != "DONE":
@@ -371,6 +597,7 @@ def _child(job: dict) -> int:
             h.release()
             nbytes = sum(x[3] for x in expect)
 
+            _hold(job, f"read back segment {si}", timeout)
             begin(f"read back segment {si}")
             for v in views:
                 v[:] = 0
@@ -403,9 +630,9 @@ def _child(job: dict) -> int:
 
         name = error_class(exc)
         if isinstance(exc, UnreachableError):
-            fid = "probe-timeout" if "deadline" in str(exc) or "within" in str(exc) else "probe-unreachable"
+            fid = "probe-timeout" if "deadline" in str(exc) or "within" in str(exc) else "probe-peer-lost"
             fail(fid, f"step '{step}': {exc}")
-        elif name in ("nixlRemoteDisconnectError", "nixlNotFoundError") or "ERR" in str(exc) or name == "nixlBackendError":
+        elif name in ("nixlRemoteDisconnectError", "nixlNotFoundError", "nixlBackendError") or "ERR" in str(exc):
             fail("probe-peer-lost", f"step '{step}': the decode-role agent went away ({name}: {exc})")
         else:
             fail("probe-error", f"step '{step}': {name}: {exc}")
@@ -421,7 +648,11 @@ def _child(job: dict) -> int:
 
 def main() -> None:
     """Child entry point: read the job (JSON) from stdin, report JSON lines on stdout."""
-    job = json.loads(sys.stdin.read())
+    from kvcheck.nixl.runtime import json_channel
+
+    global _OUT
+    _OUT = json_channel()  # NIXL/UCX logging to stderr; events alone on stdout
+    job = json.loads(sys.stdin.readline())
     code = _child(job)
     sys.stdout.flush()
     os._exit(code)  # skip NIXL/UCX teardown, which can block on a dead peer

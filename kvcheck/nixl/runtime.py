@@ -31,6 +31,33 @@ def load_nixl() -> ModuleType:
     raise InputError(f"NIXL is not installed in this Python; {INSTALL_HINT} ({'; '.join(errors)})")
 
 
+def quiet_defaults() -> None:
+    """Set ``NIXL_LOG_LEVEL=WARN`` and ``UCX_LOG_LEVEL=error`` unless the user set them
+    (NIXL logs every agent creation at INFO)."""
+    import os
+
+    os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
+    os.environ.setdefault("UCX_LOG_LEVEL", "error")
+
+
+def json_channel():
+    """Keep stdout for kvcheck's JSON lines and send everything else written to fd 1 to stderr.
+
+    NIXL's Python logger writes to ``sys.stdout`` and UCX/NIXL's C++ code to fd 1: after
+    this call fd 1 (and ``sys.stdout``) is a copy of fd 2, and the returned text stream
+    writes to the original stdout. Returns a line-buffered ``TextIO``. Also applies
+    ``quiet_defaults()``.
+    """
+    import os
+    import sys
+
+    quiet_defaults()
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(saved, "w", buffering=1, closefd=True)
+
+
 def nixl_version() -> str:
     """The installed NIXL distribution version, or ``unknown``."""
     from importlib import metadata

@@ -9,6 +9,18 @@
   kvcheck reads it over etcd's v3 JSON gateway (``/v3/kv/range``) with httpx, which
   kvcheck already depends on: no etcd client library is added.
 - A file: a saved blob (``kvcheck inspect ... --save``, or ``get_agent_metadata()``).
+- Confirmation (kvcheck agents only): on the same listener a client sends
+  ``KVCHECK:CONFIRM`` + a fresh 16-byte nonce; the agent answers ``KVCHECK:REGIONS`` +
+  JSON ``{"name", "nonce", "pid", "blob_sha256", "regions": [{"addr", "length", "kind",
+  "dev_id"}], "record": {"addr", "length"}}``: the regions it allocated for the probe,
+  bound to this connection and nonce; it also writes a record of this answer into its
+  registered confirmation page at ``record``, which the probe READs over NIXL (binding
+  the answer to the NIXL agent the metadata names, see ``kvcheck.nixl.agent``). An agent published in etcd also stores its listener address under
+  ``<namespace>/<name>/kvcheck-listener`` so the probe can confirm it. Blobs from files
+  and etcd entries (writable by anyone who reaches etcd) are never trusted alone.
+
+Every read has one overall deadline (connect, send, every byte of the answer), so a
+stalled or trickling peer or etcd ends the read in time.
 
 Errors: ``UnreachableError`` (exit 3) when nothing answers in time; ``InputError``
 (exit 2) for a malformed target or blob.
@@ -24,12 +36,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvcheck.errors import InputError, UnreachableError
+from kvcheck.errors import InputError, KvcheckError, UnreachableError
 from kvcheck.nixl.blob import MAX_BLOB_BYTES, AgentMetadata, parse_metadata
 
 SEND = b"NIXLCOMM:SEND"
 LOAD = b"NIXLCOMM:LOAD"
+CONFIRM = b"KVCHECK:CONFIRM"
+REGIONS = b"KVCHECK:REGIONS"
+MAX_CONFIRM_BYTES = 4 * 1024 * 1024
+MAX_ETCD_RESPONSE_BYTES = 2 * MAX_BLOB_BYTES
 DEFAULT_NAMESPACE = "/nixl/agents/"
+LISTENER_LABEL = "kvcheck-listener"
 
 
 @dataclass
@@ -95,61 +112,243 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float, what: str, where: 
     return bytes(buf)
 
 
-def fetch_listener_blob(host: str, port: int, timeout: float = 5.0) -> bytes:
-    """Ask a NIXL listener thread at ``host:port`` for its agent's metadata blob.
-
-    Sends one ``NIXLCOMM:SEND`` frame and reads the ``NIXLCOMM:LOAD`` answer, all within
-    ``timeout`` seconds. Returns the blob (bytes, without the ``NIXLCOMM:LOAD`` header).
-    Raises ``UnreachableError`` on refusal, timeout or a closed socket, ``InputError``
-    when the answer is not a NIXL frame or declares more than ``MAX_BLOB_BYTES``.
-    Mirrors what ``nixl_agent.fetch_remote_metadata(name, ip, port)`` does, without an agent.
-    """
-    where = f"{host}:{port}"
-    deadline = time.monotonic() + timeout
+def _connect(host: str, port: int, deadline: float, where: str, refused: str | None = None) -> socket.socket:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise UnreachableError("no time left to connect (deadline passed)", source=where)
     try:
-        sock = socket.create_connection((host, port), timeout=timeout)
+        return socket.create_connection((host, port), timeout=left)
     except ConnectionRefusedError:
-        raise UnreachableError("connection refused: no NIXL listener on this port (agent not started, or started without --listen)", source=where) from None
+        raise UnreachableError(refused or "connection refused: no NIXL listener on this port (agent not started, or started without --listen)", source=where) from None
     except (socket.timeout, TimeoutError):
-        raise UnreachableError(f"no answer to connect within {timeout:g} s", source=where) from None
+        raise UnreachableError(f"no answer to connect within the deadline ({left:.3g} s)", source=where) from None
     except OSError as exc:
         raise UnreachableError(f"cannot connect: {exc}", source=where) from None
-    with sock:
-        try:
-            sock.sendall(struct.pack("<Q", len(SEND)) + SEND)
-        except OSError as exc:
-            raise UnreachableError(f"cannot send the metadata request: {exc}", source=where) from None
-        (size,) = struct.unpack("<Q", _recv_exact(sock, 8, deadline, "metadata fetch", where))
-        if size > MAX_BLOB_BYTES + len(LOAD):
-            raise InputError(f"the listener announced a {size}-byte answer, over the {MAX_BLOB_BYTES}-byte limit: not a NIXL listener?", source=where)
-        payload = _recv_exact(sock, size, deadline, "metadata fetch", where)
+
+
+def _send_frame(sock: socket.socket, payload: bytes, deadline: float, where: str) -> None:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise UnreachableError("no time left to send (deadline passed)", source=where)
+    sock.settimeout(left)
+    try:
+        sock.sendall(struct.pack("<Q", len(payload)) + payload)
+    except (socket.timeout, TimeoutError):
+        raise UnreachableError("the request could not be sent within the deadline", source=where) from None
+    except OSError as exc:
+        raise UnreachableError(f"cannot send the request: {exc}", source=where) from None
+
+
+def _read_frame(sock: socket.socket, deadline: float, limit: int, what: str, where: str) -> bytes:
+    (size,) = struct.unpack("<Q", _recv_exact(sock, 8, deadline, what, where))
+    if size > limit:
+        raise InputError(f"the listener announced a {size}-byte answer, over the {limit}-byte limit: not a NIXL listener?", source=where)
+    return _recv_exact(sock, size, deadline, what, where)
+
+
+def _ask_blob(sock: socket.socket, deadline: float, where: str) -> bytes:
+    _send_frame(sock, SEND, deadline, where)
+    payload = _read_frame(sock, deadline, MAX_BLOB_BYTES + len(LOAD), "metadata fetch", where)
     if not payload.startswith(LOAD):
         raise InputError(f"the answer is not a NIXL metadata frame (starts with {payload[:16]!r})", source=where)
     return payload[len(LOAD):]
 
 
-class EtcdGateway:
-    """A minimal etcd v3 client over the JSON gateway (``POST /v3/kv/range``, ``deleterange``).
+def fetch_listener_blob(host: str, port: int, timeout: float = 5.0) -> bytes:
+    """Ask a NIXL listener thread at ``host:port`` for its agent's metadata blob.
 
-    ``endpoint``: ``http://HOST:PORT``. Every call has ``timeout`` seconds. Raises
-    ``UnreachableError`` when etcd does not answer.
+    Sends one ``NIXLCOMM:SEND`` frame and reads the ``NIXLCOMM:LOAD`` answer, all within
+    ``timeout`` seconds in total (connect, send and every byte of the answer). Returns the
+    blob (bytes, without the ``NIXLCOMM:LOAD`` header). Raises ``UnreachableError`` on
+    refusal, timeout or a closed socket, ``InputError`` when the answer is not a NIXL
+    frame or declares more than ``MAX_BLOB_BYTES``. Mirrors what
+    ``nixl_agent.fetch_remote_metadata(name, ip, port)`` does, without an agent.
+    """
+    where = f"{host}:{port}"
+    deadline = time.monotonic() + timeout
+    with _connect(host, port, deadline, where) as sock:
+        return _ask_blob(sock, deadline, where)
+
+
+@dataclass
+class ConfirmedRegion:
+    """A region a kvcheck agent says it allocated for the probe: ``addr``, ``length``
+    (bytes), ``kind`` (the memory kind NIXL registered: DRAM or VRAM), ``dev_id``."""
+
+    addr: int
+    length: int
+    kind: str
+    dev_id: int
+
+    def contains(self, addr: int, length: int, kind: str, dev_id: int) -> bool:
+        """True when ``[addr, addr + length)`` lies inside this region, same kind and device."""
+        return (kind == self.kind and dev_id == self.dev_id and length > 0 and addr >= self.addr
+                and addr + length <= self.addr + self.length)
+
+
+@dataclass
+class Confirmation:
+    """A kvcheck agent's nonce-bound answer: its ``name``, ``pid``, the SHA-256 of the
+    blob it serves (``blob_sha256``, hex), its ``regions``; ``blob`` when fetched on the
+    same connection; ``where`` (``HOST:PORT``)."""
+
+    name: str
+    pid: int
+    blob_sha256: str
+    regions: list[ConfirmedRegion]
+    where: str
+    blob: bytes | None = None
+    nonce: bytes = b""
+    record: tuple[int, int] | None = None
+    answer: dict | None = None
+
+    def covering(self, addr: int, length: int, kind: str, dev_id: int) -> ConfirmedRegion | None:
+        """The confirmed region holding ``[addr, addr + length)`` (kind and device equal), or None."""
+        for r in self.regions:
+            if r.contains(addr, length, kind, dev_id):
+                return r
+        return None
+
+
+class NotConfirmable(KvcheckError):
+    """The peer answered but does not speak kvcheck's confirmation (a foreign agent or
+    NIXL's own listener), or its answer is malformed or bound to another nonce."""
+
+
+def confirm_agent(host: str, port: int, timeout: float = 5.0, *, with_blob: bool = False, nonce: bytes | None = None,
+                  precheck=None) -> Confirmation:
+    """Ask the kvcheck agent listening at ``host:port`` which regions it allocated.
+
+    Sends ``KVCHECK:CONFIRM`` + a fresh random 16-byte nonce (or ``nonce``) and checks the
+    answer carries the same nonce; with ``with_blob`` first fetches the blob over the same
+    connection (so the blob and the confirmation come from one live peer; ``precheck(blob)``
+    may raise ``NotConfirmable`` before the confirmation is asked). One overall
+    deadline of ``timeout`` seconds. Raises ``UnreachableError`` (refused, closed, no
+    answer in time) or ``NotConfirmable`` (answered, but not as a kvcheck agent).
+    """
+    import hashlib
+    import json
+
+    where = f"{host}:{port}"
+    deadline = time.monotonic() + timeout
+    nonce = nonce or os.urandom(16)
+    with _connect(host, port, deadline, where) as sock:
+        blob = _ask_blob(sock, deadline, where) if with_blob else None
+        if blob is not None and precheck is not None:
+            precheck(blob)
+        _send_frame(sock, CONFIRM + nonce, deadline, where)
+        try:
+            payload = _read_frame(sock, deadline, MAX_CONFIRM_BYTES, "region confirmation", where)
+        except UnreachableError as exc:
+            if "closed the connection" in str(exc):
+                raise NotConfirmable("the agent does not answer kvcheck's region confirmation (not a kvcheck agent, or NIXL's own listener)", source=where) from None
+            raise
+    if not payload.startswith(REGIONS):
+        raise NotConfirmable(f"the answer to the region confirmation is not kvcheck's (starts with {payload[:16]!r})", source=where)
+    try:
+        data = json.loads(payload[len(REGIONS):])
+        if data["nonce"] != nonce.hex():
+            raise NotConfirmable("the region confirmation is bound to another nonce (a replayed or relayed answer)", source=where)
+        regions = [ConfirmedRegion(int(r["addr"]), int(r["length"]), str(r["kind"]), int(r["dev_id"])) for r in data["regions"]]
+        rec = data.get("record")
+        record = (int(rec["addr"]), int(rec["length"])) if rec else None
+        conf = Confirmation(name=str(data["name"]), pid=int(data["pid"]), blob_sha256=str(data["blob_sha256"]), regions=regions, where=where,
+                            blob=blob, nonce=nonce, record=record, answer=data)
+    except NotConfirmable:
+        raise
+    except (ValueError, KeyError, TypeError):
+        raise NotConfirmable("the region confirmation is malformed", source=where) from None
+    if blob is not None and hashlib.sha256(blob).hexdigest() != conf.blob_sha256:
+        raise NotConfirmable("the blob served and the blob confirmed differ", source=where)
+    return conf
+
+
+def _http_post_json(endpoint: str, path: str, body: dict, deadline: float, max_bytes: int = MAX_ETCD_RESPONSE_BYTES) -> tuple[int, bytes]:
+    """POST ``body`` as JSON to ``endpoint`` (``http://HOST:PORT``) + ``path`` and return
+    ``(status, body bytes)``, all before ``deadline`` (``time.monotonic()`` seconds):
+    connect, send, headers and every byte of the body. HTTP/1.1 framing by h11 (httpx's
+    own parser); the body is capped at ``max_bytes``. Raises ``UnreachableError``.
+    """
+    import json
+    from urllib.parse import urlsplit
+
+    import h11
+
+    u = urlsplit(endpoint)
+    if u.scheme != "http" or not u.hostname:
+        raise InputError("etcd endpoint must be http://HOST:PORT", source=endpoint)
+    host, port = u.hostname, u.port or 80
+    data = json.dumps(body).encode()
+    conn = h11.Connection(h11.CLIENT)
+    req = h11.Request(method="POST", target=path, headers=[("Host", f"{host}:{port}"), ("Content-Type", "application/json"),
+                                                           ("Content-Length", str(len(data))), ("Connection", "close")])
+    with _connect(host, port, deadline, endpoint, refused="connection refused: no etcd on this port") as sock:
+        left = deadline - time.monotonic()
+        sock.settimeout(max(left, 0.001))
+        try:
+            sock.sendall(conn.send(req) + conn.send(h11.Data(data=data)) + conn.send(h11.EndOfMessage()))
+        except OSError as exc:
+            raise UnreachableError(f"etcd: cannot send the request: {exc}", source=endpoint) from None
+        status, out = None, bytearray()
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise UnreachableError(f"etcd: malformed HTTP answer: {exc}", source=endpoint) from None
+            if event is h11.NEED_DATA:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise UnreachableError(f"etcd: no complete answer within the deadline ({len(out)} body bytes so far; a stalled or trickling etcd?)", source=endpoint)
+                sock.settimeout(left)
+                try:
+                    chunk = sock.recv(1 << 16)
+                except (socket.timeout, TimeoutError):
+                    continue
+                except OSError as exc:
+                    raise UnreachableError(f"etcd: connection failed: {exc}", source=endpoint) from None
+                conn.receive_data(chunk)
+                continue
+            if isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                out += event.data
+                if len(out) > max_bytes:
+                    raise UnreachableError(f"etcd: the answer is over the {max_bytes}-byte limit", source=endpoint)
+            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                if status is None:
+                    raise UnreachableError("etcd closed the connection without an answer", source=endpoint)
+                return status, bytes(out)
+
+
+class EtcdGateway:
+    """A minimal etcd v3 client over the JSON gateway (``POST /v3/kv/range``, ``put``,
+    ``deleterange``).
+
+    ``endpoint``: ``http://HOST:PORT``. ``timeout`` seconds is one overall deadline for
+    every call made through this gateway (``deadline``: a ``time.monotonic()`` instant
+    instead), not a per-read timeout. Raises ``UnreachableError`` when etcd does not
+    answer in time or answers something that is not the gateway's JSON.
     """
 
-    def __init__(self, endpoint: str, timeout: float = 5.0, namespace: str | None = None):
+    def __init__(self, endpoint: str, timeout: float = 5.0, namespace: str | None = None, deadline: float | None = None):
         self.endpoint = endpoint.rstrip("/")
         self.timeout = timeout
+        self.deadline = deadline if deadline is not None else time.monotonic() + timeout
         self.namespace = namespace if namespace is not None else os.environ.get("NIXL_ETCD_NAMESPACE", DEFAULT_NAMESPACE)
 
     def _post(self, path: str, body: dict) -> dict:
-        import httpx
+        import json
 
+        status, raw = _http_post_json(self.endpoint, path, body, self.deadline)
+        if status != 200:
+            raise UnreachableError(f"etcd answered HTTP {status}: {raw[:200].decode(errors='replace')}", source=self.endpoint)
         try:
-            resp = httpx.post(f"{self.endpoint}{path}", json=body, timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise UnreachableError(f"etcd did not answer: {exc}", source=self.endpoint) from None
-        if resp.status_code != 200:
-            raise UnreachableError(f"etcd answered HTTP {resp.status_code}: {resp.text[:200]}", source=self.endpoint)
-        return resp.json()
+            out = json.loads(raw)
+        except ValueError:
+            raise UnreachableError("etcd's answer is not JSON (not an etcd v3 gateway?)", source=self.endpoint) from None
+        if not isinstance(out, dict):
+            raise UnreachableError("etcd's answer is not a JSON object", source=self.endpoint)
+        return out
 
     @staticmethod
     def _b64(data: bytes) -> str:
@@ -165,7 +364,18 @@ class EtcdGateway:
         kvs = out.get("kvs") or []
         if not kvs:
             return None
-        return base64.b64decode(kvs[0].get("value", ""))
+        try:
+            return base64.b64decode(kvs[0].get("value", ""), validate=True)
+        except (ValueError, TypeError, AttributeError):
+            raise UnreachableError("etcd's answer holds a value that is not base64", source=self.endpoint) from None
+
+    def put(self, key: bytes, value: bytes) -> None:
+        """Store ``value`` at ``key`` (no lease)."""
+        self._post("/v3/kv/put", {"key": self._b64(key), "value": self._b64(value)})
+
+    def listener_key(self, name: str) -> bytes:
+        """The key a kvcheck agent stores its listener ``HOST:PORT`` under (for confirmation)."""
+        return f"{self.namespace}/{name}/{LISTENER_LABEL}".encode()
 
     def list_agents(self) -> list[str]:
         """Names of every agent with metadata under the namespace (stale ones included)."""
@@ -174,7 +384,10 @@ class EtcdGateway:
         out = self._post("/v3/kv/range", {"key": self._b64(prefix), "range_end": self._b64(end), "keys_only": True})
         names = []
         for kv in out.get("kvs") or []:
-            key = base64.b64decode(kv["key"]).decode(errors="replace")
+            try:
+                key = base64.b64decode(kv["key"]).decode(errors="replace")
+            except (ValueError, TypeError, KeyError):
+                continue
             rest = key[len(self.namespace):].strip("/")
             name, _, label = rest.rpartition("/")
             if label == "metadata" and name:
@@ -196,26 +409,33 @@ class Fetched:
     blob: bytes
     meta: AgentMetadata
     seconds: float
+    kind: str = "file"
+    listener: tuple[str, int] | None = None
 
 
 def read_agents(spec: str, timeout: float = 5.0) -> list[Fetched]:
     """Read the agent(s) ``spec`` names: one for a listener, a file or ``etcd://H:P/NAME``,
     every agent under the namespace for ``etcd://H:P``.
 
-    Raises ``InputError`` (bad target or blob), ``UnreachableError`` (no answer in time).
+    ``timeout`` is one overall deadline for the whole read (every agent of a listing).
+    ``Fetched.listener`` is where the agent can be asked to confirm its regions: the
+    listener itself, or for etcd the ``kvcheck-listener`` address the agent published
+    (None when it published none). Raises ``InputError`` (bad target or blob),
+    ``UnreachableError`` (no answer in time).
     """
     t = parse_target(spec)
     start = time.monotonic()
+    deadline = start + timeout
     if t.kind == "file":
         path = Path(t.path or "")
         if path.stat().st_size > MAX_BLOB_BYTES:
             raise InputError(f"file is over the {MAX_BLOB_BYTES}-byte blob limit", source=spec)
         blob = path.read_bytes()
-        return [Fetched(spec, blob, parse_metadata(blob, source=spec), time.monotonic() - start)]
+        return [Fetched(spec, blob, parse_metadata(blob, source=spec), time.monotonic() - start, "file")]
     if t.kind == "listener":
         blob = fetch_listener_blob(t.host, t.port, timeout)
-        return [Fetched(spec, blob, parse_metadata(blob, source=spec), time.monotonic() - start)]
-    gw = EtcdGateway(f"http://{t.host}:{t.port}", timeout)
+        return [Fetched(spec, blob, parse_metadata(blob, source=spec), time.monotonic() - start, "listener", (t.host, t.port))]
+    gw = EtcdGateway(f"http://{t.host}:{t.port}", timeout, deadline=deadline)
     names = [t.name] if t.name else gw.list_agents()
     out = []
     for name in names:
@@ -223,5 +443,13 @@ def read_agents(spec: str, timeout: float = 5.0) -> list[Fetched]:
         if blob is None:
             raise UnreachableError(f"no metadata for agent {name!r} in etcd (never published, or withdrawn)", source=spec)
         src = f"etcd://{t.host}:{t.port}/{name}"
-        out.append(Fetched(src, blob, parse_metadata(blob, source=src), time.monotonic() - start))
+        listener = None
+        if t.name:  # one named agent: where it can confirm its regions
+            raw = gw.get(gw.listener_key(name))
+            if raw:
+                try:
+                    listener = _split_hostport(raw.decode("ascii", errors="strict"), src)
+                except (InputError, UnicodeDecodeError):
+                    listener = None
+        out.append(Fetched(src, blob, parse_metadata(blob, source=src), time.monotonic() - start, "etcd", listener))
     return out

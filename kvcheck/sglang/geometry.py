@@ -29,7 +29,10 @@ KV_DTYPE_BYTES = {
     "fp8_e5m2": 1,
     "mxfp8": 1,
 }
-MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+MODEL_DTYPE_BYTES = {
+    "bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "float8_e4m3fn": 1, "float8_e4m3fnuz": 1,
+    "float8_e5m2": 1, "float8_e5m2fnuz": 1, "int8": 1, "uint8": 1,
+}
 
 # DSA (DeepSeek V3.2 / GLM-5) FP8 KV rows (``calculate_mla_kv_cache_dim``, 0.5.23) come in
 # two layouts, chosen by the DSA backend of the side's own role (--dsa-prefill-backend on a
@@ -58,6 +61,28 @@ class Region(BaseModel):
     pool: Literal["target", "draft"]
 
 
+StateType = Literal["swa", "mamba", "block_scale", "block_scale_swa", "dsa", "dsa_tail"]
+
+
+class StateRegion(BaseModel):
+    """One buffer of a state component (``kv_args.state_data_ptrs[i][j]``).
+
+    ``state_type``: the component it belongs to (``StateType`` values of
+    ``disaggregation/base/conn.py``, lower case: "swa", "mamba", "block_scale", ...);
+    ``item_len``: bytes of one item (SWA: one page of ``page_size`` tokens of one layer's
+    K or V; Mamba: one request slot of one layer's conv or temporal state; block scales:
+    one page of one layer's K or V scales); ``layer_id``: global model layer; ``part``:
+    "K"/"V" for KV-shaped buffers, "conv"/"temporal" for Mamba state.
+    """
+
+    index: int
+    state_type: str
+    kind: MemKind = "VRAM"
+    item_len: int
+    layer_id: int
+    part: Literal["K", "V", "KV", "conv", "temporal"]
+
+
 class SideGeometry(BaseModel):
     """The KV regions one side (one rank of its first PP stage) registers.
 
@@ -67,7 +92,7 @@ class SideGeometry(BaseModel):
     """
 
     role: Literal["prefill", "decode"]
-    pool: Literal["MHA", "MLA", "DSA", "not_modeled"]
+    pool: Literal["MHA", "MLA", "DSA", "SWA", "HYBRID_LINEAR", "MINIMAX_SPARSE", "not_modeled"]
     not_modeled_reason: str | None = None
     is_mla: bool
     attn_tp_size: int
@@ -76,10 +101,24 @@ class SideGeometry(BaseModel):
     page_size_pinned: bool
     kv_cache_dtype: str
     bytes_per_element: int
+    # model_runner.kv_cache_dtype_str (what the peers compare), see kv_cache_dtype_str().
+    kv_cache_dtype_str: str | None = None
     regions: list[Region] = Field(default_factory=list)
     num_draft_regions: int = 0
     stage_layers: list[tuple[int, int]] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # State components (``setup_state_kv_args``): component names in registration order,
+    # and every buffer of them (``state_regions``, ``state_type`` says which component).
+    state_types: list[str] = Field(default_factory=list)
+    state_regions: list[StateRegion] = Field(default_factory=list)
+    # The attention backends the side resolves to (``None``: not decided by kvcheck), the
+    # GPU they were resolved for, and whether that GPU was given or assumed (Hopper).
+    attention_backend: str | None = None
+    prefill_attention_backend: str | None = None
+    decode_attention_backend: str | None = None
+    gpu: str | None = None
+    gpu_assumed: bool = False
+    draft_page_size: int | None = None
 
     @property
     def n(self) -> int:
@@ -92,6 +131,15 @@ class SideGeometry(BaseModel):
     @property
     def item_lens(self) -> list[int]:
         return [r.item_len for r in self.regions]
+
+    def state_item_lens(self, state_type: str) -> list[int]:
+        """``kv_args.state_item_lens`` of one component (bytes per item, in order)."""
+        return [r.item_len for r in self.state_regions if r.state_type == state_type]
+
+    @property
+    def state_item_lens_by_type(self) -> list[list[int]]:
+        """``kv_args.state_item_lens``: one list per entry of ``state_types``."""
+        return [self.state_item_lens(t) for t in self.state_types]
 
 
 def pp_stage_layers(num_layers: int, pp_size: int, partition: str | None, source: str = "") -> list[tuple[int, int]]:
@@ -125,13 +173,15 @@ def pp_stage_layers(num_layers: int, pp_size: int, partition: str | None, source
     return out
 
 
-def _backend_page_constraints(side: Side, page_size: int | None) -> int | None:
+def _backend_page_constraints(side: Side, page_size: int | None, backends: tuple[str | None, str | None, str | None] | None = None) -> int | None:
     """The page size after ``_mla_backend_page_constraints`` (0.5.23 arg resolution):
-    explicit attention backends that only run certain page sizes replace the flag."""
+    attention backends that only run certain page sizes replace the flag.
+    ``backends``: resolved (attention, prefill, decode) backends; default: the flags."""
     a = side.args
     draft_backend = (side.raw_args or {}).get("speculative_draft_attention_backend")
-    ad = (a.attention_backend, a.decode_attention_backend)
-    adp = ad + (a.prefill_attention_backend,)
+    attn, prefill_b, decode_b = backends if backends is not None else (a.attention_backend, a.prefill_attention_backend, a.decode_attention_backend)
+    ad = (attn, decode_b)
+    adp = ad + (prefill_b,)
     if "flashmla" in ad:
         page_size = 64
     if "trtllm_mla" in ad and page_size not in (32, 64):
@@ -145,36 +195,192 @@ def _backend_page_constraints(side: Side, page_size: int | None) -> int | None:
     return page_size
 
 
+# Registered model overrides (arg_groups/model_overrides/*.py, 0.5.23) that pick the
+# attention backend (and sometimes the page size) from the GPU.
+_DEEPSEEK_FAMILY = frozenset(
+    {"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+     "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
+     "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM"}
+)
+_FA3_OR_TRTLLM_MHA = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration", "Llama4ForCausalLM"})
+_QWEN_HYBRID = frozenset(
+    {"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration"}
+)
+
+
+def side_gpu(side: Side):
+    """(``Gpu`` of the side, assumed?) — Hopper when the side names none."""
+    from kvcheck.sglang.gpu import resolve_gpu
+
+    assumed = side.gpu is None or (side.gpu_source or "").startswith("default")
+    return resolve_gpu(side.gpu), assumed
+
+
+def _default_attn_backend(side: Side, model: ModelConfig, gpu, page_size: int | None) -> str:
+    """``get_default_attn_backend`` (arg_groups/model_override_base.py, 0.5.23) on CUDA.
+    Hopper stands for ``is_hopper_with_cuda_12_3`` (CUDA >= 12.3 assumed)."""
+    a = side.args
+    raw = side.raw_args or {}
+    topk = raw.get("speculative_eagle_topk")
+    no_spec_or_topk1 = topk is None or (topk == 1 and page_size in (None, 1))
+    if not model.is_mla:
+        if gpu.is_hopper and no_spec_or_topk1:
+            return "fa3"
+        if gpu.is_sm100 and no_spec_or_topk1 and (
+            a.speculative_algorithm is None or topk is not None or str(a.speculative_algorithm).upper() == "DFLASH"
+        ):
+            return "fa4" if model.has_asymmetric_kv else "trtllm_mha"
+        return "triton" if model.attention_sinks else "flashinfer"
+    if gpu.is_hopper:
+        return "fa3"
+    if gpu.is_sm100:
+        return "flashinfer"
+    return "triton"
+
+
+def resolve_attention(side: Side, model: ModelConfig) -> tuple[tuple[str | None, str | None, str | None], int | None, list[str]]:
+    """((attention, prefill, decode) backends, page size or None, notes) as 0.5.23
+    resolves them for ``side`` on its GPU: the model's registered overrides
+    (DeepSeek family, gpt-oss, Llama 4, Qwen3-Next/3.5, Nemotron-H), then
+    ``_attention_backend_default`` (``get_default_attn_backend``), then
+    ``_mla_backend_page_constraints``. ``None`` page size means the flag stays unset
+    (the pools then use 1). A DSA model on CUDA pins 64 * index_kpool.
+    """
+    a = side.args
+    raw = side.raw_args or {}
+    gpu, assumed = side_gpu(side)
+    attn, prefill_b, decode_b = a.attention_backend, a.prefill_attention_backend, a.decode_attention_backend
+    page = a.page_size
+    notes: list[str] = []
+    unset = attn is None and prefill_b is None and decode_b is None
+    arch = model.architecture
+    gpu_decided = False
+    if model.dsa:
+        if unset:
+            attn = "dsa"
+        page = 64 * max(1, model.index_kpool)
+    elif arch in _DEEPSEEK_FAMILY and model.is_mla:
+        if gpu.is_sm100 and unset:
+            attn, gpu_decided = "trtllm_mla", True
+    elif arch in _FA3_OR_TRTLLM_MHA:
+        if attn is None and (unset or arch not in ("GptOssForCausalLM",)):
+            attn = "trtllm_mha" if gpu.is_sm100 else "fa3" if gpu.is_hopper else "triton"
+            gpu_decided = True
+    elif arch in _QWEN_HYBRID:
+        if gpu.is_sm100 and attn is None:
+            default = _default_attn_backend(side, model, gpu, page)
+            extra_buffer = raw.get("mamba_radix_cache_strategy") == "extra_buffer"
+            # A PD decode runs without the radix cache ("Radix cache is disabled for decode server").
+            radix = not raw.get("disable_radix_cache") and side.role != "decode"
+            use_trtllm = default == "trtllm_mha" and not (not extra_buffer and radix and a.speculative_algorithm is None)
+            attn = "trtllm_mha" if use_trtllm else "triton"
+            page = 64 if use_trtllm else 1
+            gpu_decided = True
+            if not use_trtllm and raw.get("mamba_radix_cache_strategy") in (None, "auto"):
+                notes.append("Qwen3-Next/3.5 on Blackwell: the backend (triton, page 1, or trtllm_mha, page 64) follows the Mamba radix-cache strategy resolved at start-up; assumed no extra buffer")
+    elif model.hybrid == "minimax_sparse" and unset:
+        # model_overrides/minimax_m3.py (non-NVFP4, CUDA): sm100 -> trtllm_mha with
+        # fp8_e4m3 KV (else fa4), sm90 -> fa3; unset page size -> 128 with those.
+        gpu_decided = True
+        if gpu.is_sm100:
+            attn = "trtllm_mha" if a.kv_cache_dtype == "fp8_e4m3" and not side.env.get("SGLANG_DISABLE_M3_FP8_ATTN_GEMM") else "fa4"
+        elif gpu.is_hopper:
+            attn = "fa3"
+        if page is None and attn in ("fa4", "trtllm_mha", "fa3"):
+            page = 128
+    elif arch == "NemotronHForCausalLM":
+        if gpu.is_blackwell and unset:
+            gpu_decided = True
+            topk = raw.get("speculative_eagle_topk")
+            if a.speculative_algorithm is not None:
+                if gpu.is_sm100 and topk in (None, 1):
+                    attn = "trtllm_mha"
+                    page = 64 if page is None else page
+                else:
+                    attn = "triton"
+            elif gpu.is_sm100:
+                attn = "trtllm_mha"
+    # _attention_backend_default
+    if prefill_b is not None and prefill_b == decode_b:
+        attn = prefill_b
+    elif attn is None:
+        attn = _default_attn_backend(side, model, gpu, page)
+        gpu_decided = True
+    forced = _backend_page_constraints(side, page, (attn, prefill_b, decode_b))
+    # _attention_backend_fa3_fp8_fallback, then _fa4_page_constraint (0.5.23).
+    if attn == "fa3" and a.kv_cache_dtype == "fp8_e5m2":
+        attn = "triton"
+    if "fa4" in (attn, prefill_b, decode_b) and not model.is_mla and gpu.is_sm100 and (raw.get("speculative_eagle_topk") or 0) <= 1:
+        forced = 128
+    if gpu_decided and assumed:
+        notes.append(f"the GPU was not given: attention backend {attn} (page size {forced or 1}) resolved for {gpu.name} (Hopper assumed)")
+    return (attn, prefill_b, decode_b), forced, notes
+
+
 def resolve_page_size(side: Side, model: ModelConfig) -> tuple[int, bool, str | None]:
-    """(page size in tokens, pinned?, note). Unset page sizes are chosen by the attention
-    backend on the GPU at start-up; kvcheck assumes the usual choice and says so."""
+    """(page size in tokens, pinned?, note) as 0.5.23 resolves it on the side's GPU.
+
+    ``pinned`` is True when the flag was given or a backend/model rule sets it; False
+    when it stays unset and the pools use 1 (e.g. an MLA side on Hopper resolves to fa3
+    and page size 1, not 64). Raises nothing.
+    """
     args = side.args
+    (_, _, _), forced, notes = resolve_attention(side, model)
+    note = "; ".join(notes) or None
     if model.is_mla and model.dsa:
-        # deepseek_v2 model override (0.5.23): on CUDA a DSA model's page size is set to
-        # 64 * index_kpool whatever --page-size says (ROCm 1, XPU 128: not modeled).
-        forced = 64 * max(1, model.index_kpool)
-        if args.page_size is not None and args.page_size != forced:
-            return forced, True, f"--page-size {args.page_size} is overridden: SGLang sets the page size to {forced} for DeepSeek DSA on CUDA"
-        return forced, True, None
+        expected = 64 * max(1, model.index_kpool)
+        if args.page_size is not None and args.page_size != expected:
+            return expected, True, f"--page-size {args.page_size} is overridden: SGLang sets the page size to {expected} for DeepSeek DSA on CUDA"
+        return expected, True, note
     if args.page_size is not None:
-        forced = _backend_page_constraints(side, args.page_size)
         if forced != args.page_size:
             return forced, True, f"--page-size {args.page_size} is overridden to {forced} by the attention backend"
-        return args.page_size, True, None
-    forced = _backend_page_constraints(side, None)
+        return args.page_size, True, note
     if forced is not None:
-        return forced, True, None
-    if model.is_mla:
-        backend = side.args.decode_attention_backend if side.role == "decode" else side.args.prefill_attention_backend
-        backend = backend or side.args.attention_backend
-        guess = {"flashmla": 64, "trtllm_mla": 64, "cutlass_mla": 128}.get(backend or "", 64)
-        return guess, False, f"page size unset: the MLA backend chooses it on the GPU (flashmla 64, trtllm_mla 32/64, cutlass_mla 128); assumed {guess}"
-    return 1, False, "page size unset: the attention backend chooses it at start-up; assumed 1"
+        return forced, True, note
+    return 1, False, note
+
+
+FP4_KV_DTYPES = frozenset({"nvfp4", "fp4_mx_block16"})
+
+
+def resolved_kv_cache_dtype_flag(side: Side) -> str:
+    """``--kv-cache-dtype`` after the start-up passes (0.5.23): on a DeepSeek DSA target
+    ``_dsa_kv_cache_dtype_default`` turns ``auto`` into fp8_e4m3 on SM >= 10 and
+    bfloat16 below, and spells ``bf16`` as ``bfloat16``. Other flags are kept."""
+    flag = side.args.kv_cache_dtype
+    if side.model.dsa:
+        if flag == "auto":
+            gpu, _ = side_gpu(side)
+            return "fp8_e4m3" if gpu.capability[0] >= 10 else "bfloat16"
+        if flag == "bf16":
+            return "bfloat16"
+    return flag
+
+
+def kv_cache_dtype_str(side: Side) -> str:
+    """``model_runner.kv_cache_dtype_str`` of the target, which ``_init_kv_manager``
+    reports to the peer (``kv_args.kv_cache_dtype_str``): ``configure_kv_cache_dtype``'s
+    resolved string (``auto`` on a checkpoint with an FP8 KV quant config ->
+    fp8_e4m3), else the resolved server flag (``resolved_kv_cache_dtype_flag``)."""
+    flag = resolved_kv_cache_dtype_flag(side)
+    if flag == "auto" and (side.model.kv_cache_quant_algo or "").upper() == "FP8":
+        return "fp8_e4m3"
+    return flag
 
 
 def kv_dtype_bytes(side: Side, model: ModelConfig, *, draft: bool = False) -> tuple[str, int]:
-    """(resolved kv dtype string, bytes per element) as ``configure_kv_cache_dtype`` resolves it."""
-    flag = side.args.kv_cache_dtype
+    """(resolved kv dtype string, bytes per element) as ``configure_kv_cache_dtype``
+    resolves it after the start-up passes (0.5.23): ``auto`` follows an FP8 KV quant
+    config, else the model dtype; on a DeepSeek DSA model ``auto`` becomes fp8_e4m3 on
+    SM >= 10 and bfloat16 below (``_dsa_kv_cache_dtype_default``). FP4 KV (nvfp4,
+    fp4_mx_block16) returns 0 bytes: two values per byte plus block scales, a pool
+    kvcheck does not model (the geometry is then ``not_modeled``). ``mxfp8`` stores
+    fp8 data (1 byte) with UE8M0 block scales registered as a state component.
+
+    Raises ``InputError`` for a dtype SGLang rejects (``Unsupported kv_cache_dtype``).
+    """
+    flag = resolved_kv_cache_dtype_flag(side)
     if draft and side.args.speculative_draft_kv_cache_dtype:
         flag = side.args.speculative_draft_kv_cache_dtype
     if flag == "auto":
@@ -182,8 +388,8 @@ def kv_dtype_bytes(side: Side, model: ModelConfig, *, draft: bool = False) -> tu
             return "fp8_e4m3", 1
         dtype = side.args.dtype if side.args.dtype != "auto" else model.torch_dtype
         return dtype, MODEL_DTYPE_BYTES.get(dtype, 2)
-    if flag in ("nvfp4", "fp4_mx_block16"):
-        raise InputError(f"--kv-cache-dtype {flag} packs two values per byte; kvcheck does not model FP4 pools yet", source=side.origin, field="--kv-cache-dtype")
+    if flag in FP4_KV_DTYPES:
+        return flag, 0
     if flag not in KV_DTYPE_BYTES:
         raise InputError(f"Unsupported kv_cache_dtype: {flag}.", source=side.origin, field="--kv-cache-dtype")
     return flag, KV_DTYPE_BYTES[flag]
@@ -194,9 +400,10 @@ def dsa_fp8_layout(side: Side) -> tuple[str, str | None]:
 
     Reads the side's own role backend (``--dsa-decode-backend`` on a decode,
     ``--dsa-prefill-backend`` on a prefill; a live ``/server_info`` carries the resolved
-    one). Left unset, the runtime picks it from the GPU, which kvcheck does not see: it
-    assumes Hopper (flashmla_kv, scaled) and says so, except under HiSparse, whose default
-    (flashmla_kv) does not depend on the GPU.
+    one). Left unset, the runtime picks it from the GPU (``_dsa_split_backend_resolution``):
+    fp8 on Blackwell (SM >= 10) -> trtllm (raw rows), on Hopper -> flashmla_kv (scaled);
+    HiSparse keeps flashmla_kv whatever the GPU. When the side names no GPU, Hopper is
+    assumed and the note says so.
     """
     raw = side.raw_args or {}
     own = raw.get("dsa_decode_backend" if side.role == "decode" else "dsa_prefill_backend")
@@ -208,9 +415,13 @@ def dsa_fp8_layout(side: Side) -> tuple[str, str | None]:
         return "scaled", None
     if side.args.enable_hisparse:
         return "scaled", None
-    return "scaled", (
+    gpu, assumed = side_gpu(side)
+    layout = "raw" if gpu.capability[0] >= 10 else "scaled"
+    if not assumed:
+        return layout, None
+    return layout, (
         f"DSA fp8 KV layout depends on the GPU when --dsa-{side.role}-backend is unset: Hopper "
-        "(flashmla_kv) stores 656-byte scaled rows, Blackwell (trtllm) 576-byte raw rows; assumed Hopper"
+        "(flashmla_kv) stores 656-byte scaled rows, Blackwell (trtllm) 576-byte raw rows; the GPU was not given, assumed Hopper"
     )
 
 
@@ -231,17 +442,89 @@ def kv_heads_per_rank(total_kv_heads: int, attn_tp: int, dcp_size: int = 1) -> i
 
 def _pool_regions(
     model: ModelConfig, layers: list[int], page_size: int, attn_tp: int, dtype: str, nbytes: int, kind: str, pool: str,
-    *, dcp_size: int = 1, dsa_layout: str = "scaled",
+    *, dcp_size: int = 1, dsa_layout: str = "scaled", heads: int | None = None, head_dim: int | None = None,
+    v_head_dim: int | None = None,
 ) -> list[dict]:
+    """Regions of one MHA/MLA/DSA token pool over ``layers`` (``get_contiguous_buf_infos``):
+    MLA/DSA one latent buffer per layer; MHA the K buffer of every layer, then the V
+    buffer of every layer. ``heads``/``head_dim``/``v_head_dim`` override the model's
+    (the SWA sub-pool of a compressed-SWA model)."""
     if model.is_mla:
         item = page_size * _mla_row_bytes(model, dtype, nbytes, dsa_layout)
         return [dict(kind=kind, item_len=item, layer_id=lid, part="KV", pool=pool) for lid in layers]
-    kv_heads = kv_heads_per_rank(model.num_key_value_heads or 1, attn_tp, dcp_size)
-    k_item = page_size * kv_heads * (model.head_dim or 0) * nbytes
-    v_item = page_size * kv_heads * (model.v_head_dim or model.head_dim or 0) * nbytes
+    kv_heads = heads if heads is not None else kv_heads_per_rank(model.num_key_value_heads or 1, attn_tp, dcp_size)
+    hd = head_dim if head_dim is not None else (model.head_dim or 0)
+    vd = v_head_dim if v_head_dim is not None else (model.v_head_dim or model.head_dim or 0)
+    k_item = page_size * kv_heads * hd * nbytes
+    v_item = page_size * kv_heads * vd * nbytes
     ks = [dict(kind=kind, item_len=k_item, layer_id=lid, part="K", pool=pool) for lid in layers]
     vs = [dict(kind=kind, item_len=v_item, layer_id=lid, part="V", pool=pool) for lid in layers]
     return ks + vs
+
+
+MXFP8_SCALE_BLOCK = 32  # MHATokenToKVPoolMXFP8.MXFP8_SCALE_BLOCK_SIZE (0.5.23)
+
+
+def _mxfp8_scale_states(kv_regions: list[dict], page_size: int, heads: int, head_dim: int, v_head_dim: int, state_type: str) -> list[dict]:
+    """UE8M0 scale buffers of an MXFP8 pool (``get_kv_scale_buf_infos``): K scales of
+    every layer then V scales; one byte per 32 elements, ``page_size`` tokens per item."""
+    out = []
+    for r in kv_regions:
+        dim = head_dim if r["part"] == "K" else v_head_dim
+        out.append(dict(state_type=state_type, item_len=page_size * heads * (dim // MXFP8_SCALE_BLOCK), layer_id=r["layer_id"], part=r["part"]))
+    return out
+
+
+# torch element sizes of the Mamba state dtypes (mamba2_state_dtype).
+_STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def mamba_state_item_lens(model: ModelConfig, attn_tp: int, env: dict[str, str] | None = None) -> tuple[int, int]:
+    """(conv item bytes, temporal item bytes) of one request slot of one Mamba layer,
+    per attention-TP rank: ``Mamba2StateShape.create`` (configs/mamba_utils.py, 0.5.23)
+    with the dtypes of ``mamba2_state_dtype`` (conv: SGLANG_MAMBA_CONV_DTYPE, default
+    bfloat16; temporal: SGLANG_MAMBA_SSM_DTYPE, else the config's mamba_ssm_dtype, else
+    float32). Conv: (intermediate + 2 * groups * state) / tp x (kernel - 1), groups
+    widened to tp when tp does not divide them; temporal: heads / tp x head_dim x state.
+
+    Raises ``InputError`` when the TP size does not divide the state (the runtime's
+    ``divide`` assert).
+    """
+    env = env or {}
+    conv_dtype = env.get("SGLANG_MAMBA_CONV_DTYPE", "bfloat16")
+    conv_bytes = _STATE_DTYPE_BYTES.get(conv_dtype, 2)
+    ssm = env.get("SGLANG_MAMBA_SSM_DTYPE") or model.mamba_ssm_dtype
+    ssm_bytes = _STATE_DTYPE_BYTES.get(ssm, 4)
+    if model.mamba_kind == "kda":
+        # KimiLinearStateShape.create: conv (K-1, (q + k + v) / tp) with q = k = v =
+        # heads x head_dim; temporal (heads / tp, head_dim, head_dim).
+        nh, hd = model.mamba_num_heads or 0, model.mamba_head_dim or 0
+        if (nh * hd) % attn_tp or nh % attn_tp:
+            raise InputError(f"{nh} KDA heads cannot be split over attention TP {attn_tp}", source=model.source, field="--tp-size")
+        conv = ((model.mamba_conv_kernel or 1) - 1) * 3 * (nh * hd // attn_tp) * conv_bytes
+        return conv, nh // attn_tp * hd * hd * ssm_bytes
+    groups = model.mamba_n_groups or 1
+    if groups % attn_tp:
+        groups = attn_tp  # n_groups + extra_groups_for_head_shards(n_groups, tp) = tp
+    conv_dim = (model.mamba_intermediate_size or 0) + 2 * groups * (model.mamba_state_size or 0)
+    heads = model.mamba_num_heads or 0
+    if conv_dim % attn_tp or heads % attn_tp:
+        raise InputError(
+            f"{conv_dim if conv_dim % attn_tp else heads} is not divisible by {attn_tp}: the Mamba state of "
+            f"{model.architecture} cannot be split over attention TP {attn_tp}",
+            source=model.source, field="--tp-size",
+        )
+    conv = conv_dim // attn_tp * ((model.mamba_conv_kernel or 1) - 1) * conv_bytes
+    temporal = heads // attn_tp * (model.mamba_head_dim or 0) * (model.mamba_state_size or 0) * ssm_bytes
+    return conv, temporal
+
+
+def dsa_index_item_len(model: ModelConfig, page_size: int) -> int:
+    """Bytes of one page of one layer's DSA index-K buffer (uint8): page_size /
+    index_kpool tokens x (index_head_dim + index_head_dim / 128 x 4 scale bytes)
+    (``IndexKeyCache._buffer_shape``, 0.5.23)."""
+    ihd = model.index_head_dim or 128
+    return page_size // max(1, model.index_kpool) * (ihd + ihd // DSA_FP8_QUANT_BLOCK * 4)
 
 
 def draft_config(side: Side) -> ModelConfig | None:
@@ -255,7 +538,13 @@ def draft_config(side: Side) -> ModelConfig | None:
     if model.num_nextn_predict_layers > 0:
         # ModelConfig(is_draft_model=True): *NextN arch; the draft pool holds
         # num_nextn_predict_layers layers (layer_setup._compute_model_num_layers).
-        return model.model_copy(update={"num_hidden_layers": model.num_nextn_predict_layers, "architecture": model.architecture + "NextN"})
+        # A linear-attention hybrid's draft keeps one full-attention layer
+        # (_build_hybrid_linear_kv_pool: full_attention_layer_ids=[0] for a draft).
+        layers = 1 if model.hybrid == "linear" else model.num_nextn_predict_layers
+        return model.model_copy(update={
+            "num_hidden_layers": layers, "architecture": model.architecture + "NextN", "hybrid": None,
+            "full_layer_ids": [], "swa_layer_ids": [], "mamba_layer_ids": [],
+        })
     raise InputError(
         f"--speculative-algorithm {side.args.speculative_algorithm} needs a draft model: set --speculative-draft-model-path "
         f"(the model has no MTP layers: num_nextn_predict_layers is 0)",
@@ -265,30 +554,49 @@ def draft_config(side: Side) -> ModelConfig | None:
 
 
 def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
-    """Regions one rank of ``side`` registers (stage ``pp_rank``), in registration order.
+    """Regions and state components one rank of ``side`` registers (stage ``pp_rank``),
+    in registration order, as prefill/decode ``_init_kv_manager`` +
+    ``setup_state_kv_args`` (0.5.23) assemble them.
 
     Target regions first (MHA: K of each layer, then V of each layer; MLA/DSA: one per
-    layer), then the draft pool's, on the side that runs a draft worker. A HiSparse
-    decode registers its host pool: those regions are DRAM; draft regions stay VRAM.
+    layer; SWA hybrid: the full-attention layers' pool only; linear hybrid: the
+    full-attention layers' KV), then the draft pool's, on the side that runs a draft
+    worker (a prefill only on its last PP stage; a DCP decode's draft pages hold
+    page_size x dcp_size tokens). A HiSparse decode registers its host pool: those
+    regions are DRAM; draft regions stay VRAM. State components: "swa" (the
+    sliding-window layers' K then V), "mamba" (conv then temporal state per layer, one
+    item per request slot), "block_scale"/"block_scale_swa" (MXFP8 scales).
     Raises ``InputError`` for contradictory inputs (e.g. a bad PP partition).
     """
     model = side.model
     args = side.args
     page_size, pinned, note = resolve_page_size(side, model)
+    (attn_b, prefill_b, decode_b), _, _ = resolve_attention(side, model)
+    gpu, gpu_assumed = side_gpu(side)
     notes = [note] if note else []
+    base = dict(
+        kv_cache_dtype_str=kv_cache_dtype_str(side),
+        role=side.role, attn_tp_size=args.attn_tp_size, pp_size=args.pp_size, page_size=page_size, page_size_pinned=pinned,
+        attention_backend=attn_b, prefill_attention_backend=prefill_b, decode_attention_backend=decode_b,
+        gpu=gpu.name, gpu_assumed=gpu_assumed,
+    )
     if model.attention == "not_modeled":
         return SideGeometry(
-            role=side.role, pool="not_modeled", not_modeled_reason=model.not_modeled_reason, is_mla=False,
-            attn_tp_size=args.attn_tp_size, pp_size=args.pp_size, page_size=page_size, page_size_pinned=pinned,
+            **base, pool="not_modeled", not_modeled_reason=model.not_modeled_reason, is_mla=False,
             kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
         )
     dtype, nbytes = kv_dtype_bytes(side, model)
+    if nbytes == 0:
+        return SideGeometry(
+            **base, pool="not_modeled", is_mla=model.is_mla, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
+            not_modeled_reason=f"FP4 KV cache (--kv-cache-dtype {dtype}: packed FP4 data with block-scale buffers)",
+        )
     dsa_layout = "scaled"
     if model.dsa:
-        if args.kv_cache_dtype == "auto":
+        if args.kv_cache_dtype == "auto" and gpu_assumed:
             notes.append(
                 "--kv-cache-dtype auto on a DSA model depends on the GPU: Hopper keeps bf16, "
-                "Blackwell (SM>=10) switches to fp8_e4m3; assumed Hopper"
+                "Blackwell (SM>=10) switches to fp8_e4m3; the GPU was not given, assumed Hopper"
             )
         # The layout follows the role's DSA backend; it matters only for fp8 pools
         # (the target's, or a draft's under --speculative-draft-kv-cache-dtype).
@@ -299,25 +607,119 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
     start, end = stages[min(pp_rank, len(stages) - 1)]
     hisparse_decode = side.role == "decode" and args.enable_hisparse
     target_kind = "DRAM" if hisparse_decode else "VRAM"
-    raw = _pool_regions(
-        model, list(range(start, end)), page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
-        dcp_size=args.dcp_size, dsa_layout=dsa_layout,
-    )
+    in_stage = lambda ids: [i for i in ids if start <= i < end]  # noqa: E731
+    states: list[dict] = []
+    state_types: list[str] = []
+    mxfp8 = dtype == "mxfp8" and not model.is_mla
+    heads = kv_heads_per_rank(model.num_key_value_heads or 1, args.attn_tp_size, args.dcp_size) if not model.is_mla else 0
+    if model.hybrid == "swa":
+        full, swa = in_stage(model.full_layer_ids), in_stage(model.swa_layer_ids)
+        # SWAKVPool: both sub-pools get head_dim only (v = head_dim) unless the model
+        # is a compressed-SWA one (MiMo V2: v_head_dim, swa_* dims, swa heads / attn TP).
+        fv = model.v_head_dim if model.swa_compress else model.head_dim
+        raw = _pool_regions(model, full, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
+                            dcp_size=args.dcp_size, v_head_dim=fv)
+        if model.swa_compress:
+            s_heads = max(1, (model.swa_num_key_value_heads or 1) // args.attn_tp_size)
+            s_hd, s_vd = model.swa_head_dim, model.swa_v_head_dim
+        else:
+            s_heads, s_hd, s_vd = heads, model.head_dim, model.head_dim
+        swa_regions = _pool_regions(model, swa, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
+                                    heads=s_heads, head_dim=s_hd, v_head_dim=s_vd)
+        states += [dict(state_type="swa", item_len=r["item_len"], layer_id=r["layer_id"], part=r["part"]) for r in swa_regions]
+        state_types.append("swa")
+        if mxfp8:
+            states += _mxfp8_scale_states(raw, page_size, heads, model.head_dim or 0, fv or 0, "block_scale")
+            states += _mxfp8_scale_states(swa_regions, page_size, s_heads, s_hd or 0, s_vd or 0, "block_scale_swa")
+            state_types += ["block_scale", "block_scale_swa"]
+        pool = "SWA"
+        notes.append(f"SWA hybrid: {len(full)} full-attention layers registered as KV regions, {len(swa)} sliding-window layers as the 'swa' state component")
+    elif model.hybrid == "minimax_sparse":
+        sparse, dense = in_stage(model.sparse_layer_ids), in_stage(model.dense_layer_ids)
+        k_only = [i for i in sparse if i in set(model.k_only_sparse_layer_ids)]
+        if len(k_only) != len(sparse) or args.enable_hisparse or (model.quant_method or "").startswith("minimax_m3_nvfp4"):
+            reason = (
+                "MiniMax sparse pool with index-value layers: the runtime refuses PD for it ('PD disaggregation for MiniMax "
+                "sparse layers with index value (index_kv_pool) is not yet supported; only K-only sparse layers are.')"
+                if len(k_only) != len(sparse) else "MiniMax sparse pool with HiSparse or the NVFP4 pool"
+            )
+            return SideGeometry(**base, pool="not_modeled", is_mla=False, kv_cache_dtype=args.kv_cache_dtype,
+                                bytes_per_element=nbytes, notes=notes, not_modeled_reason=reason)
+        # get_sparse_kv_buf_infos: K then V of the sparse layers (main pool, per page).
+        raw = _pool_regions(model, sparse, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
+                            dcp_size=args.dcp_size, v_head_dim=model.head_dim)
+        # get_minimax_sparse_index_dtype: fp8 attn GEMM (fp8_e4m3 + trtllm_mha on SM100)
+        # or Hopper with fp8_e4m3 KV keep the index K in the KV dtype, else the model dtype.
+        fp8_gemm = dtype == "fp8_e4m3" and attn_b == "trtllm_mha" and gpu.is_sm100 and not side.env.get("SGLANG_DISABLE_M3_FP8_ATTN_GEMM")
+        if fp8_gemm or (gpu.is_hopper and dtype == "fp8_e4m3"):
+            ibytes = nbytes
+        else:
+            mdtype = args.dtype if args.dtype != "auto" else model.torch_dtype
+            ibytes = MODEL_DTYPE_BYTES.get(mdtype, 2)
+        if k_only:
+            states += [dict(state_type="minimax_index_k", item_len=page_size * (model.sparse_index_dim or 0) * ibytes, layer_id=lid, part="K")
+                       for lid in k_only]
+            state_types.append("minimax_index_k")
+        if dense:
+            dense_regions = _pool_regions(model, dense, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
+                                          dcp_size=args.dcp_size, v_head_dim=model.head_dim)
+            states += [dict(state_type="minimax_dense_kv", item_len=r["item_len"], layer_id=r["layer_id"], part=r["part"]) for r in dense_regions]
+            state_types.append("minimax_dense_kv")
+        pool = "MINIMAX_SPARSE"
+    elif model.hybrid == "linear":
+        full, mamba = in_stage(model.full_layer_ids), in_stage(model.mamba_layer_ids)
+        raw = _pool_regions(model, full, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target", dcp_size=args.dcp_size)
+        conv, temporal = mamba_state_item_lens(model, args.attn_tp_size, side.env)
+        states += [dict(state_type="mamba", item_len=conv, layer_id=lid, part="conv") for lid in mamba]
+        states += [dict(state_type="mamba", item_len=temporal, layer_id=lid, part="temporal") for lid in mamba]
+        state_types.append("mamba")
+        pool = "HYBRID_LINEAR"
+    else:
+        raw = _pool_regions(
+            model, list(range(start, end)), page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
+            dcp_size=args.dcp_size, dsa_layout=dsa_layout,
+        )
+        if mxfp8:
+            states += _mxfp8_scale_states(raw, page_size, heads, model.head_dim or 0, model.v_head_dim or model.head_dim or 0, "block_scale")
+            state_types.append("block_scale")
+        pool = "DSA" if model.dsa else ("MLA" if model.is_mla else "MHA")
+        if model.dsa:
+            # StateType.DSA: the index-K (+ scales) buffer of every layer
+            # (IndexKeyCache.state_buf_infos); shared-topk layers hold 0 rows when
+            # _should_elide_dsa_index_k (not HiSparse, not a draft).
+            elide = set(model.dsa_skip_topk_layers) if not args.enable_hisparse else set()
+            item = dsa_index_item_len(model, page_size)
+            states += [dict(state_type="dsa", item_len=0 if lid in elide else item, layer_id=lid, part="KV") for lid in range(start, end)]
+            state_types.append("dsa")
     n_draft = 0
+    draft_page = None
     draft = draft_config(side)
     # The prefill's last PP stage (and every decode rank) carries the draft pool.
     if draft is not None and (side.role == "decode" or pp_rank == len(stages) - 1):
         ddtype, dbytes = kv_dtype_bytes(side, draft, draft=True)
+        if dbytes == 0:
+            return SideGeometry(
+                **base, pool="not_modeled", is_mla=model.is_mla, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
+                not_modeled_reason=f"FP4 draft KV cache ({ddtype})",
+            )
         draft_layers = list(range(model.num_hidden_layers, model.num_hidden_layers + draft.num_hidden_layers))
-        # Drafts never join the DCP group (get_num_kv_heads ignores dcp for is_draft_model).
+        # KVCacheConfigurator.loc_space_scale: a draft worker under DCP pages
+        # page_size * dcp_size tokens. Drafts never join the DCP group.
+        draft_page = page_size * args.dcp_size if args.dcp_size > 1 else page_size
         draft_regions = _pool_regions(
-            draft, draft_layers, page_size, args.attn_tp_size, ddtype, dbytes, "VRAM", "draft", dsa_layout=dsa_layout,
+            draft, draft_layers, draft_page, args.attn_tp_size, ddtype, dbytes, "VRAM", "draft", dsa_layout=dsa_layout,
         )
         n_draft = len(draft_regions)
         raw += draft_regions
-    pool = "DSA" if model.dsa else ("MLA" if model.is_mla else "MHA")
+        if model.dsa and draft.dsa:
+            # setup_state_kv_args appends the draft DSA pool's index buffers to the
+            # target's "dsa" component (never elided for a draft).
+            item = dsa_index_item_len(draft, draft_page)
+            states += [dict(state_type="dsa", item_len=item, layer_id=lid, part="KV") for lid in draft_layers]
+        if model.hybrid == "linear":
+            notes.append("the MTP draft of a linear-attention hybrid is taken as one full-attention layer (K and V); not verified against the runtime")
     return SideGeometry(
-        role=side.role, pool=pool, is_mla=model.is_mla, attn_tp_size=args.attn_tp_size, pp_size=args.pp_size,
-        page_size=page_size, page_size_pinned=pinned, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=nbytes,
+        **base, pool=pool, is_mla=model.is_mla, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=nbytes,
         regions=[Region(index=i, **r) for i, r in enumerate(raw)], num_draft_regions=n_draft, stage_layers=stages, notes=notes,
+        state_types=state_types, state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)], draft_page_size=draft_page,
     )

@@ -52,10 +52,11 @@ def __getattr__(name: str) -> Any:
 _HOST_PORT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}(?:/\S*)?$")
 
 
-def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
+def read_model_file(path: Path, field: str = "--model-config", override_args: Any = None) -> ModelConfig:
     """Parse a model ``config.json`` file, or the ``config.json`` of a model directory
-    (what ``--model-path`` names, as SGLang takes it); ``InputError`` naming the file
-    otherwise (missing, too large, not JSON, nested too deep, values out of range)."""
+    (what ``--model-path`` names, as SGLang takes it), with ``--json-model-override-args``
+    (``override_args``) applied first; ``InputError`` naming the file otherwise
+    (missing, too large, not JSON, nested too deep, values out of range)."""
     from kvcheck.sglang.model import parse_model_config
     from kvcheck.sources.files import read_text
 
@@ -72,11 +73,12 @@ def read_model_file(path: Path, field: str = "--model-config") -> ModelConfig:
         raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
     except RecursionError:
         raise InputError("JSON nested too deep to be a model config", source=str(path)) from None
-    return parse_model_config(raw, source=str(path))
+    return parse_model_config(raw, source=str(path), override_args=override_args)
 
 
 def resolve_model(
-    model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None, override_flag: str = "--model-config"
+    model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None, override_flag: str = "--model-config",
+    override_args: Any = None,
 ) -> ModelConfig:
     """The model config: ``override`` (``--model-config FILE`` or a model directory)
     when given, else ``config.json`` inside the ``model_path`` directory. A hub id
@@ -85,7 +87,7 @@ def resolve_model(
     from kvcheck.sources.limits import clip
 
     if override is not None:
-        return read_model_file(override, field=override_flag)
+        return read_model_file(override, field=override_flag, override_args=override_args)
     if not model_path:
         raise InputError(f"no {flag} given, so there is no model config.json to read; add {flag} or pass {override_flag} FILE", source=source, field=flag)
     model_path = str(model_path)
@@ -98,9 +100,9 @@ def resolve_model(
         cfg = p / "config.json"
         if not cfg.exists():
             raise InputError(f"the {flag} directory {p} holds no config.json; pass {override_flag} FILE", source=source, field=flag)
-        return read_model_file(cfg, field=flag)
+        return read_model_file(cfg, field=flag, override_args=override_args)
     if p.is_file() and p.name.endswith(".json"):
-        return read_model_file(p, field=flag)
+        return read_model_file(p, field=flag, override_args=override_args)
     raise InputError(
         f"{flag} {clip(repr(model_path))} is not a local directory (a hub id?); kvcheck never downloads: pass {override_flag} FILE with the model's config.json",
         source=source,
@@ -169,14 +171,18 @@ def build_side(
 
     register_secrets(collect_secrets(args) | collect_secrets(env))
     typed = build_server_args(release_defaults(args, release.table), origin)
-    model = model if model is not None else resolve_model(typed.model_path, model_config, origin, base=base)
+    # SGLang applies --json-model-override-args to the target's and the draft's config
+    # (ModelConfig.from_server_args -> get_config), before anything reads them.
+    overrides = args.get("json_model_override_args")
+    model = model if model is not None else resolve_model(typed.model_path, model_config, origin, base=base, override_args=overrides)
     draft = draft_model
     if draft is None and typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
         if draft_model_config is None and typed.speculative_draft_model_path == typed.model_path:
             draft = None  # the target's own MTP layers
         else:
             draft = resolve_model(
-                typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base, override_flag="--draft-model-config"
+                typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base, override_flag="--draft-model-config",
+                override_args=overrides,
             )
     return Side(
         role=role,
