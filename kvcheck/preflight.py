@@ -14,7 +14,8 @@ from kvcheck.errors import InputError
 from kvcheck.report.model import Report, SideSummary, verdict_of
 from kvcheck.sglang import plan as builtin
 from kvcheck.sglang.geometry import SideGeometry, derive_geometry, kv_dtype_bytes
-from kvcheck.sglang.plan import PairInfo, Plan
+from kvcheck.sglang.pd_release import behaviour as pd_behaviour
+from kvcheck.sglang.plan import PairInfo, Plan, RuntimeErrorPrediction
 from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 from kvcheck.sides import Side
 
@@ -32,16 +33,26 @@ def resolved_kv_dtype_str(side: Side) -> str:
 
 
 def pair_info(side: Side, geometry: SideGeometry) -> PairInfo:
-    """The scalars the bootstrap server reports (prefill) or the decode compares."""
+    """The scalars the bootstrap server reports (prefill) or the decode compares.
+
+    State components, the DSV4 KV layout, the DSpark layout and hybrid-MLA come from the
+    geometry when its pool carries them (``state_types``, ``kv_layout``,
+    ``dsv41_spec_layout``, ``is_hybrid_mla``); a pool without them has none."""
     return PairInfo(
         page_size=geometry.page_size,
         kv_cache_dtype_str=resolved_kv_dtype_str(side),
+        kv_cache_dtype_flag=side.args.kv_cache_dtype,
         attn_tp_size=side.args.attn_tp_size,
         attn_cp_size=side.args.attn_cp_size,
         pp_size=side.args.pp_size,
         dcp_size=side.args.dcp_size,
         is_mla=geometry.is_mla,
+        is_hybrid_mla=bool(getattr(geometry, "is_hybrid_mla", False)),
         enable_kv_cache_sharding=side.args.enable_kv_cache_sharding,
+        state_types=[str(getattr(t, "value", t)) for t in (getattr(geometry, "state_types", None) or [])],
+        kv_layout=getattr(geometry, "kv_layout", None),
+        dsv41_spec_layout=getattr(geometry, "dsv41_spec_layout", None),
+        hisparse=side.args.enable_hisparse,
     )
 
 
@@ -95,12 +106,13 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         raise InputError(f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore")
     pg = dg = None
     plan: Plan | None = None
-    extra: dict = {}
     from kvcheck.sglang.releases import side_release
 
     # A side on a release kvcheck does not model is never judged with another release's
     # code: only the unknown-release check runs (verdict unchecked, exit 4).
     releases_known = side_release(prefill)[1] and side_release(decode)[1]
+    b_p, b_d = pd_behaviour(prefill.sglang_version), pd_behaviour(decode.sglang_version)
+    extra: dict = {"pd_behaviour": (b_p, b_d), "timeouts": disaggregation_timeouts(prefill, decode)}
     modeled = releases_known and prefill.model.attention != "not_modeled" and decode.model.attention != "not_modeled"
     if modeled:
         pg = derive_geometry(prefill)
@@ -109,12 +121,25 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         modeled = pg.pool != "not_modeled" and dg.pool != "not_modeled"
     if modeled:
         p_info, d_info = pair_info(prefill, pg), pair_info(decode, dg)
-        bootstrap = k.bootstrap_error(p_info, d_info)
-        if bootstrap is not None:
-            extra["bootstrap_error"] = bootstrap
-            extra["bootstrap_detail"] = _bootstrap_detail(bootstrap.message, prefill, decode, p_info, d_info)
-        plan = _decide_all_stages(k, prefill, decode, pg, dg)
-        plan.kernel = kernel_name
+        extra["pair_info"] = (p_info, d_info)
+        if b_d.bootstrap_modeled:
+            kb = k if _kernel_runs(k, kernel_name, b_d) else builtin
+            found = builtin.bootstrap_checks(p_info, d_info, b_d)
+            first = kb.bootstrap_error(p_info, d_info, b_d)
+            if first is not None:
+                # The runtime raises the first; the builtin restatement finds the others.
+                rest = [(fid, rt) for fid, rt in found if rt.message != first.message]
+                fid = next((f for f, rt in found if rt.message == first.message), _bootstrap_id(first.message))
+                found = [(fid, first)] + rest
+            extra["bootstrap_errors"] = [
+                (fid, rt, _bootstrap_detail(fid, rt.message, prefill, decode, p_info, d_info)) for fid, rt in found
+            ]
+        if b_p.decision_modeled:
+            kd = k if _kernel_runs(k, kernel_name, b_p) else builtin
+            plan, stages = _decide_all_stages(kd, prefill, decode, pg, dg, b_p)
+            plan.kernel = kernel_name
+            extra["pp_stages"] = stages
+    _order_runtime_errors(plan, extra)
     ctx = CheckContext(prefill=prefill, decode=decode, prefill_geometry=pg, decode_geometry=dg, plan=plan, extra=extra)
     findings: list[Finding] = []
     for chk in REGISTRY.values():
@@ -126,6 +151,10 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
             f.ignored = True
     order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
     findings.sort(key=lambda f: (f.ignored, order[f.severity]))
+    _mark_first(findings, extra)
+    report_extra = {"releases": {"prefill": b_p.version, "decode": b_d.version}}
+    if extra.get("pp_stages") and len(extra["pp_stages"]) > 1:
+        report_extra["pp_stages"] = [{key: v for key, v in st.items() if not key.startswith("_")} for st in extra["pp_stages"]]
     return Report(
         verdict=verdict_of(findings),
         plan=plan,
@@ -133,55 +162,173 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         sides=[_summary(prefill, pg), _summary(decode, dg)],
         kernel=kernel_name,
         runtime=runtime_label(prefill, decode),
+        extra=report_extra,
     )
 
 
 def runtime_label(prefill: Side, decode: Side) -> str:
     """The report's ``runtime``: ``"sglang 0.5.8"`` when both sides run one release, else
-    ``"prefill sglang 0.5.8, decode sglang 0.5.23"`` (``unknown`` for a side kvcheck
+    ``"sglang 0.5.8 (prefill) / 0.5.23 (decode)"`` (``unknown`` for a side kvcheck
     cannot tell)."""
     from kvcheck.sglang.releases import side_release
 
     p, d = side_release(prefill)[0] or "unknown", side_release(decode)[0] or "unknown"
-    return f"sglang {p}" if p == d else f"prefill sglang {p}, decode sglang {d}"
+    return f"sglang {p}" if p == d else f"sglang {p} (prefill) / {d} (decode)"
 
 
-def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry) -> Plan:
+def _kernel_runs(k, kernel_name: str, b) -> bool:
+    """The runtime kernel drives the installed SGLang; it answers for a side only when
+    that side runs the installed release (else the builtin restatement of the side's
+    release answers)."""
+    if kernel_name != "runtime":
+        return True
+    try:
+        return k.runtime_version() == b.version
+    except Exception:  # pragma: no cover - an unimportable SGLang is a kernel setup error
+        return False
+
+
+# The order in which the runtime reaches each phase on a pair's first request.
+_PHASES = (
+    ("start-up", 0),
+    ("decode: scheduler, first contact", 1),
+    ("prefill: NIXL bootstrap thread", 2),
+)
+
+
+def _phase(rt: RuntimeErrorPrediction) -> int:
+    if rt.when == "start-up":
+        return 0
+    for prefix, rank in _PHASES[1:]:
+        if rt.raised_by.startswith(prefix):
+            return rank
+    return 2 if rt.when == "decode registration" else 3
+
+
+def _order_runtime_errors(plan: Plan | None, extra: dict) -> None:
+    """Put the operator-visible timeouts (from each side's environment) into the
+    predictions of a dying prefill bootstrap thread."""
+    text = hang_text(extra["timeouts"])
+    if plan is not None and plan.error is not None and plan.error.operator_sees == builtin.HANG_300S:
+        plan.error.operator_sees = text
+    for st in extra.get("pp_stages") or []:
+        if st.get("error") and st["error"].get("operator_sees") == builtin.HANG_300S:
+            st["error"]["operator_sees"] = text
+
+
+def _mark_first(findings: list[Finding], extra: dict) -> None:
+    """Number the predicted runtime errors in the order the runtime reaches them
+    (``runtime_error.order``, 1-based) and mark the one it hits first (``first``): it stops
+    there; the others are independent and show up as each is fixed."""
+    text = hang_text(extra["timeouts"])
+    predicted = [f for f in findings if f.runtime_error is not None and not f.ignored]
+    for f in predicted:
+        if f.runtime_error.operator_sees == builtin.HANG_300S:
+            f.runtime_error.operator_sees = text
+    ranked = sorted(enumerate(predicted), key=lambda t: (_phase(t[1].runtime_error), t[0]))
+    for n, (_, f) in enumerate(ranked, start=1):
+        f.runtime_error.order = n
+        f.runtime_error.first = n == 1
+
+
+def disaggregation_timeouts(prefill: Side, decode: Side) -> dict[str, float]:
+    """The PD timeouts each side reads from its environment (``sglang.srt.environ``;
+    the same names and defaults from 0.5.8 through 0.5.23): the prefill fails a request
+    still in ``KVPoll.Bootstrapping`` after ``SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT``
+    (300 s), the decode one waiting for the prefill after
+    ``SGLANG_DISAGGREGATION_WAITING_TIMEOUT`` (300 s); the decode's heartbeat declares a
+    prefill lost after ``..._HEARTBEAT_INTERVAL`` (5 s) x ``..._HEARTBEAT_MAX_FAILURE`` (2).
+    Unparsable values are taken as the default."""
+
+    def read(side: Side, name: str, default: float) -> float:
+        try:
+            return float(side.env.get(name, default))
+        except (TypeError, ValueError):
+            return default
+
+    return {
+        "bootstrap_timeout_s": read(prefill, "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300),
+        "waiting_timeout_s": read(decode, "SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300),
+        "heartbeat_s": read(decode, "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0) * read(decode, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2),
+    }
+
+
+def hang_text(t: dict[str, float]) -> str:
+    """What the operator sees when the prefill's bootstrap thread dies (timeouts from the
+    environment, see ``disaggregation_timeouts``)."""
+    return (
+        "the prefill's bootstrap thread dies with this traceback in the prefill log ('prefill bootstrap_thread died on "
+        "engine_rank=...'); requests to that rank stay in KVPoll.Bootstrapping: the prefill fails each after "
+        f"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT={t['bootstrap_timeout_s']:g} s ('Request <room> timed out after <t>s in "
+        "KVPoll.Bootstrapping'), and the decode gives up waiting after "
+        f"SGLANG_DISAGGREGATION_WAITING_TIMEOUT={t['waiting_timeout_s']:g} s ('Timed out waiting for prefill completion')"
+    )
+
+
+def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, b_p=None) -> tuple[Plan, list[dict]]:
     """The prefill's decision for every PP stage: each prefill stage handles the decode's
     registration on its own (a decode at PP 1 registers with every stage; a decode at the
-    prefill's PP size pairs stage by stage). Returns stage 0's plan, or the first stage's
-    plan that raises."""
-    plan = k.decide_transfer(pg, dg, decode_dcp_size=decode.args.dcp_size)
-    if plan.error is not None or prefill.args.pp_size <= 1:
-        return plan
+    prefill's PP size pairs stage by stage). Returns (the plan shown: stage 0's, or the
+    first stage's that raises, with its own region counts), and one summary per stage
+    (``pp_rank``, layers, path, region counts and kinds, segments, error)."""
+    heads = prefill.model.num_key_value_heads if prefill.model.attention == "MHA" else None
+    kw = dict(decode_dcp_size=decode.args.dcp_size, total_kv_heads=heads, behaviour=b_p)
     same_pp = decode.args.pp_size == prefill.args.pp_size
-    for rank in range(1, prefill.args.pp_size):
-        stage_src = derive_geometry(prefill, pp_rank=rank)
-        stage_dst = derive_geometry(decode, pp_rank=rank) if same_pp else dg
-        stage_plan = k.decide_transfer(stage_src, stage_dst, decode_dcp_size=decode.args.dcp_size, pp_rank=rank)
-        if stage_plan.error is not None:
+    stages: list[dict] = []
+    shown: Plan | None = None
+    for rank in range(max(1, prefill.args.pp_size)):
+        stage_src = pg if rank == 0 else derive_geometry(prefill, pp_rank=rank)
+        stage_dst = dg if rank == 0 or not same_pp else derive_geometry(decode, pp_rank=rank)
+        stage_plan = k.decide_transfer(stage_src, stage_dst, pp_rank=rank, **kw)
+        if stage_plan.error is not None and rank > 0:
             stage_plan.error.raised_by += f" on prefill PP stage {rank}"
-            return stage_plan
-    return plan
+        layers = stage_src.stage_layers[rank] if rank < len(stage_src.stage_layers) else (0, 0)
+        stages.append({
+            "pp_rank": rank, "layers": list(layers), "path": stage_plan.path, "n_src": stage_plan.n_src, "n_dst": stage_plan.n_dst,
+            "src_kinds": {x: stage_src.kinds.count(x) for x in ("VRAM", "DRAM") if x in stage_src.kinds},
+            "dst_kinds": {x: stage_dst.kinds.count(x) for x in ("VRAM", "DRAM") if x in stage_dst.kinds},
+            "segments": [seg.as_list() for seg in stage_plan.segments],
+            "dst_indices": list(stage_plan.dst_indices),
+            "error": stage_plan.error.model_dump() if stage_plan.error else None,
+            "_geometry": (stage_src, stage_dst),
+        })
+        if shown is None and (rank == 0 or stage_plan.error is not None):
+            shown = stage_plan
+        elif shown is not None and shown.error is None and stage_plan.error is not None:
+            shown = stage_plan
+    clean = [{key: v for key, v in st.items() if not key.startswith("_")} for st in stages]
+    for st, c in zip(stages, clean):
+        c["_geometry"] = st["_geometry"]
+    return shown, clean
 
 
-def _bootstrap_detail(message: str, prefill: Side, decode: Side, p: PairInfo, d: PairInfo) -> str:
-    if message.startswith("Page size"):
+def _bootstrap_id(message: str) -> str:
+    from kvcheck.checks.transfer import bootstrap_id
+
+    return bootstrap_id(message)
+
+
+def _bootstrap_detail(fid: str, message: str, prefill: Side, decode: Side, p: PairInfo, d: PairInfo) -> str:
+    if fid == "page-size-mismatch":
         return f"page size differs: prefill --page-size={p.page_size}, decode --page-size={d.page_size}"
-    if message.startswith("KV cache dtype"):
+    if fid == "kv-cache-dtype-mismatch":
         return f"--kv-cache-dtype strings differ: prefill {p.kv_cache_dtype_str!r}, decode {d.kv_cache_dtype_str!r} (the runtime compares the strings)"
-    if "pp size" in message:
+    if fid == "pp-size-mismatch":
         return f"pipeline parallel sizes: prefill --pp-size={p.pp_size}, decode --pp-size={d.pp_size} (decode must equal the prefill's or be 1)"
-    if "cp size" in message:
+    if fid == "decode-cp-size":
         return f"decode --attn-cp-size={d.attn_cp_size}; the decode must run attention CP 1"
+    if fid in ("minimax-attn-tp", "mxfp8-attn-tp", "dsv41-attn-tp", "kv-cache-sharding-tp"):
+        return f"attention TP sizes differ: prefill {p.attn_tp_size}, decode {d.attn_tp_size} ({message})"
+    if fid == "kv-layout-mismatch":
+        return f"DSV4 KV layouts differ: prefill {p.kv_layout}, decode {d.kv_layout}"
     return message
 
 
 # Finding ids that a check may emit beside its own id (for --ignore and the docs).
 FINDING_IDS = {
-    "bootstrap": ["page-size-mismatch", "kv-cache-dtype-mismatch", "decode-dcp", "kv-cache-sharding-tp", "decode-cp-size", "pp-size-mismatch"],
+    "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
     "startup": list(STARTUP_REFUSAL_IDS),
-    "transfer-decision": ["region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
+    "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
     "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
     "probe": [
         "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",

@@ -49,5 +49,18 @@ echo "== installing SGLang 0.5.23 and NIXL (nixl-cu12 1.5.1), both --no-deps"
 if .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)"; then :; else
   echo "warning: the installed torch is a CUDA build; the tests only need the CPU one"
 fi
+# Several SGLang releases side by side, each --no-deps in its own folder, for the
+# per-release conformance tests (tests/test_conformance_releases.py runs each in its own
+# process with PYTHONPATH=.venv/sglang-releases/X). The releases are those whose PD path
+# changed (see kvcheck/sglang/pd_release.py); _deps holds what their imports need beyond
+# kvcheck's own environment.
+RELEASES=${KVCHECK_SGLANG_RELEASES:-"0.5.8 0.5.10 0.5.13 0.5.16 0.5.17 0.5.21 0.5.22"}
+echo "== installing SGLang releases side by side: $RELEASES"
+mkdir -p .venv/sglang-releases
+[ -d .venv/sglang-releases/_deps/openai ] || "${PIP[@]}" --no-deps --target .venv/sglang-releases/_deps \
+  openai==3.57.0 distro jiter sniffio partial_json_parser
+for v in $RELEASES; do
+  [ -f ".venv/sglang-releases/$v/sglang/__init__.py" ] || "${PIP[@]}" --no-deps --target ".venv/sglang-releases/$v" "sglang==$v"
+done
 echo "$WANT" > "$STAMP"
 echo "== test environment ready in $(( $(date +%s) - start )) s; .venv is $(du -sh .venv | cut -f1)"

@@ -29,7 +29,7 @@ from kvcheck.sources import load_side  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
-SETTINGS = settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(max_examples=int(300 * float(__import__("os").environ.get("KVCHECK_CONFORMANCE_PAIRS", "1"))), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +197,11 @@ def pair_infos(draw):
             pp_size=pick("pp_size", [1, 2, 4]),
             dcp_size=pick("dcp_size", [1, 1, 2]),
             is_mla=pick("is_mla", [False, True]),
+            is_hybrid_mla=pick("is_hybrid_mla", [False, False, True]),
             enable_kv_cache_sharding=pick("enable_kv_cache_sharding", [False, False, True]),
+            state_types=pick("state_types", [[], [], ["block_scale"], ["minimax_index_k"], ["mamba"]]),
+            kv_layout=pick("kv_layout", [None, None, "paged", "unified"]),
+            dsv41_spec_layout=pick("dsv41_spec_layout", [None, None, {"block_size": 16}, {"block_size": 32, "draft": "swa"}]),
         )
 
     prefill = info()

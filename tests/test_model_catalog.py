@@ -61,7 +61,9 @@ def test_known_values_from_the_public_configs():
     assert (r1.attention, r1.num_hidden_layers, r1.kv_lora_rank, r1.qk_rope_head_dim, r1.num_nextn_predict_layers) == ("MLA", 61, 512, 64, 1)
     llama = parse_model_config(load_catalog()["meta-llama/Meta-Llama-3.1-8B"]["config"])
     assert (llama.attention, llama.num_hidden_layers, llama.num_key_value_heads, llama.head_dim) == ("MHA", 32, 8, 128)
-    assert parse_model_config(load_catalog()["openai/gpt-oss-120b"]["config"]).attention == "not_modeled"
+    # gpt-oss: a sliding-window hybrid (every other layer of 36 slides over 128 tokens).
+    oss = parse_model_config(load_catalog()["openai/gpt-oss-120b"]["config"])
+    assert (oss.hybrid, oss.sliding_window, len(oss.swa_layer_ids)) == ("swa", 128, 18)
 
 
 def test_lookup_by_hub_id_path_and_unique_name():

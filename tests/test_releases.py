@@ -101,7 +101,7 @@ def test_cli_sglang_version_reads_the_line_with_that_release(tmp_path):
     assert bad.returncode == 2 and "ambiguous option: --cuda-graph-max-bs could match" in bad.stderr
     mixed = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--format", "json",
                     "--prefill-sglang-version", "0.5.8", "--decode-sglang-version", "0.5.23")
-    assert json.loads(mixed.stdout)["runtime"] == "prefill sglang 0.5.8, decode sglang 0.5.23"
+    assert json.loads(mixed.stdout)["runtime"] == "sglang 0.5.8 (prefill) / 0.5.23 (decode)"
 
 
 def test_retired_flag_is_refused_as_that_release_does():

@@ -93,40 +93,78 @@ def hetero_tp_performance(chk, ctx: CheckContext) -> list[Finding]:
 
 @check(
     "item-length-larger",
-    Severity.WARNING,
+    Severity.ERROR,
     "Destination item lengths equal the source's",
-    what="A decode region whose per-page item length is larger than the prefill region written into it.",
-    why="The runtime accepts it silently and writes prefill-sized items at the decode's stride: the decode reads a layout it did not write (corruption risk).",
+    what="A decode region whose per-page item length is larger than the prefill region written into it (any PP stage).",
+    why=(
+        "The runtime accepts it silently (only a shorter destination raises) and writes prefill-sized items at the decode's "
+        "stride: the decode reads a layout it did not write. Nothing raises; the output is garbage."
+    ),
     fix="Make both sides derive the same item length: same model, --kv-cache-dtype, --dtype and page size.",
 )
 def item_length_larger(chk, ctx: CheckContext) -> list[Finding]:
-    plan, pg, dg = ctx.plan, ctx.prefill_geometry, ctx.decode_geometry
-    if plan is None or plan.error is not None or pg is None or dg is None or plan.path in ("hetero_tp_slice", None):
+    stages = ctx.extra.get("pp_stages") or []
+    if not stages:
         return []
-    for i, j in enumerate(plan.dst_indices):
-        src, dst = pg.regions[i].item_len, dg.regions[j].item_len
-        if dst > src:
-            return [chk.finding(f"decode region {j} has item length {dst} bytes per page, the prefill region {i} written into it {src} bytes")]
+    for st in stages:
+        if st.get("error") or st.get("path") in ("hetero_tp_slice", "dcp_relayout", None) or "_geometry" not in st:
+            continue
+        pg, dg = st["_geometry"]
+        for i, j in enumerate(st.get("dst_indices") or []):
+            src, dst = pg.regions[i].item_len, dg.regions[j].item_len
+            if dst > src:
+                where = f"prefill PP stage {st['pp_rank']}: " if len(stages) > 1 else ""
+                cause, fix = _item_cause(ctx)
+                return [chk.finding(
+                    f"{where}decode region {j} has item length {dst} bytes per page, the prefill region {i} written into it {src} bytes{cause}",
+                    fix=fix,
+                )]
     return []
+
+
+def _item_cause(ctx: CheckContext) -> tuple[str, str | None]:
+    """Name the cause of differing item lengths when kvcheck can tell it."""
+    from kvcheck.sglang.geometry import dsa_fp8_layout
+
+    p, d = ctx.prefill, ctx.decode
+    pg = ctx.prefill_geometry
+    if pg is not None and pg.pool == "DSA" and "fp8" in (p.args.kv_cache_dtype + d.args.kv_cache_dtype):
+        pl, dl = dsa_fp8_layout(p)[0], dsa_fp8_layout(d)[0]
+        if pl != dl:
+            pb = (p.raw_args or {}).get("dsa_prefill_backend") or "unset (GPU default)"
+            db = (d.raw_args or {}).get("dsa_decode_backend") or "unset (GPU default)"
+            return (
+                f" (DSA fp8 rows differ by role backend: the prefill's --dsa-prefill-backend {pb} stores {pl} rows, "
+                f"the decode's --dsa-decode-backend {db} stores {dl} rows)",
+                "Pick DSA backends that store the same fp8 row layout on both roles (trtllm stores 576-byte raw rows, flashmla_* 656-byte scaled rows), or use --kv-cache-dtype bf16.",
+            )
+    if p.args.kv_cache_dtype == d.args.kv_cache_dtype == "auto":
+        pd = p.args.dtype if p.args.dtype != "auto" else p.model.torch_dtype
+        dd = d.args.dtype if d.args.dtype != "auto" else d.model.torch_dtype
+        if pd != dd:
+            return f" (--kv-cache-dtype auto on both sides, but --dtype resolves to {pd} on the prefill and {dd} on the decode)", "Set the same --dtype on both sides, or pin the same --kv-cache-dtype on both."
+    return "", None
 
 
 @check(
     "dtype-under-auto",
-    Severity.WARNING,
+    Severity.ERROR,
     "The KV element type agrees when --kv-cache-dtype is auto",
     what="Both sides say --kv-cache-dtype auto (so the bootstrap check passes) but resolve to different element types (--dtype differs).",
-    why="The runtime compares only the flag strings; the bytes written differ in size or meaning.",
+    why="The runtime compares only the flag strings; the bytes written differ in size or meaning. When the sizes agree (bfloat16 vs float16) nothing raises and the decode reads garbage.",
     fix="Set the same --dtype on both sides, or pin --kv-cache-dtype explicitly on both.",
 )
 def dtype_under_auto(chk, ctx: CheckContext) -> list[Finding]:
     p, d = ctx.prefill.args, ctx.decode.args
     if p.kv_cache_dtype != "auto" or d.kv_cache_dtype != "auto":
         return []
+    if ctx.prefill.model.kv_cache_quant_algo or ctx.decode.model.kv_cache_quant_algo:
+        return []  # the checkpoint's FP8 KV quantization decides, not --dtype
     pd = p.dtype if p.dtype != "auto" else ctx.prefill.model.torch_dtype
     dd = d.dtype if d.dtype != "auto" else ctx.decode.model.torch_dtype
-    if pd == dd:
+    if pd == dd or {pd, dd} <= {"bfloat16", "bf16"} or {pd, dd} <= {"float16", "half", "fp16"}:
         return []
-    return [chk.finding(f"--kv-cache-dtype is auto on both sides but the KV element type differs: prefill --dtype resolves to {pd}, decode to {dd}")]
+    return [chk.finding(f"--kv-cache-dtype is auto on both sides but the KV element type differs: prefill --dtype resolves to {pd}, decode to {dd}; the same string 'auto' passes the decode's dtype check while the bytes differ")]
 
 
 @check(

@@ -11,11 +11,21 @@ from kvcheck.sglang.plan import DECODE_FIRST_REQUEST, GUARD_ASSERT, RuntimeError
 _BOOTSTRAP_IDS = (
     ("Page size mismatch", "page-size-mismatch"),
     ("KV cache dtype mismatch", "kv-cache-dtype-mismatch"),
+    ("MiniMax sparse PD requires matching attention TP", "minimax-attn-tp"),
+    ("KV layout mismatch", "kv-layout-mismatch"),
+    ("DeepSeek-V4.1 DSpark PD layout mismatch", "dsv41-layout-mismatch"),
+    ("DeepSeek-V4.1 DSpark PD requires the same TP", "dsv41-attn-tp"),
+    ("PD Disaggregation does NOT support different attention TP sizes with MXFP8", "mxfp8-attn-tp"),
     ("PD decode DCP", "decode-dcp"),
     ("MLA KV cache sharding", "kv-cache-sharding-tp"),
     ("('Decode cp size", "decode-cp-size"),
     ("('Decode pp size", "pp-size-mismatch"),
 )
+
+
+def bootstrap_id(message: str) -> str:
+    """The finding id of a decode bootstrap failure, from the runtime's message."""
+    return _classify(message, _BOOTSTRAP_IDS)[0]
 _BOOTSTRAP_FIX = {
     "page-size-mismatch": "Set the same --page-size on both servers (pin it: left unset, the attention backend and GPU choose it).",
     "kv-cache-dtype-mismatch": "Write the same --kv-cache-dtype string on both servers: the runtime compares the flag strings, so 'auto' vs 'bf16' and 'bf16' vs 'bfloat16' both fail.",
@@ -23,6 +33,11 @@ _BOOTSTRAP_FIX = {
     "kv-cache-sharding-tp": "Use the same attention TP size on both servers, or drop --enable-kv-cache-sharding on the prefill.",
     "decode-cp-size": "Run the decode with --attn-cp-size 1: the decode cannot use attention context parallelism in PD.",
     "pp-size-mismatch": "Give the decode the prefill's --pp-size, or --pp-size 1.",
+    "minimax-attn-tp": "Run both servers at the same attention TP size: MiniMax sparse KV pages and its index state cannot be resliced by head.",
+    "kv-layout-mismatch": "Use the same --dsv4-attn-backend and SGLANG_DSV4_KV_LAYOUT on both servers.",
+    "dsv41-layout-mismatch": "Enable DSpark on both servers with the same block size and target/draft KV layout (same release on both).",
+    "dsv41-attn-tp": "Use the same TP size on both servers (for MLA, a decode TP equal to the prefill's TP x CP is also accepted from 0.5.22).",
+    "mxfp8-attn-tp": "Use the same attention TP size on both servers, or a KV dtype without block scales (not mxfp8/nvfp4).",
 }
 
 _DECISION_IDS = (
@@ -48,7 +63,12 @@ _DECISION_IDS = (
 )
 
 
-def _classify(message: str, table) -> tuple[str, str]:
+def _classify(message: str, table, type_: str | None = None) -> tuple[str, str]:
+    if type_ == "AssertionError" and message == "":
+        return "head-slice-assert", (
+            "Use attention TP sizes whose head slices tile both sides' KV pages: with the model's KV heads replicated "
+            "(fewer KV heads than the TP size), run the decode at the prefill's attention TP size."
+        )
     for row in table:
         if message.startswith(row[0]):
             return row[1], (row[2] if len(row) > 2 else _BOOTSTRAP_FIX.get(row[1], ""))
@@ -60,7 +80,7 @@ def _classify(message: str, table) -> tuple[str, str]:
     Severity.ERROR,
     "Both sides use the NIXL transfer backend",
     what="--disaggregation-transfer-backend differs between prefill and decode, or is not nixl.",
-    why="The default backend is mooncake. A mooncake decode gets past the bootstrap checks, then its first ZMQ message kills the NIXL prefill's bootstrap thread; requests hang for 300 s.",
+    why="The default backend is mooncake. A mooncake decode gets past the bootstrap checks, then its first ZMQ message kills the NIXL prefill's bootstrap thread; requests hang until SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT / SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s by default).",
     fix="Set --disaggregation-transfer-backend nixl on both servers.",
 )
 def transfer_backend(chk, ctx: CheckContext) -> list[Finding]:
@@ -76,7 +96,7 @@ def transfer_backend(chk, ctx: CheckContext) -> list[Finding]:
             type="AssertionError", message=GUARD_ASSERT,
             raised_by="prefill: NIXL bootstrap thread (first ZMQ message from the decode)",
             when="first request",
-            operator_sees="the prefill's bootstrap thread dies; requests to that rank time out after 300 s on the decode",
+            operator_sees=_hang(ctx),
         )
     return [chk.finding(
         f"transfer backends differ: prefill --disaggregation-transfer-backend={p}, decode --disaggregation-transfer-backend={d}"
@@ -94,11 +114,15 @@ def transfer_backend(chk, ctx: CheckContext) -> list[Finding]:
     fix="Align the named flag on both servers.",
 )
 def bootstrap(chk, ctx: CheckContext) -> list[Finding]:
-    rt = ctx.extra.get("bootstrap_error")
-    if rt is None:
-        return []
-    fid, fix = _classify(rt.message, _BOOTSTRAP_IDS)
-    return [Finding(id=fid, severity=Severity.ERROR, message=ctx.extra["bootstrap_detail"], fix=fix, runtime_error=rt)]
+    out = []
+    b_d = ctx.extra["pd_behaviour"][1] if "pd_behaviour" in ctx.extra else None
+    for n, (fid, rt, detail) in enumerate(ctx.extra.get("bootstrap_errors") or []):
+        if n:
+            detail += "; independent of the check above, the decode raises this once that one is fixed"
+        if b_d is not None and b_d.version != "0.5.23":
+            detail += f" (decode on SGLang {b_d.version})"
+        out.append(Finding(id=fid, severity=Severity.ERROR, message=detail, fix=_BOOTSTRAP_FIX.get(fid, chk.fix), runtime_error=rt))
+    return out
 
 
 @check(
@@ -106,15 +130,18 @@ def bootstrap(chk, ctx: CheckContext) -> list[Finding]:
     Severity.ERROR,
     "The prefill accepts the decode's KV registration",
     what="Region counts, memory kinds, item lengths and PP pairing the prefill checks when the decode registers.",
-    why="The prefill raises in its NIXL bootstrap thread; the thread dies and requests to that rank hang for 300 s.",
+    why="The prefill raises in its NIXL bootstrap thread; the thread dies and requests to that rank hang until the PD timeouts (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT, SGLANG_DISAGGREGATION_WAITING_TIMEOUT; 300 s by default).",
     fix="Align the geometry of both sides.",
 )
 def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
     plan = ctx.plan
     if plan is None or plan.error is None:
         return []
-    fid, fix = _classify(plan.error.message, _DECISION_IDS)
+    fid, fix = _classify(plan.error.message, _DECISION_IDS, plan.error.type)
     pg, dg = ctx.prefill_geometry, ctx.decode_geometry
+    stage = next((st for st in ctx.extra.get("pp_stages") or [] if st.get("error")), None)
+    if stage is not None and "_geometry" in stage:
+        pg, dg = stage["_geometry"]  # the region kinds and counts of the failing PP stage
     detail = (
         f"the prefill registers {plan.n_src} KV regions ({_kind_summary(pg)}), the decode {plan.n_dst} ({_kind_summary(dg)})"
     )
@@ -123,9 +150,41 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
         if pairs:
             i, j = pairs[0]
             detail += f"; prefill region {i} is {pg.regions[i].item_len} bytes per page, decode region {j} only {dg.regions[j].item_len}"
-    if ctx.extra.get("bootstrap_error") is not None:
+    if stage is not None and stage["pp_rank"] > 0:
+        detail = f"prefill PP stage {stage['pp_rank']} (layers {stage['layers'][0]}..{stage['layers'][1] - 1}): " + detail
+    if fid == "region-count":
+        fix = _region_count_fix(ctx, pg, dg) or fix
+    if fid == "item-stride":
+        from kvcheck.checks.risks import _item_cause
+
+        cause, cause_fix = _item_cause(ctx)
+        detail += cause
+        fix = cause_fix or fix
+    if ctx.extra.get("bootstrap_errors"):
         detail += "; this is raised once the bootstrap checks above pass"
     return [Finding(id=fid, severity=Severity.ERROR, message=f"the prefill rejects the decode's KV registration: {detail}", fix=fix, runtime_error=plan.error)]
+
+
+def _region_count_fix(ctx: CheckContext, pg, dg) -> str | None:
+    """Name the actual cause of a region-count mismatch: different models, PP layouts or
+    drafts (the fix for one is not the fix for another)."""
+    p, d = ctx.prefill, ctx.decode
+    if p.model.architecture != d.model.architecture or p.model.num_hidden_layers != d.model.num_hidden_layers:
+        return (
+            f"The two sides serve different models ({p.model.architecture}, {p.model.num_hidden_layers} layers vs "
+            f"{d.model.architecture}, {d.model.num_hidden_layers} layers): point both at the same checkpoint."
+        )
+    if pg is not None and dg is not None and pg.num_draft_regions != dg.num_draft_regions:
+        return "Run the speculative draft (and its KV regions) on the decode too, or on neither side: the decode must register at least as many KV regions as the prefill."
+    if p.args.pp_size != d.args.pp_size:
+        return f"The PP layouts differ (prefill --pp-size {p.args.pp_size}, decode --pp-size {d.args.pp_size}): give both the same --pp-size and SGLANG_PP_LAYER_PARTITION."
+    return None
+
+
+def _hang(ctx: CheckContext) -> str:
+    from kvcheck.preflight import hang_text
+
+    return hang_text(ctx.extra.get("timeouts") or {"bootstrap_timeout_s": 300, "waiting_timeout_s": 300})
 
 
 def _kind_summary(g) -> str:

@@ -1,8 +1,12 @@
-"""The transfer plan: SGLang 0.5.23's own decisions, restated as pure functions.
+"""The transfer plan: SGLang's own PD decisions, restated as pure functions, per release.
+
+Release-dependent branches read a ``PDBehaviour`` (``kvcheck.sglang.pd_release``); each
+names the release that introduced it. Unmodeled releases raise ``ValueError`` here and
+the preflight reports ``unchecked``.
 
 Two decision points, in the order the runtime reaches them:
 
-1. ``bootstrap_error``: the decode's first contact with the prefill bootstrap server
+1. ``bootstrap_checks`` / ``bootstrap_error``: the decode's first contact with the prefill bootstrap server
    (``CommonKVManager.try_ensure_parallel_info`` and ``_resolve_rank_mapping`` in
    ``disaggregation/common/conn.py``), raised in the decode's scheduler on the first request.
 2. ``decide_transfer``: the prefill's handling of the decode's registration
@@ -22,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from kvcheck.sglang.geometry import SideGeometry
+from kvcheck.sglang.pd_release import at_least
 
 When = Literal["start-up", "first request", "decode registration"]
 
@@ -46,13 +51,20 @@ PREFILL_FAILS_TO_START = "the prefill fails to start with this traceback"
 
 class RuntimeErrorPrediction(BaseModel):
     """An exception the runtime will raise: its class, ``str()`` text, the process and
-    thread that raise it, when, and what the operator actually sees."""
+    thread that raise it, when, and what the operator actually sees.
+
+    ``order``: this error's place (1-based) among all the errors predicted for the pair,
+    in the order the runtime reaches them (start-up, the decode's bootstrap checks, the
+    prefill's registration decision, the first transfer); ``first``: the runtime stops
+    at this one (set by the preflight)."""
 
     type: str
     message: str
     raised_by: str
     when: When
     operator_sees: str = ""
+    order: int | None = None
+    first: bool = False
 
 
 class Segment(BaseModel):
@@ -97,7 +109,15 @@ class Plan(BaseModel):
 
 class PairInfo(BaseModel):
     """The scalar facts each side exchanges besides regions: what ``/route`` reports for
-    the prefill and what the decode compares it with (resolved values)."""
+    the prefill and what the decode compares it with (resolved values).
+
+    ``kv_cache_dtype_str`` is ``model_runner.kv_cache_dtype_str`` (compared from 0.5.17),
+    ``kv_cache_dtype_flag`` the ``--kv-cache-dtype`` string (compared up to 0.5.16);
+    ``state_types``: the ``StateType`` values of the side's state components
+    ("block_scale", "block_scale_swa", "minimax_index_k", ...); ``kv_layout``: the DSV4 KV
+    layout string (None when the pool has none); ``dsv41_spec_layout``: DeepSeek-V4.1
+    DSpark layout (None when DSpark is off); ``hisparse``: --enable-hisparse.
+    """
 
     page_size: int
     kv_cache_dtype_str: str
@@ -106,7 +126,17 @@ class PairInfo(BaseModel):
     pp_size: int
     dcp_size: int = 1
     is_mla: bool = False
+    is_hybrid_mla: bool = False
     enable_kv_cache_sharding: bool = False
+    kv_cache_dtype_flag: str | None = None
+    state_types: list[str] = Field(default_factory=list)
+    kv_layout: str | None = None
+    dsv41_spec_layout: dict | None = None
+    hisparse: bool = False
+
+    @property
+    def flag_dtype(self) -> str:
+        return self.kv_cache_dtype_flag if self.kv_cache_dtype_flag is not None else self.kv_cache_dtype_str
 
 
 def _assert_text(message: str) -> str:
@@ -114,48 +144,120 @@ def _assert_text(message: str) -> str:
     return str(AssertionError((message,)))
 
 
-def bootstrap_error(prefill: PairInfo, decode: PairInfo) -> RuntimeErrorPrediction | None:
-    """The decode's checks on the prefill's ``/route`` reply, in the runtime's order."""
+# Finding ids of the decode's bootstrap checks, in the runtime's order.
+BOOTSTRAP_CHECK_IDS = (
+    "page-size-mismatch", "kv-cache-dtype-mismatch", "minimax-attn-tp", "kv-layout-mismatch", "dsv41-layout-mismatch",
+    "dsv41-attn-tp", "mxfp8-attn-tp", "decode-dcp", "kv-cache-sharding-tp", "decode-cp-size", "pp-size-mismatch",
+)
 
-    def err(type_: str, message: str) -> RuntimeErrorPrediction:
-        return RuntimeErrorPrediction(type=type_, message=message, raised_by=DECODE_SCHEDULER, when="first request", operator_sees=DECODE_FIRST_REQUEST)
 
-    if prefill.page_size != decode.page_size:
-        return err(
-            "RuntimeError",
+def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> list[tuple[str, RuntimeErrorPrediction]]:
+    """Every check the decode's ``try_ensure_parallel_info`` (and ``_resolve_rank_mapping``)
+    of the decode's release fails on this pair, each evaluated on its own, in the order the
+    runtime runs them: ``[(finding id, prediction), ...]``. The runtime raises only the
+    first; the others surface one by one as each is fixed.
+
+    ``behaviour``: the decode's ``PDBehaviour`` (None: 0.5.23); each branch names the
+    release that introduced it. Raises ``ValueError`` when that release's bootstrap checks
+    are not modeled (the caller reports ``unchecked``).
+    """
+    from kvcheck.sglang.pd_release import behaviour as _behaviour
+
+    b = behaviour or _behaviour(None)
+    if not b.bootstrap_modeled:
+        raise ValueError(f"the decode bootstrap checks of SGLang {b.version} are not modeled")
+    out: list[tuple[str, RuntimeErrorPrediction]] = []
+
+    def err(fid: str, type_: str, message: str) -> None:
+        out.append((fid, RuntimeErrorPrediction(type=type_, message=message, raised_by=DECODE_SCHEDULER, when="first request", operator_sees=DECODE_FIRST_REQUEST)))
+
+    # 0.5.10: page size (0.5.10 .. 0.5.12.post1: a HiSparse decode only logs it).
+    if prefill.page_size != decode.page_size and not (b.hisparse_skips_page_size and decode.hisparse):
+        err(
+            "page-size-mismatch", "RuntimeError",
             f"Page size mismatch: prefill server has page_size={prefill.page_size}, "
             f"but decode server has page_size={decode.page_size}. "
             f"Both servers must use the same --page-size value.",
         )
-    if prefill.kv_cache_dtype_str != decode.kv_cache_dtype_str:
-        return err(
-            "RuntimeError",
-            f"KV cache dtype mismatch: prefill server has kv_cache_dtype={prefill.kv_cache_dtype_str}, "
-            f"but decode server has kv_cache_dtype={decode.kv_cache_dtype_str}. "
+    # 0.5.10: the --kv-cache-dtype strings; 0.5.17: the resolved kv_cache_dtype_str.
+    resolved = at_least(b.bootstrap_variant, "0.5.17")
+    p_dtype = prefill.kv_cache_dtype_str if resolved else prefill.flag_dtype
+    d_dtype = decode.kv_cache_dtype_str if resolved else decode.flag_dtype
+    if p_dtype != d_dtype:
+        err(
+            "kv-cache-dtype-mismatch", "RuntimeError",
+            f"KV cache dtype mismatch: prefill server has kv_cache_dtype={p_dtype}, "
+            f"but decode server has kv_cache_dtype={d_dtype}. "
             f"Both servers must use the same --kv-cache-dtype value.",
         )
-    if decode.dcp_size > 1:
-        if not decode.is_mla:
-            return err("RuntimeError", "PD decode DCP requires an MLA or hybrid-MLA KV pool.")
-        if prefill.attn_cp_size != 1:
-            return err("RuntimeError", f"PD decode DCP currently requires prefill attention CP=1, got {prefill.attn_cp_size}.")
-        if prefill.enable_kv_cache_sharding:
-            return err("RuntimeError", "PD decode DCP does not support a prefill with --enable-kv-cache-sharding.")
-    # _resolve_rank_mapping
-    if decode.is_mla and prefill.enable_kv_cache_sharding and prefill.attn_cp_size == 1 and decode.attn_tp_size != prefill.attn_tp_size:
-        return err(
-            "AssertionError",
+    if b.newest_bootstrap:  # 0.5.23: MiniMax sparse TP, then the DSV4 KV layout
+        if "minimax_index_k" in decode.state_types and prefill.attn_tp_size != decode.attn_tp_size:
+            err("minimax-attn-tp", "RuntimeError",
+                "MiniMax sparse PD requires matching attention TP sizes: "
+                f"prefill={prefill.attn_tp_size}, decode={decode.attn_tp_size}.")
+        if prefill.kv_layout is not None and decode.kv_layout is not None and prefill.kv_layout != decode.kv_layout:
+            err("kv-layout-mismatch", "RuntimeError",
+                f"KV layout mismatch: prefill server has kv_layout={prefill.kv_layout}, "
+                f"but decode server has kv_layout={decode.kv_layout}. Both servers "
+                f"must use the same --dsv4-attn-backend and SGLANG_DSV4_KV_LAYOUT.")
+    dsv41 = b.dsv41_checks  # 0.5.21
+    if dsv41 and (decode.dsv41_spec_layout is not None or prefill.dsv41_spec_layout is not None):
+        mine, theirs = decode.dsv41_spec_layout or {}, prefill.dsv41_spec_layout or {}
+        if decode.dsv41_spec_layout != prefill.dsv41_spec_layout:
+            fields = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+            err("dsv41-layout-mismatch", "RuntimeError",
+                "DeepSeek-V4.1 DSpark PD layout mismatch "
+                f"({', '.join(fields)}): both servers must "
+                "enable DSpark with the same block size and target/draft KV "
+                "layout. Upgrade both servers together.")
+        if dsv41 == "same_tp":
+            if prefill.attn_tp_size != decode.attn_tp_size:
+                err("dsv41-attn-tp", "RuntimeError", "DeepSeek-V4.1 DSpark PD requires the same TP size on both servers")
+        else:  # 0.5.22: a MLA decode whose TP equals the prefill's TP x CP is admitted
+            aligns = (
+                prefill.attn_cp_size > 1 and (decode.is_mla or decode.is_hybrid_mla) and decode.attn_cp_size == 1
+                and prefill.attn_tp_size * prefill.attn_cp_size == decode.attn_tp_size
+            )
+            if prefill.attn_tp_size != decode.attn_tp_size and not aligns:
+                err("dsv41-attn-tp", "RuntimeError",
+                    "DeepSeek-V4.1 DSpark PD requires the same TP size on both "
+                    "servers (including prefill CP ranks for MLA)")
+    # 0.5.22: MXFP8 block scales cannot be resliced across attention TP sizes.
+    if b.mxfp8_tp_check and prefill.attn_tp_size != decode.attn_tp_size and not decode.is_mla and not decode.is_hybrid_mla:
+        scales = [st for st in decode.state_types if st in ("block_scale", "block_scale_swa")]
+        if scales:
+            err("mxfp8-attn-tp", "RuntimeError",
+                "PD Disaggregation does NOT support different attention TP "
+                "sizes with MXFP8 KV cache: prefill attn_tp_size="
+                f"{prefill.attn_tp_size}, decode attn_tp_size={decode.attn_tp_size}, "
+                f"state types {scales}.")
+    # 0.5.17: decode DCP; 0.5.23: and a prefill with --enable-kv-cache-sharding.
+    if b.decode_dcp_checks and decode.dcp_size > 1:
+        if not (decode.is_mla or decode.is_hybrid_mla):
+            err("decode-dcp", "RuntimeError", "PD decode DCP requires an MLA or hybrid-MLA KV pool.")
+        elif prefill.attn_cp_size != 1:
+            err("decode-dcp", "RuntimeError", f"PD decode DCP currently requires prefill attention CP=1, got {prefill.attn_cp_size}.")
+        elif b.newest_bootstrap and prefill.enable_kv_cache_sharding:
+            err("decode-dcp", "RuntimeError", "PD decode DCP does not support a prefill with --enable-kv-cache-sharding.")
+    # _resolve_rank_mapping. 0.5.23: MLA KV sharding needs equal attention TP.
+    if b.newest_bootstrap and decode.is_mla and prefill.enable_kv_cache_sharding and prefill.attn_cp_size == 1 and decode.attn_tp_size != prefill.attn_tp_size:
+        err("kv-cache-sharding-tp", "AssertionError",
             "MLA KV cache sharding requires equal prefill/decode attn TP "
-            f"sizes, got prefill={prefill.attn_tp_size} decode={decode.attn_tp_size}",
-        )
+            f"sizes, got prefill={prefill.attn_tp_size} decode={decode.attn_tp_size}")
+    # 0.5.10: decode attention CP must be 1; decode PP equal to the prefill's or 1.
     if decode.attn_cp_size != 1:
-        return err("AssertionError", _assert_text(f"Decode cp size ({decode.attn_cp_size}) should be equal to 1"))
+        err("decode-cp-size", "AssertionError", _assert_text(f"Decode cp size ({decode.attn_cp_size}) should be equal to 1"))
     if not (decode.pp_size == prefill.pp_size or decode.pp_size == 1):
-        return err(
-            "AssertionError",
-            _assert_text(f"Decode pp size ({decode.pp_size}) should be equal to prefill pp size ({prefill.pp_size}) or 1"),
-        )
-    return None
+        err("pp-size-mismatch", "AssertionError",
+            _assert_text(f"Decode pp size ({decode.pp_size}) should be equal to prefill pp size ({prefill.pp_size}) or 1"))
+    return out
+
+
+def bootstrap_error(prefill: PairInfo, decode: PairInfo, behaviour=None) -> RuntimeErrorPrediction | None:
+    """The exception the decode raises on the prefill's ``/route`` reply (the first of
+    ``bootstrap_checks``, which is what the runtime hits), or None when it accepts it."""
+    found = bootstrap_checks(prefill, decode, behaviour)
+    return found[0][1] if found else None
 
 
 def mem_segments(src_kinds: list[str], dst_kinds: list[str]) -> list[Segment]:
@@ -226,13 +328,49 @@ def _mha_slice_dst_indices(prefill: SideGeometry, n_dst: int, pp_rank: int) -> l
     return k[:layers] + v[:layers]
 
 
-def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0) -> Plan:
-    """The prefill's decision when the decode registers (``_prepare_payload_xfer``, 0.5.23).
+def head_slice_error(prefill: SideGeometry, decode: SideGeometry, total_kv_heads: int) -> str | None:
+    """The asserts of ``NixlKVManager._init_hetero_tp_prep_handle`` (0.5.22, 0.5.23) on
+    rank 0 of each side, with ``compute_head_slice_params``
+    (``disaggregation/common/staging_buffer.py``): the head slices (and, when the prefill
+    TP is smaller, the head groups interleaved for the decode ranks) must tile the
+    source item exactly. With KV heads replicated on both sides (``total_kv_heads`` below
+    both TP sizes) the group count ``decode_tp // prefill_tp // replication`` can be 0.
+    Returns ``str(AssertionError())`` (the asserts carry no message: ``""``) or None.
+    """
+    page = prefill.page_size
+    p_tp, d_tp = prefill.attn_tp_size, decode.attn_tp_size
+    if not prefill.regions or not decode.regions or page <= 0:
+        return None
+    dst_item = decode.regions[0].item_len  # frame 11: dst_kv_item_len = kv_item_lens[0]
+    dst_heads = max(1, total_kv_heads // d_tp)
+    bytes_per_head_slice = dst_item // page // dst_heads
+    if p_tp > d_tp:
+        heads_to_send, groups = max(1, total_kv_heads // p_tp), 1
+    else:
+        heads_to_send = dst_heads
+        groups = d_tp // p_tp // max(1, d_tp // total_kv_heads)
+    if page * groups * heads_to_send * bytes_per_head_slice != prefill.regions[0].item_len:
+        return str(AssertionError())
+    if page * (dst_item // page) != dst_item:
+        return str(AssertionError())
+    return None
+
+
+def decide_transfer(
+    prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0,
+    total_kv_heads: int | None = None, behaviour=None,
+) -> Plan:
+    """The prefill's decision when the decode registers (``_prepare_payload_xfer``; the
+    0.5.22 and 0.5.23 decisions are the same here).
 
     ``prefill`` is the geometry of prefill PP stage ``pp_rank``; ``decode`` the geometry
-    the decode registers with it. Returns a ``Plan``: a path with segments, or the
-    exception the runtime raises in the prefill's bootstrap thread.
+    the decode registers with it; ``total_kv_heads``: the model's KV heads (MHA; enables
+    the head-slice asserts); ``behaviour``: the prefill's ``PDBehaviour``. Returns a
+    ``Plan``: a path with segments, or the exception the runtime raises in the prefill's
+    bootstrap thread. Raises ``ValueError`` when the release's decision is not modeled.
     """
+    if behaviour is not None and not behaviour.decision_modeled:
+        raise ValueError(f"the prefill registration decision of SGLang {behaviour.version} is not modeled")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst)
 
@@ -319,6 +457,10 @@ def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_s
         return fail("NotImplementedError", f"NIXL destination mixed KV memory kinds are not implemented safely yet: {dst_unique}")
     if dst_unique[0] != "VRAM":
         return fail("NotImplementedError", "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet")
+    if total_kv_heads:
+        msg = head_slice_error(prefill, decode, total_kv_heads)
+        if msg is not None:
+            return fail("AssertionError", msg)
     plan.path = "hetero_tp_slice"
     plan.dst_indices = _mha_slice_dst_indices(prefill, n_dst, pp_rank)
     plan.segments = [Segment(start=0, end=n_src, src_kind=src_kind, dst_kind="VRAM")]

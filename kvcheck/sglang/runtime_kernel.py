@@ -28,14 +28,19 @@ made with ``object.__new__`` so that no GPU, NIXL agent, ZMQ socket, thread or
   the Nx5 strided descriptor runs and the memory kind, and returns a handle.
   Region pointers are fake, distinct integers; every region holds ``NUM_SLOTS`` pages.
 
+The heterogeneous-TP head-slice setup ``_init_hetero_tp_prep_handle`` runs for real
+(its asserts, ``compute_head_slice_params``, the strided descriptor runs) when the
+caller passes the model's ``total_kv_heads``; a wrapper records which decode regions
+the runtime's ``get_mha_kv_ptrs_with_pp`` pairs the slices with (``dst_indices``).
+Without ``total_kv_heads`` only the pairing is recorded.
+
+Releases: the bootstrap checks are driven on any release with
+``try_ensure_parallel_info`` (0.5.10 on; 0.5.10 .. 0.5.16 read ``server_args``, which
+the stand-in provides). The prefill decision is driven on 0.5.22 and 0.5.23 (0.5.22's
+decode builds its 23 registration frames inline; the kernel restates that list and the
+release's own ``from_zmq`` parses it); elsewhere ``KernelSetupError``.
+
 Not driven (said here, and handled honestly):
-- ``_init_hetero_tp_prep_handle`` (the heterogeneous-TP head-slice descriptor lists):
-  it needs the model's total KV head count and the staging helper
-  ``compute_head_slice_params``, and kvcheck's ``SideGeometry`` carries item lengths,
-  not heads. The runtime's own decision to take that path is kept (the call is reached
-  through the real ``_prepare_payload_xfer``), and the stand-in that replaces it still
-  runs the runtime's ``get_mha_kv_ptrs_with_pp`` to learn which decode regions the
-  slices go to (``dst_indices``). Asserts inside the head-slice setup are not checked.
 - DCP pack buffers (``_init_dcp_pack_buffers_once`` allocates device staging memory):
   marked as already allocated; the DCP decision and geometry checks run for real.
 - The NIXL agent itself (no ``add_remote_agent`` metadata parsing, no registration).
@@ -93,6 +98,7 @@ def _sglang() -> SimpleNamespace:
         pass
     import warnings
 
+    _tolerate_reregistered_configs()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import sglang
@@ -106,11 +112,32 @@ def _sglang() -> SimpleNamespace:
     return SimpleNamespace(
         version=getattr(sglang, "__version__", "unknown"),
         KVArgs=base_conn.KVArgs,
+        base_conn=base_conn,
         common=common_conn,
         nixl=nixl_conn,
         PREFILL=DisaggregationMode.PREFILL,
         DECODE=DisaggregationMode.DECODE,
     )
+
+
+def _tolerate_reregistered_configs() -> None:
+    """Releases 0.5.12 .. 0.5.20 register Hugging Face configs (``qwen3_asr``, ...) that
+    newer ``transformers`` ship themselves, and ``AutoConfig.register`` then refuses the
+    import. Registering with ``exist_ok=True`` keeps transformers' own class; the PD code
+    kvcheck drives never reads these configs."""
+    try:
+        from transformers import AutoConfig
+    except Exception:  # pragma: no cover - transformers is optional for the import
+        return
+    register = AutoConfig.register
+    if getattr(register, "_kvcheck_exist_ok", False):
+        return
+
+    def tolerant(model_type, config, exist_ok=False):
+        return register(model_type, config, exist_ok=True)
+
+    tolerant._kvcheck_exist_ok = True
+    AutoConfig.register = staticmethod(tolerant)
 
 
 def runtime_version() -> str:
@@ -133,18 +160,24 @@ class _RouteResponse:
 
 
 def _route_payload(sg: SimpleNamespace, prefill: PairInfo) -> dict:
-    """The ``/route`` reply, as ``CommonKVBootstrapServer._handle_route_get`` builds it."""
-    info = sg.common.PrefillServerInfo(
+    """The ``/route`` reply, as the installed release's ``_handle_route_get`` builds it
+    (``dataclasses.asdict`` of its ``PrefillServerInfo``, minus the layout keys it drops
+    when unset). Fields the release does not have are not passed."""
+    fields = {f.name for f in dataclasses.fields(sg.common.PrefillServerInfo)}
+    wanted = dict(
         attn_tp_size=prefill.attn_tp_size,
         attn_cp_size=prefill.attn_cp_size,
         dp_size=1,
         pp_size=prefill.pp_size,
         page_size=prefill.page_size,
-        kv_cache_dtype=prefill.kv_cache_dtype_str,
+        kv_cache_dtype=prefill.kv_cache_dtype_str if _resolved_dtype(sg) else prefill.flag_dtype,
         follow_bootstrap_room=True,
         enable_dsa_cache_layer_split=False,
         enable_kv_cache_sharding=prefill.enable_kv_cache_sharding,
+        kv_layout=prefill.kv_layout,
+        dsv41_spec_layout=prefill.dsv41_spec_layout,
     )
+    info = sg.common.PrefillServerInfo(**{k: v for k, v in wanted.items() if k in fields})
     payload = dataclasses.asdict(info)
     for key in ("dsv41_spec_layout", "kv_layout"):
         if payload.get(key) is None:
@@ -152,20 +185,39 @@ def _route_payload(sg: SimpleNamespace, prefill: PairInfo) -> dict:
     return payload
 
 
+def _resolved_dtype(sg: SimpleNamespace) -> bool:
+    """True when the installed release compares ``kv_cache_dtype_str`` (0.5.17 on), False
+    when it compares ``server_args.kv_cache_dtype`` (0.5.10 .. 0.5.16)."""
+    import inspect
+
+    return "self.kv_cache_dtype_str" in inspect.getsource(sg.common.CommonKVManager.try_ensure_parallel_info)
+
+
+def _state_types(sg: SimpleNamespace, values: list[str]) -> list:
+    StateType = getattr(sg.base_conn, "StateType", None)
+    if StateType is None:
+        if values:
+            raise KernelSetupError("this SGLang release has no StateType; state components cannot be driven")
+        return []
+    return [StateType(v) for v in values]
+
+
 def _decode_manager(sg: SimpleNamespace, decode: PairInfo):
     kv_args = sg.KVArgs()
     kv_args.page_size = decode.page_size
     kv_args.engine_rank = 0
-    kv_args.state_types = []
+    kv_args.state_types = _state_types(sg, decode.state_types)
     kv_args.kv_cache_dtype_str = decode.kv_cache_dtype_str
     mgr = object.__new__(sg.nixl.NixlKVManager)
     mgr.kv_args = kv_args
     mgr.kv_cache_dtype_str = decode.kv_cache_dtype_str
-    mgr.kv_layout = None
-    mgr.dsv41_spec_layout = None
+    # 0.5.10 .. 0.5.16 read the flag and --enable-hisparse from server_args.
+    mgr.server_args = SimpleNamespace(kv_cache_dtype=decode.flag_dtype, enable_hisparse=decode.hisparse)
+    mgr.kv_layout = decode.kv_layout
+    mgr.dsv41_spec_layout = decode.dsv41_spec_layout
     mgr.prefill_info_table = {}
     mgr.is_mla_backend = decode.is_mla
-    mgr.is_hybrid_mla_backend = False
+    mgr.is_hybrid_mla_backend = decode.is_hybrid_mla
     mgr.attn_tp_size = decode.attn_tp_size
     mgr.attn_cp_size = decode.attn_cp_size
     mgr.attn_cp_rank = 0
@@ -177,15 +229,20 @@ def _decode_manager(sg: SimpleNamespace, decode: PairInfo):
     return mgr
 
 
-def bootstrap_error(prefill: PairInfo, decode: PairInfo) -> RuntimeErrorPrediction | None:
+def bootstrap_error(prefill: PairInfo, decode: PairInfo, behaviour: Any = None) -> RuntimeErrorPrediction | None:
     """The decode's checks on the prefill's ``/route`` reply, by the runtime itself.
 
-    Drives SGLang 0.5.23's ``CommonKVManager.try_ensure_parallel_info`` (and through it
-    ``_resolve_rank_mapping``) on a decode ``NixlKVManager`` made with ``object.__new__``;
-    the reply comes from a stand-in for ``requests.get``. Returns the exception it
-    raises (class name, ``str()``), or ``None`` when the decode accepts the prefill.
+    Drives the installed release's ``CommonKVManager.try_ensure_parallel_info`` (and
+    through it ``_resolve_rank_mapping``) on a decode ``NixlKVManager`` made with
+    ``object.__new__``; the reply comes from a stand-in for ``requests.get``. Returns the
+    exception it raises (class name, ``str()``), or ``None`` when the decode accepts the
+    prefill. ``behaviour`` is accepted for interface parity and ignored: the installed
+    release decides. Raises ``KernelSetupError`` when the release has no
+    ``try_ensure_parallel_info`` (before 0.5.10) or the stand-in lacks what it reads.
     """
     sg = _sglang()
+    if not hasattr(sg.common.CommonKVManager, "try_ensure_parallel_info"):
+        raise KernelSetupError(f"SGLang {sg.version} has no try_ensure_parallel_info (its decode checks the prefill in CommonKVReceiver)")
     mgr = _decode_manager(sg, decode)
     payload = _route_payload(sg, prefill)
     calls: list[str] = []
@@ -276,10 +333,33 @@ def _registration(sg: SimpleNamespace, decode: SideGeometry, decode_dcp_size: in
     mgr.attn_tp_size = decode.attn_tp_size
     mgr.dcp_size = decode_dcp_size
     mgr.dcp_rank = 0
-    frames = mgr.build_receiver_registration_message()
+    if hasattr(mgr, "build_receiver_registration_message"):
+        frames = mgr.build_receiver_registration_message()
+    else:
+        frames = _registration_frames_0_5_17(sg, mgr)
     if frames[0] != sg.nixl.GUARD:
         raise KernelSetupError("SGLang's registration message does not start with its GUARD frame")
     return sg.nixl.KVArgsRegisterInfo.from_zmq(frames[1:])
+
+
+def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
+    """The 23 frames (after ``GUARD``) a 0.5.17 .. 0.5.22 decode's
+    ``NixlKVReceiver._register_kv_args`` sends, restated from its ``send_multipart`` call
+    (those releases build them inline, not in ``build_receiver_registration_message``);
+    parsed below by the release's own ``KVArgsRegisterInfo.from_zmq``."""
+    import struct
+
+    a = mgr.kv_args
+    pack = getattr(sg.nixl, "pack_int_lists", None) or getattr(sg.common, "pack_int_lists")
+    item = a.kv_item_lens[0] if a.kv_item_lens else 0
+    slots = sg.nixl.num_kv_slots(a.kv_data_lens, a.kv_item_lens) if a.kv_item_lens else 0
+    return [
+        sg.nixl.GUARD, b"None", mgr.local_ip.encode(), str(mgr.rank_port).encode(), mgr.agent.name.encode(), mgr.agent.get_agent_metadata(),
+        b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs), b"", pack([], "Q"), str(a.gpu_id).encode(), str(mgr.attn_tp_size).encode(),
+        str(a.engine_rank).encode(), str(item).encode(), pack([], "I"), pack([], "I"), b"", b"", str(slots).encode(),
+        sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds), b"".join(struct.pack("Q", x) for x in a.kv_item_lens), pack([], "I"),
+        b"".join(struct.pack("I", x) for x in a.kv_layer_ids), str(mgr.dcp_size).encode(), str(mgr.dcp_rank).encode(),
+    ]
 
 
 def _prefill_manager(sg: SimpleNamespace, prefill: SideGeometry, pp_rank: int):
@@ -336,18 +416,28 @@ def _init_prefill(sg: SimpleNamespace, mgr, kinds: list[str]) -> None:
     mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
 
 
-def _hetero_stand_in(mgr, record: dict):
-    """Replaces ``_init_hetero_tp_prep_handle`` on one manager: records the call and the
-    decode regions the runtime's ``get_mha_kv_ptrs_with_pp`` pairs the slices with."""
+def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
+    """Wraps ``_init_hetero_tp_prep_handle`` on one manager: records the call and the
+    decode regions the runtime's ``get_mha_kv_ptrs_with_pp`` pairs the slices with, then
+    (when the model's KV head count is known) runs the runtime's own head-slice setup,
+    whose asserts are the runtime's verdict."""
+    real = mgr._init_hetero_tp_prep_handle
 
     def stand_in(peer_name, decode_kv_args, src_mem_kind="VRAM", dst_mem_kind="VRAM"):
         _, _, dst_k, dst_v, layers = mgr.get_mha_kv_ptrs_with_pp(mgr.kv_args.kv_data_ptrs, decode_kv_args.dst_kv_ptrs)
         record.update(peer=peer_name, src_kind=src_mem_kind, dst_kind=dst_mem_kind, dst_ptrs=list(dst_k[:layers]) + list(dst_v[:layers]))
+        if total_kv_heads:
+            mgr.kv_args.total_kv_head_num = total_kv_heads
+            mgr.kv_args.kv_head_num = max(1, total_kv_heads // mgr.attn_tp_size)
+            real(peer_name, decode_kv_args, src_mem_kind, dst_mem_kind)
 
     return stand_in
 
 
-def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0) -> Plan:
+def decide_transfer(
+    prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0,
+    total_kv_heads: int | None = None, behaviour: Any = None,
+) -> Plan:
     """The prefill's decision when the decode registers, by the runtime itself.
 
     Drives SGLang 0.5.23's ``NixlKVManager._add_remote_peer`` -> ``_prepare_payload_xfer``
@@ -358,6 +448,8 @@ def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_s
     lists, ``kv_xfer_segments``, destination kinds), or the exception it raised.
     """
     sg = _sglang()
+    if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer") or not hasattr(sg.nixl.NixlKVManager, "_prep_xfer_dlist"):
+        raise KernelSetupError(f"the runtime kernel drives the prefill decision of 0.5.22-shaped releases and later; SGLang {sg.version} differs")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
 
@@ -379,7 +471,7 @@ def decide_transfer(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_s
         )
         return plan
     hetero: dict = {}
-    mgr._init_hetero_tp_prep_handle = _hetero_stand_in(mgr, hetero)
+    mgr._init_hetero_tp_prep_handle = _hetero_stand_in(mgr, hetero, total_kv_heads)
     try:
         mgr._add_remote_peer(peer_info)
     except AttributeError as exc:  # a gap in the stand-in, not the runtime's verdict

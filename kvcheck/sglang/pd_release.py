@@ -1,0 +1,173 @@
+"""What each SGLang release does on the PD (prefill/decode) path over NIXL.
+
+One restatement of the runtime with release-dependent data: ``behaviour(version)`` returns
+a ``PDBehaviour`` record derived from the release, and ``kvcheck.sglang.plan`` branches on
+its fields. The facts come from each release's own source (``pd_facts.json``, written by
+``scripts/gen_pd_facts.py`` from ``sglang/srt/disaggregation``), and each field below
+names the release that introduced the behaviour it switches on.
+
+A release that kvcheck has no facts for, or whose decode bootstrap checks
+(``try_ensure_parallel_info`` + ``_resolve_rank_mapping``) or prefill registration
+decision (``_add_remote_peer`` -> ``_prepare_payload_xfer`` and helpers) hash to code
+kvcheck has not restated, gets ``bootstrap_modeled`` / ``decision_modeled`` False: the
+checks that need them report ``unchecked``, never the newest release's answer.
+
+The static path reads only this module and a small JSON file (no SGLang import).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+NEWEST = "0.5.23"
+_FACTS = Path(__file__).with_name("pd_facts.json")
+
+# Digests (``scripts/gen_pd_facts.py``) of the decode bootstrap checks kvcheck restates,
+# by the first release that shipped each variant.
+BOOTSTRAP_VARIANTS = {
+    "945778c6f35c": "0.5.10",  # /route v2 + PrefillServerInfo; HiSparse decodes skip the page-size check
+    "dc045247ed43": "0.5.13",  # page-size check for every decode (HiSparse bypass removed)
+    "6e3e2338d013": "0.5.16",  # hybrid-MLA aware warnings; DSA cache layer split pulls all CP ranks
+    "2f6e7590745f": "0.5.17",  # decode DCP checks; kv dtype compared with kv_cache_dtype_str
+    "406cc8d82b80": "0.5.21",  # DeepSeek-V4.1 DSpark layout + same-TP checks
+    "c309e7a558a7": "0.5.22",  # DSpark TP check admits prefill CP world size; MXFP8 unequal-TP refusal
+    "3e02733f5424": "0.5.23",  # MiniMax TP, KV layout, DCP + KV sharding, MLA sharding TP assert
+}
+# Digests of the prefill registration decisions kvcheck restates.
+DECISION_VARIANTS = {
+    "ce213302ef4a": "0.5.22",  # _prepare_payload_xfer as 0.5.23, without the aux-count log and prepared state
+    "4969327b50e8": "0.5.23",
+}
+
+
+def _vkey(version: str) -> tuple[int, ...]:
+    """Sort key of a release string ("0.5.8.post1" -> (0, 5, 8, 1); "0.5.8" -> (0, 5, 8, 0))."""
+    nums = [int(x) for x in re.findall(r"\d+", version)]
+    return tuple(nums + [0] * (4 - len(nums)))
+
+
+def at_least(version: str, first: str) -> bool:
+    """True when ``version`` is ``first`` or later."""
+    return _vkey(version) >= _vkey(first)
+
+
+@lru_cache(maxsize=1)
+def _facts() -> dict:
+    return json.loads(_FACTS.read_text())
+
+
+def known_releases() -> list[str]:
+    """Releases with extracted PD facts, oldest first."""
+    return sorted(_facts(), key=_vkey)
+
+
+@dataclass(frozen=True)
+class PDBehaviour:
+    """The PD-path behaviour of one SGLang release (see the module docstring).
+
+    Route (decode -> prefill bootstrap server, first request):
+      ``route``: "v2" (``/route?prefill_dp_rank=-1&prefill_cp_rank=-1&...`` into
+      ``PrefillServerInfo(**json)``, 0.5.10) or "v1" (``/route?engine_rank=-1&...``, up to
+      0.5.9); ``route_accepts``: the ``PrefillServerInfo`` fields a v2 decode accepts;
+      ``route_sends``: the keys a v2 prefill sends; ``route_pops_when_none``: keys the
+      prefill drops when unset (``dsv41_spec_layout`` 0.5.21, ``kv_layout`` 0.5.23).
+    Registration (decode -> prefill bootstrap thread, ZMQ frames after ``GUARD``):
+      ``registration_sends``: frame count; ``registration_reads``: highest frame index
+      ``KVArgsRegisterInfo.from_zmq`` reads; ``gpu_id_frame``: 7 up to 0.5.8, 8 from 0.5.9
+      (state pointers inserted at 7).
+    """
+
+    version: str
+    known: bool
+    route: str = "v2"
+    route_accepts: tuple[str, ...] = ()
+    route_sends: tuple[str, ...] = ()
+    route_pops_when_none: tuple[str, ...] = ()
+    registration_sends: int = 0
+    registration_reads: int = 0
+    gpu_id_frame: int = 8
+    bootstrap_variant: str | None = None
+    decision_variant: str | None = None
+
+    # ---- decode bootstrap checks (CommonKVManager.try_ensure_parallel_info) ----
+    @property
+    def bootstrap_modeled(self) -> bool:
+        return self.bootstrap_variant is not None
+
+    @property
+    def hisparse_skips_page_size(self) -> bool:
+        """0.5.10 .. 0.5.12.post1: a decode with --enable-hisparse logs
+        'HiSparse PD transfer mode: ...' instead of raising on a page-size mismatch."""
+        return self.bootstrap_variant == "0.5.10"
+
+    @property
+    def decode_dcp_checks(self) -> bool:
+        """0.5.17: 'PD decode DCP requires an MLA or hybrid-MLA KV pool.' and the prefill CP=1 check."""
+        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.17")
+
+    @property
+    def dsv41_checks(self) -> str | None:
+        """0.5.21: DSpark layout and same-TP checks ("same_tp"); 0.5.22: a decode TP equal to
+        the prefill's TP x CP is admitted for MLA ("tp_or_cp_world")."""
+        if not self.bootstrap_modeled or not at_least(self.bootstrap_variant, "0.5.21"):
+            return None
+        return "same_tp" if self.bootstrap_variant == "0.5.21" else "tp_or_cp_world"
+
+    @property
+    def mxfp8_tp_check(self) -> bool:
+        """0.5.22: MXFP8 block-scale state with unequal attention TP (non-MLA) is refused."""
+        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.22")
+
+    @property
+    def newest_bootstrap(self) -> bool:
+        """0.5.23: MiniMax sparse TP check, KV layout check, DCP vs --enable-kv-cache-sharding,
+        and the MLA KV-sharding equal-TP assert in ``_resolve_rank_mapping``."""
+        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.23")
+
+    # ---- prefill registration decision (NixlKVManager._add_remote_peer) ----
+    @property
+    def decision_modeled(self) -> bool:
+        return self.decision_variant is not None
+
+    @property
+    def aux_count_check(self) -> bool:
+        """0.5.23: ``check_peer_aux_buffer_count`` logs a metadata-buffer count mismatch."""
+        return self.decision_variant == "0.5.23"
+
+    # ---- known defects of one release ----
+    @property
+    def nixl_stateless_hang(self) -> bool:
+        """0.5.12 only: the NIXL sender skips the last chunk's completion (and the receiver
+        waits for state notifications) when the model has no state buffers: every request
+        of a model without hybrid state hangs. Fixed in 0.5.12.post1."""
+        return self.version == "0.5.12"
+
+
+@lru_cache(maxsize=64)
+def behaviour(version: str | None) -> PDBehaviour:
+    """The ``PDBehaviour`` of ``version`` (None: the newest modeled release, 0.5.23).
+
+    An unknown release returns a record with ``known`` False and nothing modeled.
+    """
+    version = version or NEWEST
+    facts = _facts().get(version)
+    if facts is None:
+        return PDBehaviour(version=version, known=False, bootstrap_variant=None, decision_variant=None)
+    accepts = tuple(facts["route_accepts"] or ())
+    return PDBehaviour(
+        version=version,
+        known=True,
+        route=facts["route"],
+        route_accepts=accepts,
+        route_sends=tuple(facts["route_sends"] or ()),
+        route_pops_when_none=tuple(facts["route_pops_when_none"]),
+        registration_sends=facts["registration_sends"] or 0,
+        registration_reads=max(facts["registration_reads"] or [0]),
+        gpu_id_frame=facts["registration_gpu_id_frame"] or 8,
+        bootstrap_variant=BOOTSTRAP_VARIANTS.get(facts["bootstrap_hash"] or ""),
+        decision_variant=DECISION_VARIANTS.get(facts["decision_hash"]),
+    )
