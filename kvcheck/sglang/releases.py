@@ -86,13 +86,15 @@ def is_modeled(version: str | None) -> bool:
 
 
 def side_release(side) -> tuple[str | None, bool]:
-    """(release, modeled) of a ``Side``: its ``sglang_version``; a side nobody resolved
-    (``sglang_version`` None and no ``version_source``: built directly, not by
-    ``kvcheck.sources``) counts as the newest modeled release, as before releases were
-    modeled. A side whose release could not be told (an unmappable image) is (None, False)."""
+    """(release, modeled) of a ``Side``: its ``sglang_version``; None (a side nobody
+    resolved, e.g. built directly) counts as the newest modeled release, as before
+    releases were modeled. ``"unknown"`` (an input whose release cannot be told, e.g. an
+    unmappable image) is (None, False)."""
     version = getattr(side, "sglang_version", None)
-    if version is None and not getattr(side, "version_source", ""):
+    if version is None:
         return (modeled()[-1] if modeled() else NEWEST_MODELED), True
+    if version == "unknown":
+        return None, False
     return version, is_modeled(version)
 
 

@@ -195,7 +195,7 @@ def build_side(
         live=live,
         gpu=gpu_name,
         gpu_source=gpu_source,
-        sglang_version=release.release,
+        sglang_version=release.release or "unknown",  # an image whose release cannot be told
         version_source=release.source,
     )
 
