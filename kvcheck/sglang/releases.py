@@ -88,9 +88,11 @@ def is_modeled(version: str | None) -> bool:
 def side_release(side) -> tuple[str | None, bool]:
     """(release, modeled) of a ``Side``: its ``sglang_version``; None (a side nobody
     resolved, e.g. built directly) counts as the newest modeled release, as before
-    releases were modeled. ``"unknown"`` (an input whose release cannot be told, e.g. an
-    unmappable image) is (None, False)."""
+    releases were modeled. ``"unknown"``, or None with a ``version_source`` from
+    ``release_from_image`` (an image whose release cannot be told), is (None, False)."""
     version = getattr(side, "sglang_version", None)
+    if version is None and str(getattr(side, "version_source", "")).startswith("image"):
+        return None, False  # release_from_image could not tell (its reason is the source)
     if version is None:
         return (modeled()[-1] if modeled() else NEWEST_MODELED), True
     if version == "unknown":
