@@ -8,9 +8,11 @@ with kvcheck's prediction. Nothing expected is written here: the runtime supplie
 
 How it runs on a CPU-only machine: ``--device cuda`` selects SGLang's CUDA platform, so
 its CUDA code paths (DSA backends and KV dtype, HiSparse defaults) are the ones taken.
-The one hardware query on those paths is ``torch.cuda.get_device_capability()``, which a
-CPU build of torch cannot answer; the fixture answers it with (9, 0), an SM90 Hopper
-(H100/H200). Only that torch probe is replaced; SGLang's decision code runs unmodified.
+The hardware queries on those paths (``torch.cuda.get_device_capability()`` and SGLang's
+platform facts ``is_sm90``/``is_sm100``/``is_blackwell``/...) cannot be answered by a CPU
+build; ``startup_corpus.gpu_facts`` answers them for the GPU under test through SGLang's
+own scoped platform override. Every case runs on Hopper (h100, sm90) and Blackwell (b200,
+sm100); SGLang's decision code runs unmodified.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+import startup_corpus
 
 from kvcheck.checks import REGISTRY, CheckContext
 from kvcheck.sglang.args import ServerArgs
@@ -40,18 +44,19 @@ PREFILL = {"disaggregation_mode": "prefill", **NIXL}
 DECODE = {"disaggregation_mode": "decode", **NIXL}
 
 
-@pytest.fixture(scope="module")
-def sglang_cuda():
-    """SGLang importable, with torch's compute-capability probe answering SM90."""
+GPU_UNDER_TEST = {"h100": (9, 0), "b200": (10, 0)}
+
+
+@pytest.fixture(scope="module", params=sorted(GPU_UNDER_TEST))
+def sglang_cuda(request):
+    """SGLang importable; yields (the runtime driver for one GPU, that GPU's kvcheck name)."""
     pytest.importorskip("sglang")
-    import torch
+    gpu = request.param
 
-    saved = torch.cuda.get_device_capability
-    torch.cuda.get_device_capability = lambda device=None: (9, 0)
-    from sglang.srt.server_args import prepare_server_args
+    def run(model_dir, flags):
+        return startup_corpus.runtime_outcome(model_dir, flags, GPU_UNDER_TEST[gpu])
 
-    yield prepare_server_args
-    torch.cuda.get_device_capability = saved
+    return run, gpu
 
 
 def _argv(flags: dict[str, Any]) -> list[str]:
@@ -74,19 +79,14 @@ def _model_dir(tmp_path: Path, model: str) -> Path:
     return d
 
 
-def runtime_outcome(prepare_server_args, model_dir: Path, flags: dict[str, Any]):
-    """What SGLang does at start-up with these flags: ``None`` or (type name, str(exc), function)."""
-    argv = ["--model-path", str(model_dir), "--device", "cuda"] + _argv(flags)
-    server_args = prepare_server_args(argv)
-    try:
-        server_args.resolve_once()
-        server_args.check_server_args()
-    except Exception as exc:  # noqa: BLE001  (the runtime's own exception, compared below)
-        return type(exc).__name__, str(exc), traceback.extract_tb(exc.__traceback__)[-1].name
-    return None
+def runtime_outcome(driver, model_dir: Path, flags: dict[str, Any]):
+    """What SGLang does at start-up with these flags on the fixture's GPU: ``None`` or
+    (type name, str(exc), function)."""
+    run, _ = driver
+    return run(model_dir, flags)
 
 
-def kv_side(role: str, model_dir: Path, flags: dict[str, Any]) -> Side:
+def kv_side(role: str, model_dir: Path, flags: dict[str, Any], gpu: str | None = None) -> Side:
     raw = json.loads((model_dir / "config.json").read_text())
     return Side(
         role=role,
@@ -94,6 +94,7 @@ def kv_side(role: str, model_dir: Path, flags: dict[str, Any]) -> Side:
         raw_args=dict(flags),
         model=parse_model_config(raw, str(model_dir / "config.json")),
         origin=f"{role} test flags",
+        gpu=gpu,
     )
 
 
@@ -191,9 +192,12 @@ CASES = [
 def test_startup_refusal_matches_runtime(sglang_cuda, tmp_path, name, model, role, flags, expected_id):
     model_dir = _model_dir(tmp_path, model)
     outcome = runtime_outcome(sglang_cuda, model_dir, flags)
-    side = kv_side(role, model_dir, flags)
+    gpu = sglang_cuda[1]
+    side = kv_side(role, model_dir, flags, gpu)
     predicted = startup_error(side)
     refusal = first_refusal(side)
+    if gpu != "h100":
+        expected_id = refusal.id if refusal is not None else None  # the ids below are Hopper's
     if outcome is None:
         assert predicted is None, f"the runtime starts, kvcheck predicts {predicted}"
         assert expected_id is None
@@ -223,7 +227,7 @@ def test_handed_hisparse_pair_starts(sglang_cuda, tmp_path):
     sides = {}
     for role, (model_dir, flags) in _bundled_sides(tmp_path, "hisparse").items():
         assert runtime_outcome(sglang_cuda, model_dir, flags) is None
-        sides[role] = kv_side(role, model_dir, flags)
+        sides[role] = kv_side(role, model_dir, flags, sglang_cuda[1])
         assert startup_error(sides[role]) is None
     ctx = CheckContext(prefill=sides["prefill"], decode=sides["decode"], prefill_geometry=None, decode_geometry=None, plan=None)
     assert REGISTRY["startup"].run(ctx) == []
@@ -234,7 +238,7 @@ def test_check_emits_one_finding_per_refusing_side(sglang_cuda, tmp_path):
     model_dir = _model_dir(tmp_path, "llama-3.1-8b")
     pflags = {**PREFILL, "enable_hisparse": True}
     dflags = {**DECODE, "disaggregation_decode_enable_radix_cache": True, "speculative_algorithm": "NGRAM"}
-    ctx = CheckContext(prefill=kv_side("prefill", model_dir, pflags), decode=kv_side("decode", model_dir, dflags),
+    ctx = CheckContext(prefill=kv_side("prefill", model_dir, pflags, sglang_cuda[1]), decode=kv_side("decode", model_dir, dflags, sglang_cuda[1]),
                        prefill_geometry=None, decode_geometry=None, plan=None)
     findings = REGISTRY["startup"].run(ctx)
     assert [f.id for f in findings] == ["hisparse-model", "decode-radix-cache-incompatible"]
@@ -242,3 +246,102 @@ def test_check_emits_one_finding_per_refusing_side(sglang_cuda, tmp_path):
         rt_type, rt_message, _ = runtime_outcome(sglang_cuda, model_dir, flags)
         assert (f.runtime_error.type, f.runtime_error.message) == (rt_type, rt_message)
         assert f.severity.value == "error"
+
+
+# (case name, model, role, flags, GPU, the refusal id kvcheck must name): refusals the GPU decides.
+GPU_CASES = [
+    ("trtllm-mla-on-hopper", "deepseek-v3", "decode", {**DECODE, "attention_backend": "trtllm_mla"}, "h100", "attention-backend-gpu"),
+    ("trtllm-mla-on-blackwell-ok", "deepseek-v3", "decode", {**DECODE, "attention_backend": "trtllm_mla"}, "b200", None),
+    ("trtllm-mla-bfloat16-spelling", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "bfloat16"}, "b200", "attention-kv-dtype"),
+    ("trtllm-mla-bf16-spelling-ok", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "bf16"}, "b200", None),
+    ("fa3-default-bfloat16-ok", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "bfloat16"}, "h100", None),
+    ("dsa-trtllm-mla-bf16", "deepseek-v3.2", "prefill", {**PREFILL, "attention_backend": "trtllm_mla", "kv_cache_dtype": "bf16"}, "b200", "attention-kv-dtype"),
+    ("cutedsl-decode-hopper", "deepseek-v3", "decode", {**DECODE, "decode_attention_backend": "cutedsl_mla"}, "h100", "attention-backend-gpu"),
+    ("cutedsl-prefill", "deepseek-v3", "prefill", {**PREFILL, "prefill_attention_backend": "cutedsl_mla"}, "b200", "attention-backend-gpu"),
+    ("trtllm-mha-ampere", "llama-3.1-8b", "decode", {**DECODE, "attention_backend": "trtllm_mha"}, "a100", "attention-backend-gpu"),
+    ("trtllm-mha-sm120-fp8", "llama-3.1-8b", "prefill", {**PREFILL, "attention_backend": "trtllm_mha", "kv_cache_dtype": "fp8_e4m3"}, "rtx5090", "attention-kv-dtype"),
+    ("mxfp8-hopper", "qwen3-8b", "decode", {**DECODE, "kv_cache_dtype": "mxfp8"}, "h100", "kv-dtype-gpu"),
+    ("nvfp4-hopper", "llama-3.1-8b", "decode", {**DECODE, "kv_cache_dtype": "nvfp4"}, "h100", "kv-dtype-gpu"),
+    ("nvfp4-blackwell-pd", "llama-3.1-8b", "prefill", {**PREFILL, "kv_cache_dtype": "nvfp4"}, "b200", "kv-dtype-gpu"),
+    ("nvfp4-deepseek-blackwell", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "nvfp4"}, "b200", "nvfp4-prefill-dequant"),
+    ("nvfp4-native-prefill-hopper", "llama-3.1-8b", "prefill",
+     {**PREFILL, "kv_cache_dtype": "nvfp4", "prefill_attention_backend": "trtllm_mha"}, "h100", "nvfp4-prefill-dequant"),
+    ("dsa-auto-kv-blackwell-hisparse-bf16-backend", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "dsa_decode_backend": "flashmla_sparse"}, "b200", "hisparse-dsa-backend"),
+    ("dsa-auto-kv-hopper-hisparse-bf16-backend-ok", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "dsa_decode_backend": "flashmla_sparse"}, "h100", None),
+    ("tp-not-divisible-attn-dp", "deepseek-v3", "decode", {**DECODE, "tp_size": 4, "attn_dp_size": 8}, "h100", "tp-attn-dp-cp"),
+    ("tp-not-divisible-attn-dp-cp", "qwen3-8b", "prefill", {**PREFILL, "tp_size": 4, "attn_dp_size": 4, "attn_cp_size": 2}, "h100", "tp-attn-dp-cp"),
+    ("dp-and-attn-dp", "deepseek-v3", "decode", {**DECODE, "tp_size": 8, "dp_size": 2, "attn_dp_size": 4}, "h100", "dp-size"),
+    ("deprecated-dp-attention-ok", "deepseek-v3", "decode", {**DECODE, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True}, "h100", None),
+    ("pp-mtp-decode", "deepseek-v3", "decode", {**DECODE, "pp_size": 2, "speculative_algorithm": "NEXTN", "speculative_num_steps": 1,
+     "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}, "h100", "pp-speculative"),
+    ("pp-mtp-prefill-ok", "deepseek-v3", "prefill", {**PREFILL, "pp_size": 2, "speculative_algorithm": "NEXTN", "speculative_num_steps": 1,
+     "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}, "h100", None),
+    ("hicache-on-pd-decode", "llama-3.1-8b", "decode", {**DECODE, "enable_hierarchical_cache": True}, "h100", "hicache-radix-cache"),
+    ("hicache-on-pd-decode-radix-ok", "llama-3.1-8b", "decode",
+     {**DECODE, "enable_hierarchical_cache": True, "disaggregation_decode_enable_radix_cache": True}, "h100", None),
+    ("hicache-dcp-mha", "llama-3.1-8b", "decode", {**DECODE, "tp_size": 2, "dcp_size": 2, "enable_hierarchical_cache": True,
+     "disaggregation_decode_enable_radix_cache": True}, "h100", "hicache-dcp"),
+    ("kv-sharding-decode", "deepseek-v3", "decode", {**DECODE, "enable_kv_cache_sharding": True}, "h100", "kv-sharding"),
+    ("decode-offload-no-storage", "llama-3.1-8b", "decode", {**DECODE, "disaggregation_decode_enable_offload_kvcache": True}, "h100",
+     "decode-offload-kvcache"),
+]
+GPU_CASES += [
+    ("tp-nnodes", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "nnodes": 3}, "h100", "nodes"),
+    ("dp-replicas-multi-node", "llama-3.1-8b", "decode", {**DECODE, "tp_size": 2, "dp_size": 2, "nnodes": 2}, "h100", "nodes"),
+    ("chunk-not-page-multiple", "llama-3.1-8b", "prefill", {**PREFILL, "page_size": 64, "chunked_prefill_size": 1000}, "h100", "chunked-prefill-page"),
+    ("chunk-on-decode-ok", "llama-3.1-8b", "decode", {**DECODE, "page_size": 64, "chunked_prefill_size": 1000}, "h100", None),
+    # trtllm_mla (DeepSeek V3 on SM100) snaps the page to 64; 4096 / attention DP 8 = 512 is fine, 1000 is not
+    ("chunk-trtllm-page-blackwell", "deepseek-v3", "prefill", {**PREFILL, "chunked_prefill_size": 1000}, "b200", "chunked-prefill-page"),
+    ("chunk-page-one-hopper-ok", "deepseek-v3", "prefill", {**PREFILL, "chunked_prefill_size": 1000}, "h100", None),
+    ("chunk-attn-dp-ok", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "attn_dp_size": 8, "chunked_prefill_size": 4096}, "b200", None),
+]
+GPU_CASES += [
+    # EAGLE without --speculative-num-steps: _auto_choose_speculative_params gives DSA models topk 1
+    ("hisparse-eagle-auto-params-ok", "deepseek-v3.2", "decode", {**DECODE, "tp_size": 8, "page_size": 64, "kv_cache_dtype": "bfloat16",
+     "speculative_algorithm": "EAGLE", "enable_hisparse": True, "disable_radix_cache": True}, "h100", None),
+    ("hisparse-eagle-auto-params-b200-ok", "deepseek-v3.2", "decode", {**DECODE, "tp_size": 8, "page_size": 64, "kv_cache_dtype": "bfloat16",
+     "speculative_algorithm": "EAGLE", "enable_hisparse": True, "disable_radix_cache": True}, "b200", None),
+]
+GPU_CAPS = {"h100": (9, 0), "b200": (10, 0), "a100": (8, 0), "rtx5090": (12, 0)}
+
+
+@pytest.mark.parametrize("name,model,role,flags,gpu,expected_id", GPU_CASES, ids=[c[0] for c in GPU_CASES])
+def test_gpu_dependent_refusal_matches_runtime(tmp_path, name, model, role, flags, gpu, expected_id):
+    pytest.importorskip("sglang")
+    model_dir = _model_dir(tmp_path, model)
+    outcome = startup_corpus.runtime_outcome(model_dir, flags, GPU_CAPS[gpu])
+    side = kv_side(role, model_dir, flags, gpu)
+    refusal = first_refusal(side)
+    if expected_id is None:
+        assert outcome is None and refusal is None
+        return
+    assert outcome is not None and refusal is not None, (outcome, refusal)
+    assert (refusal.type, refusal.message) == outcome[:2]
+    assert refusal.id == expected_id
+
+
+def test_gpu_not_given_says_when_blackwell_refuses(tmp_path):
+    """GPU defaulted (Hopper assumed): a server that starts on Hopper but that the runtime
+    refuses on Blackwell gets a warning carrying the Blackwell refusal; a GPU-decided
+    refusal on the assumed Hopper says the GPU was assumed. A named GPU gets neither."""
+    pytest.importorskip("sglang")
+    model_dir = _model_dir(tmp_path, "deepseek-v3")
+    bf = {**DECODE, "kv_cache_dtype": "bfloat16"}
+    blackwell = startup_corpus.runtime_outcome(model_dir, bf, (10, 0))
+    assert startup_corpus.runtime_outcome(model_dir, bf, (9, 0)) is None and blackwell is not None
+
+    def run(pflags, dflags, gpu, source):
+        p, d = kv_side("prefill", model_dir, pflags, gpu), kv_side("decode", model_dir, dflags, gpu)
+        p.gpu_source = d.gpu_source = source
+        return REGISTRY["startup"].run(CheckContext(prefill=p, decode=d, prefill_geometry=None, decode_geometry=None, plan=None))
+
+    findings = [f for f in run(PREFILL, bf, "h100", "default (Hopper assumed)") if f.id == "startup-gpu-dependent"]
+    assert len(findings) == 1 and findings[0].severity.value == "warning"
+    assert f"{blackwell[0]}: {blackwell[1]}" in findings[0].message
+    assert not [f for f in run(PREFILL, bf, "h100", "--gpu") if f.id == "startup-gpu-dependent"]
+    mla = {**DECODE, "attention_backend": "trtllm_mla"}
+    refused = [f for f in run(PREFILL, mla, "h100", "default (Hopper assumed)") if f.id == "attention-backend-gpu"]
+    assert len(refused) == 1 and "GPU not given: assumed Hopper" in refused[0].message
+    assert refused[0].runtime_error.message == startup_corpus.runtime_outcome(model_dir, mla, (9, 0))[1]

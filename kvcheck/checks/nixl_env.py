@@ -82,3 +82,50 @@ def nixl_backend(chk, ctx: CheckContext) -> list[Finding]:
     if len(sides) == 2 and backend_of(sides[0]) != backend_of(sides[1]):
         out.append(chk.finding(f"NIXL backends differ: prefill {BACKEND_VAR}={backend_of(sides[0])}, decode {BACKEND_VAR}={backend_of(sides[1])}: the two agents share no backend"))
     return out
+
+
+UCX_NET_DEVICES_WARNING = (
+    "UCX_NET_DEVICES is set; ignoring --disaggregation-ib-device for NIXL UCX. "
+    "Per-GPU CLI device mappings will not be applied."
+)
+
+
+@check(
+    "connector-startup",
+    Severity.ERROR,
+    "Each server's PD queue and NIXL KV manager accept the environment and the IB devices",
+    what=(
+        "SGLANG_DISAGG_STAGING_BUFFER on an MLA model (or with PP on a non-Mooncake prefill); "
+        "--disaggregation-ib-device with port suffixes (mlx5_0:1), a per-GPU JSON mapping that is invalid or misses "
+        "a GPU the server binds, or a device_list in SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS that disagrees with it; "
+        "UCX_NET_DEVICES overriding --disaggregation-ib-device (warning)."
+    ),
+    why=(
+        "PrefillBootstrapQueue/DecodePreallocQueue and NixlKVManager.__init__ (SGLang 0.5.23) raise these after the "
+        "model is loaded: the scheduler exits and the server never serves."
+    ),
+    fix="Give HCA names without ports (mlx5_0,mlx5_1), one device selection (the flag or device_list), and no staging buffer on MLA models.",
+)
+def connector_startup(chk, ctx: CheckContext) -> list[Finding]:
+    from kvcheck.sglang.startup import Refusal as _Refusal
+    from kvcheck.sglang.startup import Stop as _Stop
+    from kvcheck.sglang.startup import connector_outcome, first_outcome
+
+    out = []
+    for side in (ctx.prefill, ctx.decode):
+        if first_outcome(side) is not None:
+            continue  # the server stops earlier (the startup check says why), or kvcheck cannot tell
+        r = connector_outcome(side)
+        if isinstance(r, _Stop):
+            out.append(chk.finding(f"{side.role}: the scheduler's PD start-up is not fully predicted: {r.reason}", severity=Severity.UNCHECKED,
+                                   fix="Check the named input on the server."))
+        elif isinstance(r, _Refusal):
+            out.append(Finding(id=r.id, severity=Severity.ERROR, message=f"the {side.role} server exits after loading the model ({side.origin or side.role}): {r.message}",
+                               fix=chk.fix, runtime_error=r.prediction(side)))
+        if (side.args.disaggregation_transfer_backend == "nixl" and backend_of(side) == "UCX"
+                and side.args.disaggregation_ib_device and side.env.get("UCX_NET_DEVICES")):
+            out.append(chk.finding(
+                f"{side.role}: UCX_NET_DEVICES={side.env['UCX_NET_DEVICES']} overrides --disaggregation-ib-device "
+                f"{side.args.disaggregation_ib_device}; the runtime logs: {UCX_NET_DEVICES_WARNING}",
+                severity=Severity.WARNING, fix="Set only one of UCX_NET_DEVICES and --disaggregation-ib-device."))
+    return out

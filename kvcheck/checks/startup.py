@@ -7,7 +7,8 @@ kind of refusal (see ``kvcheck.sglang.startup.REFUSAL_IDS``)."""
 from __future__ import annotations
 
 from kvcheck.checks.base import CheckContext, Finding, Severity, check
-from kvcheck.sglang.startup import first_refusal
+from kvcheck.sglang.gpu import resolve_gpu
+from kvcheck.sglang.startup import GPU_DEPENDENT_IDS, Refusal, Stop, first_outcome
 
 _WHAT = {
     "decode-allocation-policy": "--disaggregation-decode-allocation-policy prefill_complete with a feature it does not support (NIXL among them)",
@@ -28,6 +29,20 @@ _WHAT = {
     "hisparse-mixed-chunk": "--enable-hisparse with --enable-mixed-chunk",
     "hisparse-spec-topk": "--enable-hisparse with speculative --speculative-eagle-topk other than 1",
     "hisparse-spec-adaptive": "--enable-hisparse with --speculative-adaptive",
+    "staging-buffer": "SGLANG_DISAGG_STAGING_BUFFER with a transfer backend other than mooncake/nixl",
+    "nvfp4-prefill-dequant": "--kv-cache-dtype nvfp4 with an attention backend (or dequant dtype) NVFP4 prefill/decode cannot use",
+    "attention-backend-gpu": "an attention backend this GPU (or this use of it) does not support",
+    "attention-kv-dtype": "a --kv-cache-dtype spelling the attention backend refuses (trtllm_mla takes fp8_e4m3, bf16 or auto; not bfloat16)",
+    "kv-dtype-gpu": "a KV cache dtype this GPU or PD cannot use (mxfp8 needs Blackwell; nvfp4 needs SM100/SM120 and is refused in PD on SM100)",
+    "hicache-dcp": "HiCache with --dcp-size > 1 on a model or with a feature it does not support",
+    "dp-size": "--dp-size > 1 combined with attention DP",
+    "tp-attn-dp-cp": "--tp-size not divisible by attention DP x attention CP",
+    "kv-sharding": "--enable-kv-cache-sharding where it is not supported (not a PD prefill, speculative decoding, DCP, HiSparse, HiCache storage)",
+    "hicache-radix-cache": "--enable-hierarchical-cache with the radix cache off (a PD decode turns it off unless --disaggregation-decode-enable-radix-cache)",
+    "decode-offload-kvcache": "--disaggregation-decode-enable-offload-kvcache off the decode, without a HiCache storage backend, or with host_pool retraction",
+    "pp-speculative": "pipeline parallelism with speculative decoding outside a PD prefill (or with a non-EAGLE algorithm)",
+    "nodes": "a TP x PP world that does not split across --nnodes, or --dp-size replicas across nodes",
+    "chunked-prefill-page": "a --chunked-prefill-size (divided by attention DP) that is not a multiple of the resolved page size",
 }
 
 _FIX = {
@@ -49,28 +64,100 @@ _FIX = {
     "hisparse-mixed-chunk": "Drop --enable-mixed-chunk with --enable-hisparse.",
     "hisparse-spec-topk": "Use --speculative-eagle-topk 1 with --enable-hisparse.",
     "hisparse-spec-adaptive": "Drop --speculative-adaptive with --enable-hisparse.",
+    "staging-buffer": "Unset SGLANG_DISAGG_STAGING_BUFFER, or use --disaggregation-transfer-backend nixl or mooncake.",
+    "nvfp4-prefill-dequant": "With --kv-cache-dtype nvfp4, drop the attention-backend flags (NVFP4 picks flashinfer/trtllm_mha) or use one the message names.",
+    "attention-backend-gpu": "Use an attention backend this GPU supports (or omit --attention-backend and let SGLang choose), and name the GPU with --gpu/--prefill-gpu/--decode-gpu.",
+    "attention-kv-dtype": "Write the KV dtype the backend accepts (e.g. --kv-cache-dtype bf16, not bfloat16, with trtllm_mla) on both servers.",
+    "kv-dtype-gpu": "Use --kv-cache-dtype fp8_e4m3 or bf16 on this GPU / in PD.",
+    "hicache-dcp": "Run HiCache with --dcp-size 1, or on an MLA model without speculative decoding (DSPARK only) or HiSparse.",
+    "dp-size": "Use attention DP (--attn-dp-size) or data-parallel replicas (--dp-size), not both.",
+    "tp-attn-dp-cp": "Make --tp-size a multiple of --attn-dp-size x --attn-cp-size.",
+    "kv-sharding": "Use --enable-kv-cache-sharding only on the PD prefill, without DCP, HiSparse or speculative decoding.",
+    "hicache-radix-cache": "On a PD decode add --disaggregation-decode-enable-radix-cache with --enable-hierarchical-cache, or drop HiCache; elsewhere drop --disable-radix-cache.",
+    "decode-offload-kvcache": "Use --disaggregation-decode-enable-offload-kvcache only on the decode, with --hicache-storage-backend, and without host_pool retraction.",
+    "pp-speculative": "Run speculative decoding with --pp-size 1 on the decode (PP with EAGLE/MTP is for the PD prefill only).",
+    "nodes": "Use a --nnodes that divides --tp-size x --pp-size, and --attn-dp-size (not --dp-size) across nodes.",
+    "chunked-prefill-page": "Use a --chunked-prefill-size that is a multiple of page size x --attn-dp-size (the backend may pick the page: trtllm_mla/flashmla 64).",
 }
+
+
+def _start_up_logs(side) -> list[Finding]:
+    """What ``handle_pd_disaggregation`` (SGLang 0.5.23) warns while it accepts the flags: the
+    prefill-DCP warning. (Its info line "Radix cache is disabled for decode server", printed
+    by every PD decode without --disaggregation-decode-enable-radix-cache, is not reported.)"""
+    a = side.args
+    out = []
+    if a.disaggregation_mode == "prefill" and a.dcp_size > 1:
+        out.append(Finding(id="prefill-dcp-warning", severity=Severity.WARNING,
+                           message="the prefill runs --dcp-size > 1; the runtime warns: DCP on a PD prefill server is supported when "
+                                   "prefill and decode use the same DCP layout, but it usually adds communication overhead "
+                                   "without improving prefill performance.",
+                           fix="Run the prefill with --dcp-size 1 unless the decode uses the same DCP layout."))
+    return out
+
+
+def gpu_given(side) -> bool:
+    """Whether the user named this side's GPU (``Side.gpu`` unset or defaulted: not given)."""
+    return side.gpu is not None and not side.gpu_source.startswith("default")
+
+
+def _other_gpu(side) -> list[Finding]:
+    """The GPU was not given and the assumed Hopper starts, but a Blackwell (b200) refuses:
+    say so, since the verdict then depends on where the server lands."""
+    if gpu_given(side):
+        return []
+    other = first_outcome(side, resolve_gpu("b200"))
+    if not isinstance(other, Refusal):
+        return []
+    return [Finding(
+        id="startup-gpu-dependent", severity=Severity.WARNING,
+        message=(f"the {side.role} server starts on the assumed Hopper (h100; GPU not given), but on a Blackwell (b200) "
+                 f"it refuses: {other.type}: {other.message} ({other.hook})"),
+        fix=f"Name the GPU (--gpu/--{side.role}-gpu or kvcheck-gpu:) to check the server where it runs; on Blackwell: "
+            + _FIX.get(other.id, "change the flag the message names."),
+    )]
+
+
+def _gpu_note(side, r: Refusal) -> str:
+    """Where the GPU decides this refusal and none was given: say which GPU was assumed and
+    whether another generation would start."""
+    if gpu_given(side) or r.id not in GPU_DEPENDENT_IDS:
+        return ""
+    other = first_outcome(side, resolve_gpu("b200"))
+    same = isinstance(other, Refusal) and (other.type, other.message) == (r.type, r.message)
+    tail = "a Blackwell (b200) refuses the same way" if same else "on a Blackwell (b200) this refusal differs"
+    return f" [GPU not given: assumed Hopper (h100); {tail}; name it with --gpu/--{side.role}-gpu]"
 
 
 @check(
     "startup",
     Severity.ERROR,
     "Each server accepts its own args at start-up",
-    what="Flag combinations SGLang refuses while resolving a server's args: HiSparse (model, radix cache, KV dtype and DSA backends, speculative topk), the decode radix cache, decode host receive, decode context parallelism, PD allocation policy.",
+    what="Flag combinations SGLang refuses while resolving a server's args: attention backends and KV dtypes per GPU (trtllm_mla, cutedsl_mla, trtllm_mha, nvfp4, mxfp8), TP vs attention DP x CP, DP sizes, PP with speculative decoding, HiCache (radix cache, DCP), KV sharding, HiSparse, the decode radix cache, decode host receive, decode context parallelism, PD allocation policy, staging buffers.",
     why="The server exits during start-up, before loading the model; the pair never runs.",
     fix="Change the flag the message names.",
 )
 def startup(chk, ctx: CheckContext) -> list[Finding]:
     out = []
     for side in (ctx.prefill, ctx.decode):
-        r = first_refusal(side)
+        r = first_outcome(side)
+        if isinstance(r, Stop):
+            out.append(Finding(
+                id="startup-unchecked",
+                severity=Severity.UNCHECKED,
+                message=f"the {side.role} server's start-up is not fully predicted ({side.origin or side.role}): {r.reason}",
+                fix="Start the server once (or name its GPU) to see whether it accepts these flags.",
+            ))
+            continue
+        out.extend(_start_up_logs(side))
         if r is None:
+            out.extend(_other_gpu(side))
             continue
         what = _WHAT.get(r.id, r.id)
         out.append(Finding(
             id=r.id,
             severity=Severity.ERROR,
-            message=f"the {side.role} server refuses to start ({side.origin or side.role}): {what}",
+            message=f"the {side.role} server refuses to start ({side.origin or side.role}): {what}{_gpu_note(side, r)}",
             fix=_FIX.get(r.id, chk.fix),
             runtime_error=r.prediction(side),
         ))

@@ -62,6 +62,9 @@ class Entry(BaseModel):
     operator_sees: str
     fix: str
     check: str | None = None
+    # Why no input kvcheck reads can predict it (network, memory, timing, NIXL internals),
+    # for an entry with no ``check``; every entry has one of the two.
+    unpredictable_because: str | None = None
     example: dict[str, Any] = Field(default_factory=dict)
     reachable: bool = True
     generic: bool = False
