@@ -33,14 +33,10 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     """``--version``: kvcheck's version and the SGLang releases it models, then exit 0."""
     if value:
-        from kvcheck import RUNTIME_VERSION, __version__
+        from kvcheck import __version__
+        from kvcheck.sglang.releases import describe_modeled
 
-        try:
-            from kvcheck.sglang.releases import modeled_releases  # the releases helper's list, when present
-
-            releases = ", ".join(modeled_releases())
-        except ImportError:
-            releases = RUNTIME_VERSION
+        releases = describe_modeled()
         typer.echo(f"kvcheck {__version__} (models SGLang {releases}; NIXL probe: nixl-cu12 1.5.1)")
         raise typer.Exit(0)
 
@@ -107,6 +103,9 @@ def preflight(
     gpu: Optional[str] = typer.Option(None, "--gpu", metavar="GPU", help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output."),
     prefill_gpu: Optional[str] = typer.Option(None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."),
     decode_gpu: Optional[str] = typer.Option(None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23), when the input does not say (an image tag, /server_info's version). Default: the installed SGLang, else the newest modeled release, said in the output."),
+    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
+    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
 ) -> None:
     """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
@@ -124,8 +123,8 @@ def preflight(
     if prefill is None or decode is None:
         raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
-    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, bootstrap=bootstrap, **live)
-    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, **live)
+    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
+    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
     report = run_preflight(p, d, kernel=kernel, ignore=ignore)
     if prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
@@ -238,6 +237,9 @@ def agent(
     draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json."),
     name: Optional[str] = typer.Option(None, "--name", help="Agent name (must start with kvcheck-; default kvcheck-ROLE-HOST-PID)."),
     max_memory: float = typer.Option(4.0, "--max-memory", help="GiB the agent may allocate in all (regions x pages x item length); more is refused before allocating."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release that side runs, when the input does not say (default: installed, else newest modeled)."),
+    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role prefill."),
+    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role decode."),
 ) -> None:
     """Run a NIXL agent in the role of one side, with that side's KV geometry, until --ttl.
 
@@ -250,7 +252,8 @@ def agent(
 
     rc = run_agent(role=role, config=config, ttl=ttl, pages=pages, listen=listen, etcd=etcd, backend=backend, gpu=gpu,
                    env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, name=name,
-                   max_memory_gib=max_memory)
+                   max_memory_gib=max_memory,
+                   sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None) or sglang_version)
     raise typer.Exit(rc)
 
 
@@ -316,6 +319,9 @@ def explain(
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
     format: str = typer.Option("table", "--format", "-f", help="Output: table (for people) or json."),
     list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release the message came from: the explanation says whether the message exists and is reachable there. Default: the version the log shows, else the installed SGLang, else the newest modeled release."),
+    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
+    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
 ) -> None:
     """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what you see, the fix, and the preflight check that predicts it."""
     import json as _json
@@ -335,10 +341,10 @@ def explain(
     if message is not None:
         if not message.strip():
             raise KvcheckError("nothing to explain: the message is empty")
-        result = explain_text(message, source="message")
+        result = explain_text(message, source="message", sglang_version=sglang_version)
     else:
         # A log is streamed line by line (linear time, bounded memory, long lines cut).
-        from kvcheck.explain.matcher import explain_blocks, iter_log_blocks
+        from kvcheck.explain.matcher import VersionSniffer, annotate_release, explain_blocks, iter_log_blocks
 
         if log is not None:
             try:
@@ -350,8 +356,9 @@ def explain(
             if sys.stdin.isatty():
                 raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
             fh, source = sys.stdin.buffer, "log <stdin>"
+        sniffer = VersionSniffer(iter_log_blocks(fh))
         try:
-            result = explain_blocks(iter_log_blocks(fh), source=source)
+            result = explain_blocks(sniffer, source=source)
         except OSError as exc:
             raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=source) from exc
         finally:
@@ -359,12 +366,13 @@ def explain(
                 fh.close()
         if result.blank:
             raise KvcheckError(f"nothing to explain: the {source} is empty")
+        annotate_release(result, sglang_version, sniffer.version)
     if prefill is not None:
         from kvcheck.preflight import run_preflight
         from kvcheck.sources import load_side
 
-        p = load_side(prefill, "prefill", model_config=model_config)
-        d = load_side(decode, "decode", model_config=model_config)
+        p = load_side(prefill, "prefill", model_config=model_config, sglang_version=prefill_sglang_version or sglang_version)
+        d = load_side(decode, "decode", model_config=model_config, sglang_version=decode_sglang_version or sglang_version)
         attach_preflight(result, run_preflight(p, d))
     if format == "json":
         typer.echo(_json.dumps(result.contract(), indent=2))

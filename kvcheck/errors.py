@@ -39,6 +39,13 @@ class InputError(KvcheckError):
     exit_code = EXIT_INPUT
 
 
+class UncheckedError(KvcheckError):
+    """kvcheck cannot decide before it could build a report (a release it does not model
+    whose flags no modeled release reads): exit 4."""
+
+    exit_code = EXIT_UNCHECKED
+
+
 class UnreachableError(KvcheckError):
     """A live source (server, bootstrap server, NIXL agent) did not answer in time: exit 3."""
 

@@ -77,7 +77,8 @@ def choose_kernel(kernel: str):
 
 
 def _summary(side: Side, g: SideGeometry | None) -> SideSummary:
-    s = SideSummary(role=side.role, origin=side.origin, model=side.model.architecture, pool=g.pool if g else side.model.attention)
+    s = SideSummary(role=side.role, origin=side.origin, model=side.model.architecture, pool=g.pool if g else side.model.attention,
+                    sglang_version=side.sglang_version, version_source=side.version_source)
     if g is not None:
         s.attn_tp_size, s.pp_size, s.page_size = g.attn_tp_size, g.pp_size, g.page_size
         s.kv_cache_dtype, s.n_regions = g.kv_cache_dtype, g.n
@@ -105,9 +106,14 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         raise InputError(f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore")
     pg = dg = None
     plan: Plan | None = None
+    from kvcheck.sglang.releases import side_release
+
+    # A side on a release kvcheck does not model is never judged with another release's
+    # code: only the unknown-release check runs (verdict unchecked, exit 4).
+    releases_known = side_release(prefill)[1] and side_release(decode)[1]
     b_p, b_d = pd_behaviour(prefill.sglang_version), pd_behaviour(decode.sglang_version)
     extra: dict = {"pd_behaviour": (b_p, b_d), "timeouts": disaggregation_timeouts(prefill, decode)}
-    modeled = prefill.model.attention != "not_modeled" and decode.model.attention != "not_modeled"
+    modeled = releases_known and prefill.model.attention != "not_modeled" and decode.model.attention != "not_modeled"
     if modeled:
         pg = derive_geometry(prefill)
         dg = derive_geometry(decode)
@@ -141,6 +147,8 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     ctx = CheckContext(prefill=prefill, decode=decode, prefill_geometry=pg, decode_geometry=dg, plan=plan, extra=extra)
     findings: list[Finding] = []
     for chk in REGISTRY.values():
+        if not releases_known and chk.id != "unknown-release":
+            continue
         findings.extend(chk.run(ctx))
     for f in findings:
         if f.id in ignore or _check_of(f.id) in ignore:
@@ -163,7 +171,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         findings=findings,
         sides=[_summary(prefill, pg), _summary(decode, dg)],
         kernel=kernel_name,
-        runtime=f"sglang {b_p.version}" if b_p.version == b_d.version else f"sglang {b_p.version} (prefill) / {b_d.version} (decode)",
+        runtime=runtime_label(prefill, decode),
         extra=report_extra,
     )
 
@@ -186,6 +194,16 @@ def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeo
         decisions = k.decide_states(pg, dg, inp, prefill_dims=dims(prefill, pg), decode_dims=dims(decode, dg))
     extra["state_decisions"] = decisions
     extra["states_decided"] = pg.state_types == dg.state_types and all(d.unchecked is None for d in decisions)
+
+
+def runtime_label(prefill: Side, decode: Side) -> str:
+    """The report's ``runtime``: ``"sglang 0.5.8"`` when both sides run one release, else
+    ``"sglang 0.5.8 (prefill) / 0.5.23 (decode)"`` (``unknown`` for a side kvcheck
+    cannot tell)."""
+    from kvcheck.sglang.releases import side_release
+
+    p, d = side_release(prefill)[0] or "unknown", side_release(decode)[0] or "unknown"
+    return f"sglang {p}" if p == d else f"sglang {p} (prefill) / {d} (decode)"
 
 
 def _kernel_runs(k, kernel_name: str, b) -> bool:

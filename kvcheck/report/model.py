@@ -25,6 +25,9 @@ class SideSummary(BaseModel):
     kinds: dict[str, int] = Field(default_factory=dict)
     item_lens: list[int] = Field(default_factory=list)
     num_draft_regions: int = 0
+    # The side's SGLang release and where kvcheck got it (kvcheck.sglang.releases).
+    sglang_version: str | None = None
+    version_source: str = ""
 
 
 class Report(BaseModel):

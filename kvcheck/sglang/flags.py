@@ -37,8 +37,20 @@ from kvcheck.errors import InputError
 
 DEFAULT_VERSION = "0.5.23"
 
+# How a release's ``--config`` YAML merger (``ConfigArgumentMerger``) turns keys into
+# argv; the generator (scripts/gen_flags.py) picks the one that behaves as the release's
+# own merger on a probe config, key by key. Named by the first release that has it.
+CONFIG_MERGERS = {
+    "none": "0.5.0rc2-0.5.2: no --config option",
+    "v0.5.3": "ConfigArgumentMerger(boolean_actions=[]): true -> bare --key, false -> nothing, every key; no refusals; dict -> str()",
+    "v0.5.4": "legacy boolean_actions=[] in the parser-aware merger: true/false -> --key true|false for every key (store_true keys then fail in argparse); no refusals",
+    "v0.5.8": "ConfigArgumentMerger(parser): store_true keys and refused non-store actions by dest; dict -> str()",
+    "v0.5.14": "as v0.5.8, dict -> JSON",
+    "v0.5.23": "keys by every long spelling; single-value actions (nargs None) accepted",
+}
+
 # Action tags whose flag takes no value on the command line.
-_ZERO_ARG_ACTIONS = {"store_true", "store_false", "boolean_optional", "deprecated_store_true", "help"}
+_ZERO_ARG_ACTIONS = {"store_true", "store_false", "boolean_optional", "deprecated_store_true", "help", "deprecated", "deprecated_warn"}
 # argparse class names, for SGLang's "Unsupported config option" message.
 _ACTION_CLASS = {
     "store": "_StoreAction",
@@ -50,6 +62,10 @@ _ACTION_CLASS = {
     "lora_paths": "LoRAPathAction",
     "deprecated_store_true": "DeprecatedStoreTrueAction",
     "deprecated_store_const": "DeprecatedStoreConstAction",
+    "deprecated": "DeprecatedAction",
+    "deprecated_warn": "DeprecatedAction",
+    "deprecated_alias_store": "DeprecatedAliasStoreAction",
+    "append": "_AppendAction",
 }
 # argparse names a failed ``type=`` call by the callable's __name__.
 _TYPE_FUNC_NAME = {
@@ -63,6 +79,16 @@ _TYPE_FUNC_NAME = {
     "cuda_graph_config": "parse_cuda_graph_config_arg",
     "cuda_graph_backend": "parse_cuda_graph_backend_arg",
 }
+# ServerArgs.from_cli_args of 0.5.0rc2 .. 0.5.13.post1: argparse dest -> ServerArgs field
+_FROM_CLI_RENAMES = {
+    "tensor_parallel_size": "tp_size",
+    "pipeline_parallel_size": "pp_size",
+    "data_parallel_size": "dp_size",
+    "expert_parallel_size": "ep_size",
+    "attention_context_parallel_size": "attn_cp_size",
+    "moe_data_parallel_size": "moe_dp_size",
+}
+_NOTHING = object()  # an action that stores nothing (a warning-only deprecated flag)
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
@@ -81,7 +107,9 @@ class Flag:
     argparse default; ``const``: what a valueless use stores (``nargs="?"``, store_const);
     ``choices``: allowed values or None; ``required``; ``deprecated``: the replacement the
     runtime's warning names, or None; ``help``: first sentence of the help text;
-    ``index``: registration order in the parser.
+    ``index``: registration order in the parser; ``isa``: ``"store_true"`` when the
+    action is an ``argparse._StoreTrueAction``, ``"store"`` when an ``argparse._StoreAction``
+    (what that release's ``ConfigArgumentMerger`` tests with ``isinstance``), else None.
     """
 
     name: str
@@ -98,6 +126,7 @@ class Flag:
     required: bool = False
     deprecated: str | None = None
     help: str | None = None
+    isa: str | None = None
 
     @property
     def takes_value(self) -> bool:
@@ -115,7 +144,9 @@ class Flag:
         return self.option_strings[0] if self.option_strings[0].startswith("--") else f"--{self.name}"
 
     @classmethod
-    def _from_json(cls, d: Mapping[str, Any]) -> "Flag":
+    def _from_json(cls, d: Mapping[str, Any], index: int | None = None) -> "Flag":
+        """An entry of the flag store; ``index``: its registration position (entries of
+        the store carry none, the release's list order gives it)."""
         choices = d.get("choices")
         return cls(
             name=d["name"],
@@ -123,7 +154,7 @@ class Flag:
             type=d["type"],
             action=d["action"],
             option_strings=tuple(d["option_strings"]),
-            index=d.get("index", 0),
+            index=d.get("index", 0) if index is None else index,
             aliases=tuple(d.get("aliases", ())),
             nargs=d.get("nargs"),
             default=d.get("default"),
@@ -132,22 +163,36 @@ class Flag:
             required=d.get("required", False),
             deprecated=d.get("deprecated"),
             help=d.get("help"),
+            isa=d.get("isa"),
         )
 
 
-def _table_text(version: str) -> str:
-    from importlib import resources  # lazy: keeps the import of this module cheap
+def _store_text(name: str) -> str:
+    """A file of the flag store (``flagstore/<name>``), read from package data."""
     from pathlib import Path
 
-    package_dir = "v" + version.replace(".", "_")
+    path = Path(__file__).resolve().parent / "flagstore" / name
     try:
-        return (resources.files("kvcheck.sglang") / package_dir / "flags.json").read_text("utf-8")
-    except (FileNotFoundError, ModuleNotFoundError, TypeError, NotADirectoryError):
-        path = Path(__file__).resolve().parent / package_dir / "flags.json"
+        return path.read_text("utf-8")
+    except FileNotFoundError:
+        from importlib import resources  # zip installs
+
         try:
-            return path.read_text("utf-8")
-        except FileNotFoundError:
-            raise InputError(f"no flag table for SGLang {version} (looked for {path})") from None
+            return (resources.files("kvcheck.sglang") / "flagstore" / name).read_text("utf-8")
+        except (FileNotFoundError, ModuleNotFoundError, TypeError, NotADirectoryError):
+            raise InputError(f"kvcheck ships no flag store file {name} (looked for {path})") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _entry_lines() -> list[str]:
+    return _store_text("entries.jsonl").splitlines()
+
+
+@functools.lru_cache(maxsize=1)
+def modeled_releases() -> tuple[str, ...]:
+    """Every SGLang release kvcheck has a flag table for, oldest first
+    (``("0.5.0rc2", "0.5.1", ..., "0.5.23")``)."""
+    return tuple(json.loads(_store_text("index.json")))
 
 
 class FlagTable:
@@ -285,6 +330,30 @@ class FlagTable:
             raise InputError(f"ambiguous option: {option} could match {matches}", source=source, field=name)
         raise self.unrecognized([option], source=source, field=name)
 
+    # -- argparse dests -> ServerArgs fields -------------------------------------------
+    @functools.cached_property
+    def field_renames(self) -> dict[str, str]:
+        """``{argparse dest: ServerArgs field}`` this release renames after parsing.
+
+        Mirrors ``ServerArgs.from_cli_args`` of 0.5.0rc2 .. 0.5.13.post1, which registers
+        ``--tensor-parallel-size/--tp-size`` with dest ``tensor_parallel_size`` and then
+        sets ``args.tp_size = args.tensor_parallel_size`` (likewise pp, dp, ep, attention
+        CP, MoE DP); from 0.5.14 the dests are the field names. Applied only where the
+        table has the long dest and not the field's own."""
+        return {d: f for d, f in _FROM_CLI_RENAMES.items() if d in self._by_dest and f not in self._by_dest}
+
+    def to_fields(self, parsed: Mapping[str, Any]) -> dict[str, Any]:
+        """``parsed`` (dest -> value) with this release's dest renames applied."""
+        renames = self.field_renames
+        return {renames.get(k, k): v for k, v in parsed.items()}
+
+    def by_field(self, field: str) -> Flag | None:
+        """The flag storing into ServerArgs field ``field`` (``tp_size``), renames included."""
+        for dest, f in self.field_renames.items():
+            if f == field:
+                return self._by_dest[dest]
+        return self._by_dest.get(field)
+
     # -- values ---------------------------------------------------------------------
     def defaults(self) -> dict[str, Any]:
         """``{dest: default}`` for every dest, as ``parser.parse_args([...])`` leaves it.
@@ -364,6 +433,18 @@ class FlagTable:
         a = f.action
         if a in ("store_true", "deprecated_store_true"):
             return True
+        if a == "deprecated":
+            # a retired flag: SGLang raises (ValueError(help) before 0.5.23's
+            # parser.error(error_message)) before any server starts
+            raise InputError(
+                f"argument {f.display}: SGLang {self.version} refuses this retired flag: {f.deprecated or f.help or 'deprecated'}",
+                source=source,
+                field=f.dest,
+            )
+        if a == "deprecated_warn":
+            return _NOTHING
+        if a in ("store_const", "deprecated_store_const") and f.nargs == 0:
+            return f.const
         if a == "store_false":
             return False
         if a == "boolean_optional":
@@ -426,7 +507,7 @@ class FlagTable:
         mean ...?``, and SGLang's own config-merge errors.
         """
         argv = [str(a) for a in argv]
-        if config is not None and "--config" in argv:
+        if config is not None and "--config" in argv and self.config_merger != "none":
             argv = self.merge_config(argv, config, source)
         # classify every token first, as argparse does ('O' optional, 'A' argument)
         kinds: list[tuple[str, Any]] = []
@@ -491,7 +572,13 @@ class FlagTable:
                     raise InputError(f"unsupported nargs {f.nargs!r} for {f.display}", source=source)
                 args = avail[:n]
                 i = i + 1 + n
-            result[f.dest] = self._apply(f, option_string, args, source)
+            value = self._apply(f, option_string, args, source)
+            if value is _NOTHING:
+                pass  # a warning only: nothing stored
+            elif f.action == "append":
+                result[f.dest] = list(result.get(f.dest) or _copy(f.default) or []) + [value]
+            else:
+                result[f.dest] = value
             seen.add(f.dest)
         if check_required:
             missing = [f.display for f in sorted(self.flags, key=lambda x: x.index) if f.required and f.dest not in seen]
@@ -546,42 +633,72 @@ class FlagTable:
         return None, tok, None
 
     # -- --config YAML ------------------------------------------------------------------
+    @property
+    def config_merger(self) -> str:
+        """How this release's ``--config`` YAML merger works (one of ``CONFIG_MERGERS``)."""
+        return self.meta.get("config_merger", "v0.5.23")
+
     def _config_key_sets(self) -> tuple[frozenset[str], dict[str, Flag]]:
-        """(store_true keys, unsupported key -> flag), as ``ConfigArgumentMerger.__init__``."""
+        """(store_true keys, unsupported key -> flag), as ``ConfigArgumentMerger.__init__``
+        of this release computes them (see ``CONFIG_MERGERS``)."""
         if self._config_sets is None:
+            variant = self.config_merger
+            ordered = sorted(self.flags, key=lambda x: x.index)
+            special = lambda f: "--config" in f.option_strings or "--help" in f.option_strings or "-h" in f.option_strings  # noqa: E731
+            if variant in ("v0.5.3", "v0.5.4", "none"):
+                # 0.5.3-0.5.7: prepare_server_args passes boolean_actions computed from
+                # ``action.action``, an attribute argparse actions lack: always empty.
+                self._config_sets = (frozenset(), {})
+            elif variant in ("v0.5.8", "v0.5.14"):
+                # ConfigArgumentMerger(parser), keyed by dest (0.5.8-0.5.22)
+                store_true = frozenset(f.dest for f in ordered if f.isa == "store_true")
+                unsupported = {f.dest: f for f in ordered if f.option_strings and f.isa is None and not special(f)}
+                self._config_sets = (store_true, unsupported)
+            else:
+                # 0.5.23: keyed by every long spelling; single-value actions supported
 
-            def keys(f: Flag) -> set[str]:
-                return {f.dest} | {o[2:].replace("-", "_") for o in f.option_strings if o.startswith("--")}
+                def keys(f: Flag) -> set[str]:
+                    return {f.dest} | {o[2:].replace("-", "_") for o in f.option_strings if o.startswith("--")}
 
-            store_true = frozenset(k for f in self.flags if f.action == "store_true" for k in keys(f))
-            # isinstance(_StoreTrueAction) or _takes_one_value (isinstance(_StoreAction)
-            # or nargs is None); the table keeps nargs None on valueless flags, whose real
-            # nargs is 0, hence takes_value.
-            supported = {
-                f.name for f in self.flags if f.action in ("store_true", "store") or (f.takes_value and f.nargs is None)
-            }
-            supported_keys = {k for f in self.flags if f.name in supported for k in keys(f)}
-            unsupported: dict[str, Flag] = {}
-            for f in sorted(self.flags, key=lambda x: x.index):
-                if f.name in supported or "--config" in f.option_strings or f.action == "help":
-                    continue
-                for k in keys(f):
-                    if k not in supported_keys:
-                        unsupported[k] = f
-            self._config_sets = (store_true, unsupported)
+                store_true = frozenset(k for f in ordered if f.isa == "store_true" for k in keys(f))
+                # isinstance(_StoreTrueAction) or _takes_one_value (isinstance(_StoreAction)
+                # or nargs is None); the table keeps nargs None on valueless flags, whose
+                # real nargs is 0, hence takes_value.
+                supported = {f.name for f in ordered if f.isa is not None or (f.takes_value and f.nargs is None)}
+                supported_keys = {k for f in ordered if f.name in supported for k in keys(f)}
+                unsupported: dict[str, Flag] = {}
+                for f in ordered:
+                    if f.name in supported or special(f) or not f.option_strings:
+                        continue
+                    for k in keys(f):
+                        if k not in supported_keys:
+                            unsupported[k] = f
+                self._config_sets = (store_true, unsupported)
         return self._config_sets
 
     def config_to_argv(self, config: Mapping[str, Any], source: str | None = None) -> list[str]:
-        """The argv SGLang makes of a ``--config`` YAML mapping (keys used as written).
+        """The argv this release's SGLang makes of a ``--config`` YAML mapping (keys used
+        as written).
 
-        Mirrors ``ConfigArgumentMerger._convert_config_to_args``: a key whose underscore
-        form names a flag SGLang will not take from a file (``--x/--no-x`` flags,
-        ``--lora-paths``, ``--enable-dp-attention``, ``--disable-cuda-graph``) is refused
-        with SGLang's message; bool -> bare ``--key`` (true, on a store_true key) /
-        nothing (false, same) / ``--key true|false`` (other keys); list -> ``--key a b``
-        (empty list: nothing); dict -> ``--key <json>``; anything else ``--key
-        str(value)`` (so YAML null becomes ``None``). Raises ``InputError``.
+        Mirrors ``ConfigArgumentMerger._convert_config_to_args`` of the release
+        (``CONFIG_MERGERS``). 0.5.23: a key whose underscore form names a flag SGLang will
+        not take from a file (``--x/--no-x`` flags, ``--lora-paths``, deprecated booleans
+        such as ``--enable-dp-attention``) is refused with SGLang's message; bool -> bare
+        ``--key`` (true, on a store_true key) / nothing (false, same) / ``--key
+        true|false`` (other keys); list -> ``--key a b`` (empty list: nothing); dict ->
+        ``--key <json>`` (0.5.14 on; ``str(dict)`` before); anything else ``--key
+        str(value)`` (so YAML null becomes ``None``). 0.5.3: true -> bare ``--key`` for
+        every key, no refusals. 0.5.4-0.5.7: ``--key true|false`` for every key (so a
+        store_true key then fails in argparse). 0.5.8-0.5.22: refusals and store_true
+        keys by dest only. Raises ``InputError``.
         """
+        variant = self.config_merger
+        if variant == "none":
+            raise InputError(
+                f"SGLang {self.version} has no --config option (YAML config files arrived in 0.5.3)",
+                source=source,
+                field="--config",
+            )
         store_true, unsupported = self._config_key_sets()
         args: list[str] = []
         for key, value in config.items():
@@ -596,12 +713,15 @@ class FlagTable:
                 cls = _ACTION_CLASS.get(unsupported[key_norm].action, unsupported[key_norm].action)
                 raise InputError(
                     f"Unsupported config option '{key_norm}' with action '{cls}'"
-                    + _config_hint(unsupported[key_norm]),
+                    + _config_hint(unsupported[key_norm], self.version),
                     source=source,
                     field=key,
                 )
             if isinstance(value, bool):
-                if key_norm in store_true:
+                if variant == "v0.5.3":
+                    if value:
+                        args.append(f"--{key}")
+                elif key_norm in store_true:
                     if value:
                         args.append(f"--{key}")
                 else:
@@ -610,7 +730,7 @@ class FlagTable:
                 if value:
                     args.append(f"--{key}")
                     args.extend(str(item) for item in value)
-            elif isinstance(value, dict):
+            elif isinstance(value, dict) and variant in ("v0.5.14", "v0.5.23"):
                 args.extend([f"--{key}", json.dumps(value)])
             else:
                 args.extend([f"--{key}", str(value)])
@@ -663,11 +783,24 @@ def config_path(argv: Sequence[str], source: str | None = None) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def _load_cached(version: str) -> FlagTable:
-    data = json.loads(_table_text(version))
-    if data.get("sglang_version") != version:
-        raise InputError(f"flag table says SGLang {data.get('sglang_version')}, wanted {version}")
-    meta = {k: v for k, v in data.items() if k != "flags"}
-    return FlagTable(version, (Flag._from_json(d) for d in data["flags"]), meta)
+    """Rebuild one release's table from the store: its header ``r/<version>.json`` names
+    its entries (line numbers of ``entries.jsonl``, run-length coded, registration
+    order); only those lines are parsed."""
+    if version not in modeled_releases():
+        raise InputError(
+            f"kvcheck has no flag table for SGLang {version} (it models {modeled_releases()[0]} to {modeled_releases()[-1]})",
+            field="--sglang-version",
+        )
+    head = json.loads(_store_text(f"r/{version}.json"))
+    if head.get("sglang_version") != version:
+        raise InputError(f"flag table says SGLang {head.get('sglang_version')}, wanted {version}")
+    lines = _entry_lines()
+    loads = json.loads
+    flags = []
+    for start, n in head.pop("runs"):
+        for i in range(start, start + n):
+            flags.append(Flag._from_json(loads(lines[i]), len(flags)))
+    return FlagTable(version, flags, head)
 
 
 def resolve(token: str, *, underscores: bool = True, source: str | None = None, version: str = DEFAULT_VERSION) -> Flag:
@@ -720,12 +853,12 @@ def _arg_error(f: Flag, msg: str, source: str | None) -> InputError:
     return InputError(f"argument {f.display}: {msg}", source=source, field=f.dest)
 
 
-def _config_hint(f: Flag) -> str:
+def _config_hint(f: Flag, version: str = DEFAULT_VERSION) -> str:
     if f.action == "boolean_optional":
-        return f" (SGLang takes --{f.name}/--no-{f.name} only on the command line)"
+        return f" (SGLang {version} takes --{f.name}/--no-{f.name} only on the command line)"
     if f.deprecated:
-        return f" (deprecated; use {f.deprecated})"
-    return " (SGLang takes it only on the command line)"
+        return f" (deprecated in SGLang {version}; use {f.deprecated})"
+    return f" (SGLang {version} takes it only on the command line)"
 
 
 def _human_readable_int(value: str) -> int:

@@ -121,6 +121,9 @@ def build_side(
     base: Path | None = None,
     live: dict[str, Any] | None = None,
     gpu: str | None = None,
+    sglang_version: str | None = None,
+    image: str | None = None,
+    release: Any = None,
     model: ModelConfig | None = None,
     draft_model: ModelConfig | None = None,
 ) -> Side:
@@ -131,13 +134,30 @@ def build_side(
 
     ``gpu``: the GPU named on the command line (``--gpu``/``--prefill-gpu``...); it wins
     over a ``kvcheck-gpu`` key in the file. Neither -> Hopper, said in ``gpu_source``.
+
+    The side's SGLang release (``Side.sglang_version``/``version_source``): ``release``
+    (a ``kvcheck.sglang.releases.ReleaseChoice`` the caller already made), else the
+    input's own (``image``: a container image reference read with
+    ``release_from_image``; a ``kvcheck-sglang-version`` key), else ``sglang_version``
+    (``--sglang-version``/``--prefill-sglang-version``...), else the installed SGLang,
+    else the newest modeled release. ``args`` must have been read with that release's
+    flags. The typed ``ServerArgs`` take that release's defaults where they differ from
+    0.5.23's (e.g. ``--disaggregation-transfer-backend``).
     """
     from kvcheck.sglang.args import build_server_args
     from kvcheck.sglang.gpu import DEFAULT_GPU, resolve_gpu
     from kvcheck.sides import RELEVANT_ENV, Side
-    from kvcheck.sources.files import GPU_ENV
+    from kvcheck.sglang.releases import choose_release, release_from_image
+    from kvcheck.sources.files import GPU_ENV, VERSION_ENV, VERSION_KEY
 
     env = dict(env)
+    file_release = env.pop(VERSION_ENV, None)
+    if release is None:
+        if image:
+            img_release, reason = release_from_image(image)
+            release = choose_release(img_release, reason, sglang_version, input_unknown=None if img_release else reason)
+        else:
+            release = choose_release(file_release, VERSION_KEY, sglang_version)
     file_gpu = env.pop(GPU_ENV, None)
     if gpu is not None:
         gpu_name, gpu_source = resolve_gpu(gpu, source=origin, field=f"--{role}-gpu").name, "--gpu"
@@ -150,7 +170,7 @@ def build_side(
     from kvcheck.sources.redact import collect_secrets, register_secrets
 
     register_secrets(collect_secrets(args) | collect_secrets(env))
-    typed = build_server_args(args, origin)
+    typed = build_server_args(release_defaults(args, release.table), origin)
     # SGLang applies --json-model-override-args to the target's and the draft's config
     # (ModelConfig.from_server_args -> get_config), before anything reads them.
     overrides = args.get("json_model_override_args")
@@ -175,7 +195,33 @@ def build_side(
         live=live,
         gpu=gpu_name,
         gpu_source=gpu_source,
+        sglang_version=release.release or "unknown",  # an image whose release cannot be told
+        version_source=release.source,
     )
+
+
+def release_defaults(args: dict[str, Any], version: str) -> dict[str, Any]:
+    """``args`` (dests renamed to ServerArgs fields as that release's ``from_cli_args``
+    does) plus SGLang ``version``'s own defaults for every ``ServerArgs`` field the
+    args leave unset whose default differs from 0.5.23's (the model's defaults). A
+    field whose flag that release lacks keeps the model's default (the feature is off).
+    Mirrors ``argparse`` defaults of that release's parser (the flag table)."""
+    from kvcheck.sglang.args import ServerArgs
+    from kvcheck.sglang.flags import DEFAULT_VERSION, FlagTable
+
+    if version == DEFAULT_VERSION:
+        return args
+    table = FlagTable.load(version)
+    args = table.to_fields(args)  # ServerArgs.from_cli_args renames (tp_size ...) before 0.5.14
+    own = table.to_fields(table.defaults())
+    base = FlagTable.load(DEFAULT_VERSION).defaults()
+    out = dict(args)
+    for name in ServerArgs.model_fields:
+        if name in args or name not in own or name not in base:
+            continue
+        if own[name] != base[name]:
+            out[name] = own[name]
+    return out
 
 
 def load_side(
@@ -186,9 +232,14 @@ def load_side(
     model_config: Path | None = None,
     draft_model_config: Path | None = None,
     gpu: str | None = None,
+    sglang_version: str | None = None,
     **live_options: Any,
 ) -> Side:
     """Read one side from ``spec`` (a file path or a live server URL).
+
+    ``sglang_version``: the release named on kvcheck's command line for this side
+    (``--sglang-version``/``--prefill-sglang-version``...); the input's own release wins
+    when kvcheck models it (``kvcheck.sglang.releases.choose_release``).
 
     Raises ``InputError`` (exit 2) for bad input, ``UnreachableError`` (exit 3) when a
     live server does not answer in time.
@@ -200,7 +251,7 @@ def load_side(
     if spec.startswith(("http://", "https://")):
         from kvcheck.sources import live
 
-        return live.load_live_side(spec, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, **live_options)
+        return live.load_live_side(spec, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version, **live_options)
     path = Path(spec)
     if not path.exists():
         from kvcheck.sources.limits import clip
@@ -209,7 +260,7 @@ def load_side(
         raise InputError(f"file not found{hint}", source=clip(spec))
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
-        args, env = read_yaml_config(path)
+        args, env = read_yaml_config(path, sglang_version)
     elif suffix == ".json":
         text = read_text(path)
         try:
@@ -225,10 +276,10 @@ def load_side(
         if isinstance(data, dict) and "server_info" in data:
             from kvcheck.sources import live
 
-            return live.load_snapshot_side(path, data, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file)
-        args, env = read_json_args(path, data)
+            return live.load_snapshot_side(path, data, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version)
+        args, env = read_json_args(path, data, sglang_version)
     else:
-        args, env = read_command_line(path)
+        args, env = read_command_line(path, version=sglang_version)
     if env_file is not None:
         env = {**env, **read_env_file(env_file)}
-    return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent, gpu=gpu)
+    return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent, gpu=gpu, sglang_version=sglang_version)

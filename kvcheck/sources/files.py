@@ -1,8 +1,11 @@
 """Server args from files: a SGLang ``--config`` YAML, a launch command line, JSON args.
 
 Each reader returns ``(args, env)``: ``args`` maps SGLang dest names to typed values,
-validated against SGLang 0.5.23's own flag table (``kvcheck.sglang.flags``); ``env``
-holds environment variables given with the args. Nothing is ever written to the inputs.
+validated against the flag table of the side's SGLang release (``kvcheck.sglang.flags``;
+``version``: the release named on kvcheck's command line, else see
+``kvcheck.sglang.releases.choose_release``); ``env`` holds environment variables given
+with the args, plus kvcheck's own ``kvcheck-gpu``/``kvcheck-sglang-version`` keys under
+``GPU_ENV``/``VERSION_ENV`` for ``build_side``. Nothing is ever written to the inputs.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 import yaml
 
 from kvcheck.errors import InputError
-from kvcheck.sglang.flags import FlagTable, coerce, config_path, parse_argv
+from kvcheck.sglang.flags import FlagTable, config_path
 
 # A documented key kvcheck strips from a --config YAML before reading flags: per-side
 # environment variables (SGLang itself does not accept it; keep it in a kvcheck copy
@@ -23,6 +26,9 @@ from kvcheck.sglang.flags import FlagTable, coerce, config_path, parse_argv
 ENV_KEY = "kvcheck-env"
 # Likewise the GPU the side runs on (``h100``, ``b200``, ``sm90``...): kvcheck.sglang.gpu.
 GPU_KEY = "kvcheck-gpu"
+# Likewise the SGLang release the side runs (``0.5.8``); it wins over --sglang-version.
+VERSION_KEY = "kvcheck-sglang-version"
+VERSION_ENV = "kvcheck-sglang-version"
 
 LAUNCHERS = (
     ("python", "-m", "sglang.launch_server"),
@@ -53,11 +59,41 @@ def read_text(path: Path) -> str:
         raise InputError(f"cannot read: {exc}", source=str(path)) from None
 
 
-def args_from_mapping(mapping: dict[str, Any], source: str) -> dict[str, Any]:
+def release_choice(file_release: str | None, version: str | None):
+    """The ``ReleaseChoice`` for a file input: its ``kvcheck-sglang-version`` key, else
+    ``version`` (kvcheck's command line), else installed/newest."""
+    from kvcheck.sglang.releases import choose_release
+
+    return choose_release(file_release, VERSION_KEY, version)
+
+
+def parse_for_release(parse, choice, source: str):
+    """``parse(table_version)`` under the side's release. A release kvcheck does not model
+    reads its flags with the newest table, then with older ones (the side is ``unchecked``
+    anyway); when none reads them: ``UncheckedError`` (exit 4) naming the release."""
+    if choice.modeled:
+        return parse(choice.table)
+    from kvcheck.errors import UncheckedError
+    from kvcheck.sglang.releases import modeled
+
+    first: InputError | None = None
+    for v in reversed(modeled()):
+        try:
+            return parse(v)
+        except InputError as exc:
+            first = first or exc
+    raise UncheckedError(
+        f"{choice.problem}, and no modeled release's flags read this input ({first}); give the side's release with --sglang-version",
+        source=source,
+    )
+
+
+def args_from_mapping(mapping: dict[str, Any], source: str, version: str | None = None) -> dict[str, Any]:
     """Flag name (dash or underscore form, unambiguous prefixes as SGLang allows) ->
-    value, to dest -> typed value. Raises ``InputError`` for unknown flags (with the
-    nearest valid name) and for values of the wrong type."""
-    table = FlagTable.load()
+    value, to dest -> typed value, with the flags of SGLang ``version`` (default: the
+    newest modeled). Raises ``InputError`` for unknown flags (with the nearest valid
+    name) and for values of the wrong type."""
+    table = FlagTable.load(version) if version else FlagTable.load()
     out: dict[str, Any] = {}
     for key, value in mapping.items():
         if not isinstance(key, str):
@@ -65,12 +101,13 @@ def args_from_mapping(mapping: dict[str, Any], source: str) -> dict[str, Any]:
         flag = table.resolve(key, source=source)
         if flag.dest in out:
             raise InputError(f"--{flag.name} is given twice (as {key!r} and under another spelling)", source=source, field=f"--{flag.name}")
-        out[flag.dest] = coerce(flag, value, source, origin="json")
+        out[flag.dest] = table.coerce(flag, value, source, origin="json")
     return out
 
 
-def read_yaml_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """A SGLang ``--config`` YAML: a mapping of flag names (dash keys) to values."""
+def read_yaml_config(path: Path, version: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A SGLang ``--config`` YAML: a mapping of flag names (dash keys) to values, read as
+    that release's ``ConfigArgumentMerger`` would (``version``: see the module doc)."""
     text = read_text(path)
     data = _load_yaml(text, path)
     if data is None:
@@ -79,9 +116,10 @@ def read_yaml_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
         raise InputError(f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=str(path))
     env = _env_mapping(data.pop(ENV_KEY, None), str(path))
     _take_gpu_key(data, env, str(path))
+    choice = release_choice(_take_version_key(data, env, str(path)), version)
     # Exactly as SGLang's ConfigArgumentMerger: each key becomes --key (abbreviations
     # allowed, underscores refused), values as strings, then argparse.
-    return FlagTable.load().parse_config(data, str(path)), env
+    return parse_for_release(lambda v: FlagTable.load(v).parse_config(data, str(path)), choice, str(path)), env
 
 
 def _load_yaml(text: str, path: Path) -> Any:
@@ -102,7 +140,7 @@ def _load_yaml(text: str, path: Path) -> Any:
         raise InputError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
 
 
-def read_json_args(path: Path, data: Any | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def read_json_args(path: Path, data: Any | None = None, version: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """A JSON object of args (flag names or dest names as keys)."""
     if data is None:
         text = read_text(path)
@@ -116,7 +154,8 @@ def read_json_args(path: Path, data: Any | None = None) -> tuple[dict[str, Any],
         raise InputError(f"expected a JSON object of server args, got {type(data).__name__}", source=str(path))
     env = _env_mapping(data.pop(ENV_KEY, None), str(path))
     _take_gpu_key(data, env, str(path))
-    return args_from_mapping(data, str(path)), env
+    choice = release_choice(_take_version_key(data, env, str(path)), version)
+    return parse_for_release(lambda v: args_from_mapping(data, str(path), v), choice, str(path)), env
 
 
 def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str]]:
@@ -151,8 +190,9 @@ def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str
     )
 
 
-def read_command_line(path: Path, text: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
-    """A file holding a launch command line."""
+def read_command_line(path: Path, text: str | None = None, version: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A file holding a launch command line (``version``: see the module doc; a
+    ``--config`` file's ``kvcheck-sglang-version`` key names the release too)."""
     text = read_text(path) if text is None else text
     argv, env = split_command_line(text, str(path))
     cfg = config_path(argv, str(path))
@@ -168,7 +208,9 @@ def read_command_line(path: Path, text: str | None = None) -> tuple[dict[str, An
             raise InputError("a SGLang --config file must hold a mapping of flags", source=str(cfg_path))
         env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
         _take_gpu_key(config, env, str(cfg_path))
-    args = parse_argv(argv, str(path), config=config)
+        _take_version_key(config, env, str(cfg_path))
+    choice = release_choice(env.get(VERSION_ENV), version)
+    args = parse_for_release(lambda v: FlagTable.load(v).parse_argv(argv, str(path), config=config), choice, str(path))
     args.pop("config", None)
     return args, env
 
@@ -185,6 +227,18 @@ def _take_gpu_key(data: dict, env: dict[str, str], source: str) -> None:
         if not isinstance(value, str) or not value.strip():
             raise InputError(f"{GPU_KEY} must be a GPU name such as h100, b200 or sm90", source=source, field=GPU_KEY)
         env[GPU_ENV] = value
+
+
+def _take_version_key(data: dict, env: dict[str, str], source: str) -> str | None:
+    """Move a ``kvcheck-sglang-version:`` key out of a YAML/JSON mapping into
+    ``env[VERSION_ENV]``; returns it (None when absent)."""
+    if VERSION_KEY in data:
+        value = data.pop(VERSION_KEY)
+        if isinstance(value, (int, float)) or not isinstance(value, str) or not value.strip():
+            raise InputError(f"{VERSION_KEY} must be an SGLang release written as a string, such as '0.5.8'", source=source, field=VERSION_KEY)
+        env[VERSION_ENV] = value.strip()
+        return value.strip()
+    return None
 
 
 def _env_mapping(value: Any, source: str) -> dict[str, str]:

@@ -573,6 +573,7 @@ def load_live_side(
     model_config: Path | None = None,
     draft_model_config: Path | None = None,
     env_file: Path | None = None,
+    sglang_version: str | None = None,
     **live_options: Any,
 ) -> Side:
     """A ``Side`` from a running server at ``spec`` (``http(s)://host:port``).
@@ -586,7 +587,7 @@ def load_live_side(
     Raises ``LiveSourceError`` (exit 3) and ``InputError`` (exit 2), see the module doc.
     """
     snap = capture(spec, role, **live_options)
-    return side_from_snapshot(snap, role, origin=snap["url"], model_config=model_config, draft_model_config=draft_model_config, env_file=env_file)
+    return side_from_snapshot(snap, role, origin=snap["url"], model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version)
 
 
 def load_snapshot_side(
@@ -597,6 +598,7 @@ def load_snapshot_side(
     model_config: Path | None = None,
     draft_model_config: Path | None = None,
     env_file: Path | None = None,
+    sglang_version: str | None = None,
 ) -> Side:
     """A ``Side`` from a saved ``kvcheck snapshot`` file (already parsed: ``data``), offline.
 
@@ -610,10 +612,10 @@ def load_snapshot_side(
             raise InputError(f"'{key}' must be a JSON object or null", source=str(path), field=key)
     snap = redact(data)
     snap.setdefault("url", None)
-    return side_from_snapshot(snap, role, origin=str(path), model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, snapshot_path=str(path))
+    return side_from_snapshot(snap, role, origin=str(path), model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, snapshot_path=str(path), sglang_version=sglang_version)
 
 
-def server_args_from_info(info: dict[str, Any], source: str) -> tuple[dict[str, Any], list[str]]:
+def server_args_from_info(info: dict[str, Any], source: str, version: str | None = None) -> tuple[dict[str, Any], list[str]]:
     """``/server_info`` -> ``(args, dropped)``: only keys that are SGLang 0.5.23 flag
     dests (``help``/``config`` excluded), typed as the parser would store them
     (``FlagTable.coerce(origin="json")``); ``dropped``: the other keys' names.
@@ -626,8 +628,10 @@ def server_args_from_info(info: dict[str, Any], source: str) -> tuple[dict[str, 
     """
     from kvcheck.sglang.flags import FlagTable
 
-    table = FlagTable.load()
-    dests = set(table.dests) - {"help", "config"}
+    table = FlagTable.load(version) if version else FlagTable.load()
+    # /server_info holds ServerArgs fields; releases before 0.5.14 parse some into other
+    # dests (tensor_parallel_size -> tp_size): accept both names
+    dests = (set(table.dests) | set(table.field_renames.values())) - {"help", "config"}
     args: dict[str, Any] = {}
     dropped: list[str] = []
     for key, value in info.items():
@@ -637,7 +641,7 @@ def server_args_from_info(info: dict[str, Any], source: str) -> tuple[dict[str, 
         if value is None and key in _non_nullable_fields():
             continue
         try:
-            args[key] = table.coerce(table.by_dest(key), value, source, origin="json")
+            args[key] = table.coerce(table.by_field(key) or table.by_dest(key), value, source, origin="json")
         except InputError:
             args[key] = value
     return args, dropped
@@ -668,13 +672,21 @@ def side_from_snapshot(
     draft_model_config: Path | None = None,
     env_file: Path | None = None,
     snapshot_path: str | None = None,
+    sglang_version: str | None = None,
 ) -> Side:
-    """Build the ``Side`` from a (redacted) snapshot dict; shared by live and offline use."""
+    """Build the ``Side`` from a (redacted) snapshot dict; shared by live and offline use.
+
+    The side's release is the server's own ``version`` (``/server_info``) when kvcheck
+    models it, else ``sglang_version`` (``--sglang-version``), see
+    ``kvcheck.sglang.releases.choose_release``; its flag table types the args."""
+    from kvcheck.sglang.releases import choose_release
     from kvcheck.sources import build_side
     from kvcheck.sources.files import read_env_file
 
     info: dict[str, Any] = snap["server_info"]
-    args, dropped = server_args_from_info(info, origin)
+    reported = info.get("version") if isinstance(info.get("version"), str) else None
+    release = choose_release(reported, "version in /server_info" if snapshot_path is None else "version in the snapshot's server_info", sglang_version)
+    args, dropped = server_args_from_info(info, origin, release.table)
     env = read_env_file(env_file) if env_file is not None else {}
     model_info = snap.get("model_info") or {}
     _require_model(args, model_info, origin, model_config, draft_model_config)
@@ -693,7 +705,7 @@ def side_from_snapshot(
         "env_note": None if env_file else "/server_info does not report environment variables; pass --prefill-env/--decode-env for SGLANG_*/UCX_* settings",
         "findings": [],
     }
-    side = build_side(role, args, env, origin, model_config=model_config, draft_model_config=draft_model_config, live=live)
+    side = build_side(role, args, env, origin, model_config=model_config, draft_model_config=draft_model_config, live=live, release=release)
     side.live["findings"] = live_findings(side)  # Side copies the dict: set it on the side
     return side
 
@@ -787,11 +799,11 @@ def live_findings(side: Side) -> list[dict[str, str]]:
             f"Give the {side.role} server's URL to --{side.role} (were --prefill and --decode swapped?), or start that server with --disaggregation-mode {side.role}.",
         ))
     version = live.get("version")
-    if version and version != MODELED_VERSION:
+    if version and side.sglang_version and version != side.sglang_version:
         out.append(_finding(
             "live-version", "warning",
-            f"the server at {where} runs SGLang {version}; kvcheck models SGLang {MODELED_VERSION}, so its verdict may not hold",
-            f"Run SGLang {MODELED_VERSION} on both sides, or check this pair on a staging deployment.",
+            f"the server at {where} runs SGLang {version}; kvcheck judged it as SGLang {side.sglang_version} ({side.version_source}), so its verdict may not hold",
+            f"Drop --sglang-version for this side, or check this pair on a staging deployment running SGLang {side.sglang_version}.",
         ))
     archs = (live.get("model_info") or {}).get("architectures") or []
     if archs and side.model.architecture not in archs:
