@@ -68,7 +68,8 @@ class ClusterOptions:
     ``model_config``: one config.json for every instance (``--model-config``);
     ``models_dir``: a Hugging Face cache folder (``--models``); ``sglang_version``: the
     release every instance runs (overrides image tags); ``gpu``/``prefill_gpu``/
-    ``decode_gpu``: GPU names that override the manifests'; ``kernel``/``ignore``: as for
+    ``decode_gpu``: GPU names that override the manifests'; ``prefill_sglang_version``/
+    ``decode_sglang_version``: per-role releases (override ``sglang_version``); ``kernel``/``ignore``: as for
     ``run_preflight``; ``allow_unchecked``: exit 0 instead of 4 on ``unchecked``;
     ``environ``: where ``HF_HOME``/``HF_HUB_CACHE`` are read (default ``os.environ``).
     """
@@ -76,6 +77,8 @@ class ClusterOptions:
     model_config: Path | None = None
     models_dir: Path | None = None
     sglang_version: str | None = None
+    prefill_sglang_version: str | None = None
+    decode_sglang_version: str | None = None
     gpu: str | None = None
     prefill_gpu: str | None = None
     decode_gpu: str | None = None
@@ -190,6 +193,11 @@ def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[d
         from kvcheck.sglang.args import build_server_args
         from kvcheck.sglang.flags import FlagTable
 
+        from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
+
+        # Before anything can echo a token (an error line quoting a bad value): every
+        # secret the launch line or its environment holds is scrubbed from all output.
+        register_secrets(secrets_from_argv(inst.argv) | collect_secrets(dict(inst.env)))
         source = f"{inst.location} ({inst.name})"
         try:
             args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
@@ -337,7 +345,9 @@ def _choose_release(inst: Instance, opts: ClusterOptions):
     except ImportError:
         return None
     rel, reason = release_from_image(inst.image)
-    return choose_release(rel, reason, opts.sglang_version, input_unknown=None if rel or not inst.image else reason)
+    per_side = opts.prefill_sglang_version if inst.role == "prefill" else opts.decode_sglang_version
+    cli, cli_source = (per_side, f"--{inst.role}-sglang-version") if per_side else (opts.sglang_version, "--sglang-version")
+    return choose_release(rel, reason, cli, cli_source, input_unknown=None if rel or not inst.image else reason)
 
 
 def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
