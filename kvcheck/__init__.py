@@ -6,7 +6,7 @@ The runtime modelled first is SGLang 0.5.23 (``kvcheck.sglang``).
 
 import os as _os
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # pydantic scans every installed distribution's entry points for plugins the first
 # time a model is built (tens of ms on the cold path); kvcheck uses none. A user's own

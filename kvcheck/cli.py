@@ -33,14 +33,10 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     """``--version``: kvcheck's version and the SGLang releases it models, then exit 0."""
     if value:
-        from kvcheck import RUNTIME_VERSION, __version__
+        from kvcheck import __version__
+        from kvcheck.sglang.releases import describe_modeled
 
-        try:
-            from kvcheck.sglang.releases import modeled_releases  # the releases helper's list, when present
-
-            releases = ", ".join(modeled_releases())
-        except ImportError:
-            releases = RUNTIME_VERSION
+        releases = describe_modeled()
         typer.echo(f"kvcheck {__version__} (models SGLang {releases}; NIXL probe: nixl-cu12 1.5.1)")
         raise typer.Exit(0)
 

@@ -17,6 +17,8 @@ from typing import Any, BinaryIO, Iterable, Iterator
 from pydantic import BaseModel, Field, PrivateAttr
 
 from kvcheck.explain.catalog import RUNTIME, Catalog, Entry, load_catalog
+from kvcheck.explain.engines import ENGINES, ForeignLines, classify
+from kvcheck.explain.engines import record as record_foreign
 
 # explain's exit statuses (documented in `kvcheck explain --help`).
 EXIT_RECOGNIZED = 0
@@ -52,6 +54,8 @@ class Explanation(BaseModel):
     source: str = "message"
     lines: int = 0
     hits: list[Hit] = Field(default_factory=list)
+    # Lines written by other engines or the NIXL/UCX native libraries (kvcheck.explain.engines).
+    foreign: list[ForeignLines] = Field(default_factory=list)
     preflight: dict[str, Any] | None = None
     _blank: bool = PrivateAttr(default=False)
 
@@ -62,8 +66,9 @@ class Explanation(BaseModel):
 
     @property
     def recognized(self) -> bool:
-        """Whether at least one catalog message was found."""
-        return bool(self.hits)
+        """Whether at least one catalog message, or a line of another engine or of the
+        NIXL/UCX libraries, was found."""
+        return bool(self.hits) or bool(self.foreign)
 
     @property
     def exit_code(self) -> int:
@@ -87,6 +92,7 @@ class Explanation(BaseModel):
             "source": self.source,
             "lines": self.lines,
             "hits": hits,
+            "foreign": [f.model_dump() for f in self.foreign],
             "preflight": self.preflight,
         }
 
@@ -96,6 +102,9 @@ _MAX_PARTIAL_LINES = 50  # partial recognition is for pasted messages, not whole
 _MAX_HIT_TEXT = 2000  # characters of a hit's text and values kept for the report
 _WRAP = 3  # lines before and after a line that a wrapped message may span
 _ANCHOR_LEN = 24  # characters of a literal stretch searched as a substring
+
+
+FOREIGN_ANY = re.compile("|".join(f"(?:{e.pattern.pattern})" for e in ENGINES), re.M)
 
 
 class _Scanner:
@@ -311,6 +320,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     scanner = _scanner(catalog)
     tokens, sub_re = scanner.tokens, scanner.sub_re
     hits: dict[str, Hit] = {}
+    foreign: dict[str, ForeignLines] = {}
     spans: set[tuple[str, int, int]] = set()
     head: list[str] = []
     count = 0
@@ -340,6 +350,13 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         if start >= end:
             return
         window = buf[start:end]
+        skip: set[int] = set()
+        if FOREIGN_ANY.search("\n".join(window)):  # one pass over the block first
+            for k, ln in enumerate(window):
+                engine = classify(ln)
+                if engine is not None:
+                    skip.add(start + k)
+                    record_foreign(foreign, engine, base + start + k, ln)
         idx = [start + k for k, ln in enumerate(window) if not tokens.isdisjoint(ln.split())] if tokens else []
         if sub_re is not None or scanner.match_all:
             if scanner.match_all:
@@ -350,7 +367,8 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
                 extra = ()
             idx = sorted(set(idx).union(extra))
         for i in idx:
-            process(buf, base, i)
+            if i not in skip:
+                process(buf, base, i)
 
     buf: list[str] = []
     base = 1  # line number of buf[0]
@@ -374,20 +392,41 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     scan(buf, base, start, len(buf))
     if count == 0:
         head, count = [""], 1
-    if not hits and count <= _MAX_PARTIAL_LINES:
+    if not hits and not foreign and count <= _MAX_PARTIAL_LINES:
         for lineno, line in enumerate(head, start=1):
             best: tuple[int, Entry | None, str] = (0, None, "")
             for entry in catalog.entries:
                 for part in entry.literal_parts:
                     m = SequenceMatcher(None, line, part, autojunk=False).find_longest_match(0, len(line), 0, len(part))
-                    if m.size > best[0]:
-                        best = (m.size, entry, line[m.a : m.a + m.size])
+                    a, b, size = _whole_words(line, part, m.a, m.b, m.size)
+                    if size > best[0]:
+                        best = (size, entry, line[a : a + size])
             if best[0] >= _MIN_PARTIAL and best[1] is not None:
                 _record(hits, best[1], lineno, best[2].strip(), {}, match="partial")
     ordered = sorted(hits.values(), key=lambda h: (catalog.get(h.entry_id).generic, h.first_line))
-    result = Explanation(source=source, lines=count, hits=ordered)
+    result = Explanation(source=source, lines=count, hits=ordered, foreign=sorted(foreign.values(), key=lambda f: f.first_line))
     result._blank = blank
     return result
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _whole_words(line: str, part: str, a: int, b: int, size: int) -> tuple[int, int, int]:
+    """Shrink a common stretch ``line[a:a+size] == part[b:b+size]`` to whole words on both
+    sides (a stretch may not start or end inside a word of either text), so that a
+    fragment of a variable name (``kv_cache_dtype_str``) never counts as the message.
+    Returns (a, b, size) of the trimmed stretch (size 0 when nothing whole is left)."""
+
+    def cut_inside(text: str, i: int) -> bool:
+        return 0 < i < len(text) and _is_word(text[i - 1]) and _is_word(text[i])
+
+    while size > 0 and (cut_inside(line, a) or cut_inside(part, b)):
+        a, b, size = a + 1, b + 1, size - 1
+    while size > 0 and (cut_inside(line, a + size) or cut_inside(part, b + size)):
+        size -= 1
+    return a, b, size
 
 
 def _join(lines: list[str]) -> tuple[str, list[int]]:

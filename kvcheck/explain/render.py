@@ -24,6 +24,15 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
     preflight ran, the finding that is the actual cause."""
     catalog = catalog or load_catalog()
     lines: list[str] = []
+    for f in explanation.foreign:
+        where = f"line {f.first_line}" if f.first_line == f.last_line else f"lines {f.first_line}..{f.last_line}"
+        lines.append(f"{f.name}: x{f.count}, first/last {where}")
+        lines.extend(_para("text:", f.example))
+        lines.extend(_para("meaning:", f.meaning))
+    if explanation.foreign and not explanation.hits:
+        return "\n".join(lines)
+    if explanation.foreign:
+        lines.append("")
     if not explanation.recognized:
         lines.append(f"not recognized: no {catalog.runtime} PD/NIXL message from kvcheck's catalog ({len(catalog.entries)} messages) was found in the {explanation.source}.")
         lines.append("  Paste the exception line ('Type: message') or pass the whole log with --log FILE; 'kvcheck explain --list' shows what is known.")
