@@ -41,7 +41,7 @@ def _run(release: str, path: str | None, seed: int) -> dict:
     parts = ([path] if path else []) + [str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     cmd = [sys.executable, str(REPO / "tests" / "conformance_worker.py"), "--release", release, "--pairs", str(BOOTSTRAP_PAIRS), "--seed", str(seed)]
-    # the prefill decision, where kvcheck restates it (0.5.13 .. 0.5.14, 0.5.22, 0.5.23): the worker skips it elsewhere
+    # the prefill decision, where kvcheck restates it (0.5.13 .. 0.5.16, 0.5.22, 0.5.23): the worker skips it elsewhere
     cmd += ["--transfer-pairs", str(TRANSFER_PAIRS if path is None else TRANSFER_PAIRS // 4)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

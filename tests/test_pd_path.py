@@ -154,7 +154,8 @@ def test_a_shorter_dsa_destination_row_names_the_role_backends(tmp_path):
 def test_0_5_14_prefill_decision_is_restated(tmp_path):
     # 0.5.13/0.5.14 _prepare_payload_xfer: equal TP -> _init_equal_tp_prep_handle, VRAM lists
     # (no memory kinds before 0.5.15); nothing raises at registration.
-    assert behaviour("0.5.14").decision_variant == "0.5.13" and not behaviour("0.5.15").decision_modeled
+    assert behaviour("0.5.14").decision_variant == "0.5.13" and behaviour("0.5.16").decision_variant == "0.5.15"
+    assert not behaviour("0.5.17").decision_modeled and not behaviour("0.5.12.post1").decision_modeled
     r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.5.14", dv="0.5.14")
     assert r.exit_code == 0 and r.plan.path == "equal_tp" and r.plan.segments[0].as_list()[2:] == ["VRAM", "VRAM"]
     assert "release-pd-unchecked" not in _by_id(r)

@@ -360,7 +360,7 @@ def head_slice_error(prefill: SideGeometry, decode: SideGeometry, total_kv_heads
     return None
 
 
-def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, decode_dcp_size: int, total_kv_heads: int | None) -> Plan:
+def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, decode_dcp_size: int, total_kv_heads: int | None, release: str = "0.5.13") -> Plan:
     """The 0.5.13 .. 0.5.14 prefill decision (``NixlKVManager._add_remote_peer`` ->
     ``_prepare_payload_xfer``, ``_init_equal_tp_prep_handle`` and
     ``_init_hetero_tp_prep_handle`` of ``disaggregation/nixl/conn.py``, 0.5.13, unchanged
@@ -378,6 +378,11 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     lengths, prefill PP > 1, host or mixed memory kinds, decode DCP, head slices that do
     not tile the source item, unknown KV head count) gets ``path="not_modeled"``: the
     preflight reports ``unchecked`` for it, never a pass.
+
+    ``release="0.5.15"`` (0.5.15 .. 0.5.16): the same outcome on all-VRAM pairs, plus the
+    region-count guard that 0.5.15 introduced (``ValueError`` 'decode registered fewer KV
+    regions'); memory kinds, mixed segments and the 'no KV memory segments' guard of those
+    releases are not restated (host or mixed kinds stay ``not_modeled``).
     """
     n_src, n_dst = plan.n_src, plan.n_dst
 
@@ -398,6 +403,11 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     if n_src == 0:
         return unmodeled("no KV regions on the prefill")
     if n_dst < n_src:
+        if release == "0.5.15":  # 0.5.15: _prepare_payload_xfer checks the region counts first
+            plan.error = RuntimeErrorPrediction(
+                type="ValueError", message=f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry",
+                raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S)
+            return plan
         return unmodeled("the decode registers fewer KV regions than the prefill (no guard at registration; fails or corrupts at transfer)")
     if prefill.is_mla or decode.attn_tp_size == prefill.attn_tp_size:
         if decode.item_lens[:n_src] != prefill.item_lens:
@@ -441,8 +451,8 @@ def decide_transfer(
         raise ValueError(f"the prefill registration decision of SGLang {behaviour.version} is not modeled")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst)
-    if behaviour is not None and behaviour.decision_variant == "0.5.13":
-        return _decide_0_5_13(prefill, decode, plan, decode_dcp_size=decode_dcp_size, total_kv_heads=total_kv_heads)
+    if behaviour is not None and behaviour.decision_variant in ("0.5.13", "0.5.15"):
+        return _decide_0_5_13(prefill, decode, plan, decode_dcp_size=decode_dcp_size, total_kv_heads=total_kv_heads, release=behaviour.decision_variant)
 
     def fail(type_: str, message: str) -> Plan:
         plan.error = RuntimeErrorPrediction(type=type_, message=message, raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S)

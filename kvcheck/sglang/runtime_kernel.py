@@ -37,7 +37,7 @@ Without ``total_kv_heads`` only the pairing is recorded.
 Releases: the bootstrap checks are driven on any release with
 ``try_ensure_parallel_info`` (0.5.10 on; 0.5.10 .. 0.5.16 read ``server_args``, which
 the stand-in provides). The prefill decision is driven on 0.5.13 .. 0.5.14 (17 registration
-frames, no memory kinds) and on 0.5.22 and 0.5.23 (0.5.22's decode builds its 23
+frames, no memory kinds), 0.5.15 .. 0.5.16 (19 frames: kinds and item lengths) and on 0.5.22 and 0.5.23 (0.5.22's decode builds its 23
 registration frames inline; the kernel restates each list and the release's own
 ``from_zmq`` parses it); elsewhere ``KernelSetupError``.
 
@@ -373,6 +373,12 @@ def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
     a = mgr.kv_args
     pack = getattr(sg.nixl, "pack_int_lists", None) or getattr(sg.common, "pack_int_lists")
     item = a.kv_item_lens[0] if a.kv_item_lens else 0
+    if not hasattr(sg.nixl, "num_kv_slots"):
+        # 0.5.15 .. 0.5.16: 19 frames (memory kinds and item lengths appended to 0.5.13's)
+        slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
+        return _registration_frames_0_5_13(sg, mgr)[:-1] + [
+            str(slots).encode(), sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds), b"".join(struct.pack("Q", x) for x in a.kv_item_lens),
+        ]
     slots = sg.nixl.num_kv_slots(a.kv_data_lens, a.kv_item_lens) if a.kv_item_lens else 0
     return [
         sg.nixl.GUARD, b"None", mgr.local_ip.encode(), str(mgr.rank_port).encode(), mgr.agent.name.encode(), mgr.agent.get_agent_metadata(),
@@ -439,7 +445,10 @@ def _init_prefill(sg: SimpleNamespace, mgr, kinds: list[str]) -> None:
         return
     kv_args.kv_data_mem_kinds = sg.nixl._normalize_kv_mem_kinds(list(kinds), len(kv_args.kv_data_ptrs))
     mgr.src_mem_kind = sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source") if kv_args.kv_data_mem_kinds else None
-    mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
+    if hasattr(sg.nixl, "num_kv_slots"):
+        mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
+    else:  # 0.5.15 .. 0.5.16: NixlKVManager.__init__ divides region 0's lengths
+        mgr._num_slots_src = kv_args.kv_data_lens[0] // kv_args.kv_item_lens[0] if kv_args.kv_item_lens else 0
 
 
 def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
