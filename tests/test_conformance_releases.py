@@ -84,7 +84,7 @@ def test_the_corpus_covers_the_releases_where_the_pd_path_changed(results):
 
 
 def test_each_modeled_prefill_decision_ran_against_its_release(results):
-    """Every installed release whose prefill decision kvcheck restates (0.5.13 .. 0.5.14,
+    """Every installed release whose prefill decision kvcheck restates (0.5.13 .. 0.5.16,
     0.5.22, 0.5.23) drove its own _add_remote_peer on compared pairs."""
     from kvcheck.sglang.pd_release import behaviour
 
