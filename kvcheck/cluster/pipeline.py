@@ -414,7 +414,11 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
 
     class_findings = p.findings + d.findings
     if p.side is None or d.side is None:
-        return PairResult(p, d, verdict_of([x.finding for x in class_findings]), None, list(class_findings))
+        # The pair is unchecked, but what does not depend on the model still fails it:
+        # --allow-unchecked must never let a certain failure through.
+        certain = _model_independent_failures(p, d)
+        findings = certain + list(class_findings)
+        return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
     report = run_preflight(p.side, d.side, kernel=opts.kernel, ignore=ignore)
     pb = p.side.args.disaggregation_transfer_backend
     db = d.side.args.disaggregation_transfer_backend
@@ -434,6 +438,38 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
         located.append(Located(f, locs[0], locs[1:]))
     findings = located + extra + list(class_findings)
     return PairResult(p, d, verdict_of([x.finding for x in findings]), report, findings)
+
+
+def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]:
+    """Failures of a pair that hold whatever the model is, for a class kvcheck cannot
+    build a side for (unknown model, unresolved variable in another flag): transfer
+    backends that differ with NIXL on the prefill (the decode's first ZMQ message kills
+    the prefill's NIXL bootstrap thread: ``transfer-backend``), and a decode PP size that
+    is neither the prefill's nor 1 (``_resolve_rank_mapping``'s assert, 0.5.23)."""
+    from kvcheck.sglang.plan import DECODE_FIRST_REQUEST, DECODE_SCHEDULER, GUARD_ASSERT, RuntimeErrorPrediction
+
+    pa, da = p.first.args, d.first.args
+    if pa is None or da is None:
+        return []
+    out: list[Located] = []
+    pb = pa.get("disaggregation_transfer_backend", "mooncake")
+    db = da.get("disaggregation_transfer_backend", "mooncake")
+    if pb != db and pb == "nixl":
+        rt = RuntimeErrorPrediction(type="AssertionError", message=GUARD_ASSERT, raised_by="prefill: NIXL bootstrap thread (first ZMQ message from the decode)",
+                                    when="first request", operator_sees="the prefill's NIXL bootstrap thread dies; requests to it hang until the bootstrap/waiting timeouts")
+        f = Finding(id="transfer-backend", severity=Severity.ERROR, runtime_error=rt,
+                    message=f"transfer backends differ: prefill --disaggregation-transfer-backend={pb}, decode --disaggregation-transfer-backend={db} (whatever the model)",
+                    fix="Set --disaggregation-transfer-backend nixl on both servers.")
+        out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
+    pp, dp = int(pa.get("pp_size") or 1), int(da.get("pp_size") or 1)
+    if dp not in (pp, 1):
+        msg = str(AssertionError((f"Decode pp size ({dp}) should be equal to prefill pp size ({pp}) or 1",)))
+        rt = RuntimeErrorPrediction(type="AssertionError", message=msg, raised_by=DECODE_SCHEDULER, when="first request", operator_sees=DECODE_FIRST_REQUEST)
+        f = Finding(id="pp-size-mismatch", severity=Severity.ERROR, runtime_error=rt,
+                    message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must equal the prefill's or be 1, whatever the model)",
+                    fix="Align the named flag on both servers.")
+        out.append(Located(f, _flag_location("--pp-size", d) or d.first.instance.location, []))
+    return out
 
 
 def _dest_locations(inst: Instance) -> dict[str, Location]:
