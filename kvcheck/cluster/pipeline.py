@@ -115,7 +115,9 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     caches = _Caches()
     results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
     kernel = next((p.report.kernel for r in results for p in r.pairs if p.report is not None), "builtin")
-    return ClusterReport(results, kernel=kernel, allow_unchecked=opts.allow_unchecked)
+    releases = sorted({ir.release or "unknown" for r in results for ir in r.instances})
+    runtime = "sglang " + (", ".join(releases) if releases else "0.5.23")
+    return ClusterReport(results, kernel=kernel, runtime=runtime, allow_unchecked=opts.allow_unchecked)
 
 
 def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
