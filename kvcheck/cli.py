@@ -115,11 +115,14 @@ def preflight(
 
     if format not in FORMATS:
         raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
+    _check_release_options(sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version)
     if files:
         if prefill is not None or decode is not None:
             raise KvcheckError("give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f")
         _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked,
-                               model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu)
+                               model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
+                               sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
+                               decode_sglang_version=decode_sglang_version)
     if prefill is None or decode is None:
         raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
@@ -151,9 +154,21 @@ def preflight(
     raise typer.Exit(_decided_exit)
 
 
+def _check_release_options(**options: Optional[str]) -> None:
+    """A ``--*sglang-version`` that is not a release number at all is bad usage (exit 2);
+    a well-formed release kvcheck does not model is judged later (unchecked, exit 4)."""
+    from kvcheck.sglang.releases import describe_modeled, parse_release
+
+    for name, value in options.items():
+        if value is not None and parse_release(value) is None:
+            flag = "--" + name.replace("_", "-")
+            raise KvcheckError(f"{value!r} is not an SGLang release number such as 0.5.8 or 0.5.8.post1 (kvcheck models {describe_modeled()})", field=flag)
+
+
 def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional[Path], models_dir: Optional[Path], allow_unchecked: bool,
                            model_config: Optional[Path], kernel: str, ignore: List[str], gpu: Optional[str], prefill_gpu: Optional[str],
-                           decode_gpu: Optional[str], sglang_version: Optional[str] = None) -> None:
+                           decode_gpu: Optional[str], sglang_version: Optional[str] = None, prefill_sglang_version: Optional[str] = None,
+                           decode_sglang_version: Optional[str] = None) -> None:
     """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
     try:
         from kvcheck.sources.deployments import read_deployments
@@ -165,7 +180,8 @@ def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional
     global _decided_exit
     env = read_env_file(env_file) if env_file is not None else None
     deployments = read_deployments(list(files), env=env)
-    opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
+    opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version,
+                          prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
                           decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked)
     report = check_deployments(deployments, opts)
     _decided_exit = report.exit_code

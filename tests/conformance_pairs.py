@@ -40,7 +40,9 @@ def _kinds(rng, n, mode, n_draft):
     return [rng.choice(["VRAM", "DRAM"]) for _ in range(n)]
 
 
-def transfer_pair(rng: random.Random):
+def transfer_pair(rng: random.Random, vram_only: bool = False):
+    """One seeded pair (see the module docstring). ``vram_only``: every region VRAM and
+    decode DCP 1 (the releases before memory kinds and DCP, 0.5.13 .. 0.5.14)."""
     is_mla = rng.random() < 0.5
     rpl = 1 if is_mla else 2
     page = rng.choice([1, 16, 64])
@@ -68,12 +70,12 @@ def transfer_pair(rng: random.Random):
     if n_dst and rng.random() < 0.3:
         j = rng.randrange(n_dst)
         d_items[j] = rng.choice([d_items[j] // 2 or 1, d_items[j] * 2, d_items[j] * 4])
-    p_mode = rng.choice(["vram"] * 10 + ["dram", "mixed"])
-    d_mode = rng.choice(["vram", "vram", "dram", "hisparse", "mixed"])
+    p_mode = "vram" if vram_only else rng.choice(["vram"] * 10 + ["dram", "mixed"])
+    d_mode = "vram" if vram_only else rng.choice(["vram", "vram", "dram", "hisparse", "mixed"])
     prefill = side("prefill", is_mla=is_mla, tp=p_tp, pp=p_pp, stages=stages, page=page,
                    kinds=_kinds(rng, n_src, p_mode, p_draft), items=p_items, n_draft=p_draft)
     d_pp = 1 if d_layers != layers else p_pp
     decode = side("decode", is_mla=is_mla, tp=d_tp, pp=d_pp, stages=[(0, d_layers)], page=page,
                   kinds=_kinds(rng, n_dst, d_mode, d_draft), items=d_items, n_draft=d_draft)
-    dcp = rng.choice([1] * 6 + [2, 4])
+    dcp = 1 if vram_only else rng.choice([1] * 6 + [2, 4])
     return prefill, decode, dcp, pp_rank, heads

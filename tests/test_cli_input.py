@@ -210,7 +210,7 @@ def test_export_lines_before_the_launch_command(tmp_path):
     assert json.loads(proc.stdout)["plan"]["n_dst"] == 32  # 16 layers x (K, V) on decode stage 0
 
 
-def test_unknown_architecture_is_assumed_mha_and_said(tmp_path):
+def test_unknown_architecture_is_unchecked_never_a_guessed_pass(tmp_path):
     mdir = tmp_path / "model"
     mdir.mkdir()
     cfg = json.loads((model_dir("llama-3.1-8b") / "config.json").read_text())
@@ -222,4 +222,5 @@ def test_unknown_architecture_is_assumed_mha_and_said(tmp_path):
     d.write_text(f"model-path: {mdir}\ndisaggregation-mode: decode\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
     proc = run_cli("preflight", "-p", str(p), "-d", str(d), "--format", "json")
     report = json.loads(proc.stdout)
-    assert report["verdict"] == "warn" and [f["id"] for f in report["findings"]] == ["architecture-assumed"]
+    assert proc.returncode == 4, proc.stderr
+    assert report["verdict"] == "unchecked" and [f["id"] for f in report["findings"]] == ["architecture-assumed"]

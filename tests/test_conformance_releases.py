@@ -41,7 +41,7 @@ def _run(release: str, path: str | None, seed: int) -> dict:
     parts = ([path] if path else []) + [str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     cmd = [sys.executable, str(REPO / "tests" / "conformance_worker.py"), "--release", release, "--pairs", str(BOOTSTRAP_PAIRS), "--seed", str(seed)]
-    # the prefill decision, where kvcheck restates it (0.5.22, 0.5.23): the worker skips it elsewhere
+    # the prefill decision, where kvcheck restates it (0.5.13 .. 0.5.16, 0.5.22, 0.5.23): the worker skips it elsewhere
     cmd += ["--transfer-pairs", str(TRANSFER_PAIRS if path is None else TRANSFER_PAIRS // 4)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -81,6 +81,19 @@ def test_the_corpus_covers_the_releases_where_the_pd_path_changed(results):
     total = sum(r.get("bootstrap", 0) + r.get("route", 0) + r.get("registration", 0) + r.get("transfer", 0) for r in results.values())
     if SCALE >= 1:
         assert total >= 10_000, total
+
+
+def test_each_modeled_prefill_decision_ran_against_its_release(results):
+    """Every installed release whose prefill decision kvcheck restates (0.5.13 .. 0.5.16,
+    0.5.22, 0.5.23) drove its own _add_remote_peer on compared pairs."""
+    from kvcheck.sglang.pd_release import behaviour
+
+    modeled = [v for v in results if behaviour(v).decision_modeled]
+    if not modeled:
+        pytest.skip("no release with a modeled prefill decision installed")
+    for v in modeled:
+        assert results[v].get("transfer", 0) >= 1, results[v]
+        assert "transfer_skipped" not in results[v], results[v]
 
 
 def test_release_0_5_8_registration_is_refused_by_newer_prefills(results):

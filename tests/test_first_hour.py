@@ -21,7 +21,10 @@ def test_version_names_kvcheck_and_the_modeled_sglang_release():
     for flag in ("--version", "-V"):
         proc = run_cli(flag)
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.startswith(f"kvcheck {__version__} ") and f"SGLang {RUNTIME_VERSION}" in proc.stdout
+        from kvcheck.sglang.releases import describe_modeled, modeled
+
+        assert proc.stdout.startswith(f"kvcheck {__version__} ") and f"SGLang {describe_modeled()}" in proc.stdout
+        assert RUNTIME_VERSION == modeled()[-1] and RUNTIME_VERSION in proc.stdout
 
 
 def test_piped_table_output_is_not_wrapped_at_80_columns():

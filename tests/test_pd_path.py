@@ -149,3 +149,21 @@ def test_a_shorter_dsa_destination_row_names_the_role_backends(tmp_path):
     f = _by_id(r)["item-stride"]
     assert f.runtime_error.message.startswith("NIXL prepared dlist transfer length exceeds item stride: xfer_len=41984, item_len=36864")
     assert "--dsa-decode-backend trtllm" in f.message and "trtllm" in f.fix
+
+
+def test_0_5_14_prefill_decision_is_restated(tmp_path):
+    # 0.5.13/0.5.14 _prepare_payload_xfer: equal TP -> _init_equal_tp_prep_handle, VRAM lists
+    # (no memory kinds before 0.5.15); nothing raises at registration.
+    assert behaviour("0.5.14").decision_variant == "0.5.13" and behaviour("0.5.16").decision_variant == "0.5.15"
+    assert not behaviour("0.5.17").decision_modeled and not behaviour("0.5.12.post1").decision_modeled
+    r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.5.14", dv="0.5.14")
+    assert r.exit_code == 0 and r.plan.path == "equal_tp" and r.plan.segments[0].as_list()[2:] == ["VRAM", "VRAM"]
+    assert "release-pd-unchecked" not in _by_id(r)
+    # a prefill PP > 1 pairs regions positionally from decode layer 0 there: not modeled, unchecked
+    r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16, "pp-size": 2}, {**D, "page-size": 16}, pv="0.5.14", dv="0.5.14")
+    assert r.exit_code == 4 and "release-pd-unchecked" in _by_id(r)
+    # first-request checks not restated for 0.5.14: unchecked only where they could fire
+    r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16, "disaggregation-enable-kv-checksum": True}, {**D, "page-size": 16}, pv="0.5.14", dv="0.5.14")
+    assert r.exit_code == 4 and "metadata (aux) buffers" in _by_id(r)["release-pd-unchecked"].message
+    r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16, "dp-size": 2}, {**D, "page-size": 16}, pv="0.5.14", dv="0.5.14")
+    assert r.exit_code == 4 and "plain-DP" in _by_id(r)["release-pd-unchecked"].message

@@ -31,7 +31,7 @@ def _modeled(ctx: CheckContext) -> bool:
     "kvcheck models the PD path of each side's SGLang release",
     what="A side runs an SGLang release whose decode bootstrap checks or prefill registration decision kvcheck has not restated.",
     why="The PD code changes from release to release; answering with another release's code could pass a pair that release breaks.",
-    fix="Run both sides on a modeled release (the decode's bootstrap checks: 0.5.10 .. 0.5.23; the prefill's decision: 0.5.22, 0.5.23), or check the pair on a staging deployment.",
+    fix="Run both sides on a modeled release (the decode's bootstrap checks: 0.5.10 .. 0.5.23; the prefill's decision: 0.5.13 .. 0.5.16, 0.5.22, 0.5.23), or check the pair on a staging deployment.",
 )
 def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.pd_release import known_releases
@@ -52,8 +52,30 @@ def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
     if b_p.known and not b_p.decision_modeled:
         out.append(chk.finding(
             f"prefill: the registration decision and first-request checks of SGLang {b_p.version} are not modeled "
-            "(kvcheck restates _add_remote_peer/_prepare_payload_xfer of 0.5.22 and 0.5.23); region counts, memory kinds and item lengths are not checked"
+            "(kvcheck restates _add_remote_peer/_prepare_payload_xfer of 0.5.13 .. 0.5.16, 0.5.22 and 0.5.23); region counts, memory kinds and item lengths are not checked"
         ))
+    if b_p.decision_modeled:
+        plans = [ctx.plan] if ctx.plan is not None else []
+        why = next((p.not_modeled_reason for p in plans if p.path == "not_modeled"), None)
+        if why is None and any(st.get("path") == "not_modeled" for st in ctx.extra.get("pp_stages") or []):
+            why = "a prefill PP stage's transfer"
+        if why is not None:
+            out.append(chk.finding(
+                f"prefill: SGLang {b_p.version} accepts this decode's registration without checks, and what its transfer then does is not modeled: {why}"
+            ))
+    if b_p.decision_modeled and b_p.decision_variant not in ("0.5.22", "0.5.23"):
+        # First-request checks restated for 0.5.23 only (aux-buffer-count,
+        # follow-bootstrap-room-plain-dp): unchecked only where they could fire.
+        if _aux_buffers(ctx.prefill) != _aux_buffers(ctx.decode):
+            out.append(chk.finding(
+                f"prefill: SGLang {b_p.version}'s pairing of metadata (aux) buffers is not modeled, and the two sides register different ones "
+                "(--disaggregation-enable-kv-checksum or SGLANG_ENABLE_DISAGG_SAMPLING_MASK on one side only)"
+            ))
+        a = ctx.prefill.args
+        if a.dp_size > 1 and not a.enable_dp_attention and a.attn_dp_size <= 1:
+            out.append(chk.finding(
+                f"prefill: SGLang {b_p.version}'s routing of a plain-DP prefill (--dp-size {a.dp_size}, attention DP 1) to its replicas is not modeled"
+            ))
     return out
 
 

@@ -44,11 +44,11 @@ def not_modeled(chk, ctx: CheckContext) -> list[Finding]:
 
 @check(
     "architecture-assumed",
-    Severity.WARNING,
+    Severity.UNCHECKED,
     "kvcheck knows this architecture's KV pool",
-    what="A model architecture kvcheck has not verified against SGLang's pools; it is taken as a plain MHA/GQA model (K and V regions per layer).",
-    why="An architecture with sliding-window, linear-attention or other hybrid layers registers other regions; kvcheck would then predict the wrong geometry.",
-    fix="Run with --kernel runtime where SGLang is installed, or confirm the model uses full attention in every layer.",
+    what="A model architecture kvcheck has not verified against SGLang's pools. kvcheck never guesses a geometry: the pair is unchecked (its regions are shown as if it were a plain MHA/GQA model, K and V regions per layer).",
+    why="An architecture with sliding-window, linear-attention or other hybrid layers registers other regions; a plain-MHA guess could pass a pair the runtime breaks.",
+    fix="Confirm the model uses plain full attention in every layer, then pass --allow-unchecked (or --ignore architecture-assumed).",
 )
 def architecture_assumed(chk, ctx: CheckContext) -> list[Finding]:
     out, seen = [], set()
@@ -56,7 +56,7 @@ def architecture_assumed(chk, ctx: CheckContext) -> list[Finding]:
         m = side.model
         if m.attention == "MHA" and m.assumed_mha and m.architecture not in seen:
             seen.add(m.architecture)
-            out.append(chk.finding(f"{m.architecture} is not an architecture kvcheck has verified; its KV geometry is assumed to be plain MHA/GQA ({m.num_key_value_heads} KV heads x {m.head_dim}, K and V per layer)"))
+            out.append(chk.finding(f"{m.architecture} is not an architecture kvcheck has verified; kvcheck does not guess its KV pool, so the pair is unchecked (shown as plain MHA/GQA: {m.num_key_value_heads} KV heads x {m.head_dim}, K and V per layer)"))
     return out
 
 
@@ -167,6 +167,13 @@ def dtype_under_auto(chk, ctx: CheckContext) -> list[Finding]:
     return [chk.finding(f"--kv-cache-dtype is auto on both sides but the KV element type differs: prefill --dtype resolves to {pd}, decode to {dd}; the same string 'auto' passes the decode's dtype check while the bytes differ")]
 
 
+def _model_paths_differ(a: str | None, b: str | None) -> bool:
+    """Whether two --model-path values name different models (trailing slashes and a
+    ``hf:`` prefix ignored)."""
+    norm = lambda p: (p or "").strip().removeprefix("hf:").rstrip("/")  # noqa: E731
+    return bool(a and b) and norm(a) != norm(b)
+
+
 @check(
     "same-model",
     Severity.WARNING,
@@ -185,6 +192,14 @@ def same_model(chk, ctx: CheckContext) -> list[Finding]:
         out.append(chk.finding(
             f"models differ: prefill {pm.architecture} with {pm.num_hidden_layers} layers, decode {dm.architecture} with {dm.num_hidden_layers} layers",
             severity=Severity.ERROR,
+        ))
+    elif _model_paths_differ(ctx.prefill.args.model_path, ctx.decode.args.model_path) and pm.source and pm.source == dm.source:
+        # One config file given for both sides (--model-config) cannot tell two models apart.
+        out.append(chk.finding(
+            f"--model-path differs (prefill {ctx.prefill.args.model_path}, decode {ctx.decode.args.model_path}) but both sides' config.json came from {pm.source}: "
+            "kvcheck cannot tell whether they are the same model",
+            severity=Severity.UNCHECKED,
+            fix="Point both sides at the same --model-path, or give each side its own config (--prefill-model-config/--decode-model-config, or model directories).",
         ))
     pr, dr = ctx.prefill.args.revision, ctx.decode.args.revision
     if pr != dr:

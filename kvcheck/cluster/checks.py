@@ -85,6 +85,13 @@ def missing_role(dep: Deployment, instances: list[InstanceResult]) -> list[Locat
     for have, lack in (("prefill", "decode"), ("decode", "prefill")):
         if have in roles and lack not in roles:
             n = sum(1 for ir in instances if ir.instance.role == have)
+            hidden = [p for p in dep.problems if p.id == "unresolved-variable"]
+            if hidden:
+                # A server whose --disaggregation-mode is behind an unset variable may be the
+                # missing role: kvcheck cannot tell, so the deployment is unchecked, not failed.
+                return [finding(chk.id, Severity.UNCHECKED,
+                                f"{dep.name}: {n} {have} instance(s) and no {lack} found, but a server's role is behind an unresolved variable ({hidden[0].message})",
+                                "Pass --env FILE with the variable's value so every server's --disaggregation-mode is known.", hidden[0].location)]
             return [finding(chk.id, chk.severity, f"{dep.name}: {n} {have} instance(s) and no {lack}: requests never complete (a {have} waits for its {lack} peer forever)", chk.fix, dep.source)]
     return []
 
@@ -160,12 +167,28 @@ def router_bootstrap_port(dep: Deployment, instances: list[InstanceResult]) -> l
     chk = CLUSTER_CHECKS["router-bootstrap-port"]
     prefills = [ir for ir in instances if ir.instance.role == "prefill" and ir.args is not None]
     out: list[Located] = []
+    decodes = [ir for ir in instances if ir.instance.role == "decode" and ir.args is not None]
     for router in dep.routers:
         for rp in router.prefills:
-            if rp.bootstrap_port is None or not prefills:
+            if not prefills:
                 continue
             named = getattr(rp, "instance", None)  # the reader's own match, when it made one
             cands = [ir for ir in prefills if ir.instance.name == named] if named else _match_prefills(rp.url, prefills)
+            if rp.bootstrap_port is None:
+                # No port after the URL: the request carries none, and each server fills in
+                # its own --disaggregation-bootstrap-port (Scheduler.handle_generate_request,
+                # 0.5.23), so the decode asks the prefill's host on the DECODE's port.
+                p_ports = {int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in (cands or prefills)}
+                for d in decodes:
+                    d_port = int(_arg(d, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT))
+                    if d_port not in p_ports:
+                        out.append(finding(chk.id, chk.severity,
+                                           f"router --prefill {rp.url} gives no bootstrap port, so the decode {d.instance.name} falls back to its own --disaggregation-bootstrap-port {d_port}, "
+                                           f"but the prefill serves its bootstrap on {', '.join(map(str, sorted(p_ports)))}: the decode asks the wrong port and requests time out",
+                                           "Give the router the prefill's bootstrap port after its URL (--prefill URL PORT), or use the same --disaggregation-bootstrap-port on prefill and decode.",
+                                           router.location))
+                        break
+                continue
             if not cands:
                 ports = sorted({int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in prefills})
                 if rp.bootstrap_port not in ports:

@@ -68,7 +68,8 @@ class ClusterOptions:
     ``model_config``: one config.json for every instance (``--model-config``);
     ``models_dir``: a Hugging Face cache folder (``--models``); ``sglang_version``: the
     release every instance runs (overrides image tags); ``gpu``/``prefill_gpu``/
-    ``decode_gpu``: GPU names that override the manifests'; ``kernel``/``ignore``: as for
+    ``decode_gpu``: GPU names that override the manifests'; ``prefill_sglang_version``/
+    ``decode_sglang_version``: per-role releases (override ``sglang_version``); ``kernel``/``ignore``: as for
     ``run_preflight``; ``allow_unchecked``: exit 0 instead of 4 on ``unchecked``;
     ``environ``: where ``HF_HOME``/``HF_HUB_CACHE`` are read (default ``os.environ``).
     """
@@ -76,6 +77,8 @@ class ClusterOptions:
     model_config: Path | None = None
     models_dir: Path | None = None
     sglang_version: str | None = None
+    prefill_sglang_version: str | None = None
+    decode_sglang_version: str | None = None
     gpu: str | None = None
     prefill_gpu: str | None = None
     decode_gpu: str | None = None
@@ -112,7 +115,9 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     caches = _Caches()
     results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
     kernel = next((p.report.kernel for r in results for p in r.pairs if p.report is not None), "builtin")
-    return ClusterReport(results, kernel=kernel, allow_unchecked=opts.allow_unchecked)
+    releases = sorted({ir.release or "unknown" for r in results for ir in r.instances})
+    runtime = "sglang " + (", ".join(releases) if releases else "0.5.23")
+    return ClusterReport(results, kernel=kernel, runtime=runtime, allow_unchecked=opts.allow_unchecked)
 
 
 def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
@@ -190,6 +195,11 @@ def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[d
         from kvcheck.sglang.args import build_server_args
         from kvcheck.sglang.flags import FlagTable
 
+        from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
+
+        # Before anything can echo a token (an error line quoting a bad value): every
+        # secret the launch line or its environment holds is scrubbed from all output.
+        register_secrets(secrets_from_argv(inst.argv) | collect_secrets(dict(inst.env)))
         source = f"{inst.location} ({inst.name})"
         try:
             args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
@@ -337,7 +347,9 @@ def _choose_release(inst: Instance, opts: ClusterOptions):
     except ImportError:
         return None
     rel, reason = release_from_image(inst.image)
-    return choose_release(rel, reason, opts.sglang_version, input_unknown=None if rel or not inst.image else reason)
+    per_side = opts.prefill_sglang_version if inst.role == "prefill" else opts.decode_sglang_version
+    cli, cli_source = (per_side, f"--{inst.role}-sglang-version") if per_side else (opts.sglang_version, "--sglang-version")
+    return choose_release(rel, reason, cli, cli_source, input_unknown=None if rel or not inst.image else reason)
 
 
 def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
@@ -404,7 +416,11 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
 
     class_findings = p.findings + d.findings
     if p.side is None or d.side is None:
-        return PairResult(p, d, verdict_of([x.finding for x in class_findings]), None, list(class_findings))
+        # The pair is unchecked, but what does not depend on the model still fails it:
+        # --allow-unchecked must never let a certain failure through.
+        certain = _model_independent_failures(p, d)
+        findings = certain + list(class_findings)
+        return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
     report = run_preflight(p.side, d.side, kernel=opts.kernel, ignore=ignore)
     pb = p.side.args.disaggregation_transfer_backend
     db = d.side.args.disaggregation_transfer_backend
@@ -424,6 +440,38 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
         located.append(Located(f, locs[0], locs[1:]))
     findings = located + extra + list(class_findings)
     return PairResult(p, d, verdict_of([x.finding for x in findings]), report, findings)
+
+
+def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]:
+    """Failures of a pair that hold whatever the model is, for a class kvcheck cannot
+    build a side for (unknown model, unresolved variable in another flag): transfer
+    backends that differ with NIXL on the prefill (the decode's first ZMQ message kills
+    the prefill's NIXL bootstrap thread: ``transfer-backend``), and a decode PP size that
+    is neither the prefill's nor 1 (``_resolve_rank_mapping``'s assert, 0.5.23)."""
+    from kvcheck.sglang.plan import DECODE_FIRST_REQUEST, DECODE_SCHEDULER, GUARD_ASSERT, RuntimeErrorPrediction
+
+    pa, da = p.first.args, d.first.args
+    if pa is None or da is None:
+        return []
+    out: list[Located] = []
+    pb = pa.get("disaggregation_transfer_backend", "mooncake")
+    db = da.get("disaggregation_transfer_backend", "mooncake")
+    if pb != db and pb == "nixl":
+        rt = RuntimeErrorPrediction(type="AssertionError", message=GUARD_ASSERT, raised_by="prefill: NIXL bootstrap thread (first ZMQ message from the decode)",
+                                    when="first request", operator_sees="the prefill's NIXL bootstrap thread dies; requests to it hang until the bootstrap/waiting timeouts")
+        f = Finding(id="transfer-backend", severity=Severity.ERROR, runtime_error=rt,
+                    message=f"transfer backends differ: prefill --disaggregation-transfer-backend={pb}, decode --disaggregation-transfer-backend={db} (whatever the model)",
+                    fix="Set --disaggregation-transfer-backend nixl on both servers.")
+        out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
+    pp, dp = int(pa.get("pp_size") or 1), int(da.get("pp_size") or 1)
+    if dp not in (pp, 1):
+        msg = str(AssertionError((f"Decode pp size ({dp}) should be equal to prefill pp size ({pp}) or 1",)))
+        rt = RuntimeErrorPrediction(type="AssertionError", message=msg, raised_by=DECODE_SCHEDULER, when="first request", operator_sees=DECODE_FIRST_REQUEST)
+        f = Finding(id="pp-size-mismatch", severity=Severity.ERROR, runtime_error=rt,
+                    message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must equal the prefill's or be 1, whatever the model)",
+                    fix="Align the named flag on both servers.")
+        out.append(Located(f, _flag_location("--pp-size", d) or d.first.instance.location, []))
+    return out
 
 
 def _dest_locations(inst: Instance) -> dict[str, Location]:

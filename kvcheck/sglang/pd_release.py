@@ -39,6 +39,8 @@ BOOTSTRAP_VARIANTS = {
 }
 # Digests of the prefill registration decisions kvcheck restates.
 DECISION_VARIANTS = {
+    "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds + region-count guard (all-VRAM pairs restated)
+    "d8139a090cb7": "0.5.13",  # 0.5.13 .. 0.5.14: prepared VRAM lists, no kinds/segments/guards (plan._decide_0_5_13)
     "ce213302ef4a": "0.5.22",  # _prepare_payload_xfer as 0.5.23, without the aux-count log and prepared state
     "4969327b50e8": "0.5.23",
 }

@@ -85,7 +85,9 @@ class Plan(BaseModel):
 
     ``path``: ``equal_tp`` (one prepared descriptor list per side, VRAM destination),
     ``direct_to_host`` (uniform DRAM destination), ``mixed_segments`` (one list pair per
-    segment), ``hetero_tp_slice`` (head-slice transfer), ``dcp_relayout``; ``None`` when
+    segment), ``hetero_tp_slice`` (head-slice transfer), ``dcp_relayout``, ``not_modeled``
+    (an older release whose outcome for this pair kvcheck cannot state:
+    ``not_modeled_reason``; reported ``unchecked``); ``None`` when
     the runtime raises instead (``error``). ``dst_indices[i]`` is the decode region that
     source region ``i`` writes into.
     """
@@ -97,6 +99,8 @@ class Plan(BaseModel):
     dst_indices: list[int] = Field(default_factory=list)
     error: RuntimeErrorPrediction | None = None
     kernel: str = "builtin"
+    # path "not_modeled": why kvcheck cannot state what the release does (not serialised).
+    not_modeled_reason: str | None = Field(default=None, exclude=True)
 
     def contract(self) -> dict:
         return {
@@ -356,6 +360,80 @@ def head_slice_error(prefill: SideGeometry, decode: SideGeometry, total_kv_heads
     return None
 
 
+def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, decode_dcp_size: int, total_kv_heads: int | None, release: str = "0.5.13") -> Plan:
+    """The 0.5.13 .. 0.5.14 prefill decision (``NixlKVManager._add_remote_peer`` ->
+    ``_prepare_payload_xfer``, ``_init_equal_tp_prep_handle`` and
+    ``_init_hetero_tp_prep_handle`` of ``disaggregation/nixl/conn.py``, 0.5.13, unchanged
+    in 0.5.14), restated for the pairs whose outcome kvcheck can state.
+
+    What differs from 0.5.22/0.5.23 (each added later): no memory kinds or segments (every
+    descriptor list is prepared as VRAM; kinds and ``_kv_xfer_mem_segments`` come in
+    0.5.15), no region-count, item-stride or PP-offset guard (0.5.15 .. 0.5.22), no DCP
+    relayout (0.5.17), and no head-slice asserts (0.5.22). The equal-TP/MLA lists zip the
+    decode's pointers with the prefill's item lengths, so the decode regions are paired
+    positionally and strided by the prefill's item length; the heterogeneous-TP lists
+    interleave ``decode_tp // prefill_tp`` head groups (no replication divisor). Nothing
+    raises at registration. A pair whose transfer then depends on code kvcheck has not
+    restated for these releases (fewer decode regions than prefill regions, unequal item
+    lengths, prefill PP > 1, host or mixed memory kinds, decode DCP, head slices that do
+    not tile the source item, unknown KV head count) gets ``path="not_modeled"``: the
+    preflight reports ``unchecked`` for it, never a pass.
+
+    ``release="0.5.15"`` (0.5.15 .. 0.5.16): the same outcome on all-VRAM pairs, plus the
+    region-count guard that 0.5.15 introduced (``ValueError`` 'decode registered fewer KV
+    regions'); memory kinds, mixed segments and the 'no KV memory segments' guard of those
+    releases are not restated (host or mixed kinds stay ``not_modeled``).
+    """
+    n_src, n_dst = plan.n_src, plan.n_dst
+
+    def unmodeled(why: str) -> Plan:
+        plan.path = "not_modeled"
+        plan.error = None
+        plan.segments = []
+        plan.dst_indices = []
+        plan.not_modeled_reason = why
+        return plan
+
+    if any(k != "VRAM" for k in prefill.kinds + decode.kinds):
+        return unmodeled("host (DRAM) or mixed memory kinds: SGLang 0.5.13/0.5.14 prepare every list as VRAM")
+    if decode_dcp_size != 1:
+        return unmodeled("decode DCP: SGLang 0.5.13/0.5.14 have no DCP relayout")
+    if prefill.pp_size > 1:
+        return unmodeled("prefill PP > 1: the prepared lists pair regions positionally from decode layer 0")
+    if n_src == 0:
+        return unmodeled("no KV regions on the prefill")
+    if n_dst < n_src:
+        if release == "0.5.15":  # 0.5.15: _prepare_payload_xfer checks the region counts first
+            plan.error = RuntimeErrorPrediction(
+                type="ValueError", message=f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry",
+                raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S)
+            return plan
+        return unmodeled("the decode registers fewer KV regions than the prefill (no guard at registration; fails or corrupts at transfer)")
+    if prefill.is_mla or decode.attn_tp_size == prefill.attn_tp_size:
+        if decode.item_lens[:n_src] != prefill.item_lens:
+            return unmodeled("decode item lengths differ: the decode list is strided by the prefill's item lengths")
+        plan.path = "equal_tp"
+        plan.dst_indices = list(range(n_src))
+        plan.segments = [Segment(start=0, end=n_src, src_kind="VRAM", dst_kind="VRAM")]
+        return plan
+    if not total_kv_heads or n_dst != n_src or len(set(decode.item_lens)) != 1 or len(set(prefill.item_lens)) != 1:
+        return unmodeled("heterogeneous-TP head slices whose geometry kvcheck cannot state")
+    page, p_tp, d_tp = prefill.page_size, prefill.attn_tp_size, decode.attn_tp_size
+    dst_item = decode.regions[0].item_len
+    dst_heads = max(1, total_kv_heads // d_tp)
+    per_head = dst_item // page // dst_heads if page > 0 else 0
+    if p_tp > d_tp:
+        heads_to_send, groups = max(1, total_kv_heads // p_tp), 1
+    else:
+        heads_to_send, groups = dst_heads, d_tp // p_tp
+    if page <= 0 or page * groups * heads_to_send * per_head != prefill.regions[0].item_len or page * (dst_item // page) != dst_item:
+        return unmodeled("heterogeneous-TP head slices that do not tile the source item (0.5.13/0.5.14 have no assert for it)")
+    plan.path = "hetero_tp_slice"
+    plan.dst_indices = _mha_slice_dst_indices(prefill, n_dst, 0)
+    plan.segments = [Segment(start=0, end=n_src, src_kind="VRAM", dst_kind="VRAM")]
+    return plan
+
+
 def decide_transfer(
     prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0,
     total_kv_heads: int | None = None, behaviour=None,
@@ -373,6 +451,8 @@ def decide_transfer(
         raise ValueError(f"the prefill registration decision of SGLang {behaviour.version} is not modeled")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst)
+    if behaviour is not None and behaviour.decision_variant in ("0.5.13", "0.5.15"):
+        return _decide_0_5_13(prefill, decode, plan, decode_dcp_size=decode_dcp_size, total_kv_heads=total_kv_heads, release=behaviour.decision_variant)
 
     def fail(type_: str, message: str) -> Plan:
         plan.error = RuntimeErrorPrediction(type=type_, message=message, raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S)

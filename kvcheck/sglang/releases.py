@@ -116,8 +116,14 @@ def release_from_image(image: str | None) -> tuple[str | None, str]:
     ``DYNAMO_SGLANG`` when that Dynamo release is listed. Any other image: None.
     A digest (``@sha256:...``) is ignored; without a tag Docker pulls ``latest``.
     """
-    if not image:
+    if not image or not image.strip():
         return None, "no image given"
+    if "$" in image:
+        return None, f"image {image} holds an unresolved variable; pass --env with its value or --sglang-version"
+    bare = parse_release(image)
+    if bare is not None and "/" not in image and ":" not in image:
+        # srt-slurm recipes name the container by its SGLang release (model.container: "0.5.6.post2").
+        return bare, f"container {image} (a release number)"
     ref = image.strip().split("@", 1)[0]
     last = ref.rsplit("/", 1)[-1]
     if ":" in last:

@@ -36,9 +36,10 @@ Without ``total_kv_heads`` only the pairing is recorded.
 
 Releases: the bootstrap checks are driven on any release with
 ``try_ensure_parallel_info`` (0.5.10 on; 0.5.10 .. 0.5.16 read ``server_args``, which
-the stand-in provides). The prefill decision is driven on 0.5.22 and 0.5.23 (0.5.22's
-decode builds its 23 registration frames inline; the kernel restates that list and the
-release's own ``from_zmq`` parses it); elsewhere ``KernelSetupError``.
+the stand-in provides). The prefill decision is driven on 0.5.13 .. 0.5.14 (17 registration
+frames, no memory kinds), 0.5.15 .. 0.5.16 (19 frames: kinds and item lengths) and on 0.5.22 and 0.5.23 (0.5.22's decode builds its 23
+registration frames inline; the kernel restates each list and the release's own
+``from_zmq`` parses it); elsewhere ``KernelSetupError``.
 
 Not driven (said here, and handled honestly):
 - DCP pack buffers (``_init_dcp_pack_buffers_once`` allocates device staging memory):
@@ -335,11 +336,31 @@ def _registration(sg: SimpleNamespace, decode: SideGeometry, decode_dcp_size: in
     mgr.dcp_rank = 0
     if hasattr(mgr, "build_receiver_registration_message"):
         frames = mgr.build_receiver_registration_message()
+    elif not hasattr(sg.nixl, "_pack_kv_mem_kinds"):
+        frames = _registration_frames_0_5_13(sg, mgr)
     else:
         frames = _registration_frames_0_5_17(sg, mgr)
     if frames[0] != sg.nixl.GUARD:
         raise KernelSetupError("SGLang's registration message does not start with its GUARD frame")
     return sg.nixl.KVArgsRegisterInfo.from_zmq(frames[1:])
+
+
+def _registration_frames_0_5_13(sg: SimpleNamespace, mgr) -> list:
+    """The 17 frames (after ``GUARD``) a 0.5.13 .. 0.5.14 decode's
+    ``NixlKVReceiver._register_kv_args`` sends (no memory kinds, item lengths or layer
+    ids; staging off), restated from its ``send_multipart`` call; parsed by the release's
+    own ``KVArgsRegisterInfo.from_zmq``."""
+    import struct
+
+    a = mgr.kv_args
+    pack = getattr(sg.nixl, "pack_int_lists", None) or getattr(sg.common, "pack_int_lists")
+    item = a.kv_item_lens[0] if a.kv_item_lens else 0
+    slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
+    return [
+        sg.nixl.GUARD, b"None", mgr.local_ip.encode(), str(mgr.rank_port).encode(), mgr.agent.name.encode(), mgr.agent.get_agent_metadata(),
+        b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs), b"", pack([], "Q"), str(a.gpu_id).encode(), str(mgr.attn_tp_size).encode(),
+        str(a.engine_rank).encode(), str(item).encode(), pack([], "I"), pack([], "I"), b"", b"", str(slots).encode(),
+    ]
 
 
 def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
@@ -352,6 +373,12 @@ def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
     a = mgr.kv_args
     pack = getattr(sg.nixl, "pack_int_lists", None) or getattr(sg.common, "pack_int_lists")
     item = a.kv_item_lens[0] if a.kv_item_lens else 0
+    if not hasattr(sg.nixl, "num_kv_slots"):
+        # 0.5.15 .. 0.5.16: 19 frames (memory kinds and item lengths appended to 0.5.13's)
+        slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
+        return _registration_frames_0_5_13(sg, mgr)[:-1] + [
+            str(slots).encode(), sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds), b"".join(struct.pack("Q", x) for x in a.kv_item_lens),
+        ]
     slots = sg.nixl.num_kv_slots(a.kv_data_lens, a.kv_item_lens) if a.kv_item_lens else 0
     return [
         sg.nixl.GUARD, b"None", mgr.local_ip.encode(), str(mgr.rank_port).encode(), mgr.agent.name.encode(), mgr.agent.get_agent_metadata(),
@@ -411,9 +438,17 @@ def _init_prefill(sg: SimpleNamespace, mgr, kinds: list[str]) -> None:
     """What ``NixlKVManager.__init__`` computes for a prefill from its regions; raises the
     runtime's start-up error for mixed source kinds."""
     kv_args = mgr.kv_args
+    if not hasattr(sg.nixl, "_normalize_kv_mem_kinds"):
+        # 0.5.13 .. 0.5.14: no memory kinds; __init__ sets _num_slots_src from region 0.
+        mgr.src_mem_kind = "VRAM"
+        mgr._num_slots_src = kv_args.kv_data_lens[0] // kv_args.kv_item_lens[0] if kv_args.kv_item_lens else 0
+        return
     kv_args.kv_data_mem_kinds = sg.nixl._normalize_kv_mem_kinds(list(kinds), len(kv_args.kv_data_ptrs))
     mgr.src_mem_kind = sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source") if kv_args.kv_data_mem_kinds else None
-    mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
+    if hasattr(sg.nixl, "num_kv_slots"):
+        mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
+    else:  # 0.5.15 .. 0.5.16: NixlKVManager.__init__ divides region 0's lengths
+        mgr._num_slots_src = kv_args.kv_data_lens[0] // kv_args.kv_item_lens[0] if kv_args.kv_item_lens else 0
 
 
 def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
@@ -421,6 +456,8 @@ def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
     decode regions the runtime's ``get_mha_kv_ptrs_with_pp`` pairs the slices with, then
     (when the model's KV head count is known) runs the runtime's own head-slice setup,
     whose asserts are the runtime's verdict."""
+    import inspect
+
     real = mgr._init_hetero_tp_prep_handle
 
     def stand_in(peer_name, decode_kv_args, src_mem_kind="VRAM", dst_mem_kind="VRAM"):
@@ -429,7 +466,10 @@ def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
         if total_kv_heads:
             mgr.kv_args.total_kv_head_num = total_kv_heads
             mgr.kv_args.kv_head_num = max(1, total_kv_heads // mgr.attn_tp_size)
-            real(peer_name, decode_kv_args, src_mem_kind, dst_mem_kind)
+            if "src_mem_kind" in inspect.signature(real).parameters:
+                real(peer_name, decode_kv_args, src_mem_kind, dst_mem_kind)
+            else:  # 0.5.13 .. 0.5.14: no memory kinds
+                real(peer_name, decode_kv_args)
 
     return stand_in
 
@@ -448,8 +488,8 @@ def decide_transfer(
     lists, ``kv_xfer_segments``, destination kinds), or the exception it raised.
     """
     sg = _sglang()
-    if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer") or not hasattr(sg.nixl.NixlKVManager, "_prep_xfer_dlist"):
-        raise KernelSetupError(f"the runtime kernel drives the prefill decision of 0.5.22-shaped releases and later; SGLang {sg.version} differs")
+    if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer"):
+        raise KernelSetupError(f"the runtime kernel drives the prefill decision of releases with _prepare_payload_xfer (0.5.13 and later); SGLang {sg.version} differs")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
 
@@ -485,12 +525,12 @@ def decide_transfer(
         plan.path = "nothing_to_transfer"
         return plan
     src_kind = mgr.src_mem_kind
-    if peer_info.requires_dcp_relayout:
+    if getattr(peer_info, "requires_dcp_relayout", False):  # 0.5.17
         plan.path = "dcp_relayout"
         plan.dst_indices = list(peer_info.dcp_dst_region_indices)
         plan.segments = [Segment(start=0, end=n_src, src_kind=src_kind, dst_kind=peer_info.dst_homogeneous_mem_kind)]
         return plan
-    if peer_info.kv_xfer_segments is not None:
+    if getattr(peer_info, "kv_xfer_segments", None) is not None:  # 0.5.15
         plan.path = "mixed_segments"
         indices: list[int] = []
         for seg in peer_info.kv_xfer_segments:
@@ -507,7 +547,9 @@ def decide_transfer(
         src_handle, dst_handle = mgr.prep_handles[""], mgr.prep_handles[peer_info.agent_name]
         dst_kind = agent.kind_of(dst_handle)
         plan.path = "direct_to_host" if dst_kind == "DRAM" else "equal_tp"
-        plan.dst_indices = [dst_index[run[0]] for run in agent.runs_of(dst_handle)]
+        # 0.5.22 on: one strided descriptor per region; 0.5.13 .. 0.5.14: one per slot
+        # (slot 0 at the region's base pointer).
+        plan.dst_indices = [dst_index[run[0]] for run in agent.runs_of(dst_handle) if run[0] in dst_index]
         plan.segments = [Segment(start=0, end=n_src, src_kind=agent.kind_of(src_handle), dst_kind=dst_kind)]
         return plan
     raise KernelSetupError("SGLang's _prepare_payload_xfer returned without preparing a transfer kvcheck recognises")

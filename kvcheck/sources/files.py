@@ -195,6 +195,9 @@ def read_command_line(path: Path, text: str | None = None, version: str | None =
     ``--config`` file's ``kvcheck-sglang-version`` key names the release too)."""
     text = read_text(path) if text is None else text
     argv, env = split_command_line(text, str(path))
+    from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
+
+    register_secrets(secrets_from_argv(argv) | collect_secrets(dict(env)))  # before any error can quote one
     cfg = config_path(argv, str(path))
     config = None
     if cfg:

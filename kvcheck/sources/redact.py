@@ -171,6 +171,25 @@ def collect_secrets(obj: Any, extra: Iterable[str | None] = ()) -> set[str]:
     return found
 
 
+def secrets_from_argv(argv: Iterable[str]) -> set[str]:
+    """Values of secret-named options in a launch line's tokens: ``--api-key X``,
+    ``--api-key=X``, ``--hf-token X`` (any name ``is_secret_key`` marks), plus what each
+    token itself marks (URL passwords, JSON inside strings)."""
+    found: set[str] = set()
+    tokens = [t for t in argv if isinstance(t, str)]
+    for i, tok in enumerate(tokens):
+        if tok.startswith("-"):
+            name, eq, value = tok.partition("=")
+            if is_secret_key(name.lstrip("-")):
+                if eq:
+                    found.add(value)
+                elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                    found.add(tokens[i + 1])
+        _text_secrets(tok, found)
+    found.discard("")
+    return found
+
+
 # ---- the process-wide registry -------------------------------------------------------
 
 _REGISTRY: set[str] = set()

@@ -28,6 +28,15 @@ from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Location
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Longest text one expansion may produce: real values (paths, flag lists, JSON) are far
+# shorter; past it the input is a doubling bomb (A1="$A0$A0", A2="$A1$A1", ...).
+MAX_EXPANDED = 1 << 20
+
+
+def _bounded(text: str, where: Location) -> str:
+    if len(text) > MAX_EXPANDED:
+        raise InputError(f"line {where.line}: a variable expands to more than {MAX_EXPANDED} characters (a self-doubling definition?)", source=where.file)
+    return text
 _SPECIAL = set("0123456789@*#?$!-")
 
 
@@ -217,7 +226,7 @@ def expand(text: str, scope: Scope, where: Location, missing: list[str], *, synt
             continue
         out.append(c)
         i += 1
-    return "".join(out)
+    return _bounded("".join(out), where)
 
 
 def _envsubst(text: str, scope: Scope, where: Location, missing: list[str]) -> str:
@@ -239,7 +248,7 @@ def _envsubst(text: str, scope: Scope, where: Location, missing: list[str]) -> s
         v = _shell_brace(text[j + 2:k], scope, where, missing)
         out.append(text[j:k + 1] if v is None else v)
         i = k + 1
-    return "".join(out)
+    return _bounded("".join(out), where)
 
 
 def container_env(entries: object, file: str, line_of: Callable[[int], int], scope: Scope) -> tuple[dict[str, VarDef], dict[str, str], list[str]]:

@@ -23,7 +23,7 @@ import yaml
 from kvcheck.errors import InputError
 
 MAX_FILE_BYTES = 50 * 1024 * 1024
-MAX_NODES = 1_000_000
+MAX_NODES = 500_000
 MAX_DEPTH = 200
 _ANCHOR = re.compile(r"(^|[\s\[{,:?-])&[^\s]")
 
@@ -205,6 +205,12 @@ def load_documents(text: str, source: str) -> list[Any]:
     depth, at = _flow_depth(text) if text.count("[") + text.count("{") > MAX_DEPTH else (0, 0)
     if depth > MAX_DEPTH:
         raise InputError(f"YAML nesting deeper than {MAX_DEPTH} levels at line {at}; refusing to read it", source=source)
+    # Composing costs memory per node before any count can run (libyaml builds a whole
+    # document): bound the nodes from the text first. Every node but the first needs a
+    # line break, a ", " in a flow collection, or a "- "/": " on its line.
+    estimate = text.count("\n") + text.count(",")
+    if estimate > 2 * MAX_NODES:
+        raise InputError(f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} nodes); refusing to parse it", source=source)
     has_anchors = _ANCHOR.search(text) is not None
     import gc
 

@@ -153,6 +153,8 @@ def resolve_model_config(
     docstring; None when no source has it. Raises ``InputError`` for a file that exists
     but cannot be read as JSON."""
     if override is not None:
+        if override.is_dir() and (override / "config.json").is_file():
+            override = override / "config.json"  # a model directory, as --model-config takes for a pair
         if not override.is_file():
             raise InputError("model config file not found", source=str(override), field="--model-config")
         return ModelSource(_read_json(override), f"--model-config {override}", "model-config", override)
