@@ -57,8 +57,11 @@ fi
 RELEASES=${KVCHECK_SGLANG_RELEASES:-"0.5.8 0.5.10 0.5.13 0.5.16 0.5.17 0.5.21 0.5.22"}
 echo "== installing SGLang releases side by side: $RELEASES"
 mkdir -p .venv/sglang-releases
-[ -d .venv/sglang-releases/_deps/openai ] || "${PIP[@]}" --no-deps --target .venv/sglang-releases/_deps \
-  openai==3.57.0 distro jiter sniffio partial_json_parser
+# (0.5.16's function-call parser imports xgrammar at import time; older server_args import fastapi.)
+for dep in openai distro jiter sniffio partial_json_parser fastapi xgrammar; do
+  [ -d ".venv/sglang-releases/_deps/$dep" ] || { "${PIP[@]}" --no-deps --target .venv/sglang-releases/_deps \
+    openai==3.57.0 distro jiter sniffio partial_json_parser fastapi==0.165.0 xgrammar==0.2.9; break; }
+done
 for v in $RELEASES; do
   [ -f ".venv/sglang-releases/$v/sglang/__init__.py" ] || "${PIP[@]}" --no-deps --target ".venv/sglang-releases/$v" "sglang==$v"
 done
