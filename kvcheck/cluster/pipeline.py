@@ -448,7 +448,7 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     backends that differ with NIXL on the prefill (the decode's first ZMQ message kills
     the prefill's NIXL bootstrap thread: ``transfer-backend``), and a decode PP size that
     is neither the prefill's nor 1 (``_resolve_rank_mapping``'s assert, 0.5.23)."""
-    from kvcheck.sglang.plan import DECODE_FIRST_REQUEST, DECODE_SCHEDULER, GUARD_ASSERT, RuntimeErrorPrediction
+    from kvcheck.sglang.plan import DECODE_FIRST_REQUEST, DECODE_SCHEDULER, GUARD_ASSERT, RuntimeErrorPrediction, _assert_text
 
     pa, da = p.first.args, d.first.args
     if pa is None or da is None:
@@ -465,7 +465,7 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
         out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
     pp, dp = int(pa.get("pp_size") or 1), int(da.get("pp_size") or 1)
     if dp not in (pp, 1):
-        msg = str(AssertionError((f"Decode pp size ({dp}) should be equal to prefill pp size ({pp}) or 1",)))
+        msg = _assert_text(f"Decode pp size ({dp}) should be equal to prefill pp size ({pp}) or 1")
         rt = RuntimeErrorPrediction(type="AssertionError", message=msg, raised_by=DECODE_SCHEDULER, when="first request", operator_sees=DECODE_FIRST_REQUEST)
         f = Finding(id="pp-size-mismatch", severity=Severity.ERROR, runtime_error=rt,
                     message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must equal the prefill's or be 1, whatever the model)",
