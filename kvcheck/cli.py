@@ -126,9 +126,28 @@ def preflight(
     if prefill is None or decode is None:
         raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
-    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
-    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
-    report = run_preflight(p, d, kernel=kernel, ignore=ignore)
+    from kvcheck.errors import ArgparseRefusal
+
+    sides, refusals = {}, {}
+    # A side whose flags SGLang's own argument parser refuses (an ambiguous abbreviation) is
+    # a start-up refusal of that server (exit 1), not bad input: the other side is still read.
+    try:
+        sides["prefill"] = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
+    except ArgparseRefusal as exc:
+        refusals["prefill"] = exc
+    try:
+        sides["decode"] = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
+    except ArgparseRefusal as exc:
+        refusals["decode"] = exc
+    if refusals:
+        from kvcheck.preflight import refused_report
+
+        report = refused_report(sides, refusals, ignore=ignore)
+        prefill_agent = decode_agent = None
+        probe = False
+    else:
+        p, d = sides["prefill"], sides["decode"]
+        report = run_preflight(p, d, kernel=kernel, ignore=ignore)
     if prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
 

@@ -181,7 +181,8 @@ def test_every_startup_and_dcp_finding_id_has_an_entry():
     checks = {e.check for e in CATALOG.entries}
     missing = [fid for fid in TARGET_IDS if fid not in checks]
     assert not missing
-    assert set(FINDING_IDS["startup"]) == set(REFUSAL_IDS) | {"startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning"}
+    assert set(FINDING_IDS["startup"]) == set(REFUSAL_IDS) | {"startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning",
+                                                              "startup-argparse", "pair-not-checked"}
     assert set(DCP_IDS) <= set(FINDING_IDS["transfer-decision"])
 
 

@@ -190,25 +190,63 @@ def _gpu_note(side, r: Refusal) -> str:
 def startup(chk, ctx: CheckContext) -> list[Finding]:
     out = []
     for side in (ctx.prefill, ctx.decode):
-        r = first_outcome(side)
-        if isinstance(r, Stop):
-            out.append(Finding(
-                id="startup-unchecked",
-                severity=Severity.UNCHECKED,
-                message=f"the {side.role} server's start-up is not fully predicted ({side.origin or side.role}): {r.reason}",
-                fix="Start the server once (or name its GPU) to see whether it accepts these flags.",
-            ))
-            continue
-        out.extend(_start_up_logs(side))
-        if r is None:
-            out.extend(_other_gpu(side))
-            continue
-        what = _WHAT.get(r.id, r.id)
-        out.append(Finding(
-            id=r.id,
-            severity=Severity.ERROR,
-            message=f"the {side.role} server refuses to start ({side.origin or side.role}): {what}{_gpu_note(side, r)}",
-            fix=_FIX.get(r.id, chk.fix),
-            runtime_error=r.prediction(side),
-        ))
+        out.extend(side_findings(chk, side))
     return out
+
+
+def side_findings(chk, side) -> list[Finding]:
+    """The ``startup`` check's findings for one side: its first start-up refusal (an error
+    carrying the runtime's text), ``startup-unchecked`` where kvcheck cannot tell, the
+    start-up warnings it logs, and the GPU notes."""
+    r = first_outcome(side)
+    if isinstance(r, Stop):
+        return [Finding(
+            id="startup-unchecked",
+            severity=Severity.UNCHECKED,
+            message=f"the {side.role} server's start-up is not fully predicted ({side.origin or side.role}): {r.reason}",
+            fix="Start the server once (or name its GPU) to see whether it accepts these flags.",
+        )]
+    out = _start_up_logs(side)
+    if r is None:
+        return out + _other_gpu(side)
+    what = _WHAT.get(r.id, r.id)
+    out.append(Finding(
+        id=r.id,
+        severity=Severity.ERROR,
+        message=f"the {side.role} server refuses to start ({side.origin or side.role}): {what}{_gpu_note(side, r)}",
+        fix=_FIX.get(r.id, chk.fix),
+        runtime_error=r.prediction(side),
+    ))
+    return out
+
+
+ARGPARSE_OPERATOR_SEES = (
+    "the server prints its usage line and \"error: <this message>\" and exits with status 2 while parsing its "
+    "flags, before it reads the model or binds a port"
+)
+
+
+def argparse_finding(role: str, refusal) -> Finding:
+    """The ``startup-argparse`` error for a side whose flags the release's own argument
+    parser refuses (``kvcheck.errors.ArgparseRefusal``: an ambiguous abbreviation), as
+    ``prepare_server_args`` -> ``ArgumentParser.parse_args`` (Python 3.11) does it: argparse
+    prints ``<prog>: error: <message>`` and raises ``SystemExit(2)``."""
+    from kvcheck.sglang.plan import RuntimeErrorPrediction
+
+    release = f"SGLang {refusal.release}" if refusal.release else "SGLang"
+    matches = refusal.argparse_message.split(" could match ", 1)[-1]
+    return Finding(
+        id="startup-argparse",
+        severity=Severity.ERROR,
+        message=(f"the {role} server refuses to start ({refusal.source or role}): {release}'s argument parser finds "
+                 f"{refusal.option} ambiguous (an abbreviation of several flags: {matches})"
+                 + (f"; release from {refusal.version_source}" if refusal.version_source else "")),
+        fix=f"Write the flag in full (one of {matches}): argparse accepts an abbreviation only when it matches a single flag of that release.",
+        runtime_error=RuntimeErrorPrediction(
+            type="SystemExit",
+            message=refusal.argparse_message,
+            raised_by=f"{role}: server start-up (argument parsing: prepare_server_args -> argparse)",
+            when="start-up",
+            operator_sees=ARGPARSE_OPERATOR_SEES,
+        ),
+    )

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from kvcheck.errors import InputError
+from kvcheck.errors import ArgparseRefusal, InputError
 
 DEFAULT_VERSION = "0.5.23"
 
@@ -618,8 +618,11 @@ class FlagTable:
                 elif o.startswith(tok):
                     matches.append((o, f))
         if len(matches) > 1:
-            raise InputError(
+            # argparse's own error: the server exits at start-up (ArgparseRefusal, exit 1
+            # in preflight; any other reader treats it as bad input).
+            raise ArgparseRefusal(
                 f"ambiguous option: {tok} could match " + ", ".join(o for o, _ in matches),
+                option=tok,
                 source=source,
                 field=tok,
             )
