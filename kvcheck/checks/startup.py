@@ -120,7 +120,7 @@ def decode_radix_off_log(side) -> str | None:
     a = side.args
     if a.disaggregation_mode != "decode" or a.disaggregation_decode_enable_radix_cache:
         return None
-    return next(text for first, text in DECODE_RADIX_OFF_LOG if release_at_least(side, first))
+    return next((text for first, text in DECODE_RADIX_OFF_LOG if release_at_least(side, first)), None)
 
 
 @check(
@@ -128,7 +128,7 @@ def decode_radix_off_log(side) -> str | None:
     Severity.INFO,
     "What each server logs while it accepts its args",
     what="Start-up log lines the runtime prints for these flags that need no action: a PD decode turning its radix cache off.",
-    why="So the operator can tell the expected start-up lines from a problem (kvcheck explain recognises them too).",
+    why="So the operator can tell the expected start-up lines from a problem.",
     fix="Nothing to do.",
 )
 def startup_log(chk, ctx: CheckContext) -> list[Finding]:

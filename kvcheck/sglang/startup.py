@@ -840,8 +840,10 @@ def cp_tp_group_sharing(side: Side, gpu: Gpu) -> Optional[Refusal]:
     GLM-5 Next only and refused every PD role)."""
     a = side.args
     arch = _arch(side)
-    if arch != "Qwen4ExpForConditionalGeneration" or a.attn_cp_size <= 1 or not release_at_least(side, "0.5.23"):
+    if arch not in CP_TP_GROUP_SHARING_ARCHS or a.attn_cp_size <= 1 or not release_at_least(side, "0.5.23"):
         return None
+    if arch == "Glm5NextForConditionalGeneration":
+        return None  # the MLA prefill-CP resolution before the hook sets its EP size: not restated (Stop)
     hook = "resolve_cp_tp_group_sharing"
     if a.attn_cp_size != a.tp_size:
         return Refusal("cp-tp-group-sharing", hook, "ValueError",
