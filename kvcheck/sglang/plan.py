@@ -381,10 +381,10 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     not tile the source item, unknown KV head count) gets ``path="not_modeled"``: the
     preflight reports ``unchecked`` for it, never a pass.
 
-    ``release="0.5.15"`` (0.5.15 .. 0.5.16): the same outcome on all-VRAM pairs, plus the
-    region-count guard that 0.5.15 introduced (``ValueError`` 'decode registered fewer KV
-    regions'); memory kinds, mixed segments and the 'no KV memory segments' guard of those
-    releases are not restated (host or mixed kinds stay ``not_modeled``).
+    ``release="0.5.15"``: a conservative all-VRAM subset of 0.5.15 .. 0.5.16 plus their
+    region-count guard (``ValueError`` 'decode registered fewer KV regions'), kept for
+    callers; ``decide_transfer`` no longer uses it: it decides 0.5.15 .. 0.5.16 with its own
+    release branches (memory kinds, mixed segments, item-stride guard included).
     """
     n_src, n_dst = plan.n_src, plan.n_dst
 

@@ -37,9 +37,12 @@ Without ``total_kv_heads`` only the pairing is recorded.
 Releases: the bootstrap checks are driven on any release with
 ``try_ensure_parallel_info`` (0.5.10 on; 0.5.10 .. 0.5.16 read ``server_args``, which
 the stand-in provides). The prefill decision is driven on 0.5.13 .. 0.5.14 (17 registration
-frames, no memory kinds), 0.5.15 .. 0.5.16 (19 frames: kinds and item lengths) and on 0.5.22 and 0.5.23 (0.5.22's decode builds its 23
-registration frames inline; the kernel restates each list and the release's own
-``from_zmq`` parses it); elsewhere ``KernelSetupError``.
+frames, no memory kinds), 0.5.15 .. 0.5.16 (19 frames: kinds and item lengths), 0.5.17 ..
+0.5.22 (23 frames, DCP size and rank last; those decodes build them inline, the kernel
+restates each list and the release's own ``from_zmq`` parses it) and 0.5.23
+(``build_receiver_registration_message``); before 0.5.13 ``KernelSetupError``.
+0.5.15 .. 0.5.21 prepare one descriptor per slot (no strided runs): the destination
+regions are read back from each region's slot-0 descriptor.
 
 Not driven (said here, and handled honestly):
 - DCP pack buffers (``_init_dcp_pack_buffers_once`` allocates device staging memory):
