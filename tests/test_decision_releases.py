@@ -103,3 +103,14 @@ def test_a_0_5_21_pair_is_judged_by_its_own_decision(tmp_path):
     # sent as 2 groups of 2): 0.5.17 prepares the slices as 0.5.22 does, without asserts.
     r = _pair(tmp_path, {"tp-size": 2}, {"tp-size": 4}, "0.5.17")
     assert r.exit_code == 0 and r.plan.path == "hetero_tp_slice" and r.plan.dst_indices[:4] == [0, 1, 2, 3]
+
+
+def test_a_prefill_without_kv_regions_fails_to_start_on_0_5_16_only():
+    # NixlKVManager.__init__: 0.5.15/0.5.16 call _homogeneous_kv_mem_kind(kinds, "source")
+    # even for no regions (set() has no single kind); 0.5.17 adds `and kv_data_mem_kinds`
+    # and _prepare_payload_xfer returns early for n_src == 0.
+    p, d = _mla("prefill", 0), _mla("decode", 0)
+    old = decide_transfer(p, d, behaviour=behaviour("0.5.16"))
+    assert (old.error.type, old.error.message, old.error.when) == (
+        "NotImplementedError", "NIXL source mixed KV memory kinds are not implemented safely yet: []", "start-up")
+    assert decide_transfer(p, d, behaviour=behaviour("0.5.17")).path == "nothing_to_transfer"

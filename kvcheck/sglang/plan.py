@@ -451,8 +451,7 @@ def _older_release_gap(prefill: SideGeometry, decode: SideGeometry, b, *, decode
     pair, or None. Only releases before a behaviour was introduced have gaps:
 
     - 0.5.15 .. 0.5.16 (no ``dcp_relayout``): a decode DCP > 1 is not sent in their 19
-      registration frames (the transfer then ignores it); an empty prefill reaches the
-      source-kind assert and ``np.vstack([])`` instead of returning. (A prefill PP stage
+      registration frames (the transfer then ignores it). (A prefill PP stage
       with fewer regions than the decode, paired with the decode's first regions, is a
       gap of the equal-TP branch of ``decide_transfer``.)
     """
@@ -460,8 +459,6 @@ def _older_release_gap(prefill: SideGeometry, decode: SideGeometry, b, *, decode
         v = f"SGLang {b.version}"
         if decode_dcp_size != 1:
             return f"decode DCP {decode_dcp_size}: {v} does not read the decode's DCP size (its registration has no DCP frames) and has no DCP relayout"
-        if prefill.n == 0:
-            return f"no KV regions on the prefill ({v} prepares empty descriptor lists)"
     return None
 
 
@@ -524,8 +521,10 @@ def decide_transfer(
         return plan
 
     src_kinds = prefill.kinds
-    # NixlKVManager.__init__: a prefill's source kinds must be uniform (before any peer).
-    if len(set(src_kinds)) > 1:
+    # NixlKVManager.__init__: a prefill's source kinds must be uniform (before any peer);
+    # 0.5.15 .. 0.5.16 also refuse a prefill with no KV regions (_homogeneous_kv_mem_kind([])),
+    # 0.5.17 skips the check for it.
+    if len(set(src_kinds)) > 1 or (not src_kinds and not b.dcp_relayout):
         plan.error = RuntimeErrorPrediction(
             type="NotImplementedError",
             message=f"NIXL source mixed KV memory kinds are not implemented safely yet: {sorted(set(src_kinds))}",

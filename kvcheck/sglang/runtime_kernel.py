@@ -450,11 +450,23 @@ def _init_prefill(sg: SimpleNamespace, mgr, kinds: list[str]) -> None:
         mgr._num_slots_src = kv_args.kv_data_lens[0] // kv_args.kv_item_lens[0] if kv_args.kv_item_lens else 0
         return
     kv_args.kv_data_mem_kinds = sg.nixl._normalize_kv_mem_kinds(list(kinds), len(kv_args.kv_data_ptrs))
-    mgr.src_mem_kind = sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source") if kv_args.kv_data_mem_kinds else None
+    # 0.5.17 on: __init__ checks the source kinds only when there are regions; 0.5.15 ..
+    # 0.5.16 check them always (read from the release's own __init__, which cannot run on CPU).
+    guarded = _source_check_skips_empty(sg.nixl.NixlKVManager)
+    mgr.src_mem_kind = sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source") if kv_args.kv_data_mem_kinds or not guarded else None
     if hasattr(sg.nixl, "num_kv_slots"):
         mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
     else:  # 0.5.15 .. 0.5.21: NixlKVManager.__init__ divides region 0's lengths
         mgr._num_slots_src = kv_args.kv_data_lens[0] // kv_args.kv_item_lens[0] if kv_args.kv_item_lens else 0
+
+
+@lru_cache(maxsize=4)
+def _source_check_skips_empty(manager_cls) -> bool:
+    """True when the release's ``NixlKVManager.__init__`` skips the source-kind check for
+    a prefill without KV regions (``... and self.kv_args.kv_data_mem_kinds``, 0.5.17 on)."""
+    import inspect
+
+    return "and self.kv_args.kv_data_mem_kinds" in inspect.getsource(manager_cls.__init__)
 
 
 def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
