@@ -89,7 +89,7 @@ def test_each_modeled_prefill_decision_ran_against_its_release(results):
     and mixed memory kinds, from 0.5.17 decode DCP, and the releases where a branch
     changed (0.5.17: DCP relayout and layer-id pairing; 0.5.21: PP-MLA offsets) reached
     the outcomes only they produce."""
-    from kvcheck.sglang.pd_release import behaviour
+    from kvcheck.sglang.pd_release import at_least, behaviour
 
     modeled = [v for v in results if behaviour(v).decision_modeled]
     if not modeled:
@@ -98,7 +98,7 @@ def test_each_modeled_prefill_decision_ran_against_its_release(results):
         assert results[v].get("transfer", 0) >= 1, results[v]
         assert "transfer_skipped" not in results[v], results[v]
         outcomes = results[v].get("transfer_outcomes", {})
-        if behaviour(v).decision_variant != "0.5.13":  # memory kinds (0.5.15)
+        if at_least(behaviour(v).decision_variant, "0.5.15"):  # memory kinds (0.5.15)
             assert {"direct_to_host", "mixed_segments"} <= set(outcomes), outcomes
         if behaviour(v).dcp_relayout:  # 0.5.17
             assert "dcp_relayout" in outcomes and any(k.startswith("RuntimeError:Unsupported PD DCP") for k in outcomes), outcomes

@@ -39,7 +39,7 @@ BOOTSTRAP_VARIANTS = {
 }
 # Digests of the prefill registration decisions kvcheck restates.
 DECISION_VARIANTS = {
-    "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds + region-count guard (all-VRAM pairs restated)
+    "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds, mixed segments, region-count and item-stride guards
     "d8139a090cb7": "0.5.13",  # 0.5.13 .. 0.5.14: prepared VRAM lists, no kinds/segments/guards (plan._decide_0_5_13)
     "527354b11456": "0.5.17",  # 0.5.17 .. 0.5.18: DCP relayout (whole-list geometry check), layer-id pairing, no PP-MLA offsets
     "dce7af4945e9": "0.5.19",  # as 0.5.17, plus DCP pack buffers allocated on the first DCP peer (no verdict change)
