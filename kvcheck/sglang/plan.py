@@ -497,8 +497,11 @@ def decide_transfer(
     introduced it): memory kinds, mixed segments and the region-count/item-stride guards
     (0.5.15), DCP relayout and layer-id pairing (0.5.17), per-entry DCP geometry (0.5.20),
     PP-MLA layer offsets (0.5.21), head-slice asserts (0.5.22). 0.5.13 .. 0.5.14 go to
-    ``_decide_0_5_13``. Pairs whose outcome a release leaves to code kvcheck has not
-    restated get ``path="not_modeled"`` (``_older_release_gap``).
+    ``_decide_0_5_13``. Pairs whose outcome a release leaves unguarded get
+    ``path="not_modeled"`` (reported unchecked): decode DCP on 0.5.15 .. 0.5.16
+    (``_older_release_gap``), a prefill PP stage paired positionally with a longer decode
+    list on 0.5.15 .. 0.5.16, and head slices that do not tile the items before 0.5.22
+    (``_unasserted_head_slice_gap``).
 
     ``prefill`` is the geometry of prefill PP stage ``pp_rank``; ``decode`` the geometry
     the decode registers with it; ``total_kv_heads``: the model's KV heads (MHA; enables
