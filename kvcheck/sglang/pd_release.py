@@ -191,7 +191,7 @@ class PDBehaviour:
         """0.5.22 and 0.5.23: the state components' transfer (``maybe_send_extra``; the
         prepared state plan from 0.5.23) is restated in ``kvcheck.sglang.states``; other
         releases stay unchecked. 0.5.17 .. 0.5.21 are not the same code: ``maybe_send_extra``
-        has three other variants there (0.5.17 .. 0.5.19, 0.5.20 with a new Mamba slice
+        has three other variants there (0.5.17 .. 0.5.19, 0.5.20 with a changed Mamba slice
         sender, 0.5.21), and the SWA head-slice sender (``_send_swa_state_slice``) and the
         generic sender of 0.5.22 are absent or different."""
         return self.decision_variant in ("0.5.22", "0.5.23")
