@@ -3,6 +3,12 @@
 
 Usage: build_model_catalog.py AIC_CLONE OUT.json [EXTRAS.json ...]
 
+AIC_CLONE is a git directory holding all of aiconfigurator's refs (the mirror the search
+tool's ``fetch`` returns, or ``git clone --mirror``): a plain clone has only the branches
+and misses configs that live on other refs. The catalog is rebuilt with
+``build_model_catalog.py AIC kvcheck/sources/models/catalog.json
+scripts/model_catalog_extras.json scripts/catalog_extras_deployed.json [other extras]``.
+
 Takes every ``*/model_configs/ORG--NAME_config.json`` in the clone's history (newest
 version of each path), keeps the fields that shape the KV cache (drops tokenizer ids,
 vision towers, long quantization ignore lists) and records ``repo@commit:path``.

