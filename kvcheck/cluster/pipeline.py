@@ -517,12 +517,16 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
     in its message that a side's manifest sets (the side whose role is named just before
     the flag, else the decode then the prefill). When both sides are named (a mismatch),
     the decode's line comes first: the decode is the side that raises the bootstrap
-    checks. Else the decode's (or, for a prefill-only message, the prefill's) instance line."""
+    checks; a message about one side (``prefill: ...``, ``the prefill server ...``) points at that side's lines first.
+    Else the decode's (or, for a prefill-only message, the prefill's) instance line."""
     found: list[tuple[str, Location]] = []
     text = f.message
+    # A finding about one side ("prefill: ...", "decode: ...") points at that side's lines.
+    owner = p if text.startswith(("prefill:", "the prefill server")) else d if text.startswith(("decode:", "the decode server")) else None
+    default = (owner, d if owner is p else p) if owner is not None else (d, p)
     for m in _FLAG_RE.finditer(text):
         before = text[max(0, m.start() - 12):m.start()]
-        order = (p,) if "prefill" in before else (d,) if "decode" in before else (d, p)
+        order = (p,) if "prefill" in before else (d,) if "decode" in before else default
         for cls in order:
             loc = _flag_location(m.group(0), cls)
             if loc is not None and loc not in [x for _, x in found]:
@@ -530,12 +534,13 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
                 break
     if not found:
         for m in _FLAG_RE.finditer(f.fix):
-            for cls in (d, p):
+            for cls in default:
                 loc = _flag_location(m.group(0), cls)
                 if loc is not None:
                     return [loc]
     if found:
-        found.sort(key=lambda rl: rl[0] != "decode")
+        first = owner.role if owner is not None else "decode"
+        found.sort(key=lambda rl: rl[0] != first)
         return [loc for _, loc in found]
     if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
         return [p.first.instance.location]
