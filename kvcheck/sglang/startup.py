@@ -883,6 +883,11 @@ def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
     a = side.args
     if not a.enable_kv_cache_sharding:
         return None
+    if not release_at_least(side, "0.5.23"):
+        # SGLang 0.5.22's handle_kv_cache_sharding refuses first on its Python-tree requirement
+        # (SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND) and has other speculative texts: not restated.
+        return Stop(f"SGLang {side_release_name(side)} with --enable-kv-cache-sharding: that release's "
+                    "handle_kv_cache_sharding is not restated")
     hook = "handle_kv_cache_sharding"
     if a.disaggregation_mode != "prefill":
         return Refusal("kv-sharding", hook, "ValueError",
@@ -1058,7 +1063,7 @@ ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
     hicache_dcp,                # handle_hicache
     data_parallelism,           # handle_data_parallelism
     context_parallelism,        # handle_context_parallelism
-    kv_cache_sharding,          # handle_kv_cache_sharding
+    kv_cache_sharding,          # handle_kv_cache_sharding (0.5.22: Stop)
     speculative,                # handle_speculative_decoding
     cache_compatibility,        # handle_cache_compatibility
     hicache_compatibility,      #   (same hook, later checks)
@@ -1117,9 +1122,57 @@ def side_gpu(side: Side) -> Gpu:
     return resolve_gpu(side.gpu)
 
 
+# The oldest SGLang release whose start-up refusals (``ORDER``) agree with that release's own
+# ``prepare_server_args`` -> resolution -> ``check_server_args`` on the start-up corpus
+# (tests/startup_worker.py, tests/test_startup_releases.py). Measured disagreements of the
+# 0.5.23 restatement, per release (70 draws x 4 GPUs): 0.5.8 47/172, 0.5.10 39/192,
+# 0.5.13 32/208, 0.5.16 80/280, 0.5.17 79/280, 0.5.20 57/280, 0.5.21 27/280, 0.5.22 32/280
+# (all 32 on --enable-kv-cache-sharding: a Stop in ``kv_cache_sharding``). Before 0.5.22 the
+# releases refuse differently: two-batch overlap without an a2a backend (check_two_batch_overlap,
+# 0.5.8 .. 0.5.21), TRTLLM MHA prefill on SM100 only (.. 0.5.17), the DSA DCP / KV-dtype order
+# and texts, the multi-node DP and PP texts, trtllm_mla's fp4_e2m1, PD decode DCP's own checks
+# (0.5.17 .. 0.5.20): not restated, so those releases' start-up is ``unchecked``.
+STARTUP_VERIFIED_FROM = "0.5.22"
+
+
+@dataclass(frozen=True)
+class ReleaseStop(Stop):
+    """A ``Stop`` because the side's SGLang release refuses start-up differently from what
+    kvcheck restates (``STARTUP_VERIFIED_FROM``); ``release`` names it. The connector
+    checks after argument resolution (``connector_outcome``) carry their own release gates
+    and still run."""
+
+    release: str = ""
+
+
+def release_gate(side: Side) -> Optional[ReleaseStop]:
+    """A ``ReleaseStop`` for a side whose SGLang release is older than ``STARTUP_VERIFIED_FROM``
+    (the 0.5.23 restatement would be that release's answer only by chance), else ``None``."""
+    from kvcheck.sglang.releases import side_release
+
+    version = side_release(side)[0]
+    if version is None or release_at_least(side, STARTUP_VERIFIED_FROM):
+        return None
+    return ReleaseStop(
+        f"SGLang {version}: its start-up refusals (argument resolution and check_server_args) differ from "
+        f"{STARTUP_VERIFIED_FROM}+ and kvcheck has not verified them for this release", release=version)
+
+
+def side_release_name(side: Side) -> str:
+    """The side's release as ``releases.side_release`` resolves it (``"?"`` when unknown)."""
+    from kvcheck.sglang.releases import side_release
+
+    return side_release(side)[0] or "?"
+
+
 def first_outcome(side: Side, gpu: Optional[Gpu] = None) -> Outcome:
     """The first start-up step that refuses (a ``Refusal``), or stops prediction (a ``Stop``),
-    or ``None`` when every restated step passes. ``gpu`` defaults to ``side_gpu(side)``."""
+    or ``None`` when every restated step passes. ``gpu`` defaults to ``side_gpu(side)``.
+    A side on a release older than ``STARTUP_VERIFIED_FROM`` gets a ``ReleaseStop`` (unchecked),
+    never 0.5.23's answer."""
+    gate = release_gate(side)
+    if gate is not None:
+        return gate
     g = gpu or side_gpu(side)
     for step in ORDER:
         out = step(side, g)
