@@ -60,6 +60,8 @@ _DECISION_IDS = (
     ("PD DCP source/destination KV geometry differs", "dcp-geometry",
      "Make both sides derive the same KV geometry (same model, --kv-cache-dtype, page size) or run the decode with --dcp-size 1."),
     ("NIXL source mixed KV memory kinds", "source-mixed-kinds", "The prefill must register one memory kind."),
+    ("NIXL_ERR_NOT_FOUND", "head-slice-overrun",
+     "Run SGLang 0.5.17 or newer on the prefill (its head-slice list counts replicated KV heads once), or give the decode an attention TP size no larger than the model's KV heads, or the prefill's attention TP size."),
 )
 
 
