@@ -362,3 +362,51 @@ def test_0_5_12_dense_hang_does_not_match_hybrid_models(tmp_path):
 
     report, _, _ = _pair(tmp_path, model_dir("llama-3.1-8b"), {"tp-size": 2}, {"tp-size": 2}, "0.5.12", "h200")
     assert any("0.5.12-nixl-dense-hang" in f.message for f in _errors(report).values())
+
+
+@pytest.mark.runtime
+def test_qwen35_dp_attention_prefill_on_b200_unpinned_resolves_unequal_page_sizes(tmp_path):
+    """The same Qwen3.5 topology on B200 without --attention-backend/--page-size: SGLang
+    0.5.23's own resolution (``_qwen3_5_hybrid_overrides``) gives the prefill (radix cache
+    on) triton with page 1 and the decode (no radix cache) trtllm_mha with page 64, so the
+    decode's bootstrap check refuses the pair. kvcheck predicts the same page sizes."""
+    pytest.importorskip("sglang")
+    from startup_corpus import gpu_facts
+
+    from sglang.srt.arg_groups.overrides import resolution_result
+    from sglang.srt.runtime_context import reset_context
+    from sglang.srt.server_args import prepare_server_args
+
+    model = _model(tmp_path, "qwen3.5", QWEN35)
+    runtime = {}
+    for role, extra in (("prefill", ["--tp-size", "4", "--attn-dp-size", "4"]), ("decode", ["--tp-size", "4"])):
+        with gpu_facts((10, 0)):
+            reset_context()
+            sa = prepare_server_args(["--model-path", str(model), "--device", "cuda", "--disaggregation-mode", role,
+                                      "--disaggregation-transfer-backend", "nixl"] + extra)
+            sa.resolve_once()
+            runtime[role] = (resolution_result(sa, "attention_backend"), resolution_result(sa, "page_size") or 1)
+        reset_context()
+    assert runtime == {"prefill": ("triton", 1), "decode": ("trtllm_mha", 64)}
+    report, _, _ = _pair(tmp_path, model, {"tp-size": 4, "attn-dp-size": 4}, {"tp-size": 4}, "0.5.23", "b200")
+    rt = _errors(report)["page-size-mismatch"].runtime_error
+    assert rt.message == ("Page size mismatch: prefill server has page_size=1, but decode server has page_size=64. "
+                          "Both servers must use the same --page-size value.")
+
+
+# ------------------------------------------------------- dtype / page-size incidents
+
+@pytest.mark.parametrize(("version", "verdict"), [("0.5.9", "unchecked"), ("0.5.10", "fail"), ("0.5.16", "fail"), ("0.5.23", "fail")])
+def test_kv_cache_dtype_differs_bf16_prefill_fp8_decode(tmp_path, version, verdict):
+    """sgl-project/sglang#19398: prefill bf16 KV, decode fp8_e4m3 KV; the transfer strides
+    the decode by the prefill's item length: corrupt output, NIXL_ERR_NOT_FOUND under load.
+    0.5.10 added the decode's bootstrap comparison; 0.5.9 had none, and kvcheck does not
+    restate 0.5.9's transfer: unchecked, never a pass."""
+    from helpers import model_dir
+
+    report, _, _ = _pair(tmp_path, model_dir("llama-3.1-8b"), {"tp-size": 2, "page-size": 16, "kv-cache-dtype": "bfloat16"},
+                         {"tp-size": 2, "page-size": 16, "kv-cache-dtype": "fp8_e4m3"}, version, "h200")
+    assert report.verdict == verdict
+    if verdict == "fail":
+        assert _errors(report)["kv-cache-dtype-mismatch"].runtime_error.message.startswith(
+            "KV cache dtype mismatch: prefill server has kv_cache_dtype=bfloat16, but decode server has kv_cache_dtype=fp8_e4m3")
