@@ -410,3 +410,28 @@ def test_kv_cache_dtype_differs_bf16_prefill_fp8_decode(tmp_path, version, verdi
     if verdict == "fail":
         assert _errors(report)["kv-cache-dtype-mismatch"].runtime_error.message.startswith(
             "KV cache dtype mismatch: prefill server has kv_cache_dtype=bfloat16, but decode server has kv_cache_dtype=fp8_e4m3")
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.12.post1"])
+def test_qwen35_attention_tp1_into_tp4_silently_picks_wrong_heads_on_0_5_11_and_0_5_12(tmp_path, version):
+    """Before the prepared lists (0.5.11 .. 0.5.12.post1) the same pair transfers without
+    error, but decode ranks 1 and 2 receive the other KV head: the per-request slice picks
+    ``(decode rank * heads per decode rank) % heads per prefill rank`` while the decode holds
+    head ``rank // replicas``. The replicated map SGLang itself uses from 0.5.17
+    (``compute_head_slice_params``, driven here) gives 0, 0, 1, 1."""
+    pytest.importorskip("sglang")
+    from sglang.srt.disaggregation.common.staging_buffer import compute_head_slice_params
+
+    heads, p_tp, d_tp = 2, 1, 4
+    right = [compute_head_slice_params(p_tp, d_tp, 0, r, heads)[0] for r in range(d_tp)]
+    modulo = [(r * max(1, heads // d_tp)) % max(1, heads // p_tp) for r in range(d_tp)]  # 0.5.11 .. 0.5.16
+    assert right == [0, 0, 1, 1] and modulo == [0, 1, 0, 1]
+    model = _model(tmp_path, "qwen3.5", QWEN35)
+    report, _, _ = _pair(tmp_path, model, Q35_PREFILL, Q35_DECODE, version, "b200")
+    assert report.verdict == "fail"
+    known = _errors(report)["known-issue"]
+    assert "sglang-nixl-hetero-tp-replicated-heads-wrong-head" in known.message and "[corrupt" in known.message
+    # a prefill rank holding one head (prefill attention TP 2 = KV heads) gets it right
+    report, _, _ = _pair(tmp_path, model, {**Q35_DECODE, "tp-size": 2}, Q35_DECODE, version, "b200")
+    assert not any("replicated-heads" in f.message for f in report.findings)

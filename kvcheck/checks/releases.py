@@ -156,13 +156,14 @@ def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], lis
     return True, why, unknown
 
 
-def _decode_replicates_kv_heads(ctx: CheckContext) -> bool:
+def _decode_replicates_kv_heads(ctx: CheckContext, several: bool = False) -> bool:
     """The prefill's attention TP is smaller than the decode's, and the decode's is larger
-    than the model's KV heads (each KV head is replicated over decode ranks). False when
-    the KV head count is unknown or the model is MLA."""
+    than the model's KV heads (each KV head is replicated over decode ranks); ``several``:
+    also each prefill rank holds more than one KV head (prefill attention TP < KV heads).
+    False when the KV head count is unknown or the model is MLA."""
     p, d = ctx.prefill.args.attn_tp_size, ctx.decode.args.attn_tp_size
     heads = getattr(ctx.prefill.model, "num_key_value_heads", None)
-    return bool(heads) and ctx.prefill.model.attention == "MHA" and p < d and d > heads
+    return bool(heads) and ctx.prefill.model.attention == "MHA" and p < d and d > heads and (not several or p < heads)
 
 
 @check(
@@ -182,6 +183,8 @@ def known_issue(chk, ctx: CheckContext) -> list[Finding]:
         if pair == "hetero_tp" and ctx.prefill.args.attn_tp_size == ctx.decode.args.attn_tp_size:
             continue
         if pair == "decode_replicates_kv_heads" and not _decode_replicates_kv_heads(ctx):
+            continue
+        if pair == "decode_replicates_several_prefill_heads" and not _decode_replicates_kv_heads(ctx, several=True):
             continue
         role = entry.get("match", {}).get("role")
         hits = []
