@@ -435,3 +435,40 @@ def test_qwen35_attention_tp1_into_tp4_silently_picks_wrong_heads_on_0_5_11_and_
     # a prefill rank holding one head (prefill attention TP 2 = KV heads) gets it right
     report, _, _ = _pair(tmp_path, model, {**Q35_DECODE, "tp-size": 2}, Q35_DECODE, version, "b200")
     assert not any("replicated-heads" in f.message for f in report.findings)
+
+
+_GUIDE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: gptoss-{role}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: gptoss-{role}}}}}
+  template:
+    metadata: {{labels: {{app: gptoss-{role}}}}}
+    spec:
+      containers:
+      - name: sglang
+        image: docker.io/lmsysorg/sglang:{tag}
+        command: ["python3", "-m", "sglang.launch_server"]
+        args: ["--model-path", "openai/gpt-oss-120b", "--disaggregation-mode", "{role}",
+               "--disaggregation-transfer-backend", "nixl", "--tp-size", "{tp}", "--port", "8000"]
+        resources: {{limits: {{nvidia.com/gpu: {tp}}}}}
+"""
+
+
+@pytest.mark.parametrize(("tag", "exit_code"), [("v0.5.16", 1), ("v0.5.23", 0)])
+def test_gpt_oss_guide_manifest_release_read_from_the_image(tmp_path, tag, exit_code):
+    """llm-d/llm-d#2433: the guide's manifests (prefill TP1 x8, decode TP4 x2) on
+    lmsysorg/sglang:v0.5.16 never passed; the release comes from the image tag, the model
+    from kvcheck's catalog (openai/gpt-oss-120b)."""
+    from helpers import run_cli
+
+    text = _GUIDE.format(role="prefill", replicas=8, tag=tag, tp=1) + "---\n" + _GUIDE.format(role="decode", replicas=2, tag=tag, tp=4)
+    path = tmp_path / "pd.yaml"
+    path.write_text(text)
+    proc = run_cli("preflight", "-f", str(path), "--gpu", "h200", "-o", "json", timeout=120)
+    report = json.loads(proc.stdout)
+    assert proc.returncode == exit_code, proc.stdout[-2000:]
+    messages = [(f.get("runtime_error") or {}).get("message") for p in report["pairs"] for f in p["findings"]]
+    assert (SWA_TEXT in messages) == (exit_code == 1)
