@@ -655,6 +655,16 @@ def decide_transfer(
     if dst_unique[0] != "VRAM":
         return fail("NotImplementedError", "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet")
     if not b.head_slice_asserts:
+        # 0.5.15 .. 0.5.16 (no replication divisor): a source list past the registered
+        # region makes prep_xfer_dlist raise (sgl-project/sglang#31295).
+        if not b.head_group_replication and total_kv_heads and prefill.page_size > 0 and prefill.regions and decode.regions:
+            p_tp, d_tp = prefill.attn_tp_size, decode.attn_tp_size
+            dst_heads = max(1, total_kv_heads // d_tp)
+            per_head = decode.regions[0].item_len // prefill.page_size // dst_heads
+            overrun = _src_dlist_overrun_0_5_13(prefill, p_tp, d_tp, d_tp // max(1, p_tp), dst_heads * per_head)
+            if overrun is not None:
+                plan.error = overrun
+                return plan
         # 0.5.15 .. 0.5.21: no asserts; a misfit is prepared silently (not modeled).
         why = _unasserted_head_slice_gap(prefill, decode, b, total_kv_heads)
         if why is not None:

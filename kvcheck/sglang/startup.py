@@ -152,7 +152,8 @@ def host_receive_on(side: Side) -> bool:
     t = side.args.disaggregation_decode_host_receive_threshold
     version = side_release(side)[0]
     if version and in_range(version, "0.5.21", "0.5.22"):
-        return t > 0
+        # off unless given: the release's own default (0.0) is off
+        return "disaggregation_decode_host_receive_threshold" in (side.raw_args or {}) and t > 0
     return t < 1
 
 
