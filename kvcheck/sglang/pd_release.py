@@ -29,6 +29,7 @@ _FACTS = Path(__file__).with_name("pd_facts.json")
 # Digests (``scripts/gen_pd_facts.py``) of the decode bootstrap checks kvcheck restates,
 # by the first release that shipped each variant.
 BOOTSTRAP_VARIANTS = {
+    "9c5d928c27e6": "0.5.8",  # v1 /route in CommonKVReceiver.__init__: page-size check (0.5.8) + PP assert (0.5.7); 0.5.8 .. 0.5.9
     "945778c6f35c": "0.5.10",  # /route v2 + PrefillServerInfo; HiSparse decodes skip the page-size check
     "dc045247ed43": "0.5.13",  # page-size check for every decode (HiSparse bypass removed)
     "6e3e2338d013": "0.5.16",  # hybrid-MLA aware warnings; DSA cache layer split pulls all CP ranks
@@ -39,6 +40,16 @@ BOOTSTRAP_VARIANTS = {
 }
 # Digests of the prefill registration decisions kvcheck restates.
 DECISION_VARIANTS = {
+    # Before 0.5.13 nothing is prepared at registration: descriptor lists are built per
+    # request (``send_kvcache`` / ``send_kvcache_slice``; ``plan._decide_per_request``).
+    "pr-b4863b2ac7c7": "0.5.5",  # 0.5.5 .. 0.5.6: dst pointers sliced from the stage's start layer; item_lens[0] for every layer
+    "pr-e900fda31fd9": "0.5.6.post1",  # 0.5.6.post1 .. 0.5.6.post2: equal region counts pair whole lists; per-layer item lengths
+    "pr-3c4e4a97e144": "0.5.7",  # 0.5.7: KV notifications carry the PP rank (PP prefills modeled)
+    "pr-63a18abe22d7": "0.5.8",  # 0.5.8 .. 0.5.8.post1: MHA decode-only draft pointer offset
+    "pr-2ff86396f7f1": "0.5.9",  # 0.5.9 .. 0.5.10.post1: _send_kvcache_generic, vectorised head slices (same lists)
+    "pr-abb13440d955": "0.5.11",  # 0.5.11: head slices from total_kv_head_num (replication aware)
+    "pr-e4f13faf2a27": "0.5.12",  # 0.5.12: transfer worker threads (errors fail the request), numpy pointer arrays
+    "pr-eaee5dd8d9f7": "0.5.12",  # 0.5.12.post1: the same transfer (the stateless-hang fix is in the completion path)
     "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds + region-count guard (all-VRAM pairs restated)
     "d8139a090cb7": "0.5.13",  # 0.5.13 .. 0.5.14: prepared VRAM lists, no kinds/segments/guards (plan._decide_0_5_13)
     "ce213302ef4a": "0.5.22",  # _prepare_payload_xfer as 0.5.23, without the aux-count log and prepared state
@@ -134,6 +145,13 @@ class PDBehaviour:
     @property
     def decision_modeled(self) -> bool:
         return self.decision_variant is not None
+
+    @property
+    def per_request_decision(self) -> bool:
+        """0.5.5 .. 0.5.12.post1: the prefill prepares nothing when the decode registers;
+        ``add_transfer_request`` builds the descriptor lists of every request (errors
+        surface at the first request, not at registration)."""
+        return self.decision_modeled and not at_least(self.decision_variant, "0.5.13")
 
     @property
     def aux_count_check(self) -> bool:
