@@ -138,6 +138,16 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
     if plan is None or plan.error is None:
         return []
     fid, fix = _classify(plan.error.message, _DECISION_IDS, plan.error.type)
+    per_request = plan.error.when == "first request"  # 0.5.5 .. 0.5.12.post1 (plan._decide_per_request)
+    if per_request and plan.error.type == "IndexError":
+        fid, fix = "region-count", (
+            "The decode must register the KV regions this prefill stage writes into: the same model, draft and PP layout on both sides."
+        )
+    elif per_request and plan.error.type == "ZeroDivisionError":
+        fid, fix = "head-slice-assert", (
+            "The decode replicates KV heads (more attention TP ranks than KV heads) and this release computes 0 heads per decode rank: "
+            "run the decode at the prefill's attention TP size, or upgrade both sides to 0.5.11 or later."
+        )
     pg, dg = ctx.prefill_geometry, ctx.decode_geometry
     stage = next((st for st in ctx.extra.get("pp_stages") or [] if st.get("error")), None)
     if stage is not None and "_geometry" in stage:
@@ -162,6 +172,10 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
         fix = cause_fix or fix
     if ctx.extra.get("bootstrap_errors"):
         detail += "; this is raised once the bootstrap checks above pass"
+    if per_request:
+        return [Finding(id=fid, severity=Severity.ERROR, fix=fix, runtime_error=plan.error, message=(
+            f"the prefill accepts the decode's KV registration without checks and fails building the first request's transfer: {detail}"
+        ))]
     return [Finding(id=fid, severity=Severity.ERROR, message=f"the prefill rejects the decode's KV registration: {detail}", fix=fix, runtime_error=plan.error)]
 
 
