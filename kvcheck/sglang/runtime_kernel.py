@@ -36,7 +36,11 @@ Without ``total_kv_heads`` only the pairing is recorded.
 
 Releases: the bootstrap checks are driven on any release with
 ``try_ensure_parallel_info`` (0.5.10 on; 0.5.10 .. 0.5.16 read ``server_args``, which
-the stand-in provides). The prefill decision is driven on 0.5.13 .. 0.5.14 (17 registration
+the stand-in provides) and, before 0.5.10, through ``CommonKVReceiver.__init__`` on the
+v1 ``/route`` reply (``_bootstrap_error_v1``). The prefill decision is driven on 0.5.5 ..
+0.5.11 (one request through ``add_transfer_request``, whose ``send_kvcache`` /
+``send_kvcache_slice`` descriptor lists are recorded by a stand-in agent and read back:
+``_decide_per_request``; 0.5.12's transfer worker threads are not driven), 0.5.13 .. 0.5.14 (17 registration
 frames, no memory kinds), 0.5.15 .. 0.5.16 (19 frames: kinds and item lengths) and on 0.5.22 and 0.5.23 (0.5.22's decode builds its 23
 registration frames inline; the kernel restates each list and the release's own
 ``from_zmq`` parses it); elsewhere ``KernelSetupError``.
