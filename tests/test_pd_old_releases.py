@@ -54,10 +54,11 @@ def test_releases_are_grouped_by_their_own_code():
     assert variants == {"0.5.5": "0.5.5", "0.5.6": "0.5.5", "0.5.6.post2": "0.5.6.post1", "0.5.7": "0.5.7", "0.5.8.post1": "0.5.8",
                         "0.5.10.post1": "0.5.9", "0.5.11": "0.5.11", "0.5.12.post1": "0.5.12"}
     assert all(behaviour(v).per_request_decision for v in variants) and not behaviour("0.5.13").per_request_decision
-    assert [behaviour(v).bootstrap_modeled for v in ("0.5.5", "0.5.7", "0.5.8", "0.5.9")] == [False, False, True, True]
+    assert [behaviour(v).bootstrap_variant for v in ("0.5.5", "0.5.6", "0.5.6.post1", "0.5.7", "0.5.8", "0.5.9", "0.5.10")] == [
+        "0.5.5", "0.5.5", "0.5.6.post1", "0.5.6.post1", "0.5.8", "0.5.8", "0.5.10"]
 
 
-@pytest.mark.parametrize("release", ["0.5.8", "0.5.10"])
+@pytest.mark.parametrize("release", ["0.5.5", "0.5.7", "0.5.8", "0.5.10", "0.5.12.post1"])
 def test_stored_digests_are_the_installed_release_s(release):
     root = RELEASES / release
     if not (root / "sglang" / "__init__.py").exists():
@@ -138,18 +139,25 @@ def test_v1_bootstrap_checks_of_0_5_8_and_0_5_9(tmp_path):
         assert f["page-size-mismatch"].runtime_error.message.startswith("Page size mismatch: prefill server has page_size=16, but decode server has page_size=32.")
         assert "CommonKVReceiver.__init__" in f["page-size-mismatch"].runtime_error.raised_by
         assert f["pp-size-mismatch"].runtime_error.type == "AssertionError" and "kv-cache-dtype-mismatch" not in f
-    # 0.5.7 has no page-size check at all: its decode checks are unchecked (the transfer
-    # still writes 16-token pages into 32-token ones at the prefill's stride: corruption)
+    # 0.5.6.post1 .. 0.5.7 have the PP assert but no page-size check; 0.5.5 .. 0.5.6 neither.
+    # What a pair they let through then does is unchecked (here it also writes 16-token
+    # pages into 32-token ones at the prefill's stride: item-length-larger, corruption).
     r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.5.7")
-    assert r.exit_code == 4 and "v1 /route" in _by_id(r)["release-pd-unchecked"].message
+    assert r.exit_code == 0 and "release-pd-unchecked" not in _by_id(r)
     r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 32}, pv="0.5.7")
     f = _by_id(r)
-    assert r.verdict == "fail" and "item-length-larger" in f and "page-size-mismatch" not in f and "release-pd-unchecked" in f
+    assert r.verdict == "fail" and "item-length-larger" in f and "page-size-mismatch" not in f
+    assert any("does not compare page sizes (the check came in 0.5.8)" in x.message for x in r.findings if x.id == "release-pd-unchecked")
+    r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16, "pp-size": 2}, {**D, "page-size": 16, "pp-size": 4}, pv="0.5.6")
+    unchecked = [f.message for f in r.findings if f.id == "release-pd-unchecked"]
+    assert "pp-size-mismatch" not in _by_id(r) and any("does not check PP sizes" in m for m in unchecked)
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize("release", ["0.5.8", "0.5.10"])
+@pytest.mark.parametrize("release", ["0.5.5", "0.5.7", "0.5.8", "0.5.10", "0.5.12.post1"])
 def test_named_cases_agree_with_the_release_s_own_code(release):
+    from kvcheck.sglang.pd_release import at_least
+
     root = RELEASES / release
     if not (root / "sglang" / "__init__.py").exists():
         pytest.skip(f"SGLang {release} is not installed beside this Python (scripts/setup-test-env.sh)")
@@ -160,16 +168,27 @@ def test_named_cases_agree_with_the_release_s_own_code(release):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["imported"] == release
     t = out["transfer"]
-    # what the release's own add_transfer_request did
-    assert t["mla_prefill_only_draft"]["runtime"]["error"] == ["IndexError", "list index out of range"]
-    assert t["mha_decode_replicates_heads"]["runtime"]["error"] == ["ZeroDivisionError", "integer division or modulo by zero"]
-    assert t["mha_decode_only_draft"]["runtime"]["dst_indices"] == [0, 1, 2, 3]
+    # what the release's own add_transfer_request (0.5.12: transfer_worker) did
+    numpy = at_least(release, "0.5.12")
+    assert t["mla_prefill_only_draft"]["runtime"]["error"] == (
+        ["IndexError", "index 4 is out of bounds for axis 0 with size 4"] if numpy else ["IndexError", "list index out of range"]
+    )
+    if at_least(release, "0.5.11"):  # max(1, total_kv_head_num // tp): replicated heads, no error
+        assert t["mha_decode_replicates_heads"]["runtime"]["path"] == "hetero_tp_slice"
+        assert t["mha_decode_replicates_heads"]["builtin"]["path"] == "not_modeled"  # unchecked, never a pass
+    else:
+        assert t["mha_decode_replicates_heads"]["runtime"]["error"] == ["ZeroDivisionError", "integer division or modulo by zero"]
+    # a decode-only draft: 0.5.8 offsets V by L * (D // L); before, V starts at D (one region late)
+    assert t["mha_decode_only_draft"]["runtime"]["dst_indices"] == ([0, 1, 2, 3] if at_least(release, "0.5.8") else [0, 1, 3, 4])
     assert t["mha_head_slices"]["runtime"]["path"] == "hetero_tp_slice" and t["mha_head_slices"]["runtime"]["write_lens"] == [512] * 4
     assert t["mha_longer_decode_item"]["runtime"]["write_lens"] == [4096] * 4  # the prefill's item length, not the decode's 8192
     for name, c in t.items():
-        assert c["builtin"] == c["runtime"], name
+        if c["builtin"]["path"] != "not_modeled":
+            assert c["builtin"] == c["runtime"], name
     b = out["bootstrap"]
-    assert b["page_size"]["runtime"][0] == "RuntimeError" and b["accepted"]["runtime"] is None
-    assert b["pp_size"]["runtime"] == ["AssertionError", "('Decode pp size (4) should be equal to prefill pp size (2) or 1',)"]
+    assert b["accepted"]["runtime"] is None
+    assert (b["page_size"]["runtime"] or [None])[0] == ("RuntimeError" if at_least(release, "0.5.8") else None)  # v1 check from 0.5.8
+    pp = ["AssertionError", "('Decode pp size (4) should be equal to prefill pp size (2) or 1',)"]
+    assert b["pp_size"]["runtime"] == (pp if at_least(release, "0.5.6.post1") else None)
     for name, c in b.items():
         assert c["builtin"] == c["runtime"], name

@@ -31,7 +31,7 @@ def _modeled(ctx: CheckContext) -> bool:
     "kvcheck models the PD path of each side's SGLang release",
     what="A side runs an SGLang release whose decode bootstrap checks or prefill registration decision kvcheck has not restated.",
     why="The PD code changes from release to release; answering with another release's code could pass a pair that release breaks.",
-    fix="Run both sides on a modeled release (the decode's bootstrap checks: 0.5.8 .. 0.5.23; the prefill's decision: 0.5.5 .. 0.5.16, 0.5.22, 0.5.23), or check the pair on a staging deployment.",
+    fix="Run both sides on a modeled release (the decode's bootstrap checks: 0.5.5 .. 0.5.23; the prefill's decision: 0.5.5 .. 0.5.16, 0.5.22, 0.5.23), or check the pair on a staging deployment.",
 )
 def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.pd_release import known_releases
@@ -48,11 +48,16 @@ def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
             ))
     if b_d.known and not b_d.bootstrap_modeled:
         why = (
-            "its decode checks the prefill in CommonKVReceiver over the v1 /route, without the page-size check 0.5.8 added "
-            "(kvcheck restates the v1 checks of 0.5.8 .. 0.5.9)"
+            "its CommonKVReceiver.__init__ on the v1 /route differs from every variant kvcheck restates"
             if b_d.route == "v1" else "its try_ensure_parallel_info differs from every variant kvcheck restates"
         )
         out.append(chk.finding(f"decode: the bootstrap checks of SGLang {b_d.version} are not modeled ({why})"))
+    pair = ctx.extra.get("pair_info")
+    if b_d.bootstrap_modeled and pair is not None:
+        from kvcheck.sglang.plan import bootstrap_unchecked
+
+        for why in bootstrap_unchecked(pair[0], pair[1], b_d):
+            out.append(chk.finding(f"decode: {why}; what the transfer then does is not modeled"))
     if b_p.known and not b_p.decision_modeled:
         out.append(chk.finding(
             f"prefill: the registration decision and first-request checks of SGLang {b_p.version} are not modeled "

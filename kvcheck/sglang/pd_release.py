@@ -29,7 +29,11 @@ _FACTS = Path(__file__).with_name("pd_facts.json")
 # Digests (``scripts/gen_pd_facts.py``) of the decode bootstrap checks kvcheck restates,
 # by the first release that shipped each variant.
 BOOTSTRAP_VARIANTS = {
-    "9c5d928c27e6": "0.5.8",  # v1 /route in CommonKVReceiver.__init__: page-size check (0.5.8) + PP assert (0.5.7); 0.5.8 .. 0.5.9
+    # Before 0.5.10: CommonKVReceiver.__init__ on the v1 /route reply (plan.bootstrap_checks,
+    # plan.bootstrap_unchecked).
+    "1e272550f859": "0.5.5",  # 0.5.5 .. 0.5.6: no check at all (pairs with differing page or PP sizes: unchecked)
+    "186d0d32a377": "0.5.6.post1",  # 0.5.6.post1 .. 0.5.7: the PP assert
+    "9c5d928c27e6": "0.5.8",  # 0.5.8 .. 0.5.9: the page-size check (prefill_page_size in the reply) + the PP assert
     "945778c6f35c": "0.5.10",  # /route v2 + PrefillServerInfo; HiSparse decodes skip the page-size check
     "dc045247ed43": "0.5.13",  # page-size check for every decode (HiSparse bypass removed)
     "6e3e2338d013": "0.5.16",  # hybrid-MLA aware warnings; DSA cache layer split pulls all CP ranks

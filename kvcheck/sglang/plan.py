@@ -199,17 +199,18 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
         out.append((fid, RuntimeErrorPrediction(type=type_, message=message, raised_by=raised_by, when="first request", operator_sees=DECODE_FIRST_REQUEST)))
 
     if b.route == "v1":
-        # 0.5.8 .. 0.5.9 (CommonKVReceiver.__init__ on the v1 /route reply, whose
-        # prefill_page_size 0.5.8 added): the page-size check (0.5.8), then the PP assert
-        # (0.5.7). No kv-cache-dtype, CP or DCP check exists before 0.5.10.
-        if prefill.page_size != decode.page_size:
+        # 0.5.5 .. 0.5.9 (CommonKVReceiver.__init__ on the v1 /route reply): the page-size
+        # check (0.5.8, with prefill_page_size in the reply), then the PP assert
+        # (0.5.6.post1). No kv-cache-dtype, CP or DCP check exists before 0.5.10; what a
+        # pair the missing checks let through then does: ``bootstrap_unchecked``.
+        if at_least(b.bootstrap_variant, "0.5.8") and prefill.page_size != decode.page_size:
             err(
                 "page-size-mismatch", "RuntimeError",
                 f"Page size mismatch: prefill server has page_size={prefill.page_size}, "
                 f"but decode server has page_size={decode.page_size}. "
                 f"Both servers must use the same --page-size value.",
             )
-        if not (decode.pp_size == prefill.pp_size or decode.pp_size == 1):
+        if at_least(b.bootstrap_variant, "0.5.6.post1") and not (decode.pp_size == prefill.pp_size or decode.pp_size == 1):
             err("pp-size-mismatch", "AssertionError",
                 _assert_text(f"Decode pp size ({decode.pp_size}) should be equal to prefill pp size ({prefill.pp_size}) or 1"))
         return out
@@ -293,6 +294,28 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
     if not (decode.pp_size == prefill.pp_size or decode.pp_size == 1):
         err("pp-size-mismatch", "AssertionError",
             _assert_text(f"Decode pp size ({decode.pp_size}) should be equal to prefill pp size ({prefill.pp_size}) or 1"))
+    return out
+
+
+def bootstrap_unchecked(prefill: PairInfo, decode: PairInfo, behaviour) -> list[str]:
+    """What the decode of ``behaviour``'s release lets through unchecked and kvcheck does
+    not model (each reported ``unchecked``): before 0.5.8 the v1 ``/route`` reply has no
+    page size and the decode never compares it; before 0.5.6.post1 nothing checks the PP
+    sizes (the receiver fetches every prefill PP rank's bootstrap info)."""
+    b = behaviour
+    out: list[str] = []
+    if not b.bootstrap_modeled or b.route != "v1":
+        return out
+    if not at_least(b.bootstrap_variant, "0.5.8") and prefill.page_size != decode.page_size:
+        out.append(
+            f"the decode of SGLang {b.version} does not compare page sizes (the check came in 0.5.8) and they differ "
+            f"(prefill {prefill.page_size}, decode {decode.page_size}): the page indices of the two sides disagree"
+        )
+    if not at_least(b.bootstrap_variant, "0.5.6.post1") and not (decode.pp_size == prefill.pp_size or decode.pp_size == 1):
+        out.append(
+            f"the decode of SGLang {b.version} does not check PP sizes (the assert came in 0.5.6.post1) and they differ "
+            f"(prefill {prefill.pp_size}, decode {decode.pp_size})"
+        )
     return out
 
 

@@ -40,7 +40,8 @@ the stand-in provides) and, before 0.5.10, through ``CommonKVReceiver.__init__``
 v1 ``/route`` reply (``_bootstrap_error_v1``). The prefill decision is driven on 0.5.5 ..
 0.5.11 (one request through ``add_transfer_request``, whose ``send_kvcache`` /
 ``send_kvcache_slice`` descriptor lists are recorded by a stand-in agent and read back:
-``_decide_per_request``; 0.5.12's transfer worker threads are not driven), 0.5.13 .. 0.5.14 (17 registration
+``_decide_per_request``; 0.5.12 .. 0.5.12.post1: one chunk through the release's own
+``transfer_worker``), 0.5.13 .. 0.5.14 (17 registration
 frames, no memory kinds), 0.5.15 .. 0.5.16 (19 frames: kinds and item lengths) and on 0.5.22 and 0.5.23 (0.5.22's decode builds its 23
 registration frames inline; the kernel restates each list and the release's own
 ``from_zmq`` parses it); elsewhere ``KernelSetupError``.
@@ -70,9 +71,11 @@ from kvcheck.sglang.plan import (
     HANG_300S,
     PREFILL_BOOTSTRAP_THREAD,
     PREFILL_FAILS_TO_START,
+    PREFILL_REQUEST_FAILS,
     PREFILL_SCHEDULER_DIES,
     PREFILL_SEND,
     PREFILL_STARTUP,
+    PREFILL_WORKER,
     PairInfo,
     Plan,
     RuntimeErrorPrediction,
@@ -548,7 +551,7 @@ def decide_transfer(
     """
     sg = _sglang()
     if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer") and hasattr(sg.nixl.NixlKVManager, "send_kvcache_slice"):
-        return _decide_per_request(sg, prefill, decode, pp_rank, total_kv_heads)  # 0.5.5 .. 0.5.11
+        return _decide_per_request(sg, prefill, decode, pp_rank, total_kv_heads)  # 0.5.5 .. 0.5.12.post1
     if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer"):
         raise KernelSetupError(f"the runtime kernel drives the prefill decision of releases with _prepare_payload_xfer (0.5.13 and later); SGLang {sg.version} differs")
     n_src, n_dst = prefill.n, decode.n
@@ -780,7 +783,7 @@ def _corrupt_writes(xfers: list, path: str, i: int, peer_info: Any, tp_p: int, t
     return None
 
 
-# ------------------------------------------- per-request transfer (0.5.5 .. 0.5.11) --
+# ------------------------------------------- per-request transfer (0.5.5 .. 0.5.12.post1)
 
 
 class _DescRecordingAgent(_RecordingAgent):
@@ -827,6 +830,44 @@ def _v1_registration(sg: SimpleNamespace, decode: SideGeometry) -> list[bytes]:
     return frames
 
 
+class _StopWorker(BaseException):
+    """Ends the release's ``transfer_worker`` loop after one chunk (raised by the queue's
+    second ``get``, outside the loop's ``except Exception``)."""
+
+
+def _run_transfer_worker(sg: SimpleNamespace, mgr, room: int):
+    """Run the 0.5.12 release's own ``NixlKVManager.transfer_worker`` on one non-last
+    chunk (prefill page 1, no staging) from a one-item stand-in queue; returns the
+    exception it caught and recorded in ``mgr.exceptions`` (it fails the request), or None."""
+    import numpy as np
+
+    mgr.enable_staging = False
+    mgr.exceptions = {}
+    mgr.failure_records, mgr.failure_lock = {}, threading.Lock()
+    chunk = sg.nixl.TransferKVChunk(
+        room=room, prefill_kv_indices=np.array([1], dtype=np.int32), index_slice=slice(0, 1), is_last=False, chunk_id=0,
+        prefill_aux_index=None, state_indices=None,
+    )
+
+    class OneChunk:
+        def __init__(self):
+            self.items = [chunk]
+
+        def get(self, *args, **kwargs):
+            if self.items:
+                return self.items.pop()
+            raise _StopWorker
+
+    try:
+        mgr.transfer_worker(OneChunk())
+    except _StopWorker:
+        pass
+    exc = mgr.exceptions.get(room)
+    if isinstance(exc, AttributeError):  # a gap in the stand-in, not the runtime's verdict
+        raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}")
+    return exc
+
+
 def _decide_per_request(sg: SimpleNamespace, prefill: SideGeometry, decode: SideGeometry, pp_rank: int, total_kv_heads: int | None) -> Plan:
     """Drive one request through the release's own ``add_transfer_request`` (0.5.5 ..
     0.5.11: it builds the lists in the caller's thread) on a prefill ``NixlKVManager`` made
@@ -839,8 +880,6 @@ def _decide_per_request(sg: SimpleNamespace, prefill: SideGeometry, decode: Side
     import numpy as np
 
     cls = sg.nixl.NixlKVManager
-    if hasattr(cls, "transfer_worker"):
-        raise KernelSetupError(f"SGLang {sg.version} builds the lists in transfer worker threads; the kernel drives 0.5.5 .. 0.5.11")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
     stages = prefill.stage_layers or [(0, n_src)]
@@ -880,7 +919,16 @@ def _decide_per_request(sg: SimpleNamespace, prefill: SideGeometry, decode: Side
     try:
         mgr._add_remote_peer(peer)
         mgr.transfer_infos[room] = {_PEER_NAME: ti}
-        mgr.add_transfer_request(room, np.array([1], dtype=np.int32), slice(0, 1), False, 0)
+        if hasattr(cls, "transfer_worker"):  # 0.5.12: the chunk goes through a transfer worker
+            exc = _run_transfer_worker(sg, mgr, room)
+            if exc is not None:
+                fn = called[-1] if called else "transfer_worker"
+                plan.error = RuntimeErrorPrediction(
+                    type=type(exc).__name__, message=str(exc), raised_by=PREFILL_WORKER.format(fn=fn), when="first request", operator_sees=PREFILL_REQUEST_FAILS
+                )
+                return plan
+        else:
+            mgr.add_transfer_request(room, np.array([1], dtype=np.int32), slice(0, 1), False, 0)
     except AttributeError as exc:  # a gap in the stand-in, not the runtime's verdict
         raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}") from exc
     except Exception as exc:
