@@ -7,9 +7,11 @@ its fields. The facts come from each release's own source (``pd_facts.json``, wr
 names the release that introduced the behaviour it switches on.
 
 A release that kvcheck has no facts for, or whose decode bootstrap checks
-(``try_ensure_parallel_info`` + ``_resolve_rank_mapping``) or prefill registration
-decision (``_add_remote_peer`` -> ``_prepare_payload_xfer`` and helpers) hash to code
-kvcheck has not restated, gets ``bootstrap_modeled`` / ``decision_modeled`` False: the
+(``try_ensure_parallel_info`` + ``_resolve_rank_mapping``; before 0.5.10
+``CommonKVReceiver.__init__`` on the v1 ``/route``) or prefill registration decision
+(``_add_remote_peer`` -> ``_prepare_payload_xfer`` and helpers; before 0.5.13 the
+per-request ``add_transfer_request`` -> ``send_kvcache`` / ``send_kvcache_slice``) hash
+to code kvcheck has not restated, gets ``bootstrap_modeled`` / ``decision_modeled`` False: the
 checks that need them report ``unchecked``, never the newest release's answer.
 
 The static path reads only this module and a small JSON file (no SGLang import).
