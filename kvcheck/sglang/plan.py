@@ -552,8 +552,9 @@ def _decide_per_request(
       bytes_per_head`` bytes from region i into decode region ``dst[i]``; up to 0.5.10 the
       decode's heads per rank are ``kv_head_num * prefill_tp // decode_tp``, 0 when the
       decode replicates KV heads -> ``ZeroDivisionError``; from 0.5.11
-      ``max(1, total_kv_head_num // tp)`` each. Modeled when the heads split evenly over
-      both TP sizes and the slices tile both sides' tokens; else ``not_modeled``;
+      ``max(1, total_kv_head_num // tp)`` each. Modeled (for every rank, not only rank 0)
+      when one TP size divides the other, the heads split evenly over both and the
+      slices tile both sides' tokens; else ``not_modeled``;
     - a pointer list shorter than the stage's layers raises ``IndexError`` when the list
       is read (0.5.12: numpy's text);
     - prefill PP > 1 is modeled from 0.5.7 (KV notifications carry the PP rank);
@@ -646,7 +647,8 @@ def _decide_per_request(
     if len(v) < layers:
         return fail(*_index_error(variant, len(v), len(v)), fn)
     tiles = (
-        total_kv_heads % p_tp == 0 and total_kv_heads % d_tp == 0
+        max(p_tp, d_tp) % min(p_tp, d_tp) == 0  # CommonKVReceiver maps decode ranks to prefill ranks by the TP ratio
+        and total_kv_heads % p_tp == 0 and total_kv_heads % d_tp == 0
         and src_item % page == 0 and dst_item % page == 0
         and per_head * src_heads == src_item // page and per_head * dst_heads == dst_item // page
         and len(set(src_items)) == 1 and len(set(decode.item_lens)) == 1
