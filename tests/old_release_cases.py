@@ -40,6 +40,9 @@ def cases():
         # a longer decode item (float32 vs bfloat16): written at the prefill's stride
         ("mha_longer_decode_item", side("prefill", tp=2, kinds=["VRAM"] * 4, items=[4096] * 4, **mha),
          side("decode", tp=2, kinds=["VRAM"] * 4, items=[8192] * 4, **mha), 8),
+        # a shorter decode item (bfloat16 vs float32): also written at the prefill's stride, unchecked
+        ("mha_shorter_decode_item", side("prefill", tp=2, kinds=["VRAM"] * 4, items=[8192] * 4, **mha),
+         side("decode", tp=2, kinds=["VRAM"] * 4, items=[4096] * 4, **mha), 8),
     ]
 
 

@@ -116,12 +116,17 @@ def test_first_request_errors_of_an_0_5_8_pair(tmp_path):
     assert "replicated KV heads" in _by_id(r)["release-pd-unchecked"].message
 
 
-def test_a_longer_decode_item_is_silent_corruption_on_0_5_8(tmp_path):
+def test_a_different_decode_item_is_silent_corruption_on_0_5_8(tmp_path):
     # send_kvcache strides both sides by the prefill's kv_item_lens[layer]: a float32 decode
     # reads at twice the stride the bfloat16 prefill wrote at. Nothing raises.
     r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16, "dtype": "bfloat16"}, {**D, "page-size": 16, "dtype": "float32"}, pv="0.5.8")
     assert r.verdict == "fail" and r.plan.path == "equal_tp" and r.plan.error is None
     assert _by_id(r)["item-length-larger"].severity.value == "error"
+    # a shorter one is not checked either before 0.5.15 (0.5.15 raises 'transfer length exceeds item stride')
+    r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16, "dtype": "float32"}, {**D, "page-size": 16, "dtype": "bfloat16"}, pv="0.5.8")
+    f = _by_id(r)["item-length-larger"]
+    assert r.verdict == "fail" and r.plan.path == "equal_tp" and r.plan.error is None
+    assert f.severity.value == "error" and "shorter than the 65536-byte items of prefill region 0" in f.message  # 16 tokens x 8 heads x 128 x 4 bytes
 
 
 def test_aligned_0_5_8_pair_passes_and_shows_the_per_request_path(tmp_path):
@@ -182,6 +187,7 @@ def test_named_cases_agree_with_the_release_s_own_code(release):
     assert t["mha_decode_only_draft"]["runtime"]["dst_indices"] == ([0, 1, 2, 3] if at_least(release, "0.5.8") else [0, 1, 3, 4])
     assert t["mha_head_slices"]["runtime"]["path"] == "hetero_tp_slice" and t["mha_head_slices"]["runtime"]["write_lens"] == [512] * 4
     assert t["mha_longer_decode_item"]["runtime"]["write_lens"] == [4096] * 4  # the prefill's item length, not the decode's 8192
+    assert t["mha_shorter_decode_item"]["runtime"]["write_lens"] == [8192] * 4  # no check: 8192-byte items into 4096-byte pages
     for name, c in t.items():
         if c["builtin"]["path"] != "not_modeled":
             assert c["builtin"] == c["runtime"], name

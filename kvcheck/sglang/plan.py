@@ -544,10 +544,10 @@ def _decide_per_request(
       from the stage's start layer; MHA: the K and V halves of ``get_mha_kv_ptrs_with_pp``),
       at offset page x item length, with the prefill's item length on both sides
       (0.5.5 .. 0.5.6: ``kv_item_lens[0]`` for every layer; 0.5.6.post1: layer i's, also
-      for its V region). A decode region longer than that item is written at the wrong
-      stride (silent corruption, reported by ``item-length-larger``); a shorter one, or a
-      source region strided by another region's item length, is ``not_modeled`` (writes
-      cross pages or leave the region: corruption or a NIXL error kvcheck cannot tell);
+      for its V region). A decode region longer or shorter than that item is written at
+      the wrong stride and nothing checks it (silent corruption, reported by
+      ``item-length-larger``; a shorter one's last pages also run past the region); a
+      source region strided by another region's item length is ``not_modeled``;
     - MHA unequal TP (``send_kvcache_slice``): per token, ``heads_to_send x
       bytes_per_head`` bytes from region i into decode region ``dst[i]``; up to 0.5.10 the
       decode's heads per rank are ``kv_head_num * prefill_tp // decode_tp``, 0 when the
@@ -616,8 +616,6 @@ def _decide_per_request(
         for i, j, item in pairs:
             if item != src_items[i]:
                 return unmodeled(f"prefill region {i} ({src_items[i]} bytes per page) is strided by {item} bytes")
-            if decode.item_lens[j] < item:
-                return unmodeled(f"decode region {j} ({decode.item_lens[j]} bytes per page) is shorter than the prefill's {item}-byte items written into it")
         plan.path = "equal_tp"
         plan.dst_indices = [j for _, j, _ in pairs]
         plan.write_lens = [item for _, _, item in pairs]
