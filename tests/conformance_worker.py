@@ -192,8 +192,8 @@ def transfer_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
     done = 0
     outcomes = out.setdefault("transfer_outcomes", {})
     for _ in range(n):
-        # 0.5.5 .. 0.5.16 know no memory kinds or DCP: VRAM-only pairs
-        prefill, decode, dcp, pp_rank, heads = transfer_pair(rng, vram_only=b.per_request_decision or b.decision_variant in ("0.5.13", "0.5.15"))
+        # 0.5.5 .. 0.5.14 know no memory kinds: VRAM-only pairs; decode DCP from 0.5.17
+        prefill, decode, dcp, pp_rank, heads = transfer_pair(rng, vram_only=b.per_request_decision or b.decision_variant == "0.5.13", dcp=b.dcp_relayout)
         try:
             want = rk.decide_transfer(prefill, decode, decode_dcp_size=dcp, pp_rank=pp_rank, total_kv_heads=heads)
         except rk.KernelSetupError as exc:
