@@ -414,9 +414,12 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
     if not a.enable_hisparse:
         return None
     arch = _arch(side)
-    if arch in DEEPSEEK_V4_ARCHS or arch in MINIMAX_SPARSE_ARCHS:
-        return Stop("HiSparse on DeepSeek V4 / MiniMax M3: their start-up checks are not restated")
-    if not _is_dsa(side):
+    # DeepseekV4ForCausalLM (is_deepseek_v4) passes the model assert and, on CUDA, takes the
+    # DSA path's dtype/backend checks below with its own resolved KV dtype (fp8_e4m3 for auto).
+    is_v4 = arch == "DeepseekV4ForCausalLM" and side.model.dsv4
+    if (arch in DEEPSEEK_V4_ARCHS and not is_v4) or arch in MINIMAX_SPARSE_ARCHS:
+        return Stop("HiSparse on DeepSeek V4 (NextN/DSpark/V4.1) / MiniMax M3: their start-up checks are not restated")
+    if not _is_dsa(side) and not is_v4:
         return Refusal("hisparse-model", "validate_hisparse", "AssertionError",
                        "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
                        "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
@@ -438,7 +441,9 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("hisparse-spec-adaptive", "validate_hisparse", "ValueError",
                        "HiSparse speculative decoding uses statically sized swap state; "
                        "--speculative-adaptive is not supported.")
-    kv = _dsa_resolved_kv_dtype(side, gpu)
+    kv = ("fp8_e4m3" if a.kv_cache_dtype == "auto" else a.kv_cache_dtype) if is_v4 else _dsa_resolved_kv_dtype(side, gpu)
+    if is_v4 and kv not in ("bfloat16", "auto", "fp8_e4m3"):
+        return Stop(f"HiSparse on DeepSeek V4 with --kv-cache-dtype {kv}: refused by the V4 dtype assertion first (not restated)")
     allowed = sorted(HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE.get(kv, {"flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla"}))
     for backend, label in ((a.dsa_prefill_backend, "prefill"), (a.dsa_decode_backend, "decode")):
         if backend is not None and backend not in allowed:
