@@ -153,7 +153,6 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
     args = side.args
     base = dict(base, page_size=DSV4_PAGE_SIZE, page_size_pinned=True, attention_backend="dsv4",
                 kv_cache_dtype_str="fp8_e4m3" if args.kv_cache_dtype in ("auto", "fp8_e4m3") else args.kv_cache_dtype)
-    notes = [n for n in notes if "attention backend" not in n]
     reason = unmodeled_reason(side)
     if reason is not None:
         return SideGeometry(**base, pool="not_modeled", not_modeled_reason=reason, is_mla=True,
