@@ -108,33 +108,33 @@ def unmodeled_reason(side: Side) -> str | None:
     algo = (a.speculative_algorithm or "").upper()
     backend = str(raw.get("dsv4_attn_backend") or "auto")
     if backend == "trtllm":
-        return "DeepSeek V4 with --dsv4-attn-backend trtllm (uniform-FP8 pool; SGLang 0.5.23 refuses it under PD at start-up)"
+        return "--dsv4-attn-backend trtllm (uniform-FP8 pool; SGLang 0.5.23 refuses it under PD at start-up)"
     if backend == "flashmla_mega":
-        return "DeepSeek V4 with --dsv4-attn-backend flashmla_mega (a DeepSeek-V4.1 backend; refused at start-up for V4)"
+        return "--dsv4-attn-backend flashmla_mega (a DeepSeek-V4.1 backend; refused at start-up for V4)"
     if algo == "DSPARK":
-        return "DeepSeek V4 with DSpark speculative decoding (draft SWA rings and request-row state)"
+        return "DSpark speculative decoding (draft SWA rings and request-row state)"
     if a.pp_size > 1:
-        return "DeepSeek V4 with PP > 1 (ratio-grouped regions re-sliced per stage by _mla_slice_ptrs_for_pp)"
+        return "PP > 1 (ratio-grouped regions re-sliced per stage by _mla_slice_ptrs_for_pp)"
     if a.attn_cp_size > 1 or a.enable_prefill_cp or a.dcp_size > 1:
-        return "DeepSeek V4 with context parallelism (prefill CP / attention CP / decode DCP)"
+        return "context parallelism (prefill CP / attention CP / decode DCP)"
     if side.draft_model is not None and not (side.draft_model.architecture.startswith("DeepseekV4") or side.draft_model.dsv4):
-        return f"DeepSeek V4 with a {side.draft_model.architecture} draft model"
+        return f"a {side.draft_model.architecture} draft model"
     if a.speculative_draft_kv_cache_dtype:
-        return "DeepSeek V4 with --speculative-draft-kv-cache-dtype"
+        return "--speculative-draft-kv-cache-dtype"
     flag = a.kv_cache_dtype
     if flag not in ("auto", "fp8_e4m3"):
-        return (f"DeepSeek V4 with --kv-cache-dtype {flag} (only fp8_e4m3 builds the V4 pool on CUDA; "
+        return (f"--kv-cache-dtype {flag} (only fp8_e4m3 builds the V4 pool on CUDA; "
                 "bfloat16 trips its uint8-store assertion at start-up, other dtypes are refused)")
     if _env_bool(side, "SGLANG_OPT_USE_ONLINE_COMPRESS") and a.speculative_algorithm and not _env_bool(side, "SGLANG_EXPERIMENTAL_ONLINE_C128_MTP"):
-        return "DeepSeek V4 online C128 compression with speculative decoding (a start-up assertion)"
+        return "online C128 compression with speculative decoding (a start-up assertion)"
     layouts = resolve_layouts(side)
     if isinstance(layouts, str):
-        return "DeepSeek V4 with " + layouts
+        return layouts
     if a.enable_hisparse and layouts[1] != "v4":
-        return "DeepSeek V4 HiSparse with a V4.1 layout (HiSparseC4DevicePool asserts the V4 layout at start-up)"
+        return "HiSparse with a V4.1 layout (HiSparseC4DevicePool asserts the V4 layout at start-up)"
     m = side.model
     if m.head_dim != 512 or (m.qk_rope_head_dim or 0) != 64:
-        return f"DeepSeek V4 with head_dim {m.head_dim} / qk_rope_head_dim {m.qk_rope_head_dim} (the pool asserts 448 + 64)"
+        return f"head_dim {m.head_dim} / qk_rope_head_dim {m.qk_rope_head_dim} (the pool asserts 448 + 64)"
     return None
 
 
