@@ -495,6 +495,8 @@ def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
     SM100 with no backend flag."""
     a = side.args
     attn = a.attention_backend
+    if side.model.dsv4:
+        return "dsv4"  # _deepseek_v4_overrides: attention_backend "dsv4" whatever the flag (CUDA)
     if _arch(side) in DSA_OVERRIDE_ARCHS and attn is None and a.prefill_attention_backend is None and a.decode_attention_backend is None:
         if _is_dsa(side):
             return "dsa"
@@ -531,6 +533,8 @@ def _page_after_model_overrides(side: Side) -> Optional[int]:
     """``--page-size`` after ``_deepseek_family_overrides``: 64 x index_kpool for a DSA model on CUDA."""
     if _is_dsa(side) and _arch(side) in DSA_OVERRIDE_ARCHS:
         return 64 * max(1, side.model.index_kpool)
+    if side.model.dsv4:
+        return 256  # _deepseek_v4_overrides (CUDA)
     return side.args.page_size
 
 
