@@ -577,7 +577,9 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         if dsa and (_optional_int(cfg, "index_kpool", source, 1) or 1) > 1 and cfg.get("index_kpool_compress"):
             return ModelConfig(
                 attention="not_modeled",
-                not_modeled_reason="DSA pool with compressed index key pooling (index_kpool_compress: a dsa_tail state ring)",
+                not_modeled_reason=("DSA pool with compressed index key pooling (index_kpool_compress): its dsa_tail state component "
+                                    "(per-request K/score rings of index_kpool + speculative draft-token slots) moves live ring "
+                                    "segments per request (build_dsa_tail_transfer_blocks), which kvcheck does not restate"),
                 **common,
             )
         return ModelConfig(
