@@ -33,12 +33,20 @@ def test_v4_pair_passes_with_equal_regions(tp):
     assert rep.plan.path == "equal_tp" and (rep.plan.n_src, rep.plan.n_dst) == (9, 9)
 
 
-def test_v4_hisparse_decode_mixed_segments():
-    """--enable-hisparse on the decode: its C4 KV regions are the host pool (DRAM)."""
+def test_v4_hisparse_decode_on_nixl_is_the_runtime_refusal():
+    """--enable-hisparse on a DeepSeek V4 decode: its C4 KV regions are the host pool (DRAM),
+    the prefill's registration decision takes mixed segments, but the decode's
+    ``pop_preallocated`` (decode.py, 0.5.23) sends device page ids for a
+    DeepSeekV4TokenToKVPool and, on NIXL, raises NotImplementedError at the first request
+    (with or without a draft)."""
     rep = run_preflight(side("prefill", {"tp_size": 4}), side("decode", {"tp_size": 8, "enable_hisparse": True, "disable_radix_cache": True}))
-    assert rep.verdict == "pass", [f.message for f in rep.findings]
     assert rep.plan.path == "mixed_segments"
     assert [s.as_list() for s in rep.plan.segments] == [[0, 3, "VRAM", "DRAM"], [3, 9, "VRAM", "VRAM"]]
+    f = [f for f in rep.findings if f.id == "hisparse-draft-nixl"]
+    assert rep.verdict == "fail" and f
+    assert (f[0].runtime_error.type, f[0].runtime_error.message) == (
+        "NotImplementedError", "HiSparse device-only PD transfer currently requires the Mooncake backend")
+    assert "mooncake" in f[0].fix and "speculative decoding does not help" in f[0].fix
 
 
 def test_v4_kv_layout_mismatch_is_the_runtime_refusal():
