@@ -235,7 +235,20 @@ def _random_pair(rng: random.Random):
         gpu, page = "b200", 64
         fp.update(kv_cache_dtype="mxfp8", page_size=64, attention_backend="fa4")
         fd.update(kv_cache_dtype="mxfp8" if rng.random() < 0.8 else "auto", page_size=64, attention_backend="fa4")
-    if rng.random() < 0.15:
+    if model == "dsv4":
+        # DeepSeek V4 (fp8 KV, page 256 pinned, PP 1): the compress-state dtype and MTP
+        # (C4 ring 8 -> 16, the draft's "swa") vary per side.
+        fp.update(kv_cache_dtype="auto")
+        fd.update(kv_cache_dtype=rng.choice(["auto", "fp8_e4m3"]))
+        for env, flags in ((env_p, fp), (env_d, fd)):
+            if rng.random() < 0.25:
+                env["SGLANG_DSV4_COMPRESS_STATE_DTYPE"] = rng.choice(["bfloat16", "float32"])
+        if rng.random() < 0.6:
+            fp.update(MTP)
+            fd.update(MTP)
+        elif rng.random() < 0.3:
+            (fp if rng.random() < 0.5 else fd).update(MTP)
+    elif rng.random() < 0.15:
         fp["pp_size"] = 2
     p = side(model, "prefill", fp, env_p, gpu)
     d = side(model, "decode", fd, env_d, gpu)
