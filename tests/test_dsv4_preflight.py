@@ -72,3 +72,28 @@ def test_v4_unmodeled_variants_are_unchecked(flags, env, cfg):
     rep = run_preflight(side("prefill", flags, env, cfg=cfg), side("decode", flags, env, cfg=cfg))
     assert rep.verdict == "unchecked"
     assert any(f.id == "not-modeled" for f in rep.findings) or any(f.severity.value == "unchecked" for f in rep.findings)
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("compress_ratios", [0, 4], "fewer than num_hidden_layers"),
+    ("compress_ratios", "4,128", "must be a list"),
+    ("compress_ratios", [0, 0, 3, 128, 4, 128, 4, 128], "Unsupported compression ratio: 3"),
+    ("head_dim", None, "head_dim"),
+])
+def test_v4_malformed_config_is_bad_input(field, value, needle):
+    from kvcheck.errors import InputError
+
+    cfg = {k: v for k, v in V4.items() if not (k == field and value is None)}
+    if value is not None:
+        cfg[field] = value
+    with pytest.raises(InputError) as exc:
+        parse_model_config(cfg)
+    assert needle in str(exc.value)
+
+
+def test_v4_layout_auto_without_gpu_is_noted():
+    from kvcheck.sglang.geometry import derive_geometry
+
+    s = side("decode", {"tp_size": 4}, {"SGLANG_DSV4_KV_LAYOUT": "auto"}).model_copy(update={"gpu": None, "gpu_source": "default (Hopper assumed)"})
+    g = derive_geometry(s)
+    assert g.kv_layout == "v4,c4:v4,c128:v4" and any("SGLANG_DSV4_KV_LAYOUT=auto" in n for n in g.notes)

@@ -158,6 +158,10 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
         return SideGeometry(**base, pool="not_modeled", not_modeled_reason=reason, is_mla=True,
                             kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1, notes=notes)
     main, compressed = resolve_layouts(side)  # type: ignore[misc]
+    mode = str((side.env or {}).get("SGLANG_DSV4_KV_LAYOUT", "v4")).strip().lower()
+    if mode == "auto" and base.get("gpu_assumed"):
+        notes.append(f"SGLANG_DSV4_KV_LAYOUT=auto picks the KV layout by GPU (V4.1 on SM100, V4 elsewhere); the GPU was not given, "
+                     f"assumed {base.get('gpu')}: layout {main}")
     ratios_all = list(model.compress_ratios)
     stages = pp_stage_layers(model.num_hidden_layers, args.pp_size, side.env.get("SGLANG_PP_LAYER_PARTITION"), side.origin)
     start, end = stages[min(pp_rank, len(stages) - 1)]
