@@ -664,8 +664,8 @@ def _state_lists(g: SideGeometry, base: int, dims: dict[str, list[int]] | None):
     ``append_state_component`` fills ``kv_args.state_*``; pointers are fake."""
     ptrs, lens, items, dpt, lids = [], [], [], [], []
     n = 0
-    for t in g.state_types:
-        regs = [r for r in g.state_regions if r.state_type == t]
+    for i, t in enumerate(g.state_types):
+        regs = g.component_regions(i)  # by component index (DeepSeek V4 registers "swa" twice)
         ptrs.append([base + (n + k) * _PTR_STRIDE for k in range(len(regs))])
         n += len(regs)
         items.append([r.item_len for r in regs])
