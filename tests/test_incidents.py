@@ -396,18 +396,20 @@ def test_qwen35_dp_attention_prefill_on_b200_unpinned_resolves_unequal_page_size
 
 # ------------------------------------------------------- dtype / page-size incidents
 
-@pytest.mark.parametrize(("version", "verdict"), [("0.5.9", "unchecked"), ("0.5.10", "fail"), ("0.5.16", "fail"), ("0.5.23", "fail")])
+@pytest.mark.parametrize(("version", "verdict"), [("0.5.9", "fail"), ("0.5.10", "fail"), ("0.5.16", "fail"), ("0.5.23", "fail")])
 def test_kv_cache_dtype_differs_bf16_prefill_fp8_decode(tmp_path, version, verdict):
     """sgl-project/sglang#19398: prefill bf16 KV, decode fp8_e4m3 KV; the transfer strides
     the decode by the prefill's item length: corrupt output, NIXL_ERR_NOT_FOUND under load.
-    0.5.10 added the decode's bootstrap comparison; 0.5.9 had none, and kvcheck does not
-    restate 0.5.9's transfer: unchecked, never a pass."""
+    0.5.10 added the decode's bootstrap comparison; on 0.5.9 nothing raises and the decode's
+    shorter items are overwritten (item-length-larger: silent corruption, an error)."""
     from helpers import model_dir
 
     report, _, _ = _pair(tmp_path, model_dir("llama-3.1-8b"), {"tp-size": 2, "page-size": 16, "kv-cache-dtype": "bfloat16"},
                          {"tp-size": 2, "page-size": 16, "kv-cache-dtype": "fp8_e4m3"}, version, "h200")
     assert report.verdict == verdict
-    if verdict == "fail":
+    if version == "0.5.9":
+        assert "item-length-larger" in _errors(report)
+    else:
         assert _errors(report)["kv-cache-dtype-mismatch"].runtime_error.message.startswith(
             "KV cache dtype mismatch: prefill server has kv_cache_dtype=bfloat16, but decode server has kv_cache_dtype=fp8_e4m3")
 
