@@ -145,10 +145,27 @@ def resolved_speculative_algorithm(side: Side) -> Optional[str]:
     return algo
 
 
+def host_receive_on(side: Side) -> bool:
+    """Whether decode host receive (``--disaggregation-decode-host-receive-threshold``) is
+    on. SGLang 0.5.21 introduced the flag with default 0.0, on when > 0
+    (``handle_pd_disaggregation``, ``DecodePreallocQueue._init_kv_manager`` of 0.5.21);
+    0.5.22 inverted it: default 1.0, on when < 1 (0.5.22, 0.5.23). Releases before 0.5.21
+    have no such flag (the args keep 1.0: off)."""
+    from kvcheck.sglang.releases import in_range, side_release
+
+    t = side.args.disaggregation_decode_host_receive_threshold
+    version = side_release(side)[0]
+    if version and in_range(version, "0.5.21", "0.5.22"):
+        # off unless given: the release's own default (0.0) is off
+        return "disaggregation_decode_host_receive_threshold" in (side.raw_args or {}) and t > 0
+    return t < 1
+
+
 def _retraction_backup(side: Side) -> Optional[str]:
-    """handle_pd_disaggregation declares ``host_pool`` whenever the host receive threshold < 1."""
+    """handle_pd_disaggregation declares ``host_pool`` whenever decode host receive is on
+    (``host_receive_on``)."""
     a = side.args
-    if a.disaggregation_decode_host_receive_threshold < 1:
+    if host_receive_on(side):
         return "host_pool"
     return a.disaggregation_decode_retraction_backup
 
@@ -235,7 +252,7 @@ def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
             unsupported.append("encoder disaggregation")
         if a.enable_hisparse:
             unsupported.append("HiSparse")
-        if a.disaggregation_decode_host_receive_threshold < 1:
+        if host_receive_on(side):
             unsupported.append("decode host KV buffering")
         if a.disaggregation_mode == "decode" and (a.disaggregation_decode_enable_radix_cache or a.enable_hierarchical_cache):
             unsupported.append("decode radix cache or decode HiCache")
@@ -250,7 +267,7 @@ def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
     if not 0 <= t <= 1:
         return Refusal("decode-host-receive-threshold", hook, "ValueError",
                        "--disaggregation-decode-host-receive-threshold must be between 0 and 1")
-    if t < 1:
+    if host_receive_on(side):
         if a.enable_hisparse or a.enable_pd_role_switch:
             return Refusal("decode-host-receive-hisparse", hook, "ValueError",
                            "Decode host receive does not yet support HiSparse or role switching")
@@ -429,9 +446,12 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
     if not a.enable_hisparse:
         return None
     arch = _arch(side)
-    if arch in DEEPSEEK_V4_ARCHS or arch in MINIMAX_SPARSE_ARCHS:
-        return Stop("HiSparse on DeepSeek V4 / MiniMax M3: their start-up checks are not restated")
-    if not _is_dsa(side):
+    # DeepseekV4ForCausalLM (is_deepseek_v4) passes the model assert and, on CUDA, takes the
+    # DSA path's dtype/backend checks below with its own resolved KV dtype (fp8_e4m3 for auto).
+    is_v4 = arch == "DeepseekV4ForCausalLM" and side.model.dsv4
+    if (arch in DEEPSEEK_V4_ARCHS and not is_v4) or arch in MINIMAX_SPARSE_ARCHS:
+        return Stop("HiSparse on DeepSeek V4 (NextN/DSpark/V4.1) / MiniMax M3: their start-up checks are not restated")
+    if not _is_dsa(side) and not is_v4:
         return Refusal("hisparse-model", "validate_hisparse", "AssertionError",
                        "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
                        "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
@@ -453,18 +473,23 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("hisparse-spec-adaptive", "validate_hisparse", "ValueError",
                        "HiSparse speculative decoding uses statically sized swap state; "
                        "--speculative-adaptive is not supported.")
-    # The dtype string validate_hisparse reads: rewritten by _dsa_kv_cache_dtype_default only
-    # for the architectures model_hook runs it for (not the DSA NextN architectures).
-    kv = _resolved_kv_dtype(side, gpu)
-    if release_at_least(side, "0.5.14") and kv not in ("bfloat16", "auto", "fp8_e4m3") and kv not in HISPARSE_KV_CACHE_DTYPES:
-        # validate_hisparse_kv_cache_dtype (hisparse_hook.py, from SGLang 0.5.14; same text
-        # through 0.5.23). A DSA architecture in DSA_KV_PASS_ARCHS is refused earlier by
-        # _dsa_kv_cache_dtype_default, so this is where the DSA NextN architectures
-        # (DeepseekV3ForCausalLMNextN, GlmMoeDsaForCausalLMNextN, ...) with bf16/fp8_e5m2 stop.
-        choices = " or ".join(f"--kv-cache-dtype={d}" for d in HISPARSE_KV_CACHE_DTYPES)
-        return Refusal("hisparse-kv-dtype", "validate_hisparse_kv_cache_dtype", "ValueError",
-                       f"HiSparse requires one of {HISPARSE_KV_CACHE_DTYPES} KV cache dtypes, "
-                       f"but got --kv-cache-dtype={kv}. Please use {choices}.")
+    if is_v4:
+        kv = "fp8_e4m3" if a.kv_cache_dtype == "auto" else a.kv_cache_dtype
+        if kv not in ("bfloat16", "auto", "fp8_e4m3"):
+            return Stop(f"HiSparse on DeepSeek V4 with --kv-cache-dtype {kv}: refused by the V4 dtype assertion first (not restated)")
+    else:
+        # The dtype string validate_hisparse reads: rewritten by _dsa_kv_cache_dtype_default only
+        # for the architectures model_hook runs it for (not the DSA NextN architectures).
+        kv = _resolved_kv_dtype(side, gpu)
+        if release_at_least(side, "0.5.14") and kv not in ("bfloat16", "auto", "fp8_e4m3") and kv not in HISPARSE_KV_CACHE_DTYPES:
+            # validate_hisparse_kv_cache_dtype (hisparse_hook.py, from SGLang 0.5.14; same text
+            # through 0.5.23). A DSA architecture in DSA_KV_PASS_ARCHS is refused earlier by
+            # _dsa_kv_cache_dtype_default, so this is where the DSA NextN architectures
+            # (DeepseekV3ForCausalLMNextN, GlmMoeDsaForCausalLMNextN, ...) with bf16/fp8_e5m2 stop.
+            choices = " or ".join(f"--kv-cache-dtype={d}" for d in HISPARSE_KV_CACHE_DTYPES)
+            return Refusal("hisparse-kv-dtype", "validate_hisparse_kv_cache_dtype", "ValueError",
+                           f"HiSparse requires one of {HISPARSE_KV_CACHE_DTYPES} KV cache dtypes, "
+                           f"but got --kv-cache-dtype={kv}. Please use {choices}.")
     allowed = sorted(HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE.get(kv, {"flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla"}))
     for backend, label in ((a.dsa_prefill_backend, "prefill"), (a.dsa_decode_backend, "decode")):
         if backend is not None and backend not in allowed:
@@ -516,6 +541,8 @@ def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
     SM100 with no backend flag."""
     a = side.args
     attn = a.attention_backend
+    if side.model.dsv4:
+        return "dsv4"  # _deepseek_v4_overrides: attention_backend "dsv4" whatever the flag (CUDA)
     if _arch(side) in DSA_OVERRIDE_ARCHS and attn is None and a.prefill_attention_backend is None and a.decode_attention_backend is None:
         if _is_dsa(side):
             return "dsa"
@@ -552,6 +579,8 @@ def _page_after_model_overrides(side: Side) -> Optional[int]:
     """``--page-size`` after ``_deepseek_family_overrides``: 64 x index_kpool for a DSA model on CUDA."""
     if _is_dsa(side) and _arch(side) in DSA_OVERRIDE_ARCHS:
         return 64 * max(1, side.model.index_kpool)
+    if side.model.dsv4:
+        return 256  # _deepseek_v4_overrides (CUDA)
     return side.args.page_size
 
 
@@ -1317,7 +1346,7 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
     out = _nixl_manager_init(side)
     if out is not None:
         return out
-    if a.disaggregation_mode == "decode" and a.disaggregation_decode_host_receive_threshold < 1:
+    if a.disaggregation_mode == "decode" and host_receive_on(side):
         # No KV manager of 0.5.23 sets supports_host_destination (BaseKVManager: False).
         return ConnectorRefusal("decode-host-destination", "DecodePreallocQueue._init_kv_manager", "ValueError",
                                 "Transfer backend does not support decode host KV destinations")

@@ -53,7 +53,9 @@ from kvcheck.sglang.geometry import SideGeometry
 from kvcheck.sglang.plan import RuntimeErrorPrediction
 
 # The state types whose transfer this module decides (0.5.22, 0.5.23).
-DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa")
+DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa", "c128_state")
+# StateType member names whose value differs from the upper-cased value (exception texts).
+_MEMBER_NAMES = {"c128_state": "DSV4_REQUEST_STATE"}
 
 PREFILL_TRANSFER_WORKER = "prefill: NIXL transfer worker (NixlKVManager.maybe_send_extra)"
 REQUEST_FAILS = (
@@ -145,13 +147,17 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
     mla = prefill.is_mla
     prepared = prepared_path(prefill, decode, inp)
     rejected: list[str] = []
+    # DeepSeek V4 (DSV4 pool): its components carry no layer ids and a type can occur
+    # twice (target and NextN draft "swa"); they are taken by component index.
+    dsv4 = "DSV4" in (prefill.pool, decode.pool)
     for i, t in enumerate(prefill.state_types):
-        dec = StateDecision(index=i, state_type=t, n_entries=len(_lens(prefill, t)))
+        src = [r.item_len for r in prefill.component_regions(i)]
+        dec = StateDecision(index=i, state_type=t, n_entries=len(src))
         out.append(dec)
         if not same_list:
             dec.unchecked = f"state components differ (prefill {prefill.state_types}, decode {decode.state_types}): component {i} is paired by index"
             continue
-        src, dst = _lens(prefill, t), _lens(decode, t)
+        dst = [r.item_len for r in decode.component_regions(i)]
         if t in ("minimax_index_k", "minimax_dense_kv"):
             if inp.prefill_pp > 1:
                 dec.error = _err("PD disagg: PP>1 not supported for MiniMax state yet.")
@@ -176,7 +182,12 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
         if inp.prefill_pp > 1:
             dec.unchecked = "a PP>1 prefill pairs its stage's state entries by layer id; kvcheck decides PP=1 prefills"
             continue
-        pairs = _layer_pairs(prefill, decode, t)
+        if dsv4:
+            # _prepared_state_pairs: compressed-MLA entries pair positionally and only when
+            # the counts agree; unequal counts go to the ratio-grouped PP re-slicing.
+            pairs = list(zip(range(len(src)), range(len(dst)))) if len(src) == len(dst) else None
+        else:
+            pairs = _layer_pairs(prefill, decode, t)
         if pairs is not None and t in _KV_SHAPED and not mla and len(src) != len(dst):
             pairs = None  # _prepared_state_pairs / the MHA K/V split pair positionally only
         if pairs is None:
@@ -198,7 +209,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
             continue
         s, j = bad[0]
         if prepared:
-            rejected.append(f"NIXL prepared state component {i} (StateType.{t.upper()}) stride mismatch for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}")
+            rejected.append(f"NIXL prepared state component {i} (StateType.{_MEMBER_NAMES.get(t, t.upper())}) stride mismatch for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}")
         else:
             dec.corruption = (
                 f"{t} state entry {s} moves {eff[s]} bytes per item into decode entry {j} of {dst[j]} bytes (prefill entry: {src[s]} bytes); "
@@ -323,6 +334,10 @@ def fix_for(d: StateDecision) -> str:
         return "Unset SGLANG_USE_HND_KVCACHE on the prefill (the SWA head slice needs the NHD layout), or run the same attention TP size on both sides."
     if "pipeline parallelism" in msg or "PP>1" in msg:
         return "Run the prefill with --pp-size 1, or the same attention TP size on both sides."
+    if "non-MLA SWA hybrid models yet." in msg:
+        return "Run the same attention TP size on both sides, or SGLang 0.5.22 or newer on the prefill (it slices the SWA state by KV head)."
+    if "hybrid mamba models yet." in msg:
+        return "Run the same attention TP size on both sides, or SGLang 0.5.11 or newer on the prefill (it slices the Mamba state across TP ranks)."
     if "heterogeneous TP" in msg or "different TP sizes" in msg:
         what = {"block_scale": "MXFP8 block scales", "block_scale_swa": "MXFP8 block scales of the SWA layers"}.get(d.state_type, f"{d.state_type} state")
         return f"Run the same attention TP size on both sides: {what} are not sliced across TP ranks by SGLang 0.5.23."
@@ -334,3 +349,39 @@ def fix_for(d: StateDecision) -> str:
     if "heads" in msg:
         return "The SWA item lengths do not split into whole KV heads: run the same model, --kv-cache-dtype and --page-size on both sides."
     return f"Run the same model, --kv-cache-dtype and --page-size on both sides so that the {d.state_type} state items have the same length."
+
+
+def legacy_hetero_tp_refusals(prefill: SideGeometry, decode: SideGeometry, release: str | None) -> list[StateDecision]:
+    """The state refusals of ``NixlKVManager.maybe_send_extra`` in the releases before the
+    SWA head slice (0.5.9 .. 0.5.21), for a prefill on ``release``: what the prefill's
+    transfer worker raises on a request's last chunk when the prefill's and the decode's
+    attention TP sizes differ. Empty when nothing is decided here (another release, equal
+    TP, no such component).
+
+    * SWA, non-MLA backend, unequal attention TP: 0.5.9 .. 0.5.21 raise ``RuntimeError:
+      PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid
+      models yet.`` (0.5.9 .. 0.5.12: one ``kv_args.state_type``; 0.5.12.post1 on: per
+      component, ``st.upper()``). 0.5.22 adds ``_send_swa_state_slice``
+      (sgl-project/sglang#38552: gpt-oss-120b, prefill TP 1 -> decode TP 4, 0.5.16).
+    * Mamba (linear attention), unequal attention TP: 0.5.9 .. 0.5.10.post1 raise
+      ``RuntimeError: PD Disaggregation does NOT support PD different TP sizes for hybrid
+      mamba models yet.``; 0.5.11 adds ``_send_mamba_state_slice`` (sgl-project/sglang#22240).
+
+    Releases before 0.5.9 have no state path in the NIXL connector at all (not decided
+    here: the state-components check keeps them unchecked).
+    """
+    from kvcheck.sglang.releases import in_range
+
+    if not release or prefill.attn_tp_size == decode.attn_tp_size or not in_range(release, "0.5.9", "0.5.22"):
+        return []
+    out: list[StateDecision] = []
+    for i, st in enumerate(prefill.state_types):
+        n = len(_lens(prefill, st))
+        if st == "swa" and not prefill.is_mla:
+            msg = "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."
+        elif st == "mamba" and in_range(release, "0.5.9", "0.5.11"):
+            msg = "PD Disaggregation does NOT support PD different TP sizes for hybrid mamba models yet."
+        else:
+            continue
+        out.append(StateDecision(index=i, state_type=st, path=None, n_entries=n, error=_err(msg)))
+    return out
