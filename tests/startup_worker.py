@@ -225,11 +225,23 @@ def warm_up(dirs: dict[str, Path]) -> None:
             sa.check_server_args()
 
 
+def draw_plain(rng: random.Random):
+    """A PD server with only the flags ``startup._older_release_differences`` lets through to
+    the restated steps on an older release (TP size, page size, NIXL or Mooncake, the radix
+    cache of a prefill on); run on the Hopper GPU by the caller (``--plain-draws``)."""
+    model = rng.choice(C.MODEL_NAMES[:3])  # no DSA model
+    role = rng.choice(("prefill", "decode"))
+    f = {"disaggregation_mode": role, "disaggregation_transfer_backend": rng.choice(("nixl", "mooncake")),
+         "tp_size": rng.choice((1, 2, 3, 4, 8)), "page_size": rng.choice((None, 1, 16, 32, 64))}
+    return model, role, {k: v for k, v in f.items() if v is not None}, {}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--release", required=True)
     ap.add_argument("--draws", type=int, default=100)
     ap.add_argument("--sharded-draws", type=int, default=0)
+    ap.add_argument("--plain-draws", type=int, default=0)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tmp", required=True)
     a = ap.parse_args()
@@ -252,12 +264,15 @@ def main() -> int:
     jobs += [C.draw(rng) for _ in range(a.draws)]
     rng = random.Random(a.seed + 1)
     jobs += [C.draw_sharded_prefill(rng) for _ in range(a.sharded_draws)]
-    for model, role, flags, env in jobs:
+    rng = random.Random(a.seed + 2)
+    jobs += [draw_plain(rng) for _ in range(a.plain_draws)]
+    for n_job, (model, role, flags, env) in enumerate(jobs):
         dropped = sorted(set(flags) - known)
         if dropped:  # flags this release does not have: the same draw without them
             out["flags_dropped"] = out.get("flags_dropped", 0) + 1
             flags = {k: v for k, v in flags.items() if k in known}
-        for gpu, capability in C.GPUS.items():
+        gpus = C.GPUS.items() if n_job < a.draws + a.sharded_draws else [("h100", C.GPUS["h100"])]
+        for gpu, capability in gpus:
             try:
                 outcome = runtime_outcome(dirs[model], flags, capability, env)
             except Exception as exc:  # noqa: BLE001  prepare_server_args itself failed outside the refusals

@@ -1160,16 +1160,17 @@ def side_gpu(side: Side) -> Gpu:
 # releases refuse differently: two-batch overlap without an a2a backend (check_two_batch_overlap,
 # 0.5.8 .. 0.5.21), TRTLLM MHA prefill on SM100 only (.. 0.5.17), the DSA DCP / KV-dtype order
 # and texts, the multi-node DP and PP texts, trtllm_mla's fp4_e2m1, PD decode DCP's own checks
-# (0.5.17 .. 0.5.20): not restated, so those releases' start-up is ``unchecked``.
+# (0.5.17 .. 0.5.20): not restated, so a side of those releases whose flags reach one of them
+# (``_older_release_differences``) is ``unchecked``; plain flag sets (TP, page size, NIXL or
+# Mooncake, Hopper) agree on 0.5.8 .. 0.5.21 (40 draws each, 0 disagreements).
 STARTUP_VERIFIED_FROM = "0.5.22"
 
 
 @dataclass(frozen=True)
 class ReleaseStop(Stop):
     """A ``Stop`` because the side's SGLang release refuses start-up differently from what
-    kvcheck restates (``STARTUP_VERIFIED_FROM``); ``release`` names it. The connector
-    checks after argument resolution (``connector_outcome``) carry their own release gates
-    and still run."""
+    kvcheck restates (``STARTUP_VERIFIED_FROM``) where the side's flags reach it; ``release``
+    names it. Like any ``Stop``, the connector checks after it (``connector_outcome``) do not run."""
 
     release: str = ""
 
@@ -1182,9 +1183,44 @@ def release_gate(side: Side) -> Optional[ReleaseStop]:
     version = side_release(side)[0]
     if version is None or release_at_least(side, STARTUP_VERIFIED_FROM):
         return None
+    differs = _older_release_differences(side)
+    if not differs:
+        return None
     return ReleaseStop(
         f"SGLang {version}: its start-up refusals (argument resolution and check_server_args) differ from "
-        f"{STARTUP_VERIFIED_FROM}+ and kvcheck has not verified them for this release", release=version)
+        f"{STARTUP_VERIFIED_FROM}+ where these flags reach them ({', '.join(differs)}) and kvcheck has not verified "
+        "them for this release", release=version)
+
+
+def _older_release_differences(side: Side) -> list[str]:
+    """The inputs of a side that reach start-up steps in which releases before
+    ``STARTUP_VERIFIED_FROM`` refuse differently (measured on the start-up corpus against
+    0.5.8 .. 0.5.21's own code). A side with none of them (plain TP/page size, NIXL or
+    Mooncake, no speculation, Hopper) agrees with the restated steps on every measured release."""
+    a = side.args
+    g = side_gpu(side)
+    out = [name for name, on in (
+        ("an attention backend flag", bool(a.attention_backend or a.prefill_attention_backend or a.decode_attention_backend)),
+        ("a GPU other than Hopper", not (g.vendor == "nvidia" and g.capability[0] == 9)),
+        ("--kv-cache-dtype", a.kv_cache_dtype not in (None, "auto")),
+        ("a DSA model", _is_dsa(side)),
+        ("DP / attention DP", a.dp_size > 1 or a.attn_dp_size > 1 or bool(a.enable_dp_attention)),
+        ("CP / DCP", a.attn_cp_size > 1 or a.dcp_size > 1 or bool(a.enable_prefill_cp)),
+        ("PP", a.pp_size > 1), ("--nnodes", int(_raw(side, "nnodes", 1) or 1) > 1),
+        ("speculative decoding", a.speculative_algorithm is not None),
+        ("HiSparse", bool(a.enable_hisparse)), ("HiCache", bool(a.enable_hierarchical_cache)),
+        ("--disable-radix-cache", not a.radix_cache_enabled and a.disaggregation_mode != "decode"),
+        ("the decode radix cache", bool(a.disaggregation_decode_enable_radix_cache)),
+        ("KV sharding", bool(a.enable_kv_cache_sharding)),
+        ("the fake transfer backend", a.disaggregation_transfer_backend == "fake"),
+        ("--chunked-prefill-size", _raw(side, "chunked_prefill_size") is not None),
+        ("decode retraction / host receive", a.disaggregation_decode_retraction_backup is not None
+         or a.disaggregation_decode_host_receive_threshold < 1),
+        ("--disaggregation-decode-allocation-policy", a.disaggregation_decode_allocation_policy != "early"),
+        ("two-batch overlap", bool(_raw(side, "enable_two_batch_overlap", False))),
+        ("SGLANG_DISAGG_STAGING_BUFFER", _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER")),
+    ) if on]
+    return out
 
 
 def side_release_name(side: Side) -> str:
