@@ -70,15 +70,26 @@ def side(model: str, role: str, flags: dict, env: dict | None = None, gpu: str =
                 gpu_source="--gpu", env=env or {})
 
 
-def both(p: Side, d: Side, prepared: bool = True):
-    """(builtin decisions, runtime decisions) for one pair."""
-    pg, dg = derive_geometry(p), derive_geometry(d)
+def _dims(s: Side, g):
+    return states.mamba_dims(s.model, g.attn_tp_size) if "mamba" in g.state_types else None
+
+
+def both(p: Side, d: Side, prepared: bool = True, pp_rank: int = 0):
+    """(builtin decisions, runtime decisions) for prefill PP stage ``pp_rank`` of one pair:
+    the decode's stage of the same rank when both run the same PP size, else the decode's
+    whole model (decode PP 1)."""
+    pg = derive_geometry(p, pp_rank=pp_rank)
+    dg = derive_geometry(d, pp_rank=pp_rank if d.args.pp_size == p.args.pp_size else 0)
     inp = states.state_inputs(p, d, prepared)
+    return (
+        states.decide_states(pg, dg, inp, pp_rank=pp_rank),
+        rk.decide_states(pg, dg, inp, prefill_dims=_dims(p, pg), decode_dims=_dims(d, dg), pp_rank=pp_rank),
+    )
 
-    def dims(s: Side, g):
-        return states.mamba_dims(s.model, g.attn_tp_size) if "mamba" in g.state_types else None
 
-    return states.decide_states(pg, dg, inp), rk.decide_states(pg, dg, inp, prefill_dims=dims(p, pg), decode_dims=dims(d, dg))
+def stages(p: Side, d: Side, prepared: bool = True):
+    """[(pp_rank, builtin decisions, runtime decisions)] for every prefill PP stage."""
+    return [(r, *both(p, d, prepared, r)) for r in range(max(1, p.args.pp_size))]
 
 
 def key(d) -> tuple:
@@ -152,6 +163,84 @@ def test_minimax_unequal_tp_refused():
     assert [key(x) for x in b] == [key(x) for x in r]
 
 
+# ---- a PP>1 prefill --------------------------------------------------------------------
+
+
+def pp_keys(p: Side, d: Side) -> list[list[tuple]]:
+    """Runtime keys per prefill PP stage, after asserting the builtin agrees on each."""
+    out = []
+    for _, b, r in stages(p, d):
+        assert [key(x) for x in b] == [key(x) for x in r]
+        out.append([key(x) for x in r])
+    return out
+
+
+def test_gpt_oss_pp2_prefill_into_pp1_decode_misplaces_swa_layers():
+    """gpt-oss, prefill PP 2 (layers 0..2, 3..5), decode PP 1, equal TP: the SWA state has
+    no layer ids and SWAKVPool.start_layer is 0 on every stage, so the runtime's
+    get_mha_kv_ptrs_with_pp writes stage 1's sliding layer 4 into the decode's layer 0
+    entries, and stage 0 (2 of the decode's 3 sliding layers: its 'draft' branch) its V
+    entries into K entries. Nothing raises: corruption, read back from the runtime's
+    descriptors."""
+    p = side("gpt-oss", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2})
+    d = side("gpt-oss", "decode", {"tp_size": 2, "page_size": 16})
+    per_stage = stages(p, d)
+    for rank, b, r in per_stage:
+        assert r[0].error is None and r[0].corruption and f"prefill PP stage {rank}" in r[0].corruption
+        assert [key(x) for x in b] == [key(x) for x in r]
+    assert "(layer 4 K) is written into decode entry 0 (layer 0 K)" in per_stage[1][2][0].corruption
+    rep = run_preflight(p, d, kernel="runtime")
+    f = [f for f in rep.findings if f.id == "state-transfer"]
+    assert rep.verdict == "fail" and f and "SGLANG_PP_LAYER_PARTITION" in f[0].fix
+
+
+def test_gpt_oss_pp2_into_pp2_moves_whole():
+    """The same model at decode PP 2 (same partition): each stage pairs with the decode's
+    stage of the same rank, the SWA entries line up one to one."""
+    p = side("gpt-oss", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2})
+    d = side("gpt-oss", "decode", {"tp_size": 2, "page_size": 16, "pp_size": 2})
+    assert pp_keys(p, d) == [[("swa", "whole_generic", None, None, False)]] * 2
+    rep = run_preflight(p, d, kernel="runtime")
+    assert rep.extra["state_components"][0]["path"] == "whole_generic"
+    assert not [f for f in rep.findings if f.id in ("state-transfer", "state-components")]
+
+
+def test_gpt_oss_stage_without_sliding_layers_raises():
+    """SGLANG_PP_LAYER_PARTITION=1,1,4 puts only full-attention layer 1 on stage 1: its SWA
+    component has no entries, and get_mha_kv_ptrs_with_pp divides the decode's 3 sliding
+    layers by 0."""
+    p = side("gpt-oss", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 3}, env={"SGLANG_PP_LAYER_PARTITION": "1,1,4"})
+    d = side("gpt-oss", "decode", {"tp_size": 2, "page_size": 16})
+    keys = pp_keys(p, d)
+    assert keys[1] == [("swa", None, "ZeroDivisionError", states._zero_division_text(), False)]
+    merged = states.merge_stages([b for _, b, _ in stages(p, d)])
+    assert merged[0].error is not None  # stage 0 misplaces (corruption); the error is stage 1's
+    assert merged[0].error.raised_by.endswith("on prefill PP stage 1")
+
+
+def test_qwen35_pp2_into_pp1_pairs_mamba_by_layer_id():
+    """Qwen3.5-shaped linear hybrid, prefill PP 2 into a decode at PP 1: the Mamba entries
+    carry global layer ids on both sides and pair by them, equal TP (whole slots) and
+    attention TP 1 -> 2 (sliced)."""
+    p = side("qwen3.5", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2})
+    d = side("qwen3.5", "decode", {"tp_size": 2, "page_size": 16})
+    assert pp_keys(p, d) == [[("mamba", "whole_generic", None, None, False)]] * 2
+    p1 = side("qwen3.5", "prefill", {"tp_size": 1, "page_size": 16, "pp_size": 2})
+    assert pp_keys(p1, d) == [[("mamba", "mamba_slice", None, None, False)]] * 2
+
+
+def test_qwen35_pp_partitions_differ():
+    """Prefill and decode at PP 2, the prefill with SGLANG_PP_LAYER_PARTITION=2,6: prefill
+    stage 0 (Mamba layers 0, 1) finds them in decode stage 0 (layers 0..3); prefill stage 1
+    (layers 2..7) holds Mamba layer 2, which decode stage 1 (layers 4..7) lacks: the
+    runtime's build_transfer_entry_pairs raises."""
+    p = side("qwen3.5", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2}, env={"SGLANG_PP_LAYER_PARTITION": "2,6"})
+    d = side("qwen3.5", "decode", {"tp_size": 2, "page_size": 16, "pp_size": 2})
+    keys = pp_keys(p, d)
+    assert keys[0] == [("mamba", "whole_generic", None, None, False)]
+    assert keys[1] == [("mamba", None, "RuntimeError", "Decode peer is missing a transfer entry for model layer 2", False)]
+
+
 # ---- seeded corpus: builtin vs runtime ----------------------------------------------------
 
 CORPUS = int(os.environ.get("KVCHECK_STATES_CORPUS", "3000"))
@@ -179,39 +268,74 @@ def _random_pair(rng: random.Random):
         gpu, page = "b200", 64
         fp.update(kv_cache_dtype="mxfp8", page_size=64, attention_backend="fa4")
         fd.update(kv_cache_dtype="mxfp8" if rng.random() < 0.8 else "auto", page_size=64, attention_backend="fa4")
-    if rng.random() < 0.15:
-        fp["pp_size"] = 2
+    if rng.random() < 0.3:
+        # A PP>1 prefill with a decode at PP 1 or at the same PP size, either side with
+        # its own SGLANG_PP_LAYER_PARTITION now and then.
+        pp = rng.choice([2, 2, 3, 4])
+        fp["pp_size"] = pp
+        if rng.random() < 0.5:
+            fd["pp_size"] = pp
+        layers = CONFIGS[model]["num_hidden_layers"]
+        for env, flags in ((env_p, fp), (env_d, fd)):
+            n = flags.get("pp_size", 1)
+            if n > 1 and n <= layers and rng.random() < 0.35:
+                cuts = sorted(rng.sample(range(1, layers), n - 1))
+                env["SGLANG_PP_LAYER_PARTITION"] = ",".join(str(b - a) for a, b in zip([0] + cuts, cuts + [layers]))
     p = side(model, "prefill", fp, env_p, gpu)
     d = side(model, "decode", fd, env_d, gpu)
     return p, d, rng.random() < 0.8
 
 
 def test_corpus_builtin_agrees_with_runtime():
+    """Builtin vs runtime on seeded random pairs, every prefill PP stage of each: the
+    verdict (path, exception type and text, corruption) of every component, and whether
+    it is left undecided (the runtime kernel leaves undecided only what it cannot read
+    back: an empty NIXL transfer)."""
     rng = random.Random(20261201)
-    compared = disagreements = skipped = decided = 0
+    compared = disagreements = skipped = decided = pp_pairs = pp_decided = 0
     seen_paths: set = set()
+    pp_seen: set = set()
     bad = []
     while compared < CORPUS:
         p, d, prepared = _random_pair(rng)
         try:
-            b, r = both(p, d, prepared)
+            per_stage = stages(p, d, prepared)
         except (InputError, ValueError):
             skipped += 1
             continue
         compared += 1
-        for x, y in zip(b, r):
-            if x.unchecked:
-                continue
-            decided += 1
-            seen_paths.add(y.path or (y.error.message[:30] if y.error else "corruption"))
-            if key(x) != key(y):
-                disagreements += 1
-                bad.append((p.origin, p.args.tp_size, d.args.tp_size, p.env, d.env, key(x), key(y)))
-    print(f"states corpus: {compared} pairs, {decided} components compared, {skipped} skipped (bad input), {disagreements} disagreements")
+        pp = p.args.pp_size > 1
+        pp_pairs += pp
+        for rank, b, r in per_stage:
+            for x, y in zip(b, r):
+                empty = [u for u in (x.unchecked, y.unchecked) if u and u.startswith("prefill PP stage")]
+                if empty and x.unchecked != y.unchecked:
+                    disagreements += 1
+                    bad.append((p.origin, rank, p.args.tp_size, d.args.tp_size, p.env, d.env, x.unchecked, y.unchecked))
+                    continue
+                if x.unchecked:
+                    continue
+                decided += 1
+                outcome = y.path or (y.error.message[:30] if y.error else "corruption")
+                seen_paths.add(outcome)
+                if pp:
+                    pp_decided += 1
+                    pp_seen.add((y.state_type, outcome))
+                if key(x) != key(y):
+                    disagreements += 1
+                    bad.append((p.origin, rank, p.args.pp_size, d.args.pp_size, p.args.tp_size, d.args.tp_size, p.env, d.env, key(x), key(y)))
+    print(
+        f"states corpus: {compared} pairs ({pp_pairs} with a PP>1 prefill), {decided} stage components compared "
+        f"({pp_decided} of PP>1 prefills), {skipped} skipped (bad input), {disagreements} disagreements"
+    )
+    print(sorted(pp_seen))
     assert disagreements == 0, "\n".join(map(str, bad[:5]))
     assert decided >= compared  # every pair has at least one decided component
     # The corpus reaches every path and refusal kind.
     assert {"swa_head_slice", "mamba_slice", "whole_prepared", "whole_generic"} <= seen_paths, seen_paths
+    # PP>1 prefills: Mamba paired by layer id, SWA moved whole, misplaced SWA layers, and
+    # the runtime's own refusals.
+    assert {("mamba", "whole_generic"), ("mamba", "mamba_slice"), ("swa", "corruption")} <= pp_seen, pp_seen
 
 
 def test_cli_exit_status_for_state_refusal(tmp_path):

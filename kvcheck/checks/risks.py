@@ -252,8 +252,8 @@ _UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "min
     what=(
         "A hybrid pool (sliding-window, Mamba/linear attention) or a block-scaled (MXFP8) KV cache registers state components "
         "(state_types) besides its KV regions, and kvcheck does not decide their transfer: a side runs a release other than "
-        "0.5.22/0.5.23, the two sides register different component lists, or a component is left undecided (PP>1 prefill on "
-        "a whole-slot component, Mamba sizes that do not scale with TP, unknown KV head count)."
+        "0.5.22/0.5.23, the two sides register different component lists, or a component is left undecided (a PP stage "
+        "without Mamba layers posting an empty transfer, Mamba sizes that do not scale with TP, unknown KV head count)."
     ),
     why="The runtime sends SWA windows, Mamba states and block scales with their own item lengths and TP slicing; a mismatch there fails or corrupts the first request even when the KV regions agree.",
     fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly.",

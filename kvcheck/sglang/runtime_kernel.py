@@ -592,8 +592,15 @@ def _state_lists(g: SideGeometry, base: int, dims: dict[str, list[int]] | None):
     return ptrs, lens, items, dpt, lids
 
 
-def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, prefill_dims: dict | None = None, decode_dims: dict | None = None) -> list:
+def decide_states(
+    prefill: SideGeometry, decode: SideGeometry, inp: Any, *, prefill_dims: dict | None = None, decode_dims: dict | None = None, pp_rank: int = 0,
+) -> list:
     """The state components' transfer, by the runtime itself (SGLang 0.5.23).
+
+    ``prefill`` is the geometry of prefill PP stage ``pp_rank`` (its manager gets that
+    stage's ``pp_rank`` and the ``prefill_start_layer`` the runtime's
+    ``_transfer_start_layer`` gives its pool: ``kvcheck.sglang.states.transfer_start_layer``);
+    ``decode`` what the decode rank paired with that stage registers.
 
     Drives, on a prefill manager made like ``decide_transfer``'s: ``_prepare_state_xfer``
     (with the prepared components ``_prepared_state_component_indices`` selects on CUDA
@@ -605,10 +612,11 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, pref
     exception ``maybe_send_extra`` raised (it stops at the first; the components after it
     are left undecided, ``unchecked``), or corruption read back from the recorded
     descriptors (a write whose bytes per destination slot differ from what fills it)."""
-    from kvcheck.sglang.states import StateDecision, _err, prepared_path, PEER
+    from kvcheck.sglang.states import _EMPTY_STAGE, PEER, StateDecision, _err, prepared_path, transfer_start_layer
 
     sg = _sglang()
-    mgr = _prefill_manager(sg, prefill, 0)
+    mgr = _prefill_manager(sg, prefill, pp_rank)
+    mgr.kv_args.prefill_start_layer = transfer_start_layer(prefill, pp_rank)
     _init_prefill(sg, mgr, prefill.kinds)
     agent = _StateRecordingAgent("kvcheck-prefill")
     mgr.agent = agent
@@ -653,7 +661,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, pref
     for name, path in (("_send_mamba_state", "whole_generic"), ("_send_mamba_state_slice", "mamba_slice"), ("_send_swa_state_slice", "swa_head_slice"), ("_send_kvcache_generic", "whole_generic")):
         wrap(name, path)
 
-    out = [StateDecision(index=i, state_type=t, n_entries=len(a.state_item_lens[i])) for i, t in enumerate(prefill.state_types)]
+    out = [StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(a.state_item_lens[i])) for i, t in enumerate(prefill.state_types)]
     try:
         mgr._prepare_state_xfer(peer_info)
     except AttributeError as exc:
@@ -683,7 +691,13 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, pref
             d.path = "whole_prepared"
         elif calls:
             d.path = calls[0]
-            bad = _corrupt_writes(agent.xfers[n0:], d.path, i, peer_info, prefill.attn_tp_size, decode.attn_tp_size)
+            recorded = agent.xfers[n0:]
+            if d.state_type == "mamba" and recorded and all(len(_rows(dst)) == 0 for _, _, dst in recorded):
+                # An empty NIXL transfer (a PP stage without Mamba layers): NIXL's call.
+                d.path, d.unchecked = None, _EMPTY_STAGE.format(rank=pp_rank, t="mamba")
+                continue
+            bad = _corrupt_writes(recorded, d.path, i, peer_info, prefill.attn_tp_size, decode.attn_tp_size)
+            bad = bad or _misplaced_writes(recorded, i, a.state_data_ptrs[i], peer_info, prefill, decode, pp_rank)
             if bad:
                 d.path, d.corruption = None, bad
         elif d.state_type == "dsa":
@@ -716,4 +730,38 @@ def _corrupt_writes(xfers: list, path: str, i: int, peer_info: Any, tp_p: int, t
         want = lens[j] if path == "whole_generic" or tp_p <= tp_d else lens[j] * tp_d // tp_p
         if lens[j] and got and got != want:
             return f"decode state entry {j}: {got} bytes written into a {lens[j]}-byte slot (expected {want})"
+    return None
+
+
+def _rows(descs) -> list:
+    return descs.tolist() if hasattr(descs, "tolist") else list(descs)
+
+
+def _entry_at(ptrs: list[int], addr: int) -> int | None:
+    return next((k for k, p in enumerate(ptrs) if p <= addr < p + _PTR_STRIDE), None)
+
+
+def _misplaced_writes(xfers: list, i: int, src_ptrs: list[int], peer_info: Any, prefill: SideGeometry, decode: SideGeometry, pp_rank: int) -> str | None:
+    """Read the recorded generic writes of component ``i`` back against the entries'
+    layers: each descriptor's source entry (by address in the prefill's fake pointers) and
+    destination entry must be the same model layer and part (K/V, conv/temporal); a
+    write into another layer's or part's buffer is corruption (the layer the decode reads
+    is never written, the one written is overwritten)."""
+    t = prefill.state_types[i]
+    src_regs = [r for r in prefill.state_regions if r.state_type == t]
+    dst_regs = [r for r in decode.state_regions if r.state_type == t]
+    dst_ptrs = list(peer_info.dst_state_data_ptrs[i])
+    for kind, src, dst in xfers:
+        if kind != "generic":
+            continue
+        for srow, drow in zip(_rows(src), _rows(dst)):
+            s, j = _entry_at(list(src_ptrs), int(srow[0])), _entry_at(dst_ptrs, int(drow[0]))
+            if s is None or j is None or s >= len(src_regs) or j >= len(dst_regs):
+                continue
+            a, b = src_regs[s], dst_regs[j]
+            if (a.layer_id, a.part) != (b.layer_id, b.part):
+                return (
+                    f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
+                    f"(layer {b.layer_id} {b.part})"
+                )
     return None

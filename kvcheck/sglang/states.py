@@ -43,6 +43,27 @@ the attention TP size unless a linear-attention TP group is configured):
   components (swa, block scales) into K and V halves and moves both with the K entry's
   length (``item_lens[layer_id]``): K and V of different sizes (MiMo's SWA layers, V head
   dim 128 vs K 192) corrupt the V entries on the generic path.
+
+A PP>1 prefill (``decide_pp_component``, 0.5.22 and 0.5.23 alike): each PP stage
+registers its own layers' state entries and sends them on its own; the decode pairs with
+every stage at decode PP 1 (its whole model) or stage by stage at decode PP = prefill PP
+(any other decode PP is refused by the decode at bootstrap). No prepared plan (it needs
+PP 1), so every whole-slot component takes the generic senders:
+
+* mamba: paired by global layer id (``get_state_layer_ids``; ``build_transfer_entry_pairs``
+  without positional fallback): a decode stage without the layer raises ``Decode peer is
+  missing a transfer entry for model layer N``, one without Mamba entries ``Layer
+  metadata must be provided by both PD peers or neither``; unequal state TP slices the
+  paired entries as at PP 1. A stage without Mamba layers posts an empty transfer
+  (unchecked: NIXL's outcome).
+* swa, block_scale, block_scale_swa (non-MLA, equal TP): no layer ids; K/V halves paired
+  by ``get_mha_kv_ptrs_with_pp`` from the pool's start layer, which an ``SWAKVPool``
+  sets to 0 on every stage: against a whole-model decode, stage s > 0 writes its layers
+  into the decode's first layers, and a stage whose layer count does not divide the
+  decode's (the "draft" branch) writes V into K entries -- certain silent corruption.
+  Slices past the decode's entries raise numpy's ``IndexError``; a stage without
+  sliding-window layers against a decode with some raises ``ZeroDivisionError``.
+* dsa (and KV-shaped state on an MLA backend): flat, decode entry ``start + l``.
 """
 
 from __future__ import annotations
@@ -93,10 +114,11 @@ class StateDecision(BaseModel):
     ``path``: "whole_prepared", "whole_generic", "mamba_slice", "swa_head_slice" or None
     when it fails; ``error``: the exception the prefill's transfer worker raises;
     ``corruption``: certain silent corruption (nothing raises, the decode reads garbage);
-    ``unchecked``: why kvcheck cannot decide it."""
+    ``unchecked``: why kvcheck cannot decide it; ``pp_rank``: the prefill PP stage decided."""
 
     index: int
     state_type: str
+    pp_rank: int = 0
     path: str | None = None
     n_entries: int = 0
     error: RuntimeErrorPrediction | None = None
@@ -132,9 +154,12 @@ def prepared_path(p: SideGeometry, d: SideGeometry, inp: StateInputs) -> bool:
     return inp.prepared_state and inp.nixl_backend == "UCX" and inp.prefill_pp == 1 and inp.prefill_cp == 1 and inp.prefill_dcp == 1 and inp.decode_dcp == 1
 
 
-def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs) -> list[StateDecision]:
-    """The transfer of every state component of ``prefill`` (PP stage 0) into ``decode``,
-    as SGLang 0.5.23's ``maybe_send_extra`` dispatches it (see the module docstring).
+def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs, *, pp_rank: int = 0) -> list[StateDecision]:
+    """The transfer of every state component of ``prefill`` (PP stage ``pp_rank``) into
+    ``decode`` (what the decode rank paired with that stage registers: the whole model
+    at decode PP 1, the same stage at decode PP = prefill PP), as SGLang 0.5.23's
+    ``maybe_send_extra`` dispatches it (see the module docstring; a PP>1 prefill:
+    ``decide_pp_component``).
 
     Components are paired by index; when the two ``state_types`` lists differ the pairing
     is the ``state-components-differ`` check's, and every component here is unchecked.
@@ -146,7 +171,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
     prepared = prepared_path(prefill, decode, inp)
     rejected: list[str] = []
     for i, t in enumerate(prefill.state_types):
-        dec = StateDecision(index=i, state_type=t, n_entries=len(_lens(prefill, t)))
+        dec = StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(_lens(prefill, t)))
         out.append(dec)
         if not same_list:
             dec.unchecked = f"state components differ (prefill {prefill.state_types}, decode {decode.state_types}): component {i} is paired by index"
@@ -161,7 +186,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
                 continue
         elif t == "mamba":
             if tp_p != tp_d:
-                _mamba_slice(dec, prefill, decode, inp)
+                _mamba_slice(dec, prefill, decode, inp, pp_rank)
                 continue
         elif t == "swa" and not mla and tp_p != tp_d:
             _swa_head_slice(dec, prefill, decode, inp)
@@ -174,7 +199,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
             continue
         # Whole slots: equal TP (or MLA), one item per entry.
         if inp.prefill_pp > 1:
-            dec.unchecked = "a PP>1 prefill pairs its stage's state entries by layer id; kvcheck decides PP=1 prefills"
+            decide_pp_component(dec, prefill, decode, pp_rank)
             continue
         pairs = _layer_pairs(prefill, decode, t)
         if pairs is not None and t in _KV_SHAPED and not mla and len(src) != len(dst):
@@ -215,14 +240,234 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
     return out
 
 
-def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs) -> None:
+# ---- a PP>1 prefill ------------------------------------------------------------------------
+
+_EMPTY_STAGE = (
+    "prefill PP stage {rank} registers no {t} entries: the runtime posts a NIXL transfer with empty descriptor lists "
+    "for every request; its outcome is NIXL's and kvcheck does not decide it"
+)
+
+
+class _Raised(Exception):
+    """An exception the runtime raises, restated: ``type`` (its class name) and ``message``."""
+
+    def __init__(self, type_: str, message: str):
+        super().__init__(message)
+        self.type, self.message = type_, message
+
+
+def _ids(g: SideGeometry, t: str) -> list[int]:
+    """``kv_args.state_layer_ids`` of component ``t``: global layer ids, registered by the
+    Mamba component only (``HybridLinearKVPool.get_state_layer_ids``); the other
+    components register none (``setup_state_kv_args``, 0.5.22/0.5.23)."""
+    return [r.layer_id for r in g.state_regions if r.state_type == t] if t == "mamba" else []
+
+
+def _zero_division_text() -> str:
+    try:
+        1 % 0  # noqa: B018 - the interpreter's own text for int % 0
+    except ZeroDivisionError as exc:
+        return str(exc)
+    return ""  # pragma: no cover
+
+
+def _index_error(i: int, size: int) -> _Raised:
+    # numpy's text for an index past the end of a 1-D array (the runtime slices np arrays).
+    return _Raised("IndexError", f"index {i} is out of bounds for axis 0 with size {size}")
+
+
+def entry_pairs(src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, *, positional: bool) -> list[tuple[int, int]]:
+    """``build_transfer_entry_pairs`` (``disaggregation/utils.py``, 0.5.22/0.5.23): the
+    (prefill entry, decode entry) pairs by layer id, each occurrence of a layer id paired
+    in order (conv before temporal); ``positional``: ``allow_positional_fallback``
+    (``pp_size == 1`` on the prefill). Raises ``_Raised`` with the runtime's RuntimeError
+    text when the entries do not pair."""
+    if n_src == 0:
+        return []
+    if bool(src_ids) != bool(dst_ids):
+        if not positional:
+            raise _Raised("RuntimeError", "Layer metadata must be provided by both PD peers or neither")
+        src_ids, dst_ids = [], []
+    if src_ids:
+        if len(src_ids) != n_src or len(dst_ids) != n_dst:
+            raise _Raised(
+                "RuntimeError",
+                f"Layer metadata length must match transfer entries: src metadata={len(src_ids)} entries={n_src}, "
+                f"dst metadata={len(dst_ids)} entries={n_dst}",
+            )
+        pos: dict[int, list[int]] = {}
+        for j, lid in enumerate(dst_ids):
+            pos.setdefault(lid, []).append(j)
+        pairs = []
+        for i, lid in enumerate(src_ids):
+            if not pos.get(lid):
+                raise _Raised("RuntimeError", f"Decode peer is missing a transfer entry for model layer {lid}")
+            pairs.append((i, pos[lid].pop(0)))
+        return pairs
+    if n_dst < n_src or (n_src != n_dst and not positional):
+        raise _Raised("RuntimeError", f"PP-heterogeneous transfer requires layer ids on both peers; got src={n_src} dst={n_dst} entries")
+    return [(i, i) for i in range(n_src)]
+
+
+def transfer_start_layer(g: SideGeometry, pp_rank: int) -> int:
+    """``kv_args.prefill_start_layer`` of prefill PP stage ``pp_rank``
+    (``disaggregation/prefill.py::_transfer_start_layer``, 0.5.22/0.5.23): the pool's
+    ``start_layer``. ``SWAKVPool`` sets it to 0 on every stage (its sub-pools hold the
+    stage's layers only); the other pools kvcheck models start at the stage's first
+    model layer. (A ``HybridLinearKVPool`` counts full-attention layers before the
+    stage; its only state component, Mamba, pairs by layer id and never reads it.)"""
+    if g.pool == "SWA" or not g.stage_layers:
+        return 0
+    return g.stage_layers[min(pp_rank, len(g.stage_layers) - 1)][0]
+
+
+def _mha_writes(src: list[int], n_dst: int, start: int) -> list[tuple[int, int, int]]:
+    """``_send_kvcache_generic`` on a non-MLA backend (no layer ids): entries split into K
+    and V halves by ``CommonKVManager.get_mha_kv_ptrs_with_pp`` with the stage's start
+    layer; K entry ``l`` and V entry ``l`` both move ``item_lens[l]`` (the K entry's
+    length). Returns (prefill entry, decode entry, bytes); raises ``_Raised`` as the
+    runtime does (an index past the decode's entries: IndexError; a stage without
+    entries against a decode with some: ZeroDivisionError)."""
+    n, dst_layers = len(src) // 2, n_dst // 2
+    end = start + n
+    dst = list(range(n_dst))
+    if n == dst_layers:
+        k, v = dst[:dst_layers], dst[dst_layers:]
+    elif n < dst_layers and (n == 0 or dst_layers % n != 0):
+        if n == 0:
+            raise _Raised("ZeroDivisionError", _zero_division_text())
+        offset = n * (dst_layers // n)
+        k, v = dst[start:end], dst[offset + start : offset + end]
+    else:
+        k, v = dst[start:end], dst[dst_layers + start : dst_layers + end]
+    writes = []
+    for half, base in ((k, 0), (v, n)):
+        for l in range(n):
+            if l >= len(half):
+                raise _index_error(l, len(half))
+            writes.append((base + l, half[l], src[l]))
+    return writes
+
+
+def _flat_writes(src: list[int], dst_lens: list[int] | None, n_dst: int, start: int) -> list[tuple[int, int, int]]:
+    """``_send_kvcache_generic`` on the flat layout (an MLA backend, or ``force_flat``:
+    DSA index-K) without layer ids: ``get_mla_kv_ptrs_with_pp`` pairs entry ``l`` with the
+    decode's ``start + l`` (identity when the counts agree); an entry either side elided
+    (0 bytes; ``dst_lens`` only where the runtime passes them) moves nothing."""
+    n = len(src)
+    dst = list(range(n_dst))
+    idx = dst if n == n_dst else dst[start : start + n]
+    mapped = None
+    if dst_lens is not None:
+        mapped = dst_lens if n == n_dst else dst_lens[start : start + n]
+    writes = []
+    for l in range(n):
+        if src[l] == 0 or (mapped is not None and l < len(mapped) and mapped[l] == 0):
+            continue
+        if l >= len(idx):
+            raise _index_error(l, len(idx))
+        writes.append((l, idx[l], src[l]))
+    return writes
+
+
+def decide_pp_component(dec: StateDecision, p: SideGeometry, d: SideGeometry, pp_rank: int) -> None:
+    """A whole-slot component (equal TP, or an MLA backend) of prefill PP stage
+    ``pp_rank``, as ``maybe_send_extra`` sends it from a PP>1 prefill (0.5.22/0.5.23): no
+    prepared plan (``_prepared_state_component_indices`` needs PP 1), so the generic
+    senders: Mamba by layer id (``_send_mamba_state``), the KV-shaped components (swa,
+    block scales) split into K/V halves from the pool's start layer
+    (``get_mha_kv_ptrs_with_pp``; an SWA pool starts every stage at 0), DSA index-K (and
+    KV-shaped state on an MLA backend) on the flat layout (``get_mla_kv_ptrs_with_pp``).
+    Every write is read back: one that lands in a decode entry of another layer or part
+    (K/V, conv/temporal), or that moves other than the decode entry's item length, is
+    certain silent corruption; what the runtime raises is the decision's error."""
+    t = dec.state_type
+    src, dst = _lens(p, t), _lens(d, t)
+    src_regs = [r for r in p.state_regions if r.state_type == t]
+    dst_regs = [r for r in d.state_regions if r.state_type == t]
+    start = transfer_start_layer(p, pp_rank)
+    try:
+        if t == "mamba":
+            if not src:
+                dec.unchecked = _EMPTY_STAGE.format(rank=pp_rank, t=t)
+                return
+            pairs = entry_pairs(_ids(p, t), _ids(d, t), len(src), len(dst), positional=False)
+            writes = [(s, j, src[s]) for s, j in pairs if src[s]]
+        elif t in _KV_SHAPED and not p.is_mla:
+            writes = _mha_writes(src, len(dst), start)
+        else:
+            writes = _flat_writes(src, dst if t != "dsa" else None, len(dst), start)
+    except _Raised as exc:
+        dec.error = _err(exc.message, exc.type)
+        return
+    for s, j, n_bytes in writes:
+        a, b = src_regs[s], dst_regs[j]
+        if (a.layer_id, a.part) != (b.layer_id, b.part):
+            dec.corruption = (
+                f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
+                f"(layer {b.layer_id} {b.part}): the generic path pairs this stage's entries from start layer {start}"
+                + (" (an SWA pool starts every PP stage at 0; its state carries no layer ids)" if p.pool == "SWA" else "")
+            )
+            return
+        if dst[j] and n_bytes != dst[j]:
+            dec.corruption = (
+                f"prefill PP stage {pp_rank}: {t} entry {s} moves {n_bytes} bytes per item into decode entry {j} of {dst[j]} bytes "
+                "(the generic path writes each item with the prefill's length at the prefill's stride)"
+            )
+            return
+    dec.path = "whole_generic"
+
+
+def merge_stages(per_stage: list[list[StateDecision]]) -> list[StateDecision]:
+    """One decision per component from the decisions of every prefill PP stage (each
+    stage's transfer worker sends its own entries, and each fails or corrupts on its
+    own): per component the first stage that raises, else the first that corrupts, else
+    the first left undecided, else stage 0's. A later stage's error names the stage in
+    ``raised_by``."""
+    out: list[StateDecision] = []
+    for i, first in enumerate(per_stage[0]):
+        column = [stage[i] for stage in per_stage if i < len(stage)]
+        pick = (
+            next((d for d in column if d.error is not None), None)
+            or next((d for d in column if d.corruption), None)
+            or next((d for d in column if d.unchecked), None)
+            or first
+        )
+        pick = pick.model_copy(deep=True)
+        if pick.error is not None and pick.pp_rank > 0 and "PP stage" not in pick.error.raised_by:
+            pick.error.raised_by += f" on prefill PP stage {pick.pp_rank}"
+        out.append(pick)
+    return out
+
+
+def unpaired_pp(prefill_pp: int, decode_pp: int) -> str | None:
+    """Why kvcheck leaves the state components of this PP pairing undecided (None when
+    it decides them): a decode at PP > 1 receives from a prefill at PP 1 or at a PP size
+    other than its own."""
+    if decode_pp > 1 and decode_pp != prefill_pp:
+        return (
+            f"a decode at PP {decode_pp} with a prefill at PP {prefill_pp}: the decode refuses the pair at bootstrap "
+            f"('Decode pp size ({decode_pp}) should be equal to prefill pp size ({prefill_pp}) or 1'); no state moves"
+        )
+    return None
+
+
+def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs, pp_rank: int = 0) -> None:
     """``_send_mamba_state_slice`` (unequal state TP): conv and temporal state are sliced
     on their head axis; an element size (bytes per sliced unit) that differs between the
-    sides lands the prefill's bytes at the decode's offsets."""
+    sides lands the prefill's bytes at the decode's offsets. A PP>1 prefill pairs the
+    entries by layer id (``build_transfer_entry_pairs``, no positional fallback)."""
     if inp.prefill_pp > 1:
-        dec.unchecked = "a PP>1 prefill pairs its stage's Mamba entries by layer id; kvcheck decides PP=1 prefills"
-        return
-    pairs = _layer_pairs(p, d, "mamba")
+        if not _lens(p, "mamba"):
+            dec.unchecked = _EMPTY_STAGE.format(rank=pp_rank, t="mamba")
+            return
+        try:
+            pairs = entry_pairs(_ids(p, "mamba"), _ids(d, "mamba"), len(_lens(p, "mamba")), len(_lens(d, "mamba")), positional=False)
+        except _Raised as exc:
+            dec.error = _err(exc.message, exc.type)
+            return
+    else:
+        pairs = _layer_pairs(p, d, "mamba")
     if pairs is None:
         dec.unchecked = "Mamba entries do not pair"
         return
@@ -319,6 +564,21 @@ def mamba_dims(model, attn_tp: int) -> dict[str, list[int]] | None:
 def fix_for(d: StateDecision) -> str:
     """The fix naming the cause of a failing state decision (error or corruption)."""
     msg = (d.error.message if d.error else "") + (d.corruption or "")
+    pp_pairing = (
+        "prefill PP stage" in msg or "model layer" in msg or "Layer metadata" in msg
+        or (d.error is not None and d.error.type in ("IndexError", "ZeroDivisionError"))
+    )
+    if pp_pairing and d.state_type == "mamba":
+        return (
+            "Run the decode at PP 1, or at the prefill's PP size with the same SGLANG_PP_LAYER_PARTITION: each prefill PP "
+            "stage pairs its Mamba entries by layer id with the decode stage of the same rank."
+        )
+    if pp_pairing:
+        return (
+            f"Run the prefill at --pp-size 1, or the decode at the prefill's PP size with the same SGLANG_PP_LAYER_PARTITION: "
+            f"the {d.state_type} state carries no layer ids, and a PP>1 prefill stage pairs its entries positionally from its "
+            "pool's start layer (0 for a sliding-window pool)."
+        )
     if "NHD" in msg:
         return "Unset SGLANG_USE_HND_KVCACHE on the prefill (the SWA head slice needs the NHD layout), or run the same attention TP size on both sides."
     if "pipeline parallelism" in msg or "PP>1" in msg:
