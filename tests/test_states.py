@@ -43,6 +43,13 @@ CONFIGS = {
         "num_key_value_heads": 2, "head_dim": 128, "hidden_size": 1024, "mamba_num_heads": 128, "mamba_head_dim": 64,
         "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4, "hybrid_override_pattern": "MEM*EMEM",
     },
+    # A Mamba2 hybrid with one B/C group (as Falcon-H1 and Mamba-Codestral): the groups are
+    # widened to the TP size, so the conv state's size does not scale with TP.
+    "nemotron-h-g1": {
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 2, "head_dim": 128, "hidden_size": 1024, "mamba_num_heads": 64, "mamba_head_dim": 64,
+        "n_groups": 1, "ssm_state_size": 128, "conv_kernel": 4, "hybrid_override_pattern": "MEM*EMEM",
+    },
     "kimi-linear": {
         "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "num_hidden_layers": 8, "num_attention_heads": 32,
         "num_key_value_heads": 32, "hidden_size": 1024, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
@@ -161,6 +168,40 @@ def test_minimax_unequal_tp_refused():
     msgs = {x.error.message for x in r if x.error}
     assert msgs == {"PD disagg: heterogeneous TP not supported for MiniMax state yet."}
     assert [key(x) for x in b] == [key(x) for x in r]
+
+
+def test_nemotron_h_unequal_tp_misplaces_conv_channels():
+    """Nemotron-H (Mamba2), attention TP 1 -> 2 and 4 -> 2: a Mamba2 conv state is [x | B |
+    C] per rank (mamba_v2_sharded_weight_loader), and 0.5.23 registers no conv sub-blocks
+    for it, so _send_mamba_state_slice cuts the axis as one range: the runtime's byte
+    blocks put x channels into decode rank 0's B/C channels. Nothing raises: corruption.
+    Qwen3.5 (GDN) and Kimi Linear (KDA) register their sub-blocks and slice cleanly."""
+    for tp_p, tp_d in ((1, 2), (4, 2)):
+        p = side("nemotron-h", "prefill", {"tp_size": tp_p, "page_size": 16})
+        d = side("nemotron-h", "decode", {"tp_size": tp_d, "page_size": 16})
+        b, r = both(p, d)
+        assert r[0].corruption and "Mamba conv entry 0" in r[0].corruption
+        assert [key(x) for x in b] == [key(x) for x in r]
+    for model in ("qwen3.5", "kimi-linear"):
+        p, d = side(model, "prefill", {"tp_size": 1, "page_size": 16}), side(model, "decode", {"tp_size": 2, "page_size": 16})
+        b, r = both(p, d)
+        assert [key(x) for x in r] == [("mamba", "mamba_slice", None, None, False)] == [key(x) for x in b]
+    p = side("nemotron-h", "prefill", {"tp_size": 1, "page_size": 16})
+    rep = run_preflight(p, side("nemotron-h", "decode", {"tp_size": 2, "page_size": 16}), kernel="builtin")
+    f = [f for f in rep.findings if f.id == "state-transfer"]
+    assert rep.verdict == "fail" and f and "same attention TP size" in f[0].fix
+
+
+def test_mamba2_groups_widened_to_tp():
+    """One B/C group, attention TP 1 -> 4: the decode widens the groups to 4
+    (Mamba2StateShape.create), so its conv state is not the prefill's cut in 4. The
+    runtime's slice misplaces channels (scatter); 2 -> 1 (aggregation) the prefill ranks'
+    blocks overrun the decode's slot. Both decided (corruption), never left undecided."""
+    for tp_p, tp_d in ((1, 4), (2, 1)):
+        p = side("nemotron-h-g1", "prefill", {"tp_size": tp_p, "page_size": 16})
+        d = side("nemotron-h-g1", "decode", {"tp_size": tp_d, "page_size": 16})
+        b, r = both(p, d)
+        assert r[0].corruption and b[0].corruption and b[0].unchecked is None
 
 
 # ---- a PP>1 prefill --------------------------------------------------------------------

@@ -626,7 +626,13 @@ def decide_states(
     a = mgr.kv_args
     a.state_types = _state_types(sg, prefill.state_types)
     (a.state_data_ptrs, a.state_data_lens, a.state_item_lens, a.state_dim_per_tensor, a.state_layer_ids) = _state_lists(prefill, _PTR_BASE_SRC + (1 << 40), prefill_dims)
-    a.state_conv_shard_groups = []
+    # The conv sub-blocks the prefill registers (get_state_conv_shard_groups: conv
+    # entries only; None where the runtime slices the axis as one).
+    a.state_conv_shard_groups = [
+        [(prefill_dims or {}).get("conv_shard_groups") if r.part == "conv" else None for r in prefill.state_regions if r.state_type == t]
+        if t == "mamba" else []
+        for t in prefill.state_types
+    ]
     a.state_slice_outer_counts = [
         [(prefill_dims or {}).get(f"{r.part}_outer", 1) for r in prefill.state_regions if r.state_type == t] if t == "mamba" else []
         for t in prefill.state_types
@@ -698,6 +704,8 @@ def decide_states(
                 continue
             bad = _corrupt_writes(recorded, d.path, i, peer_info, prefill.attn_tp_size, decode.attn_tp_size)
             bad = bad or _misplaced_writes(recorded, i, a.state_data_ptrs[i], peer_info, prefill, decode, pp_rank)
+            if not bad and d.path == "mamba_slice":
+                bad = _misplaced_channels(recorded, i, a, peer_info, prefill, decode, prefill_dims or {}, decode_dims or {})
             if bad:
                 d.path, d.corruption = None, bad
         elif d.state_type == "dsa":
@@ -763,5 +771,69 @@ def _misplaced_writes(xfers: list, i: int, src_ptrs: list[int], peer_info: Any, 
                 return (
                     f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
                     f"(layer {b.layer_id} {b.part})"
+                )
+    return None
+
+
+def _channel_ids(layout: list[int], tp: int, rank: int):
+    """Identity of every local channel of a TP-sharded axis made of independently
+    sharded sub-blocks (full dims ``layout``) on TP rank ``rank``: sub-block index x 2^32 +
+    the channel's index within the whole sub-block."""
+    import numpy as np
+
+    ids = []
+    for k, full in enumerate(layout):
+        n = full // tp
+        ids.append(k * (1 << 32) + rank * n + np.arange(n, dtype=np.int64))
+    return np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+
+
+def _misplaced_channels(xfers: list, i: int, a: Any, peer_info: Any, prefill: SideGeometry, decode: SideGeometry, p_dims: dict, d_dims: dict) -> str | None:
+    """Read the recorded Mamba slice writes of component ``i`` (prefill TP rank 0 into
+    decode TP rank 0, as the stand-in manager runs) back as channels: each byte block's
+    source channels (row, channel of the prefill rank's slot) must be the same channels
+    of the model (sub-block and index within it) as its destination's. Layouts:
+    ``conv_layout`` of each side's ``mamba_dims`` for conv entries; temporal entries are
+    one head axis. Blocks whose element sizes differ between the sides are left to
+    ``_corrupt_writes``."""
+    import numpy as np
+
+    t = prefill.state_types[i]
+    src_regs = [r for r in prefill.state_regions if r.state_type == t]
+    dst_regs = [r for r in decode.state_regions if r.state_type == t]
+    src_ptrs, dst_ptrs = list(a.state_data_ptrs[i]), list(peer_info.dst_state_data_ptrs[i])
+    src_lens, dst_lens = list(a.state_item_lens[i]), list(peer_info.dst_state_item_lens[i])
+    tp_p, tp_d = prefill.attn_tp_size, decode.attn_tp_size
+
+    def layout(dims: dict, tp: int, part: str) -> list[int]:
+        return list(dims.get("conv_layout") or [dims["conv"] * tp]) if part == "conv" else [dims["temporal"] * tp]
+
+    for kind, src, dst in xfers:
+        if kind != "generic":
+            continue
+        for srow, drow in zip(_rows(src), _rows(dst)):
+            s, j = _entry_at(src_ptrs, int(srow[0])), _entry_at(dst_ptrs, int(drow[0]))
+            if s is None or j is None or s >= len(src_regs) or j >= len(dst_regs):
+                continue
+            part = src_regs[s].part
+            if part not in ("conv", "temporal") or part not in p_dims or part not in d_dims:
+                continue
+            outer = p_dims.get(f"{part}_outer", 1)
+            dim_s, dim_d = p_dims[part], d_dims[part]
+            bpd_s, bpd_d = src_lens[s] // (dim_s * outer), dst_lens[j] // (dim_d * outer)
+            if not bpd_s or bpd_s != bpd_d:
+                continue
+            off_s = int(srow[0]) - src_ptrs[s] - src_lens[s]
+            off_d = int(drow[0]) - dst_ptrs[j] - dst_lens[j]
+            row_s, c_s = divmod(off_s // bpd_s, dim_s)
+            row_d, c_d = divmod(off_d // bpd_d, dim_d)
+            n = int(srow[1]) // bpd_s
+            ids_s = _channel_ids(layout(p_dims, tp_p, part), tp_p, 0)[c_s : c_s + n]
+            ids_d = _channel_ids(layout(d_dims, tp_d, part), tp_d, 0)[c_d : c_d + n]
+            if row_s != row_d or len(ids_s) != n or len(ids_d) != n or not np.array_equal(ids_s, ids_d):
+                return (
+                    f"Mamba {part} entry {s} (layer {src_regs[s].layer_id}): the slice moves prefill channels {c_s}..{c_s + n - 1} "
+                    f"(row {row_s}) into decode channels {c_d}..{c_d + n - 1} (row {row_d}) of another sub-block or position "
+                    f"(channel axis {layout(p_dims, tp_p, part)} at TP {tp_p}, {layout(d_dims, tp_d, part)} at TP {tp_d})"
                 )
     return None

@@ -94,7 +94,8 @@ class StateInputs(BaseModel):
     default UCX), the SWA KV layout of each side ("nhd", or "hnd" with
     ``SGLANG_USE_HND_KVCACHE``), ``prepared_state``: both sides run a release with the
     prepared state plan (0.5.23 prefill and a decode sending frame 23; 0.5.22 has none), the model's total KV heads of the SWA layers
-    (``get_total_num_kv_heads``), and the Mamba dtype variables of each side."""
+    (``get_total_num_kv_heads``), the Mamba dtype variables of each side, and the Mamba
+    conv state's sub-block layout of each side (``mamba_conv_layout``)."""
 
     prepared_state: bool = True
     prefill_pp: int = 1
@@ -106,6 +107,12 @@ class StateInputs(BaseModel):
     total_kv_heads: int | None = None
     prefill_mamba_dtypes: tuple[str | None, str | None] = (None, None)
     decode_mamba_dtypes: tuple[str | None, str | None] = (None, None)
+    # The Mamba conv state's sliced axis per side (``mamba_conv_layout``): the full dims of
+    # its independently TP-sharded sub-blocks, and the sub-blocks the prefill registers
+    # for the slice transfer (``conv_shard_groups``; None: sliced as one axis).
+    prefill_conv_layout: list[int] | None = None
+    decode_conv_layout: list[int] | None = None
+    conv_shard_groups: list[int] | None = None
 
 
 class StateDecision(BaseModel):
@@ -472,6 +479,10 @@ def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: Stat
         dec.unchecked = "Mamba entries do not pair"
         return
     src, dst = _lens(p, "mamba"), _lens(d, "mamba")
+    bad_conv = _conv_misplaced(inp, p.attn_tp_size, d.attn_tp_size)
+    if bad_conv and any(r.part == "conv" for r in p.state_regions if r.state_type == "mamba"):
+        dec.corruption = bad_conv
+        return
     # item_len x TP is the whole state's size; equal on both sides iff the element sizes agree.
     skew = [(s, j) for s, j in pairs if src[s] * p.attn_tp_size != dst[j] * d.attn_tp_size]
     if not skew:
@@ -486,6 +497,34 @@ def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: Stat
         )
     else:
         dec.unchecked = "Mamba state sizes do not scale with the attention TP size (grouped heads widened to TP); kvcheck cannot decide the slice"
+
+
+def _conv_misplaced(inp: StateInputs, tp_p: int, tp_d: int) -> str | None:
+    """The conv state's channels under ``_send_mamba_state_slice`` /
+    ``compute_mamba_state_slice_blocks`` (0.5.22/0.5.23) at unequal state TP: with the
+    registered sub-blocks matching the prefill's axis (``use_subdims``) each sub-block is
+    sliced on its own and every channel lands at its place iff both sides shard the same
+    sub-blocks; otherwise the axis is sliced as one contiguous range, right only when it
+    is a single sub-block on both sides. A Mamba2 conv state ([x | B | C], no registered
+    sub-blocks) is therefore misplaced at every unequal TP: decode rank 0's B/C channels
+    receive x channels (aggregation: the prefill ranks' [x | B | C] shards are stacked
+    into the decode's x). Returns the corruption text, or None."""
+    lay_p, lay_d, shard = inp.prefill_conv_layout, inp.decode_conv_layout, inp.conv_shard_groups
+    if not lay_p or not lay_d:
+        return None
+    src_dim = sum(lay_p) // tp_p
+    use_subdims = shard is not None and sum(shard) == src_dim * tp_p
+    blocks_p, blocks_d = [x for x in lay_p if x], [x for x in lay_d if x]
+    if use_subdims and lay_p == lay_d == shard:
+        return None
+    if not use_subdims and len(blocks_p) == 1 and blocks_p == blocks_d:
+        return None
+    how = "per registered sub-block " + str(shard) if use_subdims else "as one contiguous axis"
+    return (
+        f"the Mamba conv state's channel axis is sub-blocks {lay_p} on the prefill and {lay_d} on the decode, each sharded over "
+        f"TP on its own, and the slice transfer (attention TP {tp_p} -> {tp_d}) cuts it {how}: decode channels receive "
+        "channels of another sub-block or position (compute_mamba_state_slice_blocks)"
+    )
 
 
 def _swa_head_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs) -> None:
@@ -538,7 +577,10 @@ def state_inputs(prefill, decode, prepared_state: bool = True) -> StateInputs:
         env = side.env or {}
         return env.get("SGLANG_MAMBA_CONV_DTYPE"), env.get("SGLANG_MAMBA_SSM_DTYPE")
 
+    lay_p = mamba_conv_layout(prefill.model, prefill.args.attn_tp_size) if prefill.model.hybrid == "linear" else (None, None)
+    lay_d = mamba_conv_layout(decode.model, decode.args.attn_tp_size) if decode.model.hybrid == "linear" else (None, None)
     return StateInputs(
+        prefill_conv_layout=lay_p[0], decode_conv_layout=lay_d[0], conv_shard_groups=lay_p[1],
         prepared_state=prepared_state, prefill_pp=prefill.args.pp_size, prefill_cp=prefill.args.attn_cp_size, prefill_dcp=prefill.args.dcp_size,
         decode_dcp=decode.args.dcp_size, nixl_backend=str(env_p.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")),
         swa_layout="hnd" if hnd else "nhd", total_kv_heads=heads,
@@ -546,19 +588,50 @@ def state_inputs(prefill, decode, prepared_state: bool = True) -> StateInputs:
     )
 
 
+def mamba_conv_layout(model, attn_tp: int) -> tuple[list[int], list[int] | None]:
+    """The Mamba conv state's sliced (channel) axis at attention TP ``attn_tp``: (the full,
+    unsharded dims of its sub-blocks, each sharded over TP on its own; the
+    ``conv_shard_groups`` the runtime registers for the slice transfer, None when it
+    registers none and slices the axis as one).
+
+    GDN (Qwen3-Next / Qwen3.5, ``Qwen3NextConfig.mamba2_cache_params``): [query | key |
+    value] = [key_dim, key_dim, value_dim], registered. KDA (``KimiLinearStateShape``):
+    [heads x head_dim] x 3, registered. Mamba2 (Nemotron-H, Falcon-H1): the conv1d
+    weight is loaded per rank as [x | B | C] (``mamba_v2_sharded_weight_loader`` with the
+    intermediate and two group shard settings), groups widened to TP when TP does not
+    divide them (``Mamba2StateShape.create``); the runtime registers no sub-blocks."""
+    if getattr(model, "mamba_kind", None) == "kda":
+        proj = (model.mamba_num_heads or 0) * (model.mamba_head_dim or 0)
+        return [proj, proj, proj], [proj, proj, proj]
+    from kvcheck.sglang.model import LINEAR_INTERVAL_ARCHS
+
+    inter, state, groups = model.mamba_intermediate_size or 0, model.mamba_state_size or 0, model.mamba_n_groups or 1
+    if model.architecture in LINEAR_INTERVAL_ARCHS:
+        key_dim = groups * state  # linear_key_head_dim x linear_num_key_heads
+        if groups % attn_tp:
+            groups = attn_tp
+        return [groups * state, groups * state, inter], [key_dim, key_dim, inter]
+    if groups % attn_tp:
+        groups = attn_tp
+    return [inter, groups * state, groups * state], None
+
+
 def mamba_dims(model, attn_tp: int) -> dict[str, list[int]] | None:
     """``HybridLinearKVPool.get_state_dim_per_tensor`` per entry (conv entries of every
     Mamba layer, then temporal): the sliced axis' size per rank (conv channels / TP;
     temporal heads / TP). KDA (Kimi Linear) conv state is ``[K - 1, dim]``, sliced on its
-    second axis: ``conv_outer`` = K - 1 rows (``get_state_slice_outer_counts``)."""
+    second axis: ``conv_outer`` = K - 1 rows (``get_state_slice_outer_counts``).
+    ``conv_layout`` / ``conv_shard_groups``: ``mamba_conv_layout``."""
+    layout, shard = mamba_conv_layout(model, attn_tp)
     if getattr(model, "mamba_kind", None) == "kda":
         nh, hd = model.mamba_num_heads or 0, model.mamba_head_dim or 0
-        return {"conv": 3 * nh * hd // attn_tp, "temporal": nh // attn_tp, "conv_outer": (model.mamba_conv_kernel or 1) - 1}
+        return {"conv": 3 * nh * hd // attn_tp, "temporal": nh // attn_tp, "conv_outer": (model.mamba_conv_kernel or 1) - 1,
+                "conv_layout": layout, "conv_shard_groups": shard}
     groups = model.mamba_n_groups or 1
     if groups % attn_tp:
         groups = attn_tp
     conv_dim = (model.mamba_intermediate_size or 0) + 2 * groups * (model.mamba_state_size or 0)
-    return {"conv": conv_dim // attn_tp, "temporal": (model.mamba_num_heads or 0) // attn_tp}
+    return {"conv": conv_dim // attn_tp, "temporal": (model.mamba_num_heads or 0) // attn_tp, "conv_layout": layout, "conv_shard_groups": shard}
 
 
 def fix_for(d: StateDecision) -> str:
@@ -586,6 +659,11 @@ def fix_for(d: StateDecision) -> str:
     if "heterogeneous TP" in msg or "different TP sizes" in msg:
         what = {"block_scale": "MXFP8 block scales", "block_scale_swa": "MXFP8 block scales of the SWA layers"}.get(d.state_type, f"{d.state_type} state")
         return f"Run the same attention TP size on both sides: {what} are not sliced across TP ranks by SGLang 0.5.23."
+    if "conv state's channel axis" in msg:
+        return (
+            "Run the same attention TP size on both sides: SGLang slices this Mamba conv state across TP sizes as one "
+            "axis (a Mamba2 conv state is [x | B | C] per rank, sharded block by block), which misplaces its channels."
+        )
     if d.state_type == "mamba":
         return (
             "Set the same SGLANG_MAMBA_SSM_DTYPE and SGLANG_MAMBA_CONV_DTYPE on both sides (and the same mamba_ssm_dtype in "
