@@ -57,6 +57,12 @@ CONFIGS = {
         "linear_attn_config": {"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8], "num_heads": 32, "head_dim": 128,
                                "short_conv_kernel_size": 4},
     },
+    # DeepSeek V3.2-shaped DSA (MLA + index-K per layer, the "dsa" state component).
+    "dsa": {
+        "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32", "num_hidden_layers": 6, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "hidden_size": 1024, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+        "v_head_dim": 128, "q_lora_rank": 256, "index_topk": 256, "index_head_dim": 128, "index_n_heads": 16,
+    },
     "mimo-v2": {
         "architectures": ["MiMoV2FlashForCausalLM"], "model_type": "mimo_v2_flash", "num_hidden_layers": 4, "num_attention_heads": 16,
         "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
@@ -376,7 +382,7 @@ def test_corpus_builtin_agrees_with_runtime():
     assert {"swa_head_slice", "mamba_slice", "whole_prepared", "whole_generic"} <= seen_paths, seen_paths
     # PP>1 prefills: Mamba paired by layer id, SWA moved whole, misplaced SWA layers, and
     # the runtime's own refusals.
-    assert {("mamba", "whole_generic"), ("mamba", "mamba_slice"), ("swa", "corruption")} <= pp_seen, pp_seen
+    assert {("mamba", "whole_generic"), ("mamba", "mamba_slice"), ("swa", "corruption"), ("dsa", "whole_generic")} <= pp_seen, pp_seen
 
 
 def test_cli_exit_status_for_state_refusal(tmp_path):

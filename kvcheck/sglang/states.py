@@ -433,7 +433,9 @@ def merge_stages(per_stage: list[list[StateDecision]]) -> list[StateDecision]:
     ``raised_by``."""
     out: list[StateDecision] = []
     for i, first in enumerate(per_stage[0]):
-        column = [stage[i] for stage in per_stage if i < len(stage)]
+        # A stage's component list can be shorter (a MiniMax stage without sparse layers):
+        # only the same component of each stage is merged.
+        column = [stage[i] for stage in per_stage if i < len(stage) and stage[i].state_type == first.state_type]
         pick = (
             next((d for d in column if d.error is not None), None)
             or next((d for d in column if d.corruption), None)
