@@ -286,6 +286,10 @@ def test_qwen35_pp_partitions_differ():
     keys = pp_keys(p, d)
     assert keys[0] == [("mamba", "whole_generic", None, None, False)]
     assert keys[1] == [("mamba", None, "RuntimeError", "Decode peer is missing a transfer entry for model layer 2", False)]
+    # The decode's stage 1 holding only full-attention layer 7: no Mamba entries, no layer ids.
+    d2 = side("qwen3.5", "decode", {"tp_size": 2, "page_size": 16, "pp_size": 2}, env={"SGLANG_PP_LAYER_PARTITION": "7,1"})
+    p2 = side("qwen3.5", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2})
+    assert pp_keys(p2, d2)[1] == [("mamba", None, "RuntimeError", "Layer metadata must be provided by both PD peers or neither", False)]
 
 
 # ---- seeded corpus: builtin vs runtime ----------------------------------------------------
