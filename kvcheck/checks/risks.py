@@ -242,7 +242,7 @@ def hicache_no_effect(chk, ctx: CheckContext) -> list[Finding]:
 
 # State components whose transfer kvcheck's decision does not cover yet. "dsa" (index-K
 # per layer, paired with the KV regions layer by layer) is decided with the KV regions.
-_UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv")
+_UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "c128_state")
 
 
 @check(
@@ -272,9 +272,12 @@ def state_components(chk, ctx: CheckContext) -> list[Finding]:
     for g in (ctx.prefill_geometry, ctx.decode_geometry):
         if g is None or g.pool == "not_modeled":
             continue
-        todo = [t for t in g.state_types if t in _UNDECIDED_STATE_TYPES]
+        todo_idx = [i for i, t in enumerate(g.state_types) if t in _UNDECIDED_STATE_TYPES]
+        todo = [g.state_types[i] for i in todo_idx]
         if todo:
-            lens = "; ".join(f"{t}: {len(g.state_item_lens(t))} items of {sorted(set(g.state_item_lens(t)))} bytes" for t in todo)
+            # By component index: a type can occur twice (DeepSeek V4's target and draft "swa").
+            comp = g.state_item_lens_by_type
+            lens = "; ".join(f"{g.state_types[i]}: {len(comp[i])} items of {sorted(set(comp[i]))} bytes" for i in todo_idx)
             out.append(chk.finding(f"{g.role}: {g.pool} pool registers {g.n} KV regions and state components {todo} ({lens}); kvcheck does not decide their transfer yet"))
     return out
 

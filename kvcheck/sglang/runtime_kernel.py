@@ -600,8 +600,8 @@ def _state_lists(g: SideGeometry, base: int, dims: dict[str, list[int]] | None):
     ``append_state_component`` fills ``kv_args.state_*``; pointers are fake."""
     ptrs, lens, items, dpt, lids = [], [], [], [], []
     n = 0
-    for t in g.state_types:
-        regs = [r for r in g.state_regions if r.state_type == t]
+    for i, t in enumerate(g.state_types):
+        regs = g.component_regions(i)  # by component index (DeepSeek V4 registers "swa" twice)
         ptrs.append([base + (n + k) * _PTR_STRIDE for k in range(len(regs))])
         n += len(regs)
         items.append([r.item_len for r in regs])
@@ -775,8 +775,8 @@ def _misplaced_writes(xfers: list, i: int, src_ptrs: list[int], peer_info: Any, 
     write into another layer's or part's buffer is corruption (the layer the decode reads
     is never written, the one written is overwritten)."""
     t = prefill.state_types[i]
-    src_regs = [r for r in prefill.state_regions if r.state_type == t]
-    dst_regs = [r for r in decode.state_regions if r.state_type == t]
+    src_regs = prefill.component_regions(i)
+    dst_regs = decode.component_regions(i)
     dst_ptrs = list(peer_info.dst_state_data_ptrs[i])
     for kind, src, dst in xfers:
         if kind != "generic":
@@ -818,8 +818,8 @@ def _misplaced_channels(xfers: list, i: int, a: Any, peer_info: Any, prefill: Si
     import numpy as np
 
     t = prefill.state_types[i]
-    src_regs = [r for r in prefill.state_regions if r.state_type == t]
-    dst_regs = [r for r in decode.state_regions if r.state_type == t]
+    src_regs = prefill.component_regions(i)
+    dst_regs = decode.component_regions(i)
     src_ptrs, dst_ptrs = list(a.state_data_ptrs[i]), list(peer_info.dst_state_data_ptrs[i])
     src_lens, dst_lens = list(a.state_item_lens[i]), list(peer_info.dst_state_item_lens[i])
     tp_p, tp_d = prefill.attn_tp_size, decode.attn_tp_size
