@@ -95,7 +95,10 @@ def hetero_tp_performance(chk, ctx: CheckContext) -> list[Finding]:
     "item-length-larger",
     Severity.ERROR,
     "Destination item lengths equal the source's",
-    what="A decode region whose per-page item length is larger than the prefill region written into it (any PP stage).",
+    what=(
+        "A decode region whose per-page item length is larger than the prefill region written into it (any PP stage); on "
+        "SGLang 0.5.5 .. 0.5.12.post1, which check no item length, a shorter one too."
+    ),
     why=(
         "The runtime accepts it silently (only a shorter destination raises) and writes prefill-sized items at the decode's "
         "stride: the decode reads a layout it did not write. Nothing raises; the output is garbage."
@@ -106,12 +109,26 @@ def item_length_larger(chk, ctx: CheckContext) -> list[Finding]:
     stages = ctx.extra.get("pp_stages") or []
     if not stages:
         return []
+    b_p = (ctx.extra.get("pd_behaviour") or (None, None))[0]
+    per_request = b_p is not None and b_p.per_request_decision
     for st in stages:
         if st.get("error") or st.get("path") in ("hetero_tp_slice", "dcp_relayout", None) or "_geometry" not in st:
             continue
         pg, dg = st["_geometry"]
         for i, j in enumerate(st.get("dst_indices") or []):
             src, dst = pg.regions[i].item_len, dg.regions[j].item_len
+            if dst < src and per_request:
+                # send_kvcache (0.5.5 .. 0.5.12.post1) strides both sides by the prefill's item
+                # length and checks nothing: page p lands at p x src bytes, where the decode
+                # reads pages p x src / dst on; the last pages run past the region (NIXL error).
+                where = f"prefill PP stage {st['pp_rank']}: " if len(stages) > 1 else ""
+                cause, fix = _item_cause(ctx)
+                return [chk.finding(
+                    f"{where}decode region {j} has item length {dst} bytes per page, shorter than the {src}-byte items of prefill region {i} "
+                    f"that SGLang {b_p.version} writes into it at the prefill's stride without any check (0.5.15 added one): the decode reads "
+                    f"overlapping, misplaced pages (silent corruption), and requests whose pages reach the region's end fail in NIXL{cause}",
+                    fix=fix,
+                )]
             if dst > src:
                 where = f"prefill PP stage {st['pp_rank']}: " if len(stages) > 1 else ""
                 cause, fix = _item_cause(ctx)
@@ -302,7 +319,15 @@ def state_transfer(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.states import fix_for
 
     out = []
-    for d in ctx.extra.get("state_decisions") or []:
+    decisions = ctx.extra.get("state_decisions")
+    if decisions is None and ctx.prefill_geometry is not None and ctx.decode_geometry is not None:
+        # Releases before 0.5.22 (state transfer otherwise not restated): their refusals
+        # of unequal attention TP for SWA / Mamba state (states.legacy_hetero_tp_refusals).
+        from kvcheck.sglang.releases import side_release
+        from kvcheck.sglang.states import legacy_hetero_tp_refusals
+
+        decisions = legacy_hetero_tp_refusals(ctx.prefill_geometry, ctx.decode_geometry, side_release(ctx.prefill)[0])
+    for d in decisions or []:
         if d.error is not None:
             out.append(chk.finding(
                 f"state component {d.index} ({d.state_type}, {d.n_entries} entries): the prefill's transfer worker raises {d.error.type}: {d.error.message}",

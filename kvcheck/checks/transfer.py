@@ -60,6 +60,8 @@ _DECISION_IDS = (
     ("PD DCP source/destination KV geometry differs", "dcp-geometry",
      "Make both sides derive the same KV geometry (same model, --kv-cache-dtype, page size) or run the decode with --dcp-size 1."),
     ("NIXL source mixed KV memory kinds", "source-mixed-kinds", "The prefill must register one memory kind."),
+    ("NIXL_ERR_NOT_FOUND", "head-slice-overrun",
+     "Run SGLang 0.5.17 or newer on the prefill (its head-slice list counts replicated KV heads once), or give the decode an attention TP size no larger than the model's KV heads, or the prefill's attention TP size."),
 )
 
 
@@ -151,6 +153,16 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
     if plan is None or plan.error is None:
         return []
     fid, fix = _classify(plan.error.message, _DECISION_IDS, plan.error.type)
+    per_request = plan.error.when == "first request"  # 0.5.5 .. 0.5.12.post1 (plan._decide_per_request)
+    if per_request and plan.error.type == "IndexError":
+        fid, fix = "region-count", (
+            "The decode must register the KV regions this prefill stage writes into: the same model, draft and PP layout on both sides."
+        )
+    elif per_request and plan.error.type == "ZeroDivisionError":
+        fid, fix = "head-slice-assert", (
+            "The decode replicates KV heads (more attention TP ranks than KV heads) and this release computes 0 heads per decode rank: "
+            "run the decode at the prefill's attention TP size, or upgrade both sides to 0.5.11 or later."
+        )
     pg, dg = ctx.prefill_geometry, ctx.decode_geometry
     stage = next((st for st in ctx.extra.get("pp_stages") or [] if st.get("error")), None)
     if stage is not None and "_geometry" in stage:
@@ -165,6 +177,14 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
             detail += f"; prefill region {i} is {pg.regions[i].item_len} bytes per page, decode region {j} only {dg.regions[j].item_len}"
     if stage is not None and stage["pp_rank"] > 0:
         detail = f"prefill PP stage {stage['pp_rank']} (layers {stage['layers'][0]}..{stage['layers'][1] - 1}): " + detail
+    if fid == "head-slice-overrun":
+        p_tp, d_tp = ctx.prefill.args.attn_tp_size, ctx.decode.args.attn_tp_size
+        heads = ctx.prefill.model.num_key_value_heads
+        detail += (
+            f"; the prefill (attention TP {p_tp}) prepares {d_tp // max(1, p_tp)} head groups per token for the decode's "
+            f"attention TP {d_tp}, but the model has {heads} KV heads (replicated on the decode), so its source list runs "
+            "past the registered KV region (SGLang 0.5.13 .. 0.5.16; 0.5.17 counts replicated heads once)"
+        )
     if fid == "region-count":
         fix = _region_count_fix(ctx, pg, dg) or fix
     if fid == "item-stride":
@@ -175,6 +195,10 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
         fix = cause_fix or fix
     if ctx.extra.get("bootstrap_errors"):
         detail += "; this is raised once the bootstrap checks above pass"
+    if per_request:
+        return [Finding(id=fid, severity=Severity.ERROR, fix=fix, runtime_error=plan.error, message=(
+            f"the prefill accepts the decode's KV registration without checks and fails building the first request's transfer: {detail}"
+        ))]
     return [Finding(id=fid, severity=Severity.ERROR, message=f"the prefill rejects the decode's KV registration: {detail}", fix=fix, runtime_error=plan.error)]
 
 

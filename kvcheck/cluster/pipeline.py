@@ -454,7 +454,7 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
         report = Report(verdict=verdict_of(kept), plan=None, findings=kept, sides=report.sides, kernel=report.kernel, runtime=report.runtime, extra=report.extra)
         extra.append(finding(
             "backend-not-modeled", Severity.UNCHECKED,
-            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks on page size, KV dtype, CP and PP sizes, which every backend runs, were checked)",
+            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks of its release, which every backend runs, were checked: page size, KV dtype, CP and PP sizes from 0.5.10; page size and PP in the v1 checks before)",
             "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
             _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
         ))
