@@ -486,3 +486,31 @@ def test_cli_exit_status_for_state_refusal(tmp_path):
     bad = run_cli(*base, "--prefill-env", str(env))
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "Head-sliced PD transfer needs the NHD KV cache layout, got hnd" in bad.stdout
+
+
+def test_qwen35_pp2_kv_regions_pair_by_layer_id():
+    """Qwen3.5-shaped linear hybrid, prefill PP 2: HybridLinearKVPool registers a global
+    layer id per KV region (get_kv_layer_ids: the stage's full-attention layers, K then V),
+    and SGLang 0.5.23's build_transfer_entry_pairs pairs each stage with a PP 1 decode by
+    those ids without raising. kvcheck restates positional pairing only, so that pair is
+    unchecked (never the 'requires layer ids' failure positional pairing would give);
+    at the same PP layout the ids pair positionally and the plan is decided."""
+    from sglang.srt.disaggregation.utils import build_transfer_entry_pairs
+
+    from kvcheck.sglang.plan import decide_transfer
+
+    p = side("qwen3.5", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2})
+    d1 = side("qwen3.5", "decode", {"tp_size": 2, "page_size": 16})
+    d2 = side("qwen3.5", "decode", {"tp_size": 2, "page_size": 16, "pp_size": 2})
+    full = p.model.full_layer_ids
+    for rank in (0, 1):
+        pg, dg = derive_geometry(p, pp_rank=rank), derive_geometry(d1)
+        lo, hi = pg.stage_layers[rank]
+        src_ids = [x for x in full if lo <= x < hi] * 2
+        assert len(src_ids) == pg.n and len(full) * 2 == dg.n
+        pairs = build_transfer_entry_pairs(src_ids, full * 2, pg.n, dg.n, allow_positional_fallback=False)
+        assert len(pairs) == pg.n  # the runtime pairs them; no RuntimeError
+        plan = decide_transfer(pg, dg, pp_rank=rank)
+        assert plan.path == "not_modeled" and plan.error is None and "layer id" in plan.not_modeled_reason
+        same = decide_transfer(pg, derive_geometry(d2, pp_rank=rank), pp_rank=rank)
+        assert same.path == "equal_tp" and same.dst_indices == list(range(pg.n))
