@@ -359,7 +359,7 @@ FINDING_IDS = {
     "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
     "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning"],
     "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
-    "connector-startup": ["connector-startup", "staging-mla", "nixl-ib-device", "decode-host-destination"],
+    "connector-startup": ["connector-startup", "staging-mla", "nixl-ib-device", "decode-host-destination", "minimax-index-value"],
     "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
     "probe": [
         "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",

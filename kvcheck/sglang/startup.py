@@ -1225,6 +1225,9 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
                 return Stop("SGLANG_DISAGG_STAGING_BUFFER on a prefill: the chunked-prefill/page-size check before it depends on the GPU's defaults")
             return ConnectorRefusal("staging-mla", queue, "RuntimeError",
                                     "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.")
+    out = minimax_index_value(side)
+    if out is not None:
+        return out
     out = _nixl_manager_init(side)
     if out is not None:
         return out
@@ -1232,6 +1235,24 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
         # No KV manager of 0.5.23 sets supports_host_destination (BaseKVManager: False).
         return ConnectorRefusal("decode-host-destination", "DecodePreallocQueue._init_kv_manager", "ValueError",
                                 "Transfer backend does not support decode host KV destinations")
+    return None
+
+
+def minimax_index_value(side: Side) -> Union[ConnectorRefusal, Stop, None]:
+    """``setup_state_kv_args`` (disaggregation/utils.py, SGLang 0.5.23), which both roles'
+    ``_init_kv_manager`` run before building the KV manager: a MiniMax sparse pool
+    (``MiniMaxSparseKVPool``) with an index-value pool (a sparse layer whose
+    ``sparse_disable_index_value`` entry is 0) raises ``NotImplementedError``. With HiSparse
+    or the MiniMax M3 NVFP4 checkpoint the pool classes differ: not restated (``Stop``)."""
+    m = side.model
+    if m.hybrid != "minimax_sparse":
+        return None
+    if side.args.enable_hisparse or (m.quant_method or "").startswith("minimax_m3_nvfp4"):
+        return Stop("MiniMax sparse pool with HiSparse or the NVFP4 pool: its state registration is not restated")
+    if set(m.sparse_layer_ids) - set(m.k_only_sparse_layer_ids):
+        return ConnectorRefusal("minimax-index-value", "setup_state_kv_args", "NotImplementedError",
+                                "PD disaggregation for MiniMax sparse layers with index value (index_kv_pool) is not yet "
+                                "supported; only K-only sparse layers are.")
     return None
 
 
