@@ -170,3 +170,38 @@ def test_fp4_hybrid_pool_stays_unmodeled():
     args = ServerArgs(disaggregation_mode="decode", disaggregation_transfer_backend="nixl", kv_cache_dtype="fp4_mx_block16")
     geo = derive_geometry(Side(role="decode", args=args, raw_args={}, model=parse_model_config(raw), origin="x"))
     assert geo.pool == "not_modeled" and "swa hybrid pool" in geo.not_modeled_reason
+
+
+# An EAGLE3 draft of Llama 3.1 8B's shape (one layer), written here.
+EAGLE3_DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "hidden_size": 4096, "intermediate_size": 1024, "vocab_size": 1000,
+                "draft_vocab_size": 500, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_fp4_mha_eagle3_draft(publish, tmp_path, tp):
+    """A separate EAGLE3 draft: the draft worker's configurator builds the same FP4 MHA pool
+    (``_build_mha_kv_pool`` with the draft's FP4 quant method) over the draft's layers."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.layers.quantization.fp4_kv_cache_quant_method import get_kv_cache_quant_method
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    from sglang.srt.runtime_context import get_parallel
+
+    (tmp_path / "draft").mkdir()
+    (tmp_path / "draft" / "config.json").write_text(json.dumps(EAGLE3_DRAFT))
+    flags = dict(tp_size=tp, page_size=16, attention_backend="triton", kv_cache_dtype="fp4_mx_block16", speculative_algorithm="EAGLE3",
+                 speculative_draft_model_path=str(tmp_path / "draft"), speculative_num_steps=1, speculative_eagle_topk=1,
+                 speculative_num_draft_tokens=2)
+    sa = publish("llama-3.1-8b", "decode", flags, "b200")
+    target, _, _, _ = _registered(sa, draft=False)
+    dmc = ModelConfig.from_server_args(sa, model_path=str(tmp_path / "draft"), is_draft_model=True)
+    qm = get_kv_cache_quant_method("fp4_mx_block16", num_layers=dmc.num_hidden_layers, device="cpu", page_size=16)
+    qm.configure_attention_backends_from_server_args(sa)
+    dpool = MHATokenToKVPool(32, page_size=16, dtype=torch.float4_e2m1fn_x2, layer_num=dmc.num_hidden_layers, device="cpu",
+                             enable_memory_saver=False, quant_method=qm, head_dim=dmc.head_dim, v_head_dim=dmc.v_head_dim,
+                             head_num=dmc.get_num_kv_heads(get_parallel().attn_tp_size, get_parallel().attn_dcp_size))
+    _, _, ditems = dpool.get_contiguous_buf_infos()
+    side = _side("llama-3.1-8b", "decode", flags, "b200").model_copy(update={"draft_model": parse_model_config(EAGLE3_DRAFT)})
+    geo = derive_geometry(side)
+    assert geo.item_lens == target + ditems and geo.num_draft_regions == len(ditems) == 2
+    assert geo.unregistered_scale_buffers == len(_scale_buffers(_pool(sa))) + len(_scale_buffers(dpool))
