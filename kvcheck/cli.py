@@ -7,6 +7,7 @@ checked), 3 a live source could not be reached in time, 4 unchecked (0 with
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -94,7 +95,7 @@ def preflight(
     api_key: Optional[str] = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps)."),
     bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port)."),
     connect_timeout: float = typer.Option(3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each TCP/TLS connect to a live server."),
-    deadline: float = typer.Option(10.0, "--deadline", callback=_seconds, help="Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 until then). Past it: exit 3."),
+    deadline: float = typer.Option(10.0, "--deadline", callback=_seconds, help="Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 until then); two live sides are read side by side. Past it: exit 3."),
     prefill_agent: Optional[str] = typer.Option(None, "--prefill-agent", help="A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a saved blob. Its live regions are compared with the args."),
     decode_agent: Optional[str] = typer.Option(None, "--decode-agent", help="A kvcheck NIXL agent of the decode role (same forms). Needed by --probe."),
     probe: bool = typer.Option(False, "--probe", help="Move real bytes along each segment of the plan from a prefill-role agent started here to --decode-agent, and verify them."),
@@ -111,7 +112,7 @@ def preflight(
     from kvcheck import report as renderers
     from kvcheck.preflight import run_preflight
     from kvcheck.report import FORMATS
-    from kvcheck.sources import load_side
+    from kvcheck.sources import is_live_spec, load_side
 
     if format not in FORMATS:
         raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
@@ -126,8 +127,9 @@ def preflight(
     if prefill is None or decode is None:
         raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
-    p = load_side(prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
-    d = load_side(decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
+    read_prefill = functools.partial(load_side, prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
+    read_decode = functools.partial(load_side, decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
+    p, d = _read_pair(read_prefill, read_decode, both_live=is_live_spec(prefill) and is_live_spec(decode))
     report = run_preflight(p, d, kernel=kernel, ignore=ignore)
     if prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
@@ -152,6 +154,20 @@ def preflight(
     except BrokenPipeError:
         _quiet_stdout()  # a reader that closed the pipe early (| head) does not change the verdict
     raise typer.Exit(_decided_exit)
+
+
+def _read_pair(read_prefill, read_decode, *, both_live: bool):
+    """Read the prefill and the decode: one after the other from files, side by side when
+    both are live servers, so that ``--deadline`` bounds the whole read (each live source
+    has its own deadline, and two read in turn could take twice as long). The prefill's
+    error is raised first, as in a sequential read."""
+    if not both_live:
+        return read_prefill(), read_decode()
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kvcheck-read") as pool:
+        fp, fd = pool.submit(read_prefill), pool.submit(read_decode)
+        return fp.result(), fd.result()
 
 
 def _check_release_options(**options: Optional[str]) -> None:

@@ -164,3 +164,17 @@ def test_single_pair_contract_unchanged_with_o():
     assert r.returncode == 0
     c = json.loads(r.stdout)
     assert set(c) >= {"verdict", "plan", "findings"} and "pairs" not in c
+
+
+def test_a_start_up_refusal_of_the_prefill_points_at_the_prefill_line(tmp_path):
+    # The prefill's --tp-size 3 is not a multiple of attention DP 2 (SGLang 0.5.23's
+    # ServerArgs check refuses it at start-up); both lines set --tp-size, and the
+    # annotation names the prefill's, not the decode's.
+    launch = "python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3.1-8B --disaggregation-transfer-backend nixl --page-size 16"
+    script = tmp_path / "run.sh"
+    script.write_text(f"{launch} --disaggregation-mode decode --tp-size 2 --port 30001\n"
+                      f"{launch} --disaggregation-mode prefill --tp-size 3 --dp-size 2 --enable-dp-attention\n")
+    r = kvcheck("-f", script, "-o", "github")
+    assert r.returncode == 1, r.stdout
+    line = next(x for x in r.stdout.splitlines() if "tp-attn-dp-cp" in x)
+    assert "file=run.sh,line=2," in line or f"file={script},line=2," in line, line

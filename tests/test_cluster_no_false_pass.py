@@ -114,3 +114,17 @@ def test_allow_unchecked_never_lets_a_model_independent_failure_pass(tmp_path):
     assert proc.returncode == 1, proc.stdout
     found = [f for f in _json(proc)["pairs"][0]["findings"] if f["id"] == "transfer-backend"]
     assert found and found[0]["runtime_error"]["message"] == "First message should be b'NixlMsgGuard'. Foreign traffic?"
+
+
+def test_allow_unchecked_never_lets_a_decode_pp_size_failure_pass(tmp_path):
+    # Unknown model, both sides NIXL, the decode at PP 4 against a PP 2 prefill: SGLang
+    # 0.5.23's decode asserts in _resolve_rank_mapping (disaggregation/common/conn.py)
+    # "Decode pp size (4) should be equal to prefill pp size (2) or 1" whatever the model.
+    nixl = "--disaggregation-transfer-backend nixl"
+    p = f"{LAUNCH} --model-path org/no-such-model --disaggregation-mode prefill {nixl} --pp-size 2"
+    d = f"{LAUNCH} --model-path org/no-such-model --disaggregation-mode decode {nixl} --pp-size 4 --port 30001"
+    proc = run_cli("preflight", "-f", str(_script(tmp_path, p, d)), "--allow-unchecked", "-o", "json")
+    assert proc.returncode == 1, proc.stdout
+    found = [f for f in _json(proc)["pairs"][0]["findings"] if f["id"] == "pp-size-mismatch"]
+    assert found and found[0]["runtime_error"]["message"] == "('Decode pp size (4) should be equal to prefill pp size (2) or 1',)"
+    assert found[0]["runtime_error"]["type"] == "AssertionError"

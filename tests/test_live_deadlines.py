@@ -192,3 +192,25 @@ def test_bench_module_imports():
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         assert callable(mod.main)
+
+
+def test_two_live_sides_are_read_side_by_side_under_one_deadline(tmp_path, baseline):
+    """Both sides live and both stalling: the decode is asked while the prefill's deadline
+    still runs (read side by side), so the whole preflight ends near one deadline, not two."""
+    arrived: dict[str, float] = {}
+
+    def stall_noting(name):
+        def handler(srv, conn):
+            arrived.setdefault(name, time.monotonic())
+            srv.stopped.wait(120)
+        return handler
+
+    with RawServer(stall_noting("prefill")) as p, RawServer(stall_noting("decode")) as d:
+        proc, took, _ = _run("preflight", "--prefill", p.url, "--decode", d.url, "--format", "json",
+                             "--deadline", str(DEADLINE), "--connect-timeout", "1")
+    assert proc.returncode == 3, proc.stderr
+    assert set(arrived) == {"prefill", "decode"}
+    # read in turn, the decode would be asked only after the prefill's 3 s deadline passed
+    assert abs(arrived["decode"] - arrived["prefill"]) < DEADLINE, arrived
+    assert f"127.0.0.1:{p.port}" in proc.stderr  # the prefill's error is the one reported
+    assert took < DEADLINE + 2 + baseline, (took, baseline)

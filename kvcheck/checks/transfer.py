@@ -90,19 +90,32 @@ def transfer_backend(chk, ctx: CheckContext) -> list[Finding]:
         return []
     if p == d:
         return [chk.finding(f"both sides use --disaggregation-transfer-backend {p}; kvcheck models the NIXL connector only", severity=Severity.WARNING, fix="Set --disaggregation-transfer-backend nixl on both servers to use NIXL.")]
-    rt = None
-    if p == "nixl":
-        rt = RuntimeErrorPrediction(
-            type="AssertionError", message=GUARD_ASSERT,
-            raised_by="prefill: NIXL bootstrap thread (first ZMQ message from the decode)",
-            when="first request",
-            operator_sees=_hang(ctx),
-        )
     return [chk.finding(
-        f"transfer backends differ: prefill --disaggregation-transfer-backend={p}, decode --disaggregation-transfer-backend={d}"
-        + (" (the default)" if "disaggregation_transfer_backend" not in ctx.decode.raw_args else ""),
-        runtime_error=rt,
+        backend_mismatch_message(p, d) + (" (the default)" if "disaggregation_transfer_backend" not in ctx.decode.raw_args else ""),
+        runtime_error=backend_mismatch_error(p, d, _hang(ctx)),
     )]
+
+
+def backend_mismatch_message(prefill_backend: str, decode_backend: str) -> str:
+    """The ``transfer-backend`` finding's message for two different backends."""
+    return f"transfer backends differ: prefill --disaggregation-transfer-backend={prefill_backend}, decode --disaggregation-transfer-backend={decode_backend}"
+
+
+def backend_mismatch_error(prefill_backend: str, decode_backend: str, operator_sees: str) -> RuntimeErrorPrediction | None:
+    """What the runtime raises when the two sides' transfer backends differ: with NIXL on
+    the prefill, the decode's first ZMQ message fails the ``GUARD`` assert of
+    ``NixlKVManager._bootstrap_thread`` (SGLang 0.5.23 ``disaggregation/nixl/conn.py``)
+    and the bootstrap thread dies; ``operator_sees`` is the hang text of the side's
+    timeouts. ``None`` when the prefill is not NIXL (kvcheck does not model the other
+    connectors' threads) or the backends agree."""
+    if prefill_backend != "nixl" or decode_backend == prefill_backend:
+        return None
+    return RuntimeErrorPrediction(
+        type="AssertionError", message=GUARD_ASSERT,
+        raised_by="prefill: NIXL bootstrap thread (first ZMQ message from the decode)",
+        when="first request",
+        operator_sees=operator_sees,
+    )
 
 
 @check(

@@ -448,7 +448,10 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     backends that differ with NIXL on the prefill (the decode's first ZMQ message kills
     the prefill's NIXL bootstrap thread: ``transfer-backend``), and a decode PP size that
     is neither the prefill's nor 1 (``_resolve_rank_mapping``'s assert, 0.5.23)."""
-    from kvcheck.sglang.plan import DECODE_FIRST_REQUEST, DECODE_SCHEDULER, GUARD_ASSERT, RuntimeErrorPrediction, _assert_text
+    from kvcheck.checks.transfer import _BOOTSTRAP_FIX, backend_mismatch_error, backend_mismatch_message
+    from kvcheck.preflight import hang_text
+    from kvcheck.sglang.pd_release import behaviour
+    from kvcheck.sglang.plan import PairInfo, bootstrap_checks
 
     pa, da = p.first.args, d.first.args
     if pa is None or da is None:
@@ -457,20 +460,26 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     pb = pa.get("disaggregation_transfer_backend", "mooncake")
     db = da.get("disaggregation_transfer_backend", "mooncake")
     if pb != db and pb == "nixl":
-        rt = RuntimeErrorPrediction(type="AssertionError", message=GUARD_ASSERT, raised_by="prefill: NIXL bootstrap thread (first ZMQ message from the decode)",
-                                    when="first request", operator_sees="the prefill's NIXL bootstrap thread dies; requests to it hang until the bootstrap/waiting timeouts")
+        rt = backend_mismatch_error(pb, db, hang_text({"bootstrap_timeout_s": 300, "waiting_timeout_s": 300}))
         f = Finding(id="transfer-backend", severity=Severity.ERROR, runtime_error=rt,
-                    message=f"transfer backends differ: prefill --disaggregation-transfer-backend={pb}, decode --disaggregation-transfer-backend={db} (whatever the model)",
+                    message=backend_mismatch_message(pb, db) + " (whatever the model)",
                     fix="Set --disaggregation-transfer-backend nixl on both servers.")
         out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
     pp, dp = int(pa.get("pp_size") or 1), int(da.get("pp_size") or 1)
     if dp not in (pp, 1):
-        msg = _assert_text(f"Decode pp size ({dp}) should be equal to prefill pp size ({pp}) or 1")
-        rt = RuntimeErrorPrediction(type="AssertionError", message=msg, raised_by=DECODE_SCHEDULER, when="first request", operator_sees=DECODE_FIRST_REQUEST)
-        f = Finding(id="pp-size-mismatch", severity=Severity.ERROR, runtime_error=rt,
-                    message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must equal the prefill's or be 1, whatever the model)",
-                    fix="Align the named flag on both servers.")
-        out.append(Located(f, _flag_location("--pp-size", d) or d.first.instance.location, []))
+        # The decode's own PP check (plan.bootstrap_checks), on sides that agree in
+        # everything else it compares, so that only the PP assert can fire.
+        same = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)
+        try:
+            failures = bootstrap_checks(PairInfo(**same, pp_size=pp), PairInfo(**same, pp_size=dp), behaviour(d.first.release))
+        except ValueError:  # the decode's release: bootstrap checks not modeled (the pair is unchecked)
+            failures = []
+        for fid, rt in failures:
+            if fid == "pp-size-mismatch":
+                f = Finding(id=fid, severity=Severity.ERROR, runtime_error=rt,
+                            message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must equal the prefill's or be 1, whatever the model)",
+                            fix=_BOOTSTRAP_FIX[fid])
+                out.append(Located(f, _flag_location("--pp-size", d) or d.first.instance.location, []))
     return out
 
 
@@ -508,12 +517,16 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
     in its message that a side's manifest sets (the side whose role is named just before
     the flag, else the decode then the prefill). When both sides are named (a mismatch),
     the decode's line comes first: the decode is the side that raises the bootstrap
-    checks. Else the decode's (or, for a prefill-only message, the prefill's) instance line."""
+    checks; a message about one side (``prefill: ...``, ``the prefill server ...``) points at that side's lines first.
+    Else the decode's (or, for a prefill-only message, the prefill's) instance line."""
     found: list[tuple[str, Location]] = []
     text = f.message
+    # A finding about one side ("prefill: ...", "decode: ...") points at that side's lines.
+    owner = p if text.startswith(("prefill:", "the prefill server")) else d if text.startswith(("decode:", "the decode server")) else None
+    default = (owner, d if owner is p else p) if owner is not None else (d, p)
     for m in _FLAG_RE.finditer(text):
         before = text[max(0, m.start() - 12):m.start()]
-        order = (p,) if "prefill" in before else (d,) if "decode" in before else (d, p)
+        order = (p,) if "prefill" in before else (d,) if "decode" in before else default
         for cls in order:
             loc = _flag_location(m.group(0), cls)
             if loc is not None and loc not in [x for _, x in found]:
@@ -521,12 +534,13 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
                 break
     if not found:
         for m in _FLAG_RE.finditer(f.fix):
-            for cls in (d, p):
+            for cls in default:
                 loc = _flag_location(m.group(0), cls)
                 if loc is not None:
                     return [loc]
     if found:
-        found.sort(key=lambda rl: rl[0] != "decode")
+        first = owner.role if owner is not None else "decode"
+        found.sort(key=lambda rl: rl[0] != first)
         return [loc for _, loc in found]
     if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
         return [p.first.instance.location]

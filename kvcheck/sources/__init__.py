@@ -224,6 +224,14 @@ def release_defaults(args: dict[str, Any], version: str) -> dict[str, Any]:
     return out
 
 
+def is_live_spec(spec: str) -> bool:
+    """Whether ``load_side`` reads ``spec`` from a live server (an ``http(s)://`` URL, or
+    ``HOST:PORT`` that is not an existing file) rather than from a file."""
+    if spec.startswith(("http://", "https://")):
+        return True
+    return not Path(spec).exists() and bool(_HOST_PORT.match(spec))
+
+
 def load_side(
     spec: str,
     role: Role,
@@ -246,7 +254,7 @@ def load_side(
     """
     from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
 
-    if not spec.startswith(("http://", "https://")) and not Path(spec).exists() and _HOST_PORT.match(spec):
+    if not spec.startswith(("http://", "https://")) and is_live_spec(spec):
         spec = "http://" + spec  # host:port of a live server, as SGLang prints it
     if spec.startswith(("http://", "https://")):
         from kvcheck.sources import live
