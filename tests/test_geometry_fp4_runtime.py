@@ -205,3 +205,60 @@ def test_fp4_mha_eagle3_draft(publish, tmp_path, tp):
     geo = derive_geometry(side)
     assert geo.item_lens == target + ditems and geo.num_draft_regions == len(ditems) == 2
     assert geo.unregistered_scale_buffers == len(_scale_buffers(_pool(sa))) + len(_scale_buffers(dpool))
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+@pytest.mark.parametrize("model", ["qwen3-next", "nemotron-h"])
+def test_fp4_linear_hybrid_full_attention_pool(tmp_path, monkeypatch, model, tp):
+    """An MHA linear-attention hybrid with FP4 KV: ``HybridLinearKVPool`` hands the FP4
+    quant method to its full-attention ``MHATokenToKVPool``; the Mamba state component is
+    unchanged and the block scales stay unregistered."""
+    from test_geometry_hybrid_runtime import CONFIGS
+
+    from sglang.srt.configs.hybrid_arch import mambaish_config
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.disaggregation.base.conn import KVArgs
+    from sglang.srt.disaggregation.utils import setup_state_kv_args
+    from sglang.srt.layers.quantization.fp4_kv_cache_quant_method import get_kv_cache_quant_method
+    from sglang.srt.mem_cache.memory_pool import HybridLinearKVPool, MambaPool
+    from sglang.srt.runtime_context import get_context, get_parallel, reset_context
+    from sglang.srt.server_args import prepare_server_args
+
+    import sglang.srt.mem_cache.memory_pool as memory_pool
+
+    monkeypatch.setattr(memory_pool, "_is_cuda", True)
+    (tmp_path / model).mkdir()
+    (tmp_path / model / "config.json").write_text(json.dumps(CONFIGS[model]))
+    flags = dict(tp_size=tp, page_size=16, attention_backend="triton", kv_cache_dtype="fp4_mx_block16")
+    with C.gpu_facts(C.GPUS["h100"]):
+        reset_context()
+        sa = prepare_server_args(["--model-path", str(tmp_path / model), "--device", "cuda", "--disaggregation-mode", "decode",
+                                  "--disaggregation-transfer-backend", "nixl"] + C.argv(flags))
+        sa.resolve_once()
+        get_context().set_server_args(sa)
+        mc = ModelConfig.from_server_args(sa)
+        cfg = mambaish_config(mc)
+        params = cfg.mamba2_cache_params
+        qm = get_kv_cache_quant_method("fp4_mx_block16", num_layers=len(cfg.full_attention_layer_ids), device="cpu", page_size=16)
+        qm.configure_attention_backends_from_server_args(sa)
+        pool = HybridLinearKVPool(
+            page_size=16, size=64, dtype=torch.float4_e2m1fn_x2, head_num=mc.get_num_kv_heads(get_parallel().attn_tp_size, 1),
+            head_dim=mc.head_dim, full_attention_layer_ids=list(cfg.full_attention_layer_ids), device="cpu",
+            mamba_pool=MambaPool(size=4, spec_state_size=0, cache_params=params, mamba_layer_ids=list(params.layers), device="cpu"),
+            enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=0, use_mla=False, quant_method=qm,
+        )
+        ptrs, _, items = pool.get_contiguous_buf_infos()
+        kv_args = KVArgs()
+        setup_state_kv_args(kv_args, pool, None, mc.num_hidden_layers)
+        reset_context()
+    raw = CONFIGS[model]
+    side = Side(role="decode", args=ServerArgs(disaggregation_mode="decode", disaggregation_transfer_backend="nixl", **flags),
+                raw_args=dict(flags), model=parse_model_config(raw), origin=model, gpu="h100", gpu_source="--gpu")
+    geo = derive_geometry(side)
+    assert geo.pool == "HYBRID_LINEAR" and geo.item_lens == items
+    assert geo.state_types == [t.value for t in kv_args.state_types] == ["mamba"]
+    assert geo.state_item_lens_by_type == [list(x) for x in kv_args.state_item_lens]
+    scales = _scale_buffers(pool.full_kv_pool)
+    state_ptrs = {x for comp in kv_args.state_data_ptrs for x in comp}
+    assert scales and all(t.data_ptr() not in set(ptrs) | state_ptrs for t in scales)
+    assert geo.unregistered_scale_buffers == len(scales)

@@ -410,15 +410,17 @@ def fp4_unmodeled_reason(side: Side, model: ModelConfig, dtype: str, *, draft: b
     """Why kvcheck does not derive the FP4 pool of ``model`` on ``side`` (``None``: it does).
 
     Modeled (SGLang 0.5.23 ``KVCacheConfigurator._build_token_to_kv_pool``): a plain MHA
-    target/draft (``MHATokenToKVPool`` with an FP4 quant method) and a plain MLA one
+    target/draft (``MHATokenToKVPool`` with an FP4 quant method), the full-attention
+    sub-pool of an MHA linear-attention hybrid (``HybridLinearKVPool`` passes the quant
+    method to its ``MHATokenToKVPool``; the Mamba state is unchanged) and a plain MLA one
     (``_build_mla_fp4_kv_pool`` -> ``MLATokenToKVPoolFP4``). Not modeled: DSA (its pool is
-    not the FP4 one), hybrid pools (SWA, Mamba/linear, MiniMax sparse: their sub-pools are
-    built with other classes), HiSparse host pools, KV-cache sharding (striped pools) and
+    not the FP4 one), the other hybrid pools (SWA, MLA linear hybrids, MiniMax sparse: their
+    sub-pools are built with other classes), HiSparse host pools, KV-cache sharding (striped pools) and
     DCP (replicated MLA pools)."""
     what = "FP4 draft KV cache" if draft else "FP4 KV cache"
     if model.dsa:
         return f"{what} (--kv-cache-dtype {dtype}) on a DSA pool"
-    if model.hybrid:
+    if model.hybrid and not (model.hybrid == "linear" and not model.is_mla):
         return f"{what} (--kv-cache-dtype {dtype}) on a {model.hybrid} hybrid pool (its sub-pools' FP4 layout is not verified)"
     a = side.args
     if a.enable_hisparse or a.enable_kv_cache_sharding or a.dcp_size > 1:
@@ -714,7 +716,10 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
         pool = "MINIMAX_SPARSE"
     elif model.hybrid == "linear":
         full, mamba = in_stage(model.full_layer_ids), in_stage(model.mamba_layer_ids)
-        raw = _pool_regions(model, full, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target", dcp_size=args.dcp_size)
+        raw = _pool_regions(model, full, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target", dcp_size=args.dcp_size,
+                            fp4=fp4)
+        if fp4:
+            n_scales += len(raw)
         conv, temporal = mamba_state_item_lens(model, args.attn_tp_size, side.env)
         states += [dict(state_type="mamba", item_len=conv, layer_id=lid, part="conv") for lid in mamba]
         states += [dict(state_type="mamba", item_len=temporal, layer_id=lid, part="temporal") for lid in mamba]
