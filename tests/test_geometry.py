@@ -342,3 +342,17 @@ def test_modelopt_kv_cache_scheme_fp8_makes_auto_fp8():
     assert side.model.kv_cache_quant_algo == "FP8"
     g = derive_geometry(side)
     assert g.bytes_per_element == 1 and g.item_lens[0] == 16 * 8 * 128
+
+
+def test_fp4_on_other_releases_is_not_modeled():
+    """FP4 pools are derived for 0.5.23 only (verified there); the fp4_e2m1 recipe of
+    0.5.4.post3 .. 0.5.20 (its get_contiguous_buf_infos reads the dequantized views) is
+    not modeled: unchecked, never a bad-input exit."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096}
+    old = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="fp4_e2m1").model_copy(update={"sglang_version": "0.5.14"})
+    g = derive_geometry(old)
+    assert g.pool == "not_modeled" and "fp4_e2m1" in g.not_modeled_reason
+    mid = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="nvfp4").model_copy(update={"sglang_version": "0.5.18", "gpu": "rtx5090"})
+    g = derive_geometry(mid)
+    assert g.pool == "not_modeled" and "0.5.23 only" in g.not_modeled_reason

@@ -353,6 +353,11 @@ def resolve_page_size(side: Side, model: ModelConfig) -> tuple[int, bool, str | 
 
 
 FP4_KV_DTYPES = frozenset({"nvfp4", "fp4_mx_block16"})
+# --kv-cache-dtype fp4_e2m1: the FP4 recipe of SGLang 0.5.4.post3 .. 0.5.20 (argparse
+# refuses it from 0.5.21 on); its pools are not modeled.
+LEGACY_FP4_KV_DTYPES = frozenset({"fp4_e2m1"})
+# The release whose FP4 pools kvcheck derives (verified against its pool classes).
+FP4_VERIFIED_RELEASE = "0.5.23"
 
 
 def resolved_kv_cache_dtype_flag(side: Side) -> str:
@@ -399,7 +404,7 @@ def kv_dtype_bytes(side: Side, model: ModelConfig, *, draft: bool = False) -> tu
             return "fp8_e4m3", 1
         dtype = side.args.dtype if side.args.dtype != "auto" else model.torch_dtype
         return dtype, MODEL_DTYPE_BYTES.get(dtype, 2)
-    if flag in FP4_KV_DTYPES:
+    if flag in FP4_KV_DTYPES or flag in LEGACY_FP4_KV_DTYPES:
         return flag, 0
     if flag not in KV_DTYPE_BYTES:
         raise InputError(f"Unsupported kv_cache_dtype: {flag}.", source=side.origin, field="--kv-cache-dtype")
@@ -418,6 +423,14 @@ def fp4_unmodeled_reason(side: Side, model: ModelConfig, dtype: str, *, draft: b
     sub-pools are built with other classes), HiSparse host pools, KV-cache sharding (striped pools) and
     DCP (replicated MLA pools)."""
     what = "FP4 draft KV cache" if draft else "FP4 KV cache"
+    if dtype in LEGACY_FP4_KV_DTYPES:
+        return (f"{what} (--kv-cache-dtype {dtype}, the MHATokenToKVPoolFP4/MLATokenToKVPoolFP4 recipe of SGLang 0.5.4.post3 "
+                ".. 0.5.20, whose transfer buffers are the dequantized views: not modeled)")
+    from kvcheck.sglang.releases import side_release
+
+    release, _ = side_release(side)
+    if release != FP4_VERIFIED_RELEASE:
+        return f"{what} (--kv-cache-dtype {dtype}) on SGLang {release or '(unknown release)'} (kvcheck derives the FP4 pools of {FP4_VERIFIED_RELEASE} only)"
     if model.dsa:
         return f"{what} (--kv-cache-dtype {dtype}) on a DSA pool"
     if model.hybrid and not (model.hybrid == "linear" and not model.is_mla):
@@ -632,7 +645,7 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
             kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
         )
     dtype, nbytes = kv_dtype_bytes(side, model)
-    fp4 = dtype in FP4_KV_DTYPES
+    fp4 = dtype in FP4_KV_DTYPES or dtype in LEGACY_FP4_KV_DTYPES
     if fp4 and (why := fp4_unmodeled_reason(side, model, dtype)):
         return SideGeometry(
             **base, pool="not_modeled", is_mla=model.is_mla, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
@@ -754,7 +767,7 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
     # The prefill's last PP stage (and every decode rank) carries the draft pool.
     if draft is not None and (side.role == "decode" or pp_rank == len(stages) - 1):
         ddtype, dbytes = kv_dtype_bytes(side, draft, draft=True)
-        dfp4 = ddtype in FP4_KV_DTYPES
+        dfp4 = ddtype in FP4_KV_DTYPES or ddtype in LEGACY_FP4_KV_DTYPES
         if dfp4 and (why := fp4_unmodeled_reason(side, draft, ddtype, draft=True)):
             return SideGeometry(
                 **base, pool="not_modeled", is_mla=model.is_mla, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
