@@ -3,10 +3,20 @@
 
 Usage: build_model_catalog.py AIC_CLONE OUT.json [EXTRAS.json ...]
 
+AIC_CLONE is a git directory holding all of aiconfigurator's refs (the mirror the search
+tool's ``fetch`` returns, or ``git clone --mirror``): a plain clone has only the branches
+and misses configs that live on other refs. The catalog is rebuilt with
+``build_model_catalog.py AIC kvcheck/sources/models/catalog.json
+scripts/model_catalog_extras.json scripts/catalog_extras_deployed.json [other extras]``.
+
 Takes every ``*/model_configs/ORG--NAME_config.json`` in the clone's history (newest
 version of each path), keeps the fields that shape the KV cache (drops tokenizer ids,
 vision towers, long quantization ignore lists) and records ``repo@commit:path``.
-EXTRAS: ``{hub_id: {"source": "repo@commit:path", "config": {...}}}`` from other public copies.
+EXTRAS: ``{hub_id: {"source": "repo@commit:path", "config": {...}}}`` from other public copies,
+or ``{old_id: {"alias_of": hub_id, "source": "..."}}`` for a Hub repository that was renamed
+(the old id redirects to the new one): the source must cite the public record of the rename.
+Aliases go to the catalog's ``aliases`` section; each must name a model in the catalog.
+Later EXTRAS files win over earlier ones and over aiconfigurator for the same hub id.
 """
 import json, subprocess, sys
 repo, OUT = sys.argv[1], sys.argv[2]
@@ -37,12 +47,20 @@ for line in FILES:
     raw = json.loads(subprocess.check_output(["git","-C",repo,"show",f"{commit}:{path}"]))
     if "architectures" not in raw and "architectures" not in raw.get("text_config", {}): print("skip noarch", hub, file=sys.stderr); continue
     models[hub] = {"source": f"ai-dynamo/aiconfigurator@{commit}:{path}", "config": slim(raw)}
+aliases = {}
 for extra in sys.argv[3:]:
     e = json.load(open(extra))
-    for hub, entry in e.items(): models[hub] = {"source": entry["source"], "config": slim(entry["config"])}
+    for hub, entry in e.items():
+        if "alias_of" in entry: aliases[hub] = {"alias_of": entry["alias_of"], "source": entry["source"]}
+        else: models[hub] = {"source": entry["source"], "config": slim(entry["config"])}
+for old, a in aliases.items():
+    if a["alias_of"] not in models or old in models: sys.exit(f"alias {old} -> {a['alias_of']}: the target must be in the catalog and the alias must not be")
 doc = {"about": "KV-relevant fields of public config.json files, keyed by hub id; 'source' is repo@commit:path of the copy read. Built by scripts/build_model_catalog.py.", "models": dict(sorted(models.items(), key=lambda kv: kv[0].lower()))}
 with open(OUT, "w") as f:
     f.write('{"about": ' + json.dumps(doc["about"]) + ',\n "models": {\n')
     f.write(",\n".join(f"  {json.dumps(k)}: {json.dumps(v, separators=(',',':'))}" for k, v in doc["models"].items()))
-    f.write("\n }\n}\n")
+    f.write("\n }")
+    if aliases:
+        f.write(',\n "aliases": {\n' + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in sorted(aliases.items(), key=lambda kv: kv[0].lower())) + "\n }")
+    f.write("\n}\n")
 print(len(models))

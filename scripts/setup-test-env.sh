@@ -53,8 +53,9 @@ fi
 # per-release conformance tests (tests/test_conformance_releases.py runs each in its own
 # process with PYTHONPATH=.venv/sglang-releases/X). The releases are those whose PD path
 # changed (see kvcheck/sglang/pd_release.py); _deps holds what their imports need beyond
-# kvcheck's own environment.
-RELEASES=${KVCHECK_SGLANG_RELEASES:-"0.5.8 0.5.10 0.5.13 0.5.16 0.5.17 0.5.21 0.5.22"}
+# kvcheck's own environment. 0.5.20: the prefill's per-entry DCP geometry check (its
+# 0.5.17 .. 0.5.19 whole-list form is driven on 0.5.17).
+RELEASES=${KVCHECK_SGLANG_RELEASES:-"0.5.8 0.5.10 0.5.13 0.5.16 0.5.17 0.5.20 0.5.21 0.5.22"}
 echo "== installing SGLang releases side by side: $RELEASES"
 mkdir -p .venv/sglang-releases
 # (0.5.16's function-call parser imports xgrammar at import time; older server_args import fastapi.)

@@ -40,9 +40,10 @@ def _kinds(rng, n, mode, n_draft):
     return [rng.choice(["VRAM", "DRAM"]) for _ in range(n)]
 
 
-def transfer_pair(rng: random.Random, vram_only: bool = False):
+def transfer_pair(rng: random.Random, vram_only: bool = False, dcp: bool = True):
     """One seeded pair (see the module docstring). ``vram_only``: every region VRAM and
-    decode DCP 1 (the releases before memory kinds and DCP, 0.5.13 .. 0.5.14)."""
+    decode DCP 1 (the releases before memory kinds and DCP, 0.5.13 .. 0.5.14); ``dcp``
+    False: decode DCP 1 (the releases before DCP relayout, 0.5.15 .. 0.5.16)."""
     is_mla = rng.random() < 0.5
     rpl = 1 if is_mla else 2
     page = rng.choice([1, 16, 64])
@@ -77,5 +78,5 @@ def transfer_pair(rng: random.Random, vram_only: bool = False):
     d_pp = 1 if d_layers != layers else p_pp
     decode = side("decode", is_mla=is_mla, tp=d_tp, pp=d_pp, stages=[(0, d_layers)], page=page,
                   kinds=_kinds(rng, n_dst, d_mode, d_draft), items=d_items, n_draft=d_draft)
-    dcp = 1 if vram_only else rng.choice([1] * 6 + [2, 4])
+    dcp = 1 if vram_only or not dcp else rng.choice([1] * 6 + [2, 4])
     return prefill, decode, dcp, pp_rank, heads

@@ -189,7 +189,7 @@ def transfer_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
     done = 0
     outcomes = out.setdefault("transfer_outcomes", {})
     for _ in range(n):
-        prefill, decode, dcp, pp_rank, heads = transfer_pair(rng, vram_only=b.decision_variant in ("0.5.13", "0.5.15"))
+        prefill, decode, dcp, pp_rank, heads = transfer_pair(rng, vram_only=b.decision_variant == "0.5.13", dcp=b.dcp_relayout)
         try:
             want = rk.decide_transfer(prefill, decode, decode_dcp_size=dcp, pp_rank=pp_rank, total_kv_heads=heads)
         except rk.KernelSetupError as exc:

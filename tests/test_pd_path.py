@@ -81,10 +81,21 @@ def test_a_0_5_8_prefill_cannot_parse_a_newer_registration(tmp_path):
     assert "route-compat" in f and "release-pd-unchecked" in f
 
 
-def test_unmodeled_releases_are_unchecked_never_the_newest_answer(tmp_path):
-    r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.5.18", dv="0.5.18")
+def test_unmodeled_releases_are_unchecked_never_the_newest_answer(tmp_path, monkeypatch):
+    # A known release whose decision digest kvcheck has not restated (0.5.18's variant
+    # taken out of DECISION_VARIANTS, as a release with new code would be).
+    from kvcheck.sglang import pd_release
+
+    variants = {k: v for k, v in pd_release.DECISION_VARIANTS.items() if v != "0.5.17"}
+    monkeypatch.setattr(pd_release, "DECISION_VARIANTS", variants)
+    pd_release.behaviour.cache_clear()
+    try:
+        r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.5.18", dv="0.5.18")
+    finally:
+        monkeypatch.undo()
+        pd_release.behaviour.cache_clear()
     assert r.verdict == "unchecked" and r.exit_code == 4
-    assert r.plan is None
+    assert r.plan is None and "release-pd-unchecked" in _by_id(r)
     r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.6.0", dv="0.6.0")
     assert r.verdict == "unchecked"
 
@@ -155,7 +166,8 @@ def test_0_5_14_prefill_decision_is_restated(tmp_path):
     # 0.5.13/0.5.14 _prepare_payload_xfer: equal TP -> _init_equal_tp_prep_handle, VRAM lists
     # (no memory kinds before 0.5.15); nothing raises at registration.
     assert behaviour("0.5.14").decision_variant == "0.5.13" and behaviour("0.5.16").decision_variant == "0.5.15"
-    assert not behaviour("0.5.17").decision_modeled and not behaviour("0.5.12.post1").decision_modeled
+    assert behaviour("0.5.18").decision_variant == "0.5.17" and behaviour("0.5.21").decision_variant == "0.5.21"
+    assert not behaviour("0.5.12.post1").decision_modeled
     r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.5.14", dv="0.5.14")
     assert r.exit_code == 0 and r.plan.path == "equal_tp" and r.plan.segments[0].as_list()[2:] == ["VRAM", "VRAM"]
     assert "release-pd-unchecked" not in _by_id(r)

@@ -31,7 +31,7 @@ def _modeled(ctx: CheckContext) -> bool:
     "kvcheck models the PD path of each side's SGLang release",
     what="A side runs an SGLang release whose decode bootstrap checks or prefill registration decision kvcheck has not restated.",
     why="The PD code changes from release to release; answering with another release's code could pass a pair that release breaks.",
-    fix="Run both sides on a modeled release (the decode's bootstrap checks: 0.5.10 .. 0.5.23; the prefill's decision: 0.5.13 .. 0.5.16, 0.5.22, 0.5.23), or check the pair on a staging deployment.",
+    fix="Run both sides on a modeled release (the decode's bootstrap checks: 0.5.10 .. 0.5.23; the prefill's decision: 0.5.13 .. 0.5.23), or check the pair on a staging deployment; on 0.5.13 .. 0.5.21 a pair whose transfer the release leaves unguarded (head slices that do not tile the items before 0.5.22, a prefill PP stage paired positionally on 0.5.13 .. 0.5.16, decode DCP before 0.5.17) stays unchecked: run it on 0.5.22 or later, where the runtime checks it.",
 )
 def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.pd_release import known_releases
@@ -52,7 +52,7 @@ def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
     if b_p.known and not b_p.decision_modeled:
         out.append(chk.finding(
             f"prefill: the registration decision and first-request checks of SGLang {b_p.version} are not modeled "
-            "(kvcheck restates _add_remote_peer/_prepare_payload_xfer of 0.5.13 .. 0.5.16, 0.5.22 and 0.5.23); region counts, memory kinds and item lengths are not checked"
+            "(kvcheck restates _add_remote_peer/_prepare_payload_xfer of 0.5.13 .. 0.5.23); region counts, memory kinds and item lengths are not checked"
         ))
     if b_p.decision_modeled:
         plans = [ctx.plan] if ctx.plan is not None else []

@@ -566,8 +566,13 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
     elif arch in LINEAR_INTERVAL_ARCHS | NEMOTRON_H_ARCHS | FALCON_H1_ARCHS | KDA_ARCHS:
         hybrid = _linear_fields(arch, cfg, layers, source)
         common["num_hidden_layers"] = hybrid.pop("num_hidden_layers")
+    # layer_types decide the pool in 0.5.23 only for the hybrid-SWA allowlist, is_hybrid_swa
+    # and linear attention (is_hybrid_swa_model / is_linear_attention_model,
+    # configs/model_config.py); a DSA model's "deepseek_sparse_attention" layers (e.g. the
+    # NVFP4 GLM-5.x exports) are its ordinary MLA layers.
+    plain_layer_kinds = ("full_attention", "attention") + (("deepseek_sparse_attention",) if arch in DSA_ARCHITECTURES else ())
     if arch in NOT_MODELED_ARCHITECTURES or not hybrid and cfg.get("layer_types") and arch not in KNOWN_MHA_ARCHITECTURES and any(
-        t not in ("full_attention", "attention") for t in cfg.get("layer_types") or []
+        t not in plain_layer_kinds for t in cfg.get("layer_types") or []
     ):
         return ModelConfig(
             attention="not_modeled",

@@ -39,8 +39,12 @@ BOOTSTRAP_VARIANTS = {
 }
 # Digests of the prefill registration decisions kvcheck restates.
 DECISION_VARIANTS = {
-    "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds + region-count guard (all-VRAM pairs restated)
+    "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds, mixed segments, region-count and item-stride guards
     "d8139a090cb7": "0.5.13",  # 0.5.13 .. 0.5.14: prepared VRAM lists, no kinds/segments/guards (plan._decide_0_5_13)
+    "527354b11456": "0.5.17",  # 0.5.17 .. 0.5.18: DCP relayout (whole-list geometry check), layer-id pairing, no PP-MLA offsets
+    "dce7af4945e9": "0.5.19",  # as 0.5.17, plus DCP pack buffers allocated on the first DCP peer (no verdict change)
+    "5d952a379341": "0.5.20",  # DCP geometry checked entry by entry, draft pages scaled by the decode DCP size
+    "019799306a6b": "0.5.21",  # PP-MLA layer offsets (_build_transfer_dst_indices); no head-slice asserts yet
     "ce213302ef4a": "0.5.22",  # _prepare_payload_xfer as 0.5.23, without the aux-count log and prepared state
     "4969327b50e8": "0.5.23",
 }
@@ -135,6 +139,48 @@ class PDBehaviour:
     def decision_modeled(self) -> bool:
         return self.decision_variant is not None
 
+    # Features of the prefill decision, each true from the release that introduced it
+    # (``plan.decide_transfer`` branches on them; ``_decide_0_5_13`` handles 0.5.13/0.5.14).
+    @property
+    def dcp_relayout(self) -> bool:
+        """0.5.17: ``_add_remote_peer`` calls ``requires_dcp_relayout`` (decode DCP > 1 on
+        an MLA prefill relays the KV; other DCP pairs raise), the registration carries the
+        decode's DCP size, and an empty prefill returns before the source-kind assert.
+        Before it (0.5.15 .. 0.5.16) the decode's DCP is not sent at all."""
+        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+
+    @property
+    def dcp_geometry_per_entry(self) -> bool:
+        """0.5.20: ``prepare_dcp_token_item_lens`` compares per-token bytes entry by entry
+        (draft entries' decode pages hold ``page_size * dcp_size`` tokens); 0.5.17 .. 0.5.19
+        compare the whole lists ('PD DCP source/destination KV geometry differs: src=[...], dst=[...]')."""
+        return self.decision_modeled and at_least(self.decision_variant, "0.5.20")
+
+    @property
+    def layer_id_pairing(self) -> bool:
+        """0.5.17: ``build_transfer_entry_pairs`` pairs regions (positionally only when the
+        prefill's PP size is 1, else 'PP-heterogeneous transfer requires layer ids ...');
+        0.5.15 .. 0.5.16 take the decode's first ``n_src`` regions whatever the PP size."""
+        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+
+    @property
+    def pp_mla_offsets(self) -> bool:
+        """0.5.21: ``_build_transfer_dst_indices`` maps a plain-MLA prefill PP stage onto
+        its layer span of a decode that registered the whole model."""
+        return self.decision_modeled and at_least(self.decision_variant, "0.5.21")
+
+    @property
+    def head_group_replication(self) -> bool:
+        """0.5.17: the heterogeneous-TP head groups divide by the decode's KV-head
+        replication (``decode_tp // prefill_tp // dst_replication``); 0.5.15 .. 0.5.16 do not."""
+        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+
+    @property
+    def head_slice_asserts(self) -> bool:
+        """0.5.22: ``_init_hetero_tp_prep_handle`` asserts that the head slices tile the
+        source and destination items; before it a misfit is prepared without a word."""
+        return self.decision_modeled and at_least(self.decision_variant, "0.5.22")
+
     @property
     def aux_count_check(self) -> bool:
         """0.5.23: ``check_peer_aux_buffer_count`` logs a metadata-buffer count mismatch."""
@@ -144,7 +190,10 @@ class PDBehaviour:
     def states_modeled(self) -> bool:
         """0.5.22 and 0.5.23: the state components' transfer (``maybe_send_extra``; the
         prepared state plan from 0.5.23) is restated in ``kvcheck.sglang.states``; other
-        releases stay unchecked."""
+        releases stay unchecked. 0.5.17 .. 0.5.21 are not the same code: ``maybe_send_extra``
+        has three other variants there (0.5.17 .. 0.5.19, 0.5.20 with a changed Mamba slice
+        sender, 0.5.21), and the SWA head-slice sender (``_send_swa_state_slice``) and the
+        generic sender of 0.5.22 are absent or different."""
         return self.decision_variant in ("0.5.22", "0.5.23")
 
     # ---- known defects of one release ----

@@ -288,10 +288,12 @@ def _item_stride_error(src_lens: list[int], dst_lens: list[int], kind: str) -> s
     return None
 
 
-def _dst_indices(prefill: SideGeometry, decode: SideGeometry, pp_rank: int) -> tuple[list[int] | None, str | None]:
-    """``_build_transfer_dst_indices``: (indices, RuntimeError text)."""
+def _dst_indices(prefill: SideGeometry, decode: SideGeometry, pp_rank: int, pp_mla_offsets: bool = True) -> tuple[list[int] | None, str | None]:
+    """``_build_transfer_dst_indices`` (0.5.21 on): (indices, RuntimeError text).
+    ``pp_mla_offsets`` False: 0.5.17 .. 0.5.20, which call ``build_transfer_entry_pairs``
+    directly (no layer span for a plain-MLA prefill PP stage)."""
     n_src, n_dst = prefill.n, decode.n
-    use_pp_mla_offsets = prefill.pp_size > 1 and n_src != n_dst and prefill.is_mla
+    use_pp_mla_offsets = pp_mla_offsets and prefill.pp_size > 1 and n_src != n_dst and prefill.is_mla
     if use_pp_mla_offsets:
         start = prefill.stage_layers[pp_rank][0]
         end = start + n_src
@@ -379,10 +381,10 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     not tile the source item, unknown KV head count) gets ``path="not_modeled"``: the
     preflight reports ``unchecked`` for it, never a pass.
 
-    ``release="0.5.15"`` (0.5.15 .. 0.5.16): the same outcome on all-VRAM pairs, plus the
-    region-count guard that 0.5.15 introduced (``ValueError`` 'decode registered fewer KV
-    regions'); memory kinds, mixed segments and the 'no KV memory segments' guard of those
-    releases are not restated (host or mixed kinds stay ``not_modeled``).
+    ``release="0.5.15"``: a conservative all-VRAM subset of 0.5.15 .. 0.5.16 plus their
+    region-count guard (``ValueError`` 'decode registered fewer KV regions'), kept for
+    callers; ``decide_transfer`` no longer uses it: it decides 0.5.15 .. 0.5.16 with its own
+    release branches (memory kinds, mixed segments, item-stride guard included).
     """
     n_src, n_dst = plan.n_src, plan.n_dst
 
@@ -434,12 +436,72 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     return plan
 
 
+def _not_modeled(plan: Plan, why: str) -> Plan:
+    """Mark ``plan`` as a pair whose outcome kvcheck cannot state (reported unchecked)."""
+    plan.path = "not_modeled"
+    plan.error = None
+    plan.segments = []
+    plan.dst_indices = []
+    plan.not_modeled_reason = why
+    return plan
+
+
+def _older_release_gap(prefill: SideGeometry, decode: SideGeometry, b, *, decode_dcp_size: int, total_kv_heads: int | None) -> str | None:
+    """Why ``decide_transfer`` cannot state what release ``b``'s prefill does with this
+    pair, or None. Only releases before a behaviour was introduced have gaps:
+
+    - 0.5.15 .. 0.5.16 (no ``dcp_relayout``): a decode DCP > 1 is not sent in their 19
+      registration frames (the transfer then ignores it). (A prefill PP stage
+      with fewer regions than the decode, paired with the decode's first regions, is a
+      gap of the equal-TP branch of ``decide_transfer``.)
+    """
+    if not b.dcp_relayout:
+        v = f"SGLang {b.version}"
+        if decode_dcp_size != 1:
+            return f"decode DCP {decode_dcp_size}: {v} does not read the decode's DCP size (its registration has no DCP frames) and has no DCP relayout"
+    return None
+
+
+def _unasserted_head_slice_gap(prefill: SideGeometry, decode: SideGeometry, b, total_kv_heads: int | None) -> str | None:
+    """Releases before 0.5.22 prepare heterogeneous-TP head slices without asserting that
+    they tile the items (``_init_hetero_tp_prep_handle``): kvcheck states the outcome only
+    where the slices tile region 0 and every region has region 0's item length (the
+    runtime strides every region by them). Head groups: ``decode_tp // prefill_tp``,
+    divided by the decode's KV-head replication from 0.5.17. Returns why not, or None."""
+    v = f"SGLang {b.version}"
+    if not total_kv_heads:
+        return f"heterogeneous-TP head slices with an unknown KV head count ({v} has no head-slice asserts)"
+    if len(set(prefill.item_lens)) != 1 or len(set(decode.item_lens)) != 1:
+        return f"heterogeneous-TP head slices over regions of unequal item lengths ({v} strides every region by region 0's)"
+    page, p_tp, d_tp = prefill.page_size, prefill.attn_tp_size, decode.attn_tp_size
+    if b.head_group_replication:
+        fits = head_slice_error(prefill, decode, total_kv_heads) is None
+    else:
+        dst_item = decode.regions[0].item_len
+        dst_heads = max(1, total_kv_heads // d_tp)
+        per_head = dst_item // page // dst_heads if page > 0 else 0
+        heads, groups = (max(1, total_kv_heads // p_tp), 1) if p_tp > d_tp else (dst_heads, d_tp // p_tp)
+        fits = page > 0 and page * groups * heads * per_head == prefill.regions[0].item_len and page * (dst_item // page) == dst_item
+    if not fits:
+        return f"heterogeneous-TP head slices that do not tile the items ({v} has no assert for it; the transfer is prepared as is)"
+    return None
+
+
 def decide_transfer(
     prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0,
     total_kv_heads: int | None = None, behaviour=None,
 ) -> Plan:
-    """The prefill's decision when the decode registers (``_prepare_payload_xfer``; the
-    0.5.22 and 0.5.23 decisions are the same here).
+    """The prefill's decision when the decode registers (``_add_remote_peer`` ->
+    ``_prepare_payload_xfer``), 0.5.15 .. 0.5.23 as one restatement whose branches follow
+    the prefill's release (``PDBehaviour`` features, each naming the release that
+    introduced it): memory kinds, mixed segments and the region-count/item-stride guards
+    (0.5.15), DCP relayout and layer-id pairing (0.5.17), per-entry DCP geometry (0.5.20),
+    PP-MLA layer offsets (0.5.21), head-slice asserts (0.5.22). 0.5.13 .. 0.5.14 go to
+    ``_decide_0_5_13``. Pairs whose outcome a release leaves unguarded get
+    ``path="not_modeled"`` (reported unchecked): decode DCP on 0.5.15 .. 0.5.16
+    (``_older_release_gap``), a prefill PP stage paired positionally with a longer decode
+    list on 0.5.15 .. 0.5.16, and head slices that do not tile the items before 0.5.22
+    (``_unasserted_head_slice_gap``).
 
     ``prefill`` is the geometry of prefill PP stage ``pp_rank``; ``decode`` the geometry
     the decode registers with it; ``total_kv_heads``: the model's KV heads (MHA; enables
@@ -451,28 +513,37 @@ def decide_transfer(
         raise ValueError(f"the prefill registration decision of SGLang {behaviour.version} is not modeled")
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst)
-    if behaviour is not None and behaviour.decision_variant in ("0.5.13", "0.5.15"):
+    if behaviour is not None and behaviour.decision_variant == "0.5.13":
         return _decide_0_5_13(prefill, decode, plan, decode_dcp_size=decode_dcp_size, total_kv_heads=total_kv_heads, release=behaviour.decision_variant)
+    from kvcheck.sglang.pd_release import behaviour as _behaviour
+
+    b = behaviour or _behaviour(None)
 
     def fail(type_: str, message: str) -> Plan:
         plan.error = RuntimeErrorPrediction(type=type_, message=message, raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S)
         return plan
 
     src_kinds = prefill.kinds
-    # NixlKVManager.__init__: a prefill's source kinds must be uniform (before any peer).
-    if len(set(src_kinds)) > 1:
+    # NixlKVManager.__init__: a prefill's source kinds must be uniform (before any peer);
+    # 0.5.15 .. 0.5.16 also refuse a prefill with no KV regions (_homogeneous_kv_mem_kind([])),
+    # 0.5.17 skips the check for it.
+    if len(set(src_kinds)) > 1 or (not src_kinds and not b.dcp_relayout):
         plan.error = RuntimeErrorPrediction(
             type="NotImplementedError",
             message=f"NIXL source mixed KV memory kinds are not implemented safely yet: {sorted(set(src_kinds))}",
             raised_by=PREFILL_STARTUP, when="start-up", operator_sees=PREFILL_FAILS_TO_START,
         )
         return plan
-    # _add_remote_peer -> requires_dcp_relayout (prefill DCP size 1), before the payload.
+    gap = _older_release_gap(prefill, decode, b, decode_dcp_size=decode_dcp_size, total_kv_heads=total_kv_heads)
+    if gap is not None:
+        return _not_modeled(plan, gap)
+    # _add_remote_peer -> requires_dcp_relayout (prefill DCP size 1), before the payload (0.5.17).
     if decode_dcp_size != 1 and not prefill.is_mla:
         return fail("RuntimeError", f"Unsupported PD DCP topology: 1 -> {decode_dcp_size}")
+    # 0.5.15: the region-count guard.
     if n_dst < n_src:
         return fail("ValueError", f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry")
-    if n_src == 0:
+    if n_src == 0:  # 0.5.17: returns before the source-kind assert
         plan.path = "nothing_to_transfer"
         return plan
     src_kind = src_kinds[0]
@@ -485,10 +556,15 @@ def decide_transfer(
         paired = dst_kinds[:n_src]
         if len(set(paired)) != 1:
             return fail("NotImplementedError", f"NIXL PD DCP destination mixed KV memory kinds are not implemented safely yet: {sorted(set(paired))}")
-        # prepare_dcp_token_item_lens: per-token bytes must match; draft entries' decode
-        # pages hold page_size * dcp_size tokens.
+        # prepare_dcp_token_item_lens: per-token bytes must match; from 0.5.20 entry by
+        # entry, draft entries' decode pages holding page_size * dcp_size tokens.
         page, num_draft = prefill.page_size, prefill.num_draft_regions
-        for i in range(n_src):
+        if not b.dcp_geometry_per_entry:  # 0.5.17 .. 0.5.19: the whole lists, pages unscaled
+            src_tokens = [item // page for item in prefill.item_lens]
+            dst_tokens = [decode.regions[i].item_len // page for i in range(n_src)]
+            if src_tokens != dst_tokens:
+                return fail("RuntimeError", f"PD DCP source/destination KV geometry differs: src={src_tokens}, dst={dst_tokens}")
+        for i in range(n_src if b.dcp_geometry_per_entry else 0):
             src_token = prefill.regions[i].item_len // page
             dst_item = decode.regions[i].item_len
             scale = page * (decode_dcp_size if i >= n_src - num_draft else 1)
@@ -522,7 +598,12 @@ def decide_transfer(
         dst_kind = dst_unique[0]
         if decode_only_spec and dst_kind != "VRAM":
             return fail("NotImplementedError", "NIXL PD transfer does not support HiSparse combined with decode-only speculative decoding.")
-        indices, error = _dst_indices(prefill, decode, pp_rank)
+        if b.layer_id_pairing:  # 0.5.17: build_transfer_entry_pairs (0.5.21: PP-MLA offsets)
+            indices, error = _dst_indices(prefill, decode, pp_rank, pp_mla_offsets=b.pp_mla_offsets)
+        else:  # 0.5.15 .. 0.5.16: the decode's first n_src regions, whatever the PP size
+            if prefill.pp_size > 1 and n_dst != n_src:
+                return _not_modeled(plan, f"prefill PP > 1: SGLang {b.version} pairs this stage's {n_src} regions with the decode's first {n_src} of {n_dst}")
+            indices, error = list(range(n_src)), None
         if error:
             return fail("RuntimeError", error)
         msg = _item_stride_error(prefill.item_lens, [decode.regions[j].item_len for j in indices], dst_kind)
@@ -537,7 +618,12 @@ def decide_transfer(
         return fail("NotImplementedError", f"NIXL destination mixed KV memory kinds are not implemented safely yet: {dst_unique}")
     if dst_unique[0] != "VRAM":
         return fail("NotImplementedError", "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet")
-    if total_kv_heads:
+    if not b.head_slice_asserts:
+        # 0.5.15 .. 0.5.21: no asserts; a misfit is prepared silently (not modeled).
+        why = _unasserted_head_slice_gap(prefill, decode, b, total_kv_heads)
+        if why is not None:
+            return _not_modeled(plan, why)
+    elif total_kv_heads:  # 0.5.22
         msg = head_slice_error(prefill, decode, total_kv_heads)
         if msg is not None:
             return fail("AssertionError", msg)

@@ -37,9 +37,12 @@ Without ``total_kv_heads`` only the pairing is recorded.
 Releases: the bootstrap checks are driven on any release with
 ``try_ensure_parallel_info`` (0.5.10 on; 0.5.10 .. 0.5.16 read ``server_args``, which
 the stand-in provides). The prefill decision is driven on 0.5.13 .. 0.5.14 (17 registration
-frames, no memory kinds), 0.5.15 .. 0.5.16 (19 frames: kinds and item lengths) and on 0.5.22 and 0.5.23 (0.5.22's decode builds its 23
-registration frames inline; the kernel restates each list and the release's own
-``from_zmq`` parses it); elsewhere ``KernelSetupError``.
+frames, no memory kinds), 0.5.15 .. 0.5.16 (19 frames: kinds and item lengths), 0.5.17 ..
+0.5.22 (23 frames, DCP size and rank last; those decodes build them inline, the kernel
+restates each list and the release's own ``from_zmq`` parses it) and 0.5.23
+(``build_receiver_registration_message``); before 0.5.13 ``KernelSetupError``.
+0.5.15 .. 0.5.21 prepare one descriptor per slot (no strided runs): the destination
+regions are read back from each region's slot-0 descriptor.
 
 Not driven (said here, and handled honestly):
 - DCP pack buffers (``_init_dcp_pack_buffers_once`` allocates device staging memory):
@@ -373,13 +376,16 @@ def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
     a = mgr.kv_args
     pack = getattr(sg.nixl, "pack_int_lists", None) or getattr(sg.common, "pack_int_lists")
     item = a.kv_item_lens[0] if a.kv_item_lens else 0
-    if not hasattr(sg.nixl, "num_kv_slots"):
+    if "dst_dcp_size" not in {f.name for f in dataclasses.fields(sg.nixl.KVArgsRegisterInfo)}:
         # 0.5.15 .. 0.5.16: 19 frames (memory kinds and item lengths appended to 0.5.13's)
         slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
         return _registration_frames_0_5_13(sg, mgr)[:-1] + [
             str(slots).encode(), sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds), b"".join(struct.pack("Q", x) for x in a.kv_item_lens),
         ]
-    slots = sg.nixl.num_kv_slots(a.kv_data_lens, a.kv_item_lens) if a.kv_item_lens else 0
+    if hasattr(sg.nixl, "num_kv_slots"):  # 0.5.22
+        slots = sg.nixl.num_kv_slots(a.kv_data_lens, a.kv_item_lens) if a.kv_item_lens else 0
+    else:  # 0.5.17 .. 0.5.21: region 0's data length over its item length
+        slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
     return [
         sg.nixl.GUARD, b"None", mgr.local_ip.encode(), str(mgr.rank_port).encode(), mgr.agent.name.encode(), mgr.agent.get_agent_metadata(),
         b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs), b"", pack([], "Q"), str(a.gpu_id).encode(), str(mgr.attn_tp_size).encode(),
@@ -444,11 +450,23 @@ def _init_prefill(sg: SimpleNamespace, mgr, kinds: list[str]) -> None:
         mgr._num_slots_src = kv_args.kv_data_lens[0] // kv_args.kv_item_lens[0] if kv_args.kv_item_lens else 0
         return
     kv_args.kv_data_mem_kinds = sg.nixl._normalize_kv_mem_kinds(list(kinds), len(kv_args.kv_data_ptrs))
-    mgr.src_mem_kind = sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source") if kv_args.kv_data_mem_kinds else None
+    # 0.5.17 on: __init__ checks the source kinds only when there are regions; 0.5.15 ..
+    # 0.5.16 check them always (read from the release's own __init__, which cannot run on CPU).
+    guarded = _source_check_skips_empty(sg.nixl.NixlKVManager)
+    mgr.src_mem_kind = sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source") if kv_args.kv_data_mem_kinds or not guarded else None
     if hasattr(sg.nixl, "num_kv_slots"):
         mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
-    else:  # 0.5.15 .. 0.5.16: NixlKVManager.__init__ divides region 0's lengths
+    else:  # 0.5.15 .. 0.5.21: NixlKVManager.__init__ divides region 0's lengths
         mgr._num_slots_src = kv_args.kv_data_lens[0] // kv_args.kv_item_lens[0] if kv_args.kv_item_lens else 0
+
+
+@lru_cache(maxsize=4)
+def _source_check_skips_empty(manager_cls) -> bool:
+    """True when the release's ``NixlKVManager.__init__`` skips the source-kind check for
+    a prefill without KV regions (``... and self.kv_args.kv_data_mem_kinds``, 0.5.17 on)."""
+    import inspect
+
+    return "and self.kv_args.kv_data_mem_kinds" in inspect.getsource(manager_cls.__init__)
 
 
 def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
@@ -535,7 +553,8 @@ def decide_transfer(
         indices: list[int] = []
         for seg in peer_info.kv_xfer_segments:
             plan.segments.append(Segment(start=seg.start, end=seg.end, src_kind=agent.kind_of(seg.src_handle), dst_kind=agent.kind_of(seg.dst_handle)))
-            indices += [dst_index[run[0]] for run in agent.runs_of(seg.dst_handle)]
+            # one strided run per region (0.5.22 on) or one descriptor per slot (0.5.15 .. 0.5.21; slot 0 at the base)
+            indices += [dst_index[run[0]] for run in agent.runs_of(seg.dst_handle) if run[0] in dst_index]
         plan.dst_indices = indices
         return plan
     if hetero:
@@ -547,7 +566,7 @@ def decide_transfer(
         src_handle, dst_handle = mgr.prep_handles[""], mgr.prep_handles[peer_info.agent_name]
         dst_kind = agent.kind_of(dst_handle)
         plan.path = "direct_to_host" if dst_kind == "DRAM" else "equal_tp"
-        # 0.5.22 on: one strided descriptor per region; 0.5.13 .. 0.5.14: one per slot
+        # 0.5.22 on: one strided descriptor per region; 0.5.13 .. 0.5.21: one per slot
         # (slot 0 at the region's base pointer).
         plan.dst_indices = [dst_index[run[0]] for run in agent.runs_of(dst_handle) if run[0] in dst_index]
         plan.segments = [Segment(start=0, end=n_src, src_kind=agent.kind_of(src_handle), dst_kind=dst_kind)]

@@ -13,6 +13,9 @@ config for such a name, in this order, and says which source it used:
 4. the catalog shipped with kvcheck (``catalog.json``): the KV-relevant fields of the
    public ``config.json`` of the models people deploy disaggregated, keyed by hub id, each
    with the ``repo@commit:path`` it was read from. Loaded lazily, on the first lookup.
+   Its ``aliases`` name a few ids that are the same Hub repository under another name (a
+   repository Meta renamed, whose old id redirects), each citing the public record of
+   the rename; an alias resolves to its target's entry and the output says so.
 
 A name found nowhere is ``None``: the caller reports an ``unknown-model`` finding (verdict
 ``unchecked``); kvcheck never guesses a geometry.
@@ -50,43 +53,77 @@ class ModelSource:
 
 
 @lru_cache(maxsize=1)
+def _catalog_document() -> dict[str, Any]:
+    try:
+        return json.loads(CATALOG_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"the model catalog cannot be read: {exc}", source=str(CATALOG_FILE)) from None
+
+
 def load_catalog() -> dict[str, dict[str, Any]]:
     """The shipped catalog: ``{hub_id: {"source": "repo@commit:path", "config": {...}}}``.
 
     Raises ``InputError`` if the packaged file is unreadable (a broken install)."""
-    try:
-        data = json.loads(CATALOG_FILE.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"the model catalog cannot be read: {exc}", source=str(CATALOG_FILE)) from None
-    return data["models"]
+    return _catalog_document()["models"]
+
+
+def load_catalog_aliases() -> dict[str, dict[str, str]]:
+    """The catalog's aliases: ``{other_id: {"alias_of": hub_id, "source": "..."}}``, where
+    ``other_id`` is the same Hub repository as ``hub_id`` under another name (renamed on
+    the Hub, the old id redirecting) and ``source`` cites the public record of the rename.
+    Every ``hub_id`` is a catalog entry (``scripts/build_model_catalog.py`` checks it).
+
+    Raises ``InputError`` if the packaged file is unreadable (a broken install)."""
+    return _catalog_document().get("aliases", {})
 
 
 @lru_cache(maxsize=1)
-def _catalog_index() -> tuple[dict[str, str], dict[str, list[str]]]:
+def _catalog_index() -> tuple[dict[str, str], dict[str, dict[str, str | None]], dict[str, str]]:
+    """(lower-case id -> hub id, lower-case last component -> {hub id: the alias that
+    carries that name, or None}, lower-case alias -> alias)."""
     by_id = {k.lower(): k for k in load_catalog()}
-    by_name: dict[str, list[str]] = {}
+    by_alias = {k.lower(): k for k in load_catalog_aliases()}
+    by_name: dict[str, dict[str, str | None]] = {}
     for k in load_catalog():
-        by_name.setdefault(k.rsplit("/", 1)[-1].lower(), []).append(k)
-    return by_id, by_name
+        by_name.setdefault(k.rsplit("/", 1)[-1].lower(), {})[k] = None
+    for alias, entry in load_catalog_aliases().items():
+        by_name.setdefault(alias.rsplit("/", 1)[-1].lower(), {}).setdefault(entry["alias_of"], alias)
+    return by_id, by_name, by_alias
+
+
+def _alias_match(alias: str) -> str:
+    entry = load_catalog_aliases()[alias]
+    return f"alias {alias}, {entry['source']}"
 
 
 def catalog_lookup(name: str) -> tuple[str, str] | None:
     """(hub id, how it matched) for ``name`` in the catalog, or None.
 
-    Matches, in order: the hub id (case-insensitive); the last two path components of a
-    path (``/models/deepseek-ai/DeepSeek-R1``); the last component alone when exactly one
-    catalog entry has that name (``/models/DeepSeek-R1``). Nothing else: no fuzzy match."""
-    by_id, by_name = _catalog_index()
+    Matches, in order: the hub id (case-insensitive), or a catalog alias of it (the same
+    Hub repository under its other name; ``how`` then names the alias and the public
+    record of the rename); the last two path components of a path
+    (``/models/deepseek-ai/DeepSeek-R1``), as a hub id or an alias; the last component
+    alone when exactly one catalog entry has that name or an alias of it by that name
+    (``/models/DeepSeek-R1``). Nothing else: no fuzzy match."""
+    by_id, by_name, by_alias = _catalog_index()
     key = name.strip().rstrip("/")
     if key.lower() in by_id:
         return by_id[key.lower()], "hub id"
+    if key.lower() in by_alias:
+        alias = by_alias[key.lower()]
+        return load_catalog_aliases()[alias]["alias_of"], _alias_match(alias)
     parts = [p for p in key.split("/") if p]
     if len(parts) >= 2 and f"{parts[-2]}/{parts[-1]}".lower() in by_id:
         return by_id[f"{parts[-2]}/{parts[-1]}".lower()], f"path {name}"
+    if len(parts) >= 2 and f"{parts[-2]}/{parts[-1]}".lower() in by_alias:
+        alias = by_alias[f"{parts[-2]}/{parts[-1]}".lower()]
+        return load_catalog_aliases()[alias]["alias_of"], f"path {name}; {_alias_match(alias)}"
     if parts:
-        hits = by_name.get(parts[-1].lower(), [])
+        hits = by_name.get(parts[-1].lower(), {})
         if len(hits) == 1:
-            return hits[0], f"name {parts[-1]} of {name}"
+            (hub_id, alias), = hits.items()
+            how = f"name {parts[-1]} of {name}"
+            return hub_id, how if alias is None else f"{how}; {_alias_match(alias)}"
     return None
 
 
