@@ -127,10 +127,32 @@ def preflight(
     if prefill is None or decode is None:
         raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
+    from kvcheck.errors import ArgparseRefusal
+
+    def or_refused(read):
+        """A side whose flags SGLang's own argument parser refuses (an ambiguous
+        abbreviation) is a start-up refusal of that server (exit 1), not bad input: keep
+        the refusal and read the other side."""
+        def run():
+            try:
+                return read()
+            except ArgparseRefusal as exc:
+                return exc
+        return run
+
     read_prefill = functools.partial(load_side, prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
     read_decode = functools.partial(load_side, decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
-    p, d = _read_pair(read_prefill, read_decode, both_live=is_live_spec(prefill) and is_live_spec(decode))
-    report = run_preflight(p, d, kernel=kernel, ignore=ignore)
+    p, d = _read_pair(or_refused(read_prefill), or_refused(read_decode), both_live=is_live_spec(prefill) and is_live_spec(decode))
+    refusals = {role: x for role, x in (("prefill", p), ("decode", d)) if isinstance(x, ArgparseRefusal)}
+    if refusals:
+        from kvcheck.preflight import refused_report
+
+        read = {role: x for role, x in (("prefill", p), ("decode", d)) if not isinstance(x, ArgparseRefusal)}
+        report = refused_report(read, refusals, ignore=ignore)
+        prefill_agent = decode_agent = None
+        probe = False
+    else:
+        report = run_preflight(p, d, kernel=kernel, ignore=ignore)
     if prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
 

@@ -39,6 +39,29 @@ class InputError(KvcheckError):
     exit_code = EXIT_INPUT
 
 
+class ArgparseRefusal(InputError):
+    """SGLang's own argument parser refuses a server's flags in a way the release decides
+    (an abbreviation that matches several flags: ``ambiguous option: --page could match
+    --page-size, ...``): the server prints its usage and exits with status 2 at start-up.
+
+    Raised while a side is read. ``kvcheck preflight`` reports it as that side's start-up
+    refusal (an error finding, exit 1, see ``kvcheck.preflight.refused_report``), since the
+    input itself is readable and the runtime's answer is certain; any caller that does not
+    handle it treats it as bad input (exit 2), as before.
+
+    ``argparse_message``: the text after ``error: `` that argparse prints (Python 3.11,
+    ``ArgumentParser._parse_optional``); ``option``: the token; ``release`` /
+    ``version_source``: the SGLang release whose flag table refused it (set by the reader).
+    """
+
+    def __init__(self, argparse_message: str, *, option: str, source: str | None = None, field: str | None = None):
+        super().__init__(argparse_message, source=source, field=field)
+        self.argparse_message = argparse_message
+        self.option = option
+        self.release: str | None = None
+        self.version_source: str = ""
+
+
 class UncheckedError(KvcheckError):
     """kvcheck cannot decide before it could build a report (a release it does not model
     whose flags no modeled release reads): exit 4."""

@@ -196,6 +196,53 @@ def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeo
     extra["states_decided"] = pg.state_types == dg.state_types and all(d.unchecked is None for d in decisions)
 
 
+def refused_report(sides: dict, refusals: dict, *, ignore: Iterable[str] = ()) -> Report:
+    """The report for a pair where SGLang's own argument parser refuses one side's flags or
+    both (``refusals``: role -> ``kvcheck.errors.ArgparseRefusal``; ``sides``: role ->
+    ``Side`` for the side that was read). Each refusing side gets a ``startup-argparse``
+    error (the server exits at start-up, exit 1); the side that was read gets its own
+    ``startup`` findings; the pair's checks do not run (an info finding says so: a server
+    that never starts has no KV to transfer, and what the refused flag would have meant is
+    unknown). Raises ``InputError`` for an unknown ``--ignore`` id."""
+    from kvcheck.checks.startup import argparse_finding, side_findings
+
+    ignore = set(ignore)
+    unknown = ignore - set(REGISTRY) - set(all_finding_ids())
+    if unknown:
+        raise InputError(f"unknown check id(s) for --ignore: {', '.join(sorted(unknown))}; 'kvcheck checks' lists them", field="--ignore")
+    findings: list[Finding] = []
+    summaries: list[SideSummary] = []
+    for role in ("prefill", "decode"):
+        if role in refusals:
+            r = refusals[role]
+            findings.append(argparse_finding(role, r))
+            summaries.append(SideSummary(role=role, origin=str(r.source or role), model="unknown (flags refused)", pool="not_read",
+                                         sglang_version=r.release, version_source=r.version_source))
+        else:
+            side = sides[role]
+            findings.extend(side_findings(REGISTRY["startup"], side))
+            summaries.append(_summary(side, None))
+    refused = " and ".join(f"the {r}" for r in refusals)
+    findings.append(Finding(
+        id="pair-not-checked", severity=Severity.INFO,
+        message=f"the pair's KV checks did not run: {refused} server never starts (its flags are refused while parsing)",
+        fix="Fix the refused flag and run kvcheck again to check the pair.",
+    ))
+    for f in findings:
+        if f.id in ignore or _check_of(f.id) in ignore:
+            f.ignored = True
+    order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
+    findings.sort(key=lambda f: (f.ignored, order[f.severity]))
+    predicted = [f for f in findings if f.runtime_error is not None and not f.ignored]
+    for n, f in enumerate(predicted, start=1):
+        f.runtime_error.order, f.runtime_error.first = n, n == 1
+    releases = {role: (refusals[role].release if role in refusals else sides[role].sglang_version) for role in ("prefill", "decode")}
+    label = "sglang " + (releases["prefill"] if releases["prefill"] == releases["decode"]
+                         else f"{releases['prefill']} (prefill) / {releases['decode']} (decode)")
+    return Report(verdict=verdict_of(findings), plan=None, findings=findings, sides=summaries, kernel="builtin",
+                  runtime=label, extra={"releases": releases})
+
+
 def runtime_label(prefill: Side, decode: Side) -> str:
     """The report's ``runtime``: ``"sglang 0.5.8"`` when both sides run one release, else
     ``"sglang 0.5.8 (prefill) / 0.5.23 (decode)"`` (``unknown`` for a side kvcheck
@@ -357,9 +404,10 @@ def _bootstrap_detail(fid: str, message: str, prefill: Side, decode: Side, p: Pa
 # Finding ids that a check may emit beside its own id (for --ignore and the docs).
 FINDING_IDS = {
     "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
-    "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning"],
+    "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "startup-argparse", "pair-not-checked"],
     "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "runtime-error"],
-    "connector-startup": ["connector-startup", "staging-mla", "nixl-ib-device", "decode-host-destination", "minimax-index-value"],
+    "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "minimax-index-value"],
+    "startup-log": ["decode-radix-disabled"],
     "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
     "probe": [
         "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",

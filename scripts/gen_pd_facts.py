@@ -16,9 +16,13 @@ imported) and records, per release, the facts kvcheck's PD model branches on:
 - ``registration``: the frames ``KVArgsRegisterInfo.from_zmq`` reads and the number of
   frames after ``GUARD`` the decode's registration sends, and where ``gpu_id`` sits;
 - ``bootstrap_hash``/``decision_hash``: digests of the decode's bootstrap checks
-  (``try_ensure_parallel_info`` + ``_resolve_rank_mapping``) and of the prefill's
-  registration decision (``_add_remote_peer``, ``_prepare_payload_xfer`` and helpers), so
-  that a release whose code kvcheck has not restated is recognised as such;
+  (``try_ensure_parallel_info`` + ``_resolve_rank_mapping``; before 0.5.10
+  ``CommonKVReceiver.__init__`` + ``_get_prefill_parallel_info_from_server``) and of the
+  prefill's registration decision (``_add_remote_peer``, ``_prepare_payload_xfer`` and
+  helpers; before 0.5.13, which prepare nothing at registration, the per-request
+  ``add_transfer_request`` / ``send_kvcache`` / ``send_kvcache_slice`` path, digest
+  prefixed ``pr-``), so that a release whose code kvcheck has not restated is recognised
+  as such;
 - ``strings``: whether a runtime message or function exists in that release.
 
 Later releases are added by running this script on them (``pip download --no-deps
@@ -48,6 +52,17 @@ STRINGS = {
     "item_stride_guard": "transfer length exceeds item stride",
 }
 BOOTSTRAP_FUNCS = ("try_ensure_parallel_info", "_resolve_rank_mapping")
+# Releases before 0.5.13 prepare nothing at registration: the prefill builds descriptor
+# lists per request (``add_transfer_request`` -> ``send_kvcache`` / ``send_kvcache_slice``,
+# pairing regions with ``get_mha_kv_ptrs_with_pp`` / ``get_mla_kv_ptrs_with_pp``); their
+# ``decision_hash`` digests these instead (``_prepare_payload_xfer`` absent).
+PER_REQUEST_FUNCS = (
+    "add_transfer_request", "transfer_worker", "send_kvcache", "_send_kvcache_generic", "send_kvcache_slice",
+    "get_mha_kv_ptrs_with_pp", "get_mla_kv_ptrs_with_pp", "_mla_slice_ptrs_for_pp", "register_buffer_to_engine",
+)
+# Before 0.5.10 the decode checks the prefill in ``CommonKVReceiver.__init__`` over the v1
+# ``/route``; its ``bootstrap_hash`` digests that constructor and the v1 fetch.
+V1_BOOTSTRAP_METHODS = (("CommonKVReceiver", "__init__"), ("CommonKVReceiver", "_get_prefill_parallel_info_from_server"))
 DECISION_FUNCS = (
     "_add_remote_peer", "_prepare_payload_xfer", "_build_transfer_dst_indices", "_kv_xfer_mem_segments",
     "_init_equal_tp_prep_handle", "_init_mixed_equal_tp_prep_handles", "_prep_equal_tp_dlist", "_prep_xfer_dlist",
@@ -68,6 +83,19 @@ def _digest(defs: dict[str, ast.AST], names) -> str:
     for name in names:
         node = defs.get(name)
         h.update(name.encode() + b"\0" + (ast.unparse(node).encode() if node is not None else b"-") + b"\0")
+    return h.hexdigest()[:12]
+
+
+def _method_digest(trees: list[ast.AST], methods) -> str:
+    """Digest of ``Class.method`` sources (the first class of that name in ``trees``)."""
+    h = hashlib.sha256()
+    for cls, name in methods:
+        node = None
+        for tree in trees:
+            for c in ast.walk(tree):
+                if node is None and isinstance(c, ast.ClassDef) and c.name == cls:
+                    node = next((f for f in c.body if isinstance(f, ast.FunctionDef) and f.name == name), None)
+        h.update(f"{cls}.{name}".encode() + b"\0" + (ast.unparse(node).encode() if node is not None else b"-") + b"\0")
     return h.hexdigest()[:12]
 
 
@@ -109,8 +137,11 @@ def facts(root: Path) -> dict:
         "registration_reads": reads,
         "registration_sends": sent,
         "registration_gpu_id_frame": gpu_at,
-        "bootstrap_hash": _digest(defs, BOOTSTRAP_FUNCS) if "try_ensure_parallel_info" in defs else None,
-        "decision_hash": _digest(defs, DECISION_FUNCS),
+        "bootstrap_hash": (
+            _digest(defs, BOOTSTRAP_FUNCS) if "try_ensure_parallel_info" in defs
+            else _method_digest([ast.parse(common)], V1_BOOTSTRAP_METHODS) if "_get_prefill_parallel_info_from_server" in common else None
+        ),
+        "decision_hash": _digest(defs, DECISION_FUNCS) if "_prepare_payload_xfer" in defs else "pr-" + _digest(defs, PER_REQUEST_FUNCS),
         "strings": {k: (v in all_text) for k, v in STRINGS.items()},
     }
 

@@ -54,14 +54,17 @@ fi
 # process with PYTHONPATH=.venv/sglang-releases/X). The releases are those whose PD path
 # changed (see kvcheck/sglang/pd_release.py); _deps holds what their imports need beyond
 # kvcheck's own environment. 0.5.20: the prefill's per-entry DCP geometry check (its
-# 0.5.17 .. 0.5.19 whole-list form is driven on 0.5.17).
-RELEASES=${KVCHECK_SGLANG_RELEASES:-"0.5.8 0.5.10 0.5.13 0.5.16 0.5.17 0.5.20 0.5.21 0.5.22"}
+# 0.5.17 .. 0.5.19 whole-list form is driven on 0.5.17). 0.5.5 (oldest modeled: no v1
+# checks, per-request lists from the start layer), 0.5.7 (v1 PP assert, whole-list
+# pairing), 0.5.12.post1 (lists built in transfer worker threads).
+RELEASES=${KVCHECK_SGLANG_RELEASES:-"0.5.5 0.5.7 0.5.8 0.5.10 0.5.12.post1 0.5.13 0.5.16 0.5.17 0.5.20 0.5.21 0.5.22"}
 echo "== installing SGLang releases side by side: $RELEASES"
 mkdir -p .venv/sglang-releases
-# (0.5.16's function-call parser imports xgrammar at import time; older server_args import fastapi.)
-for dep in openai distro jiter sniffio partial_json_parser fastapi xgrammar; do
+# (0.5.16's function-call parser imports xgrammar at import time; older server_args import fastapi,
+# whose telemetry module imports opentelemetry when 0.5.7 and older import it.)
+for dep in openai distro jiter sniffio partial_json_parser fastapi xgrammar opentelemetry; do
   [ -d ".venv/sglang-releases/_deps/$dep" ] || { "${PIP[@]}" --no-deps --target .venv/sglang-releases/_deps \
-    openai==3.57.0 distro jiter sniffio partial_json_parser fastapi==0.165.0 xgrammar==0.2.9; break; }
+    openai==3.57.0 distro jiter sniffio partial_json_parser fastapi==0.165.0 xgrammar==0.2.9 opentelemetry-api; break; }
 done
 for v in $RELEASES; do
   [ -f ".venv/sglang-releases/$v/sglang/__init__.py" ] || "${PIP[@]}" --no-deps --target ".venv/sglang-releases/$v" "sglang==$v"

@@ -8,7 +8,8 @@ disagreement (none expected).
 Parts (each compared builtin vs the installed release's own code):
 - ``bootstrap``: seeded decode bootstrap pairs; ``kvcheck.sglang.plan.bootstrap_error``
   with ``behaviour(X)`` against ``runtime_kernel.bootstrap_error`` (the release's
-  ``try_ensure_parallel_info``): same exception class and text, or both accept.
+  ``try_ensure_parallel_info``; before 0.5.10 its ``CommonKVReceiver.__init__`` on the v1
+  ``/route``): same exception class and text, or both accept.
 - ``route``: the /route reply of every other known v2 release (the keys it sends, from
   ``pd_facts.json``) handed to this release's decode: the TypeError it logs, or none,
   against ``kvcheck.checks.pd_path.route_compat``'s prediction; and this release's own
@@ -17,7 +18,9 @@ Parts (each compared builtin vs the installed release's own code):
   ``KVArgsRegisterInfo.from_zmq``: the exception it raises against the
   ``registration-frames`` prediction (where kvcheck predicts one).
 - ``transfer``: seeded prefill/decode geometries through ``decide_transfer`` (releases
-  whose decision the runtime kernel drives).
+  whose decision the runtime kernel drives; 0.5.5 .. 0.5.11: one request through the
+  release's ``add_transfer_request``, compared on path, decode region per source region,
+  the bytes of each first descriptor, or the exception).
 """
 
 from __future__ import annotations
@@ -189,7 +192,8 @@ def transfer_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
     done = 0
     outcomes = out.setdefault("transfer_outcomes", {})
     for _ in range(n):
-        prefill, decode, dcp, pp_rank, heads = transfer_pair(rng, vram_only=b.decision_variant == "0.5.13", dcp=b.dcp_relayout)
+        # 0.5.5 .. 0.5.14 know no memory kinds: VRAM-only pairs; decode DCP from 0.5.17
+        prefill, decode, dcp, pp_rank, heads = transfer_pair(rng, vram_only=b.per_request_decision or b.decision_variant == "0.5.13", dcp=b.dcp_relayout)
         try:
             want = rk.decide_transfer(prefill, decode, decode_dcp_size=dcp, pp_rank=pp_rank, total_kv_heads=heads)
         except rk.KernelSetupError as exc:
@@ -203,6 +207,8 @@ def transfer_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
         key = want.path or (want.error.type + ":" + want.error.message[:40] if want.error else "?")
         outcomes[key] = outcomes.get(key, 0) + 1
         same = want.contract() == got.contract() and _err(want.error) == _err(got.error) and (want.path is None or want.dst_indices == got.dst_indices)
+        if b.per_request_decision and want.path is not None:  # 0.5.5 .. 0.5.12.post1: the bytes of each first descriptor too
+            same = same and want.write_lens == got.write_lens
         if not same:
             bad.append({"runtime": [want.contract(), _err(want.error), want.dst_indices], "builtin": [got.contract(), _err(got.error), got.dst_indices]})
     out["transfer"] = done
@@ -232,7 +238,8 @@ def main() -> int:
     t = time.perf_counter()
     if b.bootstrap_modeled:
         bootstrap_part(rk, b, a.pairs, rng, out)
-        route_part(rk, b, out)
+        if b.route == "v2":  # v1 decodes (before 0.5.10) have no PrefillServerInfo
+            route_part(rk, b, out)
         timings["bootstrap+route"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
     registration_part(rk, b, out)

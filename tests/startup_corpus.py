@@ -53,6 +53,32 @@ def gpu_facts(capability: tuple[int, int]) -> Iterator[None]:
         torch.cuda.get_device_capability = saved
 
 
+QWEN4_EXP_TEXT = {
+    "model_type": "qwen4_exp_text", "hidden_size": 2048, "num_hidden_layers": 8, "num_attention_heads": 16,
+    "num_key_value_heads": 2, "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "full_attention_interval": 4, "vocab_size": 151936, "num_experts": 64, "num_experts_per_tok": 8,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "intermediate_size": 5120,
+    "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+}
+VARIANT_MODELS = ("qwen4-exp", "deepseek-v3.2-nextn")
+
+
+def variant_config(name: str) -> dict:
+    """config.json of a model the bundled configs do not cover, in the shape of the real one:
+    ``qwen4-exp`` (Qwen4ExpForConditionalGeneration, a hybrid linear-attention MoE whose
+    prefill CP shares the TP group) and ``deepseek-v3.2-nextn`` (the bundled DeepSeek V3.2
+    config under the DSA NextN architecture DeepseekV3ForCausalLMNextN)."""
+    if name == "qwen4-exp":
+        return {"architectures": ["Qwen4ExpForConditionalGeneration"], "model_type": "qwen4_exp",
+                "text_config": dict(QWEN4_EXP_TEXT), "torch_dtype": "bfloat16"}
+    if name == "deepseek-v3.2-nextn":
+        cfg = json.loads((MODELS / "deepseek-v3.2" / "config.json").read_text())
+        cfg["architectures"] = ["DeepseekV3ForCausalLMNextN"]
+        return cfg
+    raise KeyError(name)
+
+
 def model_dirs(tmp: Path) -> dict[str, Path]:
     """A directory per bundled model config (``config.json`` only: resolution reads no weights)."""
     out = {}

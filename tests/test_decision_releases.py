@@ -10,7 +10,7 @@ from __future__ import annotations
 from conformance_pairs import side
 from helpers import write_config
 from kvcheck.preflight import run_preflight
-from kvcheck.sglang.pd_release import DECISION_VARIANTS, behaviour
+from kvcheck.sglang.pd_release import _vkey, DECISION_VARIANTS, behaviour
 from kvcheck.sglang.plan import decide_transfer
 from kvcheck.sources import load_side
 
@@ -24,7 +24,7 @@ def test_each_release_from_0_5_13_has_a_modeled_decision():
     # pd_facts.json digests of _add_remote_peer -> _prepare_payload_xfer and helpers.
     assert {behaviour(v).decision_variant for v in ("0.5.17", "0.5.18")} == {"0.5.17"}
     assert [behaviour(v).decision_variant for v in ("0.5.19", "0.5.20", "0.5.21")] == ["0.5.19", "0.5.20", "0.5.21"]
-    assert sorted(set(DECISION_VARIANTS.values()), key=lambda v: [int(x) for x in v.split(".")])[-7:] == [
+    assert sorted(set(DECISION_VARIANTS.values()), key=_vkey)[-7:] == [
         "0.5.15", "0.5.17", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"]
 
 

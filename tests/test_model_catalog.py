@@ -54,7 +54,10 @@ def test_entry_parses_or_is_named_unusable(hub_id):
         assert "num_hidden_layers" in str(exc)
         return
     assert m.num_hidden_layers > 0
-    if m.attention == "MLA":
+    if m.dsv4:
+        # DeepSeek V4: compressed pools, one compress ratio per layer (plus the NextN layer's).
+        assert m.head_dim and m.qk_rope_head_dim and len(m.compress_ratios) >= m.num_hidden_layers
+    elif m.attention == "MLA":
         assert m.kv_lora_rank and m.qk_rope_head_dim
     elif m.attention == "MHA":
         assert m.num_key_value_heads and m.head_dim
@@ -142,6 +145,11 @@ def test_known_values_from_the_public_configs():
     llama = parse_model_config(load_catalog()["meta-llama/Meta-Llama-3.1-8B"]["config"])
     assert (llama.attention, llama.num_hidden_layers, llama.num_key_value_heads, llama.head_dim) == ("MHA", 32, 8, 128)
     # gpt-oss: a sliding-window hybrid (every other layer of 36 slides over 128 tokens).
+    # DeepSeek V4 Flash (43 layers): 21 C4 and 20 C128 layers, 2 SWA-only ones; Pro (61): 30 C4, 31 C128.
+    for hub_id, layers, c4, c128 in (("deepseek-ai/DeepSeek-V4-Flash", 43, 21, 20), ("deepseek-ai/DeepSeek-V4-Pro", 61, 30, 31)):
+        v4 = parse_model_config(load_catalog()[hub_id]["config"])
+        ratios = v4.compress_ratios[:v4.num_hidden_layers]
+        assert (v4.dsv4, v4.num_hidden_layers, ratios.count(4), ratios.count(128), v4.head_dim, v4.index_head_dim) == (True, layers, c4, c128, 512, 128)
     oss = parse_model_config(load_catalog()["openai/gpt-oss-120b"]["config"])
     assert (oss.hybrid, oss.sliding_window, len(oss.swa_layer_ids)) == ("swa", 128, 18)
 

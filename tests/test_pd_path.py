@@ -78,7 +78,8 @@ def test_a_0_5_8_prefill_cannot_parse_a_newer_registration(tmp_path):
     r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.5.8", dv="0.5.23")
     f = _by_id(r)
     assert (f["registration-frames"].runtime_error.type, f["registration-frames"].runtime_error.message) == ("ValueError", "invalid literal for int() with base 10: ''")
-    assert "route-compat" in f and "release-pd-unchecked" in f
+    # the 0.5.8 prefill's per-request transfer and the 0.5.23 decode's checks are both restated
+    assert "route-compat" in f and "release-pd-unchecked" not in f
 
 
 def test_unmodeled_releases_are_unchecked_never_the_newest_answer(tmp_path, monkeypatch):
@@ -167,7 +168,7 @@ def test_0_5_14_prefill_decision_is_restated(tmp_path):
     # (no memory kinds before 0.5.15); nothing raises at registration.
     assert behaviour("0.5.14").decision_variant == "0.5.13" and behaviour("0.5.16").decision_variant == "0.5.15"
     assert behaviour("0.5.18").decision_variant == "0.5.17" and behaviour("0.5.21").decision_variant == "0.5.21"
-    assert not behaviour("0.5.12.post1").decision_modeled
+    assert behaviour("0.5.12.post1").per_request_decision
     r = _pair(tmp_path, "llama-3.1-8b", {**P, "page-size": 16}, {**D, "page-size": 16}, pv="0.5.14", dv="0.5.14")
     assert r.exit_code == 0 and r.plan.path == "equal_tp" and r.plan.segments[0].as_list()[2:] == ["VRAM", "VRAM"]
     assert "release-pd-unchecked" not in _by_id(r)

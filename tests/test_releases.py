@@ -97,8 +97,12 @@ def test_cli_sglang_version_reads_the_line_with_that_release(tmp_path):
     report = json.loads(ok.stdout)
     assert report["runtime"] == "sglang 0.5.8"
     assert report["sides"][0]["sglang_version"] == "0.5.8" and report["sides"][0]["version_source"] == "--sglang-version"
-    bad = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--sglang-version", "0.5.23")  # removed in 0.5.20
-    assert bad.returncode == 2 and "ambiguous option: --cuda-graph-max-bs could match" in bad.stderr
+    # removed in 0.5.20: 0.5.23's argparse refuses the abbreviation, so that prefill exits at
+    # start-up (an error finding with argparse's text, exit 1), not bad input (exit 2)
+    bad = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--sglang-version", "0.5.23", "--format", "json")
+    assert bad.returncode == 1, bad.stderr
+    refused = [f for f in json.loads(bad.stdout)["findings"] if f["id"] == "startup-argparse"]
+    assert len(refused) == 1 and refused[0]["runtime_error"]["message"].startswith("ambiguous option: --cuda-graph-max-bs could match")
     mixed = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--format", "json",
                     "--prefill-sglang-version", "0.5.8", "--decode-sglang-version", "0.5.23")
     assert json.loads(mixed.stdout)["runtime"] == "sglang 0.5.8 (prefill) / 0.5.23 (decode)"

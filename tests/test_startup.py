@@ -345,3 +345,81 @@ def test_gpu_not_given_says_when_blackwell_refuses(tmp_path):
     refused = [f for f in run(PREFILL, mla, "h100", "default (Hopper assumed)") if f.id == "attention-backend-gpu"]
     assert len(refused) == 1 and "GPU not given: assumed Hopper" in refused[0].message
     assert refused[0].runtime_error.message == startup_corpus.runtime_outcome(model_dir, mla, (9, 0))[1]
+
+
+# ------------------------------------------------------------------------------------------
+# Start-up refusals on architectures the bundled configs do not cover: a Qwen4Exp hybrid
+# (CP-TP group sharing, SGLang 0.5.23) and a DSA NextN architecture (HiSparse KV dtype).
+# The configs are written here in the shape of the real ones (config.json only).
+
+def variant_model_dir(tmp_path: Path, name: str) -> Path:
+    """A model directory holding ``startup_corpus.variant_config(name)``."""
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(startup_corpus.variant_config(name)))
+    return d
+
+
+STAGING = {"SGLANG_DISAGG_STAGING_BUFFER": "1"}
+CPTP = {**PREFILL, "tp_size": 2, "attn_cp_size": 2, "enable_prefill_cp": True, "cp_strategy": "zigzag"}
+
+# (case name, model, role, flags, env, the id kvcheck must name; None: the runtime starts)
+VARIANT_CASES = [
+    ("cp-tp-staging", "qwen4-exp", "prefill", CPTP, STAGING, "staging-cp-tp-sharing"),
+    ("cp-tp-no-staging-starts", "qwen4-exp", "prefill", CPTP, {}, None),
+    ("cp-tp-size", "qwen4-exp", "prefill", {**CPTP, "tp_size": 4}, STAGING, "cp-tp-group-sharing"),
+    ("cp-tp-strategy", "qwen4-exp", "prefill", {**CPTP, "cp_strategy": "interleave"}, STAGING, "cp-tp-group-sharing"),
+    ("cp-tp-spec", "qwen4-exp", "prefill", {**CPTP, "speculative_algorithm": "NGRAM"}, STAGING, "cp-tp-group-sharing"),
+    ("cp-tp-mixed-chunk", "qwen4-exp", "prefill", {**CPTP, "enable_mixed_chunk": True}, STAGING, "cp-tp-group-sharing"),
+    ("cp-tp-ep", "qwen4-exp", "prefill", {**CPTP, "ep_size": 2}, STAGING, "cp-tp-group-sharing"),
+    ("cp-tp-a2a", "qwen4-exp", "prefill", {**CPTP, "moe_a2a_backend": "deepep"}, STAGING, "cp-tp-group-sharing"),
+    ("cp-tp-pp", "qwen4-exp", "prefill", {**CPTP, "pp_size": 2}, STAGING, "cp-tp-group-sharing"),
+    ("cp-tp-decode", "qwen4-exp", "decode", {**CPTP, "disaggregation_mode": "decode"}, STAGING, "cp-tp-group-sharing"),
+    ("hisparse-kv-bf16-nextn", "deepseek-v3.2-nextn", "decode", {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bf16"}, {},
+     "hisparse-kv-dtype"),
+    ("hisparse-kv-e5m2-nextn", "deepseek-v3.2-nextn", "prefill",
+     {**PREFILL, "enable_hisparse": True, "disable_radix_cache": True, "kv_cache_dtype": "fp8_e5m2"}, {}, "hisparse-kv-dtype"),
+    ("hisparse-kv-bfloat16-nextn-ok", "deepseek-v3.2-nextn", "decode", {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bfloat16"}, {},
+     None),
+    ("hisparse-kv-auto-nextn-ok", "deepseek-v3.2-nextn", "decode", {**DECODE, "enable_hisparse": True}, {}, None),
+]
+
+
+@pytest.mark.parametrize("name,model,role,flags,env,expected_id", VARIANT_CASES, ids=[c[0] for c in VARIANT_CASES])
+@pytest.mark.parametrize("gpu", ["h100", "b200"])
+def test_variant_architecture_refusal_matches_runtime(tmp_path, name, model, role, flags, env, expected_id, gpu):
+    """CP-TP group sharing (0.5.23 ``resolve_cp_tp_group_sharing``, reached from
+    ``handle_context_parallelism``) and HiSparse's KV dtype (``validate_hisparse_kv_cache_dtype``)
+    against the runtime's own start-up path, with the runtime's exact text."""
+    pytest.importorskip("sglang")
+    from kvcheck.sglang.startup import Refusal, first_outcome
+
+    model_dir = variant_model_dir(tmp_path, model)
+    outcome = startup_corpus.runtime_outcome(model_dir, flags, GPU_CAPS[gpu], env)
+    side = startup_corpus.kv_side(role, model_dir, flags, gpu, env)
+    predicted = first_outcome(side)
+    if expected_id is None:
+        assert outcome is None
+        assert not isinstance(predicted, Refusal), predicted  # None, or a Stop (prefill CP past the hook: unchecked)
+        return
+    assert outcome is not None and isinstance(predicted, Refusal), (outcome, predicted)
+    assert (predicted.type, predicted.message, predicted.hook) == outcome
+    assert predicted.id == expected_id
+
+
+def test_new_startup_steps_are_gated_by_release(tmp_path):
+    """Each restated step exists from the release that introduced it (the hook's source in that
+    release's wheel): validate_hisparse_kv_cache_dtype from 0.5.14; the CP-TP staging refusal
+    from 0.5.23 (0.5.22's hook supported GLM-5 Next only): earlier, kvcheck does not name them."""
+    from kvcheck.sglang.startup import Refusal, first_outcome
+
+    nextn = variant_model_dir(tmp_path, "deepseek-v3.2-nextn")
+    qwen = variant_model_dir(tmp_path, "qwen4-exp")
+    hs = startup_corpus.kv_side("decode", nextn, {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bf16"}, "h100")
+    cp = startup_corpus.kv_side("prefill", qwen, CPTP, "h100", STAGING)
+    for release, hs_id, cp_refused in (("0.5.23", "hisparse-kv-dtype", True), ("0.5.22", "hisparse-kv-dtype", False),
+                                       ("0.5.14", "hisparse-kv-dtype", False), ("0.5.13", None, False)):
+        hs.sglang_version = cp.sglang_version = release
+        got = first_outcome(hs)
+        assert (got.id if isinstance(got, Refusal) else None) == hs_id, (release, got)
+        assert isinstance(first_outcome(cp), Refusal) == cp_refused, release

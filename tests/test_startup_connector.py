@@ -146,3 +146,93 @@ def test_predicted_ib_device_refusal_is_explained(ib, tp, entry):
     hits = explain_text(f"{r.type}: {r.message}").hits
     assert hits and hits[0].entry_id == entry and hits[0].match == "full"
     assert load_catalog().get(entry).check == r.id == "nixl-ib-device"
+
+
+# ------------------------------------------------------------------------------------------
+# SGLANG_DISAGG_STAGING_BUFFER's chunk/page grid check in PrefillBootstrapQueue.__init__
+# (SGLang 0.5.17 .. 0.5.23), driven on the runtime's own resolved args.
+
+STAGING_ENV = {"SGLANG_DISAGG_STAGING_BUFFER": "1"}
+STAGING_CHUNK_CASES = [
+    ("chunk-off", {"chunked_prefill_size": -1, "page_size": 64}, "staging-chunk-size"),
+    ("chunk-off-page-1", {"chunked_prefill_size": -1}, "staging-chunk-size"),
+    ("chunk-off-attn-dp", {"chunked_prefill_size": -1, "tp_size": 2, "attn_dp_size": 2, "page_size": 16}, "staging-chunk-size"),
+    ("chunk-aligned", {"chunked_prefill_size": 4096, "page_size": 64}, None),
+    ("chunk-default", {"page_size": 64}, None),
+    ("chunk-zero-is-8192", {"chunked_prefill_size": 0, "page_size": 64}, None),
+    ("chunk-off-pp", {"chunked_prefill_size": -1, "pp_size": 2}, "staging-chunk-size"),
+    ("chunk-aligned-pp-nixl", {"chunked_prefill_size": 4096, "pp_size": 2, "page_size": 16}, "staging-mla"),
+    ("chunk-aligned-pp-mooncake", {"chunked_prefill_size": 4096, "pp_size": 2, "disaggregation_transfer_backend": "mooncake"}, None),
+]
+
+
+def _flags(case_flags: dict) -> dict:
+    return {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "nixl", **case_flags}
+
+
+@pytest.fixture(scope="module")
+def staging_runtime(tmp_path_factory) -> dict:
+    """The runtime's ``PrefillBootstrapQueue.__init__`` outcome per case, from
+    tests/staging_queue_worker.py in its own process: importing SGLang's prefill module
+    needs ``openai`` (its protocol types), which the test environment installs beside the
+    older releases (.venv/sglang-releases/_deps, scripts/setup-test-env.sh), not in the
+    process that runs the other tests."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    pytest.importorskip("sglang")
+    repo = Path(__file__).resolve().parent.parent
+    deps = Path(os.environ.get("KVCHECK_SGLANG_RELEASES_DIR") or (Path(sys.prefix) / "sglang-releases")) / "_deps"
+    model_dir = tmp_path_factory.mktemp("staging") / "llama-3.1-8b"
+    model_dir.mkdir()
+    shutil.copy(MODELS / "llama-3.1-8b" / "config.json", model_dir / "config.json")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo), str(repo / "tests"), str(repo / "tests" / "stubs"), str(deps)]))
+    cases = {name: _flags(flags) for name, flags, _ in STAGING_CHUNK_CASES}
+    proc = subprocess.run([sys.executable, str(repo / "tests" / "staging_queue_worker.py"), str(model_dir)],
+                          input=json.dumps({"cases": cases, "env": STAGING_ENV}), env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode == 3:
+        pytest.skip(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("name,flags,expected_id", STAGING_CHUNK_CASES, ids=[c[0] for c in STAGING_CHUNK_CASES])
+def test_staging_chunk_grid_matches_runtime(staging_runtime, name, flags, expected_id):
+    """kvcheck's staging checks on a prefill (``connector_outcome``) give the runtime's own
+    ``PrefillBootstrapQueue.__init__`` outcome, text included, on the runtime's resolved
+    page size and chunked-prefill size."""
+    flags = _flags(flags)
+    runtime = staging_runtime[name]
+    runtime = tuple(runtime) if runtime is not None else None
+    assert runtime is None or runtime[0] == "queue", runtime  # the args themselves are accepted
+    s = side("prefill", "llama-3.1-8b", flags, STAGING_ENV)
+    s.gpu = "h100"
+    from kvcheck.sglang.startup import first_outcome
+
+    assert first_outcome(s) is None
+    predicted = connector_outcome(s)
+    if expected_id is None:
+        assert runtime is None and predicted is None, (runtime, predicted)
+        return
+    assert isinstance(predicted, ConnectorRefusal) and predicted.id == expected_id, predicted
+    assert runtime[1:] == (predicted.type, predicted.message)
+    assert predicted.hook == "PrefillBootstrapQueue.__init__"
+
+
+def test_staging_chunk_grid_by_release():
+    """The grid check exists from 0.5.17 (disaggregation/prefill.py of each release's wheel);
+    0.5.17 refused PP with staging on every backend, 0.5.18 on all but Mooncake; before 0.5.17
+    PP with staging is not restated (unchecked, never a pass)."""
+    s = side("prefill", "llama-3.1-8b", {"chunked_prefill_size": -1}, STAGING_ENV)
+    pp = side("prefill", "llama-3.1-8b", {"chunked_prefill_size": 4096, "pp_size": 2}, STAGING_ENV)
+    for release, chunk_id, pp_out in (("0.5.23", "staging-chunk-size", "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake."),
+                                      ("0.5.17", "staging-chunk-size", "SGLANG_DISAGG_STAGING_BUFFER does not support pp_size > 1."),
+                                      ("0.5.16", None, Stop)):
+        s.sglang_version = pp.sglang_version = release
+        r = connector_outcome(s)
+        assert (r.id if isinstance(r, ConnectorRefusal) else None) == chunk_id, (release, r)
+        r = connector_outcome(pp)
+        assert isinstance(r, Stop) if pp_out is Stop else r.message == pp_out, (release, r)

@@ -61,6 +61,12 @@ CONFIGS = {
         "sparse_attention_config": {"sparse_attention_freq": [0, 0, 1, 1, 1, 1], "sparse_disable_index_value": [0, 0, 1, 1, 1, 1],
                                     "sparse_index_dim": 128},
     },
+    # DeepSeek-V4-Flash's KV shape with 8 layers (C4/C128 alternating, a NextN layer).
+    "dsv4": {
+        "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "num_hidden_layers": 8, "num_attention_heads": 64,
+        "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "index_head_dim": 128, "sliding_window": 128,
+        "compress_ratios": [0, 0, 4, 128, 4, 128, 4, 128, 0], "num_nextn_predict_layers": 1, "hidden_size": 512,
+    },
 }
 
 
@@ -152,6 +158,56 @@ def test_minimax_unequal_tp_refused():
     assert [key(x) for x in b] == [key(x) for x in r]
 
 
+# ---- DeepSeek V4: "swa" (SWA KV + C4 compress states), "c128_state", the NextN draft's "swa" --
+
+MTP = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}
+
+
+@pytest.mark.parametrize("tp", [(4, 4), (4, 8), (8, 2)])
+@pytest.mark.parametrize("backend", ["UCX", "LIBFABRIC"])
+def test_dsv4_states_whole_slots_any_tp(tp, backend):
+    """DeepSeekV4TokenToKVPool is an MLA backend for PD: every component moves whole
+    slots whatever the attention TP sizes (prepared on UCX, generic elsewhere)."""
+    env = {"SGLANG_DISAGGREGATION_NIXL_BACKEND": backend}
+    p, d = side("dsv4", "prefill", {"tp_size": tp[0], **MTP}, env=env), side("dsv4", "decode", {"tp_size": tp[1], **MTP}, env=env)
+    b, r = both(p, d)
+    path = "whole_prepared" if backend == "UCX" else "whole_generic"
+    assert [key(x) for x in r] == [(t, path, None, None, False) for t in ("swa", "c128_state", "swa")]
+    assert [key(x) for x in b] == [key(x) for x in r]
+    rep = run_preflight(p, d, kernel="builtin")
+    assert rep.verdict == "pass", [f.message for f in rep.findings]
+
+
+def test_dsv4_compress_state_dtype_differs():
+    """SGLANG_DSV4_COMPRESS_STATE_DTYPE=bfloat16 on the decode only: the C4 compress-state
+    entries of 'swa' and the C128 state halve on the decode. UCX: the prepared plan rejects
+    the peer and every transfer raises; another backend: the generic path writes the
+    prefill's item length into the decode's smaller slots (corruption)."""
+    p = side("dsv4", "prefill", {"tp_size": 4})
+    d = side("dsv4", "decode", {"tp_size": 4}, env={"SGLANG_DSV4_COMPRESS_STATE_DTYPE": "bfloat16"})
+    b, r = both(p, d)
+    assert r[0].error is not None and r[0].error.message.startswith(
+        "NIXL state layout rejected for <decode agent>: NIXL prepared state component 0 (StateType.SWA) stride mismatch")
+    assert "(StateType.DSV4_REQUEST_STATE)" in r[0].error.message
+    assert [key(x) for x in b] == [key(x) for x in r]
+    p2 = side("dsv4", "prefill", {"tp_size": 4}, env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"})
+    d2 = side("dsv4", "decode", {"tp_size": 4}, env={"SGLANG_DSV4_COMPRESS_STATE_DTYPE": "bfloat16", "SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"})
+    b, r = both(p2, d2)
+    assert [x.error for x in r] == [None, None] and all(x.corruption for x in r)
+    assert [key(x) for x in b] == [key(x) for x in r]
+    rep = run_preflight(p2, d2)
+    found = [f for f in rep.findings if f.id == "state-transfer"]
+    assert rep.verdict == "fail" and found and found[0].severity.value == "error"
+
+
+def test_dsv4_decode_only_mtp_is_not_a_pass():
+    """MTP on the decode only: the decode registers a third component (the draft's SWA)
+    and its C4 rings are twice as long; kvcheck never passes it."""
+    p, d = side("dsv4", "prefill", {"tp_size": 4}), side("dsv4", "decode", {"tp_size": 4, **MTP})
+    rep = run_preflight(p, d)
+    assert rep.verdict in ("fail", "unchecked")
+
+
 # ---- seeded corpus: builtin vs runtime ----------------------------------------------------
 
 CORPUS = int(os.environ.get("KVCHECK_STATES_CORPUS", "3000"))
@@ -179,7 +235,20 @@ def _random_pair(rng: random.Random):
         gpu, page = "b200", 64
         fp.update(kv_cache_dtype="mxfp8", page_size=64, attention_backend="fa4")
         fd.update(kv_cache_dtype="mxfp8" if rng.random() < 0.8 else "auto", page_size=64, attention_backend="fa4")
-    if rng.random() < 0.15:
+    if model == "dsv4":
+        # DeepSeek V4 (fp8 KV, page 256 pinned, PP 1): the compress-state dtype and MTP
+        # (C4 ring 8 -> 16, the draft's "swa") vary per side.
+        fp.update(kv_cache_dtype="auto")
+        fd.update(kv_cache_dtype=rng.choice(["auto", "fp8_e4m3"]))
+        for env, flags in ((env_p, fp), (env_d, fd)):
+            if rng.random() < 0.25:
+                env["SGLANG_DSV4_COMPRESS_STATE_DTYPE"] = rng.choice(["bfloat16", "float32"])
+        if rng.random() < 0.6:
+            fp.update(MTP)
+            fd.update(MTP)
+        elif rng.random() < 0.3:
+            (fp if rng.random() < 0.5 else fd).update(MTP)
+    elif rng.random() < 0.15:
         fp["pp_size"] = 2
     p = side(model, "prefill", fp, env_p, gpu)
     d = side(model, "decode", fd, env_d, gpu)

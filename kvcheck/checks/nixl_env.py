@@ -95,7 +95,8 @@ UCX_NET_DEVICES_WARNING = (
     Severity.ERROR,
     "Each server's PD queue and NIXL KV manager accept the environment and the IB devices",
     what=(
-        "SGLANG_DISAGG_STAGING_BUFFER on an MLA model (or with PP on a non-Mooncake prefill); "
+        "SGLANG_DISAGG_STAGING_BUFFER on an MLA model, on a prefill whose chunked-prefill size is not a positive multiple "
+        "of the page size (-1: chunking off), or with PP on a non-Mooncake prefill; "
         "--disaggregation-ib-device with port suffixes (mlx5_0:1), a per-GPU JSON mapping that is invalid or misses "
         "a GPU the server binds, or a device_list in SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS that disagrees with it; "
         "UCX_NET_DEVICES overriding --disaggregation-ib-device (warning)."

@@ -31,7 +31,7 @@ def _modeled(ctx: CheckContext) -> bool:
     "kvcheck models the PD path of each side's SGLang release",
     what="A side runs an SGLang release whose decode bootstrap checks or prefill registration decision kvcheck has not restated.",
     why="The PD code changes from release to release; answering with another release's code could pass a pair that release breaks.",
-    fix="Run both sides on a modeled release (the decode's bootstrap checks: 0.5.10 .. 0.5.23; the prefill's decision: 0.5.13 .. 0.5.23), or check the pair on a staging deployment; on 0.5.13 .. 0.5.21 a pair whose transfer the release leaves unguarded (head slices that do not tile the items before 0.5.22, a prefill PP stage paired positionally on 0.5.13 .. 0.5.16, decode DCP before 0.5.17) stays unchecked: run it on 0.5.22 or later, where the runtime checks it.",
+    fix="Run both sides on a modeled release (the decode's bootstrap checks: 0.5.5 .. 0.5.23; the prefill's decision: 0.5.5 .. 0.5.23), or check the pair on a staging deployment; on 0.5.13 .. 0.5.21 a pair whose transfer the release leaves unguarded (head slices that do not tile the items before 0.5.22, a prefill PP stage paired positionally on 0.5.13 .. 0.5.16, decode DCP before 0.5.17) stays unchecked: run it on 0.5.22 or later, where the runtime checks it.",
 )
 def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.pd_release import known_releases
@@ -47,12 +47,22 @@ def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
                 "its PD path is not checked"
             ))
     if b_d.known and not b_d.bootstrap_modeled:
-        why = "its decode checks the prefill in CommonKVReceiver over the v1 /route (before 0.5.10)" if b_d.route == "v1" else "its try_ensure_parallel_info differs from every variant kvcheck restates"
+        why = (
+            "its CommonKVReceiver.__init__ on the v1 /route differs from every variant kvcheck restates"
+            if b_d.route == "v1" else "its try_ensure_parallel_info differs from every variant kvcheck restates"
+        )
         out.append(chk.finding(f"decode: the bootstrap checks of SGLang {b_d.version} are not modeled ({why})"))
+    pair = ctx.extra.get("pair_info")
+    if b_d.bootstrap_modeled and pair is not None:
+        from kvcheck.sglang.plan import bootstrap_unchecked
+
+        for why in bootstrap_unchecked(pair[0], pair[1], b_d):
+            out.append(chk.finding(f"decode: {why}; what the transfer then does is not modeled"))
     if b_p.known and not b_p.decision_modeled:
         out.append(chk.finding(
             f"prefill: the registration decision and first-request checks of SGLang {b_p.version} are not modeled "
-            "(kvcheck restates _add_remote_peer/_prepare_payload_xfer of 0.5.13 .. 0.5.23); region counts, memory kinds and item lengths are not checked"
+            "(kvcheck restates the per-request transfer of 0.5.5 .. 0.5.12.post1 and _add_remote_peer/_prepare_payload_xfer of 0.5.13 .. 0.5.23); "
+            "region counts, memory kinds and item lengths are not checked"
         ))
     if b_p.decision_modeled:
         plans = [ctx.plan] if ctx.plan is not None else []
@@ -62,6 +72,14 @@ def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
         if why is not None:
             out.append(chk.finding(
                 f"prefill: SGLang {b_p.version} accepts this decode's registration without checks, and what its transfer then does is not modeled: {why}"
+            ))
+        # 0.5.12 .. 0.5.12.post1: SGLANG_DISAGG_STAGING_BUFFER sends unequal-TP KV through
+        # staging buffers (_do_staging_transfer), which kvcheck does not restate.
+        staging = str(ctx.prefill.env.get("SGLANG_DISAGG_STAGING_BUFFER", "")).lower() in _TRUE
+        if b_p.per_request_decision and staging and ctx.prefill.args.attn_tp_size != ctx.decode.args.attn_tp_size:
+            out.append(chk.finding(
+                f"prefill: SGLang {b_p.version} with SGLANG_DISAGG_STAGING_BUFFER sends unequal-TP KV through staging buffers; "
+                "that path is not modeled (the head-slice path shown is its fallback)"
             ))
     if b_p.decision_modeled and b_p.decision_variant not in ("0.5.22", "0.5.23"):
         # First-request checks restated for 0.5.23 only (aux-buffer-count,
@@ -358,15 +376,23 @@ def follow_bootstrap_room_plain_dp(chk, ctx: CheckContext) -> list[Finding]:
     "hetero-tp-kv-misrouted",
     Severity.ERROR,
     "The head-slice path writes each prefill region into the matching decode region",
-    what="Unequal attention TP (head-slice path) where the runtime pairs a prefill K region with a decode V region or another layer (get_mha_kv_ptrs_with_pp with an uneven PP partition or a decode draft pool).",
+    what=(
+        "Unequal attention TP (head-slice path) where the runtime pairs a prefill K region with a decode V region or another layer "
+        "(get_mha_kv_ptrs_with_pp with an uneven PP partition or a decode draft pool); on SGLang 0.5.5 .. 0.5.12.post1 the equal-TP "
+        "and MLA paths pair regions the same way (per-request lists) and are checked too."
+    ),
     why="Nothing raises: the decode attends over keys written as values (or another layer's KV), and the output is garbage.",
     fix="Use the same attention TP size on both sides, or give the decode the prefill's PP layout (same --pp-size and SGLANG_PP_LAYER_PARTITION).",
 )
 def hetero_tp_kv_misrouted(chk, ctx: CheckContext) -> list[Finding]:
     stages = ctx.extra.get("pp_stages") or []
+    b_p = _behaviours(ctx)[0] if "pd_behaviour" in ctx.extra else None
+    # 0.5.5 .. 0.5.12.post1 pair equal-TP/MLA regions with the same pointer arithmetic
+    # (get_mha_kv_ptrs_with_pp / get_mla_kv_ptrs_with_pp) as the head-slice path.
+    paths = ("hetero_tp_slice", "equal_tp") if b_p is not None and b_p.per_request_decision else ("hetero_tp_slice",)
     out = []
     for st in stages:
-        if st.get("path") != "hetero_tp_slice" or "_geometry" not in st:
+        if st.get("path") not in paths or "_geometry" not in st:
             continue
         src, dst = st["_geometry"]
         for i, j in enumerate(st.get("dst_indices") or []):

@@ -95,7 +95,10 @@ def hetero_tp_performance(chk, ctx: CheckContext) -> list[Finding]:
     "item-length-larger",
     Severity.ERROR,
     "Destination item lengths equal the source's",
-    what="A decode region whose per-page item length is larger than the prefill region written into it (any PP stage).",
+    what=(
+        "A decode region whose per-page item length is larger than the prefill region written into it (any PP stage); on "
+        "SGLang 0.5.5 .. 0.5.12.post1, which check no item length, a shorter one too."
+    ),
     why=(
         "The runtime accepts it silently (only a shorter destination raises) and writes prefill-sized items at the decode's "
         "stride: the decode reads a layout it did not write. Nothing raises; the output is garbage."
@@ -106,12 +109,26 @@ def item_length_larger(chk, ctx: CheckContext) -> list[Finding]:
     stages = ctx.extra.get("pp_stages") or []
     if not stages:
         return []
+    b_p = (ctx.extra.get("pd_behaviour") or (None, None))[0]
+    per_request = b_p is not None and b_p.per_request_decision
     for st in stages:
         if st.get("error") or st.get("path") in ("hetero_tp_slice", "dcp_relayout", None) or "_geometry" not in st:
             continue
         pg, dg = st["_geometry"]
         for i, j in enumerate(st.get("dst_indices") or []):
             src, dst = pg.regions[i].item_len, dg.regions[j].item_len
+            if dst < src and per_request:
+                # send_kvcache (0.5.5 .. 0.5.12.post1) strides both sides by the prefill's item
+                # length and checks nothing: page p lands at p x src bytes, where the decode
+                # reads pages p x src / dst on; the last pages run past the region (NIXL error).
+                where = f"prefill PP stage {st['pp_rank']}: " if len(stages) > 1 else ""
+                cause, fix = _item_cause(ctx)
+                return [chk.finding(
+                    f"{where}decode region {j} has item length {dst} bytes per page, shorter than the {src}-byte items of prefill region {i} "
+                    f"that SGLang {b_p.version} writes into it at the prefill's stride without any check (0.5.15 added one): the decode reads "
+                    f"overlapping, misplaced pages (silent corruption), and requests whose pages reach the region's end fail in NIXL{cause}",
+                    fix=fix,
+                )]
             if dst > src:
                 where = f"prefill PP stage {st['pp_rank']}: " if len(stages) > 1 else ""
                 cause, fix = _item_cause(ctx)
@@ -277,7 +294,7 @@ def hicache_no_effect(chk, ctx: CheckContext) -> list[Finding]:
 
 # State components whose transfer kvcheck's decision does not cover yet. "dsa" (index-K
 # per layer, paired with the KV regions layer by layer) is decided with the KV regions.
-_UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv")
+_UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "c128_state")
 
 
 @check(
@@ -307,9 +324,12 @@ def state_components(chk, ctx: CheckContext) -> list[Finding]:
     for g in (ctx.prefill_geometry, ctx.decode_geometry):
         if g is None or g.pool == "not_modeled":
             continue
-        todo = [t for t in g.state_types if t in _UNDECIDED_STATE_TYPES]
+        todo_idx = [i for i, t in enumerate(g.state_types) if t in _UNDECIDED_STATE_TYPES]
+        todo = [g.state_types[i] for i in todo_idx]
         if todo:
-            lens = "; ".join(f"{t}: {len(g.state_item_lens(t))} items of {sorted(set(g.state_item_lens(t)))} bytes" for t in todo)
+            # By component index: a type can occur twice (DeepSeek V4's target and draft "swa").
+            comp = g.state_item_lens_by_type
+            lens = "; ".join(f"{g.state_types[i]}: {len(comp[i])} items of {sorted(set(comp[i]))} bytes" for i in todo_idx)
             out.append(chk.finding(f"{g.role}: {g.pool} pool registers {g.n} KV regions and state components {todo} ({lens}); kvcheck does not decide their transfer yet"))
     return out
 

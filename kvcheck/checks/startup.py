@@ -30,6 +30,9 @@ _WHAT = {
     "hisparse-spec-topk": "--enable-hisparse with speculative --speculative-eagle-topk other than 1",
     "hisparse-spec-adaptive": "--enable-hisparse with --speculative-adaptive",
     "staging-buffer": "SGLANG_DISAGG_STAGING_BUFFER with a transfer backend other than mooncake/nixl",
+    "cp-tp-group-sharing": "prefill context parallelism shared with the TP group (Qwen4Exp) with a layout or feature it does not support",
+    "staging-cp-tp-sharing": "SGLANG_DISAGG_STAGING_BUFFER on a prefill whose prefill CP shares the TP group (CP-TP group sharing)",
+    "hisparse-kv-dtype": "--enable-hisparse with a --kv-cache-dtype string HiSparse does not take (bfloat16 or fp8_e4m3)",
     "nvfp4-prefill-dequant": "--kv-cache-dtype nvfp4 with an attention backend (or dequant dtype) NVFP4 prefill/decode cannot use",
     "attention-backend-gpu": "an attention backend this GPU (or this use of it) does not support",
     "attention-kv-dtype": "a --kv-cache-dtype spelling the attention backend refuses (trtllm_mla takes fp8_e4m3, bf16 or auto; not bfloat16)",
@@ -66,6 +69,9 @@ _FIX = {
     "hisparse-spec-topk": "Use --speculative-eagle-topk 1 with --enable-hisparse.",
     "hisparse-spec-adaptive": "Drop --speculative-adaptive with --enable-hisparse.",
     "staging-buffer": "Unset SGLANG_DISAGG_STAGING_BUFFER, or use --disaggregation-transfer-backend nixl or mooncake.",
+    "cp-tp-group-sharing": "Use --attn-cp-size equal to --tp-size, --cp-strategy zigzag, and none of the features the message names (or drop --enable-prefill-cp).",
+    "staging-cp-tp-sharing": "Unset SGLANG_DISAGG_STAGING_BUFFER on the prefill (or drop --enable-prefill-cp).",
+    "hisparse-kv-dtype": "Use --kv-cache-dtype bfloat16 or fp8_e4m3 (these exact strings; bf16 is refused) with --enable-hisparse, the same string on both servers.",
     "nvfp4-prefill-dequant": "With --kv-cache-dtype nvfp4, drop the attention-backend flags (NVFP4 picks flashinfer/trtllm_mha) or use one the message names.",
     "attention-backend-gpu": "Use an attention backend this GPU supports (or omit --attention-backend and let SGLang choose), and name the GPU with --gpu/--prefill-gpu/--decode-gpu.",
     "attention-kv-dtype": "Write the KV dtype the backend accepts (e.g. --kv-cache-dtype bf16, not bfloat16, with trtllm_mla) on both servers.",
@@ -85,8 +91,9 @@ _FIX = {
 
 def _start_up_logs(side) -> list[Finding]:
     """What ``handle_pd_disaggregation`` (SGLang 0.5.23) warns while it accepts the flags: the
-    prefill-DCP warning. (Its info line "Radix cache is disabled for decode server", printed
-    by every PD decode without --disaggregation-decode-enable-radix-cache, is not reported.)"""
+    prefill-DCP warning. (Its line "Radix cache is disabled for decode server", printed by
+    every PD decode without --disaggregation-decode-enable-radix-cache, is the
+    ``startup-log`` check's info finding.)"""
     a = side.args
     out = []
     if a.disaggregation_mode == "prefill" and a.dcp_size > 1:
@@ -95,6 +102,49 @@ def _start_up_logs(side) -> list[Finding]:
                                    "prefill and decode use the same DCP layout, but it usually adds communication overhead "
                                    "without improving prefill performance.",
                            fix="Run the prefill with --dcp-size 1 unless the decode uses the same DCP layout."))
+    return out
+
+
+# What handle_pd_disaggregation logs when a PD decode turns its radix cache off (no
+# --disaggregation-decode-enable-radix-cache): the text of each release range.
+DECODE_RADIX_OFF_LOG = (
+    ("0.5.22", "Radix cache is disabled for decode server"),     # pd_disaggregation_hook, 0.5.22 .. 0.5.23
+    ("0.5.0rc2", "KV cache is forced as chunk cache for decode server"),  # server_args / the hook, up to 0.5.21
+)
+
+
+def decode_radix_off_log(side) -> str | None:
+    """The warning a PD decode logs at start-up when it turns its radix cache off (every PD
+    decode without ``--disaggregation-decode-enable-radix-cache``; the flag exists from
+    0.5.11), in the side's release's words; ``None`` when it does not log it."""
+    from kvcheck.sglang.startup import release_at_least
+
+    a = side.args
+    if a.disaggregation_mode != "decode" or a.disaggregation_decode_enable_radix_cache:
+        return None
+    return next((text for first, text in DECODE_RADIX_OFF_LOG if release_at_least(side, first)), None)
+
+
+@check(
+    "startup-log",
+    Severity.INFO,
+    "What each server logs while it accepts its args",
+    what="Start-up log lines the runtime prints for these flags that need no action: a PD decode turning its radix cache off.",
+    why="So the operator can tell the expected start-up lines from a problem.",
+    fix="Nothing to do.",
+)
+def startup_log(chk, ctx: CheckContext) -> list[Finding]:
+    """``decode-radix-disabled`` (info): the decode's ``handle_pd_disaggregation`` logs
+    "Radix cache is disabled for decode server" (0.5.22 .. 0.5.23; "KV cache is forced as
+    chunk cache for decode server" before) unless ``--disaggregation-decode-enable-radix-cache``."""
+    out = []
+    for side in (ctx.prefill, ctx.decode):
+        text = decode_radix_off_log(side)
+        if text is not None and first_outcome(side) is None:
+            out.append(Finding(id="decode-radix-disabled", severity=Severity.INFO,
+                               message=f"the {side.role} server logs at start-up: {text} (a PD decode runs without a radix "
+                                       "cache unless --disaggregation-decode-enable-radix-cache); nothing is wrong",
+                               fix="Nothing to do."))
     return out
 
 
@@ -135,32 +185,70 @@ def _gpu_note(side, r: Refusal) -> str:
     "startup",
     Severity.ERROR,
     "Each server accepts its own args at start-up",
-    what="Flag combinations SGLang refuses while resolving a server's args: attention backends and KV dtypes per GPU (trtllm_mla, cutedsl_mla, trtllm_mha, nvfp4, mxfp8), TP vs attention DP x CP, DP sizes, PP with speculative decoding, HiCache (radix cache, DCP), KV sharding, HiSparse, the decode radix cache, decode host receive, decode context parallelism, PD allocation policy, staging buffers.",
+    what="Flag combinations SGLang refuses while resolving a server's args: attention backends and KV dtypes per GPU (trtllm_mla, cutedsl_mla, trtllm_mha, nvfp4, mxfp8), TP vs attention DP x CP, DP sizes, PP with speculative decoding, HiCache (radix cache, DCP), KV sharding, HiSparse (model, radix cache, KV dtype, backends), the decode radix cache, decode host receive, decode context parallelism, CP-TP group sharing, PD allocation policy, staging buffers.",
     why="The server exits during start-up, before loading the model; the pair never runs.",
     fix="Change the flag the message names.",
 )
 def startup(chk, ctx: CheckContext) -> list[Finding]:
     out = []
     for side in (ctx.prefill, ctx.decode):
-        r = first_outcome(side)
-        if isinstance(r, Stop):
-            out.append(Finding(
-                id="startup-unchecked",
-                severity=Severity.UNCHECKED,
-                message=f"the {side.role} server's start-up is not fully predicted ({side.origin or side.role}): {r.reason}",
-                fix="Start the server once (or name its GPU) to see whether it accepts these flags.",
-            ))
-            continue
-        out.extend(_start_up_logs(side))
-        if r is None:
-            out.extend(_other_gpu(side))
-            continue
-        what = _WHAT.get(r.id, r.id)
-        out.append(Finding(
-            id=r.id,
-            severity=Severity.ERROR,
-            message=f"the {side.role} server refuses to start ({side.origin or side.role}): {what}{_gpu_note(side, r)}",
-            fix=_FIX.get(r.id, chk.fix),
-            runtime_error=r.prediction(side),
-        ))
+        out.extend(side_findings(chk, side))
     return out
+
+
+def side_findings(chk, side) -> list[Finding]:
+    """The ``startup`` check's findings for one side: its first start-up refusal (an error
+    carrying the runtime's text), ``startup-unchecked`` where kvcheck cannot tell, the
+    start-up warnings it logs, and the GPU notes."""
+    r = first_outcome(side)
+    if isinstance(r, Stop):
+        return [Finding(
+            id="startup-unchecked",
+            severity=Severity.UNCHECKED,
+            message=f"the {side.role} server's start-up is not fully predicted ({side.origin or side.role}): {r.reason}",
+            fix="Start the server once (or name its GPU) to see whether it accepts these flags.",
+        )]
+    out = _start_up_logs(side)
+    if r is None:
+        return out + _other_gpu(side)
+    what = _WHAT.get(r.id, r.id)
+    out.append(Finding(
+        id=r.id,
+        severity=Severity.ERROR,
+        message=f"the {side.role} server refuses to start ({side.origin or side.role}): {what}{_gpu_note(side, r)}",
+        fix=_FIX.get(r.id, chk.fix),
+        runtime_error=r.prediction(side),
+    ))
+    return out
+
+
+ARGPARSE_OPERATOR_SEES = (
+    "the server prints its usage line and \"error: <this message>\" and exits with status 2 while parsing its "
+    "flags, before it reads the model or binds a port"
+)
+
+
+def argparse_finding(role: str, refusal) -> Finding:
+    """The ``startup-argparse`` error for a side whose flags the release's own argument
+    parser refuses (``kvcheck.errors.ArgparseRefusal``: an ambiguous abbreviation), as
+    ``prepare_server_args`` -> ``ArgumentParser.parse_args`` (Python 3.11) does it: argparse
+    prints ``<prog>: error: <message>`` and raises ``SystemExit(2)``."""
+    from kvcheck.sglang.plan import RuntimeErrorPrediction
+
+    release = f"SGLang {refusal.release}" if refusal.release else "SGLang"
+    matches = refusal.argparse_message.split(" could match ", 1)[-1]
+    return Finding(
+        id="startup-argparse",
+        severity=Severity.ERROR,
+        message=(f"the {role} server refuses to start ({refusal.source or role}): {release}'s argument parser finds "
+                 f"{refusal.option} ambiguous (an abbreviation of several flags: {matches})"
+                 + (f"; release from {refusal.version_source}" if refusal.version_source else "")),
+        fix=f"Write the flag in full (one of {matches}): argparse accepts an abbreviation only when it matches a single flag of that release.",
+        runtime_error=RuntimeErrorPrediction(
+            type="SystemExit",
+            message=refusal.argparse_message,
+            raised_by=f"{role}: server start-up (argument parsing: prepare_server_args -> argparse)",
+            when="start-up",
+            operator_sees=ARGPARSE_OPERATOR_SEES,
+        ),
+    )

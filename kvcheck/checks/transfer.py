@@ -151,6 +151,16 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
     if plan is None or plan.error is None:
         return []
     fid, fix = _classify(plan.error.message, _DECISION_IDS, plan.error.type)
+    per_request = plan.error.when == "first request"  # 0.5.5 .. 0.5.12.post1 (plan._decide_per_request)
+    if per_request and plan.error.type == "IndexError":
+        fid, fix = "region-count", (
+            "The decode must register the KV regions this prefill stage writes into: the same model, draft and PP layout on both sides."
+        )
+    elif per_request and plan.error.type == "ZeroDivisionError":
+        fid, fix = "head-slice-assert", (
+            "The decode replicates KV heads (more attention TP ranks than KV heads) and this release computes 0 heads per decode rank: "
+            "run the decode at the prefill's attention TP size, or upgrade both sides to 0.5.11 or later."
+        )
     pg, dg = ctx.prefill_geometry, ctx.decode_geometry
     stage = next((st for st in ctx.extra.get("pp_stages") or [] if st.get("error")), None)
     if stage is not None and "_geometry" in stage:
@@ -175,6 +185,10 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
         fix = cause_fix or fix
     if ctx.extra.get("bootstrap_errors"):
         detail += "; this is raised once the bootstrap checks above pass"
+    if per_request:
+        return [Finding(id=fid, severity=Severity.ERROR, fix=fix, runtime_error=plan.error, message=(
+            f"the prefill accepts the decode's KV registration without checks and fails building the first request's transfer: {detail}"
+        ))]
     return [Finding(id=fid, severity=Severity.ERROR, message=f"the prefill rejects the decode's KV registration: {detail}", fix=fix, runtime_error=plan.error)]
 
 
@@ -217,17 +231,20 @@ def _kind_summary(g) -> str:
     "hisparse-draft-nixl",
     Severity.ERROR,
     "A HiSparse decode with a speculative draft needs Mooncake",
-    what="A decode with --enable-hisparse that also runs a speculative draft worker (MTP/EAGLE), on the NIXL backend.",
+    what=("A decode with --enable-hisparse that also runs a speculative draft worker (MTP/EAGLE), or whose pool is "
+          "DeepSeek V4's (DeepSeekV4TokenToKVPool), on the NIXL backend."),
     why=(
-        "DecodePreallocQueue.pop_preallocated sends device page ids for the draft KV beside the host pages, which only "
-        "the Mooncake connector implements; on NIXL it raises NotImplementedError in the decode's scheduler on the "
+        "DecodePreallocQueue.pop_preallocated (0.5.23) sends device page ids beside the host pages when the decode's pool "
+        "is DeepSeekV4TokenToKVPool (its C4 indexer and C128 regions stay in device memory) or a draft pool exists, which "
+        "only the Mooncake connector implements; on NIXL it raises NotImplementedError in the decode's scheduler on the "
         "first request, even when both sides run the same draft."
     ),
     fix="Drop speculative decoding on the HiSparse decode, drop --enable-hisparse, or use --disaggregation-transfer-backend mooncake on both sides.",
 )
 def hisparse_draft_nixl(chk, ctx: CheckContext) -> list[Finding]:
     d = ctx.decode.args
-    if not (d.enable_hisparse and d.has_draft_worker and d.disaggregation_transfer_backend == "nixl"):
+    dsv4 = bool(getattr(ctx.decode.model, "dsv4", False))
+    if not (d.enable_hisparse and (d.has_draft_worker or dsv4) and d.disaggregation_transfer_backend == "nixl"):
         return []
     rt = RuntimeErrorPrediction(
         type="NotImplementedError",
@@ -236,8 +253,13 @@ def hisparse_draft_nixl(chk, ctx: CheckContext) -> list[Finding]:
         when="first request",
         operator_sees=DECODE_FIRST_REQUEST,
     )
-    return [chk.finding(
-        f"the decode runs --enable-hisparse with --speculative-algorithm {d.speculative_algorithm} on "
-        f"--disaggregation-transfer-backend nixl: its draft KV stays in device memory, which only Mooncake can address",
-        runtime_error=rt,
-    )]
+    if dsv4:
+        what = ("the decode runs --enable-hisparse on DeepSeek V4 on --disaggregation-transfer-backend nixl: only its C4 KV "
+                "is on the host; the C4 indexer and C128 KV stay in device memory and are sent by device page ids, which only "
+                "Mooncake can address")
+    else:
+        what = (f"the decode runs --enable-hisparse with --speculative-algorithm {d.speculative_algorithm} on "
+                f"--disaggregation-transfer-backend nixl: its draft KV stays in device memory, which only Mooncake can address")
+    fix = ("Drop --enable-hisparse on the DeepSeek V4 decode, or use --disaggregation-transfer-backend mooncake on both sides "
+           "(dropping speculative decoding does not help: the V4 pool's device regions take the same path).") if dsv4 else None
+    return [chk.finding(what, fix=fix, runtime_error=rt)]

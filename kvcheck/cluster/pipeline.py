@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping
 
 from kvcheck.checks.base import Finding, Severity
 from kvcheck.cluster.model import ClassResult, ClusterReport, DeploymentResult, InstanceResult, Located, PairResult, finding
-from kvcheck.errors import InputError
+from kvcheck.errors import ArgparseRefusal, InputError
 from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
@@ -274,7 +274,10 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
     sig = (inst.role, tuple(inst.argv), inst.image, inst.gpu_type, tuple(sorted(inst.env.items())), inst.location.file, getattr(inst, "model", None), bool(inst.unresolved))
     derived = caches.argv.get(sig)
     if derived is None:
-        derived = caches.argv[sig] = _derive(inst, opts, caches)
+        try:
+            derived = caches.argv[sig] = _derive(inst, opts, caches)
+        except ArgparseRefusal as exc:
+            return _argparse_refused(ir, exc, opts)
     ir.args, ir.release, ir.release_source = derived.args, derived.release, derived.release_source
     ir.model, ir.model_source = derived.model, derived.model_source
     for fid, sev, msg, fix, flag in derived.notes:
@@ -282,6 +285,27 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
     ir._key, ir._build = derived.key, derived.build  # type: ignore[attr-defined]
     if inst.unresolved:  # its own class: the finding names this instance's variable
         ir._key = derived.key + (("unresolved", id(inst)),)  # type: ignore[attr-defined]
+    return ir
+
+
+def _argparse_refused(ir: InstanceResult, exc: ArgparseRefusal, opts: ClusterOptions) -> InstanceResult:
+    """An instance whose launch line its release's own argument parser refuses (an ambiguous
+    abbreviation, ``kvcheck.errors.ArgparseRefusal``): the server exits at start-up, so the
+    instance gets the ``startup-argparse`` error and its own class with no side (its pairs
+    fail on it; nothing else about them is judged). On a release kvcheck does not model the
+    refusal is not that release's: bad input, as before."""
+    from kvcheck.checks.startup import argparse_finding
+
+    inst = ir.instance
+    choice = _choose_release(inst, opts)
+    if choice is not None and not choice.modeled:
+        raise exc
+    if choice is not None:
+        exc.release, exc.version_source = choice.release, choice.source
+    f = argparse_finding(inst.role, exc)
+    f.message = f"{inst.name}: {f.message}"
+    ir.findings.append(Located(f, inst.arg_locations.get(exc.option) or inst.location))
+    ir._key = ("argparse-refused", inst.role, tuple(inst.argv), exc.release)  # type: ignore[attr-defined]
     return ir
 
 
@@ -430,7 +454,7 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
         report = Report(verdict=verdict_of(kept), plan=None, findings=kept, sides=report.sides, kernel=report.kernel, runtime=report.runtime, extra=report.extra)
         extra.append(finding(
             "backend-not-modeled", Severity.UNCHECKED,
-            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks on page size, KV dtype, CP and PP sizes, which every backend runs, were checked)",
+            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks of its release, which every backend runs, were checked: page size, KV dtype, CP and PP sizes from 0.5.10; page size and PP in the v1 checks before)",
             "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
             _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
         ))

@@ -81,6 +81,9 @@ class StateRegion(BaseModel):
     item_len: int
     layer_id: int
     part: Literal["K", "V", "KV", "conv", "temporal"]
+    # Index of the component in ``state_types`` when a type occurs twice (DeepSeek V4:
+    # the target's and the NextN draft's "swa"); None: the only component of its type.
+    component: int | None = None
 
 
 class SideGeometry(BaseModel):
@@ -92,7 +95,7 @@ class SideGeometry(BaseModel):
     """
 
     role: Literal["prefill", "decode"]
-    pool: Literal["MHA", "MLA", "DSA", "SWA", "HYBRID_LINEAR", "MINIMAX_SPARSE", "not_modeled"]
+    pool: Literal["MHA", "MLA", "DSA", "SWA", "HYBRID_LINEAR", "MINIMAX_SPARSE", "DSV4", "not_modeled"]
     not_modeled_reason: str | None = None
     is_mla: bool
     attn_tp_size: int
@@ -124,6 +127,8 @@ class SideGeometry(BaseModel):
     # and draft pools) that SGLang 0.5.23 registers with NIXL neither as KV regions nor as a
     # state component: the decode's scales for the received tokens are never written.
     unregistered_scale_buffers: int = 0
+    # DeepSeekV4TokenToKVPool.pd_kv_layout (compared at bootstrap); None for other pools.
+    kv_layout: str | None = None
 
     @property
     def n(self) -> int:
@@ -141,10 +146,17 @@ class SideGeometry(BaseModel):
         """``kv_args.state_item_lens`` of one component (bytes per item, in order)."""
         return [r.item_len for r in self.state_regions if r.state_type == state_type]
 
+    def component_regions(self, index: int) -> list[StateRegion]:
+        """The buffers of component ``index`` of ``state_types`` (by ``component`` when the
+        regions carry it, else by state type)."""
+        if any(r.component is not None for r in self.state_regions):
+            return [r for r in self.state_regions if r.component == index]
+        return [r for r in self.state_regions if r.state_type == self.state_types[index]]
+
     @property
     def state_item_lens_by_type(self) -> list[list[int]]:
         """``kv_args.state_item_lens``: one list per entry of ``state_types``."""
-        return [self.state_item_lens(t) for t in self.state_types]
+        return [[r.item_len for r in self.component_regions(i)] for i in range(len(self.state_types))]
 
 
 def pp_stage_layers(num_layers: int, pp_size: int, partition: str | None, source: str = "") -> list[tuple[int, int]]:
@@ -266,6 +278,9 @@ def resolve_attention(side: Side, model: ModelConfig) -> tuple[tuple[str | None,
         prefill_b, decode_b = nvfp4_backends(side, gpu)
     arch = model.architecture
     gpu_decided = False
+    if model.dsv4:
+        # _deepseek_v4_overrides: attention backend dsv4 and page size 256 on CUDA, whatever the flags say.
+        return ("dsv4", prefill_b, decode_b), 256, notes
     if model.dsa:
         if unset:
             attn = "dsa"
@@ -365,6 +380,8 @@ def resolved_kv_cache_dtype_flag(side: Side) -> str:
     ``_dsa_kv_cache_dtype_default`` turns ``auto`` into fp8_e4m3 on SM >= 10 and
     bfloat16 below, and spells ``bf16`` as ``bfloat16``. Other flags are kept."""
     flag = side.args.kv_cache_dtype
+    if side.model.dsv4 and flag == "auto":
+        return "fp8_e4m3"  # _deepseek_v4_kv_cache_dtype (CUDA)
     if side.model.dsa:
         if flag == "auto":
             gpu, _ = side_gpu(side)
@@ -644,6 +661,10 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
             **base, pool="not_modeled", not_modeled_reason=model.not_modeled_reason, is_mla=False,
             kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
         )
+    if model.dsv4:
+        from kvcheck.sglang.dsv4 import dsv4_geometry
+
+        return dsv4_geometry(side, base, notes, pp_rank)
     dtype, nbytes = kv_dtype_bytes(side, model)
     fp4 = dtype in FP4_KV_DTYPES or dtype in LEGACY_FP4_KV_DTYPES
     if fp4 and (why := fp4_unmodeled_reason(side, model, dtype)):

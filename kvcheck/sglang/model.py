@@ -66,8 +66,10 @@ DSA_ARCHITECTURES = frozenset(
 
 # Pools kvcheck does not model yet: named so the report can say so instead of guessing.
 NOT_MODELED_ARCHITECTURES = {
-    "DeepseekV4ForCausalLM": "DeepSeek V4 (compressed C4/C128 KV pools)",
-    "DeepseekV4ForCausalLMNextN": "DeepSeek V4 (compressed C4/C128 KV pools)",
+    # The NextN layers alone (as a target model); DeepseekV4ForCausalLM is modeled
+    # (kvcheck.sglang.dsv4) and runs its NextN layers as the draft.
+    "DeepseekV4ForCausalLMNextN": "DeepSeek V4 NextN layers served as a target model",
+    "DeepseekV4ForCausalLMDSpark": "DeepSeek V4 DSpark draft served as a target model",
     # Not an architecture SGLang 0.5.23 registers (its MiniMax M3 classes are *Sparse*).
     "MiniMaxM3ForCausalLM": "MiniMax M3 checkpoint under an architecture name SGLang 0.5.23 does not register (MiniMaxM3Sparse*)",
     # Linear-attention / Mamba hybrids SGLang 0.5.23 does not serve: no class under
@@ -212,6 +214,11 @@ class ModelConfig(BaseModel):
     # DSA layers that reuse the previous layer's top-k (``dsa_layer_skips_topk``): their
     # index-K buffer has 0 rows when SGLang elides it.
     dsa_skip_topk_layers: list[int] = []
+    # DeepSeek V4 (``DeepseekV4ForCausalLM``, model_type deepseek_v4): its compressed
+    # C4/C128 pools and SWA pool (``DeepSeekV4TokenToKVPool``), one compress ratio per
+    # layer (``compress_ratios``; entries past ``num_hidden_layers`` are the NextN layers').
+    dsv4: bool = False
+    compress_ratios: list[int] = []
 
     @property
     def is_mla(self) -> bool:
@@ -579,6 +586,8 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
             not_modeled_reason=NOT_MODELED_ARCHITECTURES.get(arch, "hybrid attention layers (layer_types)"),
             **common,
         )
+    if arch == "DeepseekV4ForCausalLM":
+        return _deepseek_v4_config(cfg, common, source)
     if arch in KDA_ARCHS:
         # ModelConfig: KimiLinear runs MLA attention (kv_lora_rank + qk_rope_head_dim rows).
         return ModelConfig(
@@ -593,7 +602,9 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         if dsa and (_optional_int(cfg, "index_kpool", source, 1) or 1) > 1 and cfg.get("index_kpool_compress"):
             return ModelConfig(
                 attention="not_modeled",
-                not_modeled_reason="DSA pool with compressed index key pooling (index_kpool_compress: a dsa_tail state ring)",
+                not_modeled_reason=("DSA pool with compressed index key pooling (index_kpool_compress): its dsa_tail state component "
+                                    "(per-request K/score rings of index_kpool + speculative draft-token slots) moves live ring "
+                                    "segments per request (build_dsa_tail_transfer_blocks), which kvcheck does not restate"),
                 **common,
             )
         return ModelConfig(
@@ -627,4 +638,40 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         v_head_dim=v_head_dim,
         **common,
         **hybrid,
+    )
+
+
+# Compress ratios ``collect_sources_by_ratio`` accepts (deepseek_v4_memory_pool.py, 0.5.23).
+DSV4_COMPRESS_RATIOS = (0, 1, 2, 4, 128)
+
+
+def _deepseek_v4_config(cfg: dict[str, Any], common: dict[str, Any], source: str) -> ModelConfig:
+    """DeepSeek V4 as SGLang 0.5.23's ``ModelConfig`` reads it: ``qk_nope_head_dim =
+    head_dim - qk_rope_head_dim``, ``window_size = sliding_window``, ``index_head_dim``,
+    ``compress_ratios`` (one per layer, 0 = SWA only, 4 = C4 + indexer, 128 = C128).
+    The pool is an MLA-like one for PD (``is_mla_backend`` is True for
+    ``DeepSeekV4TokenToKVPool``). DeepSeek-V4.1 (model_type ``deepseek_v41``: ratio-1/2
+    layers with kv_source pools, DSpark, request windows) stays not modeled.
+    Raises ``InputError`` naming the field when one is missing or malformed."""
+    if cfg.get("model_type") == "deepseek_v41" or cfg.get("kv_source_layer_ids"):
+        return ModelConfig(attention="not_modeled", not_modeled_reason="DeepSeek-V4.1 pool (ratio-1/2 kv_source layers, DSpark draft rings)", **common)
+    ratios = cfg.get("compress_ratios")
+    layers = common["num_hidden_layers"]
+    if not isinstance(ratios, list) or any(isinstance(r, bool) or not isinstance(r, int) for r in ratios):
+        raise InputError("config.json 'compress_ratios' must be a list of integers (one per layer)", source=source, field="compress_ratios")
+    if len(ratios) < layers:
+        raise InputError(f"config.json 'compress_ratios' has {len(ratios)} entries, fewer than num_hidden_layers={layers}", source=source, field="compress_ratios")
+    bad = [r for r in ratios[:layers] if r not in DSV4_COMPRESS_RATIOS]
+    if bad:
+        raise InputError(f"Unsupported compression ratio: {bad[0]}", source=source, field="compress_ratios")
+    if any(r in (1, 2) for r in ratios[:layers]):
+        return ModelConfig(attention="not_modeled", not_modeled_reason="DeepSeek V4 with ratio-1/2 compressed layers (kv_source pools)", **common)
+    head_dim = _require_int(cfg, "head_dim", source)
+    rope = _require_int(cfg, "qk_rope_head_dim", source)
+    if rope >= head_dim:
+        raise InputError(f"'qk_rope_head_dim' ({rope}) must be smaller than 'head_dim' ({head_dim})", source=source, field="qk_rope_head_dim")
+    return ModelConfig(
+        attention="MLA", dsv4=True, compress_ratios=list(ratios), head_dim=head_dim, qk_rope_head_dim=rope,
+        index_head_dim=_require_int(cfg, "index_head_dim", source), sliding_window=_require_int(cfg, "sliding_window", source),
+        num_attention_heads=_optional_int(cfg, "num_attention_heads", source, None), num_key_value_heads=1, **common,
     )

@@ -7,9 +7,11 @@ its fields. The facts come from each release's own source (``pd_facts.json``, wr
 names the release that introduced the behaviour it switches on.
 
 A release that kvcheck has no facts for, or whose decode bootstrap checks
-(``try_ensure_parallel_info`` + ``_resolve_rank_mapping``) or prefill registration
-decision (``_add_remote_peer`` -> ``_prepare_payload_xfer`` and helpers) hash to code
-kvcheck has not restated, gets ``bootstrap_modeled`` / ``decision_modeled`` False: the
+(``try_ensure_parallel_info`` + ``_resolve_rank_mapping``; before 0.5.10
+``CommonKVReceiver.__init__`` on the v1 ``/route``) or prefill registration decision
+(``_add_remote_peer`` -> ``_prepare_payload_xfer`` and helpers; before 0.5.13 the
+per-request ``add_transfer_request`` -> ``send_kvcache`` / ``send_kvcache_slice``) hash
+to code kvcheck has not restated, gets ``bootstrap_modeled`` / ``decision_modeled`` False: the
 checks that need them report ``unchecked``, never the newest release's answer.
 
 The static path reads only this module and a small JSON file (no SGLang import).
@@ -29,6 +31,11 @@ _FACTS = Path(__file__).with_name("pd_facts.json")
 # Digests (``scripts/gen_pd_facts.py``) of the decode bootstrap checks kvcheck restates,
 # by the first release that shipped each variant.
 BOOTSTRAP_VARIANTS = {
+    # Before 0.5.10: CommonKVReceiver.__init__ on the v1 /route reply (plan.bootstrap_checks,
+    # plan.bootstrap_unchecked).
+    "1e272550f859": "0.5.5",  # 0.5.5 .. 0.5.6: no check at all (pairs with differing page or PP sizes: unchecked)
+    "186d0d32a377": "0.5.6.post1",  # 0.5.6.post1 .. 0.5.7: the PP assert
+    "9c5d928c27e6": "0.5.8",  # 0.5.8 .. 0.5.9: the page-size check (prefill_page_size in the reply) + the PP assert
     "945778c6f35c": "0.5.10",  # /route v2 + PrefillServerInfo; HiSparse decodes skip the page-size check
     "dc045247ed43": "0.5.13",  # page-size check for every decode (HiSparse bypass removed)
     "6e3e2338d013": "0.5.16",  # hybrid-MLA aware warnings; DSA cache layer split pulls all CP ranks
@@ -39,6 +46,16 @@ BOOTSTRAP_VARIANTS = {
 }
 # Digests of the prefill registration decisions kvcheck restates.
 DECISION_VARIANTS = {
+    # Before 0.5.13 nothing is prepared at registration: descriptor lists are built per
+    # request (``send_kvcache`` / ``send_kvcache_slice``; ``plan._decide_per_request``).
+    "pr-b4863b2ac7c7": "0.5.5",  # 0.5.5 .. 0.5.6: dst pointers sliced from the stage's start layer; item_lens[0] for every layer
+    "pr-e900fda31fd9": "0.5.6.post1",  # 0.5.6.post1 .. 0.5.6.post2: equal region counts pair whole lists; per-layer item lengths
+    "pr-3c4e4a97e144": "0.5.7",  # 0.5.7: KV notifications carry the PP rank (PP prefills modeled)
+    "pr-63a18abe22d7": "0.5.8",  # 0.5.8 .. 0.5.8.post1: MHA decode-only draft pointer offset
+    "pr-2ff86396f7f1": "0.5.9",  # 0.5.9 .. 0.5.10.post1: _send_kvcache_generic, vectorised head slices (same lists)
+    "pr-abb13440d955": "0.5.11",  # 0.5.11: head slices from total_kv_head_num (replication aware)
+    "pr-e4f13faf2a27": "0.5.12",  # 0.5.12: transfer worker threads (errors fail the request), numpy pointer arrays
+    "pr-eaee5dd8d9f7": "0.5.12",  # 0.5.12.post1: the same transfer (the stateless-hang fix is in the completion path)
     "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds, mixed segments, region-count and item-stride guards
     "d8139a090cb7": "0.5.13",  # 0.5.13 .. 0.5.14: prepared VRAM lists, no kinds/segments/guards (plan._decide_0_5_13)
     "527354b11456": "0.5.17",  # 0.5.17 .. 0.5.18: DCP relayout (whole-list geometry check), layer-id pairing, no PP-MLA offsets
@@ -180,6 +197,13 @@ class PDBehaviour:
         """0.5.22: ``_init_hetero_tp_prep_handle`` asserts that the head slices tile the
         source and destination items; before it a misfit is prepared without a word."""
         return self.decision_modeled and at_least(self.decision_variant, "0.5.22")
+
+    @property
+    def per_request_decision(self) -> bool:
+        """0.5.5 .. 0.5.12.post1: the prefill prepares nothing when the decode registers;
+        ``add_transfer_request`` builds the descriptor lists of every request (errors
+        surface at the first request, not at registration)."""
+        return self.decision_modeled and not at_least(self.decision_variant, "0.5.13")
 
     @property
     def aux_count_check(self) -> bool:

@@ -108,6 +108,10 @@ HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE = {
     "bfloat16": {"flashmla_sparse"},
     "fp8_e4m3": {"flashmla_kv", "flashinfer_sparse_mla"},
 }
+# hisparse_hook.HISPARSE_KV_CACHE_DTYPES (0.5.14 .. 0.5.23).
+HISPARSE_KV_CACHE_DTYPES = ("bfloat16", "fp8_e4m3")
+# cp_tp_group_sharing_hook._SUPPORTED_MODELS (0.5.23; 0.5.22 had Glm5Next only).
+CP_TP_GROUP_SHARING_ARCHS = frozenset({"Glm5NextForConditionalGeneration", "Qwen4ExpForConditionalGeneration"})
 # The transfer backends argparse accepts (DISAGG_TRANSFER_BACKEND_CHOICES) all pass the
 # decode-DCP backend check of handle_pd_disaggregation: it is unreachable from the flags.
 
@@ -176,6 +180,17 @@ def _env_bool(side: Side, name: str) -> bool:
     """``sglang.srt.environ.EnvBool.parse``: true/1/yes/y (any case) is on; unset is off."""
     v = side.env.get(name)
     return v is not None and v.lower() in ("true", "1", "yes", "y")
+
+
+def release_at_least(side: Side, first: str) -> bool:
+    """Whether the side's SGLang release (``releases.side_release``: its ``sglang_version``,
+    the newest modeled release when none was resolved) is ``first`` or later. Gates the
+    start-up steps that exist from ``first`` on; a side on an unknown release is never
+    judged (``unknown-release``), so ``False`` there is never read as a pass."""
+    from kvcheck.sglang.releases import in_range, side_release
+
+    version = side_release(side)[0]
+    return version is not None and in_range(version, first)
 
 
 def dp_layout(side: Side) -> tuple[int, int]:
@@ -414,9 +429,12 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
     if not a.enable_hisparse:
         return None
     arch = _arch(side)
-    if arch in DEEPSEEK_V4_ARCHS or arch in MINIMAX_SPARSE_ARCHS:
-        return Stop("HiSparse on DeepSeek V4 / MiniMax M3: their start-up checks are not restated")
-    if not _is_dsa(side):
+    # DeepseekV4ForCausalLM (is_deepseek_v4) passes the model assert and, on CUDA, takes the
+    # DSA path's dtype/backend checks below with its own resolved KV dtype (fp8_e4m3 for auto).
+    is_v4 = arch == "DeepseekV4ForCausalLM" and side.model.dsv4
+    if (arch in DEEPSEEK_V4_ARCHS and not is_v4) or arch in MINIMAX_SPARSE_ARCHS:
+        return Stop("HiSparse on DeepSeek V4 (NextN/DSpark/V4.1) / MiniMax M3: their start-up checks are not restated")
+    if not _is_dsa(side) and not is_v4:
         return Refusal("hisparse-model", "validate_hisparse", "AssertionError",
                        "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
                        "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
@@ -438,7 +456,23 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("hisparse-spec-adaptive", "validate_hisparse", "ValueError",
                        "HiSparse speculative decoding uses statically sized swap state; "
                        "--speculative-adaptive is not supported.")
-    kv = _dsa_resolved_kv_dtype(side, gpu)
+    if is_v4:
+        kv = "fp8_e4m3" if a.kv_cache_dtype == "auto" else a.kv_cache_dtype
+        if kv not in ("bfloat16", "auto", "fp8_e4m3"):
+            return Stop(f"HiSparse on DeepSeek V4 with --kv-cache-dtype {kv}: refused by the V4 dtype assertion first (not restated)")
+    else:
+        # The dtype string validate_hisparse reads: rewritten by _dsa_kv_cache_dtype_default only
+        # for the architectures model_hook runs it for (not the DSA NextN architectures).
+        kv = _resolved_kv_dtype(side, gpu)
+        if release_at_least(side, "0.5.14") and kv not in ("bfloat16", "auto", "fp8_e4m3") and kv not in HISPARSE_KV_CACHE_DTYPES:
+            # validate_hisparse_kv_cache_dtype (hisparse_hook.py, from SGLang 0.5.14; same text
+            # through 0.5.23). A DSA architecture in DSA_KV_PASS_ARCHS is refused earlier by
+            # _dsa_kv_cache_dtype_default, so this is where the DSA NextN architectures
+            # (DeepseekV3ForCausalLMNextN, GlmMoeDsaForCausalLMNextN, ...) with bf16/fp8_e5m2 stop.
+            choices = " or ".join(f"--kv-cache-dtype={d}" for d in HISPARSE_KV_CACHE_DTYPES)
+            return Refusal("hisparse-kv-dtype", "validate_hisparse_kv_cache_dtype", "ValueError",
+                           f"HiSparse requires one of {HISPARSE_KV_CACHE_DTYPES} KV cache dtypes, "
+                           f"but got --kv-cache-dtype={kv}. Please use {choices}.")
     allowed = sorted(HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE.get(kv, {"flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla"}))
     for backend, label in ((a.dsa_prefill_backend, "prefill"), (a.dsa_decode_backend, "decode")):
         if backend is not None and backend not in allowed:
@@ -490,6 +524,8 @@ def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
     SM100 with no backend flag."""
     a = side.args
     attn = a.attention_backend
+    if side.model.dsv4:
+        return "dsv4"  # _deepseek_v4_overrides: attention_backend "dsv4" whatever the flag (CUDA)
     if _arch(side) in DSA_OVERRIDE_ARCHS and attn is None and a.prefill_attention_backend is None and a.decode_attention_backend is None:
         if _is_dsa(side):
             return "dsa"
@@ -526,6 +562,8 @@ def _page_after_model_overrides(side: Side) -> Optional[int]:
     """``--page-size`` after ``_deepseek_family_overrides``: 64 x index_kpool for a DSA model on CUDA."""
     if _is_dsa(side) and _arch(side) in DSA_OVERRIDE_ARCHS:
         return 64 * max(1, side.model.index_kpool)
+    if side.model.dsv4:
+        return 256  # _deepseek_v4_overrides (CUDA)
     return side.args.page_size
 
 
@@ -837,6 +875,9 @@ def context_parallelism(side: Side, gpu: Gpu) -> Outcome:
     Prefill CP (``--enable-prefill-cp``) has model-specific resolution not restated."""
     a = side.args
     if a.enable_prefill_cp:
+        shared = cp_tp_group_sharing(side, gpu)
+        if shared is not None:
+            return shared
         return Stop("--enable-prefill-cp: the prefill context-parallel resolution is not restated")
     _, attn_dp = dp_layout(side)
     cp = a.attn_cp_size
@@ -848,6 +889,53 @@ def context_parallelism(side: Side, gpu: Gpu) -> Outcome:
             return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
                            "tp_size must be divisible by attn_dp_size * attn_cp_size")
     return None
+
+
+def cp_tp_group_sharing(side: Side, gpu: Gpu) -> Optional[Refusal]:
+    """``cp_tp_group_sharing_hook.resolve_cp_tp_group_sharing`` as SGLang 0.5.23 runs it from
+    ``handle_context_parallelism`` (CUDA, after the HIP / DeepSeek V3.2 / MiMo prefill-CP
+    checks, none of which a Qwen4Exp model meets), for ``Qwen4ExpForConditionalGeneration``
+    with ``--enable-prefill-cp`` and ``--attn-cp-size > 1``: attention CP must equal TP, the
+    CP strategy must be zigzag, no speculative decoding, none of the features it lists, and
+    (new in 0.5.23) no ``SGLANG_DISAGG_STAGING_BUFFER`` on a PD prefill. The refusal, or
+    ``None`` where the hook passes or is not restated (GLM-5 Next: its EP size is set by the
+    MLA prefill-CP resolution before; releases before 0.5.23: the hook differs, 0.5.22 had
+    GLM-5 Next only and refused every PD role)."""
+    a = side.args
+    arch = _arch(side)
+    if arch not in CP_TP_GROUP_SHARING_ARCHS or a.attn_cp_size <= 1 or not release_at_least(side, "0.5.23"):
+        return None
+    if arch == "Glm5NextForConditionalGeneration":
+        return None  # the MLA prefill-CP resolution before the hook sets its EP size: not restated (Stop)
+    hook = "resolve_cp_tp_group_sharing"
+    if a.attn_cp_size != a.tp_size:
+        return Refusal("cp-tp-group-sharing", hook, "ValueError",
+                       "CP-TP group sharing requires --attn-cp-size == --tp-size, got "
+                       f"attn_cp_size={a.attn_cp_size}, tp_size={a.tp_size}.")
+    if _raw(side, "cp_strategy") != "zigzag":
+        return Refusal("cp-tp-group-sharing", hook, "ValueError", "CP-TP group sharing requires --cp-strategy zigzag.")
+    if a.speculative_algorithm is not None:
+        return Refusal("cp-tp-group-sharing", hook, "ValueError",
+                       "--speculative-algorithm is not supported with CP-TP group sharing.")
+    # In the runtime's dict order; the first one set refuses.
+    unsupported = (
+        ("enable-dsa-cache-layer-split", bool(_raw(side, "enable_dsa_cache_layer_split", False))),
+        ("dcp-size > 1", a.dcp_size > 1),
+        ("enable-mixed-chunk", bool(a.enable_mixed_chunk)),
+        ("moe-dp-size > 1", int(_raw(side, "moe_dp_size", 1)) > 1),
+        ("ep-size > 1", int(_raw(side, "ep_size", 1)) > 1),
+        ("moe-a2a-backend", (_raw(side, "moe_a2a_backend", "none") or "none") != "none"),
+        ("enable-waterfill", bool(_raw(side, "enable_waterfill", False))),
+        ("pp-size > 1", a.pp_size > 1),
+        ("disaggregation-mode decode", a.disaggregation_mode == "decode"),
+    )
+    for flag, enabled in unsupported:
+        if enabled:
+            return Refusal("cp-tp-group-sharing", hook, "ValueError", f"--{flag} is not supported with CP-TP group sharing.")
+    if a.disaggregation_mode == "prefill" and _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER"):
+        return Refusal("staging-cp-tp-sharing", hook, "ValueError",
+                       "SGLANG_DISAGG_STAGING_BUFFER is not supported with CP-TP group sharing.")
+    return None  # the linear-attention head checks and the rest of prefill CP are not restated
 
 
 def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
@@ -1052,6 +1140,9 @@ REFUSAL_IDS = (
     "decode-radix-cache-incompatible",
     "prefill-fake-backend",
     "staging-buffer",
+    "cp-tp-group-sharing",
+    "staging-cp-tp-sharing",
+    "hisparse-kv-dtype",
     "dcp-size",
     "dsa-dcp",
     "dsa-kv-cache-dtype",
@@ -1200,8 +1291,9 @@ def ucx_device_list(side: Side) -> Union[ConnectorRefusal, Stop, str, None]:
 def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorRefusal, Stop, None]:
     """The first refusal of the scheduler's PD start-up on this side, after argument resolution
     passed (SGLang 0.5.23): ``PrefillBootstrapQueue.__init__`` / ``DecodePreallocQueue.__init__``
-    (``SGLANG_DISAGG_STAGING_BUFFER`` on an MLA model; with PP on a prefill other than
-    Mooncake), then ``NixlKVManager.__init__`` for the NIXL UCX backend:
+    (``SGLANG_DISAGG_STAGING_BUFFER`` on an MLA model; on a prefill, a chunked-prefill size
+    that is not a positive multiple of the page size (from 0.5.17), and PP (any backend in
+    0.5.17; other than Mooncake from 0.5.18; earlier releases: a ``Stop``)), then ``NixlKVManager.__init__`` for the NIXL UCX backend:
     ``SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS`` (parsed by the ``nixl-backend-params``
     check) and the ``--disaggregation-ib-device`` device list (port suffixes, per-GPU JSON
     mappings, a ``device_list`` in the params that disagrees); then the decode's
@@ -1220,11 +1312,19 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
             return ConnectorRefusal("staging-mla", queue, "RuntimeError",
                                     "SGLANG_DISAGG_STAGING_BUFFER is designed for non-MLA models (e.g. GQA, MHA). "
                                     "MLA models should not set this flag.")
-        if a.disaggregation_mode == "prefill" and a.pp_size > 1 and _effective_transfer_backend(side) != "mooncake":
-            if _raw(side, "chunked_prefill_size") is None:
-                return Stop("SGLANG_DISAGG_STAGING_BUFFER on a prefill: the chunked-prefill/page-size check before it depends on the GPU's defaults")
-            return ConnectorRefusal("staging-mla", queue, "RuntimeError",
-                                    "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.")
+        if a.disaggregation_mode == "prefill":
+            staged = _staging_prefill_chunk(side, gpu or side_gpu(side), queue)
+            if staged is not None:
+                return staged
+        if a.disaggregation_mode == "prefill" and a.pp_size > 1:
+            if not release_at_least(side, "0.5.17"):
+                return Stop("SGLANG_DISAGG_STAGING_BUFFER with --pp-size > 1 before SGLang 0.5.17: that release's refusal is not restated")
+            if not release_at_least(side, "0.5.18"):
+                # 0.5.17 refused PP with staging whatever the backend.
+                return ConnectorRefusal("staging-mla", queue, "RuntimeError", "SGLANG_DISAGG_STAGING_BUFFER does not support pp_size > 1.")
+            if _effective_transfer_backend(side) != "mooncake":
+                return ConnectorRefusal("staging-mla", queue, "RuntimeError",
+                                        "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.")
     out = minimax_index_value(side)
     if out is not None:
         return out
@@ -1245,7 +1345,7 @@ def minimax_index_value(side: Side) -> Union[ConnectorRefusal, Stop, None]:
     ``sparse_disable_index_value`` entry is 0) raises ``NotImplementedError``. With HiSparse
     or the MiniMax M3 NVFP4 checkpoint the pool classes differ: not restated (``Stop``)."""
     m = side.model
-    if m.hybrid != "minimax_sparse":
+    if m.hybrid != "minimax_sparse" or not release_at_least(side, "0.5.23"):
         return None
     if side.args.enable_hisparse or (m.quant_method or "").startswith("minimax_m3_nvfp4"):
         return Stop("MiniMax sparse pool with HiSparse or the NVFP4 pool: its state registration is not restated")
@@ -1253,6 +1353,40 @@ def minimax_index_value(side: Side) -> Union[ConnectorRefusal, Stop, None]:
         return ConnectorRefusal("minimax-index-value", "setup_state_kv_args", "NotImplementedError",
                                 "PD disaggregation for MiniMax sparse layers with index value (index_kv_pool) is not yet "
                                 "supported; only K-only sparse layers are.")
+    return None
+
+
+def resolved_chunked_prefill_size(side: Side) -> Optional[int]:
+    """The chunked-prefill size the scheduler reads (``get_schedule().chunked_prefill_size``,
+    SGLang 0.5.23): ``--chunked-prefill-size`` divided by attention DP
+    (``handle_data_parallelism``), -1 with ``--enable-mis`` (``_handle_multi_item_scoring``);
+    ``None`` when unset (``handle_gpu_memory_settings`` picks a positive size from the GPU's
+    memory, a multiple of the page size or ``check_server_args`` refuses first)."""
+    if _raw(side, "enable_mis", False):
+        return -1
+    chunk = _raw(side, "chunked_prefill_size")
+    if chunk is None:
+        return None
+    chunk = int(chunk)
+    _, attn_dp = dp_layout(side)
+    return chunk // attn_dp if attn_dp > 1 else chunk
+
+
+def _staging_prefill_chunk(side: Side, gpu: Gpu, queue: str) -> Optional[ConnectorRefusal]:
+    """``PrefillBootstrapQueue.__init__``'s staging grid check (from SGLang 0.5.17; the same
+    text through 0.5.23): the chunked-prefill size (8192 when 0/unset) must be positive and
+    a multiple of the allocator's page size (the resolved ``--page-size``)."""
+    if not release_at_least(side, "0.5.17"):
+        return None
+    chunk = resolved_chunked_prefill_size(side)
+    if chunk is None:
+        return None  # the GPU-memory default: positive, and a multiple of the page (see above)
+    page = resolved_page_size(side, gpu)
+    cps = chunk or 8192
+    if cps <= 0 or cps % page != 0:
+        return ConnectorRefusal("staging-chunk-size", queue, "RuntimeError",
+                                "SGLANG_DISAGG_STAGING_BUFFER requires a positive chunked_prefill_size that is a "
+                                f"multiple of page_size ({page}); got {chunk}.")
     return None
 
 
@@ -1283,4 +1417,4 @@ def _nixl_manager_init(side: Side) -> Union[ConnectorRefusal, Stop, None]:
     return None
 
 
-CONNECTOR_REFUSAL_IDS = ("staging-mla", "nixl-ib-device", "decode-host-destination")
+CONNECTOR_REFUSAL_IDS = ("staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination")

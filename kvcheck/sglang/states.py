@@ -53,7 +53,9 @@ from kvcheck.sglang.geometry import SideGeometry
 from kvcheck.sglang.plan import RuntimeErrorPrediction
 
 # The state types whose transfer this module decides (0.5.22, 0.5.23).
-DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa")
+DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa", "c128_state")
+# StateType member names whose value differs from the upper-cased value (exception texts).
+_MEMBER_NAMES = {"c128_state": "DSV4_REQUEST_STATE"}
 
 PREFILL_TRANSFER_WORKER = "prefill: NIXL transfer worker (NixlKVManager.maybe_send_extra)"
 REQUEST_FAILS = (
@@ -145,13 +147,17 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
     mla = prefill.is_mla
     prepared = prepared_path(prefill, decode, inp)
     rejected: list[str] = []
+    # DeepSeek V4 (DSV4 pool): its components carry no layer ids and a type can occur
+    # twice (target and NextN draft "swa"); they are taken by component index.
+    dsv4 = "DSV4" in (prefill.pool, decode.pool)
     for i, t in enumerate(prefill.state_types):
-        dec = StateDecision(index=i, state_type=t, n_entries=len(_lens(prefill, t)))
+        src = [r.item_len for r in prefill.component_regions(i)]
+        dec = StateDecision(index=i, state_type=t, n_entries=len(src))
         out.append(dec)
         if not same_list:
             dec.unchecked = f"state components differ (prefill {prefill.state_types}, decode {decode.state_types}): component {i} is paired by index"
             continue
-        src, dst = _lens(prefill, t), _lens(decode, t)
+        dst = [r.item_len for r in decode.component_regions(i)]
         if t in ("minimax_index_k", "minimax_dense_kv"):
             if inp.prefill_pp > 1:
                 dec.error = _err("PD disagg: PP>1 not supported for MiniMax state yet.")
@@ -176,7 +182,12 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
         if inp.prefill_pp > 1:
             dec.unchecked = "a PP>1 prefill pairs its stage's state entries by layer id; kvcheck decides PP=1 prefills"
             continue
-        pairs = _layer_pairs(prefill, decode, t)
+        if dsv4:
+            # _prepared_state_pairs: compressed-MLA entries pair positionally and only when
+            # the counts agree; unequal counts go to the ratio-grouped PP re-slicing.
+            pairs = list(zip(range(len(src)), range(len(dst)))) if len(src) == len(dst) else None
+        else:
+            pairs = _layer_pairs(prefill, decode, t)
         if pairs is not None and t in _KV_SHAPED and not mla and len(src) != len(dst):
             pairs = None  # _prepared_state_pairs / the MHA K/V split pair positionally only
         if pairs is None:
@@ -198,7 +209,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
             continue
         s, j = bad[0]
         if prepared:
-            rejected.append(f"NIXL prepared state component {i} (StateType.{t.upper()}) stride mismatch for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}")
+            rejected.append(f"NIXL prepared state component {i} (StateType.{_MEMBER_NAMES.get(t, t.upper())}) stride mismatch for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}")
         else:
             dec.corruption = (
                 f"{t} state entry {s} moves {eff[s]} bytes per item into decode entry {j} of {dst[j]} bytes (prefill entry: {src[s]} bytes); "

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from kvcheck.errors import InputError
+from kvcheck.errors import ArgparseRefusal, InputError
 from kvcheck.sglang.flags import FlagTable, config_path
 
 # A documented key kvcheck strips from a --config YAML before reading flags: per-side
@@ -72,7 +72,11 @@ def parse_for_release(parse, choice, source: str):
     reads its flags with the newest table, then with older ones (the side is ``unchecked``
     anyway); when none reads them: ``UncheckedError`` (exit 4) naming the release."""
     if choice.modeled:
-        return parse(choice.table)
+        try:
+            return parse(choice.table)
+        except ArgparseRefusal as exc:
+            exc.release, exc.version_source = choice.release, choice.source
+            raise
     from kvcheck.errors import UncheckedError
     from kvcheck.sglang.releases import modeled
 

@@ -1,0 +1,234 @@
+"""DeepSeek V4 pools (``DeepseekV4ForCausalLM``) as SGLang 0.5.23 builds and registers them.
+
+Mirrors, on CUDA:
+
+* ``KVCacheConfigurator._build_dsv4_kv_pool`` -> ``DeepSeekV4TokenToKVPool``
+  (``mem_cache/deepseek_v4_memory_pool.py``): page size 256 (``_deepseek_v4_overrides``
+  pins it, whatever ``--page-size`` says), a paged SWA pool over every layer of the stage,
+  one compressed pool per compress ratio (C4: page 256/4 = 64 tokens, plus the C4
+  lightning-indexer K pool; C128: page 2 tokens), and per-layer compress states
+  (``CompressStatePool``: C4 kv+score rings, SWA-addressed; C128 request-scoped rings).
+* ``get_contiguous_buf_infos`` (the KV regions): ``[C4 KV x n_c4, C4 indexer x n_c4,
+  C128 KV x n_c128]``, one item per 256-token page.
+* ``setup_state_kv_args``: component ``swa`` (``get_state_buf_infos``: SWA KV of every
+  stage layer, then the C4 compress states, then the C4 indexer compress states),
+  ``c128_state`` (``StateType.DSV4_REQUEST_STATE``, ``get_request_state_buf_infos``), and
+  with a NextN draft worker a second ``swa`` component (the draft pool's SWA KV; the draft
+  pool has compress ratio 0 on every layer, so it registers no KV region).
+* ``DecodePreallocQueue._init_kv_manager`` with ``--enable-hisparse``: the host pool of
+  ``HiSparseCoordinator`` (``DeepSeekV4PagedHostPool``, one DRAM region per C4 layer,
+  item = the C4 device page) replaces the C4 KV regions; the rest of the device regions
+  (``get_contiguous_buf_infos()[n_c4:]``) follow as VRAM.
+* ``DeepSeekV4TokenToKVPool.pd_kv_layout`` (``kv_layout`` compared at bootstrap).
+
+Byte layouts (``KVLayout``, ``kernels/ops/attention/dsv4/kv_layout.py``): a page of ``p``
+tokens takes ``ceil(p * bytes_per_token / page_align) * page_align`` bytes; V4: 584 B per
+token (448 fp8 nope + 64 bf16 rope + 7 scale bytes + 1 pad), pages padded to 576 B;
+V4.1 (SM100 only, ``SGLANG_DSV4_KV_LAYOUT=v41|v41_new|auto``): 528 B per token, padded
+to 512 (v41) or 528 (v41_new); the fp4 compressed layout 288 B per token, padded to 256 / 288.
+What kvcheck does not restate (trtllm's uniform-FP8 pool, which SGLang refuses under PD;
+a bf16 KV dtype; prefill/attention CP, decode DCP and PP > 1 with their ratio-grouped
+re-slicing; online C128 state under speculation; DSpark) is returned as ``not_modeled``
+with the reason, which the preflight reports ``unchecked``.
+"""
+
+from __future__ import annotations
+
+from kvcheck.sides import Side
+
+# SGLANG_DSV4_KV_LAYOUT values -> (bytes per token, page alignment) of KVLayout (0.5.23).
+_LAYOUT_BYTES = {
+    "v4": (584, 576),
+    "v41": (528, 512),
+    "v41_new": (528, 528),
+    "v41_fp4": (288, 256),
+    "v41_fp4_new": (288, 288),
+}
+DSV4_PAGE_SIZE = 256
+DSV4_INDEXER_QUANT_BLOCK = 128
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _env_bool(side: Side, name: str) -> bool:
+    return str((side.env or {}).get(name, "")).strip().lower() in _TRUE
+
+
+def page_bytes(layout: str, tokens: int) -> int:
+    """``KVLayout.page_bytes``: bytes of one page of ``tokens`` tokens in ``layout``."""
+    per_token, align = _LAYOUT_BYTES[layout]
+    return -(-tokens * per_token // align) * align
+
+
+def indexer_bytes_per_token(index_head_dim: int, fp4: bool) -> int:
+    """``get_dsv4_indexer_bytes_per_token``: fp8 key + a 4-byte scale per 128 values, or
+    the fp4 payload + one scale byte per 32 values."""
+    if fp4:
+        return index_head_dim // 2 + index_head_dim // 32
+    return index_head_dim + index_head_dim // DSV4_INDEXER_QUANT_BLOCK * 4
+
+
+def resolve_layouts(side: Side) -> tuple[str, str] | str:
+    """(main layout, compressed layout of ratios 4/128) as ``select_dsv4_kv_layout`` +
+    ``resolve_compressed_kv_layout`` pick them on CUDA, or the reason kvcheck cannot
+    (a start-up assertion of the runtime that is not restated here)."""
+    from kvcheck.sglang.geometry import side_gpu
+
+    env = side.env or {}
+    mode = str(env.get("SGLANG_DSV4_KV_LAYOUT", "v4")).strip().lower()
+    option = str(env.get("SGLANG_DSV4_COMPRESSED_KV_LAYOUT", "auto")).strip().lower()
+    gpu, _ = side_gpu(side)
+    sm100 = gpu.capability[0] == 10
+    if option not in ("auto", "fp8", "fp4"):
+        return f"SGLANG_DSV4_COMPRESSED_KV_LAYOUT={option} (the runtime asserts on unknown layouts)"
+    if mode == "v4" or (mode == "auto" and not sm100):
+        if option == "fp4":
+            return "SGLANG_DSV4_COMPRESSED_KV_LAYOUT=fp4 beside the V4 main cache (a start-up assertion)"
+        return "v4", "v4"
+    if mode not in ("v41", "v41_new", "auto"):
+        return f"SGLANG_DSV4_KV_LAYOUT={mode} (the runtime asserts on unknown layouts)"
+    if not sm100:
+        return f"SGLANG_DSV4_KV_LAYOUT={mode} on {gpu.name}: the V4.1 layouts need SM100/SM103 (a start-up assertion)"
+    main = "v41_new" if mode == "v41_new" else "v41"
+    compressed = "v41_fp4" if option == "fp4" else "v41"
+    if main == "v41_new":
+        compressed += "_new"
+    return main, compressed
+
+
+def pd_kv_layout(main: str, compressed: str, ratios: list[int]) -> str:
+    """``DeepSeekV4TokenToKVPool.pd_kv_layout``: the main layout, then ``c<ratio>:<layout>``
+    of every nonzero ratio of the model (the whole ``compress_ratios`` list)."""
+    return ",".join([main, *(f"c{r}:{compressed}" for r in sorted(set(ratios) - {0}))])
+
+
+def unmodeled_reason(side: Side) -> str | None:
+    """Why kvcheck does not derive this DeepSeek V4 side's pool (None: it does)."""
+    a = side.args
+    raw = side.raw_args or {}
+    algo = (a.speculative_algorithm or "").upper()
+    backend = str(raw.get("dsv4_attn_backend") or "auto")
+    if backend == "trtllm":
+        return "--dsv4-attn-backend trtllm (uniform-FP8 pool; SGLang 0.5.23 refuses it under PD at start-up)"
+    if backend == "flashmla_mega":
+        return "--dsv4-attn-backend flashmla_mega (a DeepSeek-V4.1 backend; refused at start-up for V4)"
+    if algo == "DSPARK":
+        return "DSpark speculative decoding (draft SWA rings and request-row state)"
+    if a.pp_size > 1:
+        return "PP > 1 (ratio-grouped regions re-sliced per stage by _mla_slice_ptrs_for_pp)"
+    if a.attn_cp_size > 1 or a.enable_prefill_cp or a.dcp_size > 1:
+        return "context parallelism (prefill CP / attention CP / decode DCP)"
+    if side.draft_model is not None and not (side.draft_model.architecture.startswith("DeepseekV4") or side.draft_model.dsv4):
+        return f"a {side.draft_model.architecture} draft model"
+    if a.speculative_draft_kv_cache_dtype:
+        return "--speculative-draft-kv-cache-dtype"
+    flag = a.kv_cache_dtype
+    if flag not in ("auto", "fp8_e4m3"):
+        return (f"--kv-cache-dtype {flag} (only fp8_e4m3 builds the V4 pool on CUDA; "
+                "bfloat16 trips its uint8-store assertion at start-up, other dtypes are refused)")
+    if _env_bool(side, "SGLANG_OPT_USE_ONLINE_COMPRESS") and a.speculative_algorithm and not _env_bool(side, "SGLANG_EXPERIMENTAL_ONLINE_C128_MTP"):
+        return "online C128 compression with speculative decoding (a start-up assertion)"
+    layouts = resolve_layouts(side)
+    if isinstance(layouts, str):
+        return layouts
+    if a.enable_hisparse and layouts[1] != "v4":
+        return "HiSparse with a V4.1 layout (HiSparseC4DevicePool asserts the V4 layout at start-up)"
+    m = side.model
+    if m.head_dim != 512 or (m.qk_rope_head_dim or 0) != 64:
+        return f"head_dim {m.head_dim} / qk_rope_head_dim {m.qk_rope_head_dim} (the pool asserts 448 + 64)"
+    return None
+
+
+def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
+    """The ``SideGeometry`` of one rank of a DeepSeek V4 side (see the module docstring).
+
+    ``base``: the common ``SideGeometry`` fields ``derive_geometry`` computed (page size and
+    backends are replaced here: page 256, attention backend ``dsv4``). Returns a
+    ``not_modeled`` geometry with the reason when ``unmodeled_reason`` names one.
+    Shapes: ``regions`` item lengths in bytes per 256-token page; state item lengths in
+    bytes per SWA page (SWA KV), per SWA page of ring rows (C4 states) or per request
+    (C128 state)."""
+    from kvcheck.sglang.geometry import Region, SideGeometry, StateRegion, pp_stage_layers
+
+    model = side.model
+    args = side.args
+    base = dict(base, page_size=DSV4_PAGE_SIZE, page_size_pinned=True, attention_backend="dsv4",
+                kv_cache_dtype_str="fp8_e4m3" if args.kv_cache_dtype in ("auto", "fp8_e4m3") else args.kv_cache_dtype)
+    reason = unmodeled_reason(side)
+    if reason is not None:
+        return SideGeometry(**base, pool="not_modeled", not_modeled_reason=reason, is_mla=True,
+                            kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1, notes=notes)
+    main, compressed = resolve_layouts(side)  # type: ignore[misc]
+    mode = str((side.env or {}).get("SGLANG_DSV4_KV_LAYOUT", "v4")).strip().lower()
+    if mode == "auto" and base.get("gpu_assumed"):
+        notes.append(f"SGLANG_DSV4_KV_LAYOUT=auto picks the KV layout by GPU (V4.1 on SM100, V4 elsewhere); the GPU was not given, "
+                     f"assumed {base.get('gpu')}: layout {main}")
+    ratios_all = list(model.compress_ratios)
+    stages = pp_stage_layers(model.num_hidden_layers, args.pp_size, side.env.get("SGLANG_PP_LAYER_PARTITION"), side.origin)
+    start, end = stages[min(pp_rank, len(stages) - 1)]
+    stage = list(range(start, end))
+    c4 = [i for i in stage if ratios_all[i] == 4]
+    c128 = [i for i in stage if ratios_all[i] == 128]
+    model_ratios = set(ratios_all)
+    hisparse_decode = side.role == "decode" and args.enable_hisparse
+    fp4_indexer = bool((side.raw_args or {}).get("enable_deepseek_v4_fp4_indexer"))
+    ihd = model.index_head_dim or 128
+
+    regions: list[dict] = []
+    if 4 in model_ratios:
+        c4_page = page_bytes(compressed, DSV4_PAGE_SIZE // 4)
+        regions += [dict(kind="DRAM" if hisparse_decode else "VRAM", item_len=c4_page, layer_id=i, part="KV", pool="target") for i in c4]
+        idx = DSV4_PAGE_SIZE // 4 * indexer_bytes_per_token(ihd, fp4_indexer)
+        regions += [dict(kind="VRAM", item_len=idx, layer_id=i, part="KV", pool="target") for i in c4]
+    if 128 in model_ratios:
+        c128_page = page_bytes(compressed, DSV4_PAGE_SIZE // 128)
+        regions += [dict(kind="VRAM", item_len=c128_page, layer_id=i, part="KV", pool="target") for i in c128]
+
+    # setup_state_kv_args: "swa" = get_state_buf_infos, "c128_state" = request state.
+    env = side.env or {}
+    state_bytes = 2 if str(env.get("SGLANG_DSV4_COMPRESS_STATE_DTYPE", "float32")).strip().lower() in ("bfloat16", "bf16") else 4
+    speculative = args.speculative_algorithm is not None and args.has_draft_worker
+    online_c128 = _env_bool(side, "SGLANG_OPT_USE_ONLINE_COMPRESS")
+    from kvcheck.sglang.geometry import side_gpu
+
+    gpu, _ = side_gpu(side)
+    if gpu.capability[0] == 12 and _env_bool(side, "SGLANG_OPT_SM120_DIRECT_SWA_KV"):
+        swa_item = page_bytes(main, 64) * (DSV4_PAGE_SIZE // 64)
+    else:
+        swa_item = page_bytes(main, DSV4_PAGE_SIZE)
+    ring4 = 16 if speculative else 8
+    latent = (model.head_dim or 512)
+    states: list[dict] = []
+    comp = 0
+    states += [dict(state_type="swa", component=comp, item_len=swa_item, layer_id=i, part="KV") for i in stage]
+    # C4 attention compress state: overlap ring, last dim 2 * 2 * head_dim.
+    states += [dict(state_type="swa", component=comp, item_len=4 * latent * state_bytes * ring4, layer_id=i, part="KV") for i in c4]
+    states += [dict(state_type="swa", component=comp, item_len=4 * ihd * state_bytes * ring4, layer_id=i, part="KV") for i in c4]
+    state_types = ["swa"]
+    if c128:
+        comp += 1
+        # Request-scoped C128 state: one page of 128 rows of 2 * head_dim, or one online row of 3 * head_dim.
+        item = 3 * latent * state_bytes if online_c128 else 2 * latent * state_bytes * 128
+        states += [dict(state_type="c128_state", component=comp, item_len=item, layer_id=i, part="KV") for i in c128]
+        state_types.append("c128_state")
+    # The NextN draft pool (compress ratio 0 on every layer): no KV region, its SWA KV
+    # as a second "swa" component; a prefill's draft only on its last PP stage.
+    draft_layers = 0
+    if args.has_draft_worker and (side.role == "decode" or pp_rank == len(stages) - 1):
+        # ModelConfig(is_draft_model=True): DeepseekV4ForCausalLMNextN with num_nextn_predict_layers layers.
+        draft_src = side.draft_model if side.draft_model is not None else model
+        draft_layers = max(1, draft_src.num_nextn_predict_layers)
+        comp += 1
+        first = model.num_hidden_layers
+        states += [dict(state_type="swa", component=comp, item_len=swa_item, layer_id=first + j, part="KV") for j in range(draft_layers)]
+        state_types.append("swa")
+        notes.append(f"DeepSeek V4 NextN draft: {draft_layers} SWA-only layer(s), no KV region; its SWA KV is a second 'swa' state component")
+    if hisparse_decode:
+        notes.append(f"HiSparse decode: the {len(c4)} C4 KV regions are the host pool (DRAM); C4 indexer and C128 regions stay VRAM")
+    notes.append(f"DeepSeek V4 pool: page 256, KV layout {pd_kv_layout(main, compressed, ratios_all)}; "
+                 f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions, {len(stage)} SWA layers as the 'swa' state component")
+    return SideGeometry(
+        **base, pool="DSV4", is_mla=True, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1,
+        regions=[Region(index=i, **r) for i, r in enumerate(regions)], num_draft_regions=0, stage_layers=stages, notes=notes,
+        state_types=state_types, state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
+        kv_layout=pd_kv_layout(main, compressed, ratios_all), draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,
+    )
