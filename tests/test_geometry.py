@@ -279,7 +279,9 @@ def test_swa_pair_states_decided_on_0_5_23_unchecked_before():
     """SWA pools are derived (KV regions of the full layers + the 'swa' component). On
     0.5.23 the 'swa' component with attention TP 1 -> 4 takes maybe_send_extra's
     _send_swa_state_slice (head slice, nhd layout): decided, no unchecked. A 0.5.21
-    prefill (decision not restated) stays unchecked."""
+    prefill refuses unequal attention TP for the SWA state (RuntimeError on the first
+    request, states.legacy_hetero_tp_refusals): fail; the rest of its transfer is not
+    restated (state-components stays)."""
     from kvcheck.preflight import run_preflight
 
     p = _pair_side("prefill", GPT_OSS_SHAPE, tp_size=1, page_size=16)
@@ -295,7 +297,9 @@ def test_swa_pair_states_decided_on_0_5_23_unchecked_before():
     old_p = p.model_copy(update={"sglang_version": "0.5.21"})
     old_d = d.model_copy(update={"sglang_version": "0.5.21"})
     report = run_preflight(old_p, old_d)
-    assert report.verdict == "unchecked"
+    assert report.verdict == "fail"
+    assert [f.runtime_error.message for f in report.findings if f.id == "state-transfer"] == [
+        "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."]
     assert any(f.id == "state-components" for f in report.findings)
 
 

@@ -98,8 +98,8 @@ def test_gpt_oss_tp1_prefill_tp4_decode():
     """gpt-oss, prefill TP 1 -> decode TP 4 on 0.5.23: the 'swa' component takes
     _send_swa_state_slice (8 heads split 2 per decode rank, nhd layout): no error. (The
     production failure 'PD Disaggregation does NOT support PD different TP sizes for
-    non-MLA SWA hybrid models yet.' is raised by releases before the head slice; their
-    state decision is not restated, so they stay unchecked.)"""
+    non-MLA SWA hybrid models yet.' is raised by releases 0.5.9 .. 0.5.21, before the head
+    slice: states.legacy_hetero_tp_refusals; see tests/test_incidents.py.)"""
     p, d = side("gpt-oss", "prefill", {"tp_size": 1, "page_size": 16}), side("gpt-oss", "decode", {"tp_size": 4, "page_size": 16})
     b, r = both(p, d)
     assert [key(x) for x in r] == [("swa", "swa_head_slice", None, None, False)]
@@ -107,7 +107,9 @@ def test_gpt_oss_tp1_prefill_tp4_decode():
     rep = run_preflight(p, d, kernel="runtime")
     assert rep.verdict in ("pass", "warn") and rep.extra["state_components"][0]["path"] == "swa_head_slice"
     old = run_preflight(p.model_copy(update={"sglang_version": "0.5.21"}), d.model_copy(update={"sglang_version": "0.5.21"}))
-    assert old.verdict == "unchecked"
+    assert old.verdict == "fail"
+    f = [f for f in old.findings if f.id == "state-transfer"]
+    assert f[0].runtime_error.message == "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."
 
 
 def test_gpt_oss_tp1_to_tp4_with_hnd_layout_fails():

@@ -110,7 +110,9 @@ def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], lis
         why.append(f"--disaggregation-transfer-backend {m['backend']}")
     if "model" in m:
         model = side.model
-        dense = model.attention in ("MHA", "MLA") and not model.dsa
+        # dense: no hybrid state (no DSA index, no SWA / Mamba / MiniMax sparse pool),
+        # i.e. a request carries no state_indices (0.5.12's aux gate reads them)
+        dense = model.attention in ("MHA", "MLA") and not model.dsa and getattr(model, "hybrid", None) is None
         if m["model"] == "dense" and not dense:
             if model.attention == "not_modeled":
                 unknown.append("whether the model has hybrid (Mamba/SWA/NSA) state")
@@ -154,6 +156,16 @@ def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], lis
     return True, why, unknown
 
 
+def _decode_replicates_kv_heads(ctx: CheckContext, several: bool = False) -> bool:
+    """The prefill's attention TP is smaller than the decode's, and the decode's is larger
+    than the model's KV heads (each KV head is replicated over decode ranks); ``several``:
+    also each prefill rank holds more than one KV head (prefill attention TP < KV heads).
+    False when the KV head count is unknown or the model is MLA."""
+    p, d = ctx.prefill.args.attn_tp_size, ctx.decode.args.attn_tp_size
+    heads = getattr(ctx.prefill.model, "num_key_value_heads", None)
+    return bool(heads) and ctx.prefill.model.attention == "MHA" and p < d and d > heads and (not several or p < heads)
+
+
 @check(
     "known-issue",
     Severity.ERROR,
@@ -170,8 +182,15 @@ def known_issue(chk, ctx: CheckContext) -> list[Finding]:
         pair = entry.get("match", {}).get("pair")
         if pair == "hetero_tp" and ctx.prefill.args.attn_tp_size == ctx.decode.args.attn_tp_size:
             continue
+        if pair == "decode_replicates_kv_heads" and not _decode_replicates_kv_heads(ctx):
+            continue
+        if pair == "decode_replicates_several_prefill_heads" and not _decode_replicates_kv_heads(ctx, several=True):
+            continue
+        role = entry.get("match", {}).get("role")
         hits = []
         for side in (ctx.prefill, ctx.decode):
+            if role and side.role != role:
+                continue
             ok, why, unknown = match_entry(entry, side)
             if ok:
                 hits.append((side, why, unknown))

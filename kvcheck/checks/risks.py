@@ -354,7 +354,15 @@ def state_transfer(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.states import fix_for
 
     out = []
-    for d in ctx.extra.get("state_decisions") or []:
+    decisions = ctx.extra.get("state_decisions")
+    if decisions is None and ctx.prefill_geometry is not None and ctx.decode_geometry is not None:
+        # Releases before 0.5.22 (state transfer otherwise not restated): their refusals
+        # of unequal attention TP for SWA / Mamba state (states.legacy_hetero_tp_refusals).
+        from kvcheck.sglang.releases import side_release
+        from kvcheck.sglang.states import legacy_hetero_tp_refusals
+
+        decisions = legacy_hetero_tp_refusals(ctx.prefill_geometry, ctx.decode_geometry, side_release(ctx.prefill)[0])
+    for d in decisions or []:
         if d.error is not None:
             out.append(chk.finding(
                 f"state component {d.index} ({d.state_type}, {d.n_entries} entries): the prefill's transfer worker raises {d.error.type}: {d.error.message}",

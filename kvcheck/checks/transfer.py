@@ -60,6 +60,8 @@ _DECISION_IDS = (
     ("PD DCP source/destination KV geometry differs", "dcp-geometry",
      "Make both sides derive the same KV geometry (same model, --kv-cache-dtype, page size) or run the decode with --dcp-size 1."),
     ("NIXL source mixed KV memory kinds", "source-mixed-kinds", "The prefill must register one memory kind."),
+    ("NIXL_ERR_NOT_FOUND", "head-slice-overrun",
+     "Run SGLang 0.5.17 or newer on the prefill (its head-slice list counts replicated KV heads once), or give the decode an attention TP size no larger than the model's KV heads, or the prefill's attention TP size."),
 )
 
 
@@ -175,6 +177,14 @@ def transfer_decision(chk, ctx: CheckContext) -> list[Finding]:
             detail += f"; prefill region {i} is {pg.regions[i].item_len} bytes per page, decode region {j} only {dg.regions[j].item_len}"
     if stage is not None and stage["pp_rank"] > 0:
         detail = f"prefill PP stage {stage['pp_rank']} (layers {stage['layers'][0]}..{stage['layers'][1] - 1}): " + detail
+    if fid == "head-slice-overrun":
+        p_tp, d_tp = ctx.prefill.args.attn_tp_size, ctx.decode.args.attn_tp_size
+        heads = ctx.prefill.model.num_key_value_heads
+        detail += (
+            f"; the prefill (attention TP {p_tp}) prepares {d_tp // max(1, p_tp)} head groups per token for the decode's "
+            f"attention TP {d_tp}, but the model has {heads} KV heads (replicated on the decode), so its source list runs "
+            "past the registered KV region (SGLang 0.5.13 .. 0.5.16; 0.5.17 counts replicated heads once)"
+        )
     if fid == "region-count":
         fix = _region_count_fix(ctx, pg, dg) or fix
     if fid == "item-stride":

@@ -424,6 +424,36 @@ def head_slice_error(prefill: SideGeometry, decode: SideGeometry, total_kv_heads
     return None
 
 
+def _src_dlist_overrun_0_5_13(prefill: SideGeometry, p_tp: int, d_tp: int, groups: int, bytes_per_token_to_send: int) -> RuntimeErrorPrediction | None:
+    """The source descriptor list ``_init_hetero_tp_prep_handle`` prepares (0.5.13 ..
+    0.5.16) when the prefill's attention TP is smaller than the decode's: for every
+    region, slot and token it lists ``groups = decode_tp // prefill_tp`` head groups of
+    ``bytes_per_token_to_send`` bytes each, back to back from the token's start, and
+    prepares them with ``agent.prep_xfer_dlist("", src_array, ...)`` in the bootstrap
+    thread. When the decode replicates KV heads (decode attention TP > the model's KV
+    heads), each decode rank still counts as one group, so the groups of one token span
+    more bytes than the token holds (``groups * bytes_per_token_to_send >
+    item_len / page_size``): the last token of the last slot addresses past the end of
+    the registered KV region and NIXL raises ``nixlNotFoundError: NIXL_ERR_NOT_FOUND``
+    (logged by NIXL as ``prepXferDlist: failed to prepare the descriptors ... for agent
+    ''``). 0.5.17 divides the group count by the replication factor
+    (``dst_replication``) and the list fits. Returns the prediction, or None when the
+    list stays inside every region (or the prefill TP is not the smaller).
+    Source: sgl-project/sglang#31295 (Qwen3.5, prefill attention TP 1 -> decode TP 4).
+    """
+    page = prefill.page_size
+    if p_tp >= d_tp or page <= 0 or not prefill.regions:
+        return None
+    item = prefill.regions[0].item_len
+    if groups * bytes_per_token_to_send <= item // page:
+        return None
+    return RuntimeErrorPrediction(
+        type="nixlNotFoundError", message="NIXL_ERR_NOT_FOUND",
+        raised_by="prefill: NIXL bootstrap thread (NixlKVManager._init_hetero_tp_prep_handle -> prep_xfer_dlist)",
+        when="decode registration", operator_sees=HANG_300S,
+    )
+
+
 def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, decode_dcp_size: int, total_kv_heads: int | None, release: str = "0.5.13") -> Plan:
     """The 0.5.13 .. 0.5.14 prefill decision (``NixlKVManager._add_remote_peer`` ->
     ``_prepare_payload_xfer``, ``_init_equal_tp_prep_handle`` and
@@ -436,8 +466,10 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     relayout (0.5.17), and no head-slice asserts (0.5.22). The equal-TP/MLA lists zip the
     decode's pointers with the prefill's item lengths, so the decode regions are paired
     positionally and strided by the prefill's item length; the heterogeneous-TP lists
-    interleave ``decode_tp // prefill_tp`` head groups (no replication divisor). Nothing
-    raises at registration. A pair whose transfer then depends on code kvcheck has not
+    interleave ``decode_tp // prefill_tp`` head groups (no replication divisor): with KV
+    heads replicated on the decode that list runs past the registered KV region and
+    ``prep_xfer_dlist`` raises ``NIXL_ERR_NOT_FOUND`` (``_src_dlist_overrun_0_5_13``).
+    Nothing else raises at registration. A pair whose transfer then depends on code kvcheck has not
     restated for these releases (fewer decode regions than prefill regions, unequal item
     lengths, prefill PP > 1, host or mixed memory kinds, decode DCP, head slices that do
     not tile the source item, unknown KV head count) gets ``path="not_modeled"``: the
@@ -490,6 +522,10 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
         heads_to_send, groups = max(1, total_kv_heads // p_tp), 1
     else:
         heads_to_send, groups = dst_heads, d_tp // p_tp
+    overrun = _src_dlist_overrun_0_5_13(prefill, p_tp, d_tp, groups, heads_to_send * per_head)
+    if overrun is not None:
+        plan.error = overrun
+        return plan
     if page <= 0 or page * groups * heads_to_send * per_head != prefill.regions[0].item_len or page * (dst_item // page) != dst_item:
         return unmodeled("heterogeneous-TP head slices that do not tile the source item (0.5.13/0.5.14 have no assert for it)")
     plan.path = "hetero_tp_slice"
@@ -850,6 +886,16 @@ def decide_transfer(
     if dst_unique[0] != "VRAM":
         return fail("NotImplementedError", "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet")
     if not b.head_slice_asserts:
+        # 0.5.15 .. 0.5.16 (no replication divisor): a source list past the registered
+        # region makes prep_xfer_dlist raise (sgl-project/sglang#31295).
+        if not b.head_group_replication and total_kv_heads and prefill.page_size > 0 and prefill.regions and decode.regions:
+            p_tp, d_tp = prefill.attn_tp_size, decode.attn_tp_size
+            dst_heads = max(1, total_kv_heads // d_tp)
+            per_head = decode.regions[0].item_len // prefill.page_size // dst_heads
+            overrun = _src_dlist_overrun_0_5_13(prefill, p_tp, d_tp, d_tp // max(1, p_tp), dst_heads * per_head)
+            if overrun is not None:
+                plan.error = overrun
+                return plan
         # 0.5.15 .. 0.5.21: no asserts; a misfit is prepared silently (not modeled).
         why = _unasserted_head_slice_gap(prefill, decode, b, total_kv_heads)
         if why is not None:

@@ -338,13 +338,40 @@ def _bootstrap_error_v1(sg: SimpleNamespace, prefill: PairInfo, decode: PairInfo
 # ---------------------------------------------------------------- transfer (prefill) --
 
 
-class _RecordingAgent:
-    """Stand-in for ``nixl_agent``: records every prepared descriptor list."""
+class nixlNotFoundError(Exception):  # noqa: N801  (NIXL's own class name, nixl._bindings)
+    """What NIXL's ``prep_xfer_dlist`` raises (``str``: ``NIXL_ERR_NOT_FOUND``) when a
+    descriptor of a local list lies in no memory region the agent registered."""
 
-    def __init__(self, name: str):
+
+class _RecordingAgent:
+    """Stand-in for ``nixl_agent``: records every prepared descriptor list.
+
+    ``regions``: the (address, length) pairs this agent registered (the prefill's KV
+    regions, ``register_buffer_to_engine``). A local list (``peer_name == ""``) given as
+    plain ``(address, length, device)`` rows is checked the way NIXL's
+    ``prepXferDlist`` checks it: every descriptor must lie inside one registered region,
+    else ``nixlNotFoundError('NIXL_ERR_NOT_FOUND')`` (verified against nixl-cu12 1.5.1 in
+    tests/test_incidents.py). Strided Nx5 runs (0.5.22 on) are recorded unchecked.
+    """
+
+    def __init__(self, name: str, regions: list[tuple[int, int]] | None = None):
         self.name = name
         self.prepared: list[tuple[str, Any, str, int]] = []  # (peer, Nx5 runs, kind, handle)
         self.remote_agents: list[bytes] = []
+        self.regions = sorted(regions or [])
+
+    def _check_local(self, descs) -> None:
+        import bisect
+
+        import numpy as np
+
+        if not self.regions or not isinstance(descs, np.ndarray) or descs.ndim != 2 or descs.shape[1] != 3:
+            return
+        starts = [r[0] for r in self.regions]
+        for addr, length in descs[:, :2].tolist():
+            i = bisect.bisect_right(starts, addr) - 1
+            if i < 0 or addr + length > self.regions[i][0] + self.regions[i][1]:
+                raise nixlNotFoundError("NIXL_ERR_NOT_FOUND")
 
     def get_agent_metadata(self) -> bytes:
         return b"kvcheck-stand-in-agent-metadata:" + self.name.encode()
@@ -357,6 +384,8 @@ class _RecordingAgent:
         return descs
 
     def prep_xfer_dlist(self, peer_name: str, descs, mem_kind: str) -> int:
+        if peer_name == "":
+            self._check_local(descs)
         handle = len(self.prepared) + 1
         self.prepared.append((peer_name, descs, mem_kind, handle))
         return handle
@@ -488,7 +517,7 @@ def _prefill_manager(sg: SimpleNamespace, prefill: SideGeometry, pp_rank: int):
     mgr.pp_rank = pp_rank
     mgr.dcp_size = 1
     mgr.dcp_rank = 0
-    mgr.agent = _RecordingAgent("kvcheck-prefill")
+    mgr.agent = _RecordingAgent("kvcheck-prefill", regions=list(zip(kv_args.kv_data_ptrs, kv_args.kv_data_lens)))
     mgr.decode_kv_args_table = {}
     mgr.prep_handles = {}
     mgr.prep_handle_slice_src = None

@@ -145,10 +145,27 @@ def resolved_speculative_algorithm(side: Side) -> Optional[str]:
     return algo
 
 
+def host_receive_on(side: Side) -> bool:
+    """Whether decode host receive (``--disaggregation-decode-host-receive-threshold``) is
+    on. SGLang 0.5.21 introduced the flag with default 0.0, on when > 0
+    (``handle_pd_disaggregation``, ``DecodePreallocQueue._init_kv_manager`` of 0.5.21);
+    0.5.22 inverted it: default 1.0, on when < 1 (0.5.22, 0.5.23). Releases before 0.5.21
+    have no such flag (the args keep 1.0: off)."""
+    from kvcheck.sglang.releases import in_range, side_release
+
+    t = side.args.disaggregation_decode_host_receive_threshold
+    version = side_release(side)[0]
+    if version and in_range(version, "0.5.21", "0.5.22"):
+        # off unless given: the release's own default (0.0) is off
+        return "disaggregation_decode_host_receive_threshold" in (side.raw_args or {}) and t > 0
+    return t < 1
+
+
 def _retraction_backup(side: Side) -> Optional[str]:
-    """handle_pd_disaggregation declares ``host_pool`` whenever the host receive threshold < 1."""
+    """handle_pd_disaggregation declares ``host_pool`` whenever decode host receive is on
+    (``host_receive_on``)."""
     a = side.args
-    if a.disaggregation_decode_host_receive_threshold < 1:
+    if host_receive_on(side):
         return "host_pool"
     return a.disaggregation_decode_retraction_backup
 
@@ -235,7 +252,7 @@ def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
             unsupported.append("encoder disaggregation")
         if a.enable_hisparse:
             unsupported.append("HiSparse")
-        if a.disaggregation_decode_host_receive_threshold < 1:
+        if host_receive_on(side):
             unsupported.append("decode host KV buffering")
         if a.disaggregation_mode == "decode" and (a.disaggregation_decode_enable_radix_cache or a.enable_hierarchical_cache):
             unsupported.append("decode radix cache or decode HiCache")
@@ -250,7 +267,7 @@ def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
     if not 0 <= t <= 1:
         return Refusal("decode-host-receive-threshold", hook, "ValueError",
                        "--disaggregation-decode-host-receive-threshold must be between 0 and 1")
-    if t < 1:
+    if host_receive_on(side):
         if a.enable_hisparse or a.enable_pd_role_switch:
             return Refusal("decode-host-receive-hisparse", hook, "ValueError",
                            "Decode host receive does not yet support HiSparse or role switching")
@@ -1331,7 +1348,7 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
     out = _nixl_manager_init(side)
     if out is not None:
         return out
-    if a.disaggregation_mode == "decode" and a.disaggregation_decode_host_receive_threshold < 1:
+    if a.disaggregation_mode == "decode" and host_receive_on(side):
         # No KV manager of 0.5.23 sets supports_host_destination (BaseKVManager: False).
         return ConnectorRefusal("decode-host-destination", "DecodePreallocQueue._init_kv_manager", "ValueError",
                                 "Transfer backend does not support decode host KV destinations")

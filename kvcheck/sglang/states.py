@@ -334,6 +334,10 @@ def fix_for(d: StateDecision) -> str:
         return "Unset SGLANG_USE_HND_KVCACHE on the prefill (the SWA head slice needs the NHD layout), or run the same attention TP size on both sides."
     if "pipeline parallelism" in msg or "PP>1" in msg:
         return "Run the prefill with --pp-size 1, or the same attention TP size on both sides."
+    if "non-MLA SWA hybrid models yet." in msg:
+        return "Run the same attention TP size on both sides, or SGLang 0.5.22 or newer on the prefill (it slices the SWA state by KV head)."
+    if "hybrid mamba models yet." in msg:
+        return "Run the same attention TP size on both sides, or SGLang 0.5.11 or newer on the prefill (it slices the Mamba state across TP ranks)."
     if "heterogeneous TP" in msg or "different TP sizes" in msg:
         what = {"block_scale": "MXFP8 block scales", "block_scale_swa": "MXFP8 block scales of the SWA layers"}.get(d.state_type, f"{d.state_type} state")
         return f"Run the same attention TP size on both sides: {what} are not sliced across TP ranks by SGLang 0.5.23."
@@ -345,3 +349,39 @@ def fix_for(d: StateDecision) -> str:
     if "heads" in msg:
         return "The SWA item lengths do not split into whole KV heads: run the same model, --kv-cache-dtype and --page-size on both sides."
     return f"Run the same model, --kv-cache-dtype and --page-size on both sides so that the {d.state_type} state items have the same length."
+
+
+def legacy_hetero_tp_refusals(prefill: SideGeometry, decode: SideGeometry, release: str | None) -> list[StateDecision]:
+    """The state refusals of ``NixlKVManager.maybe_send_extra`` in the releases before the
+    SWA head slice (0.5.9 .. 0.5.21), for a prefill on ``release``: what the prefill's
+    transfer worker raises on a request's last chunk when the prefill's and the decode's
+    attention TP sizes differ. Empty when nothing is decided here (another release, equal
+    TP, no such component).
+
+    * SWA, non-MLA backend, unequal attention TP: 0.5.9 .. 0.5.21 raise ``RuntimeError:
+      PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid
+      models yet.`` (0.5.9 .. 0.5.12: one ``kv_args.state_type``; 0.5.12.post1 on: per
+      component, ``st.upper()``). 0.5.22 adds ``_send_swa_state_slice``
+      (sgl-project/sglang#38552: gpt-oss-120b, prefill TP 1 -> decode TP 4, 0.5.16).
+    * Mamba (linear attention), unequal attention TP: 0.5.9 .. 0.5.10.post1 raise
+      ``RuntimeError: PD Disaggregation does NOT support PD different TP sizes for hybrid
+      mamba models yet.``; 0.5.11 adds ``_send_mamba_state_slice`` (sgl-project/sglang#22240).
+
+    Releases before 0.5.9 have no state path in the NIXL connector at all (not decided
+    here: the state-components check keeps them unchecked).
+    """
+    from kvcheck.sglang.releases import in_range
+
+    if not release or prefill.attn_tp_size == decode.attn_tp_size or not in_range(release, "0.5.9", "0.5.22"):
+        return []
+    out: list[StateDecision] = []
+    for i, st in enumerate(prefill.state_types):
+        n = len(_lens(prefill, st))
+        if st == "swa" and not prefill.is_mla:
+            msg = "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."
+        elif st == "mamba" and in_range(release, "0.5.9", "0.5.11"):
+            msg = "PD Disaggregation does NOT support PD different TP sizes for hybrid mamba models yet."
+        else:
+            continue
+        out.append(StateDecision(index=i, state_type=st, path=None, n_entries=n, error=_err(msg)))
+    return out
