@@ -185,13 +185,29 @@ def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeo
     from kvcheck.sglang import states
 
     inp = states.state_inputs(prefill, decode, prepared)
-    if k is builtin:
-        decisions = states.decide_states(pg, dg, inp)
-    else:
-        def dims(side: Side, g: SideGeometry):
-            return states.mamba_dims(side.model, g.attn_tp_size) if "mamba" in g.state_types else None
 
-        decisions = k.decide_states(pg, dg, inp, prefill_dims=dims(prefill, pg), decode_dims=dims(decode, dg))
+    def dims(side: Side, g: SideGeometry):
+        return states.mamba_dims(side.model, g.attn_tp_size) if "mamba" in g.state_types else None
+
+    pp_p, pp_d = max(1, prefill.args.pp_size), max(1, decode.args.pp_size)
+    why = states.unpaired_pp(pp_p, pp_d)
+    per_stage = []
+    # Each prefill PP stage sends its own entries: to the decode's stage of the same rank
+    # (decode PP = prefill PP) or to the whole model (decode PP 1).
+    for rank in range(pp_p):
+        sp = pg if rank == 0 else derive_geometry(prefill, pp_rank=rank)
+        sd = dg if rank == 0 or pp_d != pp_p else derive_geometry(decode, pp_rank=rank)
+        if k is builtin:
+            stage = states.decide_states(sp, sd, inp, pp_rank=rank)
+        else:
+            stage = k.decide_states(sp, sd, inp, prefill_dims=dims(prefill, sp), decode_dims=dims(decode, sd), pp_rank=rank)
+        per_stage.append(stage)
+        if why:
+            break
+    decisions = states.merge_stages(per_stage)
+    if why:
+        for d in decisions:
+            d.path, d.error, d.corruption, d.unchecked = None, None, None, why
     extra["state_decisions"] = decisions
     extra["states_decided"] = pg.state_types == dg.state_types and all(d.unchecked is None for d in decisions)
 
@@ -406,7 +422,7 @@ FINDING_IDS = {
     "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
     "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "startup-argparse", "pair-not-checked"],
     "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "head-slice-overrun", "runtime-error"],
-    "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination"],
+    "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "minimax-index-value"],
     "startup-log": ["decode-radix-disabled"],
     "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
     "probe": [

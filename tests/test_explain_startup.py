@@ -129,6 +129,15 @@ STARTUP_CASES = [
     ("trtllm-mha-decode-gpu", "llama-3.1-8b", "decode", {**DECODE, "decode_attention_backend": "trtllm_mha", "_gpu": "a100"}, "attention-backend-gpu"),
     ("nvfp4-requires-blackwell", "llama-3.1-8b", "decode", {**DECODE, "kv_cache_dtype": "nvfp4"}, "kv-dtype-gpu"),
     ("nvfp4-sm100-pd", "llama-3.1-8b", "decode", {**DECODE, "kv_cache_dtype": "nvfp4", "_gpu": "b200"}, "kv-dtype-gpu"),
+    ("fp4-kv-unified-memory", "llama-3.1-8b", "decode", {**DECODE, "kv_cache_dtype": "fp4_mx_block16", "enable_unified_memory": True},
+     "kv-dtype-gpu"),
+    ("kv4-mha-backend", "llama-3.1-8b", "decode", {**DECODE, "kv_cache_dtype": "fp4_mx_block16"}, "kv4-backend"),
+    ("kv4-mha-backend", "qwen3-8b", "prefill", {**PREFILL, "kv_cache_dtype": "fp4_mx_block16", "_gpu": "rtx5090"}, "kv4-backend"),
+    ("kv4-mla-backend", "deepseek-v3", "prefill", {**PREFILL, "kv_cache_dtype": "fp4_mx_block16"}, "kv4-backend"),
+    ("kv4-fa4-mha-backend", "llama-3.1-8b", "prefill", {**PREFILL, "kv_cache_dtype": "fp4_mx_block16", "attention_backend": "fa4",
+     "_gpu": "b200"}, "kv4-backend"),
+    ("kv4-fa4-mla-backend", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "fp4_mx_block16", "attention_backend": "fa4",
+     "_gpu": "b200"}, "kv4-backend"),
     ("mxfp8-requires-blackwell", "qwen3-8b", "prefill", {**PREFILL, "kv_cache_dtype": "mxfp8", "_gpu": "h200"}, "kv-dtype-gpu"),
     ("hisparse-dcp", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 2, "dcp_size": 2, "enable_hierarchical_cache": True,
      "enable_hisparse": True}, "hicache-dcp"),
@@ -217,8 +226,6 @@ def test_predicted_startup_refusal_is_explained(entry_id, model, role, flags, fi
     assert CATALOG.get(entry_id).when == "start-up"
     # the same text in a server's log (the traceback's last line) is found too
     assert entry_id in [h.entry_id for h in explain_text(f"[2026-01-02 10:11:12] {text}", source="log").hits]
-    if s.args.kv_cache_dtype in ("nvfp4", "fp4_mx_block16"):
-        return  # the pool geometry refuses FP4 KV as input (exit 2) before the checks run
     pair = (s, counterpart(role, model)) if role == "prefill" else (counterpart(role, model), s)
     _points_to(explanation, run_preflight(*pair), finding_id)
 

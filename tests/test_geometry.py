@@ -303,20 +303,24 @@ def test_swa_pair_states_decided_on_0_5_23_unchecked_before():
     assert any(f.id == "state-components" for f in report.findings)
 
 
-def test_fp4_kv_is_not_modeled_and_unchecked():
+def test_fp4_kv_registers_packed_data_only_and_fails():
+    """FP4 KV on SM120 (NVFP4 starts there in PD): the pool registers its packed data
+    (heads x head_dim / 2 bytes per token, K and V per layer) and none of its block-scale
+    buffers (tests/test_geometry_fp4_runtime.py holds this to SGLang's own pool classes):
+    the decode reads the prompt with scales nobody wrote, so the pair fails."""
     from kvcheck.preflight import run_preflight
 
     cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
            "num_key_value_heads": 8, "hidden_size": 4096}
     p = _pair_side("prefill", cfg, page_size=16, kv_cache_dtype="nvfp4")
     d = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="nvfp4")
-    # On Hopper and on SM100 the runtime refuses NVFP4 in PD at start-up (a predicted error,
-    # tests/test_startup.py); on SM120 start-up is not predicted, so the pool decides.
     p.gpu = d.gpu = "rtx5090"
-    assert derive_geometry(p).pool == "not_modeled"
+    g = derive_geometry(p)
+    assert g.pool == "MHA" and g.n == 8 and g.item_lens == [16 * 8 * 64] * 8
+    assert g.state_types == [] and g.unregistered_scale_buffers == 8
     report = run_preflight(p, d)
-    assert report.verdict == "unchecked" and report.plan is None
-    assert any(f.id == "not-modeled" for f in report.findings)
+    assert report.verdict == "fail" and report.plan is not None
+    assert [f.id for f in report.findings if f.severity.value == "error"] == ["fp4-block-scales"]
 
 
 def test_dcp_decode_draft_pages_are_page_size_times_dcp():
@@ -342,3 +346,17 @@ def test_modelopt_kv_cache_scheme_fp8_makes_auto_fp8():
     assert side.model.kv_cache_quant_algo == "FP8"
     g = derive_geometry(side)
     assert g.bytes_per_element == 1 and g.item_lens[0] == 16 * 8 * 128
+
+
+def test_fp4_on_other_releases_is_not_modeled():
+    """FP4 pools are derived for 0.5.23 only (verified there); the fp4_e2m1 recipe of
+    0.5.4.post3 .. 0.5.20 (its get_contiguous_buf_infos reads the dequantized views) is
+    not modeled: unchecked, never a bad-input exit."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096}
+    old = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="fp4_e2m1").model_copy(update={"sglang_version": "0.5.14"})
+    g = derive_geometry(old)
+    assert g.pool == "not_modeled" and "fp4_e2m1" in g.not_modeled_reason
+    mid = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="nvfp4").model_copy(update={"sglang_version": "0.5.18", "gpu": "rtx5090"})
+    g = derive_geometry(mid)
+    assert g.pool == "not_modeled" and "0.5.23 only" in g.not_modeled_reason

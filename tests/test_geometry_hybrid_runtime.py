@@ -490,10 +490,18 @@ def test_minimax_sparse_index_value_layers_are_refused(runtime, model_dirs):
     (model_dirs / "minimax-m3-iv").mkdir(exist_ok=True)
     (model_dirs / "minimax-m3-iv" / "config.json").write_text(json.dumps(cfg))
     sa = runtime("minimax-m3-iv", "decode", {"tp_size": 2})
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(NotImplementedError) as exc:
         setup_state_kv_args(KVArgs(), _runtime_pool(sa), None, 6)
-    geo = derive_geometry(_side(model_dirs, "minimax-m3-iv", "decode", {"tp_size": 2}))
+    side = _side(model_dirs, "minimax-m3-iv", "decode", {"tp_size": 2})
+    geo = derive_geometry(side)
     assert geo.pool == "not_modeled" and "index value" in geo.not_modeled_reason
+    # kvcheck predicts the scheduler's start-up refusal with the runtime's own text
+    from kvcheck.sglang.startup import connector_outcome
+
+    r = connector_outcome(side)
+    assert r.id == "minimax-index-value" and (r.type, r.message) == ("NotImplementedError", str(exc.value))
+    k_only = _side(model_dirs, "minimax-m3", "decode", {"tp_size": 2})
+    assert connector_outcome(k_only) is None
 
 
 @pytest.mark.parametrize("dtype", [None, "float32", "bfloat16", "float16"])

@@ -122,8 +122,12 @@ def connector_startup(chk, ctx: CheckContext) -> list[Finding]:
             out.append(chk.finding(f"{side.role}: the scheduler's PD start-up is not fully predicted: {r.reason}", severity=Severity.UNCHECKED,
                                    fix="Check the named input on the server."))
         elif isinstance(r, _Refusal):
+            fix = chk.fix
+            if r.id == "minimax-index-value":
+                fix = ("Serve this MiniMax checkpoint without PD disaggregation, or one whose sparse layers all disable the index "
+                       "value (sparse_disable_index_value 1): SGLang 0.5.23 transfers only K-only sparse layers.")
             out.append(Finding(id=r.id, severity=Severity.ERROR, message=f"the {side.role} server exits after loading the model ({side.origin or side.role}): {r.message}",
-                               fix=chk.fix, runtime_error=r.prediction(side)))
+                               fix=fix, runtime_error=r.prediction(side)))
         if (side.args.disaggregation_transfer_backend == "nixl" and backend_of(side) == "UCX"
                 and side.args.disaggregation_ib_device and side.env.get("UCX_NET_DEVICES")):
             out.append(chk.finding(

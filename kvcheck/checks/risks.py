@@ -184,6 +184,41 @@ def dtype_under_auto(chk, ctx: CheckContext) -> list[Finding]:
     return [chk.finding(f"--kv-cache-dtype is auto on both sides but the KV element type differs: prefill --dtype resolves to {pd}, decode to {dd}; the same string 'auto' passes the decode's dtype check while the bytes differ")]
 
 
+@check(
+    "fp4-block-scales",
+    Severity.ERROR,
+    "FP4 KV block scales reach the decode",
+    what=(
+        "Both sides store the KV cache in FP4 (--kv-cache-dtype nvfp4 or fp4_mx_block16). SGLang 0.5.23 registers only the "
+        "packed FP4 data with NIXL (get_contiguous_buf_infos of MHATokenToKVPool with an FP4 quant method, of "
+        "MLATokenToKVPoolFP4); the block-scale buffers beside it (k_scale_buffer/v_scale_buffer, MLA kv_scale_buffer: one "
+        "scale per 16 values) are neither KV regions nor a state component (setup_state_kv_args adds block scales only for "
+        "MHATokenToKVPoolMXFP8)."
+    ),
+    why=(
+        "The prefill sends the packed data; the decode's scales for those tokens are never written (zeros, or stale scales "
+        "of an earlier request in the same slots), so attention dequantizes the prompt's KV with the wrong scales. Nothing "
+        "raises; the output is garbage."
+    ),
+    fix="Use --kv-cache-dtype fp8_e4m3 (or mxfp8 / bf16) on both servers for PD disaggregation: FP4 KV is not transferable in SGLang 0.5.23.",
+)
+def fp4_block_scales(chk, ctx: CheckContext) -> list[Finding]:
+    from kvcheck.sglang.geometry import FP4_KV_DTYPES
+
+    pg, dg = ctx.prefill_geometry, ctx.decode_geometry
+    if pg is None or dg is None or pg.pool == "not_modeled" or dg.pool == "not_modeled":
+        return []
+    if not (pg.unregistered_scale_buffers and dg.unregistered_scale_buffers):
+        return []
+    if pg.kv_cache_dtype_str not in FP4_KV_DTYPES or pg.kv_cache_dtype_str != dg.kv_cache_dtype_str:
+        return []  # a target that is not FP4 (a draft-only FP4 pool), or the decode's dtype check refuses first
+    return [chk.finding(
+        f"--kv-cache-dtype {pg.kv_cache_dtype_str} on both sides: the prefill registers {pg.n} packed FP4 KV regions but none of "
+        f"its {pg.unregistered_scale_buffers} block-scale buffers (the decode: {dg.unregistered_scale_buffers}); the decode "
+        "attends over the transferred prompt with block scales nobody wrote (silent corruption)"
+    )]
+
+
 def _model_paths_differ(a: str | None, b: str | None) -> bool:
     """Whether two --model-path values name different models (trailing slashes and a
     ``hf:`` prefix ignored)."""
@@ -269,8 +304,8 @@ _UNDECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "min
     what=(
         "A hybrid pool (sliding-window, Mamba/linear attention) or a block-scaled (MXFP8) KV cache registers state components "
         "(state_types) besides its KV regions, and kvcheck does not decide their transfer: a side runs a release other than "
-        "0.5.22/0.5.23, the two sides register different component lists, or a component is left undecided (PP>1 prefill on "
-        "a whole-slot component, Mamba sizes that do not scale with TP, unknown KV head count)."
+        "0.5.22/0.5.23, the two sides register different component lists, or a component is left undecided (a PP stage "
+        "without Mamba layers posting an empty transfer, Mamba sizes that do not scale with TP, unknown KV head count)."
     ),
     why="The runtime sends SWA windows, Mamba states and block scales with their own item lengths and TP slicing; a mismatch there fails or corrupts the first request even when the KV regions agree.",
     fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly.",

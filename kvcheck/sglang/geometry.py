@@ -122,6 +122,11 @@ class SideGeometry(BaseModel):
     gpu: str | None = None
     gpu_assumed: bool = False
     draft_page_size: int | None = None
+    # FP4 KV (nvfp4, fp4_mx_block16): the block-scale buffers the pool allocates beside the
+    # packed data (MHA: k/v_scale_buffer per layer; MLA: kv_scale_buffer per layer, target
+    # and draft pools) that SGLang 0.5.23 registers with NIXL neither as KV regions nor as a
+    # state component: the decode's scales for the received tokens are never written.
+    unregistered_scale_buffers: int = 0
     # DeepSeekV4TokenToKVPool.pd_kv_layout (compared at bootstrap); None for other pools.
     kv_layout: str | None = None
 
@@ -265,6 +270,12 @@ def resolve_attention(side: Side, model: ModelConfig) -> tuple[tuple[str | None,
     page = a.page_size
     notes: list[str] = []
     unset = attn is None and prefill_b is None and decode_b is None
+    if a.kv_cache_dtype == "nvfp4" and gpu.vendor == "nvidia" and gpu.capability[0] in (10, 12):
+        # handle_nvfp4_prefill_kv_dequant_dtype runs first and pins the split backends
+        # (prefill flashinfer or trtllm_mha, decode trtllm_mha).
+        from kvcheck.sglang.startup import nvfp4_backends
+
+        prefill_b, decode_b = nvfp4_backends(side, gpu)
     arch = model.architecture
     gpu_decided = False
     if model.dsv4:
@@ -357,6 +368,11 @@ def resolve_page_size(side: Side, model: ModelConfig) -> tuple[int, bool, str | 
 
 
 FP4_KV_DTYPES = frozenset({"nvfp4", "fp4_mx_block16"})
+# --kv-cache-dtype fp4_e2m1: the FP4 recipe of SGLang 0.5.4.post3 .. 0.5.20 (argparse
+# refuses it from 0.5.21 on); its pools are not modeled.
+LEGACY_FP4_KV_DTYPES = frozenset({"fp4_e2m1"})
+# The release whose FP4 pools kvcheck derives (verified against its pool classes).
+FP4_VERIFIED_RELEASE = "0.5.23"
 
 
 def resolved_kv_cache_dtype_flag(side: Side) -> str:
@@ -391,8 +407,8 @@ def kv_dtype_bytes(side: Side, model: ModelConfig, *, draft: bool = False) -> tu
     resolves it after the start-up passes (0.5.23): ``auto`` follows an FP8 KV quant
     config, else the model dtype; on a DeepSeek DSA model ``auto`` becomes fp8_e4m3 on
     SM >= 10 and bfloat16 below (``_dsa_kv_cache_dtype_default``). FP4 KV (nvfp4,
-    fp4_mx_block16) returns 0 bytes: two values per byte plus block scales, a pool
-    kvcheck does not model (the geometry is then ``not_modeled``). ``mxfp8`` stores
+    fp4_mx_block16) returns 0 bytes per element: two values per byte (packed uint8 data)
+    plus block-scale buffers; ``_pool_regions(fp4=True)`` sizes its regions. ``mxfp8`` stores
     fp8 data (1 byte) with UE8M0 block scales registered as a state component.
 
     Raises ``InputError`` for a dtype SGLang rejects (``Unsupported kv_cache_dtype``).
@@ -405,11 +421,42 @@ def kv_dtype_bytes(side: Side, model: ModelConfig, *, draft: bool = False) -> tu
             return "fp8_e4m3", 1
         dtype = side.args.dtype if side.args.dtype != "auto" else model.torch_dtype
         return dtype, MODEL_DTYPE_BYTES.get(dtype, 2)
-    if flag in FP4_KV_DTYPES:
+    if flag in FP4_KV_DTYPES or flag in LEGACY_FP4_KV_DTYPES:
         return flag, 0
     if flag not in KV_DTYPE_BYTES:
         raise InputError(f"Unsupported kv_cache_dtype: {flag}.", source=side.origin, field="--kv-cache-dtype")
     return flag, KV_DTYPE_BYTES[flag]
+
+
+def fp4_unmodeled_reason(side: Side, model: ModelConfig, dtype: str, *, draft: bool = False) -> str | None:
+    """Why kvcheck does not derive the FP4 pool of ``model`` on ``side`` (``None``: it does).
+
+    Modeled (SGLang 0.5.23 ``KVCacheConfigurator._build_token_to_kv_pool``): a plain MHA
+    target/draft (``MHATokenToKVPool`` with an FP4 quant method), the full-attention
+    sub-pool of an MHA linear-attention hybrid (``HybridLinearKVPool`` passes the quant
+    method to its ``MHATokenToKVPool``; the Mamba state is unchanged) and a plain MLA one
+    (``_build_mla_fp4_kv_pool`` -> ``MLATokenToKVPoolFP4``). Not modeled: DSA (its pool is
+    not the FP4 one), the other hybrid pools (SWA, MLA linear hybrids, MiniMax sparse: their
+    sub-pools are built with other classes), HiSparse host pools, KV-cache sharding (striped pools) and
+    DCP (replicated MLA pools)."""
+    what = "FP4 draft KV cache" if draft else "FP4 KV cache"
+    if dtype in LEGACY_FP4_KV_DTYPES:
+        return (f"{what} (--kv-cache-dtype {dtype}, the MHATokenToKVPoolFP4/MLATokenToKVPoolFP4 recipe of SGLang 0.5.4.post3 "
+                ".. 0.5.20, whose transfer buffers are the dequantized views: not modeled)")
+    from kvcheck.sglang.releases import side_release
+
+    release, _ = side_release(side)
+    if release != FP4_VERIFIED_RELEASE:
+        return f"{what} (--kv-cache-dtype {dtype}) on SGLang {release or '(unknown release)'} (kvcheck derives the FP4 pools of {FP4_VERIFIED_RELEASE} only)"
+    if model.dsa:
+        return f"{what} (--kv-cache-dtype {dtype}) on a DSA pool"
+    if model.hybrid and not (model.hybrid == "linear" and not model.is_mla):
+        return f"{what} (--kv-cache-dtype {dtype}) on a {model.hybrid} hybrid pool (its sub-pools' FP4 layout is not verified)"
+    a = side.args
+    if a.enable_hisparse or a.enable_kv_cache_sharding or a.dcp_size > 1:
+        feature = "HiSparse" if a.enable_hisparse else "KV-cache sharding" if a.enable_kv_cache_sharding else "DCP"
+        return f"{what} (--kv-cache-dtype {dtype}) with {feature}"
+    return None
 
 
 def dsa_fp8_layout(side: Side) -> tuple[str, str | None]:
@@ -460,20 +507,32 @@ def kv_heads_per_rank(total_kv_heads: int, attn_tp: int, dcp_size: int = 1) -> i
 def _pool_regions(
     model: ModelConfig, layers: list[int], page_size: int, attn_tp: int, dtype: str, nbytes: int, kind: str, pool: str,
     *, dcp_size: int = 1, dsa_layout: str = "scaled", heads: int | None = None, head_dim: int | None = None,
-    v_head_dim: int | None = None,
+    v_head_dim: int | None = None, fp4: bool = False,
 ) -> list[dict]:
     """Regions of one MHA/MLA/DSA token pool over ``layers`` (``get_contiguous_buf_infos``):
     MLA/DSA one latent buffer per layer; MHA the K buffer of every layer, then the V
     buffer of every layer. ``heads``/``head_dim``/``v_head_dim`` override the model's
-    (the SWA sub-pool of a compressed-SWA model)."""
+    (the SWA sub-pool of a compressed-SWA model).
+
+    ``fp4``: the FP4 pools of 0.5.23 register only their packed uint8 data (two values
+    per byte): ``MLATokenToKVPoolFP4`` rows of (kv_lora_rank + qk_rope_head_dim) / 2
+    bytes; the MHA pool built with an FP4 ``KVCacheQuantMethod`` (``NVFP4KVCacheMethod``/
+    ``FP4MXBlock16KVCacheMethod.create_buffers``) K and V rows of heads x head_dim / 2
+    bytes each (V sized by head_dim: the quant method is given no V head dim)."""
     if model.is_mla:
-        item = page_size * _mla_row_bytes(model, dtype, nbytes, dsa_layout)
+        if fp4:
+            item = page_size * (((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0)) // 2)
+        else:
+            item = page_size * _mla_row_bytes(model, dtype, nbytes, dsa_layout)
         return [dict(kind=kind, item_len=item, layer_id=lid, part="KV", pool=pool) for lid in layers]
     kv_heads = heads if heads is not None else kv_heads_per_rank(model.num_key_value_heads or 1, attn_tp, dcp_size)
     hd = head_dim if head_dim is not None else (model.head_dim or 0)
     vd = v_head_dim if v_head_dim is not None else (model.v_head_dim or model.head_dim or 0)
-    k_item = page_size * kv_heads * hd * nbytes
-    v_item = page_size * kv_heads * vd * nbytes
+    if fp4:
+        k_item = v_item = page_size * kv_heads * (hd // 2)
+    else:
+        k_item = page_size * kv_heads * hd * nbytes
+        v_item = page_size * kv_heads * vd * nbytes
     ks = [dict(kind=kind, item_len=k_item, layer_id=lid, part="K", pool=pool) for lid in layers]
     vs = [dict(kind=kind, item_len=v_item, layer_id=lid, part="V", pool=pool) for lid in layers]
     return ks + vs
@@ -607,11 +666,13 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
 
         return dsv4_geometry(side, base, notes, pp_rank)
     dtype, nbytes = kv_dtype_bytes(side, model)
-    if nbytes == 0:
+    fp4 = dtype in FP4_KV_DTYPES or dtype in LEGACY_FP4_KV_DTYPES
+    if fp4 and (why := fp4_unmodeled_reason(side, model, dtype)):
         return SideGeometry(
             **base, pool="not_modeled", is_mla=model.is_mla, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
-            not_modeled_reason=f"FP4 KV cache (--kv-cache-dtype {dtype}: packed FP4 data with block-scale buffers)",
+            not_modeled_reason=why,
         )
+    n_scales = 0
     dsa_layout = "scaled"
     if model.dsa:
         if args.kv_cache_dtype == "auto" and gpu_assumed:
@@ -689,7 +750,10 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
         pool = "MINIMAX_SPARSE"
     elif model.hybrid == "linear":
         full, mamba = in_stage(model.full_layer_ids), in_stage(model.mamba_layer_ids)
-        raw = _pool_regions(model, full, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target", dcp_size=args.dcp_size)
+        raw = _pool_regions(model, full, page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target", dcp_size=args.dcp_size,
+                            fp4=fp4)
+        if fp4:
+            n_scales += len(raw)
         conv, temporal = mamba_state_item_lens(model, args.attn_tp_size, side.env)
         states += [dict(state_type="mamba", item_len=conv, layer_id=lid, part="conv") for lid in mamba]
         states += [dict(state_type="mamba", item_len=temporal, layer_id=lid, part="temporal") for lid in mamba]
@@ -698,8 +762,14 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
     else:
         raw = _pool_regions(
             model, list(range(start, end)), page_size, args.attn_tp_size, dtype, nbytes, target_kind, "target",
-            dcp_size=args.dcp_size, dsa_layout=dsa_layout,
+            dcp_size=args.dcp_size, dsa_layout=dsa_layout, fp4=fp4,
         )
+        if fp4:
+            n_scales += len(raw)  # one scale buffer per registered data buffer (MHA K and V, MLA latent)
+            notes.append(
+                f"FP4 KV ({dtype}): {len(raw)} packed-data regions registered; their {len(raw)} block-scale buffers are not "
+                "registered with NIXL (SGLang 0.5.23)"
+            )
         if mxfp8:
             states += _mxfp8_scale_states(raw, page_size, heads, model.head_dim or 0, model.v_head_dim or model.head_dim or 0, "block_scale")
             state_types.append("block_scale")
@@ -718,18 +788,21 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
     # The prefill's last PP stage (and every decode rank) carries the draft pool.
     if draft is not None and (side.role == "decode" or pp_rank == len(stages) - 1):
         ddtype, dbytes = kv_dtype_bytes(side, draft, draft=True)
-        if dbytes == 0:
+        dfp4 = ddtype in FP4_KV_DTYPES or ddtype in LEGACY_FP4_KV_DTYPES
+        if dfp4 and (why := fp4_unmodeled_reason(side, draft, ddtype, draft=True)):
             return SideGeometry(
                 **base, pool="not_modeled", is_mla=model.is_mla, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=0, notes=notes,
-                not_modeled_reason=f"FP4 draft KV cache ({ddtype})",
+                not_modeled_reason=why,
             )
         draft_layers = list(range(model.num_hidden_layers, model.num_hidden_layers + draft.num_hidden_layers))
         # KVCacheConfigurator.loc_space_scale: a draft worker under DCP pages
         # page_size * dcp_size tokens. Drafts never join the DCP group.
         draft_page = page_size * args.dcp_size if args.dcp_size > 1 else page_size
         draft_regions = _pool_regions(
-            draft, draft_layers, draft_page, args.attn_tp_size, ddtype, dbytes, "VRAM", "draft", dsa_layout=dsa_layout,
+            draft, draft_layers, draft_page, args.attn_tp_size, ddtype, dbytes, "VRAM", "draft", dsa_layout=dsa_layout, fp4=dfp4,
         )
+        if dfp4:
+            n_scales += len(draft_regions)
         n_draft = len(draft_regions)
         raw += draft_regions
         if model.dsa and draft.dsa:
@@ -743,4 +816,5 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
         **base, pool=pool, is_mla=model.is_mla, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=nbytes,
         regions=[Region(index=i, **r) for i, r in enumerate(raw)], num_draft_regions=n_draft, stage_layers=stages, notes=notes,
         state_types=state_types, state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)], draft_page_size=draft_page,
+        unregistered_scale_buffers=n_scales,
     )

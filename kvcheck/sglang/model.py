@@ -72,8 +72,28 @@ NOT_MODELED_ARCHITECTURES = {
     "DeepseekV4ForCausalLMDSpark": "DeepSeek V4 DSpark draft served as a target model",
     # Not an architecture SGLang 0.5.23 registers (its MiniMax M3 classes are *Sparse*).
     "MiniMaxM3ForCausalLM": "MiniMax M3 checkpoint under an architecture name SGLang 0.5.23 does not register (MiniMaxM3Sparse*)",
-    "MiniMaxText01ForCausalLM": "MiniMax linear-attention hybrid",
-    "JambaForCausalLM": "Mamba hybrid pool",
+    # Linear-attention / Mamba hybrids SGLang 0.5.23 does not serve: no class under
+    # sglang/srt/models and no hybrid pool config (configs/hybrid_arch.mambaish_config);
+    # model_loader.utils.resolve_transformers_arch decides at model load, with the
+    # transformers release 0.5.23 pins (5.19.0). tests/test_model_unserved.py holds these.
+    "MiniMaxText01ForCausalLM": (
+        "MiniMax-Text-01 lightning-attention hybrid that SGLang 0.5.23 does not serve (no native class, no linear-attention "
+        "pool config; the Transformers fallback finds no such class and, with an auto_map naming only AutoModelForCausalLM, "
+        "the model load refuses it: 'Cannot find model module. ...')"
+    ),
+    "MiniMaxM1ForCausalLM": (
+        "MiniMax-M1 lightning-attention hybrid that SGLang 0.5.23 does not serve (no native class, no linear-attention pool "
+        "config; the Transformers fallback finds no such class and the model load refuses it)"
+    ),
+    "MiniMaxForCausalLM": (
+        "MiniMax lightning-attention hybrid with no native SGLang 0.5.23 class: it would run on the Transformers backend, "
+        "whose pool for the linear-attention layers is not modeled"
+    ),
+    "JambaForCausalLM": (
+        "Jamba Mamba hybrid that SGLang 0.5.23 does not serve (no native class, no Mamba pool config; the Transformers "
+        "fallback refuses it at model load: transformers 5.19 marks JambaForCausalLM incompatible, 'JambaForCausalLM has no "
+        "SGlang implementation and the Transformers implementation is not compatible with SGLang.')"
+    ),
 }
 
 # Architectures whose KV pool in SGLang 0.5.23 is the plain MHA token pool (K and V per

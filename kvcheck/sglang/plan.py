@@ -709,6 +709,36 @@ def _not_modeled(plan: Plan, why: str) -> Plan:
     return plan
 
 
+def _layer_pairing_gap(prefill: SideGeometry, decode: SideGeometry, b) -> str | None:
+    """Why kvcheck cannot state which decode region each prefill region goes to, or None.
+
+    - A hybrid linear-attention pool (``HybridLinearKVPool``) registers a global layer id
+      per KV region (``build_kv_layer_ids``: its full-attention layers, K then V), and from
+      0.5.17 the prefill pairs regions by those ids (``build_transfer_entry_pairs``).
+      kvcheck restates positional pairing only, which is the same where both sides list
+      the same target layers in the same order (PP 1, or the same PP layout; a draft's ids
+      sit in a band above the target's). A PP>1 prefill stage against a decode of another
+      PP layout is paired by id: not restated.
+    - A PP>1 prefill stage of a sliding-window or hybrid linear pool with unequal attention
+      TP slices heads from ``_transfer_start_layer`` (0 for ``SWAKVPool``, a
+      full-attention-relative count for ``HybridLinearKVPool``; ``disaggregation/prefill.py``,
+      0.5.23), not from the stage's first model layer: not restated.
+    """
+    hybrid_ids = "HYBRID_LINEAR" in (prefill.pool, decode.pool)
+    # At PP 1, or stage by stage at the same PP layout, both sides list the same target
+    # layers in the same order (a decode-only draft's ids sit in a band above them): the
+    # ids pair positionally.
+    same_layers = prefill.pp_size == decode.pp_size and prefill.stage_layers == decode.stage_layers
+    if hybrid_ids and b.layer_id_pairing and prefill.pp_size > 1 and not same_layers:
+        return ("the hybrid linear-attention pool registers a layer id per KV region and SGLang "
+                f"{b.version} pairs a PP>1 prefill stage with a decode of another PP layout by those ids "
+                "(build_transfer_entry_pairs), which kvcheck does not restate")
+    if prefill.pool in ("SWA", "HYBRID_LINEAR") and prefill.pp_size > 1 and not prefill.is_mla and prefill.attn_tp_size != decode.attn_tp_size:
+        return (f"a PP>1 prefill stage of a {prefill.pool} pool with unequal attention TP slices heads from the pool's transfer "
+                "start layer (_transfer_start_layer), which kvcheck does not restate")
+    return None
+
+
 def _older_release_gap(prefill: SideGeometry, decode: SideGeometry, b, *, decode_dcp_size: int, total_kv_heads: int | None) -> str | None:
     """Why ``decide_transfer`` cannot state what release ``b``'s prefill does with this
     pair, or None. Only releases before a behaviour was introduced have gaps:
@@ -813,6 +843,9 @@ def decide_transfer(
     if n_src == 0:  # 0.5.17: returns before the source-kind assert
         plan.path = "nothing_to_transfer"
         return plan
+    gap = _layer_pairing_gap(prefill, decode, b)
+    if gap is not None:
+        return _not_modeled(plan, gap)
     src_kind = src_kinds[0]
     dst_kinds = decode.kinds
     dst_unique = sorted(set(dst_kinds))

@@ -704,8 +704,15 @@ def _state_lists(g: SideGeometry, base: int, dims: dict[str, list[int]] | None):
     return ptrs, lens, items, dpt, lids
 
 
-def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, prefill_dims: dict | None = None, decode_dims: dict | None = None) -> list:
+def decide_states(
+    prefill: SideGeometry, decode: SideGeometry, inp: Any, *, prefill_dims: dict | None = None, decode_dims: dict | None = None, pp_rank: int = 0,
+) -> list:
     """The state components' transfer, by the runtime itself (SGLang 0.5.23).
+
+    ``prefill`` is the geometry of prefill PP stage ``pp_rank`` (its manager gets that
+    stage's ``pp_rank`` and the ``prefill_start_layer`` the runtime's
+    ``_transfer_start_layer`` gives its pool: ``kvcheck.sglang.states.transfer_start_layer``);
+    ``decode`` what the decode rank paired with that stage registers.
 
     Drives, on a prefill manager made like ``decide_transfer``'s: ``_prepare_state_xfer``
     (with the prepared components ``_prepared_state_component_indices`` selects on CUDA
@@ -717,10 +724,11 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, pref
     exception ``maybe_send_extra`` raised (it stops at the first; the components after it
     are left undecided, ``unchecked``), or corruption read back from the recorded
     descriptors (a write whose bytes per destination slot differ from what fills it)."""
-    from kvcheck.sglang.states import StateDecision, _err, prepared_path, PEER
+    from kvcheck.sglang.states import _EMPTY_STAGE, PEER, StateDecision, _err, prepared_path, transfer_start_layer
 
     sg = _sglang()
-    mgr = _prefill_manager(sg, prefill, 0)
+    mgr = _prefill_manager(sg, prefill, pp_rank)
+    mgr.kv_args.prefill_start_layer = transfer_start_layer(prefill, pp_rank)
     _init_prefill(sg, mgr, prefill.kinds)
     agent = _StateRecordingAgent("kvcheck-prefill")
     mgr.agent = agent
@@ -730,7 +738,13 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, pref
     a = mgr.kv_args
     a.state_types = _state_types(sg, prefill.state_types)
     (a.state_data_ptrs, a.state_data_lens, a.state_item_lens, a.state_dim_per_tensor, a.state_layer_ids) = _state_lists(prefill, _PTR_BASE_SRC + (1 << 40), prefill_dims)
-    a.state_conv_shard_groups = []
+    # The conv sub-blocks the prefill registers (get_state_conv_shard_groups: conv
+    # entries only; None where the runtime slices the axis as one).
+    a.state_conv_shard_groups = [
+        [(prefill_dims or {}).get("conv_shard_groups") if r.part == "conv" else None for r in prefill.state_regions if r.state_type == t]
+        if t == "mamba" else []
+        for t in prefill.state_types
+    ]
     a.state_slice_outer_counts = [
         [(prefill_dims or {}).get(f"{r.part}_outer", 1) for r in prefill.state_regions if r.state_type == t] if t == "mamba" else []
         for t in prefill.state_types
@@ -765,7 +779,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, pref
     for name, path in (("_send_mamba_state", "whole_generic"), ("_send_mamba_state_slice", "mamba_slice"), ("_send_swa_state_slice", "swa_head_slice"), ("_send_kvcache_generic", "whole_generic")):
         wrap(name, path)
 
-    out = [StateDecision(index=i, state_type=t, n_entries=len(a.state_item_lens[i])) for i, t in enumerate(prefill.state_types)]
+    out = [StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(a.state_item_lens[i])) for i, t in enumerate(prefill.state_types)]
     try:
         mgr._prepare_state_xfer(peer_info)
     except AttributeError as exc:
@@ -795,7 +809,15 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: Any, *, pref
             d.path = "whole_prepared"
         elif calls:
             d.path = calls[0]
-            bad = _corrupt_writes(agent.xfers[n0:], d.path, i, peer_info, prefill.attn_tp_size, decode.attn_tp_size)
+            recorded = agent.xfers[n0:]
+            if d.state_type == "mamba" and recorded and all(len(_rows(dst)) == 0 for _, _, dst in recorded):
+                # An empty NIXL transfer (a PP stage without Mamba layers): NIXL's call.
+                d.path, d.unchecked = None, _EMPTY_STAGE.format(rank=pp_rank, t="mamba")
+                continue
+            bad = _corrupt_writes(recorded, d.path, i, peer_info, prefill.attn_tp_size, decode.attn_tp_size)
+            bad = bad or _misplaced_writes(recorded, i, a.state_data_ptrs[i], peer_info, prefill, decode, pp_rank)
+            if not bad and d.path == "mamba_slice":
+                bad = _misplaced_channels(recorded, i, a, peer_info, prefill, decode, prefill_dims or {}, decode_dims or {})
             if bad:
                 d.path, d.corruption = None, bad
         elif d.state_type == "dsa":
@@ -828,6 +850,104 @@ def _corrupt_writes(xfers: list, path: str, i: int, peer_info: Any, tp_p: int, t
         want = lens[j] if path == "whole_generic" or tp_p <= tp_d else lens[j] * tp_d // tp_p
         if lens[j] and got and got != want:
             return f"decode state entry {j}: {got} bytes written into a {lens[j]}-byte slot (expected {want})"
+    return None
+
+
+def _rows(descs) -> list:
+    return descs.tolist() if hasattr(descs, "tolist") else list(descs)
+
+
+def _entry_at(ptrs: list[int], addr: int) -> int | None:
+    return next((k for k, p in enumerate(ptrs) if p <= addr < p + _PTR_STRIDE), None)
+
+
+def _misplaced_writes(xfers: list, i: int, src_ptrs: list[int], peer_info: Any, prefill: SideGeometry, decode: SideGeometry, pp_rank: int) -> str | None:
+    """Read the recorded generic writes of component ``i`` back against the entries'
+    layers: each descriptor's source entry (by address in the prefill's fake pointers) and
+    destination entry must be the same model layer and part (K/V, conv/temporal); a
+    write into another layer's or part's buffer is corruption (the layer the decode reads
+    is never written, the one written is overwritten)."""
+    t = prefill.state_types[i]
+    src_regs = prefill.component_regions(i)
+    dst_regs = decode.component_regions(i)
+    dst_ptrs = list(peer_info.dst_state_data_ptrs[i])
+    for kind, src, dst in xfers:
+        if kind != "generic":
+            continue
+        for srow, drow in zip(_rows(src), _rows(dst)):
+            s, j = _entry_at(list(src_ptrs), int(srow[0])), _entry_at(dst_ptrs, int(drow[0]))
+            if s is None or j is None or s >= len(src_regs) or j >= len(dst_regs):
+                continue
+            a, b = src_regs[s], dst_regs[j]
+            if (a.layer_id, a.part) != (b.layer_id, b.part):
+                return (
+                    f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
+                    f"(layer {b.layer_id} {b.part})"
+                )
+    return None
+
+
+def _channel_ids(layout: list[int], tp: int, rank: int):
+    """Identity of every local channel of a TP-sharded axis made of independently
+    sharded sub-blocks (full dims ``layout``) on TP rank ``rank``: sub-block index x 2^32 +
+    the channel's index within the whole sub-block."""
+    import numpy as np
+
+    ids = []
+    for k, full in enumerate(layout):
+        n = full // tp
+        ids.append(k * (1 << 32) + rank * n + np.arange(n, dtype=np.int64))
+    return np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+
+
+def _misplaced_channels(xfers: list, i: int, a: Any, peer_info: Any, prefill: SideGeometry, decode: SideGeometry, p_dims: dict, d_dims: dict) -> str | None:
+    """Read the recorded Mamba slice writes of component ``i`` (prefill TP rank 0 into
+    decode TP rank 0, as the stand-in manager runs) back as channels: each byte block's
+    source channels (row, channel of the prefill rank's slot) must be the same channels
+    of the model (sub-block and index within it) as its destination's. Layouts:
+    ``conv_layout`` of each side's ``mamba_dims`` for conv entries; temporal entries are
+    one head axis. Blocks whose element sizes differ between the sides are left to
+    ``_corrupt_writes``."""
+    import numpy as np
+
+    t = prefill.state_types[i]
+    src_regs = prefill.component_regions(i)
+    dst_regs = decode.component_regions(i)
+    src_ptrs, dst_ptrs = list(a.state_data_ptrs[i]), list(peer_info.dst_state_data_ptrs[i])
+    src_lens, dst_lens = list(a.state_item_lens[i]), list(peer_info.dst_state_item_lens[i])
+    tp_p, tp_d = prefill.attn_tp_size, decode.attn_tp_size
+
+    def layout(dims: dict, tp: int, part: str) -> list[int]:
+        return list(dims.get("conv_layout") or [dims["conv"] * tp]) if part == "conv" else [dims["temporal"] * tp]
+
+    for kind, src, dst in xfers:
+        if kind != "generic":
+            continue
+        for srow, drow in zip(_rows(src), _rows(dst)):
+            s, j = _entry_at(src_ptrs, int(srow[0])), _entry_at(dst_ptrs, int(drow[0]))
+            if s is None or j is None or s >= len(src_regs) or j >= len(dst_regs):
+                continue
+            part = src_regs[s].part
+            if part not in ("conv", "temporal") or part not in p_dims or part not in d_dims:
+                continue
+            outer = p_dims.get(f"{part}_outer", 1)
+            dim_s, dim_d = p_dims[part], d_dims[part]
+            bpd_s, bpd_d = src_lens[s] // (dim_s * outer), dst_lens[j] // (dim_d * outer)
+            if not bpd_s or bpd_s != bpd_d:
+                continue
+            off_s = int(srow[0]) - src_ptrs[s] - src_lens[s]
+            off_d = int(drow[0]) - dst_ptrs[j] - dst_lens[j]
+            row_s, c_s = divmod(off_s // bpd_s, dim_s)
+            row_d, c_d = divmod(off_d // bpd_d, dim_d)
+            n = int(srow[1]) // bpd_s
+            ids_s = _channel_ids(layout(p_dims, tp_p, part), tp_p, 0)[c_s : c_s + n]
+            ids_d = _channel_ids(layout(d_dims, tp_d, part), tp_d, 0)[c_d : c_d + n]
+            if row_s != row_d or len(ids_s) != n or len(ids_d) != n or not np.array_equal(ids_s, ids_d):
+                return (
+                    f"Mamba {part} entry {s} (layer {src_regs[s].layer_id}): the slice moves prefill channels {c_s}..{c_s + n - 1} "
+                    f"(row {row_s}) into decode channels {c_d}..{c_d + n - 1} (row {row_d}) of another sub-block or position "
+                    f"(channel axis {layout(p_dims, tp_p, part)} at TP {tp_p}, {layout(d_dims, tp_d, part)} at TP {tp_d})"
+                )
     return None
 
 

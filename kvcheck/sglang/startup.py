@@ -690,9 +690,7 @@ def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
     (decode-only, SM100, its KV dtypes) and the TRTLLM MHA GPU checks (SM90/SM100/SM120).
     NVFP4 (``handle_nvfp4_prefill_kv_dequant_dtype``) forces prefill/decode backends first."""
     a = side.args
-    if a.kv_cache_dtype in ("nvfp4", "fp4_mx_block16"):
-        if a.kv_cache_dtype == "fp4_mx_block16":
-            return Stop("the FP4 (fp4_mx_block16) KV attention-backend checks are not restated")
+    if a.kv_cache_dtype == "nvfp4":
         # nvfp4_prefill_dequant passed: it pinned the split backends.
         pre, dec = nvfp4_backends(side, gpu)
         attn = _model_override_backend(side, gpu)
@@ -746,17 +744,26 @@ def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
 
 
 def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
-    """``handle_kv4_compatibility``'s GPU check and ``handle_mxfp8_kv_cache_compatibility``
-    (arg_groups/kv_cache_hook.py, SGLang 0.5.23): ``nvfp4`` needs SM100 or SM120, ``mxfp8``
-    needs Blackwell. The FP4 backend lists that follow are not restated."""
+    """``handle_kv4_compatibility`` and ``handle_mxfp8_kv_cache_compatibility``
+    (arg_groups/kv_cache_hook.py, SGLang 0.5.23): ``nvfp4`` needs SM100 or SM120; FP4 KV
+    (``nvfp4``/``fp4_mx_block16``) refuses ``--enable-unified-memory``; on SM100 native
+    NVFP4 (decode pinned to trtllm_mha) has its speculative-decoding rules and refuses PD;
+    otherwise the FP4 backend lists are asserted (``kv4_backend_lists``). ``mxfp8`` needs
+    Blackwell."""
     kv = side.args.kv_cache_dtype
-    if kv == "nvfp4":
-        if not _gpu_is(gpu, 10, 12):
+    if kv in ("nvfp4", "fp4_mx_block16"):
+        if gpu.vendor != "nvidia":
+            return Stop("FP4 KV on a non-NVIDIA GPU: handle_kv4_compatibility's platform branch is not restated")
+        if kv == "nvfp4" and not _gpu_is(gpu, 10, 12):
             return Refusal("kv-dtype-gpu", "handle_kv4_compatibility", "RuntimeError",
                            "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. "
                            "Use --kv-cache-dtype=fp4_mx_block16 for the block-size-16 FP4 recipe.")
-        if not _gpu_is(gpu, 10):
-            return Stop("NVFP4 KV on SM120: the FP4 backend checks of handle_kv4_compatibility are not restated")
+        if _raw(side, "enable_unified_memory", False):
+            return Refusal("kv-dtype-gpu", "handle_kv4_compatibility", "ValueError",
+                           "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not "
+                           "allocate FP4 block scales or the prefill dequant workspace.")
+        if kv == "fp4_mx_block16" or not _gpu_is(gpu, 10):
+            return kv4_backend_lists(side, gpu)
         # SM100: the pinned decode backend is trtllm_mha, so the native-NVFP4 rules apply.
         a = side.args
         hook = "handle_kv4_compatibility"
@@ -786,6 +793,50 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("kv-dtype-gpu", "handle_mxfp8_kv_cache_compatibility", "ValueError",
                        "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands "
                        "used by the FA4 MXFP8 attention path.")
+    return None
+
+
+# handle_kv4_compatibility's backend lists (arg_groups/kv_cache_hook.py, SGLang 0.5.23).
+KV4_FA4_MLA_DECODE_BACKENDS = ["flashinfer", "trtllm_mla"]
+KV4_FA4_MHA_DECODE_BACKENDS = ["triton", "torch_native", "flex_attention"]
+KV4_MLA_BACKENDS = ["flashinfer", "trtllm_mla"]
+KV4_MHA_BACKENDS = ["triton", "torch_native", "flex_attention", "trtllm_mha"]
+# Architectures whose registered model override or hybrid hooks pick the attention backend
+# in ways ``final_attention_backends`` does not restate (SWA/chunked, Qwen3-Next/3.5,
+# Nemotron-H, MiniMax sparse): the FP4 backend lists are not decided for them.
+_KV4_UNRESOLVED_ARCHS = frozenset({
+    "GptOssForCausalLM", "Llama4ForConditionalGeneration", "Llama4ForCausalLM", "Qwen3NextForCausalLM",
+    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "NemotronHForCausalLM",
+}) | MINIMAX_SPARSE_ARCHS
+
+
+def kv4_backend_lists(side: Side, gpu: Gpu) -> Outcome:
+    """The tail of ``handle_kv4_compatibility`` (SGLang 0.5.23) for FP4 KV that is not SM100
+    native NVFP4: with split prefill/decode backends (prefill not fa4) it only warns; with an
+    fa4 prefill the decode backend must be in the FA4 list (MLA: flashinfer/trtllm_mla; MHA:
+    triton/torch_native/flex_attention); otherwise the resolved ``--attention-backend`` must be
+    in the KV4 list (MLA: flashinfer/trtllm_mla; MHA: triton/torch_native/flex_attention/
+    trtllm_mha). Each refusal is an ``AssertionError`` whose text names the list as a Python
+    list. Backends are ``final_attention_backends``; models whose overrides pick backends
+    kvcheck does not restate stop prediction."""
+    m = side.model
+    if m.hybrid or _arch(side) in _KV4_UNRESOLVED_ARCHS or _is_dsa(side):
+        return Stop(f"FP4 KV on {_arch(side)}: the attention backend its model hooks pick is not restated for handle_kv4_compatibility")
+    attn, pre, dec = final_attention_backends(side, gpu)
+    p_b, d_b = _split(attn, pre, dec)
+    hook = "handle_kv4_compatibility"
+    mla = m.is_mla
+    if p_b != d_b and p_b != "fa4":
+        return None  # a warning only (or the mixed NVFP4 recipe)
+    if p_b == "fa4":
+        allowed, what = (KV4_FA4_MLA_DECODE_BACKENDS, "KV4 FA4 MLA") if mla else (KV4_FA4_MHA_DECODE_BACKENDS, "KV4 FA4 MHA")
+        if d_b not in allowed:
+            return Refusal("kv4-backend", hook, "AssertionError",
+                           f"{what} expects decode_attention_backend to be one of {allowed}, but got {d_b}")
+        return None
+    allowed, what = (KV4_MLA_BACKENDS, "KV4 MLA") if mla else (KV4_MHA_BACKENDS, "KV4 MHA")
+    if attn not in allowed:
+        return Refusal("kv4-backend", hook, "AssertionError", f"{what} expects attention_backend to be one of {allowed}, but got {attn}")
     return None
 
 
@@ -1122,6 +1173,7 @@ REFUSAL_IDS = (
     "attention-backend-gpu",
     "attention-kv-dtype",
     "kv-dtype-gpu",
+    "kv4-backend",
     "hicache-dcp",
     "dp-size",
     "tp-attn-dp-cp",
@@ -1142,7 +1194,7 @@ REFUSAL_IDS = (
 )
 
 # Refusals whose verdict the GPU generation decides (the check says so when no GPU was given).
-GPU_DEPENDENT_IDS = frozenset({"attention-backend-gpu", "attention-kv-dtype", "kv-dtype-gpu", "nvfp4-prefill-dequant",
+GPU_DEPENDENT_IDS = frozenset({"attention-backend-gpu", "attention-kv-dtype", "kv-dtype-gpu", "kv4-backend", "nvfp4-prefill-dequant",
                                "hisparse-dsa-backend", "dsa-kv-cache-dtype"})
 
 
@@ -1379,6 +1431,9 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
             if _effective_transfer_backend(side) != "mooncake":
                 return ConnectorRefusal("staging-mla", queue, "RuntimeError",
                                         "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.")
+    out = minimax_index_value(side)
+    if out is not None:
+        return out
     out = _nixl_manager_init(side)
     if out is not None:
         return out
@@ -1386,6 +1441,24 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
         # No KV manager of 0.5.23 sets supports_host_destination (BaseKVManager: False).
         return ConnectorRefusal("decode-host-destination", "DecodePreallocQueue._init_kv_manager", "ValueError",
                                 "Transfer backend does not support decode host KV destinations")
+    return None
+
+
+def minimax_index_value(side: Side) -> Union[ConnectorRefusal, Stop, None]:
+    """``setup_state_kv_args`` (disaggregation/utils.py, SGLang 0.5.23), which both roles'
+    ``_init_kv_manager`` run before building the KV manager: a MiniMax sparse pool
+    (``MiniMaxSparseKVPool``) with an index-value pool (a sparse layer whose
+    ``sparse_disable_index_value`` entry is 0) raises ``NotImplementedError``. With HiSparse
+    or the MiniMax M3 NVFP4 checkpoint the pool classes differ: not restated (``Stop``)."""
+    m = side.model
+    if m.hybrid != "minimax_sparse" or not release_at_least(side, "0.5.23"):
+        return None
+    if side.args.enable_hisparse or (m.quant_method or "").startswith("minimax_m3_nvfp4"):
+        return Stop("MiniMax sparse pool with HiSparse or the NVFP4 pool: its state registration is not restated")
+    if set(m.sparse_layer_ids) - set(m.k_only_sparse_layer_ids):
+        return ConnectorRefusal("minimax-index-value", "setup_state_kv_args", "NotImplementedError",
+                                "PD disaggregation for MiniMax sparse layers with index value (index_kv_pool) is not yet "
+                                "supported; only K-only sparse layers are.")
     return None
 
 

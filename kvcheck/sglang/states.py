@@ -43,6 +43,27 @@ the attention TP size unless a linear-attention TP group is configured):
   components (swa, block scales) into K and V halves and moves both with the K entry's
   length (``item_lens[layer_id]``): K and V of different sizes (MiMo's SWA layers, V head
   dim 128 vs K 192) corrupt the V entries on the generic path.
+
+A PP>1 prefill (``decide_pp_component``, 0.5.22 and 0.5.23 alike): each PP stage
+registers its own layers' state entries and sends them on its own; the decode pairs with
+every stage at decode PP 1 (its whole model) or stage by stage at decode PP = prefill PP
+(any other decode PP is refused by the decode at bootstrap). No prepared plan (it needs
+PP 1), so every whole-slot component takes the generic senders:
+
+* mamba: paired by global layer id (``get_state_layer_ids``; ``build_transfer_entry_pairs``
+  without positional fallback): a decode stage without the layer raises ``Decode peer is
+  missing a transfer entry for model layer N``, one without Mamba entries ``Layer
+  metadata must be provided by both PD peers or neither``; unequal state TP slices the
+  paired entries as at PP 1. A stage without Mamba layers posts an empty transfer
+  (unchecked: NIXL's outcome).
+* swa, block_scale, block_scale_swa (non-MLA, equal TP): no layer ids; K/V halves paired
+  by ``get_mha_kv_ptrs_with_pp`` from the pool's start layer, which an ``SWAKVPool``
+  sets to 0 on every stage: against a whole-model decode, stage s > 0 writes its layers
+  into the decode's first layers, and a stage whose layer count does not divide the
+  decode's (the "draft" branch) writes V into K entries -- certain silent corruption.
+  Slices past the decode's entries raise numpy's ``IndexError``; a stage without
+  sliding-window layers against a decode with some raises ``ZeroDivisionError``.
+* dsa (and KV-shaped state on an MLA backend): flat, decode entry ``start + l``.
 """
 
 from __future__ import annotations
@@ -75,7 +96,8 @@ class StateInputs(BaseModel):
     default UCX), the SWA KV layout of each side ("nhd", or "hnd" with
     ``SGLANG_USE_HND_KVCACHE``), ``prepared_state``: both sides run a release with the
     prepared state plan (0.5.23 prefill and a decode sending frame 23; 0.5.22 has none), the model's total KV heads of the SWA layers
-    (``get_total_num_kv_heads``), and the Mamba dtype variables of each side."""
+    (``get_total_num_kv_heads``), the Mamba dtype variables of each side, and the Mamba
+    conv state's sub-block layout of each side (``mamba_conv_layout``)."""
 
     prepared_state: bool = True
     prefill_pp: int = 1
@@ -87,6 +109,12 @@ class StateInputs(BaseModel):
     total_kv_heads: int | None = None
     prefill_mamba_dtypes: tuple[str | None, str | None] = (None, None)
     decode_mamba_dtypes: tuple[str | None, str | None] = (None, None)
+    # The Mamba conv state's sliced axis per side (``mamba_conv_layout``): the full dims of
+    # its independently TP-sharded sub-blocks, and the sub-blocks the prefill registers
+    # for the slice transfer (``conv_shard_groups``; None: sliced as one axis).
+    prefill_conv_layout: list[int] | None = None
+    decode_conv_layout: list[int] | None = None
+    conv_shard_groups: list[int] | None = None
 
 
 class StateDecision(BaseModel):
@@ -95,10 +123,11 @@ class StateDecision(BaseModel):
     ``path``: "whole_prepared", "whole_generic", "mamba_slice", "swa_head_slice" or None
     when it fails; ``error``: the exception the prefill's transfer worker raises;
     ``corruption``: certain silent corruption (nothing raises, the decode reads garbage);
-    ``unchecked``: why kvcheck cannot decide it."""
+    ``unchecked``: why kvcheck cannot decide it; ``pp_rank``: the prefill PP stage decided."""
 
     index: int
     state_type: str
+    pp_rank: int = 0
     path: str | None = None
     n_entries: int = 0
     error: RuntimeErrorPrediction | None = None
@@ -134,9 +163,12 @@ def prepared_path(p: SideGeometry, d: SideGeometry, inp: StateInputs) -> bool:
     return inp.prepared_state and inp.nixl_backend == "UCX" and inp.prefill_pp == 1 and inp.prefill_cp == 1 and inp.prefill_dcp == 1 and inp.decode_dcp == 1
 
 
-def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs) -> list[StateDecision]:
-    """The transfer of every state component of ``prefill`` (PP stage 0) into ``decode``,
-    as SGLang 0.5.23's ``maybe_send_extra`` dispatches it (see the module docstring).
+def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs, *, pp_rank: int = 0) -> list[StateDecision]:
+    """The transfer of every state component of ``prefill`` (PP stage ``pp_rank``) into
+    ``decode`` (what the decode rank paired with that stage registers: the whole model
+    at decode PP 1, the same stage at decode PP = prefill PP), as SGLang 0.5.23's
+    ``maybe_send_extra`` dispatches it (see the module docstring; a PP>1 prefill:
+    ``decide_pp_component``).
 
     Components are paired by index; when the two ``state_types`` lists differ the pairing
     is the ``state-components-differ`` check's, and every component here is unchecked.
@@ -152,7 +184,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
     dsv4 = "DSV4" in (prefill.pool, decode.pool)
     for i, t in enumerate(prefill.state_types):
         src = [r.item_len for r in prefill.component_regions(i)]
-        dec = StateDecision(index=i, state_type=t, n_entries=len(src))
+        dec = StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(src))
         out.append(dec)
         if not same_list:
             dec.unchecked = f"state components differ (prefill {prefill.state_types}, decode {decode.state_types}): component {i} is paired by index"
@@ -167,7 +199,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
                 continue
         elif t == "mamba":
             if tp_p != tp_d:
-                _mamba_slice(dec, prefill, decode, inp)
+                _mamba_slice(dec, prefill, decode, inp, pp_rank)
                 continue
         elif t == "swa" and not mla and tp_p != tp_d:
             _swa_head_slice(dec, prefill, decode, inp)
@@ -180,7 +212,13 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
             continue
         # Whole slots: equal TP (or MLA), one item per entry.
         if inp.prefill_pp > 1:
-            dec.unchecked = "a PP>1 prefill pairs its stage's state entries by layer id; kvcheck decides PP=1 prefills"
+            if dsv4:
+                dec.unchecked = (
+                    "DeepSeek V4 state of a PP>1 prefill: the compressed-MLA ratio-grouped PP re-slicing "
+                    "(_mla_slice_ptrs_for_pp) is not restated"
+                )
+            else:
+                decide_pp_component(dec, prefill, decode, pp_rank)
             continue
         if dsv4:
             # _prepared_state_pairs: compressed-MLA entries pair positionally and only when
@@ -226,18 +264,244 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs)
     return out
 
 
-def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs) -> None:
+# ---- a PP>1 prefill ------------------------------------------------------------------------
+
+_EMPTY_STAGE = (
+    "prefill PP stage {rank} registers no {t} entries: the runtime posts a NIXL transfer with empty descriptor lists "
+    "for every request; its outcome is NIXL's and kvcheck does not decide it"
+)
+
+
+class _Raised(Exception):
+    """An exception the runtime raises, restated: ``type`` (its class name) and ``message``."""
+
+    def __init__(self, type_: str, message: str):
+        super().__init__(message)
+        self.type, self.message = type_, message
+
+
+def _ids(g: SideGeometry, t: str) -> list[int]:
+    """``kv_args.state_layer_ids`` of component ``t``: global layer ids, registered by the
+    Mamba component only (``HybridLinearKVPool.get_state_layer_ids``); the other
+    components register none (``setup_state_kv_args``, 0.5.22/0.5.23)."""
+    return [r.layer_id for r in g.state_regions if r.state_type == t] if t == "mamba" else []
+
+
+def _zero_division_text() -> str:
+    try:
+        1 % 0  # noqa: B018 - the interpreter's own text for int % 0
+    except ZeroDivisionError as exc:
+        return str(exc)
+    return ""  # pragma: no cover
+
+
+def _index_error(i: int, size: int) -> _Raised:
+    # numpy's text for an index past the end of a 1-D array (the runtime slices np arrays).
+    return _Raised("IndexError", f"index {i} is out of bounds for axis 0 with size {size}")
+
+
+def entry_pairs(src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, *, positional: bool) -> list[tuple[int, int]]:
+    """``build_transfer_entry_pairs`` (``disaggregation/utils.py``, 0.5.22/0.5.23): the
+    (prefill entry, decode entry) pairs by layer id, each occurrence of a layer id paired
+    in order (conv before temporal); ``positional``: ``allow_positional_fallback``
+    (``pp_size == 1`` on the prefill). Raises ``_Raised`` with the runtime's RuntimeError
+    text when the entries do not pair."""
+    if n_src == 0:
+        return []
+    if bool(src_ids) != bool(dst_ids):
+        if not positional:
+            raise _Raised("RuntimeError", "Layer metadata must be provided by both PD peers or neither")
+        src_ids, dst_ids = [], []
+    if src_ids:
+        if len(src_ids) != n_src or len(dst_ids) != n_dst:
+            raise _Raised(
+                "RuntimeError",
+                f"Layer metadata length must match transfer entries: src metadata={len(src_ids)} entries={n_src}, "
+                f"dst metadata={len(dst_ids)} entries={n_dst}",
+            )
+        pos: dict[int, list[int]] = {}
+        for j, lid in enumerate(dst_ids):
+            pos.setdefault(lid, []).append(j)
+        pairs = []
+        for i, lid in enumerate(src_ids):
+            if not pos.get(lid):
+                raise _Raised("RuntimeError", f"Decode peer is missing a transfer entry for model layer {lid}")
+            pairs.append((i, pos[lid].pop(0)))
+        return pairs
+    if n_dst < n_src or (n_src != n_dst and not positional):
+        raise _Raised("RuntimeError", f"PP-heterogeneous transfer requires layer ids on both peers; got src={n_src} dst={n_dst} entries")
+    return [(i, i) for i in range(n_src)]
+
+
+def transfer_start_layer(g: SideGeometry, pp_rank: int) -> int:
+    """``kv_args.prefill_start_layer`` of prefill PP stage ``pp_rank``
+    (``disaggregation/prefill.py::_transfer_start_layer``, 0.5.22/0.5.23): the pool's
+    ``start_layer``. ``SWAKVPool`` sets it to 0 on every stage (its sub-pools hold the
+    stage's layers only); the other pools kvcheck models start at the stage's first
+    model layer. (A ``HybridLinearKVPool`` counts full-attention layers before the
+    stage; its only state component, Mamba, pairs by layer id and never reads it.)"""
+    if g.pool == "SWA" or not g.stage_layers:
+        return 0
+    return g.stage_layers[min(pp_rank, len(g.stage_layers) - 1)][0]
+
+
+def _mha_writes(src: list[int], n_dst: int, start: int) -> list[tuple[int, int, int]]:
+    """``_send_kvcache_generic`` on a non-MLA backend (no layer ids): entries split into K
+    and V halves by ``CommonKVManager.get_mha_kv_ptrs_with_pp`` with the stage's start
+    layer; K entry ``l`` and V entry ``l`` both move ``item_lens[l]`` (the K entry's
+    length). Returns (prefill entry, decode entry, bytes); raises ``_Raised`` as the
+    runtime does (an index past the decode's entries: IndexError; a stage without
+    entries against a decode with some: ZeroDivisionError)."""
+    n, dst_layers = len(src) // 2, n_dst // 2
+    end = start + n
+    dst = list(range(n_dst))
+    if n == dst_layers:
+        k, v = dst[:dst_layers], dst[dst_layers:]
+    elif n < dst_layers and (n == 0 or dst_layers % n != 0):
+        if n == 0:
+            raise _Raised("ZeroDivisionError", _zero_division_text())
+        offset = n * (dst_layers // n)
+        k, v = dst[start:end], dst[offset + start : offset + end]
+    else:
+        k, v = dst[start:end], dst[dst_layers + start : dst_layers + end]
+    writes = []
+    for half, base in ((k, 0), (v, n)):
+        for l in range(n):
+            if l >= len(half):
+                raise _index_error(l, len(half))
+            writes.append((base + l, half[l], src[l]))
+    return writes
+
+
+def _flat_writes(src: list[int], dst_lens: list[int] | None, n_dst: int, start: int) -> list[tuple[int, int, int]]:
+    """``_send_kvcache_generic`` on the flat layout (an MLA backend, or ``force_flat``:
+    DSA index-K) without layer ids: ``get_mla_kv_ptrs_with_pp`` pairs entry ``l`` with the
+    decode's ``start + l`` (identity when the counts agree); an entry either side elided
+    (0 bytes; ``dst_lens`` only where the runtime passes them) moves nothing."""
+    n = len(src)
+    dst = list(range(n_dst))
+    idx = dst if n == n_dst else dst[start : start + n]
+    mapped = None
+    if dst_lens is not None:
+        mapped = dst_lens if n == n_dst else dst_lens[start : start + n]
+    writes = []
+    for l in range(n):
+        if src[l] == 0 or (mapped is not None and l < len(mapped) and mapped[l] == 0):
+            continue
+        if l >= len(idx):
+            raise _index_error(l, len(idx))
+        writes.append((l, idx[l], src[l]))
+    return writes
+
+
+def decide_pp_component(dec: StateDecision, p: SideGeometry, d: SideGeometry, pp_rank: int) -> None:
+    """A whole-slot component (equal TP, or an MLA backend) of prefill PP stage
+    ``pp_rank``, as ``maybe_send_extra`` sends it from a PP>1 prefill (0.5.22/0.5.23): no
+    prepared plan (``_prepared_state_component_indices`` needs PP 1), so the generic
+    senders: Mamba by layer id (``_send_mamba_state``), the KV-shaped components (swa,
+    block scales) split into K/V halves from the pool's start layer
+    (``get_mha_kv_ptrs_with_pp``; an SWA pool starts every stage at 0), DSA index-K (and
+    KV-shaped state on an MLA backend) on the flat layout (``get_mla_kv_ptrs_with_pp``).
+    Every write is read back: one that lands in a decode entry of another layer or part
+    (K/V, conv/temporal), or that moves other than the decode entry's item length, is
+    certain silent corruption; what the runtime raises is the decision's error."""
+    t = dec.state_type
+    src, dst = _lens(p, t), _lens(d, t)
+    src_regs = [r for r in p.state_regions if r.state_type == t]
+    dst_regs = [r for r in d.state_regions if r.state_type == t]
+    start = transfer_start_layer(p, pp_rank)
+    try:
+        if t == "mamba":
+            if not src:
+                dec.unchecked = _EMPTY_STAGE.format(rank=pp_rank, t=t)
+                return
+            pairs = entry_pairs(_ids(p, t), _ids(d, t), len(src), len(dst), positional=False)
+            writes = [(s, j, src[s]) for s, j in pairs if src[s]]
+        elif t in _KV_SHAPED and not p.is_mla:
+            writes = _mha_writes(src, len(dst), start)
+        else:
+            writes = _flat_writes(src, dst if t != "dsa" else None, len(dst), start)
+    except _Raised as exc:
+        dec.error = _err(exc.message, exc.type)
+        return
+    for s, j, n_bytes in writes:
+        a, b = src_regs[s], dst_regs[j]
+        if (a.layer_id, a.part) != (b.layer_id, b.part):
+            dec.corruption = (
+                f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
+                f"(layer {b.layer_id} {b.part}): the generic path pairs this stage's entries from start layer {start}"
+                + (" (an SWA pool starts every PP stage at 0; its state carries no layer ids)" if p.pool == "SWA" else "")
+            )
+            return
+        if dst[j] and n_bytes != dst[j]:
+            dec.corruption = (
+                f"prefill PP stage {pp_rank}: {t} entry {s} moves {n_bytes} bytes per item into decode entry {j} of {dst[j]} bytes "
+                "(the generic path writes each item with the prefill's length at the prefill's stride)"
+            )
+            return
+    dec.path = "whole_generic"
+
+
+def merge_stages(per_stage: list[list[StateDecision]]) -> list[StateDecision]:
+    """One decision per component from the decisions of every prefill PP stage (each
+    stage's transfer worker sends its own entries, and each fails or corrupts on its
+    own): per component the first stage that raises, else the first that corrupts, else
+    the first left undecided, else stage 0's. A later stage's error names the stage in
+    ``raised_by``."""
+    out: list[StateDecision] = []
+    for i, first in enumerate(per_stage[0]):
+        # A stage's component list can be shorter (a MiniMax stage without sparse layers):
+        # only the same component of each stage is merged.
+        column = [stage[i] for stage in per_stage if i < len(stage) and stage[i].state_type == first.state_type]
+        pick = (
+            next((d for d in column if d.error is not None), None)
+            or next((d for d in column if d.corruption), None)
+            or next((d for d in column if d.unchecked), None)
+            or first
+        )
+        pick = pick.model_copy(deep=True)
+        if pick.error is not None and pick.pp_rank > 0 and "PP stage" not in pick.error.raised_by:
+            pick.error.raised_by += f" on prefill PP stage {pick.pp_rank}"
+        out.append(pick)
+    return out
+
+
+def unpaired_pp(prefill_pp: int, decode_pp: int) -> str | None:
+    """Why kvcheck leaves the state components of this PP pairing undecided (None when
+    it decides them): a decode at PP > 1 receives from a prefill at PP 1 or at a PP size
+    other than its own."""
+    if decode_pp > 1 and decode_pp != prefill_pp:
+        return (
+            f"a decode at PP {decode_pp} with a prefill at PP {prefill_pp}: the decode refuses the pair at bootstrap "
+            f"('Decode pp size ({decode_pp}) should be equal to prefill pp size ({prefill_pp}) or 1'); no state moves"
+        )
+    return None
+
+
+def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs, pp_rank: int = 0) -> None:
     """``_send_mamba_state_slice`` (unequal state TP): conv and temporal state are sliced
     on their head axis; an element size (bytes per sliced unit) that differs between the
-    sides lands the prefill's bytes at the decode's offsets."""
+    sides lands the prefill's bytes at the decode's offsets. A PP>1 prefill pairs the
+    entries by layer id (``build_transfer_entry_pairs``, no positional fallback)."""
     if inp.prefill_pp > 1:
-        dec.unchecked = "a PP>1 prefill pairs its stage's Mamba entries by layer id; kvcheck decides PP=1 prefills"
-        return
-    pairs = _layer_pairs(p, d, "mamba")
+        if not _lens(p, "mamba"):
+            dec.unchecked = _EMPTY_STAGE.format(rank=pp_rank, t="mamba")
+            return
+        try:
+            pairs = entry_pairs(_ids(p, "mamba"), _ids(d, "mamba"), len(_lens(p, "mamba")), len(_lens(d, "mamba")), positional=False)
+        except _Raised as exc:
+            dec.error = _err(exc.message, exc.type)
+            return
+    else:
+        pairs = _layer_pairs(p, d, "mamba")
     if pairs is None:
         dec.unchecked = "Mamba entries do not pair"
         return
     src, dst = _lens(p, "mamba"), _lens(d, "mamba")
+    bad_conv = _conv_misplaced(inp, p.attn_tp_size, d.attn_tp_size)
+    if bad_conv and any(r.part == "conv" for r in p.state_regions if r.state_type == "mamba"):
+        dec.corruption = bad_conv
+        return
     # item_len x TP is the whole state's size; equal on both sides iff the element sizes agree.
     skew = [(s, j) for s, j in pairs if src[s] * p.attn_tp_size != dst[j] * d.attn_tp_size]
     if not skew:
@@ -252,6 +516,34 @@ def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: Stat
         )
     else:
         dec.unchecked = "Mamba state sizes do not scale with the attention TP size (grouped heads widened to TP); kvcheck cannot decide the slice"
+
+
+def _conv_misplaced(inp: StateInputs, tp_p: int, tp_d: int) -> str | None:
+    """The conv state's channels under ``_send_mamba_state_slice`` /
+    ``compute_mamba_state_slice_blocks`` (0.5.22/0.5.23) at unequal state TP: with the
+    registered sub-blocks matching the prefill's axis (``use_subdims``) each sub-block is
+    sliced on its own and every channel lands at its place iff both sides shard the same
+    sub-blocks; otherwise the axis is sliced as one contiguous range, right only when it
+    is a single sub-block on both sides. A Mamba2 conv state ([x | B | C], no registered
+    sub-blocks) is therefore misplaced at every unequal TP: decode rank 0's B/C channels
+    receive x channels (aggregation: the prefill ranks' [x | B | C] shards are stacked
+    into the decode's x). Returns the corruption text, or None."""
+    lay_p, lay_d, shard = inp.prefill_conv_layout, inp.decode_conv_layout, inp.conv_shard_groups
+    if not lay_p or not lay_d:
+        return None
+    src_dim = sum(lay_p) // tp_p
+    use_subdims = shard is not None and sum(shard) == src_dim * tp_p
+    blocks_p, blocks_d = [x for x in lay_p if x], [x for x in lay_d if x]
+    if use_subdims and lay_p == lay_d == shard:
+        return None
+    if not use_subdims and len(blocks_p) == 1 and blocks_p == blocks_d:
+        return None
+    how = "per registered sub-block " + str(shard) if use_subdims else "as one contiguous axis"
+    return (
+        f"the Mamba conv state's channel axis is sub-blocks {lay_p} on the prefill and {lay_d} on the decode, each sharded over "
+        f"TP on its own, and the slice transfer (attention TP {tp_p} -> {tp_d}) cuts it {how}: decode channels receive "
+        "channels of another sub-block or position (compute_mamba_state_slice_blocks)"
+    )
 
 
 def _swa_head_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs) -> None:
@@ -304,7 +596,10 @@ def state_inputs(prefill, decode, prepared_state: bool = True) -> StateInputs:
         env = side.env or {}
         return env.get("SGLANG_MAMBA_CONV_DTYPE"), env.get("SGLANG_MAMBA_SSM_DTYPE")
 
+    lay_p = mamba_conv_layout(prefill.model, prefill.args.attn_tp_size) if prefill.model.hybrid == "linear" else (None, None)
+    lay_d = mamba_conv_layout(decode.model, decode.args.attn_tp_size) if decode.model.hybrid == "linear" else (None, None)
     return StateInputs(
+        prefill_conv_layout=lay_p[0], decode_conv_layout=lay_d[0], conv_shard_groups=lay_p[1],
         prepared_state=prepared_state, prefill_pp=prefill.args.pp_size, prefill_cp=prefill.args.attn_cp_size, prefill_dcp=prefill.args.dcp_size,
         decode_dcp=decode.args.dcp_size, nixl_backend=str(env_p.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")),
         swa_layout="hnd" if hnd else "nhd", total_kv_heads=heads,
@@ -312,24 +607,70 @@ def state_inputs(prefill, decode, prepared_state: bool = True) -> StateInputs:
     )
 
 
+def mamba_conv_layout(model, attn_tp: int) -> tuple[list[int], list[int] | None]:
+    """The Mamba conv state's sliced (channel) axis at attention TP ``attn_tp``: (the full,
+    unsharded dims of its sub-blocks, each sharded over TP on its own; the
+    ``conv_shard_groups`` the runtime registers for the slice transfer, None when it
+    registers none and slices the axis as one).
+
+    GDN (Qwen3-Next / Qwen3.5, ``Qwen3NextConfig.mamba2_cache_params``): [query | key |
+    value] = [key_dim, key_dim, value_dim], registered. KDA (``KimiLinearStateShape``):
+    [heads x head_dim] x 3, registered. Mamba2 (Nemotron-H, Falcon-H1): the conv1d
+    weight is loaded per rank as [x | B | C] (``mamba_v2_sharded_weight_loader`` with the
+    intermediate and two group shard settings), groups widened to TP when TP does not
+    divide them (``Mamba2StateShape.create``); the runtime registers no sub-blocks."""
+    if getattr(model, "mamba_kind", None) == "kda":
+        proj = (model.mamba_num_heads or 0) * (model.mamba_head_dim or 0)
+        return [proj, proj, proj], [proj, proj, proj]
+    from kvcheck.sglang.model import LINEAR_INTERVAL_ARCHS
+
+    inter, state, groups = model.mamba_intermediate_size or 0, model.mamba_state_size or 0, model.mamba_n_groups or 1
+    if model.architecture in LINEAR_INTERVAL_ARCHS:
+        key_dim = groups * state  # linear_key_head_dim x linear_num_key_heads
+        if groups % attn_tp:
+            groups = attn_tp
+        return [groups * state, groups * state, inter], [key_dim, key_dim, inter]
+    if groups % attn_tp:
+        groups = attn_tp
+    return [inter, groups * state, groups * state], None
+
+
 def mamba_dims(model, attn_tp: int) -> dict[str, list[int]] | None:
     """``HybridLinearKVPool.get_state_dim_per_tensor`` per entry (conv entries of every
     Mamba layer, then temporal): the sliced axis' size per rank (conv channels / TP;
     temporal heads / TP). KDA (Kimi Linear) conv state is ``[K - 1, dim]``, sliced on its
-    second axis: ``conv_outer`` = K - 1 rows (``get_state_slice_outer_counts``)."""
+    second axis: ``conv_outer`` = K - 1 rows (``get_state_slice_outer_counts``).
+    ``conv_layout`` / ``conv_shard_groups``: ``mamba_conv_layout``."""
+    layout, shard = mamba_conv_layout(model, attn_tp)
     if getattr(model, "mamba_kind", None) == "kda":
         nh, hd = model.mamba_num_heads or 0, model.mamba_head_dim or 0
-        return {"conv": 3 * nh * hd // attn_tp, "temporal": nh // attn_tp, "conv_outer": (model.mamba_conv_kernel or 1) - 1}
+        return {"conv": 3 * nh * hd // attn_tp, "temporal": nh // attn_tp, "conv_outer": (model.mamba_conv_kernel or 1) - 1,
+                "conv_layout": layout, "conv_shard_groups": shard}
     groups = model.mamba_n_groups or 1
     if groups % attn_tp:
         groups = attn_tp
     conv_dim = (model.mamba_intermediate_size or 0) + 2 * groups * (model.mamba_state_size or 0)
-    return {"conv": conv_dim // attn_tp, "temporal": (model.mamba_num_heads or 0) // attn_tp}
+    return {"conv": conv_dim // attn_tp, "temporal": (model.mamba_num_heads or 0) // attn_tp, "conv_layout": layout, "conv_shard_groups": shard}
 
 
 def fix_for(d: StateDecision) -> str:
     """The fix naming the cause of a failing state decision (error or corruption)."""
     msg = (d.error.message if d.error else "") + (d.corruption or "")
+    pp_pairing = (
+        "prefill PP stage" in msg or "model layer" in msg or "Layer metadata" in msg
+        or (d.error is not None and d.error.type in ("IndexError", "ZeroDivisionError"))
+    )
+    if pp_pairing and d.state_type == "mamba":
+        return (
+            "Run the decode at PP 1, or at the prefill's PP size with the same SGLANG_PP_LAYER_PARTITION: each prefill PP "
+            "stage pairs its Mamba entries by layer id with the decode stage of the same rank."
+        )
+    if pp_pairing:
+        return (
+            f"Run the prefill at --pp-size 1, or the decode at the prefill's PP size with the same SGLANG_PP_LAYER_PARTITION: "
+            f"the {d.state_type} state carries no layer ids, and a PP>1 prefill stage pairs its entries positionally from its "
+            "pool's start layer (0 for a sliding-window pool)."
+        )
     if "NHD" in msg:
         return "Unset SGLANG_USE_HND_KVCACHE on the prefill (the SWA head slice needs the NHD layout), or run the same attention TP size on both sides."
     if "pipeline parallelism" in msg or "PP>1" in msg:
@@ -341,6 +682,11 @@ def fix_for(d: StateDecision) -> str:
     if "heterogeneous TP" in msg or "different TP sizes" in msg:
         what = {"block_scale": "MXFP8 block scales", "block_scale_swa": "MXFP8 block scales of the SWA layers"}.get(d.state_type, f"{d.state_type} state")
         return f"Run the same attention TP size on both sides: {what} are not sliced across TP ranks by SGLang 0.5.23."
+    if "conv state's channel axis" in msg:
+        return (
+            "Run the same attention TP size on both sides: SGLang slices this Mamba conv state across TP sizes as one "
+            "axis (a Mamba2 conv state is [x | B | C] per rank, sharded block by block), which misplaces its channels."
+        )
     if d.state_type == "mamba":
         return (
             "Set the same SGLANG_MAMBA_SSM_DTYPE and SGLANG_MAMBA_CONV_DTYPE on both sides (and the same mamba_ssm_dtype in "
