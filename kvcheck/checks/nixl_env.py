@@ -110,12 +110,12 @@ UCX_NET_DEVICES_WARNING = (
 def connector_startup(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.startup import Refusal as _Refusal
     from kvcheck.sglang.startup import Stop as _Stop
-    from kvcheck.sglang.startup import connector_outcome, first_outcome
+    from kvcheck.sglang.startup import ReleaseStop, connector_outcome, first_outcome
 
     out = []
     for side in (ctx.prefill, ctx.decode):
         first = first_outcome(side)
-        if first is not None:
+        if first is not None and not isinstance(first, ReleaseStop):
             continue  # the server stops earlier (the startup check says why), or kvcheck cannot tell
         r = connector_outcome(side)
         if isinstance(r, _Stop):

@@ -1222,7 +1222,8 @@ STARTUP_VERIFIED_FROM = "0.5.22"
 class ReleaseStop(Stop):
     """A ``Stop`` because the side's SGLang release refuses start-up differently from what
     kvcheck restates (``STARTUP_VERIFIED_FROM``) where the side's flags reach it; ``release``
-    names it. Like any ``Stop``, the connector checks after it (``connector_outcome``) do not run."""
+    names it. The scheduler's connector checks (``connector_outcome``, with their own release
+    gates) still run after it: the ``connector-startup`` check reads them."""
 
     release: str = ""
 
