@@ -483,12 +483,7 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     n_src, n_dst = plan.n_src, plan.n_dst
 
     def unmodeled(why: str) -> Plan:
-        plan.path = "not_modeled"
-        plan.error = None
-        plan.segments = []
-        plan.dst_indices = []
-        plan.not_modeled_reason = why
-        return plan
+        return _not_modeled(plan, why)
 
     if any(k != "VRAM" for k in prefill.kinds + decode.kinds):
         return unmodeled("host (DRAM) or mixed memory kinds: SGLang 0.5.13/0.5.14 prepare every list as VRAM")
