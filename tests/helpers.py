@@ -45,3 +45,26 @@ def preflight_json(tmp: Path, model: str, prefill: dict, decode: dict, *extra: s
 
 def runtime_messages(report: dict) -> list[str]:
     return [(f.get("runtime_error") or {}).get("message") for f in report["findings"] if f.get("runtime_error")]
+
+
+def flags_argv(flags: dict) -> list[str]:
+    """SGLang command-line options for ``{dest: value}``: ``True`` -> the bare flag,
+    ``False``/``None`` -> left out, else ``--dest-name value``."""
+    out: list[str] = []
+    for dest, value in flags.items():
+        opt = "--" + dest.replace("_", "-")
+        if value is True:
+            out.append(opt)
+        elif value is not None and value is not False:
+            out += [opt, str(value)]
+    return out
+
+
+# The platform facts SGLang's ``override_platform`` takes for a Hopper (sm90) and a
+# Blackwell (sm100) GPU, for tests that run the runtime's resolution on CPU.
+HOPPER = dict(capability=(9, 0), facts=dict(is_cuda=True, is_hip=False, is_sm90=True, is_hopper_with_cuda_12_3=True, is_sm100=False,
+                                             is_sm100_or_sm110=False, is_sm110=False, is_sm120=False, is_blackwell=False, has_flashinfer=True,
+                                             device_capability=(9, 0), device_sm=90))
+BLACKWELL = dict(capability=(10, 0), facts=dict(is_cuda=True, is_hip=False, is_sm90=False, is_hopper_with_cuda_12_3=False, is_sm100=True,
+                                                is_sm100_or_sm110=True, is_sm110=False, is_sm120=False, is_blackwell=True, has_flashinfer=True,
+                                                device_capability=(10, 0), device_sm=100))

@@ -25,6 +25,7 @@ import pytest
 sglang = pytest.importorskip("sglang")
 torch = pytest.importorskip("torch")
 
+from helpers import BLACKWELL, HOPPER, flags_argv  # noqa: E402
 from kvcheck.sglang.args import ServerArgs  # noqa: E402
 from kvcheck.sglang.geometry import derive_geometry  # noqa: E402
 from kvcheck.sglang.model import parse_model_config  # noqa: E402
@@ -32,12 +33,6 @@ from kvcheck.sides import Side  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
-HOPPER = dict(capability=(9, 0), facts=dict(is_cuda=True, is_hip=False, is_sm90=True, is_hopper_with_cuda_12_3=True, is_sm100=False,
-                                             is_sm100_or_sm110=False, is_sm110=False, is_sm120=False, is_blackwell=False, has_flashinfer=True,
-                                             device_capability=(9, 0), device_sm=90))
-BLACKWELL = dict(capability=(10, 0), facts=dict(is_cuda=True, is_hip=False, is_sm90=False, is_hopper_with_cuda_12_3=False, is_sm100=True,
-                                                is_sm100_or_sm110=True, is_sm110=False, is_sm120=False, is_blackwell=True, has_flashinfer=True,
-                                                device_capability=(10, 0), device_sm=100))
 GPUS = {"h200": HOPPER, "b200": BLACKWELL}
 
 # DeepSeek-V4-Flash's KV shape (head_dim 512 = 448 nope + 64 rope, index_head_dim 128,
@@ -64,15 +59,6 @@ def model_dir(tmp_path_factory):
     return root
 
 
-def _argv(flags: dict) -> list[str]:
-    out = []
-    for dest, value in flags.items():
-        opt = "--" + dest.replace("_", "-")
-        if value is True:
-            out.append(opt)
-        elif value is not None and value is not False:
-            out += [opt, str(value)]
-    return out
 
 
 @pytest.fixture
@@ -94,7 +80,7 @@ def runtime(monkeypatch, model_dir):
         reset_context()
         argv = ["--model-path", str(model_dir), "--device", "cuda", "--disaggregation-mode", role,
                 "--disaggregation-transfer-backend", "nixl"]
-        sa = prepare_server_args(argv + _argv(flags))
+        sa = prepare_server_args(argv + flags_argv(flags))
         sa.resolve_once()
         get_context().set_server_args(sa)
         return sa

@@ -23,6 +23,7 @@ import pytest
 sglang = pytest.importorskip("sglang")
 torch = pytest.importorskip("torch")
 
+from helpers import BLACKWELL, HOPPER, flags_argv  # noqa: E402
 from kvcheck.errors import InputError  # noqa: E402
 from kvcheck.sglang.args import ServerArgs  # noqa: E402
 from kvcheck.sglang.geometry import derive_geometry  # noqa: E402
@@ -31,12 +32,6 @@ from kvcheck.sides import Side  # noqa: E402
 
 pytestmark = pytest.mark.runtime
 
-HOPPER = dict(capability=(9, 0), facts=dict(is_cuda=True, is_hip=False, is_sm90=True, is_hopper_with_cuda_12_3=True, is_sm100=False,
-                                             is_sm100_or_sm110=False, is_sm110=False, is_sm120=False, is_blackwell=False, has_flashinfer=True,
-                                             device_capability=(9, 0), device_sm=90))
-BLACKWELL = dict(capability=(10, 0), facts=dict(is_cuda=True, is_hip=False, is_sm90=False, is_hopper_with_cuda_12_3=False, is_sm100=True,
-                                                is_sm100_or_sm110=True, is_sm110=False, is_sm120=False, is_blackwell=True, has_flashinfer=True,
-                                                device_capability=(10, 0), device_sm=100))
 GPUS = {"h100": HOPPER, "b200": BLACKWELL}
 
 # Small configs of the deployed models' shapes (gpt-oss-120b, Llama 4 Maverick,
@@ -117,15 +112,6 @@ def model_dirs(tmp_path_factory):
     return root
 
 
-def _argv(flags: dict) -> list[str]:
-    out = []
-    for dest, value in flags.items():
-        opt = "--" + dest.replace("_", "-")
-        if value is True:
-            out.append(opt)
-        elif value is not None and value is not False:
-            out += [opt, str(value)]
-    return out
 
 
 @pytest.fixture
@@ -149,7 +135,7 @@ def runtime(monkeypatch, model_dirs):
         reset_context()
         argv = ["--model-path", str(model_dirs / model), "--device", "cuda"]
         argv += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", "nixl"]
-        sa = prepare_server_args(argv + _argv(flags))
+        sa = prepare_server_args(argv + flags_argv(flags))
         sa.resolve_once()
         get_context().set_server_args(sa)
         return sa

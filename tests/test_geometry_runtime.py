@@ -24,6 +24,7 @@ import pytest
 sglang = pytest.importorskip("sglang")
 torch = pytest.importorskip("torch")
 
+from helpers import flags_argv  # noqa: E402
 from kvcheck.sglang.args import ServerArgs  # noqa: E402
 from kvcheck.sglang.geometry import derive_geometry, pp_stage_layers  # noqa: E402
 from kvcheck.sglang.model import parse_model_config  # noqa: E402
@@ -42,15 +43,6 @@ HOPPER, BLACKWELL = (9, 0), (10, 0)
 # ---------------------------------------------------------------------------------------
 
 
-def _argv(flags: dict) -> list[str]:
-    out = []
-    for dest, value in flags.items():
-        opt = "--" + dest.replace("_", "-")
-        if value is True:
-            out.append(opt)
-        elif value is not None and value is not False:
-            out += [opt, str(value)]
-    return out
 
 
 @pytest.fixture
@@ -64,7 +56,7 @@ def runtime(monkeypatch):
         reset_context()
         argv = ["--model-path", str(MODELS / model), "--device", "cuda"]
         argv += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", "nixl"]
-        sa = prepare_server_args(argv + _argv(flags))
+        sa = prepare_server_args(argv + flags_argv(flags))
         sa.resolve_once()
         get_context().set_server_args(sa)
         return sa

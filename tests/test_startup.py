@@ -28,6 +28,7 @@ import yaml
 
 import startup_corpus
 
+from helpers import flags_argv  # noqa: E402
 from kvcheck.checks import REGISTRY, CheckContext
 from kvcheck.sglang.args import ServerArgs
 from kvcheck.sglang.model import parse_model_config
@@ -59,17 +60,6 @@ def sglang_cuda(request):
     return run, gpu
 
 
-def _argv(flags: dict[str, Any]) -> list[str]:
-    argv: list[str] = []
-    for dest, value in flags.items():
-        opt = "--" + dest.replace("_", "-")
-        if value is True:
-            argv.append(opt)
-        elif value is False or value is None:
-            continue
-        else:
-            argv += [opt, str(value)]
-    return argv
 
 
 def _model_dir(tmp_path: Path, model: str) -> Path:
