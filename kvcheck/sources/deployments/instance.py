@@ -63,7 +63,9 @@ class Instance:
     deployment names when ``--model-path`` does not (srt-slurm's ``model.path`` alias);
     ``kind``: the workload that runs it (``Deployment``, ``LeaderWorkerSet``,
     ``DynamoGraphDeployment``, ``srt-slurm``, ``script``...); ``node_locations``: where
-    each node's launch line is (scripts with one line per node rank).
+    each node's launch line is (scripts with one line per node rank);
+    ``release_clues``: what the input says about the SGLang release beyond ``image``
+    (``kvcheck.sources.release_clues.ReleaseClue``: recipe pins, pip lines, Dynamo versions).
     """
 
     role: Role
@@ -88,6 +90,7 @@ class Instance:
     model: str | None = None
     kind: str = ""
     node_locations: list[Location] = field(default_factory=list)
+    release_clues: list = field(default_factory=list)
 
 
 @dataclass
