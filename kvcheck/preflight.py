@@ -417,28 +417,6 @@ def _bootstrap_detail(fid: str, message: str, prefill: Side, decode: Side, p: Pa
     return message
 
 
-# Finding ids that a check may emit beside its own id (for --ignore and the docs).
-FINDING_IDS = {
-    "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
-    "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "startup-argparse", "pair-not-checked"],
-    "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "head-slice-overrun", "runtime-error"],
-    "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "minimax-index-value"],
-    "startup-log": ["decode-radix-disabled"],
-    "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
-    "probe": [
-        "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",
-        "probe-remote-kind", "probe-data-mismatch", "probe-registration-failed", "probe-tcp-fallback", "probe-error",
-        "probe-not-kvcheck", "probe-skipped", "probe-peer-restarted", "probe-unconfirmed", "probe-unconfirmed-region",
-    ],
-}
-
-
-def all_finding_ids() -> list[str]:
-    return [i for ids in FINDING_IDS.values() for i in ids]
-
-
-def _check_of(finding_id: str) -> str:
-    for chk, ids in FINDING_IDS.items():
-        if finding_id in ids:
-            return chk
-    return finding_id
+# The finding ids of every check live in ``kvcheck.checks.ids`` (one registry for pair,
+# start-up, cluster, live-agent and probe findings); re-exported for old callers.
+from kvcheck.checks.ids import FINDING_IDS, all_finding_ids, check_of as _check_of  # noqa: E402,F401

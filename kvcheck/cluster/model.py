@@ -108,10 +108,24 @@ class ClassResult:
     members: list[InstanceResult] = field(default_factory=list)
     side: Any = None
     findings: list[Located] = field(default_factory=list)
+    # The class's releases (``kvcheck.release.window.SideRelease``) and the side built for
+    # any release of it (``side_for(release)``; ``side`` is the newest release's).
+    window: Any = None
+    build_for: Any = None
+    _sides: dict[str, Any] = field(default_factory=dict)
 
     @property
     def first(self) -> InstanceResult:
         return self.members[0]
+
+    def side_for(self, release: str) -> Any:
+        """The class's ``Side`` on ``release`` (built once per release)."""
+        if self.side is not None and self.side.sglang_version == release or self.build_for is None:
+            return self.side
+        hit = self._sides.get(release)
+        if hit is None:
+            hit = self._sides[release] = self.build_for(release)
+        return hit
 
     def contract(self) -> dict[str, Any]:
         f = self.first
@@ -123,7 +137,9 @@ class ClassResult:
             "model": f.model,
             "model_source": f.model_source,
             "sglang_release": f.release,
+            "releases": self.window.contract() if self.window is not None else None,
             "gpu": self.side.gpu if self.side is not None else f.instance.gpu_type,
+            "gpu_source": self.side.gpu_source if self.side is not None else (f.instance.gpu_source or None),
             "kv_args": {k: (f.args or {})[k] for k in KV_ARG_DESTS if k in (f.args or {})},
             "checked": self.side is not None,
             "findings": [x.contract() for x in self.findings],
@@ -139,6 +155,9 @@ class PairResult:
     verdict: str
     report: Report | None
     findings: list[Located]
+    # Which releases were decided, their outcome groups, and how each side's release was
+    # found (``kvcheck.cluster.decide._releases_contract``).
+    releases: dict[str, Any] | None = None
 
     def contract(self) -> dict[str, Any]:
         return {
@@ -148,6 +167,7 @@ class PairResult:
             "plan": plan_contract(self.report),
             "findings": [x.contract() for x in self.findings],
             "sides": [s.model_dump() for s in self.report.sides] if self.report else [],
+            "releases": self.releases,
         }
 
 

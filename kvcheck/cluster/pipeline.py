@@ -37,16 +37,8 @@ from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
 # Findings the pipeline itself emits (beside the pair checks and kvcheck.cluster.checks).
-PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-release", "unknown-gpu", "backend-not-modeled", "deployment-problem")
-
-# Checks of the pair preflight that are about NIXL's transfer only: dropped for a pair
-# where neither side uses NIXL (kvcheck does not model Mooncake's transfer).
-NIXL_ONLY_CHECKS = ("transfer-decision", "transfer-backend", "nixl-backend", "nixl-backend-params", "item-length-larger", "hisparse-draft-nixl", "hetero-tp-performance")
-
-# An image that names no SGLang release: kvcheck checks with the newest release it
-# models and says so. A warning, not ``unchecked``: the published deployments kvcheck is
-# measured on (Dynamo runtime images, docs blocks without an image) are expected to pass.
-UNKNOWN_RELEASE_SEVERITY = Severity.WARNING
+PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "backend-not-modeled", "deployment-problem",
+                        "release-window", "release-clues-disagree")
 
 # What a reader's ``Problem`` weighs. Default: unchecked (the reader could not take part
 # of the deployment as written, so some pair may be missing or wrong). A server outside
@@ -71,7 +63,11 @@ class ClusterOptions:
     ``decode_gpu``: GPU names that override the manifests'; ``prefill_sglang_version``/
     ``decode_sglang_version``: per-role releases (override ``sglang_version``); ``kernel``/``ignore``: as for
     ``run_preflight``; ``allow_unchecked``: exit 0 instead of 4 on ``unchecked``;
-    ``environ``: where ``HF_HOME``/``HF_HUB_CACHE`` are read (default ``os.environ``).
+    ``environ``: where ``HF_HOME``/``HF_HUB_CACHE`` are read (default ``os.environ``);
+    ``prefill_env``/``decode_env``: variables (``--prefill-env``/``--decode-env`` files)
+    set on every instance of that role, over the manifest's; ``prefill_model_config``/
+    ``decode_model_config``/``draft_model_config``: per-role config.json files (override
+    ``model_config``).
     """
 
     model_config: Path | None = None
@@ -86,6 +82,11 @@ class ClusterOptions:
     ignore: tuple[str, ...] = ()
     allow_unchecked: bool = False
     environ: Mapping[str, str] | None = None
+    prefill_env: Mapping[str, str] | None = None
+    decode_env: Mapping[str, str] | None = None
+    prefill_model_config: Path | None = None
+    decode_model_config: Path | None = None
+    draft_model_config: Path | None = None
 
 
 @dataclass
@@ -115,8 +116,11 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     caches = _Caches()
     results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
     kernel = next((p.report.kernel for r in results for p in r.pairs if p.report is not None), "builtin")
-    releases = sorted({ir.release or "unknown" for r in results for ir in r.instances})
-    runtime = "sglang " + (", ".join(releases) if releases else "0.5.23")
+    from kvcheck.release.version import version_key
+
+    labels = {pr.report.runtime.removeprefix("sglang ") for r in results for pr in r.pairs if pr.report is not None}
+    labels |= {ir.release for r in results for ir in r.instances if ir.release and not any(pr.report for pr in r.pairs)}
+    runtime = "sglang " + (", ".join(sorted(labels, key=version_key)) if labels else "unknown")
     return ClusterReport(results, kernel=kernel, runtime=runtime, allow_unchecked=opts.allow_unchecked)
 
 
@@ -154,9 +158,15 @@ def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_igno
             p = dep.problems[0]
             raise InputError(f"no SGLang prefill or decode server found: {p.message}", source=str(p.location))
         raise InputError("no SGLang prefill or decode server found (no launch line with --disaggregation-mode prefill|decode)", source=str(dep.source))
+    from kvcheck.cluster.decide import decide
+
+    for inst in dep.instances:
+        extra_env = opts.prefill_env if inst.role == "prefill" else opts.decode_env
+        if extra_env:
+            inst.env = {**inst.env, **extra_env}
     instances = [_read_instance(inst, opts, caches) for inst in dep.instances]
-    classes = _group(instances, opts)
-    pairs = [_decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
+    classes = _group(instances, opts, caches)
+    pairs = [decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
     findings = [finding(p.id or "deployment-problem", PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
     findings += run_cluster_checks(dep, instances)
     for x in findings + [y for c in classes for y in c.findings]:
@@ -189,7 +199,8 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
 def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[dict[str, Any], Any]:
     """(args dest -> value, typed ServerArgs) of ``inst.argv`` read with release
     ``table``'s flags (default: the newest modeled), cached per argv and release."""
-    key = (tuple(inst.argv), table)
+    custom = getattr(inst, "parse_for", None)  # a pair file read by kvcheck.cluster.pair_input
+    key = (id(inst) if custom else tuple(inst.argv), table)
     hit = caches.parsed.get(key)
     if hit is None:
         from kvcheck.sglang.args import build_server_args
@@ -202,7 +213,10 @@ def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[d
         register_secrets(secrets_from_argv(inst.argv) | collect_secrets(dict(inst.env)))
         source = f"{inst.location} ({inst.name})"
         try:
-            args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
+            if custom is not None:
+                args = dict(custom(table or FlagTable.load().version))
+            else:
+                args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
             args.pop("config", None)
             typed = build_server_args(args, source)
             hit = (args, typed, repr(sorted(typed.model_dump(exclude=NOT_IN_CLASS_KEY).items())))
@@ -214,14 +228,15 @@ def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[d
     return hit
 
 
-def _resolve_model(name: str | None, inst: Instance, opts: ClusterOptions, caches: _Caches, *, draft: bool = False, overrides: Any = None):
+def _resolve_model(name: str | None, inst: Instance, opts: ClusterOptions, caches: _Caches, *, draft: bool = False, overrides: Any = None,
+                   override: Path | None = None):
     """(ModelConfig or None, source text, id) for ``name``, cached; ``overrides`` is the
     instance's ``--json-model-override-args`` (applied before parsing, as SGLang does)."""
     from kvcheck.sglang.model import parse_model_config
     from kvcheck.sources.models import resolve_model_config
 
     base = Path(inst.location.file).parent
-    override = None if draft else opts.model_config
+    override = override or (None if draft else opts.model_config)
     overrides = overrides if overrides not in (None, "", "{}", {}) else None
     okey = overrides if isinstance(overrides, str) or overrides is None else repr(overrides)
     key = (name, str(base), override, draft, okey)
@@ -271,13 +286,19 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
             except InputError:  # the unresolved value is what does not parse: unchecked, not bad input
                 ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
                 return ir
-    sig = (inst.role, tuple(inst.argv), inst.image, inst.gpu_type, tuple(sorted(inst.env.items())), inst.location.file, getattr(inst, "model", None), bool(inst.unresolved))
+    pre = getattr(inst, "prebuilt_side", None)
+    if pre is not None:  # a live server or snapshot, read by kvcheck.sources.live
+        ir.args, ir.release, ir.release_source = dict(pre.raw_args), pre.sglang_version, pre.version_source
+        ir.model, ir.model_source = pre.args.model_path, "live server"
+        ir._key, ir._prebuilt = ("prebuilt", id(inst)), pre  # type: ignore[attr-defined]
+        return ir
+    sig = (inst.role, id(inst) if getattr(inst, "parse_for", None) else tuple(inst.argv), tuple(map(repr, inst.release_clues)), inst.image, inst.gpu_type, tuple(sorted(inst.env.items())), inst.location.file, getattr(inst, "model", None), bool(inst.unresolved))
     derived = caches.argv.get(sig)
     if derived is None:
         try:
             derived = caches.argv[sig] = _derive(inst, opts, caches)
-        except ArgparseRefusal as exc:
-            return _argparse_refused(ir, exc, opts)
+        except _Refused as exc:
+            return _refused(ir, exc.sr)
     ir.args, ir.release, ir.release_source = derived.args, derived.release, derived.release_source
     ir.model, ir.model_source = derived.model, derived.model_source
     for fid, sev, msg, fix, flag in derived.notes:
@@ -288,59 +309,130 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
     return ir
 
 
-def _argparse_refused(ir: InstanceResult, exc: ArgparseRefusal, opts: ClusterOptions) -> InstanceResult:
-    """An instance whose launch line its release's own argument parser refuses (an ambiguous
-    abbreviation, ``kvcheck.errors.ArgparseRefusal``): the server exits at start-up, so the
-    instance gets the ``startup-argparse`` error and its own class with no side (its pairs
-    fail on it; nothing else about them is judged). On a release kvcheck does not model the
-    refusal is not that release's: bad input, as before."""
-    from kvcheck.checks.startup import argparse_finding
-
+def _refused(ir: InstanceResult, sr: Any) -> InstanceResult:
+    """An instance whose flags no release it may run accepts (``sr``: its
+    ``SideRelease`` with ``refusal`` set): the server refuses them at start-up, so the
+    instance gets the ``startup-argparse`` error at the refused flag's line and its own
+    class with no side (its pairs fail on it; nothing else about them is judged)."""
     inst = ir.instance
-    choice = _choose_release(inst, opts)
-    if choice is not None and not choice.modeled:
-        raise exc
-    if choice is not None:
-        exc.release, exc.version_source = choice.release, choice.source
-    f = argparse_finding(inst.role, exc)
-    f.message = f"{inst.name}: {f.message}"
-    ir.findings.append(Located(f, inst.arg_locations.get(exc.option) or inst.location))
-    ir._key = ("argparse-refused", inst.role, tuple(inst.argv), exc.release)  # type: ignore[attr-defined]
+    release, exc = sr.refusal
+    f = refusal_finding(inst.role, inst.name, str(inst.location), sr, exc)
+    option = getattr(exc, "option", None) or _refused_option(exc)
+    ir.release, ir.release_source = None, sr.how
+    ir.findings.append(Located(f, inst.arg_locations.get(option or "") or inst.location))
+    ir._key = ("argparse-refused", inst.role, tuple(inst.argv), release)  # type: ignore[attr-defined]
     return ir
 
 
+def _refused_option(exc: Exception) -> str | None:
+    """The flag an ``InputError`` of the flag parser names (``unrecognized arguments:
+    --page-sise 16`` -> ``--page-sise``; ``field '--page-size'`` -> ``--page-size``)."""
+    text = str(exc)
+    m = re.search(r"unrecognized arguments: (\S+)", text)
+    if m:
+        return m.group(1).split("=", 1)[0]
+    field_ = getattr(exc, "field", None)
+    return field_ if isinstance(field_, str) and field_.startswith("--") else None
+
+
+def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -> Finding:
+    """The ``startup-argparse`` error of a server whose flags every release it may run
+    refuses while parsing (``prepare_server_args`` -> ``argparse``: usage, ``error: ...``,
+    exit status 2)."""
+    from kvcheck.checks.startup import ARGPARSE_OPERATOR_SEES, argparse_finding
+    from kvcheck.release.version import span
+    from kvcheck.sglang.plan import RuntimeErrorPrediction
+
+    tried = list(sr.refused_on)
+    on = f"SGLang {tried[0]}" if len(tried) == 1 else f"every release it may run (SGLang {span(tried)}; {sr.how})"
+    if isinstance(exc, ArgparseRefusal):
+        exc.release, exc.version_source = tried[-1] if tried else None, sr.how
+        f = argparse_finding(role, exc)
+        f.message = f"{name}: {f.message}" + ("" if len(tried) <= 1 else f"; refused by {on}")
+        return f
+    text = str(exc)
+    source = getattr(exc, "source", None)
+    for prefix in ([f"{source}: "] if source else []) + [f"field {getattr(exc, 'field', None)!r}: "]:
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    argparse_text, _, hint = text.partition("; did you mean")
+    return Finding(
+        id="startup-argparse", severity=Severity.ERROR,
+        message=f"{name}: the {role} server refuses to start ({where}): the argument parser of {on} refuses its flags: {text}",
+        fix=(f"Did you mean{hint.rstrip('?')}? " if hint else "") + "Fix the flag (a typo, or a flag of another release): the server exits while parsing its flags.",
+        runtime_error=RuntimeErrorPrediction(type="SystemExit", message=argparse_text.strip(),
+                                             raised_by=f"{role}: server start-up (argument parsing: prepare_server_args -> argparse)",
+                                             when="start-up", operator_sees=ARGPARSE_OPERATOR_SEES),
+    )
+
+
+def _clues(inst: Instance, opts: ClusterOptions) -> list:
+    """The release clues of ``inst``: what its input says (``clues_for_instance``), and
+    ``--sglang-version`` / the per-side option (the strongest)."""
+    from kvcheck.sources.release_clues import clue_from_cli, clues_for_instance
+
+    clues = list(clues_for_instance(inst))
+    per_side = opts.prefill_sglang_version if inst.role == "prefill" else opts.decode_sglang_version
+    cli = clue_from_cli(per_side, f"--{inst.role}-sglang-version") if per_side else clue_from_cli(opts.sglang_version)
+    if cli is not None:
+        clues.append(cli)
+    return clues
+
+
+class _Refused(Exception):
+    def __init__(self, sr: Any):
+        self.sr = sr
+
+
 def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
-    from kvcheck.sglang.releases import NEWEST_MODELED, release_from_image
+    from kvcheck.release import manifest
+    from kvcheck.release.window import side_window
     from kvcheck.sides import RELEVANT_ENV
 
     notes: list[tuple] = []
-    choice = _choose_release(inst, opts)
-    args, typed, dump = _parse(inst, caches, choice.table if choice is not None else None)
-    # Release: with the per-release model (kvcheck.sglang.releases.choose_release) its
-    # choice, judged per pair by the unknown-release check; without it: --sglang-version,
-    # else the image tag, else the newest modeled release, said here.
-    if choice is not None:
-        release, release_source = choice.release, choice.source
-    elif opts.sglang_version:
-        release, release_source = opts.sglang_version, "--sglang-version"
+    sr = side_window(_clues(inst, opts), lambda v: _parse(inst, caches, v))
+    if sr.refusal is not None:
+        raise _Refused(sr)
+    if sr.problem is not None:
+        # A release kvcheck does not model (or cannot read): never judged with another
+        # release's answers. Its flags are read with the newest table that reads them
+        # (the unknown-release check makes every pair with it unchecked).
+        table = None
+        for v in reversed(manifest.flag_releases()):
+            try:
+                _parse(inst, caches, v)
+                table = v
+                break
+            except InputError:
+                continue
+        if table is None:
+            sr.refused_on = manifest.flag_releases()
+            try:
+                _parse(inst, caches, manifest.NEWEST)
+            except InputError as exc:
+                sr.refusal = (manifest.NEWEST, exc)
+            raise _Refused(sr)
+        release, release_source = sr.named or "unknown", sr.problem
     else:
-        rel, reason = release_from_image(inst.image)
-        if rel is not None:
-            release, release_source = rel, reason
-        else:
-            release, release_source = NEWEST_MODELED, f"assumed (newest modeled): {reason}"
-            notes.append(("unknown-release", UNKNOWN_RELEASE_SEVERITY, f"{reason}; checked as SGLang {NEWEST_MODELED}",
-                          "Pass --sglang-version X.Y.Z with the release the image runs, or use an lmsysorg/sglang:vX.Y.Z image tag.", None))
+        table = sr.releases[-1]
+        release, release_source = sr.releases[0] if sr.pinned else None, sr.how
+    if sr.conflict:
+        notes.append(("release-clues-disagree", Severity.WARNING, sr.conflict,
+                      "Make the image tag, recipe pins and --sglang-version name one release.", None))
+    args, typed, dump = _parse(inst, caches, table)
     model_path = typed.model_path or getattr(inst, "model", None)  # srt-slurm's model.path alias
     if typed.model_path is None and model_path:
         args = {**args, "model_path": model_path}
     overrides = args.get("json_model_override_args")
-    cfg, src, mid = _resolve_model(model_path, inst, opts, caches, overrides=overrides)
+    override = opts.prefill_model_config if inst.role == "prefill" else opts.decode_model_config
+    cfg, src, mid = _resolve_model(model_path, inst, opts, caches, overrides=overrides, override=override)
     if cfg is None:
         notes.append(_unknown_model(model_path, "--model-path", src))
     draft_cfg, draft_id, draft_missing = None, None, False
-    if typed.has_draft_worker and typed.speculative_draft_model_path and typed.speculative_draft_model_path != model_path:
-        draft_cfg, dsrc, draft_id = _resolve_model(typed.speculative_draft_model_path, inst, opts, caches, draft=True, overrides=overrides)
+    if typed.has_draft_worker and (typed.speculative_draft_model_path or opts.draft_model_config) and (
+            opts.draft_model_config is not None or typed.speculative_draft_model_path != model_path):
+        draft_cfg, dsrc, draft_id = _resolve_model(typed.speculative_draft_model_path, inst, opts, caches, draft=True, overrides=overrides,
+                                                   override=opts.draft_model_config)
         if draft_cfg is None:
             draft_missing = True
             notes.append(_unknown_model(typed.speculative_draft_model_path, "--speculative-draft-model-path", dsrc))
@@ -358,22 +450,9 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
             gpu = None
     env = tuple(sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_"))))
     unchecked = cfg is None or draft_missing
-    key = (inst.role, mid, draft_id, dump, env, gpu, release, str(args.get("load_balance_method")), "unchecked" if unchecked else "")
-    return _Derived(args, release, release_source, model_path, src or "not found", (cfg, draft_cfg, gpu, dict(inst.env), unchecked, choice), key, notes)
-
-
-def _choose_release(inst: Instance, opts: ClusterOptions):
-    """The per-release model's ``ReleaseChoice`` for ``inst`` (image tag, else
-    ``--sglang-version``, else installed/newest), or None when this build has no
-    ``choose_release`` (then the pipeline's own rule applies)."""
-    try:
-        from kvcheck.sglang.releases import choose_release, release_from_image
-    except ImportError:
-        return None
-    rel, reason = release_from_image(inst.image)
-    per_side = opts.prefill_sglang_version if inst.role == "prefill" else opts.decode_sglang_version
-    cli, cli_source = (per_side, f"--{inst.role}-sglang-version") if per_side else (opts.sglang_version, "--sglang-version")
-    return choose_release(rel, reason, cli, cli_source, input_unknown=None if rel or not inst.image else reason)
+    window = release if sr.problem is not None else sr.releases
+    key = (inst.role, mid, draft_id, dump, env, gpu, window, str(args.get("load_balance_method")), "unchecked" if unchecked else "")
+    return _Derived(args, release, release_source, model_path, src or "not found", (cfg, draft_cfg, gpu, dict(inst.env), unchecked, sr, table), key, notes)
 
 
 def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
@@ -393,9 +472,7 @@ def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
 # -- classes -------------------------------------------------------------------------
 
 
-def _group(instances: list[InstanceResult], opts: ClusterOptions) -> list[ClassResult]:
-    from kvcheck.sources import build_side
-
+def _group(instances: list[InstanceResult], opts: ClusterOptions, caches: _Caches) -> list[ClassResult]:
     by_key: dict[Any, ClassResult] = {}
     counts = {"prefill": 0, "decode": 0}
     for ir in instances:
@@ -411,161 +488,54 @@ def _group(instances: list[InstanceResult], opts: ClusterOptions) -> list[ClassR
                 if sig not in seen:
                     seen.add(sig)
                     cls.findings.append(x)
+            pre = getattr(ir, "_prebuilt", None)
             build = getattr(ir, "_build", None)
-            if build is not None and not build[4]:
-                cfg, draft_cfg, gpu, env, _, choice = build
-                inst = ir.instance
-                extra = {"release": choice} if choice is not None and "release" in _build_side_params() else {}
-                side = build_side(inst.role, dict(ir.args or {}), env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu, base=Path(inst.location.file).parent, **extra)
-                side.sglang_version, side.version_source = ir.release, ir.release_source
-                cls.side = side
+            if pre is not None:
+                cls.side = pre
+                cls.window = _pinned_window(pre)
+            elif build is not None and not build[4]:
+                cls.window = build[5] if build[5].problem is None else None
+                cls.build_for = _side_builder(ir, caches, build)
+                cls.side = cls.build_for(build[6])
         ir.class_id = cls.id
         cls.members.append(ir)
     return list(by_key.values())
 
 
-def _build_side_params() -> frozenset[str]:
-    import inspect
+def _pinned_window(side: Any) -> Any:
+    """The ``SideRelease`` of a side read from a live server or snapshot (its
+    ``/server_info`` version pins it), None when kvcheck does not model that release."""
+    from kvcheck.release import manifest
+    from kvcheck.release.window import SideRelease
 
+    v = side.sglang_version
+    if not manifest.is_modeled(v):
+        return None
+    return SideRelease(releases=(v,), pinned=True, how=side.version_source)
+
+
+def _side_builder(ir: InstanceResult, caches: _Caches, build: tuple):
+    """``release -> Side`` for the class of ``ir``: its flags read with that release's
+    parser and typed with that release's defaults, on the class's model and GPU."""
+    from kvcheck.sglang.releases import ReleaseChoice
     from kvcheck.sources import build_side
 
-    return frozenset(inspect.signature(build_side).parameters)
+    cfg, draft_cfg, gpu, env, _, sr, table = build
+    inst = ir.instance
+    model_path = ir.model
 
+    def build_for(release: str):
+        args = dict(ir.args or {}) if release == table else dict(_parse(inst, caches, release)[0])
+        if model_path and not args.get("model_path"):
+            args["model_path"] = model_path
+        if sr.problem is not None:
+            choice = ReleaseChoice(sr.named, sr.problem, False, table, sr.problem)
+        else:
+            choice = ReleaseChoice(release, sr.how, True, release)
+        side = build_side(inst.role, args, env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu,
+                          base=Path(inst.location.file).parent, release=choice)
+        if inst.gpu_source and gpu is not None and gpu == inst.gpu_type and side.gpu_source == "--gpu":
+            side.gpu_source = inst.gpu_source
+        return side
 
-# -- pairs ---------------------------------------------------------------------------
-
-
-def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[str, ...]) -> PairResult:
-    from kvcheck.preflight import _check_of, run_preflight
-
-    class_findings = p.findings + d.findings
-    if p.side is None or d.side is None:
-        # The pair is unchecked, but what does not depend on the model still fails it:
-        # --allow-unchecked must never let a certain failure through.
-        certain = _model_independent_failures(p, d)
-        findings = certain + list(class_findings)
-        return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
-    report = run_preflight(p.side, d.side, kernel=opts.kernel, ignore=ignore)
-    pb = p.side.args.disaggregation_transfer_backend
-    db = d.side.args.disaggregation_transfer_backend
-    extra: list[Located] = []
-    if pb != "nixl" and db != "nixl":
-        kept = [f for f in report.findings if _check_of(f.id) not in NIXL_ONLY_CHECKS]
-        report = Report(verdict=verdict_of(kept), plan=None, findings=kept, sides=report.sides, kernel=report.kernel, runtime=report.runtime, extra=report.extra)
-        extra.append(finding(
-            "backend-not-modeled", Severity.UNCHECKED,
-            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks of its release, which every backend runs, were checked: page size, KV dtype, CP and PP sizes from 0.5.10; page size and PP in the v1 checks before)",
-            "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
-            _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
-        ))
-    located = []
-    for f in report.findings:
-        locs = _locate(f, p, d)
-        located.append(Located(f, locs[0], locs[1:]))
-    findings = located + extra + list(class_findings)
-    return PairResult(p, d, verdict_of([x.finding for x in findings]), report, findings)
-
-
-def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]:
-    """Failures of a pair that hold whatever the model is, for a class kvcheck cannot
-    build a side for (unknown model, unresolved variable in another flag): transfer
-    backends that differ with NIXL on the prefill (the decode's first ZMQ message kills
-    the prefill's NIXL bootstrap thread: ``transfer-backend``), and a decode PP size that
-    is neither the prefill's nor 1 (``_resolve_rank_mapping``'s assert, 0.5.23)."""
-    from kvcheck.checks.transfer import _BOOTSTRAP_FIX, backend_mismatch_error, backend_mismatch_message
-    from kvcheck.preflight import hang_text
-    from kvcheck.sglang.pd_release import behaviour
-    from kvcheck.sglang.plan import PairInfo, bootstrap_checks
-
-    pa, da = p.first.args, d.first.args
-    if pa is None or da is None:
-        return []
-    out: list[Located] = []
-    pb = pa.get("disaggregation_transfer_backend", "mooncake")
-    db = da.get("disaggregation_transfer_backend", "mooncake")
-    if pb != db and pb == "nixl":
-        rt = backend_mismatch_error(pb, db, hang_text({"bootstrap_timeout_s": 300, "waiting_timeout_s": 300}))
-        f = Finding(id="transfer-backend", severity=Severity.ERROR, runtime_error=rt,
-                    message=backend_mismatch_message(pb, db) + " (whatever the model)",
-                    fix="Set --disaggregation-transfer-backend nixl on both servers.")
-        out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
-    pp, dp = int(pa.get("pp_size") or 1), int(da.get("pp_size") or 1)
-    if dp not in (pp, 1):
-        # The decode's own PP check (plan.bootstrap_checks), on sides that agree in
-        # everything else it compares, so that only the PP assert can fire.
-        same = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)
-        try:
-            failures = bootstrap_checks(PairInfo(**same, pp_size=pp), PairInfo(**same, pp_size=dp), behaviour(d.first.release))
-        except ValueError:  # the decode's release: bootstrap checks not modeled (the pair is unchecked)
-            failures = []
-        for fid, rt in failures:
-            if fid == "pp-size-mismatch":
-                f = Finding(id=fid, severity=Severity.ERROR, runtime_error=rt,
-                            message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must equal the prefill's or be 1, whatever the model)",
-                            fix=_BOOTSTRAP_FIX[fid])
-                out.append(Located(f, _flag_location("--pp-size", d) or d.first.instance.location, []))
-    return out
-
-
-def _dest_locations(inst: Instance) -> dict[str, Location]:
-    cached = getattr(inst, "_dest_locs", None)
-    if cached is not None:
-        return cached
-    from kvcheck.sglang.flags import FlagTable
-
-    table = FlagTable.load()
-    out: dict[str, Location] = {}
-    for opt, loc in inst.arg_locations.items():
-        try:
-            out.setdefault(table.resolve(opt).dest, loc)
-        except InputError:
-            continue
-    try:
-        inst._dest_locs = out  # type: ignore[attr-defined]
-    except AttributeError:
-        pass
-    return out
-
-
-def _flag_location(flag: str, cls: ClassResult) -> Location | None:
-    from kvcheck.sglang.flags import FlagTable
-
-    f = FlagTable.load().get(flag)
-    if f is None:
-        return None
-    return _dest_locations(cls.first.instance).get(f.dest)
-
-
-def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
-    """The manifest lines a pair finding is about, primary first: every ``--flag`` named
-    in its message that a side's manifest sets (the side whose role is named just before
-    the flag, else the decode then the prefill). When both sides are named (a mismatch),
-    the decode's line comes first: the decode is the side that raises the bootstrap
-    checks; a message about one side (``prefill: ...``, ``the prefill server ...``) points at that side's lines first.
-    Else the decode's (or, for a prefill-only message, the prefill's) instance line."""
-    found: list[tuple[str, Location]] = []
-    text = f.message
-    # A finding about one side ("prefill: ...", "decode: ...") points at that side's lines.
-    owner = p if text.startswith(("prefill:", "the prefill server")) else d if text.startswith(("decode:", "the decode server")) else None
-    default = (owner, d if owner is p else p) if owner is not None else (d, p)
-    for m in _FLAG_RE.finditer(text):
-        before = text[max(0, m.start() - 12):m.start()]
-        order = (p,) if "prefill" in before else (d,) if "decode" in before else default
-        for cls in order:
-            loc = _flag_location(m.group(0), cls)
-            if loc is not None and loc not in [x for _, x in found]:
-                found.append((cls.role, loc))
-                break
-    if not found:
-        for m in _FLAG_RE.finditer(f.fix):
-            for cls in default:
-                loc = _flag_location(m.group(0), cls)
-                if loc is not None:
-                    return [loc]
-    if found:
-        first = owner.role if owner is not None else "decode"
-        found.sort(key=lambda rl: rl[0] != first)
-        return [loc for _, loc in found]
-    if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
-        return [p.first.instance.location]
-    return [d.first.instance.location]
+    return build_for

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from kvcheck.errors import ArgparseRefusal, InputError
 
-DEFAULT_VERSION = "0.5.23"
+from kvcheck.release.manifest import NEWEST as DEFAULT_VERSION  # noqa: E402  (written once, in the manifest)
 
 # How a release's ``--config`` YAML merger (``ConfigArgumentMerger``) turns keys into
 # argv; the generator (scripts/gen_flags.py) picks the one that behaves as the release's

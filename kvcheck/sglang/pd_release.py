@@ -20,12 +20,11 @@ The static path reads only this module and a small JSON file (no SGLang import).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-NEWEST = "0.5.23"
+from kvcheck.release.manifest import NEWEST  # noqa: E402  (the newest modeled release: written once, in the manifest)
 _FACTS = Path(__file__).with_name("pd_facts.json")
 
 # Digests (``scripts/gen_pd_facts.py``) of the decode bootstrap checks kvcheck restates,
@@ -67,15 +66,8 @@ DECISION_VARIANTS = {
 }
 
 
-def _vkey(version: str) -> tuple[int, ...]:
-    """Sort key of a release string ("0.5.8.post1" -> (0, 5, 8, 1); "0.5.8" -> (0, 5, 8, 0))."""
-    nums = [int(x) for x in re.findall(r"\d+", version)]
-    return tuple(nums + [0] * (4 - len(nums)))
-
-
-def at_least(version: str, first: str) -> bool:
-    """True when ``version`` is ``first`` or later."""
-    return _vkey(version) >= _vkey(first)
+from kvcheck.release.version import at_least  # noqa: E402,F401  (the one comparison)
+from kvcheck.release.version import version_key as _vkey  # noqa: E402
 
 
 @lru_cache(maxsize=1)

@@ -26,7 +26,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-NEWEST_MODELED = "0.5.23"
+from kvcheck.release.manifest import NEWEST as NEWEST_MODELED  # noqa: E402  (written once, in the manifest)
 
 # Dynamo release -> the SGLang release its ``ai-dynamo[sglang]`` extra pins
 # (``Requires-Dist: sglang==X; extra == "sglang"`` in the ai-dynamo wheel's METADATA on
@@ -66,11 +66,9 @@ def parse_release(text: str | None) -> str | None:
 
 def release_key(version: str) -> tuple:
     """Sort key: ``0.5.0rc2 < 0.5.0 < 0.5.0.post1 < 0.5.1``. Unparsable sorts last."""
-    m = _VERSION.match(version)
-    if not m:
-        return (10**6,)
-    a, b, c, rc, post = m.groups()
-    return (int(a), int(b), int(c), int(rc[2:]) - 1000 if rc else 0, int(post[4:]) if post else 0)
+    from kvcheck.release.version import version_key
+
+    return version_key(version)
 
 
 def modeled() -> tuple[str, ...]:

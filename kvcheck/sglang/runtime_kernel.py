@@ -85,7 +85,7 @@ from kvcheck.sglang.plan import (
     Segment,
 )
 
-SGLANG_VERSION = "0.5.23"
+from kvcheck.release.manifest import NEWEST as SGLANG_VERSION  # noqa: E402  (written once, in the manifest)
 # Pages per region in the fake pools: small, since the dlists are built as numpy arrays.
 NUM_SLOTS = 4
 _PTR_BASE_SRC = 0x7F00_0000_0000

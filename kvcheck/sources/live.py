@@ -78,7 +78,7 @@ from kvcheck.sources.redact import REDACTED, redact, redact_url, scrub
 API_KEY_ENV = "KVCHECK_API_KEY"
 DEFAULT_CONNECT_TIMEOUT = 3.0  # seconds
 DEFAULT_DEADLINE = 10.0  # seconds, per live source
-MODELED_VERSION = "0.5.23"
+from kvcheck.release.manifest import NEWEST as MODELED_VERSION  # noqa: E402  (written once, in the manifest)
 SNAPSHOT_FORMAT = 1
 ROUTE_PATH = "/route"
 ROUTE_QUERY = {"prefill_dp_rank": "-1", "prefill_cp_rank": "-1", "target_tp_rank": "-1", "target_pp_rank": "-1"}

@@ -1,0 +1,313 @@
+"""Pair decisions: one prefill class x one decode class, decided over the releases both
+sides may run (``kvcheck.release.window``), once per distinct behaviour.
+
+``decide(p, d, opts, ignore)`` -> ``PairResult``. A pair whose sides are pinned to one
+release each is decided once (``decide_one``: ``kvcheck.preflight.run_preflight`` plus the
+backend-independent rules of the pipeline). A pair with a window is decided once per
+group of releases whose PD behaviour (``PDBehaviour``), start-up findings, known issues and
+parsed flags are equal; the groups' answers are combined: all agree -> that answer, and the
+output names the window; they differ -> ``unchecked`` with a per-release table.
+
+Both input paths (``--prefill/--decode`` and ``-f``) reach this module through
+``kvcheck.cluster.pipeline.check_deployments``: one pipeline, one answer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kvcheck.checks.base import Finding, Severity
+from kvcheck.checks.ids import check_of
+from kvcheck.cluster.model import ClassResult, Located, PairResult, finding
+from kvcheck.errors import InputError
+from kvcheck.report.model import Report, verdict_of
+from kvcheck.sources.deployments.instance import Instance, Location
+
+# Checks of the pair preflight that are about NIXL's transfer only: dropped for a pair
+# where neither side uses NIXL (kvcheck does not model Mooncake's transfer).
+NIXL_ONLY_CHECKS = ("transfer-decision", "transfer-backend", "nixl-backend", "nixl-backend-params", "item-length-larger", "hisparse-draft-nixl", "hetero-tp-performance")
+
+# Finding ids of this module.
+DECIDE_FINDING_IDS = ("backend-not-modeled", "release-window")
+
+_FLAG_RE = re.compile(r"--[a-z0-9][a-z0-9-]*")
+
+
+def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -> PairResult:
+    """The pair's ``PairResult`` (see the module docstring)."""
+    from kvcheck.release.window import pair_candidates
+
+    class_findings = p.findings + d.findings
+    if p.side is None or d.side is None:
+        # The pair is unchecked, but what does not depend on the model still fails it:
+        # --allow-unchecked must never let a certain failure through.
+        certain = _model_independent_failures(p, d)
+        findings = certain + list(class_findings)
+        return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
+    pw, dw = p.window, d.window
+    cands = pair_candidates(pw, dw) if pw is not None and dw is not None and pw.releases and dw.releases else []
+    if len(cands) <= 1:
+        if cands:
+            rp, rd = cands[0]
+            ps, ds = p.side_for(rp), d.side_for(rd)
+        else:
+            ps, ds = p.side, d.side
+        report, located = decide_one(ps, ds, p, d, opts, ignore)
+        pr = PairResult(p, d, verdict_of([x.finding for x in located + class_findings]), report, located + list(class_findings))
+        pr.releases = _releases_contract(p, d, cands, None)
+        return pr
+    return _decide_window(p, d, cands, opts, ignore, class_findings)
+
+
+def decide_one(ps: Any, ds: Any, p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -> tuple[Report, list[Located]]:
+    """One decision of the pair on the sides ``ps``/``ds`` (one release each)."""
+    from kvcheck.preflight import run_preflight
+
+    report = run_preflight(ps, ds, kernel=opts.kernel, ignore=ignore)
+    pb = ps.args.disaggregation_transfer_backend
+    db = ds.args.disaggregation_transfer_backend
+    extra: list[Located] = []
+    if pb != "nixl" and db != "nixl":
+        kept = [f for f in report.findings if check_of(f.id) not in NIXL_ONLY_CHECKS]
+        report = Report(verdict=verdict_of(kept), plan=None, findings=kept, sides=report.sides, kernel=report.kernel, runtime=report.runtime, extra=report.extra)
+        extra.append(finding(
+            "backend-not-modeled", Severity.UNCHECKED,
+            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks of its release, which every backend runs, were checked: page size, KV dtype, CP and PP sizes from 0.5.10; page size and PP in the v1 checks before)",
+            "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
+            _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
+        ))
+    located = []
+    for f in report.findings:
+        locs = _locate(f, p, d)
+        located.append(Located(f, locs[0], locs[1:]))
+    return report, located + extra
+
+
+def signature(ps: Any, ds: Any) -> tuple:
+    """What a pair's decision depends on per release: each side's ``PDBehaviour`` (its
+    variants, not its name), whether the release is the newest (checks that gate on it),
+    the subsystems verified for it, its start-up findings, the known issues its range
+    matches, and the typed args its parser gives. Releases with equal signatures decide
+    alike, so the pair is decided once for all of them."""
+    return (_side_signature(ps), _side_signature(ds))
+
+
+def _side_signature(side: Any) -> tuple:
+    import dataclasses
+
+    from kvcheck.checks import REGISTRY
+    from kvcheck.checks.releases import load_known_issues, match_entry
+    from kvcheck.checks.startup import side_findings
+    from kvcheck.release import manifest
+    from kvcheck.sglang.pd_release import behaviour
+
+    v = side.sglang_version
+    b = behaviour(v)
+    pd = tuple((k, val) for k, val in dataclasses.asdict(b).items() if k != "version") + (("stateless_hang", b.nixl_stateless_hang),)
+    subsystems = tuple(manifest.verified(s, v) for s in manifest.SUBSYSTEMS)
+    startup = tuple((f.id, f.severity.value, f.runtime_error.message if f.runtime_error else None) for f in side_findings(REGISTRY["startup"], side))
+    issues = tuple(e.get("id") for e in load_known_issues() if match_entry(e, side)[0])
+    return (pd, v == manifest.NEWEST, subsystems, startup, issues, repr(sorted(side.args.model_dump().items())))
+
+
+def _outcome(located: list[Located]) -> tuple[str, tuple[str, ...]]:
+    live = [x.finding for x in located if not x.finding.ignored]
+    return verdict_of([x.finding for x in located]), tuple(sorted({f.id for f in live if f.severity != Severity.INFO}))
+
+
+def _headline(located: list[Located]) -> str:
+    """The first error's runtime text (else its message), for the per-release table."""
+    order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
+    live = sorted((x.finding for x in located if not x.finding.ignored), key=lambda f: order[f.severity])
+    if not live or live[0].severity == Severity.INFO:
+        return ""
+    f = live[0]
+    text = f"{f.id}: " + (f.runtime_error.message if f.runtime_error is not None else f.message)
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
+def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]], opts: Any, ignore: tuple[str, ...], class_findings: list[Located]) -> PairResult:
+    from kvcheck.release.window import group_by, merge_outcomes, releases_label, window_table
+
+    groups = group_by(cands, lambda rp, rd: signature(p.side_for(rp), d.side_for(rd)))
+    for g in groups:
+        rp, rd = g.pairs[0]  # the newest of the group decides for it
+        report, located = decide_one(p.side_for(rp), d.side_for(rd), p, d, opts, ignore)
+        g.result = (report, located)
+        g.outcome = _outcome(located)
+        g.text = _headline(located)
+    merged = merge_outcomes(groups)
+    newest_report, _ = groups[0].result
+    findings = _merge_group_findings(merged)
+    window = releases_label(cands)
+    verdicts = {g.outcome[0] for g in merged}
+    if len(merged) == 1:
+        findings.append(finding(
+            "release-window", Severity.INFO,
+            f"{p.id} x {d.id}: decided on every release the sides may run ({window}; {len(groups)} distinct behaviour(s)): all give the same answer",
+            "Pin the release (image tag or --sglang-version) to check one release only.", d.first.instance.location))
+    else:
+        sev = Severity.UNCHECKED if len(verdicts) > 1 else Severity.INFO
+        findings.append(finding(
+            "release-window", sev,
+            f"{p.id} x {d.id}: the answer depends on the SGLang release, which the deployment does not pin ({window}): {window_table(merged)}",
+            "Pin the image tag (lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or --prefill-/--decode-sglang-version) with the release the servers run.",
+            d.first.instance.location))
+    verdict = verdict_of([x.finding for x in findings + class_findings])
+    report = Report(verdict=verdict, plan=newest_report.plan, findings=[x.finding for x in findings], sides=newest_report.sides,
+                    kernel=newest_report.kernel, runtime=f"sglang {window} (window)", extra=dict(newest_report.extra))
+    pr = PairResult(p, d, verdict, report, findings + list(class_findings))
+    pr.releases = _releases_contract(p, d, cands, merged, len(groups))
+    report.extra["release_window"] = pr.releases
+    return pr
+
+
+def _merge_group_findings(merged: list) -> list[Located]:
+    """The findings of every outcome group, once each: a finding that every group has keeps
+    its severity; one that only some groups have says on which releases, and an error there
+    becomes ``unchecked`` when the groups' verdicts differ (it fails only where the release
+    is one of them)."""
+    verdicts = {g.outcome[0] for g in merged}
+    members = [m for g in merged for m in (g.members or [g])]
+    seen: dict[tuple[str, str], tuple[Located, list]] = {}
+    for g in members:
+        _, located = g.result
+        for x in located:
+            key = (x.finding.id, x.finding.message)
+            if key not in seen:
+                seen[key] = (x, [])
+            seen[key][1].append(g)
+    out: list[Located] = []
+    for (fid, _), (x, gs) in seen.items():
+        if len(gs) == len(members):
+            out.append(x)
+            continue
+        from kvcheck.release.window import releases_label
+
+        pairs = [pr for g in gs for pr in g.pairs]
+        f = x.finding.model_copy(deep=True)
+        f.message = f"on SGLang {releases_label(sorted(pairs))} only: {f.message}"
+        if f.severity == Severity.ERROR and len(verdicts) > 1:
+            f.severity = Severity.UNCHECKED
+        out.append(Located(f, x.location, list(x.also)))
+    return out
+
+
+def _releases_contract(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]], merged: list | None, n_groups: int = 1) -> dict[str, Any]:
+    """How each side's release was found, which releases were decided, and their groups."""
+    out: dict[str, Any] = {
+        "prefill": p.window.contract() if p.window is not None else None,
+        "decode": d.window.contract() if d.window is not None else None,
+        "decided": [{"prefill": a, "decode": b} for a, b in cands],
+    }
+    if merged is not None:
+        out["distinct_behaviours"] = n_groups
+        out["outcomes"] = [{"releases": [{"prefill": a, "decode": b} for a, b in g.pairs], "verdict": g.outcome[0],
+                            "finding_ids": list(g.outcome[1]), "headline": g.text} for g in merged]
+    return out
+
+
+def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]:
+    """Failures of a pair that hold whatever the model is, for a class kvcheck cannot
+    build a side for (unknown model, unresolved variable in another flag): transfer
+    backends that differ with NIXL on the prefill (the decode's first ZMQ message kills
+    the prefill's NIXL bootstrap thread: ``transfer-backend``), and a decode PP size that
+    is neither the prefill's nor 1 (``_resolve_rank_mapping``'s assert, 0.5.23)."""
+    from kvcheck.checks.transfer import _BOOTSTRAP_FIX, backend_mismatch_error, backend_mismatch_message
+    from kvcheck.preflight import hang_text
+    from kvcheck.sglang.pd_release import behaviour
+    from kvcheck.sglang.plan import PairInfo, bootstrap_checks
+
+    pa, da = p.first.args, d.first.args
+    if pa is None or da is None:
+        return []
+    out: list[Located] = []
+    pb = pa.get("disaggregation_transfer_backend", "mooncake")
+    db = da.get("disaggregation_transfer_backend", "mooncake")
+    if pb != db and pb == "nixl":
+        rt = backend_mismatch_error(pb, db, hang_text({"bootstrap_timeout_s": 300, "waiting_timeout_s": 300}))
+        f = Finding(id="transfer-backend", severity=Severity.ERROR, runtime_error=rt,
+                    message=backend_mismatch_message(pb, db) + " (whatever the model)",
+                    fix="Set --disaggregation-transfer-backend nixl on both servers.")
+        out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
+    pp, dp = int(pa.get("pp_size") or 1), int(da.get("pp_size") or 1)
+    if dp not in (pp, 1):
+        # The decode's own PP check (plan.bootstrap_checks), on sides that agree in
+        # everything else it compares, so that only the PP assert can fire.
+        same = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)
+        try:
+            failures = bootstrap_checks(PairInfo(**same, pp_size=pp), PairInfo(**same, pp_size=dp), behaviour(d.first.release))
+        except ValueError:  # the decode's release: bootstrap checks not modeled (the pair is unchecked)
+            failures = []
+        for fid, rt in failures:
+            if fid == "pp-size-mismatch":
+                f = Finding(id=fid, severity=Severity.ERROR, runtime_error=rt,
+                            message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must equal the prefill's or be 1, whatever the model)",
+                            fix=_BOOTSTRAP_FIX[fid])
+                out.append(Located(f, _flag_location("--pp-size", d) or d.first.instance.location, []))
+    return out
+
+
+def _dest_locations(inst: Instance) -> dict[str, Location]:
+    cached = getattr(inst, "_dest_locs", None)
+    if cached is not None:
+        return cached
+    from kvcheck.sglang.flags import FlagTable
+
+    table = FlagTable.load()
+    out: dict[str, Location] = {}
+    for opt, loc in inst.arg_locations.items():
+        try:
+            out.setdefault(table.resolve(opt).dest, loc)
+        except InputError:
+            continue
+    try:
+        inst._dest_locs = out  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    return out
+
+
+def _flag_location(flag: str, cls: ClassResult) -> Location | None:
+    from kvcheck.sglang.flags import FlagTable
+
+    f = FlagTable.load().get(flag)
+    if f is None:
+        return None
+    return _dest_locations(cls.first.instance).get(f.dest)
+
+
+def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
+    """The manifest lines a pair finding is about, primary first: every ``--flag`` named
+    in its message that a side's manifest sets (the side whose role is named just before
+    the flag, else the decode then the prefill). When both sides are named (a mismatch),
+    the decode's line comes first: the decode is the side that raises the bootstrap
+    checks; a message about one side (``prefill: ...``, ``the prefill server ...``) points at that side's lines first.
+    Else the decode's (or, for a prefill-only message, the prefill's) instance line."""
+    found: list[tuple[str, Location]] = []
+    text = f.message
+    # A finding about one side ("prefill: ...", "decode: ...") points at that side's lines.
+    owner = p if text.startswith(("prefill:", "the prefill server")) else d if text.startswith(("decode:", "the decode server")) else None
+    default = (owner, d if owner is p else p) if owner is not None else (d, p)
+    for m in _FLAG_RE.finditer(text):
+        before = text[max(0, m.start() - 12):m.start()]
+        order = (p,) if "prefill" in before else (d,) if "decode" in before else default
+        for cls in order:
+            loc = _flag_location(m.group(0), cls)
+            if loc is not None and loc not in [x for _, x in found]:
+                found.append((cls.role, loc))
+                break
+    if not found:
+        for m in _FLAG_RE.finditer(f.fix):
+            for cls in default:
+                loc = _flag_location(m.group(0), cls)
+                if loc is not None:
+                    return [loc]
+    if found:
+        first = owner.role if owner is not None else "decode"
+        found.sort(key=lambda rl: rl[0] != first)
+        return [loc for _, loc in found]
+    if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
+        return [p.first.instance.location]
+    return [d.first.instance.location]

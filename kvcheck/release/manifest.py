@@ -1,0 +1,94 @@
+"""The release manifest: which SGLang releases kvcheck models, and per subsystem which
+of them it has verified against that release's own code.
+
+``NEWEST`` is the one place the newest modeled release is written; the other modules
+that need it import it from here (``kvcheck.sglang.releases.NEWEST_MODELED``,
+``kvcheck.sglang.pd_release.NEWEST``, ``kvcheck.sglang.flags.DEFAULT_VERSION``...).
+
+Subsystems (``SUBSYSTEMS``) and where their facts live:
+
+* ``flags``: the argparse table of the release (``kvcheck/sglang/flagstore``), read from
+  each release's ``server_args.py`` (43 releases, 0.5.0rc2 .. 0.5.23);
+* ``bootstrap``: the decode's bootstrap checks (``PDBehaviour.bootstrap_modeled``:
+  ``pd_facts.json`` digests of ``try_ensure_parallel_info`` / ``CommonKVReceiver``);
+* ``decision``: the prefill's registration decision (``PDBehaviour.decision_modeled``);
+* ``states``: the state components' transfer (``PDBehaviour.states_modeled``: 0.5.22, 0.5.23);
+* ``startup``: the start-up refusals, fully from ``kvcheck.sglang.startup.STARTUP_VERIFIED_FROM``
+  (older releases: plain flag sets only, the rest is ``startup-unchecked``);
+* ``explain``: the runtime messages scanned per release (``kvcheck/explain/releases.json``).
+
+``verified(subsystem, release)`` is the single question every stage asks; anything not
+verified for a release is ``unchecked`` for it. A release after ``NEWEST`` (0.5.24) is
+verified for nothing.
+
+The window of a side whose release is not pinned is drawn from ``pd_releases()``: the
+releases whose PD path (bootstrap checks and prefill decision) kvcheck models, 0.5.5 ..
+0.5.23. Before 0.5.5 kvcheck has no PD facts: such a release is said to be outside the
+window in the output, never decided.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from kvcheck.release.version import version_key
+
+NEWEST = "0.5.23"
+
+SUBSYSTEMS = ("flags", "startup", "bootstrap", "decision", "states", "explain")
+
+
+@functools.lru_cache(maxsize=1)
+def flag_releases() -> tuple[str, ...]:
+    """Every release with an argparse table, oldest first."""
+    from kvcheck.sglang.flags import modeled_releases
+
+    return tuple(sorted(modeled_releases(), key=version_key))
+
+
+@functools.lru_cache(maxsize=1)
+def pd_releases() -> tuple[str, ...]:
+    """The releases whose PD path kvcheck models (flags, bootstrap checks and prefill
+    decision all verified), oldest first: the universe a window is drawn from."""
+    return tuple(v for v in flag_releases() if verified("bootstrap", v) and verified("decision", v))
+
+
+def startup_verified_from() -> str:
+    from kvcheck.sglang import startup
+
+    return getattr(startup, "STARTUP_VERIFIED_FROM", NEWEST)
+
+
+@functools.lru_cache(maxsize=None)
+def verified(subsystem: str, release: str | None) -> bool:
+    """Whether kvcheck's ``subsystem`` is verified against ``release``'s own code."""
+    if subsystem not in SUBSYSTEMS:
+        raise ValueError(f"unknown subsystem {subsystem!r}")
+    if not release or version_key(release) > version_key(NEWEST) or release not in flag_releases():
+        return False
+    if subsystem == "flags":
+        return True
+    if subsystem == "startup":
+        return version_key(release) >= version_key(startup_verified_from())
+    if subsystem == "explain":
+        from kvcheck.explain.releases import load_message_releases
+
+        return release in load_message_releases().get("releases", ())
+    from kvcheck.sglang.pd_release import behaviour
+
+    b = behaviour(release)
+    return {"bootstrap": b.bootstrap_modeled, "decision": b.decision_modeled, "states": b.states_modeled}[subsystem]
+
+
+def is_modeled(release: str | None) -> bool:
+    """A release kvcheck has any model of (its flag table)."""
+    return verified("flags", release)
+
+
+def newer_than_modeled(release: str | None) -> bool:
+    return bool(release) and version_key(release) > version_key(NEWEST) and version_key(release) != version_key(None)
+
+
+def table() -> list[dict]:
+    """The manifest as rows (``kvcheck releases``, docs): release -> subsystem -> verified."""
+    return [{"release": v, **{s: verified(s, v) for s in SUBSYSTEMS}} for v in flag_releases()]
