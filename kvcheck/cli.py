@@ -110,7 +110,6 @@ def preflight(
 ) -> None:
     """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
-    from kvcheck.preflight import run_preflight
     from kvcheck.report import FORMATS
     from kvcheck.sources import is_live_spec, load_side
 
@@ -123,40 +122,56 @@ def preflight(
         _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked,
                                model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
                                sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
-                               decode_sglang_version=decode_sglang_version)
+                               decode_sglang_version=decode_sglang_version, prefill_env=prefill_env, decode_env=decode_env,
+                               prefill_model_config=prefill_model_config, decode_model_config=decode_model_config,
+                               draft_model_config=draft_model_config)
     if prefill is None or decode is None:
         raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
-    from kvcheck.errors import ArgparseRefusal
+    from kvcheck.cluster import ClusterOptions, check_deployments
+    from kvcheck.cluster.pair_input import pair_report, pair_sides
+    from kvcheck.sources.files import read_env_file
 
-    def or_refused(read):
-        """A side whose flags SGLang's own argument parser refuses (an ambiguous
-        abbreviation) is a start-up refusal of that server (exit 1), not bad input: keep
-        the refusal and read the other side."""
-        def run():
-            try:
-                return read()
-            except ArgparseRefusal as exc:
-                return exc
-        return run
+    # One pipeline: the pair is a deployment of two instances, checked by the same stages
+    # as -f (releases, classes, pair decisions, cluster checks, one report).
+    def load_live(spec: str, role: str):
+        per_role = {"prefill": (prefill_env, prefill_model_config, prefill_gpu, prefill_sglang_version),
+                    "decode": (decode_env, decode_model_config, decode_gpu, decode_sglang_version)}[role]
+        extra = {"bootstrap": bootstrap} if role == "prefill" else {}
+        return load_side(spec, role, env_file=per_role[0], model_config=per_role[1] or model_config, draft_model_config=draft_model_config,
+                         gpu=per_role[2] or gpu, sglang_version=per_role[3] or sglang_version, **extra, **live)
 
-    read_prefill = functools.partial(load_side, prefill, "prefill", env_file=prefill_env, model_config=prefill_model_config or model_config, draft_model_config=draft_model_config, gpu=prefill_gpu or gpu, sglang_version=prefill_sglang_version or sglang_version, bootstrap=bootstrap, **live)
-    read_decode = functools.partial(load_side, decode, "decode", env_file=decode_env, model_config=decode_model_config or model_config, draft_model_config=draft_model_config, gpu=decode_gpu or gpu, sglang_version=decode_sglang_version or sglang_version, **live)
-    p, d = _read_pair(or_refused(read_prefill), or_refused(read_decode), both_live=is_live_spec(prefill) and is_live_spec(decode))
-    refusals = {role: x for role, x in (("prefill", p), ("decode", d)) if isinstance(x, ArgparseRefusal)}
-    if refusals:
-        from kvcheck.preflight import refused_report
+    def read(spec: str, role: str):
+        from kvcheck.cluster.pair_input import side_instance
 
-        read = {role: x for role, x in (("prefill", p), ("decode", d)) if not isinstance(x, ArgparseRefusal)}
-        report = refused_report(read, refusals, ignore=ignore)
+        return lambda: side_instance(spec, role, load_live)
+
+    pi, di = _read_pair(read(prefill, "prefill"), read(decode, "decode"), both_live=is_live_spec(prefill) and is_live_spec(decode))
+    from kvcheck.sources.deployments.instance import Deployment
+
+    deployment = Deployment(name=f"{prefill} + {decode}", source=pi.location, instances=[pi, di])
+    opts = ClusterOptions(model_config=model_config, prefill_model_config=prefill_model_config, decode_model_config=decode_model_config,
+                          draft_model_config=draft_model_config, models_dir=models_dir, sglang_version=sglang_version,
+                          prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu,
+                          prefill_gpu=prefill_gpu, decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked,
+                          prefill_env=read_env_file(prefill_env) if prefill_env is not None and not is_live_spec(prefill) else None,
+                          decode_env=read_env_file(decode_env) if decode_env is not None and not is_live_spec(decode) else None)
+    cluster = check_deployments([deployment], opts)
+    report = pair_report(cluster)
+    p, d = pair_sides(cluster)
+    if p is None or d is None:
         prefill_agent = decode_agent = None
         probe = False
-    else:
-        report = run_preflight(p, d, kernel=kernel, ignore=ignore)
     if prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
 
         augment_preflight(report, p, d, prefill_agent=prefill_agent, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages, show_progress=format != "json" and sys.stderr.isatty())
+        from kvcheck.checks.ids import apply_ignore
+
+        apply_ignore(report.findings, ignore)  # once, over every finding (live agent and probe ones too)
+        from kvcheck.report.model import verdict_of
+
+        report.verdict = verdict_of(report.findings)
     global _decided_exit
     if allow_unchecked and report.verdict == "unchecked":
         report.extra["allow_unchecked"] = True
@@ -206,7 +221,9 @@ def _check_release_options(**options: Optional[str]) -> None:
 def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional[Path], models_dir: Optional[Path], allow_unchecked: bool,
                            model_config: Optional[Path], kernel: str, ignore: List[str], gpu: Optional[str], prefill_gpu: Optional[str],
                            decode_gpu: Optional[str], sglang_version: Optional[str] = None, prefill_sglang_version: Optional[str] = None,
-                           decode_sglang_version: Optional[str] = None) -> None:
+                           decode_sglang_version: Optional[str] = None, prefill_env: Optional[Path] = None, decode_env: Optional[Path] = None,
+                           prefill_model_config: Optional[Path] = None, decode_model_config: Optional[Path] = None,
+                           draft_model_config: Optional[Path] = None) -> None:
     """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
     try:
         from kvcheck.sources.deployments import read_deployments
@@ -220,7 +237,10 @@ def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional
     deployments = read_deployments(list(files), env=env)
     opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version,
                           prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
-                          decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked)
+                          decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked,
+                          prefill_env=read_env_file(prefill_env) if prefill_env is not None else None,
+                          decode_env=read_env_file(decode_env) if decode_env is not None else None,
+                          prefill_model_config=prefill_model_config, decode_model_config=decode_model_config, draft_model_config=draft_model_config)
     report = check_deployments(deployments, opts)
     _decided_exit = report.exit_code
     try:

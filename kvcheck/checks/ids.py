@@ -42,3 +42,14 @@ def check_of(finding_id: str) -> str:
         if finding_id in ids:
             return chk
     return finding_id
+
+
+def apply_ignore(findings, ignore) -> None:
+    """Mark every finding whose id, or whose check's id, is in ``ignore`` as ignored (the
+    one place ``--ignore`` is applied: pair, start-up, cluster, live-agent, probe)."""
+    ignore = set(ignore)
+    if not ignore:
+        return
+    for f in findings:
+        if f.id in ignore or check_of(f.id) in ignore:
+            f.ignored = True

@@ -32,6 +32,7 @@ NIXL_ONLY_CHECKS = ("transfer-decision", "transfer-backend", "nixl-backend", "ni
 DECIDE_FINDING_IDS = ("backend-not-modeled", "release-window")
 
 _FLAG_RE = re.compile(r"--[a-z0-9][a-z0-9-]*")
+_RELEASE_RE = re.compile(r"\b\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?\b")
 
 
 def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -> PairResult:
@@ -136,7 +137,7 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
         report, located = decide_one(p.side_for(rp), d.side_for(rd), p, d, opts, ignore)
         g.result = (report, located)
         g.outcome = _outcome(located)
-        g.text = _headline(located)
+        g.text = _headline(located) if g.outcome[0] in ("fail", "unchecked") else ""
     merged = merge_outcomes(groups)
     newest_report, _ = groups[0].result
     findings = _merge_group_findings(merged)
@@ -174,7 +175,8 @@ def _merge_group_findings(merged: list) -> list[Located]:
     for g in members:
         _, located = g.result
         for x in located:
-            key = (x.finding.id, x.finding.message)
+            # The same finding on several releases differs only in the release it names.
+            key = (x.finding.id, _RELEASE_RE.sub("X", x.finding.message))
             if key not in seen:
                 seen[key] = (x, [])
             seen[key][1].append(g)
@@ -187,7 +189,7 @@ def _merge_group_findings(merged: list) -> list[Located]:
 
         pairs = [pr for g in gs for pr in g.pairs]
         f = x.finding.model_copy(deep=True)
-        f.message = f"on SGLang {releases_label(sorted(pairs))} only: {f.message}"
+        f.message = f"on SGLang {releases_label(sorted(set(pairs)))} only: {f.message}"
         if f.severity == Severity.ERROR and len(verdicts) > 1:
             f.severity = Severity.UNCHECKED
         out.append(Located(f, x.location, list(x.also)))

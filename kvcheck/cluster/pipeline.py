@@ -112,6 +112,7 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     from kvcheck.cluster.checks import ALL_FINDING_IDS
 
     own = set(ALL_FINDING_IDS) | set(PIPELINE_FINDING_IDS) | {p.id for d in deployments for p in d.problems}
+    validate_ignore(opts.ignore, own)
     pair_ignore = tuple(i for i in opts.ignore if i not in own)
     caches = _Caches()
     results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
@@ -122,6 +123,20 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     labels |= {ir.release for r in results for ir in r.instances if ir.release and not any(pr.report for pr in r.pairs)}
     runtime = "sglang " + (", ".join(sorted(labels, key=version_key)) if labels else "unknown")
     return ClusterReport(results, kernel=kernel, runtime=runtime, allow_unchecked=opts.allow_unchecked)
+
+
+def validate_ignore(ignore: Iterable[str], extra: Iterable[str] = ()) -> None:
+    """``InputError`` (exit 2) for an ``--ignore`` id that no check emits."""
+    from kvcheck.checks import REGISTRY
+    from kvcheck.checks.ids import all_finding_ids
+
+    known = set(REGISTRY) | set(all_finding_ids()) | set(extra)
+    unknown = set(ignore) - known
+    if unknown:
+        import difflib
+
+        hints = [f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, sorted(known), n=1)) else u for u in sorted(unknown)]
+        raise InputError(f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore")
 
 
 def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
@@ -169,13 +184,11 @@ def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_igno
     pairs = [decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
     findings = [finding(p.id or "deployment-problem", PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
     findings += run_cluster_checks(dep, instances)
-    for x in findings + [y for c in classes for y in c.findings]:
-        if x.finding.id in opts.ignore:  # reader problems are ignorable by their own id too
-            x.finding.ignored = True
+    from kvcheck.checks.ids import apply_ignore
+
+    # --ignore, once over every finding (reader problems by their own id too).
+    apply_ignore([x.finding for x in findings + [y for c in classes for y in c.findings] + [y for pr in pairs for y in pr.findings]], opts.ignore)
     for pr in pairs:
-        for x in pr.findings:
-            if x.finding.id in own and x.finding.id in opts.ignore:
-                x.finding.ignored = True
         pr.verdict = verdict_of([x.finding for x in pr.findings])
     return DeploymentResult(dep, instances, classes, pairs, findings)
 

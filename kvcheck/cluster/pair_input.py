@@ -1,0 +1,261 @@
+"""A pair (``--prefill SPEC --decode SPEC``) as a deployment of two instances.
+
+The pair path runs the same stages as ``-f`` (``kvcheck.cluster.pipeline``): sources ->
+instances -> release -> classes -> pair decisions -> checks -> report. This module is the
+"sources -> instances" stage for pair inputs:
+
+* a SGLang ``--config`` YAML file (dash keys, as ``sglang.launch_server --config``),
+* a JSON object of args (flag or dest names),
+* a file holding a launch command line (``--config FILE`` inside it is merged as SGLang does),
+* a live server (``http(s)://HOST:PORT``) or a saved ``kvcheck snapshot``: read by
+  ``kvcheck.sources.live`` into a ``Side`` (its ``/server_info`` version pins the release).
+
+A file is not parsed here: the instance carries ``parse_for(release)``, which reads its
+flags with that release's own parser, so that the release stage can draw the side's window
+from the releases that accept them (as for a launch line of a ``-f`` file).
+``pair_report(cluster_report)`` turns the one pair's result back into the pair JSON
+contract (top-level ``verdict``/``plan``/``findings``, ``sides``; DESIGN.md Part 3).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from kvcheck.errors import InputError
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location
+
+
+def pair_deployment(prefill: str, decode: str, *, load_live: Any) -> Deployment:
+    """The ``Deployment`` of the pair ``prefill``/``decode`` (specs as the command line
+    gives them). ``load_live(spec, role)``: reads a live server or snapshot into a ``Side``.
+    Raises ``InputError`` for unreadable input (exit 2)."""
+    instances = [side_instance(prefill, "prefill", load_live), side_instance(decode, "decode", load_live)]
+    return Deployment(name=f"{prefill} + {decode}", source=instances[0].location, instances=instances)
+
+
+def side_instance(spec: str, role: str, load_live: Any) -> Instance:
+    """One side of a pair as an ``Instance`` (see the module docstring)."""
+    from kvcheck.sources import is_live_spec
+
+    if is_live_spec(spec):
+        return _prebuilt(spec, role, load_live(spec, role))
+    path = Path(spec)
+    if not path.exists():
+        from kvcheck.sources.limits import clip
+
+        hint = " (a live server is http://HOST:PORT)" if "://" in spec or ":" in spec else ""
+        raise InputError(f"file not found{hint}", source=clip(spec))
+    if path.is_dir():
+        raise InputError("is a directory, expected a file", source=spec)
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return _yaml_instance(path, spec, role)
+    if suffix == ".json":
+        from kvcheck.sources.files import read_text
+
+        text = read_text(path)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=spec) from None
+        except RecursionError:
+            data = None
+        from kvcheck.sources.limits import MAX_DEPTH, json_depth_ok
+
+        if data is None and text.strip() != "null" or not json_depth_ok(data):
+            raise InputError(f"JSON nested deeper than {MAX_DEPTH} levels; not server args or a snapshot", source=spec)
+        if isinstance(data, dict) and "server_info" in data:
+            return _prebuilt(spec, role, load_live(spec, role))
+        return _json_instance(path, spec, role, data, text)
+    return _command_line_instance(path, spec, role)
+
+
+def _prebuilt(spec: str, role: str, side: Any) -> Instance:
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=dict(side.env),  # type: ignore[arg-type]
+                    gpu_type=side.gpu, gpu_source=side.gpu_source, kind="live")
+    inst.prebuilt_side = side  # type: ignore[attr-defined]
+    return inst
+
+
+def _keys_and_clues(data: dict, env: dict[str, str], path: Path, text: str, inst_kw: dict) -> list:
+    """Take kvcheck's own keys out of ``data`` (``kvcheck-gpu``, ``kvcheck-sglang-version``)."""
+    from kvcheck.sources.files import GPU_ENV, VERSION_ENV, _take_gpu_key, _take_version_key
+
+    _take_gpu_key(data, env, str(path))
+    version = _take_version_key(data, env, str(path))
+    gpu = env.pop(GPU_ENV, None)
+    env.pop(VERSION_ENV, None)
+    if gpu is not None:
+        inst_kw["gpu_type"], inst_kw["gpu_source"] = gpu, "kvcheck-gpu"
+    return [_version_clue(version, path, text)] if version else []
+
+
+def _version_clue(version: str, path: Path, text: str):
+    """The clue a ``kvcheck-sglang-version`` key (or variable) gives."""
+    from kvcheck.sglang.releases import is_modeled, parse_release
+    from kvcheck.sources.files import VERSION_KEY
+    from kvcheck.sources.release_clues import STRENGTH_INPUT, ReleaseClue
+
+    rel = parse_release(version) or version
+    where = f"{path}:{_line_of(text, VERSION_KEY) or 1}"
+    ok = is_modeled(rel)
+    return ReleaseClue((rel,) if ok else (), f"{VERSION_KEY} {version} in {path}", rel, where, STRENGTH_INPUT,
+                       None if ok else f"SGLang {rel} ({VERSION_KEY} in {path}) is not a release kvcheck models")
+
+
+def _line_of(text: str, needle: str) -> int | None:
+    for n, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return n
+    return None
+
+
+def _locations(text: str, path: Path, options: list[str]) -> dict[str, Location]:
+    """Option as written -> the line it is on (first occurrence)."""
+    out: dict[str, Location] = {}
+    lines = text.splitlines()
+    for opt in options:
+        bare = opt.lstrip("-")
+        pat = re.compile(rf"(^|[\s\"'])(--)?{re.escape(bare)}([\s=:\"']|$)")
+        for n, line in enumerate(lines, start=1):
+            if pat.search(line):
+                out.setdefault(opt, Location(str(path), n))
+                break
+    return out
+
+
+def _yaml_instance(path: Path, spec: str, role: str) -> Instance:
+    from kvcheck.sglang.flags import FlagTable
+    from kvcheck.sources.files import ENV_KEY, _env_mapping, _load_yaml, read_text
+
+    text = read_text(path)
+    data = _load_yaml(text, path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=spec)
+    env = _env_mapping(data.pop(ENV_KEY, None), spec)
+    kw: dict[str, Any] = {}
+    clues = _keys_and_clues(data, env, path, text, kw)
+    keys = [f"--{k}" for k in data if isinstance(k, str)]
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,  # type: ignore[arg-type]
+                    arg_locations={**{k: loc for k, loc in _locations(text, path, keys).items()}}, release_clues=clues, kind="config", **kw)
+    inst.parse_for = lambda v: FlagTable.load(v).parse_config(data, spec)  # type: ignore[attr-defined]
+    return inst
+
+
+def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> Instance:
+    from kvcheck.sources.files import ENV_KEY, _env_mapping, args_from_mapping
+
+    if not isinstance(data, dict):
+        raise InputError(f"expected a JSON object of server args, got {type(data).__name__}", source=spec)
+    env = _env_mapping(data.pop(ENV_KEY, None), spec)
+    kw: dict[str, Any] = {}
+    clues = _keys_and_clues(data, env, path, text, kw)
+    keys = [k if str(k).startswith("--") else f"--{str(k).replace('_', '-')}" for k in data]
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,  # type: ignore[arg-type]
+                    arg_locations=_locations(text, path, keys), release_clues=clues, kind="json", **kw)
+    inst.parse_for = lambda v: args_from_mapping(data, spec, v)  # type: ignore[attr-defined]
+    return inst
+
+
+def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
+    from kvcheck.sglang.flags import FlagTable, config_path
+    from kvcheck.sources.files import ENV_KEY, VERSION_ENV, _env_mapping, _load_yaml, _take_gpu_key, _take_version_key, read_text, split_command_line
+    from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
+
+    text = read_text(path)
+    argv, env = split_command_line(text, spec)
+    register_secrets(secrets_from_argv(argv) | collect_secrets(dict(env)))  # before any error can quote one
+    cfg = config_path(argv, spec)
+    config = None
+    kw: dict[str, Any] = {}
+    clues = []
+    if cfg:
+        # --config FILE inside a command: SGLang puts the file's flags before the
+        # command line's, so the command line wins (ConfigArgumentMerger).
+        cfg_path = Path(cfg)
+        if not cfg_path.is_absolute() and not cfg_path.exists():
+            cfg_path = path.parent / cfg_path
+        cfg_text = read_text(cfg_path)
+        config = _load_yaml(cfg_text, cfg_path) or {}
+        if not isinstance(config, dict):
+            raise InputError("a SGLang --config file must hold a mapping of flags", source=str(cfg_path))
+        env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
+        _take_gpu_key(config, env, str(cfg_path))
+        _take_version_key(config, env, str(cfg_path))
+    from kvcheck.sources.files import GPU_ENV
+
+    version = env.pop(VERSION_ENV, None)
+    if version:
+        clues.append(_version_clue(version, path, text))
+    gpu = env.pop(GPU_ENV, None)
+    if gpu is not None:
+        kw["gpu_type"], kw["gpu_source"] = gpu, "kvcheck-gpu"
+    options = [t.split("=", 1)[0] for t in argv if t.startswith("--")]
+    inst = Instance(role=role, name=role, location=Location(spec, _line_of(text, argv[0]) if argv else None), argv=list(argv),  # type: ignore[arg-type]
+                    node_argvs=[list(argv)], env=env, arg_locations=_locations(text, path, options), release_clues=clues, kind="command line", **kw)
+
+    def parse_for(v: str) -> dict[str, Any]:
+        args = FlagTable.load(v).parse_argv(argv, spec, config=config)
+        args.pop("config", None)
+        return args
+
+    inst.parse_for = parse_for  # type: ignore[attr-defined]
+    return inst
+
+
+def pair_report(cluster: Any) -> Any:
+    """The pair JSON contract's ``Report`` from the ``ClusterReport`` of a pair deployment:
+    the pair's findings and the deployment's (cluster checks, reader problems) in one list,
+    sorted as the pair path always sorted them; the plan and side summaries of the pair's
+    decision; ``extra.release_window`` (which releases were decided and how each side's
+    release was found) and ``extra.gpu`` (each side's GPU and where it came from)."""
+    from kvcheck.checks.base import Severity
+    from kvcheck.report.model import Report, SideSummary
+
+    dep = cluster.deployments[0]
+    pr = dep.pairs[0] if dep.pairs else None
+    located = list(dep.findings) + (list(pr.findings) if pr is not None else [])
+    seen: set[tuple[str, str]] = set()
+    findings = []
+    for x in located:
+        key = (x.finding.id, x.finding.message)
+        if key not in seen:
+            seen.add(key)
+            findings.append(x.finding)
+    order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
+    findings.sort(key=lambda f: (f.ignored, order[f.severity]))
+    base = pr.report if pr is not None else None
+    if base is not None:
+        sides = base.sides
+        extra = dict(base.extra)
+    else:
+        sides = []
+        for c in dep.classes:
+            ir = c.first
+            sides.append(SideSummary(role=c.role, origin=str(ir.instance.location), model=ir.model or "unknown", pool="not_read",
+                                     sglang_version=ir.release, version_source=ir.release_source))
+        extra = {}
+    if pr is not None and pr.releases is not None:
+        extra["release_window"] = pr.releases
+    gpus = {}
+    for c in dep.classes:
+        if c.side is not None:
+            gpus[c.role] = {"gpu": c.side.gpu, "source": c.side.gpu_source}
+    if gpus:
+        extra["gpu"] = gpus
+    from kvcheck.report.model import verdict_of
+
+    return Report(verdict=verdict_of(findings), plan=base.plan if base is not None else None, findings=findings, sides=sides,
+                  kernel=cluster.kernel, runtime=base.runtime if base is not None else cluster.runtime, extra=extra)
+
+
+def pair_sides(cluster: Any) -> tuple[Any, Any]:
+    """The (prefill, decode) ``Side`` of a pair deployment's decision (None where refused)."""
+    dep = cluster.deployments[0]
+    by = {c.role: c.side for c in dep.classes}
+    return by.get("prefill"), by.get("decode")
