@@ -29,9 +29,37 @@ def write_config(tmp: Path, name: str, model: str, args: dict) -> Path:
     return path
 
 
-def run_cli(*args: str, cwd: Path = REPO, timeout: float = 60) -> subprocess.CompletedProcess:
+# The release a pair test runs on when it names none. Before the release window (issue 14)
+# the pair path took the SGLang installed in the test venv (0.5.23) for a side whose input
+# named no release; tests that rested on that assumption now say it: ``run_cli`` adds
+# ``--sglang-version PAIR_TEST_RELEASE`` to a ``preflight --prefill/--decode`` that names no
+# release itself (``pin=False`` keeps the window: tests of the release stage).
+PAIR_TEST_RELEASE = "0.5.23"
+_RELEASE_OPTIONS = ("--sglang-version", "--prefill-sglang-version", "--decode-sglang-version")
+
+
+def run_cli(*args: str, cwd: Path = REPO, timeout: float = 60, pin: bool = True) -> subprocess.CompletedProcess:
     """Run ``python -m kvcheck ARGS`` in a fresh process, as a user would."""
+    args = tuple(args)
+    if pin and args[:1] == ("preflight",) and ("--prefill" in args or "-p" in args) and not any(a.split("=")[0] in _RELEASE_OPTIONS for a in args):
+        if not any(_names_release(a) for a in args):
+            args = args + ("--sglang-version", PAIR_TEST_RELEASE)
     return subprocess.run([sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def _names_release(arg: str) -> bool:
+    """A pair input that names its own release (a ``kvcheck-sglang-version`` key, a
+    snapshot's ``/server_info`` version) or is a live server."""
+    if arg.startswith(("http://", "https://")):
+        return True
+    p = Path(arg)
+    try:
+        if p.is_file() and p.stat().st_size < 1 << 20:
+            text = p.read_text(errors="replace")
+            return "kvcheck-sglang-version" in text or '"server_info"' in text
+    except OSError:
+        return False
+    return False
 
 
 def preflight_json(tmp: Path, model: str, prefill: dict, decode: dict, *extra: str, decode_model: str | None = None) -> tuple[int, dict]:

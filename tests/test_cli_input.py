@@ -37,12 +37,27 @@ def test_yaml_syntax_error_names_line(tmp_path):
     _assert_input_error(proc, "prefill.yaml", "YAML syntax error at line")
 
 
+def _assert_refused(proc, *needles):
+    """A server flag the runtime's parser refuses: that server's start-up refusal (exit 1,
+    ``startup-argparse`` with argparse's text), the same on the pair and the -f path
+    (issue 14: exit 2 is for kvcheck's own input only)."""
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    f = next(f for f in report["findings"] if f["id"] == "startup-argparse")
+    text = f["message"] + " " + f["fix"]
+    for n in needles:
+        assert n in text, text
+    return f
+
+
 def test_misspelled_flag_is_refused_like_sglang_with_the_nearest_name(tmp_path):
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "page-sise": 16})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json")
     # SGLang's argparse: "unrecognized arguments: --page-sise 16".
-    _assert_input_error(proc, "prefill.yaml", "unrecognized arguments: --page-sise 16", "--page-size")
+    f = _assert_refused(proc, "prefill.yaml", "unrecognized arguments: --page-sise 16", "--page-size")
+    assert f["runtime_error"]["message"] == "unrecognized arguments: --page-sise 16"
 
 
 def test_valid_but_unmodelled_flag_is_accepted(tmp_path):
@@ -57,18 +72,21 @@ def test_valid_but_unmodelled_flag_is_accepted(tmp_path):
 def test_wrong_type_names_the_flag(tmp_path):
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "tp-size": "two"})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
-    _assert_input_error(proc, "prefill.yaml", "--tp-size", "two")
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json")
+    _assert_refused(proc, "prefill.yaml", "--tp-size", "two")
 
 
 def test_model_dir_without_config_json(tmp_path):
     empty = tmp_path / "model"
     empty.mkdir()
     p = tmp_path / "prefill.yaml"
-    p.write_text(f"model-path: {empty}\ndisaggregation-mode: prefill\n")
+    p.write_text(f"model-path: {empty}\ndisaggregation-mode: prefill\ndisaggregation-transfer-backend: nixl\n")
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
-    _assert_input_error(proc, "no config.json", "--model-path", "--model-config")
+    # As with -f: a model kvcheck cannot read is unknown-model (unchecked), naming the path.
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json")
+    assert proc.returncode == 4, (proc.stdout, proc.stderr)
+    f = next(f for f in json.loads(proc.stdout)["findings"] if f["id"] == "unknown-model")
+    assert str(empty) in f["message"] and "--model-config" in f["fix"]
 
 
 def test_hub_id_needs_model_config_and_then_works(tmp_path):
@@ -76,8 +94,11 @@ def test_hub_id_needs_model_config_and_then_works(tmp_path):
     p.write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\ndisaggregation-mode: prefill\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
     d = tmp_path / "decode.yaml"
     d.write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\ndisaggregation-mode: decode\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
-    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
-    _assert_input_error(proc, "hub id", "--model-config")
+    # As with -f: a hub id is found in kvcheck's catalog (its config.json read from the
+    # public repository), and the source is said.
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["plan"]["segments"] == [[0, 64, "VRAM", "VRAM"]]
     proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--model-config", str(model_dir("llama-3.1-8b") / "config.json"), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["plan"]["segments"] == [[0, 64, "VRAM", "VRAM"]]
@@ -192,7 +213,7 @@ def test_closing_the_pipe_early_keeps_the_verdicts_exit_status():
     import subprocess
     import sys
 
-    cmd = f"{sys.executable} -m kvcheck preflight -p configs/aligned/prefill.yaml -d configs/aligned/decode.yaml | head -1; echo rc=${{PIPESTATUS[0]}}"
+    cmd = f"{sys.executable} -m kvcheck preflight -p configs/aligned/prefill.yaml -d configs/aligned/decode.yaml --sglang-version 0.5.23 | head -1; echo rc=${{PIPESTATUS[0]}}"
     out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, cwd=REPO, timeout=60).stdout
     assert out.startswith("PASS") and out.strip().endswith("rc=0"), out
 

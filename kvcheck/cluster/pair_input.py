@@ -158,7 +158,19 @@ def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> In
     keys = [k if str(k).startswith("--") else f"--{str(k).replace('_', '-')}" for k in data]
     inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,  # type: ignore[arg-type]
                     arg_locations=_locations(text, path, keys), release_clues=clues, kind="json", **kw)
-    inst.parse_for = lambda v: args_from_mapping(data, spec, v)  # type: ignore[attr-defined]
+    def parse_for(v: str) -> dict[str, Any]:
+        # JSON args are kvcheck's own format (SGLang has none): what it refuses is bad
+        # input (exit 2), except a flag name that release does not have.
+        from kvcheck.release.window import NotARefusal
+
+        try:
+            return args_from_mapping(data, spec, v)
+        except InputError as exc:
+            if "unrecognized" in str(exc) or "ambiguous" in str(exc) or "invalid choice" in str(exc):
+                raise
+            raise NotARefusal(exc) from None
+
+    inst.parse_for = parse_for  # type: ignore[attr-defined]
     return inst
 
 

@@ -93,6 +93,7 @@ class ClusterOptions:
 class _Caches:
     argv: dict[tuple, Any] = field(default_factory=dict)
     parsed: dict[tuple, Any] = field(default_factory=dict)
+    flags: dict[tuple, Any] = field(default_factory=dict)
     models: dict[tuple, Any] = field(default_factory=dict)
     parsed_models: dict[Any, Any] = field(default_factory=dict)
 
@@ -209,16 +210,16 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
     return out
 
 
-def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[dict[str, Any], Any]:
-    """(args dest -> value, typed ServerArgs) of ``inst.argv`` read with release
-    ``table``'s flags (default: the newest modeled), cached per argv and release."""
+def _flags(inst: Instance, caches: _Caches, table: str | None = None) -> dict[str, Any]:
+    """``inst``'s flags (dest -> value) as release ``table``'s own argument parser reads them
+    (default: the newest modeled), cached per argv and release. Raises ``InputError``
+    (``ArgparseRefusal``) where that parser refuses them: the release stage narrows the
+    side's window with it."""
     custom = getattr(inst, "parse_for", None)  # a pair file read by kvcheck.cluster.pair_input
     key = (id(inst) if custom else tuple(inst.argv), table)
-    hit = caches.parsed.get(key)
+    hit = caches.flags.get(key)
     if hit is None:
-        from kvcheck.sglang.args import build_server_args
         from kvcheck.sglang.flags import FlagTable
-
         from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
 
         # Before anything can echo a token (an error line quoting a bad value): every
@@ -231,7 +232,36 @@ def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[d
             else:
                 args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
             args.pop("config", None)
-            typed = build_server_args(args, source)
+            hit = args
+        except InputError as exc:
+            hit = exc
+        caches.flags[key] = hit
+    if isinstance(hit, InputError):
+        raise hit
+    return hit
+
+
+def _parses(inst: Instance, caches: _Caches, table: str) -> bool:
+    try:
+        _parse(inst, caches, table)
+        return True
+    except InputError:
+        return False
+
+
+def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[dict[str, Any], Any, str]:
+    """(args dest -> value, typed ServerArgs, class-key dump) of ``inst`` read with release
+    ``table``'s flags. Raises ``InputError``: the parser's refusal, or kvcheck's own typing
+    refusing a value (a page size of 0: bad input, exit 2)."""
+    custom = getattr(inst, "parse_for", None)
+    key = (id(inst) if custom else tuple(inst.argv), table)
+    hit = caches.parsed.get(key)
+    if hit is None:
+        from kvcheck.sglang.args import build_server_args
+
+        args = _flags(inst, caches, table)
+        try:
+            typed = build_server_args(args, f"{inst.location} ({inst.name})")
             hit = (args, typed, repr(sorted(typed.model_dump(exclude=NOT_IN_CLASS_KEY).items())))
         except InputError as exc:
             hit = exc
@@ -294,9 +324,10 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
     if inst.unresolved:
         ir.findings += _unresolved_findings(inst)
         if any(u.flag for u in inst.unresolved):
-            try:
-                _parse(inst, caches)
-            except InputError:  # the unresolved value is what does not parse: unchecked, not bad input
+            from kvcheck.release import manifest
+
+            if not any(_parses(inst, caches, v) for v in reversed(manifest.pd_releases())):
+                # the unresolved value is what does not parse: unchecked, not bad input
                 ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
                 return ir
     pre = getattr(inst, "prebuilt_side", None)
@@ -403,7 +434,7 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
     from kvcheck.sides import RELEVANT_ENV
 
     notes: list[tuple] = []
-    sr = side_window(_clues(inst, opts), lambda v: _parse(inst, caches, v))
+    sr = side_window(_clues(inst, opts), lambda v: _flags(inst, caches, v))
     if sr.refusal is not None:
         raise _Refused(sr)
     if sr.problem is not None:
@@ -413,7 +444,7 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
         table = None
         for v in reversed(manifest.flag_releases()):
             try:
-                _parse(inst, caches, v)
+                _flags(inst, caches, v)
                 table = v
                 break
             except InputError:
@@ -421,7 +452,7 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
         if table is None:
             sr.refused_on = manifest.flag_releases()
             try:
-                _parse(inst, caches, manifest.NEWEST)
+                _flags(inst, caches, manifest.NEWEST)
             except InputError as exc:
                 sr.refusal = (manifest.NEWEST, exc)
             raise _Refused(sr)
@@ -538,7 +569,7 @@ def _side_builder(ir: InstanceResult, caches: _Caches, build: tuple):
     model_path = ir.model
 
     def build_for(release: str):
-        args = dict(ir.args or {}) if release == table else dict(_parse(inst, caches, release)[0])
+        args = dict(ir.args or {}) if release == table else dict(_flags(inst, caches, release))
         if model_path and not args.get("model_path"):
             args["model_path"] = model_path
         if sr.problem is not None:

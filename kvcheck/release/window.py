@@ -29,6 +29,15 @@ from kvcheck.release import manifest
 from kvcheck.release.version import span, version_key
 
 
+class NotARefusal(Exception):
+    """Raised by a ``parse`` callable for an error that is kvcheck's own input, not a
+    release's parser refusing a flag (``error``: the ``InputError`` to raise, exit 2)."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
 @dataclass
 class SideRelease:
     """What kvcheck knows of one side's SGLang release.
@@ -125,6 +134,8 @@ def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
         try:
             out.parsed[v] = parse(v)
             accepted.append(v)
+        except NotARefusal as exc:
+            raise exc.error from None
         except Exception as exc:  # the release's parser refuses the side's flags
             from kvcheck.errors import InputError
 
