@@ -207,10 +207,15 @@ def test_ignore_a_cluster_finding():
     assert all(x.finding.ignored for x in r.deployments[0].findings if x.finding.id == "one-backend")
 
 
-def test_bad_args_are_bad_input_naming_the_instance():
+def test_a_flag_no_release_accepts_is_that_servers_start_up_refusal():
+    # Issue 14: a server flag the runtime refuses is a failed deployment (exit 1), named
+    # at its instance, not kvcheck's bad input (exit 2).
     p = inst("prefill", "p0", "--page-sise", "16")
-    with pytest.raises(InputError, match=r"deploy.yaml:1 \(p0\).*--page-size"):
-        check_deployments([dep(p, inst("decode", "d0"))])
+    r = check_deployments([dep(p, inst("decode", "d0"))])
+    f = next(x for x in r.deployments[0].pairs[0].findings if x.finding.id == "startup-argparse")
+    assert f.finding.severity == Severity.ERROR and "p0" in f.finding.message and "--page-size" in f.finding.fix
+    assert f.finding.runtime_error.message == "unrecognized arguments: --page-sise 16"
+    assert r.exit_code == 1
 
 
 def test_no_instances_is_bad_input():

@@ -82,7 +82,7 @@ def test_one_model_config_for_two_model_paths_is_unchecked(tmp_path):
 
 def test_model_config_may_be_a_model_directory_with_f(tmp_path):
     f = _script(tmp_path, *_pair("meta-llama/Meta-Llama-3.1-8B"))
-    proc = run_cli("preflight", "-f", str(f), "--model-config", LLAMA)
+    proc = run_cli("preflight", "-f", str(f), "--model-config", LLAMA, "--sglang-version", "0.5.23")  # the release this rested on (was assumed)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -91,8 +91,8 @@ def test_a_secret_in_the_launch_line_never_reaches_an_error_line(tmp_path):
     p = f"{LAUNCH} --model-path {LLAMA} --disaggregation-mode prefill --api-key={secret} --page-size {secret}"
     d = f"{LAUNCH} --model-path {LLAMA} --disaggregation-mode decode --port 30001"
     proc = run_cli("preflight", "-f", str(_script(tmp_path, p, d)))
-    assert proc.returncode == 2
-    assert secret not in proc.stderr and secret not in proc.stdout and "--page-size" in proc.stderr
+    assert proc.returncode == 1  # the server refuses its --page-size value at start-up (issue 14)
+    assert secret not in proc.stderr and secret not in proc.stdout and "--page-size" in proc.stdout
 
 
 def test_a_self_doubling_variable_is_refused_in_bounded_memory(tmp_path):

@@ -456,7 +456,7 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
             except InputError as exc:
                 sr.refusal = (manifest.NEWEST, exc)
             raise _Refused(sr)
-        release, release_source = sr.named or "unknown", sr.problem
+        release, release_source = sr.named, sr.problem
     else:
         table = sr.releases[-1]
         release, release_source = sr.releases[0] if sr.pinned else None, sr.how
