@@ -124,7 +124,7 @@ def _headline(located: list[Located]) -> str:
     if not live or live[0].severity == Severity.INFO:
         return ""
     f = live[0]
-    text = f"{f.id}: " + (f.runtime_error.message if f.runtime_error is not None else f.message)
+    text = f"{f.id}: " + (f.runtime_error.message if f.runtime_error is not None and f.runtime_error.message else f.message)
     return text if len(text) <= 240 else text[:237] + "..."
 
 
@@ -152,7 +152,7 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
         sev = Severity.UNCHECKED if len(verdicts) > 1 else Severity.INFO
         findings.append(finding(
             "release-window", sev,
-            f"{p.id} x {d.id}: the answer depends on the SGLang release, which the deployment does not pin ({window}): {window_table(merged)}",
+            f"{p.id} x {d.id}: the answer depends on the SGLang release, which the deployment does not pin ({window}): {window_table(_table_groups(groups))}",
             "Pin the image tag (lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or --prefill-/--decode-sglang-version) with the release the servers run.",
             d.first.instance.location))
     verdict = verdict_of([x.finding for x in findings + class_findings])
@@ -162,6 +162,26 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
     pr.releases = _releases_contract(p, d, cands, merged, len(groups))
     report.extra["release_window"] = pr.releases
     return pr
+
+
+def _table_groups(groups: list) -> list:
+    """The per-release table's rows: releases with the same verdict and the same first
+    finding (a pass row joins every passing release)."""
+    from kvcheck.release.window import Group
+
+    rows: dict[tuple, Group] = {}
+    for g in groups:
+        key = (g.outcome[0], g.text.split(":", 1)[0] if g.outcome[0] in ("fail", "unchecked") else "")
+        row = rows.get(key)
+        if row is None:
+            rows[key] = Group(pairs=list(g.pairs), outcome=g.outcome, text=g.text)
+        else:
+            row.pairs += g.pairs
+    from kvcheck.release.version import version_key
+
+    for row in rows.values():
+        row.pairs.sort(key=lambda t: (version_key(t[0]), version_key(t[1])))
+    return list(rows.values())
 
 
 def _merge_group_findings(merged: list) -> list[Located]:
@@ -189,7 +209,7 @@ def _merge_group_findings(merged: list) -> list[Located]:
 
         pairs = [pr for g in gs for pr in g.pairs]
         f = x.finding.model_copy(deep=True)
-        f.message = f"on SGLang {releases_label(sorted(set(pairs)))} only: {f.message}"
+        f.message = f"on SGLang {releases_label(list(set(pairs)))} only: {f.message}"
         if f.severity == Severity.ERROR and len(verdicts) > 1:
             f.severity = Severity.UNCHECKED
         out.append(Located(f, x.location, list(x.also)))

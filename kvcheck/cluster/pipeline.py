@@ -538,7 +538,7 @@ def _group(instances: list[InstanceResult], opts: ClusterOptions, caches: _Cache
                 cls.side = pre
                 cls.window = _pinned_window(pre)
             elif build is not None and not build[4]:
-                cls.window = build[5] if build[5].problem is None else None
+                cls.window = build[5]
                 cls.build_for = _side_builder(ir, caches, build)
                 cls.side = cls.build_for(build[6])
         ir.class_id = cls.id

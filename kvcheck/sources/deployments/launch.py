@@ -235,6 +235,22 @@ def _resolve_name(name: str):
         return None
 
 
+def misspelled_mode(argv: list[str]) -> str | None:
+    """``prefill``/``decode`` when ``argv`` gives that value to an option SGLang does not
+    have whose name is a near miss of ``--disaggregation-mode``, else None."""
+    import difflib
+
+    for k, tok in enumerate(argv):
+        if not tok.startswith("--") or resolve_option(tok) is not None:
+            continue
+        name, _, value = tok.partition("=")
+        if not value and k + 1 < len(argv):
+            value = argv[k + 1]
+        if value in ("prefill", "decode") and difflib.SequenceMatcher(None, name, "--disaggregation-mode").ratio() >= 0.8:
+            return value
+    return None
+
+
 def option_value(argv: list[str], dest: str) -> str | None:
     """The last value given to the SGLang option storing into ``dest`` in ``argv``."""
     value = None
@@ -361,6 +377,12 @@ def instance_from_launch(
     argv = [w.text for w in args]
     loc = location or Location(file, launch.line)
     mode = option_value(argv, "disaggregation_mode")
+    if mode is None:
+        # A misspelled --disaggregation-mode (``--disagregation-mode prefill``): the server
+        # is meant as that role, and its own parser refuses the flag at start-up. Kept as
+        # an instance of that role, so the pipeline reports the refusal at this line
+        # (issue 14/15), not a missing role.
+        mode = misspelled_mode(argv)
     words_unresolved = [w for w in args if w.unresolved]
     if mode not in ("prefill", "decode"):
         # the role itself behind a variable: say so instead of skipping the server

@@ -1,0 +1,137 @@
+"""One pipeline (issue 15): the same deployment gets the same verdict, finding ids and exit
+status as a pair (``--prefill/--decode``) and as an ``-f`` script of its two launch lines.
+
+Each case is run in-process through the real command line (typer's runner), both ways.
+The three disagreements a new user found are held here, and a generated set of pairs
+(models, TP, page sizes, KV dtypes, backends, environments, pinned and unpinned
+releases) is compared path against path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+from typer.testing import CliRunner
+
+from helpers import model_dir
+
+from kvcheck.cli import app
+
+LAUNCH = "python -m sglang.launch_server"
+
+
+def _line(model: str, role: str, flags: str) -> str:
+    return f"{LAUNCH} --model-path {model_dir(model)} --disaggregation-mode {role} {flags}".strip()
+
+
+def _run(*args: str) -> tuple[int, dict]:
+    res = CliRunner().invoke(app, ["preflight", *args, "--format", "json"], catch_exceptions=False)
+    assert res.stdout.strip(), res.output
+    return res.exit_code, json.loads(res.stdout)
+
+
+def _ids(report: dict) -> list[str]:
+    out = [f["id"] for f in report["findings"] if not f.get("ignored")]
+    for pair in report.get("pairs") or []:
+        out += [f["id"] for f in pair["findings"] if not f.get("ignored")]
+    return sorted(set(out))
+
+
+def _both(tmp, model, p_flags, d_flags, *extra, decode_model=None, p_env=None, d_env=None, name="case"):
+    """(pair path, -f path): each (exit status, verdict, finding ids, report)."""
+    case = tmp / name
+    case.mkdir()
+    p_line, d_line = _line(model, "prefill", p_flags), _line(decode_model or model, "decode", d_flags + " --port 30001")
+    (case / "prefill.sh").write_text(p_line + "\n")
+    (case / "decode.sh").write_text(d_line + "\n")
+    (case / "deploy.sh").write_text(p_line + "\n" + d_line + "\n")
+    env_args = []
+    for opt, env in (("--prefill-env", p_env), ("--decode-env", d_env)):
+        if env:
+            f = case / f"{opt[2:]}.env"
+            f.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
+            env_args += [opt, str(f)]
+    rc_p, pair = _run("--prefill", str(case / "prefill.sh"), "--decode", str(case / "decode.sh"), *env_args, *extra)
+    rc_f, dep = _run("-f", str(case / "deploy.sh"), *env_args, *extra)
+    return (rc_p, pair["verdict"], _ids(pair), pair), (rc_f, dep["verdict"], _ids(dep), dep)
+
+
+def _same(a, b):
+    assert a[:3] == b[:3], f"pair {a[:3]} != -f {b[:3]}"
+
+
+NIXL = "--disaggregation-transfer-backend nixl --page-size 16"
+
+
+def test_a_mooncake_pair_is_unchecked_on_both_paths(tmp_path):
+    pair, dep = _both(tmp_path, "llama-3.1-8b", "--page-size 16", "--page-size 16", "--sglang-version", "0.5.23")
+    _same(pair, dep)
+    assert pair[0] == 4 and pair[1] == "unchecked" and "backend-not-modeled" in pair[2]
+
+
+def test_a_nixl_backend_the_runtime_does_not_have_fails_on_both_paths(tmp_path):
+    pair, dep = _both(tmp_path, "llama-3.1-8b", NIXL, NIXL, "--sglang-version", "0.5.23",
+                      p_env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "NOPE"})
+    _same(pair, dep)
+    assert pair[0] == 1 and pair[1] == "fail"
+
+
+@pytest.mark.parametrize("typo", ["--disaggregation-mdoe prefill", "--page-sise 16"])
+def test_a_typo_inside_the_file_is_that_servers_start_up_refusal_at_its_line(tmp_path, typo):
+    case = tmp_path / "typo"
+    case.mkdir()
+    good = f"--disaggregation-transfer-backend nixl --page-size 16"
+    p_line = f"{LAUNCH} --model-path {model_dir('llama-3.1-8b')} " + (typo if "mdoe" in typo else f"--disaggregation-mode prefill {typo}") + f" {good}"
+    d_line = _line("llama-3.1-8b", "decode", good + " --port 30001")
+    (case / "deploy.sh").write_text(f"# two servers\n{p_line}\n{d_line}\n")
+    (case / "prefill.sh").write_text(p_line + "\n")
+    (case / "decode.sh").write_text(d_line + "\n")
+    rc, dep = _run("-f", str(case / "deploy.sh"))
+    assert rc == 1 and dep["verdict"] == "fail", dep
+    f = next(f for f in dep["pairs"][0]["findings"] if f["id"] == "startup-argparse")
+    assert f["line"] == 2 and f["file"].endswith("deploy.sh")
+    assert "unrecognized arguments: " + typo.split()[0] in f["runtime_error"]["message"]
+    assert "missing-role" not in _ids(dep)
+    rc_p, pair = _run("--prefill", str(case / "prefill.sh"), "--decode", str(case / "decode.sh"))
+    assert (rc_p, pair["verdict"], _ids(pair)) == (rc, dep["verdict"], _ids(dep))
+
+
+# A generated set: every combination is a deployment someone could write; a fixed seed
+# keeps the draw (and the CI cost) the same on every run.
+# (Aligned choices are listed more than once so that about half the draws pass.)
+_MODELS = [("llama-3.1-8b", "llama-3.1-8b")] * 2 + [("qwen3-8b", "qwen3-8b"), ("deepseek-v3", "deepseek-v3"), ("llama-3.1-8b", "qwen3-8b")]
+_TP = [(1, 1), (2, 2), (2, 2), (1, 2)]
+_PAGE = [(16, 16), (16, 16), (16, 64), (None, None)]
+_BACKEND = [("nixl", "nixl")] * 3 + [("nixl", "mooncake"), ("mooncake", "mooncake")]
+_DTYPE = [(None, None)] * 3 + [("fp8_e4m3", "fp8_e4m3"), ("fp8_e4m3", None)]
+_RELEASE = [("--sglang-version", "0.5.23"), ("--sglang-version", "0.5.12.post1"), ("--prefill-sglang-version", "0.5.22"), None]
+_ENV = [None, {"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"}]
+
+
+def _flags(tp, page, backend, dtype):
+    out = [f"--tp-size {tp}", f"--disaggregation-transfer-backend {backend}"]
+    if page:
+        out.append(f"--page-size {page}")
+    if dtype:
+        out.append(f"--kv-cache-dtype {dtype}")
+    return " ".join(out)
+
+
+_CASES = random.Random(15).sample(list(itertools.product(_MODELS, _TP, _PAGE, _BACKEND, _DTYPE, _RELEASE, _ENV)), 16)
+
+
+@pytest.mark.parametrize("n", range(len(_CASES)))
+def test_generated_pairs_agree_as_a_pair_and_as_an_f_script(tmp_path, n):
+    (pm, dm), (ptp, dtp), (pp, dp), (pb, db), (pdt, ddt), release, env = _CASES[n]
+    extra = list(release) if release else []
+    if release and release[0] == "--prefill-sglang-version":
+        extra += ["--decode-sglang-version", "0.5.23"]
+    pair, dep = _both(tmp_path, pm, _flags(ptp, pp, pb, pdt), _flags(dtp, dp, db, ddt), *extra, decode_model=dm, d_env=env)
+    _same(pair, dep)
+    # The pair JSON contract (DESIGN.md Part 3) holds on the pair path.
+    report = pair[3]
+    assert set(report) >= {"verdict", "plan", "findings"} and "pairs" not in report
+    assert {"path", "n_src", "n_dst", "segments"} <= set(report["plan"] or {"path": 0, "n_src": 0, "n_dst": 0, "segments": 0})
