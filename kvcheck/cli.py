@@ -349,25 +349,22 @@ def inspect_agent(
 
 @app.command("checks")
 def list_checks(check_id: Optional[str] = typer.Argument(None, help="Show one check's documentation.")) -> None:
-    """List every check: id, severity, what it catches, why the runtime breaks, the fix."""
-    from kvcheck.checks import REGISTRY
-    from kvcheck.preflight import FINDING_IDS
+    """List every check (pair, start-up, cluster, live, and the pipeline's own findings): id, severity, what it catches, why the runtime breaks, the fix."""
+    from kvcheck.checks.ids import all_checks, find_check
 
-    items = REGISTRY.values()
+    items = all_checks()
     if check_id:
-        from kvcheck.preflight import _check_of
-
-        key = _check_of(check_id)
-        if key not in REGISTRY:
+        hit = find_check(check_id)
+        if hit is None:
             raise KvcheckError(f"unknown check id {check_id!r}; run 'kvcheck checks' for the list")
-        items = [REGISTRY[key]]
+        items = [hit]
     for chk in items:
-        typer.echo(f"{chk.id} [{chk.severity.value}] {chk.title}")
-        typer.echo(f"  what: {chk.what}")
-        typer.echo(f"  why:  {chk.why}")
-        typer.echo(f"  fix:  {chk.fix}")
-        if chk.id in FINDING_IDS:
-            typer.echo(f"  finding ids: {', '.join(FINDING_IDS[chk.id])}")
+        typer.echo(f"{chk['id']} [{chk['severity']}] {chk['title']}" + ("" if chk["scope"] == "pair" else f" ({chk['scope']})"))
+        typer.echo(f"  what: {chk['what']}")
+        typer.echo(f"  why:  {chk['why']}")
+        typer.echo(f"  fix:  {chk['fix']}")
+        if chk["finding_ids"]:
+            typer.echo(f"  finding ids: {', '.join(chk['finding_ids'])}")
 
 
 EXPLAIN_EPILOG = (

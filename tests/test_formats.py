@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kvcheck.checks import REGISTRY
-from kvcheck.preflight import _check_of
+from kvcheck.checks.ids import check_of as _check_of
 from kvcheck.report.github import command, escape_data, escape_property
 from tests.helpers import preflight_json, run_cli, write_config
 

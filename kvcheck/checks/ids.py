@@ -53,3 +53,46 @@ def apply_ignore(findings, ignore) -> None:
     for f in findings:
         if f.id in ignore or check_of(f.id) in ignore:
             f.ignored = True
+
+
+# The pipeline's own findings (kvcheck.cluster.pipeline / decide / pair_input): documented
+# here so that ``kvcheck checks ID`` answers for every id kvcheck prints.
+PIPELINE_DOCS = {
+    "unresolved-variable": ("unchecked", "A $VAR in a launch line or manifest that has no value.", "The flag's value, and so the pair, cannot be read.", "Give the variable a value (in the file, --env FILE, or kvcheck's environment)."),
+    "unknown-model": ("unchecked", "A model whose config.json kvcheck cannot read (not local, not in a Hugging Face cache, not in the catalog).", "The KV regions depend on the model's layers, heads and dtypes.", "Pass --model-config FILE or --models DIR."),
+    "unknown-gpu": ("unchecked", "A GPU name kvcheck does not know.", "Page sizes, attention backends and KV dtypes are chosen by GPU.", "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX)."),
+    "backend-not-modeled": ("unchecked", "A pair where neither side uses NIXL (Mooncake, SGLang's default).", "kvcheck models NIXL's transfer decision only; the backend-independent bootstrap checks still run.", "Check on staging, use --disaggregation-transfer-backend nixl, or --allow-unchecked."),
+    "deployment-problem": ("unchecked", "A part of the deployment the reader could not take as written.", "A pair may be missing or wrong.", "Fix the manifest line named, or check this part by hand."),
+    "release-window": ("unchecked", "A pair whose SGLang release is not pinned, decided on every release its sides may run: unchecked when the answers differ (a per-release table), info when they agree.", "The PD path, start-up and flags change between releases; an assumed release would decide the verdict.", "Pin the image tag or pass --sglang-version."),
+    "release-clues-disagree": ("warning", "Clues to a side's release (image tag, recipe pin, pip line, --sglang-version) that name different releases.", "The strongest clue decides; the others may be stale.", "Make them name one release."),
+    "not-disaggregated": ("warning", "An SGLang server without --disaggregation-mode among PD servers.", "It takes no part in KV transfer.", "Add --disaggregation-mode prefill or decode if it serves PD traffic."),
+    "env-from": ("warning", "A Kubernetes envFrom kvcheck cannot read (usually a Secret).", "Variables from it may change the transfer.", "Pass the variables with --env FILE."),
+}
+
+
+def all_checks() -> list[dict]:
+    """Every check kvcheck runs, in one list: pair checks (``kvcheck.checks.REGISTRY``),
+    cluster checks (``kvcheck.cluster.checks.CLUSTER_CHECKS``) and the pipeline's own
+    findings; each ``{id, scope, severity, title, what, why, fix, finding_ids}``."""
+    from kvcheck.checks import REGISTRY
+    from kvcheck.cluster.checks import CLUSTER_CHECKS
+
+    out = [{"id": c.id, "scope": "pair", "severity": c.severity.value, "title": c.title, "what": c.what, "why": c.why, "fix": c.fix,
+            "finding_ids": list(FINDING_IDS.get(c.id, []))} for c in REGISTRY.values()]
+    out += [{"id": c.id, "scope": "cluster", "severity": c.severity.value, "title": c.title, "what": c.what, "why": c.why, "fix": c.fix,
+             "finding_ids": []} for c in CLUSTER_CHECKS.values()]
+    out += [{"id": i, "scope": "pipeline", "severity": sev, "title": what.split(". ")[0].rstrip("."), "what": what, "why": why, "fix": fix,
+             "finding_ids": []} for i, (sev, what, why, fix) in PIPELINE_DOCS.items()]
+    for name in ("agents", "probe"):
+        if name in REGISTRY:
+            continue
+        out.append({"id": name, "scope": "live", "severity": "error", "title": f"live NIXL {name} findings", "what": f"Findings of --prefill-agent/--decode-agent{' and --probe' if name == 'probe' else ''}.",
+                    "why": "Live agents show what NIXL registered and moved.", "fix": "See each finding's fix.", "finding_ids": list(FINDING_IDS[name])})
+    return out
+
+
+def find_check(check_id: str) -> dict | None:
+    """The ``all_checks()`` entry that owns ``check_id`` (a check id or a finding id)."""
+    owner = check_of(check_id)
+    checks = all_checks()
+    return next((c for c in checks if c["id"] == check_id), None) or next((c for c in checks if c["id"] == owner), None)

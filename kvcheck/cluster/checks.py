@@ -24,13 +24,19 @@ DEFAULT_HTTP_PORT = 30000  # ServerArgs.port (0.5.23)
 
 @dataclass(frozen=True)
 class ClusterCheck:
-    """A named cluster-wide check: ``id``, ``severity``, ``what`` it catches, ``fix``."""
+    """A named cluster-wide check: ``id``, ``severity``, ``what`` it catches, ``fix``,
+    ``why`` the runtime breaks (the check function's docstring) and a ``title``."""
 
     id: str
     severity: Severity
     what: str
     fix: str
     run: Callable[[Deployment, list[InstanceResult]], list[Located]]
+    why: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.what.split(". ")[0].rstrip(".")
 
 
 CLUSTER_CHECKS: dict[str, ClusterCheck] = {}
@@ -40,7 +46,8 @@ def cluster_check(id: str, severity: Severity, *, what: str, fix: str):
     """Register ``fn(deployment, instances) -> list[Located]`` under ``id``."""
 
     def wrap(fn):
-        CLUSTER_CHECKS[id] = ClusterCheck(id, severity, what, fix, fn)
+        why = " ".join((fn.__doc__ or "").split())
+        CLUSTER_CHECKS[id] = ClusterCheck(id, severity, what, fix, fn, why)
         return fn
 
     return wrap
@@ -80,6 +87,9 @@ def _node_args(argv: list[str], source: str) -> dict[str, Any] | None:
     fix="Add the missing role (a server with --disaggregation-mode decode or prefill), or read the files that hold it together (-f FILE -f FILE).",
 )
 def missing_role(dep: Deployment, instances: list[InstanceResult]) -> list[Located]:
+    """A PD request needs both roles: the router sends it to a prefill and a decode, and
+    the decode waits for the prefill's KV (``SGLANG_DISAGGREGATION_WAITING_TIMEOUT``); with
+    one role missing no request completes."""
     roles = {ir.instance.role for ir in instances}
     chk = CLUSTER_CHECKS["missing-role"]
     for have, lack in (("prefill", "decode"), ("decode", "prefill")):

@@ -460,7 +460,7 @@ def _record(hits: dict[str, Hit], entry: Entry, lineno: int, text: str, values: 
 def attach_preflight(explanation: Explanation, report, catalog: Catalog | None = None) -> Explanation:
     """Point each hit to the finding of ``report`` (a preflight ``Report``) that predicts
     it, and record the preflight's verdict and findings on the explanation."""
-    from kvcheck.preflight import _check_of
+    from kvcheck.checks.ids import check_of as _check_of
 
     catalog = catalog or load_catalog()
     findings = [f for f in report.findings]

@@ -81,7 +81,7 @@ def predicted_by(check_id: str | None) -> str:
     check that emits it."""
     if not check_id:
         return "no preflight check (kvcheck does not predict it)"
-    from kvcheck.preflight import _check_of
+    from kvcheck.checks.ids import check_of as _check_of
 
     owner = _check_of(check_id)
     where = f" (finding {check_id} of check {owner})" if owner != check_id else ""

@@ -26,7 +26,7 @@ CLASSNAME = "kvcheck.preflight"
 
 
 def _check_of(finding_id: str) -> str:
-    from kvcheck.preflight import _check_of as check_of
+    from kvcheck.checks.ids import check_of
 
     return check_of(finding_id)
 
