@@ -96,14 +96,10 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     runtime error stays visible (marked ignored) and still counts as ignored only.
     """
     kernel_name, k = choose_kernel(kernel)
-    ignore = set(ignore)
-    unknown = ignore - set(REGISTRY) - set(all_finding_ids())
-    if unknown:
-        import difflib
+    from kvcheck.checks.ids import validate_ignore
 
-        known = sorted(set(REGISTRY) | set(all_finding_ids()))
-        hints = [f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, known, n=1)) else u for u in sorted(unknown)]
-        raise InputError(f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore")
+    ignore = set(ignore)
+    validate_ignore(ignore)
     pg = dg = None
     plan: Plan | None = None
     from kvcheck.sglang.releases import side_release
@@ -150,9 +146,9 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         if not releases_known and chk.id != "unknown-release":
             continue
         findings.extend(chk.run(ctx))
-    for f in findings:
-        if f.id in ignore or _check_of(f.id) in ignore:
-            f.ignored = True
+    from kvcheck.checks.ids import apply_ignore
+
+    apply_ignore(findings, ignore)
     order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
     findings.sort(key=lambda f: (f.ignored, order[f.severity]))
     _mark_first(findings, extra)
@@ -210,53 +206,6 @@ def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeo
             d.path, d.error, d.corruption, d.unchecked = None, None, None, why
     extra["state_decisions"] = decisions
     extra["states_decided"] = pg.state_types == dg.state_types and all(d.unchecked is None for d in decisions)
-
-
-def refused_report(sides: dict, refusals: dict, *, ignore: Iterable[str] = ()) -> Report:
-    """The report for a pair where SGLang's own argument parser refuses one side's flags or
-    both (``refusals``: role -> ``kvcheck.errors.ArgparseRefusal``; ``sides``: role ->
-    ``Side`` for the side that was read). Each refusing side gets a ``startup-argparse``
-    error (the server exits at start-up, exit 1); the side that was read gets its own
-    ``startup`` findings; the pair's checks do not run (an info finding says so: a server
-    that never starts has no KV to transfer, and what the refused flag would have meant is
-    unknown). Raises ``InputError`` for an unknown ``--ignore`` id."""
-    from kvcheck.checks.startup import argparse_finding, side_findings
-
-    ignore = set(ignore)
-    unknown = ignore - set(REGISTRY) - set(all_finding_ids())
-    if unknown:
-        raise InputError(f"unknown check id(s) for --ignore: {', '.join(sorted(unknown))}; 'kvcheck checks' lists them", field="--ignore")
-    findings: list[Finding] = []
-    summaries: list[SideSummary] = []
-    for role in ("prefill", "decode"):
-        if role in refusals:
-            r = refusals[role]
-            findings.append(argparse_finding(role, r))
-            summaries.append(SideSummary(role=role, origin=str(r.source or role), model="unknown (flags refused)", pool="not_read",
-                                         sglang_version=r.release, version_source=r.version_source))
-        else:
-            side = sides[role]
-            findings.extend(side_findings(REGISTRY["startup"], side))
-            summaries.append(_summary(side, None))
-    refused = " and ".join(f"the {r}" for r in refusals)
-    findings.append(Finding(
-        id="pair-not-checked", severity=Severity.INFO,
-        message=f"the pair's KV checks did not run: {refused} server never starts (its flags are refused while parsing)",
-        fix="Fix the refused flag and run kvcheck again to check the pair.",
-    ))
-    for f in findings:
-        if f.id in ignore or _check_of(f.id) in ignore:
-            f.ignored = True
-    order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
-    findings.sort(key=lambda f: (f.ignored, order[f.severity]))
-    predicted = [f for f in findings if f.runtime_error is not None and not f.ignored]
-    for n, f in enumerate(predicted, start=1):
-        f.runtime_error.order, f.runtime_error.first = n, n == 1
-    releases = {role: (refusals[role].release if role in refusals else sides[role].sglang_version) for role in ("prefill", "decode")}
-    label = "sglang " + (releases["prefill"] if releases["prefill"] == releases["decode"]
-                         else f"{releases['prefill']} (prefill) / {releases['decode']} (decode)")
-    return Report(verdict=verdict_of(findings), plan=None, findings=findings, sides=summaries, kernel="builtin",
-                  runtime=label, extra={"releases": releases})
 
 
 def runtime_label(prefill: Side, decode: Side) -> str:

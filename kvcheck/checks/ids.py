@@ -9,6 +9,8 @@ lookup (``kvcheck.preflight._check_of`` is kept as an alias).
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from kvcheck.sglang import plan as builtin
 from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 
@@ -96,3 +98,18 @@ def find_check(check_id: str) -> dict | None:
     owner = check_of(check_id)
     checks = all_checks()
     return next((c for c in checks if c["id"] == check_id), None) or next((c for c in checks if c["id"] == owner), None)
+
+
+def validate_ignore(ignore: Iterable[str], extra: Iterable[str] = ()) -> None:
+    """``InputError`` (exit 2) for an ``--ignore`` id that no check emits."""
+    from kvcheck.checks import REGISTRY
+    from kvcheck.cluster.checks import CLUSTER_CHECKS
+    from kvcheck.errors import InputError
+
+    known = set(REGISTRY) | set(all_finding_ids()) | set(CLUSTER_CHECKS) | set(extra)
+    unknown = set(ignore) - known
+    if unknown:
+        import difflib
+
+        hints = [f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, sorted(known), n=1)) else u for u in sorted(unknown)]
+        raise InputError(f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore")

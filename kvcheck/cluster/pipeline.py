@@ -113,6 +113,8 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     from kvcheck.cluster.checks import ALL_FINDING_IDS
 
     own = set(ALL_FINDING_IDS) | set(PIPELINE_FINDING_IDS) | {p.id for d in deployments for p in d.problems}
+    from kvcheck.checks.ids import validate_ignore
+
     validate_ignore(opts.ignore, own)
     pair_ignore = tuple(i for i in opts.ignore if i not in own)
     caches = _Caches()
@@ -124,20 +126,6 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     labels |= {ir.release for r in results for ir in r.instances if ir.release and not any(pr.report for pr in r.pairs)}
     runtime = "sglang " + (", ".join(sorted(labels, key=version_key)) if labels else "unknown")
     return ClusterReport(results, kernel=kernel, runtime=runtime, allow_unchecked=opts.allow_unchecked)
-
-
-def validate_ignore(ignore: Iterable[str], extra: Iterable[str] = ()) -> None:
-    """``InputError`` (exit 2) for an ``--ignore`` id that no check emits."""
-    from kvcheck.checks import REGISTRY
-    from kvcheck.checks.ids import all_finding_ids
-
-    known = set(REGISTRY) | set(all_finding_ids()) | set(extra)
-    unknown = set(ignore) - known
-    if unknown:
-        import difflib
-
-        hints = [f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, sorted(known), n=1)) else u for u in sorted(unknown)]
-        raise InputError(f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore")
 
 
 def combine_partial(deployments: list[Deployment]) -> list[Deployment]:

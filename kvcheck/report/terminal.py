@@ -25,7 +25,7 @@ def render_terminal(report: Report, console: Console) -> None:
     ignored = sum(1 for f in report.findings if f.ignored)
     if ignored:
         head.append(f", {ignored} ignored")
-    head.append(f"  [{report.runtime}, {report.kernel} kernel]", style="dim")
+    head.append(f"  [{report.runtime}, {report.kernel} kernel{gpu_label(report.extra.get('gpu') or {})}]", style="dim")
     console.print(head)
 
     for f in report.findings:
@@ -138,6 +138,18 @@ class PipeSafeConsole(Console):
             pass
 
 
+def gpu_label(gpus: dict) -> str:
+    """``", GPU h100 (assumed: no --gpu or manifest GPU)"``: which GPU the sides were
+    checked on and whether it was given or assumed (page sizes and backends depend on it)."""
+    seen = {(g.get("gpu"), str(g.get("source", ""))) for g in gpus.values()}
+    if not seen:
+        return ""
+    parts = []
+    for gpu, source in sorted(seen, key=str):
+        parts.append(f"{gpu} (assumed: no --gpu or manifest GPU)" if source.startswith("default") else f"{gpu} ({source})")
+    return ", GPU " + " / ".join(parts)
+
+
 def render_cluster_terminal(report, console: Console) -> None:
     """Print a ``kvcheck.cluster.ClusterReport``: the verdict, then per deployment its
     instances, classes, pairs (verdict and plan) and findings (each with its manifest
@@ -146,7 +158,8 @@ def render_cluster_terminal(report, console: Console) -> None:
     pairs = [p for d in report.deployments for p in d.pairs]
     counts = {v: sum(1 for p in pairs if p.verdict == v) for v in ("fail", "unchecked", "warn", "pass")}
     head.append(f"  {sum(len(d.instances) for d in report.deployments)} instance(s), {len(pairs)} pair(s)" + "".join(f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)), style="default")
-    head.append(f"  [{report.runtime}, {report.kernel} kernel]", style="dim")
+    gpus = {f"{c.role}:{c.id}": {"gpu": c.side.gpu, "source": c.side.gpu_source} for d in report.deployments for c in d.classes if c.side is not None}
+    head.append(f"  [{report.runtime}, {report.kernel} kernel{gpu_label(gpus)}]", style="dim")
     console.print(head)
     if report.verdict == "unchecked":
         console.print(Text("  accepted with --allow-unchecked: exit 0" if report.allow_unchecked else "  kvcheck could not decide every pair: exit 4 (pass --allow-unchecked to accept)", style="magenta"))
