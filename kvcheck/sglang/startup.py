@@ -1234,6 +1234,12 @@ def release_gate(side: Side) -> Optional[ReleaseStop]:
     from kvcheck.sglang.releases import side_release
 
     version = side_release(side)[0]
+    from kvcheck.release.manifest import NEWEST, newer_than_modeled
+
+    if version is not None and newer_than_modeled(version):
+        # Unknown releases fail closed in start-up as on the PD path (release manifest).
+        return ReleaseStop(f"SGLang {version} is newer than the newest release kvcheck models ({NEWEST}): its start-up "
+                           "refusals are not verified against its code", release=version)
     if version is None or release_at_least(side, STARTUP_VERIFIED_FROM):
         return None
     differs = _older_release_differences(side)

@@ -1,0 +1,136 @@
+"""The release manifest and the release window (issue 14 "Release not pinned", "The
+flags are evidence too"; issue 15 "One release manifest").
+
+The flags each release accepts are that release's own argparse tables (the flag store);
+the PD facts are each release's own code (``pd_facts.json``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvcheck.cli import app
+from kvcheck.release import manifest
+from kvcheck.release.version import parse_version, version_key
+from kvcheck.release.window import pair_candidates, side_window
+from kvcheck.sglang.flags import FlagTable
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_one_version_order_everywhere():
+    order = ["0.5.0rc2", "0.5.0", "0.5.0.post1", "0.5.1", "0.5.10", "0.5.10.post1", "0.5.23", "0.5.24"]
+    assert sorted(reversed(order), key=version_key) == order
+    from kvcheck.sglang import pd_release, releases
+
+    for a, b in zip(order, order[1:]):
+        assert releases.release_key(a) < releases.release_key(b)
+        assert pd_release.at_least(b, a) and not pd_release.at_least(a, b)
+        assert releases.in_range(a, None, b)
+    assert str(parse_version("v0.5.8.post1")) == "0.5.8.post1" and parse_version("latest") is None
+
+
+def test_the_newest_release_is_written_once():
+    # Every module that needs the newest modeled release imports it from the manifest.
+    hits = []
+    for path in (REPO / "kvcheck").rglob("*.py"):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"^[A-Z_]+ = \"0\.5\.\d+\"", line):
+                hits.append(f"{path.relative_to(REPO)}:{n}: {line}")
+    assert [h for h in hits if "FP4_VERIFIED_RELEASE" not in h and "STARTUP_VERIFIED_FROM" not in h] == [
+        'kvcheck/release/manifest.py:36: NEWEST = "0.5.23"']
+    assert manifest.NEWEST == manifest.flag_releases()[-1]
+
+
+def test_verified_per_subsystem_follows_each_releases_facts():
+    from kvcheck.sglang.pd_release import behaviour
+
+    for v in manifest.flag_releases():
+        b = behaviour(v)
+        assert manifest.verified("bootstrap", v) == b.bootstrap_modeled
+        assert manifest.verified("decision", v) == b.decision_modeled
+        assert manifest.verified("states", v) == b.states_modeled
+    assert manifest.pd_releases()[0] == "0.5.5"
+    for subsystem in manifest.SUBSYSTEMS:  # a release after the newest is verified for nothing
+        assert not manifest.verified(subsystem, "0.5.24")
+
+
+def test_a_release_after_the_newest_is_unchecked_in_start_up_too(tmp_path):
+    from kvcheck.sglang.startup import ReleaseStop, release_gate
+    from kvcheck.sources import build_side
+    from kvcheck.sglang.releases import ReleaseChoice
+
+    side = build_side("prefill", {"model_path": str(REPO / "configs/models/llama-3.1-8b"), "disaggregation_mode": "prefill"}, {}, "x",
+                      release=ReleaseChoice("0.5.24", "--sglang-version", False, manifest.NEWEST))
+    assert isinstance(release_gate(side), ReleaseStop)
+
+
+def test_flags_narrow_the_window_by_each_releases_own_parser():
+    # --cuda-graph-max-bs: a flag until 0.5.19; from 0.5.20 the parser finds it ambiguous.
+    argv = ["--model-path", "m", "--cuda-graph-max-bs", "64"]
+
+    def parse(v):
+        return FlagTable.load(v).parse_argv(argv, "x")
+
+    sr = side_window([], parse)
+    assert sr.releases and sr.releases[-1] == "0.5.19" and not sr.pinned
+    assert "0.5.20" in sr.refused_on and sr.refusal is None
+    # Pinned to a release whose parser refuses it: that server's start-up refusal.
+    from kvcheck.sources.release_clues import clue_from_cli
+
+    pinned = side_window([clue_from_cli("0.5.23")], parse)
+    assert pinned.releases == () and pinned.refusal[0] == "0.5.23" and "ambiguous" in str(pinned.refusal[1])
+
+
+def test_both_sides_run_one_release_unless_clues_pin_them_apart():
+    from kvcheck.release.window import SideRelease
+
+    a = SideRelease(releases=("0.5.21", "0.5.22", "0.5.23"))
+    b = SideRelease(releases=("0.5.22", "0.5.23"))
+    assert pair_candidates(a, b) == [("0.5.22", "0.5.22"), ("0.5.23", "0.5.23")]
+    pinned = SideRelease(releases=("0.5.21",), pinned=True)
+    assert pair_candidates(pinned, a) == [("0.5.21", "0.5.21")]
+    assert pair_candidates(pinned, b) == [("0.5.21", "0.5.22"), ("0.5.21", "0.5.23")]
+
+
+def _run(*args):
+    res = CliRunner().invoke(app, ["preflight", *args, "--format", "json"], catch_exceptions=False)
+    return res.exit_code, json.loads(res.stdout)
+
+
+def test_gpt_oss_tp1_into_tp4_with_no_release_named_never_passes(tmp_path):
+    # llm-d #2433: a TP1 prefill into a TP4 decode of gpt-oss hung in production on a
+    # release before the fix; the launch lines name no release.
+    launch = "python -m sglang.launch_server --model-path openai/gpt-oss-120b --disaggregation-transfer-backend nixl --page-size 16"
+    script = tmp_path / "run.sh"
+    script.write_text(f"{launch} --disaggregation-mode prefill --tp-size 1\n{launch} --disaggregation-mode decode --tp-size 4 --port 30001\n")
+    rc, report = _run("-f", str(script))
+    assert rc in (1, 4), report["verdict"]
+    pair = report["pairs"][0]
+    window = pair["releases"]
+    assert len(window["decided"]) > 1 and window["distinct_behaviours"] < len(window["decided"])
+    assert window["prefill"]["pinned"] is False and "no clue" in window["prefill"]["how"]
+    if rc == 4:
+        f = next(f for f in pair["findings"] if f["id"] == "release-window")
+        assert "fails on" in f["message"] and "--sglang-version" in f["fix"]
+    # Pinned to the release where it is fixed, the same deployment is decided on it alone.
+    rc23, pinned = _run("-f", str(script), "--sglang-version", "0.5.23")
+    assert pinned["pairs"][0]["releases"]["decided"] == [{"prefill": "0.5.23", "decode": "0.5.23"}]
+    assert rc23 != rc or rc23 == 1
+
+
+def test_a_flag_older_releases_accept_is_decided_on_them_not_refused(tmp_path):
+    launch = ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-transfer-backend nixl "
+              "--page-size 16 --cuda-graph-max-bs 64")
+    script = tmp_path / "run.sh"
+    script.write_text(f"{launch} --disaggregation-mode prefill\n{launch} --disaggregation-mode decode --port 30001\n")
+    rc, report = _run("-f", str(script))
+    assert rc != 2
+    window = report["pairs"][0]["releases"]["prefill"]
+    assert window["releases"][-1] == "0.5.19" and "0.5.20" in window["refused_on"]
+    rc23, _ = _run("-f", str(script), "--sglang-version", "0.5.23")
+    assert rc23 == 1  # 0.5.23's parser refuses the flag: a start-up refusal, not bad input
