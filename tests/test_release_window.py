@@ -41,8 +41,8 @@ def test_the_newest_release_is_written_once():
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if re.match(r"^[A-Z_]+ = \"0\.5\.\d+\"", line):
                 hits.append(f"{path.relative_to(REPO)}:{n}: {line}")
-    assert [h for h in hits if "FP4_VERIFIED_RELEASE" not in h and "STARTUP_VERIFIED_FROM" not in h] == [
-        'kvcheck/release/manifest.py:36: NEWEST = "0.5.23"']
+    others = [h for h in hits if "FP4_VERIFIED_RELEASE" not in h and "STARTUP_VERIFIED_FROM" not in h]
+    assert len(others) == 1 and others[0].startswith("kvcheck/release/manifest.py:"), others
     assert manifest.NEWEST == manifest.flag_releases()[-1]
 
 

@@ -234,13 +234,21 @@ def test_unknown_release_is_unchecked_exit_4(tmp_path):
     assert proc.returncode == 4
 
 
-def test_release_key_in_yaml_wins(tmp_path):
+def test_the_release_key_in_yaml_names_the_release_and_sglang_version_wins_over_it(tmp_path):
+    # Issue 14: --sglang-version (the user's explicit pin) wins over what the input says,
+    # and the disagreement is said. (Before the release window the file's key won.)
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "kvcheck-sglang-version": "0.5.8", "cuda-graph-max-bs": 128})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", {**DECODE, "kvcheck-sglang-version": "0.5.8"})
-    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", "0.5.23")
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json")
     assert proc.returncode in (0, 1, 4), proc.stderr
-    sides = json.loads(proc.stdout)["sides"]
-    assert [s["version_source"] for s in sides] == ["kvcheck-sglang-version", "kvcheck-sglang-version"]
+    report = json.loads(proc.stdout)
+    assert [s["version_source"] for s in report["sides"]] == [f"kvcheck-sglang-version 0.5.8 in {p}", f"kvcheck-sglang-version 0.5.8 in {d}"]
+    assert report["release_window"]["decided"] == [{"prefill": "0.5.8", "decode": "0.5.8"}]
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", "0.5.23")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1  # 0.5.23's parser finds --cuda-graph-max-bs ambiguous: the prefill refuses to start
+    ids = {f["id"] for f in report["findings"]}
+    assert {"startup-argparse", "release-clues-disagree"} <= ids
 
 
 def test_defaults_follow_the_release():

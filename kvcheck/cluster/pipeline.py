@@ -107,6 +107,10 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     to parse, a model config that is not valid JSON.
     """
     opts = options or ClusterOptions(**kwargs)
+    for option, path in (("--model-config", opts.model_config), ("--prefill-model-config", opts.prefill_model_config),
+                         ("--decode-model-config", opts.decode_model_config), ("--draft-model-config", opts.draft_model_config)):
+        if path is not None and Path(path).is_dir() and not (Path(path) / "config.json").is_file():
+            raise InputError(f"the directory {path} holds no config.json (give the model's directory or its config.json)", source=str(path), field=option)
     deployments = combine_partial(list(deployments))
     if not deployments:
         raise InputError("no deployment was read from the -f files")
@@ -352,6 +356,9 @@ def _refused(ir: InstanceResult, sr: Any) -> InstanceResult:
     option = getattr(exc, "option", None) or _refused_option(exc)
     ir.release, ir.release_source = None, sr.how
     ir.findings.append(Located(f, inst.arg_locations.get(option or "") or inst.location))
+    if sr.conflict:
+        ir.findings.append(finding("release-clues-disagree", Severity.WARNING, f"{inst.name}: {sr.conflict}",
+                                   "Make the image tag, recipe pins and --sglang-version name one release.", inst.location))
     ir._key = ("argparse-refused", inst.role, tuple(inst.argv), release)  # type: ignore[attr-defined]
     return ir
 
@@ -489,14 +496,15 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
 
 def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
     """An ``unknown-model`` note (see ``_Derived.notes``)."""
+    option = "--draft-model-config" if flag == "--speculative-draft-model-path" else "--model-config"
     if why:
-        return ("unknown-model", Severity.UNCHECKED, f"model {name!r} ({flag}): {why}", "Pass --model-config FILE with the model's config.json.", flag)
+        return ("unknown-model", Severity.UNCHECKED, f"model {name!r} ({flag}): {why}", f"Pass {option} FILE with the model's config.json.", flag)
     if not name:
         return ("unknown-model", Severity.UNCHECKED, f"no {flag} given, so there is no model config to read", f"Add {flag}, or pass --model-config FILE.", flag)
     return (
         "unknown-model", Severity.UNCHECKED,
         f"model {name!r} ({flag}) has no config.json kvcheck can read: not a local directory, not in a Hugging Face cache, not in kvcheck's catalog",
-        "Pass --model-config FILE with the model's config.json, or --models DIR holding a Hugging Face cache (models--ORG--NAME/snapshots/REV/config.json).",
+        f"Pass {option} FILE with the model's config.json, or --models DIR holding a Hugging Face cache (models--ORG--NAME/snapshots/REV/config.json).",
         flag,
     )
 
