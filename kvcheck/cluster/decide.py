@@ -140,19 +140,21 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
         g.text = _headline(located) if g.outcome[0] in ("fail", "unchecked") else ""
     merged = merge_outcomes(groups)
     newest_report, _ = groups[0].result
-    findings = _merge_group_findings(merged)
+    final = combine_verdicts([g.outcome[0] for g in groups])
+    findings = _merge_group_findings(merged, final)
     window = releases_label(cands)
-    verdicts = {g.outcome[0] for g in merged}
     if len(merged) == 1:
         findings.append(finding(
             "release-window", Severity.INFO,
             f"{p.id} x {d.id}: decided on every release the sides may run ({window}; {len(groups)} distinct behaviour(s)): all give the same answer",
             "Pin the release (image tag or --sglang-version) to check one release only.", d.first.instance.location))
     else:
-        sev = Severity.UNCHECKED if len(verdicts) > 1 else Severity.INFO
+        sev = {"unchecked": Severity.UNCHECKED, "fail": Severity.WARNING}.get(final, Severity.INFO)
+        lead = {"unchecked": "the answer depends on the SGLang release, which the deployment does not pin",
+                "fail": "fails on every release kvcheck decides among those the sides may run"}.get(final, "passes on every release the sides may run")
         findings.append(finding(
             "release-window", sev,
-            f"{p.id} x {d.id}: the answer depends on the SGLang release, which the deployment does not pin ({window}): {window_table(_table_groups(groups))}",
+            f"{p.id} x {d.id}: {lead} ({window}; {len(groups)} distinct behaviour(s)): {window_table(_table_groups(groups))}",
             "Pin the image tag (lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or --prefill-/--decode-sglang-version) with the release the servers run.",
             d.first.instance.location))
     verdict = verdict_of([x.finding for x in findings + class_findings])
@@ -184,12 +186,27 @@ def _table_groups(groups: list) -> list:
     return list(rows.values())
 
 
-def _merge_group_findings(merged: list) -> list[Located]:
+def combine_verdicts(verdicts: list[str]) -> str:
+    """The pair's verdict from its verdict on each group of releases: one verdict -> it;
+    only pass and warn -> warn (it passes on every release); fail on every release
+    kvcheck decides, unchecked on the rest -> fail (it blocks either way, and never passes
+    where it may run); anything else (it passes on some release and fails or is
+    unchecked on another) -> unchecked."""
+    seen = set(verdicts)
+    if len(seen) == 1:
+        return verdicts[0]
+    if seen <= {"pass", "warn"}:
+        return "warn"
+    if seen == {"fail", "unchecked"}:
+        return "fail"
+    return "unchecked"
+
+
+def _merge_group_findings(merged: list, final: str) -> list[Located]:
     """The findings of every outcome group, once each: a finding that every group has keeps
-    its severity; one that only some groups have says on which releases, and an error there
-    becomes ``unchecked`` when the groups' verdicts differ (it fails only where the release
-    is one of them)."""
-    verdicts = {g.outcome[0] for g in merged}
+    its severity; one that only some groups have says on which releases; an error there
+    becomes ``unchecked`` when the pair is unchecked (it fails only where the release is
+    one of those), and stays an error when the pair fails on every release kvcheck decides."""
     members = [m for g in merged for m in (g.members or [g])]
     seen: dict[tuple[str, str], tuple[Located, list]] = {}
     for g in members:
@@ -210,7 +227,7 @@ def _merge_group_findings(merged: list) -> list[Located]:
         pairs = [pr for g in gs for pr in g.pairs]
         f = x.finding.model_copy(deep=True)
         f.message = f"on SGLang {releases_label(list(set(pairs)))} only: {f.message}"
-        if f.severity == Severity.ERROR and len(verdicts) > 1:
+        if f.severity == Severity.ERROR and final == "unchecked":
             f.severity = Severity.UNCHECKED
         out.append(Located(f, x.location, list(x.also)))
     return out
