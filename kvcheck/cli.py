@@ -128,8 +128,8 @@ def preflight(
     if prefill is None or decode is None:
         raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
-    from kvcheck.cluster import ClusterOptions, check_deployments
-    from kvcheck.cluster.pair_input import pair_report, pair_sides
+    from kvcheck.cluster import ClusterOptions
+    from kvcheck.cluster.pair_input import run_pair
     from kvcheck.sources.files import read_env_file
 
     # One pipeline: the pair is a deployment of two instances, checked by the same stages
@@ -141,24 +141,14 @@ def preflight(
         return load_side(spec, role, env_file=per_role[0], model_config=per_role[1] or model_config, draft_model_config=draft_model_config,
                          gpu=per_role[2] or gpu, sglang_version=per_role[3] or sglang_version, **extra, **live)
 
-    def read(spec: str, role: str):
-        from kvcheck.cluster.pair_input import side_instance
-
-        return lambda: side_instance(spec, role, load_live)
-
-    pi, di = _read_pair(read(prefill, "prefill"), read(decode, "decode"), both_live=is_live_spec(prefill) and is_live_spec(decode))
-    from kvcheck.sources.deployments.instance import Deployment
-
-    deployment = Deployment(name=f"{prefill} + {decode}", source=pi.location, instances=[pi, di])
     opts = ClusterOptions(model_config=model_config, prefill_model_config=prefill_model_config, decode_model_config=decode_model_config,
                           draft_model_config=draft_model_config, models_dir=models_dir, sglang_version=sglang_version,
                           prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu,
                           prefill_gpu=prefill_gpu, decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked,
                           prefill_env=read_env_file(prefill_env) if prefill_env is not None and not is_live_spec(prefill) else None,
                           decode_env=read_env_file(decode_env) if decode_env is not None and not is_live_spec(decode) else None)
-    cluster = check_deployments([deployment], opts)
-    report = pair_report(cluster)
-    p, d = pair_sides(cluster)
+    report, p, d = run_pair(prefill, decode, opts, load_live=load_live,
+                            read_pair=lambda rp, rd: _read_pair(rp, rd, both_live=is_live_spec(prefill) and is_live_spec(decode)))
     if p is None or d is None:
         prefill_agent = decode_agent = None
         probe = False
@@ -439,12 +429,19 @@ def explain(
             raise KvcheckError(f"nothing to explain: the {source} is empty")
         annotate_release(result, sglang_version, sniffer.version)
     if prefill is not None:
-        from kvcheck.preflight import run_preflight
+        # The same pipeline as ``preflight`` (one answer for one pair, on every path).
+        from kvcheck.cluster import ClusterOptions
+        from kvcheck.cluster.pair_input import run_pair
         from kvcheck.sources import load_side
 
-        p = load_side(prefill, "prefill", model_config=model_config, sglang_version=prefill_sglang_version or sglang_version)
-        d = load_side(decode, "decode", model_config=model_config, sglang_version=decode_sglang_version or sglang_version)
-        attach_preflight(result, run_preflight(p, d))
+        def load_live(spec: str, role: str):
+            return load_side(spec, role, model_config=model_config,
+                             sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version) or sglang_version)
+
+        opts = ClusterOptions(model_config=model_config, sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
+                              decode_sglang_version=decode_sglang_version)
+        report, _, _ = run_pair(prefill, decode, opts, load_live=load_live)
+        attach_preflight(result, report)
     if format == "json":
         typer.echo(_json.dumps(result.contract(), indent=2))
     else:

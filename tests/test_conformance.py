@@ -255,8 +255,8 @@ CASES = [
 
 
 def _both_kernels(tmp: Path, model: str, prefill_args: dict, decode_args: dict, decode_model: str | None = None):
-    p = load_side(str(write_config(tmp, "prefill", model, prefill_args)), "prefill")
-    d = load_side(str(write_config(tmp, "decode", decode_model or model, decode_args)), "decode")
+    p = load_side(str(write_config(tmp, "prefill", model, prefill_args)), "prefill", sglang_version="0.5.23")  # the release this rested on (was the installed SGLang)
+    d = load_side(str(write_config(tmp, "decode", decode_model or model, decode_args)), "decode", sglang_version="0.5.23")
     return run_preflight(p, d, kernel="builtin"), run_preflight(p, d, kernel="runtime")
 
 

@@ -80,8 +80,8 @@ def test_host_and_mixed_kinds_on_0_5_16():
 def _pair(tmp_path, pa, da, v):
     P = {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16}
     D = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 16}
-    p = load_side(str(write_config(tmp_path, "prefill", "llama-3.1-8b", {**P, **pa})), "prefill")
-    d = load_side(str(write_config(tmp_path, "decode", "llama-3.1-8b", {**D, **da})), "decode")
+    p = load_side(str(write_config(tmp_path, "prefill", "llama-3.1-8b", {**P, **pa})), "prefill", sglang_version="0.5.23")  # the release this rested on (was the installed SGLang)
+    d = load_side(str(write_config(tmp_path, "decode", "llama-3.1-8b", {**D, **da})), "decode", sglang_version="0.5.23")
     p.sglang_version = d.sglang_version = v
     return run_preflight(p, d, kernel="builtin")
 

@@ -236,7 +236,7 @@ def test_json_model_override_args_reach_the_model(tmp_path):
     }))
     args = {"model_path": str(model), "disaggregation_mode": "prefill", "page_size": 16,
             "json_model_override_args": '{"num_hidden_layers": 4, "num_key_value_heads": 2}'}
-    side = build_side("prefill", args, {}, "cmd")
+    side = build_side("prefill", args, {}, "cmd", sglang_version="0.5.23")
     assert side.model.num_hidden_layers == 4 and side.model.num_key_value_heads == 2
     geo = derive_geometry(side)
     assert geo.n == 8 and geo.item_lens[0] == 16 * 2 * 128 * 2

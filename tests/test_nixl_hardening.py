@@ -54,7 +54,7 @@ def probe_job(pair, target, *, timeout=3.0, pages=2, hold=()):
     from kvcheck.sglang.geometry import derive_geometry
     from kvcheck.sources import load_side
 
-    p, d = load_side(str(pair[0]), "prefill"), load_side(str(pair[1]), "decode")
+    p, d = load_side(str(pair[0]), "prefill", sglang_version="0.5.23"), load_side(str(pair[1]), "decode", sglang_version="0.5.23")
     job = build_job(run_preflight(p, d).plan, derive_geometry(p), derive_geometry(d), target, pages=pages, timeout=timeout)
     job["hold"] = list(hold)
     return job
@@ -388,7 +388,7 @@ def test_frozen_peer_gives_one_status(uniform, at, monkeypatch):
             return real(job, on_event=ev)
 
         monkeypatch.setattr(probe_mod, "run_probe", frozen_at)
-        p, d = load_side(str(uniform[0]), "prefill"), load_side(str(uniform[1]), "decode")
+        p, d = load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"), load_side(str(uniform[1]), "decode", sglang_version="0.5.23")
         report = run_preflight(p, d)
         with pytest.raises(UnreachableError, match="probe-timeout") as err:
             augment_preflight(report, p, d, prefill_agent=None, decode_agent=agent.listen, probe=True, timeout=2, pages=2, show_progress=False)

@@ -156,7 +156,7 @@ def test_probe_frozen_peer_mid_probe_names_the_step(uniform, tmp_path):
         from kvcheck.sglang.geometry import derive_geometry
         from kvcheck.sources import load_side
 
-        p, d = load_side(str(uniform[0]), "prefill"), load_side(str(uniform[1]), "decode")
+        p, d = load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"), load_side(str(uniform[1]), "decode", sglang_version="0.5.23")
         report = run_preflight(p, d)
         job = build_job(report.plan, derive_geometry(p), derive_geometry(d), agent.listen, pages=2, timeout=2)
         os.kill(agent.proc.pid, signal.SIGSTOP)
@@ -178,7 +178,7 @@ def test_probe_peer_killed_mid_probe(uniform):
     from kvcheck.sglang.geometry import derive_geometry
     from kvcheck.sources import load_side
 
-    p, d = load_side(str(uniform[0]), "prefill"), load_side(str(uniform[1]), "decode")
+    p, d = load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"), load_side(str(uniform[1]), "decode", sglang_version="0.5.23")
     report = run_preflight(p, d)
     job = build_job(report.plan, derive_geometry(p), derive_geometry(d), agent.listen, pages=64, timeout=3)
 

@@ -37,8 +37,8 @@ RELEASES = Path(os.environ.get("KVCHECK_SGLANG_RELEASES_DIR") or (Path(sys.prefi
 
 
 def _pair(tmp_path, model, pa, da, *, pv, dv=None):
-    p = load_side(str(write_config(tmp_path, "prefill", model, pa)), "prefill")
-    d = load_side(str(write_config(tmp_path, "decode", model, da)), "decode")
+    p = load_side(str(write_config(tmp_path, "prefill", model, pa)), "prefill", sglang_version="0.5.23")  # the release this rested on (was the installed SGLang)
+    d = load_side(str(write_config(tmp_path, "decode", model, da)), "decode", sglang_version="0.5.23")
     p.sglang_version, d.sglang_version = pv, dv or pv
     return run_preflight(p, d, kernel="builtin")
 

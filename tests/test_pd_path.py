@@ -25,8 +25,8 @@ def _pair(tmp_path, model, pa, da, *, pv=None, dv=None, penv=None, denv=None):
         pa = {**pa, "kvcheck-env": penv}
     if denv:
         da = {**da, "kvcheck-env": denv}
-    p = load_side(str(write_config(tmp_path, "prefill", model, pa)), "prefill")
-    d = load_side(str(write_config(tmp_path, "decode", model, da)), "decode")
+    p = load_side(str(write_config(tmp_path, "prefill", model, pa)), "prefill", sglang_version="0.5.23")  # the release this rested on (was the installed SGLang)
+    d = load_side(str(write_config(tmp_path, "decode", model, da)), "decode", sglang_version="0.5.23")
     p.sglang_version, d.sglang_version = pv, dv
     return run_preflight(p, d, kernel="builtin")
 

@@ -220,6 +220,23 @@ def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
     return inst
 
 
+def run_pair(prefill: str, decode: str, opts: Any, *, load_live: Any, read_pair: Any = None) -> tuple[Any, Any, Any]:
+    """Check the pair ``prefill``/``decode`` through the pipeline: (pair ``Report``,
+    prefill ``Side``, decode ``Side``; a side is None where its server refuses its flags).
+    ``read_pair(read_prefill, read_decode)`` reads both sides (default: one after the other)."""
+    from kvcheck.cluster.pipeline import check_deployments
+
+    def reader(spec: str, role: str):
+        return lambda: side_instance(spec, role, load_live)
+
+    read_pair = read_pair or (lambda rp, rd: (rp(), rd()))
+    pi, di = read_pair(reader(prefill, "prefill"), reader(decode, "decode"))
+    deployment = Deployment(name=f"{prefill} + {decode}", source=pi.location, instances=[pi, di])
+    cluster = check_deployments([deployment], opts)
+    p, d = pair_sides(cluster)
+    return pair_report(cluster), p, d
+
+
 def pair_report(cluster: Any) -> Any:
     """The pair JSON contract's ``Report`` from the ``ClusterReport`` of a pair deployment:
     the pair's findings and the deployment's (cluster checks, reader problems) in one list,

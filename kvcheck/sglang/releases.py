@@ -8,9 +8,9 @@
 * ``parse_release(text)`` normalises a version string (``v0.5.9`` -> ``0.5.9``).
 * ``choose_release(...)`` picks a side's release: the input's own (image tag, the
   ``version`` in ``/server_info`` or a snapshot, a ``kvcheck-sglang-version`` key), else
-  ``--sglang-version``/``--prefill-sglang-version``/``--decode-sglang-version``, else the
-  installed SGLang (``importlib.metadata``, never an import), else the newest modeled
-  release, and says which in ``ReleaseChoice.source``.
+  ``--sglang-version``/``--prefill-sglang-version``/``--decode-sglang-version``; with
+  neither the release is unknown (never the installed SGLang, never the newest modeled:
+  the pipeline decides such a side over its release window, ``kvcheck.release.window``).
 
 A release kvcheck has no flag table for (0.4.9, 0.6.0, a nightly) is never judged with
 the newest release's answers: the side keeps ``modeled=False`` and the ``unknown-release``
@@ -234,13 +234,11 @@ def choose_release(
         return ReleaseChoice(cli, cli_source, False, newest, f"SGLang {cli} ({cli_source}) is not a release kvcheck models")
     if input_unknown:
         return ReleaseChoice(None, input_unknown, False, newest, input_unknown)
-    installed = installed_release()
-    if installed:
-        if is_modeled(installed):
-            return ReleaseChoice(installed, "installed SGLang", True, installed)
-        return ReleaseChoice(installed, "installed SGLang", False, newest,
-                             f"the installed SGLang {installed} is not a release kvcheck models")
-    return ReleaseChoice(newest, "default: newest modeled release (no --sglang-version, image or installed SGLang)", True, newest)
+    # No clue: never the SGLang installed where kvcheck runs, never the newest modeled
+    # release (issue 14): the side's release is unknown, so it is unchecked here; the
+    # pipeline (kvcheck.release.window) decides such a side over its window instead.
+    why = "no release named (no image tag, version key, /server_info version or --sglang-version)"
+    return ReleaseChoice(None, why, False, newest, why)
 
 
 def describe_modeled() -> str:
