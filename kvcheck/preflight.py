@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Iterable
 
-from kvcheck.checks import REGISTRY, CheckContext, Finding, Severity
+from kvcheck.checks import REGISTRY, CheckContext, Finding, PairFacts, Severity
 from kvcheck.errors import InputError
 from kvcheck.report.model import Report, SideSummary, verdict_of
 from kvcheck.sglang import plan as builtin
@@ -108,7 +108,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     # code: only the unknown-release check runs (verdict unchecked, exit 4).
     releases_known = side_release(prefill)[1] and side_release(decode)[1]
     b_p, b_d = pd_behaviour(prefill.sglang_version), pd_behaviour(decode.sglang_version)
-    extra: dict = {"pd_behaviour": (b_p, b_d), "timeouts": disaggregation_timeouts(prefill, decode)}
+    extra = PairFacts(pd_behaviour=(b_p, b_d), timeouts=disaggregation_timeouts(prefill, decode))
     modeled = releases_known and prefill.model.attention != "not_modeled" and decode.model.attention != "not_modeled"
     if modeled:
         pg = derive_geometry(prefill)
@@ -172,7 +172,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     )
 
 
-def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, extra: dict, prepared: bool = True) -> None:
+def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, extra: PairFacts, prepared: bool = True) -> None:
     """The state components' transfer (SGLang 0.5.22/0.5.23 on both sides; ``prepared``:
     both 0.5.23, the prepared state plan applies): ``extra["state_decisions"]``
     (``kvcheck.sglang.states.StateDecision`` per prefill component) and
@@ -247,7 +247,7 @@ def _phase(rt: RuntimeErrorPrediction) -> int:
     return 2 if rt.when == "decode registration" else 3
 
 
-def _order_runtime_errors(plan: Plan | None, extra: dict) -> None:
+def _order_runtime_errors(plan: Plan | None, extra: PairFacts) -> None:
     """Put the operator-visible timeouts (from each side's environment) into the
     predictions of a dying prefill bootstrap thread."""
     text = hang_text(extra["timeouts"])
@@ -258,7 +258,7 @@ def _order_runtime_errors(plan: Plan | None, extra: dict) -> None:
             st["error"]["operator_sees"] = text
 
 
-def _mark_first(findings: list[Finding], extra: dict) -> None:
+def _mark_first(findings: list[Finding], extra: PairFacts) -> None:
     """Number the predicted runtime errors in the order the runtime reaches them
     (``runtime_error.order``, 1-based) and mark the one it hits first (``first``): it stops
     there; the others are independent and show up as each is fixed."""

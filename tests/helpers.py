@@ -32,7 +32,7 @@ def write_config(tmp: Path, name: str, model: str, args: dict) -> Path:
 # The release a pair test runs on when it names none. Before the release window (issue 14)
 # the pair path took the SGLang installed in the test venv (0.5.23) for a side whose input
 # named no release; tests that rested on that assumption now say it: ``run_cli`` adds
-# ``--sglang-version PAIR_TEST_RELEASE`` to a ``preflight --prefill/--decode`` that names no
+# ``--sglang-version PAIR_TEST_RELEASE`` to a ``preflight``/``explain --prefill/--decode`` that names no
 # release itself (``pin=False`` keeps the window: tests of the release stage).
 PAIR_TEST_RELEASE = "0.5.23"
 _RELEASE_OPTIONS = ("--sglang-version", "--prefill-sglang-version", "--decode-sglang-version")
@@ -41,7 +41,7 @@ _RELEASE_OPTIONS = ("--sglang-version", "--prefill-sglang-version", "--decode-sg
 def run_cli(*args: str, cwd: Path = REPO, timeout: float = 60, pin: bool = True) -> subprocess.CompletedProcess:
     """Run ``python -m kvcheck ARGS`` in a fresh process, as a user would."""
     args = tuple(args)
-    if pin and args[:1] == ("preflight",) and ("--prefill" in args or "-p" in args) and not any(a.split("=")[0] in _RELEASE_OPTIONS for a in args):
+    if pin and args[:1] in (("preflight",), ("explain",)) and ("--prefill" in args or "-p" in args) and not any(a.split("=")[0] in _RELEASE_OPTIONS for a in args):
         if not any(_names_release(a) for a in args):
             args = args + ("--sglang-version", PAIR_TEST_RELEASE)
     return subprocess.run([sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
+from typing import Any, Callable
 
 from pydantic import BaseModel
 
@@ -46,15 +46,64 @@ class Finding(BaseModel):
 
 
 @dataclass
+class PairFacts:
+    """What the pair decision found, typed (it replaces ``CheckContext.extra: dict``).
+
+    ``pd_behaviour``: (prefill, decode) ``PDBehaviour`` of each side's release;
+    ``timeouts``: the PD timeouts each side reads from its environment
+    (``preflight.disaggregation_timeouts``); ``pair_info``: (prefill, decode) ``PairInfo``
+    (the scalars the bootstrap checks compare); ``bootstrap_errors``: the decode's
+    bootstrap refusals, ``(finding id, RuntimeErrorPrediction, detail)``; ``pp_stages``:
+    one summary per prefill PP stage; ``state_decisions``/``states_decided``: the state
+    components' transfer (``kvcheck.sglang.states``).
+
+    Reads as a mapping too (``facts["pair_info"]``, ``facts.get("pp_stages")``), so checks
+    written against the old ``extra`` dict keep working while they move to attributes."""
+
+    pd_behaviour: tuple[Any, Any] | None = None
+    timeouts: dict[str, float] = field(default_factory=dict)
+    pair_info: tuple[Any, Any] | None = None
+    bootstrap_errors: list[tuple[str, Any, str]] | None = None
+    pp_stages: list[dict] | None = None
+    state_decisions: list[Any] | None = None
+    states_decided: bool | None = None
+
+    def _key(self, key: str) -> str:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return key
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, self._key(key))
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        setattr(self, self._key(key), value)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and key in self.__dataclass_fields__ and getattr(self, key) is not None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, None) if key in self else default
+
+
+@dataclass
 class CheckContext:
-    """Everything a check may read: both sides, their geometry, and the plan."""
+    """Everything a check may read: both sides, their geometry, the plan, and what the
+    pair decision found (``facts``; ``extra`` is the same object, its old name)."""
 
     prefill: Side
     decode: Side
     prefill_geometry: SideGeometry | None
     decode_geometry: SideGeometry | None
     plan: Plan | None
-    extra: dict = field(default_factory=dict)
+    extra: PairFacts = field(default_factory=PairFacts)
+
+    @property
+    def facts(self) -> PairFacts:
+        return self.extra
 
 
 @dataclass(frozen=True)
