@@ -44,6 +44,9 @@ def test_the_newest_release_is_written_once():
     others = [h for h in hits if "FP4_VERIFIED_RELEASE" not in h and "STARTUP_VERIFIED_FROM" not in h]
     assert len(others) == 1 and others[0].startswith("kvcheck/release/manifest.py:"), others
     assert manifest.NEWEST == manifest.flag_releases()[-1]
+    from kvcheck.sglang.pd_release import known_releases
+
+    assert manifest.NEWEST == known_releases()[-1] == manifest.pd_releases()[-1]
 
 
 def test_verified_per_subsystem_follows_each_releases_facts():
