@@ -104,7 +104,7 @@ def preflight(
     gpu: Optional[str] = typer.Option(None, "--gpu", metavar="GPU", help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output."),
     prefill_gpu: Optional[str] = typer.Option(None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."),
     decode_gpu: Optional[str] = typer.Option(None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."),
-    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23), when the input does not say (an image tag, /server_info's version). Default: the installed SGLang, else the newest modeled release, said in the output."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what the input says (an image tag, /server_info's version). Default: the releases the input and its flags allow; the pair is decided on each (the output names the window)."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
     decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
 ) -> None:
@@ -301,7 +301,7 @@ def agent(
     draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json."),
     name: Optional[str] = typer.Option(None, "--name", help="Agent name (must start with kvcheck-; default kvcheck-ROLE-HOST-PID)."),
     max_memory: float = typer.Option(4.0, "--max-memory", help="GiB the agent may allocate in all (regions x pages x item length); more is refused before allocating."),
-    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release that side runs, when the input does not say (default: installed, else newest modeled)."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release that side runs, when the input does not say (default: unknown; its geometry then stays unmodeled where it depends on the release)."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role prefill."),
     decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role decode."),
 ) -> None:
