@@ -62,6 +62,19 @@ def test_verified_per_subsystem_follows_each_releases_facts():
         assert not manifest.verified(subsystem, "0.5.24")
 
 
+def test_every_release_bound_named_in_code_is_a_group_boundary():
+    # A pair decided over a window is decided once per group of releases; a group never
+    # spans a release from which some restated behaviour changes.
+    pat = re.compile(r"(?:at_least|in_range|release_at_least)\([^)]*\)")
+    lit = re.compile(r"\"(0\.5\.\d+(?:\.post\d+|rc\d+)?)\"")
+    named = set()
+    for path in (REPO / "kvcheck").rglob("*.py"):
+        for call in pat.findall(path.read_text()):
+            named |= set(lit.findall(call))
+    named.discard("0.5.0rc2")
+    assert named <= set(manifest.boundaries()), named - set(manifest.boundaries())
+
+
 def test_a_release_after_the_newest_is_unchecked_in_start_up_too(tmp_path):
     from kvcheck.sglang.startup import ReleaseStop, release_gate
     from kvcheck.sources import build_side

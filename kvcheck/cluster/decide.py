@@ -87,9 +87,10 @@ def decide_one(ps: Any, ds: Any, p: ClassResult, d: ClassResult, opts: Any, igno
 
 def signature(ps: Any, ds: Any) -> tuple:
     """What a pair's decision depends on per release: each side's ``PDBehaviour`` (its
-    variants, not its name), whether the release is the newest (checks that gate on it),
-    the subsystems verified for it, its start-up findings, the known issues its range
-    matches, and the typed args its parser gives. Releases with equal signatures decide
+    variants, not its name), its epoch (which of ``manifest.boundaries()`` it is at or
+    after: every release bound named in kvcheck's code), the subsystems verified for it,
+    its start-up and connector outcomes, the known issues its range matches, and the typed
+    args its parser gives. Releases with equal signatures decide
     alike, so the pair is decided once for all of them."""
     return (_side_signature(ps), _side_signature(ds))
 
@@ -107,9 +108,12 @@ def _side_signature(side: Any) -> tuple:
     b = behaviour(v)
     pd = tuple((k, val) for k, val in dataclasses.asdict(b).items() if k != "version") + (("stateless_hang", b.nixl_stateless_hang),)
     subsystems = tuple(manifest.verified(s, v) for s in manifest.SUBSYSTEMS)
+    from kvcheck.sglang.startup import connector_outcome
+
     startup = tuple((f.id, f.severity.value, f.runtime_error.message if f.runtime_error else None) for f in side_findings(REGISTRY["startup"], side))
+    connector = repr(connector_outcome(side))
     issues = tuple(e.get("id") for e in load_known_issues() if match_entry(e, side)[0])
-    return (pd, v == manifest.NEWEST, subsystems, startup, issues, repr(sorted(side.args.model_dump().items())))
+    return (pd, manifest.epoch(v), subsystems, startup, connector, issues, repr(sorted(side.args.model_dump().items())))
 
 
 def _outcome(located: list[Located]) -> tuple[str, tuple[str, ...]]:

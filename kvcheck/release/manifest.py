@@ -89,6 +89,33 @@ def newer_than_modeled(release: str | None) -> bool:
     return bool(release) and version_key(release) > version_key(NEWEST) and version_key(release) != version_key(None)
 
 
+# Releases from which some behaviour kvcheck restates changes, named in code as a literal
+# (``at_least`` / ``in_range`` / ``release_at_least`` bounds outside the variant tables):
+# a pair decided over a window never groups releases on both sides of one of these.
+# tests/test_release_window.py keeps this list complete.
+CODE_BOUNDARIES = ("0.5.6.post1", "0.5.7", "0.5.8", "0.5.9", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.14",
+                   "0.5.15", "0.5.17", "0.5.18", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+
+
+@functools.lru_cache(maxsize=1)
+def boundaries() -> tuple[str, ...]:
+    """Every release from which kvcheck's model of the runtime changes: the variant tables
+    of ``pd_release`` (bootstrap checks, prefill decision), start-up's verified-from
+    release, and ``CODE_BOUNDARIES``."""
+    from kvcheck.sglang.pd_release import BOOTSTRAP_VARIANTS, DECISION_VARIANTS
+
+    found = set(CODE_BOUNDARIES) | set(BOOTSTRAP_VARIANTS.values()) | set(DECISION_VARIANTS.values()) | {startup_verified_from(), NEWEST}
+    return tuple(sorted(found, key=version_key))
+
+
+@functools.lru_cache(maxsize=None)
+def epoch(release: str | None) -> tuple[bool, ...]:
+    """Which of ``boundaries()`` ``release`` is at or after: releases with equal epochs
+    sit between the same boundaries."""
+    k = version_key(release)
+    return tuple(k >= version_key(b) for b in boundaries())
+
+
 def table() -> list[dict]:
     """The manifest as rows (``kvcheck releases``, docs): release -> subsystem -> verified."""
     return [{"release": v, **{s: verified(s, v) for s in SUBSYSTEMS}} for v in flag_releases()]
