@@ -48,7 +48,8 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
         return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
     pw, dw = p.window, d.window
     cands = pair_candidates(pw, dw) if pw is not None and dw is not None and pw.releases and dw.releases else []
-    if len(cands) <= 1:
+    gpus = _assumed_gpus(p, d) if cands else None
+    if len(cands) <= 1 and gpus is None:
         if cands:
             rp, rd = cands[0]
             ps, ds = p.side_for(rp), d.side_for(rd)
@@ -58,7 +59,20 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
         pr = PairResult(p, d, verdict_of([x.finding for x in located + class_findings]), report, located + list(class_findings))
         pr.releases = _releases_contract(p, d, cands, None)
         return pr
-    return _decide_window(p, d, cands, opts, ignore, class_findings)
+    return _decide_window(p, d, cands, opts, ignore, class_findings, gpus or (None,))
+
+
+def _assumed_gpus(p: ClassResult, d: ClassResult) -> tuple[str, ...] | None:
+    """The GPUs to decide the pair on when neither side's GPU is given (``--gpu``, the
+    manifest, a ``kvcheck-gpu`` key): Hopper and Blackwell (``ASSUMED_GPUS``); None when a
+    GPU is given, or the classes cannot build a side per GPU."""
+    from kvcheck.release.window import ASSUMED_GPUS
+
+    if p.build_for is None or d.build_for is None:
+        return None
+    if not (str(p.side.gpu_source).startswith("default") and str(d.side.gpu_source).startswith("default")):
+        return None
+    return ASSUMED_GPUS
 
 
 def decide_one(ps: Any, ds: Any, p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -> tuple[Report, list[Located]]:
@@ -132,40 +146,52 @@ def _headline(located: list[Located]) -> str:
     return text if len(text) <= 240 else text[:237] + "..."
 
 
-def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]], opts: Any, ignore: tuple[str, ...], class_findings: list[Located]) -> PairResult:
+def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]], opts: Any, ignore: tuple[str, ...], class_findings: list[Located],
+                   gpus: tuple[str | None, ...] = (None,)) -> PairResult:
     from kvcheck.release.window import group_by, merge_outcomes, releases_label, window_table
 
-    groups = group_by(cands, lambda rp, rd: signature(p.side_for(rp), d.side_for(rd)))
+    groups = []
+    for gpu in gpus:
+        for g in group_by(cands, lambda rp, rd: signature(p.side_for(rp, gpu), d.side_for(rd, gpu))):
+            g.gpu = gpu
+            groups.append(g)
     for g in groups:
         rp, rd = g.pairs[0]  # the newest of the group decides for it
-        report, located = decide_one(p.side_for(rp), d.side_for(rd), p, d, opts, ignore)
+        report, located = decide_one(p.side_for(rp, g.gpu), d.side_for(rd, g.gpu), p, d, opts, ignore)
         g.result = (report, located)
         g.outcome = _outcome(located)
         g.text = _headline(located) if g.outcome[0] in ("fail", "unchecked") else ""
+    from kvcheck.release.window import gpu_label
+
     merged = merge_outcomes(groups)
     newest_report, _ = groups[0].result
     final = combine_verdicts([g.outcome[0] for g in groups])
-    findings = _merge_group_findings(merged, final)
-    window = releases_label(cands)
+    multi_gpu = len(gpus) > 1
+    findings = _merge_group_findings(merged, final, multi_gpu)
+    window = releases_label(cands) + (f"; no GPU given: decided on {' and '.join(gpu_label(g) for g in gpus)}" if multi_gpu else "")
+    what = "release and GPU" if multi_gpu else "release"
     if len(merged) == 1:
         findings.append(finding(
             "release-window", Severity.INFO,
-            f"{p.id} x {d.id}: decided on every release the sides may run ({window}; {len(groups)} distinct behaviour(s)): all give the same answer",
-            "Pin the release (image tag or --sglang-version) to check one release only.", d.first.instance.location))
+            f"{p.id} x {d.id}: decided on every {what} the sides may run ({window}; {len(groups)} distinct behaviour(s)): all give the same answer",
+            "Pin the release (image tag or --sglang-version) and the GPU (--gpu) to check one of them only.", d.first.instance.location))
     else:
         sev = {"unchecked": Severity.UNCHECKED, "fail": Severity.WARNING}.get(final, Severity.INFO)
-        lead = {"unchecked": "the answer depends on the SGLang release, which the deployment does not pin",
-                "fail": "fails on every release kvcheck decides among those the sides may run"}.get(final, "passes on every release the sides may run")
+        lead = {"unchecked": f"the answer depends on the SGLang {what}, which the deployment does not {'pin or give' if multi_gpu else 'pin'}",
+                "fail": f"fails on every {what} kvcheck decides among those the sides may run"}.get(final, f"passes on every {what} the sides may run")
         findings.append(finding(
             "release-window", sev,
             f"{p.id} x {d.id}: {lead} ({window}; {len(groups)} distinct behaviour(s)): {window_table(_table_groups(groups))}",
-            "Pin the image tag (lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or --prefill-/--decode-sglang-version) with the release the servers run.",
+            "Pin the image tag (lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or --prefill-/--decode-sglang-version) with the release the servers run"
+            + (", and --gpu with the GPU they run on." if multi_gpu else "."),
             d.first.instance.location))
     verdict = verdict_of([x.finding for x in findings + class_findings])
     report = Report(verdict=verdict, plan=newest_report.plan, findings=[x.finding for x in findings], sides=newest_report.sides,
-                    kernel=newest_report.kernel, runtime=f"sglang {window} (window)", extra=dict(newest_report.extra))
+                    kernel=newest_report.kernel, runtime=f"sglang {releases_label(cands)}" + (" (window)" if len(cands) > 1 else ""),
+                    extra=dict(newest_report.extra))
     pr = PairResult(p, d, verdict, report, findings + list(class_findings))
     pr.releases = _releases_contract(p, d, cands, merged, len(groups))
+    pr.releases["gpus_decided"] = [g for g in gpus if g]
     report.extra["release_window"] = pr.releases
     return pr
 
@@ -177,10 +203,10 @@ def _table_groups(groups: list) -> list:
 
     rows: dict[tuple, Group] = {}
     for g in groups:
-        key = (g.outcome[0], g.text.split(":", 1)[0] if g.outcome[0] in ("fail", "unchecked") else "")
+        key = (g.gpu, g.outcome[0], g.text.split(":", 1)[0] if g.outcome[0] in ("fail", "unchecked") else "")
         row = rows.get(key)
         if row is None:
-            rows[key] = Group(pairs=list(g.pairs), outcome=g.outcome, text=g.text)
+            rows[key] = Group(pairs=list(g.pairs), outcome=g.outcome, text=g.text, gpu=g.gpu)
         else:
             row.pairs += g.pairs
     from kvcheck.release.version import version_key
@@ -206,7 +232,7 @@ def combine_verdicts(verdicts: list[str]) -> str:
     return "unchecked"
 
 
-def _merge_group_findings(merged: list, final: str) -> list[Located]:
+def _merge_group_findings(merged: list, final: str, multi_gpu: bool = False) -> list[Located]:
     """The findings of every outcome group, once each: a finding that every group has keeps
     its severity; one that only some groups have says on which releases; an error there
     becomes ``unchecked`` when the pair is unchecked (it fails only where the release is
@@ -230,7 +256,11 @@ def _merge_group_findings(merged: list, final: str) -> list[Located]:
 
         pairs = [pr for g in gs for pr in g.pairs]
         f = x.finding.model_copy(deep=True)
-        f.message = f"on SGLang {releases_label(list(set(pairs)))} only: {f.message}"
+        gpus = sorted({g.gpu for g in gs if g.gpu})
+        from kvcheck.release.window import gpu_label
+
+        where = "" if not multi_gpu or len(gpus) != 1 else f" on {gpu_label(gpus[0])}"
+        f.message = f"on SGLang {releases_label(list(set(pairs)))}{where} only: {f.message}"
         if f.severity == Severity.ERROR and final == "unchecked":
             f.severity = Severity.UNCHECKED
         out.append(Located(f, x.location, list(x.also)))
@@ -246,8 +276,8 @@ def _releases_contract(p: ClassResult, d: ClassResult, cands: list[tuple[str, st
     }
     if merged is not None:
         out["distinct_behaviours"] = n_groups
-        out["outcomes"] = [{"releases": [{"prefill": a, "decode": b} for a, b in g.pairs], "verdict": g.outcome[0],
-                            "finding_ids": list(g.outcome[1]), "headline": g.text} for g in merged]
+        out["outcomes"] = [{"releases": [{"prefill": a, "decode": b, **({"gpu": m.gpu} if m.gpu else {})} for m in (g.members or [g]) for a, b in m.pairs],
+                            "verdict": g.outcome[0], "finding_ids": list(g.outcome[1]), "headline": g.text} for g in merged]
     return out
 
 

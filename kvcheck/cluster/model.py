@@ -112,19 +112,20 @@ class ClassResult:
     # any release of it (``side_for(release)``; ``side`` is the newest release's).
     window: Any = None
     build_for: Any = None
-    _sides: dict[str, Any] = field(default_factory=dict)
+    _sides: dict[tuple, Any] = field(default_factory=dict)
 
     @property
     def first(self) -> InstanceResult:
         return self.members[0]
 
-    def side_for(self, release: str) -> Any:
-        """The class's ``Side`` on ``release`` (built once per release)."""
-        if self.side is not None and self.side.sglang_version == release or self.build_for is None:
+    def side_for(self, release: str, gpu: str | None = None) -> Any:
+        """The class's ``Side`` on ``release`` (and on ``gpu`` when the class's GPU was
+        assumed: a GPU window), built once per release and GPU."""
+        if self.build_for is None or (gpu is None and self.side is not None and self.side.sglang_version == release):
             return self.side
-        hit = self._sides.get(release)
+        hit = self._sides.get((release, gpu))
         if hit is None:
-            hit = self._sides[release] = self.build_for(release)
+            hit = self._sides[(release, gpu)] = self.build_for(release, gpu)
         return hit
 
     def contract(self) -> dict[str, Any]:

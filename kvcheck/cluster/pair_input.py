@@ -275,6 +275,9 @@ def pair_report(cluster: Any) -> Any:
     for c in dep.classes:
         if c.side is not None:
             gpus[c.role] = {"gpu": c.side.gpu, "source": c.side.gpu_source}
+    decided = (pr.releases or {}).get("gpus_decided") if pr is not None else None
+    if decided:
+        gpus = {role: {"gpu": "/".join(decided), "source": "no GPU given: decided on each"} for role in gpus}
     if gpus:
         extra["gpu"] = gpus
     from kvcheck.report.model import verdict_of

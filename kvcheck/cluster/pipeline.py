@@ -564,7 +564,7 @@ def _side_builder(ir: InstanceResult, caches: _Caches, build: tuple):
     inst = ir.instance
     model_path = ir.model
 
-    def build_for(release: str):
+    def build_for(release: str, assumed_gpu: str | None = None):
         args = dict(ir.args or {}) if release == table else dict(_flags(inst, caches, release))
         if model_path and not args.get("model_path"):
             args["model_path"] = model_path
@@ -572,9 +572,11 @@ def _side_builder(ir: InstanceResult, caches: _Caches, build: tuple):
             choice = ReleaseChoice(sr.named, sr.problem, False, table, sr.problem)
         else:
             choice = ReleaseChoice(release, sr.how, True, release)
-        side = build_side(inst.role, args, env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu,
+        side = build_side(inst.role, args, env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu or assumed_gpu,
                           base=Path(inst.location.file).parent, release=choice)
-        if inst.gpu_source and gpu is not None and gpu == inst.gpu_type and side.gpu_source == "--gpu":
+        if gpu is None and assumed_gpu is not None:
+            side.gpu_source = f"assumed for the GPU window: {assumed_gpu} (no GPU given)"
+        elif inst.gpu_source and gpu is not None and gpu == inst.gpu_type and side.gpu_source == "--gpu":
             side.gpu_source = inst.gpu_source
         return side
 

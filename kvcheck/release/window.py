@@ -189,10 +189,21 @@ class Group:
     result: Any = None
     text: str = ""
     members: list = field(default_factory=list)
+    gpu: str | None = None  # the GPU assumed for this group (a GPU window), None when given
 
     @property
     def label(self) -> str:
-        return releases_label(self.pairs)
+        return releases_label(self.pairs) + (f" on {gpu_label(self.gpu)}" if self.gpu else "")
+
+
+# The GPUs a pair is decided on when no GPU is given for either side (page sizes and
+# attention backends are chosen by the GPU's generation): one Hopper, one Blackwell.
+ASSUMED_GPUS = ("h100", "b200")
+_GPU_LABEL = {"h100": "Hopper (h100)", "b200": "Blackwell (b200)"}
+
+
+def gpu_label(gpu: str | None) -> str:
+    return _GPU_LABEL.get(gpu or "", gpu or "")
 
 
 def releases_label(pairs: list[tuple[str, str]]) -> str:
@@ -249,7 +260,7 @@ _VERB = {"fail": "fails", "unchecked": "is unchecked", "warn": "passes with warn
 def window_table(groups: list[Group]) -> str:
     """``"fails on 0.5.9-0.5.21: <the runtime's text>; passes on 0.5.22-0.5.23"``."""
     parts = []
-    for g in sorted(groups, key=lambda g: version_key(g.pairs[0][0])):
+    for g in sorted(groups, key=lambda g: (g.gpu or "", version_key(g.pairs[0][0]))):
         verb = _VERB.get(g.outcome[0], g.outcome[0])
         parts.append(f"{verb} on {g.label}" + (f": {g.text}" if g.text else ""))
     return "; ".join(parts)

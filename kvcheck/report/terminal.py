@@ -159,6 +159,9 @@ def render_cluster_terminal(report, console: Console) -> None:
     counts = {v: sum(1 for p in pairs if p.verdict == v) for v in ("fail", "unchecked", "warn", "pass")}
     head.append(f"  {sum(len(d.instances) for d in report.deployments)} instance(s), {len(pairs)} pair(s)" + "".join(f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)), style="default")
     gpus = {f"{c.role}:{c.id}": {"gpu": c.side.gpu, "source": c.side.gpu_source} for d in report.deployments for c in d.classes if c.side is not None}
+    windows = {tuple((p.releases or {}).get("gpus_decided") or ()) for d in report.deployments for p in d.pairs}
+    if len(windows) == 1 and next(iter(windows)):
+        gpus = {"all": {"gpu": "/".join(next(iter(windows))), "source": "no GPU given: decided on each"}}
     head.append(f"  [{report.runtime}, {report.kernel} kernel{gpu_label(gpus)}]", style="dim")
     console.print(head)
     if report.verdict == "unchecked":
