@@ -53,7 +53,8 @@ def test_identical_instances_form_one_class_and_each_pair_is_decided_once(monkey
     monkeypatch.setattr(pf, "run_preflight", counting)
     prefills = [inst("prefill", f"p{i}") for i in range(40)]
     decodes = [inst("decode", f"d{i}") for i in range(30)] + [inst("decode", "d-odd", "--page-size", "32", arg_locations={"--page-size": Location("deploy.yaml", 77)})]
-    r = check_deployments([dep(*prefills, *decodes)])
+    # The GPU given: one decision per class pair (without it, one per GPU of the window).
+    r = check_deployments([dep(*prefills, *decodes)], ClusterOptions(gpu="h100"))
     d = r.deployments[0]
     assert [c.id for c in d.classes] == ["prefill-1", "decode-1", "decode-2"]
     assert [len(c.members) for c in d.classes] == [40, 30, 1]

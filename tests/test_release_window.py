@@ -124,7 +124,7 @@ def test_gpt_oss_tp1_into_tp4_with_no_release_named_never_passes(tmp_path):
     launch = "python -m sglang.launch_server --model-path openai/gpt-oss-120b --disaggregation-transfer-backend nixl --page-size 16"
     script = tmp_path / "run.sh"
     script.write_text(f"{launch} --disaggregation-mode prefill --tp-size 1\n{launch} --disaggregation-mode decode --tp-size 4 --port 30001\n")
-    rc, report = _run("-f", str(script))
+    rc, report = _run("-f", str(script), "--gpu", "h100")
     assert rc in (1, 4), report["verdict"]
     pair = report["pairs"][0]
     window = pair["releases"]
@@ -134,7 +134,7 @@ def test_gpt_oss_tp1_into_tp4_with_no_release_named_never_passes(tmp_path):
         f = next(f for f in pair["findings"] if f["id"] == "release-window")
         assert "fails on" in f["message"] and "--sglang-version" in f["fix"]
     # Pinned to the release where it is fixed, the same deployment is decided on it alone.
-    rc23, pinned = _run("-f", str(script), "--sglang-version", "0.5.23")
+    rc23, pinned = _run("-f", str(script), "--sglang-version", "0.5.23", "--gpu", "h100")
     assert pinned["pairs"][0]["releases"]["decided"] == [{"prefill": "0.5.23", "decode": "0.5.23"}]
     assert rc23 != rc or rc23 == 1
 
@@ -144,9 +144,22 @@ def test_a_flag_older_releases_accept_is_decided_on_them_not_refused(tmp_path):
               "--page-size 16 --cuda-graph-max-bs 64")
     script = tmp_path / "run.sh"
     script.write_text(f"{launch} --disaggregation-mode prefill\n{launch} --disaggregation-mode decode --port 30001\n")
-    rc, report = _run("-f", str(script))
+    rc, report = _run("-f", str(script), "--gpu", "h100")
     assert rc != 2
     window = report["pairs"][0]["releases"]["prefill"]
     assert window["releases"][-1] == "0.5.19" and "0.5.20" in window["refused_on"]
-    rc23, _ = _run("-f", str(script), "--sglang-version", "0.5.23")
+    rc23, _ = _run("-f", str(script), "--sglang-version", "0.5.23", "--gpu", "h100")
     assert rc23 == 1  # 0.5.23's parser refuses the flag: a start-up refusal, not bad input
+
+
+def test_no_gpu_given_decides_on_hopper_and_blackwell(tmp_path):
+    from helpers import model_dir
+
+    launch = f"python -m sglang.launch_server --model-path {model_dir('llama-3.1-8b')} --disaggregation-transfer-backend nixl --page-size 16"
+    script = tmp_path / "run.sh"
+    script.write_text(f"{launch} --disaggregation-mode prefill\n{launch} --disaggregation-mode decode --port 30001\n")
+    rc, report = _run("-f", str(script), "--sglang-version", "0.5.23")
+    assert rc == 0
+    assert report["pairs"][0]["releases"]["gpus_decided"] == ["h100", "b200"]
+    rc, report = _run("-f", str(script), "--sglang-version", "0.5.23", "--gpu", "b200")
+    assert rc == 0 and report["pairs"][0]["releases"].get("gpus_decided") is None

@@ -26,7 +26,8 @@ from kvcheck.sources.deployments.instance import Instance, Location
 
 # Checks of the pair preflight that are about NIXL's transfer only: dropped for a pair
 # where neither side uses NIXL (kvcheck does not model Mooncake's transfer).
-NIXL_ONLY_CHECKS = ("transfer-decision", "transfer-backend", "nixl-backend", "nixl-backend-params", "item-length-larger", "hisparse-draft-nixl", "hetero-tp-performance")
+NIXL_ONLY_CHECKS = ("transfer-decision", "transfer-backend", "nixl-backend", "nixl-backend-params", "item-length-larger", "hisparse-draft-nixl", "hetero-tp-performance",
+                    "nixl-stateless-hang")
 
 # Finding ids of this module.
 DECIDE_FINDING_IDS = ("backend-not-modeled", "release-window")
@@ -171,14 +172,11 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
     window = releases_label(cands) + (f"; no GPU given: decided on {' and '.join(gpu_label(g) for g in gpus)}" if multi_gpu else "")
     what = "release and GPU" if multi_gpu else "release"
     if len(merged) == 1:
-        findings.append(finding(
-            "release-window", Severity.INFO,
-            f"{p.id} x {d.id}: decided on every {what} the sides may run ({window}; {len(groups)} distinct behaviour(s)): all give the same answer",
-            "Pin the release (image tag or --sglang-version) and the GPU (--gpu) to check one of them only.", d.first.instance.location))
+        pass  # one answer everywhere: the output's runtime and GPU labels name the window
     else:
-        sev = {"unchecked": Severity.UNCHECKED, "fail": Severity.WARNING}.get(final, Severity.INFO)
-        lead = {"unchecked": f"the answer depends on the SGLang {what}, which the deployment does not {'pin or give' if multi_gpu else 'pin'}",
-                "fail": f"fails on every {what} kvcheck decides among those the sides may run"}.get(final, f"passes on every {what} the sides may run")
+        sev = Severity.UNCHECKED if final == "unchecked" else Severity.INFO
+        lead = (f"the answer depends on the SGLang {what}, which the deployment does not {'pin or give' if multi_gpu else 'pin'}"
+                if final == "unchecked" else f"passes on every {what} the sides may run")
         findings.append(finding(
             "release-window", sev,
             f"{p.id} x {d.id}: {lead} ({window}; {len(groups)} distinct behaviour(s)): {window_table(_table_groups(groups))}",
@@ -218,17 +216,15 @@ def _table_groups(groups: list) -> list:
 
 def combine_verdicts(verdicts: list[str]) -> str:
     """The pair's verdict from its verdict on each group of releases: one verdict -> it;
-    only pass and warn -> warn (it passes on every release); fail on every release
-    kvcheck decides, unchecked on the rest -> fail (it blocks either way, and never passes
-    where it may run); anything else (it passes on some release and fails or is
-    unchecked on another) -> unchecked."""
+    only pass and warn -> warn (it passes on every release); anything else -> unchecked:
+    it fails (or kvcheck cannot tell) on some release it may run and not on another, so
+    only the release decides. Fail on some releases and unchecked on the rest is
+    unchecked too: where kvcheck cannot tell, the deployment may work."""
     seen = set(verdicts)
     if len(seen) == 1:
         return verdicts[0]
     if seen <= {"pass", "warn"}:
         return "warn"
-    if seen == {"fail", "unchecked"}:
-        return "fail"
     return "unchecked"
 
 

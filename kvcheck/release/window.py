@@ -211,7 +211,7 @@ def releases_label(pairs: list[tuple[str, str]]) -> str:
     if all(a == b for a, b in pairs):
         rels = sorted({a for a, _ in pairs}, key=version_key)
         return _runs(rels)
-    return ", ".join(f"{a} (prefill)/{b} (decode)" for a, b in pairs[:6]) + (" ..." if len(pairs) > 6 else "")
+    return ", ".join(f"{a} (prefill) / {b} (decode)" for a, b in pairs[:6]) + (" ..." if len(pairs) > 6 else "")
 
 
 def _runs(rels: list[str]) -> str:
