@@ -110,11 +110,13 @@ def test_preflight_reports_it_as_the_sides_startup_refusal(tmp_path):
     assert [f["id"] for f in json.loads(both.stdout)["findings"] if f["severity"] == "error"] == ["startup-argparse", "startup-argparse"]
 
 
-def test_a_misspelled_flag_stays_bad_input(tmp_path):
+def test_a_misspelled_flag_is_that_servers_start_up_refusal(tmp_path):
+    # Issue 14: a server flag the runtime's parser refuses is a failed deployment (exit 1),
+    # the same on the pair and the -f path; exit 2 stays for kvcheck's own input.
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "page-sise": 16})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
     proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))
-    assert proc.returncode == 2 and "unrecognized arguments: --page-sise 16" in proc.stderr
+    assert proc.returncode == 1 and "unrecognized arguments: --page-sise 16" in proc.stdout
 
 
 def _release_parser_error(release: str, argv: list[str]) -> str | None:

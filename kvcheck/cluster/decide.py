@@ -44,8 +44,13 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
     if p.side is None or d.side is None:
         # The pair is unchecked, but what does not depend on the model still fails it:
         # --allow-unchecked must never let a certain failure through.
-        certain = _model_independent_failures(p, d)
+        certain = _model_independent_failures(p, d) + _refused_pair_findings(p, d)
         findings = certain + list(class_findings)
+        # The runtime stops at the first error it reaches: start-up refusals come first.
+        predicted = sorted((x.finding for x in findings if x.finding.runtime_error is not None and not x.finding.ignored),
+                           key=lambda f: f.runtime_error.when != "start-up")
+        for n, f in enumerate(predicted, start=1):
+            f.runtime_error.order, f.runtime_error.first = n, n == 1
         return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
     pw, dw = p.window, d.window
     cands = pair_candidates(pw, dw) if pw is not None and dw is not None and pw.releases and dw.releases else []
@@ -61,6 +66,27 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
         pr.releases = _releases_contract(p, d, cands, None)
         return pr
     return _decide_window(p, d, cands, opts, ignore, class_findings, gpus or (None,))
+
+
+def _refused_pair_findings(p: ClassResult, d: ClassResult) -> list[Located]:
+    """A pair with a server that refuses its flags while parsing: the side that was read
+    gets its own start-up findings, and an info finding says the pair's KV checks did not
+    run (a server that never starts has no KV to transfer)."""
+    refused = [c for c in (p, d) if isinstance(c.key, tuple) and c.key[:1] == ("argparse-refused",)]
+    if not refused:
+        return []
+    from kvcheck.checks import REGISTRY
+    from kvcheck.checks.startup import side_findings
+
+    out: list[Located] = []
+    for c in (p, d):
+        if c.side is not None:
+            out += [Located(f, c.first.instance.location) for f in side_findings(REGISTRY["startup"], c.side)]
+    who = " and ".join(f"the {c.role}" for c in refused)
+    out.append(finding("pair-not-checked", Severity.INFO,
+                       f"{p.id} x {d.id}: the pair's KV checks did not run: {who} server never starts (its flags are refused while parsing)",
+                       "Fix the refused flag and run kvcheck again to check the pair.", refused[0].first.instance.location))
+    return out
 
 
 def _assumed_gpus(p: ClassResult, d: ClassResult) -> tuple[str, ...] | None:

@@ -263,11 +263,18 @@ def pair_report(cluster: Any) -> Any:
         sides = base.sides
         extra = dict(base.extra)
     else:
+        from kvcheck.preflight import _summary
+
         sides = []
-        for c in dep.classes:
+        for c in sorted(dep.classes, key=lambda c: c.role != "prefill"):
             ir = c.first
-            sides.append(SideSummary(role=c.role, origin=str(ir.instance.location), model=ir.model or "unknown", pool="not_read",
-                                     sglang_version=ir.release, version_source=ir.release_source))
+            if c.side is not None:
+                sides.append(_summary(c.side, None))
+                continue
+            refused = isinstance(c.key, tuple) and c.key[:1] == ("argparse-refused",)
+            sides.append(SideSummary(role=c.role, origin=str(ir.instance.location),
+                                     model="unknown (flags refused)" if refused else (ir.model or "unknown"), pool="not_read",
+                                     sglang_version=(c.key[3] if refused else ir.release), version_source=ir.release_source))
         extra = {}
     if pr is not None and pr.releases is not None:
         extra["release_window"] = pr.releases
