@@ -1,0 +1,238 @@
+"""One fabric node: ``python -m kvcheck.fabric.worker --etcd URL --run RUN --node NAME``.
+
+The worker waits (``--join-timeout``) for its assignment in etcd (``assign/<node>``,
+see ``kvcheck.fabric.control``), takes the instance's environment (the node's own
+environment wins: that is what the server there would run with), starts one kvcheck
+agent (``kvcheck.nixl.agent.KvAgent``) with the role, geometry and memory kinds of its
+instance (VRAM on a GPU, DRAM stand-ins without one), serves its metadata on
+``--listen-host`` and publishes it in etcd (NIXL's own path, plus kvcheck's listener
+address for region confirmation), and reports ``node/<node>``: the agent, its
+registration issues, the UCX environment and the node's NICs, RDMA devices and GPUs.
+
+A decode node then only serves (drives UCX progress). A prefill node runs each probe the
+coordinator puts in ``cmd/<node>`` with its own agent (``kvcheck.nixl.probe.
+probe_with_agent``: confirmed regions only, real bytes, read back, a deadline on every
+wait) and writes ``result/<node>/<seq>``, with the UCX lanes the connection used (UCX's
+debug log of the endpoint's wire-up, kept in a file of the worker's own, never printed).
+
+A heartbeat thread bumps ``alive/<node>`` every ``HEARTBEAT_S``. The worker stops on
+``stop``, at ``--ttl``, on SIGTERM, or when etcd has not answered for ``--etcd-grace``
+seconds; it then deregisters and withdraws its metadata.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+HEARTBEAT_S = 1.0
+CMD_POLL_S = 0.1
+STOP_POLL_S = 1.0
+
+
+class _Log:
+    """UCX/NIXL logging (fd 1 and 2) goes to a private file; ``take()`` returns what was
+    written since the last call and empties the file."""
+
+    def __init__(self):
+        fd, self.path = tempfile.mkstemp(prefix="kvcheck-fabric-ucx-", suffix=".log")
+        os.close(fd)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(self.fd, 1)
+        os.dup2(self.fd, 2)
+
+    def take(self) -> str:
+        with open(self.path, "rb") as fh:
+            data = fh.read(64 << 20)
+        os.ftruncate(self.fd, 0)
+        return data.decode(errors="replace")
+
+    def close(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def _args(argv):
+    ap = argparse.ArgumentParser(prog="python -m kvcheck.fabric.worker")
+    ap.add_argument("--etcd", required=True)
+    ap.add_argument("--run", required=True)
+    ap.add_argument("--node", required=True)
+    ap.add_argument("--listen-host", default=None)
+    ap.add_argument("--ttl", type=float, default=900.0)
+    ap.add_argument("--join-timeout", type=float, default=120.0)
+    ap.add_argument("--etcd-grace", type=float, default=10.0)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = _args(argv)
+    from kvcheck.fabric.control import Control
+
+    ctl = Control(a.etcd, a.run)
+    log = _Log()
+    started = time.monotonic()
+    stop = threading.Event()
+    why = {"reason": "ttl"}
+
+    def on_signal(signum, frame):
+        why["reason"] = "signal"
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def say(text: str) -> None:
+        log.stderr.write(f"kvcheck fabric worker {a.node}: {text}\n")
+
+    assign = None
+    deadline = started + a.join_timeout
+    while assign is None and time.monotonic() < deadline and not stop.is_set():
+        try:
+            assign = ctl.get("assign", a.node)
+        except Exception:
+            assign = None
+        if assign is None:
+            stop.wait(0.25)
+    if assign is None:
+        say("no assignment in etcd before --join-timeout")
+        log.close()
+        return 3
+    env_asked = assign.get("env") or {}
+    for k, v in env_asked.items():
+        os.environ.setdefault(k, str(v))
+    node_env = {k: os.environ[k] for k in sorted(os.environ) if k.startswith(("UCX_", "NIXL_", "SGLANG_DISAGGREGATION"))}
+    os.environ["UCX_LOG_LEVEL"] = "debug"  # the endpoint's lanes (see kvcheck.fabric.nodeinfo); into the private log only
+    os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
+
+    from kvcheck.fabric.nodeinfo import default_listen_host, lanes_used, node_facts
+    from kvcheck.nixl.agent import KvAgent, Layout
+
+    host = a.listen_host or default_listen_host(os.environ)
+    role = assign["role"]
+    layout = Layout.from_dict(assign["layout"])
+    record = {"node": a.node, "role": role, "pid": os.getpid(), "env": node_env, "facts": node_facts(), "status": "ready", "error": None}
+    agent = KvAgent(layout, name=f"kvcheck-{role}-{a.node}-{os.getpid()}", listen=(host, 0), etcd=a.etcd, backend=assign.get("backend", "UCX"),
+                    gpu=assign.get("gpu", "auto"), max_bytes=int(assign.get("max_bytes", 4 << 30)))
+    try:
+        agent.start()
+    except Exception as exc:  # InputError: the UCX backend or the listener could not start
+        record.update(status="failed", error=str(exc), ucx_log=_tail_errors(log.take()))
+    if record["status"] == "ready":
+        summary = agent.summary()
+        record.update(agent=agent.name, listen=summary["listen"], issues=summary["issues"], registered_bytes=summary["registered_bytes"],
+                      gpu=summary["gpu"], regions=summary["regions"], timings=summary["timings"])
+        if any(i["finding_id"] in ("agent-register-failed", "agent-alloc-failed", "agent-publish-failed") for i in summary["issues"]):
+            record["status"] = "registration-failed"
+    log.take()
+    etcd_ok = {"at": time.monotonic()}
+    try:
+        ctl.put(record, "node", a.node)
+    except Exception as exc:
+        say(f"cannot report to etcd: {exc}")
+        agent.close()
+        log.close()
+        return 3
+
+    def heartbeat():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                ctl.put({"n": n, "pid": os.getpid()}, "alive", a.node)
+                if n % max(int(STOP_POLL_S / HEARTBEAT_S), 1) == 0 and ctl.get("stop") is not None:
+                    why["reason"] = "stopped"
+                    stop.set()
+                etcd_ok["at"] = time.monotonic()
+            except Exception:
+                if time.monotonic() - etcd_ok["at"] > a.etcd_grace:
+                    why["reason"] = "etcd-lost"
+                    stop.set()
+            stop.wait(HEARTBEAT_S)
+
+    threading.Thread(target=heartbeat, name="kvcheck-fabric-heartbeat", daemon=True).start()
+    end = started + a.ttl
+    last_seq = None
+    try:
+        while not stop.is_set() and record["status"] != "failed":
+            if time.monotonic() > end:
+                why["reason"] = "ttl"
+                break
+            if role == "prefill" and record["status"] == "ready":
+                try:
+                    cmd = ctl.get("cmd", a.node)
+                    etcd_ok["at"] = time.monotonic()
+                except Exception:
+                    cmd = None
+                if cmd and cmd.get("seq") != last_seq:
+                    last_seq = cmd["seq"]
+                    result = _probe(agent, cmd["job"], log, lanes_used)
+                    try:
+                        ctl.put(result, "result", a.node, str(last_seq))
+                    except Exception:
+                        pass
+                    continue
+                stop.wait(CMD_POLL_S)
+            else:
+                agent.poll_notifications() if agent.nixl is not None else None
+                stop.wait(0.001 if time.monotonic() < agent._busy_until else 0.05)
+    finally:
+        stop.set()
+        agent.close()
+        log.close()
+    return 0
+
+
+def _probe(agent, job: dict, log, lanes_used) -> dict:
+    """Run one probe; the events reduced to a result dict, with the lanes UCX used."""
+    events: list[dict] = []
+    log.take()
+    t0 = time.monotonic()
+    from kvcheck.nixl.probe import probe_with_agent
+
+    try:
+        probe_with_agent(agent, job, lambda **ev: events.append(ev))
+    except Exception as exc:  # never leave the coordinator without an answer
+        events.append({"type": "finding", "id": "probe-error", "message": f"{type(exc).__name__}: {exc}", "severity": "error"})
+        events.append({"type": "end", "ok": False})
+    text = log.take()
+    out = {"ok": False, "segments": [], "findings": [], "steps": {}, "seconds": time.monotonic() - t0, "lanes": lanes_used(text), "remote_agent": None}
+    for ev in events:
+        t = ev.get("type")
+        if t == "segment":
+            out["segments"].append(ev["segment"])
+        elif t == "finding":
+            out["findings"].append({"id": ev["id"], "message": ev["message"], "severity": ev.get("severity", "error")})
+        elif t == "step_done":
+            out["steps"][ev["step"]] = ev.get("seconds")
+        elif t == "step":
+            out["last_step"] = ev["step"]
+        elif t == "info" and ev.get("remote_agent"):
+            out["remote_agent"] = ev["remote_agent"]
+        elif t == "end":
+            out["ok"] = bool(ev.get("ok"))
+    if not out["ok"]:
+        out["ucx_errors"] = _tail_errors(text)
+    return out
+
+
+def _tail_errors(text: str) -> list[str]:
+    """The last few UCX/NIXL error or warning lines of a log."""
+    lines = [ln.strip() for ln in text.splitlines() if (" ERROR " in ln or " WARN " in ln or "error" in ln.lower()) and "DEBUG" not in ln]
+    return [ln[-300:] for ln in lines[-5:]]
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # skip NIXL/UCX teardown, which can block on a dead peer
