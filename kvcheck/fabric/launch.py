@@ -102,3 +102,58 @@ class Launcher:
         for log in self._logs.values():
             log.close()
         self._logs = {}
+
+
+class SmallEtcd:
+    """A single-member etcd kvcheck starts for the run (``--start-etcd HOST:PORT``), with
+    a temporary data dir; ``close()`` stops it and removes the dir."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, timeout: float = 15.0):
+        import shutil
+        import socket
+        import time
+
+        from kvcheck.errors import UnreachableError
+
+        binary = shutil.which("etcd")
+        if binary is None:
+            raise InputError("--start-etcd needs the etcd binary on PATH (Debian: apt-get install etcd-server)", field="--start-etcd")
+
+        def free() -> int:
+            with socket.socket() as s:
+                s.bind((host, 0))
+                return s.getsockname()[1]
+
+        self.dir = tempfile.mkdtemp(prefix="kvcheck-fabric-etcd-")
+        port = port or free()
+        peer = free()
+        self.url = f"http://{host}:{port}"
+        self.proc = subprocess.Popen([binary, "--data-dir", self.dir, "--name", "kvcheck-fabric", "--listen-client-urls", self.url,
+                                      "--advertise-client-urls", self.url, "--listen-peer-urls", f"http://{host}:{peer}",
+                                      "--initial-advertise-peer-urls", f"http://{host}:{peer}", "--initial-cluster", f"kvcheck-fabric=http://{host}:{peer}"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        from kvcheck.nixl.transport import EtcdGateway
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                EtcdGateway(self.url, timeout=1.0).get(b"/kvcheck/fabric/ping")
+                return
+            except Exception:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.1)
+        self.close()
+        raise UnreachableError(f"the etcd kvcheck started did not answer within {timeout:g} s", source=self.url)
+
+    def close(self) -> None:
+        import shutil
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
