@@ -6,9 +6,9 @@ bridge itself has ``10.213.<net>.1`` in the root namespace, where etcd and the
 coordinator run. Nothing is routed: the namespaces have no default route, the root
 namespace only the connected /24 on the bridge. ``close()`` deletes everything it made.
 
-Faults: ``shape(i, peer, netem)`` puts ``tc netem`` (delay, rate, loss) on node i's egress
-to one peer only (prio qdisc + u32 filter on the peer's address), ``drop(i, peer)`` drops
-that pair's traffic (iptables in node i's namespace, else a tc drop filter),
+Faults on one pair (node i's egress to one peer): ``shape(i, peer, rate=, netem=)`` (an
+HTB class + u32 filter on the peer's address, ``tc netem`` under it where the kernel
+has it), ``loss(i, peer, p)`` and ``drop(i, peer)`` (iptables in node i's namespace);
 ``link_down(i)`` takes a node's link down.
 """
 
@@ -23,11 +23,23 @@ def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(list(cmd), capture_output=True, text=True, check=check, timeout=20)
 
 
+def has_netem() -> bool:
+    """True when the kernel has sch_netem (some VM kernels ship only htb, tbf and pfifo)."""
+    probe = f"kvfnetem{os.getpid() % 10000}"
+    if _run("ip", "netns", "add", probe, check=False).returncode != 0:
+        return False
+    try:
+        _run("ip", "-n", probe, "link", "set", "lo", "up", check=False)
+        return _run("ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms", check=False).returncode == 0
+    finally:
+        _run("ip", "netns", "del", probe, check=False)
+
+
 def lab_unavailable() -> str | None:
     """Why namespaces cannot be used here (None when they can)."""
     if os.geteuid() != 0:
         return "needs root (ip netns, veth, bridge, tc)"
-    for tool in ("ip", "tc"):
+    for tool in ("ip", "tc", "iptables"):
         if shutil.which(tool) is None:
             return f"{tool} (iproute2) is not installed"
     probe = f"kvfprobe{os.getpid() % 10000}"
@@ -50,6 +62,7 @@ class Lab:
         self.ips: list[str] = []
         self.hostif: list[str] = []
         self.ifnames: list[str] = []
+        self._bands: dict[int, int] = {}
         try:
             _run("ip", "link", "add", self.bridge, "type", "bridge")
             _run("ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge)
@@ -80,28 +93,35 @@ class Lab:
         """The command prefix that runs a process on node ``i``."""
         return ["ip", "netns", "exec", self.ns[i]]
 
-    def shape(self, i: int, peer: int, netem: str) -> None:
-        """``tc netem`` (e.g. ``delay 40ms``, ``rate 20mbit``, ``loss 30%``) on node i's
-        traffic to node ``peer`` only."""
-        dev = self.ifnames[i]
-        ns = self.ns[i]
-        _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "prio", "bands", "3",
-             "priomap", *(["1"] * 16))
-        _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "parent", "1:3", "handle", "30:", "netem", *netem.split())
-        _run("ip", "netns", "exec", ns, "tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-             "match", "ip", "dst", f"{self.ips[peer]}/32", "flowid", "1:3")
+    def shape(self, i: int, peer: int, *, rate: str | None = None, netem: str | None = None) -> None:
+        """Node i's traffic to node ``peer`` only: an HTB class at ``rate`` (e.g. ``8mbit``)
+        and/or ``tc netem`` (``delay 40ms``; only where the kernel has sch_netem, see
+        ``has_netem``) under it, selected by a u32 filter on the peer's address; every
+        other packet takes the unshaped default class."""
+        dev, ns = self.ifnames[i], self.ns[i]
+        n = self._bands.setdefault(i, 0)
+        tc = ["ip", "netns", "exec", ns, "tc"]
+        if n == 0:
+            _run(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "1", "r2q", "100000")
+            _run(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", "40gbit")
+        cls = n + 2
+        self._bands[i] = n + 1
+        r = rate or "40gbit"
+        _run(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", f"1:{cls}", "htb", "rate", r, "ceil", r)
+        if netem:
+            _run(*tc, "qdisc", "add", "dev", dev, "parent", f"1:{cls}", "handle", f"{cls}0:", "netem", *netem.split())
+        _run(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+             "match", "ip", "dst", f"{self.ips[peer]}/32", "flowid", f"1:{cls}")
+
+    def loss(self, i: int, peer: int, probability: float) -> None:
+        """Drop that share of node i's packets to ``peer`` (iptables statistic match)."""
+        _run("ip", "netns", "exec", self.ns[i], "iptables", "-A", "OUTPUT", "-d", self.ips[peer], "-m", "statistic", "--mode", "random",
+             "--probability", str(probability), "-j", "DROP")
 
     def drop(self, i: int, peer: int) -> None:
-        """Drop every packet between node i and node ``peer`` (both directions, in node i)."""
-        ns = self.ns[i]
-        if shutil.which("iptables"):
-            for chain, flag in (("OUTPUT", "-d"), ("INPUT", "-s")):
-                _run("ip", "netns", "exec", ns, "iptables", "-A", chain, flag, self.ips[peer], "-j", "DROP")
-            return
-        dev = self.ifnames[i]
-        _run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "prio")
-        _run("ip", "netns", "exec", ns, "tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-             "match", "ip", "dst", f"{self.ips[peer]}/32", "action", "drop")
+        """Drop every packet between node i and node ``peer`` (iptables in node i)."""
+        for chain, flag in (("OUTPUT", "-d"), ("INPUT", "-s")):
+            _run("ip", "netns", "exec", self.ns[i], "iptables", "-A", chain, flag, self.ips[peer], "-j", "DROP")
 
     def link_down(self, i: int) -> None:
         _run("ip", "link", "set", self.hostif[i], "down")
@@ -120,3 +140,17 @@ class Lab:
             _run("ip", "link", "del", h, check=False)
         _run("ip", "link", "del", self.bridge, check=False)
         self.ns, self.hostif = [], []
+
+
+def _unshape(self, i: int) -> None:
+    self._bands.pop(i, None)
+    _run("ip", "netns", "exec", self.ns[i], "tc", "qdisc", "del", "dev", self.ifnames[i], "root", check=False)
+
+
+def _undrop(self, i: int, peer: int) -> None:
+    _run("ip", "netns", "exec", self.ns[i], "iptables", "-F", "OUTPUT", check=False)
+    _run("ip", "netns", "exec", self.ns[i], "iptables", "-F", "INPUT", check=False)
+
+
+Lab.unshape = _unshape
+Lab.undrop = _undrop

@@ -66,8 +66,13 @@ def cell(run, pair) -> dict:
             "lanes": _data_lanes(best) if best else [], "why": rec.why or ("; ".join(f["message"] for f in (best or {}).get("findings", []))[:400] if not good else "")}
 
 
-def judge(run, plan, *, min_fraction: float = 0.5) -> list[Scoped]:
-    """Every finding of ``run`` (``kvcheck.fabric.coordinator.FabricRun``)."""
+LATENCY_FLOOR_S = 1e-3
+
+
+def judge(run, plan, *, min_fraction: float = 0.5, latency_floor: float = LATENCY_FLOOR_S) -> list[Scoped]:
+    """Every finding of ``run`` (``kvcheck.fabric.coordinator.FabricRun``). A latency is
+    named only when it is also ``latency_floor`` seconds over the median: the ping is a
+    one-page NIXL WRITE timed from Python (polling), whose own jitter is of that order."""
     out: list[Scoped] = []
     if run.etcd_lost:
         out.append(Scoped(_f("fabric-etcd-lost", Severity.ERROR, f"etcd stopped answering mid-run ({run.etcd_lost}); pairs not yet probed are left unprobed")))
@@ -88,12 +93,14 @@ def judge(run, plan, *, min_fraction: float = 0.5) -> list[Scoped]:
             errs = "; ".join(rec.get("ucx_log") or [])[:300]
             out.append(Scoped(_f("fabric-node-ucx", Severity.ERROR, f"node {name}: the UCX backend cannot start with UCX_TLS={tls} UCX_NET_DEVICES={dev}: {rec.get('error')}"
                                  + (f" (UCX: {errs})" if errs else "")), node=name))
+            lost_pairs_nodes.add(name)
             continue
         for issue in rec.get("issues") or []:
             if issue["finding_id"] == "agent-vram-untested":
                 out.append(Scoped(_f("fabric-vram-untested", Severity.INFO, f"node {name}: {issue['message']}"), node=name))
             else:
                 out.append(Scoped(_f("fabric-registration-failed", Severity.ERROR, f"node {name}: {issue['message']}"), node=name))
+                lost_pairs_nodes.add(name)
         if name in run.lost:
             out.append(Scoped(_f("fabric-agent-lost", Severity.ERROR, f"node {name} {run.lost[name]}; its remaining pairs were not probed"), node=name))
             lost_pairs_nodes.add(name)
@@ -152,7 +159,7 @@ def judge(run, plan, *, min_fraction: float = 0.5) -> list[Scoped]:
         slow = []
         if med_bw and bw and bw < min_fraction * med_bw:
             slow.append(f"bandwidth {bw / 1e6:.1f} MB/s is {bw / med_bw:.0%} of the median {med_bw / 1e6:.1f} MB/s")
-        if med_lat and lat and lat > med_lat / min_fraction:
+        if med_lat and lat and lat > med_lat / min_fraction and lat - med_lat > latency_floor:
             slow.append(f"latency {lat * 1e3:.2f} ms is {lat / med_lat:.1f}x the median {med_lat * 1e3:.2f} ms")
         if slow:
             out.append(Scoped(_f("fabric-slow-link", Severity.ERROR, f"{p} -> {d}: {'; '.join(slow)} (best of {len(rec.attempts)} attempt(s); --min-fraction {min_fraction:g})"), pair=pair))

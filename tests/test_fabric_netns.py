@@ -1,0 +1,174 @@
+"""kvcheck fabric on real hosts: network namespaces on one bridge, UCX over TCP, real
+kvcheck agents (NIXL), a real etcd on the bridge. Run as root; skipped otherwise.
+
+Every test asserts what the runtime side reports: the probes' own bytes, the lanes UCX
+logged, the UCX backend's own refusal, the agents' heartbeats."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import pytest
+import yaml
+
+pytest.importorskip("nixl_cu12._api", reason="nixl-cu12 is not installed (pip install nixl-cu12==1.5.1 --no-deps numpy)")
+
+from tests.fabric_lab import Lab, lab_unavailable  # noqa: E402
+
+_why = lab_unavailable()
+pytestmark = [pytest.mark.nixl, pytest.mark.timeout(180), pytest.mark.skipif(_why is not None, reason=f"network namespaces: {_why}")]
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LLAMA = os.path.join(REPO, "configs", "models", "llama-3.1-8b", "config.json")
+
+
+def small_model(tmp) -> str:
+    """A 4-layer Llama config (8 KV heads, head dim 128): 8 KV regions of 32 KiB pages."""
+    cfg = json.load(open(LLAMA))
+    cfg["num_hidden_layers"] = 4
+    d = tmp / "tiny-llama"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return str(d)
+
+
+def deployment(tmp, model: str, prefill: int, decode: int, env: dict) -> str:
+    """A Kubernetes manifest: ``prefill`` prefill replicas and ``decode`` decode replicas, TP 1, NIXL."""
+    docs = []
+    for role, n in (("prefill", prefill), ("decode", decode)):
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"tiny-{role}"},
+                     "spec": {"replicas": n, "selector": {"matchLabels": {"r": role}}, "template": {"metadata": {"labels": {"r": role}}, "spec": {
+                         "hostNetwork": True, "nodeSelector": {"fabric/pool": role},
+                         "containers": [{"name": "sglang", "image": "lmsysorg/sglang:v0.5.23-cu129", "command": ["python3", "-m", "sglang.launch_server"],
+                                         "args": [f"--model-path={model}", f"--disaggregation-mode={role}", "--disaggregation-transfer-backend=nixl",
+                                                  "--tp-size=1", "--page-size=16"],
+                                         "env": [{"name": k, "value": v} for k, v in env.items()],
+                                         "resources": {"limits": {"nvidia.com/gpu": 1, "rdma/ib": 1}}}]}}}})
+    path = tmp / f"tiny-{prefill}p{decode}d.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+class Cluster:
+    """``n`` namespaced hosts + etcd on the bridge."""
+
+    def __init__(self, n: int):
+        from tests.nixl_helpers import free_port
+
+        self.lab = Lab(n)
+        self.etcd_proc = None
+        try:
+            self.start_etcd(free_port())
+        except Exception:
+            self.lab.close()
+            raise
+
+    def start_etcd(self, port: int) -> None:
+        from kvcheck.fabric.launch import SmallEtcd
+
+        self.etcd = SmallEtcd(self.lab.gateway, port)
+        self.url = self.etcd.url
+
+    def hosts(self, names: list[str], env: dict | None = None, prefix: dict | None = None) -> dict:
+        out = {}
+        for i, name in enumerate(names):
+            out[name] = {"prefix": (prefix or {}).get(name, self.lab.prefix(i)), "listen_host": self.lab.ips[i], "env": (env or {}).get(name, {})}
+        return out
+
+    def close(self) -> None:
+        try:
+            self.etcd.close()
+        finally:
+            self.lab.close()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(8)
+    yield c
+    c.close()
+
+
+ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "eth0"}
+
+
+def run(cluster, tmp, prefill, decode, *, env=None, node_env=None, prefix=None, on_event=None, **opts):
+    from kvcheck.fabric.coordinator import FabricOptions, run_fabric
+    from kvcheck.fabric.launch import Launcher
+    from kvcheck.fabric.report import build_report
+    from kvcheck.fabric.topology import build_plan
+    from kvcheck.sources.deployments import read_deployments
+
+    dep = deployment(tmp, small_model(tmp), prefill, decode, env or ENV)
+    plan = build_plan(read_deployments([dep]), pages=opts.pop("pages", 4), timeout=opts.get("timeout", 3.0))
+    names = plan.prefill_nodes + plan.decode_nodes
+    launcher = Launcher(cluster.hosts(names, node_env, prefix))
+    o = FabricOptions(etcd=cluster.url, join_timeout=opts.pop("join_timeout", 30), timeout=opts.pop("timeout", 3.0), **opts)
+    result = run_fabric(plan, o, launcher, on_event=on_event and (lambda k, d: on_event(k, d, launcher)))
+    report = build_report(result, plan, min_fraction=0.3)
+    return plan, result, report, names
+
+
+def pair_findings(report):
+    return sorted((f["id"], tuple(f["pair"])) for f in report["findings"] if f["pair"] and f["severity"] != "info")
+
+
+def node_findings(report):
+    return sorted((f["id"], f["node"]) for f in report["findings"] if f["node"] and f["severity"] != "info")
+
+
+def test_matrix_2x4_every_required_pair(cluster, tmp_path):
+    plan, result, report, names = run(cluster, tmp_path, 2, 4)
+    assert len(plan.pairs) == 8 and len(plan.rounds) == 4  # max(P, D) rounds, no node twice in a round
+    assert [r for r in result.rounds if r["kind"] == "probe"] and all(len({p for p, _ in r["pairs"]} | set()) == len(r["pairs"]) for r in result.rounds)
+    cells = [c for row in report["matrix"] for c in row["cells"]]
+    assert len(cells) == 8 and all(c["reached"] and c["status"] == "ok" for c in cells), report["findings"]
+    assert all(c["bytes_checked"] == 8 * 4 * 32768 for c in cells)  # 8 regions x 4 pages x 32 KiB, read back and compared
+    assert all(c["lanes"] == ["tcp/eth0"] and c["transport"] == ["tcp"] for c in cells)  # the lanes UCX logged for the endpoint
+    assert all(c["bandwidth_Bps"] > 0 and c["latency_s"] > 0 for c in cells)
+    assert pair_findings(report) == [] and node_findings(report) == [], [(f["message"], report["rounds"]) for f in report["findings"] if f["pair"]]
+    assert report["verdict"] == "pass" and report["exit_code"] == 0
+    assert {n["name"]: n["status"] for n in report["nodes"]} == {n: "ready" for n in names}
+
+
+def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
+    """A slow pair (tc netem delay where the kernel has sch_netem, else an HTB rate limit),
+    a rate-limited pair (tc HTB), a lossy pair (iptables statistic), a dropped pair
+    (iptables), one node with UCX_NET_DEVICES naming no interface, one with UCX_TLS=rc."""
+    from tests.fabric_lab import has_netem
+
+    lab = cluster.lab
+    # nodes: 0 p0, 1 p1, 2.. d0..d5
+    if has_netem():
+        lab.shape(0, 2, netem="delay 60ms")  # p0 -> d0
+    else:
+        lab.shape(0, 2, rate="4mbit")
+    lab.shape(1, 3, rate="8mbit")          # p1 -> d1
+    lab.loss(0, 6, 0.15)                   # p0 -> d4
+    lab.drop(0, 4)                          # p0 x d2
+    try:
+        node_env = {"tiny-decode-3": {"UCX_NET_DEVICES": "eth9"}, "tiny-decode-5": {"UCX_TLS": "rc"}}
+        plan, result, report, names = run(cluster, tmp_path, 2, 6, node_env=node_env, timeout=4.0)
+    finally:
+        lab.unshape(0)
+        lab.unshape(1)
+        lab.undrop(0, 4)
+        lab.undrop(0, 6)
+    nodes = node_findings(report)
+    assert {n for _, n in nodes} == {"tiny-decode-3", "tiny-decode-5"}, nodes  # exactly the misconfigured nodes
+    assert [x for x in nodes if x[0] == "fabric-node-ucx"] == [("fabric-node-ucx", "tiny-decode-3"), ("fabric-node-ucx", "tiny-decode-5")]
+    found = pair_findings(report)
+    assert ("fabric-unreachable", ("tiny-prefill-0", "tiny-decode-2")) in found
+    slow = {p for fid, p in found if fid == "fabric-slow-link"}
+    assert {("tiny-prefill-0", "tiny-decode-0"), ("tiny-prefill-1", "tiny-decode-1")} <= slow, report["findings"]
+    named = {p for _, p in found}
+    healthy = {("tiny-prefill-1", "tiny-decode-0"), ("tiny-prefill-0", "tiny-decode-1"), ("tiny-prefill-1", "tiny-decode-2"), ("tiny-prefill-1", "tiny-decode-4")}
+    assert not named & healthy, found
+    assert named <= {("tiny-prefill-0", "tiny-decode-0"), ("tiny-prefill-1", "tiny-decode-1"), ("tiny-prefill-0", "tiny-decode-2"), ("tiny-prefill-0", "tiny-decode-4")}
+    ucx = [f for f in report["findings"] if f["id"] == "fabric-node-ucx"]
+    assert "UCX_NET_DEVICES=eth9" in ucx[0]["message"] and "UCX_TLS=rc" in ucx[1]["message"]
+    assert report["verdict"] == "fail" and report["exit_code"] == 1
