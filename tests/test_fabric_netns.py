@@ -172,3 +172,59 @@ def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
     ucx = [f for f in report["findings"] if f["id"] == "fabric-node-ucx"]
     assert "UCX_NET_DEVICES=eth9" in ucx[0]["message"] and "UCX_TLS=rc" in ucx[1]["message"]
     assert report["verdict"] == "fail" and report["exit_code"] == 1
+
+
+def test_frozen_dead_and_missing_nodes_end_within_the_deadline(cluster, tmp_path):
+    """A node whose worker never starts, a decode agent frozen (SIGSTOP) in the first
+    round, a prefill agent killed (SIGKILL) mid-round: each named, the run ends in time."""
+    seen = {}
+
+    def on_event(kind, data, launcher):
+        seen["launcher"] = launcher
+        if kind == "round" and data["kind"] == "probe" and data["index"] == 0:
+            os.kill(launcher.procs["tiny-decode-0"].pid, signal.SIGSTOP)
+            threading.Timer(0.3, lambda: os.kill(launcher.procs["tiny-prefill-1"].pid, signal.SIGKILL)).start()
+
+    silent = ["sh", "-c", "exec sleep 300", "--"]  # never runs the worker: the node never joins
+    t0 = time.monotonic()
+    plan, result, report, names = run(cluster, tmp_path, 2, 4, prefix={"tiny-decode-3": [*cluster.lab.prefix(5), *silent]},
+                                      on_event=on_event, join_timeout=8, lost_after=3.0, deadline=120)
+    took = time.monotonic() - t0
+    nodes = node_findings(report)
+    assert ("fabric-node-missing", "tiny-decode-3") in nodes
+    assert ("fabric-agent-lost", "tiny-decode-0") in nodes and ("fabric-agent-lost", "tiny-prefill-1") in nodes, nodes
+    assert {n for _, n in nodes} == {"tiny-decode-0", "tiny-decode-3", "tiny-prefill-1"}
+    assert pair_findings(report) == [], pair_findings(report)  # said once, on the node
+    ok = {(c["prefill"], c["decode"]) for row in report["matrix"] for c in row["cells"] if c.get("reached")}
+    assert {("tiny-prefill-0", "tiny-decode-1"), ("tiny-prefill-0", "tiny-decode-2")} <= ok
+    assert report["exit_code"] == 1
+    assert result.seconds < 120 and took < 120  # the run's own deadline holds
+    assert all(p.poll() is not None for p in seen["launcher"].procs.values())  # every worker ended, the frozen one too
+
+
+def test_etcd_going_away_ends_the_run(cluster, tmp_path):
+    from kvcheck.fabric.launch import SmallEtcd
+    from tests.nixl_helpers import free_port
+
+    own = SmallEtcd(cluster.lab.gateway, free_port())
+    saved = cluster.url
+    cluster.url = own.url
+
+    seen = {}
+
+    def on_event(kind, data, launcher):
+        seen["launcher"] = launcher
+        if kind == "round" and data["index"] == 1:
+            own.proc.kill()
+
+    try:
+        t0 = time.monotonic()
+        plan, result, report, names = run(cluster, tmp_path, 2, 4, on_event=on_event, deadline=60)
+        took = time.monotonic() - t0
+    finally:
+        cluster.url = saved
+        own.close()
+    assert result.etcd_lost and report["exit_code"] == 3
+    assert [f["id"] for f in report["findings"] if f["severity"] == "error"] == ["fabric-etcd-lost"]
+    assert took < 60
+    assert all(p.poll() is not None for p in seen["launcher"].procs.values())  # every worker ended

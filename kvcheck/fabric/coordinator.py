@@ -100,6 +100,7 @@ class FabricRun:
     join_seconds: float = 0.0
     options: FabricOptions | None = None
     launch_output: dict[str, str] = field(default_factory=dict)
+    guards: dict[str, bool] = field(default_factory=dict)
 
 
 class _Deadline(Exception):
@@ -132,6 +133,7 @@ class Coordinator:
             usable = [p for p in self.plan.pairs if self._probe_ready(p)]
             self._rounds(self.plan.rounds, "probe", usable)
             self._retests()
+            self._beats()
         except UnreachableError as exc:
             self.result.etcd_lost = str(exc)
         except _Deadline:
@@ -208,6 +210,8 @@ class Coordinator:
         now = time.monotonic()
         for n, v in self.ctl.scan("alive").items():
             count = v.get("n") if isinstance(v, dict) else None
+            if isinstance(v, dict) and v.get("guards_intact") is not None:
+                self.result.guards[n] = bool(v["guards_intact"])
             old = self.beats.get(n)
             if old is None or old[0] != count:
                 self.beats[n] = (count, now)

@@ -101,6 +101,8 @@ def judge(run, plan, *, min_fraction: float = 0.5, latency_floor: float = LATENC
             else:
                 out.append(Scoped(_f("fabric-registration-failed", Severity.ERROR, f"node {name}: {issue['message']}"), node=name))
                 lost_pairs_nodes.add(name)
+        if run.guards.get(name) is False:
+            out.append(Scoped(_f("fabric-data-mismatch", Severity.ERROR, f"node {name}: a guard zone around its KV regions was written: a transfer wrote outside the regions it targets"), node=name))
         if name in run.lost:
             out.append(Scoped(_f("fabric-agent-lost", Severity.ERROR, f"node {name} {run.lost[name]}; its remaining pairs were not probed"), node=name))
             lost_pairs_nodes.add(name)

@@ -29,7 +29,7 @@ def build_report(run, plan, *, min_fraction: float = 0.5) -> dict:
                       "agent": rec.get("agent"), "listen": rec.get("listen"), "registered_bytes": rec.get("registered_bytes"), "regions": rec.get("regions"),
                       "gpu": rec.get("gpu"), "env": rec.get("env"), "asked_devices": node.asked_devices, "asked_source": node.asked_source,
                       "netdevs": facts.get("netdevs"), "rdma": facts.get("rdma"), "gpus": facts.get("gpus"), "gpu_nic": facts.get("gpu_nic"),
-                      "lost": run.lost.get(n)})
+                      "lost": run.lost.get(n), "guards_intact": run.guards.get(n)})
     exit_code = 3 if run.etcd_lost else {"fail": 1, "unchecked": 4}.get(verdict, 0)
     return {"verdict": verdict, "exit_code": exit_code, "deployment": plan.deployment, "run_seconds": run.seconds, "join_seconds": run.join_seconds,
             "prefill_nodes": plan.prefill_nodes, "decode_nodes": plan.decode_nodes, "required_pairs": len(plan.pairs),

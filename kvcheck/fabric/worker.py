@@ -149,7 +149,8 @@ def main(argv=None) -> int:
         while not stop.is_set():
             n += 1
             try:
-                ctl.put({"n": n, "pid": os.getpid()}, "alive", a.node)
+                intact = agent.guards_intact() if agent.guards and agent.nixl is not None else None
+                ctl.put({"n": n, "pid": os.getpid(), "guards_intact": intact}, "alive", a.node)
                 if n % max(int(STOP_POLL_S / HEARTBEAT_S), 1) == 0 and ctl.get("stop") is not None:
                     why["reason"] = "stopped"
                     stop.set()
