@@ -96,7 +96,7 @@ def render_junit(report: dict) -> str:
             other.append(f)
     n = fails = skips = 0
 
-    def case(classname, name, found, text=""):
+    def case(classname, name, found, text="", not_probed=None):
         nonlocal n, fails, skips
         n += 1
         tc = ET.SubElement(suite, "testcase", classname=classname, name=name)
@@ -106,9 +106,9 @@ def render_junit(report: dict) -> str:
             fails += 1
             el = ET.SubElement(tc, "failure", type=errs[0]["id"], message=errs[0]["message"][:500])
             el.text = "\n".join(f"{f['id']}: {f['message']}\nfix: {f['fix']}" for f in errs)
-        elif unchecked:
+        elif unchecked or not_probed:
             skips += 1
-            ET.SubElement(tc, "skipped", message=unchecked[0]["message"][:500])
+            ET.SubElement(tc, "skipped", message=(unchecked[0]["message"] if unchecked else not_probed)[:500])
         if text:
             ET.SubElement(tc, "system-out").text = text
 
@@ -117,7 +117,8 @@ def render_junit(report: dict) -> str:
             if c["status"] == "not-required":
                 continue
             text = f"reached={c['reached']} bytes_checked={c['bytes_checked']} bandwidth={_fmt_bw(c['bandwidth_Bps'])} latency={_fmt_lat(c['latency_s'])} lanes={','.join(c['lanes'])}"
-            case("fabric.pairs", f"{c['prefill']} -> {c['decode']}", by_pair.get((c["prefill"], c["decode"]), []), text)
+            case("fabric.pairs", f"{c['prefill']} -> {c['decode']}", by_pair.get((c["prefill"], c["decode"]), []), text,
+                 not_probed=None if c["reached"] else f"not probed ({c['status']}): see the findings of {c['prefill']} and {c['decode']}")
     for node in report["nodes"]:
         case("fabric.nodes", node["name"], by_node.get(node["name"], []), f"status={node['status']}")
     for f in other:
