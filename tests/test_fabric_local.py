@@ -37,3 +37,35 @@ def test_local_run_json_and_junit(tmp_path):
     skipped = [tc.get("name") for tc in suite.iter("testcase") if tc.find("skipped") is not None]
     assert skipped == ["t-prefill-0 -> t-decode-0"]  # a pair never probed is never a pass
     assert int(suite.get("failures")) == 2 and int(suite.get("skipped")) == 1
+
+
+def test_workers_started_elsewhere_join_by_run_id(tmp_path):
+    """As with --emit: the workers run first (here: two processes on loopback), the
+    coordinator only joins them through etcd by run id; they stop on their own after."""
+    import os
+    import subprocess
+    import sys
+
+    from kvcheck.fabric.launch import SmallEtcd
+    from tests.test_fabric_plan import REPO
+
+    etcd = SmallEtcd("127.0.0.1", 0)
+    workers = []
+    try:
+        for node in ("t-prefill-0", "t-decode-0"):
+            workers.append(subprocess.Popen([sys.executable, "-m", "kvcheck.fabric.worker", "--etcd", etcd.url, "--run", "ext1", "--node", node,
+                                             "--listen-host", "127.0.0.1", "--ttl", "120", "--join-timeout", "60"], cwd=REPO,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ}))
+        dep = _deployment(tmp_path, prefill=1, decode=1)
+        proc = kvcheck("fabric", "-f", str(dep), "--etcd", etcd.url, "--run", "ext1", "--format", "json", "--timeout", "3", "--join-timeout", "60")
+        report = json.loads(proc.stdout)
+        assert proc.returncode == 0, (proc.stderr, report["findings"])
+        assert report["matrix"][0]["cells"][0]["reached"] and report["probed_pairs"] == 1
+        for w in workers:
+            assert w.wait(timeout=15) == 0  # the coordinator's stop key ends them
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+        etcd.close()

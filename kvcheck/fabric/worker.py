@@ -16,7 +16,7 @@ wait) and writes ``result/<node>/<seq>``, with the UCX lanes the connection used
 debug log of the endpoint's wire-up, kept in a file of the worker's own, never printed).
 
 A heartbeat thread bumps ``alive/<node>`` every ``HEARTBEAT_S``. The worker stops on
-``stop``, at ``--ttl``, on SIGTERM, or when etcd has not answered for ``--etcd-grace``
+``stop`` (or its assignment withdrawn), at ``--ttl``, on SIGTERM, or when etcd has not answered for ``--etcd-grace``
 seconds; it then deregisters and withdraws its metadata.
 """
 
@@ -153,7 +153,8 @@ def main(argv=None) -> int:
             try:
                 intact = agent.guards_intact() if agent.guards and agent.nixl is not None else None
                 ctl.put({"n": n, "pid": os.getpid(), "guards_intact": intact}, "alive", a.node)
-                if n % max(int(STOP_POLL_S / HEARTBEAT_S), 1) == 0 and ctl.get("stop") is not None:
+                # The coordinator sets stop, then clears the run's keys: either ends the worker.
+                if n % max(int(STOP_POLL_S / HEARTBEAT_S), 1) == 0 and (ctl.get("stop") is not None or ctl.get("assign", a.node) is None):
                     why["reason"] = "stopped"
                     stop.set()
                 etcd_ok["at"] = time.monotonic()
