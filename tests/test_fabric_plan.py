@@ -135,8 +135,10 @@ def test_plan_of_a_deployment(tmp_path):
 
 
 def test_emit_k8s_keeps_placement_and_devices(tmp_path):
-    proc = kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--emit", "k8s", "--start-etcd", "0:0", "--run", "r1")
+    proc = kvcheck("fabric", "-f", str(_deployment(tmp_path, env={"UCX_TLS": "tcp", "HF_TOKEN": "hf_notarealtoken123"})), "--emit", "k8s",
+                   "--start-etcd", "0:0", "--run", "r1")
     assert proc.returncode == 0, proc.stderr
+    assert "hf_notarealtoken123" not in proc.stdout and "HF_TOKEN" not in proc.stdout  # only UCX/NIXL/disaggregation variables travel
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     assert [d["kind"] for d in docs] == ["Deployment", "Service", "Job", "Job"]
     jobs = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Job"}

@@ -19,6 +19,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from kvcheck.fabric.topology import fabric_env
+
 ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
 
 
@@ -85,7 +87,7 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
         install = "" if image else "python3 -m pip install --quiet kvcheck && "
         cmd = (f"{install}exec python3 -m kvcheck.fabric.worker --etcd {shlex.quote(etcd_url)} --run {shlex.quote(run)} "
                f"--node \"{node_expr}\" --listen-host \"$POD_IP\"")
-        env = [{"name": k, "value": str(v)} for k, v in inst.env.items()]
+        env = [{"name": k, "value": v} for k, v in fabric_env(inst.env).items()]
         env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
         c = {"name": "kvcheck-fabric", "image": img, "command": ["/bin/sh", "-c", cmd], "env": env}
         for key in ("resources", "securityContext", "volumeMounts"):
@@ -124,7 +126,7 @@ def emit_slurm(plan, instances, *, etcd: str | None, run: str) -> str:
         nodes = [n for n in plan.nodes.values() if n.instance == inst.name]
         if not nodes:
             continue
-        env = ",".join(["ALL"] + [f"{k}={v}" for k, v in inst.env.items()])
+        env = ",".join(["ALL"] + [f"{k}={v}" for k, v in fabric_env(inst.env).items()])
         hosts = f" --nodelist={','.join(inst.hosts)}" if inst.hosts else ""
         node_expr = f"{base}-$SLURM_NODEID"
         worker = f"python3 -m kvcheck.fabric.worker --etcd {etcd or 'http://ETCD:2379'} --run {run} --node {node_expr}"

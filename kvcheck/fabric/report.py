@@ -14,6 +14,12 @@ def build_report(run, plan, *, min_fraction: float = 0.5) -> dict:
     findings = judge(run, plan, min_fraction=min_fraction)
     verdict = verdict_of([s.finding for s in findings])
     cells = {p: cell(run, p) for p in run.pairs}
+    for (pn, _dn), c in cells.items():  # the NIC used, beside what the deployment and the GPU-NIC topology ask for
+        node = plan.nodes[pn]
+        gnic = ((run.nodes.get(pn) or {}).get("facts") or {}).get("gpu_nic") or {}
+        c["asked_devices"] = node.asked_devices
+        c["asked_source"] = node.asked_source or "(unset: UCX picks)"
+        c["gpu_nearest_nics"] = sorted({n for v in gnic.values() for n in v}) or None
     matrix = []
     for pn in plan.prefill_nodes:
         row = {"prefill": pn, "cells": []}

@@ -72,6 +72,16 @@ class FabricPlan:
                 "skipped": [{"prefill_class": k[0], "decode_class": k[1], "why": v} for k, v in self.skipped.items()], "notes": self.notes}
 
 
+FABRIC_ENV_PREFIXES = ("UCX_", "NIXL_", "SGLANG_DISAGGREGATION_", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+
+
+def fabric_env(env: dict) -> dict:
+    """The part of an instance's environment a node's agent needs (UCX, NIXL, SGLang's
+    disaggregation variables, the visible GPUs): nothing else (tokens, keys) is written
+    to etcd or into emitted manifests."""
+    return {k: str(v) for k, v in env.items() if k.startswith(FABRIC_ENV_PREFIXES)}
+
+
 def _asked_devices(env: dict, args: dict) -> tuple[list[str], str]:
     """The devices the deployment asks UCX for: ``UCX_NET_DEVICES`` (which wins in SGLang
     0.5.23's ``NixlKVManager.__init__``), else ``--disaggregation-ib-device``."""
@@ -125,7 +135,7 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
                     name += "x"
                 geom = geometry.get(ir.class_id)
                 nodes[name] = Node(name=name, role=inst.role, instance=inst.name, replica=r, node_rank=k, class_id=ir.class_id,
-                                   location=str(inst.location), env=dict(inst.env),
+                                   location=str(inst.location), env=fabric_env(inst.env),
                                    layout=Layout.from_geometry(geom, pages).as_dict() if geom is not None else None,
                                    parallel=par, asked_devices=asked, asked_source=src)
                 names.append(name)
