@@ -114,8 +114,11 @@ class Lab:
              "match", "ip", "dst", f"{self.ips[peer]}/32", "flowid", f"1:{cls}")
 
     def loss(self, i: int, peer: int, probability: float) -> None:
-        """Drop that share of node i's packets to ``peer`` (iptables statistic match)."""
-        _run("ip", "netns", "exec", self.ns[i], "iptables", "-A", "OUTPUT", "-d", self.ips[peer], "-m", "statistic", "--mode", "random",
+        """Lose that share of node i's packets to ``peer`` on the way (an iptables statistic
+        match in the peer's INPUT chain: the sender sees no ACK and retransmits, as on a
+        lossy wire; a drop in the sender's own OUTPUT chain would be reported to its TCP
+        stack as a local error instead)."""
+        _run("ip", "netns", "exec", self.ns[peer], "iptables", "-A", "INPUT", "-s", self.ips[i], "-m", "statistic", "--mode", "random",
              "--probability", str(probability), "-j", "DROP")
 
     def drop(self, i: int, peer: int) -> None:

@@ -137,8 +137,7 @@ def test_matrix_2x4_every_required_pair(cluster, tmp_path):
 
 def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
     """A slow pair (tc netem delay where the kernel has sch_netem, else an HTB rate limit),
-    a rate-limited pair (tc HTB), a lossy pair (iptables statistic), a dropped pair
-    (iptables), one node with UCX_NET_DEVICES naming no interface, one with UCX_TLS=rc."""
+    a rate-limited pair (tc HTB), a lossy pair (iptables statistic match in the receiver), a dropped pair (iptables), one node with UCX_NET_DEVICES naming no interface, one with UCX_TLS=rc."""
     from tests.fabric_lab import has_netem
 
     lab = cluster.lab
@@ -148,7 +147,7 @@ def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
     else:
         lab.shape(0, 2, rate="4mbit")
     lab.shape(1, 3, rate="8mbit")          # p1 -> d1
-    lab.loss(0, 6, 0.15)                   # p0 -> d4
+    lab.loss(0, 6, 0.1)                    # p0 -> d4: 10% of the packets lost on the way
     lab.drop(0, 4)                          # p0 x d2
     try:
         node_env = {"tiny-decode-3": {"UCX_NET_DEVICES": "eth9"}, "tiny-decode-5": {"UCX_TLS": "rc"}}
@@ -157,12 +156,14 @@ def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
         lab.unshape(0)
         lab.unshape(1)
         lab.undrop(0, 4)
-        lab.undrop(0, 6)
+        lab.undrop(6, 0)
     nodes = node_findings(report)
     assert {n for _, n in nodes} == {"tiny-decode-3", "tiny-decode-5"}, nodes  # exactly the misconfigured nodes
     assert [x for x in nodes if x[0] == "fabric-node-ucx"] == [("fabric-node-ucx", "tiny-decode-3"), ("fabric-node-ucx", "tiny-decode-5")]
     found = pair_findings(report)
     assert ("fabric-unreachable", ("tiny-prefill-0", "tiny-decode-2")) in found
+    lossy = {p for fid, p in found if fid in ("fabric-lossy-link", "fabric-slow-link", "fabric-unreachable")}
+    assert ("tiny-prefill-0", "tiny-decode-4") in lossy, {p: [a.get("counters") for a in r.attempts] for p, r in result.pairs.items()}  # TCP retransmissions seen by the prefill node
     slow = {p for fid, p in found if fid == "fabric-slow-link"}
     assert {("tiny-prefill-0", "tiny-decode-0"), ("tiny-prefill-1", "tiny-decode-1")} <= slow, report["findings"]
     named = {p for _, p in found}

@@ -43,6 +43,9 @@ _doc("fabric-tcp-fallback", Severity.ERROR, "RDMA where RDMA is asked for",
 _doc("fabric-slow-link", Severity.ERROR, "No link is far below the others",
      "A pair whose best bandwidth is under --min-fraction of the median (or whose latency is over the median / --min-fraction), after ClusterKit-style retests.",
      "One slow or lossy link throttles every request routed over it.")
+_doc("fabric-lossy-link", Severity.WARNING, "No link loses packets",
+     "A pair whose median probe saw TCP retransmissions over 1% of the segments sent (the prefill node's network namespace) or rising RDMA retransmission / sequence-error counters.",
+     "A lossy link may still reach a fair bandwidth on a short probe, and then collapses under load (RTO backoff, go-back-N on RoCE).")
 _doc("fabric-nic-mismatch", Severity.WARNING, "UCX uses the NIC the deployment asks for",
      "A pair whose data lanes ran on another device than UCX_NET_DEVICES / --disaggregation-ib-device name, or than the NIC closest to the node's GPUs.",
      "Traffic crossing the PCIe/NUMA fabric to a far NIC, or every rank through one NIC, caps bandwidth.")

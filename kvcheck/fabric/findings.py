@@ -21,6 +21,7 @@ FIXES = {
     "fabric-data-mismatch": "bytes did not arrive intact on this link: check the NIC/cable, UCX_TLS, and rerun with UCX_LOG_LEVEL=info",
     "fabric-tcp-fallback": "UCX moved KV over TCP although RDMA was asked for: check the HCA is up (ibv_devinfo), UCX_NET_DEVICES names it (mlx5_X:1), and rdma/verbs devices are passed to the pod",
     "fabric-slow-link": "check this link (port speed, errors on the switch port, congestion, netem/QoS); compare with ib_write_bw / iperf on the same pair",
+    "fabric-lossy-link": "packets are being lost on this link: check the cable/transceiver, switch port error counters, MTU mismatches and PFC/ECN settings",
     "fabric-nic-mismatch": "set UCX_NET_DEVICES (or --disaggregation-ib-device) to the NIC this node should use, the one next to its GPUs",
     "fabric-nic-asymmetry": "make the node's NICs, RDMA devices and UCX settings match the other nodes of its instance class",
     "fabric-pair-not-probed": "fix the static findings of this pair first (kvcheck preflight -f): the probe follows the plan the runtime would take",
@@ -163,12 +164,37 @@ def judge(run, plan, *, min_fraction: float = 0.5, latency_floor: float = LATENC
             slow.append(f"bandwidth {bw / 1e6:.1f} MB/s is {bw / med_bw:.0%} of the median {med_bw / 1e6:.1f} MB/s")
         if med_lat and lat and lat > med_lat / min_fraction and lat - med_lat > latency_floor:
             slow.append(f"latency {lat * 1e3:.2f} ms is {lat / med_lat:.1f}x the median {med_lat * 1e3:.2f} ms")
+        lossy = _loss(rec)
+        if lossy:
+            out.append(Scoped(_f("fabric-lossy-link", Severity.WARNING, f"{p} -> {d}: {lossy}"), pair=pair))
         if slow:
             out.append(Scoped(_f("fabric-slow-link", Severity.ERROR, f"{p} -> {d}: {'; '.join(slow)} (best of {len(rec.attempts)} attempt(s); --min-fraction {min_fraction:g})"), pair=pair))
     out.extend(_asymmetry(run, plan))
     if not any((r or {}).get("facts", {}).get("gpus") for r in run.nodes.values()):
         out.append(Scoped(_f("fabric-gpu-topology-unchecked", Severity.INFO, "no node has a GPU: the GPU-NIC topology (which NIC each GPU's KV leaves by) was not compared")))
     return out
+
+
+LOSS_SHARE = 0.01
+
+
+def _loss(rec) -> str | None:
+    """Why the pair's link loses packets, when the median attempt saw TCP retransmissions
+    over ``LOSS_SHARE`` of the segments sent (in the prefill node's network namespace) or
+    every attempt saw RDMA retransmission / sequence errors; None otherwise."""
+    shares, rdma = [], []
+    for a in rec.attempts:
+        c = a.get("counters") or {}
+        sent, re_ = c.get("tcp_out", 0), c.get("tcp_retrans", 0)
+        shares.append(re_ / sent if sent > 0 else 0.0)
+        rdma.append(c.get("rdma_errors", 0))
+    if not shares:
+        return None
+    if statistics.median(shares) > LOSS_SHARE:
+        return f"TCP retransmitted {min(shares):.1%} to {max(shares):.1%} of the segments it sent during the {len(shares)} probe(s)"
+    if min(rdma) > 0:
+        return f"RDMA retransmission / sequence-error counters rose by {min(rdma)} or more during each of {len(rdma)} probe(s)"
+    return None
 
 
 def _signature(rec: dict) -> tuple:

@@ -131,3 +131,31 @@ def default_listen_host(env: dict) -> str:
     except OSError:
         pass
     return "127.0.0.1"
+
+
+RDMA_ERROR_COUNTERS = ("local_ack_timeout_err", "packet_seq_err", "out_of_sequence", "duplicate_request", "rnr_nak_retry_err",
+                       "implied_nak_seq_err", "req_transport_retries_exceeded", "roce_slow_restart")
+
+
+def loss_counters() -> dict:
+    """Counters that move when packets are lost: TCP ``OutSegs`` and ``RetransSegs``
+    (``/proc/net/snmp``, this network namespace) and the sum of the RDMA ports'
+    retransmission / sequence-error hardware counters (``hw_counters``)."""
+    out = {"tcp_out": 0, "tcp_retrans": 0, "rdma_errors": 0}
+    try:
+        lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
+        if len(lines) >= 2:
+            row = dict(zip(lines[0][1:], lines[1][1:]))
+            out["tcp_out"], out["tcp_retrans"] = int(row.get("OutSegs", 0)), int(row.get("RetransSegs", 0))
+    except (OSError, ValueError):
+        pass
+    for f in Path("/sys/class/infiniband").glob("*/ports/*/hw_counters/*"):
+        if f.name in RDMA_ERROR_COUNTERS:
+            v = _read(f)
+            if v and v.isdigit():
+                out["rdma_errors"] += int(v)
+    return out
+
+
+def counter_delta(before: dict, after: dict) -> dict:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in before}

@@ -199,18 +199,23 @@ def main(argv=None) -> int:
 
 def _probe(agent, job: dict, log, lanes_used) -> dict:
     """Run one probe; the events reduced to a result dict, with the lanes UCX used."""
-    events: list[dict] = []
-    log.take()
-    t0 = time.monotonic()
+    from kvcheck.fabric.nodeinfo import counter_delta, loss_counters
     from kvcheck.nixl.probe import probe_with_agent
 
+    events: list[dict] = []
+    log.take()
+    before = loss_counters()
+    t0 = time.monotonic()
     try:
         probe_with_agent(agent, job, lambda **ev: events.append(ev))
     except Exception as exc:  # never leave the coordinator without an answer
         events.append({"type": "finding", "id": "probe-error", "message": f"{type(exc).__name__}: {exc}", "severity": "error"})
         events.append({"type": "end", "ok": False})
+    seconds = time.monotonic() - t0
+    counters = counter_delta(before, loss_counters())
     text = log.take()
-    out = {"ok": False, "segments": [], "findings": [], "steps": {}, "seconds": time.monotonic() - t0, "lanes": lanes_used(text), "remote_agent": None}
+    out = {"ok": False, "segments": [], "findings": [], "steps": {}, "seconds": seconds, "lanes": lanes_used(text), "remote_agent": None,
+           "counters": counters}
     for ev in events:
         t = ev.get("type")
         if t == "segment":
