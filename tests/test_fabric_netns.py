@@ -94,6 +94,9 @@ def cluster():
 
 
 ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "eth0"}
+# Healthy pairs on a shared 2-core CI machine vary several-fold (CPU-bound TCP over veth);
+# the injected faults are two to three orders of magnitude below them.
+MIN_FRACTION = 0.1
 
 
 def run(cluster, tmp, prefill, decode, *, env=None, node_env=None, prefix=None, on_event=None, **opts):
@@ -109,7 +112,7 @@ def run(cluster, tmp, prefill, decode, *, env=None, node_env=None, prefix=None, 
     launcher = Launcher(cluster.hosts(names, node_env, prefix))
     o = FabricOptions(etcd=cluster.url, join_timeout=opts.pop("join_timeout", 30), timeout=opts.pop("timeout", 3.0), **opts)
     result = run_fabric(plan, o, launcher, on_event=on_event and (lambda k, d: on_event(k, d, launcher)))
-    report = build_report(result, plan, min_fraction=0.3)
+    report = build_report(result, plan, min_fraction=MIN_FRACTION)
     return plan, result, report, names
 
 
@@ -122,17 +125,29 @@ def node_findings(report):
 
 
 def test_matrix_2x4_every_required_pair(cluster, tmp_path):
-    plan, result, report, names = run(cluster, tmp_path, 2, 4)
-    assert len(plan.pairs) == 8 and len(plan.rounds) == 4  # max(P, D) rounds, no node twice in a round
-    assert [r for r in result.rounds if r["kind"] == "probe"] and all(len({p for p, _ in r["pairs"]} | set()) == len(r["pairs"]) for r in result.rounds)
+    """The CLI path: kvcheck fabric -f DEPLOYMENT --hosts FILE --etcd URL --format json."""
+    import subprocess
+    import sys
+
+    dep = deployment(tmp_path, small_model(tmp_path), 2, 4, ENV)
+    names = ["tiny-prefill-0", "tiny-prefill-1", "tiny-decode-0", "tiny-decode-1", "tiny-decode-2", "tiny-decode-3"]
+    (tmp_path / "hosts.yaml").write_text(yaml.safe_dump(cluster.hosts(names)))
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "fabric", "-f", dep, "--hosts", str(tmp_path / "hosts.yaml"), "--etcd", cluster.url,
+                           "--format", "json", "--timeout", "3", "--min-fraction", str(MIN_FRACTION), "--join-timeout", "30"],
+                          capture_output=True, text=True, cwd=REPO, timeout=150)
+    report = json.loads(proc.stdout)
+    assert report["required_pairs"] == 8 and report["planned_rounds"] == 4  # max(P, D) rounds
+    for r in report["rounds"]:  # no node in two probes at once
+        assert len({p for p, _ in r["pairs"]}) == len({d for _, d in r["pairs"]}) == len(r["pairs"])
     cells = [c for row in report["matrix"] for c in row["cells"]]
     assert len(cells) == 8 and all(c["reached"] and c["status"] == "ok" for c in cells), report["findings"]
     assert all(c["bytes_checked"] == 8 * 4 * 32768 for c in cells)  # 8 regions x 4 pages x 32 KiB, read back and compared
     assert all(c["lanes"] == ["tcp/eth0"] and c["transport"] == ["tcp"] for c in cells)  # the lanes UCX logged for the endpoint
+    assert all(c["asked_devices"] == ["eth0"] and c["asked_source"] == "UCX_NET_DEVICES" for c in cells)
     assert all(c["bandwidth_Bps"] > 0 and c["latency_s"] > 0 for c in cells)
-    assert pair_findings(report) == [] and node_findings(report) == [], [(f["message"], report["rounds"]) for f in report["findings"] if f["pair"]]
-    assert report["verdict"] == "pass" and report["exit_code"] == 0
-    assert {n["name"]: n["status"] for n in report["nodes"]} == {n: "ready" for n in names}
+    assert pair_findings(report) == [] and node_findings(report) == [], [f["message"] for f in report["findings"] if f["pair"] or f["node"]]
+    assert report["verdict"] == "pass" and proc.returncode == 0, proc.stderr
+    assert {n["name"]: (n["status"], n["guards_intact"]) for n in report["nodes"]} == {n: ("ready", True) for n in names}
 
 
 def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
