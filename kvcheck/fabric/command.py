@@ -71,12 +71,7 @@ def run_command(*, files: list[Path], etcd: str | None, start_etcd: str | None, 
     try:
         opts = FabricOptions(etcd=etcd, run=run, join_timeout=join_timeout, deadline=deadline, timeout=timeout,
                              bw_tolerance=bw_tolerance, lat_tolerance=lat_tolerance, retests=retests)
-        progress = None
-        if fmt == "terminal" and sys.stderr.isatty():
-            def progress(kind, data):
-                if kind == "round":
-                    sys.stderr.write(f"kvcheck fabric: {data['kind']} round {data['index'] + 1}: {len(data['pairs'])} pair(s)\n")
-        result = run_fabric(plan, opts, launcher, on_event=progress)
+        result = run_fabric(plan, opts, launcher, on_event=_progress if fmt == "terminal" and sys.stderr.isatty() else None)
     finally:
         if small is not None:
             small.close()
@@ -90,6 +85,11 @@ def run_command(*, files: list[Path], etcd: str | None, start_etcd: str | None, 
 
         render_terminal(report, PipeSafeConsole())
     return report["exit_code"]
+
+
+def _progress(kind: str, data: dict) -> None:
+    if kind == "round":
+        sys.stderr.write(f"kvcheck fabric: {data['kind']} round {data['index'] + 1}: {len(data['pairs'])} pair(s)\n")
 
 
 def _write(text: str, output: Path | None) -> None:

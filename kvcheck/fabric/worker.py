@@ -23,7 +23,6 @@ seconds; it then deregisters and withdraws its metadata.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
