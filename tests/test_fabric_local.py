@@ -69,3 +69,17 @@ def test_workers_started_elsewhere_join_by_run_id(tmp_path):
                 w.kill()
                 w.wait()
         etcd.close()
+
+
+def test_tcp_fallback_where_rdma_is_asked(tmp_path):
+    """UCX_TLS=rc,tcp on a host without RDMA: UCX starts, and silently moves KV over tcp
+    (its own lanes say so): fabric-tcp-fallback on the pair."""
+    dep = _deployment(tmp_path, prefill=1, decode=1, env={"UCX_TLS": "rc,tcp"})
+    proc = kvcheck("fabric", "-f", str(dep), "--local", "--start-etcd", "127.0.0.1:0", "--format", "json", "--timeout", "3")
+    report = json.loads(proc.stdout)
+    cell = report["matrix"][0]["cells"][0]
+    assert cell["reached"] and cell["transport"] == ["tcp"]
+    errors = [(f["id"], f["pair"]) for f in report["findings"] if f["severity"] == "error"]
+    assert errors == [("fabric-tcp-fallback", ["t-prefill-0", "t-decode-0"])]
+    assert "UCX_TLS=rc,tcp" in next(f["message"] for f in report["findings"] if f["id"] == "fabric-tcp-fallback")
+    assert proc.returncode == 1
