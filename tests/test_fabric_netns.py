@@ -244,3 +244,31 @@ def test_etcd_going_away_ends_the_run(cluster, tmp_path):
     assert [f["id"] for f in report["findings"] if f["severity"] == "error"] == ["fabric-etcd-lost"]
     assert took < 60
     assert all(p.poll() is not None for p in seen["launcher"].procs.values())  # every worker ended
+
+
+def test_listener_reachable_but_ucx_blocked_names_the_pair(cluster, tmp_path):
+    """Only the decode agent's listener port gets through: confirmation works, then a
+    NIXL/UCX call never returns. The prefill worker ends the probe at its budget, names
+    the step, replaces its wedged agent, and the pair (not the node) is named."""
+    import subprocess
+
+    from kvcheck.fabric import coordinator as co
+
+    lab = cluster.lab
+    join = co.Coordinator._join
+
+    def join_then_block(self):
+        join(self)
+        port = self.result.nodes["tiny-decode-0"]["listen"].rsplit(":", 1)[1]
+        for rule in (["-p", "tcp", "--dport", port, "-j", "ACCEPT"], ["-j", "DROP"]):
+            subprocess.run([*lab.prefix(0), "iptables", "-A", "OUTPUT", "-d", lab.ips[1], *rule], check=True)
+
+    co.Coordinator._join = join_then_block
+    try:
+        plan, result, report, names = run(cluster, tmp_path, 1, 1, timeout=1.0, retests=0)
+    finally:
+        co.Coordinator._join = join
+        lab.undrop(0, 1)
+    assert [(f["id"], f["pair"]) for f in report["findings"] if f["severity"] == "error"] == [("fabric-unreachable", ["tiny-prefill-0", "tiny-decode-0"])]
+    assert any("did not return" in f["message"] and "load metadata" in f["message"] for f in report["findings"])
+    assert result.lost == {} and result.seconds < 60

@@ -43,6 +43,7 @@ class _Log:
         fd, self.path = tempfile.mkstemp(prefix="kvcheck-fabric-ucx-", suffix=".log")
         os.close(fd)
         self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self.stdout_fd = os.dup(1)
         self.stderr = os.fdopen(os.dup(2), "w", buffering=1)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -61,6 +62,11 @@ class _Log:
         except OSError:
             pass
 
+    def restore(self) -> None:
+        """Give fds 1 and 2 back (before re-executing the worker)."""
+        os.dup2(self.stdout_fd, 1)
+        os.dup2(self.stderr.fileno(), 2)
+
 
 def _args(argv):
     ap = argparse.ArgumentParser(prog="python -m kvcheck.fabric.worker")
@@ -71,6 +77,7 @@ def _args(argv):
     ap.add_argument("--ttl", type=float, default=900.0)
     ap.add_argument("--join-timeout", type=float, default=120.0)
     ap.add_argument("--etcd-grace", type=float, default=10.0)
+    ap.add_argument("--after-seq", type=int, default=None, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
@@ -165,7 +172,7 @@ def main(argv=None) -> int:
 
     threading.Thread(target=heartbeat, name="kvcheck-fabric-heartbeat", daemon=True).start()
     end = started + a.ttl
-    last_seq = None
+    last_seq = a.after_seq
     try:
         while not stop.is_set() and record["status"] != "failed":
             if time.monotonic() > end:
@@ -177,13 +184,15 @@ def main(argv=None) -> int:
                     etcd_ok["at"] = time.monotonic()
                 except Exception:
                     cmd = None
-                if cmd and cmd.get("seq") != last_seq:
+                if cmd and cmd.get("seq") != last_seq and (a.after_seq is None or cmd.get("seq", 0) > a.after_seq):
                     last_seq = cmd["seq"]
-                    result = _probe(agent, cmd["job"], log, lanes_used)
+                    result, wedged = _probe_bounded(agent, cmd["job"], log, lanes_used)
                     try:
                         ctl.put(result, "result", a.node, str(last_seq))
                     except Exception:
                         pass
+                    if wedged:
+                        _reexec(a, agent, log, last_seq, argv)
                     continue
                 stop.wait(CMD_POLL_S)
             else:
@@ -196,12 +205,55 @@ def main(argv=None) -> int:
     return 0
 
 
-def _probe(agent, job: dict, log, lanes_used) -> dict:
+WEDGE_MARGIN_S = 1.0
+
+
+def _probe_bounded(agent, job: dict, log, lanes_used) -> tuple[dict, bool]:
+    """``_probe`` in a thread, given the probe's own budget (``probe_budget``) less
+    ``WEDGE_MARGIN_S``: a NIXL/UCX call that never returns (seen when a peer's listener
+    answers but UCX's own connection is blocked) ends as ``probe-timeout`` at the step it
+    was in, and ``(result, True)`` tells the caller the agent is wedged."""
+    from kvcheck.nixl.probe import RECHECK_S, probe_budget
+
+    events: list[dict] = []
+    box: dict = {}
+    th = threading.Thread(target=lambda: box.setdefault("result", _probe(agent, job, log, lanes_used, events)), daemon=True)
+    th.start()
+    budget = max(probe_budget(job) - RECHECK_S - WEDGE_MARGIN_S, 1.0)
+    th.join(budget)
+    if "result" in box:
+        return box["result"], False
+    step = next((ev["step"] for ev in reversed(events) if ev.get("type") == "step"), "start")
+    return {"ok": False, "segments": [], "steps": {}, "seconds": budget, "lanes": lanes_used(log.take()), "remote_agent": None, "wedged": True,
+            "findings": [{"id": "probe-timeout", "severity": "error",
+                          "message": f"step '{step}': a NIXL/UCX call did not return within {budget:.0f} s (the peer's listener answered, "
+                                     "UCX's own connection to it did not complete: a firewall or route that lets one port through?)"}]}, True
+
+
+def _reexec(a, agent, log, seq: int, argv) -> None:
+    """Replace this worker by a fresh one (new agent, same node): the wedged agent is
+    withdrawn from etcd without touching NIXL, and the new process skips probes up to ``seq``."""
+    from kvcheck.nixl.transport import EtcdGateway
+
+    try:
+        EtcdGateway(a.etcd, timeout=2.0).delete_agent(agent.name)
+    except Exception:
+        pass
+    log.restore()
+    log.close()
+    args = list(argv if argv is not None else sys.argv[1:])
+    if "--after-seq" in args:
+        i = args.index("--after-seq")
+        del args[i:i + 2]
+    os.execv(sys.executable, [sys.executable, "-m", "kvcheck.fabric.worker", *args, "--after-seq", str(seq)])
+
+
+def _probe(agent, job: dict, log, lanes_used, events: list | None = None) -> dict:
     """Run one probe; the events reduced to a result dict, with the lanes UCX used."""
     from kvcheck.fabric.nodeinfo import counter_delta, loss_counters
     from kvcheck.nixl.probe import probe_with_agent
 
-    events: list[dict] = []
+    events = events if events is not None else []
     log.take()
     before = loss_counters()
     t0 = time.monotonic()
