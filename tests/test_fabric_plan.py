@@ -150,7 +150,9 @@ def test_emit_k8s_keeps_placement_and_devices(tmp_path):
     c = pod["containers"][0]
     assert c["resources"] == {"limits": {"nvidia.com/gpu": 1, "rdma/ib": 1}} and c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     assert {"name": "UCX_TLS", "value": "tcp"} in c["env"]
-    assert "--run r1" in c["command"][-1] and "t-decode-$JOB_COMPLETION_INDEX" in c["command"][-1] and "http://kvcheck-fabric-etcd:2379" in c["command"][-1]
+    cmd = c["command"][-1]
+    assert cmd.startswith("set -- t-decode-0 t-decode-1 t-decode-2 t-decode-3; shift $JOB_COMPLETION_INDEX;")  # index -> the plan's node name
+    assert "--run r1" in cmd and '--node "$1"' in cmd and "http://kvcheck-fabric-etcd:2379" in cmd
     assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "kubernetes.io/hostname"
 
 
@@ -159,7 +161,7 @@ def test_emit_slurm(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = [x for x in proc.stdout.splitlines() if x.startswith("srun")]
     assert len(lines) == 2 and "--nodes=2" in lines[0] and "--nodes=4" in lines[1]
-    assert all("--ntasks-per-node=1" in x and "kvcheck.fabric.worker --etcd http://etcd0:2379 --run r2" in x for x in lines)
+    assert all("--ntasks-per-node=1" in x and "kvcheck.fabric.worker --etcd http://etcd0:2379 --run r2" in x and "shift $SLURM_PROCID" in x for x in lines)
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -183,3 +185,15 @@ def test_checks_are_registered():
     assert set(FIXES) <= set(REGISTRY)
     proc = kvcheck("checks", "fabric-tcp-fallback")
     assert proc.returncode == 0 and "RDMA" in proc.stdout
+
+
+def test_rounds_when_instances_share_a_host():
+    from kvcheck.fabric.rounds import schedule_hosts
+
+    host = {"p0": "h0", "p1": "h0", "p2": "h1", "d0": "h1", "d1": "h2"}.__getitem__
+    pairs = [(p, d) for p in ("p0", "p1", "p2") for d in ("d0", "d1")]
+    rounds = schedule_hosts(pairs, host)
+    assert sorted(x for r in rounds for x in r) == sorted(pairs)
+    for r in rounds:  # no host in two probes at once (p2 -> d0 is inside h1)
+        hosts = [h for p, d in r for h in {host(p), host(d)}]
+        assert len(hosts) == len(set(hosts))

@@ -55,6 +55,23 @@ def _pod_spec(instance) -> tuple[dict, dict]:
     return {}, {}
 
 
+def _groups(plan, instances):
+    """``(group, instance, node names)`` per instance of the plan, in order."""
+    by_name = {}
+    for inst in instances:
+        by_name.setdefault(inst.name, inst)
+    groups: dict[str, list] = {}
+    for n in plan.nodes.values():
+        groups.setdefault(n.group, [n.instance, []])[1].append(n.name)
+    return [(g, by_name[inst], names) for g, (inst, names) in groups.items() if inst in by_name]
+
+
+def _dns_name(text: str) -> str:
+    import re
+
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].rstrip("-")
+
+
 def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, start_etcd: bool, namespace: str | None = None) -> str:
     """The manifests (multi-document YAML)."""
     import yaml
@@ -70,23 +87,13 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
                          "ports": [{"containerPort": 2379}]}]}}}})
         docs.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kvcheck-fabric-etcd"},
                      "spec": {"selector": labels, "ports": [{"port": 2379, "targetPort": 2379}]}})
-    seen = set()
-    for inst in instances:
-        base = inst.name.split("/")[0]
-        if base in seen:
-            continue
-        seen.add(base)
-        names = [n for n in plan.nodes.values() if n.instance == inst.name]
-        if not names:
-            continue
-        nnodes = max(n.node_rank for n in names) + 1
+    for base, inst, names in _groups(plan, instances):
         count = len(names)
         spec, container = _pod_spec(inst)
-        node_expr = f"{base}-$JOB_COMPLETION_INDEX" if nnodes == 1 else f"{base}-$((JOB_COMPLETION_INDEX / {nnodes}))-n$((JOB_COMPLETION_INDEX % {nnodes}))"
         img = image or inst.image or container.get("image") or "python:3.11"
         install = "" if image else "python3 -m pip install --quiet kvcheck && "
-        cmd = (f"{install}exec python3 -m kvcheck.fabric.worker --etcd {shlex.quote(etcd_url)} --run {shlex.quote(run)} "
-               f"--node \"{node_expr}\" --listen-host \"$POD_IP\"")
+        cmd = (f"set -- {' '.join(shlex.quote(n) for n in names)}; shift $JOB_COMPLETION_INDEX; {install}exec python3 -m kvcheck.fabric.worker "
+               f"--etcd {shlex.quote(etcd_url)} --run {shlex.quote(run)} --node \"$1\" --listen-host \"$POD_IP\"")
         env = [{"name": k, "value": v} for k, v in fabric_env(inst.env).items()]
         env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
         c = {"name": "kvcheck-fabric", "image": img, "command": ["/bin/sh", "-c", cmd], "env": env}
@@ -105,7 +112,7 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
             {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}
         pod["affinity"] = affinity
         job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": f"kvcheck-fabric-{base}"[:63], "labels": labels, **({"namespace": namespace} if namespace else {})},
+               "metadata": {"name": _dns_name(f"kvcheck-fabric-{base}"), "labels": labels, **({"namespace": namespace} if namespace else {})},
                "spec": {"completionMode": "Indexed", "completions": count, "parallelism": count, "backoffLimit": 0,
                         "ttlSecondsAfterFinished": 600, "template": {"metadata": {"labels": labels}, "spec": pod}}}
         docs.append(job)
@@ -117,19 +124,11 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
 def emit_slurm(plan, instances, *, etcd: str | None, run: str) -> str:
     """One srun line per instance (run in the background), then ``wait``."""
     lines = [f"# kvcheck fabric workers (run {run}); then: kvcheck fabric -f <deployment> --etcd {etcd or 'http://<etcd>:2379'} --run {run}"]
-    seen = set()
-    for inst in instances:
-        base = inst.name.split("/")[0]
-        if base in seen:
-            continue
-        seen.add(base)
-        nodes = [n for n in plan.nodes.values() if n.instance == inst.name]
-        if not nodes:
-            continue
+    for base, inst, names in _groups(plan, instances):
         env = ",".join(["ALL"] + [f"{k}={v}" for k, v in fabric_env(inst.env).items()])
-        hosts = f" --nodelist={','.join(inst.hosts)}" if inst.hosts else ""
-        node_expr = f"{base}-$SLURM_NODEID"
-        worker = f"python3 -m kvcheck.fabric.worker --etcd {etcd or 'http://ETCD:2379'} --run {run} --node {node_expr}"
-        lines.append(f"srun --nodes={len(nodes)} --ntasks-per-node=1{hosts} --export={shlex.quote(env)} bash -c {shlex.quote(worker)} &")
+        hosts = f" --nodelist={','.join(dict.fromkeys(inst.hosts))}" if inst.hosts else ""
+        worker = (f"set -- {' '.join(shlex.quote(n) for n in names)}; shift $SLURM_PROCID; "
+                  f"exec python3 -m kvcheck.fabric.worker --etcd {etcd or 'http://ETCD:2379'} --run {run} --node \"$1\"")
+        lines.append(f"srun --nodes={len(names)} --ntasks-per-node=1{hosts} --export={shlex.quote(env)} bash -c {shlex.quote(worker)} &")
     lines.append("wait")
     return "\n".join(lines) + "\n"

@@ -60,3 +60,28 @@ def schedule(pairs: Iterable[tuple[Hashable, Hashable]]) -> list[list[tuple[Hash
             rounds[c].append((node, other))
     order = {e: i for i, e in enumerate(edges)}
     return [sorted(r, key=order.__getitem__) for r in rounds if r]
+
+
+def schedule_hosts(pairs: Iterable[tuple[Hashable, Hashable]], host_of) -> list[list[tuple[Hashable, Hashable]]]:
+    """Rounds when several nodes share a host (several instances on one machine): no host
+    in two probes at once (they would share its NICs). Greedy, busiest hosts first; a
+    pair inside one host takes that host alone."""
+    remaining = list(dict.fromkeys(pairs))
+    rounds = []
+    while remaining:
+        load: dict = {}
+        for p, d in remaining:
+            for h in {host_of(p), host_of(d)}:
+                load[h] = load.get(h, 0) + 1
+        used: set = set()
+        rnd, rest = [], []
+        for pair in sorted(remaining, key=lambda e: -(load[host_of(e[0])] + load[host_of(e[1])])):
+            hosts = {host_of(pair[0]), host_of(pair[1])}
+            if hosts & used:
+                rest.append(pair)
+                continue
+            used |= hosts
+            rnd.append(pair)
+        rounds.append(rnd)
+        remaining = rest
+    return rounds

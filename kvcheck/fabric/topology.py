@@ -5,8 +5,9 @@ Instances come from ``kvcheck.sources.deployments``, classes and each class pair
 transfer plan from ``kvcheck.cluster`` (the same decision ``kvcheck preflight -f``
 takes), the pairs from SGLang's rank mapping (``kvcheck.fabric.mapping``), the rounds
 from ``kvcheck.fabric.rounds``. Node names: the instance's hosts when the deployment
-lists one per node, else ``<workload>-<replica>`` (``-n<rank>`` for multi-node
-instances).
+lists one per node (``HOST:<workload>-<replica>`` when several instances share a host,
+whose probes then never overlap: ``rounds.schedule_hosts``), else
+``<workload>-<replica>`` (``-n<rank>`` for multi-node instances).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Node:
     name: str
     role: str
     instance: str
+    host: str
     replica: int
     node_rank: int
     class_id: str | None
@@ -35,7 +37,7 @@ class Node:
     parallel: Parallel | None = None
     asked_devices: list[str] = field(default_factory=list)
     asked_source: str = ""
-    pod: dict = field(default_factory=dict)
+    group: str = ""
 
 
 @dataclass
@@ -66,7 +68,7 @@ class FabricPlan:
 
     def contract(self) -> dict:
         return {"deployment": self.deployment,
-                "nodes": [{"name": n.name, "role": n.role, "instance": n.instance, "replica": n.replica, "node_rank": n.node_rank,
+                "nodes": [{"name": n.name, "host": n.host, "role": n.role, "instance": n.instance, "replica": n.replica, "node_rank": n.node_rank,
                            "class": n.class_id, "asked_devices": n.asked_devices, "asked_source": n.asked_source} for n in self.nodes.values()],
                 "pairs": [list(p) for p in self.pairs], "rounds": [[list(p) for p in r] for r in self.rounds],
                 "skipped": [{"prefill_class": k[0], "decode_class": k[1], "why": v} for k, v in self.skipped.items()], "notes": self.notes}
@@ -118,23 +120,41 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
                 notes.append(f"class {c.id}: no geometry ({exc})")
     nodes: dict[str, Node] = {}
     per_instance: dict[int, list[list[str]]] = {}
+    host_count: dict[str, int] = {}
+    for ir in dep.instances:
+        inst = ir.instance
+        if len(inst.hosts) == inst.replicas * max(inst.nodes, 1):
+            for h in inst.hosts:
+                host_count[h] = host_count.get(h, 0) + 1
+    bases: dict[str, int] = {}
+    for ir in dep.instances:
+        b = ir.instance.name.split("/")[0]
+        bases[b] = bases.get(b, 0) + 1
+    seen_base: dict[str, int] = {}
     for ir in dep.instances:
         inst = ir.instance
         cls = classes.get(ir.class_id) if ir.class_id else None
         mla = bool(cls and cls.side is not None and cls.side.model.attention == "MLA")
         par = parallel_of(ir.args or {}, inst.nodes, mla)
         base = inst.name.split("/")[0]
+        if bases[base] > 1:  # several instances under one workload name: tell them apart
+            seen_base[base] = seen_base.get(base, -1) + 1
+            base = f"{base}-{inst.role}{seen_base[base]}"
         hosts = list(inst.hosts) if len(inst.hosts) == inst.replicas * max(inst.nodes, 1) else []
         asked, src = _asked_devices(inst.env, ir.args or {})
         replicas = []
         for r in range(max(inst.replicas, 1)):
             names = []
             for k in range(max(par.nnodes, 1)):
-                name = hosts[r * par.nnodes + k] if hosts else (f"{base}-{r}" if par.nnodes == 1 else f"{base}-{r}-n{k}")
+                own = f"{base}-{r}" if par.nnodes == 1 else f"{base}-{r}-n{k}"
+                host = hosts[r * par.nnodes + k] if hosts and r * par.nnodes + k < len(hosts) else None
+                # A host named once is the node's name; a host several instances share
+                # (several servers on one machine) qualifies each of them.
+                name = host if host and host_count.get(host) == 1 else (f"{host}:{own}" if host else own)
                 while name in nodes:
-                    name += "x"
+                    name += "'"
                 geom = geometry.get(ir.class_id)
-                nodes[name] = Node(name=name, role=inst.role, instance=inst.name, replica=r, node_rank=k, class_id=ir.class_id,
+                nodes[name] = Node(name=name, role=inst.role, instance=inst.name, host=host or name, group=base, replica=r, node_rank=k, class_id=ir.class_id,
                                    location=str(inst.location), env=fabric_env(inst.env),
                                    layout=Layout.from_geometry(geom, pages).as_dict() if geom is not None else None,
                                    parallel=par, asked_devices=asked, asked_source=src)
@@ -161,7 +181,8 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
         plan = pr.report.plan if pr.report is not None else None
         pg, dg = geometry.get(pr.prefill.id), geometry.get(pr.decode.id)
         if plan is None or pg is None or dg is None:
-            skipped[key] = "kvcheck cannot derive this pair's plan or geometry (see kvcheck preflight -f)"
+            ids = sorted({x.finding.id for c in (pr.prefill, pr.decode) for x in c.findings} | {x.finding.id for x in pr.findings if x.finding.severity.value in ("error", "unchecked")})
+            skipped[key] = "kvcheck cannot derive this pair's plan or geometry" + (f" ({', '.join(ids)})" if ids else "") + "; see kvcheck preflight -f"
         elif plan.error is not None:
             skipped[key] = f"the runtime would not transfer with this pair's plan: {plan.error.type}: {plan.error.message}"
         elif plan.path not in PROBED_PATHS:
@@ -170,9 +191,10 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
             jobs[key] = build_job(plan, pg, dg, "", pages=pages, timeout=timeout)
             continue
         jobs[key] = None
-    from kvcheck.fabric.rounds import schedule
+    from kvcheck.fabric.rounds import schedule, schedule_hosts
 
     if any(n.parallel and n.parallel.pp > 1 for n in nodes.values()):
         notes.append("pipeline-parallel instances: every node registers PP stage 0's regions (the links, not each stage's layout, are probed)")
     return FabricPlan(deployment=dep.deployment.variant or dep.deployment.name, nodes=nodes, pairs=pairs, jobs=jobs, skipped=skipped,
-                      rounds=schedule(pairs), notes=notes)
+                      rounds=schedule(pairs) if len({n.host for n in nodes.values()}) == len(nodes) else schedule_hosts(pairs, lambda n: nodes[n].host),
+                      notes=notes)
