@@ -40,9 +40,10 @@ class _Log:
     written since the last call and empties the file."""
 
     def __init__(self):
-        fd, self.path = tempfile.mkstemp(prefix="kvcheck-fabric-ucx-", suffix=".log")
+        fd, path = tempfile.mkstemp(prefix="kvcheck-fabric-ucx-", suffix=".log")
+        self.fd = os.open(path, os.O_RDWR | os.O_APPEND)
         os.close(fd)
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        os.unlink(path)  # no name on disk: nothing is left behind, even after SIGKILL
         self.stdout_fd = os.dup(1)
         self.stderr = os.fdopen(os.dup(2), "w", buffering=1)
         sys.stdout.flush()
@@ -51,16 +52,14 @@ class _Log:
         os.dup2(self.fd, 2)
 
     def take(self) -> str:
-        with open(self.path, "rb") as fh:
-            data = fh.read(64 << 20)
+        size = os.fstat(self.fd).st_size
+        keep = 64 << 20
+        data = os.pread(self.fd, min(size, keep), max(0, size - keep))
         os.ftruncate(self.fd, 0)
         return data.decode(errors="replace")
 
     def close(self) -> None:
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
+        pass
 
     def restore(self) -> None:
         """Give fds 1 and 2 back (before re-executing the worker)."""
