@@ -165,7 +165,8 @@ class Coordinator:
         for name, node in self.plan.nodes.items():
             if node.layout is None:
                 continue
-            self.ctl.put({"role": node.role, "layout": node.layout, "env": node.env, "backend": "UCX", "instance": node.instance}, "assign", name)
+            backend = node.env.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")  # the runtime's default: UCX
+            self.ctl.put({"role": node.role, "layout": node.layout, "env": node.env, "backend": backend, "instance": node.instance}, "assign", name)
         if self.launcher is not None:
             for name, node in self.plan.nodes.items():
                 if node.layout is not None:

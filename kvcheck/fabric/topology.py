@@ -188,7 +188,8 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
         elif plan.path not in PROBED_PATHS:
             skipped[key] = f"transfer path {plan.path!r} is not probed (the probe follows equal-TP, direct-to-host and segmented plans)"
         else:
-            jobs[key] = build_job(plan, pg, dg, "", pages=pages, timeout=timeout)
+            backend = (pr.prefill.first.instance.env or {}).get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")  # the runtime's default: UCX
+            jobs[key] = build_job(plan, pg, dg, "", pages=pages, timeout=timeout, backend=backend)
             continue
         jobs[key] = None
     from kvcheck.fabric.rounds import schedule, schedule_hosts
