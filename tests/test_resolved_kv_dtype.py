@@ -109,3 +109,158 @@ def test_unknown_gpu_decides_both_gpu_kinds(tmp_path, runtime_dtype):
     assert f"prefill server has kv_cache_dtype={runtime_dtype('bf16', GPUS['b200'])}, but decode server has kv_cache_dtype={blackwell}" in f[0].message
     both = run_preflight(unassumed("prefill", None), unassumed("decode", None), kernel="builtin")
     assert not [x for x in both.findings if x.id in ("kv-dtype-gpu", "kv-cache-dtype-mismatch")]
+
+
+# ---------------------------------------------------------------------------------------
+# release by release: each release's own resolution and its architecture gate
+# ---------------------------------------------------------------------------------------
+
+import ast  # noqa: E402
+import functools  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from helpers import REPO  # noqa: E402
+
+ROOT = Path(os.environ.get("KVCHECK_SGLANG_RELEASES_DIR") or (Path(sys.prefix) / "sglang-releases"))
+INSTALLED = sorted(p.name for p in ROOT.glob("0.*") if (p / "sglang" / "__init__.py").exists())
+
+
+def _v3_dsa_config(tmp_path) -> Path:
+    """DeepSeek V3.2's config under the DeepseekV3ForCausalLM architecture, which every
+    release's gate lets through (0.5.3 on), so the release's dtype mapping alone decides."""
+    cfg = json.loads((model_dir("deepseek-v3.2") / "config.json").read_text())
+    cfg["architectures"] = ["DeepseekV3ForCausalLM"]
+    d = tmp_path / "dsv3-dsa"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+@functools.lru_cache(maxsize=None)
+def _functions(path: str) -> dict:
+    """Top-level and method ``FunctionDef`` nodes of a source file, by name (parsed once)."""
+    if not Path(path).exists():
+        return {}
+    return {n.name: n for n in ast.walk(ast.parse(Path(path).read_text())) if isinstance(n, ast.FunctionDef)}
+
+
+def _function_node(path: str, name: str):
+    import copy
+
+    node = _functions(path).get(name)
+    if node is None:
+        return None
+    node = copy.copy(node)
+    node.decorator_list = []
+    return node
+
+
+def _release_function(root: Path, rel: str, name: str, **globals_):
+    """Function ``name`` of the release's source file ``rel``, compiled from that source
+    (decorators dropped) with the names it reads supplied: the release's own statements
+    run, without importing the release (one process holds one SGLang)."""
+    import builtins
+    import logging
+
+    node = _function_node(str(root / rel), name)
+    if node is None:
+        return None
+    stubs = globals_.pop("modules", {})
+
+    def fake_import(mod_name, *a, **k):
+        return stubs[mod_name] if mod_name in stubs else builtins.__import__(mod_name, *a, **k)
+
+    g = {"__builtins__": {**builtins.__dict__, "__import__": fake_import}, "logger": logging.getLogger("release"), "Any": object, **globals_}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(root / rel), "exec"), g)  # noqa: S102 - the release's own function
+    return g[name]
+
+
+def _release_dtype(root: Path, hf, flag: str, cap: tuple[int, int]) -> str | None:
+    """``server_args.kv_cache_dtype`` after the release's own DSA dtype default, for a
+    model its gate lets through; None when the release has no such function (before 0.5.10)."""
+    torch_stub = SimpleNamespace(cuda=SimpleNamespace(get_device_capability=lambda *a, **k: cap))
+    modules = {"torch": torch_stub, "sglang.srt.configs.model_config": SimpleNamespace(is_deepseek_dsa=lambda c: True)}
+    platform = SimpleNamespace(is_npu=False, is_xpu=False)
+    fn = _release_function(root, "sglang/srt/arg_groups/overrides.py", "_dsa_kv_cache_dtype_default", modules=modules,
+                           model_config_of=lambda view: SimpleNamespace(hf_config=hf), get_platform=lambda: platform,
+                           is_npu=lambda: False, is_xpu=lambda: False, _DEEPSEEK_FAMILY_ARCHS={hf.architectures[0]})
+    if fn is not None:
+        view = SimpleNamespace(kv_cache_dtype=flag, dsa_prefill_backend=None, dsa_decode_backend=None, device="cuda",
+                               get_model_config=lambda: SimpleNamespace(hf_config=hf))
+        return fn(view).get("kv_cache_dtype", flag)
+    for name in ("_set_default_dsa_kv_cache_dtype", "_set_default_nsa_kv_cache_dtype"):
+        fn = _release_function(root, "sglang/srt/server_args.py", name, modules=modules)
+        if fn is not None:
+            me = SimpleNamespace(kv_cache_dtype=flag, nsa_prefill_backend=None, nsa_decode_backend=None, dsa_prefill_backend=None, dsa_decode_backend=None)
+            import inspect
+
+            fn(*[me, cap[0], None][: len(inspect.signature(fn).parameters)])
+            return me.kv_cache_dtype
+    return None
+
+
+@pytest.fixture(scope="module")
+def v3_dsa_sides(tmp_path_factory):
+    """One prefill side per (flag, GPU) on the gate-free DSA config, read once."""
+    import yaml
+
+    tmp = tmp_path_factory.mktemp("dsa")
+    model = _v3_dsa_config(tmp)
+    out = {}
+    for cap, gpu in (((9, 0), "h100"), ((10, 0), "b200"), ((12, 0), "sm120")):
+        for flag in ("auto", "bf16", "bfloat16", "fp8_e4m3"):
+            path = tmp / f"{flag}-{gpu}.yaml"
+            path.write_text(yaml.safe_dump({"model-path": str(model), "disaggregation-mode": "prefill", "kv-cache-dtype": flag, "tp-size": 8, "page-size": 64}))
+            out[(flag, cap)] = load_side(str(path), "prefill", gpu=gpu, sglang_version="0.5.23")
+    return SimpleNamespace(**json.loads((model / "config.json").read_text())), out
+
+
+@pytest.mark.parametrize("release", INSTALLED)
+def test_dsa_kv_dtype_is_each_releases(v3_dsa_sides, release):
+    """Each installed release's own dtype default (0.5.9 on, where it is a function of its
+    own) against kvcheck's, on every flag and GPU kind."""
+    from kvcheck.sglang.resolved import server_args_dtype
+
+    hf, sides = v3_dsa_sides
+    for (flag, cap), side in sides.items():
+        runtime = _release_dtype(ROOT / release, hf, flag, cap)
+        if runtime is None:
+            pytest.skip(f"SGLang {release} rewrites the dtype inline in ServerArgs (its gate is checked below)")
+        assert server_args_dtype(side, release=release)[0] == runtime, (release, flag, cap)
+
+
+def _gate(root: Path) -> set[str] | None:
+    """The architectures whose DSA KV dtype the release rewrites, read from its source:
+    ``_DEEPSEEK_FAMILY_ARCHS`` (0.5.15 on) or the ``model_arch in [...]`` block around the
+    rewrite in ``server_args.py``; None when the rewrite has no architecture gate."""
+    ov = root / "sglang" / "srt" / "arg_groups" / "overrides.py"
+    if ov.exists() and "_dsa_kv_cache_dtype_default" in ov.read_text():
+        for n in ast.walk(ast.parse(ov.read_text())):
+            if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "_DEEPSEEK_FAMILY_ARCHS" for t in n.targets):
+                return set(ast.literal_eval(n.value.args[0]))
+    src = (root / "sglang" / "srt" / "server_args.py").read_text()
+    best = None
+    for n in ast.walk(ast.parse(src)):
+        if isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and getattr(n.test.left, "id", "") == "model_arch" \
+                and isinstance(n.test.comparators[0], (ast.List, ast.Tuple)):
+            seg = ast.get_source_segment(src, n)
+            if ("is_deepseek_nsa(" in seg or "is_deepseek_dsa(" in seg) and ("KV cache dtype to" in seg or "_kv_cache_dtype(major" in seg):
+                if best is None or len(seg) < best[0]:
+                    best = (len(seg), {e.value for e in n.test.comparators[0].elts})
+    return best[1] if best else None
+
+
+@pytest.mark.parametrize("release", INSTALLED)
+def test_dsa_rewrite_gate_is_each_releases(release):
+    from kvcheck.sglang import resolved
+
+    gate = _gate(ROOT / release)
+    model = SimpleNamespace(dsa=True, architecture="")
+    for arch in resolved.DSA_REWRITE_ARCHS:
+        side = SimpleNamespace(model=SimpleNamespace(dsa=True, architecture=arch), sglang_version=release, version_source="")
+        want = (arch in resolved._NSA_ARCHS) if gate is None else (arch in gate)
+        assert resolved.dsa_rewrites(side, release) == want, (release, arch)
+    assert model.dsa
