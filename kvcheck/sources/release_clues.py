@@ -243,3 +243,8 @@ def attach_recipe_clues(instances, cfg, file: str) -> None:
         if inst.image and "dynamo" in str(inst.image).lower() and "/" not in str(inst.image):
             own.append(clue_from_image(inst.image, where(dyn, "version") if dyn_version else str(inst.location), dynamo_version=dyn_version))
         attach([inst], [c for c in own if c is not None])
+
+
+def clue_from_server_info(version: str | None, source: str = "version in /server_info") -> ReleaseClue | None:
+    """The clue a live server's ``/server_info`` (or a snapshot's) ``version`` gives."""
+    return clue_from_release(version, source)
