@@ -118,11 +118,9 @@ def test_unknown_gpu_decides_both_gpu_kinds(tmp_path, runtime_dtype):
 import ast  # noqa: E402
 import functools  # noqa: E402
 import os  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from helpers import REPO  # noqa: E402
 
 ROOT = Path(os.environ.get("KVCHECK_SGLANG_RELEASES_DIR") or (Path(sys.prefix) / "sglang-releases"))
 INSTALLED = sorted(p.name for p in ROOT.glob("0.*") if (p / "sglang" / "__init__.py").exists())
@@ -258,9 +256,7 @@ def test_dsa_rewrite_gate_is_each_releases(release):
     from kvcheck.sglang import resolved
 
     gate = _gate(ROOT / release)
-    model = SimpleNamespace(dsa=True, architecture="")
     for arch in resolved.DSA_REWRITE_ARCHS:
         side = SimpleNamespace(model=SimpleNamespace(dsa=True, architecture=arch), sglang_version=release, version_source="")
         want = (arch in resolved._NSA_ARCHS) if gate is None else (arch in gate)
         assert resolved.dsa_rewrites(side, release) == want, (release, arch)
-    assert model.dsa
