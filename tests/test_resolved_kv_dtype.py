@@ -260,3 +260,23 @@ def test_dsa_rewrite_gate_is_each_releases(release):
         side = SimpleNamespace(model=SimpleNamespace(dsa=True, architecture=arch), sglang_version=release, version_source="")
         want = (arch in resolved._NSA_ARCHS) if gate is None else (arch in gate)
         assert resolved.dsa_rewrites(side, release) == want, (release, arch)
+
+
+def test_unknown_gpu_without_the_dtype_check_decides_both_item_sizes(tmp_path):
+    """Before 0.5.10 the decode compares no dtype: bf16 against unset on an unknown GPU
+    moves 2-byte KV into 1-byte KV from SM100 on, so it is not passed on the assumed Hopper.
+    (A DeepseekV3ForCausalLM DSA checkpoint: 0.5.8's gate leaves DeepseekV32ForCausalLM out.)"""
+    import yaml
+
+    model = _v3_dsa_config(tmp_path)
+
+    def side(role, flag):
+        path = tmp_path / f"old-{role}-{flag}.yaml"
+        path.write_text(yaml.safe_dump({"model-path": str(model), "disaggregation-mode": role, "disaggregation-transfer-backend": "nixl",
+                                        "tp-size": 8, "page-size": 64, **({"kv-cache-dtype": flag} if flag else {})}))
+        return load_side(str(path), role, sglang_version="0.5.8")
+
+    report = run_preflight(side("prefill", "bf16"), side("decode", None), kernel="builtin")
+    f = [x for x in report.findings if x.id == "kv-dtype-gpu"]
+    assert f and "bfloat16, 2 bytes per element, the decode's fp8_e4m3, 1 bytes per element: the item lengths differ" in f[0].message
+    assert report.verdict in ("unchecked", "fail")

@@ -25,13 +25,15 @@ def kv_dtype_gpu(chk, ctx: CheckContext) -> list[Finding]:
         return []
     parts = []
     for label, p, d in rows:
-        if p == d:
+        if "bytes per element" in p:  # a release without the decode's dtype check
+            parts.append(f"on {label} the prefill KV cache is {p}, the decode's {d}" + (": the item lengths agree" if p == d else ": the item lengths differ"))
+        elif p == d:
             parts.append(f"on {label} both resolve to {p}: the check passes")
         else:
             parts.append(f"on {label} \"KV cache dtype mismatch: prefill server has kv_cache_dtype={p}, but decode server has kv_cache_dtype={d}.\"")
     assumed = [s.role for s in (ctx.prefill, ctx.decode) if s.gpu is None or str(s.gpu_source).startswith("default")]
     who = "the prefill's and the decode's GPUs were" if len(assumed) == 2 else f"the {assumed[0]}'s GPU was"
     return [chk.finding(
-        f"{who} not given and the KV cache dtype the decode compares depends on it: " + "; ".join(parts)
+        f"{who} not given and the KV cache dtype each side resolves depends on it: " + "; ".join(parts)
         + (" (both sides on one GPU kind)" if len(assumed) == 2 else ""),
     )]

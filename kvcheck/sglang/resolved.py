@@ -184,18 +184,28 @@ def kv_dtype_over_gpus(prefill, decode, decode_behaviour) -> list[tuple[str, str
     everywhere, or different everywhere). Else one row per GPU kind, (kind, prefill string,
     decode string): the comparison passes on some and fails on others. A side whose GPU is
     known keeps it; when both were assumed they vary together (one GPU kind for the pair)."""
-    if kv_dtype_compared(prefill, decode_behaviour) is None:
-        return None
     if not (gpu_dependent(prefill) or gpu_dependent(decode)):
         return None
+    compared = kv_dtype_compared(prefill, decode_behaviour) is not None
     rows = []
     for label, gpu in _GPU_KINDS:
-        p = kv_dtype_compared(prefill, decode_behaviour, gpu if gpu_assumed(prefill) else None)
-        d = kv_dtype_compared(decode, decode_behaviour, gpu if gpu_assumed(decode) else None)
-        rows.append((label, p, d))
+        pg, dg = (gpu if gpu_assumed(prefill) else None), (gpu if gpu_assumed(decode) else None)
+        if compared:
+            rows.append((label, kv_dtype_compared(prefill, decode_behaviour, pg), kv_dtype_compared(decode, decode_behaviour, dg)))
+        else:  # no dtype check (before 0.5.10): the KV bytes per element decide the item lengths
+            rows.append((label, _bytes_text(prefill, pg), _bytes_text(decode, dg)))
     if len({p == d for _, p, d in rows}) == 1:
         return None
     return rows
+
+
+def _bytes_text(side, gpu_name: str | None) -> str:
+    """``"bfloat16, 2 bytes per element"`` for ``side`` on ``gpu_name`` (default: its GPU)."""
+    from kvcheck.sglang.geometry import kv_dtype_bytes
+
+    moved = side.model_copy(update={"gpu": gpu_name}) if gpu_name else side
+    dtype, size = kv_dtype_bytes(moved, moved.model)
+    return f"{dtype}, {size} bytes per element"
 
 
 def dtype_detail(prefill, decode, decode_behaviour) -> str:
