@@ -573,7 +573,7 @@ def _side_builder(ir: InstanceResult, caches: _Caches, build: tuple):
         else:
             choice = ReleaseChoice(release, sr.how, True, release)
         side = build_side(inst.role, args, env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu or assumed_gpu,
-                          base=Path(inst.location.file).parent, release=choice)
+                          base=Path(inst.location.file).parent, release=choice, image=inst.image)
         if gpu is None and assumed_gpu is not None:
             side.gpu_source = f"assumed for the GPU window: {assumed_gpu} (no GPU given)"
         elif inst.gpu_source and gpu is not None and gpu == inst.gpu_type and side.gpu_source == "--gpu":
