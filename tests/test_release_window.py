@@ -39,7 +39,7 @@ def test_the_newest_release_is_written_once():
     hits = []
     for path in (REPO / "kvcheck").rglob("*.py"):
         for n, line in enumerate(path.read_text().splitlines(), 1):
-            if re.match(r"^[A-Z_]+ = \"0\.5\.\d+\"", line):
+            if re.match(r"^[A-Z_]+ = \"" + re.escape(manifest.NEWEST) + "\"", line):
                 hits.append(f"{path.relative_to(REPO)}:{n}: {line}")
     others = [h for h in hits if "FP4_VERIFIED_RELEASE" not in h and "STARTUP_VERIFIED_FROM" not in h]
     assert len(others) == 1 and others[0].startswith("kvcheck/release/manifest.py:"), others
@@ -155,11 +155,16 @@ def test_a_flag_older_releases_accept_is_decided_on_them_not_refused(tmp_path):
 def test_no_gpu_given_decides_on_hopper_and_blackwell(tmp_path):
     from helpers import model_dir
 
-    launch = f"python -m sglang.launch_server --model-path {model_dir('llama-3.1-8b')} --disaggregation-transfer-backend nixl --page-size 16"
+    # The page size left to the attention backend the GPU picks: decided on both GPUs.
+    launch = f"python -m sglang.launch_server --model-path {model_dir('llama-3.1-8b')} --disaggregation-transfer-backend nixl"
     script = tmp_path / "run.sh"
     script.write_text(f"{launch} --disaggregation-mode prefill\n{launch} --disaggregation-mode decode --port 30001\n")
     rc, report = _run("-f", str(script), "--sglang-version", "0.5.23")
-    assert rc == 0
+    assert rc in (0, 4)
     assert report["pairs"][0]["releases"]["gpus_decided"] == ["h100", "b200"]
+    pinned = tmp_path / "pinned.sh"
+    pinned.write_text(script.read_text().replace("--disaggregation-mode", "--page-size 16 --disaggregation-mode"))
+    rc, report = _run("-f", str(pinned), "--sglang-version", "0.5.23")
+    assert rc == 0 and report["pairs"][0]["releases"].get("gpus_decided") is None
     rc, report = _run("-f", str(script), "--sglang-version", "0.5.23", "--gpu", "b200")
     assert rc == 0 and report["pairs"][0]["releases"].get("gpus_decided") is None
