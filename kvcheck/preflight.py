@@ -53,7 +53,9 @@ def pair_info(side: Side, geometry: SideGeometry) -> PairInfo:
         pp_size=side.args.pp_size,
         dcp_size=side.args.dcp_size,
         is_mla=geometry.is_mla,
-        is_hybrid_mla=bool(getattr(geometry, "is_hybrid_mla", False)),
+        # ``kv_args.is_hybrid_mla_backend = is_mla_backend(pool.full_kv_pool)`` for a
+        # ``HybridLinearKVPool`` (disaggregation/utils.py, 0.5.16+): an MLA linear hybrid.
+        is_hybrid_mla=side.model.hybrid == "linear" and side.model.is_mla,
         enable_kv_cache_sharding=side.args.enable_kv_cache_sharding,
         state_types=[str(getattr(t, "value", t)) for t in (getattr(geometry, "state_types", None) or [])],
         kv_layout=getattr(geometry, "kv_layout", None),
