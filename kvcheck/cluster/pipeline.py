@@ -446,18 +446,10 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
         findings = certain + list(class_findings)
         return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
     report = run_preflight(p.side, d.side, kernel=opts.kernel, ignore=ignore)
-    pb = p.side.args.disaggregation_transfer_backend
-    db = d.side.args.disaggregation_transfer_backend
+    # backend hook (mooncake branch, issue 18): run_preflight decides every backend itself
+    # (Mooncake's own transfer decision; MORI/Ascend/fake: backend-unchecked), the same on
+    # every input path, so nothing is dropped or added here.
     extra: list[Located] = []
-    if pb != "nixl" and db != "nixl":
-        kept = [f for f in report.findings if _check_of(f.id) not in NIXL_ONLY_CHECKS]
-        report = Report(verdict=verdict_of(kept), plan=None, findings=kept, sides=report.sides, kernel=report.kernel, runtime=report.runtime, extra=report.extra)
-        extra.append(finding(
-            "backend-not-modeled", Severity.UNCHECKED,
-            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks of its release, which every backend runs, were checked: page size, KV dtype, CP and PP sizes from 0.5.10; page size and PP in the v1 checks before)",
-            "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
-            _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
-        ))
     located = []
     for f in report.findings:
         locs = _locate(f, p, d)

@@ -42,6 +42,9 @@ class _Stop(BaseException):
 def _sg() -> SimpleNamespace:
     import warnings
 
+    from kvcheck.sglang.runtime_kernel import _tolerate_reregistered_configs
+
+    _tolerate_reregistered_configs()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import sglang
@@ -147,6 +150,7 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
     mgr.attn_tp_size, mgr.pp_size, mgr.pp_rank = prefill.attn_tp_size, prefill.pp_size, pp_rank
     mgr.attn_tp_rank, mgr.attn_dp_rank = src_rank, 0
     mgr.dcp_size, mgr.dcp_rank = 1, 0
+    mgr.attn_cp_size, mgr.attn_cp_rank = 1, 0
     mgr.bootstrap_port = bootstrap_port
     mgr.enable_trace = mgr.enable_staging = mgr.enable_custom_mem_pool = False
     mgr.custom_mem_pool_type = None
