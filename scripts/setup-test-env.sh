@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 TORCH_CPU_INDEX=${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
 STAMP=.venv/.kvcheck-test-env
-WANT="$(cat requirements/runtime.txt requirements/nixl.txt pyproject.toml scripts/setup-test-env.sh | cksum)"
+WANT="$(cat requirements/runtime.txt requirements/nixl.txt requirements/mooncake.txt pyproject.toml scripts/setup-test-env.sh | cksum)"
 start=$(date +%s)
 
 if ! command -v etcd >/dev/null 2>&1; then
@@ -24,6 +24,17 @@ if ! command -v etcd >/dev/null 2>&1; then
       || echo "warning: etcd-server could not be installed; the etcd tests will be skipped"
   else
     echo "warning: no etcd binary and no root apt-get; the etcd tests will be skipped"
+  fi
+fi
+
+# Mooncake's transfer engine (requirements/mooncake.txt) links libibverbs, even for TCP.
+if ! ldconfig -p 2>/dev/null | grep -q libibverbs.so.1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing libibverbs1 (Debian; Mooncake's transfer engine needs it)"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libibverbs1 >/dev/null \
+      || echo "warning: libibverbs1 could not be installed; the Mooncake probe tests will be skipped"
+  else
+    echo "warning: no libibverbs1 and no root apt-get; the Mooncake probe tests will be skipped"
   fi
 fi
 
@@ -43,7 +54,7 @@ else
   TORCH=(torch==2.13.0 --extra-index-url "$TORCH_CPU_INDEX")
 fi
 echo "== installing kvcheck, test tools, torch 2.13.0 (CPU build) and what SGLang's decision code and NIXL import on CPU"
-"${PIP[@]}" -e '.[test]' "${TORCH[@]}" -r requirements/runtime.txt -r requirements/nixl.txt
+"${PIP[@]}" -e '.[test]' "${TORCH[@]}" -r requirements/runtime.txt -r requirements/nixl.txt -r requirements/mooncake.txt
 echo "== installing SGLang 0.5.23 and NIXL (nixl-cu12 1.5.1), both --no-deps"
 "${PIP[@]}" --no-deps sglang==0.5.23 nixl-cu12==1.5.1
 if .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)"; then :; else

@@ -14,6 +14,8 @@ import pytest
 
 from helpers import REPO, run_cli, write_config
 
+pytestmark = pytest.mark.mooncake
+
 pytest.importorskip("mooncake.engine", reason="mooncake-transfer-engine(-non-cuda) not installed (scripts/setup-test-env.sh)")
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "GLOG_minloglevel": "2"}
