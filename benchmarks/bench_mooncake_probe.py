@@ -32,7 +32,8 @@ os.environ.setdefault("GLOG_minloglevel", "2")
 
 BARE_PEER = r"""
 import ctypes, json, sys, time
-from mooncake.engine import TransferEngine
+from kvcheck.mooncake.engine import load_engine
+TransferEngine = load_engine()
 sizes = json.loads(sys.argv[1])
 e = TransferEngine(); assert e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0
 bufs = [ctypes.create_string_buffer(n) for n in sizes]
@@ -49,9 +50,11 @@ class BareLoop:
     def __init__(self, writes: list, src_sizes: list[int], dst_sizes: list[int]):
         import ctypes
 
-        from mooncake.engine import TransferEngine
+        from kvcheck.mooncake.engine import load_engine
 
-        self.peer = subprocess.Popen([sys.executable, "-c", BARE_PEER, json.dumps(dst_sizes)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        TransferEngine = load_engine()
+        self.peer = subprocess.Popen([sys.executable, "-c", BARE_PEER, json.dumps(dst_sizes)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env={**os.environ, "PYTHONPATH": str(REPO)})
         info = json.loads(self.peer.stdout.readline())
         self.e = TransferEngine()
         assert self.e.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") == 0

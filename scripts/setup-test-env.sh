@@ -27,17 +27,6 @@ if ! command -v etcd >/dev/null 2>&1; then
   fi
 fi
 
-# Mooncake's transfer engine (requirements/mooncake.txt) links libibverbs, even for TCP.
-if ! ldconfig -p 2>/dev/null | grep -q libibverbs.so.1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "== installing libibverbs1 (Debian; Mooncake's transfer engine needs it)"
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libibverbs1 >/dev/null \
-      || echo "warning: libibverbs1 could not be installed; the Mooncake probe tests will be skipped"
-  else
-    echo "warning: no libibverbs1 and no root apt-get; the Mooncake probe tests will be skipped"
-  fi
-fi
-
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x .venv/bin/python ]; then
   echo "== test environment up to date ($(du -sh .venv | cut -f1))"
   exit 0
@@ -80,5 +69,19 @@ done
 for v in $RELEASES; do
   [ -f ".venv/sglang-releases/$v/sglang/__init__.py" ] || "${PIP[@]}" --no-deps --target ".venv/sglang-releases/$v" "sglang==$v"
 done
+# Mooncake's transfer engine (requirements/mooncake.txt) links libibverbs, even for TCP.
+# Debian's libibverbs1 (+ libnl) is unpacked into .venv/lib/mooncake-ibverbs, not installed:
+# in the loader's path it makes NIXL's UCX crash at process exit on hosts without RDMA
+# devices (the NIXL tests). kvcheck.mooncake.engine preloads it for Mooncake's processes.
+IBV=.venv/lib/mooncake-ibverbs
+if [ ! -e "$IBV/libibverbs.so.1" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== unpacking Debian's libibverbs1 for Mooncake into $IBV"
+  tmp=$(mktemp -d)
+  { [ "$(id -u)" != 0 ] || apt-get update -qq >/dev/null; } && (cd "$tmp" && apt-get download -qq libibverbs1 libnl-3-200 libnl-route-3-200 >/dev/null 2>&1) \
+    && mkdir -p "$IBV" && for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$tmp/x"; done \
+    && cp -a "$tmp"/x/usr/lib/*/libibverbs.so.1* "$tmp"/x/usr/lib/*/libnl-route-3.so.200* "$tmp"/x/lib/*/libnl-3.so.200* "$IBV"/ \
+    || echo "warning: libibverbs1 could not be unpacked; the Mooncake probe tests will be skipped"
+  rm -rf "$tmp"
+fi
 echo "$WANT" > "$STAMP"
 echo "== test environment ready in $(( $(date +%s) - start )) s; .venv is $(du -sh .venv | cut -f1)"

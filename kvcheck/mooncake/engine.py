@@ -24,11 +24,35 @@ ALIGN = 4096
 MAGIC = "kvcheck-mooncake-agent/1"
 
 
+# Where scripts/setup-test-env.sh unpacks Debian's libibverbs1 (and libnl) for Mooncake
+# only: installed system-wide, libibverbs makes NIXL's UCX crash at process exit on a host
+# without RDMA devices, so kvcheck's test machines keep it out of the loader's path and
+# Mooncake's processes preload it (a library loaded by soname satisfies engine.so's need).
+PRIVATE_LIBS = ("libnl-3.so.200", "libnl-route-3.so.200", "libibverbs.so.1")
+
+
+def _preload_ibverbs() -> None:
+    import os
+    import sys
+
+    try:
+        ctypes.CDLL("libibverbs.so.1", mode=ctypes.RTLD_GLOBAL)
+        return
+    except OSError:
+        pass
+    d = os.environ.get("KVCHECK_MOONCAKE_LIBDIR") or os.path.join(sys.prefix, "lib", "mooncake-ibverbs")
+    for name in PRIVATE_LIBS:
+        path = os.path.join(d, name)
+        if os.path.exists(path):
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
 def load_engine():
     """The ``TransferEngine`` class, or ``InputError`` saying what to install."""
     try:
+        _preload_ibverbs()
         from mooncake.engine import TransferEngine
-    except ImportError as exc:
+    except (ImportError, OSError) as exc:
         raise InputError(
             "the Mooncake probe needs Mooncake's transfer engine: pip install mooncake-transfer-engine-non-cuda "
             f"(mooncake-transfer-engine with CUDA) and apt-get install libibverbs1 ({exc})", field="--backend") from None
