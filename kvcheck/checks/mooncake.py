@@ -57,6 +57,7 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict
     unified = bool((prefill.raw_args or {}).get("enable_unified_memory")) or bool((decode.raw_args or {}).get("enable_unified_memory"))
     same_pp = decode.args.pp_size == prefill.args.pp_size
     stages: list[Plan] = []
+    states: list = []
     for rank in range(max(1, prefill.args.pp_size)):
         sp = pg if rank == 0 else derive_geometry(prefill, pp_rank=rank)
         sd = dg if rank == 0 or not same_pp else derive_geometry(decode, pp_rank=rank)
@@ -66,7 +67,9 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict
         if plan.error is not None and rank > 0:
             plan.error.raised_by += f" on prefill PP stage {rank}"
         stages.append(plan)
+        states.append(mc.decide_states(sp, sd, release=prefill.sglang_version, bootstrap_port=prefill.args.disaggregation_bootstrap_port, pp_rank=rank))
     extra["backend_stages"] = stages
+    extra["backend_states"] = states
     shown = next((p for p in stages if p.error is not None), None) or next((p for p in stages if p.path == "not_modeled"), stages[0])
     out = shown.model_copy(deep=True)
     out.not_modeled_reason = None  # reported by mooncake-transfer, not by the NIXL release check
@@ -113,11 +116,15 @@ def mooncake_transfer(chk, ctx: CheckContext) -> list[Finding]:
             seen.add(plan.not_modeled_reason)
             out.append(Finding(id="mooncake-unchecked", severity=Severity.UNCHECKED, message=f"Mooncake transfer not checked{where}: {plan.not_modeled_reason}",
                                fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly."))
-    if not out and ctx.prefill_geometry is not None:
-        if ctx.prefill_geometry.state_types or (ctx.decode_geometry and ctx.decode_geometry.state_types):
-            kinds = sorted(set(ctx.prefill_geometry.state_types) | set(ctx.decode_geometry.state_types if ctx.decode_geometry else []))
-            out.append(Finding(id="mooncake-unchecked", severity=Severity.UNCHECKED,
-                               message=f"Mooncake's state-component transfer ({', '.join(kinds)}: maybe_send_extra) is not restated; the KV regions were checked",
+    for rank, (err, why) in enumerate(ctx.extra.get("backend_states") or []):
+        where = f" (prefill PP stage {rank})" if len(stages) > 1 else ""
+        if err is not None and err.message not in seen:
+            seen.add(err.message)
+            out.append(Finding(id="mooncake-worker-dies", severity=Severity.ERROR, message=err.message + where,
+                               fix="Run both servers at the same attention TP size (and PP 1 for MiniMax sparse attention).", runtime_error=err))
+        elif why is not None and why not in seen:
+            seen.add(why)
+            out.append(Finding(id="mooncake-unchecked", severity=Severity.UNCHECKED, message=f"Mooncake state transfer not checked{where}: {why}; the KV regions were checked",
                                fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly."))
     return out
 

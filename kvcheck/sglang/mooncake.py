@@ -418,3 +418,53 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
 def _not_modeled(plan: Plan, why: str) -> Plan:
     plan.path, plan.error, plan.dst_indices, plan.not_modeled_reason = "not_modeled", None, [], why
     return plan
+
+
+# -- state components (maybe_send_extra) -----------------------------------------------
+
+GENERIC_STATES = ("swa", "dsa", "block_scale", "block_scale_swa")
+
+
+def decide_states(prefill: SideGeometry, decode: SideGeometry, *, release: str | None = None, bootstrap_port: int = 8998,
+                  pp_rank: int = 0) -> tuple[RuntimeErrorPrediction | None, str | None]:
+    """The state components' send (``MooncakeKVManager.maybe_send_extra``, last chunk, in
+    the transfer worker) for prefill PP stage ``pp_rank``: ``(error, unchecked reason)``.
+
+    Restated: the refusals 0.5.23 raises (a page-indexed state other than SWA across
+    unequal attention TP on a non-MLA model; MiniMax state with PP > 1 or unequal TP),
+    which kill the transfer worker; and the case whose outcome is certain in every
+    release from 0.5.17: both sides register the same state buffers (type, layer, part,
+    item length) at the same attention TP (or MLA) and PP layout, so every entry pairs
+    with its twin at its own stride. Everything else (Mamba / SWA re-slicing across TP,
+    PP stages against another layout, speculative drafts on one side) is unchecked."""
+    if not prefill.state_types and not decode.state_types:
+        return None, None
+    b = behaviour(release)
+    kinds = sorted(set(prefill.state_types) | set(decode.state_types))
+    hetero = prefill.attn_tp_size != decode.attn_tp_size and not prefill.is_mla
+    if b.version == NEWEST:
+        for st in prefill.state_types:
+            msg = None
+            if st in ("dsa", "block_scale", "block_scale_swa") and hetero:
+                msg = f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {st.upper()} hybrid models yet."
+            elif st in ("minimax_index_k", "minimax_dense_kv") and prefill.pp_size > 1:
+                msg = "PD disagg: PP>1 not supported for MiniMax state yet."
+            elif st in ("minimax_index_k", "minimax_dense_kv") and prefill.attn_tp_size != decode.attn_tp_size:
+                msg = "PD disagg: heterogeneous TP not supported for MiniMax state yet."
+            if msg:
+                return RuntimeErrorPrediction(
+                    type="RuntimeError", message=f"Transfer thread failed because of {msg} Prefill instance with bootstrap_port={bootstrap_port} is dead.",
+                    raised_by=TRANSFER_WORKER.format(fn="maybe_send_extra"), when="first request", operator_sees=WORKER_DIES), None
+    if not at_least(b.version, "0.5.17"):
+        return None, f"SGLang {b.version}'s Mooncake state transfer ({', '.join(kinds)}) is not restated"
+
+    def sig(g: SideGeometry):
+        return [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in g.state_regions]
+
+    same_layout = (prefill.pp_size == decode.pp_size and prefill.stage_layers == decode.stage_layers) or prefill.pp_size == decode.pp_size == 1
+    if prefill.state_types != decode.state_types:
+        return None, f"the two sides register different state components (prefill {prefill.state_types}, decode {decode.state_types})"
+    if (prefill.attn_tp_size == decode.attn_tp_size or prefill.is_mla) and same_layout and sig(prefill) == sig(decode):
+        return None, None
+    return None, (f"Mooncake's state transfer ({', '.join(kinds)}: maybe_send_extra) between different state layouts "
+                  f"(attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size}, PP {prefill.pp_size} -> {decode.pp_size}) is not restated")
