@@ -61,6 +61,15 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict
     for rank in range(max(1, prefill.args.pp_size)):
         sp = pg if rank == 0 else derive_geometry(prefill, pp_rank=rank)
         sd = dg if rank == 0 or not same_pp else derive_geometry(decode, pp_rank=rank)
+        if prefill.args.attn_cp_size > 1 or prefill.args.enable_kv_cache_sharding:
+            # Which prefill CP ranks / KV shards send which pages (the decode's rank
+            # mapping, _get_dsa_cache_transfer_skip_flags, filter_kv_indices_for_shard_rank)
+            # is not restated for Mooncake.
+            plan = Plan(path="not_modeled", n_src=sp.n, n_dst=sd.n, not_modeled_reason=(
+                "a prefill with attention context parallelism or KV cache sharding: which of its ranks send which pages is not restated for Mooncake"))
+            stages.append(plan)
+            states.append((None, None))
+            continue
         plan = mc.decide(sp, sd, decode_dcp_size=decode.args.dcp_size, prefill_dcp_size=prefill.args.dcp_size, pp_rank=rank,
                          total_kv_heads=heads, release=prefill.sglang_version, bootstrap_port=prefill.args.disaggregation_bootstrap_port,
                          staging=staging, unified_memory=unified, decode_hisparse=decode.args.enable_hisparse)
