@@ -147,3 +147,60 @@ def test_conformance_with_sglang_transfer_worker():
         assert proc.returncode == 0, proc.stderr[-3000:]
         res = json.loads(proc.stdout.strip().splitlines()[-1])
         assert res["imported"] == release and res["n_disagreements"] == 0, res["disagreements"][:3]
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("ib,gpus", [
+    ('{"0": "mlx5_0", "1": "mlx5_1"}', 4),
+    ('{"0": "mlx5_0", "x": "mlx5_1"}', 1),
+    ('{"0": 5}', 1),
+    ("{not json", 1),
+    ("[1, 2]", 1),
+    ('{"0": "mlx5_0", "1": "mlx5_1", "2": "a", "3": "b"}', 4),
+    ("mlx5_0,mlx5_1", 8),
+])
+def test_ib_device_texts_are_sglangs(ib, gpus, monkeypatch):
+    """kvcheck's --disaggregation-ib-device refusals against SGLang 0.5.23's own
+    get_ib_devices_for_gpu, GPU by GPU (the first one that fails is the server's)."""
+    pytest.importorskip("sglang")
+    from sglang.srt.distributed.device_communicators.mooncake_transfer_engine import get_ib_devices_for_gpu
+
+    from kvcheck.checks.mooncake import _ib_findings
+    from kvcheck.sglang.args import ServerArgs
+
+    runtime = None
+    for g in range(gpus):
+        try:
+            get_ib_devices_for_gpu(ib, g)
+        except (ValueError, RuntimeError) as exc:
+            runtime = f"{type(exc).__name__}: {exc}"
+            break
+    got = _ib_findings(type("S", (), {"args": ServerArgs(tp_size=gpus, disaggregation_ib_device=ib), "env": {}, "raw_args": {}})())
+    assert (got[0] if got else None) == runtime
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("env", [
+    {"MOONCAKE_PROTOCOL": "efa", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "NVLINK"},
+    {"MOONCAKE_PROTOCOL": "efa", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "true"},
+    {"MOONCAKE_PROTOCOL": "efa", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    {"MOONCAKE_PROTOCOL": "rdma", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "BAREX"},
+])
+def test_efa_texts_are_sglangs(env, monkeypatch):
+    """The EFA start-up refusals against SGLang 0.5.23's _validate_efa_allocator_compatibility."""
+    pytest.importorskip("sglang")
+    from sglang.srt.disaggregation.mooncake import utils as mu
+
+    from kvcheck.checks.mooncake import startup_refusals
+    from kvcheck.sglang.args import ServerArgs
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    try:
+        mu._validate_efa_allocator_compatibility(*mu.check_mooncake_custom_mem_pool_enabled())
+        runtime = None
+    except ValueError as exc:
+        runtime = f"ValueError: {exc}"
+    side = type("S", (), {"args": ServerArgs(), "env": dict(env), "raw_args": {}, "role": "decode", "sglang_version": "0.5.23"})()
+    got = [t for fid, t in startup_refusals(side) if fid == "mooncake-efa"]
+    assert (got[0] if got else None) == runtime

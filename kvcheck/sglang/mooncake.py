@@ -54,9 +54,10 @@ ROOM = 7
 DECODE_ENDPOINT = ("10.0.0.2", 17001)
 SESSION = "10.0.0.2:15001"
 
-# The oldest release whose Mooncake path is restated (compute_head_slice_params, the MHA
-# PP/draft branches of get_mha_kv_ptrs_with_pp, the MLA equal-length fast path).
-OLDEST = "0.5.10"
+# The oldest release whose Mooncake path is restated (the variants: 0.5.5 .. 0.5.6 slice
+# every list from the stage's start layer; 0.5.7 adds the equal-length and decode-only-draft
+# branches; 0.5.10 counts head slices from total_kv_head_num).
+OLDEST = "0.5.5"
 
 TRANSFER_WORKER = "prefill: Mooncake transfer worker thread (MooncakeKVManager.transfer_worker -> {fn})"
 BOOTSTRAP_THREAD = "prefill: Mooncake bootstrap thread (MooncakeKVManager.start_prefill_thread, decode registration)"
@@ -94,6 +95,8 @@ class MooncakeBehaviour:
     gqa_dst_replication: bool  # 0.5.16: decode ranks sharing a KV head map by integer division
     dcp: bool  # 0.5.17: requires_dcp_relayout / send_kvcache_dcp
     stride_check: bool  # 0.5.20: _state_stride_mismatch (state components)
+    pp_branches: bool = True  # 0.5.7: equal-length fast paths, decode-only-draft branch, the K-layer range check, V item lengths
+    total_heads: bool = True  # 0.5.10: head slices from total_kv_head_num (before: the pool's per-rank kv_head_num)
 
 
 def behaviour(version: str | None) -> MooncakeBehaviour:
@@ -105,7 +108,7 @@ def behaviour(version: str | None) -> MooncakeBehaviour:
     a = (lambda first: modeled and at_least(v, first))
     return MooncakeBehaviour(
         version=v, modeled=modeled, layer_id_pairing=a("0.5.17"), mla_draft_tail=a("0.5.20"), slice_layer_ids=a("0.5.19"), mha_layer_ids=a("0.5.19"),
-        gqa_dst_replication=a("0.5.16"), dcp=a("0.5.17"), stride_check=a("0.5.20"),
+        gqa_dst_replication=a("0.5.16"), dcp=a("0.5.17"), stride_check=a("0.5.20"), pp_branches=a("0.5.7"), total_heads=a("0.5.10"),
     )
 
 
@@ -150,13 +153,16 @@ def entry_pairs(src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, 
     return [(i, i) for i in range(n_src)]
 
 
-def mha_halves(n_src: int, dst: list[int], start: int) -> tuple[list[int], list[int], int]:
-    """``CommonKVManager.get_mha_kv_ptrs_with_pp`` (0.5.7 .. 0.5.23) on index lists:
-    (decode K regions, decode V regions, this stage's layer count)."""
+def mha_halves(n_src: int, dst: list[int], start: int, branches: bool = True) -> tuple[list[int], list[int], int]:
+    """``CommonKVManager.get_mha_kv_ptrs_with_pp`` on index lists: (decode K regions,
+    decode V regions, this stage's layer count). ``branches`` False: 0.5.5 .. 0.5.6, which
+    always slice from the stage's start layer."""
     layers = n_src // 2
     end = start + layers
     dst_layers = len(dst) // 2
-    if layers == dst_layers:
+    if not branches:
+        k, v = dst[start:end], dst[dst_layers + start: dst_layers + end]
+    elif layers == dst_layers:
         k, v = dst[:dst_layers], dst[dst_layers:]
     elif layers < dst_layers and dst_layers % layers != 0:
         off = layers * (dst_layers // layers)
@@ -169,7 +175,7 @@ def mha_halves(n_src: int, dst: list[int], start: int) -> tuple[list[int], list[
 def mla_span(n_src: int, dst: list[int], start: int, num_draft: int, b: MooncakeBehaviour) -> list[int]:
     """``get_mla_kv_ptrs_with_pp`` without compression ratios: the whole list when the
     lengths agree, else the stage's span (and from 0.5.20 the draft tail)."""
-    if n_src == len(dst):
+    if n_src == len(dst) and b.pp_branches:
         return list(dst)
     if not b.mla_draft_tail:
         return dst[start: start + n_src]
@@ -179,16 +185,24 @@ def mla_span(n_src: int, dst: list[int], start: int, num_draft: int, b: Mooncake
     return sliced
 
 
-def head_slice_params(src_tp: int, dst_tp: int, src_rank: int, dst_rank: int, total: int, b: MooncakeBehaviour) -> tuple[int, int, int]:
-    """``compute_head_slice_params`` (0.5.16 on; before, the decode's head start used the
-    rank modulo the group): (src head start, heads to send, dst head start)."""
-    src_heads, dst_heads = max(1, total // src_tp), max(1, total // dst_tp)
+def head_slice_params(src_tp: int, dst_tp: int, src_rank: int, dst_rank: int, total: int, b: MooncakeBehaviour) -> tuple[int, int, int, int]:
+    """``compute_head_slice_params`` (0.5.16 on; 0.5.10 .. 0.5.15: the decode's head start
+    from its rank in the group, without replication; before 0.5.10: the pool's per-rank
+    head count, ``kv_head_num * attn_tp // dst_attn_tp`` decode heads, no wrap-around):
+    (src head start, heads to send, dst head start, decode heads per rank)."""
     local, dst_in_group = src_rank % src_tp, dst_rank % dst_tp
+    if not b.total_heads:
+        src_heads = max(1, total // src_tp)
+        dst_heads = src_heads * src_tp // dst_tp
+        if src_tp > dst_tp:
+            return 0, src_heads, local * src_heads, dst_heads
+        return (dst_in_group * dst_heads) % src_heads, dst_heads, 0, dst_heads
+    src_heads, dst_heads = max(1, total // src_tp), max(1, total // dst_tp)
     if src_tp > dst_tp:
         unique = local // max(1, src_tp // total)
-        return 0, src_heads, (unique * src_heads) % dst_heads
+        return 0, src_heads, (unique * src_heads) % dst_heads, dst_heads
     unique = dst_in_group // max(1, dst_tp // total) if b.gqa_dst_replication else dst_in_group
-    return (unique * dst_heads) % src_heads, dst_heads, 0
+    return (unique * dst_heads) % src_heads, dst_heads, 0, dst_heads
 
 
 # -- the writes of one request ---------------------------------------------------------
@@ -238,13 +252,14 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
                 sliced = mla_span(n_src, dst_all, start, prefill.num_draft_regions if b.mla_draft_tail else 0, b)
                 params = [(i, sliced[i], src_items[i]) for i in range(n_src)]
         else:
-            k, v, layers = mha_halves(n_src, dst_all, start)
-            if layers > len(k):
+            k, v, layers = mha_halves(n_src, dst_all, start, b.pp_branches)
+            if layers > len(k) and b.pp_branches:
                 raise SendFailed(
                     "Prefill transfer kvcache error, layers_current_pp_stage is out of range: "
                     f"layers_current_pp_stage={layers}, len(dst_k_ptrs)={len(k)}"
                 )
-            params = [(i, k[i], src_items[i]) for i in range(layers)] + [(layers + i, v[i], src_items[layers + i]) for i in range(layers)]
+            # 0.5.5 .. 0.5.6 write V with the K item length of the same layer
+            params = [(i, k[i], src_items[i]) for i in range(layers)] + [(layers + i, v[i], src_items[layers + i if b.pp_branches else i]) for i in range(layers)]
         for i, j, item in params:
             out.pairs.append((i, j))
             out.writes.append((_src(i) + SRC_PAGE * item, _dst(j) + DST_PAGE * item, item))
@@ -257,15 +272,14 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
     src_item = src_items[0]
     dst_item = decode.regions[0].item_len if decode.regions else 0
     src_tp, dst_tp = prefill.attn_tp_size, decode.attn_tp_size
-    dst_heads = max(1, total_kv_heads // dst_tp)
+    hs, nh, hd, dst_heads = head_slice_params(src_tp, dst_tp, src_rank, dst_rank, total_kv_heads, b)
     bph = dst_item // page // dst_heads
-    hs, nh, hd = head_slice_params(src_tp, dst_tp, src_rank, dst_rank, total_kv_heads, b)
     if b.slice_layer_ids and ids:
         if any(x != src_item for x in src_items):
             raise SendFailed(f"[{SESSION}] head-sliced transfer assumes one item length for every KV entry, got {set(src_items)}")
         pairs = entry_pairs(src_ids, dst_ids, n_src, n_dst, allow_positional_fallback=prefill.pp_size == 1)
     else:
-        k, v, layers = mha_halves(n_src, dst_all, start)
+        k, v, layers = mha_halves(n_src, dst_all, start, b.pp_branches)
         pairs = [(i, k[i]) for i in range(layers)] + [(layers + i, v[i]) for i in range(layers)]
     nbytes = nh * bph
     if nbytes > dst_item // page:
