@@ -19,10 +19,12 @@ from kvcheck.sides import Side
 
 # Checks that restate NIXL's connector: they do not run when the prefill is not NIXL (the
 # bootstrap checks, start-up refusals and model findings keep running).
+# (connector-startup, hisparse-draft-nixl and hetero-tp-performance stay: the PD queues'
+# refusals, the NIXL decode's own refusal and the common connector's warning hold for any
+# prefill backend.)
 NIXL_ONLY_CHECKS = frozenset({
-    "transfer-decision", "nixl-backend", "nixl-backend-params", "item-length-larger", "hisparse-draft-nixl",
-    "hetero-tp-performance", "nixl-stateless-hang", "hetero-tp-kv-misrouted", "state-components-differ", "connector-startup",
-    "agents", "probe",
+    "transfer-decision", "nixl-backend", "nixl-backend-params", "item-length-larger", "nixl-stateless-hang",
+    "hetero-tp-kv-misrouted", "state-components-differ", "agents", "probe",
 })
 UNMODELED_BACKENDS = {
     "mori": "MORI (MoriKVManager, disaggregation/mori/conn.py)",

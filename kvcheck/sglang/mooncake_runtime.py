@@ -190,7 +190,7 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
                  is_dummy=False)
     mgr.transfer_infos = {mc.ROOM: {mc.SESSION: m.TransferInfo(**{k: v for k, v in tvals.items() if k in tnames})}}
     cnames = {f.name for f in dataclasses.fields(sg.Chunk)}
-    cvals = dict(room=mc.ROOM, prefill_kv_indices=np.array([mc.SRC_PAGE], dtype=np.int32), index_slice=slice(0, 1), is_last_chunk=True,
+    cvals = dict(room=mc.ROOM, prefill_kv_indices=np.array([mc.SRC_PAGE], dtype=np.int32), index_slice=slice(0, 1), is_last_chunk=True, is_last=True,
                  prefill_aux_index=0, state_indices=None)
     chunk = sg.Chunk(**{k: v for k, v in cvals.items() if k in cnames})
 
