@@ -95,7 +95,8 @@ class MooncakeBehaviour:
     gqa_dst_replication: bool  # 0.5.16: decode ranks sharing a KV head map by integer division
     dcp: bool  # 0.5.17: requires_dcp_relayout / send_kvcache_dcp
     stride_check: bool  # 0.5.20: _state_stride_mismatch (state components)
-    pp_branches: bool = True  # 0.5.7: equal-length fast paths, decode-only-draft branch, the K-layer range check, V item lengths
+    pp_branches: bool = True  # 0.5.7: equal-length fast paths, the K-layer range check, V item lengths
+    draft_branch: bool = True  # 0.5.8: get_mha_kv_ptrs_with_pp's decode-only-draft branch
     total_heads: bool = True  # 0.5.10: head slices from total_kv_head_num (before: the pool's per-rank kv_head_num)
 
 
@@ -108,7 +109,7 @@ def behaviour(version: str | None) -> MooncakeBehaviour:
     a = (lambda first: modeled and at_least(v, first))
     return MooncakeBehaviour(
         version=v, modeled=modeled, layer_id_pairing=a("0.5.17"), mla_draft_tail=a("0.5.20"), slice_layer_ids=a("0.5.19"), mha_layer_ids=a("0.5.19"),
-        gqa_dst_replication=a("0.5.16"), dcp=a("0.5.17"), stride_check=a("0.5.20"), pp_branches=a("0.5.7"), total_heads=a("0.5.10"),
+        gqa_dst_replication=a("0.5.16"), dcp=a("0.5.17"), stride_check=a("0.5.20"), pp_branches=a("0.5.7"), draft_branch=a("0.5.8"), total_heads=a("0.5.10"),
     )
 
 
@@ -153,7 +154,7 @@ def entry_pairs(src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, 
     return [(i, i) for i in range(n_src)]
 
 
-def mha_halves(n_src: int, dst: list[int], start: int, branches: bool = True) -> tuple[list[int], list[int], int]:
+def mha_halves(n_src: int, dst: list[int], start: int, branches: bool = True, draft: bool = True) -> tuple[list[int], list[int], int]:
     """``CommonKVManager.get_mha_kv_ptrs_with_pp`` on index lists: (decode K regions,
     decode V regions, this stage's layer count). ``branches`` False: 0.5.5 .. 0.5.6, which
     always slice from the stage's start layer."""
@@ -164,7 +165,7 @@ def mha_halves(n_src: int, dst: list[int], start: int, branches: bool = True) ->
         k, v = dst[start:end], dst[dst_layers + start: dst_layers + end]
     elif layers == dst_layers:
         k, v = dst[:dst_layers], dst[dst_layers:]
-    elif layers < dst_layers and dst_layers % layers != 0:
+    elif draft and layers < dst_layers and dst_layers % layers != 0:
         off = layers * (dst_layers // layers)
         k, v = dst[start:end], dst[off + start: off + end]
     else:
@@ -252,7 +253,7 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
                 sliced = mla_span(n_src, dst_all, start, prefill.num_draft_regions if b.mla_draft_tail else 0, b)
                 params = [(i, sliced[i], src_items[i]) for i in range(n_src)]
         else:
-            k, v, layers = mha_halves(n_src, dst_all, start, b.pp_branches)
+            k, v, layers = mha_halves(n_src, dst_all, start, b.pp_branches, b.draft_branch)
             if layers > len(k) and b.pp_branches:
                 raise SendFailed(
                     "Prefill transfer kvcache error, layers_current_pp_stage is out of range: "
@@ -279,7 +280,7 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
             raise SendFailed(f"[{SESSION}] head-sliced transfer assumes one item length for every KV entry, got {set(src_items)}")
         pairs = entry_pairs(src_ids, dst_ids, n_src, n_dst, allow_positional_fallback=prefill.pp_size == 1)
     else:
-        k, v, layers = mha_halves(n_src, dst_all, start, b.pp_branches)
+        k, v, layers = mha_halves(n_src, dst_all, start, b.pp_branches, b.draft_branch)
         pairs = [(i, k[i]) for i in range(layers)] + [(layers + i, v[i]) for i in range(layers)]
     nbytes = nh * bph
     if nbytes > dst_item // page:

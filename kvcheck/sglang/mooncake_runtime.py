@@ -151,6 +151,8 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
     mgr.attn_tp_rank, mgr.attn_dp_rank = src_rank, 0
     mgr.dcp_size, mgr.dcp_rank = 1, 0
     mgr.attn_cp_size, mgr.attn_cp_rank = 1, 0
+    # 0.5.5 .. 0.5.6: the last PP stage sends the aux data (get_pp_group())
+    mgr.pp_group = SimpleNamespace(is_last_rank=pp_rank == prefill.pp_size - 1, rank_in_group=pp_rank, world_size=prefill.pp_size)
     mgr.bootstrap_port = bootstrap_port
     mgr.enable_trace = mgr.enable_staging = mgr.enable_custom_mem_pool = False
     mgr.custom_mem_pool_type = None
