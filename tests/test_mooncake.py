@@ -71,14 +71,17 @@ def test_sglang_pp_test_passes_on_both_input_paths(tmp_path):
     assert "backend-not-modeled" not in _ids(rep2)
 
 
-@pytest.mark.parametrize("prefill,decode", [
-    ({"tp-size": 1}, {"tp-size": 1}),  # test_disaggregation.py: TP1 -> TP1
-    ({"tp-size": 2}, {"tp-size": 4}),  # test_disaggregation_different_tp.py (MHA): 2 -> 4, head slices
-    ({"tp-size": 4}, {"tp-size": 2}),  # and 4 -> 2
+@pytest.mark.parametrize("prefill,decode,model,path", [
+    ({"tp-size": 1}, {"tp-size": 1}, LLAMA, "equal_tp"),  # test_disaggregation.py: TP1 -> TP1
+    ({"tp-size": 2}, {"tp-size": 4}, LLAMA, "hetero_tp_slice"),  # test_disaggregation_different_tp.py (MHA): 2 -> 4
+    ({"tp-size": 4}, {"tp-size": 2}, LLAMA, "hetero_tp_slice"),  # and 4 -> 2
+    ({"tp-size": 2}, {"tp-size": 4}, "deepseek-v3", "mla"),  # the MLA variant (DeepSeek): latent KV replicated
 ])
-def test_sglang_pd_tests_pass(tmp_path, prefill, decode):
-    rc, rep = _pair(tmp_path, {**prefill, "page-size": 16}, {**decode, "page-size": 16})
+def test_sglang_pd_tests_pass(tmp_path, prefill, decode, model, path):
+    rc, rep = _pair(tmp_path, {**prefill, "page-size": 64, "disaggregation-ib-device": "mlx5_roce0,mlx5_roce4"},
+                    {**decode, "page-size": 64, "disaggregation-ib-device": "mlx5_roce0,mlx5_roce4"}, model=model)
     assert rc == 0, [f["message"] for f in rep["findings"]]
+    assert rep["plan"]["path"] == path
 
 
 def test_uneven_pp_split_is_silent_corruption(tmp_path):
