@@ -138,6 +138,12 @@ def test_conformance_with_sglang_transfer_worker():
     assert rk.runtime_version() == "0.5.23"
     for _ in range(n):
         w.compare_pair(rk, mc, b, *w.random_pair(rng), out)
+    # and the send path that returns -1 (a prefill stage with more layers than the decode's
+    # stage of another split): "Failed to send kv chunk", the session blacklisted
+    pf = w._side("prefill", mla=False, tp=2, pp=2, stages=[(0, 2), (2, 5)], stage=1, page=2, item=256)
+    dc = w._side("decode", mla=False, tp=2, pp=2, stages=[(0, 3), (3, 5)], stage=1, page=2, item=256)
+    w.compare_pair(rk, mc, b, pf, dc, 1, 4, out)
+    assert any(k.startswith("KVTransferError") for k in out["outcomes"])
     assert out["n_disagreements"] == 0, out["disagreements"][:3]
     assert out["pairs"] >= n * 0.9
     assert any(k.startswith("SilentCorruption") for k in out["outcomes"]) and "hetero_tp_slice" in out["outcomes"]
