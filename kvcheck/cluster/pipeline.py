@@ -14,9 +14,8 @@ For each ``Deployment`` (``kvcheck.sources.deployments``):
    GPU, release, ``--load-balance-method``); one ``Side`` is built per class;
 3. every prefill class x decode class pair is decided once with
    ``kvcheck.preflight.run_preflight`` (so N x M instances cost classes, not instances);
-   a pair where neither side uses NIXL keeps only the backend-independent findings (the
-   decode's bootstrap checks, start-up refusals, model findings) and gets
-   ``backend-not-modeled`` (unchecked): kvcheck models NIXL's transfer decision only;
+   every backend is decided there (NIXL's and Mooncake's transfer decisions; MORI, Ascend
+   and fake pairs are ``backend-unchecked``), the same as on the pair path;
 4. the cluster-wide checks (``kvcheck.cluster.checks``) run over all instances.
 
 Parsing, model lookup and typing are cached per distinct argv / model name, so a
@@ -416,7 +415,7 @@ def _group(instances: list[InstanceResult], opts: ClusterOptions) -> list[ClassR
                 cfg, draft_cfg, gpu, env, _, choice = build
                 inst = ir.instance
                 extra = {"release": choice} if choice is not None and "release" in _build_side_params() else {}
-                side = build_side(inst.role, dict(ir.args or {}), env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu, base=Path(inst.location.file).parent, **extra)
+                side = build_side(inst.role, dict(ir.args or {}), env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu, base=Path(inst.location.file).parent, image=inst.image, **extra)
                 side.sglang_version, side.version_source = ir.release, ir.release_source
                 cls.side = side
         ir.class_id = cls.id
