@@ -93,9 +93,10 @@ def test_bundled_mooncake_script_is_decided_and_allow_unchecked_exits_0(tmp_path
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)
     # the two prefills differ only in ports: one class (the bootstrap ports are checked per instance)
-    assert c["verdict"] == "pass" and len(c["instances"]) == 3 and len(c["classes"]) == 2 and len(c["pairs"]) == 1
+    assert c["verdict"] == "warn" and len(c["instances"]) == 3 and len(c["classes"]) == 2 and len(c["pairs"]) == 1
     # Mooncake's TP2 -> TP4 head-slice path (send_kvcache_slice), decided, not backend-not-modeled
     assert c["pairs"][0]["plan"]["path"] == "hetero_tp_slice"
+    assert [f["id"] for f in c["pairs"][0]["findings"] if f["severity"] == "warning"] == ["hetero-tp-performance"]
     # MORI is not modeled: unchecked (exit 4), accepted with --allow-unchecked
     mori = tmp_path / "mori.sh"
     mori.write_text((BUNDLED / "qwen3-mooncake.sh").read_text().replace("--disaggregation-mode", "--disaggregation-transfer-backend mori --disaggregation-mode"))
