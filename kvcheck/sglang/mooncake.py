@@ -390,6 +390,8 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
             type="RuntimeError", message=f"Unsupported PD DCP topology: {prefill_dcp_size} -> {decode_dcp_size}",
             raised_by=BOOTSTRAP_THREAD, when="decode registration", operator_sees=BOOTSTRAP_DIES)
         return plan
+    if prefill_dcp_size > 1:
+        return _not_modeled(plan, f"DCP {prefill_dcp_size} on both sides: which DCP rank sends which pages is not restated for Mooncake")
     if prefill.n == 0:
         plan.path = "nothing_to_transfer"
         return plan
