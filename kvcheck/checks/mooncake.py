@@ -11,7 +11,6 @@ bootstrap checks (``bootstrap``) run for every backend and are untouched.
 from __future__ import annotations
 
 import json
-import os
 
 from kvcheck.checks.base import CheckContext, Finding, Severity, check
 from kvcheck.sglang.plan import Plan, RuntimeErrorPrediction

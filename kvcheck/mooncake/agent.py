@@ -20,7 +20,6 @@ import os
 import signal
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from kvcheck.errors import InputError
@@ -147,5 +146,4 @@ def run_agent(*, role: str, config: str, ttl, pages: int, listen: str | None, pr
     agent.close()
     out.write(json.dumps({"event": "stopped", "reason": reason, "guards_intact": agent.arena.guards_intact()}) + "\n")
     out.flush()
-    time.sleep(0)
     return 0

@@ -211,10 +211,7 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
     out = {"writes": [], "failure": None, "worker_error": None}
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         try:
-            try:
-                mgr.transfer_worker(Queue(), ex)
-            except TypeError:  # 0.5.10 .. 0.5.20: (queue, executor[, staging buffer])
-                raise
+            mgr.transfer_worker(Queue(), ex)  # (queue, executor[, staging buffer, worker index])
         except _Stop:
             pass
         except AttributeError as exc:
