@@ -96,3 +96,39 @@ def test_probe_unreachable_agent_has_a_deadline(pair):
     rep = json.loads(proc.stdout)
     assert "probe-unreachable" in [f["id"] for f in rep["findings"]] and proc.returncode == 4
     assert time.monotonic() - t0 < 40
+
+
+def test_probe_through_an_http_metadata_server(pair, tmp_path):
+    """The same probe with Mooncake's own HTTP metadata server (mooncake.http_metadata_server)
+    instead of the P2P handshake: both engines publish their segments there."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = subprocess.Popen([sys.executable, "-m", "mooncake.http_metadata_server", "--port", str(port), "--host", "127.0.0.1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    p, d = pair
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/metadata?key=kvcheck", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        agent, ready = _start_agent(d, "--protocol", "tcp", "--metadata-server", f"http://127.0.0.1:{port}/metadata")
+        try:
+            proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--kernel", "builtin", "--format", "json",
+                           "--decode-agent", ready["listen"], "--probe", "--probe-pages", "2", "--timeout", "20", timeout=120)
+            rep = json.loads(proc.stdout)
+            assert "probe-ok" in [f["id"] for f in rep["findings"]], rep["findings"]
+            assert rep["probe"]["metadata"].startswith("http://") and rep["probe"]["mismatched"] == 0
+        finally:
+            agent.terminate()
+            agent.communicate(timeout=30)
+    finally:
+        srv.kill()
+        srv.wait()

@@ -66,7 +66,16 @@ def start_engine(host: str, protocol: str, device: str = "", metadata: str = "P2
     TransferEngine = load_engine()
     engine = TransferEngine()
     result: list = []
-    t = threading.Thread(target=lambda: result.append(engine.initialize(host, metadata, protocol, device or "")), daemon=True)
+    name = host
+    if metadata != "P2PHANDSHAKE":
+        # With a metadata server (http://.../metadata, etcd://...) the segment is named by
+        # the hostname given, which must be unique: host:port of a free port.
+        import socket
+
+        with socket.socket() as s:
+            s.bind((host, 0))
+            name = f"{host}:{s.getsockname()[1]}"
+    t = threading.Thread(target=lambda: result.append(engine.initialize(name, metadata, protocol, device or "")), daemon=True)
     t.start()
     t.join(timeout)
     if t.is_alive():
@@ -77,7 +86,7 @@ def start_engine(host: str, protocol: str, device: str = "", metadata: str = "P2
     used = protocol
     if protocol == "rdma" and not hcas:
         used = "tcp"
-    session = f"{host}:{engine.get_rpc_port()}"
+    session = f"{host}:{engine.get_rpc_port()}" if metadata == "P2PHANDSHAKE" else name
     return engine, session, {"protocol_requested": protocol, "protocol": used, "hcas": hcas, "metadata": metadata, "device": device or ""}
 
 

@@ -108,7 +108,9 @@ def _child(job: dict) -> dict:
         if not (0 <= dj < len(regions) and 0 <= doff and doff + n <= regions[dj]["bytes"]):
             return {"error": "probe-unconfirmed-region", "message": f"a planned write [{doff}, {doff + n}) falls outside confirmed decode region {dj}"}
     arena = Arena([x * job["pages"] for x in job["src_item_lens"]], job["src_item_lens"])
-    engine, session, info = start_engine(job.get("host", "127.0.0.1"), job["protocol"], job.get("device", ""), timeout=max(1.0, deadline - time.monotonic()))
+    # the metadata exchange the agent (and so the deployment) uses: P2P handshake or a server
+    engine, session, info = start_engine(job.get("host", "127.0.0.1"), job["protocol"], job.get("device", ""), metadata=agent.get("metadata") or "P2PHANDSHAKE",
+                                         timeout=max(1.0, deadline - time.monotonic()))
     if arena.register(engine) != 0:
         return {"error": "probe-registration-failed", "message": "batch_register_memory of the prefill regions failed", **info}
     nonce = os.urandom(8)
