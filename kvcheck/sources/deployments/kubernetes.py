@@ -38,6 +38,7 @@ from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
+from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, router_from_launch
 from kvcheck.sources.deployments.shell import Word
@@ -109,26 +110,8 @@ def _int(v: Any, default: int) -> int:
 
 
 def _merge_patch(base: Any, patch: Any) -> Any:
-    """A strategic-merge-like patch: mappings merged recursively, ``containers`` and
-    ``env`` lists merged by ``name``, other lists replaced."""
-    if not isinstance(patch, dict) or not isinstance(base, dict):
-        return copy.deepcopy(patch) if patch is not None else copy.deepcopy(base)
-    out = copy.deepcopy(base)
-    for k, v in patch.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge_patch(out[k], v)
-        elif isinstance(v, list) and isinstance(out.get(k), list) and all(isinstance(x, dict) and "name" in x for x in v + out[k]):
-            merged = list(out[k])
-            for item in v:
-                idx = next((i for i, x in enumerate(merged) if x.get("name") == item.get("name")), None)
-                if idx is None:
-                    merged.append(copy.deepcopy(item))
-                else:
-                    merged[idx] = _merge_patch(merged[idx], item)
-            out[k] = merged
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
+    """A Kubernetes strategic merge patch (``kvcheck.sources.deployments.rbg.strategic_merge``)."""
+    return rbg.strategic_merge(base, patch)
 
 
 def _pod_spec(template: Any) -> Any:
@@ -268,30 +251,9 @@ def _groups(obj: Any, file: str) -> list[Group]:
             out.append(Group(kind, f"{name}/{sname}", pod, pod if nodes > 1 else None, replicas=_int(svc.get("replicas"), 1), nodes=nodes, gpus=gpus if gpus >= 0 else None, extra_env=svc.get("envs"), line=getattr(svc, "line", line)))
         return out
     if kind == "RoleBasedGroup":
-        out = []
-        for role in spec.get("roles") or []:
-            if not isinstance(role, dict):
-                continue
-            rname = f"{name}/{role.get('name', '?')}"
-            reps = _int(role.get("replicas"), 1)
-            lwp = role.get("leaderWorkerPattern")
-            lws = role.get("leaderWorkerSet")
-            if isinstance(lwp, dict):
-                base = lwp.get("template") or role.get("template")
-                lp = lwp.get("leaderTemplatePatch") or lwp.get("leaderPatch") or lwp.get("patchLeaderTemplate")
-                wp = lwp.get("workerTemplatePatch") or lwp.get("workerPatch") or lwp.get("patchWorkerTemplate")
-                size = _int(lwp.get("size"), 1)
-            elif isinstance(lws, dict):
-                base = role.get("template")
-                lp, wp, size = lws.get("patchLeaderTemplate"), lws.get("patchWorkerTemplate"), _int(lws.get("size"), 1)
-            else:
-                sp = role.get("standalonePattern") if isinstance(role.get("standalonePattern"), dict) else {}
-                out.append(Group(kind, rname, _pod_spec(sp.get("template") or role.get("template")), replicas=reps, line=getattr(role, "line", line)))
-                continue
-            leader = _pod_spec(_merge_patch(base, lp) if lp else base)
-            worker = _pod_spec(_merge_patch(base, wp) if wp else base)
-            out.append(Group(kind, rname, leader, worker, replicas=reps, nodes=size, line=getattr(role, "line", line)))
-        return out
+        # roles composed as RBG's controller does (inline templates, roleTemplates +
+        # templateRef patches, leader/worker patches; see kvcheck.sources.deployments.rbg)
+        return [Group(kind, r.name, _pod_spec(r.leader), _pod_spec(r.worker) if r.worker is not None else None, replicas=r.replicas, nodes=r.nodes, line=r.line) for r in rbg.roles(spec, name, line)]
     if kind in ("ClusterServingRuntime", "ServingRuntime"):
         out = []
         for key in ("engineConfig", "decoderConfig", "routerConfig"):
@@ -494,6 +456,11 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
                     inst.node_argvs = [inst.argv] + [list(inst.argv) for _ in range(g.nodes - 1)]
                 if g.kind == "DynamoGraphDeployment" and option_value(inst.argv, "nnodes") is None:
                     _dynamo_multinode(inst, g)
+            if g.kind == "RoleBasedGroup" and g.line and inst.location.line is not None and inst.location.line < g.line:
+                # the command came from a roleTemplate shared by several roles: the
+                # instance is where its own role says what it is
+                own = inst.arg_locations.get("--disaggregation-mode")
+                inst.location = own if own is not None and own.line and own.line >= g.line else Location(file, g.line)
             if c.get("envFrom"):
                 dep.problems.append(Problem("env-from", f"{inst.location}: {inst.name} takes environment variables from envFrom (a ConfigMap or Secret) that kvcheck cannot read", inst.location, "pass the variables that matter with --env FILE"))
             dep.instances.append(inst)

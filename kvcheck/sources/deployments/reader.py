@@ -41,12 +41,34 @@ def _looks_like_yaml(text: str) -> bool:
     return False
 
 
+STDIN = "-"
+
+
+def _read_stdin(path: Path) -> bytes:
+    """``-f -``: what a pipe gives (``helm template ... |``, ``kubectl kustomize DIR |``,
+    ``kubectl get -o yaml|json |``), read up to the same size cap as a file."""
+    import sys
+
+    from kvcheck.sources.deployments.yamlnodes import MAX_FILE_BYTES
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise InputError("standard input is not readable", source="-")
+    data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"standard input holds more than kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a deployment; refusing to parse it", source="-")
+    return data
+
+
 def read_text(path: Path) -> str:
-    check_size(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc}", source=str(path)) from None
+    if str(path) == STDIN:
+        data = _read_stdin(path)
+    else:
+        check_size(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc}", source=str(path)) from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -64,7 +86,11 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     yamlish = _looks_like_yaml(text)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
-    if yamlish:
+    if text.lstrip()[:1] in ("{", "["):
+        # JSON (``kubectl get -o json``, a .json manifest): YAML's flow syntax reads it
+        # with its lines; JSON that YAML refuses (tabs, say) is read as JSON
+        docs = _json_documents(text, file)
+    elif yamlish:
         try:
             docs = load_documents(text, file)
         except InputError as exc:
@@ -74,6 +100,8 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
             if structured or not has_launch or "YAML syntax error" not in str(exc):
                 raise
             docs = None
+    if docs and len(docs) == 1 and isinstance(docs[0], list) and docs[0] and all(isinstance(d, dict) for d in docs[0]):
+        docs = list(docs[0])  # a JSON array of objects
     if docs and all(isinstance(d, dict) for d in docs):
         if any(d.get("kind") or d.get("apiVersion") for d in docs):
             return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
@@ -122,6 +150,31 @@ def _add_markdown_manifests(path: Path, text: str, dep: Deployment, env: dict[st
     if found:
         for r in dep.routers:
             link_router(r, dep.instances)
+
+
+def _json_documents(text: str, file: str) -> list:
+    import json
+
+    try:
+        return load_documents(text, file)
+    except InputError as yaml_exc:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            if "YAML syntax error" in str(yaml_exc):
+                raise InputError(f"not valid JSON: {exc}", source=file) from None
+            raise
+    from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+
+    def wrap(v):
+        if isinstance(v, dict):
+            return LMap({k: wrap(x) for k, x in v.items()})
+        if isinstance(v, list):
+            return LSeq([wrap(x) for x in v])
+        return v
+
+    docs = data if isinstance(data, list) and all(isinstance(d, dict) for d in data) else [data]
+    return [wrap(d) for d in docs]
 
 
 def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) -> list[Deployment]:
