@@ -52,7 +52,7 @@ UNKNOWN_RELEASE_SEVERITY = Severity.WARNING
 # of the deployment as written, so some pair may be missing or wrong). A server outside
 # PD and an ``envFrom`` kvcheck cannot read (usually a token Secret) leave every pair it
 # found checkable: warnings.
-PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING}
+PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING, "unresolved-address": Severity.INFO}
 
 # Typed args that never change a pair's decision: instances differing only in them share
 # a class. The bootstrap port is checked per instance by the cluster checks.

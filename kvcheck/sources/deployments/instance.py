@@ -51,7 +51,10 @@ class Instance:
     ``gpu_source`` naming where it came from; ``launcher``: ``sglang.launch_server``,
     ``sglang serve``, ``dynamo.sglang``...; ``launcher_args``: the launcher's own flags
     that are not SGLang's; ``hosts``: node / host names when known (for port clashes);
-    ``unresolved``: variables left unresolved in this instance's args.
+    ``unresolved``: variables left unresolved in this instance's args;
+    ``symbolic``: unresolved values of address, port and rank options (``--host``,
+    ``--dist-init-addr``, ``--port``, ``--node-rank``...; ``launch.ADDRESS_DESTS``): filled
+    in at run time, they shape no KV transfer, so they are info, not unchecked.
 
     Added by the readers (``kvcheck.sources.deployments.read_deployments``):
     ``port``: the HTTP port the server listens on (``--port``, else SGLang's default
@@ -85,6 +88,7 @@ class Instance:
     launcher_args: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     unresolved: list[Unresolved] = field(default_factory=list)
+    symbolic: list[Unresolved] = field(default_factory=list)
     port: int | None = None
     host_network: bool | None = None
     model: str | None = None

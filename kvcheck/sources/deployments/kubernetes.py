@@ -40,8 +40,8 @@ from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, router_from_launch
-from kvcheck.sources.deployments.shell import Word
+from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, rank_is_symbolic, router_from_launch, set_node_rank
+from kvcheck.sources.deployments.shell import Word, placeholders
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
 
@@ -204,6 +204,8 @@ def _words(container: LMap, file: str, scope: Scope) -> list[Word]:
             value = expand(text, scope, Location(file, line), miss, syntax="k8s")
             # ${VAR} in an exec-form manifest: a placeholder for envsubst/templating
             value = expand(value, scope, Location(file, line), miss, syntax="envsubst")
+            # <NAME> docs placeholders and {{ .Values.x }} template actions: unresolved values
+            miss.extend(x for x in placeholders(value) if x not in miss)
             words.append(Word(value, line, miss, True, False))
     return words
 
@@ -412,7 +414,8 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
                     if ln.kind == "server":
                         inst, _p = instance_from_launch(ln, file=file, name=g.name, kind=g.kind)
                         if inst is not None:
-                            found = inst.argv
+                            # a rank filled in per pod (${POD_GROUP_INDEX}): this pod's
+                            found = set_node_rank(inst.argv, rank) if rank_is_symbolic(inst) else inst.argv
                             break
                 if found:
                     break

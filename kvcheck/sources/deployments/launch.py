@@ -396,8 +396,11 @@ def instance_from_launch(
             if (v, flag) not in seen:
                 seen.add((v, flag))
                 unresolved.append(Unresolved(v, flag, Location(w.file or file, w.line)))
+    argv, unresolved, symbolic = settle_addresses(args, argv, unresolved)
     port: int | None = None
-    if launch.launcher != DYNAMO_MODULE:
+    if any(u.flag and _dest(u.flag) == "port" for u in symbolic):
+        pass  # the HTTP port is filled in at run time: unknown, not SGLang's default
+    elif launch.launcher != DYNAMO_MODULE:
         p = option_value(argv, "port")
         port = int(p) if p and p.isdigit() else (SGLANG_DEFAULT_PORT if p is None else None)
     inst = Instance(
@@ -418,12 +421,79 @@ def instance_from_launch(
         launcher_args=launcher_args,
         hosts=list(hosts if hosts is not None else launch.hosts),
         unresolved=unresolved,
+        symbolic=symbolic,
         port=port,
         host_network=host_network if host_network is not None else launch.host_network,
         kind=kind,
         node_locations=[loc],
     )
     return inst, config_problem
+
+
+# Options whose value is where a server listens or finds its peers, or which node it is:
+# filled in at run time (a pod IP, a node rank from the scheduler), they shape no KV
+# region and no transfer decision. Unresolved, they are checked for consistency across
+# an instance's nodes (the same symbol on every node) and reported as info, not unchecked.
+ADDRESS_DESTS = frozenset({
+    "host", "port", "dist_init_addr", "node_rank", "nccl_port", "disaggregation_bootstrap_port",
+    "grpc_port", "engine_info_bootstrap_port", "encoder_bootstrap_port", "gated_launch_port", "smg_http_sidecar_port",
+})
+# of these, the ones SGLang reads as integers: an unresolved one cannot be parsed as written
+_INT_ADDRESS_DESTS = ADDRESS_DESTS - {"host", "dist_init_addr"}
+
+
+def _dest(flag: str) -> str | None:
+    f = resolve_option(flag)
+    return f.dest if f is not None else None
+
+
+def settle_addresses(args: list[Word], argv: list[str], unresolved: list[Unresolved]) -> tuple[list[str], list[Unresolved], list[Unresolved]]:
+    """Split the unresolved values of address, port and rank options (``ADDRESS_DESTS``)
+    from the rest -> (argv, unresolved, symbolic). A textual one (``--host ${POD_IP}``,
+    ``--dist-init-addr <ADDR>:5000``) stays as written: the same symbol on every node is
+    consistent; an integer one is taken out of ``argv`` (``--port $PORT``: unknown), except
+    ``--node-rank``, which becomes 0 (``argv`` is node rank 0's; the readers give the other
+    nodes their ranks)."""
+    if not unresolved:
+        return argv, unresolved, []
+    symbolic = [u for u in unresolved if u.flag and _dest(u.flag) in ADDRESS_DESTS]
+    if not symbolic:
+        return argv, unresolved, []
+    rest = [u for u in unresolved if u not in symbolic]
+    drop = {u.flag for u in symbolic if _dest(u.flag or "") in _INT_ADDRESS_DESTS}
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        tok = argv[k]
+        name = tok.split("=", 1)[0]
+        if name in drop and tok.startswith("--"):
+            has_eq = "=" in tok
+            value_word = args[k] if has_eq else (args[k + 1] if k + 1 < len(args) else None)
+            if value_word is not None and value_word.unresolved:
+                if _dest(name) == "node_rank":
+                    out += [f"{name}=0"] if has_eq else [name, "0"]
+                k += 1 if has_eq else 2
+                continue
+        out.append(tok)
+        k += 1
+    return out, rest, symbolic
+
+
+def set_node_rank(argv: list[str], rank: int) -> list[str]:
+    """``argv`` with its ``--node-rank`` value set to ``rank`` (added when absent)."""
+    out = list(argv)
+    for k, tok in enumerate(out):
+        if tok.startswith("--") and _dest(tok.split("=", 1)[0]) == "node_rank":
+            if "=" in tok:
+                out[k] = tok.split("=", 1)[0] + f"={rank}"
+            elif k + 1 < len(out):
+                out[k + 1] = str(rank)
+            return out
+    return out + ["--node-rank", str(rank)]
+
+
+def rank_is_symbolic(inst: Instance) -> bool:
+    return any(u.flag and _dest(u.flag) == "node_rank" for u in inst.symbolic)
 
 
 def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str | None = None) -> Router | None:

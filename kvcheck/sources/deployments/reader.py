@@ -196,7 +196,29 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) ->
     for p in paths:
         out.extend(read_deployment_file(Path(p), env=env))
     _link_across_files(out)
+    for dep in out:
+        _note_symbolic(dep)
     return out
+
+
+def _note_symbolic(dep: Deployment) -> None:
+    """An ``unresolved-address`` info problem for each address / port / rank value filled
+    in at run time (``Instance.symbolic``): named, located, never a reason for unchecked."""
+    from kvcheck.sources.deployments.instance import Problem
+
+    seen: set[tuple] = set()
+    for inst in dep.instances:
+        for u in inst.symbolic:
+            key = (u.variable, u.flag, str(u.location))
+            if key in seen:
+                continue
+            seen.add(key)
+            dep.problems.append(Problem(
+                "unresolved-address",
+                f"{u.location}: `{u.flag} {u.variable}` in {inst.name} is filled in at run time; an address, port or rank shapes no KV transfer, so it is checked only for agreement across the instance's nodes",
+                u.location,
+                "Nothing to do; pass --env FILE with its value to have port clashes checked too.",
+            ))
 
 
 def _link_across_files(deps: list[Deployment]) -> None:

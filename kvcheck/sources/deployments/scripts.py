@@ -16,7 +16,7 @@ from pathlib import Path
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch, link_router, merge_multinode, router_from_launch
 from kvcheck.sources.deployments.shell import markdown_blocks, words_of
-from kvcheck.sources.deployments.launch import option_value
+from kvcheck.sources.deployments.launch import option_value, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.variables import Scope, VarDef
 
 _SBATCH_NODES = re.compile(r"(?m)^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")
@@ -39,11 +39,15 @@ def _expand_ranks(inst: Instance) -> None:
     -> ``nodes`` = N and one argv per rank."""
     rank = option_value(inst.argv, "node_rank")
     nn = option_value(inst.argv, "nnodes")
-    if rank not in _RANK_SYMBOLS or not (nn and nn.isdigit() and int(nn) > 1):
+    symbolic = rank_is_symbolic(inst)  # --node-rank <NODE_RANK> / ${RANK}: filled in per node
+    if (rank not in _RANK_SYMBOLS and not symbolic) or not (nn and nn.isdigit() and int(nn) > 1):
         return
     n = int(nn)
     inst.nodes = n
-    inst.node_argvs = [[str(r) if t == rank else t for t in inst.argv] for r in range(n)]
+    if symbolic:
+        inst.node_argvs = [set_node_rank(inst.argv, r) for r in range(n)]
+    else:
+        inst.node_argvs = [[str(r) if t == rank else t for t in inst.argv] for r in range(n)]
     inst.argv = inst.node_argvs[0]
     inst.node_locations = [inst.location] * n
 

@@ -86,6 +86,15 @@ def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
 
 
 _OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
+# A value left for the reader to fill in, never shell syntax: a docs placeholder
+# (``<MODEL_PATH>``, ``<node-rank>``) or a Helm / Go template action (``{{ .Values.x }}``).
+PLACEHOLDER = re.compile(r"<[A-Za-z_][A-Za-z0-9_.:/-]{0,80}>")
+TEMPLATE = re.compile(r"\{\{-?[^{}\n]{0,200}?-?\}\}")
+
+
+def placeholders(text: str) -> list[str]:
+    """The placeholders (``<NAME>``) and template actions (``{{ ... }}``) in a value."""
+    return [m.group(0) for m in PLACEHOLDER.finditer(text)] + [m.group(0) for m in TEMPLATE.finditer(text)]
 _REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
 
 
@@ -182,7 +191,7 @@ class Lexer:
                 self.i += 2
                 return ("op", op)
         m = _REDIRECT.match(s, self.i)
-        if m:
+        if m and not PLACEHOLDER.match(s, self.i):
             self.i = m.end()
             op = m.group(2)
             if op in (">&", "<&"):
@@ -231,6 +240,15 @@ class Lexer:
 
         while self.i < n:
             c = s[self.i]
+            if c in "<{":
+                m = PLACEHOLDER.match(s, self.i) if c == "<" else TEMPLATE.match(s, self.i)
+                if m:
+                    flush()
+                    parts.append(m.group(0))
+                    unresolved.append(m.group(0))
+                    only_single = False
+                    self.i = m.end()
+                    continue
             if c in " \t\r\n;&|()<>":
                 if c in "<>" and not raw_unquoted and not parts:
                     break
