@@ -82,6 +82,7 @@ def preflight(
     decode: Optional[str] = typer.Option(None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
     format: str = typer.Option("table", "--format", "-o", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions annotations). The exit status is the same for every format."),
     env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files."),
+    config_file: List[str] = typer.Option([], "--config-file", metavar="IMAGE_PATH=LOCAL_PATH", help="A local copy of a config file that a -f launch line names inside the image (--config /etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is unchecked."),
     models_dir: Optional[Path] = typer.Option(None, "--models", metavar="DIR", help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; HF_HUB_CACHE / HF_HOME are also read."),
     allow_unchecked: bool = typer.Option(False, "--allow-unchecked", help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, unresolved variable) exits 0 instead of 4; the output still says unchecked."),
     kernel: str = typer.Option("builtin", "--kernel", metavar="builtin|runtime|auto", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
@@ -120,7 +121,7 @@ def preflight(
     if files:
         if prefill is not None or decode is not None:
             raise KvcheckError("give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f")
-        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked,
+        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked, config_file=config_file,
                                model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
                                sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
                                decode_sglang_version=decode_sglang_version)
@@ -206,7 +207,7 @@ def _check_release_options(**options: Optional[str]) -> None:
 def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional[Path], models_dir: Optional[Path], allow_unchecked: bool,
                            model_config: Optional[Path], kernel: str, ignore: List[str], gpu: Optional[str], prefill_gpu: Optional[str],
                            decode_gpu: Optional[str], sglang_version: Optional[str] = None, prefill_sglang_version: Optional[str] = None,
-                           decode_sglang_version: Optional[str] = None) -> None:
+                           decode_sglang_version: Optional[str] = None, config_file: Optional[List[str]] = None) -> None:
     """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
     try:
         from kvcheck.sources.deployments import read_deployments
@@ -217,7 +218,13 @@ def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional
 
     global _decided_exit
     env = read_env_file(env_file) if env_file is not None else None
-    deployments = read_deployments(list(files), env=env)
+    config_files: dict[str, str] = {}
+    for item in config_file or []:
+        image_path, eq, local = item.partition("=")
+        if not eq or not image_path or not local:
+            raise KvcheckError(f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)", field="--config-file")
+        config_files[image_path] = local
+    deployments = read_deployments(list(files), env=env, config_files=config_files)
     opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version,
                           prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
                           decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked)

@@ -149,6 +149,11 @@ def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
 def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
     from kvcheck.cluster.checks import run_cluster_checks
 
+    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
+        # every server's role is hidden (a --config file inside the image, an unset
+        # variable): unchecked with the reason named, not bad input (readers, issue 16)
+        hidden = [finding(p.id, PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Check this part by hand.", p.location) for p in dep.problems]
+        return DeploymentResult(dep, [], [], [], hidden)
     if not dep.instances:
         if dep.problems:
             p = dep.problems[0]

@@ -342,7 +342,7 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
             kinds.append(str(doc["kind"]))
         for g in _groups(doc, file):
             _read_group(g, file, env, use_os_environ, dep, non_pd)
-    if not dep.instances and not dep.routers:
+    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
         found = ", ".join(sorted(set(kinds))) or "no Kubernetes objects"
         raise InputError(f"no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang); found: {found}", source=file)
     if dep.instances:

@@ -26,6 +26,7 @@ rules through kvcheck's flag table), never from a name.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import re
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Instance, Location, Problem, Router, RouterPrefill, Unresolved
 from kvcheck.sources.deployments.shell import Word, words_of
 from kvcheck.sources.deployments.variables import Scope, VarDef
+
+# ``--config-file IMAGE_PATH=LOCAL_PATH``: copies of config files that sit inside the
+# image (``--config /etc/sglang/decode.yaml``), set by ``read_deployments``
+CONFIG_FILES: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("kvcheck_config_files", default={})
 
 SERVER_MODULES = ("sglang.launch_server",)
 ROUTER_MODULES = ("sglang_router.launch_router", "sglang.srt.disaggregation.mini_lb", "sglang.srt.disaggregation.launch_lb")
@@ -303,15 +308,21 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
 
     from kvcheck.sources.deployments.yamlnodes import LMap, check_size, load_documents
 
-    cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
+    mapped = CONFIG_FILES.get().get(raw)
+    if mapped is not None:
+        cands = [Path(mapped)]
+    else:
+        cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
     found = next((c for c in cands if c.is_file()), None)
     loc = Location(file, args[k].line)
     if found is None:
+        if mapped is not None:
+            raise InputError(f"--config-file {raw}={mapped}: {mapped} is not a readable file", source=file)
         return args, Problem(
             "config-not-read",
-            f"{loc}: --config {raw}: the file is not here (a path inside the image?); the server args in it are not checked",
+            f"{loc}: --config {raw}: the file is inside the image (not here); the server args in it, and so this server, are not checked",
             loc,
-            "keep the config file beside the deployment file (same relative path) so kvcheck can read it",
+            f"give kvcheck a copy: --config-file {raw}=LOCAL_PATH (or keep it beside the deployment file, same relative path)",
         )
     check_size(found)
     docs = load_documents(found.read_text(encoding="utf-8"), str(found))

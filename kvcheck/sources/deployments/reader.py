@@ -42,6 +42,10 @@ def _looks_like_yaml(text: str) -> bool:
 
 
 STDIN = "-"
+# reader problems that hide a server's role (its --disaggregation-mode is in a config
+# file inside the image, or behind an unset variable): the deployment is unchecked, not
+# bad input, even when no server's role is known
+ROLE_HIDDEN = ("config-not-read", "unresolved-variable")
 
 
 def _read_stdin(path: Path) -> bytes:
@@ -119,7 +123,7 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
             raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
     dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
     _add_markdown_manifests(path, text, dep, env, use_os_environ)
-    if not dep.instances and not dep.routers:
+    if not dep.instances and not dep.routers and not any(p.id in ROLE_HIDDEN for p in dep.problems):
         raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
     return [dep]
 
@@ -177,13 +181,14 @@ def _json_documents(text: str, file: str) -> list:
     return [wrap(d) for d in docs]
 
 
-def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) -> list[Deployment]:
+def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None) -> list[Deployment]:
     """Read published deployment files unchanged -> ``Deployment`` objects.
 
     ``paths``: files, each a Kubernetes manifest (single/multi-document, ``List``), an
     srt-slurm recipe, or a shell script / Markdown docs block; ``env``: variables from
     ``--env FILE`` (looked up after the file's own assignments and the container's env,
-    before kvcheck's own environment). Returns one ``Deployment`` per file, or one per
+    before kvcheck's own environment); ``config_files``: ``--config-file IMAGE_PATH=
+    LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH). Returns one ``Deployment`` per file, or one per
     variant for an srt-slurm recipe with ``sweep``/``override_*`` sections, in the order
     given.
 
@@ -192,9 +197,15 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) ->
     nesting, a manifest with no SGLang container, a recipe without prefill or decode
     workers, a variable that refers to itself.
     """
+    from kvcheck.sources.deployments.launch import CONFIG_FILES
+
     out: list[Deployment] = []
-    for p in paths:
-        out.extend(read_deployment_file(Path(p), env=env))
+    token = CONFIG_FILES.set(dict(config_files or {}))
+    try:
+        for p in paths:
+            out.extend(read_deployment_file(Path(p), env=env))
+    finally:
+        CONFIG_FILES.reset(token)
     _link_across_files(out)
     for dep in out:
         _note_symbolic(dep)
