@@ -341,6 +341,14 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
         args = {**args, "model_path": model_path}
     overrides = args.get("json_model_override_args")
     cfg, src, mid = _resolve_model(model_path, inst, opts, caches, overrides=overrides)
+    clue = getattr(inst, "model", None)
+    if cfg is None and clue and clue != model_path:
+        # --model-path is a path inside the image: the model the file names elsewhere
+        # (--served-model-name, a recipe's identity, an env default; readers, issue 16)
+        ccfg, csrc, cmid = _resolve_model(clue, inst, opts, caches, overrides=overrides)
+        if ccfg is not None:
+            cfg, mid, model_path = ccfg, cmid, clue
+            src = f"{csrc}; named by {getattr(inst, 'model_clue', '') or 'the deployment file'}"
     if cfg is None:
         notes.append(_unknown_model(model_path, "--model-path", src))
     draft_cfg, draft_id, draft_missing = None, None, False

@@ -68,7 +68,11 @@ class Instance:
     ``DynamoGraphDeployment``, ``srt-slurm``, ``script``...); ``node_locations``: where
     each node's launch line is (scripts with one line per node rank);
     ``release_clues``: what the input says about the SGLang release beyond ``image``
-    (``kvcheck.sources.release_clues.ReleaseClue``: recipe pins, pip lines, Dynamo versions).
+    (``kvcheck.sources.release_clues.ReleaseClue``: recipe pins, pip lines, Dynamo versions);
+    ``model_clues``: ``(name, clue)`` pairs a reader found for the model beside
+    ``--model-path`` (srt-slurm ``identity.model.repo``, an OME base model...); ``model``
+    and ``model_clue`` are then set to the hub id a clue names and which clue it was
+    (``kvcheck.sources.models.clues``), tried when ``--model-path`` names nothing kvcheck has.
     """
 
     role: Role
@@ -95,6 +99,8 @@ class Instance:
     kind: str = ""
     node_locations: list[Location] = field(default_factory=list)
     release_clues: list = field(default_factory=list)
+    model_clues: list = field(default_factory=list)
+    model_clue: str = ""
 
 
 @dataclass

@@ -350,9 +350,27 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
             dep.problems.append(Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic"))
     for r in dep.routers:
         link_router(r, dep.instances)
+    for uri, where in _base_models(docs, file):
+        for inst in dep.instances:
+            inst.model_clues.append((uri, f"OME base model at {where}"))
     if len(docs) == 1 and isinstance(docs[0], dict) and isinstance(docs[0].get("metadata"), dict) and docs[0]["metadata"].get("name"):
         dep.name = str(docs[0]["metadata"]["name"])
     return dep
+
+
+def _base_models(docs: list[Any], file: str) -> list[tuple[str, Location]]:
+    """OME ``ClusterBaseModel`` / ``BaseModel`` objects of the file: the hub id of each
+    ``spec.storage.storageUri: hf://ORG/NAME`` (the model the runtime mounts at
+    ``$(MODEL_PATH)``), when the file holds exactly one."""
+    out = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") in ("ClusterBaseModel", "BaseModel"):
+            storage = (doc.get("spec") or {}).get("storage") if isinstance(doc.get("spec"), dict) else None
+            uri = storage.get("storageUri") if isinstance(storage, dict) else None
+            if isinstance(uri, str) and uri.startswith("hf://"):
+                at = storage.line_of("storageUri") if isinstance(storage, LMap) else None
+                out.append((uri[5:].split("@")[0].strip("/"), Location(file, at)))
+    return out if len(out) == 1 else []
 
 
 def injected(kind: str, rank: int, size: int) -> dict[str, VarDef]:

@@ -209,7 +209,47 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
     _link_across_files(out)
     for dep in out:
         _note_symbolic(dep)
+        for inst in dep.instances:
+            name_model(inst)
     return out
+
+
+_MODEL_ENV_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]+)\}")
+
+
+def name_model(inst) -> None:  # noqa: ANN001 - an Instance
+    """``Instance.model`` / ``model_clue`` from what the file says besides ``--model-path``
+    (``kvcheck.sources.models.clues``): set only when ``--model-path`` is not itself a
+    model kvcheck has and a clue is."""
+    from kvcheck.sources.deployments.launch import option_value
+    from kvcheck.sources.models import clues
+
+    written = option_value(inst.argv, "model_path")
+    if clues.known(written):
+        return
+    found: list[tuple[str, str]] = list(inst.model_clues)
+    served = option_value(inst.argv, "served_model_name")
+    if served:
+        loc = inst.arg_locations.get("--served-model-name")
+        found.append((served, f"--served-model-name at {loc}" if loc else "--served-model-name"))
+    for var in clues.MODEL_ENV_NAMES:
+        v = inst.env.get(var)
+        if v:
+            m = _MODEL_ENV_DEFAULT.fullmatch(v.strip())
+            found.append((m.group(1) if m else v, f"the container's {var}"))
+    if written:
+        m = _MODEL_ENV_DEFAULT.fullmatch(written.strip())
+        if m:
+            found.append((m.group(1), f"the default of --model-path {written}"))
+    alias = inst.model if inst.model and not clues.known(inst.model) else None
+    hub_alias = clues.alias_clue(alias)
+    if hub_alias:
+        found.append((hub_alias, f"srt-slurm model.path alias {alias} (kvcheck.sources.models.clues.SRT_SLURM_ALIASES)"))
+    if inst.model and clues.known(inst.model):
+        found.insert(0, (inst.model, "the model the file names"))
+    hit = clues.pick(found)
+    if hit is not None:
+        inst.model, inst.model_clue = hit
 
 
 def _note_symbolic(dep: Deployment) -> None:
