@@ -559,7 +559,8 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
     found: list[tuple[str, Location]] = []
     text = f.message
     # A finding about one side ("prefill: ...", "decode: ...") points at that side's lines.
-    owner = p if text.startswith(("prefill:", "the prefill server")) else d if text.startswith(("decode:", "the decode server")) else None
+    side = re.match(r"(?:the )?(prefill|decode)(?![-\w])", text)  # "prefill: ...", "the prefill runs ..."
+    owner = (p if side.group(1) == "prefill" else d) if side else None
     default = (owner, d if owner is p else p) if owner is not None else (d, p)
     for m in _FLAG_RE.finditer(text):
         before = text[max(0, m.start() - 12):m.start()]
@@ -570,8 +571,10 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
                 found.append((cls.role, loc))
                 break
     if not found:
+        # a flag named only in the fix: the side the finding is about, never the other
+        # side's line (a prefill without --page-size is not at the decode's --page-size)
         for m in _FLAG_RE.finditer(f.fix):
-            for cls in default:
+            for cls in ((owner,) if owner is not None else default):
                 loc = _flag_location(m.group(0), cls)
                 if loc is not None:
                     return [loc]
@@ -579,6 +582,8 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
         first = owner.role if owner is not None else "decode"
         found.sort(key=lambda rl: rl[0] != first)
         return [loc for _, loc in found]
+    if owner is not None:
+        return [owner.first.instance.location]
     if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
         return [p.first.instance.location]
     return [d.first.instance.location]

@@ -427,6 +427,8 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
         for rank in range(1, g.nodes):
             found = None
             inject = injected(g.kind, rank, g.nodes) if multinode else None
+            if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
+                inject = {**(inject or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
             for c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
                 for ln in launches:
                     if ln.kind == "server":
@@ -440,6 +442,11 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
             if found:
                 worker_argvs.append(found)
     inject0 = injected(g.kind, 0, g.nodes) if multinode else None
+    if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
+        # OME's controller sets MODEL_PATH to the base model's storage path in the pod
+        # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
+        # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
+        inject0 = {**(inject0 or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
     for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
