@@ -348,6 +348,7 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
         ccfg, csrc, cmid = _resolve_model(clue, inst, opts, caches, overrides=overrides)
         if ccfg is not None:
             cfg, mid, model_path = ccfg, cmid, clue
+            args = {**args, "model_path": clue}  # the model both sides are compared by
             src = f"{csrc}; named by {getattr(inst, 'model_clue', '') or 'the deployment file'}"
     if cfg is None:
         notes.append(_unknown_model(model_path, "--model-path", src))
