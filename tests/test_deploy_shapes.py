@@ -93,7 +93,7 @@ def test_rbg_v1alpha2_role_templates_and_patches():
     assert [opt(a, "--node-rank") for a in d.node_argvs] == ["0", "1"]
     assert opt(d.argv, "--nnodes") == "2"
     # each instance is located at its own role (not the shared template's command line)
-    assert p.location.line == 52 and d.location.line == 75
+    assert p.location.line == 52 and d.location.line == 69  # its own command line
     assert p.arg_locations["--tp-size"].line == 50
 
 
