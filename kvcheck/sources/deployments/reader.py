@@ -83,7 +83,13 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     """One file -> its deployments (several for a recipe with sweeps/overrides)."""
     from kvcheck.sources.deployments import compose, kubernetes, scripts, srtslurm
 
-    text = read_text(path)
+    if str(path) != STDIN and path.is_dir():
+        # a kustomization or a chart: rendered as it is deployed (kvcheck.sources.deployments.render)
+        from kvcheck.sources.deployments.render import render_directory
+
+        text, _label = render_directory(path)
+    else:
+        text = read_text(path)
     file = str(path)
     if not text.strip():
         raise InputError("file is empty", source=file)
