@@ -17,8 +17,9 @@ and sorted into one outcome:
 - unchecked: exit 4, counted by reason (the ids of the findings with severity 'unchecked',
   and for unresolved variables the flag it sat on);
 - refused: exit 2 (kvcheck did not read the file: its last stderr line is the reason);
-- refused-release: exit 2 on a flag that the installed SGLang release does not accept (a flag
-  another release added, renamed or retired): the file was read, the release is the problem;
+- refused-release: exit 2 on the launch line's flags, refused by SGLang's parser of the release
+  kvcheck checked with (a flag another release added, renamed or retired, or a real typo in
+  the published file): the file was read, the release (or the file) is the problem;
 - other: exit 3, a timeout, a traceback, or stdout that is not one JSON object.
 
 "read" is every outcome but refused/other: kvcheck found the prefill and decode launch lines
@@ -39,9 +40,10 @@ from pathlib import Path
 
 DEFAULT = Path("/work/corpus/deployments")
 OUTCOMES = ("decided", "failed", "unchecked", "refused", "refused-release", "other")
-# A refusal that comes from the flags of one SGLang release (a flag another release added,
-# renamed or retired), not from reading the file: the release stage's problem, counted apart.
-RELEASE_REFUSAL = re.compile(r"ambiguous option|refuses this retired flag|unrecognized arguments: --")
+# A refusal of the launch line's flags by SGLang's parser (of the release kvcheck checked
+# with: a flag another release added, renamed or retired; or a flag no release takes): the
+# file was read; the release (or the file's own bug) is the problem, counted apart.
+RELEASE_REFUSAL = re.compile(r"ambiguous option|refuses this retired flag|unrecognized arguments: |expected (one|at least one) argument|invalid (int|float|choice)")
 
 
 def _findings(report: dict) -> list[dict]:

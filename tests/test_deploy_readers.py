@@ -117,7 +117,8 @@ def test_srt_slurm_6p2d_packed_on_two_nodes():
     assert bports == ["7200", "7201", "7202", "7203", "7200", "7201"]
     assert all(i.image == "0.5.23" and i.gpu_type == "h200" and i.gpus == 2 for i in dep.instances)
     assert pre[0].launcher == "sglang.launch_server" and pre[0].argv[:2] == ["--model-path", "/model"]
-    assert pre[0].model == "qwen3-8b"
+    # model.path "qwen3-8b" names the catalog's Qwen/Qwen3-8B (matched by name; /model is in the image)
+    assert pre[0].model == "Qwen/Qwen3-8B" and pre[0].model_clue.startswith("srt-slurm model.path at ")
 
 
 def test_srt_slurm_sweep_and_multinode_workers():

@@ -238,3 +238,13 @@ def test_chart_directory_without_helm_names_the_pipe():
 
     with pytest.raises(InputError, match=r"helm template RELEASE CHART_DIR -f values.yaml \| kvcheck preflight -f -"):
         read("chart")
+
+
+def test_dynamo_sdk_graph_config():
+    deps, contract = checked("dynamo-sdk-graph.yaml")
+    p, d = deps[0].instances
+    assert (p.role, p.replicas, p.gpus, p.launcher) == ("prefill", 3, 2, "dynamo.sglang")
+    # true -> bare flag, false -> left out, each at its key's line
+    assert "--trust-remote-code" in p.argv and "--skip-tokenizer-init" not in p.argv
+    assert p.arg_locations["--tp"].line == 8 and d.role == "decode"
+    assert contract["exit_code"] == 0

@@ -169,7 +169,10 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
             while j < len(words) and words[j].text.startswith("-") and "c" not in words[j].text[1:]:
                 j += 1
             if j + 1 < len(words) and words[j].text.startswith("-") and not words[j].text.startswith("--") and "c" in words[j].text[1:]:
-                script = words[j + 1]
+                k = j + 1
+                while k + 1 < len(words) and (words[k].text == "--" or (words[k].text.startswith("-") and not words[k].unresolved and "\n" not in words[k].text and " " not in words[k].text)):
+                    k += 1  # bash -lc -- SCRIPT, bash -c -e SCRIPT: options end before the script
+                script = words[k]
                 env, image, hosts, hn = _prefix_facts(words[:i])
                 # the inner shell sees the wrapper's environment
                 inner_scope = scope.child({k: VarDef(v, Location(file, script.line), "literal") for k, v in env.items()})

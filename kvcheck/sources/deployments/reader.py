@@ -81,7 +81,7 @@ def read_text(path: Path) -> str:
 
 def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = True) -> list[Deployment]:
     """One file -> its deployments (several for a recipe with sweeps/overrides)."""
-    from kvcheck.sources.deployments import compose, kubernetes, scripts, srtslurm
+    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm
 
     if str(path) != STDIN and path.is_dir():
         # a kustomization or a chart: rendered as it is deployed (kvcheck.sources.deployments.render)
@@ -96,7 +96,7 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     yamlish = _looks_like_yaml(text)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
-    if text.lstrip()[:1] in ("{", "["):
+    if re.match(r"\s*(\{\s*\"|\{\s*\}|\[\s*[\{\]])", text):
         # JSON (``kubectl get -o json``, a .json manifest): YAML's flow syntax reads it
         # with its lines; JSON that YAML refuses (tabs, say) is read as JSON
         docs = _json_documents(text, file)
@@ -117,6 +117,8 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
             return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
         if len(docs) == 1 and srtslurm.is_recipe(docs[0]):
             return srtslurm.read_recipe(path, docs[0], env)
+        if len(docs) == 1 and dynamosdk.is_graph_config(docs[0]):
+            return [dynamosdk.read_graph_config(path, docs[0])]
         if len(docs) == 1 and compose.is_compose(docs[0]):
             return [compose.read_compose(path, docs[0], env, use_os_environ=use_os_environ)]
         if has_launch:
@@ -247,12 +249,11 @@ def name_model(inst) -> None:  # noqa: ANN001 - an Instance
         m = _MODEL_ENV_DEFAULT.fullmatch(written.strip())
         if m:
             found.append((m.group(1), f"the default of --model-path {written}"))
-    alias = inst.model if inst.model and not clues.known(inst.model) else None
-    hub_alias = clues.alias_clue(alias)
-    if hub_alias:
-        found.append((hub_alias, f"srt-slurm model.path alias {alias} (kvcheck.sources.models.clues.SRT_SLURM_ALIASES)"))
-    if inst.model and clues.known(inst.model):
-        found.insert(0, (inst.model, "the model the file names"))
+    if inst.model:
+        found.append((inst.model, "the model the file names"))
+        hub_alias = clues.alias_clue(inst.model)
+        if hub_alias:
+            found.append((hub_alias, f"srt-slurm model.path alias {inst.model} (kvcheck.sources.models.clues.SRT_SLURM_ALIASES)"))
     hit = clues.pick(found)
     if hit is not None:
         inst.model, inst.model_clue = hit
