@@ -248,3 +248,21 @@ def test_dynamo_sdk_graph_config():
     assert "--trust-remote-code" in p.argv and "--skip-tokenizer-init" not in p.argv
     assert p.arg_locations["--tp"].line == 8 and d.role == "decode"
     assert contract["exit_code"] == 0
+
+
+def test_stripped_json_value_is_the_servers_refusal():
+    deps, contract = checked("stripped-json.sh")
+    fs = [f for f in all_findings(contract) if f["id"] == "startup-argparse"]
+    f = fs[0]
+    assert contract["exit_code"] == 1 and {(x["severity"], x["line"]) for x in fs} == {("error", 4)}  # the --preferred-sampling-params line
+    assert "invalid loads value: '{temperature:0.7,top_p:0.8}'" in f["message"]
+    # SGLang's own parser, on the same flags: prints the same error and exits 2 at start-up
+    pytest.importorskip("sglang.srt.server_args")
+    code = (
+        "import sys\nfrom sglang.srt.server_args import prepare_server_args\n"
+        "try:\n    prepare_server_args(sys.argv[1:])\nexcept SystemExit as e:\n    print('EXIT', e.code)\n"
+    )
+    argv = [a for a in deps[0].instances[0].argv]
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    assert "EXIT 2" in proc.stdout
+    assert "argument --preferred-sampling-params: invalid loads value: '{temperature:0.7,top_p:0.8}'" in proc.stderr
