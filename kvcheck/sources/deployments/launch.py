@@ -343,6 +343,11 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     return words + args[:k] + args[k + 2:], None
 
 
+def _takes_value(tok: str) -> bool:
+    f = resolve_option(tok)
+    return True if f is None else bool(getattr(f, "takes_value", True))
+
+
 def _is_option(tok: str) -> bool:
     return tok.startswith("--") or (len(tok) == 2 and tok[0] == "-" and tok[1].isalpha())
 
@@ -402,14 +407,21 @@ def instance_from_launch(
         k = args.index(w)
         if w.text.startswith("-") and "=" in w.text:
             flag = w.text.split("=", 1)[0]
-        elif k > 0 and _is_option(args[k - 1].text):
-            flag = args[k - 1].text
+        elif k > 0 and _is_option(args[k - 1].text) and "=" not in args[k - 1].text and _takes_value(args[k - 1].text):
+            flag = args[k - 1].text  # the option this word is the value of (not a bare --enable-x before it)
         else:
             flag = None
         for v in w.unresolved:
             if (v, flag) not in seen:
                 seen.add((v, flag))
                 unresolved.append(Unresolved(v, flag, Location(w.file or file, w.line)))
+    # a whole-arguments expansion ($EXTRA_ARGS, $(helper)) left unresolved can hold any
+    # flag: it stays an unresolved-variable (unchecked), and is kept out of the args parsed
+    loose = {k for k, w in enumerate(args) if w.unresolved and not w.text.startswith("-")
+             and not (k > 0 and _is_option(args[k - 1].text) and "=" not in args[k - 1].text and _takes_value(args[k - 1].text))}
+    if loose:
+        args = [w for k, w in enumerate(args) if k not in loose]
+        argv = [w.text for w in args]
     argv, unresolved, symbolic = settle_addresses(args, argv, unresolved)
     port: int | None = None
     if any(u.flag and _dest(u.flag) == "port" for u in symbolic):
