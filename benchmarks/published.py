@@ -17,13 +17,13 @@ and sorted into one outcome:
 - unchecked: exit 4, counted by reason (the ids of the findings with severity 'unchecked',
   and for unresolved variables the flag it sat on);
 - refused: exit 2 (kvcheck did not read the file: its last stderr line is the reason);
-- refused-release: exit 2 on the launch line's flags, refused by SGLang's parser of the release
+- refused-flags: exit 2 on the launch line's flags, refused by SGLang's parser of the release
   kvcheck checked with (a flag another release added, renamed or retired, or a real typo in
   the published file): the file was read, the release (or the file) is the problem;
 - other: exit 3, a timeout, a traceback, or stdout that is not one JSON object.
 
 "read" is every outcome but refused/other: kvcheck found the prefill and decode launch lines
-(refused-release counts as read: the launch lines were found and parsed up to a flag).
+(refused-flags counts as read: the launch lines were found and parsed up to a flag).
 The table is printed by source and by format, then the unchecked reasons and the refusals.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 DEFAULT = Path("/work/corpus/deployments")
-OUTCOMES = ("decided", "failed", "unchecked", "refused", "refused-release", "other")
+OUTCOMES = ("decided", "failed", "unchecked", "refused", "refused-flags", "other")
 # A refusal of the launch line's flags by SGLang's parser (of the release kvcheck checked
 # with: a flag another release added, renamed or retired; or a flag no release takes): the
 # file was read; the release (or the file's own bug) is the problem, counted apart.
@@ -81,8 +81,8 @@ def run_one(folder: Path, timeout: float, kvcheck: list[str]) -> dict:
         return {**row, "outcome": "other", "detail": "traceback: " + proc.stderr.strip().splitlines()[-1][:200]}
     if proc.returncode == 2:
         last = (proc.stderr.strip().splitlines() or [""])[-1]
-        outcome = "refused-release" if RELEASE_REFUSAL.search(last) else "refused"
-        return {**row, "outcome": outcome, "detail": last[:300]}
+        outcome = "refused-flags" if RELEASE_REFUSAL.search(last) else "refused"
+        return {**row, "outcome": outcome, "detail": last if len(last) <= 400 else "…" + last[-400:]}
     try:
         report = json.loads(proc.stdout)
     except ValueError:
@@ -110,7 +110,7 @@ def table(rows: list[dict], key: str) -> str:
         c = groups[g]
         total.update(c)
         n = sum(c.values())
-        read = n - c["refused"] - c["other"]  # noqa: refused-release was read
+        read = n - c["refused"] - c["other"]  # noqa: refused-flags was read
         lines.append(f"| {g:<{width}}| {n} | {read} | " + " | ".join(str(c[o]) for o in OUTCOMES) + " |")
     n = sum(total.values())
     read = n - total["refused"] - total["other"]
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         rows = json.loads(Path(args.from_json).read_text())
         for r in rows:  # re-sort refusals with today's rule
-            if r["outcome"] in ("refused", "refused-release"):
-                r["outcome"] = "refused-release" if RELEASE_REFUSAL.search(r["detail"]) else "refused"
+            if r["outcome"].startswith("refused"):
+                r["outcome"] = "refused-flags" if RELEASE_REFUSAL.search(r["detail"]) else "refused"
         return report(rows, root, args)
     folders = sorted(p.parent for p in root.glob("*/*/meta.json") if not args.only or p.parent.parent.name == args.only)
     if not folders:
@@ -160,7 +160,7 @@ def report(rows: list[dict], root: Path, args: argparse.Namespace) -> int:
         print(f"- {n:4d}  {reason}")
     print("\n## Not read (refused / other)\n")
     for r in rows:
-        if r["outcome"] in ("refused", "other", "refused-release"):
+        if r["outcome"] in ("refused", "other", "refused-flags"):
             print(f"- {r['name']} [{r['format']}] exit {r['exit']}: {r['detail']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
