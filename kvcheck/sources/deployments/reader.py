@@ -56,6 +56,8 @@ def _read_stdin(path: Path) -> bytes:
     from kvcheck.sources.deployments.yamlnodes import MAX_FILE_BYTES
 
     stream = getattr(sys.stdin, "buffer", None)
+    if stream is not None and sys.stdin.isatty():
+        raise InputError("-f - reads a deployment from standard input: pipe one in (helm template ... | kvcheck preflight -f -)", source="-")
     if stream is None:
         raise InputError("standard input is not readable", source="-")
     data = stream.read(MAX_FILE_BYTES + 1)
