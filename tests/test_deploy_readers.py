@@ -227,10 +227,18 @@ def test_published_deployments_read_unchanged(case):
     folder = SHARED / case
     expect = json.loads((folder / "expect.json").read_text())
     deps = read_deployments([folder / f for f in expect["inputs"]], env={})
+    import re as _re
+
+    named = _re.search(r"\[([^\]]+\])\]\s*$", expect.get("source", "")) or _re.search(r"\[([^\]]+)\]\s*$", expect.get("source", ""))
+    if named and any(d.variant for d in deps):
+        # a recipe with sweeps/overrides: the variant the expectation names
+        deps = [d for d in deps if d.variant == named.group(1)] or deps
     inst = [i for d in deps for i in d.instances]
     n_p = sum(i.replicas for i in inst if i.role == "prefill")
     n_d = sum(i.replicas for i in inst if i.role == "decode")
     topo = expect["topology"]
+    if "from the issue text" in expect.get("format", ""):
+        pytest.skip("the topology comes from an issue's text, not from the files read")
     import re
 
     m = re.match(r"(\d+)P\b.*?,\s*(\d+)D\b", topo)
