@@ -11,14 +11,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import deque
-from difflib import SequenceMatcher
 from typing import Any, BinaryIO, Iterable, Iterator
 
 from pydantic import BaseModel, Field, PrivateAttr
 
 from kvcheck.explain.catalog import RUNTIME, Catalog, Entry, load_catalog
-from kvcheck.explain.engines import ENGINES, ForeignLines, classify
-from kvcheck.explain.engines import record as record_foreign
+from kvcheck.explain.engines import ForeignLines
 
 # explain's exit statuses (documented in `kvcheck explain --help`).
 EXIT_RECOGNIZED = 0
@@ -57,6 +55,9 @@ class Explanation(BaseModel):
     # Lines written by other engines or the NIXL/UCX native libraries (kvcheck.explain.engines).
     foreign: list[ForeignLines] = Field(default_factory=list)
     preflight: dict[str, Any] | None = None
+    # The whole-log reading (kvcheck.explain.reading): engines and processes, release,
+    # phases, signatures, the first cause and what followed.
+    report: Any = None
     _blank: bool = PrivateAttr(default=False)
 
     @property
@@ -66,9 +67,9 @@ class Explanation(BaseModel):
 
     @property
     def recognized(self) -> bool:
-        """Whether at least one catalog message, or a line of another engine or of the
-        NIXL/UCX libraries, was found."""
-        return bool(self.hits) or bool(self.foreign)
+        """Whether at least one catalog message, a known signature, or a line of another
+        engine or of the NIXL/UCX libraries, was found."""
+        return bool(self.hits) or bool(self.foreign) or bool(self.report is not None and self.report.findings)
 
     @property
     def exit_code(self) -> int:
@@ -93,6 +94,7 @@ class Explanation(BaseModel):
             "lines": self.lines,
             "hits": hits,
             "foreign": [f.model_dump() for f in self.foreign],
+            "report": self.report.model_dump() if self.report is not None else None,
             "preflight": self.preflight,
         }
 
@@ -104,7 +106,6 @@ _WRAP = 3  # lines before and after a line that a wrapped message may span
 _ANCHOR_LEN = 24  # characters of a literal stretch searched as a substring
 
 
-FOREIGN_ANY = re.compile("|".join(f"(?:{e.pattern.pattern})" for e in ENGINES), re.M)
 
 
 class _Scanner:
@@ -316,12 +317,16 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     characters is a ``partial`` hit. ``Explanation.lines`` counts the lines;
     ``Explanation.blank`` says whether all were blank.
     """
+    from kvcheck.explain.reading import LogReader
+
     catalog = catalog or load_catalog()
     scanner = _scanner(catalog)
     tokens, sub_re = scanner.tokens, scanner.sub_re
+    reader = LogReader()
     hits: dict[str, Hit] = {}
     foreign: dict[str, ForeignLines] = {}
     spans: set[tuple[str, int, int]] = set()
+    line_info: dict = {}  # attribution of candidate lines in the current block
     head: list[str] = []
     count = 0
     blank = True
@@ -331,6 +336,8 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         for entry in scanner.candidates(line):
             m = entry.regex.search(line)
             if m is not None:
+                if entry.id not in hits and lineno in line_info:
+                    reader.hit_info[lineno] = line_info[lineno]
                 _record(hits, entry, lineno, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None})
                 continue
             lo, hi = max(0, i - _WRAP), min(len(buf), i + _WRAP + 1)
@@ -351,12 +358,12 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
             return
         window = buf[start:end]
         skip: set[int] = set()
-        if FOREIGN_ANY.search("\n".join(window)):  # one pass over the block first
-            for k, ln in enumerate(window):
-                engine = classify(ln)
-                if engine is not None:
-                    skip.add(start + k)
-                    record_foreign(foreign, engine, base + start + k, ln)
+        for k, ln in enumerate(window):
+            info = reader.feed(base + start + k, ln)
+            if not reader.catalog_allowed(info):
+                skip.add(start + k)
+            elif info.engine or info.host:
+                line_info[base + start + k] = info
         idx = [start + k for k, ln in enumerate(window) if not tokens.isdisjoint(ln.split())] if tokens else []
         if sub_re is not None or scanner.match_all:
             if scanner.match_all:
@@ -384,6 +391,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         buf.extend(block)
         end = len(buf) - _WRAP  # lines with _WRAP lines of context after them
         scan(buf, base, start, end)
+        line_info.clear()
         nxt = max(start, end)  # the first line not scanned yet
         keep = max(0, nxt - _WRAP)  # drop what is not context for it
         base += keep
@@ -392,41 +400,86 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     scan(buf, base, start, len(buf))
     if count == 0:
         head, count = [""], 1
-    if not hits and not foreign and count <= _MAX_PARTIAL_LINES:
+    if not hits and not reader.engines_other_than_sglang() and not reader.sigs.hits and count <= _MAX_PARTIAL_LINES:
+        # a pasted message cut short: the template's leading text, whole words, up to the
+        # end of the line (or its whole first stretch); never a stretch from its middle
         for lineno, line in enumerate(head, start=1):
-            best: tuple[int, Entry | None, str] = (0, None, "")
             for entry in catalog.entries:
-                for part in entry.literal_parts:
-                    m = SequenceMatcher(None, line, part, autojunk=False).find_longest_match(0, len(line), 0, len(part))
-                    a, b, size = _whole_words(line, part, m.a, m.b, m.size)
-                    if size > best[0]:
-                        best = (size, entry, line[a : a + size])
-            if best[0] >= _MIN_PARTIAL and best[1] is not None:
-                _record(hits, best[1], lineno, best[2].strip(), {}, match="partial")
+                got = _prefix_partial(line, entry) or _field_partial(line, entry)
+                if got:
+                    _record(hits, entry, lineno, got.strip(), {}, match="partial")
+                    break
     ordered = sorted(hits.values(), key=lambda h: (catalog.get(h.entry_id).generic, h.first_line))
+    for e in reader.engines.values():
+        if e.engine not in ("sglang", "python", "native"):
+            foreign[e.engine] = ForeignLines(engine=e.engine, name=e.name, meaning=e.support, count=e.count,
+                                             first_line=e.first_line, last_line=e.last_line, example=e.example)
     result = Explanation(source=source, lines=count, hits=ordered, foreign=sorted(foreign.values(), key=lambda f: f.first_line))
+    result.report = reader.report(ordered, catalog)
     result._blank = blank
     return result
 
 
+def _prefix_partial(line: str, entry: Entry) -> str | None:
+    """The part of ``line`` that is the start of ``entry``'s message: a prefix of the
+    template's first literal stretch, at least ``_MIN_PARTIAL`` characters, cut at a word
+    boundary, starting at a word boundary of the line, and either the whole first stretch
+    or running to the end of the line (a truncated paste). None otherwise."""
+    from kvcheck.explain.catalog import _PLACEHOLDER
+
+    p0 = _PLACEHOLDER.split(entry.template.rstrip())[0]
+    if len(p0.strip()) < _MIN_PARTIAL:
+        return None
+    for k in range(len(p0), _MIN_PARTIAL - 1, -1):
+        if k < len(p0) and _is_word(p0[k - 1]) and _is_word(p0[k]):
+            continue
+        pre = p0[:k]
+        i = line.find(pre)
+        while i >= 0 and i > 0 and _is_word(line[i - 1]) and _is_word(pre[0]):
+            i = line.find(pre, i + 1)
+        if i < 0:
+            continue
+        if k == len(p0) or not line[i + k :].strip():
+            return line[i : i + k]
+        return None
+    return None
+
+
+def _field_partial(line: str, entry: Entry) -> str | None:
+    """The part of ``line`` that reproduces a stretch of ``entry``'s message around one of
+    its fields (an int, float, word or list value with the literal text on both sides,
+    at least ``_MIN_PARTIAL`` literal characters in all): a paste that starts or ends
+    inside the message but keeps its structure. Literal words alone never qualify."""
+    from kvcheck.explain.catalog import _PLACEHOLDER, FIELD_PATTERNS
+
+    parts = _PLACEHOLDER.split(entry.template.rstrip())
+    for i in range(1, len(parts), 2):
+        shape = entry.fields.get(parts[i], "text")
+        if shape == "text":
+            continue
+        left, right = parts[i - 1], parts[i + 1] if i + 1 < len(parts) else ""
+        if len(left) < 4:
+            continue
+        rx = re.compile(re.escape(left[-4:]) + "(" + FIELD_PATTERNS[shape] + ")" + (re.escape(right[:1]) if right else ""))
+        for m in rx.finditer(line):
+            a = m.start() + 4
+            k = 0  # literal characters matched leftwards from the field
+            while k < len(left) and a - k - 1 >= 0 and line[a - k - 1] == left[len(left) - k - 1]:
+                k += 1
+            start = a - k
+            if start > 0 and _is_word(line[start - 1]) and _is_word(line[start]):
+                continue
+            b = m.end(1)
+            r = 0
+            while r < len(right) and b + r < len(line) and line[b + r] == right[r]:
+                r += 1
+            if k + r >= _MIN_PARTIAL:
+                return line[start : b + r]
+    return None
+
+
 def _is_word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
-
-
-def _whole_words(line: str, part: str, a: int, b: int, size: int) -> tuple[int, int, int]:
-    """Shrink a common stretch ``line[a:a+size] == part[b:b+size]`` to whole words on both
-    sides (a stretch may not start or end inside a word of either text), so that a
-    fragment of a variable name (``kv_cache_dtype_str``) never counts as the message.
-    Returns (a, b, size) of the trimmed stretch (size 0 when nothing whole is left)."""
-
-    def cut_inside(text: str, i: int) -> bool:
-        return 0 < i < len(text) and _is_word(text[i - 1]) and _is_word(text[i])
-
-    while size > 0 and (cut_inside(line, a) or cut_inside(part, b)):
-        a, b, size = a + 1, b + 1, size - 1
-    while size > 0 and (cut_inside(line, a + size) or cut_inside(part, b + size)):
-        size -= 1
-    return a, b, size
 
 
 def _join(lines: list[str]) -> tuple[str, list[int]]:
