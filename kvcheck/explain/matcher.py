@@ -166,6 +166,8 @@ def _scanner(catalog: Catalog) -> _Scanner:
     return got[1]
 
 
+_FRAME_FUNC = re.compile(r'File "[^"]+", line \d+,? in (\w+)|\bin (\w+)$')
+_EXC = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): ")
 _BLOCK = 1 << 20  # bytes of a log read at a time
 _BATCH = 8192  # lines of an iterable handled at a time
 
@@ -327,6 +329,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     foreign: dict[str, ForeignLines] = {}
     spans: set[tuple[str, int, int]] = set()
     line_info: dict = {}  # attribution of candidate lines in the current block
+    full_lines: set[int] = set()  # lines (of the first 50) a message matched in full
     head: list[str] = []
     count = 0
     blank = True
@@ -336,6 +339,8 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         for entry in scanner.candidates(line):
             m = entry.regex.search(line)
             if m is not None:
+                if lineno <= _MAX_PARTIAL_LINES:
+                    full_lines.add(lineno)
                 if entry.id not in hits and lineno in line_info:
                     reader.hit_info[lineno] = line_info[lineno]
                 _record(hits, entry, lineno, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None})
@@ -400,15 +405,25 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     scan(buf, base, start, len(buf))
     if count == 0:
         head, count = [""], 1
-    if not hits and not reader.engines_other_than_sglang() and not reader.sigs.hits and count <= _MAX_PARTIAL_LINES:
-        # a pasted message cut short: the template's leading text, whole words, up to the
-        # end of the line (or its whole first stretch); never a stretch from its middle
+    if not reader.engines_other_than_sglang() and count <= _MAX_PARTIAL_LINES:
+        # a pasted message cut short or pasted from its middle: the template's leading
+        # text to the end of the line, or a field with its literal text around it; never
+        # a stretch of words alone. Only on lines no message matched in full: any line of
+        # a lone paste, the exception line of a traceback otherwise. Several templates
+        # sharing that text are told apart by the traceback's functions (their sources).
+        funcs = {m.group(1) or m.group(2) for ln in head for m in _FRAME_FUNC.finditer(ln)}
+        lone = not hits and not reader.sigs.hits
         for lineno, line in enumerate(head, start=1):
-            for entry in catalog.entries:
-                got = _prefix_partial(line, entry) or _field_partial(line, entry)
-                if got:
-                    _record(hits, entry, lineno, got.strip(), {}, match="partial")
-                    break
+            if lineno in full_lines or not (lone or _EXC.match(line)):
+                continue
+            found = [(got, e) for e in catalog.entries if (got := _prefix_partial(line, e) or _field_partial(line, e))]
+            if not found:
+                continue
+            if len(found) > 1 and funcs:
+                by_frame = [(g, e) for g, e in found if any(src.qualname and src.qualname.split(".")[-1] in funcs for src in e.sources)]
+                found = by_frame or found
+            got, entry = max(found, key=lambda ge: len(ge[0]))
+            _record(hits, entry, lineno, got.strip(), {}, match="partial")
     ordered = sorted(hits.values(), key=lambda h: (catalog.get(h.entry_id).generic, h.first_line))
     for e in reader.engines.values():
         if e.engine not in ("sglang", "python", "native"):

@@ -176,6 +176,10 @@ class LogReader:
         if p:
             if p == "first-request" and default == "first-transfer":
                 return "first-transfer", "log"
+            if p == "startup" and default in ("first-request", "first-transfer", "serving", "after-peer-restart"):
+                # no request seen yet does not make a failure that only a transfer (or a
+                # peer) can cause a start-up one: the message's own phase stands
+                return default, "message"
             return p, "log"
         return (default if default != "any" else ""), "message"
 
