@@ -238,7 +238,7 @@ class Attributor:
         if _TB_START.search(line):
             self.in_block, self.block_kind = True, "traceback"
             self.block_engine = ""
-            return LineInfo(self.context_engine() or "python", kind="traceback")
+            return LineInfo(self.context_engine(), kind="traceback")
         fr = _PYFRAME.match(line)
         if fr:
             eng = engine_of_path(fr.group("path")) or engine_of_native_frame(fr.group("func"))

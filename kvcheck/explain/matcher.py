@@ -58,6 +58,8 @@ class Explanation(BaseModel):
     # The whole-log reading (kvcheck.explain.reading): engines and processes, release,
     # phases, signatures, the first cause and what followed.
     report: Any = None
+    # the config files given (role -> path), for "change line N of FILE"
+    configs: dict[str, str] = Field(default_factory=dict)
     _blank: bool = PrivateAttr(default=False)
 
     @property
@@ -231,6 +233,21 @@ def explain_text(text: str, *, source: str = "message", catalog: Catalog | None 
     return annotate_release(result, sglang_version, version_in_log(text), catalog)
 
 
+def log_release(result: "Explanation", fallback: str | None = None) -> tuple[str | None, str]:
+    """(release, where from) the log itself shows: an explicit version, else the newest
+    release its traceback lines / server-args dump fit, else ``fallback`` (the older
+    version sniffing)."""
+    rep = result.report
+    if rep is not None:
+        r = rep.release
+        if r.release:
+            return r.release, "the version the log shows"
+        if r.candidates:
+            span = r.candidates[0] if len(r.candidates) == 1 else f"{r.candidates[0]} .. {r.candidates[-1]}"
+            return r.candidates[-1], f"the newest release the log's {', '.join(sorted({c.kind for c in r.clues if c.releases}))} fit ({span})"
+    return fallback, "the version the log shows"
+
+
 def annotate_release(result: Explanation, sglang_version: str | None, log_version: str | None, catalog: Catalog | None = None) -> Explanation:
     """Set the release the explanation follows (``sglang_version``, else ``log_version``
     (the version the log shows), else the installed SGLang, else the newest scanned) and,
@@ -239,7 +256,10 @@ def annotate_release(result: Explanation, sglang_version: str | None, log_versio
     from kvcheck.explain.releases import choose_explain_release, release_info
 
     catalog = catalog or load_catalog()
-    release, where = choose_explain_release(log_version, sglang_version)
+    shown, shown_where = log_release(result, log_version)
+    release, where = choose_explain_release(shown, sglang_version)
+    if shown and not sglang_version and release == shown:
+        where = shown_where
     result.release, result.release_source = release, where
     for hit in result.hits:
         hit.release_info = release_info(hit.entry_id, release, catalog.get(hit.entry_id).reachable)
@@ -356,6 +376,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
                 if first == last or not first <= lineno <= last or (entry.id, first, last) in spans:
                     continue
                 spans.add((entry.id, first, last))
+                full_lines.update(n for n in range(first, last + 1) if n <= _MAX_PARTIAL_LINES)
                 _record(hits, entry, first, mm.group(0), {k: v for k, v in mm.groupdict().items() if v is not None}, last=last)
 
     def scan(buf: list[str], base: int, start: int, end: int) -> None:
@@ -560,3 +581,43 @@ def iter_entries(ids: Iterable[str] | None = None, catalog: Catalog | None = Non
     if ids is None:
         return list(catalog.entries)
     return [catalog.get(i) for i in ids]
+
+
+def _walk_findings(node: Any, out: list[dict]) -> None:
+    """Every finding-shaped dict (an ``id`` and a ``message``) in a report contract."""
+    if isinstance(node, dict):
+        if isinstance(node.get("id"), str) and "message" in node and "severity" in node:
+            out.append(node)
+        for v in node.values():
+            _walk_findings(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _walk_findings(v, out)
+
+
+def attach_deployment_preflight(explanation: Explanation, report: Any, catalog: Catalog | None = None) -> Explanation:
+    """As ``attach_preflight`` for ``explain -f``: the deployment's preflight report
+    (``kvcheck.cluster``) is read through its documented contract; each hit points to the
+    finding that predicts it (runtime error text, else the check id)."""
+    from kvcheck.preflight import _check_of
+
+    catalog = catalog or load_catalog()
+    contract = report.contract()
+    findings: list[dict] = []
+    _walk_findings(contract, findings)
+    for hit in explanation.hits:
+        entry = catalog.get(hit.entry_id)
+        cause = None
+        for f in findings:
+            rt = f.get("runtime_error") or {}
+            if isinstance(rt, dict) and rt.get("message") and entry.regex.search(rt["message"]):
+                cause = {"finding": f["id"], "how": "runtime_error", "message": f["message"], "fix": f.get("fix", ""), "runtime_error": rt}
+                break
+        if cause is None and entry.check:
+            for f in findings:
+                if f["id"] == entry.check or _check_of(f["id"]) == entry.check:
+                    cause = {"finding": f["id"], "how": "check", "message": f["message"], "fix": f.get("fix", ""), "runtime_error": f.get("runtime_error")}
+                    break
+        hit.cause = cause
+    explanation.preflight = {"verdict": contract.get("verdict"), "findings": findings, "exit": getattr(report, "exit_code", None)}
+    return explanation
