@@ -66,7 +66,30 @@ def server_args_fields(tree: ast.AST) -> list[str]:
     return []
 
 
-def generate(tree: Path) -> dict:
+_FIELDS_SNIPPET = (
+    "import dataclasses, json\n"
+    "from sglang.srt.server_args import ServerArgs\n"
+    "f = getattr(ServerArgs, '__struct_fields__', None)\n"
+    "print(json.dumps(list(f) if f else [x.name for x in dataclasses.fields(ServerArgs)]))\n"
+)
+
+
+def runtime_fields(tree: Path, v: str, deps: Path, stubs: Path) -> list[str]:
+    """``ServerArgs`` fields by importing that release (0.5.20+ composes them from arg
+    groups at import time, so the class body has none): a subprocess with the release,
+    its dependencies and the test stubs on the path."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (tree / v, deps, stubs)))
+    proc = subprocess.run([sys.executable, "-c", _FIELDS_SNIPPET], env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        print(f"{v}: ServerArgs import failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return []
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def generate(tree: Path, deps: Path | None = None, stubs: Path | None = None) -> dict:
     releases = sorted((d.name for d in tree.iterdir() if (d / "sglang").is_dir() and version_key(d.name) != (10**6,) and version_key(d.name)[:3] >= FIRST), key=version_key)
     tables: list[dict] = []
     seen: dict[str, int] = {}
@@ -91,6 +114,8 @@ def generate(tree: Path) -> dict:
             files[rel] = seen[key]
             if rel == "srt/server_args.py":
                 all_fields[v] = server_args_fields(t)
+        if len(all_fields.get(v, [])) < 50 and deps is not None:
+            all_fields[v] = runtime_fields(tree, v, deps, stubs or REPO / "tests" / "stubs")
         out_rel[v] = files
         print(f"indexed {v}: {len(files)} files", file=sys.stderr)
     return {"generated_by": "scripts/gen_explain_release_index.py", "releases": releases, "server_args": all_fields, "files": out_rel, "tables": tables}
@@ -99,9 +124,10 @@ def generate(tree: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", type=Path, default=Path("/tmp/sgl"))
+    ap.add_argument("--deps", type=Path, default=REPO / ".venv" / "sglang-releases" / "_deps", help="the releases' dependencies (for importing ServerArgs of 0.5.20+)")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
-    text = json.dumps(generate(args.tree), separators=(",", ":"), sort_keys=True) + "\n"
+    text = json.dumps(generate(args.tree, args.deps if args.deps.is_dir() else None), separators=(",", ":"), sort_keys=True) + "\n"
     if args.check:
         same = OUT.exists() and OUT.read_text("utf-8") == text
         print("up to date" if same else f"{OUT} differs")

@@ -70,19 +70,19 @@ class Timeline:
     def feed(self, lineno: int, line: str) -> None:
         if not line or len(line) < 8:
             return
-        if REQUEST.search(line) and not WARMUP.search(line):
+        warm = WARMUP.search(line)
+        if DONE.search(line) and not warm:
             self._requests += 1
             if self._phase in ("", "startup"):
                 self._enter(lineno, "first-request", "request", line)
-            elif self._phase == "after-peer-restart":
-                pass
+            self._done = True
+            return
+        if REQUEST.search(line) and not warm:
+            self._requests += 1
+            if self._phase in ("", "startup"):
+                self._enter(lineno, "first-request", "request", line)
             elif self._done and self._phase == "first-request":
                 self._enter(lineno, "serving", "request", line)
-            return
-        if DONE.search(line) and not WARMUP.search(line):
-            self._done = True
-            if self._phase == "first-request":
-                self._enter(lineno, "serving", "done", line)
             return
         if PEER_LOST.search(line) and self._phase in ("first-request", "serving"):
             self._enter(lineno, "after-peer-restart", "peer-lost", line)
