@@ -92,6 +92,8 @@ _FRAME_NATIVE = re.compile(r"^\s*\d+\s+(?:0x[0-9a-f]+\s+\S+\(\)\s+|/\S+\(|\S+\.s
 _NIXL_PY = re.compile(r"\bNIXL (?:INFO|WARNING|ERROR|DEBUG)\s+_api\.py:\d+|\bnixl(?:_cu1[23])?\._bindings\.nixl\w+Error\b|\bnixl\w*Error: NIXL_ERR_\w+|^(?:Backend UCX was instantiated|Initialized NIXL agent:|Loaded plugin \w+|Using NIXL Plugins from:|MD listener is listening)")
 _MORI = re.compile(r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py", re.I)
 _LIGHTLLM = re.compile(r"\blightllm\b|--pd_trans_mode", re.I)
+_TRT_HINT = re.compile(r"TRT|TensorRT|tensorrt|\[_torch\]|\[executor\]|kv cache manager|CacheTransceiver|trtllm|transferAgent")
+_UCX_HINT = re.compile(r"UCX|Caught signal|====|ucs_|uct_|ucp_|libuc|ib_mlx5|Transport retry|bitmap\.h|\.c:\d")
 _FAULT = re.compile(r"^(?:Fatal Python error: |Current thread 0x|Thread 0x[0-9a-f]+ \(most recent call first\):|!!!!!!! Segfault encountered)")
 _PYFRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[\w<>.]+)')
 _TB_START = re.compile(r"Traceback \(most recent call last\):")
@@ -150,13 +152,24 @@ class Attributor:
         return max(hosts, key=lambda k: (hosts[k], k == "sglang"))
 
     def feed(self, line: str) -> LineInfo:
+        m = _SGLANG.match(line)
+        if m is not None and not self.in_block:
+            rest = line[m.end():]
+            if rest.startswith(("Decode batch", "Prefill batch")):  # the bulk of a server log
+                role = "decode" if rest[0] == "D" else "prefill"
+                self.role = role
+                self.seen["sglang"] = self.seen.get("sglang", 0) + 1
+                return LineInfo("sglang", host="sglang", process=role)
+            if rest.startswith("INFO:") or rest.startswith("127.0.0.1 ["):
+                self.seen["sglang"] = self.seen.get("sglang", 0) + 1
+                return LineInfo("sglang", host="sglang", process=self.role)
         info = self._classify(line)
         if info.engine:
             self.seen[info.engine] = self.seen.get(info.engine, 0) + 1
         role = role_of_line(line)
         if role:
             self.role = role
-        info.process = role or self.role
+        info.process = info.process or role or self.role
         return info
 
     def _classify(self, line: str) -> LineInfo:
@@ -182,13 +195,14 @@ class Attributor:
         if _VLLM_LEVEL.match(s):
             self._block_follow(s, "vllm")
             return LineInfo("vllm", host="vllm")
-        if _LMCACHE.search(line):
-            return LineInfo("lmcache", host="vllm")
+        if "LMCache" in line or ":lmcache." in line:
+            if _LMCACHE.search(line):
+                return LineInfo("lmcache", host="vllm")
         sg = _SGLANG.match(line)
         if sg:
             rest = line[sg.end():]
             self._block_follow(rest, "sglang")
-            if _ROUTER.search(rest):
+            if ("router" in rest or "mini_lb" in rest or "gateway" in rest) and _ROUTER.search(rest):
                 return LineInfo("sglang-router", host="sglang-router", process="router")
             return LineInfo("sglang", host="sglang")
         tr = _TRACING.match(line)
@@ -202,12 +216,12 @@ class Attributor:
             return LineInfo("dynamo", host="dynamo")
         if _DYNAMO_CLI.match(line):
             return LineInfo("dynamo", host="dynamo")
-        if _ROUTER.search(line):
+        if ("router" in line or "mini_lb" in line or "gateway" in line) and _ROUTER.search(line):
             return LineInfo("sglang-router", host="sglang-router")
-        if _TRTLLM.search(line):
+        if _TRT_HINT.search(line) and _TRTLLM.search(line):
             self._block_follow(line, "trtllm")
             return LineInfo("trtllm", host="trtllm")
-        g = _GLOG.match(line) or _GLOG_ANY.search(line)
+        g = (_GLOG.match(line) or _GLOG_ANY.search(line)) if ("pp:" in line or ".h:" in line or ".cc:" in line) else None
         if g:
             f = g.group("file")
             if _NIXL_FILES.match(f):
@@ -218,17 +232,17 @@ class Attributor:
                 return LineInfo("mooncake", host=self.block_engine or self.context_engine())
             if f.startswith(("ucx", "ucp", "uct")):
                 return LineInfo("ucx")
-        if _SIGNAL.search(line) or _UCX.search(line):
+        if _UCX_HINT.search(line) and (_SIGNAL.search(line) or _UCX.search(line)):
             if "Caught signal" in line or s.startswith("===="):
                 self.in_block, self.block_kind, self.block_engine = True, "native", self.block_engine or self.context_engine()
             return LineInfo("ucx", host=self.block_engine or self.context_engine(), kind="signal" if "Caught signal" in line else "plain")
-        if _NIXL_PY.search(line):
+        if ("NIXL" in line or "nixl" in line or line.startswith(("Backend ", "Initialized", "Loaded plugin", "Using NIXL", "MD listener"))) and _NIXL_PY.search(line):
             return LineInfo("nixl", host=self.block_engine or self.context_engine(), kind="exception" if "Error" in line else "plain")
         if "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line):
             return LineInfo("libfabric", host=self.context_engine())
-        if _MORI.search(line):
+        if ("mori" in line or "MORI" in line or "Mori" in line) and _MORI.search(line):
             return LineInfo("mori", host=self.context_engine())
-        if _LIGHTLLM.search(line):
+        if ("ightllm" in line or "pd_trans_mode" in line or "LightLLM" in line) and _LIGHTLLM.search(line):
             return LineInfo("lightllm", host="lightllm")
         # blocks: tracebacks, fault dumps and native frames take the engine their frames show
         if _FAULT.match(s):
@@ -309,9 +323,14 @@ def engine_of_native_frame(text: str) -> str:
     return ""
 
 
+_ROLE_HINT = re.compile(r"refill|ecode|kv_role|router|mini_lb|FakeKV|PrefillWorker|DecodeWorker|DecodePrealloc")
+
+
 def role_of_line(line: str) -> str:
     """The process a line names itself (a server-args dump, a ``# prefill pod`` heading,
     a message only one role prints), or ''."""
+    if not _ROLE_HINT.search(line):
+        return ""
     for rx, kind in ROLE_MARKERS:
         m = rx.search(line)
         if m:

@@ -44,6 +44,9 @@ FIELD = re.compile(r"(?:^|, )([a-z_][a-z0-9_]*)=")
 FRAME = re.compile(r'File "(?P<path>[^"]*?/sglang/(?P<file>srt/[\w/]+\.py))", line (?P<line>\d+),? in (?P<func>\w+)')
 
 
+_HINT = re.compile(r"sglang|SGLang|SGLANG|sgl[-_]|version|server_args|0\.0\.0\.dev")
+
+
 class ReleaseClue(BaseModel):
     kind: str
     value: str
@@ -110,7 +113,7 @@ class ReleaseReader:
             self.clues.append(ReleaseClue(kind=kind, value=value, line=line))
 
     def feed(self, lineno: int, line: str) -> None:
-        if "sglang" not in line.lower() and "version" not in line and "server_args" not in line and "0.0.0.dev" not in line:
+        if not _HINT.search(line):
             return
         for kind, rx in EXPLICIT:
             m = rx.search(line)

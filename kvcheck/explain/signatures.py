@@ -37,6 +37,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 Phase = Literal["startup", "first-request", "first-transfer", "serving", "after-peer-restart", "shutdown", "any"]
 
 
+# a server log's bulk (batch statistics, HTTP access lines): no signature reads them
+_BULK = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+\d+)*\] (?:Decode batch|Prefill batch|INFO: +[\d.]+:\d+ - \"(?:GET|POST) [^\"]*\" [23]\d\d)")
+
+
 class Signature(BaseModel):
     """One known failure, as ``signatures.yaml`` describes it."""
 
@@ -139,7 +143,7 @@ class SignatureScanner:
 
     def feed(self, lineno: int, line: str, process: str = "", host: str = "") -> list[str]:
         """Test one line; returns the ids of signatures completed on it."""
-        if self.prefilter.search(line) is None:
+        if _BULK.match(line) or self.prefilter.search(line) is None:
             return []
         touched: set[int] = set()
         for idx, pat in enumerate(self.pattern_list):

@@ -39,6 +39,10 @@ WARMUP = re.compile(r"warmup|FakeKVSender|Fake", re.I)
 PEER_LOST = re.compile(r"NIXL_ERR_REMOTE_DISCONNECT|Peer reconnected|\bnot exist\b.*agent|agent.*\bnot exist\b|remote mooncake session \S+ is not alive|heartbeat.*(?:fail|lost)|Remote I/O error")
 
 
+# a line can be a milestone only if it holds one of these (one search per line)
+_HINT = re.compile(r"server_args|Load weight|KV Cache|Memory pool|max_total|torch distributed|NIXL|UCX|plugin|listener|server process|startup|Uvicorn|warmup|Capturing|vLLM|KV_Caches|init engine|EngineCore|Transfer Engine|Topology|RDMA device|connector|LMCache|detected platform|Bootstrap|bootstrap|fired up|router|POST|GET|batch|throughput|load_kv|Added request|remotely|Peer|not exist|mooncake|heartbeat|Remote I/O")
+
+
 @dataclass
 class Event:
     line: int
@@ -68,7 +72,7 @@ class Timeline:
             self.events.append(Event(lineno, kind, text.strip()[:200]))
 
     def feed(self, lineno: int, line: str) -> None:
-        if not line or len(line) < 8:
+        if not line or len(line) < 8 or not _HINT.search(line):
             return
         warm = WARMUP.search(line)
         if DONE.search(line) and not warm:
