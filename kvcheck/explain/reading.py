@@ -165,6 +165,7 @@ class LogReader:
                                     phase=phase, phase_from=src, role=role, first_line=hit.first_line, last_line=hit.last_line,
                                     count=hit.count, text=hit.text, values=hit.values, cause=e.meaning, fix=e.fix, checks=[],
                                     predicted_by=e.check))
+        _narrow_by_messages(rep, hits)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         rep.findings = findings
         rep.first_cause, rep.then = _chain(findings)
@@ -186,6 +187,38 @@ class LogReader:
 
 _CONSEQUENCES = {"bootstrap-timeout", "waiting-timeout", "failed-on-another-rank", "kv-transfer-error", "decode-transfer-failed",
                  "prefill-bootstrap-failed", "prefill-transfer-failed", "unexpected-transfer-worker-error", "scheduler-exception"}
+
+
+def _narrow_by_messages(rep: LogReport, hits: list) -> None:
+    """Messages that exist only in some releases (``releases.json``, each release's own
+    source) are release evidence too: the process printing one runs one of them."""
+    from kvcheck.explain.logrelease import ReleaseClue
+    from kvcheck.explain.releases import load_message_releases
+    from kvcheck.sglang.releases import release_key
+
+    data = load_message_releases()
+    allrel = data["releases"]
+    cands: set[str] | None = None
+    for hit in hits:
+        if hit.match != "full":
+            continue
+        rng = data["messages"].get(hit.entry_id)
+        if not isinstance(rng, list) or not rng:
+            continue
+        ok = {v for v in allrel if any(release_key(a) <= release_key(v) <= release_key(b) for a, b in rng)}
+        if ok == set(allrel):
+            continue
+        rep.release.clues.append(ReleaseClue(kind="message text", value=hit.entry_id, line=hit.first_line, releases=sorted(ok, key=release_key)))
+        cands = ok if cands is None else cands & ok
+    if cands is None or rep.release.release:
+        return
+    base = set(rep.release.candidates) if rep.release.candidates else set(allrel)
+    narrowed = base & cands
+    if narrowed:
+        rep.release.candidates = sorted(narrowed, key=release_key)
+        rep.release.older_possible = False
+        if len(narrowed) == 1 and not rep.release.dev_build:
+            rep.release.release = rep.release.candidates[0]
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
