@@ -43,6 +43,7 @@ ALIASES = {
     "ucx-device-qp-unusable": {"ucx-device-qp-unusable"},
     "ascend-direct-not-enabled": {"mooncake-ascend-direct-connect"},
     "ucx-no-cuda-transports": {"nixl-register-vram-backend-error"},
+    "ucx-tcp-device-memory": {"ucx-segv-device-memory-as-host"},
 }
 # findings whose stated cause lists the established one among candidates
 CANDIDATES = {
@@ -51,6 +52,9 @@ CANDIDATES = {
     "nixl-remote-disconnect": {"concurrent-add-remote-agent", "vllm-remote-disconnect-prefill-died"},
 }
 SGLANG_ENGINES = {"sglang", "sglang-nixl", "sglang-mooncake", "sglang-mori", "dynamo-sglang"}
+import re
+
+CRASH = re.compile(r"Caught signal \d+|Segmentation fault|Segfault encountered|Assertion .*failed|bitmap\.h:\d+")
 SAME_PHASE = {("first-request", "first-transfer"), ("first-transfer", "first-request")}
 
 
@@ -93,12 +97,17 @@ def main(argv: list[str] | None = None) -> int:
         first = rep.first_cause
         if first is not None and meta.get("phase") and first.kind == "signature":
             phase_ok = first.phase == meta["phase"] or (first.phase, meta["phase"]) in SAME_PHASE
-        rows.append((meta, g, foreign_as_sglang, phase_ok, rep))
+        crash = None
+        if meta["engine"] in SGLANG_ENGINES | {"nixl", "ucx"} and CRASH.search(text):
+            sig = first if (first is not None and first.kind == "signature") else None
+            crash = bool(sig) and sig.id not in ("ucx-signal-generic", "python-segfault-generic") and (
+                not meta.get("phase") or sig.phase == meta["phase"] or (sig.phase, meta["phase"]) in SAME_PHASE)
+        rows.append((meta, g, foreign_as_sglang, phase_ok, rep, crash))
         if args.v:
             fc = f"{first.id} [{first.phase}]" if first else "-"
             print(f"{meta['id']:<22} {meta['engine']:<16} {g:<10} want={meta['cause_code']:<36} got={fc}  release={rep.release.text()[:60]}")
     by_engine: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for meta, g, _, _, _ in rows:
+    for meta, g, *_ in rows:
         fam = "sglang" if meta["engine"] in SGLANG_ENGINES else meta["engine"]
         by_engine[fam][g] += 1
     cols = ["right", "message", "wrong", "none", "recognized", "unrecognized"]
@@ -115,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"catalog (SGLang) explanations given to another engine's lines: {sum(r[2] for r in rows)}")
     ph = [r[3] for r in rows if r[3] is not None]
     print(f"crash/known signatures as first cause with the thread's phase: {sum(ph)}/{len(ph)}")
+    cr = [r[5] for r in rows if r[5] is not None]
+    print(f"SGLang/NIXL/UCX crash logs (signal, segfault, assertion) named by a specific signature with the thread's phase: {sum(cr)}/{len(cr)}")
     return 0
 
 

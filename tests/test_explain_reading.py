@@ -296,3 +296,20 @@ def test_explain_with_the_pair_names_the_flag_line_to_change(tmp_path):
     text = yaml.safe_dump(yaml.safe_load(p.read_text())) if p.suffix in (".yaml", ".yml") else p.read_text()
     assert change and any("page" in ln for ln in change), proc.stdout
     assert text  # the files were read, not invented
+
+
+def test_a_segfault_on_a_mapped_gpu_address_without_frames_is_still_the_device_memory_crash():
+    text = ("Initialized NIXL agent: target\nWaiting for transfer\n"
+            "[h-1:40:0:41] Caught signal 11 (Segmentation fault: invalid permissions for mapped object at address 0x7a00)\n"
+            "==== backtrace (tid:41) ====\n"
+            " 0  /opt/env/lib/python3.12/site-packages/.nixl.mesonpy.libs/nixl.libs/libucs-9.so.0.0.0(ucs_handle_error+0x294) [0x7a01]\n")
+    f = _report(text).first_cause
+    assert (f.id, f.phase) == ("ucx-segv-device-memory-as-host", "first-transfer")  # not "at start-up": a transfer crashes
+
+
+def test_a_crash_inside_mooncakes_transfer_is_named_with_the_transfer_phase():
+    text = ("Fatal Python error: Segmentation fault\n\nThread 0x00007f (most recent call first):\n"
+            '  File "/opt/sglang/python/sglang/srt/disaggregation/mooncake/transfer_engine.py", line 75 in transfer_sync\n'
+            '  File "/opt/sglang/python/sglang/srt/disaggregation/mooncake/conn.py", line 259 in process_layer\n')
+    f = _report(text).first_cause
+    assert (f.id, f.phase, f.values.get("func")) == ("mooncake-transfer-segfault", "first-transfer", "transfer_sync")
