@@ -292,10 +292,10 @@ def test_explain_with_the_pair_names_the_flag_line_to_change(tmp_path):
     msg = "RuntimeError: " + CATALOG.get("page-size-mismatch").format(prefill=32, decode=64)
     proc = run_cli("explain", msg, "--prefill", str(p), "--decode", str(d))
     assert proc.returncode == 0, proc.stderr
-    change = [ln for ln in proc.stdout.splitlines() if ln.strip().startswith("change:")]
-    text = yaml.safe_dump(yaml.safe_load(p.read_text())) if p.suffix in (".yaml", ".yml") else p.read_text()
-    assert change and any("page" in ln for ln in change), proc.stdout
-    assert text  # the files were read, not invented
+    out = " ".join(proc.stdout.split())
+    n = next(i for i, ln in enumerate(d.read_text().splitlines(), start=1) if ln.startswith("page-size:"))
+    assert f"change: {d}:{n}: page-size: 64" in out  # the decode's line (the decode raises it)
+    assert "your configs: finding page-size-mismatch" in out
 
 
 def test_a_segfault_on_a_mapped_gpu_address_without_frames_is_still_the_device_memory_crash():
@@ -313,3 +313,20 @@ def test_a_crash_inside_mooncakes_transfer_is_named_with_the_transfer_phase():
             '  File "/opt/sglang/python/sglang/srt/disaggregation/mooncake/conn.py", line 259 in process_layer\n')
     f = _report(text).first_cause
     assert (f.id, f.phase, f.values.get("func")) == ("mooncake-transfer-segfault", "first-transfer", "transfer_sync")
+
+
+def test_explain_with_the_deployment_file_names_its_lines(tmp_path):
+    from tests.helpers import model_dir
+
+    m = model_dir("llama-3.1-8b")
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        f"python -m sglang.launch_server --model-path {m} --disaggregation-mode prefill --disaggregation-transfer-backend nixl --page-size 32 --port 30000\n"
+        f"python -m sglang.launch_server --model-path {m} --disaggregation-mode decode --disaggregation-transfer-backend nixl --page-size 64 --port 30001\n")
+    msg = "RuntimeError: " + CATALOG.get("page-size-mismatch").format(prefill=32, decode=64)
+    proc = run_cli("explain", msg, "-f", str(script), "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["hits"][0]["cause"]["finding"] == "page-size-mismatch"  # the deployment's preflight predicts it
+    table = " ".join(run_cli("explain", msg, "-f", str(script)).stdout.split())
+    assert f"{script}:1: …--page-size 32" in table and f"{script}:2: …--page-size 64" in table

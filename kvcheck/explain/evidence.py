@@ -81,8 +81,11 @@ def flag_lines(path: str | Path, flags: list[str], limit: int = 5) -> list[tuple
     for n, line in enumerate(text.splitlines(), start=1):
         for flag in flags:
             key = flag[2:]
-            if re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])|^\s*-?\s*[\"']?(?:{re.escape(key)}|{re.escape(key.replace('-', '_'))})[\"']?\s*:", line):
-                out.append((str(path), n, line.strip()[:200]))
+            m = re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])|^\s*-?\s*[\"']?(?:{re.escape(key)}|{re.escape(key.replace('-', '_'))})[\"']?\s*:", line)
+            if m:
+                a = m.start()
+                snippet = line[a : m.end() + 30].strip()
+                out.append((str(path), n, ("…" if a else "") + snippet + ("…" if m.end() + 30 < len(line) else "")))
                 break
         if len(out) >= limit:
             break

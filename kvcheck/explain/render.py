@@ -13,7 +13,7 @@ _WIDTH = 100
 
 
 def _para(label: str, text: str) -> list[str]:
-    body = textwrap.wrap(" ".join(text.split()), width=_WIDTH - 16) or [""]
+    body = textwrap.wrap(" ".join(text.split()), width=_WIDTH - 16, break_long_words=False, break_on_hyphens=False) or [""]
     out = [f"  {label:<13} {body[0]}"]
     out.extend(f"  {'':<13} {line}" for line in body[1:])
     return out
@@ -174,7 +174,7 @@ def _config_lines(explanation: Explanation, entry, hit) -> list[tuple[str, int, 
         return []
     out = []
     for role, path in configs.items():
-        if entry.process in (role, "both") or not entry.process:
+        if entry.process in (role, "both") or not entry.process or role not in ("prefill", "decode"):
             out.extend(flag_lines(path, flags))
     return out[:6]
 
