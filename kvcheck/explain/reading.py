@@ -160,7 +160,8 @@ class LogReader:
             role = "consequence" if e.generic or e.id in _CONSEQUENCES or (e.type.startswith("nixl") and sig_ids) else "cause"
             if e.severity == "warning" and role == "cause":
                 role = "warning"
-            findings.append(Finding(kind="catalog", id=e.id, title=e.template.rstrip()[:120], engine="nixl" if e.type.startswith("nixl") else "sglang",
+            title = (hit.text if hit.match == "full" else e.template.rstrip())[:160]
+            findings.append(Finding(kind="catalog", id=e.id, title=title, engine="nixl" if e.type.startswith("nixl") else "sglang",
                                     host=(info.host if info else "") or ("sglang" if ctx in ("sglang", "") else ctx), process=(info.process if info else "") or (e.process if e.process != "both" else ""),
                                     phase=phase, phase_from=src, role=role, first_line=hit.first_line, last_line=hit.last_line,
                                     count=hit.count, text=hit.text, values=hit.values, cause=e.meaning, fix=e.fix, checks=[],
@@ -245,7 +246,14 @@ def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
     if best == 3 and any(f.role == "consequence" for f in findings):
         best = 2
     first = next(f for f in findings if _rank(f) == best)
-    then = [f for f in findings if f is not first and (f.first_line >= first.first_line or f.role == "consequence")]
+    then, lines_seen = [], {first.first_line}
+    for f in findings:
+        if f is first or not (f.first_line >= first.first_line or f.role == "consequence"):
+            continue
+        if f.first_line in lines_seen and f.role != "cause":
+            continue  # the same line read twice (a NIXL code in the catalog and as a signature)
+        lines_seen.add(f.first_line)
+        then.append(f)
     return first, then
 
 

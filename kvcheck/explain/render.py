@@ -121,7 +121,8 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
         out.append(f"no first cause in this text: line {f.first_line} is a consequence ({f.title}).")
         out.extend(_para("look at:", "; ".join(f.checks) or "the peer's log at the same time"))
     else:
-        whose = f"{ENGINE_LABEL.get(f.engine, f.engine)}" + (f" in a {ENGINE_LABEL.get(f.host, f.host)} process" if f.host and f.host != f.engine else "")
+        whose = f"{ENGINE_LABEL.get(f.engine, f.engine)}" + (f" in a {ENGINE_LABEL.get(f.host, f.host)} process" if f.host and f.host != f.engine
+                                                             else (", the process that printed it not shown" if not f.host and f.engine != "sglang" else ""))
         proc = f", {f.process}" if f.process else ""
         phase = PHASE_WORDS.get(f.phase, "phase not shown") + (" (from the log)" if f.phase_from == "log" else "")
         out.append(f"first cause: line {f.first_line} [{whose}{proc}, {phase}]: {f.title}")
