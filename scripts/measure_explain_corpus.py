@@ -44,6 +44,8 @@ ALIASES = {
     "ascend-direct-not-enabled": {"mooncake-ascend-direct-connect"},
     "ucx-no-cuda-transports": {"nixl-register-vram-backend-error"},
     "ucx-tcp-device-memory": {"ucx-segv-device-memory-as-host"},
+    "mooncake-nic-gpu-pcie-affinity": {"mooncake-local-protection-error"},
+    "ucx-gb300-cuda13-protocol": {"ucx-no-remote-protocol"},
 }
 # findings whose stated cause lists the established one among candidates
 CANDIDATES = {

@@ -330,3 +330,10 @@ def test_explain_with_the_deployment_file_names_its_lines(tmp_path):
     assert data["hits"][0]["cause"]["finding"] == "page-size-mismatch"  # the deployment's preflight predicts it
     table = " ".join(run_cli("explain", msg, "-f", str(script)).stdout.split())
     assert f"{script}:1: …--page-size 32" in table and f"{script}:2: …--page-size 64" in table
+
+
+def test_mooncake_local_protection_errors_point_to_the_gpu_nic_pairing():
+    text = ("W0101 00:00:01.000001 7 worker_pool.cpp:303] Failed (local_nic: mlx5_2, peer_nic: 10.0.0.2:1@mlx5_1): local protection error\n"
+            "W0101 00:00:01.000002 7 worker_pool.cpp:303] Too many errors found in local RNIC 10.0.0.1:2@mlx5_2, mark it inactive\n")
+    f = _report(text).first_cause
+    assert f.id == "mooncake-local-protection-error" and f.engine == "mooncake" and any("topo" in c for c in f.checks)
