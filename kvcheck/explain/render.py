@@ -62,7 +62,7 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
             lines.append("  (partial match: only part of the message was found)")
         if hit.release_info is not None:
             lines.extend(_para(f"SGLang {explanation.release}:", f"{hit.release_info['text']} (release from {explanation.release_source})"))
-        if not e.reachable:
+        if not e.reachable and (explanation.release is None or f"sglang {explanation.release}" == catalog.runtime):
             lines.append(f"  NOT REACHABLE in {catalog.runtime}: the process printing this is not running {catalog.runtime}'s code path (a different or patched build).")
         lines.extend(_para("template:" if hit.match == "id" else "text:", hit.text))
         if hit.values:
