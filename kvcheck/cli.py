@@ -405,7 +405,8 @@ EXPLAIN_EPILOG = (
     "  kvcheck preflight -f prefill.yaml -f decode.yaml -o json --env prod.env --models ~/.cache/huggingface/hub\n\n"
     "  kvcheck explain \"ValueError: NIXL KV transfer has no KV memory segments\"\n\n"
     "  kvcheck explain --log prefill.log --prefill p.yaml --decode d.yaml\n\n"
-    "  kubectl logs prefill-0 | kvcheck explain --format json\n\n"
+    "  kubectl logs prefill-0 | kvcheck explain -o json\n\n"
+    "  kvcheck explain --log decode.log -f deploy/pd.yaml\n\n"
     "Exit status: 0 at least one known message was recognized, 1 nothing was recognized, "
     "2 bad input or usage (no message, unreadable log, configs that cannot be checked). "
     "With --prefill/--decode the exit status still says whether a message was recognized; "
@@ -420,7 +421,8 @@ def explain(
     prefill: Optional[str] = typer.Option(None, "--prefill", "-p", help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the message."),
     decode: Optional[str] = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
-    format: str = typer.Option("table", "--format", "-f", help="Output: table (for people) or json."),
+    format: str = typer.Option("table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."),
+    files: List[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment the log came from, as preflight -f reads it (repeatable): its preflight runs and each message points to the finding and the config line to change. (-f table|json, the old spelling of -o, still works but is deprecated.)"),
     list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release the message came from: the explanation says whether the message exists and is reachable there. Default: the version the log shows, else the installed SGLang, else the newest modeled release."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
@@ -432,9 +434,18 @@ def explain(
     from kvcheck.explain import attach_preflight, explain_text
     from kvcheck.explain.render import render_catalog, render_explanation
 
+    deployment_files = []
+    for f in files:
+        if str(f) in ("table", "json") and not f.exists():
+            typer.echo(f"kvcheck explain: -f {f} is deprecated for the output format: use -o {f} (or --format {f}); -f now names a deployment file, as for preflight", err=True)
+            format = str(f)
+        else:
+            deployment_files.append(f)
     if list_all:
         typer.echo(render_catalog(format))
         raise typer.Exit(0)
+    if deployment_files and prefill is not None:
+        raise KvcheckError("give -f FILE (the deployment) or --prefill/--decode (one pair), not both", field="-f")
     if format not in ("table", "json"):
         raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
     if (prefill is None) != (decode is None):
@@ -477,6 +488,18 @@ def explain(
         p = load_side(prefill, "prefill", model_config=model_config, sglang_version=prefill_sglang_version or sglang_version)
         d = load_side(decode, "decode", model_config=model_config, sglang_version=decode_sglang_version or sglang_version)
         attach_preflight(result, run_preflight(p, d))
+        result.configs = {"prefill": prefill, "decode": decode}
+    if deployment_files:
+        from kvcheck.explain.matcher import attach_deployment_preflight
+
+        try:
+            from kvcheck.cluster import ClusterOptions, check_deployments
+            from kvcheck.sources.deployments import read_deployments
+        except ImportError:
+            raise KvcheckError("this kvcheck build has no deployment readers; use --prefill/--decode", field="-f") from None
+        deployments = read_deployments(list(deployment_files))
+        attach_deployment_preflight(result, check_deployments(deployments, ClusterOptions(model_config=model_config, sglang_version=sglang_version)))
+        result.configs = {f"file {i + 1}": str(f) for i, f in enumerate(deployment_files)}
     if format == "json":
         typer.echo(_json.dumps(result.contract(), indent=2))
     else:
