@@ -82,6 +82,7 @@ def preflight(
     decode: Optional[str] = typer.Option(None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
     format: str = typer.Option("table", "--format", "-o", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions annotations). The exit status is the same for every format."),
     env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files."),
+    config_file: List[str] = typer.Option([], "--config-file", metavar="IMAGE_PATH=LOCAL_PATH", help="A local copy of a config file that a -f launch line names inside the image (--config /etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is unchecked."),
     models_dir: Optional[Path] = typer.Option(None, "--models", metavar="DIR", help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; HF_HUB_CACHE / HF_HOME are also read."),
     allow_unchecked: bool = typer.Option(False, "--allow-unchecked", help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, unresolved variable) exits 0 instead of 4; the output still says unchecked."),
     kernel: str = typer.Option("builtin", "--kernel", metavar="builtin|runtime|auto", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
@@ -120,7 +121,7 @@ def preflight(
     if files:
         if prefill is not None or decode is not None:
             raise KvcheckError("give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f")
-        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked,
+        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked, config_file=config_file,
                                model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
                                sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
                                decode_sglang_version=decode_sglang_version)
@@ -210,7 +211,7 @@ def _check_release_options(**options: Optional[str]) -> None:
 def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional[Path], models_dir: Optional[Path], allow_unchecked: bool,
                            model_config: Optional[Path], kernel: str, ignore: List[str], gpu: Optional[str], prefill_gpu: Optional[str],
                            decode_gpu: Optional[str], sglang_version: Optional[str] = None, prefill_sglang_version: Optional[str] = None,
-                           decode_sglang_version: Optional[str] = None) -> None:
+                           decode_sglang_version: Optional[str] = None, config_file: Optional[List[str]] = None) -> None:
     """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
     try:
         from kvcheck.sources.deployments import read_deployments
@@ -221,7 +222,13 @@ def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional
 
     global _decided_exit
     env = read_env_file(env_file) if env_file is not None else None
-    deployments = read_deployments(list(files), env=env)
+    config_files: dict[str, str] = {}
+    for item in config_file or []:
+        image_path, eq, local = item.partition("=")
+        if not eq or not image_path or not local:
+            raise KvcheckError(f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)", field="--config-file")
+        config_files[image_path] = local
+    deployments = read_deployments(list(files), env=env, config_files=config_files)
     opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version,
                           prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
                           decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked)
@@ -412,7 +419,8 @@ EXPLAIN_EPILOG = (
     "  kvcheck preflight -f prefill.yaml -f decode.yaml -o json --env prod.env --models ~/.cache/huggingface/hub\n\n"
     "  kvcheck explain \"ValueError: NIXL KV transfer has no KV memory segments\"\n\n"
     "  kvcheck explain --log prefill.log --prefill p.yaml --decode d.yaml\n\n"
-    "  kubectl logs prefill-0 | kvcheck explain --format json\n\n"
+    "  kubectl logs prefill-0 | kvcheck explain -o json\n\n"
+    "  kvcheck explain --log decode.log -f deploy/pd.yaml\n\n"
     "Exit status: 0 at least one known message was recognized, 1 nothing was recognized, "
     "2 bad input or usage (no message, unreadable log, configs that cannot be checked). "
     "With --prefill/--decode the exit status still says whether a message was recognized; "
@@ -427,7 +435,8 @@ def explain(
     prefill: Optional[str] = typer.Option(None, "--prefill", "-p", help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the message."),
     decode: Optional[str] = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
-    format: str = typer.Option("table", "--format", "-f", help="Output: table (for people) or json."),
+    format: str = typer.Option("table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."),
+    files: List[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment the log came from, as preflight -f reads it (repeatable): its preflight runs and each message points to the finding and the config line to change. (-f table|json, the old spelling of -o, still works but is deprecated.)"),
     list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release the message came from: the explanation says whether the message exists and is reachable there. Default: the version the log shows, else the installed SGLang, else the newest modeled release."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
@@ -439,9 +448,18 @@ def explain(
     from kvcheck.explain import attach_preflight, explain_text
     from kvcheck.explain.render import render_catalog, render_explanation
 
+    deployment_files = []
+    for f in files:
+        if str(f) in ("table", "json") and not f.exists():
+            typer.echo(f"kvcheck explain: -f {f} is deprecated for the output format: use -o {f} (or --format {f}); -f now names a deployment file, as for preflight", err=True)
+            format = str(f)
+        else:
+            deployment_files.append(f)
     if list_all:
         typer.echo(render_catalog(format))
         raise typer.Exit(0)
+    if deployment_files and prefill is not None:
+        raise KvcheckError("give -f FILE (the deployment) or --prefill/--decode (one pair), not both", field="-f")
     if format not in ("table", "json"):
         raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
     if (prefill is None) != (decode is None):
@@ -484,6 +502,18 @@ def explain(
         p = load_side(prefill, "prefill", model_config=model_config, sglang_version=prefill_sglang_version or sglang_version)
         d = load_side(decode, "decode", model_config=model_config, sglang_version=decode_sglang_version or sglang_version)
         attach_preflight(result, run_preflight(p, d))
+        result.configs = {"prefill": prefill, "decode": decode}
+    if deployment_files:
+        from kvcheck.explain.matcher import attach_deployment_preflight
+
+        try:
+            from kvcheck.cluster import ClusterOptions, check_deployments
+            from kvcheck.sources.deployments import read_deployments
+        except ImportError:
+            raise KvcheckError("this kvcheck build has no deployment readers; use --prefill/--decode", field="-f") from None
+        deployments = read_deployments(list(deployment_files))
+        attach_deployment_preflight(result, check_deployments(deployments, ClusterOptions(model_config=model_config, sglang_version=sglang_version)))
+        result.configs = {f"file {i + 1}": str(f) for i, f in enumerate(deployment_files)}
     if format == "json":
         typer.echo(_json.dumps(result.contract(), indent=2))
     else:

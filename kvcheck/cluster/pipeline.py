@@ -51,7 +51,7 @@ UNKNOWN_RELEASE_SEVERITY = Severity.WARNING
 # of the deployment as written, so some pair may be missing or wrong). A server outside
 # PD and an ``envFrom`` kvcheck cannot read (usually a token Secret) leave every pair it
 # found checkable: warnings.
-PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING}
+PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING, "unresolved-address": Severity.INFO}
 
 # Typed args that never change a pair's decision: instances differing only in them share
 # a class. The bootstrap port is checked per instance by the cluster checks.
@@ -148,6 +148,11 @@ def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
 def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
     from kvcheck.cluster.checks import run_cluster_checks
 
+    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
+        # every server's role is hidden (a --config file inside the image, an unset
+        # variable): unchecked with the reason named, not bad input (readers, issue 16)
+        hidden = [finding(p.id, PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Check this part by hand.", p.location) for p in dep.problems]
+        return DeploymentResult(dep, [], [], [], hidden)
     if not dep.instances:
         if dep.problems:
             p = dep.problems[0]
@@ -335,6 +340,15 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
         args = {**args, "model_path": model_path}
     overrides = args.get("json_model_override_args")
     cfg, src, mid = _resolve_model(model_path, inst, opts, caches, overrides=overrides)
+    clue = getattr(inst, "model", None)
+    if cfg is None and clue and clue != model_path:
+        # --model-path is a path inside the image: the model the file names elsewhere
+        # (--served-model-name, a recipe's identity, an env default; readers, issue 16)
+        ccfg, csrc, cmid = _resolve_model(clue, inst, opts, caches, overrides=overrides)
+        if ccfg is not None:
+            cfg, mid, model_path = ccfg, cmid, clue
+            args = {**args, "model_path": clue}  # the model both sides are compared by
+            src = f"{csrc}; named by {getattr(inst, 'model_clue', '') or 'the deployment file'}"
     if cfg is None:
         notes.append(_unknown_model(model_path, "--model-path", src))
     draft_cfg, draft_id, draft_missing = None, None, False
@@ -537,7 +551,8 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
     found: list[tuple[str, Location]] = []
     text = f.message
     # A finding about one side ("prefill: ...", "decode: ...") points at that side's lines.
-    owner = p if text.startswith(("prefill:", "the prefill server")) else d if text.startswith(("decode:", "the decode server")) else None
+    side = re.match(r"(?:the )?(prefill|decode)(?![-\w])", text)  # "prefill: ...", "the prefill runs ..."
+    owner = (p if side.group(1) == "prefill" else d) if side else None
     default = (owner, d if owner is p else p) if owner is not None else (d, p)
     for m in _FLAG_RE.finditer(text):
         before = text[max(0, m.start() - 12):m.start()]
@@ -548,8 +563,10 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
                 found.append((cls.role, loc))
                 break
     if not found:
+        # a flag named only in the fix: the side the finding is about, never the other
+        # side's line (a prefill without --page-size is not at the decode's --page-size)
         for m in _FLAG_RE.finditer(f.fix):
-            for cls in default:
+            for cls in ((owner,) if owner is not None else default):
                 loc = _flag_location(m.group(0), cls)
                 if loc is not None:
                     return [loc]
@@ -557,6 +574,8 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
         first = owner.role if owner is not None else "decode"
         found.sort(key=lambda rl: rl[0] != first)
         return [loc for _, loc in found]
+    if owner is not None:
+        return [owner.first.instance.location]
     if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
         return [p.first.instance.location]
     return [d.first.instance.location]

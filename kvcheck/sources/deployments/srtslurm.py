@@ -411,6 +411,14 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
         if inst is None:
             continue
         inst.model = mpath or None
+        ident = cfg.get("identity") if isinstance(cfg.get("identity"), dict) else {}
+        imodel = ident.get("model") if isinstance(ident.get("model"), dict) else {}
+        if imodel.get("repo"):
+            at = imodel.line_of("repo") if isinstance(imodel, LMap) else None
+            inst.model_clues.append((str(imodel["repo"]), f"srt-slurm identity.model.repo at {Location(file, at)}" if at else "srt-slurm identity.model.repo"))
+        if mpath:
+            at = model.line_of("path") if isinstance(model, LMap) else None
+            inst.model_clues.append((mpath, f"srt-slurm model.path at {Location(file, at)}" if at else "srt-slurm model.path"))
         if len(nodes) > 1:
             others = []
             for ws in node_argvs:

@@ -58,6 +58,8 @@ class Scope:
     layers: list[dict[str, VarDef]] = field(default_factory=list)
     use_os_environ: bool = True
     _active: list[str] = field(default_factory=list)
+    # shell arrays (NAME=(...)): name -> the element words (kvcheck.sources.deployments.shell)
+    arrays: dict = field(default_factory=dict)
 
     @classmethod
     def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> "Scope":
@@ -67,7 +69,7 @@ class Scope:
     def child(self, container: dict[str, VarDef]) -> "Scope":
         """A scope for a new process: its own (empty) script layer on top of ``container``
         variables, then this scope's layers."""
-        return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ)
+        return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ, arrays=self.arrays)
 
     def assign(self, name: str, value: str, location: Location | None) -> None:
         self.layers[0][name] = VarDef(value, location, "literal")
