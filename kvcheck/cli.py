@@ -107,6 +107,12 @@ def preflight(
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23), when the input does not say (an image tag, /server_info's version). Default: the installed SGLang, else the newest modeled release, said in the output."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
     decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
+    root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="The directory files named inside the inputs (a --config in a launch line, a model-path directory) may be read from; default: each input file's own directory. Nothing outside it is read, by '..' or symlink."),
+    max_instances: Optional[int] = typer.Option(None, "--max-instances", metavar="N", help="Most server instances (replicas and nodes included) one deployment may expand to before it is refused (default 4096)."),
+    max_nodes: Optional[int] = typer.Option(None, "--max-nodes", metavar="N", help="Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096)."),
+    max_variants: Optional[int] = typer.Option(None, "--max-variants", metavar="N", help="Most sweep/override variants one srt-slurm recipe may expand to (default 256)."),
+    max_containers: Optional[int] = typer.Option(None, "--max-containers", metavar="N", help="Most SGLang containers (launch lines) read from one deployment file (default 2048)."),
+    max_classes: Optional[int] = typer.Option(None, "--max-classes", metavar="N", help="Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64)."),
 ) -> None:
     """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
@@ -116,6 +122,11 @@ def preflight(
 
     if format not in FORMATS:
         raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
+    from kvcheck.sources.files import set_read_root
+    from kvcheck.sources.limits import set_caps
+
+    set_read_root(root)
+    set_caps(instances=max_instances, nodes=max_nodes, variants=max_variants, containers=max_containers, classes=max_classes)
     _check_release_options(sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version)
     if files:
         if prefill is not None or decode is not None:
@@ -401,11 +412,10 @@ def explain(
         from kvcheck.explain.matcher import VersionSniffer, annotate_release, explain_blocks, iter_log_blocks
 
         if log is not None:
-            try:
-                fh = open(log, "rb")
-            except OSError as exc:
-                raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=str(log)) from exc
-            source = f"log {log}"
+            from kvcheck.sources.files import open_regular
+
+            fh = open_regular(log)  # regular files only (O_NONBLOCK + fstat: a FIFO cannot block); '-' is stdin
+            source = f"log {log}" if str(log) != "-" else "log <stdin>"
         else:
             if sys.stdin.isatty():
                 raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")

@@ -91,6 +91,61 @@ def clip_line(line: str, *, word: int = MAX_MESSAGE_WORD, total: int = MAX_MESSA
 
 
 # --------------------------------------------------------------------------------------
+# Fan-out caps: how far one deployment file may expand (checked before expanding)
+# --------------------------------------------------------------------------------------
+
+# name -> (default, the preflight flag that raises it, what is counted). The defaults are
+# far above published deployments (the largest handed ones have tens of workers and
+# nodes, a few dozen sweep variants) and far below what costs time: each instance is
+# read and classed, each variant is a whole deployment.
+CAPS: dict[str, tuple[int, str, str]] = {
+    "instances": (4096, "--max-instances", "server instances"),
+    "replicas": (4096, "--max-instances", "replicas of one instance"),
+    "nodes": (4096, "--max-nodes", "nodes"),
+    "variants": (256, "--max-variants", "variants (sweep combinations and overrides)"),
+    "containers": (2048, "--max-containers", "SGLang containers or launch lines"),
+    "classes": (64, "--max-classes", "instance classes"),
+}
+_CAP_VALUES: dict[str, int] = {k: v[0] for k, v in CAPS.items()}
+
+
+def set_caps(*, instances: int | None = None, nodes: int | None = None, variants: int | None = None,
+             containers: int | None = None, classes: int | None = None) -> None:
+    """Set the fan-out caps from kvcheck's command line (None: the default). A cap must
+    be a positive integer (``InputError`` naming the flag otherwise)."""
+    given = {"instances": instances, "nodes": nodes, "variants": variants, "containers": containers, "classes": classes}
+    for name, value in given.items():
+        if value is None:
+            _CAP_VALUES[name] = CAPS[name][0]
+            if name == "instances":
+                _CAP_VALUES["replicas"] = CAPS["replicas"][0]
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{value!r} is not a positive whole number", field=CAPS[name][1])
+        _CAP_VALUES[name] = value
+        if name == "instances":
+            _CAP_VALUES["replicas"] = value
+
+
+def cap(name: str) -> int:
+    """The current value of the fan-out cap ``name`` (a key of ``CAPS``)."""
+    return _CAP_VALUES[name]
+
+
+def check_cap(name: str, value: Any, *, field: str, source: str | None = None, line: int | None = None) -> None:
+    """Refuse ``value`` (a count read from the input, before anything is expanded) past
+    the cap ``name``: ``InputError`` (exit 2) naming the field, the cap and the flag."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= _CAP_VALUES[name]:
+        return
+    _default, flag, what = CAPS[name]
+    at = f"line {line}: " if line else ""
+    raise InputError(
+        f"{at}{clip(value, 40)} {what}, over kvcheck's cap of {_CAP_VALUES[name]}; pass {flag} N to raise it",
+        source=source, field=field,
+    )
+
+
+# --------------------------------------------------------------------------------------
 # YAML with limits
 # --------------------------------------------------------------------------------------
 
@@ -238,6 +293,10 @@ def check_model_config(cfg: dict[str, Any], source: str) -> None:
 
 
 __all__ = [
+    "CAPS",
+    "cap",
+    "check_cap",
+    "set_caps",
     "MAX_BODY_BYTES",
     "MAX_DEPTH",
     "MAX_FILE_BYTES",

@@ -299,3 +299,21 @@ def redact_url(url: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, REDACTED if is_secret_key(k) else v) for k, v in pairs], safe="<>")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def leaf_strings(obj: Any, limit: int = 100_000) -> list[str]:
+    """Every key and scalar of ``obj`` (parsed YAML/JSON) as a string, iteratively, at
+    most ``limit`` of them."""
+    out: list[str] = []
+    stack = [obj]
+    while stack and len(out) < limit:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                out.append(str(k))
+                stack.append(v)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif node is not None and not isinstance(node, bool):
+            out.append(str(node))
+    return out

@@ -42,11 +42,12 @@ def _looks_like_yaml(text: str) -> bool:
 
 
 def read_text(path: Path) -> str:
-    check_size(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc}", source=str(path)) from None
+    from kvcheck.sources.deployments.yamlnodes import MAX_FILE_BYTES
+    from kvcheck.sources.files import read_bytes_bounded
+
+    if str(path) != "-":
+        check_size(path)
+    data = read_bytes_bounded(path, limit=MAX_FILE_BYTES, what="deployment file")  # regular files only (O_NONBLOCK, fstat)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -61,6 +62,7 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     file = str(path)
     if not text.strip():
         raise InputError("file is empty", source=file)
+    _check_launch_count(text, file)
     yamlish = _looks_like_yaml(text)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
@@ -94,6 +96,18 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     if not dep.instances and not dep.routers:
         raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
     return [dep]
+
+
+_LAUNCH_WORD = re.compile(r"sglang\.launch_server|dynamo\.sglang|\bsglang\s+serve\b|sglang_router\.launch_router")
+
+
+def _check_launch_count(text: str, file: str) -> None:
+    """The launch lines a file holds (one per SGLang container or script line) against
+    kvcheck's containers cap, counted on the text before anything is parsed."""
+    from kvcheck.sources.limits import check_cap
+
+    n = sum(1 for _m in _LAUNCH_WORD.finditer(text))
+    check_cap("containers", n, field="SGLang launch lines (containers)", source=file)
 
 
 def _add_markdown_manifests(path: Path, text: str, dep: Deployment, env: dict[str, str] | None, use_os_environ: bool) -> None:
@@ -140,8 +154,11 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) ->
     workers, a variable that refers to itself.
     """
     out: list[Deployment] = []
+    from kvcheck.sources.limits import check_cap
+
     for p in paths:
         out.extend(read_deployment_file(Path(p), env=env))
+        check_cap("variants", len(out), field="deployments (files and recipe variants)", source=str(p))
     _link_across_files(out)
     return out
 
