@@ -459,9 +459,12 @@ class _ScrubbingStream:
         self._stream = stream
 
     def write(self, text):
+        from kvcheck.sources.limits import escape_stream
         from kvcheck.sources.redact import scrub_output
 
-        return self._stream.write(scrub_output(text) if isinstance(text, str) else text)
+        # secrets out, then every control/escape/bidi character an input carried made
+        # visible (only the SGR styling kvcheck's renderer writes passes)
+        return self._stream.write(escape_stream(scrub_output(text)) if isinstance(text, str) else text)
 
     def writelines(self, lines):
         for line in lines:
@@ -477,7 +480,9 @@ def _say_error(text: str) -> None:
     from kvcheck.sources.limits import clip_line
     from kvcheck.sources.redact import scrub_output
 
-    lines = [clip_line(scrub_output(line)) for line in str(text).splitlines() or [""]]
+    from kvcheck.sources.limits import escape_terminal
+
+    lines = [clip_line(escape_terminal(scrub_output(line))) for line in str(text).splitlines() or [""]]
     sys.stderr.write("\n".join(lines[:20]) + "\n")
     sys.stderr.flush()
 
@@ -490,6 +495,7 @@ def main() -> None:
     exception is one line and exit 2 (``KVCHECK_DEBUG=1`` shows the traceback). Every
     line written to stdout and stderr passes through ``scrub_output``.
     """
+    _register_own_credentials(sys.argv[1:])
     if not isinstance(sys.stdout, _ScrubbingStream):
         sys.stdout = _ScrubbingStream(sys.stdout)
     if not isinstance(sys.stderr, _ScrubbingStream):
@@ -515,6 +521,15 @@ def main() -> None:
             raise
         _say_error(f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 for the traceback")
         sys.exit(EXIT_INPUT)
+
+
+def _register_own_credentials(argv: list[str]) -> None:
+    """kvcheck's own credentials (``KVCHECK_API_KEY``, ``--api-key``) are scrubbed from
+    every output from the start: a server may reflect them (a header, a reason phrase)."""
+    from kvcheck.sources.redact import register_secrets, secrets_from_argv
+
+    own = {os.environ.get("KVCHECK_API_KEY") or ""} | secrets_from_argv(argv)
+    register_secrets(v for v in own if v)
 
 
 def _quiet_stdout() -> None:
