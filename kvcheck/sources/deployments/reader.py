@@ -31,7 +31,11 @@ _LAUNCH_HINT = re.compile(r"(^|\s)(python[0-9.]*|sglang|docker|srun|bash|sh|expo
 
 
 def _looks_like_yaml(text: str) -> bool:
-    for line in text.splitlines():
+    import io
+
+    for k, line in enumerate(io.StringIO(text)):  # lazily: a 50 MiB file of short lines is not split whole
+        if k > 100_000:  # a hundred thousand comment lines before any content: not a manifest
+            return False
         s = line.strip()
         if not s or s.startswith("#"):
             continue
@@ -64,6 +68,7 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
         raise InputError("file is empty", source=file)
     _check_launch_count(text, file)
     yamlish = _looks_like_yaml(text)
+    _check_shape(text, file, yamlish)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
     if yamlish:
@@ -101,12 +106,39 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
 _LAUNCH_WORD = re.compile(r"sglang\.launch_server|dynamo\.sglang|\bsglang\s+serve\b|sglang_router\.launch_router")
 
 
+# Bounds on the text itself, so that reading costs seconds at most: a launch script
+# (read by a character-level shell lexer) is far smaller than a manifest; no line of a
+# real deployment file is a megabyte; flow nesting past the YAML depth limit is refused
+# before the parser walks it.
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024
+MAX_LINE_CHARS = 1024 * 1024
+_DEEP_FLOW = re.compile(r"[\[{](?:[ \t]*[\[{]){200}")
+
+
+def _check_shape(text: str, file: str, yamlish: bool) -> None:
+    from kvcheck.sources.limits import clip
+
+    if not yamlish and len(text) > MAX_SCRIPT_BYTES:
+        raise InputError(f"{clip(len(text))} characters of launch script; kvcheck reads scripts and docs pages up to {MAX_SCRIPT_BYTES} (manifests and recipes up to 50 MiB)", source=file)
+    start = 0
+    n = len(text)
+    while start < n:
+        end = text.find("\n", start)
+        end = n if end < 0 else end
+        if end - start > MAX_LINE_CHARS:
+            line = text.count("\n", 0, start) + 1
+            raise InputError(f"line {line} is {end - start} characters long; kvcheck reads lines up to {MAX_LINE_CHARS}", source=file)
+        start = end + 1
+    if yamlish and _DEEP_FLOW.search(text):
+        raise InputError("YAML nesting deeper than 200 levels ([[[... or {{{...); refusing to read it", source=file)
+
+
 def _check_launch_count(text: str, file: str) -> None:
     """The launch lines a file holds (one per SGLang container or script line) against
     kvcheck's containers cap, counted on the text before anything is parsed."""
     from kvcheck.sources.limits import check_cap
 
-    n = sum(1 for _m in _LAUNCH_WORD.finditer(text))
+    n = sum(text.count(w) for w in ("sglang.launch_server", "dynamo.sglang", "sglang serve", "sglang_router.launch_router"))
     check_cap("containers", n, field="SGLang launch lines (containers)", source=file)
 
 
