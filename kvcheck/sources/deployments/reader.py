@@ -120,16 +120,22 @@ def _check_shape(text: str, file: str, yamlish: bool) -> None:
 
     if not yamlish and len(text) > MAX_SCRIPT_BYTES:
         raise InputError(f"{clip(len(text))} characters of launch script; kvcheck reads scripts and docs pages up to {MAX_SCRIPT_BYTES} (manifests and recipes up to 50 MiB)", source=file)
-    start = 0
-    n = len(text)
-    while start < n:
-        end = text.find("\n", start)
-        end = n if end < 0 else end
-        if end - start > MAX_LINE_CHARS:
-            line = text.count("\n", 0, start) + 1
-            raise InputError(f"line {line} is {end - start} characters long; kvcheck reads lines up to {MAX_LINE_CHARS}", source=file)
-        start = end + 1
-    if yamlish and _DEEP_FLOW.search(text):
+    if yamlish:
+        from kvcheck.sources.deployments.yamlnodes import MAX_NODES
+
+        estimate = text.count("\n") + text.count(",")  # as load_documents bounds it, before any regex walks the text
+        if estimate > 2 * MAX_NODES:
+            raise InputError(f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} nodes); refusing to parse it", source=file)
+    half = MAX_LINE_CHARS // 2
+    for i in range(0, len(text), half):  # a longer line holds a whole aligned half-block without a line break
+        if text.find("\n", i, i + half) < 0 and len(text) - i >= half:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            if end - start > MAX_LINE_CHARS:
+                line = text.count("\n", 0, start) + 1
+                raise InputError(f"line {line} is longer than {MAX_LINE_CHARS} characters; kvcheck reads lines up to that length", source=file)
+    if yamlish and text.count("[") + text.count("{") > 200 and _DEEP_FLOW.search(text):
         raise InputError("YAML nesting deeper than 200 levels ([[[... or {{{...); refusing to read it", source=file)
 
 
