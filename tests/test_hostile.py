@@ -98,7 +98,8 @@ def test_root_flag_widens_the_read_root(tmp_path):
 def test_fifo_as_file_and_as_log_ends_at_once(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for argv in (["preflight", "-f", str(fifo)], ["explain", "--log", str(fifo)], ["preflight", "--prefill", str(fifo), "--decode", str(fifo)]):
+    for argv in (["preflight", "-f", str(fifo)], ["explain", "--log", str(fifo)], ["preflight", "--prefill", str(fifo), "--decode", str(fifo)],
+                 ["inspect", str(fifo)], ["preflight", "--prefill", str(fifo), "--decode", str(fifo), "--env", str(fifo)]):
         proc, took, _ = run_measured(*argv, timeout=30)
         assert proc.returncode == 2 and "not a regular file" in proc.stderr, (argv, proc.stderr)
         assert took < MAX_SECONDS

@@ -96,6 +96,10 @@ def resolve_model(
     p = Path(os.path.expanduser(model_path))
     if not p.is_absolute() and base is not None and not p.exists():
         p = base / p
+    from kvcheck.sources.files import explicit_read_root, within_root
+
+    if explicit_read_root() is not None and base is not None and p.exists() and not within_root(p, base):
+        raise InputError(f"{flag} names a directory outside --root {explicit_read_root()}; kvcheck reads files named inside an input only under it", source=source, field=flag)
     if p.is_dir():
         cfg = p / "config.json"
         if not cfg.exists():
