@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from helpers import run_cli, write_config
@@ -249,3 +250,19 @@ def test_strict_json_unit():
         with pytest.raises(ValueError):
             strict_json_loads(bad)
     assert strict_json_loads('{"a": [1, 2.5, "\\u00e9"]}') == {"a": [1, 2.5, "é"]}
+
+
+def test_found_by_the_unseen_round_env_files_and_compose_replicas(tmp_path):
+    """Shapes tried after the issue's list (kept here and under tests/data/hostile/):
+    a 1M-line env file (was 23 s and 300 MB), compose ``deploy.replicas: 10^15``
+    (was read as one instance of 10^15 replicas), StormService replicas x replicas."""
+    from kvcheck.errors import InputError
+    from kvcheck.sources.files import read_env_file
+
+    env = tmp_path / "big.env"
+    env.write_text("".join(f"V{i}=x\n" for i in range(200_000)))
+    with pytest.raises(InputError, match="10000 variables"):
+        read_env_file(env)
+    for name, words in (("compose-replicas-1e15.yaml", ["deploy.replicas", "--max-instances"]), ("stormservice-replicas-product.yaml", ["replicas", "--max-instances"])):
+        proc = run_cli("preflight", "-f", str(Path(__file__).parent / "data" / "hostile" / name))
+        assert proc.returncode == 2 and all(w in proc.stderr for w in words), proc.stderr

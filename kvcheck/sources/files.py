@@ -466,9 +466,15 @@ def _take_version_key(data: dict, env: dict[str, str], source: str) -> str | Non
     return None
 
 
+# Variables one env file or kvcheck-env mapping may set (a real one sets tens).
+MAX_ENV_VARS = 10_000
+
+
 def _env_mapping(value: Any, source: str) -> dict[str, str]:
     if value is None:
         return {}
+    if isinstance(value, dict) and len(value) > MAX_ENV_VARS:
+        raise InputError(f"{len(value)} variables; kvcheck reads up to {MAX_ENV_VARS}", source=source, field=ENV_KEY)
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise InputError(f"{ENV_KEY} must be a mapping of variable names to values", source=source, field=ENV_KEY)
     return {k: "" if v is None else str(v) for k, v in value.items()}
@@ -487,7 +493,11 @@ def read_env_file(path: Path) -> dict[str, str]:
             data = _load_yaml(text, path) or {}
         return _env_mapping(data, str(path))
     env: dict[str, str] = {}
+    if text.count("\n") > MAX_ENV_VARS * 4:
+        raise InputError(f"{text.count(chr(10))} lines; kvcheck reads env files of up to {MAX_ENV_VARS} variables", source=str(path))
     for lineno, line in enumerate(text.splitlines(), 1):
+        if len(env) >= MAX_ENV_VARS:
+            raise InputError(f"more than {MAX_ENV_VARS} variables; kvcheck reads env files up to that many", source=str(path))
         line = line.strip()
         if not line or line.startswith("#"):
             continue
