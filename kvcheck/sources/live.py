@@ -73,6 +73,7 @@ import httpx
 
 from kvcheck.errors import InputError, UnreachableError
 from kvcheck.sides import Role, Side
+from kvcheck.sources.live_strict import _header_text, _mistyped_fields  # noqa: F401
 from kvcheck.sources.redact import REDACTED, redact, redact_url, scrub
 
 API_KEY_ENV = "KVCHECK_API_KEY"
@@ -423,19 +424,6 @@ class _Client:
         return data
 
 
-def _header_text(text: Any, secrets: Any = ()) -> str:
-    """A header value or HTTP reason phrase a server chose, fit for a message: secrets
-    removed (kvcheck's own API key, reflected), control and escape characters made
-    visible, at most 80 characters."""
-    from kvcheck.sources.limits import clip, escape_terminal
-
-    text = str(text or "")
-    for secret in secrets or ():
-        if isinstance(secret, str) and len(secret) >= 3:
-            text = text.replace(secret, REDACTED)
-    return clip(escape_terminal(scrub(text, secrets)), 80)
-
-
 def _raw_chunks(resp: httpx.Response, size: int | None) -> Any:
     """The raw body in chunks; a response whose body the transport already read (an
     ``httpx.MockTransport`` in tests) gives it in one piece."""
@@ -618,33 +606,6 @@ def load_live_side(
             url=snap["url"],
         )
     return side_from_snapshot(snap, role, origin=snap["url"], model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version)
-
-
-def _mistyped_fields(info: dict[str, Any]) -> list[str]:
-    """The ``/server_info`` fields kvcheck types (``ServerArgs`` fields that are SGLang
-    flags) whose value is of a JSON type the flag cannot hold: a list or object for a
-    scalar flag (``model_path: [...]``), a string where a number goes. Malformed live
-    data (exit 3), not the user's input."""
-    from kvcheck.sglang.args import ServerArgs
-    from kvcheck.sglang.flags import FlagTable
-
-    table = FlagTable.load()
-    out = []
-    for key, value in info.items():
-        if value is None or not isinstance(key, str) or key not in ServerArgs.model_fields:
-            continue
-        flag = table.by_field(key)
-        if flag is None:
-            continue
-        scalar = flag.action == "store" and flag.nargs is None and flag.type in ("str", "int", "float", "nullable_str", "human_int") and not isinstance(flag.default, (dict, list))
-        if scalar and isinstance(value, (dict, list)):
-            out.append(key)
-        elif isinstance(value, str) and flag.type in ("int", "float") and flag.action == "store" and flag.choices is None:
-            try:
-                float(value)
-            except ValueError:
-                out.append(key)
-    return out[:5]
 
 
 def load_snapshot_side(

@@ -103,7 +103,6 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     return [dep]
 
 
-_LAUNCH_WORD = re.compile(r"sglang\.launch_server|dynamo\.sglang|\bsglang\s+serve\b|sglang_router\.launch_router")
 
 
 # Bounds on the text itself, so that reading costs seconds at most: a launch script
