@@ -266,3 +266,23 @@ def test_found_by_the_unseen_round_env_files_and_compose_replicas(tmp_path):
     for name, words in (("compose-replicas-1e15.yaml", ["deploy.replicas", "--max-instances"]), ("stormservice-replicas-product.yaml", ["replicas", "--max-instances"])):
         proc = run_cli("preflight", "-f", str(Path(__file__).parent / "data" / "hostile" / name))
         assert proc.returncode == 2 and all(w in proc.stderr for w in words), proc.stderr
+
+
+def test_a_heavy_body_is_cut_by_the_deadline(tmp_path):
+    """An answer under the 8 MiB cap that is heavy to search (200k strings shaped like
+    secret flags; the issue saw 22 s of CPU): the deadline ends it, exit 3."""
+    import time
+
+    body = _info(x=["--api-key=a-b-c token=x://u:p@h"] * 200_000)
+    prefill = write_config(tmp_path, "prefill", "llama-3.1-8b", {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16})
+    with LoopbackServer({"/server_info": Reply(200, body)}) as srv:
+        t0 = time.monotonic()
+        run_cli("--version")
+        startup = time.monotonic() - t0
+        t0 = time.monotonic()
+        proc = run_cli("preflight", "--prefill", str(prefill), "--decode", srv.url, "--deadline", "2", timeout=120)
+        took = time.monotonic() - t0
+    assert proc.returncode in (0, 3), proc.stderr  # a fast machine may finish within 2 s
+    if proc.returncode == 3:
+        assert "within the 2 s deadline" in proc.stderr
+    assert took < 2 + 1 + 3 * startup, (took, startup)

@@ -521,6 +521,7 @@ def _capture(base: str, role: Role | None, opts: LiveOptions, deadline: _Deadlin
         model_info = fetch_model_info(client)
     # Every secret value any answer carries (by field name, URL credentials, JSON in
     # strings), registered process-wide so every output is scrubbed of it too.
+    state["doing"] = f"searching the answer of {redact_url(base)}{endpoint} for secrets (a large or heavy answer)"
     secrets = collect_secrets(info, [opts.api_key] if opts.api_key else [])
     secrets |= collect_secrets(model_info)
     register_secrets(secrets)
