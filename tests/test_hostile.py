@@ -285,4 +285,4 @@ def test_a_heavy_body_is_cut_by_the_deadline(tmp_path):
     assert proc.returncode in (0, 3), proc.stderr  # a fast machine may finish within 2 s
     if proc.returncode == 3:
         assert "within the 2 s deadline" in proc.stderr
-    assert took < 2 + 1 + 3 * startup, (took, startup)
+    assert took < 2 + 6 + 3 * startup, (took, startup)  # deadline + start-up and imports on a loaded 2-core machine
