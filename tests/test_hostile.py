@@ -286,3 +286,20 @@ def test_a_heavy_body_is_cut_by_the_deadline(tmp_path):
     if proc.returncode == 3:
         assert "within the 2 s deadline" in proc.stderr
     assert took < 2 + 6 + 3 * startup, (took, startup)  # deadline + start-up and imports on a loaded 2-core machine
+
+
+def test_a_pairs_model_path_outside_its_directory_is_never_echoed_and_root_confines_it(tmp_path):
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": CANARY, "hidden_size": CANARY}))
+    d = tmp_path / "in"
+    d.mkdir()
+    p = d / "prefill.sh"
+    p.write_text(f"python -m sglang.launch_server --model-path {out} --disaggregation-mode prefill\n")
+    q = d / "decode.sh"
+    q.write_text(f"python -m sglang.launch_server --model-path {out} --disaggregation-mode decode\n")
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(q))
+    assert proc.returncode == 2 and CANARY not in proc.stdout + proc.stderr, proc.stderr
+    assert "content is not shown" in proc.stderr
+    rooted = run_cli("preflight", "--prefill", str(p), "--decode", str(q), "--root", str(d))
+    assert rooted.returncode == 2 and "outside --root" in rooted.stderr and CANARY not in rooted.stderr

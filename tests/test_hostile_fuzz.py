@@ -188,7 +188,13 @@ def test_fuzz_pair_launch_line_with_config(tmp_path_factory, words, config):
         _write(d, "cfg.yaml", _yaml(config))
         extra = ["--config", "cfg.yaml"]
     path = _write(d, "prefill.sh", "python -m sglang.launch_server --disaggregation-mode prefill " + " ".join(words + extra) + "\n")
-    _judge(lambda: load_side(str(path), "prefill"))
+    from kvcheck.sources.files import set_read_root
+
+    set_read_root(d)  # --root: a pair's model-path is confined too (without it, read as named; SECURITY.md)
+    try:
+        _judge(lambda: load_side(str(path), "prefill"))
+    finally:
+        set_read_root(None)
 
 
 @FUZZ
