@@ -108,6 +108,12 @@ def preflight(
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23), when the input does not say (an image tag, /server_info's version). Default: the installed SGLang, else the newest modeled release, said in the output."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
     decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
+    root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="The directory files named inside the inputs (a --config in a launch line, a model-path directory) may be read from; default: each input file's own directory. Nothing outside it is read, by '..' or symlink."),
+    max_instances: Optional[int] = typer.Option(None, "--max-instances", metavar="N", help="Most server instances (replicas and nodes included) one deployment may expand to before it is refused (default 4096)."),
+    max_nodes: Optional[int] = typer.Option(None, "--max-nodes", metavar="N", help="Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096)."),
+    max_variants: Optional[int] = typer.Option(None, "--max-variants", metavar="N", help="Most sweep/override variants one srt-slurm recipe may expand to (default 256)."),
+    max_containers: Optional[int] = typer.Option(None, "--max-containers", metavar="N", help="Most SGLang containers (launch lines) read from one deployment file (default 2048)."),
+    max_classes: Optional[int] = typer.Option(None, "--max-classes", metavar="N", help="Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64)."),
 ) -> None:
     """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
@@ -117,6 +123,11 @@ def preflight(
 
     if format not in FORMATS:
         raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
+    from kvcheck.sources.files import set_read_root
+    from kvcheck.sources.limits import set_caps
+
+    set_read_root(root)
+    set_caps(instances=max_instances, nodes=max_nodes, variants=max_variants, containers=max_containers, classes=max_classes)
     _check_release_options(sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version)
     if files:
         if prefill is not None or decode is not None:
@@ -475,11 +486,10 @@ def explain(
         from kvcheck.explain.matcher import VersionSniffer, annotate_release, explain_blocks, iter_log_blocks
 
         if log is not None:
-            try:
-                fh = open(log, "rb")
-            except OSError as exc:
-                raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=str(log)) from exc
-            source = f"log {log}"
+            from kvcheck.sources.files import open_regular
+
+            fh = open_regular(log)  # regular files only (O_NONBLOCK + fstat: a FIFO cannot block); '-' is stdin
+            source = f"log {log}" if str(log) != "-" else "log <stdin>"
         else:
             if sys.stdin.isatty():
                 raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
@@ -535,9 +545,12 @@ class _ScrubbingStream:
         self._stream = stream
 
     def write(self, text):
+        from kvcheck.sources.limits import escape_stream
         from kvcheck.sources.redact import scrub_output
 
-        return self._stream.write(scrub_output(text) if isinstance(text, str) else text)
+        # secrets out, then every control/escape/bidi character an input carried made
+        # visible (only the SGR styling kvcheck's renderer writes passes)
+        return self._stream.write(escape_stream(scrub_output(text)) if isinstance(text, str) else text)
 
     def writelines(self, lines):
         for line in lines:
@@ -553,7 +566,9 @@ def _say_error(text: str) -> None:
     from kvcheck.sources.limits import clip_line
     from kvcheck.sources.redact import scrub_output
 
-    lines = [clip_line(scrub_output(line)) for line in str(text).splitlines() or [""]]
+    from kvcheck.sources.limits import escape_terminal
+
+    lines = [clip_line(escape_terminal(scrub_output(line))) for line in str(text).splitlines() or [""]]
     sys.stderr.write("\n".join(lines[:20]) + "\n")
     sys.stderr.flush()
 
@@ -566,6 +581,7 @@ def main() -> None:
     exception is one line and exit 2 (``KVCHECK_DEBUG=1`` shows the traceback). Every
     line written to stdout and stderr passes through ``scrub_output``.
     """
+    _register_own_credentials(sys.argv[1:])
     if not isinstance(sys.stdout, _ScrubbingStream):
         sys.stdout = _ScrubbingStream(sys.stdout)
     if not isinstance(sys.stderr, _ScrubbingStream):
@@ -591,6 +607,15 @@ def main() -> None:
             raise
         _say_error(f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 for the traceback")
         sys.exit(EXIT_INPUT)
+
+
+def _register_own_credentials(argv: list[str]) -> None:
+    """kvcheck's own credentials (``KVCHECK_API_KEY``, ``--api-key``) are scrubbed from
+    every output from the start: a server may reflect them (a header, a reason phrase)."""
+    from kvcheck.sources.redact import register_secrets, secrets_from_argv
+
+    own = {os.environ.get("KVCHECK_API_KEY") or ""} | secrets_from_argv(argv)
+    register_secrets(v for v in own if v)
 
 
 def _quiet_stdout() -> None:

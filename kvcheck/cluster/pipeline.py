@@ -158,8 +158,12 @@ def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_igno
             p = dep.problems[0]
             raise InputError(f"no SGLang prefill or decode server found: {p.message}", source=str(p.location))
         raise InputError("no SGLang prefill or decode server found (no launch line with --disaggregation-mode prefill|decode)", source=str(dep.source))
+    from kvcheck.sources.limits import check_cap
+
+    check_cap("instances", len(dep.instances), field="instances", source=str(dep.source))
     instances = [_read_instance(inst, opts, caches) for inst in dep.instances]
     classes = _group(instances, opts)
+    check_cap("classes", len(classes), field="classes (instances whose KV-relevant args differ)", source=str(dep.source))
     pairs = [_decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
     findings = [finding(p.id or "deployment-problem", PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
     findings += run_cluster_checks(dep, instances)

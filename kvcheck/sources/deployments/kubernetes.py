@@ -315,6 +315,16 @@ def _groups(obj: Any, file: str) -> list[Group]:
     return out
 
 
+def _check_group_caps(g: Group, file: str, so_far: int) -> None:
+    """A group's replicas and nodes (LeaderWorkerSet ``size``, ``nodeCount``...) and the
+    instances read so far against kvcheck's caps, before any node is expanded."""
+    from kvcheck.sources.limits import check_cap
+
+    check_cap("replicas", g.replicas, field=f"{g.name}: replicas", source=file, line=g.line or None)
+    check_cap("nodes", g.nodes, field=f"{g.name}: nodes (size / nodeCount / podGroupSize)", source=file, line=g.line or None)
+    check_cap("containers", so_far + 1, field="containers launching SGLang", source=file, line=g.line or None)
+
+
 def _dynamo_multinode(inst: Instance, g: Group) -> None:
     """A DGD service with ``multinode.nodeCount`` > 1 whose args name no ``--nnodes``:
     Dynamo's operator wires SGLang's multi-node flags itself (``--dist-init-addr``,
@@ -392,6 +402,9 @@ def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ
     if not isinstance(pod, dict):
         return []
     out = []
+    from kvcheck.sources.limits import check_cap
+
+    check_cap("containers", len(pod.get("containers") or []) if isinstance(pod.get("containers"), list) else 0, field="containers of one pod", source=file)
     for c in pod.get("containers") or []:
         if not isinstance(c, dict):
             continue
@@ -419,6 +432,7 @@ def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ
 
 
 def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ: bool, dep: Deployment, non_pd: list[Location]) -> None:
+    _check_group_caps(g, file, len(dep.instances))
     gpu_type, gpu_source = _gpu_type(g.leader)
     host_network = bool(g.leader.get("hostNetwork")) if isinstance(g.leader, dict) else None
     multinode = g.nodes > 1 and g.kind in ("LeaderWorkerSet", "RoleBasedGroup", "ClusterServingRuntime", "ServingRuntime", "StormService")

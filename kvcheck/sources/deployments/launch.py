@@ -309,7 +309,9 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     raw = args[k + 1].text
     from pathlib import Path
 
-    from kvcheck.sources.deployments.yamlnodes import LMap, check_size, load_documents
+    from kvcheck.sources.deployments.yamlnodes import LMap, load_documents
+
+    from kvcheck.sources.files import inner_config_problem, read_inner_text, within_root
 
     mapped = CONFIG_FILES.get().get(raw)
     if mapped is not None:
@@ -318,6 +320,14 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
         cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
     found = next((c for c in cands if c.is_file()), None)
     loc = Location(file, args[k].line)
+    root = found.parent if (found is not None and mapped is not None) else Path(file).parent
+    if found is not None and not within_root(found, root):
+        return args, Problem(
+            "config-not-read",
+            f"{loc}: --config: the file is outside the directory kvcheck may read; the server args in it are not checked",
+            loc,
+            "keep the config file beside the deployment file, or pass --root DIR (a directory holding both)",
+        )
     if found is None:
         if mapped is not None:
             raise InputError(f"--config-file {raw}={mapped}: {mapped} is not a readable file", source=file)
@@ -327,8 +337,7 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
             loc,
             f"give kvcheck a copy: --config-file {raw}=LOCAL_PATH (or keep it beside the deployment file, same relative path)",
         )
-    check_size(found)
-    docs = load_documents(found.read_text(encoding="utf-8"), str(found))
+    docs = load_documents(read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found))
     data = docs[0] if docs else LMap()
     if not isinstance(data, dict):
         return args, Problem("config-not-read", f"{loc}: --config {raw}: not a YAML mapping of flags", loc, "")
@@ -338,14 +347,20 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
         for key, value in data.items():
             line = data.line_of(key) if isinstance(data, LMap) else 1
             words.extend(Word(t, line, [], True, False, str(found)) for t in table.config_to_argv({key: value}, str(found)))
-    except InputError as exc:
-        return args, Problem("config-refused", f"{loc}: {exc}", loc, "fix the --config file as SGLang's message says")
+    except InputError:
+        pass
+    problem = inner_config_problem(table, data, str(found))  # names the key, never the value
+    if problem is not None:
+        return args, Problem("config-refused", f"{loc}: --config {raw}: {problem}", loc, "fix the --config file as SGLang's message says")
     return words + args[:k] + args[k + 2:], None
 
 
 def _takes_value(tok: str) -> bool:
     f = resolve_option(tok)
     return True if f is None else bool(getattr(f, "takes_value", True))
+
+
+MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a --config YAML named in a launch line (kvcheck.sources.limits.MAX_FILE_BYTES)
 
 
 def _is_option(tok: str) -> bool:

@@ -31,7 +31,11 @@ _LAUNCH_HINT = re.compile(r"(^|\s)(python[0-9.]*|sglang|docker|srun|bash|sh|expo
 
 
 def _looks_like_yaml(text: str) -> bool:
-    for line in text.splitlines():
+    import io
+
+    for k, line in enumerate(io.StringIO(text)):  # lazily: a 50 MiB file of short lines is not split whole
+        if k > 100_000:  # a hundred thousand comment lines before any content: not a manifest
+            return False
         s = line.strip()
         if not s or s.startswith("#"):
             continue
@@ -67,14 +71,14 @@ def _read_stdin(path: Path) -> bytes:
 
 
 def read_text(path: Path) -> str:
+    from kvcheck.sources.deployments.yamlnodes import MAX_FILE_BYTES
+    from kvcheck.sources.files import read_bytes_bounded
+
     if str(path) == STDIN:
         data = _read_stdin(path)
     else:
         check_size(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc}", source=str(path)) from None
+        data = read_bytes_bounded(path, limit=MAX_FILE_BYTES, what="deployment file")  # regular files only (O_NONBLOCK, fstat)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -95,7 +99,9 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     file = str(path)
     if not text.strip():
         raise InputError("file is empty", source=file)
+    _check_launch_count(text, file)
     yamlish = _looks_like_yaml(text)
+    _check_shape(text, file, yamlish)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
     if re.match(r"\s*(\{\s*\"|\{\s*\}|\[\s*[\{\]])", text):
@@ -136,6 +142,50 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     if not dep.instances and not dep.routers and not any(p.id in ROLE_HIDDEN for p in dep.problems):
         raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
     return [dep]
+
+
+
+
+# Bounds on the text itself, so that reading costs seconds at most: a launch script
+# (read by a character-level shell lexer) is far smaller than a manifest; no line of a
+# real deployment file is a megabyte; flow nesting past the YAML depth limit is refused
+# before the parser walks it.
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024
+MAX_LINE_CHARS = 1024 * 1024
+_DEEP_FLOW = re.compile(r"[\[{](?:[ \t]*[\[{]){200}")
+
+
+def _check_shape(text: str, file: str, yamlish: bool) -> None:
+    from kvcheck.sources.limits import clip
+
+    if not yamlish and len(text) > MAX_SCRIPT_BYTES:
+        raise InputError(f"{clip(len(text))} characters of launch script; kvcheck reads scripts and docs pages up to {MAX_SCRIPT_BYTES} (manifests and recipes up to 50 MiB)", source=file)
+    if yamlish:
+        from kvcheck.sources.deployments.yamlnodes import MAX_NODES
+
+        estimate = text.count("\n") + text.count(",")  # as load_documents bounds it, before any regex walks the text
+        if estimate > 2 * MAX_NODES:
+            raise InputError(f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} nodes); refusing to parse it", source=file)
+    half = MAX_LINE_CHARS // 2
+    for i in range(0, len(text), half):  # a longer line holds a whole aligned half-block without a line break
+        if text.find("\n", i, i + half) < 0 and len(text) - i >= half:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            if end - start > MAX_LINE_CHARS:
+                line = text.count("\n", 0, start) + 1
+                raise InputError(f"line {line} is longer than {MAX_LINE_CHARS} characters; kvcheck reads lines up to that length", source=file)
+    if yamlish and text.count("[") + text.count("{") > 200 and _DEEP_FLOW.search(text):
+        raise InputError("YAML nesting deeper than 200 levels ([[[... or {{{...); refusing to read it", source=file)
+
+
+def _check_launch_count(text: str, file: str) -> None:
+    """The launch lines a file holds (one per SGLang container or script line) against
+    kvcheck's containers cap, counted on the text before anything is parsed."""
+    from kvcheck.sources.limits import check_cap
+
+    n = sum(text.count(w) for w in ("sglang.launch_server", "dynamo.sglang", "sglang serve", "sglang_router.launch_router"))
+    check_cap("containers", n, field="SGLang launch lines (containers)", source=file)
 
 
 def _add_markdown_manifests(path: Path, text: str, dep: Deployment, env: dict[str, str] | None, use_os_environ: bool) -> None:
@@ -210,10 +260,13 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
     from kvcheck.sources.deployments.launch import CONFIG_FILES
 
     out: list[Deployment] = []
+    from kvcheck.sources.limits import check_cap
+
     token = CONFIG_FILES.set(dict(config_files or {}))
     try:
         for p in paths:
             out.extend(read_deployment_file(Path(p), env=env))
+            check_cap("variants", len(out), field="deployments (files and recipe variants)", source=str(p))
     finally:
         CONFIG_FILES.reset(token)
     _link_across_files(out)
