@@ -139,12 +139,21 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
                 (fid, rt, _bootstrap_detail(fid, rt.message, prefill, decode, p_info, d_info)) for fid, rt in found
             ]
             decide_kv_dtype_over_gpus(prefill, decode, b_d, extra)  # resolved strings; never on an assumed GPU
-        if b_p.decision_modeled:
+        # -- backend hook (mooncake branch, issue 18): a prefill that does not run NIXL is
+        # decided by its own backend (kvcheck.checks.mooncake); the NIXL-only checks skip.
+        from kvcheck.checks.mooncake import decide_transfer_for_backend
+
+        backend_plan = decide_transfer_for_backend(prefill, decode, pg, dg, extra)
+        if backend_plan is not None:
+            plan = backend_plan
+        elif "skip_checks" in extra:
+            pass  # an unmodeled backend: no plan (backend-unchecked says so)
+        elif b_p.decision_modeled:
             kd = k if _kernel_runs(k, kernel_name, b_p) else builtin
             plan, stages = _decide_all_stages(kd, prefill, decode, pg, dg, b_p)
             plan.kernel = kernel_name
             extra["pp_stages"] = stages
-        if b_p.states_modeled and b_d.states_modeled and (pg.state_types or dg.state_types):
+        if "skip_checks" not in extra and b_p.states_modeled and b_d.states_modeled and (pg.state_types or dg.state_types):
             runs = kernel_name == "runtime" and _kernel_runs(k, kernel_name, b_p) and _kernel_runs(k, kernel_name, b_d)
             prepared = b_p.decision_variant == "0.5.23" and b_d.decision_variant == "0.5.23"
             _decide_states(k if runs else builtin, prefill, decode, pg, dg, extra, prepared)
@@ -153,6 +162,8 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     findings: list[Finding] = []
     for chk in REGISTRY.values():
         if not releases_known and chk.id != "unknown-release":
+            continue
+        if chk.id in extra.get("skip_checks", ()):  # backend hook (see above)
             continue
         findings.extend(chk.run(ctx))
     from kvcheck.checks.ids import apply_ignore

@@ -67,26 +67,43 @@ class PairFacts:
     pp_stages: list[dict] | None = None
     state_decisions: list[Any] | None = None
     states_decided: bool | None = None
-
-    def _key(self, key: str) -> str:
-        if key not in self.__dataclass_fields__:
-            raise KeyError(key)
-        return key
+    # Backend hooks (kvcheck.checks.mooncake, kvcheck.checks.resolved): checks a backend's
+    # own decision replaces, its per-stage and state decisions, the KV dtype per GPU kind.
+    skip_checks: tuple[str, ...] | list[str] | set[str] | None = None
+    backend_stages: list[Any] | None = None
+    backend_states: list[Any] | None = None
+    kv_dtype_over_gpus: Any = None
+    # Anything else a hook records (kept so that a new hook never breaks; give it a field).
+    other: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: str) -> Any:
-        value = getattr(self, self._key(key))
-        if value is None:
-            raise KeyError(key)
-        return value
+        if key in self.__dataclass_fields__ and key != "other":
+            value = getattr(self, key)
+            if value is None:
+                raise KeyError(key)
+            return value
+        return self.other[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
-        setattr(self, self._key(key), value)
+        if key in self.__dataclass_fields__ and key != "other":
+            setattr(self, key, value)
+        else:
+            self.other[key] = value
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and key in self.__dataclass_fields__ and getattr(self, key) is not None
+        if not isinstance(key, str):
+            return False
+        if key in self.__dataclass_fields__ and key != "other":
+            return getattr(self, key) is not None
+        return key in self.other
 
     def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, None) if key in self else default
+        return self[key] if key in self else default
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
 
 
 @dataclass

@@ -21,6 +21,10 @@ FINDING_IDS = {
     "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "head-slice-overrun", "runtime-error"],
     "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "minimax-index-value"],
     "startup-log": ["decode-radix-disabled"],
+    # backend hook (mooncake branch): kvcheck.checks.mooncake
+    "mooncake-transfer": ["mooncake-silent-corruption", "mooncake-send-fails", "mooncake-worker-dies", "mooncake-dcp-topology", "mooncake-runtime-error", "mooncake-unchecked"],
+    "mooncake-startup": ["mooncake-ib-device", "mooncake-ib-device-file", "mooncake-efa", "mooncake-session-probe", "mooncake-thread-pool", "mooncake-custom-pool", "mooncake-tcp", "mooncake-protocol"],
+    "backend-unchecked": ["backend-mismatch"],
     # The pipeline's own findings (kvcheck.cluster.pipeline / decide).
     "pipeline": ["unresolved-variable", "unknown-model", "unknown-gpu", "backend-not-modeled", "deployment-problem",
                  "release-window", "release-clues-disagree", "not-disaggregated", "env-from"],

@@ -24,13 +24,8 @@ from kvcheck.errors import InputError
 from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Instance, Location
 
-# Checks of the pair preflight that are about NIXL's transfer only: dropped for a pair
-# where neither side uses NIXL (kvcheck does not model Mooncake's transfer).
-NIXL_ONLY_CHECKS = ("transfer-decision", "transfer-backend", "nixl-backend", "nixl-backend-params", "item-length-larger", "hisparse-draft-nixl", "hetero-tp-performance",
-                    "nixl-stateless-hang")
-
 # Finding ids of this module.
-DECIDE_FINDING_IDS = ("backend-not-modeled", "release-window")
+DECIDE_FINDING_IDS = ("release-window", "pair-not-checked")
 
 _FLAG_RE = re.compile(r"--[a-z0-9][a-z0-9-]*")
 _RELEASE_RE = re.compile(r"\b\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?\b")
@@ -112,18 +107,9 @@ def decide_one(ps: Any, ds: Any, p: ClassResult, d: ClassResult, opts: Any, igno
     from kvcheck.preflight import run_preflight
 
     report = run_preflight(ps, ds, kernel=opts.kernel, ignore=ignore)
-    pb = ps.args.disaggregation_transfer_backend
-    db = ds.args.disaggregation_transfer_backend
+    # Every backend is decided by run_preflight itself (NIXL's and Mooncake's transfer
+    # decisions; MORI, Ascend and fake pairs: backend-unchecked), the same on every path.
     extra: list[Located] = []
-    if pb != "nixl" and db != "nixl":
-        kept = [f for f in report.findings if check_of(f.id) not in NIXL_ONLY_CHECKS]
-        report = Report(verdict=verdict_of(kept), plan=None, findings=kept, sides=report.sides, kernel=report.kernel, runtime=report.runtime, extra=report.extra)
-        extra.append(finding(
-            "backend-not-modeled", Severity.UNCHECKED,
-            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks of its release, which every backend runs, were checked: page size, KV dtype, CP and PP sizes from 0.5.10; page size and PP in the v1 checks before)",
-            "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
-            _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
-        ))
     located = []
     for f in report.findings:
         locs = _locate(f, p, d)
@@ -388,7 +374,8 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
     found: list[tuple[str, Location]] = []
     text = f.message
     # A finding about one side ("prefill: ...", "decode: ...") points at that side's lines.
-    owner = p if text.startswith(("prefill:", "the prefill server")) else d if text.startswith(("decode:", "the decode server")) else None
+    side = re.match(r"(?:the )?(prefill|decode)(?![-\w])", text)  # "prefill: ...", "the prefill runs ..."
+    owner = (p if side.group(1) == "prefill" else d) if side else None
     default = (owner, d if owner is p else p) if owner is not None else (d, p)
     for m in _FLAG_RE.finditer(text):
         before = text[max(0, m.start() - 12):m.start()]
@@ -399,8 +386,10 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
                 found.append((cls.role, loc))
                 break
     if not found:
+        # a flag named only in the fix: the side the finding is about, never the other
+        # side's line (a prefill without --page-size is not at the decode's --page-size)
         for m in _FLAG_RE.finditer(f.fix):
-            for cls in default:
+            for cls in ((owner,) if owner is not None else default):
                 loc = _flag_location(m.group(0), cls)
                 if loc is not None:
                     return [loc]
@@ -408,6 +397,8 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
         first = owner.role if owner is not None else "decode"
         found.sort(key=lambda rl: rl[0] != first)
         return [loc for _, loc in found]
+    if owner is not None:
+        return [owner.first.instance.location]
     if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
         return [p.first.instance.location]
     return [d.first.instance.location]

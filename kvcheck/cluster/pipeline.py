@@ -14,9 +14,8 @@ For each ``Deployment`` (``kvcheck.sources.deployments``):
    GPU, release, ``--load-balance-method``); one ``Side`` is built per class;
 3. every prefill class x decode class pair is decided once with
    ``kvcheck.preflight.run_preflight`` (so N x M instances cost classes, not instances);
-   a pair where neither side uses NIXL keeps only the backend-independent findings (the
-   decode's bootstrap checks, start-up refusals, model findings) and gets
-   ``backend-not-modeled`` (unchecked): kvcheck models NIXL's transfer decision only;
+   every backend is decided there (NIXL's and Mooncake's transfer decisions; MORI, Ascend
+   and fake pairs are ``backend-unchecked``), the same as on the pair path;
 4. the cluster-wide checks (``kvcheck.cluster.checks``) run over all instances.
 
 Parsing, model lookup and typing are cached per distinct argv / model name, so a
@@ -44,7 +43,7 @@ PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "
 # of the deployment as written, so some pair may be missing or wrong). A server outside
 # PD and an ``envFrom`` kvcheck cannot read (usually a token Secret) leave every pair it
 # found checkable: warnings.
-PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING}
+PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING, "unresolved-address": Severity.INFO}
 
 # Typed args that never change a pair's decision: instances differing only in them share
 # a class. The bootstrap port is checked per instance by the cluster checks.
@@ -161,19 +160,27 @@ def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
 def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
     from kvcheck.cluster.checks import run_cluster_checks
 
+    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
+        # every server's role is hidden (a --config file inside the image, an unset
+        # variable): unchecked with the reason named, not bad input (readers, issue 16)
+        hidden = [finding(p.id, PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Check this part by hand.", p.location) for p in dep.problems]
+        return DeploymentResult(dep, [], [], [], hidden)
     if not dep.instances:
         if dep.problems:
             p = dep.problems[0]
             raise InputError(f"no SGLang prefill or decode server found: {p.message}", source=str(p.location))
         raise InputError("no SGLang prefill or decode server found (no launch line with --disaggregation-mode prefill|decode)", source=str(dep.source))
     from kvcheck.cluster.decide import decide
+    from kvcheck.sources.limits import check_cap
 
+    check_cap("instances", len(dep.instances), field="instances", source=str(dep.source))
     for inst in dep.instances:
         extra_env = opts.prefill_env if inst.role == "prefill" else opts.decode_env
         if extra_env:
             inst.env = {**inst.env, **extra_env}
     instances = [_read_instance(inst, opts, caches) for inst in dep.instances]
     classes = _group(instances, opts, caches)
+    check_cap("classes", len(classes), field="classes (instances whose KV-relevant args differ)", source=str(dep.source))
     pairs = [decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
     findings = [finding(p.id or "deployment-problem", PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
     findings += run_cluster_checks(dep, instances)
@@ -465,6 +472,15 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
     overrides = args.get("json_model_override_args")
     override = opts.prefill_model_config if inst.role == "prefill" else opts.decode_model_config
     cfg, src, mid = _resolve_model(model_path, inst, opts, caches, overrides=overrides, override=override)
+    clue = getattr(inst, "model", None)
+    if cfg is None and clue and clue != model_path:
+        # --model-path is a path inside the image: the model the file names elsewhere
+        # (--served-model-name, a recipe's identity, an env default; readers, issue 16)
+        ccfg, csrc, cmid = _resolve_model(clue, inst, opts, caches, overrides=overrides)
+        if ccfg is not None:
+            cfg, mid, model_path = ccfg, cmid, clue
+            args = {**args, "model_path": clue}  # the model both sides are compared by
+            src = f"{csrc}; named by {getattr(inst, 'model_clue', '') or 'the deployment file'}"
     if cfg is None:
         notes.append(_unknown_model(model_path, "--model-path", src))
     draft_cfg, draft_id, draft_missing = None, None, False
