@@ -175,8 +175,15 @@ def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> In
 
 
 def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
+    """A launch-line file, read as ``kvcheck.sources.files.read_command_line`` reads it
+    (a ``--config`` inside it through the same root-confined inner-file reader), with the
+    per-release parse left to the release stage."""
     from kvcheck.sglang.flags import FlagTable, config_path
-    from kvcheck.sources.files import ENV_KEY, VERSION_ENV, _env_mapping, _load_yaml, _take_gpu_key, _take_version_key, read_text, split_command_line
+    from kvcheck.sources.files import (
+        ENV_KEY, GPU_ENV, VERSION_ENV, _env_mapping, _load_inner_yaml, _take_gpu_key, _take_version_key, check_inner_config, inner_path,
+        mask_inner_values, read_text, split_command_line,
+    )
+    from kvcheck.errors import ArgparseRefusal
     from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
 
     text = read_text(path)
@@ -184,23 +191,17 @@ def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
     register_secrets(secrets_from_argv(argv) | collect_secrets(dict(env)))  # before any error can quote one
     cfg = config_path(argv, spec)
     config = None
+    cfg_path = None
     kw: dict[str, Any] = {}
     clues = []
     if cfg:
         # --config FILE inside a command: SGLang puts the file's flags before the
         # command line's, so the command line wins (ConfigArgumentMerger).
-        cfg_path = Path(cfg)
-        if not cfg_path.is_absolute() and not cfg_path.exists():
-            cfg_path = path.parent / cfg_path
-        cfg_text = read_text(cfg_path)
-        config = _load_yaml(cfg_text, cfg_path) or {}
-        if not isinstance(config, dict):
-            raise InputError("a SGLang --config file must hold a mapping of flags", source=str(cfg_path))
+        cfg_path = inner_path(cfg, path.parent)
+        config = _load_inner_yaml(cfg_path, path.parent, source=spec)
         env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
         _take_gpu_key(config, env, str(cfg_path))
         _take_version_key(config, env, str(cfg_path))
-    from kvcheck.sources.files import GPU_ENV
-
     version = env.pop(VERSION_ENV, None)
     if version:
         clues.append(_version_clue(version, path, text))
@@ -212,7 +213,15 @@ def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
                     node_argvs=[list(argv)], env=env, arg_locations=_locations(text, path, options), release_clues=clues, kind="command line", **kw)
 
     def parse_for(v: str) -> dict[str, Any]:
-        args = FlagTable.load(v).parse_argv(argv, spec, config=config)
+        table = FlagTable.load(v)
+        if config:
+            check_inner_config(table, config, str(cfg_path))
+        try:
+            args = table.parse_argv(argv, spec, config=config)
+        except ArgparseRefusal:
+            raise
+        except InputError as exc:
+            raise mask_inner_values(exc, config) from None
         args.pop("config", None)
         return args
 
