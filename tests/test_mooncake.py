@@ -46,7 +46,8 @@ def _script(tmp: Path, prefill: str, decode: str, env: str = "") -> int | dict:
         f"{env}python3 -m sglang.launch_server --model-path {m} --disaggregation-mode prefill {prefill} --port 30000 &\n"
         f"{env}python3 -m sglang.launch_server --model-path {m} --disaggregation-mode decode {decode} --port 30001 &\n"
     )
-    proc = run_cli("preflight", "-f", str(path), "--format", "json", "--kernel", "builtin")
+    # the release the pair helper pins (helpers.PAIR_TEST_RELEASE): both paths on one release
+    proc = run_cli("preflight", "-f", str(path), "--format", "json", "--kernel", "builtin", "--sglang-version", "0.5.23")
     assert proc.stdout, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
