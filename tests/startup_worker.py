@@ -236,6 +236,14 @@ def draw_plain(rng: random.Random):
     return model, role, {k: v for k, v in f.items() if v is not None}, {}
 
 
+def _steps(side):
+    """The restated steps alone, without ``first_outcome``'s release gate."""
+    from kvcheck.sglang.startup import ORDER, side_gpu
+
+    g = side_gpu(side)
+    return next((o for o in (step(side, g) for step in ORDER) if o is not None), None)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--release", required=True)
@@ -244,6 +252,8 @@ def main() -> int:
     ap.add_argument("--plain-draws", type=int, default=0)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tmp", required=True)
+    ap.add_argument("--steps-only", action="store_true",
+                    help="compare the restated steps alone (no release gate): where the restatement differs")
     a = ap.parse_args()
     t0 = time.perf_counter()
     import logging
@@ -282,7 +292,7 @@ def main() -> int:
                 continue
             side = C.kv_side(role, dirs[model], flags, gpu, env)
             side.sglang_version = a.release
-            predicted = first_outcome(side)
+            predicted = _steps(side) if a.steps_only else first_outcome(side)
             out["compared"] += 1
             out["runtime_refusals" if outcome is not None else "runtime_starts"] += 1
             diff = C.compare(outcome, predicted)
