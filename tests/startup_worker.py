@@ -226,14 +226,33 @@ def warm_up(dirs: dict[str, Path]) -> None:
 
 
 def draw_plain(rng: random.Random):
-    """A PD server with only the flags ``startup._older_release_differences`` lets through to
-    the restated steps on an older release (TP size, page size, NIXL or Mooncake, the radix
-    cache of a prefill on); run on the Hopper GPU by the caller (``--plain-draws``)."""
+    """A PD server with the flags published deployments use (TP, DP attention, nodes, page
+    size, NIXL or Mooncake, the attention backends per GPU, fp8/bf16 KV, chunked prefill,
+    EAGLE/NEXTN MTP with topk 1, two-batch overlap, the radix cache): the flag sets
+    ``startup.unrestated_steps`` lets through to the restated steps on every verified release;
+    run on the four GPUs by the caller (``--plain-draws``)."""
     model = rng.choice(C.MODEL_NAMES[:3])  # no DSA model
     role = rng.choice(("prefill", "decode"))
     f = {"disaggregation_mode": role, "disaggregation_transfer_backend": rng.choice(("nixl", "mooncake")),
          "tp_size": rng.choice((1, 2, 3, 4, 8)), "page_size": rng.choice((None, 1, 16, 32, 64))}
-    return model, role, {k: v for k, v in f.items() if v is not None}, {}
+    if rng.random() < 0.4:
+        f["dp_size"] = rng.choice((1, 2, 4, 8))
+        f["enable_dp_attention"] = rng.random() < 0.7
+    f["nnodes"] = rng.choice((None, None, None, 2, 3))
+    backend = rng.choice((None, None, "fa3", "flashinfer", "triton", "trtllm_mla", "trtllm_mha"))
+    if backend is not None:
+        f[rng.choice(("attention_backend", "attention_backend", "decode_attention_backend", "prefill_attention_backend"))] = backend
+    f["kv_cache_dtype"] = rng.choice((None, None, "auto", "fp8_e4m3", "bf16", "bfloat16", "fp8_e5m2"))
+    f["chunked_prefill_size"] = rng.choice((None, None, 4096, 8192, 16384, 1000))
+    if model == "deepseek-v3" and rng.random() < 0.4:
+        f.update({"speculative_algorithm": rng.choice(("EAGLE", "NEXTN")), "speculative_num_steps": rng.choice((1, 3)),
+                  "speculative_eagle_topk": 1, "speculative_num_draft_tokens": rng.choice((2, 4))})
+    if rng.random() < 0.15:
+        f["enable_two_batch_overlap"] = True
+        f["moe_a2a_backend"] = rng.choice(("none", "deepep"))
+    f["disable_radix_cache"] = rng.random() < 0.2
+    f["pp_size"] = rng.choice((None, None, None, None, 2))
+    return model, role, {k: v for k, v in f.items() if v is not None and v is not False}, {}
 
 
 def _steps(side):
@@ -281,7 +300,7 @@ def main() -> int:
         if dropped:  # flags this release does not have: the same draw without them
             out["flags_dropped"] = out.get("flags_dropped", 0) + 1
             flags = {k: v for k, v in flags.items() if k in known}
-        gpus = C.GPUS.items() if n_job < a.draws + a.sharded_draws else [("h100", C.GPUS["h100"])]
+        gpus = C.GPUS.items()
         for gpu, capability in gpus:
             try:
                 outcome = runtime_outcome(dirs[model], flags, capability, env)
@@ -302,6 +321,8 @@ def main() -> int:
                     out["disagreements"].append(f"{model} {role} {gpu} {flags} {env}: {diff}")
             elif isinstance(predicted, Stop):
                 out["stops"] += 1
+                if n_job >= a.draws + a.sharded_draws:
+                    out["plain_stops"] = out.get("plain_stops", 0) + 1
                 k = predicted.reason[:90]
                 out["stop_reasons"][k] = out["stop_reasons"].get(k, 0) + 1
     out["seconds"] = round(time.perf_counter() - t0, 1)

@@ -46,9 +46,18 @@ from kvcheck.sglang.gpu import Gpu
 from kvcheck.sglang.plan import RuntimeErrorPrediction
 from kvcheck.sglang.startup.backends import attention_backend_gpu, kv_dtype_gpu, nvfp4_prefill_dequant
 from kvcheck.sglang.startup.base import Outcome, Refusal, Stop, _env_bool, _is_dsa, _raw, release_at_least, side_gpu
-from kvcheck.sglang.startup.parallel import context_parallelism, data_parallelism, hicache_dcp, kv_cache_sharding, pipeline_parallel, server_args_layout, server_args_nodes
+from kvcheck.sglang.startup.parallel import two_batch_overlap, context_parallelism, data_parallelism, hicache_dcp, kv_cache_sharding, pipeline_parallel, server_args_layout, server_args_nodes
 from kvcheck.sglang.startup.resolution import cache_compatibility, decode_context_parallelism, dsa_dcp, dsa_hisparse_backends, dsa_kv_cache_dtype, hicache_compatibility, pd_disaggregation, speculative, validate_hisparse
 from kvcheck.sides import Side
+from kvcheck.sglang.startup.gate import (  # noqa: F401
+    STARTUP_RESTATED_FROM,
+    STARTUP_VERIFIED_FROM,
+    STARTUP_VERIFIED_RELEASES,
+    ReleaseStop,
+    release_gate,
+    startup_verified,
+    unrestated_steps,
+)
 
 # The public names of the phase modules, importable from the package as before the split.
 from kvcheck.sglang.startup.base import (  # noqa: F401
@@ -143,6 +152,7 @@ ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
     pipeline_parallel,          # check_server_args: check_pipeline_parallel_compat
     server_args_layout,         # check_server_args: DP replicas across nodes, chunked prefill vs page
     validate_hisparse,          # check_server_args: _hisparse_validation
+    two_batch_overlap,          # check_server_args: check_two_batch_overlap (0.5.7+)
 )
 # Every id a Refusal may carry (for the check's finding ids and --ignore).
 REFUSAL_IDS = (
@@ -182,80 +192,18 @@ REFUSAL_IDS = (
     "hisparse-mixed-chunk",
     "hisparse-spec-topk",
     "hisparse-spec-adaptive",
+    "two-batch-overlap",
 )
 # Refusals whose verdict the GPU generation decides (the check says so when no GPU was given).
 GPU_DEPENDENT_IDS = frozenset({"attention-backend-gpu", "attention-kv-dtype", "kv-dtype-gpu", "kv4-backend", "nvfp4-prefill-dequant",
                                "hisparse-dsa-backend", "dsa-kv-cache-dtype"})
-# The oldest SGLang release whose start-up refusals (``ORDER``) agree with that release's own
-# ``prepare_server_args`` -> resolution -> ``check_server_args`` on the start-up corpus
-# (tests/startup_worker.py, tests/test_startup_releases.py). Measured disagreements of the
-# 0.5.23 restatement, per release (70 draws x 4 GPUs): 0.5.8 47/172, 0.5.10 39/192,
-# 0.5.13 32/208, 0.5.16 80/280, 0.5.17 79/280, 0.5.20 57/280, 0.5.21 27/280, 0.5.22 32/280
-# (all 32 on --enable-kv-cache-sharding: a Stop in ``kv_cache_sharding``). Before 0.5.22 the
-# releases refuse differently: two-batch overlap without an a2a backend (check_two_batch_overlap,
-# 0.5.8 .. 0.5.21), TRTLLM MHA prefill on SM100 only (.. 0.5.17), the DSA DCP / KV-dtype order
-# and texts, the multi-node DP and PP texts, trtllm_mla's fp4_e2m1, PD decode DCP's own checks
-# (0.5.17 .. 0.5.20): not restated, so a side of those releases whose flags reach one of them
-# (``_older_release_differences``) is ``unchecked``; plain flag sets (TP, page size, NIXL or
-# Mooncake, Hopper) agree on 0.5.8 .. 0.5.21 (40 draws each, 0 disagreements).
-STARTUP_VERIFIED_FROM = "0.5.22"
-@dataclass(frozen=True)
-class ReleaseStop(Stop):
-    """A ``Stop`` because the side's SGLang release refuses start-up differently from what
-    kvcheck restates (``STARTUP_VERIFIED_FROM``) where the side's flags reach it; ``release``
-    names it. The scheduler's connector checks (``connector_outcome``, with their own release
-    gates) still run after it: the ``connector-startup`` check reads them."""
-
-    release: str = ""
-def release_gate(side: Side) -> Optional[ReleaseStop]:
-    """A ``ReleaseStop`` for a side whose SGLang release is older than ``STARTUP_VERIFIED_FROM``
-    (the 0.5.23 restatement would be that release's answer only by chance), else ``None``."""
-    from kvcheck.sglang.releases import side_release
-
-    version = side_release(side)[0]
-    if version is None or release_at_least(side, STARTUP_VERIFIED_FROM):
-        return None
-    differs = _older_release_differences(side)
-    if not differs:
-        return None
-    return ReleaseStop(
-        f"SGLang {version}: its start-up refusals (argument resolution and check_server_args) differ from "
-        f"{STARTUP_VERIFIED_FROM}+ where these flags reach them ({', '.join(differs)}) and kvcheck has not verified "
-        "them for this release", release=version)
-def _older_release_differences(side: Side) -> list[str]:
-    """The inputs of a side that reach start-up steps in which releases before
-    ``STARTUP_VERIFIED_FROM`` refuse differently (measured on the start-up corpus against
-    0.5.8 .. 0.5.21's own code). A side with none of them (plain TP/page size, NIXL or
-    Mooncake, no speculation, Hopper) agrees with the restated steps on every measured release."""
-    a = side.args
-    g = side_gpu(side)
-    out = [name for name, on in (
-        ("an attention backend flag", bool(a.attention_backend or a.prefill_attention_backend or a.decode_attention_backend)),
-        ("a GPU other than Hopper", not (g.vendor == "nvidia" and g.capability[0] == 9)),
-        ("--kv-cache-dtype", a.kv_cache_dtype not in (None, "auto")),
-        ("a DSA model", _is_dsa(side)),
-        ("DP / attention DP", a.dp_size > 1 or a.attn_dp_size > 1 or bool(a.enable_dp_attention)),
-        ("CP / DCP", a.attn_cp_size > 1 or a.dcp_size > 1 or bool(a.enable_prefill_cp)),
-        ("PP", a.pp_size > 1), ("--nnodes", int(_raw(side, "nnodes", 1) or 1) > 1),
-        ("speculative decoding", a.speculative_algorithm is not None),
-        ("HiSparse", bool(a.enable_hisparse)), ("HiCache", bool(a.enable_hierarchical_cache)),
-        ("--disable-radix-cache", not a.radix_cache_enabled and a.disaggregation_mode != "decode"),
-        ("the decode radix cache", bool(a.disaggregation_decode_enable_radix_cache)),
-        ("KV sharding", bool(a.enable_kv_cache_sharding)),
-        ("the fake transfer backend", a.disaggregation_transfer_backend == "fake"),
-        ("--chunked-prefill-size", _raw(side, "chunked_prefill_size") is not None),
-        ("decode retraction / host receive", a.disaggregation_decode_retraction_backup is not None
-         or a.disaggregation_decode_host_receive_threshold < 1),
-        ("--disaggregation-decode-allocation-policy", a.disaggregation_decode_allocation_policy != "early"),
-        ("two-batch overlap", bool(_raw(side, "enable_two_batch_overlap", False))),
-        ("SGLANG_DISAGG_STAGING_BUFFER", _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER")),
-    ) if on]
-    return out
 def first_outcome(side: Side, gpu: Optional[Gpu] = None) -> Outcome:
     """The first start-up step that refuses (a ``Refusal``), or stops prediction (a ``Stop``),
     or ``None`` when every restated step passes. ``gpu`` defaults to ``side_gpu(side)``.
-    A side on a release older than ``STARTUP_VERIFIED_FROM`` gets a ``ReleaseStop`` (unchecked),
-    never 0.5.23's answer."""
+    A side on a release whose start-up kvcheck has not verified (``STARTUP_VERIFIED_RELEASES``:
+    older than 0.5.5, newer than the newest modeled, or not modeled), or whose flags reach a
+    step its release runs differently from the restatement (``gate.unrestated_steps``), gets a
+    ``ReleaseStop`` (unchecked), never another release's answer."""
     gate = release_gate(side)
     if gate is not None:
         return gate
@@ -265,11 +213,15 @@ def first_outcome(side: Side, gpu: Optional[Gpu] = None) -> Outcome:
         if out is not None:
             return out
     return None
+
+
 def first_refusal(side: Side, gpu: Optional[Gpu] = None) -> Optional[Refusal]:
     """The first start-up refusal this side's flags cause, or ``None`` (none, or not
     predictable past a step kvcheck does not restate: see ``first_outcome``)."""
     out = first_outcome(side, gpu)
     return out if isinstance(out, Refusal) else None
+
+
 def startup_error(side: Side, gpu: Optional[Gpu] = None) -> Optional[RuntimeErrorPrediction]:
     """The exception SGLang 0.5.23 raises while resolving this side's args at start-up
     (``ServerArgs.resolve_once()`` then ``check_server_args()``), or ``None``."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 from kvcheck.sglang.gpu import Gpu
-from kvcheck.sglang.startup.base import DSA_OVERRIDE_ARCHS, MINIMAX_SPARSE_ARCHS, Outcome, Refusal, Stop, _arch, _is_dsa, _raw, _resolved_kv_dtype
+from kvcheck.sglang.startup.base import release_at_least, DSA_OVERRIDE_ARCHS, MINIMAX_SPARSE_ARCHS, Outcome, Refusal, Stop, _arch, _is_dsa, _raw, _resolved_kv_dtype
 from kvcheck.sides import Side
 
 
@@ -16,8 +16,12 @@ NVFP4_PREFILL_DEQUANT_DTYPE = {"flashinfer": "fp8_e4m3", "trtllm_mha": "nvfp4"}
 # overrides._mla_kv_cache_dtype_checks / _cutedsl_prefill_backend_fill (exact strings).
 TRTLLM_MLA_KV_DTYPES = ("fp8_e4m3", "bf16", "auto")
 CUTEDSL_MLA_KV_DTYPES = ("fp8_e4m3", "bf16", "bfloat16", "auto")
+
+
 def _gpu_is(gpu: Gpu, *majors: int) -> bool:
     return gpu.vendor == "nvidia" and gpu.capability[0] in majors
+
+
 def resolved_attention_backends(side: Side, gpu: Gpu) -> tuple[Optional[str], Optional[str], Optional[str]]:
     """(attention_backend, prefill_attention_backend, decode_attention_backend) as
     ``handle_attention_backend_compatibility`` sees them on CUDA (SGLang 0.5.23), as far as
@@ -36,6 +40,8 @@ def resolved_attention_backends(side: Side, gpu: Gpu) -> tuple[Optional[str], Op
         if a.speculative_algorithm is None or (topk is not None and topk <= 1):
             attn = "trtllm_mha"
     return attn, pre, dec
+
+
 def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
     """``--attention-backend`` after ``_deepseek_family_overrides`` (SGLang 0.5.23): ``dsa`` for
     a DSA model with no backend flag, ``trtllm_mla`` for a DeepSeek V3-family MLA model on
@@ -50,6 +56,8 @@ def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
         if _gpu_is(gpu, 10):
             return "trtllm_mla"
     return attn
+
+
 def default_attention_backend(side: Side, gpu: Gpu) -> str:
     """``model_override_base.get_default_attn_backend`` on an NVIDIA GPU (SGLang 0.5.23, with
     FlashInfer installed): MHA -> fa3 on Hopper, trtllm_mha on SM100 (fa4 when K and V
@@ -72,6 +80,8 @@ def default_attention_backend(side: Side, gpu: Gpu) -> str:
             return "fa4" if asym else "trtllm_mha"
         return "flashinfer"
     return {9: "fa3", 10: "flashinfer"}.get(major, "triton")
+
+
 def _page_after_model_overrides(side: Side) -> Optional[int]:
     """``--page-size`` after ``_deepseek_family_overrides``: 64 x index_kpool for a DSA model on CUDA."""
     if _is_dsa(side) and _arch(side) in DSA_OVERRIDE_ARCHS:
@@ -79,6 +89,8 @@ def _page_after_model_overrides(side: Side) -> Optional[int]:
     if side.model.dsv4:
         return 256  # _deepseek_v4_overrides (CUDA)
     return side.args.page_size
+
+
 def final_attention_backends(side: Side, gpu: Gpu) -> tuple[str, Optional[str], Optional[str]]:
     """(attention, prefill, decode) backends once ``handle_attention_backend_compatibility``
     has run (SGLang 0.5.23): model overrides, NVFP4's pinned split backends, the GPU default
@@ -98,6 +110,8 @@ def final_attention_backends(side: Side, gpu: Gpu) -> tuple[str, Optional[str], 
     if attn == "fa3" and _resolved_kv_dtype(side, gpu) == "fp8_e5m2":
         attn = "triton"
     return attn, pre, dec
+
+
 def resolved_page_size(side: Side, gpu: Gpu) -> int:
     """The page size after ``_mla_backend_page_constraints``, ``_fa4_page_constraint`` and
     ``_page_size_default`` (SGLang 0.5.23, CUDA): flashmla 64; trtllm_mla / cutedsl_mla keep
@@ -112,14 +126,19 @@ def resolved_page_size(side: Side, gpu: Gpu) -> int:
         page = 64
     if "cutedsl_mla" in (attn, dec, pre) and page not in (32, 64):
         page = 64
-    if "trtllm_mha" in (attn, dec, pre, _raw(side, "speculative_draft_attention_backend")) and page not in (16, 32, 64, 128):
+    mha_pages = (16, 32, 64, 128) if release_at_least(side, "0.5.17") else (16, 32, 64)  # 128 kept from 0.5.17
+    if "trtllm_mha" in (attn, dec, pre, _raw(side, "speculative_draft_attention_backend")) and page not in mha_pages:
         page = 64
     if "fa4" in (attn, dec, pre) and not side.model.is_mla and _gpu_is(gpu, 10) and (a.speculative_eagle_topk or 0) <= 1:
         page = 128
     return 1 if page is None else page
+
+
 def _split(attn: Optional[str], pre: Optional[str], dec: Optional[str]) -> tuple[Optional[str], Optional[str]]:
     """``attention_backends_of``: the prefill and decode backends (split flags win)."""
     return pre or attn, dec or attn
+
+
 def nvfp4_prefill_dequant(side: Side, gpu: Gpu) -> Outcome:
     """``handle_nvfp4_prefill_kv_dequant_dtype`` (arg_groups/kv_cache_hook.py, SGLang 0.5.23):
     ``--kv-cache-dtype nvfp4`` maps the explicit prefill backend to a dequant dtype (only
@@ -158,6 +177,8 @@ def nvfp4_prefill_dequant(side: Side, gpu: Gpu) -> Outcome:
                        f"NVFP4 decode requires --decode-attention-backend=trtllm_mha; got {a.decode_attention_backend!r}. "
                        "Remove the backend option; NVFP4 selects the supported decode implementation automatically.")
     return None
+
+
 def nvfp4_backends(side: Side, gpu: Gpu) -> tuple[str, str]:
     """(prefill, decode) attention backends ``handle_nvfp4_prefill_kv_dequant_dtype`` pins for
     ``--kv-cache-dtype nvfp4`` once it accepts the flags: flashinfer (FP8 workspace) or
@@ -167,6 +188,8 @@ def nvfp4_backends(side: Side, gpu: Gpu) -> tuple[str, str]:
         explicit = side.args.prefill_attention_backend or _model_override_backend(side, gpu)
         req = NVFP4_PREFILL_DEQUANT_DTYPE.get(explicit or "", "nvfp4" if _gpu_is(gpu, 10) else "fp8_e4m3")
     return {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}[req], "trtllm_mha"
+
+
 def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
     """The refusals of ``handle_attention_backend_compatibility`` (arg_groups/attention_hook.py,
     SGLang 0.5.23) that the backend, the KV dtype string and the GPU decide:
@@ -188,11 +211,14 @@ def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
                        "Speculative decoding is currently not supported with Flex Attention backend")
     if "trtllm_mla" in (attn, dec):
         if not _gpu_is(gpu, 10, 11, 12):
+            # is_blackwell_supported() in every release; the text named SM100 only before 0.5.9.
+            where = "(SM100/SM12x)" if release_at_least(side, "0.5.9") else "(SM100)"
             return Refusal("attention-backend-gpu", "_mla_kv_cache_dtype_checks", "ValueError",
-                           "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x). Please use a different backend.")
-        if kv not in TRTLLM_MLA_KV_DTYPES:
+                           f"TRTLLM MLA backend is only supported on Blackwell GPUs {where}. Please use a different backend.")
+        allowed = trtllm_mla_kv_dtypes(side)
+        if kv not in allowed:
             return Refusal("attention-kv-dtype", "_mla_kv_cache_dtype_checks", "ValueError",
-                           "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.")
+                           f"TensorRT-LLM MLA backend only supports kv-cache-dtype of {', '.join(allowed[:-1])}, or {allowed[-1]}.")
     if "cutedsl_mla" in (attn, pre, dec):
         if pre == "cutedsl_mla" and a.prefill_attention_backend == "cutedsl_mla":
             return Refusal("attention-backend-gpu", "_cutedsl_prefill_backend_fill", "AssertionError",
@@ -206,7 +232,22 @@ def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
         if a.prefill_attention_backend is None:
             pre = "trtllm_mla"
     p_b, d_b = _split(attn, pre, dec)
-    if "trtllm_mha" in (p_b, d_b):
+    if "trtllm_mha" in (attn, pre, dec) and not release_at_least(side, "0.5.10"):
+        # _handle_attention_backend_compatibility, SGLang 0.5.5 .. 0.5.9: any trtllm_mha needs SM100.
+        if not _gpu_is(gpu, 10):
+            return Refusal("attention-backend-gpu", "_handle_attention_backend_compatibility", "ValueError",
+                           "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.")
+    elif "trtllm_mha" in (p_b, d_b) and not release_at_least(side, "0.5.19"):
+        # SGLang 0.5.10 .. 0.5.18: prefill on SM100 only; decode on SM90/SM100/SM120 (the 0.5.23 text).
+        if p_b == "trtllm_mha" and not _gpu_is(gpu, 10):
+            return Refusal("attention-backend-gpu", "_handle_attention_backend_compatibility", "ValueError",
+                           "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
+                           "Please use a different prefill backend.")
+        if d_b == "trtllm_mha" and not _gpu_is(gpu, 9, 10, 12):
+            return Refusal("attention-backend-gpu", "_handle_attention_backend_compatibility", "ValueError",
+                           "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs. "
+                           "Please use a different decode backend.")
+    elif "trtllm_mha" in (p_b, d_b):
         ok = _gpu_is(gpu, 9, 10, 12)
         if p_b == "trtllm_mha" and not ok:
             return Refusal("attention-backend-gpu", hook, "ValueError",
@@ -221,11 +262,38 @@ def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
             return Refusal("attention-backend-gpu", hook, "ValueError",
                            "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs. "
                            "Please use a different decode backend.")
-        if p_b == "trtllm_mha" and not _gpu_is(gpu, 10) and a.attn_cp_size > 1:
+        if p_b == "trtllm_mha" and not _gpu_is(gpu, 10) and a.attn_cp_size > 1 and trtllm_mha_cp_check(side):
             return Refusal("attention-backend-gpu", hook, "ValueError",
                            "Prefill context parallelism with the TRTLLM MHA prefill backend requires SM100 (trtllm-gen context "
                            "kernel): the SM90/SM120 fmha_v2 prefill path does not implement CP shard masking.")
+    if "fa4" in (attn, dec) and not release_at_least(side, "0.5.8"):
+        # _handle_attention_backend_compatibility, SGLang 0.5.5 .. 0.5.7: FA4 was prefill-only.
+        return Refusal("attention-backend-gpu", "_handle_attention_backend_compatibility", "ValueError",
+                       "FA4 backend is only supported for prefill. Please use `--prefill-attention-backend fa4` instead.")
     return None
+
+
+def trtllm_mla_kv_dtypes(side: Side) -> tuple[str, ...]:
+    """The ``--kv-cache-dtype`` strings ``trtllm_mla`` accepts, in the order its refusal names them:
+    SGLang 0.5.5 .. 0.5.6 ``fp8_e4m3, fp4_e2m1, auto``; 0.5.7 .. 0.5.20 adds ``bf16``; from 0.5.21
+    ``fp8_e4m3, bf16, auto`` (``_mla_kv_cache_dtype_checks``)."""
+    if release_at_least(side, "0.5.21"):
+        return TRTLLM_MLA_KV_DTYPES
+    if release_at_least(side, "0.5.7"):
+        return ("fp8_e4m3", "fp4_e2m1", "bf16", "auto")
+    return ("fp8_e4m3", "fp4_e2m1", "auto")
+
+
+def trtllm_mha_cp_check(side: Side) -> bool:
+    """Whether the side's release refuses prefill CP with a TRTLLM MHA prefill off SM100: the
+    check is in SGLang 0.5.19 and 0.5.23, not in 0.5.20 .. 0.5.22 (each release's attention
+    hook); before 0.5.19 the SM100-only prefill rule refuses first."""
+    from kvcheck.sglang.releases import in_range, side_release
+
+    version = side_release(side)[0] or ""
+    return bool(version) and not in_range(version, "0.5.20", "0.5.23")
+
+
 def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
     """``handle_kv4_compatibility`` and ``handle_mxfp8_kv_cache_compatibility``
     (arg_groups/kv_cache_hook.py, SGLang 0.5.23): ``nvfp4`` needs SM100 or SM120; FP4 KV
@@ -289,6 +357,8 @@ _KV4_UNRESOLVED_ARCHS = frozenset({
     "GptOssForCausalLM", "Llama4ForConditionalGeneration", "Llama4ForCausalLM", "Qwen3NextForCausalLM",
     "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "NemotronHForCausalLM",
 }) | MINIMAX_SPARSE_ARCHS
+
+
 def kv4_backend_lists(side: Side, gpu: Gpu) -> Outcome:
     """The tail of ``handle_kv4_compatibility`` (SGLang 0.5.23) for FP4 KV that is not SM100
     native NVFP4: with split prefill/decode backends (prefill not fa4) it only warns; with an

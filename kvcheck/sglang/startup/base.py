@@ -12,6 +12,8 @@ from kvcheck.sides import Side
 
 
 OPERATOR_SEES = "the server exits during start-up with this error, before loading the model"
+
+
 @dataclass(frozen=True)
 class Refusal:
     """One predicted start-up refusal: the kvcheck id, the runtime function, the
@@ -32,6 +34,8 @@ class Refusal:
             when="start-up",
             operator_sees=OPERATOR_SEES,
         )
+
+
 @dataclass(frozen=True)
 class Stop:
     """The runtime's next step depends on what the inputs do not say: predict no further.
@@ -66,14 +70,22 @@ HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE = {
 HISPARSE_KV_CACHE_DTYPES = ("bfloat16", "fp8_e4m3")
 # cp_tp_group_sharing_hook._SUPPORTED_MODELS (0.5.23; 0.5.22 had Glm5Next only).
 CP_TP_GROUP_SHARING_ARCHS = frozenset({"Glm5NextForConditionalGeneration", "Qwen4ExpForConditionalGeneration"})
+
+
 def _is_dsa(side: Side) -> bool:
     return bool(side.model.dsa)
+
+
 def _arch(side: Side) -> str:
     return side.model.architecture
+
+
 def _effective_transfer_backend(side: Side) -> str:
     """``mooncake_tcp`` is rewritten to ``mooncake`` first thing in handle_pd_disaggregation."""
     b = side.args.disaggregation_transfer_backend
     return "mooncake" if b == "mooncake_tcp" else b
+
+
 def resolved_speculative_algorithm(side: Side) -> Optional[str]:
     """handle_speculative_decoding: upper-cased, then ``_resolve_speculative_algorithm_alias``
     (NEXTN and EAGLE become EAGLE, or FROZEN_KV_MTP for a Gemma4 assistant draft)."""
@@ -87,6 +99,8 @@ def resolved_speculative_algorithm(side: Side) -> Optional[str]:
             return "FROZEN_KV_MTP"
         return "EAGLE"
     return algo
+
+
 def host_receive_on(side: Side) -> bool:
     """Whether decode host receive (``--disaggregation-decode-host-receive-threshold``) is
     on. SGLang 0.5.21 introduced the flag with default 0.0, on when > 0
@@ -101,6 +115,8 @@ def host_receive_on(side: Side) -> bool:
         # off unless given: the release's own default (0.0) is off
         return "disaggregation_decode_host_receive_threshold" in (side.raw_args or {}) and t > 0
     return t < 1
+
+
 def _retraction_backup(side: Side) -> Optional[str]:
     """handle_pd_disaggregation declares ``host_pool`` whenever decode host receive is on
     (``host_receive_on``)."""
@@ -108,6 +124,8 @@ def _retraction_backup(side: Side) -> Optional[str]:
     if host_receive_on(side):
         return "host_pool"
     return a.disaggregation_decode_retraction_backup
+
+
 def _dsa_resolved_kv_dtype(side: Side, gpu: Gpu) -> Optional[str]:
     """overrides._dsa_kv_cache_dtype_default on CUDA: ``bf16`` -> ``bfloat16``; ``auto`` ->
     ``fp8_e4m3`` on SM100+ (capability major >= 10) else ``bfloat16``."""
@@ -115,20 +133,28 @@ def _dsa_resolved_kv_dtype(side: Side, gpu: Gpu) -> Optional[str]:
     if kv == "auto":
         return "fp8_e4m3" if gpu.capability[0] >= 10 else "bfloat16"
     return "bfloat16" if kv == "bf16" else kv
+
+
 def _resolved_kv_dtype(side: Side, gpu: Gpu) -> str:
     """The KV dtype string the later hooks read: a DSA model's is rewritten by
     ``_dsa_kv_cache_dtype_default``; every other model keeps the flag's string."""
     if _is_dsa(side) and _arch(side) in DSA_KV_PASS_ARCHS:
         return _dsa_resolved_kv_dtype(side, gpu) or side.args.kv_cache_dtype
     return side.args.kv_cache_dtype
+
+
 def _raw(side: Side, dest: str, default=None):
     """A flag kvcheck does not type (``Side.raw_args``), or its SGLang default."""
     v = side.raw_args.get(dest, default)
     return default if v is None else v
+
+
 def _env_bool(side: Side, name: str) -> bool:
     """``sglang.srt.environ.EnvBool.parse``: true/1/yes/y (any case) is on; unset is off."""
     v = side.env.get(name)
     return v is not None and v.lower() in ("true", "1", "yes", "y")
+
+
 def release_at_least(side: Side, first: str) -> bool:
     """Whether the side's SGLang release (``releases.side_release``: its ``sglang_version``,
     the newest modeled release when none was resolved) is ``first`` or later. Gates the
@@ -138,6 +164,8 @@ def release_at_least(side: Side, first: str) -> bool:
 
     version = side_release(side)[0]
     return version is not None and in_range(version, first)
+
+
 def dp_layout(side: Side) -> tuple[int, int]:
     """(dp_size, attn_dp_size) after ``parallel_hook.handle_deprecated_dp_attention``
     (SGLang 0.5.23): ``--enable-dp-attention`` with ``--attn-dp-size 1`` moves
@@ -146,9 +174,13 @@ def dp_layout(side: Side) -> tuple[int, int]:
     if a.enable_dp_attention and a.attn_dp_size == 1:
         return 1, a.dp_size
     return a.dp_size, a.attn_dp_size
+
+
 def side_gpu(side: Side) -> Gpu:
     """The side's GPU (``Side.gpu``), Hopper (h100) when not given."""
     return resolve_gpu(side.gpu)
+
+
 def side_release_name(side: Side) -> str:
     """The side's release as ``releases.side_release`` resolves it (``"?"`` when unknown)."""
     from kvcheck.sglang.releases import side_release

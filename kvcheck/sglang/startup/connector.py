@@ -16,6 +16,8 @@ OPERATOR_SEES_SCHEDULER = (
     "the server loads the model, then the scheduler exits during start-up with this error "
     "(\"Scheduler hit an exception\" in its log); the server never serves"
 )
+
+
 @dataclass(frozen=True)
 class ConnectorRefusal(Refusal):
     """A refusal raised while the scheduler builds its PD queue and KV manager (after the
@@ -29,6 +31,8 @@ class ConnectorRefusal(Refusal):
             when="start-up",
             operator_sees=OPERATOR_SEES_SCHEDULER,
         )
+
+
 def _local_gpu_ids(side: Side) -> list[int]:
     """The GPU ids one node's ranks bind (``base_gpu_id + k * gpu_id_step``), in rank order."""
     a = side.args
@@ -36,6 +40,8 @@ def _local_gpu_ids(side: Side) -> list[int]:
     per_node = max(1, (a.tp_size * a.pp_size) // nnodes)
     base, step = int(_raw(side, "base_gpu_id", 0)), int(_raw(side, "gpu_id_step", 1))
     return [base + k * step for k in range(per_node)]
+
+
 def ucx_device_list(side: Side) -> Union[ConnectorRefusal, Stop, str, None]:
     """``nixl/conn._resolve_ucx_device_list`` for the first rank whose mapping fails, restating
     ``mooncake_transfer_engine.parse_ib_device_config`` / ``get_ib_devices_for_gpu`` (SGLang
@@ -84,6 +90,8 @@ def ucx_device_list(side: Side) -> Union[ConnectorRefusal, Stop, str, None]:
                                     "(e.g. mlx5_0); NIXL appends port 1.")
         lists.append(", ".join(names))
     return lists[0]
+
+
 def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorRefusal, Stop, None]:
     """The first refusal of the scheduler's PD start-up on this side, after argument resolution
     passed (SGLang 0.5.23): ``PrefillBootstrapQueue.__init__`` / ``DecodePreallocQueue.__init__``
@@ -132,6 +140,8 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
         return ConnectorRefusal("decode-host-destination", "DecodePreallocQueue._init_kv_manager", "ValueError",
                                 "Transfer backend does not support decode host KV destinations")
     return None
+
+
 def minimax_index_value(side: Side) -> Union[ConnectorRefusal, Stop, None]:
     """``setup_state_kv_args`` (disaggregation/utils.py, SGLang 0.5.23), which both roles'
     ``_init_kv_manager`` run before building the KV manager: a MiniMax sparse pool
@@ -148,6 +158,8 @@ def minimax_index_value(side: Side) -> Union[ConnectorRefusal, Stop, None]:
                                 "PD disaggregation for MiniMax sparse layers with index value (index_kv_pool) is not yet "
                                 "supported; only K-only sparse layers are.")
     return None
+
+
 def resolved_chunked_prefill_size(side: Side) -> Optional[int]:
     """The chunked-prefill size the scheduler reads (``get_schedule().chunked_prefill_size``,
     SGLang 0.5.23): ``--chunked-prefill-size`` divided by attention DP
@@ -162,6 +174,8 @@ def resolved_chunked_prefill_size(side: Side) -> Optional[int]:
     chunk = int(chunk)
     _, attn_dp = dp_layout(side)
     return chunk // attn_dp if attn_dp > 1 else chunk
+
+
 def _staging_prefill_chunk(side: Side, gpu: Gpu, queue: str) -> Optional[ConnectorRefusal]:
     """``PrefillBootstrapQueue.__init__``'s staging grid check (from SGLang 0.5.17; the same
     text through 0.5.23): the chunked-prefill size (8192 when 0/unset) must be positive and
@@ -178,6 +192,8 @@ def _staging_prefill_chunk(side: Side, gpu: Gpu, queue: str) -> Optional[Connect
                                 "SGLANG_DISAGG_STAGING_BUFFER requires a positive chunked_prefill_size that is a "
                                 f"multiple of page_size ({page}); got {chunk}.")
     return None
+
+
 def _nixl_manager_init(side: Side) -> Union[ConnectorRefusal, Stop, None]:
     """``NixlKVManager.__init__``'s refusals from the environment and the ib device string."""
     import json

@@ -37,6 +37,8 @@ def hicache_dcp(side: Side, gpu: Gpu) -> Outcome:
                        "HiCache with --dcp-size > 1 is only supported for MLA models: the index translation lives "
                        "in MLATokenToKVPoolHost, and the MHA host pool has none.")
     return None
+
+
 def data_parallelism(side: Side, gpu: Gpu) -> Outcome:
     """``parallel_hook.handle_data_parallelism`` (SGLang 0.5.23): data-parallel replicas
     (``--dp-size > 1``) cannot be combined with attention DP, and attention DP must divide
@@ -50,6 +52,8 @@ def data_parallelism(side: Side, gpu: Gpu) -> Outcome:
     if attn_dp > 1 and side.args.tp_size % attn_dp != 0:
         return Refusal("tp-attn-dp-cp", hook, "AssertionError", "")
     return None
+
+
 def context_parallelism(side: Side, gpu: Gpu) -> Outcome:
     """``parallel_hook.handle_context_parallelism`` (SGLang 0.5.23): with ``--attn-cp-size > 1``
     the TP size (the world size) must divide by attention CP, and by attention DP x CP.
@@ -66,10 +70,17 @@ def context_parallelism(side: Side, gpu: Gpu) -> Outcome:
         if a.tp_size % cp != 0:
             return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
                            "tp_size must be divisible by attn_cp_size")
-        if a.tp_size % (attn_dp * cp) != 0:
+        if not release_at_least(side, "0.5.22"):
+            # SGLang 0.5.9 .. 0.5.21 (_handle_context_parallelism): the raw --dp-size, its own text.
+            if a.tp_size % (a.dp_size * cp) != 0:
+                return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
+                               "tp_size must be divisible by dp_size * attn_cp_size")
+        elif a.tp_size % (attn_dp * cp) != 0:
             return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
                            "tp_size must be divisible by attn_dp_size * attn_cp_size")
     return None
+
+
 def cp_tp_group_sharing(side: Side, gpu: Gpu) -> Optional[Refusal]:
     """``cp_tp_group_sharing_hook.resolve_cp_tp_group_sharing`` as SGLang 0.5.23 runs it from
     ``handle_context_parallelism`` (CUDA, after the HIP / DeepSeek V3.2 / MiMo prefill-CP
@@ -115,6 +126,8 @@ def cp_tp_group_sharing(side: Side, gpu: Gpu) -> Optional[Refusal]:
         return Refusal("staging-cp-tp-sharing", hook, "ValueError",
                        "SGLANG_DISAGG_STAGING_BUFFER is not supported with CP-TP group sharing.")
     return None  # the linear-attention head checks and the rest of prefill CP are not restated
+
+
 def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
     """The first checks of ``kv_shard_hook.handle_kv_cache_sharding`` (SGLang 0.5.23):
     ``--enable-kv-cache-sharding`` is for a PD prefill only; speculative decoding only as
@@ -221,6 +234,8 @@ def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
     if chunk is not None and (int(chunk) // max(1, attn_dp)) % page != 0 and _raw(side, "mem_fraction_static") is None:
         return Stop("KV sharding rounds --chunked-prefill-size up to the page size against the GPU's memory")
     return None
+
+
 def server_args_nodes(side: Side, gpu: Gpu) -> Outcome:
     """The first assertion of ``validation_hook.check_server_args`` (SGLang 0.5.23): the TP x PP
     world must split evenly across ``--nnodes``."""
@@ -229,6 +244,8 @@ def server_args_nodes(side: Side, gpu: Gpu) -> Outcome:
     if _raw(side, "ep_join_mode", "") != "scale" and nnodes > 0 and (a.tp_size * a.pp_size) % nnodes != 0:
         return Refusal("nodes", "check_server_args", "AssertionError", "tp_size must be divisible by number of nodes")
     return None
+
+
 def server_args_layout(side: Side, gpu: Gpu) -> Outcome:
     """``check_server_args`` after the PP checks (SGLang 0.5.23): data-parallel replicas are
     single-node; a prefill's (or non-PD server's) chunked-prefill size, once divided by
@@ -238,7 +255,13 @@ def server_args_layout(side: Side, gpu: Gpu) -> Outcome:
     backends choose."""
     a = side.args
     dp, attn_dp = dp_layout(side)
-    if dp > 1 and int(_raw(side, "nnodes", 1)) != 1:
+    if not release_at_least(side, "0.5.22"):
+        # check_server_args, SGLang 0.5.5 .. 0.5.21: --dp-size across nodes needs DP attention
+        # (_handle_data_parallelism has turned --enable-dp-attention off when --dp-size is 1).
+        if a.dp_size > 1 and int(_raw(side, "nnodes", 1)) != 1 and not a.enable_dp_attention:
+            return Refusal("nodes", "check_server_args", "AssertionError",
+                           "multi-node data parallel is not supported unless dp attention!")
+    elif dp > 1 and int(_raw(side, "nnodes", 1)) != 1:
         return Refusal("nodes", "check_server_args", "AssertionError",
                        "multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across nodes")
     if a.speculative_algorithm is not None and a.enable_mixed_chunk:
@@ -256,6 +279,8 @@ def server_args_layout(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("chunked-prefill-page", "check_server_args", "AssertionError",
                        "chunked_prefill_size must be divisible by page_size")
     return None
+
+
 def pipeline_parallel(side: Side, gpu: Gpu) -> Outcome:
     """``validation_hook.check_pipeline_parallel_compat`` (run by ``check_server_args`` when
     ``--pp-size > 1``, SGLang 0.5.23): speculative decoding with PP is EAGLE (non-multi-layer)
@@ -265,6 +290,18 @@ def pipeline_parallel(side: Side, gpu: Gpu) -> Outcome:
         return None
     algo = resolved_speculative_algorithm(side)
     hook = "check_pipeline_parallel_compat"
+    if not release_at_least(side, "0.5.11"):
+        # check_server_args, SGLang 0.5.5 .. 0.5.10 (the PP handler has turned the overlap schedule off).
+        if a.speculative_algorithm is not None or a.enable_mixed_chunk:
+            return Refusal("pp-speculative", "check_server_args", "AssertionError",
+                           "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill.")
+        return None
+    if not release_at_least(side, "0.5.21"):
+        # check_server_args, SGLang 0.5.11 .. 0.5.20 (CUDA): no speculative decoding with PP.
+        if a.speculative_algorithm is not None:
+            return Refusal("pp-speculative", "check_server_args", "AssertionError",
+                           "Pipeline parallelism is not compatible with overlap schedule, speculative decoding")
+        return None
     if algo == "DSPARK":
         if a.disaggregation_mode != "prefill":
             return Refusal("pp-speculative", hook, "AssertionError", "Pipeline parallel DSPARK requires disaggregation-mode=prefill")
@@ -282,3 +319,30 @@ def pipeline_parallel(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("pp-speculative", hook, "AssertionError",
                        "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)")
     return None
+
+
+def two_batch_overlap(side: Side, gpu: Gpu) -> Outcome:
+    """``check_server_args``' two-batch-overlap check, in each release's words:
+    SGLang 0.5.7 .. 0.5.14 refuse ``--enable-two-batch-overlap`` with ``--moe-a2a-backend none``;
+    0.5.15 .. 0.5.22 (``_check_two_batch_overlap`` / ``check_two_batch_overlap``) allow it with
+    ``--enable-dp-attention`` (the DeepSeek-V4 non-EP DP path; ``--dp-size 1`` turns DP attention
+    off); 0.5.23 asks for attention DP (``attn_dp_enabled_of``). 0.5.5 .. 0.5.6 have no check."""
+    a = side.args
+    if not _raw(side, "enable_two_batch_overlap", False) or (_raw(side, "moe_a2a_backend", "none") or "none") != "none":
+        return None
+    if not release_at_least(side, "0.5.7"):
+        return None
+    hook = "check_two_batch_overlap"
+    if not release_at_least(side, "0.5.15"):
+        return Refusal("two-batch-overlap", hook, "ValueError", "When enabling two batch overlap, moe_a2a_backend cannot be 'none'.")
+    if not release_at_least(side, "0.5.23"):
+        if a.enable_dp_attention and a.dp_size > 1:
+            return None
+        return Refusal("two-batch-overlap", hook, "ValueError",
+                       "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
+                       "--enable-dp-attention is required (DeepSeek-V4 non-EP DP TBO path).")
+    if dp_layout(side)[1] > 1:
+        return None
+    return Refusal("two-batch-overlap", hook, "ValueError",
+                   "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
+                   "attention DP (--attn-dp-size) is required (DeepSeek-V4 non-EP DP TBO path).")

@@ -68,7 +68,7 @@ def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
         if backend == "fake":
             return Refusal("decode-radix-cache-incompatible", hook, "ValueError",
                            "--disaggregation-decode-enable-radix-cache is incompatible with --disaggregation-transfer-backend fake")
-    if a.disaggregation_mode == "prefill" and backend == "fake":
+    if a.disaggregation_mode == "prefill" and backend == "fake" and release_at_least(side, "0.5.10"):  # from 0.5.10
         return Refusal("prefill-fake-backend", hook, "AssertionError",
                        "Prefill server does not support 'fake' as the transfer backend")
     if a.disaggregation_mode in ("prefill", "decode"):
@@ -79,6 +79,8 @@ def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
         if a.enable_pd_role_switch:
             return Stop("--enable-pd-role-switch: its feature list is not restated")
     return None
+
+
 def decode_context_parallelism(side: Side, gpu: Gpu) -> Outcome:
     """``handle_decode_context_parallelism`` (arg_groups/parallel_hook.py, SGLang 0.5.23):
     the size and the prefill-CP combination (the --dcp-comm-backend checks are not restated)."""
@@ -91,6 +93,8 @@ def decode_context_parallelism(side: Side, gpu: Gpu) -> Outcome:
     if a.dcp_size > 1 and a.enable_prefill_cp:
         return Refusal("dcp-size", hook, "ValueError", "--dcp-size > 1 does not support --enable-prefill-cp.")
     return None
+
+
 def dsa_dcp(side: Side, gpu: Gpu) -> Outcome:
     """``_dsa_dcp_overrides`` (arg_groups/model_overrides/deepseek_v2.py, SGLang 0.5.23),
     declared by ``_deepseek_family_overrides`` for DSA models: DCP is refused with HiSparse
@@ -105,6 +109,8 @@ def dsa_dcp(side: Side, gpu: Gpu) -> Outcome:
     if a.disaggregation_mode != "null":
         return Refusal("dsa-dcp", "_dsa_dcp_overrides", "ValueError", "DSA DCP does not support PD disaggregation.")
     return None
+
+
 def dsa_kv_cache_dtype(side: Side, gpu: Gpu) -> Outcome:
     """``_dsa_kv_cache_dtype_default`` (arg_groups/overrides.py, SGLang 0.5.23) on CUDA: a DSA
     model's KV cache must be bf16/bfloat16 or fp8_e4m3 (``auto`` resolves to one of them).
@@ -116,6 +122,8 @@ def dsa_kv_cache_dtype(side: Side, gpu: Gpu) -> Outcome:
         return None
     return Refusal("dsa-kv-cache-dtype", "_dsa_kv_cache_dtype_default", "AssertionError",
                    "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype")
+
+
 def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
     """The HiSparse arm of ``_dsa_split_backend_resolution`` and ``_check_dsa_backend_constraints``
     (arg_groups/overrides.py, SGLang 0.5.23) on CUDA: HiSparse defaults each unset DSA backend
@@ -136,6 +144,8 @@ def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
                        "The triton DSA backend is only supported on ROCm/HIP. Pick an alternative DSA backend "
                        "for CUDA (flashmla_kv on Hopper, trtllm on Blackwell).")
     return None
+
+
 def speculative(side: Side, gpu: Gpu) -> Outcome:
     """``handle_speculative_decoding`` (arg_groups/speculative_hook.py, SGLang 0.5.23): a decode
     with ``--disaggregation-decode-enable-radix-cache`` refuses any resolved algorithm but
@@ -169,6 +179,8 @@ def speculative(side: Side, gpu: Gpu) -> Outcome:
                        f"{PAGE_TREE_SPEC_BACKENDS}; got attention_backend={backend!r}. "
                        "Use page_size == 1 or one of those backends.")
     return None
+
+
 def cache_compatibility(side: Side, gpu: Gpu) -> Outcome:
     """``handle_cache_compatibility`` (arg_groups/kv_cache_hook.py, SGLang 0.5.23): the host-pool
     retraction backup (explicit, or declared by a host receive threshold < 1) is for a PD
@@ -183,6 +195,8 @@ def cache_compatibility(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("decode-host-pool-dcp", "handle_cache_compatibility", "ValueError",
                        "--disaggregation-decode-retraction-backup=host_pool does not support --dcp-size > 1.")
     return None
+
+
 def hicache_compatibility(side: Side, gpu: Gpu) -> Outcome:
     """The rest of ``handle_cache_compatibility`` (arg_groups/kv_cache_hook.py, SGLang 0.5.23)
     that PD flags reach: HiCache with the radix cache off, which a PD decode is unless
@@ -208,6 +222,8 @@ def hicache_compatibility(side: Side, gpu: Gpu) -> Outcome:
                            "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
                            "both build a decode host pool.")
     return None
+
+
 def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
     """``validate_hisparse`` (arg_groups/hisparse_hook.py, SGLang 0.5.23), run by
     ``check_server_args`` after resolution: model family, radix cache (a PD decode has
