@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 from kvcheck.sglang.gpu import Gpu
-from kvcheck.sglang.startup.base import release_at_least, DSA_OVERRIDE_ARCHS, MINIMAX_SPARSE_ARCHS, Outcome, Refusal, Stop, _arch, _is_dsa, _raw, _resolved_kv_dtype
+from kvcheck.sglang.startup.base import dsa_pass, release_at_least, DSA_OVERRIDE_ARCHS, MINIMAX_SPARSE_ARCHS, Outcome, Refusal, Stop, _arch, _is_dsa, _raw, _resolved_kv_dtype
 from kvcheck.sides import Side
 
 
@@ -51,7 +51,10 @@ def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
     if side.model.dsv4:
         return "dsv4"  # _deepseek_v4_overrides: attention_backend "dsv4" whatever the flag (CUDA)
     if _arch(side) in DSA_OVERRIDE_ARCHS and attn is None and a.prefill_attention_backend is None and a.decode_attention_backend is None:
-        if _is_dsa(side):
+        if dsa_pass(side):
+            return "dsa"
+        if _is_dsa(side):  # a DSA model its release does not override: no backend override either
+            return attn
             return "dsa"
         if _gpu_is(gpu, 10):
             return "trtllm_mla"
@@ -84,7 +87,7 @@ def default_attention_backend(side: Side, gpu: Gpu) -> str:
 
 def _page_after_model_overrides(side: Side) -> Optional[int]:
     """``--page-size`` after ``_deepseek_family_overrides``: 64 x index_kpool for a DSA model on CUDA."""
-    if _is_dsa(side) and _arch(side) in DSA_OVERRIDE_ARCHS:
+    if dsa_pass(side):
         return 64 * max(1, side.model.index_kpool)
     if side.model.dsv4:
         return 256  # _deepseek_v4_overrides (CUDA)

@@ -76,6 +76,35 @@ def _is_dsa(side: Side) -> bool:
     return bool(side.model.dsa)
 
 
+# The architectures whose DSA overrides (page 64, the DSA KV dtype pass, the dsa/nsa backend)
+# each release before the arg_groups overrides runs (``_handle_model_specific_adjustments``'s
+# ``if model_arch in [...]`` around ``is_deepseek_nsa``/``is_deepseek_dsa``), by the release that
+# changed the list; 0.5.5 ran them for every DSA config. From 0.5.15 ``DSA_OVERRIDE_ARCHS``.
+_LEGACY_DSA_ARCHS = (
+    ("0.5.12", frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
+                          "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM"})),
+    ("0.5.9", frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+                         "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM"})),
+    ("0.5.7", frozenset({"DeepseekV3ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration"})),
+    ("0.5.6", frozenset({"DeepseekV3ForCausalLM"})),
+)
+
+
+def dsa_pass(side: Side, kv_pass: bool = False) -> bool:
+    """Whether the side's release runs its DSA model overrides for this (DSA) model: from
+    SGLang 0.5.15 ``DSA_OVERRIDE_ARCHS`` (``DSA_KV_PASS_ARCHS`` for the KV-dtype / split-backend
+    passes, ``kv_pass``); before, that release's architecture list (``_LEGACY_DSA_ARCHS``)."""
+    if not _is_dsa(side):
+        return False
+    arch = _arch(side)
+    if release_at_least(side, "0.5.15"):
+        return arch in (DSA_KV_PASS_ARCHS if kv_pass else DSA_OVERRIDE_ARCHS)
+    for first, archs in _LEGACY_DSA_ARCHS:
+        if release_at_least(side, first):
+            return arch in archs
+    return True
+
+
 def _arch(side: Side) -> str:
     return side.model.architecture
 
@@ -138,7 +167,7 @@ def _dsa_resolved_kv_dtype(side: Side, gpu: Gpu) -> Optional[str]:
 def _resolved_kv_dtype(side: Side, gpu: Gpu) -> str:
     """The KV dtype string the later hooks read: a DSA model's is rewritten by
     ``_dsa_kv_cache_dtype_default``; every other model keeps the flag's string."""
-    if _is_dsa(side) and _arch(side) in DSA_KV_PASS_ARCHS:
+    if dsa_pass(side, kv_pass=True):
         return _dsa_resolved_kv_dtype(side, gpu) or side.args.kv_cache_dtype
     return side.args.kv_cache_dtype
 

@@ -86,7 +86,7 @@ def unrestated_steps(side: Side) -> list[str]:
     topk = a.speculative_eagle_topk
     algo = (a.speculative_algorithm or "").upper()
     return [name for name, on in (
-        ("a DSA model", _is_dsa(side)),
+        ("a DSA model with an attention backend flag", _is_dsa(side) and backends != {None}),
         ("FP4 / MXFP8 KV cache", kv in ("nvfp4", "fp4_e2m1", "fp4_mx_block16", "mxfp8")),
         ("the cutedsl_mla / fa4 backends", bool(backends & {"cutedsl_mla", "fa4"})),
         ("CP / DCP", a.attn_cp_size > 1 or a.dcp_size > 1 or bool(a.enable_prefill_cp)),

@@ -6,7 +6,7 @@ overrides, ``handle_speculative_decoding``, ``handle_cache_compatibility``) and
 from __future__ import annotations
 
 from kvcheck.sglang.gpu import Gpu
-from kvcheck.sglang.startup.base import DEEPSEEK_V4_ARCHS, DSA_KV_PASS_ARCHS, DSA_OVERRIDE_ARCHS, HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE, HISPARSE_KV_CACHE_DTYPES, MINIMAX_SPARSE_ARCHS, Outcome, PAGE_TREE_SPEC_BACKENDS, Refusal, Stop, _arch, _dsa_resolved_kv_dtype, _effective_transfer_backend, _env_bool, _is_dsa, _raw, _resolved_kv_dtype, _retraction_backup, host_receive_on, release_at_least, resolved_speculative_algorithm
+from kvcheck.sglang.startup.base import dsa_pass, DEEPSEEK_V4_ARCHS, DSA_KV_PASS_ARCHS, DSA_OVERRIDE_ARCHS, HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE, HISPARSE_KV_CACHE_DTYPES, MINIMAX_SPARSE_ARCHS, Outcome, PAGE_TREE_SPEC_BACKENDS, Refusal, Stop, _arch, _dsa_resolved_kv_dtype, _effective_transfer_backend, _env_bool, _is_dsa, _raw, _resolved_kv_dtype, _retraction_backup, host_receive_on, release_at_least, resolved_speculative_algorithm
 from kvcheck.sides import Side
 
 
@@ -100,7 +100,7 @@ def dsa_dcp(side: Side, gpu: Gpu) -> Outcome:
     declared by ``_deepseek_family_overrides`` for DSA models: DCP is refused with HiSparse
     or HiCache, and in any PD role."""
     a = side.args
-    if not (_is_dsa(side) and _arch(side) in DSA_OVERRIDE_ARCHS) or a.dcp_size <= 1:
+    if not dsa_pass(side) or a.dcp_size <= 1:
         return None
     if _arch(side) in ("HYV4ForCausalLM", "HYV4ForCausalLMNextN"):
         return Stop("HYV4 with --dcp-size > 1: its own DCP refusal is not restated")
@@ -116,12 +116,13 @@ def dsa_kv_cache_dtype(side: Side, gpu: Gpu) -> Outcome:
     model's KV cache must be bf16/bfloat16 or fp8_e4m3 (``auto`` resolves to one of them).
     This is where HiSparse's KV-dtype requirement bites on CUDA: ``validate_hisparse``'s own
     dtype check never sees anything else for a DSA model."""
-    if not (_is_dsa(side) and _arch(side) in DSA_KV_PASS_ARCHS):
+    if not dsa_pass(side, kv_pass=True):
         return None
     if side.args.kv_cache_dtype in ("auto", "bf16", "bfloat16", "fp8_e4m3"):
         return None
     return Refusal("dsa-kv-cache-dtype", "_dsa_kv_cache_dtype_default", "AssertionError",
-                   "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype")
+                   "DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype" if not release_at_least(side, "0.5.8")
+                   else "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype")  # "NSA" until 0.5.7
 
 
 def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
@@ -130,7 +131,7 @@ def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
     to flashmla_sparse (bfloat16) or flashmla_kv (fp8_e4m3); TileLang with FP8 KV and the
     ROCm-only triton backend are refused."""
     a = side.args
-    if not (_is_dsa(side) and _arch(side) in DSA_KV_PASS_ARCHS and a.enable_hisparse):
+    if not (dsa_pass(side, kv_pass=True) and a.enable_hisparse):
         return None
     kv = _dsa_resolved_kv_dtype(side, gpu)
     default = "flashmla_kv" if kv == "fp8_e4m3" else "flashmla_sparse"
