@@ -34,7 +34,7 @@ def resolved_attention_backends(side: Side, gpu: Gpu) -> tuple[Optional[str], Op
     attn, pre, dec = _model_override_backend(side, gpu), a.prefill_attention_backend, a.decode_attention_backend
     if pre is not None and pre == dec:
         attn = pre
-    if attn is None and not side.model.is_mla and _gpu_is(gpu, 10):
+    if attn is None and not side.model.is_mla and (_gpu_is(gpu, 10) or (_blackwell_mha_default(side) and _gpu_is(gpu, 11, 12))):
         # get_default_attn_backend, MHA on SM100 without topk > 1 speculation.
         topk = a.speculative_eagle_topk
         if a.speculative_algorithm is None or (topk is not None and topk <= 1):
@@ -61,6 +61,16 @@ def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
     return attn
 
 
+def _blackwell_mha_default(side: Side) -> bool:
+    """SGLang 0.5.6.post1 .. 0.5.6.post2 picked trtllm_mha for an MHA model on every Blackwell
+    (``is_blackwell()``: SM10x/SM12x), which then refuses it off SM100; 0.5.7 narrowed the
+    default to SM100 (``is_sm100_supported()``)."""
+    from kvcheck.sglang.releases import in_range, side_release
+
+    version = side_release(side)[0]
+    return bool(version) and in_range(version, "0.5.6.post1", "0.5.7")
+
+
 def default_attention_backend(side: Side, gpu: Gpu) -> str:
     """``model_override_base.get_default_attn_backend`` on an NVIDIA GPU (SGLang 0.5.23, with
     FlashInfer installed): MHA -> fa3 on Hopper, trtllm_mha on SM100 (fa4 when K and V
@@ -75,6 +85,8 @@ def default_attention_backend(side: Side, gpu: Gpu) -> str:
     if not side.model.is_mla:
         if major == 9 and no_spec_or_topk_one:
             return "fa3"
+        if major in (11, 12) and no_spec_or_topk_one and _blackwell_mha_default(side):
+            return "trtllm_mha"
         if major == 10 and no_spec_or_topk_one and (
             a.speculative_algorithm is None or topk is not None or a.speculative_algorithm.upper() == "DFLASH"
         ):
