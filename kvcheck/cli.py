@@ -327,6 +327,48 @@ def inspect_agent(
     raise typer.Exit(run_inspect(target, timeout=timeout, fmt=format, save=str(save) if save else None))
 
 
+@app.command("fabric")
+def fabric(
+    files: List[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment (as preflight -f reads it)."),
+    etcd: Optional[str] = typer.Option(None, "--etcd", help="http://HOST:PORT of the etcd the node workers join (NIXL's metadata path and kvcheck's control keys)."),
+    start_etcd: Optional[str] = typer.Option(None, "--start-etcd", metavar="HOST:PORT", help="Start a small etcd here for the run (port 0 picks one); with --emit k8s, emit one."),
+    local: bool = typer.Option(False, "--local", help="Start every node's worker on this host (loopback)."),
+    hosts: Optional[Path] = typer.Option(None, "--hosts", help="YAML: node -> {prefix: [command prefix], listen_host, env}: start each worker through its prefix (ip netns exec, ssh...)."),
+    emit: Optional[str] = typer.Option(None, "--emit", help="k8s: write the Jobs running one worker per node; slurm: write the srun lines. Nothing is probed."),
+    plan_only: bool = typer.Option(False, "--plan", help="Print the nodes, required pairs and rounds (JSON) and exit."),
+    format: str = typer.Option("terminal", "--format", "-o", help="terminal, json or junit."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Write the report (or --emit / --plan output) to this file."),
+    pages: int = typer.Option(4, "--pages", help="Pages per KV region each agent registers and each probe moves."),
+    timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds per probe step (connect, confirm, write, read back)."),
+    join_timeout: float = typer.Option(60.0, "--join-timeout", callback=_seconds, help="Seconds to wait for every node to join."),
+    deadline: float = typer.Option(600.0, "--deadline", callback=_seconds, help="Seconds the whole run may take."),
+    min_fraction: float = typer.Option(0.5, "--min-fraction", help="A link under this fraction of the median bandwidth (or over median latency / fraction) is named fabric-slow-link."),
+    bw_tolerance: float = typer.Option(0.93, "--bw-tolerance", help="Retest a pair under this fraction of the best bandwidth (ClusterKit: 0.93)."),
+    lat_tolerance: float = typer.Option(2.1, "--lat-tolerance", help="Retest a pair over this multiple of the lowest latency (ClusterKit: 2.1)."),
+    retests: int = typer.Option(3, "--retests", help="Retest passes (each keeps the worse half of the pairs still outside tolerance)."),
+    run: Optional[str] = typer.Option(None, "--run", help="Run id (etcd keys /kvcheck/fabric/RUN/); give the one --emit printed."),
+    image: Optional[str] = typer.Option(None, "--image", help="--emit k8s: the worker image (default: the instance's image, kvcheck pip-installed)."),
+    variant: int = typer.Option(0, "--variant", help="Which deployment of a sweep (0-based)."),
+    model_config: Optional[Path] = typer.Option(None, "--model-config", help="config.json for every instance (when model-path is a hub id kvcheck does not ship)."),
+    models_dir: Optional[Path] = typer.Option(None, "--models", help="A Hugging Face cache folder to find model configs in."),
+    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release every instance runs."),
+) -> None:
+    """Probe the fabric: every prefill node to every decode node it sends KV to (SGLang's rank
+    mapping), one kvcheck agent per node, in rounds, with ClusterKit-style retests.
+
+    Exit status: 0 every required pair moved bytes intact at a normal rate, 1 a finding
+    failed the fabric, 2 bad input, 3 etcd was lost, 4 some pair could not be probed.
+    """
+    from kvcheck.cluster import ClusterOptions
+    from kvcheck.fabric.command import run_command
+
+    opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version)
+    raise typer.Exit(run_command(files=list(files), etcd=etcd, start_etcd=start_etcd, local=local, hosts=hosts, emit=emit, plan_only=plan_only,
+                                 fmt=format, pages=pages, timeout=timeout, join_timeout=join_timeout, deadline=deadline, min_fraction=min_fraction,
+                                 bw_tolerance=bw_tolerance, lat_tolerance=lat_tolerance, retests=retests, run=run, image=image, variant=variant,
+                                 cluster_options=opts, output=output))
+
+
 @app.command("checks")
 def list_checks(check_id: Optional[str] = typer.Argument(None, help="Show one check's documentation.")) -> None:
     """List every check: id, severity, what it catches, why the runtime breaks, the fix."""

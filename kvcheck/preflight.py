@@ -13,9 +13,10 @@ from kvcheck.checks import REGISTRY, CheckContext, Finding, Severity
 from kvcheck.errors import InputError
 from kvcheck.report.model import Report, SideSummary, verdict_of
 from kvcheck.sglang import plan as builtin
-from kvcheck.sglang.geometry import SideGeometry, derive_geometry, kv_dtype_bytes
+from kvcheck.sglang.geometry import SideGeometry, derive_geometry
 from kvcheck.sglang.pd_release import behaviour as pd_behaviour
 from kvcheck.sglang.plan import PairInfo, Plan, RuntimeErrorPrediction
+from kvcheck.sglang.resolved import decide_kv_dtype_over_gpus
 from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 from kvcheck.sides import Side
 
@@ -23,13 +24,18 @@ KERNELS = ("auto", "builtin", "runtime")
 
 
 def resolved_kv_dtype_str(side: Side) -> str:
-    """``model_runner.kv_cache_dtype_str``: the flag string, except that ``auto`` on a
-    checkpoint with an FP8 KV quant config resolves to ``fp8_e4m3`` (0.5.23)."""
-    flag = side.args.kv_cache_dtype
-    if flag == "auto" and side.model.attention != "not_modeled":
-        resolved, _ = kv_dtype_bytes(side, side.model)
-        return "fp8_e4m3" if resolved == "fp8_e4m3" else "auto"
-    return flag
+    """``model_runner.kv_cache_dtype_str``, as the side's release resolves it on its GPU
+    (``kvcheck.sglang.resolved``: the DSA rewrite, then the FP8 KV quant config)."""
+    from kvcheck.sglang.resolved import resolved_kv_dtype_str as resolved
+
+    return resolved(side)
+
+
+def _server_args_kv_dtype(side: Side) -> str:
+    """``server_args.kv_cache_dtype`` after the release's post-processing (compared up to 0.5.16)."""
+    from kvcheck.sglang.resolved import server_args_dtype
+
+    return server_args_dtype(side)[0]
 
 
 def pair_info(side: Side, geometry: SideGeometry) -> PairInfo:
@@ -41,7 +47,7 @@ def pair_info(side: Side, geometry: SideGeometry) -> PairInfo:
     return PairInfo(
         page_size=geometry.page_size,
         kv_cache_dtype_str=resolved_kv_dtype_str(side),
-        kv_cache_dtype_flag=side.args.kv_cache_dtype,
+        kv_cache_dtype_flag=_server_args_kv_dtype(side),
         attn_tp_size=side.args.attn_tp_size,
         attn_cp_size=side.args.attn_cp_size,
         pp_size=side.args.pp_size,
@@ -134,6 +140,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
             extra["bootstrap_errors"] = [
                 (fid, rt, _bootstrap_detail(fid, rt.message, prefill, decode, p_info, d_info)) for fid, rt in found
             ]
+            decide_kv_dtype_over_gpus(prefill, decode, b_d, extra)  # resolved strings; never on an assumed GPU
         if b_p.decision_modeled:
             kd = k if _kernel_runs(k, kernel_name, b_p) else builtin
             plan, stages = _decide_all_stages(kd, prefill, decode, pg, dg, b_p)

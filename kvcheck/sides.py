@@ -50,6 +50,9 @@ class Side(BaseModel):
     # and where that came from ("--gpu", "kvcheck-gpu", "manifest nodeSelector", "default").
     gpu: str | None = None
     gpu_source: str = ""
+    # The container image the server runs, when the input names one (for the NIXL its image
+    # ships: kvcheck.sglang.server_nixl; never the NIXL installed where kvcheck runs).
+    image: str | None = None
 
     @property
     def label(self) -> str:

@@ -27,6 +27,20 @@ if ! command -v etcd >/dev/null 2>&1; then
   fi
 fi
 
+# The fabric tests (tests/test_fabric_netns.py) build hosts from network namespaces, veth
+# and a bridge (iproute2: ip, tc) and inject faults with tc and iptables; skipped without them.
+for tool in ip:iproute2 tc:iproute2 iptables:iptables; do
+  if ! command -v "${tool%%:*}" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "== installing ${tool#*:} (Debian)"
+      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${tool#*:}" >/dev/null; } \
+        || echo "warning: ${tool#*:} could not be installed; the fabric namespace tests will be skipped"
+    else
+      echo "warning: no ${tool%%:*} and no root apt-get; the fabric namespace tests will be skipped"
+    fi
+  fi
+done
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && [ -x .venv/bin/python ]; then
   echo "== test environment up to date ($(du -sh .venv | cut -f1))"
   exit 0

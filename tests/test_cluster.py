@@ -188,7 +188,7 @@ def test_multinode_args_must_agree():
 def test_release_from_image_and_sglang_version_option():
     import kvcheck.sglang.releases as releases
 
-    r = check_deployments([dep(inst("prefill", "p0", image="nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.6.1"), inst("decode", "d0"))])
+    r = check_deployments([dep(inst("prefill", "p0", image="nvcr.io/nvidia/ai-dynamo/sglang-runtime:9.0.0"), inst("decode", "d0"))])
     f = next(x.finding for x in r.deployments[0].pairs[0].findings if x.finding.id == "unknown-release")
     assert "--sglang-version" in f.fix
     if hasattr(releases, "choose_release"):  # the per-release model: an unknown release is never judged

@@ -267,7 +267,7 @@ def _known(tmp_path, version, prefill_extra=None, env=None):
     if env:
         e = tmp_path / "p.env"
         e.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
-        args += ["--prefill-env", str(e)]
+        args += ["--prefill-env", str(e), "--decode-env", str(e)]  # both servers run one image
     proc = run_cli(*args)
     return proc.returncode, [f for f in json.loads(proc.stdout)["findings"] if f["id"] == "known-issue"]
 

@@ -58,19 +58,13 @@ def load_known_issues() -> list[dict[str, Any]]:
 
 
 def side_nixl_version(side: Side) -> tuple[str | None, str]:
-    """(NIXL release, where from): ``NIXL_VERSION`` in the side's environment (a kvcheck
-    reading; NIXL ignores it), else the nixl distribution installed here (metadata only)."""
-    from kvcheck.sglang.releases import parse_release
+    """(NIXL release or range as text, where from) of the server: its image, else
+    ``NIXL_VERSION`` in its environment, else unknown (``kvcheck.sglang.server_nixl``).
+    Never the NIXL installed where kvcheck runs."""
+    from kvcheck.sglang.server_nixl import server_nixl
 
-    if side.env.get("NIXL_VERSION"):
-        return parse_release(side.env["NIXL_VERSION"]) or side.env["NIXL_VERSION"], "NIXL_VERSION"
-    from kvcheck.sglang.releases import installed_version
-
-    for dist in ("nixl-cu12", "nixl-cu13", "nixl"):
-        v = installed_version(dist)
-        if v:
-            return parse_release(v) or v, f"{dist} installed where kvcheck runs"
-    return None, "unknown"
+    got = server_nixl(side)
+    return (got.describe() if got.known else None), got.source
 
 
 def _in_ranges(version: str, ranges: list[list[str | None]]) -> bool:
@@ -91,9 +85,11 @@ def _ranges_text(ranges: list[list[str | None]]) -> str:
     return " or ".join(parts) or "any"
 
 
-def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], list[str]]:
+def match_entry(entry: dict[str, Any], side: Side, nixl_floor: tuple[str, str] | None = None) -> tuple[bool, list[str], list[str]]:
     """Whether ``side`` matches ``entry``: (matches, reasons it matched, conditions kvcheck
-    could not see). A side on an unmodeled release never matches an SGLang range."""
+    could not see). A side on an unmodeled release never matches an SGLang range.
+    ``nixl_floor``: (release, why) the oldest NIXL the side can run at all (its SGLang
+    refuses to start with an older one, ``running_nixl_floor``)."""
     m = entry.get("match", {})
     why: list[str] = []
     unknown: list[str] = []
@@ -115,7 +111,7 @@ def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], lis
         dense = model.attention in ("MHA", "MLA") and not model.dsa and getattr(model, "hybrid", None) is None
         if m["model"] == "dense" and not dense:
             if model.attention == "not_modeled":
-                unknown.append("whether the model has hybrid (Mamba/SWA/NSA) state")
+                unknown.append("the model has no hybrid (Mamba/SWA/NSA) state")
             else:
                 return False, [], []
         elif m["model"] == "dsa" and not model.dsa:
@@ -127,7 +123,7 @@ def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], lis
     if "gpu" in m:
         if (side.gpu or "") not in m["gpu"]:
             if side.gpu_source.startswith("default"):
-                unknown.append(f"the GPU ({'/'.join(m['gpu'])})")
+                unknown.append(f"the {side.role}'s GPU is {'/'.join(m['gpu'])} (kvcheck assumed {side.gpu})")
             else:
                 return False, [], []
         else:
@@ -146,14 +142,45 @@ def match_entry(entry: dict[str, Any], side: Side) -> tuple[bool, list[str], lis
             return False, [], []
         why.append(f"--{dest.replace('_', '-')} {getattr(side.args, dest)}")
     if "nixl" in m:
-        nv, src = side_nixl_version(side)
-        if nv is None:
-            unknown.append(f"the NIXL release ({_ranges_text(m['nixl'])}); set NIXL_VERSION in --{side.role}-env")
-        elif not _in_ranges(nv, m["nixl"]):
+        # Decided over every NIXL the server may run (its image's, else NIXL_VERSION).
+        from kvcheck.sglang.server_nixl import nixl_in, raise_floor, server_nixl
+
+        got = server_nixl(side)
+        if nixl_floor is not None:
+            got = raise_floor(got, *nixl_floor)
+        verdict = nixl_in(got, m["nixl"])
+        if verdict == "no":
             return False, [], []
+        if verdict == "yes":
+            why.append(f"NIXL {got.describe()} ({got.source})")
         else:
-            why.append(f"NIXL {nv} ({src})")
+            runs = f"it runs NIXL {got.describe()}, {got.source}" if got.known else got.source
+            unknown.append(f"the {side.role}'s NIXL is {_ranges_text(m['nixl'])} ({runs})")
     return True, why, unknown
+
+
+def running_nixl_floor(side: Side) -> tuple[str, str] | None:
+    """(release, why): the oldest NIXL ``side`` can run at all. A ``refuse`` entry whose
+    NIXL ranges are all ``[null, X]`` and whose other conditions hold for the side means
+    that its SGLang stops at start-up with a NIXL older than X, so every other known issue
+    is decided over NIXL >= X only (e.g. SGLang 0.5.15 on imports NIXL 1.1.0's
+    ``nixl_thread_sync_t``). None when no such entry matches."""
+    from kvcheck.sglang.releases import release_key
+
+    best: tuple[str, str] | None = None
+    for entry in load_known_issues():
+        m = entry.get("match", {})
+        ranges = m.get("nixl") or []
+        if entry.get("effect") != "refuse" or not ranges or any(lo is not None or hi is None for lo, hi in ranges):
+            continue
+        rest = {**entry, "match": {k: v for k, v in m.items() if k != "nixl"}}
+        ok, _, unseen = match_entry(rest, side)
+        if not ok or unseen:
+            continue
+        floor = max((hi for _, hi in ranges), key=release_key)
+        if best is None or release_key(floor) > release_key(best[0]):
+            best = (floor, f"its SGLang {side.sglang_version} does not start with an older one, {entry['id']}")
+    return best
 
 
 def _decode_replicates_kv_heads(ctx: CheckContext, several: bool = False) -> bool:
@@ -178,6 +205,7 @@ def known_issue(chk, ctx: CheckContext) -> list[Finding]:
     """One finding per (entry, side) match; error when the entry is certain and every
     condition was seen, else warning naming what kvcheck could not see."""
     out: list[Finding] = []
+    floors: dict[str, tuple[str, str] | None] = {}
     for entry in load_known_issues():
         pair = entry.get("match", {}).get("pair")
         if pair == "hetero_tp" and ctx.prefill.args.attn_tp_size == ctx.decode.args.attn_tp_size:
@@ -191,18 +219,28 @@ def known_issue(chk, ctx: CheckContext) -> list[Finding]:
         for side in (ctx.prefill, ctx.decode):
             if role and side.role != role:
                 continue
-            ok, why, unknown = match_entry(entry, side)
+            floor = None if entry.get("effect") == "refuse" else floors.setdefault(side.role, running_nixl_floor(side))
+            ok, why, unknown = match_entry(entry, side, floor)
             if ok:
                 hits.append((side, why, unknown))
         if not hits:
             continue
         roles = " and ".join(s.role for s, _, _ in hits)
         side, why, unknown = hits[0]
-        severity = Severity.ERROR if entry["severity"] == "error" and not any(u for _, _, u in hits) else Severity.WARNING
+        unseen = [u for _, _, us in hits for u in us]
+        severity = Severity.ERROR if entry["severity"] == "error" and not unseen else Severity.WARNING
+        if unseen and entry.get("effect") == "refuse" and all("NIXL" in u for u in unseen):
+            # A start-up refusal that depends only on a NIXL kvcheck cannot see: the server
+            # exits at launch with its own message, before any traffic; said, not a verdict.
+            severity = Severity.INFO
         fixed = entry.get("fixed_in") or {}
         fixed_text = "; fixed in " + ", ".join(f"{k.upper() if k == 'nixl' else 'SGLang'} {v}" for k, v in fixed.items()) if fixed else ""
         msg = f"{entry['id']} on the {roles} ({', '.join(why)}): {' '.join(entry['what'].split())} [{entry['effect']}{fixed_text}; {', '.join(entry['sources'])}]"
-        if unknown:
-            msg += f"; applies only if {', '.join(dict.fromkeys(u for _, _, us in hits for u in us))} match"
-        out.append(Finding(id="known-issue", severity=severity, message=msg, fix=" ".join(entry["fix"].split())))
+        fix = " ".join(entry["fix"].split())
+        if unseen:
+            msg += f"; applies only if {' and '.join(dict.fromkeys(unseen))}"
+            need = sorted({s.role for s, _, us in hits for u in us if "NIXL" in u})
+            if need:
+                fix += " To decide it, set NIXL_VERSION (the NIXL the server's image ships) in " + " and ".join(f"--{r}-env" for r in need) + ", or run an lmsysorg/sglang:vX.Y.Z image."
+        out.append(Finding(id="known-issue", severity=severity, message=msg, fix=fix))
     return out

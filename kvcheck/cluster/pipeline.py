@@ -416,7 +416,7 @@ def _group(instances: list[InstanceResult], opts: ClusterOptions) -> list[ClassR
                 cfg, draft_cfg, gpu, env, _, choice = build
                 inst = ir.instance
                 extra = {"release": choice} if choice is not None and "release" in _build_side_params() else {}
-                side = build_side(inst.role, dict(ir.args or {}), env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu, base=Path(inst.location.file).parent, **extra)
+                side = build_side(inst.role, dict(ir.args or {}), env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu, base=Path(inst.location.file).parent, image=inst.image, **extra)
                 side.sglang_version, side.version_source = ir.release, ir.release_source
                 cls.side = side
         ir.class_id = cls.id

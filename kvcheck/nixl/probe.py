@@ -430,32 +430,12 @@ def _kvcheck_only(meta_or_blob) -> None:
 
 
 def _child(job: dict) -> int:
-    import ctypes
-
-    import numpy as np
-
     from kvcheck.nixl.agent import KvAgent, Layout
-    from kvcheck.nixl.blob import parse_metadata
-    from kvcheck.nixl.live import remote_regions
-    from kvcheck.nixl.runtime import error_class, is_nixl_error
-    from kvcheck.nixl.transport import read_agents
-
-    timeout = float(job["timeout"])
-    nonce = int(job["nonce"])
-    step = "start agent"
-
-    def begin(name):
-        nonlocal step
-        step = name
-        _emit(type="step", step=name)
-        return time.perf_counter()
-
-    def fail(fid, message, severity="error"):
-        _emit(type="finding", id=fid, message=message, severity=severity)
 
     agent = None
     try:
-        t = begin("start agent")
+        _emit(type="step", step="start agent")
+        t = time.perf_counter()
         layout = Layout.from_dict(job["src"])
         agent = KvAgent(layout, backend=job["backend"])
         agent.start()
@@ -463,50 +443,97 @@ def _child(job: dict) -> int:
             if issue.finding_id == "agent-vram-untested":
                 _emit(type="info", notes=[f"prefill side: {issue.message}"])
             else:
-                fail("probe-registration-failed", f"prefill-role agent: {issue.message}")
+                _emit(type="finding", id="probe-registration-failed", message=f"prefill-role agent: {issue.message}", severity="error")
                 _emit(type="end", ok=False)
                 return 0
         _emit(type="step_done", step="start agent", seconds=time.perf_counter() - t)
-        _emit(type="info", local_agent=agent.name, transport={"backend": job["backend"], "UCX_TLS": os.environ.get("UCX_TLS", "(unset: UCX chooses)"),
-                                                              "UCX_NET_DEVICES": os.environ.get("UCX_NET_DEVICES", "(unset: all)")})
+        probe_with_agent(agent, job, _emit)
+        return 0
+    except Exception as exc:  # the prefill-role agent could not start: a named finding
+        from kvcheck.nixl.runtime import error_class
+
+        _emit(type="finding", id="probe-error", message=f"step 'start agent': {error_class(exc)}: {exc}", severity="error")
+        _emit(type="end", ok=False)
+        return 0
+    finally:
+        if agent is not None:
+            try:
+                agent.close()
+            except Exception:
+                pass
+
+
+PING_COUNT = 5
+
+
+def probe_with_agent(agent, job: dict, emit) -> None:
+    """Run the probe of ``job`` from ``agent`` (a started prefill-role ``KvAgent`` whose
+    layout is ``job["src"]``), reporting each event through ``emit(**event)``; ends with
+    an ``end`` event. Also used by a fabric node, whose one agent probes many peers: the
+    remote agent is unloaded at the end, so a retest loads it afresh. Each segment also
+    carries ``ping_s``: the fastest of ``PING_COUNT`` one-page WRITEs (latency)."""
+    import ctypes
+
+    import numpy as np
+
+    from kvcheck.nixl.live import remote_regions
+    from kvcheck.nixl.runtime import error_class
+
+    timeout = float(job["timeout"])
+    nonce = int(job["nonce"])
+    step = "fetch metadata"
+    remote = None
+
+    def begin(name):
+        nonlocal step
+        step = name
+        emit(type="step", step=name)
+        return time.perf_counter()
+
+    def fail(fid, message, severity="error"):
+        emit(type="finding", id=fid, message=message, severity=severity)
+
+    try:
+        emit(type="info", local_agent=agent.name, transport={"backend": job["backend"], "UCX_TLS": os.environ.get("UCX_TLS", "(unset: UCX chooses)"),
+                                                             "UCX_NET_DEVICES": os.environ.get("UCX_NET_DEVICES", "(unset: all)")})
 
         t = begin("fetch metadata")
         confirmed = _fetch_and_confirm(job, timeout, fail)
         if confirmed is None:
-            _emit(type="end", ok=False)
-            return 0
+            emit(type="end", ok=False)
+            return
         blob, meta, conf = confirmed
-        _emit(type="step_done", step="fetch metadata", seconds=time.perf_counter() - t)
-        _emit(type="info", remote_agent=meta.name, confirm={"where": conf.where, "pid": conf.pid, "blob_sha256": conf.blob_sha256})
+        emit(type="step_done", step="fetch metadata", seconds=time.perf_counter() - t)
+        emit(type="info", remote_agent=meta.name, confirm={"where": conf.where, "pid": conf.pid, "blob_sha256": conf.blob_sha256})
 
         _hold(job, "load metadata", timeout)
         t = begin("load metadata")
         if job["backend"] not in meta.backends:
             fail("probe-no-common-backend", f"no common NIXL backend with {meta.name!r}: it offers {sorted(meta.backends)}, we use {job['backend']}")
-            _emit(type="end", ok=False)
-            return 0
+            emit(type="end", ok=False)
+            return
         try:
             remote = agent.nixl.add_remote_agent(blob)
         except Exception as exc:
             # Both sides offer the backend: a load failure is the peer's state, not a
             # backend mismatch; the parent asks the peer again (lost / restarted / frozen).
             fail("probe-error", f"loading {meta.name!r}'s metadata failed: {error_class(exc)}: {exc}")
-            _emit(type="end", ok=False)
-            return 0
+            emit(type="end", ok=False)
+            return
         regions = remote_regions(meta, job["backend"])
         try:  # wire up now, as the runtime's first transfer would, so latency is the transfer's
             agent.nixl.make_connection(remote)
         except Exception:
             pass
-        _emit(type="step_done", step="load metadata", seconds=time.perf_counter() - t)
+        emit(type="step_done", step="load metadata", seconds=time.perf_counter() - t)
 
         t = begin("confirm over NIXL")
         problem = _read_back_record(agent, remote, meta, conf, job["backend"], timeout)
         if problem:
             fail("probe-unconfirmed", problem)
-            _emit(type="end", ok=False)
-            return 0
-        _emit(type="step_done", step="confirm over NIXL", seconds=time.perf_counter() - t)
+            emit(type="end", ok=False)
+            return
+        emit(type="step_done", step="confirm over NIXL", seconds=time.perf_counter() - t)
 
         src_regions = agent.regions
         pages = int(job["pages"])
@@ -574,7 +601,7 @@ def _child(job: dict) -> int:
                 v = np.frombuffer(buf, dtype=np.uint8)
                 views.append(v)
                 _fill(v, _pattern(nonce, i, p))
-            _emit(type="step_done", step=f"prepare segment {si}", seconds=time.perf_counter() - t)
+            emit(type="step_done", step=f"prepare segment {si}", seconds=time.perf_counter() - t)
 
             _hold(job, f"write segment {si}", timeout)
             # Warm the path with one page (no notification), so latency is the segment's transfer.
@@ -582,6 +609,15 @@ def _child(job: dict) -> int:
             if agent.nixl.transfer(hw) != "DONE":
                 _wait(agent.nixl, hw, timeout, f"warm-up segment {si}")
             hw.release()
+            ping = None
+            for _ in range(PING_COUNT):
+                hp = agent.nixl.make_prepped_xfer("WRITE", lh, [0], rh, [0], b"")
+                tp = time.perf_counter()
+                if agent.nixl.transfer(hp) != "DONE":
+                    _wait(agent.nixl, hp, timeout, f"ping segment {si}")
+                dt = time.perf_counter() - tp
+                hp.release()
+                ping = dt if ping is None else min(ping, dt)
             begin(f"write segment {si}")
             h = agent.nixl.make_prepped_xfer("WRITE", lh, idx, rh, idx, notif)
             t0 = time.perf_counter()
@@ -614,17 +650,16 @@ def _child(job: dict) -> int:
             seg = {"index": si, "start": start, "end": end, "src_kind": src_kind, "dst_kind": dst_kind,
                    "registered_as": [local_kind, reg_kind_remote], "bytes": nbytes, "pages": len(expect),
                    "latency_s": lat, "bandwidth_Bps": nbytes / lat if lat > 0 else None, "notification": notif.decode(),
-                   "verified": not bad, "backend": backend_used}
-            _emit(type="segment", segment=seg)
+                   "verified": not bad, "backend": backend_used, "ping_s": ping}
+            emit(type="segment", segment=seg)
             if bad:
                 all_ok = False
                 fail("probe-data-mismatch", f"segment {si}: {len(bad)} of {len(expect)} pages read back differ (first: region {bad[0][0]} page {bad[0][1]})")
-        _emit(type="end", ok=all_ok)
-        return 0
+        emit(type="end", ok=all_ok)
+        return
     except _Hung as h:
         fail("probe-timeout", f"step '{h.step}' did not finish within {h.seconds:g} s (--timeout); the transfer handle was released")
-        _emit(type="end", ok=False)
-        return 0
+        emit(type="end", ok=False)
     except Exception as exc:  # every failure becomes a named finding
         from kvcheck.errors import UnreachableError
 
@@ -636,12 +671,11 @@ def _child(job: dict) -> int:
             fail("probe-peer-lost", f"step '{step}': the decode-role agent went away ({name}: {exc})")
         else:
             fail("probe-error", f"step '{step}': {name}: {exc}")
-        _emit(type="end", ok=False)
-        return 0
+        emit(type="end", ok=False)
     finally:
-        if agent is not None:
+        if remote is not None:
             try:
-                agent.close()
+                agent.nixl.remove_remote_agent(remote)
             except Exception:
                 pass
 

@@ -376,19 +376,12 @@ FP4_VERIFIED_RELEASE = "0.5.23"
 
 
 def resolved_kv_cache_dtype_flag(side: Side) -> str:
-    """``--kv-cache-dtype`` after the start-up passes (0.5.23): on a DeepSeek DSA target
-    ``_dsa_kv_cache_dtype_default`` turns ``auto`` into fp8_e4m3 on SM >= 10 and
-    bfloat16 below, and spells ``bf16`` as ``bfloat16``. Other flags are kept."""
-    flag = side.args.kv_cache_dtype
-    if side.model.dsv4 and flag == "auto":
-        return "fp8_e4m3"  # _deepseek_v4_kv_cache_dtype (CUDA)
-    if side.model.dsa:
-        if flag == "auto":
-            gpu, _ = side_gpu(side)
-            return "fp8_e4m3" if gpu.capability[0] >= 10 else "bfloat16"
-        if flag == "bf16":
-            return "bfloat16"
-    return flag
+    """``--kv-cache-dtype`` after the start-up passes, as the side's release resolves it on
+    its GPU (``kvcheck.sglang.resolved.server_args_dtype``: the DeepSeek DSA and V4
+    rewrites, release by release). Other flags are kept."""
+    from kvcheck.sglang.resolved import server_args_dtype
+
+    return server_args_dtype(side)[0]
 
 
 def kv_cache_dtype_str(side: Side) -> str:

@@ -44,6 +44,10 @@ DYNAMO_SGLANG: dict[str, str] = {
     "1.4.0": "0.5.16", "1.4.1": "0.5.16", "1.4.2": "0.5.16",
     "1.5.0": "0.5.18", "1.5.1": "0.5.18",
     "1.6.0": "0.5.21", "1.6.1": "0.5.21",
+    # Read 2026-12-02 (pip download --no-deps ai-dynamo==X, METADATA):
+    "0.4.1": "0.5.0rc2", "0.5.0": "0.5.0rc2", "0.5.1": "0.5.0rc2",
+    "0.6.0": "0.5.3.post2", "0.6.1": "0.5.3.post2",
+    "0.7.0": "0.5.4.post3", "0.7.0.post1": "0.5.4.post3", "0.7.1": "0.5.4.post3",
 }
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(rc\d+)?(?:\.?(post\d+))?$")
@@ -107,46 +111,147 @@ def in_range(version: str, lo: str | None = None, hi: str | None = None) -> bool
 
 
 def release_from_image(image: str | None) -> tuple[str | None, str]:
-    """(release or None, reason) for a container image reference.
+    """(release or None, reason) for a container image reference: the one release the
+    image pins (``read_image``), else None with the reason (a nightly, a moving tag, an
+    image that is not SGLang's, a Dynamo release kvcheck has no pin for)."""
+    got = read_image(image)
+    if got is None:
+        return None, "no image given"
+    if got.named is not None and got.problem is None and len(got.releases) <= 1 and not got.window:
+        return got.named, got.text
+    return None, got.problem or got.text
 
-    ``lmsysorg/sglang`` (and mirrors whose repository is named ``sglang``): a tag
-    ``v0.5.8.post1``, ``v0.5.8.post1-cu126``, ``0.5.9-cu124-amd64`` names that release;
-    ``latest``, ``dev``, ``nightly-...``, ``v0.5.9-dev``... name none. Dynamo's
-    ``nvcr.io/nvidia/ai-dynamo/sglang-runtime:<dynamo release>`` maps through
-    ``DYNAMO_SGLANG`` when that Dynamo release is listed. Any other image: None.
+
+@dataclass(frozen=True)
+class ImageRelease:
+    """What an image reference says about the SGLang release it runs.
+
+    ``named``: the release it pins as written (None for a dated nightly or when it names
+    none); ``releases``: the modeled releases it allows, oldest first (one for a pin, the
+    releases on either side of a nightly's date); ``window``: True for a dated build
+    between releases; ``text``: the clue as the output says it; ``problem``: why it names
+    no modeled release, else None."""
+
+    named: str | None
+    releases: tuple[str, ...]
+    text: str
+    problem: str | None = None
+    window: bool = False
+
+
+_DATE = re.compile(r"(?<!\d)(20\d\d)(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?!\d)")
+_SGLANG_REPO = re.compile(r"(^|[-_.])(sglang|sgl)($|[-_.])", re.I)
+
+
+def _pinned(version: str, text: str) -> ImageRelease:
+    ok = is_modeled(version)
+    return ImageRelease(version, (version,) if ok else (), text, None if ok else f"SGLang {version} ({text}) is not a release kvcheck models")
+
+
+def read_image(image: str | None, dynamo_version: str | None = None) -> ImageRelease | None:
+    """The SGLang release(s) an image reference names; None when there is no image.
+
+    * Any registry and repository whose name is or contains ``sglang``/``sgl``
+      (``lmsysorg/sglang``, ``docker.io/lmsysorg/sglang``, ``rocm/sgl-dev``,
+      ``myreg.io/team/sglang-pd``): a tag ``v0.5.8.post1``, ``v0.5.8.post1-cu126``,
+      ``v0.5.5.post3-nixl-1.0`` pins that release; a tag with a date
+      (``v0.5.8-rocm700-mi35x-20260125``, ``nightly-dev-20260520-abc1234``,
+      ``dev-cu13-20260520``) is a build between releases: the modeled releases from the
+      newest one published by that date (or the tag's own number) to the next full
+      release after it (``nightly_window``); ``latest``, ``dev``, ``v0.5.9-dev`` name none.
+    * srt-slurm container aliases: ``0.5.6.post2``, ``v0.5.11``, ``sglang-v0.5.11-cu130``,
+      ``sglang-nightly-dev-cu13-20260510``; ``dynamo-sglang`` with ``dynamo_version`` (the
+      recipe's ``dynamo.version``) maps through ``DYNAMO_SGLANG``. An enroot file
+      ``lmsysorg+sglang+v0.5.5.sqsh`` reads as ``lmsysorg/sglang:v0.5.5``.
+    * Dynamo's ``.../ai-dynamo/sglang-runtime:<dynamo release>`` maps through ``DYNAMO_SGLANG``.
     A digest (``@sha256:...``) is ignored; without a tag Docker pulls ``latest``.
     """
-    if not image or not image.strip():
-        return None, "no image given"
+    if not image or not str(image).strip():
+        return None
+    image = str(image).strip()
     if "$" in image:
-        return None, f"image {image} holds an unresolved variable; pass --env with its value or --sglang-version"
-    bare = parse_release(image)
-    if bare is not None and "/" not in image and ":" not in image:
-        # srt-slurm recipes name the container by its SGLang release (model.container: "0.5.6.post2").
-        return bare, f"container {image} (a release number)"
-    ref = image.strip().split("@", 1)[0]
+        return ImageRelease(None, (), f"image {image}", f"image {image} holds an unresolved variable; pass --env with its value or --sglang-version")
+    ref = image.split("@", 1)[0]
+    if ref.endswith(".sqsh"):  # enroot: registry+repo+tag.sqsh
+        stem = ref.rsplit("/", 1)[-1][: -len(".sqsh")]
+        if "+" in stem:
+            *path, tag = stem.split("+")
+            ref = "/".join(path) + ":" + tag
+        else:
+            ref = stem
+    if "/" not in ref and ":" not in ref:
+        return _alias(ref, image, dynamo_version)
     last = ref.rsplit("/", 1)[-1]
-    if ":" in last:
-        name, _, tag = ref.rpartition(":")
-    else:
-        name, tag = ref, ""
+    name, tag = (ref.rpartition(":")[0], ref.rpartition(":")[2]) if ":" in last else (ref, "")
     repo = name.rsplit("/", 1)[-1]
     if repo == "sglang-runtime" and "dynamo" in name:
-        dyn = parse_release(tag)
-        if dyn and dyn in DYNAMO_SGLANG:
-            return DYNAMO_SGLANG[dyn], f"image {image}: Dynamo {dyn} pins SGLang {DYNAMO_SGLANG[dyn]} (ai-dynamo[sglang] on PyPI)"
-        return None, f"image {image} is a Dynamo runtime image; kvcheck does not know which SGLang release Dynamo {tag or 'latest'} ships"
-    if repo != "sglang":
-        return None, f"image {image} is not an SGLang image; its SGLang release is unknown"
+        return _dynamo(tag, f"image {image}")
+    if not _SGLANG_REPO.search(repo):
+        return ImageRelease(None, (), f"image {image}", f"image {image} is not an SGLang image; its SGLang release is unknown")
     if not tag:
-        return None, f"image {image} has no tag (Docker pulls 'latest', which names no SGLang release)"
+        return ImageRelease(None, (), f"image {image}", f"image {image} has no tag (Docker pulls 'latest', which names no SGLang release)")
+    return _tag(tag, f"image tag {image}", image)
+
+
+def _alias(alias: str, image: str, dynamo_version: str | None) -> ImageRelease:
+    bare = parse_release(alias)
+    if bare is not None:
+        return _pinned(bare, f"container {image} (a release number)")
+    low = alias.lower()
+    if "dynamo" in low:
+        if dynamo_version:
+            return _dynamo(dynamo_version, f"container {image} with dynamo.version {dynamo_version}")
+        return ImageRelease(None, (), f"container {image}", f"container {image} is a Dynamo image alias and the recipe pins no dynamo.version; its SGLang release is unknown")
+    m = re.match(r"^(?:lmsysorg[-_])?(?:sglang|sgl)[-_](.+)$", alias, re.I)
+    if m:
+        return _tag(m.group(1), f"container {image}", image)
+    return ImageRelease(None, (), f"container {image}", f"container alias {image} names no SGLang release (the cluster's srtslurm.yaml maps it to an image)")
+
+
+def _dynamo(tag: str, text: str) -> ImageRelease:
+    dyn = parse_release(tag)
+    if dyn and dyn in DYNAMO_SGLANG:
+        return _pinned(DYNAMO_SGLANG[dyn], f"{text}: Dynamo {dyn} pins SGLang {DYNAMO_SGLANG[dyn]} (ai-dynamo[sglang] on PyPI)")
+    return ImageRelease(None, (), text, f"{text} is a Dynamo runtime; kvcheck does not know which SGLang release Dynamo {tag or 'latest'} ships")
+
+
+def _tag(tag: str, text: str, image: str) -> ImageRelease:
+    date = _DATE.search(tag)
     m = _TAG.match(tag)
+    if date:
+        day = f"{date.group(1)}-{date.group(2)}-{date.group(3)}"
+        since = parse_release(m.group(1)) if m else None
+        return nightly_window(day, f"{text} (a build of {day})", since=since)
     if not m:
-        return None, f"image tag {tag} of {image} names no SGLang release (a nightly, dev or moving tag)"
+        return ImageRelease(None, (), text, f"image tag {tag} of {image} names no SGLang release (a nightly, dev or moving tag)")
     version, rest = m.group(1), m.group(2)
     if rest and _DEV_WORDS.search(rest):
-        return None, f"image tag {tag} of {image} is a development build after or before {version}, not a release"
-    return parse_release(version), f"image tag {image}"
+        return ImageRelease(None, (), text, f"image tag {tag} of {image} is a development build after or before {version}, not a release")
+    return _pinned(parse_release(version) or version, text)
+
+
+def nightly_window(day: str, text: str, since: str | None = None) -> ImageRelease:
+    """A build from SGLang's main branch on ``day`` (``2026-05-20``): the modeled releases
+    from the newest one published on or before that day (or ``since``, the release the
+    tag names, when later) up to the first full release (no ``.postN``) published after
+    it. A day after the newest modeled release's publication (the build holds code no
+    modeled release has) or before the oldest is no window: ``problem`` says so."""
+    from kvcheck.sglang.release_dates import SGLANG_PUBLISHED
+
+    rels = [r for r in modeled() if r in SGLANG_PUBLISHED]
+    end = day + "T23:59"
+    before = [r for r in rels if SGLANG_PUBLISHED[r] <= end]
+    if since and is_modeled(since):
+        before.append(since)
+    if not before:
+        return ImageRelease(None, (), text, f"{text}: {day} is before the oldest release kvcheck models ({rels[0] if rels else NEWEST_MODELED})", True)
+    lo = max(before, key=release_key)
+    after = [r for r in rels if SGLANG_PUBLISHED[r] > end and release_key(r) > release_key(lo) and "post" not in r and "rc" not in r]
+    if not after:
+        return ImageRelease(None, (), text, f"{text}: a build after SGLang {lo}, newer than the newest release kvcheck models ({rels[-1] if rels else NEWEST_MODELED}); pin a released tag or pass --sglang-version", True)
+    hi = min(after, key=release_key)
+    window = tuple(r for r in modeled() if release_key(lo) <= release_key(r) <= release_key(hi))
+    return ImageRelease(None, window, f"{text}: between SGLang {lo} and {hi}", None, True)
 
 
 def installed_version(dist: str) -> str | None:

@@ -197,6 +197,7 @@ def build_side(
         gpu_source=gpu_source,
         sglang_version=release.release or "unknown",  # an image whose release cannot be told
         version_source=release.source,
+        image=image,
     )
 
 

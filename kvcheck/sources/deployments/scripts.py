@@ -83,6 +83,9 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
                     _expand_ranks(inst)
                     instances.append(inst)
     dep.instances = merge_multinode(instances)
+    from kvcheck.sources.release_clues import attach_script_clues
+
+    attach_script_clues(dep.instances, text, file)  # pip install sglang==X lines (issue 14)
     if dep.instances:
         for loc in non_pd:
             dep.problems.append(

@@ -420,4 +420,7 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
             inst.node_argvs = others
             inst.node_locations = [inst.location] * len(nodes)
         dep.instances.append(inst)
+    from kvcheck.sources.release_clues import attach_recipe_clues
+
+    attach_recipe_clues(dep.instances, cfg, file)  # identity.frameworks.sglang, dynamo.version (issue 14)
     return dep
