@@ -1,4 +1,15 @@
-"""Start-up refusals the inputs decide, in the order SGLang 0.5.23 raises them.
+"""Start-up refusals the inputs decide, in the order SGLang 0.5.23 raises them, with a
+branch per release that introduced or changed a step (0.5.5 .. 0.5.23).
+
+Modules by phase: ``base`` (outcome types, shared resolved values), ``resolution`` (PD, DSA,
+speculative, cache, HiSparse), ``backends`` (attention backends, KV dtypes, the GPU, page
+size), ``parallel`` (DP, CP, KV sharding, ``check_server_args``' layout checks, two-batch
+overlap), ``connector`` (the scheduler's PD queues and NIXL manager), ``gate`` (the releases
+whose start-up is verified, ``STARTUP_VERIFIED_RELEASES``, and the steps a release before
+0.5.22 runs that are not restated for it, ``unrestated_steps``). Older releases ran the same
+checks from ``ServerArgs.__post_init__`` (before 0.5.19's arg_groups); the release branches in
+each step carry their texts and conditions (``release_at_least``), measured per release by
+``benchmarks/measure_startup_releases.py``.
 
 A server resolves its args once at start-up (``ServerArgs.resolve_once()``, which runs
 ``sglang.srt.arg_groups.pipeline.run_resolution_pipeline``) and then validates them
