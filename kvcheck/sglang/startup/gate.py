@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from kvcheck.sglang.startup.base import Stop, _env_bool, _is_dsa, release_at_least
+from kvcheck.sglang.startup.base import Stop, _env_bool, _is_dsa, _raw, release_at_least
 from kvcheck.sides import Side
 
 # The releases whose start-up is verified (measured against each one's own code, 0 disagreements
@@ -92,7 +92,11 @@ def unrestated_steps(side: Side) -> list[str]:
         ("CP / DCP", a.attn_cp_size > 1 or a.dcp_size > 1 or bool(a.enable_prefill_cp)),
         ("speculative decoding other than EAGLE/NEXTN with topk 1",
          bool(algo) and not (algo in ("EAGLE", "NEXTN") and topk in (None, 1))),
-        ("HiSparse", bool(a.enable_hisparse)), ("HiCache", bool(a.enable_hierarchical_cache)),
+        ("HiSparse", bool(a.enable_hisparse)),
+        # _handle_hicache refuses nothing before 0.5.17 (it picks I/O backends and layouts), and the
+        # HiCache / radix-cache exclusion has the same text and place from 0.5.5.
+        ("HiCache", bool(a.enable_hierarchical_cache) and release_at_least(side, "0.5.17")),
+        ("--disaggregation-decode-enable-offload-kvcache", bool(_raw(side, "disaggregation_decode_enable_offload_kvcache", False))),
         ("the decode radix cache", bool(a.disaggregation_decode_enable_radix_cache)),
         ("KV sharding", bool(a.enable_kv_cache_sharding)),
         ("decode retraction / host receive", a.disaggregation_decode_retraction_backup is not None
