@@ -82,6 +82,7 @@ def preflight(
     decode: Optional[str] = typer.Option(None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
     format: str = typer.Option("table", "--format", "-o", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions annotations). The exit status is the same for every format."),
     env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files."),
+    config_file: List[str] = typer.Option([], "--config-file", metavar="IMAGE_PATH=LOCAL_PATH", help="A local copy of a config file that a -f launch line names inside the image (--config /etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is unchecked."),
     models_dir: Optional[Path] = typer.Option(None, "--models", metavar="DIR", help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; HF_HUB_CACHE / HF_HOME are also read."),
     allow_unchecked: bool = typer.Option(False, "--allow-unchecked", help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, unresolved variable) exits 0 instead of 4; the output still says unchecked."),
     kernel: str = typer.Option("builtin", "--kernel", metavar="builtin|runtime|auto", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
@@ -107,6 +108,12 @@ def preflight(
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23), when the input does not say (an image tag, /server_info's version). Default: the installed SGLang, else the newest modeled release, said in the output."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
     decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
+    root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="The directory files named inside the inputs (a --config in a launch line, a model-path directory) may be read from; default: each input file's own directory. Nothing outside it is read, by '..' or symlink."),
+    max_instances: Optional[int] = typer.Option(None, "--max-instances", metavar="N", help="Most server instances (replicas and nodes included) one deployment may expand to before it is refused (default 4096)."),
+    max_nodes: Optional[int] = typer.Option(None, "--max-nodes", metavar="N", help="Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096)."),
+    max_variants: Optional[int] = typer.Option(None, "--max-variants", metavar="N", help="Most sweep/override variants one srt-slurm recipe may expand to (default 256)."),
+    max_containers: Optional[int] = typer.Option(None, "--max-containers", metavar="N", help="Most SGLang containers (launch lines) read from one deployment file (default 2048)."),
+    max_classes: Optional[int] = typer.Option(None, "--max-classes", metavar="N", help="Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64)."),
 ) -> None:
     """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
@@ -116,11 +123,16 @@ def preflight(
 
     if format not in FORMATS:
         raise KvcheckError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", field="--format")
+    from kvcheck.sources.files import set_read_root
+    from kvcheck.sources.limits import set_caps
+
+    set_read_root(root)
+    set_caps(instances=max_instances, nodes=max_nodes, variants=max_variants, containers=max_containers, classes=max_classes)
     _check_release_options(sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version)
     if files:
         if prefill is not None or decode is not None:
             raise KvcheckError("give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f")
-        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked,
+        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked, config_file=config_file,
                                model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
                                sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
                                decode_sglang_version=decode_sglang_version)
@@ -153,7 +165,11 @@ def preflight(
         probe = False
     else:
         report = run_preflight(p, d, kernel=kernel, ignore=ignore)
-    if prefill_agent or decode_agent or probe:
+    if (decode_agent or probe) and not refusals and p.args.disaggregation_transfer_backend == "mooncake":
+        from kvcheck.mooncake.probe import augment_preflight as augment_mooncake  # Mooncake agents and probe
+
+        augment_mooncake(report, p, d, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages)
+    elif prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
 
         augment_preflight(report, p, d, prefill_agent=prefill_agent, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages, show_progress=format != "json" and sys.stderr.isatty())
@@ -206,7 +222,7 @@ def _check_release_options(**options: Optional[str]) -> None:
 def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional[Path], models_dir: Optional[Path], allow_unchecked: bool,
                            model_config: Optional[Path], kernel: str, ignore: List[str], gpu: Optional[str], prefill_gpu: Optional[str],
                            decode_gpu: Optional[str], sglang_version: Optional[str] = None, prefill_sglang_version: Optional[str] = None,
-                           decode_sglang_version: Optional[str] = None) -> None:
+                           decode_sglang_version: Optional[str] = None, config_file: Optional[List[str]] = None) -> None:
     """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
     try:
         from kvcheck.sources.deployments import read_deployments
@@ -217,7 +233,13 @@ def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional
 
     global _decided_exit
     env = read_env_file(env_file) if env_file is not None else None
-    deployments = read_deployments(list(files), env=env)
+    config_files: dict[str, str] = {}
+    for item in config_file or []:
+        image_path, eq, local = item.partition("=")
+        if not eq or not image_path or not local:
+            raise KvcheckError(f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)", field="--config-file")
+        config_files[image_path] = local
+    deployments = read_deployments(list(files), env=env, config_files=config_files)
     opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version,
                           prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
                           decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked)
@@ -284,7 +306,10 @@ def agent(
     listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata and region confirmations on (NIXL's listener protocol, kvcheck's read-only server; NIXL's own listener thread is never started). Default 127.0.0.1 on a free port, also with --etcd."),
     etcd: Optional[str] = typer.Option(None, "--etcd", help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit)."),
     pages: int = typer.Option(4, "--pages", help="Pages per region to allocate and register (bytes per region = item length x pages)."),
-    backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX)."),
+    backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX), or mooncake: a Mooncake TransferEngine agent (--disaggregation-transfer-backend mooncake)."),
+    protocol: Optional[str] = typer.Option(None, "--protocol", help="mooncake: the transfer protocol (MOONCAKE_PROTOCOL; default: that side's env, else rdma, which falls back to tcp on a node without RDMA devices)."),
+    ib_device: Optional[str] = typer.Option(None, "--ib-device", help="mooncake: RDMA devices for this agent (default: that side's --disaggregation-ib-device when it is a plain list)."),
+    metadata_server: Optional[str] = typer.Option(None, "--metadata-server", help="mooncake: the metadata exchange (default P2PHANDSHAKE, SGLang's; or an http://HOST:PORT/metadata server or etcd://HOST:PORT)."),
     gpu: str = typer.Option("auto", "--gpu", help="auto: VRAM regions on the GPU when torch or cupy sees one, else DRAM stand-ins (reported); off: always stand-ins."),
     env_file: Optional[Path] = typer.Option(None, "--env", help="VAR=value file with that side's environment."),
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json when model-path is a hub id."),
@@ -302,6 +327,13 @@ def agent(
     and remote keys of the registered buffers) is readable by anyone who can reach the
     listener or etcd; bind to loopback or a private interface.
     """
+    if backend.lower() == "mooncake":
+        from kvcheck.mooncake.agent import run_agent as run_mooncake_agent
+
+        raise typer.Exit(run_mooncake_agent(
+            role=role, config=config, ttl=ttl, pages=pages, listen=listen, protocol=protocol, device=ib_device, metadata=metadata_server,
+            env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, name=name, max_memory_gib=max_memory,
+            sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None) or sglang_version))
     from kvcheck.nixl.commands import run_agent
 
     rc = run_agent(role=role, config=config, ttl=ttl, pages=pages, listen=listen, etcd=etcd, backend=backend, gpu=gpu,
@@ -398,7 +430,8 @@ EXPLAIN_EPILOG = (
     "  kvcheck preflight -f prefill.yaml -f decode.yaml -o json --env prod.env --models ~/.cache/huggingface/hub\n\n"
     "  kvcheck explain \"ValueError: NIXL KV transfer has no KV memory segments\"\n\n"
     "  kvcheck explain --log prefill.log --prefill p.yaml --decode d.yaml\n\n"
-    "  kubectl logs prefill-0 | kvcheck explain --format json\n\n"
+    "  kubectl logs prefill-0 | kvcheck explain -o json\n\n"
+    "  kvcheck explain --log decode.log -f deploy/pd.yaml\n\n"
     "Exit status: 0 at least one known message was recognized, 1 nothing was recognized, "
     "2 bad input or usage (no message, unreadable log, configs that cannot be checked). "
     "With --prefill/--decode the exit status still says whether a message was recognized; "
@@ -413,7 +446,8 @@ def explain(
     prefill: Optional[str] = typer.Option(None, "--prefill", "-p", help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the message."),
     decode: Optional[str] = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
     model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
-    format: str = typer.Option("table", "--format", "-f", help="Output: table (for people) or json."),
+    format: str = typer.Option("table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."),
+    files: List[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment the log came from, as preflight -f reads it (repeatable): its preflight runs and each message points to the finding and the config line to change. (-f table|json, the old spelling of -o, still works but is deprecated.)"),
     list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
     sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release the message came from: the explanation says whether the message exists and is reachable there. Default: the version the log shows, else the installed SGLang, else the newest modeled release."),
     prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
@@ -425,9 +459,18 @@ def explain(
     from kvcheck.explain import attach_preflight, explain_text
     from kvcheck.explain.render import render_catalog, render_explanation
 
+    deployment_files = []
+    for f in files:
+        if str(f) in ("table", "json") and not f.exists():
+            typer.echo(f"kvcheck explain: -f {f} is deprecated for the output format: use -o {f} (or --format {f}); -f now names a deployment file, as for preflight", err=True)
+            format = str(f)
+        else:
+            deployment_files.append(f)
     if list_all:
         typer.echo(render_catalog(format))
         raise typer.Exit(0)
+    if deployment_files and prefill is not None:
+        raise KvcheckError("give -f FILE (the deployment) or --prefill/--decode (one pair), not both", field="-f")
     if format not in ("table", "json"):
         raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
     if (prefill is None) != (decode is None):
@@ -443,11 +486,10 @@ def explain(
         from kvcheck.explain.matcher import VersionSniffer, annotate_release, explain_blocks, iter_log_blocks
 
         if log is not None:
-            try:
-                fh = open(log, "rb")
-            except OSError as exc:
-                raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=str(log)) from exc
-            source = f"log {log}"
+            from kvcheck.sources.files import open_regular
+
+            fh = open_regular(log)  # regular files only (O_NONBLOCK + fstat: a FIFO cannot block); '-' is stdin
+            source = f"log {log}" if str(log) != "-" else "log <stdin>"
         else:
             if sys.stdin.isatty():
                 raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
@@ -470,6 +512,18 @@ def explain(
         p = load_side(prefill, "prefill", model_config=model_config, sglang_version=prefill_sglang_version or sglang_version)
         d = load_side(decode, "decode", model_config=model_config, sglang_version=decode_sglang_version or sglang_version)
         attach_preflight(result, run_preflight(p, d))
+        result.configs = {"prefill": prefill, "decode": decode}
+    if deployment_files:
+        from kvcheck.explain.matcher import attach_deployment_preflight
+
+        try:
+            from kvcheck.cluster import ClusterOptions, check_deployments
+            from kvcheck.sources.deployments import read_deployments
+        except ImportError:
+            raise KvcheckError("this kvcheck build has no deployment readers; use --prefill/--decode", field="-f") from None
+        deployments = read_deployments(list(deployment_files))
+        attach_deployment_preflight(result, check_deployments(deployments, ClusterOptions(model_config=model_config, sglang_version=sglang_version)))
+        result.configs = {f"file {i + 1}": str(f) for i, f in enumerate(deployment_files)}
     if format == "json":
         typer.echo(_json.dumps(result.contract(), indent=2))
     else:
@@ -491,9 +545,12 @@ class _ScrubbingStream:
         self._stream = stream
 
     def write(self, text):
+        from kvcheck.sources.limits import escape_stream
         from kvcheck.sources.redact import scrub_output
 
-        return self._stream.write(scrub_output(text) if isinstance(text, str) else text)
+        # secrets out, then every control/escape/bidi character an input carried made
+        # visible (only the SGR styling kvcheck's renderer writes passes)
+        return self._stream.write(escape_stream(scrub_output(text)) if isinstance(text, str) else text)
 
     def writelines(self, lines):
         for line in lines:
@@ -509,7 +566,9 @@ def _say_error(text: str) -> None:
     from kvcheck.sources.limits import clip_line
     from kvcheck.sources.redact import scrub_output
 
-    lines = [clip_line(scrub_output(line)) for line in str(text).splitlines() or [""]]
+    from kvcheck.sources.limits import escape_terminal
+
+    lines = [clip_line(escape_terminal(scrub_output(line))) for line in str(text).splitlines() or [""]]
     sys.stderr.write("\n".join(lines[:20]) + "\n")
     sys.stderr.flush()
 
@@ -522,6 +581,7 @@ def main() -> None:
     exception is one line and exit 2 (``KVCHECK_DEBUG=1`` shows the traceback). Every
     line written to stdout and stderr passes through ``scrub_output``.
     """
+    _register_own_credentials(sys.argv[1:])
     if not isinstance(sys.stdout, _ScrubbingStream):
         sys.stdout = _ScrubbingStream(sys.stdout)
     if not isinstance(sys.stderr, _ScrubbingStream):
@@ -547,6 +607,15 @@ def main() -> None:
             raise
         _say_error(f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 for the traceback")
         sys.exit(EXIT_INPUT)
+
+
+def _register_own_credentials(argv: list[str]) -> None:
+    """kvcheck's own credentials (``KVCHECK_API_KEY``, ``--api-key``) are scrubbed from
+    every output from the start: a server may reflect them (a header, a reason phrase)."""
+    from kvcheck.sources.redact import register_secrets, secrets_from_argv
+
+    own = {os.environ.get("KVCHECK_API_KEY") or ""} | secrets_from_argv(argv)
+    register_secrets(v for v in own if v)
 
 
 def _quiet_stdout() -> None:

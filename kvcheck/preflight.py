@@ -141,12 +141,21 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
                 (fid, rt, _bootstrap_detail(fid, rt.message, prefill, decode, p_info, d_info)) for fid, rt in found
             ]
             decide_kv_dtype_over_gpus(prefill, decode, b_d, extra)  # resolved strings; never on an assumed GPU
-        if b_p.decision_modeled:
+        # -- backend hook (mooncake branch, issue 18): a prefill that does not run NIXL is
+        # decided by its own backend (kvcheck.checks.mooncake); the NIXL-only checks skip.
+        from kvcheck.checks.mooncake import decide_transfer_for_backend
+
+        backend_plan = decide_transfer_for_backend(prefill, decode, pg, dg, extra)
+        if backend_plan is not None:
+            plan = backend_plan
+        elif "skip_checks" in extra:
+            pass  # an unmodeled backend: no plan (backend-unchecked says so)
+        elif b_p.decision_modeled:
             kd = k if _kernel_runs(k, kernel_name, b_p) else builtin
             plan, stages = _decide_all_stages(kd, prefill, decode, pg, dg, b_p)
             plan.kernel = kernel_name
             extra["pp_stages"] = stages
-        if b_p.states_modeled and b_d.states_modeled and (pg.state_types or dg.state_types):
+        if "skip_checks" not in extra and b_p.states_modeled and b_d.states_modeled and (pg.state_types or dg.state_types):
             runs = kernel_name == "runtime" and _kernel_runs(k, kernel_name, b_p) and _kernel_runs(k, kernel_name, b_d)
             prepared = b_p.decision_variant == "0.5.23" and b_d.decision_variant == "0.5.23"
             _decide_states(k if runs else builtin, prefill, decode, pg, dg, extra, prepared)
@@ -155,6 +164,8 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     findings: list[Finding] = []
     for chk in REGISTRY.values():
         if not releases_known and chk.id != "unknown-release":
+            continue
+        if chk.id in extra.get("skip_checks", ()):  # backend hook (see above)
             continue
         findings.extend(chk.run(ctx))
     for f in findings:
@@ -431,6 +442,10 @@ FINDING_IDS = {
     "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "head-slice-overrun", "runtime-error"],
     "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "minimax-index-value"],
     "startup-log": ["decode-radix-disabled"],
+    # backend hook (mooncake branch): kvcheck.checks.mooncake
+    "mooncake-transfer": ["mooncake-silent-corruption", "mooncake-send-fails", "mooncake-worker-dies", "mooncake-dcp-topology", "mooncake-runtime-error", "mooncake-unchecked"],
+    "mooncake-startup": ["mooncake-ib-device", "mooncake-ib-device-file", "mooncake-efa", "mooncake-session-probe", "mooncake-thread-pool", "mooncake-custom-pool", "mooncake-tcp", "mooncake-protocol"],
+    "backend-unchecked": ["backend-mismatch"],
     "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
     "probe": [
         "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",

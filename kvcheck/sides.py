@@ -22,6 +22,11 @@ RELEVANT_ENV = (
     "SGLANG_PP_LAYER_PARTITION",
     "UCX_NET_DEVICES",
     "UCX_TLS",
+    # Mooncake's transfer engine (read by MooncakeTransferEngine / mooncake.engine).
+    "MOONCAKE_PROTOCOL",
+    "MC_FORCE_TCP",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_ALLOC_CONF",
 )
 
 

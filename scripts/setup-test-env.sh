@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 TORCH_CPU_INDEX=${TORCH_CPU_INDEX:-https://download.pytorch.org/whl/cpu}
 STAMP=.venv/.kvcheck-test-env
-WANT="$(cat requirements/runtime.txt requirements/nixl.txt pyproject.toml scripts/setup-test-env.sh | cksum)"
+WANT="$(cat requirements/runtime.txt requirements/nixl.txt requirements/mooncake.txt pyproject.toml scripts/setup-test-env.sh | cksum)"
 start=$(date +%s)
 
 if ! command -v etcd >/dev/null 2>&1; then
@@ -57,7 +57,7 @@ else
   TORCH=(torch==2.13.0 --extra-index-url "$TORCH_CPU_INDEX")
 fi
 echo "== installing kvcheck, test tools, torch 2.13.0 (CPU build) and what SGLang's decision code and NIXL import on CPU"
-"${PIP[@]}" -e '.[test]' "${TORCH[@]}" -r requirements/runtime.txt -r requirements/nixl.txt
+"${PIP[@]}" -e '.[test]' "${TORCH[@]}" -r requirements/runtime.txt -r requirements/nixl.txt -r requirements/mooncake.txt
 echo "== installing SGLang 0.5.23 and NIXL (nixl-cu12 1.5.1), both --no-deps"
 "${PIP[@]}" --no-deps sglang==0.5.23 nixl-cu12==1.5.1
 if .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)"; then :; else
@@ -83,5 +83,19 @@ done
 for v in $RELEASES; do
   [ -f ".venv/sglang-releases/$v/sglang/__init__.py" ] || "${PIP[@]}" --no-deps --target ".venv/sglang-releases/$v" "sglang==$v"
 done
+# Mooncake's transfer engine (requirements/mooncake.txt) links libibverbs, even for TCP.
+# Debian's libibverbs1 (+ libnl) is unpacked into .venv/lib/mooncake-ibverbs, not installed:
+# in the loader's path it makes NIXL's UCX crash at process exit on hosts without RDMA
+# devices (the NIXL tests). kvcheck.mooncake.engine preloads it for Mooncake's processes.
+IBV=.venv/lib/mooncake-ibverbs
+if [ ! -e "$IBV/libibverbs.so.1" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== unpacking Debian's libibverbs1 for Mooncake into $IBV"
+  tmp=$(mktemp -d)
+  { [ "$(id -u)" != 0 ] || apt-get update -qq >/dev/null; } && (cd "$tmp" && apt-get download -qq libibverbs1 libnl-3-200 libnl-route-3-200 >/dev/null 2>&1) \
+    && mkdir -p "$IBV" && for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$tmp/x"; done \
+    && cp -a "$tmp"/x/usr/lib/*/libibverbs.so.1* "$tmp"/x/usr/lib/*/libnl-route-3.so.200* "$tmp"/x/lib/*/libnl-3.so.200* "$IBV"/ \
+    || echo "warning: libibverbs1 could not be unpacked; the Mooncake probe tests will be skipped"
+  rm -rf "$tmp"
+fi
 echo "$WANT" > "$STAMP"
 echo "== test environment ready in $(( $(date +%s) - start )) s; .venv is $(du -sh .venv | cut -f1)"

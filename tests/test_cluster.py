@@ -109,11 +109,16 @@ def test_unresolved_variable_is_a_named_unchecked_finding_not_bad_input():
     assert r.deployments[0].classes[0].side is None
 
 
-def test_mooncake_pair_is_unchecked_but_keeps_bootstrap_errors():
+def test_mooncake_pair_is_decided_and_keeps_bootstrap_errors():
+    # Mooncake (the default backend) is decided by its own restated transfer
+    # (kvcheck.sglang.mooncake), the same as on the pair path; MORI is unchecked.
     same = check_deployments([dep(inst("prefill", "p0", backend=None), inst("decode", "d0", backend=None))])
     pair = same.deployments[0].pairs[0]
-    assert pair.verdict == "unchecked" and "backend-not-modeled" in ids(pair.findings)
-    assert "transfer-backend" not in ids(pair.findings) and pair.contract()["plan"]["path"] is None
+    assert pair.verdict == "pass" and "backend-not-modeled" not in ids(pair.findings)
+    assert "transfer-backend" not in ids(pair.findings) and pair.contract()["plan"]["path"] == "equal_tp"
+    mori = check_deployments([dep(inst("prefill", "p0", backend="mori"), inst("decode", "d0", backend="mori"))])
+    pair = mori.deployments[0].pairs[0]
+    assert pair.verdict == "unchecked" and "backend-unchecked" in ids(pair.findings)
     mismatch = check_deployments([dep(inst("prefill", "p0", backend=None), inst("decode", "d0", "--page-size", "64", backend="mooncake"))])
     pair = mismatch.deployments[0].pairs[0]
     # The decode's page-size comparison runs for every backend (CommonKVReceiver, 0.5.23).

@@ -88,14 +88,21 @@ def test_bundled_failing_deployment_points_at_the_decode_line():
     assert f"line={lineno}," in line and "file=" in line
 
 
-def test_bundled_mooncake_script_is_unchecked_and_allow_unchecked_exits_0():
+def test_bundled_mooncake_script_is_decided_and_allow_unchecked_exits_0(tmp_path):
     r = kvcheck("-f", BUNDLED / "qwen3-mooncake.sh", "-o", "json")
-    assert r.returncode == 4, r.stderr
+    assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)
     # the two prefills differ only in ports: one class (the bootstrap ports are checked per instance)
-    assert c["verdict"] == "unchecked" and len(c["instances"]) == 3 and len(c["classes"]) == 2 and len(c["pairs"]) == 1
-    assert all("backend-not-modeled" in [f["id"] for f in p["findings"]] for p in c["pairs"])
-    r = kvcheck("-f", BUNDLED / "qwen3-mooncake.sh", "-o", "json", "--allow-unchecked")
+    assert c["verdict"] == "warn" and len(c["instances"]) == 3 and len(c["classes"]) == 2 and len(c["pairs"]) == 1
+    # Mooncake's TP2 -> TP4 head-slice path (send_kvcache_slice), decided, not backend-not-modeled
+    assert c["pairs"][0]["plan"]["path"] == "hetero_tp_slice"
+    assert [f["id"] for f in c["pairs"][0]["findings"] if f["severity"] == "warning"] == ["hetero-tp-performance"]
+    # MORI is not modeled: unchecked (exit 4), accepted with --allow-unchecked
+    mori = tmp_path / "mori.sh"
+    mori.write_text((BUNDLED / "qwen3-mooncake.sh").read_text().replace("--disaggregation-mode", "--disaggregation-transfer-backend mori --disaggregation-mode"))
+    r = kvcheck("-f", mori, "-o", "json")
+    assert r.returncode == 4 and json.loads(r.stdout)["verdict"] == "unchecked"
+    r = kvcheck("-f", mori, "-o", "json", "--allow-unchecked")
     assert r.returncode == 0 and json.loads(r.stdout)["verdict"] == "unchecked"
     assert "--allow-unchecked" in r.stderr
 

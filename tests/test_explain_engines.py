@@ -25,7 +25,7 @@ FOREIGN = {
     "vllm": "(VllmWorker rank=0 pid=4711) ERROR 12-01 10:00:00 [nixl_connector.py:812] NIXL handshake failed: page size mismatch with remote",
     "trtllm": "[TRT-LLM] [E] KV cache transceiver: Page size mismatch between context and generation",
     "mooncake": "E1201 10:00:00.123 4711 transfer_engine.cpp:212] Failed to install transport rdma for KV transfer",
-    "nixl-ucx": "[1701423.125] node-1:4711:0  UCX  ERROR   no such device: mlx5_9 (NIXL create_backend)",
+    "ucx": "[1701423.125] node-1:4711:0  UCX  ERROR   no such device: mlx5_9 (NIXL create_backend)",
 }
 
 
@@ -53,8 +53,14 @@ def test_a_fragment_of_a_variable_name_is_not_a_partial_message():
     assert result.exit_code == 1
 
 
-def test_a_pasted_part_of_a_message_in_whole_words_is_still_partial():
+def test_a_stretch_from_the_middle_of_a_message_is_not_the_message():
+    # whole words of region-count's template, but from its middle: a fragment, not a match
     result = explain_text("decode registered fewer KV regions than prefill, unexpected geometry")
+    assert result.hits == []
+
+
+def test_a_message_cut_short_is_recognized_as_partial():
+    result = explain_text("ValueError: NIXL PD transfer: decode registered fewer KV regions (6")
     assert [(h.entry_id, h.match) for h in result.hits] == [("region-count", "partial")]
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Qwen3 32B, 2 prefills and 1 decode on one node, Mooncake transfer (SGLang's default
-# backend), as a launch script. kvcheck models NIXL's transfer decision only: the pairs
-# are "unchecked" (exit 4; exit 0 with --allow-unchecked), while the decode's bootstrap
-# checks (page size, KV dtype) that every backend runs are still checked.
-#   kvcheck preflight -f configs/deployments/qwen3-mooncake.sh --allow-unchecked
+# backend), as a launch script. kvcheck restates Mooncake's transfer (TP2 prefills into a
+# TP4 decode: the head-slice path, send_kvcache_slice) beside the decode's bootstrap
+# checks (page size, KV dtype) that every backend runs: WARN (head slices are slower), exit 0.
+#   kvcheck preflight -f configs/deployments/qwen3-mooncake.sh
 MODEL=Qwen/Qwen3-32B
 
 python3 -m sglang.launch_server --model-path $MODEL --disaggregation-mode prefill \

@@ -240,14 +240,20 @@ def argparse_finding(role: str, refusal) -> Finding:
     from kvcheck.sglang.plan import RuntimeErrorPrediction
 
     release = f"SGLang {refusal.release}" if refusal.release else "SGLang"
+    ambiguous = " could match " in refusal.argparse_message
     matches = refusal.argparse_message.split(" could match ", 1)[-1]
+    if ambiguous:
+        said = f"finds {refusal.option} ambiguous (an abbreviation of several flags: {matches})"
+        fix = f"Write the flag in full (one of {matches}): argparse accepts an abbreviation only when it matches a single flag of that release."
+    else:  # a value its type refuses (a JSON value whose quotes a shell or YAML layer stripped)
+        said = f"refuses {refusal.option}: {refusal.argparse_message}"
+        fix = f"Quote the value of {refusal.option} so it reaches the server as written (valid JSON needs its double quotes: '{{\"key\": 0.7}}')."
     return Finding(
         id="startup-argparse",
         severity=Severity.ERROR,
-        message=(f"the {role} server refuses to start ({refusal.source or role}): {release}'s argument parser finds "
-                 f"{refusal.option} ambiguous (an abbreviation of several flags: {matches})"
+        message=(f"the {role} server refuses to start ({refusal.source or role}): {release}'s argument parser {said}"
                  + (f"; release from {refusal.version_source}" if refusal.version_source else "")),
-        fix=f"Write the flag in full (one of {matches}): argparse accepts an abbreviation only when it matches a single flag of that release.",
+        fix=fix,
         runtime_error=RuntimeErrorPrediction(
             type="SystemExit",
             message=refusal.argparse_message,

@@ -14,9 +14,8 @@ For each ``Deployment`` (``kvcheck.sources.deployments``):
    GPU, release, ``--load-balance-method``); one ``Side`` is built per class;
 3. every prefill class x decode class pair is decided once with
    ``kvcheck.preflight.run_preflight`` (so N x M instances cost classes, not instances);
-   a pair where neither side uses NIXL keeps only the backend-independent findings (the
-   decode's bootstrap checks, start-up refusals, model findings) and gets
-   ``backend-not-modeled`` (unchecked): kvcheck models NIXL's transfer decision only;
+   every backend is decided there (NIXL's and Mooncake's transfer decisions; MORI, Ascend
+   and fake pairs are ``backend-unchecked``), the same as on the pair path;
 4. the cluster-wide checks (``kvcheck.cluster.checks``) run over all instances.
 
 Parsing, model lookup and typing are cached per distinct argv / model name, so a
@@ -52,7 +51,7 @@ UNKNOWN_RELEASE_SEVERITY = Severity.WARNING
 # of the deployment as written, so some pair may be missing or wrong). A server outside
 # PD and an ``envFrom`` kvcheck cannot read (usually a token Secret) leave every pair it
 # found checkable: warnings.
-PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING}
+PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING, "unresolved-address": Severity.INFO}
 
 # Typed args that never change a pair's decision: instances differing only in them share
 # a class. The bootstrap port is checked per instance by the cluster checks.
@@ -149,13 +148,22 @@ def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
 def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
     from kvcheck.cluster.checks import run_cluster_checks
 
+    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
+        # every server's role is hidden (a --config file inside the image, an unset
+        # variable): unchecked with the reason named, not bad input (readers, issue 16)
+        hidden = [finding(p.id, PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Check this part by hand.", p.location) for p in dep.problems]
+        return DeploymentResult(dep, [], [], [], hidden)
     if not dep.instances:
         if dep.problems:
             p = dep.problems[0]
             raise InputError(f"no SGLang prefill or decode server found: {p.message}", source=str(p.location))
         raise InputError("no SGLang prefill or decode server found (no launch line with --disaggregation-mode prefill|decode)", source=str(dep.source))
+    from kvcheck.sources.limits import check_cap
+
+    check_cap("instances", len(dep.instances), field="instances", source=str(dep.source))
     instances = [_read_instance(inst, opts, caches) for inst in dep.instances]
     classes = _group(instances, opts)
+    check_cap("classes", len(classes), field="classes (instances whose KV-relevant args differ)", source=str(dep.source))
     pairs = [_decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
     findings = [finding(p.id or "deployment-problem", PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
     findings += run_cluster_checks(dep, instances)
@@ -336,6 +344,15 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
         args = {**args, "model_path": model_path}
     overrides = args.get("json_model_override_args")
     cfg, src, mid = _resolve_model(model_path, inst, opts, caches, overrides=overrides)
+    clue = getattr(inst, "model", None)
+    if cfg is None and clue and clue != model_path:
+        # --model-path is a path inside the image: the model the file names elsewhere
+        # (--served-model-name, a recipe's identity, an env default; readers, issue 16)
+        ccfg, csrc, cmid = _resolve_model(clue, inst, opts, caches, overrides=overrides)
+        if ccfg is not None:
+            cfg, mid, model_path = ccfg, cmid, clue
+            args = {**args, "model_path": clue}  # the model both sides are compared by
+            src = f"{csrc}; named by {getattr(inst, 'model_clue', '') or 'the deployment file'}"
     if cfg is None:
         notes.append(_unknown_model(model_path, "--model-path", src))
     draft_cfg, draft_id, draft_missing = None, None, False
@@ -446,18 +463,10 @@ def _decide(p: ClassResult, d: ClassResult, opts: ClusterOptions, ignore: tuple[
         findings = certain + list(class_findings)
         return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
     report = run_preflight(p.side, d.side, kernel=opts.kernel, ignore=ignore)
-    pb = p.side.args.disaggregation_transfer_backend
-    db = d.side.args.disaggregation_transfer_backend
+    # backend hook (mooncake branch, issue 18): run_preflight decides every backend itself
+    # (Mooncake's own transfer decision; MORI/Ascend/fake: backend-unchecked), the same on
+    # every input path, so nothing is dropped or added here.
     extra: list[Located] = []
-    if pb != "nixl" and db != "nixl":
-        kept = [f for f in report.findings if _check_of(f.id) not in NIXL_ONLY_CHECKS]
-        report = Report(verdict=verdict_of(kept), plan=None, findings=kept, sides=report.sides, kernel=report.kernel, runtime=report.runtime, extra=report.extra)
-        extra.append(finding(
-            "backend-not-modeled", Severity.UNCHECKED,
-            f"{p.id} x {d.id}: both sides use --disaggregation-transfer-backend {pb if pb == db else pb + '/' + db}; kvcheck models NIXL's transfer decision only, so the KV transfer itself is not checked (the decode's bootstrap checks of its release, which every backend runs, were checked: page size, KV dtype, CP and PP sizes from 0.5.10; page size and PP in the v1 checks before)",
-            "Check this pair on a staging deployment, switch both sides to --disaggregation-transfer-backend nixl, or pass --allow-unchecked to accept it knowingly.",
-            _flag_location("--disaggregation-transfer-backend", d) or _flag_location("--disaggregation-transfer-backend", p) or d.first.instance.location,
-        ))
     located = []
     for f in report.findings:
         locs = _locate(f, p, d)
@@ -546,7 +555,8 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
     found: list[tuple[str, Location]] = []
     text = f.message
     # A finding about one side ("prefill: ...", "decode: ...") points at that side's lines.
-    owner = p if text.startswith(("prefill:", "the prefill server")) else d if text.startswith(("decode:", "the decode server")) else None
+    side = re.match(r"(?:the )?(prefill|decode)(?![-\w])", text)  # "prefill: ...", "the prefill runs ..."
+    owner = (p if side.group(1) == "prefill" else d) if side else None
     default = (owner, d if owner is p else p) if owner is not None else (d, p)
     for m in _FLAG_RE.finditer(text):
         before = text[max(0, m.start() - 12):m.start()]
@@ -557,8 +567,10 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
                 found.append((cls.role, loc))
                 break
     if not found:
+        # a flag named only in the fix: the side the finding is about, never the other
+        # side's line (a prefill without --page-size is not at the decode's --page-size)
         for m in _FLAG_RE.finditer(f.fix):
-            for cls in default:
+            for cls in ((owner,) if owner is not None else default):
                 loc = _flag_location(m.group(0), cls)
                 if loc is not None:
                     return [loc]
@@ -566,6 +578,8 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
         first = owner.role if owner is not None else "decode"
         found.sort(key=lambda rl: rl[0] != first)
         return [loc for _, loc in found]
+    if owner is not None:
+        return [owner.first.instance.location]
     if f.message.startswith("prefill") or " the prefill " in f.message[:60]:
         return [p.first.instance.location]
     return [d.first.instance.location]

@@ -11,14 +11,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import deque
-from difflib import SequenceMatcher
 from typing import Any, BinaryIO, Iterable, Iterator
 
 from pydantic import BaseModel, Field, PrivateAttr
 
 from kvcheck.explain.catalog import RUNTIME, Catalog, Entry, load_catalog
-from kvcheck.explain.engines import ENGINES, ForeignLines, classify
-from kvcheck.explain.engines import record as record_foreign
+from kvcheck.explain.engines import ForeignLines
 
 # explain's exit statuses (documented in `kvcheck explain --help`).
 EXIT_RECOGNIZED = 0
@@ -57,6 +55,11 @@ class Explanation(BaseModel):
     # Lines written by other engines or the NIXL/UCX native libraries (kvcheck.explain.engines).
     foreign: list[ForeignLines] = Field(default_factory=list)
     preflight: dict[str, Any] | None = None
+    # The whole-log reading (kvcheck.explain.reading): engines and processes, release,
+    # phases, signatures, the first cause and what followed.
+    report: Any = None
+    # the config files given (role -> path), for "change line N of FILE"
+    configs: dict[str, str] = Field(default_factory=dict)
     _blank: bool = PrivateAttr(default=False)
 
     @property
@@ -66,9 +69,9 @@ class Explanation(BaseModel):
 
     @property
     def recognized(self) -> bool:
-        """Whether at least one catalog message, or a line of another engine or of the
-        NIXL/UCX libraries, was found."""
-        return bool(self.hits) or bool(self.foreign)
+        """Whether at least one catalog message, a known signature, or a line of another
+        engine or of the NIXL/UCX libraries, was found."""
+        return bool(self.hits) or bool(self.foreign) or bool(self.report is not None and self.report.findings)
 
     @property
     def exit_code(self) -> int:
@@ -93,6 +96,7 @@ class Explanation(BaseModel):
             "lines": self.lines,
             "hits": hits,
             "foreign": [f.model_dump() for f in self.foreign],
+            "report": self.report.model_dump() if self.report is not None else None,
             "preflight": self.preflight,
         }
 
@@ -104,7 +108,6 @@ _WRAP = 3  # lines before and after a line that a wrapped message may span
 _ANCHOR_LEN = 24  # characters of a literal stretch searched as a substring
 
 
-FOREIGN_ANY = re.compile("|".join(f"(?:{e.pattern.pattern})" for e in ENGINES), re.M)
 
 
 class _Scanner:
@@ -165,6 +168,8 @@ def _scanner(catalog: Catalog) -> _Scanner:
     return got[1]
 
 
+_FRAME_FUNC = re.compile(r'File "[^"]+", line \d+,? in (\w+)|\bin (\w+)$')
+_EXC = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): ")
 _BLOCK = 1 << 20  # bytes of a log read at a time
 _BATCH = 8192  # lines of an iterable handled at a time
 
@@ -228,6 +233,21 @@ def explain_text(text: str, *, source: str = "message", catalog: Catalog | None 
     return annotate_release(result, sglang_version, version_in_log(text), catalog)
 
 
+def log_release(result: "Explanation", fallback: str | None = None) -> tuple[str | None, str]:
+    """(release, where from) the log itself shows: an explicit version, else the newest
+    release its traceback lines / server-args dump fit, else ``fallback`` (the older
+    version sniffing)."""
+    rep = result.report
+    if rep is not None:
+        r = rep.release
+        if r.release:
+            return r.release, "the version the log shows"
+        if r.candidates:
+            span = r.candidates[0] if len(r.candidates) == 1 else f"{r.candidates[0]} .. {r.candidates[-1]}"
+            return r.candidates[-1], f"the newest release the log's {', '.join(sorted({c.kind for c in r.clues if c.releases}))} fit ({span})"
+    return fallback, "the version the log shows"
+
+
 def annotate_release(result: Explanation, sglang_version: str | None, log_version: str | None, catalog: Catalog | None = None) -> Explanation:
     """Set the release the explanation follows (``sglang_version``, else ``log_version``
     (the version the log shows), else the installed SGLang, else the newest scanned) and,
@@ -236,7 +256,10 @@ def annotate_release(result: Explanation, sglang_version: str | None, log_versio
     from kvcheck.explain.releases import choose_explain_release, release_info
 
     catalog = catalog or load_catalog()
-    release, where = choose_explain_release(log_version, sglang_version)
+    shown, shown_where = log_release(result, log_version)
+    release, where = choose_explain_release(shown, sglang_version)
+    if shown and not sglang_version and release == shown:
+        where = shown_where
     result.release, result.release_source = release, where
     for hit in result.hits:
         hit.release_info = release_info(hit.entry_id, release, catalog.get(hit.entry_id).reachable)
@@ -316,12 +339,17 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     characters is a ``partial`` hit. ``Explanation.lines`` counts the lines;
     ``Explanation.blank`` says whether all were blank.
     """
+    from kvcheck.explain.reading import LogReader
+
     catalog = catalog or load_catalog()
     scanner = _scanner(catalog)
     tokens, sub_re = scanner.tokens, scanner.sub_re
+    reader = LogReader()
     hits: dict[str, Hit] = {}
     foreign: dict[str, ForeignLines] = {}
     spans: set[tuple[str, int, int]] = set()
+    line_info: dict = {}  # attribution of candidate lines in the current block
+    full_lines: set[int] = set()  # lines (of the first 50) a message matched in full
     head: list[str] = []
     count = 0
     blank = True
@@ -331,6 +359,10 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         for entry in scanner.candidates(line):
             m = entry.regex.search(line)
             if m is not None:
+                if lineno <= _MAX_PARTIAL_LINES:
+                    full_lines.add(lineno)
+                if entry.id not in hits and lineno in line_info:
+                    reader.hit_info[lineno] = line_info[lineno]
                 _record(hits, entry, lineno, m.group(0), {k: v for k, v in m.groupdict().items() if v is not None})
                 continue
             lo, hi = max(0, i - _WRAP), min(len(buf), i + _WRAP + 1)
@@ -344,6 +376,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
                 if first == last or not first <= lineno <= last or (entry.id, first, last) in spans:
                     continue
                 spans.add((entry.id, first, last))
+                full_lines.update(n for n in range(first, last + 1) if n <= _MAX_PARTIAL_LINES)
                 _record(hits, entry, first, mm.group(0), {k: v for k, v in mm.groupdict().items() if v is not None}, last=last)
 
     def scan(buf: list[str], base: int, start: int, end: int) -> None:
@@ -351,12 +384,12 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
             return
         window = buf[start:end]
         skip: set[int] = set()
-        if FOREIGN_ANY.search("\n".join(window)):  # one pass over the block first
-            for k, ln in enumerate(window):
-                engine = classify(ln)
-                if engine is not None:
-                    skip.add(start + k)
-                    record_foreign(foreign, engine, base + start + k, ln)
+        for k, ln in enumerate(window):
+            info = reader.feed(base + start + k, ln)
+            if not reader.catalog_allowed(info):
+                skip.add(start + k)
+            elif info.engine or info.host:
+                line_info[base + start + k] = info
         idx = [start + k for k, ln in enumerate(window) if not tokens.isdisjoint(ln.split())] if tokens else []
         if sub_re is not None or scanner.match_all:
             if scanner.match_all:
@@ -384,6 +417,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         buf.extend(block)
         end = len(buf) - _WRAP  # lines with _WRAP lines of context after them
         scan(buf, base, start, end)
+        line_info.clear()
         nxt = max(start, end)  # the first line not scanned yet
         keep = max(0, nxt - _WRAP)  # drop what is not context for it
         base += keep
@@ -392,41 +426,96 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     scan(buf, base, start, len(buf))
     if count == 0:
         head, count = [""], 1
-    if not hits and not foreign and count <= _MAX_PARTIAL_LINES:
+    if not reader.engines_other_than_sglang() and count <= _MAX_PARTIAL_LINES:
+        # a pasted message cut short or pasted from its middle: the template's leading
+        # text to the end of the line, or a field with its literal text around it; never
+        # a stretch of words alone. Only on lines no message matched in full: any line of
+        # a lone paste, the exception line of a traceback otherwise. Several templates
+        # sharing that text are told apart by the traceback's functions (their sources).
+        funcs = {m.group(1) or m.group(2) for ln in head for m in _FRAME_FUNC.finditer(ln)}
+        lone = not hits and not reader.sigs.hits
         for lineno, line in enumerate(head, start=1):
-            best: tuple[int, Entry | None, str] = (0, None, "")
-            for entry in catalog.entries:
-                for part in entry.literal_parts:
-                    m = SequenceMatcher(None, line, part, autojunk=False).find_longest_match(0, len(line), 0, len(part))
-                    a, b, size = _whole_words(line, part, m.a, m.b, m.size)
-                    if size > best[0]:
-                        best = (size, entry, line[a : a + size])
-            if best[0] >= _MIN_PARTIAL and best[1] is not None:
-                _record(hits, best[1], lineno, best[2].strip(), {}, match="partial")
+            if lineno in full_lines or not (lone or _EXC.match(line)):
+                continue
+            found = [(got, e) for e in catalog.entries if (got := _prefix_partial(line, e) or _field_partial(line, e))]
+            if not found:
+                continue
+            if len(found) > 1 and funcs:
+                by_frame = [(g, e) for g, e in found if any(src.qualname and src.qualname.split(".")[-1] in funcs for src in e.sources)]
+                found = by_frame or found
+            got, entry = max(found, key=lambda ge: len(ge[0]))
+            _record(hits, entry, lineno, got.strip(), {}, match="partial")
     ordered = sorted(hits.values(), key=lambda h: (catalog.get(h.entry_id).generic, h.first_line))
+    for e in reader.engines.values():
+        if e.engine not in ("sglang", "python", "native"):
+            foreign[e.engine] = ForeignLines(engine=e.engine, name=e.name, meaning=e.support, count=e.count,
+                                             first_line=e.first_line, last_line=e.last_line, example=e.example)
     result = Explanation(source=source, lines=count, hits=ordered, foreign=sorted(foreign.values(), key=lambda f: f.first_line))
+    result.report = reader.report(ordered, catalog)
     result._blank = blank
     return result
 
 
+def _prefix_partial(line: str, entry: Entry) -> str | None:
+    """The part of ``line`` that is the start of ``entry``'s message: a prefix of the
+    template's first literal stretch, at least ``_MIN_PARTIAL`` characters, cut at a word
+    boundary, starting at a word boundary of the line, and either the whole first stretch
+    or running to the end of the line (a truncated paste). None otherwise."""
+    from kvcheck.explain.catalog import _PLACEHOLDER
+
+    p0 = _PLACEHOLDER.split(entry.template.rstrip())[0]
+    if len(p0.strip()) < _MIN_PARTIAL:
+        return None
+    for k in range(len(p0), _MIN_PARTIAL - 1, -1):
+        if k < len(p0) and _is_word(p0[k - 1]) and _is_word(p0[k]):
+            continue
+        pre = p0[:k]
+        i = line.find(pre)
+        while i >= 0 and i > 0 and _is_word(line[i - 1]) and _is_word(pre[0]):
+            i = line.find(pre, i + 1)
+        if i < 0:
+            continue
+        if k == len(p0) or not line[i + k :].strip():
+            return line[i : i + k]
+        return None
+    return None
+
+
+def _field_partial(line: str, entry: Entry) -> str | None:
+    """The part of ``line`` that reproduces a stretch of ``entry``'s message around one of
+    its fields (an int, float, word or list value with the literal text on both sides,
+    at least ``_MIN_PARTIAL`` literal characters in all): a paste that starts or ends
+    inside the message but keeps its structure. Literal words alone never qualify."""
+    from kvcheck.explain.catalog import _PLACEHOLDER, FIELD_PATTERNS
+
+    parts = _PLACEHOLDER.split(entry.template.rstrip())
+    for i in range(1, len(parts), 2):
+        shape = entry.fields.get(parts[i], "text")
+        if shape == "text":
+            continue
+        left, right = parts[i - 1], parts[i + 1] if i + 1 < len(parts) else ""
+        if len(left) < 4:
+            continue
+        rx = re.compile(re.escape(left[-4:]) + "(" + FIELD_PATTERNS[shape] + ")" + (re.escape(right[:1]) if right else ""))
+        for m in rx.finditer(line):
+            a = m.start() + 4
+            k = 0  # literal characters matched leftwards from the field
+            while k < len(left) and a - k - 1 >= 0 and line[a - k - 1] == left[len(left) - k - 1]:
+                k += 1
+            start = a - k
+            if start > 0 and _is_word(line[start - 1]) and _is_word(line[start]):
+                continue
+            b = m.end(1)
+            r = 0
+            while r < len(right) and b + r < len(line) and line[b + r] == right[r]:
+                r += 1
+            if k + r >= _MIN_PARTIAL:
+                return line[start : b + r]
+    return None
+
+
 def _is_word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
-
-
-def _whole_words(line: str, part: str, a: int, b: int, size: int) -> tuple[int, int, int]:
-    """Shrink a common stretch ``line[a:a+size] == part[b:b+size]`` to whole words on both
-    sides (a stretch may not start or end inside a word of either text), so that a
-    fragment of a variable name (``kv_cache_dtype_str``) never counts as the message.
-    Returns (a, b, size) of the trimmed stretch (size 0 when nothing whole is left)."""
-
-    def cut_inside(text: str, i: int) -> bool:
-        return 0 < i < len(text) and _is_word(text[i - 1]) and _is_word(text[i])
-
-    while size > 0 and (cut_inside(line, a) or cut_inside(part, b)):
-        a, b, size = a + 1, b + 1, size - 1
-    while size > 0 and (cut_inside(line, a + size) or cut_inside(part, b + size)):
-        size -= 1
-    return a, b, size
 
 
 def _join(lines: list[str]) -> tuple[str, list[int]]:
@@ -492,3 +581,43 @@ def iter_entries(ids: Iterable[str] | None = None, catalog: Catalog | None = Non
     if ids is None:
         return list(catalog.entries)
     return [catalog.get(i) for i in ids]
+
+
+def _walk_findings(node: Any, out: list[dict]) -> None:
+    """Every finding-shaped dict (an ``id`` and a ``message``) in a report contract."""
+    if isinstance(node, dict):
+        if isinstance(node.get("id"), str) and "message" in node and "severity" in node:
+            out.append(node)
+        for v in node.values():
+            _walk_findings(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _walk_findings(v, out)
+
+
+def attach_deployment_preflight(explanation: Explanation, report: Any, catalog: Catalog | None = None) -> Explanation:
+    """As ``attach_preflight`` for ``explain -f``: the deployment's preflight report
+    (``kvcheck.cluster``) is read through its documented contract; each hit points to the
+    finding that predicts it (runtime error text, else the check id)."""
+    from kvcheck.preflight import _check_of
+
+    catalog = catalog or load_catalog()
+    contract = report.contract()
+    findings: list[dict] = []
+    _walk_findings(contract, findings)
+    for hit in explanation.hits:
+        entry = catalog.get(hit.entry_id)
+        cause = None
+        for f in findings:
+            rt = f.get("runtime_error") or {}
+            if isinstance(rt, dict) and rt.get("message") and entry.regex.search(rt["message"]):
+                cause = {"finding": f["id"], "how": "runtime_error", "message": f["message"], "fix": f.get("fix", ""), "runtime_error": rt}
+                break
+        if cause is None and entry.check:
+            for f in findings:
+                if f["id"] == entry.check or _check_of(f["id"]) == entry.check:
+                    cause = {"finding": f["id"], "how": "check", "message": f["message"], "fix": f.get("fix", ""), "runtime_error": f.get("runtime_error")}
+                    break
+        hit.cause = cause
+    explanation.preflight = {"verdict": contract.get("verdict"), "findings": findings, "exit": getattr(report, "exit_code", None)}
+    return explanation

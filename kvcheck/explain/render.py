@@ -6,13 +6,14 @@ import json
 import textwrap
 
 from kvcheck.explain.catalog import Catalog, load_catalog
+from kvcheck.explain.evidence import consistent_fix, flag_lines, flags_in, refused_values
 from kvcheck.explain.matcher import Explanation
 
 _WIDTH = 100
 
 
 def _para(label: str, text: str) -> list[str]:
-    body = textwrap.wrap(" ".join(text.split()), width=_WIDTH - 16) or [""]
+    body = textwrap.wrap(" ".join(text.split()), width=_WIDTH - 16, break_long_words=False, break_on_hyphens=False) or [""]
     out = [f"  {label:<13} {body[0]}"]
     out.extend(f"  {'':<13} {line}" for line in body[1:])
     return out
@@ -24,14 +25,21 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
     preflight ran, the finding that is the actual cause."""
     catalog = catalog or load_catalog()
     lines: list[str] = []
-    for f in explanation.foreign:
-        where = f"line {f.first_line}" if f.first_line == f.last_line else f"lines {f.first_line}..{f.last_line}"
-        lines.append(f"{f.name}: x{f.count}, first/last {where}")
-        lines.extend(_para("text:", f.example))
-        lines.extend(_para("meaning:", f.meaning))
-    if explanation.foreign and not explanation.hits:
-        return "\n".join(lines)
-    if explanation.foreign:
+    rep = explanation.report
+    if rep is None or not explanation.recognized:
+        for f in explanation.foreign:
+            where = f"line {f.first_line}" if f.first_line == f.last_line else f"lines {f.first_line}..{f.last_line}"
+            lines.append(f"{f.name}: x{f.count}, first/last {where}")
+            lines.extend(_para("text:", f.example))
+            lines.extend(_para("meaning:", f.meaning))
+        if explanation.foreign and not explanation.hits:
+            return "\n".join(lines)
+        if explanation.foreign:
+            lines.append("")
+    else:
+        lines.extend(render_overview(explanation, catalog))
+        if not explanation.hits:
+            return "\n".join(lines)
         lines.append("")
     if not explanation.recognized:
         lines.append(f"not recognized: no {catalog.runtime} PD/NIXL message from kvcheck's catalog ({len(catalog.entries)} messages) was found in the {explanation.source}.")
@@ -41,6 +49,7 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
         lines.append(f"catalog entry {', '.join(h.entry_id for h in explanation.hits)}, explained from {catalog.runtime}'s code")
     else:
         lines.append(f"recognized {len(explanation.hits)} message(s) in the {explanation.source} ({explanation.lines} line(s)), explained from {catalog.runtime}'s code")
+    refused = refused_values(rep.findings, catalog) if rep is not None else set()
     for hit in explanation.hits:
         e = catalog.get(hit.entry_id)
         lines.append("")
@@ -53,7 +62,7 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
             lines.append("  (partial match: only part of the message was found)")
         if hit.release_info is not None:
             lines.extend(_para(f"SGLang {explanation.release}:", f"{hit.release_info['text']} (release from {explanation.release_source})"))
-        if not e.reachable:
+        if not e.reachable and (explanation.release is None or f"sglang {explanation.release}" == catalog.runtime):
             lines.append(f"  NOT REACHABLE in {catalog.runtime}: the process printing this is not running {catalog.runtime}'s code path (a different or patched build).")
         lines.extend(_para("template:" if hit.match == "id" else "text:", hit.text))
         if hit.values:
@@ -61,8 +70,14 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
         lines.extend(_para("meaning:", e.meaning))
         lines.extend(_para("triggered by:", e.triggers))
         lines.extend(_para("you see:", e.operator_sees))
-        lines.extend(_para("fix:", e.fix))
+        fix, dropped = consistent_fix(e.fix, refused)
+        if fix:
+            lines.extend(_para("fix:", fix))
+        if dropped:
+            lines.extend(_para("not proposed:", f"{'; '.join(dropped)} (the log shows {', '.join(sorted(refused))} refused)"))
         lines.extend(_para("predicted by:", predicted_by(e.check)))
+        for path, n, text in _config_lines(explanation, e, hit):
+            lines.extend(_para("change:", f"{path}:{n}: {text}"))
         if explanation.preflight is not None:
             if hit.cause:
                 c = hit.cause
@@ -73,6 +88,96 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
         lines.append("")
         lines.append(f"preflight of the given configs: {explanation.preflight['verdict']}")
     return "\n".join(lines)
+
+
+PHASE_WORDS = {
+    "startup": "at start-up", "first-request": "on the first request", "first-transfer": "on the first KV transfer",
+    "serving": "during serving", "after-peer-restart": "after a peer restart or loss", "shutdown": "at shutdown",
+}
+
+
+def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
+    """The whole-log reading: engines and processes, the release, the phases shown, the
+    first cause and what followed."""
+    rep = explanation.report
+    out = [f"read {explanation.lines} line(s) of the {explanation.source}"]
+    if rep.engines:
+        out.append("  lines by engine:")
+        for e in rep.engines:
+            where = f"line {e.first_line}" if e.first_line == e.last_line else f"lines {e.first_line}..{e.last_line}"
+            procs = ", ".join(f"{k} {v}" for k, v in sorted(e.processes.items()))
+            out.append(f"    {e.name}: {e.count} ({where}){' - ' + procs if procs else ''}")
+            if e.engine != "sglang" and e.support:
+                out.extend("      " + ln for ln in textwrap.wrap(e.support, width=_WIDTH - 6))
+    rel = rep.release.text()
+    out.append(f"  SGLang release shown: {rel}" + (f"; messages explained against {explanation.release} ({explanation.release_source})" if explanation.release else ""))
+    if rep.timeline:
+        out.append("  phases shown: " + ", ".join(f"{t['kind']} (line {t['line']})" for t in rep.timeline[:8]))
+    f = rep.first_cause
+    if f is None:
+        return out
+    out.append("")
+    if f.role == "consequence":
+        out.append(f"no first cause in this text: line {f.first_line} is a consequence ({f.title}).")
+        out.extend(_para("look at:", "; ".join(f.checks) or "the peer's log at the same time"))
+    else:
+        whose = f"{ENGINE_LABEL.get(f.engine, f.engine)}" + (f" in a {ENGINE_LABEL.get(f.host, f.host)} process" if f.host and f.host != f.engine
+                                                             else (", the process that printed it not shown" if not f.host and f.engine != "sglang" else ""))
+        proc = f", {f.process}" if f.process else ""
+        phase = PHASE_WORDS.get(f.phase, "phase not shown") + (" (from the log)" if f.phase_from == "log" else "")
+        out.append(f"first cause: line {f.first_line} [{whose}{proc}, {phase}]: {f.title}")
+        out.extend(_para("text:", f.text))
+        out.extend(_para("cause:", f.cause))
+        for c in f.checks:
+            out.extend(_para("check:", c))
+        if f.kind == "signature":
+            out.extend(_para("fix:", f.fix))
+        if f.issues:
+            out.extend(_para("known issue:", ", ".join(f.issues)))
+        if f.fixed_in:
+            out.extend(_para("fixed in:", f.fixed_in))
+        if f.predicted_by and f.kind == "signature":
+            out.extend(_para("reproduce:", _command(f.predicted_by, f.process)))
+        if f.followed_by:
+            out.extend(_para("then:", f.followed_by))
+    if rep.then:
+        out.append("what followed:" if f.role != "consequence" else "also in the text:")
+        for t in rep.then[:12]:
+            tag = "" if t.role == "cause" else f" ({t.role})"
+            out.append(f"  line {t.first_line}: {t.title}{tag}" + (f" x{t.count}" if t.count > 1 else ""))
+    if rep.not_sglang:
+        names = ", ".join(ENGINE_LABEL.get(n, n) for n in rep.not_sglang)
+        out.append(f"not SGLang's: the {names} lines are named and matched to known signatures only; kvcheck does not model {names}.")
+    return out
+
+
+ENGINE_LABEL = {"sglang": "SGLang", "nixl": "NIXL", "ucx": "UCX", "mooncake": "Mooncake", "vllm": "vLLM", "vllm-ascend": "vLLM-Ascend",
+                "trtllm": "TensorRT-LLM", "lmcache": "LMCache", "dynamo": "Dynamo", "libfabric": "libfabric/EFA", "python": "Python",
+                "mori": "MORI", "lightllm": "LightLLM", "sglang-router": "SGLang router"}
+
+
+def _command(predicted: str, process: str) -> str:
+    if predicted.startswith("kvcheck agent"):
+        role = process if process in ("prefill", "decode") else "prefill"
+        return f"kvcheck agent --role {role} --config <{role} server args> --ttl 600   ({predicted[len('kvcheck agent'):].strip(' ()')}; on the failing node)"
+    return predicted
+
+
+def _config_lines(explanation: Explanation, entry, hit) -> list[tuple[str, int, str]]:
+    """Lines of the given config files that set the flags the fix (or the predicting
+    finding) names."""
+    configs = getattr(explanation, "configs", None) or {}
+    if not configs:
+        return []
+    text = entry.fix + " " + ((hit.cause or {}).get("fix") or "")
+    flags = flags_in(text)
+    if not flags:
+        return []
+    out = []
+    for role, path in configs.items():
+        if entry.process in (role, "both") or not entry.process or role not in ("prefill", "decode"):
+            out.extend(flag_lines(path, flags))
+    return out[:6]
 
 
 def predicted_by(check_id: str | None) -> str:

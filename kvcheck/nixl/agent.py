@@ -39,12 +39,12 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import struct
 import threading
 import time
 from dataclasses import dataclass, field
 
 from kvcheck.errors import InputError
+from kvcheck.nixl.listener import _MetadataServer, _recv  # noqa: F401  (_recv: the protocol's reader, for tests)
 from kvcheck.nixl.runtime import error_class, load_nixl
 
 DEV_TAG = 0x6B76 << 32  # "kv"
@@ -537,100 +537,3 @@ class KvAgent:
             "guards": [[a, n] for a, n in self.guards],
             "timings": self.timings,
         }
-
-
-class _MetadataServer:
-    """A read-only server of NIXL's listener protocol bound to one address.
-
-    Answers ``NIXLCOMM:SEND`` with ``NIXLCOMM:LOAD`` + blob and ``KVCHECK:CONFIRM`` +
-    16-byte nonce with ``KVCHECK:REGIONS`` + ``confirm(nonce)`` as JSON; ignores every
-    other command (peers cannot push or invalidate metadata). Requests over 64 KiB close
-    the connection; each connection has its own thread (at most ``MAX_CLIENTS``) and
-    ``CONN_DEADLINE_S`` seconds in all, so a stalled or trickling client holds nothing.
-    ``on_request()`` is called on every confirmation request.
-    """
-
-    MAX_CLIENTS = 16
-    CONN_DEADLINE_S = 10.0
-
-    def __init__(self, host: str, port: int, blob: bytes, confirm=None, on_request=None):
-        self.blob = blob
-        self.confirm = confirm
-        self.on_request = on_request
-        try:
-            self.sock = socket.create_server((host, port), reuse_port=False)
-        except OSError as exc:
-            raise InputError(f"cannot listen on {host}:{port}: {exc}", field="--listen") from None
-        self.host, self.port = self.sock.getsockname()[:2]
-        self.sock.settimeout(0.5)
-        self._stop = threading.Event()
-        self._slots = threading.BoundedSemaphore(self.MAX_CLIENTS)
-        self._thread = threading.Thread(target=self._run, name="kvcheck-nixl-listener", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (socket.timeout, OSError):
-                continue
-            if not self._slots.acquire(blocking=False):
-                conn.close()  # too many clients at once: refuse, never queue
-                continue
-            threading.Thread(target=self._serve_one, args=(conn,), daemon=True).start()
-
-    def _serve_one(self, conn: socket.socket) -> None:
-        try:
-            with conn:
-                self._handle(conn)
-        finally:
-            self._slots.release()
-
-    def _handle(self, conn: socket.socket) -> None:
-        import json
-
-        deadline = time.monotonic() + self.CONN_DEADLINE_S
-        try:
-            while not self._stop.is_set():
-                head = _recv(conn, 8, deadline)
-                if head is None:
-                    return
-                (size,) = struct.unpack("<Q", head)
-                if size > 65536:
-                    return
-                msg = _recv(conn, size, deadline)
-                if msg is None:
-                    return
-                if msg.startswith(b"NIXLCOMM:SEND"):
-                    out = b"NIXLCOMM:LOAD" + self.blob
-                elif msg.startswith(b"KVCHECK:CONFIRM") and self.confirm is not None and len(msg) == len(b"KVCHECK:CONFIRM") + 16:
-                    if self.on_request:
-                        self.on_request()
-                    out = b"KVCHECK:REGIONS" + json.dumps(self.confirm(msg[len(b"KVCHECK:CONFIRM"):])).encode()
-                else:
-                    continue
-                conn.settimeout(max(deadline - time.monotonic(), 0.001))
-                conn.sendall(struct.pack("<Q", len(out)) + out)
-        except OSError:
-            return
-
-
-def _recv(conn: socket.socket, n: int, deadline: float) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return None
-        conn.settimeout(left)
-        chunk = conn.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)

@@ -427,10 +427,9 @@ def read_agents(spec: str, timeout: float = 5.0) -> list[Fetched]:
     start = time.monotonic()
     deadline = start + timeout
     if t.kind == "file":
-        path = Path(t.path or "")
-        if path.stat().st_size > MAX_BLOB_BYTES:
-            raise InputError(f"file is over the {MAX_BLOB_BYTES}-byte blob limit", source=spec)
-        blob = path.read_bytes()
+        from kvcheck.sources.files import read_bytes_bounded
+
+        blob = read_bytes_bounded(Path(t.path or ""), limit=MAX_BLOB_BYTES, what="NIXL metadata blob")  # regular files only
         return [Fetched(spec, blob, parse_metadata(blob, source=spec), time.monotonic() - start, "file")]
     if t.kind == "listener":
         blob = fetch_listener_blob(t.host, t.port, timeout)

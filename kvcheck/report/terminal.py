@@ -129,6 +129,21 @@ class PipeSafeConsole(Console):
             kwargs.setdefault("soft_wrap", True)
         super().__init__(*args, **kwargs)
 
+    def render(self, renderable, options=None):  # type: ignore[override]
+        """rich's segments with every input-derived text escaped (``escape_terminal``):
+        a model path, container name or image holding ESC/CSI/OSC or bidi characters is
+        shown as ``\\x1b[2J``, never interpreted. rich's own control segments pass."""
+        from rich.segment import Segment
+
+        from kvcheck.sources.limits import escape_terminal
+
+        for seg in super().render(renderable, options):
+            if seg.control is None and seg.text:
+                safe = escape_terminal(seg.text)
+                yield seg if safe is seg.text else Segment(safe, seg.style, seg.control)
+            else:
+                yield seg
+
     def on_broken_pipe(self) -> None:
         self.quiet = True
         try:

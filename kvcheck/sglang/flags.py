@@ -956,6 +956,13 @@ def _convert(f: Flag, s: str, source: str | None) -> Any:
         raise _arg_error(f, str(e), source) from None
     except (TypeError, ValueError, ArithmeticError):  # decimal.InvalidOperation is one
         name = _TYPE_FUNC_NAME.get(f.type, f.type)
+        if f.type in ("json", "json_list"):
+            # A JSON value whose quotes a shell or YAML layer stripped
+            # ('{temperature:0.7}'): SGLang's argparse (type=json.loads) refuses it and the
+            # server exits at start-up (verified: 0.5.23 prepare_server_args prints
+            # "invalid loads value" and exits 2), so it is that server's refusal, not bad input.
+            msg = f"argument {f.display}: invalid {name} value: {s!r}"
+            raise ArgparseRefusal(msg, option=f.display.split("/")[0], source=source, field=f.dest) from None
         raise _arg_error(f, f"invalid {name} value: {s!r}", source) from None
 
 

@@ -96,13 +96,26 @@ def resolve_model(
     p = Path(os.path.expanduser(model_path))
     if not p.is_absolute() and base is not None and not p.exists():
         p = base / p
-    if p.is_dir():
-        cfg = p / "config.json"
-        if not cfg.exists():
-            raise InputError(f"the {flag} directory {p} holds no config.json; pass {override_flag} FILE", source=source, field=flag)
-        return read_model_file(cfg, field=flag, override_args=override_args)
-    if p.is_file() and p.name.endswith(".json"):
-        return read_model_file(p, field=flag, override_args=override_args)
+    from kvcheck.sources.files import explicit_read_root, within_root
+
+    if explicit_read_root() is not None and base is not None and p.exists() and not within_root(p, base):
+        raise InputError(f"{flag} names a directory outside --root {explicit_read_root()}; kvcheck reads files named inside an input only under it", source=source, field=flag)
+    target = p / "config.json" if p.is_dir() else p
+    if p.is_dir() and not target.exists():
+        raise InputError(f"the {flag} directory {p} holds no config.json; pass {override_flag} FILE", source=source, field=flag)
+    if p.is_dir() or (p.is_file() and p.name.endswith(".json")):
+        if base is None or within_root(target, base):
+            return read_model_file(target, field=flag, override_args=override_args)
+        # Outside the input's directory (a pair's model-path, read as named without
+        # --root): read, but a refusal never shows what the file holds.
+        try:
+            return read_model_file(target, field=flag, override_args=override_args)
+        except InputError as exc:
+            raise InputError(
+                f"{flag} {clip(str(target))} is outside the input file's directory and is not a model config.json kvcheck can read "
+                f"(its content is not shown); pass {override_flag} FILE, or --root DIR to read model directories under DIR only",
+                source=source, field=flag,
+            ) from exc
     raise InputError(
         f"{flag} {clip(repr(model_path))} is not a local directory (a hub id?); kvcheck never downloads: pass {override_flag} FILE with the model's config.json",
         source=source,

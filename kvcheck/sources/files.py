@@ -11,6 +11,7 @@ with the args, plus kvcheck's own ``kvcheck-gpu``/``kvcheck-sglang-version`` key
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -38,25 +39,161 @@ LAUNCHERS = (
 )
 
 
-def read_text(path: Path) -> str:
-    """The file's text; ``InputError`` (exit 2) when it is missing, unreadable, or
-    larger than ``kvcheck.sources.limits.MAX_FILE_BYTES`` (checked before reading, and
-    at most that many bytes are ever read: a FIFO or an endless device too)."""
-    from kvcheck.sources.limits import MAX_FILE_BYTES, file_size_ok
+def read_bytes_bounded(path: Path | str, *, limit: int | None = None, what: str = "file") -> bytes:
+    """The bytes of a regular file, or of stdin for ``-`` (at most ``limit`` bytes either way).
 
-    file_size_ok(path)
+    The file is opened with ``O_NONBLOCK`` (a FIFO does not block the open) and
+    ``fstat``-ed before one byte is read: anything but a regular file (a FIFO, a socket,
+    ``/dev/zero``, ``/dev/urandom``, a terminal) is refused, and so is a file past
+    ``limit`` (default ``kvcheck.sources.limits.MAX_FILE_BYTES``). ``InputError`` (exit 2)
+    naming the file otherwise (missing, a directory, unreadable)."""
+    import os
+    import stat
+    import sys
+
+    from kvcheck.sources.limits import MAX_FILE_BYTES
+
+    limit = MAX_FILE_BYTES if limit is None else limit
+    name = str(path)
+    if name == "-":
+        data = sys.stdin.buffer.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"stdin holds more than {limit} bytes; kvcheck reads a {what} up to that size", source="<stdin>")
+        return data
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise InputError(f"file is larger than {MAX_FILE_BYTES} bytes; kvcheck reads files up to that size", source=str(path))
-        return data.decode("utf-8")
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
-        raise InputError("file not found", source=str(path)) from None
+        raise InputError("file not found", source=name) from None
     except IsADirectoryError:
-        raise InputError("is a directory, expected a file", source=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", source=str(path)) from None
+        raise InputError("is a directory, expected a file", source=name) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=name) from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InputError("is a directory, expected a file", source=name)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError("is not a regular file (a device, FIFO or socket); kvcheck reads regular files only (use '-' for stdin)", source=name)
+        if st.st_size > limit:
+            raise InputError(f"file is {st.st_size} bytes; kvcheck reads a {what} up to {limit} bytes (is this the right file?)", source=name)
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=name) from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while read
+        raise InputError(f"file is larger than {limit} bytes; kvcheck reads a {what} up to that size", source=name)
+    return data
+
+
+def open_regular(path: Path | str):
+    """A binary file object for a regular file (a log read line by line), opened as
+    ``read_bytes_bounded`` opens it (``O_NONBLOCK``, regular files only); ``-`` is stdin."""
+    import os
+    import stat
+    import sys
+
+    name = str(path)
+    if name == "-":
+        return sys.stdin.buffer
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=name) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InputError("is not a regular file (a directory, device, FIFO or socket); kvcheck reads regular files only (use '-' for stdin)", source=name)
+    return os.fdopen(fd, "rb")
+
+
+def read_text(path: Path) -> str:
+    """The file's text (UTF-8); ``InputError`` (exit 2) when it is missing, unreadable,
+    not a regular file, or larger than ``kvcheck.sources.limits.MAX_FILE_BYTES``
+    (``read_bytes_bounded``; ``-`` reads stdin, with the same cap)."""
+    data = read_bytes_bounded(path)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", source=str(path)) from None
+
+
+# --------------------------------------------------------------------------------------
+# Files named inside inputs: read only under the read root
+# --------------------------------------------------------------------------------------
+
+# ``--root DIR`` (kvcheck's command line): the one directory files named inside inputs
+# (a ``--config`` in a launch line, a model-path directory) may be read from. None: the
+# directory of the input file that names them.
+_READ_ROOT: Path | None = None
+
+
+def set_read_root(root: Path | str | None) -> None:
+    """Set (or clear, with None) the process-wide read root (``--root DIR``)."""
+    import os
+
+    global _READ_ROOT
+    if root is None:
+        _READ_ROOT = None
+        return
+    real = Path(os.path.realpath(os.path.expanduser(str(root))))
+    if not real.is_dir():
+        raise InputError("is not a directory", source=str(root), field="--root")
+    _READ_ROOT = real
+
+
+def read_root(base: Path | str) -> Path:
+    """The directory files named inside an input at ``base`` (its directory) may be read
+    from: ``--root`` when given, else ``base`` itself (symlinks resolved)."""
+    import os
+
+    return _READ_ROOT if _READ_ROOT is not None else Path(os.path.realpath(str(base) or "."))
+
+
+def explicit_read_root() -> Path | None:
+    """``--root DIR`` when given, else None."""
+    return _READ_ROOT
+
+
+def within_root(path: Path | str, base: Path | str) -> bool:
+    """Whether ``path``, with every ``..`` and symlink resolved, lies inside the read
+    root for an input whose directory is ``base`` (``read_root``)."""
+    import os
+
+    root = read_root(base)
+    try:
+        real = Path(os.path.realpath(str(path)))
+    except (OSError, ValueError):
+        return False
+    return real == root or root in real.parents
+
+
+class OutsideRoot(InputError):
+    """A file named inside an input lies outside the read root (exit 2 where raised)."""
+
+
+def read_inner_text(path: Path | str, base: Path | str, *, field: str, source: str, limit: int | None = None) -> str:
+    """The text of a file named inside an input (``field``: the key or flag that names it,
+    e.g. ``--config``; ``source``: the input) after the read-root check (``within_root``):
+    a path that leaves the root by ``..`` or a symlink is refused with ``OutsideRoot``
+    naming the field and ``--root``, without one byte read. Then as ``read_text``."""
+    import os
+
+    if not within_root(path, base):
+        raise OutsideRoot(
+            f"{field} names a file outside the directory kvcheck may read ({read_root(base)}); "
+            "kvcheck reads files named inside an input only under --root DIR (default: the input file's directory)",
+            source=source, field=field,
+        )
+    real = os.path.realpath(str(path))
+    return read_text(Path(real)) if limit is None else read_bytes_bounded(real, limit=limit).decode("utf-8-sig", errors="strict")
 
 
 def release_choice(file_release: str | None, version: str | None):
@@ -207,19 +344,100 @@ def read_command_line(path: Path, text: str | None = None, version: str | None =
     if cfg:
         # --config FILE inside a command: SGLang puts the file's flags before the
         # command line's, so the command line wins (ConfigArgumentMerger).
-        cfg_path = Path(cfg)
-        if not cfg_path.is_absolute() and not cfg_path.exists():
-            cfg_path = path.parent / cfg_path
-        config = _load_yaml(read_text(cfg_path), cfg_path) or {}
-        if not isinstance(config, dict):
-            raise InputError("a SGLang --config file must hold a mapping of flags", source=str(cfg_path))
+        cfg_path = inner_path(cfg, path.parent)
+        config = _load_inner_yaml(cfg_path, path.parent, source=str(path))
         env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
         _take_gpu_key(config, env, str(cfg_path))
         _take_version_key(config, env, str(cfg_path))
     choice = release_choice(env.get(VERSION_ENV), version)
-    args = parse_for_release(lambda v: FlagTable.load(v).parse_argv(argv, str(path), config=config), choice, str(path))
+
+    def parse(v: str) -> dict[str, Any]:
+        table = FlagTable.load(v)
+        if config:
+            check_inner_config(table, config, str(cfg_path))
+        try:
+            return table.parse_argv(argv, str(path), config=config)
+        except ArgparseRefusal:
+            raise
+        except InputError as exc:
+            raise mask_inner_values(exc, config) from None
+
+    args = parse_for_release(parse, choice, str(path))
     args.pop("config", None)
     return args, env
+
+
+def inner_path(name: str, base: Path) -> Path:
+    """A path named inside an input at directory ``base``: as written when absolute, else
+    beside the input (then as written, relative to the working directory)."""
+    p = Path(name)
+    if p.is_absolute():
+        return p
+    beside = base / p
+    return beside if beside.exists() or not p.exists() else p
+
+
+def _load_inner_yaml(cfg_path: Path, base: Path, *, source: str) -> dict[str, Any]:
+    """A ``--config`` YAML named inside the input at ``source``: read under the read
+    root (``read_inner_text``), parsed with limits; never echoed (a refusal names the
+    file, not its content)."""
+    text = read_inner_text(cfg_path, base, field="--config", source=source)
+    config = _load_yaml(text, cfg_path) or {}
+    if not isinstance(config, dict):
+        raise InputError("a SGLang --config file must hold a mapping of flags", source=str(cfg_path))
+    return config
+
+
+_FLAG_LIKE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]{0,63}")
+
+
+def check_inner_config(table: FlagTable, config: dict[str, Any], source: str) -> None:
+    """Each key of a ``--config`` file named inside an input, on its own, read by SGLang's
+    parser; a refusal names the key only, never the value (the file may be one kvcheck
+    was not meant to show: it is the input's choice, not the user's). An ambiguous
+    abbreviation (``ArgparseRefusal``) is the server's own start-up refusal and is kept."""
+    from kvcheck.sources.limits import clip
+
+    for key, value in config.items():
+        try:
+            table.parse_config({key: value}, source)
+        except ArgparseRefusal:
+            raise
+        except InputError:
+            if isinstance(key, str) and _FLAG_LIKE.fullmatch(key):
+                what, field = f"key {key!r}", key
+            else:  # not a flag name at all: the key may be the file's content (a shadow line)
+                what, field = "a key that is not a flag name", None
+            raise InputError(
+                f"{what} is refused by SGLang's parser (the file's content is not shown: it is named inside the input)",
+                source=source, field=field,
+            ) from None
+
+
+def inner_config_problem(table: FlagTable, config: dict[str, Any], source: str) -> str | None:
+    """``check_inner_config`` as a message (None when every key reads), for readers that
+    record a problem instead of raising."""
+    try:
+        check_inner_config(table, config, source)
+    except ArgparseRefusal as exc:
+        return str(exc)
+    except InputError as exc:
+        return str(exc).split(": ", 1)[-1] if exc.source else str(exc)
+    return None
+
+
+def mask_inner_values(exc: InputError, config: dict[str, Any]) -> InputError:
+    """``exc`` with every value of ``config`` (a file named inside an input) replaced by
+    ``<value from --config>`` in its message."""
+    from kvcheck.sources.redact import leaf_strings
+
+    text = str(exc)
+    values = sorted({v for v in leaf_strings(config) if len(v) >= 2}, key=len, reverse=True)
+    for v in values:
+        text = text.replace(v, "<value from --config>")
+    out = InputError(text)
+    out.source, out.field = exc.source, exc.field
+    return out
 
 
 # ``env`` carries the kvcheck-gpu key's value under this name to ``build_side`` (never a
@@ -248,9 +466,15 @@ def _take_version_key(data: dict, env: dict[str, str], source: str) -> str | Non
     return None
 
 
+# Variables one env file or kvcheck-env mapping may set (a real one sets tens).
+MAX_ENV_VARS = 10_000
+
+
 def _env_mapping(value: Any, source: str) -> dict[str, str]:
     if value is None:
         return {}
+    if isinstance(value, dict) and len(value) > MAX_ENV_VARS:
+        raise InputError(f"{len(value)} variables; kvcheck reads up to {MAX_ENV_VARS}", source=source, field=ENV_KEY)
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise InputError(f"{ENV_KEY} must be a mapping of variable names to values", source=source, field=ENV_KEY)
     return {k: "" if v is None else str(v) for k, v in value.items()}
@@ -269,7 +493,11 @@ def read_env_file(path: Path) -> dict[str, str]:
             data = _load_yaml(text, path) or {}
         return _env_mapping(data, str(path))
     env: dict[str, str] = {}
+    if text.count("\n") > MAX_ENV_VARS * 4:
+        raise InputError(f"{text.count(chr(10))} lines; kvcheck reads env files of up to {MAX_ENV_VARS} variables", source=str(path))
     for lineno, line in enumerate(text.splitlines(), 1):
+        if len(env) >= MAX_ENV_VARS:
+            raise InputError(f"more than {MAX_ENV_VARS} variables; kvcheck reads env files up to that many", source=str(path))
         line = line.strip()
         if not line or line.startswith("#"):
             continue

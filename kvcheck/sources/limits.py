@@ -91,6 +91,175 @@ def clip_line(line: str, *, word: int = MAX_MESSAGE_WORD, total: int = MAX_MESSA
 
 
 # --------------------------------------------------------------------------------------
+# Terminal safety: input-derived text made inert before it reaches a terminal
+# --------------------------------------------------------------------------------------
+
+import re as _re
+
+# C0 controls but tab and newline, DEL, C1 controls (0x80-0x9f: 8-bit CSI/OSC), the
+# Unicode bidi embeddings/overrides/isolates and marks (Trojan Source), line/paragraph
+# separators, and the zero-width characters that hide text.
+_UNSAFE = _re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+# The only escape sequences kvcheck's own renderer (rich) writes to a terminal: SGR
+# colour/style (``ESC [ ... m``). Anything else is an input's, and is shown escaped.
+_SGR = _re.compile("\x1b\\[[0-9;]{0,32}m")
+
+
+def _escape_char(m: "_re.Match[str]") -> str:
+    c = m.group(0)
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def escape_terminal(text: str) -> str:
+    """``text`` with every control character, escape (ESC/CSI/OSC, terminated or not),
+    C1 control and bidi/zero-width character written as a visible ``\\xNN``/``\\uNNNN``:
+    a value from an input cannot clear the screen, retitle the window, hide the verdict
+    or reorder what is shown. Tabs and newlines are kept."""
+    if not isinstance(text, str) or not text:
+        return text
+    return _UNSAFE.sub(_escape_char, text)
+
+
+def escape_stream(text: str) -> str:
+    """``escape_terminal`` for a whole output stream, keeping only the SGR sequences
+    kvcheck's own renderer writes (values were escaped before rendering)."""
+    if not isinstance(text, str) or not text or not _UNSAFE.search(text):
+        return text
+    if "\x1b" not in text:
+        return _UNSAFE.sub(_escape_char, text)
+    out, last = [], 0
+    for m in _SGR.finditer(text):
+        out.append(_UNSAFE.sub(_escape_char, text[last:m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(_UNSAFE.sub(_escape_char, text[last:]))
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------
+# Strict JSON (live answers, snapshots)
+# --------------------------------------------------------------------------------------
+
+
+class StrictJSONError(ValueError):
+    """JSON that parses in Python's lenient mode but is not JSON (RFC 8259): NaN,
+    Infinity, a number out of a double's range, a duplicate key, a lone surrogate."""
+
+
+def strict_json_loads(text: str) -> Any:
+    """``json.loads`` that refuses ``NaN``/``Infinity``/``-Infinity``, numbers a double
+    cannot hold (``1e400``) and integers past 4300 digits, duplicate keys in an object,
+    and strings holding a lone surrogate (``"\\ud800"``); nesting past ``MAX_DEPTH`` is
+    refused too. Raises ``StrictJSONError`` (or ``json.JSONDecodeError``)."""
+    import json
+    import math
+
+    def constant(name: str) -> Any:
+        raise StrictJSONError(f"{name} is not JSON")
+
+    def number(raw: str) -> float:
+        value = float(raw)
+        if not math.isfinite(value):
+            raise StrictJSONError(f"the number {clip(raw, 40)} is out of range")
+        return value
+
+    def integer(raw: str) -> int:
+        if len(raw) > 4300:
+            raise StrictJSONError(f"an integer of {len(raw)} digits")
+        return int(raw)
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                raise StrictJSONError(f"the key {clip(repr(escape_terminal(k)), 60)} appears twice in one object")
+            out[k] = v
+        return out
+
+    try:
+        data = json.loads(text, parse_constant=constant, parse_float=number, parse_int=integer, object_pairs_hook=pairs)
+    except RecursionError:
+        raise StrictJSONError(f"nested deeper than {MAX_DEPTH} levels") from None
+    if not json_depth_ok(data):
+        raise StrictJSONError(f"nested deeper than {MAX_DEPTH} levels")
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            _no_surrogate(node)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                _no_surrogate(k)
+                stack.append(v)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return data
+
+
+def _no_surrogate(s: str) -> None:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        raise StrictJSONError("a string holds a lone surrogate (\\ud800-\\udfff), not Unicode text") from None
+
+
+# --------------------------------------------------------------------------------------
+# Fan-out caps: how far one deployment file may expand (checked before expanding)
+# --------------------------------------------------------------------------------------
+
+# name -> (default, the preflight flag that raises it, what is counted). The defaults are
+# far above published deployments (the largest handed ones have tens of workers and
+# nodes, a few dozen sweep variants) and far below what costs time: each instance is
+# read and classed, each variant is a whole deployment.
+CAPS: dict[str, tuple[int, str, str]] = {
+    "instances": (4096, "--max-instances", "server instances"),
+    "replicas": (4096, "--max-instances", "replicas of one instance"),
+    "nodes": (4096, "--max-nodes", "nodes"),
+    "variants": (256, "--max-variants", "variants (sweep combinations and overrides)"),
+    "containers": (2048, "--max-containers", "SGLang containers or launch lines"),
+    "classes": (64, "--max-classes", "instance classes"),
+}
+_CAP_VALUES: dict[str, int] = {k: v[0] for k, v in CAPS.items()}
+
+
+def set_caps(*, instances: int | None = None, nodes: int | None = None, variants: int | None = None,
+             containers: int | None = None, classes: int | None = None) -> None:
+    """Set the fan-out caps from kvcheck's command line (None: the default). A cap must
+    be a positive integer (``InputError`` naming the flag otherwise)."""
+    given = {"instances": instances, "nodes": nodes, "variants": variants, "containers": containers, "classes": classes}
+    for name, value in given.items():
+        if value is None:
+            _CAP_VALUES[name] = CAPS[name][0]
+            if name == "instances":
+                _CAP_VALUES["replicas"] = CAPS["replicas"][0]
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"{value!r} is not a positive whole number", field=CAPS[name][1])
+        _CAP_VALUES[name] = value
+        if name == "instances":
+            _CAP_VALUES["replicas"] = value
+
+
+def cap(name: str) -> int:
+    """The current value of the fan-out cap ``name`` (a key of ``CAPS``)."""
+    return _CAP_VALUES[name]
+
+
+def check_cap(name: str, value: Any, *, field: str, source: str | None = None, line: int | None = None) -> None:
+    """Refuse ``value`` (a count read from the input, before anything is expanded) past
+    the cap ``name``: ``InputError`` (exit 2) naming the field, the cap and the flag."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= _CAP_VALUES[name]:
+        return
+    _default, flag, what = CAPS[name]
+    at = f"line {line}: " if line else ""
+    raise InputError(
+        f"{at}{clip(value, 40)} {what}, over kvcheck's cap of {_CAP_VALUES[name]}; pass {flag} N to raise it",
+        source=source, field=field,
+    )
+
+
+# --------------------------------------------------------------------------------------
 # YAML with limits
 # --------------------------------------------------------------------------------------
 
@@ -238,6 +407,14 @@ def check_model_config(cfg: dict[str, Any], source: str) -> None:
 
 
 __all__ = [
+    "StrictJSONError",
+    "escape_stream",
+    "escape_terminal",
+    "strict_json_loads",
+    "CAPS",
+    "cap",
+    "check_cap",
+    "set_caps",
     "MAX_BODY_BYTES",
     "MAX_DEPTH",
     "MAX_FILE_BYTES",

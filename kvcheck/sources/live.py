@@ -73,6 +73,7 @@ import httpx
 
 from kvcheck.errors import InputError, UnreachableError
 from kvcheck.sides import Role, Side
+from kvcheck.sources.live_strict import _header_text, _mistyped_fields  # noqa: F401
 from kvcheck.sources.redact import REDACTED, redact, redact_url, scrub
 
 API_KEY_ENV = "KVCHECK_API_KEY"
@@ -339,10 +340,10 @@ class _Client:
                             if not self.opts.api_key
                             else f"the API key from --api-key/{API_KEY_ENV} was refused"
                         )
-                        raise InputError(f"{status} {resp.reason_phrase} for GET {shown}: {hint}", source=self.shown)
+                        raise InputError(f"{status} {_header_text(resp.reason_phrase, self.secrets)} for GET {shown}: {hint}", source=self.shown)
                     if status not in RETRY_STATUSES:
-                        raise LiveSourceError(f"could not read the live source: GET {shown} answered {status} {resp.reason_phrase}{self._hint(status)}", url=self.shown)
-                    last = f"{status} {resp.reason_phrase}" + self._known_body(resp, shown)
+                        raise LiveSourceError(f"could not read the live source: GET {shown} answered {status} {_header_text(resp.reason_phrase, self.secrets)}{self._hint(status)}", url=self.shown)
+                    last = f"{status} {_header_text(resp.reason_phrase, self.secrets)}" + self._known_body(resp, shown)
             except httpx.TimeoutException as exc:
                 kind = "read" if isinstance(exc, httpx.ReadTimeout) else "connect"
                 last = f"{kind} timeout ({type(exc).__name__})"
@@ -397,6 +398,8 @@ class _Client:
         -> ``LiveSourceError`` (exit 3) naming the URL; the body is never echoed."""
         from kvcheck.sources.limits import MAX_DEPTH, json_depth_ok
 
+        ctype = _header_text(ctype, self.secrets)
+
         def bad(why: str) -> LiveSourceError:
             return LiveSourceError(f"could not read the live source: GET {shown} answered 200 with malformed JSON ({ctype}, {len(body)} bytes): {why}", url=self.shown)
 
@@ -404,14 +407,20 @@ class _Client:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise bad(f"invalid UTF-8 at byte {exc.start}") from None
+        from kvcheck.sources.limits import StrictJSONError, strict_json_loads
+
+        self._check(shown, "parsing the answer of")
         try:
-            data = json.loads(text)
+            data = strict_json_loads(text)  # no NaN/Infinity, duplicate keys, lone surrogates
         except json.JSONDecodeError as exc:
             raise bad(f"at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        except StrictJSONError as exc:
+            raise bad(f"not strict JSON: {exc}") from None
         except (RecursionError, ValueError) as exc:
             raise bad(type(exc).__name__) from None
         if not json_depth_ok(data):
             raise bad(f"nested deeper than {MAX_DEPTH} levels")
+        self._check(shown, "parsing the answer of")
         return data
 
 
@@ -512,6 +521,7 @@ def _capture(base: str, role: Role | None, opts: LiveOptions, deadline: _Deadlin
         model_info = fetch_model_info(client)
     # Every secret value any answer carries (by field name, URL credentials, JSON in
     # strings), registered process-wide so every output is scrubbed of it too.
+    state["doing"] = f"searching the answer of {redact_url(base)}{endpoint} for secrets (a large or heavy answer)"
     secrets = collect_secrets(info, [opts.api_key] if opts.api_key else [])
     secrets |= collect_secrets(model_info)
     register_secrets(secrets)
@@ -552,9 +562,11 @@ def _capture(base: str, role: Role | None, opts: LiveOptions, deadline: _Deadlin
 def write_snapshot(snapshot: dict[str, Any], path: Path | str) -> None:
     """Save ``snapshot`` (from ``capture``) as indented JSON, redacted once more, mode
     0600; ``"-"`` writes to stdout."""
-    from kvcheck.sources.redact import scrub_output
+    from kvcheck.sources.redact import scrub_tree
 
-    text = scrub_output(json.dumps(redact(snapshot), indent=2, sort_keys=False, default=str)) + "\n"
+    # Scrubbed value by value (a text-level scrub could cut a JSON escape in two), then
+    # written as strict JSON: a snapshot is always valid input to kvcheck again.
+    text = json.dumps(scrub_tree(redact(snapshot)), indent=2, sort_keys=False, default=str, allow_nan=False) + "\n"
     if str(path) == "-":
         import sys
 
@@ -587,6 +599,13 @@ def load_live_side(
     Raises ``LiveSourceError`` (exit 3) and ``InputError`` (exit 2), see the module doc.
     """
     snap = capture(spec, role, **live_options)
+    bad = _mistyped_fields(snap.get("server_info") or {})
+    if bad:
+        raise LiveSourceError(
+            f"could not read the live source: GET {snap['url']}{snap.get('server_info_endpoint') or '/server_info'} answered "
+            f"{', '.join(bad)} with a value of a JSON type that SGLang's flag cannot hold (malformed server info)",
+            url=snap["url"],
+        )
     return side_from_snapshot(snap, role, origin=snap["url"], model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version)
 
 

@@ -80,7 +80,105 @@ def is_secret_key(name: Any) -> bool:
     if name.lstrip("-").replace("-", "_").lower() in SECRET_KEYS:
         return True
     squashed = _NOT_SECRET_PARTS.sub("", _squash(name))
-    return any(m in squashed for m in _SECRET_MARKS)
+    if any(m in squashed for m in _SECRET_MARKS):
+        return True
+    words = name_words(name)
+    return any(w in _SECRET_WORDS and not (w == "pass" and i and words[i - 1] in ("forward", "backward", "single", "multi", "by")) for i, w in enumerate(words))
+
+
+# Whole words of a name that mark a secret (``db_pass``, ``smtp_pw``, ``github_pat``).
+_SECRET_WORDS = frozenset({"pass", "pw", "pword", "pat", "pin", "sig", "signature", "bearer", "jwt", "sas", "otp", "nonce", "salt", "hmac"})
+# Marker words a misspelled or cut-short flag name is compared with (``--api-kye``,
+# ``--hf-tokn``, ``--api-ke``): Damerau-Levenshtein distance 1 from one of these words,
+# when the word is no word of a real SGLang flag name.
+_NEAR_MISS_OF = ("key", "keys", "token", "password", "passwd", "secret", "auth", "credential", "credentials", "apikey", "pass")
+
+
+def _distance_le1(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` are at most one edit apart (insert, delete, substitute,
+    or swap of two neighbours)."""
+    if a == b:
+        return True
+    la, lb = len(a), len(b)
+    if abs(la - lb) > 1:
+        return False
+    if la == lb:
+        diff = [i for i in range(la) if a[i] != b[i]]
+        if len(diff) == 1:
+            return True
+        return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+    if la > lb:
+        a, b = b, a
+    i = 0
+    while i < len(a) and a[i] == b[i]:
+        i += 1
+    return a[i:] == b[i + 1:]
+
+
+_FLAG_WORDS: frozenset[str] | None = None
+_SECRET_FLAG_NAMES: tuple[str, ...] | None = None
+
+
+def _flag_vocabulary() -> tuple[frozenset[str], tuple[str, ...]]:
+    """(every word of every SGLang flag name of every modeled release, the secret flags'
+    names): the words a near miss is never taken for, and what an abbreviation expands to."""
+    global _FLAG_WORDS, _SECRET_FLAG_NAMES
+    if _FLAG_WORDS is None or _SECRET_FLAG_NAMES is None:
+        words: set[str] = set()
+        secret: set[str] = {k.replace("_", "-") for k in SECRET_KEYS} | {"hf-token", "api-key"}
+        try:
+            from kvcheck.sglang.flags import FlagTable
+
+            for opt in FlagTable.load().option_strings:
+                name = opt.lstrip("-")
+                if is_secret_key(name):
+                    secret.add(name)
+                else:
+                    words.update(name_words(name))
+        except Exception:  # the scrub must work without the flag store
+            pass
+        _FLAG_WORDS, _SECRET_FLAG_NAMES = frozenset(words), tuple(sorted(secret))
+    return _FLAG_WORDS, _SECRET_FLAG_NAMES
+
+
+_REAL_FLAGS: frozenset[str] | None = None
+
+
+def _real_flag_names() -> frozenset[str]:
+    global _REAL_FLAGS
+    if _REAL_FLAGS is None:
+        try:
+            from kvcheck.sglang.flags import FlagTable
+
+            _REAL_FLAGS = frozenset(o.lstrip("-") for o in FlagTable.load().option_strings)
+        except Exception:
+            _REAL_FLAGS = frozenset()
+    return _REAL_FLAGS
+
+
+def is_secret_flag(name: Any) -> bool:
+    """Whether a command-line option names a secret: ``is_secret_key``, or an
+    abbreviation SGLang's argparse would expand to a secret flag (``--api-ke``,
+    ``--admin-api``, ``--ssl-keyfile-pass``), or a near miss of a secret word that is no
+    word of a real flag (``--api-kye``, ``--hf-tokn``, ``--pasword``)."""
+    if not isinstance(name, str) or not name:
+        return False
+    if is_secret_key(name):
+        return True
+    bare = name.lstrip("-").replace("_", "-").lower()
+    if len(bare) < 3 or len(bare) > 100:
+        return False
+    words, secret = _flag_vocabulary()
+    if bare in _real_flag_names():
+        return False  # a real, non-secret flag (--ssl-keyfile: a path)
+    if any(s.startswith(bare) for s in secret):
+        return True
+    for w in name_words(bare):
+        if w in words or len(w) < 2:
+            continue
+        if any(_distance_le1(w, m) for m in _NEAR_MISS_OF):
+            return True
+    return False
 
 
 def _numeric_secret_key(name: Any) -> bool:
@@ -115,6 +213,47 @@ _KEY_VALUE = re.compile(r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*
 _HTTP_CREDENTIAL = re.compile(r"\b(?:[Bb]earer|(?i:authorization):\s*(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})")
 
 
+# Secrets by shape, wherever they stand: the token formats of the services a CI job
+# holds keys for (Hugging Face, OpenAI/Anthropic/Stripe-style ``sk-``/``sk_live_``,
+# GitHub classic and fine-grained, Slack, AWS access key ids, JWTs) and PEM private keys.
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:"
+    r"hf_[A-Za-z0-9]{16,}"
+    r"|sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"
+    r"|[sr]k_(?:live|test)_[A-Za-z0-9]{8,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{8,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r"|glpat-[A-Za-z0-9_-]{16,}"
+    r"|eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}"
+    r")"
+)
+_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*(?:PRIVATE KEY|CERTIFICATE REQUEST|SECRET)[A-Z ]*-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)", re.S)
+# The userinfo of a URL (``https://TOKEN@host``, ``redis://user:pw@host``): all of it.
+_URL_USERINFO = re.compile(r"(?<=://)([^/@\s?#]+)@(?=[^\s/@]*)")
+# ``?token=X`` / ``&api_key=X`` / ``;sig=X`` query parameters named like secrets.
+_QUERY_PARAM = re.compile(r"([?&;])([A-Za-z0-9_.~-]+)=([^&#\s\"'<>]*)")
+
+
+def _shape_secrets(text: str, found: set[str]) -> None:
+    for m in _TOKEN_SHAPES.finditer(text):
+        found.add(m.group(0))
+    if "-----BEGIN" in text:
+        for m in _PEM_BLOCK.finditer(text):
+            found.add(m.group(0))
+    if "://" in text:
+        for m in _URL_USERINFO.finditer(text):
+            user = m.group(1)
+            found.add(user.split(":", 1)[1] if ":" in user else user)
+            if ":" in user and len(user.split(":", 1)[0]) >= 12:
+                found.add(user.split(":", 1)[0])
+    if "=" in text:
+        for m in _QUERY_PARAM.finditer(text):
+            if m.group(3) and is_secret_key(m.group(2)):
+                found.add(m.group(3))
+
+
 def _text_secrets(text: str, found: set[str]) -> None:
     """Secret values that ``text`` itself marks (see the module doc)."""
     if len(text) > _MAX_JSON_IN_STRING:
@@ -123,9 +262,10 @@ def _text_secrets(text: str, found: set[str]) -> None:
         found.add(m.group(2))
     for m in _HTTP_CREDENTIAL.finditer(text):
         found.add(m.group(1))
+    _shape_secrets(text, found)
     if any(c in text for c in "=:-"):
         for m in _SECRET_FLAG.finditer(text):
-            if is_secret_key(m.group(1)):
+            if is_secret_flag(m.group(1)):
                 found.add(m.group(3).strip("\"'"))
         for m in _KEY_VALUE.finditer(text):
             if is_secret_key(m.group(1)):
@@ -180,7 +320,7 @@ def secrets_from_argv(argv: Iterable[str]) -> set[str]:
     for i, tok in enumerate(tokens):
         if tok.startswith("-"):
             name, eq, value = tok.partition("=")
-            if is_secret_key(name.lstrip("-")):
+            if is_secret_flag(name):
                 if eq:
                     found.add(value)
                 elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
@@ -242,13 +382,34 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
         text = pattern.sub(REDACTED, text)
 
     def flag_value(m: re.Match) -> str:
-        return f"{m.group(1)}{m.group(2)}{REDACTED}" if is_secret_key(m.group(1)) and m.group(3).strip("\"'") != REDACTED else m.group(0)
+        return f"{m.group(1)}{m.group(2)}{REDACTED}" if is_secret_flag(m.group(1)) and m.group(3).strip("\"'") != REDACTED else m.group(0)
+
+    def query_value(m: re.Match) -> str:
+        return f"{m.group(1)}{m.group(2)}={REDACTED}" if m.group(3) and m.group(3) != REDACTED and is_secret_key(m.group(2)) else m.group(0)
 
     if "-" in text:
         text = _SECRET_FLAG.sub(flag_value, text)
     if "://" in text:
-        text = _URL_PASSWORD.sub(lambda m: f"{m.group(1)}:{REDACTED}@", text)
+        text = _URL_USERINFO.sub(_userinfo_sub, text)
+    if "=" in text:
+        text = _QUERY_PARAM.sub(query_value, text)
+    text = _TOKEN_SHAPES.sub(REDACTED, text)
+    if "-----BEGIN" in text:
+        text = _PEM_BLOCK.sub(REDACTED, text)
     return _HTTP_CREDENTIAL.sub(lambda m: m.group(0).replace(m.group(1), REDACTED), text)
+
+
+def _userinfo_sub(m: re.Match) -> str:
+    """A URL's userinfo without its secret: ``user:<redacted>@`` (a short user name
+    kept), ``<redacted>@`` for a lone user part (``https://TOKEN@host``)."""
+    info = m.group(1)
+    if info == REDACTED or info.endswith(":" + REDACTED):
+        return m.group(0)
+    if ":" in info:
+        user = info.split(":", 1)[0]
+        keep = user if len(user) < 12 and not _TOKEN_SHAPES.search(user) and user != REDACTED else (REDACTED if user else "")
+        return f"{keep}:{REDACTED}@"
+    return f"{REDACTED}@"
 
 
 def scrub_output(text: str) -> str:
@@ -299,3 +460,33 @@ def redact_url(url: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, REDACTED if is_secret_key(k) else v) for k, v in pairs], safe="<>")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def leaf_strings(obj: Any, limit: int = 100_000) -> list[str]:
+    """Every key and scalar of ``obj`` (parsed YAML/JSON) as a string, iteratively, at
+    most ``limit`` of them."""
+    out: list[str] = []
+    stack = [obj]
+    while stack and len(out) < limit:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                out.append(str(k))
+                stack.append(v)
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif node is not None and not isinstance(node, bool):
+            out.append(str(node))
+    return out
+
+
+def scrub_tree(obj: Any) -> Any:
+    """A copy of ``obj`` (parsed JSON) with every string, keys included, passed through
+    ``scrub_output``; structure and types kept, so the result dumps as valid JSON."""
+    if isinstance(obj, dict):
+        return {scrub_output(k) if isinstance(k, str) else k: scrub_tree(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub_tree(v) for v in obj]
+    if isinstance(obj, str):
+        return scrub_output(obj)
+    return obj

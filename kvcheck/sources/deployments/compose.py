@@ -80,6 +80,9 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
         deploy = svc.get("deploy") if isinstance(svc.get("deploy"), dict) else {}
         replicas = deploy.get("replicas", svc.get("scale", 1))
         replicas = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+        from kvcheck.sources.limits import check_cap
+
+        check_cap("replicas", replicas, field=f"services.{sname}.deploy.replicas", source=file)
         for ln in find_launches(_words(svc, file, scope), file, scope):
             if ln.kind == "router":
                 r = router_from_launch(ln, file=file, name=str(sname), image=svc.get("image"))

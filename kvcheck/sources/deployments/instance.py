@@ -51,7 +51,10 @@ class Instance:
     ``gpu_source`` naming where it came from; ``launcher``: ``sglang.launch_server``,
     ``sglang serve``, ``dynamo.sglang``...; ``launcher_args``: the launcher's own flags
     that are not SGLang's; ``hosts``: node / host names when known (for port clashes);
-    ``unresolved``: variables left unresolved in this instance's args.
+    ``unresolved``: variables left unresolved in this instance's args;
+    ``symbolic``: unresolved values of address, port and rank options (``--host``,
+    ``--dist-init-addr``, ``--port``, ``--node-rank``...; ``launch.ADDRESS_DESTS``): filled
+    in at run time, they shape no KV transfer, so they are info, not unchecked.
 
     Added by the readers (``kvcheck.sources.deployments.read_deployments``):
     ``port``: the HTTP port the server listens on (``--port``, else SGLang's default
@@ -65,7 +68,11 @@ class Instance:
     ``DynamoGraphDeployment``, ``srt-slurm``, ``script``...); ``node_locations``: where
     each node's launch line is (scripts with one line per node rank);
     ``release_clues``: what the input says about the SGLang release beyond ``image``
-    (``kvcheck.sources.release_clues.ReleaseClue``: recipe pins, pip lines, Dynamo versions).
+    (``kvcheck.sources.release_clues.ReleaseClue``: recipe pins, pip lines, Dynamo versions);
+    ``model_clues``: ``(name, clue)`` pairs a reader found for the model beside
+    ``--model-path`` (srt-slurm ``identity.model.repo``, an OME base model...); ``model``
+    and ``model_clue`` are then set to the hub id a clue names and which clue it was
+    (``kvcheck.sources.models.clues``), tried when ``--model-path`` names nothing kvcheck has.
     """
 
     role: Role
@@ -85,12 +92,15 @@ class Instance:
     launcher_args: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
     unresolved: list[Unresolved] = field(default_factory=list)
+    symbolic: list[Unresolved] = field(default_factory=list)
     port: int | None = None
     host_network: bool | None = None
     model: str | None = None
     kind: str = ""
     node_locations: list[Location] = field(default_factory=list)
     release_clues: list = field(default_factory=list)
+    model_clues: list = field(default_factory=list)
+    model_clue: str = ""
 
 
 @dataclass

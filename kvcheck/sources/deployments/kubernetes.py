@@ -38,9 +38,10 @@ from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
+from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, router_from_launch
-from kvcheck.sources.deployments.shell import Word
+from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, rank_is_symbolic, router_from_launch, set_node_rank
+from kvcheck.sources.deployments.shell import Word, placeholders
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
 
@@ -109,26 +110,8 @@ def _int(v: Any, default: int) -> int:
 
 
 def _merge_patch(base: Any, patch: Any) -> Any:
-    """A strategic-merge-like patch: mappings merged recursively, ``containers`` and
-    ``env`` lists merged by ``name``, other lists replaced."""
-    if not isinstance(patch, dict) or not isinstance(base, dict):
-        return copy.deepcopy(patch) if patch is not None else copy.deepcopy(base)
-    out = copy.deepcopy(base)
-    for k, v in patch.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge_patch(out[k], v)
-        elif isinstance(v, list) and isinstance(out.get(k), list) and all(isinstance(x, dict) and "name" in x for x in v + out[k]):
-            merged = list(out[k])
-            for item in v:
-                idx = next((i for i, x in enumerate(merged) if x.get("name") == item.get("name")), None)
-                if idx is None:
-                    merged.append(copy.deepcopy(item))
-                else:
-                    merged[idx] = _merge_patch(merged[idx], item)
-            out[k] = merged
-        else:
-            out[k] = copy.deepcopy(v)
-    return out
+    """A Kubernetes strategic merge patch (``kvcheck.sources.deployments.rbg.strategic_merge``)."""
+    return rbg.strategic_merge(base, patch)
 
 
 def _pod_spec(template: Any) -> Any:
@@ -221,6 +204,8 @@ def _words(container: LMap, file: str, scope: Scope) -> list[Word]:
             value = expand(text, scope, Location(file, line), miss, syntax="k8s")
             # ${VAR} in an exec-form manifest: a placeholder for envsubst/templating
             value = expand(value, scope, Location(file, line), miss, syntax="envsubst")
+            # <NAME> docs placeholders and {{ .Values.x }} template actions: unresolved values
+            miss.extend(x for x in placeholders(value) if x not in miss)
             words.append(Word(value, line, miss, True, False))
     return words
 
@@ -268,30 +253,9 @@ def _groups(obj: Any, file: str) -> list[Group]:
             out.append(Group(kind, f"{name}/{sname}", pod, pod if nodes > 1 else None, replicas=_int(svc.get("replicas"), 1), nodes=nodes, gpus=gpus if gpus >= 0 else None, extra_env=svc.get("envs"), line=getattr(svc, "line", line)))
         return out
     if kind == "RoleBasedGroup":
-        out = []
-        for role in spec.get("roles") or []:
-            if not isinstance(role, dict):
-                continue
-            rname = f"{name}/{role.get('name', '?')}"
-            reps = _int(role.get("replicas"), 1)
-            lwp = role.get("leaderWorkerPattern")
-            lws = role.get("leaderWorkerSet")
-            if isinstance(lwp, dict):
-                base = lwp.get("template") or role.get("template")
-                lp = lwp.get("leaderTemplatePatch") or lwp.get("leaderPatch") or lwp.get("patchLeaderTemplate")
-                wp = lwp.get("workerTemplatePatch") or lwp.get("workerPatch") or lwp.get("patchWorkerTemplate")
-                size = _int(lwp.get("size"), 1)
-            elif isinstance(lws, dict):
-                base = role.get("template")
-                lp, wp, size = lws.get("patchLeaderTemplate"), lws.get("patchWorkerTemplate"), _int(lws.get("size"), 1)
-            else:
-                sp = role.get("standalonePattern") if isinstance(role.get("standalonePattern"), dict) else {}
-                out.append(Group(kind, rname, _pod_spec(sp.get("template") or role.get("template")), replicas=reps, line=getattr(role, "line", line)))
-                continue
-            leader = _pod_spec(_merge_patch(base, lp) if lp else base)
-            worker = _pod_spec(_merge_patch(base, wp) if wp else base)
-            out.append(Group(kind, rname, leader, worker, replicas=reps, nodes=size, line=getattr(role, "line", line)))
-        return out
+        # roles composed as RBG's controller does (inline templates, roleTemplates +
+        # templateRef patches, leader/worker patches; see kvcheck.sources.deployments.rbg)
+        return [Group(kind, r.name, _pod_spec(r.leader), _pod_spec(r.worker) if r.worker is not None else None, replicas=r.replicas, nodes=r.nodes, line=r.line) for r in rbg.roles(spec, name, line)]
     if kind in ("ClusterServingRuntime", "ServingRuntime"):
         out = []
         for key in ("engineConfig", "decoderConfig", "routerConfig"):
@@ -351,6 +315,16 @@ def _groups(obj: Any, file: str) -> list[Group]:
     return out
 
 
+def _check_group_caps(g: Group, file: str, so_far: int) -> None:
+    """A group's replicas and nodes (LeaderWorkerSet ``size``, ``nodeCount``...) and the
+    instances read so far against kvcheck's caps, before any node is expanded."""
+    from kvcheck.sources.limits import check_cap
+
+    check_cap("replicas", g.replicas, field=f"{g.name}: replicas", source=file, line=g.line or None)
+    check_cap("nodes", g.nodes, field=f"{g.name}: nodes (size / nodeCount / podGroupSize)", source=file, line=g.line or None)
+    check_cap("containers", so_far + 1, field="containers launching SGLang", source=file, line=g.line or None)
+
+
 def _dynamo_multinode(inst: Instance, g: Group) -> None:
     """A DGD service with ``multinode.nodeCount`` > 1 whose args name no ``--nnodes``:
     Dynamo's operator wires SGLang's multi-node flags itself (``--dist-init-addr``,
@@ -378,7 +352,7 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
             kinds.append(str(doc["kind"]))
         for g in _groups(doc, file):
             _read_group(g, file, env, use_os_environ, dep, non_pd)
-    if not dep.instances and not dep.routers:
+    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
         found = ", ".join(sorted(set(kinds))) or "no Kubernetes objects"
         raise InputError(f"no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang); found: {found}", source=file)
     if dep.instances:
@@ -386,9 +360,27 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
             dep.problems.append(Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic"))
     for r in dep.routers:
         link_router(r, dep.instances)
+    for uri, where in _base_models(docs, file):
+        for inst in dep.instances:
+            inst.model_clues.append((uri, f"OME base model at {where}"))
     if len(docs) == 1 and isinstance(docs[0], dict) and isinstance(docs[0].get("metadata"), dict) and docs[0]["metadata"].get("name"):
         dep.name = str(docs[0]["metadata"]["name"])
     return dep
+
+
+def _base_models(docs: list[Any], file: str) -> list[tuple[str, Location]]:
+    """OME ``ClusterBaseModel`` / ``BaseModel`` objects of the file: the hub id of each
+    ``spec.storage.storageUri: hf://ORG/NAME`` (the model the runtime mounts at
+    ``$(MODEL_PATH)``), when the file holds exactly one."""
+    out = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") in ("ClusterBaseModel", "BaseModel"):
+            storage = (doc.get("spec") or {}).get("storage") if isinstance(doc.get("spec"), dict) else None
+            uri = storage.get("storageUri") if isinstance(storage, dict) else None
+            if isinstance(uri, str) and uri.startswith("hf://"):
+                at = storage.line_of("storageUri") if isinstance(storage, LMap) else None
+                out.append((uri[5:].split("@")[0].strip("/"), Location(file, at)))
+    return out if len(out) == 1 else []
 
 
 def injected(kind: str, rank: int, size: int) -> dict[str, VarDef]:
@@ -410,6 +402,9 @@ def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ
     if not isinstance(pod, dict):
         return []
     out = []
+    from kvcheck.sources.limits import check_cap
+
+    check_cap("containers", len(pod.get("containers") or []) if isinstance(pod.get("containers"), list) else 0, field="containers of one pod", source=file)
     for c in pod.get("containers") or []:
         if not isinstance(c, dict):
             continue
@@ -437,6 +432,7 @@ def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ
 
 
 def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ: bool, dep: Deployment, non_pd: list[Location]) -> None:
+    _check_group_caps(g, file, len(dep.instances))
     gpu_type, gpu_source = _gpu_type(g.leader)
     host_network = bool(g.leader.get("hostNetwork")) if isinstance(g.leader, dict) else None
     multinode = g.nodes > 1 and g.kind in ("LeaderWorkerSet", "RoleBasedGroup", "ClusterServingRuntime", "ServingRuntime", "StormService")
@@ -445,18 +441,26 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
         for rank in range(1, g.nodes):
             found = None
             inject = injected(g.kind, rank, g.nodes) if multinode else None
+            if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
+                inject = {**(inject or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
             for c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
                 for ln in launches:
                     if ln.kind == "server":
                         inst, _p = instance_from_launch(ln, file=file, name=g.name, kind=g.kind)
                         if inst is not None:
-                            found = inst.argv
+                            # a rank filled in per pod (${POD_GROUP_INDEX}): this pod's
+                            found = set_node_rank(inst.argv, rank) if rank_is_symbolic(inst) else inst.argv
                             break
                 if found:
                     break
             if found:
                 worker_argvs.append(found)
     inject0 = injected(g.kind, 0, g.nodes) if multinode else None
+    if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
+        # OME's controller sets MODEL_PATH to the base model's storage path in the pod
+        # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
+        # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
+        inject0 = {**(inject0 or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
     for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
@@ -494,6 +498,11 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
                     inst.node_argvs = [inst.argv] + [list(inst.argv) for _ in range(g.nodes - 1)]
                 if g.kind == "DynamoGraphDeployment" and option_value(inst.argv, "nnodes") is None:
                     _dynamo_multinode(inst, g)
+            if g.kind == "RoleBasedGroup" and g.line and inst.location.line is not None and inst.location.line < g.line:
+                # the command came from a roleTemplate shared by several roles: the
+                # instance is where its own role says what it is
+                own = inst.arg_locations.get("--disaggregation-mode")
+                inst.location = own if own is not None and own.line and own.line >= g.line else Location(file, g.line)
             if c.get("envFrom"):
                 dep.problems.append(Problem("env-from", f"{inst.location}: {inst.name} takes environment variables from envFrom (a ConfigMap or Secret) that kvcheck cannot read", inst.location, "pass the variables that matter with --env FILE"))
             dep.instances.append(inst)

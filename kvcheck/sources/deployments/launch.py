@@ -26,6 +26,7 @@ rules through kvcheck's flag table), never from a name.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import re
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Instance, Location, Problem, Router, RouterPrefill, Unresolved
 from kvcheck.sources.deployments.shell import Word, words_of
 from kvcheck.sources.deployments.variables import Scope, VarDef
+
+# ``--config-file IMAGE_PATH=LOCAL_PATH``: copies of config files that sit inside the
+# image (``--config /etc/sglang/decode.yaml``), set by ``read_deployments``
+CONFIG_FILES: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("kvcheck_config_files", default={})
 
 SERVER_MODULES = ("sglang.launch_server",)
 ROUTER_MODULES = ("sglang_router.launch_router", "sglang.srt.disaggregation.mini_lb", "sglang.srt.disaggregation.launch_lb")
@@ -164,7 +169,10 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
             while j < len(words) and words[j].text.startswith("-") and "c" not in words[j].text[1:]:
                 j += 1
             if j + 1 < len(words) and words[j].text.startswith("-") and not words[j].text.startswith("--") and "c" in words[j].text[1:]:
-                script = words[j + 1]
+                k = j + 1
+                while k + 1 < len(words) and (words[k].text == "--" or (words[k].text.startswith("-") and not words[k].unresolved and "\n" not in words[k].text and " " not in words[k].text)):
+                    k += 1  # bash -lc -- SCRIPT, bash -c -e SCRIPT: options end before the script
+                script = words[k]
                 env, image, hosts, hn = _prefix_facts(words[:i])
                 # the inner shell sees the wrapper's environment
                 inner_scope = scope.child({k: VarDef(v, Location(file, script.line), "literal") for k, v in env.items()})
@@ -301,20 +309,35 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     raw = args[k + 1].text
     from pathlib import Path
 
-    from kvcheck.sources.deployments.yamlnodes import LMap, check_size, load_documents
+    from kvcheck.sources.deployments.yamlnodes import LMap, load_documents
 
-    cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
+    from kvcheck.sources.files import inner_config_problem, read_inner_text, within_root
+
+    mapped = CONFIG_FILES.get().get(raw)
+    if mapped is not None:
+        cands = [Path(mapped)]
+    else:
+        cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
     found = next((c for c in cands if c.is_file()), None)
     loc = Location(file, args[k].line)
-    if found is None:
+    root = found.parent if (found is not None and mapped is not None) else Path(file).parent
+    if found is not None and not within_root(found, root):
         return args, Problem(
             "config-not-read",
-            f"{loc}: --config {raw}: the file is not here (a path inside the image?); the server args in it are not checked",
+            f"{loc}: --config: the file is outside the directory kvcheck may read; the server args in it are not checked",
             loc,
-            "keep the config file beside the deployment file (same relative path) so kvcheck can read it",
+            "keep the config file beside the deployment file, or pass --root DIR (a directory holding both)",
         )
-    check_size(found)
-    docs = load_documents(found.read_text(encoding="utf-8"), str(found))
+    if found is None:
+        if mapped is not None:
+            raise InputError(f"--config-file {raw}={mapped}: {mapped} is not a readable file", source=file)
+        return args, Problem(
+            "config-not-read",
+            f"{loc}: --config {raw}: the file is inside the image (not here); the server args in it, and so this server, are not checked",
+            loc,
+            f"give kvcheck a copy: --config-file {raw}=LOCAL_PATH (or keep it beside the deployment file, same relative path)",
+        )
+    docs = load_documents(read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found))
     data = docs[0] if docs else LMap()
     if not isinstance(data, dict):
         return args, Problem("config-not-read", f"{loc}: --config {raw}: not a YAML mapping of flags", loc, "")
@@ -324,9 +347,20 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
         for key, value in data.items():
             line = data.line_of(key) if isinstance(data, LMap) else 1
             words.extend(Word(t, line, [], True, False, str(found)) for t in table.config_to_argv({key: value}, str(found)))
-    except InputError as exc:
-        return args, Problem("config-refused", f"{loc}: {exc}", loc, "fix the --config file as SGLang's message says")
+    except InputError:
+        pass
+    problem = inner_config_problem(table, data, str(found))  # names the key, never the value
+    if problem is not None:
+        return args, Problem("config-refused", f"{loc}: --config {raw}: {problem}", loc, "fix the --config file as SGLang's message says")
     return words + args[:k] + args[k + 2:], None
+
+
+def _takes_value(tok: str) -> bool:
+    f = resolve_option(tok)
+    return True if f is None else bool(getattr(f, "takes_value", True))
+
+
+MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a --config YAML named in a launch line (kvcheck.sources.limits.MAX_FILE_BYTES)
 
 
 def _is_option(tok: str) -> bool:
@@ -388,16 +422,26 @@ def instance_from_launch(
         k = args.index(w)
         if w.text.startswith("-") and "=" in w.text:
             flag = w.text.split("=", 1)[0]
-        elif k > 0 and _is_option(args[k - 1].text):
-            flag = args[k - 1].text
+        elif k > 0 and _is_option(args[k - 1].text) and "=" not in args[k - 1].text and _takes_value(args[k - 1].text):
+            flag = args[k - 1].text  # the option this word is the value of (not a bare --enable-x before it)
         else:
             flag = None
         for v in w.unresolved:
             if (v, flag) not in seen:
                 seen.add((v, flag))
                 unresolved.append(Unresolved(v, flag, Location(w.file or file, w.line)))
+    # a whole-arguments expansion ($EXTRA_ARGS, $(helper)) left unresolved can hold any
+    # flag: it stays an unresolved-variable (unchecked), and is kept out of the args parsed
+    loose = {k for k, w in enumerate(args) if w.unresolved and not w.text.startswith("-")
+             and not (k > 0 and _is_option(args[k - 1].text) and "=" not in args[k - 1].text and _takes_value(args[k - 1].text))}
+    if loose:
+        args = [w for k, w in enumerate(args) if k not in loose]
+        argv = [w.text for w in args]
+    argv, unresolved, symbolic = settle_addresses(args, argv, unresolved)
     port: int | None = None
-    if launch.launcher != DYNAMO_MODULE:
+    if any(u.flag and _dest(u.flag) == "port" for u in symbolic):
+        pass  # the HTTP port is filled in at run time: unknown, not SGLang's default
+    elif launch.launcher != DYNAMO_MODULE:
         p = option_value(argv, "port")
         port = int(p) if p and p.isdigit() else (SGLANG_DEFAULT_PORT if p is None else None)
     inst = Instance(
@@ -418,12 +462,79 @@ def instance_from_launch(
         launcher_args=launcher_args,
         hosts=list(hosts if hosts is not None else launch.hosts),
         unresolved=unresolved,
+        symbolic=symbolic,
         port=port,
         host_network=host_network if host_network is not None else launch.host_network,
         kind=kind,
         node_locations=[loc],
     )
     return inst, config_problem
+
+
+# Options whose value is where a server listens or finds its peers, or which node it is:
+# filled in at run time (a pod IP, a node rank from the scheduler), they shape no KV
+# region and no transfer decision. Unresolved, they are checked for consistency across
+# an instance's nodes (the same symbol on every node) and reported as info, not unchecked.
+ADDRESS_DESTS = frozenset({
+    "host", "port", "dist_init_addr", "node_rank", "nccl_port", "disaggregation_bootstrap_port",
+    "grpc_port", "engine_info_bootstrap_port", "encoder_bootstrap_port", "gated_launch_port", "smg_http_sidecar_port",
+})
+# of these, the ones SGLang reads as integers: an unresolved one cannot be parsed as written
+_INT_ADDRESS_DESTS = ADDRESS_DESTS - {"host", "dist_init_addr"}
+
+
+def _dest(flag: str) -> str | None:
+    f = resolve_option(flag)
+    return f.dest if f is not None else None
+
+
+def settle_addresses(args: list[Word], argv: list[str], unresolved: list[Unresolved]) -> tuple[list[str], list[Unresolved], list[Unresolved]]:
+    """Split the unresolved values of address, port and rank options (``ADDRESS_DESTS``)
+    from the rest -> (argv, unresolved, symbolic). A textual one (``--host ${POD_IP}``,
+    ``--dist-init-addr <ADDR>:5000``) stays as written: the same symbol on every node is
+    consistent; an integer one is taken out of ``argv`` (``--port $PORT``: unknown), except
+    ``--node-rank``, which becomes 0 (``argv`` is node rank 0's; the readers give the other
+    nodes their ranks)."""
+    if not unresolved:
+        return argv, unresolved, []
+    symbolic = [u for u in unresolved if u.flag and _dest(u.flag) in ADDRESS_DESTS]
+    if not symbolic:
+        return argv, unresolved, []
+    rest = [u for u in unresolved if u not in symbolic]
+    drop = {u.flag for u in symbolic if _dest(u.flag or "") in _INT_ADDRESS_DESTS}
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        tok = argv[k]
+        name = tok.split("=", 1)[0]
+        if name in drop and tok.startswith("--"):
+            has_eq = "=" in tok
+            value_word = args[k] if has_eq else (args[k + 1] if k + 1 < len(args) else None)
+            if value_word is not None and value_word.unresolved:
+                if _dest(name) == "node_rank":
+                    out += [f"{name}=0"] if has_eq else [name, "0"]
+                k += 1 if has_eq else 2
+                continue
+        out.append(tok)
+        k += 1
+    return out, rest, symbolic
+
+
+def set_node_rank(argv: list[str], rank: int) -> list[str]:
+    """``argv`` with its ``--node-rank`` value set to ``rank`` (added when absent)."""
+    out = list(argv)
+    for k, tok in enumerate(out):
+        if tok.startswith("--") and _dest(tok.split("=", 1)[0]) == "node_rank":
+            if "=" in tok:
+                out[k] = tok.split("=", 1)[0] + f"={rank}"
+            elif k + 1 < len(out):
+                out[k + 1] = str(rank)
+            return out
+    return out + ["--node-rank", str(rank)]
+
+
+def rank_is_symbolic(inst: Instance) -> bool:
+    return any(u.flag and _dest(u.flag) == "node_rank" for u in inst.symbolic)
 
 
 def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str | None = None) -> Router | None:

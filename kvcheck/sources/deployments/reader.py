@@ -31,7 +31,11 @@ _LAUNCH_HINT = re.compile(r"(^|\s)(python[0-9.]*|sglang|docker|srun|bash|sh|expo
 
 
 def _looks_like_yaml(text: str) -> bool:
-    for line in text.splitlines():
+    import io
+
+    for k, line in enumerate(io.StringIO(text)):  # lazily: a 50 MiB file of short lines is not split whole
+        if k > 100_000:  # a hundred thousand comment lines before any content: not a manifest
+            return False
         s = line.strip()
         if not s or s.startswith("#"):
             continue
@@ -41,12 +45,40 @@ def _looks_like_yaml(text: str) -> bool:
     return False
 
 
+STDIN = "-"
+# reader problems that hide a server's role (its --disaggregation-mode is in a config
+# file inside the image, or behind an unset variable): the deployment is unchecked, not
+# bad input, even when no server's role is known
+ROLE_HIDDEN = ("config-not-read", "unresolved-variable")
+
+
+def _read_stdin(path: Path) -> bytes:
+    """``-f -``: what a pipe gives (``helm template ... |``, ``kubectl kustomize DIR |``,
+    ``kubectl get -o yaml|json |``), read up to the same size cap as a file."""
+    import sys
+
+    from kvcheck.sources.deployments.yamlnodes import MAX_FILE_BYTES
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is not None and sys.stdin.isatty():
+        raise InputError("-f - reads a deployment from standard input: pipe one in (helm template ... | kvcheck preflight -f -)", source="-")
+    if stream is None:
+        raise InputError("standard input is not readable", source="-")
+    data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"standard input holds more than kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a deployment; refusing to parse it", source="-")
+    return data
+
+
 def read_text(path: Path) -> str:
-    check_size(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc}", source=str(path)) from None
+    from kvcheck.sources.deployments.yamlnodes import MAX_FILE_BYTES
+    from kvcheck.sources.files import read_bytes_bounded
+
+    if str(path) == STDIN:
+        data = _read_stdin(path)
+    else:
+        check_size(path)
+        data = read_bytes_bounded(path, limit=MAX_FILE_BYTES, what="deployment file")  # regular files only (O_NONBLOCK, fstat)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -55,16 +87,28 @@ def read_text(path: Path) -> str:
 
 def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = True) -> list[Deployment]:
     """One file -> its deployments (several for a recipe with sweeps/overrides)."""
-    from kvcheck.sources.deployments import compose, kubernetes, scripts, srtslurm
+    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm
 
-    text = read_text(path)
+    if str(path) != STDIN and path.is_dir():
+        # a kustomization or a chart: rendered as it is deployed (kvcheck.sources.deployments.render)
+        from kvcheck.sources.deployments.render import render_directory
+
+        text, _label = render_directory(path)
+    else:
+        text = read_text(path)
     file = str(path)
     if not text.strip():
         raise InputError("file is empty", source=file)
+    _check_launch_count(text, file)
     yamlish = _looks_like_yaml(text)
+    _check_shape(text, file, yamlish)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
-    if yamlish:
+    if re.match(r"\s*(\{\s*\"|\{\s*\}|\[\s*[\{\]])", text):
+        # JSON (``kubectl get -o json``, a .json manifest): YAML's flow syntax reads it
+        # with its lines; JSON that YAML refuses (tabs, say) is read as JSON
+        docs = _json_documents(text, file)
+    elif yamlish:
         try:
             docs = load_documents(text, file)
         except InputError as exc:
@@ -74,11 +118,15 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
             if structured or not has_launch or "YAML syntax error" not in str(exc):
                 raise
             docs = None
+    if docs and len(docs) == 1 and isinstance(docs[0], list) and docs[0] and all(isinstance(d, dict) for d in docs[0]):
+        docs = list(docs[0])  # a JSON array of objects
     if docs and all(isinstance(d, dict) for d in docs):
         if any(d.get("kind") or d.get("apiVersion") for d in docs):
             return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
         if len(docs) == 1 and srtslurm.is_recipe(docs[0]):
             return srtslurm.read_recipe(path, docs[0], env)
+        if len(docs) == 1 and dynamosdk.is_graph_config(docs[0]):
+            return [dynamosdk.read_graph_config(path, docs[0])]
         if len(docs) == 1 and compose.is_compose(docs[0]):
             return [compose.read_compose(path, docs[0], env, use_os_environ=use_os_environ)]
         if has_launch:
@@ -91,9 +139,53 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
             raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
     dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
     _add_markdown_manifests(path, text, dep, env, use_os_environ)
-    if not dep.instances and not dep.routers:
+    if not dep.instances and not dep.routers and not any(p.id in ROLE_HIDDEN for p in dep.problems):
         raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
     return [dep]
+
+
+
+
+# Bounds on the text itself, so that reading costs seconds at most: a launch script
+# (read by a character-level shell lexer) is far smaller than a manifest; no line of a
+# real deployment file is a megabyte; flow nesting past the YAML depth limit is refused
+# before the parser walks it.
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024
+MAX_LINE_CHARS = 1024 * 1024
+_DEEP_FLOW = re.compile(r"[\[{](?:[ \t]*[\[{]){200}")
+
+
+def _check_shape(text: str, file: str, yamlish: bool) -> None:
+    from kvcheck.sources.limits import clip
+
+    if not yamlish and len(text) > MAX_SCRIPT_BYTES:
+        raise InputError(f"{clip(len(text))} characters of launch script; kvcheck reads scripts and docs pages up to {MAX_SCRIPT_BYTES} (manifests and recipes up to 50 MiB)", source=file)
+    if yamlish:
+        from kvcheck.sources.deployments.yamlnodes import MAX_NODES
+
+        estimate = text.count("\n") + text.count(",")  # as load_documents bounds it, before any regex walks the text
+        if estimate > 2 * MAX_NODES:
+            raise InputError(f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} nodes); refusing to parse it", source=file)
+    half = MAX_LINE_CHARS // 2
+    for i in range(0, len(text), half):  # a longer line holds a whole aligned half-block without a line break
+        if text.find("\n", i, i + half) < 0 and len(text) - i >= half:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            if end - start > MAX_LINE_CHARS:
+                line = text.count("\n", 0, start) + 1
+                raise InputError(f"line {line} is longer than {MAX_LINE_CHARS} characters; kvcheck reads lines up to that length", source=file)
+    if yamlish and text.count("[") + text.count("{") > 200 and _DEEP_FLOW.search(text):
+        raise InputError("YAML nesting deeper than 200 levels ([[[... or {{{...); refusing to read it", source=file)
+
+
+def _check_launch_count(text: str, file: str) -> None:
+    """The launch lines a file holds (one per SGLang container or script line) against
+    kvcheck's containers cap, counted on the text before anything is parsed."""
+    from kvcheck.sources.limits import check_cap
+
+    n = sum(text.count(w) for w in ("sglang.launch_server", "dynamo.sglang", "sglang serve", "sglang_router.launch_router"))
+    check_cap("containers", n, field="SGLang launch lines (containers)", source=file)
 
 
 def _add_markdown_manifests(path: Path, text: str, dep: Deployment, env: dict[str, str] | None, use_os_environ: bool) -> None:
@@ -124,13 +216,39 @@ def _add_markdown_manifests(path: Path, text: str, dep: Deployment, env: dict[st
             link_router(r, dep.instances)
 
 
-def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) -> list[Deployment]:
+def _json_documents(text: str, file: str) -> list:
+    import json
+
+    try:
+        return load_documents(text, file)
+    except InputError as yaml_exc:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            if "YAML syntax error" in str(yaml_exc):
+                raise InputError(f"not valid JSON: {exc}", source=file) from None
+            raise
+    from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+
+    def wrap(v):
+        if isinstance(v, dict):
+            return LMap({k: wrap(x) for k, x in v.items()})
+        if isinstance(v, list):
+            return LSeq([wrap(x) for x in v])
+        return v
+
+    docs = data if isinstance(data, list) and all(isinstance(d, dict) for d in data) else [data]
+    return [wrap(d) for d in docs]
+
+
+def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None) -> list[Deployment]:
     """Read published deployment files unchanged -> ``Deployment`` objects.
 
     ``paths``: files, each a Kubernetes manifest (single/multi-document, ``List``), an
     srt-slurm recipe, or a shell script / Markdown docs block; ``env``: variables from
     ``--env FILE`` (looked up after the file's own assignments and the container's env,
-    before kvcheck's own environment). Returns one ``Deployment`` per file, or one per
+    before kvcheck's own environment); ``config_files``: ``--config-file IMAGE_PATH=
+    LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH). Returns one ``Deployment`` per file, or one per
     variant for an srt-slurm recipe with ``sweep``/``override_*`` sections, in the order
     given.
 
@@ -139,11 +257,81 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None) ->
     nesting, a manifest with no SGLang container, a recipe without prefill or decode
     workers, a variable that refers to itself.
     """
+    from kvcheck.sources.deployments.launch import CONFIG_FILES
+
     out: list[Deployment] = []
-    for p in paths:
-        out.extend(read_deployment_file(Path(p), env=env))
+    from kvcheck.sources.limits import check_cap
+
+    token = CONFIG_FILES.set(dict(config_files or {}))
+    try:
+        for p in paths:
+            out.extend(read_deployment_file(Path(p), env=env))
+            check_cap("variants", len(out), field="deployments (files and recipe variants)", source=str(p))
+    finally:
+        CONFIG_FILES.reset(token)
     _link_across_files(out)
+    for dep in out:
+        _note_symbolic(dep)
+        for inst in dep.instances:
+            name_model(inst)
     return out
+
+
+_MODEL_ENV_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]+)\}")
+
+
+def name_model(inst) -> None:  # noqa: ANN001 - an Instance
+    """``Instance.model`` / ``model_clue`` from what the file says besides ``--model-path``
+    (``kvcheck.sources.models.clues``): set only when ``--model-path`` is not itself a
+    model kvcheck has and a clue is."""
+    from kvcheck.sources.deployments.launch import option_value
+    from kvcheck.sources.models import clues
+
+    written = option_value(inst.argv, "model_path")
+    if clues.known(written):
+        return
+    found: list[tuple[str, str]] = list(inst.model_clues)
+    served = option_value(inst.argv, "served_model_name")
+    if served:
+        loc = inst.arg_locations.get("--served-model-name")
+        found.append((served, f"--served-model-name at {loc}" if loc else "--served-model-name"))
+    for var in clues.MODEL_ENV_NAMES:
+        v = inst.env.get(var)
+        if v:
+            m = _MODEL_ENV_DEFAULT.fullmatch(v.strip())
+            found.append((m.group(1) if m else v, f"the container's {var}"))
+    if written:
+        m = _MODEL_ENV_DEFAULT.fullmatch(written.strip())
+        if m:
+            found.append((m.group(1), f"the default of --model-path {written}"))
+    if inst.model:
+        found.append((inst.model, "the model the file names"))
+        hub_alias = clues.alias_clue(inst.model)
+        if hub_alias:
+            found.append((hub_alias, f"srt-slurm model.path alias {inst.model} (kvcheck.sources.models.clues.SRT_SLURM_ALIASES)"))
+    hit = clues.pick(found)
+    if hit is not None:
+        inst.model, inst.model_clue = hit
+
+
+def _note_symbolic(dep: Deployment) -> None:
+    """An ``unresolved-address`` info problem for each address / port / rank value filled
+    in at run time (``Instance.symbolic``): named, located, never a reason for unchecked."""
+    from kvcheck.sources.deployments.instance import Problem
+
+    seen: set[tuple] = set()
+    for inst in dep.instances:
+        for u in inst.symbolic:
+            key = (u.variable, u.flag, str(u.location))
+            if key in seen:
+                continue
+            seen.add(key)
+            dep.problems.append(Problem(
+                "unresolved-address",
+                f"{u.location}: `{u.flag} {u.variable}` in {inst.name} is filled in at run time; an address, port or rank shapes no KV transfer, so it is checked only for agreement across the instance's nodes",
+                u.location,
+                "Nothing to do; pass --env FILE with its value to have port clashes checked too.",
+            ))
 
 
 def _link_across_files(deps: list[Deployment]) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch, link_router, merge_multinode, router_from_launch
-from kvcheck.sources.deployments.shell import markdown_blocks, words_of
-from kvcheck.sources.deployments.launch import option_value
+from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
+from kvcheck.sources.deployments.launch import option_value, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.variables import Scope, VarDef
 
 _SBATCH_NODES = re.compile(r"(?m)^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")
@@ -39,13 +39,73 @@ def _expand_ranks(inst: Instance) -> None:
     -> ``nodes`` = N and one argv per rank."""
     rank = option_value(inst.argv, "node_rank")
     nn = option_value(inst.argv, "nnodes")
-    if rank not in _RANK_SYMBOLS or not (nn and nn.isdigit() and int(nn) > 1):
+    symbolic = rank_is_symbolic(inst)  # --node-rank <NODE_RANK> / ${RANK}: filled in per node
+    if (rank not in _RANK_SYMBOLS and not symbolic) or not (nn and nn.isdigit() and int(nn) > 1):
         return
     n = int(nn)
     inst.nodes = n
-    inst.node_argvs = [[str(r) if t == rank else t for t in inst.argv] for r in range(n)]
+    if symbolic:
+        inst.node_argvs = [set_node_rank(inst.argv, r) for r in range(n)]
+    else:
+        inst.node_argvs = [[str(r) if t == rank else t for t in inst.argv] for r in range(n)]
     inst.argv = inst.node_argvs[0]
     inst.node_locations = [inst.location] * n
+
+
+_POSITIONAL = {"$@", "$*"}
+
+
+def _with_functions(statements, functions: dict[str, list[list[Word]]]):
+    """Statements as the shell runs them: a function definition (``name() { ... }``,
+    ``function name { ... }``) is kept, not run; a call runs its body with ``"$@"`` /
+    ``$*`` replaced by the call's arguments (the wrappers people write around
+    ``python -m sglang.launch_server "$@"``)."""
+    pending: str | None = None
+    body: list[list[Word]] | None = None
+    name = ""
+    depth = 0
+    for words, term in statements:
+        if body is not None:
+            if not words and term == "{":
+                depth += 1
+            elif not words and term == "}":
+                depth -= 1
+                if depth == 0:
+                    functions[name] = body
+                    body = None
+                    continue
+            if words:
+                body.append(words)
+            continue
+        if not words and term == "{" and pending:
+            name, pending, body, depth = pending, None, [], 1
+            continue
+        texts = [w.text for w in words]
+        if len(texts) == 1 and term == "(" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.:-]*", texts[0]):
+            pending = texts[0]
+            continue
+        if len(texts) == 2 and texts[0] == "function":
+            pending = texts[1].rstrip("()")
+            if term == "{":
+                name, pending, body, depth = pending, None, [], 1
+            continue
+        if not words:
+            continue
+        pending = None
+        fn = functions.get(texts[0])
+        if fn is None:
+            yield words
+            continue
+        call_args = words[1:]
+        for stmt in fn:
+            out: list[Word] = []
+            for w in stmt:
+                if w.text in _POSITIONAL and any(u in _POSITIONAL for u in w.unresolved):
+                    out.extend(call_args)
+                else:
+                    # the body's words are located at the call: each call is its own launch
+                    out.append(Word(w.text, words[0].line, list(w.unresolved), w.quoted, w.single_quoted_only, w.file))
+            yield out
 
 
 def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_environ: bool = True) -> Deployment:
@@ -59,8 +119,9 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
     dep = Deployment(name=path.name, source=Location(file, 1))
     instances: list[Instance] = []
     non_pd: list[Location] = []
+    functions: dict[str, list[list[Word]]] = {}
     for first_line, block in blocks:
-        for words, _term in words_of(block, file, first_line, scope):
+        for words in _with_functions(words_of(block, file, first_line, scope), functions):
             if handle_assignments(words, scope, file):
                 continue
             for launch in find_launches(words, file, scope):

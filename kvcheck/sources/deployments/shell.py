@@ -86,6 +86,19 @@ def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
 
 
 _OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
+# A value left for the reader to fill in, never shell syntax: a docs placeholder
+# (``<MODEL_PATH>``, ``<node-rank>``) or a Helm / Go template action (``{{ .Values.x }}``).
+PLACEHOLDER = re.compile(r"<[A-Za-z_][A-Za-z0-9_.:/-]{0,80}>")
+TEMPLATE = re.compile(r"\{\{-?[^{}\n]{0,200}?-?\}\}")
+
+
+_ARRAY_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=\(")
+_ARRAY_USE = re.compile(r"(\"?)\$\{([A-Za-z_][A-Za-z0-9_]*)\[([@*])\]\}\1")
+
+
+def placeholders(text: str) -> list[str]:
+    """The placeholders (``<NAME>``) and template actions (``{{ ... }}``) in a value."""
+    return [m.group(0) for m in PLACEHOLDER.finditer(text)] + [m.group(0) for m in TEMPLATE.finditer(text)]
 _REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
 
 
@@ -120,6 +133,12 @@ class Lexer:
                     self._skip_heredocs(pending)
                     pending = []
                 if val in ("{", "}"):
+                    # a brace group / function body: a marker statement (no words), so a
+                    # reader can tell where a function's body ends
+                    if words:
+                        yield words, val
+                        words = []
+                    yield [], val
                     continue
                 if words:
                     yield words, val
@@ -182,7 +201,7 @@ class Lexer:
                 self.i += 2
                 return ("op", op)
         m = _REDIRECT.match(s, self.i)
-        if m:
+        if m and not PLACEHOLDER.match(s, self.i):
             self.i = m.end()
             op = m.group(2)
             if op in (">&", "<&"):
@@ -202,9 +221,39 @@ class Lexer:
             return ("op", c)
         return ("word", self._word())
 
+    def _array(self, name: str, append: bool) -> None:
+        """``NAME=( words... )`` / ``NAME+=(...)``: the elements (expanded, each at its
+        line) are kept in ``scope.arrays`` for ``"${NAME[@]}"``."""
+        elems: list[Word] = []
+        while True:
+            tok = self._next()
+            if tok is None:
+                break
+            kind, val = tok
+            if kind == "op":
+                if val == ")":
+                    break
+                continue  # newlines inside the parentheses
+            if kind == "word" and val:
+                elems.extend(val)
+        arrays = self.scope.arrays
+        arrays[name] = (arrays.get(name, []) if append else []) + elems
+
     def _word(self) -> list[Word]:
         s, n = self.s, self.n
         start_line = self.line
+        m = _ARRAY_ASSIGN.match(s, self.i)
+        if m:
+            self.i = m.end()
+            self._array(m.group(1), bool(m.group(2)))
+            return []
+        m = _ARRAY_USE.match(s, self.i)
+        if m and m.group(2) in self.scope.arrays and (m.end() >= n or s[m.end()] in " \t\r\n;&|)"):
+            self.i = m.end()
+            items = self.scope.arrays[m.group(2)]
+            if m.group(3) == "*" and m.group(1):  # "${A[*]}": one word
+                return [Word(" ".join(w.text for w in items), start_line, [u for w in items for u in w.unresolved], True, False)]
+            return [Word(w.text, w.line, list(w.unresolved), w.quoted, w.single_quoted_only, w.file) for w in items]
         parts: list[str] = []
         unresolved: list[str] = []
         quoted = False
@@ -231,6 +280,15 @@ class Lexer:
 
         while self.i < n:
             c = s[self.i]
+            if c in "<{":
+                m = PLACEHOLDER.match(s, self.i) if c == "<" else TEMPLATE.match(s, self.i)
+                if m:
+                    flush()
+                    parts.append(m.group(0))
+                    unresolved.append(m.group(0))
+                    only_single = False
+                    self.i = m.end()
+                    continue
             if c in " \t\r\n;&|()<>":
                 if c in "<>" and not raw_unquoted and not parts:
                     break

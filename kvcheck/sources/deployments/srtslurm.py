@@ -45,6 +45,7 @@ from kvcheck.sources.deployments.instance import Deployment, Location
 from kvcheck.sources.deployments.launch import DYNAMO_MODULE, Launch, instance_from_launch
 from kvcheck.sources.deployments.shell import Word
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+from kvcheck.sources.limits import cap, check_cap
 
 HTTP_PORT_BASE, HTTP_PORT_STRIDE = 6100, 32
 BOOTSTRAP_PORT_BASE = 7200
@@ -179,25 +180,28 @@ def variants(doc: LMap, source: str) -> list[tuple[str | None, Any]]:
                 continue
             group = key[len("zip_override_"):]
             n = _zip_len(z, source, doc.line_of(key))
+            check_cap("variants", len(out) + n, field=key, source=source, line=doc.line_of(key))
             for i in range(n):
                 merged = deep_merge(base, _zip_slice(z, i))
                 if not isinstance(z.get("name"), list):
                     merged["name"] = f"{base.get('name', 'unnamed')}_{group}_{i}"
                 out.append((f"{key}[{i}]", merged))
         expanded: list[tuple[str | None, Any]] = []
+        check_cap("variants", len(out), field="override_*", source=source)
         for name, cfg in out:
-            for sub, c in _sweeps(cfg):
+            for sub, c in _sweeps(cfg, source, len(expanded)):
                 expanded.append((name if sub is None else f"{name} {sub}", c))
         return expanded
-    return _sweeps(doc)
+    return _sweeps(doc, source)
 
 
-def _sweeps(cfg: Any) -> list[tuple[str | None, Any]]:
+def _sweeps(cfg: Any, source: str | None = None, before: int = 0) -> list[tuple[str | None, Any]]:
     sweep = cfg.get("sweep") if isinstance(cfg, dict) else None
     if not isinstance(sweep, dict) or not sweep:
         return [(None, cfg)]
     names = list(sweep.keys())
     lists = [sweep[n] if isinstance(sweep[n], list) else [sweep[n]] for n in names]
+    _check_sweep_size(lists, before, source, getattr(cfg, "line_of", lambda k: None)("sweep"))
     out: list[tuple[str | None, Any]] = []
     for k, combo in enumerate(itertools.product(*lists)):
         params = dict(zip(names, combo))
@@ -211,7 +215,34 @@ def _sweeps(cfg: Any) -> list[tuple[str | None, Any]]:
     return out
 
 
+def _check_sweep_size(lists: list[list[Any]], before: int, source: str | None, line: int | None) -> None:
+    """The number of sweep combinations (the product of the value lists' lengths, plus the
+    ``before`` variants already made) against the variants cap, before any is built."""
+    total = 1
+    for values in lists:
+        total *= max(1, len(values))
+        if total > cap("variants"):
+            break
+    check_cap("variants", before + total, field="sweep", source=source, line=line)
+
+
 # -- topology ---------------------------------------------------------------------------
+
+
+def _check_topology(p_workers: int, d_workers: int, p_nodes: int | None, d_nodes: int | None, gp: int, gd: int, gpn: int, file: str, line: int) -> None:
+    """Workers and nodes of a recipe against kvcheck's caps, before any is allocated:
+    workers (instances), ``*_nodes`` and the nodes the workers span (GPUs per worker over
+    GPUs per node)."""
+    for field, value in (("resources.prefill_workers", p_workers), ("resources.decode_workers", d_workers)):
+        check_cap("instances", value, field=field, source=file, line=line)
+    check_cap("instances", p_workers + d_workers, field="resources.prefill_workers + decode_workers", source=file, line=line)
+    for field, value in (("resources.prefill_nodes", p_nodes), ("resources.decode_nodes", d_nodes)):
+        check_cap("nodes", value, field=field, source=file, line=line)
+    spanned = sum(w * max(1, -(-max(g, 1) // max(gpn, 1))) for w, g in ((p_workers, gp), (d_workers, gd)))
+    check_cap("nodes", spanned, field="resources (GPUs per worker / gpus_per_node x workers)", source=file, line=line)
+    check_cap("nodes", (p_nodes or 0) + (d_nodes or 0), field="resources.prefill_nodes + decode_nodes", source=file, line=line)
+
+
 
 
 def _int(v: Any) -> int | None:
@@ -332,6 +363,7 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
 
     gp = gpus_per(p_workers, p_nodes, p_gpus)
     gd = gpus_per(d_workers, d_nodes, d_gpus) if not (d_nodes == 0 and d_gpus is None) else gp
+    _check_topology(p_workers, d_workers, p_nodes, d_nodes, gp, gd, gpn, file, res_line)
     total_nodes = (p_nodes or 0) + (d_nodes or 0)
     node_names = [f"node{i}" for i in range(total_nodes)]
     endpoints = _allocate([("prefill", p_workers, gp), ("decode", d_workers, gd)], gpn, node_names)
@@ -411,6 +443,14 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
         if inst is None:
             continue
         inst.model = mpath or None
+        ident = cfg.get("identity") if isinstance(cfg.get("identity"), dict) else {}
+        imodel = ident.get("model") if isinstance(ident.get("model"), dict) else {}
+        if imodel.get("repo"):
+            at = imodel.line_of("repo") if isinstance(imodel, LMap) else None
+            inst.model_clues.append((str(imodel["repo"]), f"srt-slurm identity.model.repo at {Location(file, at)}" if at else "srt-slurm identity.model.repo"))
+        if mpath:
+            at = model.line_of("path") if isinstance(model, LMap) else None
+            inst.model_clues.append((mpath, f"srt-slurm model.path at {Location(file, at)}" if at else "srt-slurm model.path"))
         if len(nodes) > 1:
             others = []
             for ws in node_argvs:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -58,6 +60,8 @@ class Scope:
     layers: list[dict[str, VarDef]] = field(default_factory=list)
     use_os_environ: bool = True
     _active: list[str] = field(default_factory=list)
+    # shell arrays (NAME=(...)): name -> the element words (kvcheck.sources.deployments.shell)
+    arrays: dict = field(default_factory=dict)
 
     @classmethod
     def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> "Scope":
@@ -67,7 +71,7 @@ class Scope:
     def child(self, container: dict[str, VarDef]) -> "Scope":
         """A scope for a new process: its own (empty) script layer on top of ``container``
         variables, then this scope's layers."""
-        return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ)
+        return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ, arrays=self.arrays)
 
     def assign(self, name: str, value: str, location: Location | None) -> None:
         self.layers[0][name] = VarDef(value, location, "literal")
@@ -149,8 +153,33 @@ def expand(text: str, scope: Scope, where: Location, missing: list[str], *, synt
     ``k8s`` (``literal`` returns ``text``)."""
     if syntax == "literal" or "$" not in text:
         return text
-    if syntax == "envsubst":
-        return _envsubst(text, scope, where, missing)
+    with _nested(where):
+        if syntax == "envsubst":
+            return _envsubst(text, scope, where, missing)
+        return _expand(text, scope, where, missing, syntax)
+
+
+# References nested in references (``${A:-${B:-...}}``, a value naming a variable whose
+# value names another...): real inputs nest two or three deep. Bounding the depth keeps
+# expansion linear in the input (each level rescans what it holds) and far from Python's
+# recursion limit.
+MAX_NESTING = 32
+_DEPTH = threading.local()
+
+
+@contextmanager
+def _nested(where: Location):
+    depth = getattr(_DEPTH, "n", 0) + 1
+    if depth > MAX_NESTING:
+        raise InputError(f"line {where.line}: variable references nested more than {MAX_NESTING} deep (${{A:-${{B:-...}}}}); kvcheck refuses to expand them", source=where.file)
+    _DEPTH.n = depth
+    try:
+        yield
+    finally:
+        _DEPTH.n = depth - 1
+
+
+def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax: str) -> str:
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:

@@ -202,15 +202,16 @@ def load_documents(text: str, source: str) -> list[Any]:
 
     Raises ``InputError`` (exit 2) on a syntax error (with its line), on alias bombs,
     on too many nodes and on too deep nesting."""
-    depth, at = _flow_depth(text) if text.count("[") + text.count("{") > MAX_DEPTH else (0, 0)
-    if depth > MAX_DEPTH:
-        raise InputError(f"YAML nesting deeper than {MAX_DEPTH} levels at line {at}; refusing to read it", source=source)
     # Composing costs memory per node before any count can run (libyaml builds a whole
     # document): bound the nodes from the text first. Every node but the first needs a
-    # line break, a ", " in a flow collection, or a "- "/": " on its line.
+    # line break, a ", " in a flow collection, or a "- "/": " on its line. (Counted
+    # before the flow-depth scan, which walks the text in Python.)
     estimate = text.count("\n") + text.count(",")
     if estimate > 2 * MAX_NODES:
         raise InputError(f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} nodes); refusing to parse it", source=source)
+    depth, at = _flow_depth(text) if text.count("[") + text.count("{") > MAX_DEPTH else (0, 0)
+    if depth > MAX_DEPTH:
+        raise InputError(f"YAML nesting deeper than {MAX_DEPTH} levels at line {at}; refusing to read it", source=source)
     has_anchors = _ANCHOR.search(text) is not None
     import gc
 

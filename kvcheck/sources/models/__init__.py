@@ -167,10 +167,12 @@ def hf_cache_config(hub_id: str, cache_dirs: list[Path]) -> Path | None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    from kvcheck.sources.files import read_text
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+        raw = json.loads(read_text(path))  # regular files only, size-capped
+    except RecursionError:
+        raise InputError("JSON nested too deep to be a model config", source=str(path)) from None
     except ValueError as exc:
         raise InputError(f"JSON syntax error: {exc}", source=str(path)) from None
     if not isinstance(raw, dict):
@@ -199,6 +201,10 @@ def resolve_model_config(
         return None
     p = Path(os.path.expanduser(model_path))
     candidates = [p] if p.is_absolute() or base is None else [p, base / p]
+    if base is not None:  # a model-path named inside a deployment file: read only under the read root
+        from kvcheck.sources.files import within_root
+
+        candidates = [c for c in candidates if within_root(c / "config.json" if c.is_dir() else c, base)]
     for c in candidates:
         if c.is_dir() and (c / "config.json").is_file():
             return ModelSource(_read_json(c / "config.json"), f"local directory {c}", "local", c / "config.json")

@@ -1,0 +1,344 @@
+"""Whose line is it: the engine and the process (prefill, decode, router) of every log line.
+
+A pasted log mixes processes and projects: SGLang's scheduler lines, the vLLM worker
+lines of another deployment, the native logs of NIXL, UCX and Mooncake's transfer engine,
+Python and native crash dumps. Each is told apart by the line format its project prints:
+
+- SGLang: ``[2026-05-21 16:41:11 DP2 TP2 EP2] msg`` (``sglang.srt.utils`` log prefix: the
+  time, then the ranks), uvicorn lines behind the same prefix, tracebacks through
+  ``sglang/srt/...``; under Dynamo its module loggers print
+  ``2025-12-10T13:50:14.788Z  INFO model_runner.load_model: msg``. The router:
+  ``sglang_router_rs::...`` (Rust) and ``mini_lb``.
+- vLLM: ``(Worker_DP0_EP0 pid=N) ERROR 10-16 17:22:56 [nixl_connector.py:815] msg`` (the
+  process prefix, possibly nested: ``(Worker pid=1) (Worker_TP1 pid=2)``), or the older
+  ``INFO 03-22 13:43:51 worker.py:269] msg``; ``vllm/...`` paths.
+- TensorRT-LLM: ``[TensorRT-LLM][WARNING]``, ``[TRT-LLM] [I]``, ``[_torch][RANK 0]``,
+  ``[executor][RANK 1]``, ``[kv cache manager]``, ``tensorrt_llm/`` paths.
+- LMCache: ``[2025-05-08 07:54:57,961] LMCache WARNING: msg (file.py:N:lmcache.mod)``.
+- Dynamo: ``2025-04-26T20:46:29.907Z ERROR engine.start: msg`` (tracing format),
+  ``... [WARNING] [cli] msg``; ``dynamo_runtime``/``serve_dynamo`` targets.
+- NIXL native: glog/absl lines of ``nixl_agent.cpp``, ``backend_plugin.h``,
+  ``ucx_utils.cpp``, ``gpunetio_backend.cpp``, ``libfabric_*.cpp``; the Python binding's
+  ``NIXL INFO _api.py:N`` lines and ``nixl._bindings.nixl*Error: NIXL_ERR_*``.
+- UCX native: ``[ts] [host:pid:tid] file.c:N  UCX  ERROR msg``, ``Caught signal 11``
+  (UCX's signal handler), ``==== backtrace ====`` and its frames.
+- Mooncake transfer engine / store: glog lines of its C++ files (``transfer_engine*.cpp``,
+  ``rdma_*.cpp``, ``tcp_transport.cpp``, ``transfer_metadata*.cpp``, ...).
+- MORI (AMD's IO engine), LightLLM and other projects where their names show.
+
+A line written by a library inside a process (a NIXL error in an SGLang traceback) belongs
+to the library for *what it says*, and to the process for *where it ran*; a traceback
+block takes the process engine of its frames (``sglang/`` vs ``vllm/`` paths).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Display names; "support" is what kvcheck explains for that engine.
+ENGINE_NAMES = {
+    "sglang": "SGLang",
+    "sglang-router": "SGLang router",
+    "vllm": "vLLM",
+    "vllm-ascend": "vLLM-Ascend",
+    "trtllm": "TensorRT-LLM",
+    "lmcache": "LMCache",
+    "dynamo": "Dynamo",
+    "nixl": "NIXL (native library)",
+    "ucx": "UCX (native library)",
+    "libfabric": "libfabric / EFA",
+    "mooncake": "Mooncake transfer engine",
+    "mori": "MORI IO engine",
+    "lightllm": "LightLLM",
+    "python": "Python runtime (crash dump)",
+    "native": "native crash dump",
+}
+# what kvcheck can say about each engine's lines
+SUPPORT = {
+    "sglang": "explained from SGLang's own code (catalog, release by release)",
+    "sglang-router": "named; the router's own messages are not in kvcheck's catalog",
+    "nixl": "NIXL's errors and crash signatures are explained as they affect SGLang's NIXL backend",
+    "ucx": "UCX errors and crash backtraces are matched to known signatures (cause, fixing release, node checks)",
+    "libfabric": "EFA/libfabric errors are matched to known signatures",
+    "mooncake": "Mooncake transfer-engine messages are matched to known signatures and SGLang's Mooncake backend",
+    "mori": "named; kvcheck has no catalog of MORI's own messages",
+    "vllm": "named only: kvcheck models SGLang's PD path, not vLLM's NixlConnector; known vLLM signatures are pointed to their threads",
+    "vllm-ascend": "named only: kvcheck does not model vLLM-Ascend",
+    "trtllm": "named only: kvcheck does not model TensorRT-LLM's cache transceiver; known signatures are pointed to their threads",
+    "lmcache": "named only: kvcheck does not model LMCache",
+    "dynamo": "named; Dynamo's own lines are not explained (an SGLang worker under Dynamo is)",
+    "lightllm": "named only: kvcheck does not model LightLLM",
+    "python": "a Python fault dump: attributed to the engine its frames run in",
+    "native": "a native stack dump: attributed to the library its frames name",
+}
+
+_TS = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
+_VLLM_PROC = re.compile(r"^\s*\((?P<proc>[A-Za-z][\w]*(?:[ _][\w=]+)*?) pid=\d+\)\s*")
+_VLLM_LEVEL = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:\[(?P<file>[\w./-]+\.py):\d+\]|(?P<file2>[\w./-]+\.py):\d+\])")
+_SGLANG = re.compile(r"^\[" + _TS + r"(?P<ranks>(?: (?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*)\] ")
+_LMCACHE = re.compile(r"^\[" + _TS + r"\] LMCache (?:INFO|WARNING|ERROR|DEBUG)\b|\bLMCache (?:INFO|WARNING|ERROR|DEBUG):|:lmcache\.[\w.]+\)")
+_TRACING = re.compile(r"^" + r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s+(?P<level>INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\s+(?P<target>[\w.:<>]+): ")
+_DYNAMO_CLI = re.compile(r"^" + r"\d{4}-\d\d-\d\dT\S+ \[(?:INFO|WARNING|ERROR|DEBUG)\] \[\w+\]")
+_ROUTER = re.compile(r"\bsglang_router(?:_rs)?\b|\bmini_lb\b|\bsgl[-_]model[-_]gateway\b")
+_TRTLLM = re.compile(r"\[TRT-LLM\]|\[TensorRT-LLM\]|^\s*\[_torch\]|^\s*\[executor\]\[RANK|\[kv cache manager\]|\btensorrt_llm\b|\bCacheTransceiver\b|\btrtllm-serve\b|transferAgent\.cpp")
+_GLOG = re.compile(r"^\s*(?:[IWEF](?:\d{4}|\d{8})\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+|[IWEF]\d{4}\s+|[IWEF]\s+|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+|[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+|E\d{4} \d\d:\d\d:\d\d\.\d+\s+)?(?P<file>[\w]+\.(?:cpp|cc|h|hpp)):\d+\]")
+_GLOG_ANY = re.compile(r"(?P<file>\b[\w]+\.(?:cpp|cc|h|hpp)):\d+\]")
+_NIXL_FILES = re.compile(r"^(?:nixl_\w+|backend_plugin|ucx_utils|ucx_backend|ucx_mo_backend|libfabric\w*|gpunetio\w*|mooncake_backend|posix_backend|gds_backend|obj_backend|telemetry\w*|transfer_request|nixl)\.(?:cpp|cc|h)$")
+_MOONCAKE_FILES = re.compile(r"^(?:transfer_engine\w*|transfer_metadata\w*|transfer_task|rdma_\w+|tcp_transport|nvlink_transport|efa_\w+|topology|worker_pool|multi_transport|hip_transport|cxl_transport|ascend_\w+|hccl_\w+|hixl\w*|client\w*|master\w*|store_py|pybind_client|ha_helper|client_metric|client_service|segment\w*|allocator|coro_rpc_client|config|common)\.(?:cpp|cc|h|hpp)$")
+_UCX = re.compile(r"\bUCX\s+(?:ERROR|WARN|INFO|DIAG|DEBUG|FATAL)\b|^\[\d+\.\d+\]\s+\[[^\]]*:\d+\s*:\w+\]\s+\S+\.[ch]:\d+|\bucs_handle_error\b|\blibuc[pts](?:-[0-9a-f]+)?\.so|\b(?:uct|ucp|ucs)_\w+\(\)|\bib_mlx5_log\.c|\bTransport retry count exceeded\b")
+_SIGNAL = re.compile(r"\] Caught signal \d+ \(|^Caught signal \d+ \(|^==== backtrace|\bbitmap\.h:\d+\s+Assertion")
+_FRAME_NATIVE = re.compile(r"^\s*\d+\s+(?:0x[0-9a-f]+\s+\S+\(\)\s+|/\S+\(|\S+\.so\S*\(|\[0x)")
+_NIXL_PY = re.compile(r"\bNIXL (?:INFO|WARNING|ERROR|DEBUG)\s+_api\.py:\d+|\bnixl(?:_cu1[23])?\._bindings\.nixl\w+Error\b|\bnixl\w*Error: NIXL_ERR_\w+|^(?:Backend UCX was instantiated|Initialized NIXL agent:|Loaded plugin \w+|Using NIXL Plugins from:|MD listener is listening)")
+_MORI = re.compile(r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py", re.I)
+_LIGHTLLM = re.compile(r"\blightllm\b|--pd_trans_mode", re.I)
+_TRT_HINT = re.compile(r"TRT|TensorRT|tensorrt|\[_torch\]|\[executor\]|kv cache manager|CacheTransceiver|trtllm|transferAgent")
+_UCX_HINT = re.compile(r"UCX|Caught signal|====|ucs_|uct_|ucp_|libuc|ib_mlx5|Transport retry|bitmap\.h|\.c:\d")
+_FAULT = re.compile(r"^(?:Fatal Python error: |Current thread 0x|Thread 0x[0-9a-f]+ \(most recent call first\):|!!!!!!! Segfault encountered)")
+_PYFRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[\w<>.]+)')
+_TB_START = re.compile(r"Traceback \(most recent call last\):")
+_EXC_LINE = re.compile(r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::|$)")
+_SGLANG_MODULES = {
+    "model_runner", "memory_pool", "scheduler", "common", "tokenizer_manager", "http_server", "conn", "prefill",
+    "decode", "server_args", "engine_base", "model_loader", "cuda_graph_runner", "weight_utils", "detokenizer_manager",
+    "bootstrap", "utils", "schedule_batch", "launch_server", "mooncake", "nixl", "mori",
+}
+
+ROLE_MARKERS = [
+    # (regex, role): an explicit statement of which process a log or a section is
+    (re.compile(r"disaggregation_mode='(prefill|decode)'"), None),
+    (re.compile(r"--disaggregation-mode[ =]\"?(prefill|decode)\b"), None),
+    (re.compile(r"^\s*#+\s*(prefill|decode)\b", re.I), None),
+    (re.compile(r"^\s*(prefill|decode)(?:[ _-](?:pod|node|server|worker|instance|log|side))?\s*(?:log)?\s*:?\s*$", re.I), None),
+    (re.compile(r"\b(prefill|decode)(?:er)?\.log\b", re.I), None),
+    (re.compile(r"\b(Prefill|Decode)Worker\b|\bdynamo\.(prefill|decode)\b"), None),
+    (re.compile(r"\bkv_role['\"]?\s*[:=]\s*['\"]kv_(producer|consumer)"), "kv"),
+]
+_ROLE_FROM_MESSAGE = [
+    (re.compile(r"\bPrefill (?:batch|bootstrap failed|transfer failed)\b|\bprefill bootstrap_thread died\b|\bUnexpected transfer worker error\b|disagg_prefill|disaggregation/prefill\.py|\bPrefill instance failed to register\b|\bFakeKVSender\b|\bprefill warmup\b"), "prefill"),
+    (re.compile(r"\bDecode (?:batch|transfer failed)\b|\bdecode_req\b|disagg_decode|disaggregation/decode\.py|\bDecodePreallocQueue\b|\bPrefilling remotely\b"), "decode"),
+    (re.compile(r"\bsglang_router(?:_rs)?::|\bmini_lb\b"), "router"),
+]
+
+
+@dataclass
+class LineInfo:
+    """One line's attribution: ``engine`` (who wrote the text), ``host`` (the process
+    engine it ran in, when known), ``process`` (prefill/decode/router or ''), and
+    ``kind`` (plain, traceback, frame, exception, native-frame, signal)."""
+
+    engine: str
+    host: str = ""
+    process: str = ""
+    kind: str = "plain"
+
+
+@dataclass
+class Attributor:
+    """Streaming attribution with bounded state: the current traceback or crash block,
+    the current role section and the engines seen so far (the log's context)."""
+
+    role: str = ""
+    block_engine: str = ""  # engine decided for the current traceback / dump block
+    in_block: bool = False
+    block_kind: str = ""
+    seen: dict[str, int] = field(default_factory=dict)
+
+    def context_engine(self) -> str:
+        """The process engine the log shows most (sglang first among equals), or ''."""
+        hosts = {k: v for k, v in self.seen.items() if k in ("sglang", "vllm", "vllm-ascend", "trtllm", "lmcache", "dynamo", "lightllm")}
+        if not hosts:
+            return ""
+        return max(hosts, key=lambda k: (hosts[k], k == "sglang"))
+
+    def feed(self, line: str) -> LineInfo:
+        m = _SGLANG.match(line)
+        if m is not None and not self.in_block:
+            rest = line[m.end():]
+            if rest.startswith(("Decode batch", "Prefill batch")):  # the bulk of a server log
+                role = "decode" if rest[0] == "D" else "prefill"
+                self.role = role
+                self.seen["sglang"] = self.seen.get("sglang", 0) + 1
+                return LineInfo("sglang", host="sglang", process=role)
+            if rest.startswith("INFO:") or rest.startswith("127.0.0.1 ["):
+                self.seen["sglang"] = self.seen.get("sglang", 0) + 1
+                return LineInfo("sglang", host="sglang", process=self.role)
+        info = self._classify(line)
+        if info.engine:
+            self.seen[info.engine] = self.seen.get(info.engine, 0) + 1
+        role = role_of_line(line)
+        if role:
+            self.role = role
+        info.process = info.process or role or self.role
+        return info
+
+    def _classify(self, line: str) -> LineInfo:
+        s = line.strip()
+        if not s:
+            return LineInfo("")
+        m = _VLLM_PROC.match(line)
+        if m:
+            rest = line[m.end():]
+            while True:  # nested prefixes: (Worker pid=1) (Worker_TP1 pid=2)
+                m2 = _VLLM_PROC.match(rest)
+                if not m2:
+                    break
+                rest = rest[m2.end():]
+            if _LMCACHE.search(rest):
+                return LineInfo("lmcache", host="vllm")
+            if _NIXL_PY.search(rest):
+                return LineInfo("nixl", host="vllm")
+            if "mooncake_connector" in rest or "ascend" in rest.lower():
+                return LineInfo("vllm-ascend" if "ascend" in self._ascend_hint(rest) else "vllm", host="vllm")
+            self._block_follow(rest, "vllm")
+            return LineInfo("vllm", host="vllm", kind="traceback" if self.in_block else "plain")
+        if _VLLM_LEVEL.match(s):
+            self._block_follow(s, "vllm")
+            return LineInfo("vllm", host="vllm")
+        if "LMCache" in line or ":lmcache." in line:
+            if _LMCACHE.search(line):
+                return LineInfo("lmcache", host="vllm")
+        sg = _SGLANG.match(line)
+        if sg:
+            rest = line[sg.end():]
+            self._block_follow(rest, "sglang")
+            if ("router" in rest or "mini_lb" in rest or "gateway" in rest) and _ROUTER.search(rest):
+                return LineInfo("sglang-router", host="sglang-router", process="router")
+            return LineInfo("sglang", host="sglang")
+        tr = _TRACING.match(line)
+        if tr:
+            target = tr.group("target")
+            if target.startswith("sglang_router"):
+                return LineInfo("sglang-router", host="sglang-router")
+            head = target.split("::")[0].split(".")[0]
+            if "::" not in target and head in _SGLANG_MODULES:
+                return LineInfo("sglang", host="sglang")
+            return LineInfo("dynamo", host="dynamo")
+        if _DYNAMO_CLI.match(line):
+            return LineInfo("dynamo", host="dynamo")
+        if ("router" in line or "mini_lb" in line or "gateway" in line) and _ROUTER.search(line):
+            return LineInfo("sglang-router", host="sglang-router")
+        if _TRT_HINT.search(line) and _TRTLLM.search(line):
+            self._block_follow(line, "trtllm")
+            return LineInfo("trtllm", host="trtllm")
+        g = (_GLOG.match(line) or _GLOG_ANY.search(line)) if ("pp:" in line or ".h:" in line or ".cc:" in line) else None
+        if g:
+            f = g.group("file")
+            if _NIXL_FILES.match(f):
+                return LineInfo("nixl", host=self.block_engine or self.context_engine())
+            if f.startswith("ascend_direct") and self.seen.get("vllm"):
+                return LineInfo("mooncake", host="vllm-ascend")
+            if _MOONCAKE_FILES.match(f):
+                return LineInfo("mooncake", host=self.block_engine or self.context_engine())
+            if f.startswith(("ucx", "ucp", "uct")):
+                return LineInfo("ucx")
+        if _UCX_HINT.search(line) and (_SIGNAL.search(line) or _UCX.search(line)):
+            if "Caught signal" in line or s.startswith("===="):
+                self.in_block, self.block_kind, self.block_engine = True, "native", self.block_engine or self.context_engine()
+            return LineInfo("ucx", host=self.block_engine or self.context_engine(), kind="signal" if "Caught signal" in line else "plain")
+        if ("NIXL" in line or "nixl" in line or line.startswith(("Backend ", "Initialized", "Loaded plugin", "Using NIXL", "MD listener"))) and _NIXL_PY.search(line):
+            return LineInfo("nixl", host=self.block_engine or self.context_engine(), kind="exception" if "Error" in line else "plain")
+        if "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line):
+            return LineInfo("libfabric", host=self.context_engine())
+        if ("mori" in line or "MORI" in line or "Mori" in line) and _MORI.search(line):
+            return LineInfo("mori", host=self.context_engine())
+        if ("ightllm" in line or "pd_trans_mode" in line or "LightLLM" in line) and _LIGHTLLM.search(line):
+            return LineInfo("lightllm", host="lightllm")
+        # blocks: tracebacks, fault dumps and native frames take the engine their frames show
+        if _FAULT.match(s):
+            self.in_block, self.block_kind = True, "python"
+            self.block_engine = ""
+            return LineInfo("python", kind="signal")
+        if _TB_START.search(line):
+            self.in_block, self.block_kind = True, "traceback"
+            self.block_engine = ""
+            return LineInfo(self.context_engine(), kind="traceback")
+        fr = _PYFRAME.match(line)
+        if fr:
+            eng = engine_of_path(fr.group("path")) or engine_of_native_frame(fr.group("func"))
+            if eng and (not self.block_engine or self.block_engine in ("python", "native")):
+                self.block_engine = eng
+            self.in_block = True
+            return LineInfo(eng or self.block_engine or self.context_engine() or "python", host=eng or self.block_engine, kind="frame")
+        if _FRAME_NATIVE.match(line):
+            eng = engine_of_native_frame(line) or "native"
+            return LineInfo(eng, host=self.block_engine or self.context_engine(), kind="native-frame")
+        ex = _EXC_LINE.match(s)
+        if ex and self.in_block:
+            eng = self.block_engine or self.context_engine()
+            self.in_block = False
+            return LineInfo(eng or "", host=eng, kind="exception")
+        if self.in_block and (line.startswith((" ", "\t")) or s.startswith(("^", "~"))):
+            return LineInfo(self.block_engine or self.context_engine(), kind="traceback")
+        return LineInfo("")  # unattributed: an SGLang message pasted alone, or plain text
+
+    def _ascend_hint(self, rest: str) -> str:
+        return "ascend" if (self.seen.get("vllm-ascend") or "ascend" in rest.lower()) else ""
+
+    def _block_follow(self, rest: str, engine: str) -> None:
+        """A prefixed line opening or continuing a traceback keeps its engine for the block."""
+        if _TB_START.search(rest):
+            self.in_block, self.block_kind, self.block_engine = True, "traceback", engine
+        elif self.in_block and not rest.startswith((" ", "\t")) and not _PYFRAME.match(rest):
+            if _EXC_LINE.match(rest.strip()):
+                self.in_block = False
+
+
+def engine_of_path(path: str) -> str:
+    """The engine a Python source path belongs to (``.../sglang/srt/...`` -> sglang)."""
+    p = path.replace("\\", "/")
+    if "/sglang/srt/" in p or "/sglang/" in p and "sglang_router" not in p and "/sglang/python/sglang" in p or re.search(r"(?:^|/)sglang/(?:srt|launch_server|bench_serving|utils)\b", p):
+        return "sglang"
+    if "sglang_router" in p or "sgl_model_gateway" in p:
+        return "sglang-router"
+    if "vllm_ascend" in p:
+        return "vllm-ascend"
+    if re.search(r"(?:^|/)vllm/", p):
+        return "vllm"
+    if "tensorrt_llm" in p:
+        return "trtllm"
+    if "lmcache" in p:
+        return "lmcache"
+    if "/dynamo/" in p and "/vllm/" not in p and "/sglang/" not in p:
+        return "dynamo"
+    if re.search(r"(?:^|/)nixl(?:_cu1[23])?/", p):
+        return "nixl"
+    if "mooncake" in p:
+        return "mooncake"
+    if "lightllm" in p:
+        return "lightllm"
+    return ""
+
+
+def engine_of_native_frame(text: str) -> str:
+    """The library a native frame names (nixl*, ucp_/uct_/ucs_, Mooncake, CUDA)."""
+    if re.search(r"\bnixl\w*|libnixl|\.nixl(?:_cu1[23])?\.mesonpy", text):
+        return "nixl"
+    if re.search(r"\bu(?:cp|ct|cs)_\w+|libuc[pts]", text):
+        return "ucx"
+    if re.search(r"mooncake|transfer_engine|TransferEngine|RdmaEndPoint", text):
+        return "mooncake"
+    if re.search(r"\bfi_\w+|libfabric|efa", text):
+        return "libfabric"
+    return ""
+
+
+_ROLE_HINT = re.compile(r"refill|ecode|kv_role|router|mini_lb|FakeKV|PrefillWorker|DecodeWorker|DecodePrealloc")
+
+
+def role_of_line(line: str) -> str:
+    """The process a line names itself (a server-args dump, a ``# prefill pod`` heading,
+    a message only one role prints), or ''."""
+    if not _ROLE_HINT.search(line):
+        return ""
+    for rx, kind in ROLE_MARKERS:
+        m = rx.search(line)
+        if m:
+            val = next((g for g in m.groups() if g), "").lower()
+            if kind == "kv":
+                return "prefill" if val == "producer" else "decode"
+            return val
+    for rx, role in _ROLE_FROM_MESSAGE:
+        if rx.search(line):
+            return role
+    return ""

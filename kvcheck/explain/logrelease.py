@@ -1,0 +1,184 @@
+"""The SGLang release a log shows, and the evidence for it.
+
+A log rarely says "SGLang 0.5.16" in so many words; it shows it in other ways, each read
+here with the line it came from:
+
+- a version line: ``sglang: 0.5.0rc0`` (``python -m sglang.check_env``),
+  ``sglang==0.5.10``, ``SGLang v0.5.16``, ``"version": "0.5.8"``;
+- an image tag: ``lmsysorg/sglang:v0.5.16-cu130`` (any ``.../sglang...:vX.Y.Z`` tag);
+- an install path: ``sgl-venv-0.5.11/lib/...``, ``sglang-0.5.11.dist-info``,
+  ``/sglang_0.4.7_dea8aa7/``;
+- a development build: ``0.0.0.dev1+g22c08a9be``, ``nightly-dev-20260713`` (not a
+  release: said so, never mapped to one);
+- a server-args dump: ``server_args=ServerArgs(model_path=..., ...)``: the releases whose
+  ``ServerArgs`` has every field the dump names (``release_index.json``);
+- traceback frames through ``sglang/srt/...``: the releases where the named function
+  spans that line of that file (``release_index.json``, built from each release's source
+  by ``scripts/gen_explain_release_index.py``).
+
+Explicit versions win; otherwise the intersection of the dump's and the frames'
+candidates is reported as a range, and a single release only when exactly one fits.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from importlib import resources
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+_V = r"(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)"
+EXPLICIT = [
+    ("image tag", re.compile(r"[\w./-]*sglang[\w.-]*:v?" + _V + r"(?![\w.])|[\w./-]*sglang[\w.-]*:v?" + _V + r"-")),
+    ("version line", re.compile(r"^\s*sglang\s*[:=]=?\s*" + _V + r"\b", re.I)),
+    ("version line", re.compile(r"\bsglang==" + _V + r"\b|\bSGLang v" + _V + r"\b|\bSGLang version:? v?" + _V + r"\b|\bsglang version:? v?" + _V + r"\b")),
+    ("install path", re.compile(r"\bsgl[-_]venv[-_]" + _V + r"/|\bsglang-" + _V + r"\.dist-info\b|/sglang[_-]" + _V + r"[_/]")),
+    ("version field", re.compile(r"[\"']version[\"']\s*:\s*[\"']" + _V + r"[\"']")),
+]
+DEV_BUILD = re.compile(r"\b0\.0\.0\.dev\d+\+g([0-9a-f]{7,})\b|\bsglang[\w.-]*:(?:nightly|dev)[\w.-]*\b")
+SERVER_ARGS = re.compile(r"server_args=ServerArgs\((?P<body>.*)")
+FIELD = re.compile(r"(?:^|, )([a-z_][a-z0-9_]*)=")
+FRAME = re.compile(r'File "(?P<path>[^"]*?/sglang/(?P<file>srt/[\w/]+\.py))", line (?P<line>\d+),? in (?P<func>\w+)')
+
+
+_HINT = re.compile(r"sglang|SGLang|SGLANG|sgl[-_]|version|server_args|0\.0\.0\.dev")
+
+
+class ReleaseClue(BaseModel):
+    kind: str
+    value: str
+    line: int
+    releases: list[str] = Field(default_factory=list)  # candidates this clue allows ([] = explicit value)
+
+
+class LogRelease(BaseModel):
+    """What the log says about the SGLang release: ``release`` (one release, or None),
+    ``candidates`` (the releases every clue allows), ``dev_build`` and the clues."""
+
+    release: str | None = None
+    candidates: list[str] = Field(default_factory=list)
+    # the releases fitting most traceback frames when none fits all (a patched or
+    # main-branch build), and whether releases older than the index could fit too
+    closest: list[str] = Field(default_factory=list)
+    older_possible: bool = False
+    dev_build: str | None = None
+    clues: list[ReleaseClue] = Field(default_factory=list)
+
+    def text(self) -> str:
+        if self.release and any(c.kind not in ("server args", "traceback lines") for c in self.clues if c.value == self.release):
+            c = next(c for c in self.clues if c.value == self.release)
+            return f"SGLang {self.release} ({c.kind}, line {c.line})"
+        if self.dev_build:
+            return f"a SGLang development build ({self.dev_build}), not a release"
+        if self.release:
+            return f"SGLang {self.release} (the only release whose code fits: {', '.join(sorted({c.kind for c in self.clues}))})"
+        kinds = ", ".join(sorted({c.kind for c in self.clues}))
+        if self.candidates:
+            span = self.candidates[0] if len(self.candidates) == 1 else f"{self.candidates[0]} .. {self.candidates[-1]} ({len(self.candidates)} releases)"
+            older = f" or a release before {self.candidates[0]} (not indexed)" if self.older_possible else ""
+            return f"SGLang {span}{older}, from {kinds}"
+        if self.closest:
+            return (f"no SGLang release fits every traceback line (a patched or main-branch build); closest: "
+                    f"{', '.join(self.closest[:3])}")
+        if self.clues:
+            return f"not determined ({kinds} fit no indexed release)"
+        return "not shown"
+
+
+@functools.lru_cache(maxsize=1)
+def load_index() -> dict[str, Any]:
+    return json.loads(resources.files("kvcheck.explain").joinpath("release_index.json").read_text(encoding="utf-8"))
+
+
+class ReleaseReader:
+    """Streaming: ``feed`` each line; ``result()`` combines the clues (bounded: at most
+    one clue per kind and value, 40 frames)."""
+
+    MAX_FRAMES = 40
+
+    def __init__(self) -> None:
+        self.clues: list[ReleaseClue] = []
+        self.frames: list[tuple[str, int, str, int]] = []
+        self.fields: set[str] = set()
+        self.fields_line = 0
+        self.dev: str | None = None
+        self._seen: set[tuple[str, str]] = set()
+
+    def _clue(self, kind: str, value: str, line: int) -> None:
+        if (kind, value) not in self._seen and len(self.clues) < 50:
+            self._seen.add((kind, value))
+            self.clues.append(ReleaseClue(kind=kind, value=value, line=line))
+
+    def feed(self, lineno: int, line: str) -> None:
+        if not _HINT.search(line):
+            return
+        for kind, rx in EXPLICIT:
+            m = rx.search(line)
+            if m:
+                v = next(g for g in m.groups() if g)
+                self._clue(kind, v, lineno)
+        d = DEV_BUILD.search(line)
+        if d and self.dev is None:
+            self.dev = d.group(0)
+            self._clue("development build", d.group(0), lineno)
+        sa = SERVER_ARGS.search(line)
+        if sa:
+            self.fields.update(FIELD.findall(sa.group("body")))
+            self.fields_line = self.fields_line or lineno
+        elif self.fields_line and lineno - self.fields_line < 4 and "=" in line and "(" not in line[:3]:
+            self.fields.update(FIELD.findall(line))  # a dump wrapped over lines
+        for fm in FRAME.finditer(line):
+            if len(self.frames) < self.MAX_FRAMES:
+                self.frames.append((fm.group("file"), int(fm.group("line")), fm.group("func"), lineno))
+
+    def result(self) -> LogRelease:
+        out = LogRelease(clues=list(self.clues), dev_build=self.dev)
+        explicit = [c for c in self.clues if c.kind in ("image tag", "version line", "install path", "version field")]
+        index = None
+        cands: set[str] | None = None
+        if self.fields - {"self"} and len(self.fields) >= 3:
+            index = index or load_index()
+            fit = [v for v in index["releases"] if set(self.fields) <= set(index["server_args"].get(v, []))]
+            clue = ReleaseClue(kind="server args", value=f"{len(self.fields)} fields", line=self.fields_line, releases=fit)
+            out.clues.append(clue)
+            cands = set(fit)
+        if self.frames:
+            index = index or load_index()
+            fit_frames = None
+            counts: dict[str, int] = {}
+            for file, ln, func, _ in self.frames:
+                ok = set()
+                for v in index["releases"]:
+                    t = index["files"][v].get(file)
+                    if t is None:
+                        continue
+                    spans = index["tables"][t].get(func, [])
+                    if any(a <= ln <= b for a, b in spans):
+                        ok.add(v)
+                if not any(file in index["files"][v] for v in index["releases"]):
+                    continue  # a file kvcheck does not index: no evidence either way
+                for v in ok:
+                    counts[v] = counts.get(v, 0) + 1
+                fit_frames = ok if fit_frames is None else fit_frames & ok
+            if fit_frames is not None:
+                order = [v for v in index["releases"] if v in fit_frames]
+                out.clues.append(ReleaseClue(kind="traceback lines", value=f"{len(self.frames)} frames", line=self.frames[0][3], releases=order))
+                cands = set(order) if cands is None else cands & set(order)
+                if not order and counts:
+                    best = max(counts.values())
+                    out.closest = [v for v in index["releases"] if counts.get(v) == best]
+        if explicit:
+            out.release = explicit[0].value
+            out.candidates = [explicit[0].value]
+            return out
+        if cands is not None:
+            from kvcheck.sglang.releases import release_key
+
+            out.candidates = sorted(cands, key=release_key)
+            out.older_possible = bool(out.candidates) and out.candidates[0] == (index or load_index())["releases"][0]
+            if len(out.candidates) == 1 and not self.dev:
+                out.release = out.candidates[0]
+        return out

@@ -1,0 +1,261 @@
+"""Read a log as a whole: whose lines, which release, which phase, the first cause and
+what followed from it.
+
+``LogReader`` sees every line once, in order, next to the catalog scan of
+``matcher.explain_blocks`` (the same pass, bounded memory): it attributes the line
+(``lines.Attributor``), feeds the crash/known-issue ``SignatureScanner``, the
+``Timeline`` and the ``ReleaseReader``, and counts lines per engine and process.
+``LogReader.report`` combines that with the catalog hits into a ``LogReport``:
+
+- ``engines``: per engine, its lines (count, first/last, the processes, an example) and
+  what kvcheck explains for it (``lines.SUPPORT``);
+- ``release``: the SGLang release the log shows, with its evidence;
+- ``findings``: every recognized failure (catalog message or signature) with its engine,
+  process and phase (from the log's own milestones when it shows them, else the
+  message's default), in line order;
+- ``first_cause`` and ``then``: the earliest failure that is a cause (not a time-out, an
+  abort or a wrapper), and what followed it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
+from kvcheck.explain.logrelease import LogRelease, ReleaseReader
+from kvcheck.explain.signatures import SignatureScanner, load_signatures, signature
+from kvcheck.explain.timeline import Timeline
+
+# engines whose lines the SGLang catalog may explain (a NIXL/UCX line explains in
+# SGLang's terms only when it ran in an SGLang process or nothing shows otherwise)
+CATALOG_ENGINES = {"sglang", "", "python", "native"}
+LIBRARY_ENGINES = {"nixl", "ucx", "libfabric", "mooncake", "mori"}
+PROCESS_ENGINES = {"sglang", "sglang-router", "vllm", "vllm-ascend", "trtllm", "lmcache", "dynamo", "lightllm"}
+_PHASE_WORDS = {
+    "start-up": "startup", "startup": "startup", "first request": "first-request", "transfer": "first-transfer",
+    "decode registration": "first-request", "first contact": "first-request", "serving": "serving",
+}
+
+
+class EngineLines(BaseModel):
+    engine: str
+    name: str
+    count: int = 0
+    first_line: int = 0
+    last_line: int = 0
+    processes: dict[str, int] = Field(default_factory=dict)
+    example: str = ""
+    support: str = ""
+
+
+class Finding(BaseModel):
+    """One recognized failure: a catalog message (``kind`` catalog) or a signature."""
+
+    kind: str  # catalog | signature
+    id: str
+    title: str
+    engine: str  # whose text
+    host: str = ""  # the process engine it ran in ('' when the log does not show)
+    process: str = ""
+    phase: str = ""
+    phase_from: str = ""  # log | message
+    role: str = "cause"
+    first_line: int = 0
+    last_line: int = 0
+    count: int = 1
+    text: str = ""
+    values: dict[str, str] = Field(default_factory=dict)
+    cause: str = ""
+    fix: str = ""
+    checks: list[str] = Field(default_factory=list)
+    issues: list[str] = Field(default_factory=list)
+    fixed_in: str | None = None
+    followed_by: str = ""
+    predicted_by: str | None = None
+
+
+class LogReport(BaseModel):
+    engines: list[EngineLines] = Field(default_factory=list)
+    release: LogRelease = Field(default_factory=LogRelease)
+    timeline: list[dict[str, Any]] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    first_cause: Finding | None = None
+    then: list[Finding] = Field(default_factory=list)
+    not_sglang: list[str] = Field(default_factory=list)  # engines whose lines kvcheck does not explain
+
+
+class LogReader:
+    """The per-line observer (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.attr = Attributor()
+        self.sigs = SignatureScanner()
+        self.timeline = Timeline()
+        self.release = ReleaseReader()
+        self.engines: dict[str, EngineLines] = {}
+        self.infos: dict[int, LineInfo] = {}  # only lines that completed a signature
+        self.hit_info: dict[int, LineInfo] = {}
+
+    def feed(self, lineno: int, line: str) -> LineInfo:
+        info = self.attr.feed(line)
+        if info.engine:
+            e = self.engines.get(info.engine)
+            if e is None:
+                text = line.strip()
+                e = self.engines[info.engine] = EngineLines(engine=info.engine, name=ENGINE_NAMES.get(info.engine, info.engine), first_line=lineno,
+                                                            example=text[:300] + ("…" if len(text) > 300 else ""), support=SUPPORT.get(info.engine, ""))
+            e.count += 1
+            e.last_line = lineno
+            if info.process:
+                e.processes[info.process] = e.processes.get(info.process, 0) + 1
+        self.timeline.feed(lineno, line)
+        self.release.feed(lineno, line)
+        done = self.sigs.feed(lineno, line, process=info.process, host=info.host or (info.engine if info.engine in PROCESS_ENGINES else ""))
+        if done:
+            self.infos[lineno] = info
+        return info
+
+    def engines_other_than_sglang(self) -> list[str]:
+        return [e for e in self.engines if e not in ("sglang", "python", "native")]
+
+    def catalog_allowed(self, info: LineInfo) -> bool:
+        """Whether SGLang's catalog may explain this line."""
+        if info.engine in CATALOG_ENGINES:
+            return not info.host or info.host in ("sglang", "python", "native")
+        if info.engine in LIBRARY_ENGINES:
+            return info.host in ("", "sglang")
+        return False
+
+    # ------------------------------------------------------------------ the report
+    def report(self, hits: list, catalog) -> LogReport:
+        rep = LogReport(release=self.release.result(), timeline=self.timeline.summary())
+        rep.engines = sorted(self.engines.values(), key=lambda e: e.first_line)
+        ctx = self.attr.context_engine()
+        findings: list[Finding] = []
+        for h in self.sigs.finish():
+            s = signature(h.id)
+            host = h.host or ctx
+            if s.engine in ("sglang",) and host not in ("sglang", ""):
+                continue  # an SGLang signature on another engine's line
+            if s.engine in ("vllm",) and host not in ("vllm", "vllm-ascend", ""):
+                continue
+            if s.host and host and host not in s.host and s.engine not in ("ucx", "nixl", "python", "libfabric", "mooncake"):
+                continue
+            phase, src = self._phase(h.first_line, s.phase)
+            findings.append(Finding(kind="signature", id=s.id, title=s.title, engine=s.engine, host=host, process=h.process or s.process,
+                                    phase=phase, phase_from=src, role=s.role, first_line=h.first_line, last_line=h.last_line, count=h.count,
+                                    text=h.text, values=h.values, cause=_fill(s.cause, h.values), fix=_fill(s.fix, h.values),
+                                    checks=[_fill(c, h.values) for c in s.checks], issues=s.issues, fixed_in=s.fixed_in,
+                                    followed_by=s.followed_by, predicted_by=s.predicted_by))
+        sig_ids = {f.id for f in findings}
+        for hit in hits:
+            if hit.match == "id":
+                continue
+            e = catalog.get(hit.entry_id)
+            when = _PHASE_WORDS.get(e.when.split(" (")[0].strip(), "any")
+            phase, src = self._phase(hit.first_line, when)
+            info = self.hit_info.get(hit.first_line)
+            role = "consequence" if e.generic or e.id in _CONSEQUENCES or (e.type.startswith("nixl") and sig_ids) else "cause"
+            if e.severity == "warning" and role == "cause":
+                role = "warning"
+            title = (hit.text if hit.match == "full" else e.template.rstrip())[:160]
+            findings.append(Finding(kind="catalog", id=e.id, title=title, engine="nixl" if e.type.startswith("nixl") else "sglang",
+                                    host=(info.host if info else "") or ("sglang" if ctx in ("sglang", "") else ctx), process=(info.process if info else "") or (e.process if e.process != "both" else ""),
+                                    phase=phase, phase_from=src, role=role, first_line=hit.first_line, last_line=hit.last_line,
+                                    count=hit.count, text=hit.text, values=hit.values, cause=e.meaning, fix=e.fix, checks=[],
+                                    predicted_by=e.check))
+        _narrow_by_messages(rep, hits)
+        findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
+        rep.findings = findings
+        rep.first_cause, rep.then = _chain(findings)
+        rep.not_sglang = [e.engine for e in rep.engines if e.engine in PROCESS_ENGINES - {"sglang"}]
+        return rep
+
+    def _phase(self, lineno: int, default: str) -> tuple[str, str]:
+        p = self.timeline.phase_at(lineno)
+        if p:
+            if p == "first-request" and default == "first-transfer":
+                return "first-transfer", "log"
+            if p == "startup" and default in ("first-request", "first-transfer", "serving", "after-peer-restart"):
+                # no request seen yet does not make a failure that only a transfer (or a
+                # peer) can cause a start-up one: the message's own phase stands
+                return default, "message"
+            return p, "log"
+        return (default if default != "any" else ""), "message"
+
+
+_CONSEQUENCES = {"bootstrap-timeout", "waiting-timeout", "failed-on-another-rank", "kv-transfer-error", "decode-transfer-failed",
+                 "prefill-bootstrap-failed", "prefill-transfer-failed", "unexpected-transfer-worker-error", "scheduler-exception"}
+
+
+def _narrow_by_messages(rep: LogReport, hits: list) -> None:
+    """Messages that exist only in some releases (``releases.json``, each release's own
+    source) are release evidence too: the process printing one runs one of them."""
+    from kvcheck.explain.logrelease import ReleaseClue
+    from kvcheck.explain.releases import load_message_releases
+    from kvcheck.sglang.releases import release_key
+
+    data = load_message_releases()
+    allrel = data["releases"]
+    cands: set[str] | None = None
+    for hit in hits:
+        if hit.match != "full":
+            continue
+        rng = data["messages"].get(hit.entry_id)
+        if not isinstance(rng, list) or not rng:
+            continue
+        ok = {v for v in allrel if any(release_key(a) <= release_key(v) <= release_key(b) for a, b in rng)}
+        if ok == set(allrel):
+            continue
+        rep.release.clues.append(ReleaseClue(kind="message text", value=hit.entry_id, line=hit.first_line, releases=sorted(ok, key=release_key)))
+        cands = ok if cands is None else cands & ok
+    if cands is None or rep.release.release:
+        return
+    base = set(rep.release.candidates) if rep.release.candidates else set(allrel)
+    narrowed = base & cands
+    if narrowed:
+        rep.release.candidates = sorted(narrowed, key=release_key)
+        rep.release.older_possible = False
+        if len(narrowed) == 1 and not rep.release.dev_build:
+            rep.release.release = rep.release.candidates[0]
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    for k, v in values.items():
+        text = text.replace("{" + k + "}", v)
+    return text
+
+
+def _rank(f: Finding) -> int:
+    if f.role == "cause" and not f.id.endswith("-generic") and f.id not in ("nixl-create-backend-failed", "nixl-register-mem-failed"):
+        return 0
+    if f.role == "cause":
+        return 1
+    if f.role == "warning":
+        return 3
+    return 2
+
+
+def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
+    """The first cause (the earliest finding of the best rank) and what came after it."""
+    if not findings:
+        return None, []
+    best = min(_rank(f) for f in findings)
+    if best == 3 and any(f.role == "consequence" for f in findings):
+        best = 2
+    first = next(f for f in findings if _rank(f) == best)
+    then, lines_seen = [], {first.first_line}
+    for f in findings:
+        if f is first or not (f.first_line >= first.first_line or f.role == "consequence"):
+            continue
+        if f.first_line in lines_seen and f.role != "cause":
+            continue  # the same line read twice (a NIXL code in the catalog and as a signature)
+        lines_seen.add(f.first_line)
+        then.append(f)
+    return first, then
+
+
+def known_signature_ids() -> list[str]:
+    return [s.id for s in load_signatures()]

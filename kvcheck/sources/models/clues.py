@@ -1,0 +1,76 @@
+"""The model a deployment file names, when ``--model-path`` is a path inside the image.
+
+Published deployments often launch ``--model-path /model`` (srt-slurm), ``/model-cache/...``
+or ``$(MODEL_PATH)`` (OME mounts the model there) and name the model elsewhere in the same
+file. Those names are clues, tried in this order; the first that names a model kvcheck has
+(the shipped catalog, by ``catalog_lookup``) wins over an in-image path, and the output says
+which clue it was:
+
+1. srt-slurm ``identity.model.repo`` (the hub repository the recipe pins, with a revision);
+2. an OME ``ClusterBaseModel`` / ``BaseModel`` in the same file (``spec.storage.storageUri``
+   ``hf://ORG/NAME``);
+3. ``--served-model-name`` (the name clients use; recipes and runtimes set it to the hub id);
+4. the container's ``HF_MODEL_ID`` / ``MODEL_ID`` / ``MODEL_NAME`` / ``MODEL_PATH`` /
+   ``MODEL`` environment values (defaults included: ``${MODEL_PATH:-Qwen/Qwen3-8B}``);
+5. srt-slurm's ``model.path`` alias (``dsr1``), through ``SRT_SLURM_ALIASES``.
+
+A clue is only used when ``--model-path`` itself names nothing kvcheck can read (the
+pipeline tries ``--model-path`` first: a local directory, the HF cache, the catalog).
+"""
+
+from __future__ import annotations
+
+import re
+
+# srt-slurm model.path aliases (site-defined in srtslurm.yaml ``model_paths``) as the
+# published recipes use them, each mapped to the hub id the same recipes serve it as:
+# NVIDIA/srt-slurm@c88ef731636890ff6385a783e152c1790e15b194 recipes/, the alias in
+# ``model.path`` next to ``served-model-name`` (or ``identity.model.repo``) in every recipe
+# that uses it. Aliases of quantized re-uploads (dsr1-fp4, dsfp4: NVIDIA FP4 weights served
+# as deepseek-ai/DeepSeek-R1) are left out: their served name is not their repository.
+SRT_SLURM_ALIASES = {
+    "dsr1": "deepseek-ai/DeepSeek-R1",  # 29 recipes, served-model-name deepseek-ai/DeepSeek-R1
+    "dsr1-fp8": "deepseek-ai/DeepSeek-R1",  # 47 recipes (DeepSeek-R1 ships FP8 weights)
+    "dsfp8": "deepseek-ai/DeepSeek-R1",  # 15 recipes
+    "deepseek-v4-pro": "deepseek-ai/DeepSeek-V4-Pro",  # 14 recipes
+    "dsv4-pro": "deepseek-ai/DeepSeek-V4-Pro",  # 13 recipes
+    "qwen3-32b": "Qwen/Qwen3-32B",  # 8 recipes
+    "qwen3.5-nvfp4": "nvidia/Qwen3.5-397B-A17B-NVFP4",  # 9 recipes
+    "kimi-k25-nvfp4": "nvidia/Kimi-K2.5-NVFP4",  # identity.model.repo
+}
+
+MODEL_ENV_NAMES = ("HF_MODEL_ID", "MODEL_ID", "MODEL_NAME", "MODEL_PATH", "MODEL", "HF_MODEL", "MODEL_REPO")
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def known(name: str | None) -> str | None:
+    """The catalog hub id ``name`` names (``catalog_lookup``), or None."""
+    if not name or "$" in name or "<" in name or "{{" in name:
+        return None
+    from kvcheck.sources.models import catalog_lookup
+
+    bare = name.removeprefix("hf://") if name.startswith("hf://") else name.removeprefix("hf:")
+    try:
+        hit = catalog_lookup(bare)
+    except Exception:  # noqa: BLE001 - a broken catalog is reported where models are resolved
+        return None
+    return hit[0] if hit else None
+
+
+def pick(clues: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The first ``(name, clue)`` whose name is a model kvcheck has -> ``(hub id, clue)``."""
+    for name, clue in clues:
+        hub = known(name)
+        if hub is not None:
+            return hub, clue if hub == name else f"{clue} ({name})"
+    return None
+
+
+def alias_clue(alias: str | None) -> str | None:
+    if not alias:
+        return None
+    return SRT_SLURM_ALIASES.get(alias.strip().lower())
+
+
+def looks_like_hub_id(name: str) -> bool:
+    return bool(_HUB_ID.fullmatch(name.strip()))

