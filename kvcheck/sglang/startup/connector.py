@@ -110,6 +110,13 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
     a = side.args
     if a.disaggregation_mode not in ("prefill", "decode"):
         return None
+    from kvcheck.sglang.releases import side_release
+    from kvcheck.sglang.startup.gate import startup_verified
+
+    version = side_release(side)[0]
+    if not startup_verified(version):
+        # fail closed: never another release's scheduler start-up (gate.STARTUP_VERIFIED_RELEASES)
+        return Stop(f"SGLang {version or 'unknown'}: kvcheck has not verified this release's scheduler start-up")
     if _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER"):
         queue = "PrefillBootstrapQueue.__init__" if a.disaggregation_mode == "prefill" else "DecodePreallocQueue.__init__"
         if side.model.is_mla:
