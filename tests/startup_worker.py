@@ -226,14 +226,41 @@ def warm_up(dirs: dict[str, Path]) -> None:
 
 
 def draw_plain(rng: random.Random):
-    """A PD server with only the flags ``startup._older_release_differences`` lets through to
-    the restated steps on an older release (TP size, page size, NIXL or Mooncake, the radix
-    cache of a prefill on); run on the Hopper GPU by the caller (``--plain-draws``)."""
+    """A PD server with the flags published deployments use (TP, DP attention, nodes, page
+    size, NIXL or Mooncake, the attention backends per GPU, fp8/bf16 KV, chunked prefill,
+    EAGLE/NEXTN MTP with topk 1, two-batch overlap, the radix cache): the flag sets
+    ``startup.unrestated_steps`` lets through to the restated steps on every verified release;
+    run on the four GPUs by the caller (``--plain-draws``)."""
     model = rng.choice(C.MODEL_NAMES[:3])  # no DSA model
     role = rng.choice(("prefill", "decode"))
     f = {"disaggregation_mode": role, "disaggregation_transfer_backend": rng.choice(("nixl", "mooncake")),
          "tp_size": rng.choice((1, 2, 3, 4, 8)), "page_size": rng.choice((None, 1, 16, 32, 64))}
-    return model, role, {k: v for k, v in f.items() if v is not None}, {}
+    if rng.random() < 0.4:
+        f["dp_size"] = rng.choice((1, 2, 4, 8))
+        f["enable_dp_attention"] = rng.random() < 0.7
+    f["nnodes"] = rng.choice((None, None, None, 2, 3))
+    backend = rng.choice((None, None, "fa3", "flashinfer", "triton", "trtllm_mla", "trtllm_mha"))
+    if backend is not None:
+        f[rng.choice(("attention_backend", "attention_backend", "decode_attention_backend", "prefill_attention_backend"))] = backend
+    f["kv_cache_dtype"] = rng.choice((None, None, "auto", "fp8_e4m3", "bf16", "bfloat16", "fp8_e5m2"))
+    f["chunked_prefill_size"] = rng.choice((None, None, 4096, 8192, 16384, 1000))
+    if model == "deepseek-v3" and rng.random() < 0.4:
+        f.update({"speculative_algorithm": rng.choice(("EAGLE", "NEXTN")), "speculative_num_steps": rng.choice((1, 3)),
+                  "speculative_eagle_topk": 1, "speculative_num_draft_tokens": rng.choice((2, 4))})
+    if rng.random() < 0.15:
+        f["enable_two_batch_overlap"] = True
+        f["moe_a2a_backend"] = rng.choice(("none", "deepep"))
+    f["disable_radix_cache"] = rng.random() < 0.2
+    f["pp_size"] = rng.choice((None, None, None, None, 2))
+    return model, role, {k: v for k, v in f.items() if v is not None and v is not False}, {}
+
+
+def _steps(side):
+    """The restated steps alone, without ``first_outcome``'s release gate."""
+    from kvcheck.sglang.startup import ORDER, side_gpu
+
+    g = side_gpu(side)
+    return next((o for o in (step(side, g) for step in ORDER) if o is not None), None)
 
 
 def main() -> int:
@@ -244,6 +271,8 @@ def main() -> int:
     ap.add_argument("--plain-draws", type=int, default=0)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tmp", required=True)
+    ap.add_argument("--steps-only", action="store_true",
+                    help="compare the restated steps alone (no release gate): where the restatement differs")
     a = ap.parse_args()
     t0 = time.perf_counter()
     import logging
@@ -271,7 +300,7 @@ def main() -> int:
         if dropped:  # flags this release does not have: the same draw without them
             out["flags_dropped"] = out.get("flags_dropped", 0) + 1
             flags = {k: v for k, v in flags.items() if k in known}
-        gpus = C.GPUS.items() if n_job < a.draws + a.sharded_draws else [("h100", C.GPUS["h100"])]
+        gpus = C.GPUS.items()
         for gpu, capability in gpus:
             try:
                 outcome = runtime_outcome(dirs[model], flags, capability, env)
@@ -282,7 +311,7 @@ def main() -> int:
                 continue
             side = C.kv_side(role, dirs[model], flags, gpu, env)
             side.sglang_version = a.release
-            predicted = first_outcome(side)
+            predicted = _steps(side) if a.steps_only else first_outcome(side)
             out["compared"] += 1
             out["runtime_refusals" if outcome is not None else "runtime_starts"] += 1
             diff = C.compare(outcome, predicted)
@@ -292,6 +321,8 @@ def main() -> int:
                     out["disagreements"].append(f"{model} {role} {gpu} {flags} {env}: {diff}")
             elif isinstance(predicted, Stop):
                 out["stops"] += 1
+                if n_job >= a.draws + a.sharded_draws:
+                    out["plain_stops"] = out.get("plain_stops", 0) + 1
                 k = predicted.reason[:90]
                 out["stop_reasons"][k] = out["stop_reasons"].get(k, 0) + 1
     out["seconds"] = round(time.perf_counter() - t0, 1)

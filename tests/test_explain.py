@@ -284,14 +284,15 @@ def _emitted_ids() -> set[str]:
 def _emitted_runtime_errors() -> list[tuple[str, str]]:
     """(finding id, message with {} for the variable parts) for each runtime_error a check
     emits with a literal message: start-up refusals (Refusal(id, hook, type, message) in
-    kvcheck/sglang/startup.py) and RuntimeErrorPrediction(message=...) in a @check function."""
+    kvcheck/sglang/startup/) and RuntimeErrorPrediction(message=...) in a @check function."""
     import ast
     import importlib
 
     from kvcheck.explain.source import _render
 
     out = []
-    for node in ast.walk(ast.parse((_PKG / "sglang" / "startup.py").read_text())):
+    startup = [ast.parse(p.read_text()) for p in sorted((_PKG / "sglang" / "startup").glob("*.py"))]
+    for node in (n for tree in startup for n in ast.walk(tree)):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Refusal" and len(node.args) == 4 and isinstance(node.args[0], ast.Constant):
             msg = _render(node.args[3])
             if msg:

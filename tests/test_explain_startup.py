@@ -160,6 +160,7 @@ STARTUP_CASES = [
     ("pp-spec-eagle-only", "llama-3.1-8b", "prefill", {**PREFILL, "pp_size": 2, "speculative_algorithm": "NGRAM"}, "pp-speculative"),
     ("tp-nnodes", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "nnodes": 3}, "nodes"),
     ("dp-multi-node", "llama-3.1-8b", "decode", {**DECODE, "tp_size": 2, "dp_size": 2, "nnodes": 2}, "nodes"),
+    ("two-batch-overlap-a2a", "deepseek-v3", "prefill", {**PREFILL, "enable_two_batch_overlap": True}, "two-batch-overlap"),
     ("chunked-prefill-page", "llama-3.1-8b", "prefill", {**PREFILL, "page_size": 64, "chunked_prefill_size": 1000}, "chunked-prefill-page"),
     ("chunked-prefill-page", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "attn_dp_size": 8, "chunked_prefill_size": 8000, "_gpu": "b200"},
      "chunked-prefill-page"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kvcheck.checks.base import CheckContext, Finding, Severity, check
 from kvcheck.sglang.gpu import resolve_gpu
-from kvcheck.sglang.startup import GPU_DEPENDENT_IDS, Refusal, Stop, first_outcome
+from kvcheck.sglang.startup import GPU_DEPENDENT_IDS, Refusal, ReleaseStop, Stop, first_outcome
 
 _WHAT = {
     "decode-allocation-policy": "--disaggregation-decode-allocation-policy prefill_complete with a feature it does not support (NIXL among them)",
@@ -47,6 +47,7 @@ _WHAT = {
     "pp-speculative": "pipeline parallelism with speculative decoding outside a PD prefill (or with a non-EAGLE algorithm)",
     "nodes": "a TP x PP world that does not split across --nnodes, or --dp-size replicas across nodes",
     "chunked-prefill-page": "a --chunked-prefill-size (divided by attention DP) that is not a multiple of the resolved page size",
+    "two-batch-overlap": "--enable-two-batch-overlap without an EP all-to-all backend (--moe-a2a-backend none) and, from 0.5.15, without attention DP",
 }
 
 _FIX = {
@@ -86,6 +87,7 @@ _FIX = {
     "pp-speculative": "Run speculative decoding with --pp-size 1 on the decode (PP with EAGLE/MTP is for the PD prefill only).",
     "nodes": "Use a --nnodes that divides --tp-size x --pp-size, and --attn-dp-size (not --dp-size) across nodes.",
     "chunked-prefill-page": "Use a --chunked-prefill-size that is a multiple of page size x --attn-dp-size (the backend may pick the page: trtllm_mla/flashmla 64).",
+    "two-batch-overlap": "Set --moe-a2a-backend (e.g. deepep) with --enable-two-batch-overlap, or run attention DP, or drop --enable-two-batch-overlap.",
 }
 
 
@@ -206,7 +208,9 @@ def side_findings(chk, side) -> list[Finding]:
             id="startup-unchecked",
             severity=Severity.UNCHECKED,
             message=f"the {side.role} server's start-up is not fully predicted ({side.origin or side.role}): {r.reason}",
-            fix="Start the server once (or name its GPU) to see whether it accepts these flags.",
+            fix=("Pin the server's SGLang release (image tag or --sglang-version) to one kvcheck verifies, or start the server "
+                 "once (or name its GPU) to see whether it accepts these flags."
+                 if isinstance(r, ReleaseStop) else "Start the server once (or name its GPU) to see whether it accepts these flags."),
         )]
     out = _start_up_logs(side)
     if r is None:

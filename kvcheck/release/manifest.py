@@ -13,8 +13,8 @@ Subsystems (``SUBSYSTEMS``) and where their facts live:
   ``pd_facts.json`` digests of ``try_ensure_parallel_info`` / ``CommonKVReceiver``);
 * ``decision``: the prefill's registration decision (``PDBehaviour.decision_modeled``);
 * ``states``: the state components' transfer (``PDBehaviour.states_modeled``: 0.5.22, 0.5.23);
-* ``startup``: the start-up refusals, fully from ``kvcheck.sglang.startup.STARTUP_VERIFIED_FROM``
-  (older releases: plain flag sets only, the rest is ``startup-unchecked``);
+* ``startup``: the start-up refusals, the releases ``kvcheck.sglang.startup.STARTUP_VERIFIED_RELEASES``
+  names (``unrestated_steps`` still leaves some flag sets of older releases ``startup-unchecked``);
 * ``explain``: the runtime messages scanned per release (``kvcheck/explain/releases.json``).
 
 ``verified(subsystem, release)`` is the single question every stage asks; anything not
@@ -69,6 +69,11 @@ def verified(subsystem: str, release: str | None) -> bool:
     if subsystem == "flags":
         return True
     if subsystem == "startup":
+        from kvcheck.sglang import startup
+
+        listed = getattr(startup, "STARTUP_VERIFIED_RELEASES", None)
+        if listed is not None:  # the start-up package names each verified release
+            return release in listed
         return version_key(release) >= version_key(startup_verified_from())
     if subsystem == "explain":
         from kvcheck.explain.releases import load_message_releases
