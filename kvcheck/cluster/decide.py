@@ -173,9 +173,12 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
         for g in group_by(cands, lambda rp, rd: signature(p.side_for(rp, gpu), d.side_for(rd, gpu))):
             g.gpu = gpu
             groups.append(g)
+    decided = []
     for g in groups:
         rp, rd = g.pairs[0]  # the newest of the group decides for it
-        report, located = decide_one(p.side_for(rp, g.gpu), d.side_for(rd, g.gpu), p, d, opts, ignore)
+        decided.append(decide_one(p.side_for(rp, g.gpu), d.side_for(rd, g.gpu), p, d, opts, ignore))
+    advisories = _split_advisories(groups, decided) if len(cands) > 1 else []
+    for g, (report, located) in zip(groups, decided):
         g.result = (report, located)
         g.outcome = _outcome(located)
         g.text = _headline(located) if g.outcome[0] in ("fail", "unchecked") else ""
@@ -185,7 +188,7 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
     newest_report, _ = groups[0].result
     final = combine_verdicts([g.outcome[0] for g in groups])
     multi_gpu = len(gpus) > 1
-    findings = _merge_group_findings(merged, final, multi_gpu)
+    findings = _merge_group_findings(merged, final, multi_gpu) + advisories
     window = releases_label(cands) + (f"; no GPU given: decided on {' and '.join(gpu_label(g) for g in gpus)}" if multi_gpu else "")
     what = "release and GPU" if multi_gpu else "release"
     if len(merged) == 1:
@@ -193,7 +196,9 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
     else:
         sev = Severity.UNCHECKED if final == "unchecked" else Severity.INFO
         lead = (f"the answer depends on the SGLang {what}, which the deployment does not {'pin or give' if multi_gpu else 'pin'}"
-                if final == "unchecked" else f"passes on every {what} the sides may run")
+                if final == "unchecked" else
+                f"fails on every {what} kvcheck decides (it cannot tell on the others)" if final == "fail"
+                else f"passes on every {what} the sides may run")
         findings.append(finding(
             "release-window", sev,
             f"{p.id} x {d.id}: {lead} ({window}; {len(groups)} distinct behaviour(s)): {window_table(_table_groups(groups))}",
@@ -209,6 +214,55 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
     pr.releases["gpus_decided"] = [g for g in gpus if g]
     report.extra["release_window"] = pr.releases
     return pr
+
+
+# Checks that report a known defect of a release (kvcheck/sglang/known_issues.yaml and the
+# 0.5.12 stateless hang), whatever the two sides' configuration: release advisories.
+ADVISORY_CHECKS = ("known-issue", "nixl-stateless-hang")
+
+
+def _split_advisories(groups: list, decided: list) -> list[Located]:
+    """Release advisories of an unpinned window, taken out of the groups' outcomes.
+
+    A known defect that only some releases of the window carry (SGLang 0.5.12's hang on
+    every dense-model NIXL request, the data race fixed in 0.5.15) says nothing about
+    whether these two sides fit together: it is the release's, and it hits every
+    deployment on it. With the release unknown it is reported once as an ``info``
+    finding naming the releases that carry it and the releases to pin, and the window is
+    decided on the rest (the runtime's own decisions). Pinned to an affected release, the
+    known issue keeps its severity (the window has one release, nothing is split). A
+    defect that every release of the window carries stays in the outcome as it is.
+    ``decided``: per group, (report, located findings); edited in place."""
+    from kvcheck.release.window import gpu_label, releases_label
+
+    def key(x: Located) -> tuple[str, str]:
+        return x.finding.id, _RELEASE_RE.sub("X", x.finding.message)
+
+    per_group = [{key(x) for x in located if x.finding.id in ADVISORY_CHECKS} for _, located in decided]
+    everywhere = set.intersection(*per_group) if per_group else set()
+    seen: dict[tuple[str, str], tuple[Located, list]] = {}
+    for i, (g, (report, located)) in enumerate(zip(groups, decided)):
+        keep = []
+        for x in located:
+            k = key(x)
+            if x.finding.id in ADVISORY_CHECKS and k not in everywhere:
+                seen.setdefault(k, (x, []))[1].append(g)
+            else:
+                keep.append(x)
+        decided[i] = (report, keep)
+    out: list[Located] = []
+    for x, gs in seen.values():
+        f = x.finding.model_copy(deep=True)
+        pairs = sorted({pr for g in gs for pr in g.pairs})
+        gpus = sorted({g.gpu for g in gs if g.gpu})
+        where = f" on {gpu_label(gpus[0])}" if len(gpus) == 1 and len({g.gpu for g in groups}) > 1 else ""
+        was = f.severity.value if hasattr(f.severity, "value") else str(f.severity)
+        f.message = (f"release advisory ({was} if the servers run SGLang {releases_label(pairs)}{where}; "
+                     f"the deployment does not pin its release): {f.message}")
+        f.severity = Severity.INFO
+        f.runtime_error = None
+        out.append(Located(f, x.location, list(x.also)))
+    return out
 
 
 def _table_groups(groups: list) -> list:
@@ -233,15 +287,20 @@ def _table_groups(groups: list) -> list:
 
 def combine_verdicts(verdicts: list[str]) -> str:
     """The pair's verdict from its verdict on each group of releases: one verdict -> it;
-    only pass and warn -> warn (it passes on every release); anything else -> unchecked:
-    it fails (or kvcheck cannot tell) on some release it may run and not on another, so
-    only the release decides. Fail on some releases and unchecked on the rest is
-    unchecked too: where kvcheck cannot tell, the deployment may work."""
+    only pass and warn -> warn (it passes on every release); fail on every release kvcheck
+    decides and unchecked on the rest -> fail; anything else (it fails on some release it
+    may run and passes on another, or passes where decided and is unchecked elsewhere) ->
+    unchecked: only the release decides."""
     seen = set(verdicts)
     if len(seen) == 1:
         return verdicts[0]
     if seen <= {"pass", "warn"}:
         return "warn"
+    if seen == {"fail", "unchecked"}:
+        # It fails on every release kvcheck decides; where kvcheck cannot tell, nothing says
+        # it works: the gate closes either way, and the error names the runtime's text
+        # (the unchecked releases are said in the release-window finding).
+        return "fail"
     return "unchecked"
 
 

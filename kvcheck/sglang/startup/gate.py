@@ -99,8 +99,9 @@ def unrestated_steps(side: Side) -> list[str]:
         ("--disaggregation-decode-enable-offload-kvcache", bool(_raw(side, "disaggregation_decode_enable_offload_kvcache", False))),
         ("the decode radix cache", bool(a.disaggregation_decode_enable_radix_cache)),
         ("KV sharding", bool(a.enable_kv_cache_sharding)),
+        # a flag given, not the release's own default (0.5.21's default threshold is 0: host receive off)
         ("decode retraction / host receive", a.disaggregation_decode_retraction_backup is not None
-         or a.disaggregation_decode_host_receive_threshold < 1),
+         or _raw(side, "disaggregation_decode_host_receive_threshold", None) is not None),
         ("--disaggregation-decode-allocation-policy", a.disaggregation_decode_allocation_policy != "early"),
         ("SGLANG_DISAGG_STAGING_BUFFER", _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER")),
     ) if on]
