@@ -35,9 +35,9 @@ def read(name: str, **kw):
     return read_deployments([DATA / name], env={}, **kw)
 
 
-def checked(name: str, **kw):
+def checked(name: str, release: str | None = None, **kw):
     deps = read(name, **kw)
-    report = check_deployments(deps, ClusterOptions())
+    report = check_deployments(deps, ClusterOptions(sglang_version=release))
     return deps, report.contract()
 
 
@@ -208,7 +208,8 @@ def test_srt_slurm_identity_names_the_model():
 def test_finding_about_the_prefill_points_at_the_prefill():
     _, contract = checked("page-size-decode-only.sh")
     (f,) = [f for f in all_findings(contract) if f["id"] == "page-size-unpinned"]
-    assert f["message"].startswith("prefill:") and f["line"] == 2
+    # unpinned, the finding says on which releases/GPU it holds first ("on SGLang ... only: ")
+    assert f["message"].split(" only: ")[-1].startswith("prefill:") and f["line"] == 2
 
 
 def test_unknown_release_points_at_each_side(tmp_path):
@@ -251,7 +252,12 @@ def test_dynamo_sdk_graph_config():
 
 
 def test_stripped_json_value_is_the_servers_refusal():
-    deps, contract = checked("stripped-json.sh")
+    # Unpinned: 0.5.5 .. 0.5.6.post2 read the flag as a string (type=str), later releases
+    # with json.loads: the answer depends on the release.
+    _, unpinned = checked("stripped-json.sh")
+    assert unpinned["exit_code"] == 4
+    assert any("refuses to start on SGLang 0.5.7-0.5.23" in f["message"] for f in all_findings(unpinned) if f["id"] == "unknown-release")
+    deps, contract = checked("stripped-json.sh", release="0.5.23")
     fs = [f for f in all_findings(contract) if f["id"] == "startup-argparse"]
     f = fs[0]
     assert contract["exit_code"] == 1 and {(x["severity"], x["line"]) for x in fs} == {("error", 4)}  # the --preferred-sampling-params line

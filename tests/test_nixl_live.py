@@ -38,7 +38,7 @@ def decode_agent(uniform):
 
 
 def preflight(pair, *extra, timeout=60):
-    proc = run_kvcheck("preflight", "--prefill", str(pair[0]), "--decode", str(pair[1]), "--format", "json", "--kernel", "builtin", *extra, timeout=timeout)
+    proc = run_kvcheck("preflight", "--prefill", str(pair[0]), "--decode", str(pair[1]), "--format", "json", "--kernel", "builtin", "--sglang-version", "0.5.23", *extra, timeout=timeout)
     assert proc.stdout, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 

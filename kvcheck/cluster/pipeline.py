@@ -512,7 +512,11 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
 
 def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
     """An ``unknown-model`` note (see ``_Derived.notes``)."""
+    from kvcheck.sources.limits import clip
+
     option = "--draft-model-config" if flag == "--speculative-draft-model-path" else "--model-config"
+    if name:
+        name = clip(name)  # a 10 MB model path is named, not echoed whole
     if why:
         return ("unknown-model", Severity.UNCHECKED, f"model {name!r} ({flag}): {why}", f"Pass {option} FILE with the model's config.json.", flag)
     if not name:

@@ -129,6 +129,7 @@ def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
         out.outside = f"{span(before)} (kvcheck has no model of their PD path)" if before else ""
         how = "no clue to the release (no image tag, recipe pin, pip line or --sglang-version)"
     accepted, refused = [], []
+    errors: dict[str, str] = {}
     last_error: tuple[str, Exception] | None = None
     for v in candidates:
         try:
@@ -142,10 +143,21 @@ def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
             if not isinstance(exc, InputError):
                 raise
             refused.append(v)
+            errors[v] = str(exc)
             last_error = (v, exc)
     out.refused_on = tuple(refused)
     if not accepted:
         out.refusal = last_error
+        out.how = how
+        return out
+    by_value = [v for v in refused if _value_refusal(errors[v])]
+    if by_value:
+        # A flag's VALUE that some releases' parsers refuse (a type that changed, e.g.
+        # --preferred-sampling-params type=str before json.loads) does not tell the release:
+        # the server refuses to start on those releases and starts on the others.
+        v = by_value[-1]
+        out.problem = (f"the server refuses to start on SGLang {span(by_value) if len(by_value) > 1 else v} "
+                       f"({errors[v]}) and its parser accepts the flags on {span(accepted)}: the answer depends on the release")
         out.how = how
         return out
     out.releases = tuple(accepted)
@@ -158,6 +170,13 @@ def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
         how += f"; every release whose PD path kvcheck models accepts the flags ({span(accepted)})"
     out.how = how
     return out
+
+
+def _value_refusal(text: str) -> bool:
+    """Whether an argparse refusal is about a flag's value (``invalid loads value``,
+    ``invalid choice``, ``expected one argument``) rather than its name (unrecognized,
+    ambiguous): only a name narrows the window."""
+    return (" invalid " in text and " value" in text) or "invalid choice" in text or "expected one argument" in text
 
 
 def pair_candidates(p: SideRelease, d: SideRelease) -> list[tuple[str, str]]:

@@ -180,6 +180,23 @@ def _read_json(path: Path) -> dict[str, Any]:
     return raw
 
 
+def _is_dir(p: Path) -> bool:
+    """``Path.is_dir`` that is False for a path the OS refuses to look up (a name too
+    long, ENAMETOOLONG: Python 3.11 raises it) instead of raising."""
+    try:
+        return p.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(p: Path) -> bool:
+    """``Path.is_file``, False where the OS refuses the lookup (see ``_is_dir``)."""
+    try:
+        return p.is_file()
+    except OSError:
+        return False
+
+
 def resolve_model_config(
     model_path: str | None,
     *,
@@ -204,11 +221,11 @@ def resolve_model_config(
     if base is not None:  # a model-path named inside a deployment file: read only under the read root
         from kvcheck.sources.files import within_root
 
-        candidates = [c for c in candidates if within_root(c / "config.json" if c.is_dir() else c, base)]
+        candidates = [c for c in candidates if within_root(c / "config.json" if _is_dir(c) else c, base)]
     for c in candidates:
-        if c.is_dir() and (c / "config.json").is_file():
+        if _is_dir(c) and _is_file(c / "config.json"):
             return ModelSource(_read_json(c / "config.json"), f"local directory {c}", "local", c / "config.json")
-        if c.is_file() and c.name.endswith(".json"):
+        if _is_file(c) and c.name.endswith(".json"):
             return ModelSource(_read_json(c), f"local file {c}", "local", c)
     parts = [x for x in model_path.strip("/").split("/") if x]
     hub_ids = [model_path.strip("/")] if len(parts) == 2 and not model_path.startswith("/") else []
