@@ -146,6 +146,20 @@ def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
             errors[v] = str(exc)
             last_error = (v, exc)
     out.refused_on = tuple(refused)
+    if not accepted and strong and all(_derived_pin(c) for c in strong) and last_error is not None \
+            and not _value_refusal(str(last_error[1])):
+        # A pin derived from a Dynamo release (``dynamo.version`` with srt-slurm's
+        # site-built ``dynamo-sglang`` container, which installs Dynamo without its sglang
+        # extra) that the flags contradict by name: the container runs another release.
+        # Decide over the releases whose parser reads the flags, and say so.
+        rest = [c for c in clues if c not in strong]
+        again = side_window(rest, parse)
+        said = "; ".join(c.text for c in strong)
+        note = (f"{said}, but that release's parser refuses the flags ({str(last_error[1])[:200]}): "
+                "the container runs another SGLang release; decided over the releases that accept them")
+        again.conflict = note + ("; " + again.conflict if again.conflict else "")
+        again.clues = clues
+        return again
     if not accepted:
         out.refusal = last_error
         out.how = how
@@ -170,6 +184,11 @@ def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
         how += f"; every release whose PD path kvcheck models accepts the flags ({span(accepted)})"
     out.how = how
     return out
+
+
+def _derived_pin(clue) -> bool:
+    """A clue whose release is derived from a Dynamo release's pin, not read off SGLang's own version."""
+    return "Dynamo" in clue.text and "pins SGLang" in clue.text
 
 
 def _value_refusal(text: str) -> bool:
