@@ -54,19 +54,9 @@ def side_instance(spec: str, role: str, load_live: Any) -> Instance:
     if suffix in (".yaml", ".yml"):
         return _yaml_instance(path, spec, role)
     if suffix == ".json":
-        from kvcheck.sources.files import read_text
+        from kvcheck.sources import read_json_input
 
-        text = read_text(path)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=spec) from None
-        except RecursionError:
-            data = None
-        from kvcheck.sources.limits import MAX_DEPTH, json_depth_ok
-
-        if data is None and text.strip() != "null" or not json_depth_ok(data):
-            raise InputError(f"JSON nested deeper than {MAX_DEPTH} levels; not server args or a snapshot", source=spec)
+        data, text = read_json_input(path, spec)
         if isinstance(data, dict) and "server_info" in data:
             return _prebuilt(spec, role, load_live(spec, role))
         return _json_instance(path, spec, role, data, text)

@@ -284,17 +284,7 @@ def load_side(
     if suffix in (".yaml", ".yml"):
         args, env = read_yaml_config(path, sglang_version)
     elif suffix == ".json":
-        text = read_text(path)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=spec) from None
-        except RecursionError:
-            data = None
-        from kvcheck.sources.limits import MAX_DEPTH, json_depth_ok
-
-        if data is None and text.strip() != "null" or not json_depth_ok(data):
-            raise InputError(f"JSON nested deeper than {MAX_DEPTH} levels; not server args or a snapshot", source=spec)
+        data, text = read_json_input(path, spec)
         if isinstance(data, dict) and "server_info" in data:
             from kvcheck.sources import live
 
@@ -305,3 +295,22 @@ def load_side(
     if env_file is not None:
         env = {**env, **read_env_file(env_file)}
     return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent, gpu=gpu, sglang_version=sglang_version)
+
+
+def read_json_input(path, spec: str):
+    """(parsed JSON, its text) of a side given as a ``.json`` file (server args or a
+    snapshot). Raises ``InputError`` (exit 2) naming ``spec`` for a syntax error or a
+    document nested deeper than ``kvcheck.sources.limits.MAX_DEPTH``."""
+    from kvcheck.sources.files import read_text
+    from kvcheck.sources.limits import MAX_DEPTH, json_depth_ok
+
+    text = read_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=spec) from None
+    except RecursionError:
+        data = None
+    if data is None and text.strip() != "null" or not json_depth_ok(data):
+        raise InputError(f"JSON nested deeper than {MAX_DEPTH} levels; not server args or a snapshot", source=spec)
+    return data, text
