@@ -7,7 +7,7 @@ Pure and fast: never imports SGLang, torch or nixl unless ``kernel="runtime"`` (
 from __future__ import annotations
 
 import importlib.util
-from typing import Iterable
+from collections.abc import Iterable
 
 from kvcheck.checks import REGISTRY, CheckContext, Finding, PairFacts, Severity
 from kvcheck.errors import InputError
@@ -17,7 +17,6 @@ from kvcheck.sglang.geometry import SideGeometry, derive_geometry
 from kvcheck.sglang.pd_release import behaviour as pd_behaviour
 from kvcheck.sglang.plan import PairInfo, Plan, RuntimeErrorPrediction
 from kvcheck.sglang.resolved import decide_kv_dtype_over_gpus
-from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 from kvcheck.sides import Side
 
 KERNELS = ("auto", "builtin", "runtime")
@@ -359,7 +358,7 @@ def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: Sid
         elif shown is not None and shown.error is None and stage_plan.error is not None:
             shown = stage_plan
     clean = [{key: v for key, v in st.items() if not key.startswith("_")} for st in stages]
-    for st, c in zip(stages, clean):
+    for st, c in zip(stages, clean, strict=True):
         c["_geometry"] = st["_geometry"]
     return shown, clean
 
@@ -388,4 +387,4 @@ def _bootstrap_detail(fid: str, message: str, prefill: Side, decode: Side, p: Pa
 
 # The finding ids of every check live in ``kvcheck.checks.ids`` (one registry for pair,
 # start-up, cluster, live-agent and probe findings); re-exported for old callers.
-from kvcheck.checks.ids import FINDING_IDS, all_finding_ids, check_of as _check_of  # noqa: E402,F401
+from kvcheck.checks.ids import FINDING_IDS, all_finding_ids  # noqa: E402,F401

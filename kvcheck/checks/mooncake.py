@@ -293,5 +293,5 @@ def backend_unchecked(chk, ctx: CheckContext) -> list[Finding]:
         }.get((pb, db), f"the {db} decode's registration is not a message the {pb} prefill's connector reads: KV never moves and requests time out")
         out.append(Finding(id="backend-mismatch", severity=Severity.ERROR,
                            message=f"transfer backends differ: prefill {pb}, decode {db}: {what}",
-                           fix=f"Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake)."))
+                           fix="Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake)."))
     return out

@@ -9,8 +9,9 @@ Every rule says which SGLang 0.5.23 code it re-states.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from kvcheck.checks.base import Severity

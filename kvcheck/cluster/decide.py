@@ -18,7 +18,6 @@ import re
 from typing import Any
 
 from kvcheck.checks.base import Finding, Severity
-from kvcheck.checks.ids import check_of
 from kvcheck.cluster.model import ClassResult, Located, PairResult, finding
 from kvcheck.errors import InputError
 from kvcheck.report.model import Report, verdict_of
@@ -170,7 +169,7 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
 
     groups = []
     for gpu in gpus:
-        for g in group_by(cands, lambda rp, rd: signature(p.side_for(rp, gpu), d.side_for(rd, gpu))):
+        for g in group_by(cands, lambda rp, rd, gpu=gpu: signature(p.side_for(rp, gpu), d.side_for(rd, gpu))):
             g.gpu = gpu
             groups.append(g)
     decided = []
@@ -178,7 +177,7 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
         rp, rd = g.pairs[0]  # the newest of the group decides for it
         decided.append(decide_one(p.side_for(rp, g.gpu), d.side_for(rd, g.gpu), p, d, opts, ignore))
     advisories = _split_advisories(groups, decided) if len(cands) > 1 else []
-    for g, (report, located) in zip(groups, decided):
+    for g, (report, located) in zip(groups, decided, strict=True):
         g.result = (report, located)
         g.outcome = _outcome(located)
         g.text = _headline(located) if g.outcome[0] in ("fail", "unchecked") else ""
@@ -241,7 +240,7 @@ def _split_advisories(groups: list, decided: list) -> list[Located]:
     per_group = [{key(x) for x in located if x.finding.id in ADVISORY_CHECKS} for _, located in decided]
     everywhere = set.intersection(*per_group) if per_group else set()
     seen: dict[tuple[str, str], tuple[Located, list]] = {}
-    for i, (g, (report, located)) in enumerate(zip(groups, decided)):
+    for i, (g, (report, located)) in enumerate(zip(groups, decided, strict=True)):
         keep = []
         for x in located:
             k = key(x)
@@ -320,7 +319,7 @@ def _merge_group_findings(merged: list, final: str, multi_gpu: bool = False) -> 
                 seen[key] = (x, [])
             seen[key][1].append(g)
     out: list[Located] = []
-    for (fid, _), (x, gs) in seen.items():
+    for (_fid, _), (x, gs) in seen.items():
         if len(gs) == len(members):
             out.append(x)
             continue

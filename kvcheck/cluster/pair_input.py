@@ -19,7 +19,6 @@ contract (top-level ``verdict``/``plan``/``findings``, ``sides``; DESIGN.md Part
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -168,12 +167,22 @@ def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
     """A launch-line file, read as ``kvcheck.sources.files.read_command_line`` reads it
     (a ``--config`` inside it through the same root-confined inner-file reader), with the
     per-release parse left to the release stage."""
+    from kvcheck.errors import ArgparseRefusal
     from kvcheck.sglang.flags import FlagTable, config_path
     from kvcheck.sources.files import (
-        ENV_KEY, GPU_ENV, VERSION_ENV, _env_mapping, _load_inner_yaml, _take_gpu_key, _take_version_key, check_inner_config, inner_path,
-        mask_inner_values, read_text, split_command_line,
+        ENV_KEY,
+        GPU_ENV,
+        VERSION_ENV,
+        _env_mapping,
+        _load_inner_yaml,
+        _take_gpu_key,
+        _take_version_key,
+        check_inner_config,
+        inner_path,
+        mask_inner_values,
+        read_text,
+        split_command_line,
     )
-    from kvcheck.errors import ArgparseRefusal
     from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
 
     text = read_text(path)

@@ -33,7 +33,7 @@ def refused_values(findings, catalog) -> set[str]:
             e = catalog.get(f.id)
             if not _REFUSAL.search(e.template):
                 continue
-            for name, val in (f.values or {}).items():
+            for _name, val in (f.values or {}).items():
                 v = val.strip().strip("'\"").upper()
                 if v and re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", v):
                     out |= _FAMILIES.get(v, {v})

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import deque
-from typing import Any, BinaryIO, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -233,7 +233,7 @@ def explain_text(text: str, *, source: str = "message", catalog: Catalog | None 
     return annotate_release(result, sglang_version, version_in_log(text), catalog)
 
 
-def log_release(result: "Explanation", fallback: str | None = None) -> tuple[str | None, str]:
+def log_release(result: Explanation, fallback: str | None = None) -> tuple[str | None, str]:
     """(release, where from) the log itself shows: an explicit version, else the newest
     release its traceback lines / server-args dump fit, else ``fallback`` (the older
     version sniffing)."""
@@ -599,7 +599,7 @@ def attach_deployment_preflight(explanation: Explanation, report: Any, catalog: 
     """As ``attach_preflight`` for ``explain -f``: the deployment's preflight report
     (``kvcheck.cluster``) is read through its documented contract; each hit points to the
     finding that predicts it (runtime error text, else the check id)."""
-    from kvcheck.preflight import _check_of
+    from kvcheck.checks.ids import check_of as _check_of
 
     catalog = catalog or load_catalog()
     contract = report.contract()

@@ -267,7 +267,7 @@ class Coordinator:
             if now - last_beat > 0.5:
                 self._beats()
                 last_beat = now
-                for p, (seq, d) in list(pending.items()):
+                for p, (_seq, d) in list(pending.items()):
                     for n in (p, d):
                         if n not in self.result.lost and self._stale(n):
                             self.result.lost[n] = f"stopped answering mid-run: no heartbeat for {self.opts.lost_after:g} s (frozen or dead)"
@@ -280,7 +280,7 @@ class Coordinator:
                     if self.launcher is not None and self.launcher.exited(p) is not None and p in pending:
                         self.result.lost[p] = f"its worker exited (status {self.launcher.exited(p)}) mid-run"
             if now > deadline:
-                for p, (seq, d) in pending.items():
+                for p, (_seq, d) in pending.items():
                     rec = self.result.pairs[(p, d)]
                     rec.attempts.append({"ok": False, "findings": [{"id": "probe-timeout", "message": f"no result from {p} within the probe budget ({budget:.0f} s)", "severity": "error"}],
                                          "segments": [], "lanes": {"rma": [], "am": []}})

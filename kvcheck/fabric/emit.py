@@ -124,7 +124,7 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
 def emit_slurm(plan, instances, *, etcd: str | None, run: str) -> str:
     """One srun line per instance (run in the background), then ``wait``."""
     lines = [f"# kvcheck fabric workers (run {run}); then: kvcheck fabric -f <deployment> --etcd {etcd or 'http://<etcd>:2379'} --run {run}"]
-    for base, inst, names in _groups(plan, instances):
+    for _base, inst, names in _groups(plan, instances):
         env = ",".join(["ALL"] + [f"{k}={v}" for k, v in fabric_env(inst.env).items()])
         hosts = f" --nodelist={','.join(dict.fromkeys(inst.hosts))}" if inst.hosts else ""
         worker = (f"set -- {' '.join(shlex.quote(n) for n in names)}; shift $SLURM_PROCID; "

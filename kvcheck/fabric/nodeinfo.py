@@ -145,7 +145,7 @@ def loss_counters() -> dict:
     try:
         lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
         if len(lines) >= 2:
-            row = dict(zip(lines[0][1:], lines[1][1:]))
+            row = dict(zip(lines[0][1:], lines[1][1:], strict=False))
             out["tcp_out"], out["tcp_retrans"] = int(row.get("OutSegs", 0)), int(row.get("RetransSegs", 0))
     except (OSError, ValueError):
         pass

@@ -10,7 +10,7 @@ ends, after swapping two colours along an alternating path when needed.
 
 from __future__ import annotations
 
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 
 def schedule(pairs: Iterable[tuple[Hashable, Hashable]]) -> list[list[tuple[Hashable, Hashable]]]:

@@ -47,7 +47,7 @@ class MooncakeAgent:
             "magic": MAGIC, "name": self.name, "role": self.role, "session_id": self.session, **self.info, "pages": self.pages,
             "regions": [{"index": r.index, "addr": self.arena.addr(r.index), "bytes": ar.nbytes, "item_len": r.item_len,
                          "layer_id": r.layer_id, "part": r.part, "pool": r.pool}
-                        for r, ar in zip(g.regions, self.arena.regions)],
+                        for r, ar in zip(g.regions, self.arena.regions, strict=False)],
         }
 
     def digests(self, spans) -> dict:

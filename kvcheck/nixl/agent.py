@@ -41,7 +41,7 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kvcheck.errors import InputError
 from kvcheck.nixl.listener import _MetadataServer, _recv  # noqa: F401  (_recv: the protocol's reader, for tests)
@@ -98,7 +98,7 @@ class Layout:
     pages: int
 
     @classmethod
-    def from_geometry(cls, geometry, pages: int) -> "Layout":
+    def from_geometry(cls, geometry, pages: int) -> Layout:
         """The layout of ``geometry`` (``kvcheck.sglang.geometry.SideGeometry``) with ``pages`` pages."""
         if pages < 1:
             raise InputError("--pages must be at least 1", field="--pages")
@@ -112,7 +112,7 @@ class Layout:
         return {"role": self.role, "pages": self.pages, "regions": [[r.kind, r.item_len] for r in self.regions]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Layout":
+    def from_dict(cls, data: dict) -> Layout:
         return cls(role=data["role"], pages=int(data["pages"]), regions=[LayoutRegion(k, int(n)) for k, n in data["regions"]])
 
 
@@ -191,7 +191,7 @@ def confirmation_record(nonce: bytes, answer: dict) -> bytes:
     return (RECORD_MAGIC + nonce + digest).ljust(CONFIRM_SLOT_BYTES, b"\0")
 
 
-def check_memory_cap(layout: "Layout", max_bytes: int) -> None:
+def check_memory_cap(layout: Layout, max_bytes: int) -> None:
     """Refuse (``InputError``, exit 2) a layout whose regions need more than ``max_bytes``
     (pages x item length summed over regions), before anything is allocated."""
     total = layout.total_bytes
@@ -406,7 +406,7 @@ class KvAgent:
                     arena[base - arena.ctypes.data: base - arena.ctypes.data + total] = 0
                     self.guards.append((lo, GUARD_BYTES))
                     self.guards.append((base + total, GUARD_BYTES))
-                    dev_of = lambda i: dram_dev_id(i, standin)  # noqa: E731
+                    dev_of = lambda i, standin=standin: dram_dev_id(i, standin)  # noqa: E731
                 else:
                     arena, base = gpu[1](total, self.device)
                     dev_of = lambda i: self.device  # noqa: E731
@@ -416,7 +416,7 @@ class KvAgent:
             self._keep.append(arena)
             regs = []
             off = 0
-            for i, size in zip(idxs, sizes):
+            for i, size in zip(idxs, sizes, strict=False):
                 item = self.layout.regions[i].item_len
                 regs.append(Registered(index=i, kind=kind, reg_kind=reg_kind, addr=base + off, length=item * pages, dev_id=dev_of(i), item_len=item, standin=standin))
                 off += size

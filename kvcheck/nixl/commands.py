@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 from kvcheck.checks.base import Finding, Severity
-from kvcheck.errors import InputError, KvcheckError, UnreachableError
+from kvcheck.errors import InputError, UnreachableError
 
 
 def parse_listen(spec: str) -> tuple[str, int]:
@@ -186,7 +185,7 @@ def augment_preflight(report, prefill_side, decode_side, *, prefill_agent: str |
             new.append(Finding(id="probe-skipped", severity=Severity.WARNING, message=f"probe not run: {why}",
                                fix="fix the errors above first; the probe follows the plan the runtime would take"))
         else:
-            from kvcheck.nixl.probe import build_job, run_probe
+            from kvcheck.nixl.probe import build_job
 
             job = build_job(plan, pg, dg, decode_agent, pages=min(pages, live_pages or pages), timeout=timeout)
             result = _probe_with_progress(job, show_progress)

@@ -540,7 +540,6 @@ def probe_with_agent(agent, job: dict, emit) -> None:
         dst_items = job["dst_item_lens"]
         segs = job["segments"]
         dst_indices = job["dst_indices"]
-        arenas = {}
         all_ok = True
         for si, (start, end, src_kind, dst_kind) in enumerate(segs):
             n = len(segs)
@@ -644,7 +643,7 @@ def probe_with_agent(agent, job: dict, emit) -> None:
             if state != "DONE":
                 _wait(agent.nixl, h2, timeout, f"read back segment {si}")
             h2.release()
-            bad = [(i, p) for (i, p, _, _), v in zip(expect, views) if not _check(v, _pattern(nonce, i, p))]
+            bad = [(i, p) for (i, p, _, _), v in zip(expect, views, strict=False) if not _check(v, _pattern(nonce, i, p))]
             lh.release()
             rh.release()
             seg = {"index": si, "start": start, "end": end, "src_kind": src_kind, "dst_kind": dst_kind,

@@ -102,7 +102,7 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float, what: str, where: 
         sock.settimeout(left)
         try:
             chunk = sock.recv(min(n - len(buf), 1 << 20))
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError as exc:
             raise UnreachableError(f"{what}: connection failed: {exc}", source=where) from None
@@ -120,7 +120,7 @@ def _connect(host: str, port: int, deadline: float, where: str, refused: str | N
         return socket.create_connection((host, port), timeout=left)
     except ConnectionRefusedError:
         raise UnreachableError(refused or "connection refused: no NIXL listener on this port (agent not started, or started without --listen)", source=where) from None
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise UnreachableError(f"no answer to connect within the deadline ({left:.3g} s)", source=where) from None
     except OSError as exc:
         raise UnreachableError(f"cannot connect: {exc}", source=where) from None
@@ -133,7 +133,7 @@ def _send_frame(sock: socket.socket, payload: bytes, deadline: float, where: str
     sock.settimeout(left)
     try:
         sock.sendall(struct.pack("<Q", len(payload)) + payload)
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise UnreachableError("the request could not be sent within the deadline", source=where) from None
     except OSError as exc:
         raise UnreachableError(f"cannot send the request: {exc}", source=where) from None
@@ -302,7 +302,7 @@ def _http_post_json(endpoint: str, path: str, body: dict, deadline: float, max_b
                 sock.settimeout(left)
                 try:
                     chunk = sock.recv(1 << 16)
-                except (socket.timeout, TimeoutError):
+                except TimeoutError:
                     continue
                 except OSError as exc:
                     raise UnreachableError(f"etcd: connection failed: {exc}", source=endpoint) from None

@@ -59,7 +59,7 @@ def startup_verified_from() -> str:
     return getattr(startup, "STARTUP_VERIFIED_FROM", NEWEST)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def verified(subsystem: str, release: str | None) -> bool:
     """Whether kvcheck's ``subsystem`` is verified against ``release``'s own code."""
     if subsystem not in SUBSYSTEMS:
@@ -113,7 +113,7 @@ def boundaries() -> tuple[str, ...]:
     return tuple(sorted(found, key=version_key))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def epoch(release: str | None) -> tuple[bool, ...]:
     """Which of ``boundaries()`` ``release`` is at or after: releases with equal epochs
     sit between the same boundaries."""

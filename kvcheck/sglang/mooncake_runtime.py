@@ -79,7 +79,7 @@ class _Engine:
 
     def batch_transfer_sync(self, session, srcs, dsts, lens):
         with self.lock:
-            self.writes += [(int(s), int(d), int(n)) for s, d, n in zip(srcs, dsts, lens)]
+            self.writes += [(int(s), int(d), int(n)) for s, d, n in zip(srcs, dsts, lens, strict=False)]
         return 0
 
     def get_session_id(self):

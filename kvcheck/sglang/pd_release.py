@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kvcheck.release.manifest import NEWEST  # noqa: E402  (the newest modeled release: written once, in the manifest)
+from kvcheck.release.manifest import NEWEST
+
 _FACTS = Path(__file__).with_name("pd_facts.json")
 
 # Digests (``scripts/gen_pd_facts.py``) of the decode bootstrap checks kvcheck restates,
@@ -66,7 +67,7 @@ DECISION_VARIANTS = {
 }
 
 
-from kvcheck.release.version import at_least  # noqa: E402,F401  (the one comparison)
+from kvcheck.release.version import at_least  # noqa: E402  (the one comparison)
 from kvcheck.release.version import version_key as _vkey  # noqa: E402
 
 

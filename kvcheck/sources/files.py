@@ -396,7 +396,6 @@ def check_inner_config(table: FlagTable, config: dict[str, Any], source: str) ->
     parser; a refusal names the key only, never the value (the file may be one kvcheck
     was not meant to show: it is the input's choice, not the user's). An ambiguous
     abbreviation (``ArgparseRefusal``) is the server's own start-up refusal and is kept."""
-    from kvcheck.sources.limits import clip
 
     for key, value in config.items():
         try:

@@ -31,7 +31,6 @@ from ``nvidia.com/gpu`` / ``amd.com/gpu`` / Dynamo ``gpu`` limits.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,15 @@ from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, rank_is_symbolic, router_from_launch, set_node_rank
+from kvcheck.sources.deployments.launch import (
+    find_launches,
+    instance_from_launch,
+    link_router,
+    option_value,
+    rank_is_symbolic,
+    router_from_launch,
+    set_node_rank,
+)
 from kvcheck.sources.deployments.shell import Word, placeholders
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
@@ -266,7 +273,7 @@ def _groups(obj: Any, file: str) -> list[Group]:
             leader_cfg = cfg.get("leader") if isinstance(cfg.get("leader"), dict) else None
             worker_cfg = cfg.get("worker") if isinstance(cfg.get("worker"), dict) else None
 
-            def pod_of(part: Any, runner_from: Any) -> LMap:
+            def pod_of(part: Any, runner_from: Any, cfg: Any = cfg) -> LMap:
                 pod = LMap({k: v for k, v in cfg.items() if k not in ("runner", "leader", "worker")})
                 pod.line = getattr(cfg, "line", 0)
                 if isinstance(part, dict):
@@ -443,7 +450,7 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
             inject = injected(g.kind, rank, g.nodes) if multinode else None
             if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
                 inject = {**(inject or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
-            for c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
+            for _c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
                 for ln in launches:
                     if ln.kind == "server":
                         inst, _p = instance_from_launch(ln, file=file, name=g.name, kind=g.kind)
@@ -461,7 +468,7 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
         # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
         # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
         inject0 = {**(inject0 or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
-    for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
+    for c, launches, values, _unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
             if ln.kind == "router":

@@ -71,7 +71,7 @@ def _strip_directives(v: Any) -> Any:
         if isinstance(v, LSeq):
             seq = LSeq(items)
             seq.line = v.line
-            seq.lines = [ln for x, ln in zip(v, v.lines) if not (isinstance(x, dict) and x.get("$patch") == "delete")]
+            seq.lines = [ln for x, ln in zip(v, v.lines, strict=False) if not (isinstance(x, dict) and x.get("$patch") == "delete")]
             return seq
         return items
     return copy.deepcopy(v)

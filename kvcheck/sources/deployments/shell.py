@@ -15,8 +15,8 @@ are read, each at its own lines; a leading ``$ `` prompt is removed.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from kvcheck.sources.deployments.instance import Location
 from kvcheck.sources.deployments.variables import Scope, expand
@@ -415,7 +415,7 @@ class Lexer:
                 fields.append([piece])
                 solid.append(False)
         words = ["".join(f) for f in fields]
-        return [Word(w, start_line, unresolved, quoted, quoted and only_single) for w, keep in zip(words, solid) if w or keep]
+        return [Word(w, start_line, unresolved, quoted, quoted and only_single) for w, keep in zip(words, solid, strict=False) if w or keep]
 
 
 def words_of(text: str, file: str, first_line: int, scope: Scope) -> Iterator[tuple[list[Word], str]]:

@@ -204,7 +204,7 @@ def _sweeps(cfg: Any, source: str | None = None, before: int = 0) -> list[tuple[
     _check_sweep_size(lists, before, source, getattr(cfg, "line_of", lambda k: None)("sweep"))
     out: list[tuple[str | None, Any]] = []
     for k, combo in enumerate(itertools.product(*lists)):
-        params = dict(zip(names, combo))
+        params = dict(zip(names, combo, strict=False))
         c = LMap({kk: v for kk, v in cfg.items() if kk != "sweep"})
         _copy_lines(c, cfg)
         if isinstance(cfg, LMap):
@@ -421,7 +421,7 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
             if not use_sglang:
                 toks += [("--request-plane", None), ("tcp", None)]
             cli_cfg = {k: v for k, v in mcfg.items() if k not in ("model-path", "model_path", "served-model-name", "served_model_name", "nccl-port", "nccl_port")}
-            toks += _config_to_cli(cli_cfg, lambda k, m=mcfg: m.line_of(k) if isinstance(m, LMap) else section_line)
+            toks += _config_to_cli(cli_cfg, lambda k, m=mcfg, sl=section_line: m.line_of(k) if isinstance(m, LMap) else sl)
             node_argvs.append([Word(t, ln or section_line or res_line) for t, ln in toks])
         launch = Launch("server", launcher, node_argvs[0], line0)
         inst, _problem = instance_from_launch(

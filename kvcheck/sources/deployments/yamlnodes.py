@@ -15,8 +15,9 @@ them (``"8"`` stays a string, ``8`` is an int, ``0.90`` a float, ``true`` a bool
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -234,7 +235,7 @@ def load_documents(text: str, source: str) -> list[Any]:
     except yaml.YAMLError as exc:
         raise syntax_error(exc, source) from None
     except RecursionError:
-        raise InputError(f"YAML nesting too deep; refusing to read it", source=source) from None
+        raise InputError("YAML nesting too deep; refusing to read it", source=source) from None
     finally:
         loader.dispose()
         if gc_was_on:
