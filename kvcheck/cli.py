@@ -10,10 +10,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import typer
 
 from kvcheck.errors import EXIT_INPUT, KvcheckError
+
+if TYPE_CHECKING:
+    from kvcheck.sides import Role
 
 app = typer.Typer(
     name="kvcheck",
@@ -144,7 +148,7 @@ def preflight(
 
     # One pipeline: the pair is a deployment of two instances, checked by the same stages
     # as -f (releases, classes, pair decisions, cluster checks, one report).
-    def load_live(spec: str, role: str):
+    def load_live(spec: str, role: Role):
         per_role = {"prefill": (prefill_env, prefill_model_config, prefill_gpu, prefill_sglang_version),
                     "decode": (decode_env, decode_model_config, decode_gpu, decode_sglang_version)}[role]
         extra = {"bootstrap": bootstrap} if role == "prefill" else {}
@@ -304,7 +308,7 @@ def snapshot(
 
     if role not in (None, "prefill", "decode"):
         raise KvcheckError(f"unknown role {role!r}; choose prefill or decode", field="--role")
-    snap = capture(url, role, api_key=api_key, bootstrap=bootstrap, connect_timeout=connect_timeout, deadline=deadline, tolerate_route=True)
+    snap = capture(url, cast("Role | None", role), api_key=api_key, bootstrap=bootstrap, connect_timeout=connect_timeout, deadline=deadline, tolerate_route=True)
     write_snapshot(snap, output)
     if snap.get("route_error"):
         typer.echo(f"kvcheck: warning: saved without the bootstrap /route reply: {snap['route_error']}", err=True)
@@ -516,13 +520,13 @@ def explain(
         if result.blank:
             raise KvcheckError(f"nothing to explain: the {source} is empty")
         annotate_release(result, sglang_version, sniffer.version)
-    if prefill is not None:
+    if prefill is not None and decode is not None:  # both or neither (checked above)
         # The same pipeline as ``preflight`` (one answer for one pair, on every path).
         from kvcheck.cluster import ClusterOptions
         from kvcheck.cluster.pair_input import run_pair
         from kvcheck.sources import load_side
 
-        def load_live(spec: str, role: str):
+        def load_live(spec: str, role: Role):
             return load_side(spec, role, model_config=model_config,
                              sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version) or sglang_version)
 

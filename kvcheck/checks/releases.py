@@ -190,7 +190,9 @@ def _decode_replicates_kv_heads(ctx: CheckContext, several: bool = False) -> boo
     False when the KV head count is unknown or the model is MLA."""
     p, d = ctx.prefill.args.attn_tp_size, ctx.decode.args.attn_tp_size
     heads = getattr(ctx.prefill.model, "num_key_value_heads", None)
-    return bool(heads) and ctx.prefill.model.attention == "MHA" and p < d and d > heads and (not several or p < heads)
+    if not heads:
+        return False
+    return ctx.prefill.model.attention == "MHA" and p < d and d > heads and (not several or p < heads)
 
 
 @check(

@@ -41,10 +41,10 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
         certain = _model_independent_failures(p, d) + _refused_pair_findings(p, d)
         findings = certain + list(class_findings)
         # The runtime stops at the first error it reaches: start-up refusals come first.
-        predicted = sorted((x.finding for x in findings if x.finding.runtime_error is not None and not x.finding.ignored),
-                           key=lambda f: f.runtime_error.when != "start-up")
-        for n, f in enumerate(predicted, start=1):
-            f.runtime_error.order, f.runtime_error.first = n, n == 1
+        predicted = sorted((x.finding.runtime_error for x in findings if x.finding.runtime_error is not None and not x.finding.ignored),
+                           key=lambda e: e.when != "start-up")
+        for n, e in enumerate(predicted, start=1):
+            e.order, e.first = n, n == 1
         return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
     pw, dw = p.window, d.window
     cands = pair_candidates(pw, dw) if pw is not None and dw is not None and pw.releases and dw.releases else []
@@ -169,7 +169,7 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
 
     groups = []
     for gpu in gpus:
-        for g in group_by(cands, lambda rp, rd, gpu=gpu: signature(p.side_for(rp, gpu), d.side_for(rd, gpu))):
+        for g in group_by(cands, lambda rp, rd: signature(p.side_for(rp, gpu), d.side_for(rd, gpu))):  # noqa: B023  (group_by calls it in this iteration)
             g.gpu = gpu
             groups.append(g)
     decided = []
@@ -379,7 +379,7 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     if dp not in (pp, 1):
         # The decode's own PP check (plan.bootstrap_checks), on sides that agree in
         # everything else it compares, so that only the PP assert can fire.
-        same = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)
+        same: dict[str, Any] = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)
         try:
             failures = bootstrap_checks(PairInfo(**same, pp_size=pp), PairInfo(**same, pp_size=dp), behaviour(d.first.release))
         except ValueError:  # the decode's release: bootstrap checks not modeled (the pair is unchecked)

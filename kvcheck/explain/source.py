@@ -101,6 +101,9 @@ def entry_problems(entry: Entry) -> list[str]:
     for src in entry.sources:
         if src.project:
             continue
+        if not src.module or not src.qualname:
+            problems.append(f"{entry.id}: a source names neither a project nor a module and qualname")
+            continue
         try:
             literals = source_literals(src.module, src.qualname)
         except (ImportError, AttributeError, LookupError) as exc:

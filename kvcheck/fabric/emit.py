@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 from kvcheck.fabric.topology import fabric_env
 
@@ -101,7 +102,7 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
             if container.get(key):
                 c[key] = container[key]
         labels = {"kvcheck-fabric-run": run}
-        pod = {"restartPolicy": "Never", "containers": [c]}
+        pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [c]}
         for key in ("nodeSelector", "tolerations", "hostNetwork", "volumes", "hostIPC", "priorityClassName", "serviceAccountName", "schedulerName"):
             if spec.get(key) is not None:
                 pod[key] = spec[key]

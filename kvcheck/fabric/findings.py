@@ -224,7 +224,7 @@ def _asymmetry(run, plan) -> list[Scoped]:
         counts: dict[tuple, int] = {}
         for s in sigs.values():
             counts[s] = counts.get(s, 0) + 1
-        major = max(counts, key=counts.get)
+        major = max(counts, key=counts.__getitem__)
         if counts[major] * 2 > len(members):
             for n, s in sigs.items():
                 if s != major:
@@ -236,7 +236,7 @@ def _asymmetry(run, plan) -> list[Scoped]:
             tcount: dict = {}
             for v in tl.values():
                 tcount[v] = tcount.get(v, 0) + 1
-            major_t = max(tcount, key=tcount.get)
+            major_t = max(tcount, key=tcount.__getitem__)
             for n, v in tl.items():
                 if v != major_t and tcount[major_t] * 2 > len(tl):
                     out.append(Scoped(_f("fabric-nic-asymmetry", Severity.WARNING, f"node {n} moves KV over {sorted(v)}, the other {cls} nodes over {sorted(major_t)}"), node=n))

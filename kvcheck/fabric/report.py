@@ -24,8 +24,8 @@ def build_report(run, plan, *, min_fraction: float = 0.5) -> dict:
     for pn in plan.prefill_nodes:
         row = {"prefill": pn, "cells": []}
         for dn in plan.decode_nodes:
-            c = cells.get((pn, dn))
-            row["cells"].append(c if c is not None else {"prefill": pn, "decode": dn, "status": "not-required"})
+            shown = cells.get((pn, dn))
+            row["cells"].append(shown if shown is not None else {"prefill": pn, "decode": dn, "status": "not-required"})
         matrix.append(row)
     nodes = []
     for n, node in plan.nodes.items():

@@ -42,6 +42,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.nixl.listener import _MetadataServer, _recv  # noqa: F401  (_recv: the protocol's reader, for tests)
@@ -248,7 +249,7 @@ class KvAgent:
         self.max_bytes = max_bytes
         self.guards: list[tuple[int, int]] = []
         self._busy_until = 0.0
-        self._confirm_page = None
+        self._confirm_page: int | None = None
         self._confirm_lock = threading.Lock()
         self.regions: list[Registered] = []
         self.issues: list[RegistrationIssue] = []
@@ -257,7 +258,7 @@ class KvAgent:
         self.gpu_backend: str | None = None
         self._keep: list = []
         self._reg_descs: list = []
-        self._agent = None
+        self._agent: Any = None  # nixl._api.nixl_agent (NIXL ships no types)
         self._server: _MetadataServer | None = None
         self._published_etcd = False
         self._blob: bytes | None = None
@@ -366,6 +367,8 @@ class KvAgent:
     def _check_name_free(self) -> None:
         from kvcheck.nixl.transport import EtcdGateway
 
+        if not self.etcd:
+            return
         try:
             gw = EtcdGateway(self.etcd, timeout=3.0)
             if gw.get(gw.key(self.name)) is not None:
@@ -406,7 +409,7 @@ class KvAgent:
                     arena[base - arena.ctypes.data: base - arena.ctypes.data + total] = 0
                     self.guards.append((lo, GUARD_BYTES))
                     self.guards.append((base + total, GUARD_BYTES))
-                    dev_of = lambda i, standin=standin: dram_dev_id(i, standin)  # noqa: E731
+                    dev_of = lambda i: dram_dev_id(i, standin)  # noqa: E731, B023  (called in this iteration)
                 else:
                     arena, base = gpu[1](total, self.device)
                     dev_of = lambda i: self.device  # noqa: E731
@@ -450,7 +453,7 @@ class KvAgent:
 
     def poll_notifications(self) -> list[tuple[str, bytes]]:
         """New notifications from peers (``(peer name, message)``), also kept in ``notifications``."""
-        new = []
+        new: list[tuple[str, bytes]] = []
         try:
             for peer, msgs in self._agent.get_new_notifs().items():
                 new.extend((peer, m) for m in msgs)
@@ -495,7 +498,7 @@ class KvAgent:
             self._server.stop()
             self._server = None
         if self._agent is not None:
-            if self._published_etcd:
+            if self._published_etcd and self.etcd:
                 try:
                     self._agent.invalidate_local_metadata()
                 except Exception:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Literal, cast
 
 from kvcheck.checks.base import Finding, Severity
 from kvcheck.errors import InputError, UnreachableError
@@ -22,7 +23,7 @@ def parse_listen(spec: str) -> tuple[str, int]:
     return _split_hostport(spec, spec)
 
 
-def run_agent(*, role: str, config: str, ttl: float | None, pages: int, listen: str | None, etcd: str | None, backend: str,
+def run_agent(*, role: str, config: str, ttl: str | float | None, pages: int, listen: str | None, etcd: str | None, backend: str,
               gpu: str, env_file=None, model_config=None, draft_model_config=None, out=None, name: str | None = None,
               max_memory_gib: float = 4.0, sglang_version: str | None = None) -> int:
     """Start a ``role`` agent with the geometry of ``config`` and serve until ``ttl`` (seconds).
@@ -53,7 +54,7 @@ def run_agent(*, role: str, config: str, ttl: float | None, pages: int, listen: 
         raise InputError("--role must be prefill or decode", field="--role")
     if gpu not in ("auto", "off"):
         raise InputError("--gpu must be auto or off", field="--gpu")
-    side = load_side(config, role, env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, sglang_version=sglang_version)
+    side = load_side(config, cast(Literal["prefill", "decode"], role), env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, sglang_version=sglang_version)
     geometry = derive_geometry(side)
     if not geometry.regions:
         raise InputError(f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})", source=config)

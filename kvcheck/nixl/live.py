@@ -51,9 +51,9 @@ def remote_regions(meta: AgentMetadata, backend: str = "UCX") -> list[RemoteRegi
                 untagged.append(RemoteRegion(-1, sec.kind, sec.kind, r.addr, r.length, r.dev_id, False))
     total = len(tagged) + len(untagged)
     free = [i for i in range(total) if i not in tagged]
-    for i, r in zip(free, untagged, strict=False):
-        r.index = i
-        tagged[i] = r
+    for i, rr in zip(free, untagged, strict=False):
+        rr.index = i
+        tagged[i] = rr
     return [tagged[i] for i in sorted(tagged)]
 
 

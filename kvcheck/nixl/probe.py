@@ -131,6 +131,7 @@ def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeRe
     env.setdefault("UCX_LOG_LEVEL", "error")
     env.setdefault("NIXL_LOG_LEVEL", "WARN")
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all three are pipes
     proc.stdin.write(json.dumps(job).encode() + b"\n")
     proc.stdin.flush()
     if not job.get("hold"):
@@ -346,6 +347,7 @@ def _fetch_and_confirm(job: dict, timeout: float, fail):
             t = parse_target(target)
             conf = confirm_agent(t.host, t.port, timeout, with_blob=True, precheck=_kvcheck_only)
             blob = conf.blob
+            assert blob is not None  # with_blob=True
             meta = parse_metadata(blob, source=target)
         else:
             fetched = read_agents(target, timeout=timeout)
@@ -528,9 +530,9 @@ def probe_with_agent(agent, job: dict, emit) -> None:
         emit(type="step_done", step="load metadata", seconds=time.perf_counter() - t)
 
         t = begin("confirm over NIXL")
-        problem = _read_back_record(agent, remote, meta, conf, job["backend"], timeout)
-        if problem:
-            fail("probe-unconfirmed", problem)
+        unconfirmed = _read_back_record(agent, remote, meta, conf, job["backend"], timeout)
+        if unconfirmed:
+            fail("probe-unconfirmed", unconfirmed)
             emit(type="end", ok=False)
             return
         emit(type="step_done", step="confirm over NIXL", seconds=time.perf_counter() - t)
@@ -547,7 +549,7 @@ def probe_with_agent(agent, job: dict, emit) -> None:
             t = begin(f"prepare segment {si}")
             local, rdescs, expect = [], [], []
             reg_kind_remote = None
-            problem = None
+            problem: tuple[str, str] | None = None
             for i in range(start, end):
                 s = src_regions[i]
                 di = dst_indices[i]

@@ -438,8 +438,8 @@ def read_agents(spec: str, timeout: float = 5.0) -> list[Fetched]:
     names = [t.name] if t.name else gw.list_agents()
     out = []
     for name in names:
-        blob = gw.get(gw.key(name))
-        if blob is None:
+        got = gw.get(gw.key(name))
+        if got is None:
             raise UnreachableError(f"no metadata for agent {name!r} in etcd (never published, or withdrawn)", source=spec)
         src = f"etcd://{t.host}:{t.port}/{name}"
         listener = None
@@ -450,5 +450,5 @@ def read_agents(spec: str, timeout: float = 5.0) -> list[Fetched]:
                     listener = _split_hostport(raw.decode("ascii", errors="strict"), src)
                 except (InputError, UnicodeDecodeError):
                     listener = None
-        out.append(Fetched(src, blob, parse_metadata(blob, source=src), time.monotonic() - start, "etcd", listener))
+        out.append(Fetched(src, got, parse_metadata(got, source=src), time.monotonic() - start, "etcd", listener))
     return out

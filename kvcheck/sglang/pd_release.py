@@ -123,26 +123,26 @@ class PDBehaviour:
     @property
     def decode_dcp_checks(self) -> bool:
         """0.5.17: 'PD decode DCP requires an MLA or hybrid-MLA KV pool.' and the prefill CP=1 check."""
-        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.17")
+        return self.bootstrap_variant is not None and at_least(self.bootstrap_variant, "0.5.17")
 
     @property
     def dsv41_checks(self) -> str | None:
         """0.5.21: DSpark layout and same-TP checks ("same_tp"); 0.5.22: a decode TP equal to
         the prefill's TP x CP is admitted for MLA ("tp_or_cp_world")."""
-        if not self.bootstrap_modeled or not at_least(self.bootstrap_variant, "0.5.21"):
+        if self.bootstrap_variant is None or not at_least(self.bootstrap_variant, "0.5.21"):
             return None
         return "same_tp" if self.bootstrap_variant == "0.5.21" else "tp_or_cp_world"
 
     @property
     def mxfp8_tp_check(self) -> bool:
         """0.5.22: MXFP8 block-scale state with unequal attention TP (non-MLA) is refused."""
-        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.22")
+        return self.bootstrap_variant is not None and at_least(self.bootstrap_variant, "0.5.22")
 
     @property
     def newest_bootstrap(self) -> bool:
         """0.5.23: MiniMax sparse TP check, KV layout check, DCP vs --enable-kv-cache-sharding,
         and the MLA KV-sharding equal-TP assert in ``_resolve_rank_mapping``."""
-        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.23")
+        return self.bootstrap_variant is not None and at_least(self.bootstrap_variant, "0.5.23")
 
     # ---- prefill registration decision (NixlKVManager._add_remote_peer) ----
     @property
@@ -157,46 +157,46 @@ class PDBehaviour:
         an MLA prefill relays the KV; other DCP pairs raise), the registration carries the
         decode's DCP size, and an empty prefill returns before the source-kind assert.
         Before it (0.5.15 .. 0.5.16) the decode's DCP is not sent at all."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.17")
 
     @property
     def dcp_geometry_per_entry(self) -> bool:
         """0.5.20: ``prepare_dcp_token_item_lens`` compares per-token bytes entry by entry
         (draft entries' decode pages hold ``page_size * dcp_size`` tokens); 0.5.17 .. 0.5.19
         compare the whole lists ('PD DCP source/destination KV geometry differs: src=[...], dst=[...]')."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.20")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.20")
 
     @property
     def layer_id_pairing(self) -> bool:
         """0.5.17: ``build_transfer_entry_pairs`` pairs regions (positionally only when the
         prefill's PP size is 1, else 'PP-heterogeneous transfer requires layer ids ...');
         0.5.15 .. 0.5.16 take the decode's first ``n_src`` regions whatever the PP size."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.17")
 
     @property
     def pp_mla_offsets(self) -> bool:
         """0.5.21: ``_build_transfer_dst_indices`` maps a plain-MLA prefill PP stage onto
         its layer span of a decode that registered the whole model."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.21")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.21")
 
     @property
     def head_group_replication(self) -> bool:
         """0.5.17: the heterogeneous-TP head groups divide by the decode's KV-head
         replication (``decode_tp // prefill_tp // dst_replication``); 0.5.15 .. 0.5.16 do not."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.17")
 
     @property
     def head_slice_asserts(self) -> bool:
         """0.5.22: ``_init_hetero_tp_prep_handle`` asserts that the head slices tile the
         source and destination items; before it a misfit is prepared without a word."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.22")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.22")
 
     @property
     def per_request_decision(self) -> bool:
         """0.5.5 .. 0.5.12.post1: the prefill prepares nothing when the decode registers;
         ``add_transfer_request`` builds the descriptor lists of every request (errors
         surface at the first request, not at registration)."""
-        return self.decision_modeled and not at_least(self.decision_variant, "0.5.13")
+        return self.decision_variant is not None and not at_least(self.decision_variant, "0.5.13")
 
     @property
     def aux_count_check(self) -> bool:

@@ -68,6 +68,8 @@ PP 1), so every whole-slot component takes the generic senders:
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from kvcheck.sglang.geometry import SideGeometry
@@ -483,6 +485,7 @@ def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: Stat
     on their head axis; an element size (bytes per sliced unit) that differs between the
     sides lands the prefill's bytes at the decode's offsets. A PP>1 prefill pairs the
     entries by layer id (``build_transfer_entry_pairs``, no positional fallback)."""
+    pairs: list[tuple[int, int]] | None
     if inp.prefill_pp > 1:
         if not _lens(p, "mamba"):
             dec.unchecked = _EMPTY_STAGE.format(rank=pp_rank, t="mamba")
@@ -635,7 +638,7 @@ def mamba_conv_layout(model, attn_tp: int) -> tuple[list[int], list[int] | None]
     return [inter, groups * state, groups * state], None
 
 
-def mamba_dims(model, attn_tp: int) -> dict[str, list[int]] | None:
+def mamba_dims(model, attn_tp: int) -> dict[str, Any] | None:
     """``HybridLinearKVPool.get_state_dim_per_tensor`` per entry (conv entries of every
     Mamba layer, then temporal): the sliced axis' size per rank (conv channels / TP;
     temporal heads / TP). KDA (Kimi Linear) conv state is ``[K - 1, dim]``, sliced on its

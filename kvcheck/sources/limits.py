@@ -289,7 +289,7 @@ def load_yaml_limited(text: str) -> Any:
         aliases = 0
         depth = 0
 
-        def compose_node(self, parent, index):  # type: ignore[override]
+        def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_YAML_ALIASES:

@@ -78,7 +78,9 @@ def _blackwell_mha_default(side: Side) -> bool:
     from kvcheck.sglang.releases import in_range, side_release
 
     version = side_release(side)[0]
-    return bool(version) and in_range(version, "0.5.6.post1", "0.5.7")
+    if not version:
+        return False
+    return in_range(version, "0.5.6.post1", "0.5.7")
 
 
 def default_attention_backend(side: Side, gpu: Gpu) -> str:
@@ -223,6 +225,8 @@ def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
     (decode-only, SM100, its KV dtypes) and the TRTLLM MHA GPU checks (SM90/SM100/SM120).
     NVFP4 (``handle_nvfp4_prefill_kv_dequant_dtype``) forces prefill/decode backends first."""
     a = side.args
+    pre: str | None
+    dec: str | None
     if a.kv_cache_dtype == "nvfp4":
         # nvfp4_prefill_dequant passed: it pinned the split backends.
         pre, dec = nvfp4_backends(side, gpu)

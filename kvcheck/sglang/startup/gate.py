@@ -17,6 +17,7 @@ every other side of that release is decided.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from kvcheck.sglang.startup.base import Stop, _env_bool, _is_dsa, _raw, release_at_least
 from kvcheck.sides import Side
@@ -44,7 +45,7 @@ class ReleaseStop(Stop):
     release: str = ""
 
 
-def startup_verified(version: str | None) -> bool:
+def startup_verified(version: str | None) -> TypeGuard[str]:
     """Whether ``version``'s start-up is one kvcheck decides (``STARTUP_VERIFIED_RELEASES``)."""
     return version in STARTUP_VERIFIED_RELEASES
 

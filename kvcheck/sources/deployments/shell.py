@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvcheck.sources.deployments.instance import Location
 from kvcheck.sources.deployments.variables import Scope, expand
@@ -174,7 +175,7 @@ class Lexer:
                     break
 
     # -- lexer ---------------------------------------------------------------------
-    def _next(self) -> tuple[str, object] | None:
+    def _next(self) -> tuple[str, Any] | None:
         s, n = self.s, self.n
         # skip blanks and continuations
         while self.i < n:

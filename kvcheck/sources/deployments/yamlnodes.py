@@ -254,3 +254,18 @@ def walk(obj: Any) -> Iterator[Any]:
         elif isinstance(cur, list):
             yield cur
             stack.extend(v for v in cur if isinstance(v, (dict, list)))
+
+
+
+
+_EMPTY: Any = object()
+
+
+def sub_map(obj: Any, key: str, default: Any = _EMPTY) -> Any:
+    """``obj[key]`` when ``obj`` is a mapping that holds a mapping there (the same object:
+    an ``LMap`` with its line numbers), else ``default`` (a new empty dict when not given).
+    YAML subtrees stay ``Any``: an ``LMap`` or a plain dict, read with ``isinstance``."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if isinstance(value, dict):
+        return value
+    return {} if default is _EMPTY else default

@@ -122,9 +122,9 @@ def catalog_lookup(name: str) -> tuple[str, str] | None:
     if parts:
         hits = by_name.get(parts[-1].lower(), {})
         if len(hits) == 1:
-            (hub_id, alias), = hits.items()
+            ((hub, via),) = hits.items()
             how = f"name {parts[-1]} of {name}"
-            return hub_id, how if alias is None else f"{how}; {_alias_match(alias)}"
+            return hub, how if via is None else f"{how}; {_alias_match(via)}"
     return None
 
 
