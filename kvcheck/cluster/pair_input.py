@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcheck.errors import InputError
+from kvcheck.sides import Role
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
 
@@ -35,7 +36,7 @@ def pair_deployment(prefill: str, decode: str, *, load_live: Any) -> Deployment:
     return Deployment(name=f"{prefill} + {decode}", source=instances[0].location, instances=instances)
 
 
-def side_instance(spec: str, role: str, load_live: Any) -> Instance:
+def side_instance(spec: str, role: Role, load_live: Any) -> Instance:
     """One side of a pair as an ``Instance`` (see the module docstring)."""
     from kvcheck.sources import is_live_spec
 
@@ -62,8 +63,8 @@ def side_instance(spec: str, role: str, load_live: Any) -> Instance:
     return _command_line_instance(path, spec, role)
 
 
-def _prebuilt(spec: str, role: str, side: Any) -> Instance:
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=dict(side.env),  # type: ignore[arg-type]
+def _prebuilt(spec: str, role: Role, side: Any) -> Instance:
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=dict(side.env),
                     gpu_type=side.gpu, gpu_source=side.gpu_source, kind="live")
     inst.prebuilt_side = side  # type: ignore[attr-defined]
     return inst
@@ -116,7 +117,7 @@ def _locations(text: str, path: Path, options: list[str]) -> dict[str, Location]
     return out
 
 
-def _yaml_instance(path: Path, spec: str, role: str) -> Instance:
+def _yaml_instance(path: Path, spec: str, role: Role) -> Instance:
     from kvcheck.sglang.flags import FlagTable
     from kvcheck.sources.files import ENV_KEY, _env_mapping, _load_yaml, read_text
 
@@ -130,13 +131,13 @@ def _yaml_instance(path: Path, spec: str, role: str) -> Instance:
     kw: dict[str, Any] = {}
     clues = _keys_and_clues(data, env, path, text, kw)
     keys = [f"--{k}" for k in data if isinstance(k, str)]
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,  # type: ignore[arg-type]
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,
                     arg_locations={**{k: loc for k, loc in _locations(text, path, keys).items()}}, release_clues=clues, kind="config", **kw)
     inst.parse_for = lambda v: FlagTable.load(v).parse_config(data, spec)  # type: ignore[attr-defined]
     return inst
 
 
-def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> Instance:
+def _json_instance(path: Path, spec: str, role: Role, data: Any, text: str) -> Instance:
     from kvcheck.sources.files import ENV_KEY, _env_mapping, args_from_mapping
 
     if not isinstance(data, dict):
@@ -145,7 +146,7 @@ def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> In
     kw: dict[str, Any] = {}
     clues = _keys_and_clues(data, env, path, text, kw)
     keys = [k if str(k).startswith("--") else f"--{str(k).replace('_', '-')}" for k in data]
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,  # type: ignore[arg-type]
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,
                     arg_locations=_locations(text, path, keys), release_clues=clues, kind="json", **kw)
     def parse_for(v: str) -> dict[str, Any]:
         # JSON args are kvcheck's own format (SGLang has none): what it refuses is bad
@@ -163,7 +164,7 @@ def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> In
     return inst
 
 
-def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
+def _command_line_instance(path: Path, spec: str, role: Role) -> Instance:
     """A launch-line file, read as ``kvcheck.sources.files.read_command_line`` reads it
     (a ``--config`` inside it through the same root-confined inner-file reader), with the
     per-release parse left to the release stage."""
@@ -208,7 +209,7 @@ def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
     if gpu is not None:
         kw["gpu_type"], kw["gpu_source"] = gpu, "kvcheck-gpu"
     options = [t.split("=", 1)[0] for t in argv if t.startswith("--")]
-    inst = Instance(role=role, name=role, location=Location(spec, _line_of(text, argv[0]) if argv else None), argv=list(argv),  # type: ignore[arg-type]
+    inst = Instance(role=role, name=role, location=Location(spec, _line_of(text, argv[0]) if argv else None), argv=list(argv),
                     node_argvs=[list(argv)], env=env, arg_locations=_locations(text, path, options), release_clues=clues, kind="command line", **kw)
 
     def parse_for(v: str) -> dict[str, Any]:
@@ -234,7 +235,7 @@ def run_pair(prefill: str, decode: str, opts: Any, *, load_live: Any, read_pair:
     ``read_pair(read_prefill, read_decode)`` reads both sides (default: one after the other)."""
     from kvcheck.cluster.pipeline import check_deployments
 
-    def reader(spec: str, role: str):
+    def reader(spec: str, role: Role):
         return lambda: side_instance(spec, role, load_live)
 
     read_pair = read_pair or (lambda rp, rd: (rp(), rd()))

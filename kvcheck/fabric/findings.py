@@ -229,8 +229,10 @@ def _asymmetry(run, plan) -> list[Scoped]:
             for n, s in sigs.items():
                 if s != major:
                     diff = [label for label, a, b in zip(("interfaces", "RDMA devices", "UCX_TLS", "UCX_NET_DEVICES"), s, major, strict=False) if a != b]
+                    keys = ("interfaces", "rdma", "UCX_TLS", "UCX_NET_DEVICES")
+                    mine, theirs = dict(zip(keys, s, strict=False)), dict(zip(keys, major, strict=False))
                     out.append(Scoped(_f("fabric-nic-asymmetry", Severity.WARNING, f"node {n} differs from the other {cls} nodes in {', '.join(diff)}: "
-                                         f"{dict(zip(('interfaces', 'rdma', 'UCX_TLS', 'UCX_NET_DEVICES'), s, strict=False))} vs {dict(zip(('interfaces', 'rdma', 'UCX_TLS', 'UCX_NET_DEVICES'), major, strict=False))}"), node=n))
+                                         f"{mine} vs {theirs}"), node=n))
         tl = {n: frozenset(lanes_of[n]) for n in members if n in lanes_of}
         if len(set(tl.values())) > 1:
             tcount: dict = {}

@@ -48,8 +48,10 @@ BOOTSTRAP_VARIANTS = {
 DECISION_VARIANTS = {
     # Before 0.5.13 nothing is prepared at registration: descriptor lists are built per
     # request (``send_kvcache`` / ``send_kvcache_slice``; ``plan._decide_per_request``).
-    "pr-b4863b2ac7c7": "0.5.5",  # 0.5.5 .. 0.5.6: dst pointers sliced from the stage's start layer; item_lens[0] for every layer
-    "pr-e900fda31fd9": "0.5.6.post1",  # 0.5.6.post1 .. 0.5.6.post2: equal region counts pair whole lists; per-layer item lengths
+    # 0.5.5 .. 0.5.6: dst pointers sliced from the stage's start layer; item_lens[0] for every layer
+    "pr-b4863b2ac7c7": "0.5.5",
+    # 0.5.6.post1 .. 0.5.6.post2: equal region counts pair whole lists; per-layer item lengths
+    "pr-e900fda31fd9": "0.5.6.post1",
     "pr-3c4e4a97e144": "0.5.7",  # 0.5.7: KV notifications carry the PP rank (PP prefills modeled)
     "pr-63a18abe22d7": "0.5.8",  # 0.5.8 .. 0.5.8.post1: MHA decode-only draft pointer offset
     "pr-2ff86396f7f1": "0.5.9",  # 0.5.9 .. 0.5.10.post1: _send_kvcache_generic, vectorised head slices (same lists)
@@ -58,7 +60,8 @@ DECISION_VARIANTS = {
     "pr-eaee5dd8d9f7": "0.5.12",  # 0.5.12.post1: the same transfer (the stateless-hang fix is in the completion path)
     "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds, mixed segments, region-count and item-stride guards
     "d8139a090cb7": "0.5.13",  # 0.5.13 .. 0.5.14: prepared VRAM lists, no kinds/segments/guards (plan._decide_0_5_13)
-    "527354b11456": "0.5.17",  # 0.5.17 .. 0.5.18: DCP relayout (whole-list geometry check), layer-id pairing, no PP-MLA offsets
+    # 0.5.17 .. 0.5.18: DCP relayout (whole-list geometry check), layer-id pairing, no PP-MLA offsets
+    "527354b11456": "0.5.17",
     "dce7af4945e9": "0.5.19",  # as 0.5.17, plus DCP pack buffers allocated on the first DCP peer (no verdict change)
     "5d952a379341": "0.5.20",  # DCP geometry checked entry by entry, draft pages scaled by the decode DCP size
     "019799306a6b": "0.5.21",  # PP-MLA layer offsets (_build_transfer_dst_indices); no head-slice asserts yet
