@@ -23,9 +23,6 @@ from kvcheck.errors import InputError
 from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Instance, Location
 
-# Finding ids of this module.
-DECIDE_FINDING_IDS = ("release-window", "pair-not-checked")
-
 _FLAG_RE = re.compile(r"--[a-z0-9][a-z0-9-]*")
 _RELEASE_RE = re.compile(r"\b\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?\b")
 

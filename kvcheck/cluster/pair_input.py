@@ -28,14 +28,6 @@ from kvcheck.sides import Role
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
 
-def pair_deployment(prefill: str, decode: str, *, load_live: Any) -> Deployment:
-    """The ``Deployment`` of the pair ``prefill``/``decode`` (specs as the command line
-    gives them). ``load_live(spec, role)``: reads a live server or snapshot into a ``Side``.
-    Raises ``InputError`` for unreadable input (exit 2)."""
-    instances = [side_instance(prefill, "prefill", load_live), side_instance(decode, "decode", load_live)]
-    return Deployment(name=f"{prefill} + {decode}", source=instances[0].location, instances=instances)
-
-
 def side_instance(spec: str, role: Role, load_live: Any) -> Instance:
     """One side of a pair as an ``Instance`` (see the module docstring)."""
     from kvcheck.sources import is_live_spec

@@ -217,12 +217,6 @@ def _lines_of(data: bytes, byte_limit: int, char_limit: int) -> list[str]:
     return lines
 
 
-def iter_log_lines(stream: BinaryIO) -> Iterator[str]:
-    """The lines of ``iter_log_blocks(stream)`` one by one."""
-    for block in iter_log_blocks(stream):
-        yield from block
-
-
 def explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None, sglang_version: str | None = None) -> Explanation:
     """``_explain_text`` (below), then ``annotate_release`` with the release the text
     shows (or ``sglang_version``)."""
@@ -573,14 +567,6 @@ def attach_preflight(explanation: Explanation, report, catalog: Catalog | None =
         "exit": report.exit_code,
     }
     return explanation
-
-
-def iter_entries(ids: Iterable[str] | None = None, catalog: Catalog | None = None) -> list[Entry]:
-    """Catalog entries, all or those named by ``ids``."""
-    catalog = catalog or load_catalog()
-    if ids is None:
-        return list(catalog.entries)
-    return [catalog.get(i) for i in ids]
 
 
 def _walk_findings(node: Any, out: list[dict]) -> None:

@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from kvcheck.checks.base import Finding, Severity
 from kvcheck.errors import KvcheckError
 
-STEPS = ("start agent", "fetch metadata", "load metadata", "confirm over NIXL", "prepare", "write", "read back", "verify")
-
 FIXES = {
     "probe-unreachable": "start the decode-role agent (kvcheck agent --role decode --config FILE --listen HOST:PORT --ttl 600) and check the address and firewall",
     "probe-timeout": "the peer stopped answering: check it is not frozen or overloaded (and that UCX_NET_DEVICES names a reachable interface), then rerun",

@@ -90,10 +90,6 @@ def is_modeled(release: str | None) -> bool:
     return verified("flags", release)
 
 
-def newer_than_modeled(release: str | None) -> bool:
-    return bool(release) and version_key(release) > version_key(NEWEST) and version_key(release) != version_key(None)
-
-
 # Releases from which some behaviour kvcheck restates changes, named in code as a literal
 # (``at_least`` / ``in_range`` / ``release_at_least`` bounds outside the variant tables):
 # a pair decided over a window never groups releases on both sides of one of these.

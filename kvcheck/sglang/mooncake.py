@@ -441,9 +441,6 @@ def _not_modeled(plan: Plan, why: str) -> Plan:
 
 # -- state components (maybe_send_extra) -----------------------------------------------
 
-GENERIC_STATES = ("swa", "dsa", "block_scale", "block_scale_swa")
-
-
 def decide_states(prefill: SideGeometry, decode: SideGeometry, *, release: str | None = None, bootstrap_port: int = 8998,
                   pp_rank: int = 0) -> tuple[RuntimeErrorPrediction | None, str | None]:
     """The state components' send (``MooncakeKVManager.maybe_send_extra``, last chunk, in

@@ -116,11 +116,6 @@ def _int(v: Any, default: int) -> int:
     return default
 
 
-def _merge_patch(base: Any, patch: Any) -> Any:
-    """A Kubernetes strategic merge patch (``kvcheck.sources.deployments.rbg.strategic_merge``)."""
-    return rbg.strategic_merge(base, patch)
-
-
 def _pod_spec(template: Any) -> Any:
     """A PodTemplateSpec (``{metadata, spec}``) or a pod spec -> the pod spec."""
     if isinstance(template, dict):

@@ -86,7 +86,6 @@ def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
     return out
 
 
-_OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
 # A value left for the reader to fill in, never shell syntax: a docs placeholder
 # (``<MODEL_PATH>``, ``<node-rank>``) or a Helm / Go template action (``{{ .Values.x }}``).
 PLACEHOLDER = re.compile(r"<[A-Za-z_][A-Za-z0-9_.:/-]{0,80}>")
