@@ -130,16 +130,20 @@ def catalog_lookup(name: str) -> tuple[str, str] | None:
 
 def hf_cache_dirs(models_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> list[Path]:
     """The Hugging Face hub cache folders to look in: ``models_dir`` (or its ``hub``
-    subfolder), then ``HF_HUB_CACHE``, ``HF_HOME/hub``, ``~/.cache/huggingface/hub``."""
+    subfolder), then the one hub cache ``huggingface_hub`` itself uses (its ``constants``:
+    ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
+    ``~/.cache/huggingface/hub``). Only that one: with ``HF_HOME`` set, ``~/.cache`` is not
+    read, so a test (or a CI job) that points ``HF_HUB_CACHE``/``HF_HOME`` elsewhere sees
+    no model cached on the machine."""
     env = os.environ if environ is None else environ
     out: list[Path] = []
     if models_dir is not None:
         out += [models_dir, models_dir / "hub"]
     if env.get("HF_HUB_CACHE"):
         out.append(Path(env["HF_HUB_CACHE"]))
-    if env.get("HF_HOME"):
-        out.append(Path(env["HF_HOME"]) / "hub")
-    out.append(Path(os.path.expanduser("~/.cache/huggingface/hub")))
+    else:
+        home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+        out.append(Path(home) / "hub")
     return [p for p in out if p.is_dir()]
 
 
