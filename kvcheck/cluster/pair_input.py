@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcheck.errors import InputError
-from kvcheck.sides import Role
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
+
+if TYPE_CHECKING:
+    from kvcheck.sides import Role
 
 
 def side_instance(spec: str, role: Role, load_live: Any) -> Instance:
