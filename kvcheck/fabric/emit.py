@@ -58,7 +58,7 @@ def _pod_spec(instance) -> tuple[dict, dict]:
 
 def _groups(plan, instances):
     """``(group, instance, node names)`` per instance of the plan, in order."""
-    by_name = {}
+    by_name: dict[str, Any] = {}
     for inst in instances:
         by_name.setdefault(inst.name, inst)
     groups: dict[str, list] = {}
