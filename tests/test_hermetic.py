@@ -128,3 +128,13 @@ def test_the_fake_hosts_are_what_they_claim(tmp_path):
            for h in ("other", "plain")}
     assert out["other"][:2] == ["0.5.9", "0.5.9"], out
     assert out["plain"][1:] == ["None", "False"], out
+
+
+def test_a_model_path_no_file_system_holds_is_not_in_the_hf_cache(tmp_path):
+    """On a machine that has a Hugging Face cache (most that ran a model), a model path too
+    long for a file name was an OSError (ENAMETOOLONG) and exit 2 where the same input on a
+    machine without one is unknown-model: it is not in the cache, on every machine."""
+    from kvcheck.sources.models import hf_cache_config
+
+    (tmp_path / "models--org--name" / "snapshots").mkdir(parents=True)
+    assert hf_cache_config("org/" + "m" * (1 << 20), [tmp_path]) is None

@@ -151,21 +151,25 @@ def hf_cache_config(hub_id: str, cache_dirs: list[Path]) -> Path | None:
     """``config.json`` of ``hub_id`` (``ORG/NAME``) in a hub cache folder, or None.
 
     Layout (huggingface_hub): ``models--ORG--NAME/snapshots/REV/config.json``; the
-    revision named by ``refs/main`` wins, else the newest snapshot holding one."""
+    revision named by ``refs/main`` wins, else the newest snapshot holding one. A name no
+    file system can hold (ENAMETOOLONG) or an unreadable folder is not in the cache."""
     parts = [p for p in hub_id.strip("/").split("/") if p]
     if len(parts) != 2:
         return None
     folder_name = "models--" + "--".join(parts)
     for cache in cache_dirs:
         folder = cache / folder_name
-        if not folder.is_dir():
+        try:
+            if not folder.is_dir():
+                continue
+            ref = folder / "refs" / "main"
+            if ref.is_file():
+                cfg = folder / "snapshots" / ref.read_text(encoding="utf-8").strip() / "config.json"
+                if cfg.is_file():
+                    return cfg
+            snaps = sorted((p for p in (folder / "snapshots").glob("*/config.json")), key=lambda p: p.stat().st_mtime, reverse=True)
+        except OSError:  # ENAMETOOLONG (a 10 MB model path), EACCES: not cached here
             continue
-        ref = folder / "refs" / "main"
-        if ref.is_file():
-            cfg = folder / "snapshots" / ref.read_text(encoding="utf-8").strip() / "config.json"
-            if cfg.is_file():
-                return cfg
-        snaps = sorted((p for p in (folder / "snapshots").glob("*/config.json")), key=lambda p: p.stat().st_mtime, reverse=True)
         if snaps:
             return snaps[0]
     return None
