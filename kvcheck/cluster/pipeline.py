@@ -36,7 +36,7 @@ from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
 # Findings the pipeline itself emits (beside the pair checks and kvcheck.cluster.checks).
-PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "backend-not-modeled", "deployment-problem",
+PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "deployment-problem",
                         "release-window", "release-clues-disagree")
 
 # What a reader's ``Problem`` weighs. Default: unchecked (the reader could not take part
