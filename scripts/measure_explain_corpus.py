@@ -61,6 +61,7 @@ CANDIDATES = {
     "trtllm-nixl-agent-assert": {"nixl-multiple-installations"},
     "nixl-remote-disconnect": {"concurrent-add-remote-agent", "vllm-remote-disconnect-prefill-died"},
     "nixl-ucx-requests-canceled": {"vllm-nixl-reqs-to-send-keyerror"},
+    "nixl-err-backend-generic": {"ucx-bundled-vs-system-conflict", "ucx-not-multithreaded", "ucx-no-cuda-transports"},
 }
 SGLANG_ENGINES = {"sglang", "sglang-nixl", "sglang-mooncake", "sglang-mori", "dynamo-sglang"}
 import re
