@@ -52,6 +52,8 @@ ALIASES = {
     "nixl-cu12-cu13-clobber": {"nixl-cuda-major-wheel-mismatch"},
     "mooncake-faulty-local-nic": {"mooncake-retry-exceeded-local-nic"},
     "moriio-read-mode-out-of-order": {"mori-control-plane-regendpoint-assert"},
+    "mooncake-ipv6-only-gids": {"mooncake-gid-selection-failed"},
+    "mooncake-gid-null-roce": {"mooncake-gid-selection-failed"},
     "sglang-wrong-bootstrap-port": {"sglang-receiver-init-no-bootstrap-info"},
     "mooncake-no-rdma-device": {"mooncake-no-rdma-fallback", "mooncake-no-peermem-no-rnic"},
 }

@@ -67,6 +67,9 @@ def test_a_plugin_missing_in_trtllm_is_the_conflicting_nixl_not_the_generic_asse
     ("E0611 14:02:03.120000 2201 worker_pool.cpp:245] Worker: Cannot make connection for endpoint: 10.1.2.3:16001@mlx5_7, mark it inactive\n",
      "mooncake-wrong-ib-device"),
     ("E0611 14:02:03.120000 2201 rdma_endpoint.cpp:70] Failed to create QP: Cannot allocate memory [12]\n", "mooncake-qp-allocation-exhausted"),
+    ("W0301 08:00:01.000001     9 rdma_context.cpp:581] No suitable GID found on mlx5_bond_3/\n"
+     "E0301 08:00:01.000002     9 rdma_context.cpp:81] Failed to open device mlx5_bond_3 on port  with GID -1\n"
+     "E0301 08:00:01.000003     9 rdma_transport.cpp:662] RdmaTransport: No available RNIC\n", "mooncake-gid-selection-failed"),
 ])
 def test_mooncake_engine_failures_map_to_their_signature(text, sig):
     f = _first(text)
