@@ -34,14 +34,14 @@ def _first(text: str):
 
 @pytest.mark.parametrize("text, sig, phase", [
     ("RuntimeError: No plugins available for NIXL, cannot start transfers!\n", "nixl-no-plugins-loaded", "startup"),
-    ("E0412 nixl_agent.cpp:265] getPluginParams: backend 'UCX' not found\n"
-     "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: status == NIXL_SUCCESS (/src/cpp/transferAgent.cpp:654)\n",
+    (("E0412 nixl_agent.cpp:265] getPluginParams: backend 'UCX' not found\n"
+     "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: status == NIXL_SUCCESS (/src/cpp/transferAgent.cpp:654)\n"),
      "nixl-backend-plugin-not-found", "startup"),
     ("TypeError: nixl_agent_config.__init__() got an unexpected keyword argument 'num_threads'\n", "nixl-too-old-for-engine", "startup"),
     ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n", "nixl-cuda-major-wheel-mismatch", "startup"),
     ("request to allocate mask for invalid number: Invalid argument\n", "nixl-libfabric-plugin-no-efa", "startup"),
-    ("ibv_reg_dmabuf_mr(address=0x7e0000000000, length=8192, ...) failed: Unknown error 524\n"
-     "UCX ERROR failed to register address 0x7e0000000000 (cuda) length 8192 dmabuf_fd 41 on md[3]=mlx5_3: Input/output error\n",
+    (("ibv_reg_dmabuf_mr(address=0x7e0000000000, length=8192, ...) failed: Unknown error 524\n"
+     "UCX ERROR failed to register address 0x7e0000000000 (cuda) length 8192 dmabuf_fd 41 on md[3]=mlx5_3: Input/output error\n"),
      "ucx-dmabuf-registration-failed", "startup"),
     ("ibv_query_port_speed(mlx5_1:1/IB, port_num=1) failed: Protocol not supported\n", "rdma-core-userspace-kernel-mismatch", "startup"),
 ])
@@ -67,9 +67,9 @@ def test_a_plugin_missing_in_trtllm_is_the_conflicting_nixl_not_the_generic_asse
     ("E0611 14:02:03.120000 2201 worker_pool.cpp:245] Worker: Cannot make connection for endpoint: 10.1.2.3:16001@mlx5_7, mark it inactive\n",
      "mooncake-wrong-ib-device"),
     ("E0611 14:02:03.120000 2201 rdma_endpoint.cpp:70] Failed to create QP: Cannot allocate memory [12]\n", "mooncake-qp-allocation-exhausted"),
-    ("W0301 08:00:01.000001     9 rdma_context.cpp:581] No suitable GID found on mlx5_bond_3/\n"
+    (("W0301 08:00:01.000001     9 rdma_context.cpp:581] No suitable GID found on mlx5_bond_3/\n"
      "E0301 08:00:01.000002     9 rdma_context.cpp:81] Failed to open device mlx5_bond_3 on port  with GID -1\n"
-     "E0301 08:00:01.000003     9 rdma_transport.cpp:662] RdmaTransport: No available RNIC\n", "mooncake-gid-selection-failed"),
+     "E0301 08:00:01.000003     9 rdma_transport.cpp:662] RdmaTransport: No available RNIC\n"), "mooncake-gid-selection-failed"),
 ])
 def test_mooncake_engine_failures_map_to_their_signature(text, sig):
     f = _first(text)
@@ -119,7 +119,7 @@ def _mori_source() -> str:
     spec = importlib.util.find_spec("sglang")
     if spec is None or not spec.submodule_search_locations:
         pytest.skip("SGLang is not installed")
-    path = Path(list(spec.submodule_search_locations)[0]) / "srt" / "disaggregation" / "mori" / "conn.py"
+    path = Path(next(iter(spec.submodule_search_locations))) / "srt" / "disaggregation" / "mori" / "conn.py"
     if not path.exists():
         pytest.skip("this SGLang has no MORI backend")
     return path.read_text()
@@ -163,8 +163,8 @@ def test_mori_pp_refusal_names_the_state_type():
     ("Assertion failed: Disaggregated serving is not enabled, please check the configuration.\n", "trtllm-cache-transceiver-config-unset"),
     ("Disagg server does not currently support these cacheState, please check the cacheState of the context and gen executors\n",
      "trtllm-cachestate-mismatch"),
-    ("Deserialization of tag dest_data_ep_2 failed\nKey dest_data_ep_2 not found or has invalid length: -1\n"
-     "Failed to deserialize data rail endpoints\nNIXL_ERR_BACKEND\n", "trtllm-nixl-libfabric-rail-mismatch"),
+    (("Deserialization of tag dest_data_ep_2 failed\nKey dest_data_ep_2 not found or has invalid length: -1\n"
+     "Failed to deserialize data rail endpoints\nNIXL_ERR_BACKEND\n"), "trtllm-nixl-libfabric-rail-mismatch"),
 ])
 def test_trtllm_lines_without_prefix_are_trtllms_and_named(text, sig):
     rep = _report(text)
