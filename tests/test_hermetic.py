@@ -120,14 +120,23 @@ def test_a_verdict_does_not_change_with_the_host(tmp_path, case):
 
 
 def test_the_fake_hosts_are_what_they_claim(tmp_path):
-    """The stand-ins work: on "other" the installed releases read 0.5.9 / 0.9.0, on "plain"
-    nothing of SGLang or NIXL is found (so the test above compares different machines)."""
-    probe = ("import importlib.metadata as md, importlib.util as u; from kvcheck.sglang.releases import installed_release; "
-             "print(installed_release(), md.version('sglang') if u.find_spec('sglang') else None, u.find_spec('nixl') is not None)")
+    """The stand-ins work: on "other" the installed releases read SGLang 0.5.9 / NIXL 0.9.0,
+    on "plain" nothing of SGLang or NIXL is found (so the test above compares different
+    machines, also when this venv has neither)."""
+    probe = (
+        "import importlib.metadata as md, importlib.util as u\n"
+        "from kvcheck.sglang.releases import installed_release\n"
+        "def v(d):\n"
+        "    try:\n"
+        "        return md.version(d)\n"
+        "    except md.PackageNotFoundError:\n"
+        "        return None\n"
+        "print(installed_release(), v('sglang'), v('nixl-cu12'), u.find_spec('sglang') is not None, u.find_spec('nixl') is not None)\n"
+    )
     out = {h: subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_host(tmp_path, h), timeout=60).stdout.split()
            for h in ("other", "plain")}
-    assert out["other"][:2] == ["0.5.9", "0.5.9"], out
-    assert out["plain"][1:] == ["None", "False"], out
+    assert out["other"][:3] == ["0.5.9", "0.5.9", "0.9.0"], out
+    assert out["plain"][1:] == ["None", "None", "False", "False"], out
 
 
 def test_a_model_path_no_file_system_holds_is_not_in_the_hf_cache(tmp_path):
