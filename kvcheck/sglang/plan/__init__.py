@@ -87,8 +87,13 @@ __all__ = [
 
 
 def decide_states(
-    prefill: SideGeometry, decode: SideGeometry, inp: Any, *, prefill_dims: dict | None = None,
-    decode_dims: dict | None = None, pp_rank: int = 0,
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    inp: Any,
+    *,
+    prefill_dims: dict | None = None,
+    decode_dims: dict | None = None,
+    pp_rank: int = 0,
 ) -> list[StateDecision]:
     """The state components' transfer, restated (``kvcheck.sglang.states.decide_states``).
     The builtin restatement reads the state dimensions from the geometry, so

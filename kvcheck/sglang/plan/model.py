@@ -12,7 +12,9 @@ from pydantic import BaseModel, Field
 When = Literal["start-up", "first request", "decode registration"]
 
 PREFILL_BOOTSTRAP_THREAD = "prefill: NIXL bootstrap thread (NixlKVManager._prepare_payload_xfer)"
-DECODE_SCHEDULER = "decode: scheduler, first contact with the prefill bootstrap server (CommonKVManager.try_ensure_parallel_info)"
+DECODE_SCHEDULER = (
+    "decode: scheduler, first contact with the prefill bootstrap server (CommonKVManager.try_ensure_parallel_info)"
+)
 HANG_300S = (
     "the prefill's bootstrap thread dies with this traceback in the prefill log; "
     "requests to that rank stay in KVPoll.Bootstrapping and time out after 300 s on the decode"
@@ -29,7 +31,9 @@ DECODE_FIRST_REQUEST = (
 PREFILL_STARTUP = "prefill: NixlKVManager.__init__ (start-up)"
 # 0.5.5 .. 0.5.9: the decode checks the prefill's v1 /route reply in CommonKVReceiver.__init__,
 # which DecodePreallocQueue.add runs in the scheduler loop (nothing catches it).
-DECODE_RECEIVER_V1 = "decode: scheduler, first contact with the prefill bootstrap server (CommonKVReceiver.__init__, v1 /route)"
+DECODE_RECEIVER_V1 = (
+    "decode: scheduler, first contact with the prefill bootstrap server (CommonKVReceiver.__init__, v1 /route)"
+)
 # 0.5.5 .. 0.5.11: NixlKVSender.send -> add_transfer_request builds the request's descriptor
 # lists in the prefill's scheduler (PrefillBootstrapQueue/send_kv_chunk; nothing catches it).
 PREFILL_SEND = "prefill: scheduler, first KV chunk sent to this decode (NixlKVSender.send -> NixlKVManager.add_transfer_request -> {fn})"
@@ -144,5 +148,3 @@ class PairInfo(BaseModel):
     @property
     def flag_dtype(self) -> str:
         return self.kv_cache_dtype_flag if self.kv_cache_dtype_flag is not None else self.kv_cache_dtype_str
-
-

@@ -45,8 +45,15 @@ def _index_error(variant: str, index: int, size: int) -> tuple[str, str]:
 
 
 def _decide_per_request(
-    prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, variant: str, release: str, decode_dcp_size: int,
-    pp_rank: int, total_kv_heads: int | None,
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    plan: Plan,
+    *,
+    variant: str,
+    release: str,
+    decode_dcp_size: int,
+    pp_rank: int,
+    total_kv_heads: int | None,
 ) -> Plan:
     """The prefill's transfer of SGLang 0.5.5 .. 0.5.12.post1, restated: nothing is checked
     or prepared when the decode registers (``_add_remote_peer`` only stores the peer); each
@@ -97,7 +104,10 @@ def _decide_per_request(
 
     def fail(type_: str, message: str, fn: str) -> Plan:
         plan.error = RuntimeErrorPrediction(
-            type=type_, message=message, raised_by=(PREFILL_WORKER if worker else PREFILL_SEND).format(fn=fn), when="first request",
+            type=type_,
+            message=message,
+            raised_by=(PREFILL_WORKER if worker else PREFILL_SEND).format(fn=fn),
+            when="first request",
             operator_sees=PREFILL_REQUEST_FAILS if worker else PREFILL_SCHEDULER_DIES,
         )
         return plan
@@ -106,7 +116,12 @@ def _decide_per_request(
         return unmodeled("host (DRAM) or mixed memory kinds: every descriptor list is VRAM before 0.5.15")
     if prefill.pool not in ("MHA", "MLA") or decode.pool not in ("MHA", "MLA") or prefill.is_mla != decode.is_mla:
         return unmodeled(f"a {prefill.pool} prefill pool with a {decode.pool} decode pool")
-    if prefill.state_types or decode.state_types or getattr(prefill, "kv_layout", None) or getattr(decode, "kv_layout", None):
+    if (
+        prefill.state_types
+        or decode.state_types
+        or getattr(prefill, "kv_layout", None)
+        or getattr(decode, "kv_layout", None)
+    ):
         return unmodeled("state components or a DSV4 KV layout")
     if decode_dcp_size != 1:
         return unmodeled("decode DCP")
@@ -121,7 +136,11 @@ def _decide_per_request(
     if prefill.is_mla or decode.attn_tp_size == prefill.attn_tp_size:
         fn = "send_kvcache"
         if prefill.is_mla:  # get_mla_kv_ptrs_with_pp
-            dst = list(range(n_dst)) if variant != "0.5.5" and n_src == n_dst else list(range(n_dst))[start : start + n_src]
+            dst = (
+                list(range(n_dst))
+                if variant != "0.5.5" and n_src == n_dst
+                else list(range(n_dst))[start : start + n_src]
+            )
             if len(dst) < n_src:
                 return fail(*_index_error(variant, len(dst), len(dst)), fn)
             pairs = [(i, dst[i], src_items[0] if variant == "0.5.5" else src_items[i]) for i in range(n_src)]
@@ -135,7 +154,7 @@ def _decide_per_request(
                 return fail(*_index_error(variant, len(v), len(v)), fn)
             used = [src_items[0] if variant == "0.5.5" else src_items[i] for i in range(layers)]
             pairs = [(i, k[i], used[i]) for i in range(layers)] + [(layers + i, v[i], used[i]) for i in range(layers)]
-        for i, j, item in pairs:
+        for i, _j, item in pairs:
             if item != src_items[i]:
                 return unmodeled(f"prefill region {i} ({src_items[i]} bytes per page) is strided by {item} bytes")
         plan.path = "equal_tp"
@@ -168,18 +187,22 @@ def _decide_per_request(
         return fail(*_index_error(variant, len(v), len(v)), fn)
     tiles = (
         max(p_tp, d_tp) % min(p_tp, d_tp) == 0  # CommonKVReceiver maps decode ranks to prefill ranks by the TP ratio
-        and total_kv_heads % p_tp == 0 and total_kv_heads % d_tp == 0
-        and src_item % page == 0 and dst_item % page == 0
-        and per_head * src_heads == src_item // page and per_head * dst_heads == dst_item // page
-        and len(set(src_items)) == 1 and len(set(decode.item_lens)) == 1
+        and total_kv_heads % p_tp == 0
+        and total_kv_heads % d_tp == 0
+        and src_item % page == 0
+        and dst_item % page == 0
+        and per_head * src_heads == src_item // page
+        and per_head * dst_heads == dst_item // page
+        and len(set(src_items)) == 1
+        and len(set(decode.item_lens)) == 1
     )
     if not tiles:
-        return unmodeled("heterogeneous-TP head slices with replicated KV heads or slices that do not tile both sides' tokens")
+        return unmodeled(
+            "heterogeneous-TP head slices with replicated KV heads or slices that do not tile both sides' tokens"
+        )
     heads_to_send = src_heads if p_tp > d_tp else dst_heads
     plan.path = "hetero_tp_slice"
     plan.dst_indices = k[:layers] + v[:layers]
     plan.write_lens = [heads_to_send * per_head] * (2 * layers)
     plan.segments = [Segment(start=0, end=n_src, src_kind="VRAM", dst_kind="VRAM")]
     return plan
-
-

@@ -23,12 +23,14 @@ from kvcheck.sglang.plan.per_request import _decide_per_request
 def mem_segments(src_kinds: list[str], dst_kinds: list[str]) -> list[Segment]:
     """Maximal runs of equal (source kind, destination kind) pairs (``_kv_xfer_mem_segments``)."""
     if len(src_kinds) != len(dst_kinds):
-        raise ValueError(f"KV source/destination memory kind length mismatch: src={len(src_kinds)}, dst={len(dst_kinds)}")
+        raise ValueError(
+            f"KV source/destination memory kind length mismatch: src={len(src_kinds)}, dst={len(dst_kinds)}"
+        )
     segments: list[Segment] = []
     if not src_kinds:
         return segments
     start, cur = 0, (src_kinds[0], dst_kinds[0])
-    for i, pair in enumerate(zip(src_kinds, dst_kinds)):
+    for i, pair in enumerate(zip(src_kinds, dst_kinds, strict=False)):
         if pair != cur:
             segments.append(Segment(start=start, end=i, src_kind=cur[0], dst_kind=cur[1]))
             start, cur = i, pair
@@ -38,13 +40,15 @@ def mem_segments(src_kinds: list[str], dst_kinds: list[str]) -> list[Segment]:
 
 def _item_stride_error(src_lens: list[int], dst_lens: list[int], kind: str) -> str | None:
     """``_prep_equal_tp_dlist``: a destination item shorter than the bytes written into it."""
-    for xfer_len, item_len in zip(src_lens, dst_lens):
+    for xfer_len, item_len in zip(src_lens, dst_lens, strict=False):
         if xfer_len > item_len:
             return f"NIXL prepared dlist transfer length exceeds item stride: xfer_len={xfer_len}, item_len={item_len}, mem_kind={kind}"
     return None
 
 
-def _dst_indices(prefill: SideGeometry, decode: SideGeometry, pp_rank: int, pp_mla_offsets: bool = True) -> tuple[list[int] | None, str | None]:
+def _dst_indices(
+    prefill: SideGeometry, decode: SideGeometry, pp_rank: int, pp_mla_offsets: bool = True
+) -> tuple[list[int] | None, str | None]:
     """``_build_transfer_dst_indices`` (0.5.21 on): (indices, RuntimeError text).
     ``pp_mla_offsets`` False: 0.5.17 .. 0.5.20, which call ``build_transfer_entry_pairs``
     directly (no layer span for a plain-MLA prefill PP stage)."""
@@ -118,7 +122,9 @@ def head_slice_error(prefill: SideGeometry, decode: SideGeometry, total_kv_heads
     return None
 
 
-def _src_dlist_overrun_0_5_13(prefill: SideGeometry, p_tp: int, d_tp: int, groups: int, bytes_per_token_to_send: int) -> RuntimeErrorPrediction | None:
+def _src_dlist_overrun_0_5_13(
+    prefill: SideGeometry, p_tp: int, d_tp: int, groups: int, bytes_per_token_to_send: int
+) -> RuntimeErrorPrediction | None:
     """The source descriptor list ``_init_hetero_tp_prep_handle`` prepares (0.5.13 ..
     0.5.16) when the prefill's attention TP is smaller than the decode's: for every
     region, slot and token it lists ``groups = decode_tp // prefill_tp`` head groups of
@@ -142,13 +148,23 @@ def _src_dlist_overrun_0_5_13(prefill: SideGeometry, p_tp: int, d_tp: int, group
     if groups * bytes_per_token_to_send <= item // page:
         return None
     return RuntimeErrorPrediction(
-        type="nixlNotFoundError", message="NIXL_ERR_NOT_FOUND",
+        type="nixlNotFoundError",
+        message="NIXL_ERR_NOT_FOUND",
         raised_by="prefill: NIXL bootstrap thread (NixlKVManager._init_hetero_tp_prep_handle -> prep_xfer_dlist)",
-        when="decode registration", operator_sees=HANG_300S,
+        when="decode registration",
+        operator_sees=HANG_300S,
     )
 
 
-def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, decode_dcp_size: int, total_kv_heads: int | None, release: str = "0.5.13") -> Plan:
+def _decide_0_5_13(
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    plan: Plan,
+    *,
+    decode_dcp_size: int,
+    total_kv_heads: int | None,
+    release: str = "0.5.13",
+) -> Plan:
     """The 0.5.13 .. 0.5.14 prefill decision (``NixlKVManager._add_remote_peer`` ->
     ``_prepare_payload_xfer``, ``_init_equal_tp_prep_handle`` and
     ``_init_hetero_tp_prep_handle`` of ``disaggregation/nixl/conn.py``, 0.5.13, unchanged
@@ -190,10 +206,16 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     if n_dst < n_src:
         if release == "0.5.15":  # 0.5.15: _prepare_payload_xfer checks the region counts first
             plan.error = RuntimeErrorPrediction(
-                type="ValueError", message=f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry",
-                raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S)
+                type="ValueError",
+                message=f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry",
+                raised_by=PREFILL_BOOTSTRAP_THREAD,
+                when="decode registration",
+                operator_sees=HANG_300S,
+            )
             return plan
-        return unmodeled("the decode registers fewer KV regions than the prefill (no guard at registration; fails or corrupts at transfer)")
+        return unmodeled(
+            "the decode registers fewer KV regions than the prefill (no guard at registration; fails or corrupts at transfer)"
+        )
     if prefill.is_mla or decode.attn_tp_size == prefill.attn_tp_size:
         if decode.item_lens[:n_src] != prefill.item_lens:
             return unmodeled("decode item lengths differ: the decode list is strided by the prefill's item lengths")
@@ -215,8 +237,14 @@ def _decide_0_5_13(prefill: SideGeometry, decode: SideGeometry, plan: Plan, *, d
     if overrun is not None:
         plan.error = overrun
         return plan
-    if page <= 0 or page * groups * heads_to_send * per_head != prefill.regions[0].item_len or page * (dst_item // page) != dst_item:
-        return unmodeled("heterogeneous-TP head slices that do not tile the source item (0.5.13/0.5.14 have no assert for it)")
+    if (
+        page <= 0
+        or page * groups * heads_to_send * per_head != prefill.regions[0].item_len
+        or page * (dst_item // page) != dst_item
+    ):
+        return unmodeled(
+            "heterogeneous-TP head slices that do not tile the source item (0.5.13/0.5.14 have no assert for it)"
+        )
     plan.path = "hetero_tp_slice"
     plan.dst_indices = _mha_slice_dst_indices(prefill, n_dst, 0)
     plan.segments = [Segment(start=0, end=n_src, src_kind="VRAM", dst_kind="VRAM")]
@@ -254,16 +282,27 @@ def _layer_pairing_gap(prefill: SideGeometry, decode: SideGeometry, b) -> str | 
     # ids pair positionally.
     same_layers = prefill.pp_size == decode.pp_size and prefill.stage_layers == decode.stage_layers
     if hybrid_ids and b.layer_id_pairing and prefill.pp_size > 1 and not same_layers:
-        return ("the hybrid linear-attention pool registers a layer id per KV region and SGLang "
-                f"{b.version} pairs a PP>1 prefill stage with a decode of another PP layout by those ids "
-                "(build_transfer_entry_pairs), which kvcheck does not restate")
-    if prefill.pool in ("SWA", "HYBRID_LINEAR") and prefill.pp_size > 1 and not prefill.is_mla and prefill.attn_tp_size != decode.attn_tp_size:
-        return (f"a PP>1 prefill stage of a {prefill.pool} pool with unequal attention TP slices heads from the pool's transfer "
-                "start layer (_transfer_start_layer), which kvcheck does not restate")
+        return (
+            "the hybrid linear-attention pool registers a layer id per KV region and SGLang "
+            f"{b.version} pairs a PP>1 prefill stage with a decode of another PP layout by those ids "
+            "(build_transfer_entry_pairs), which kvcheck does not restate"
+        )
+    if (
+        prefill.pool in ("SWA", "HYBRID_LINEAR")
+        and prefill.pp_size > 1
+        and not prefill.is_mla
+        and prefill.attn_tp_size != decode.attn_tp_size
+    ):
+        return (
+            f"a PP>1 prefill stage of a {prefill.pool} pool with unequal attention TP slices heads from the pool's transfer "
+            "start layer (_transfer_start_layer), which kvcheck does not restate"
+        )
     return None
 
 
-def _older_release_gap(prefill: SideGeometry, decode: SideGeometry, b, *, decode_dcp_size: int, total_kv_heads: int | None) -> str | None:
+def _older_release_gap(
+    prefill: SideGeometry, decode: SideGeometry, b, *, decode_dcp_size: int, total_kv_heads: int | None
+) -> str | None:
     """Why ``decide_transfer`` cannot state what release ``b``'s prefill does with this
     pair, or None. Only releases before a behaviour was introduced have gaps:
 
@@ -279,7 +318,9 @@ def _older_release_gap(prefill: SideGeometry, decode: SideGeometry, b, *, decode
     return None
 
 
-def _unasserted_head_slice_gap(prefill: SideGeometry, decode: SideGeometry, b, total_kv_heads: int | None) -> str | None:
+def _unasserted_head_slice_gap(
+    prefill: SideGeometry, decode: SideGeometry, b, total_kv_heads: int | None
+) -> str | None:
     """Releases before 0.5.22 prepare heterogeneous-TP head slices without asserting that
     they tile the items (``_init_hetero_tp_prep_handle``): kvcheck states the outcome only
     where the slices tile region 0 and every region has region 0's item length (the
@@ -298,15 +339,24 @@ def _unasserted_head_slice_gap(prefill: SideGeometry, decode: SideGeometry, b, t
         dst_heads = max(1, total_kv_heads // d_tp)
         per_head = dst_item // page // dst_heads if page > 0 else 0
         heads, groups = (max(1, total_kv_heads // p_tp), 1) if p_tp > d_tp else (dst_heads, d_tp // p_tp)
-        fits = page > 0 and page * groups * heads * per_head == prefill.regions[0].item_len and page * (dst_item // page) == dst_item
+        fits = (
+            page > 0
+            and page * groups * heads * per_head == prefill.regions[0].item_len
+            and page * (dst_item // page) == dst_item
+        )
     if not fits:
         return f"heterogeneous-TP head slices that do not tile the items ({v} has no assert for it; the transfer is prepared as is)"
     return None
 
 
 def decide_transfer(
-    prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0,
-    total_kv_heads: int | None = None, behaviour=None,
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    *,
+    decode_dcp_size: int = 1,
+    pp_rank: int = 0,
+    total_kv_heads: int | None = None,
+    behaviour=None,
 ) -> Plan:
     """The prefill's decision when the decode registers (``_add_remote_peer`` ->
     ``_prepare_payload_xfer``), 0.5.15 .. 0.5.23 as one restatement whose branches follow
@@ -332,16 +382,37 @@ def decide_transfer(
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst)
     if behaviour is not None and behaviour.per_request_decision:  # 0.5.5 .. 0.5.12.post1
-        return _decide_per_request(prefill, decode, plan, variant=behaviour.decision_variant, release=behaviour.version,
-                                   decode_dcp_size=decode_dcp_size, pp_rank=pp_rank, total_kv_heads=total_kv_heads)
+        return _decide_per_request(
+            prefill,
+            decode,
+            plan,
+            variant=behaviour.decision_variant,
+            release=behaviour.version,
+            decode_dcp_size=decode_dcp_size,
+            pp_rank=pp_rank,
+            total_kv_heads=total_kv_heads,
+        )
     if behaviour is not None and behaviour.decision_variant == "0.5.13":
-        return _decide_0_5_13(prefill, decode, plan, decode_dcp_size=decode_dcp_size, total_kv_heads=total_kv_heads, release=behaviour.decision_variant)
+        return _decide_0_5_13(
+            prefill,
+            decode,
+            plan,
+            decode_dcp_size=decode_dcp_size,
+            total_kv_heads=total_kv_heads,
+            release=behaviour.decision_variant,
+        )
     from kvcheck.sglang.pd_release import behaviour as _behaviour
 
     b = behaviour or _behaviour(None)
 
     def fail(type_: str, message: str) -> Plan:
-        plan.error = RuntimeErrorPrediction(type=type_, message=message, raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S)
+        plan.error = RuntimeErrorPrediction(
+            type=type_,
+            message=message,
+            raised_by=PREFILL_BOOTSTRAP_THREAD,
+            when="decode registration",
+            operator_sees=HANG_300S,
+        )
         return plan
 
     src_kinds = prefill.kinds
@@ -352,7 +423,9 @@ def decide_transfer(
         plan.error = RuntimeErrorPrediction(
             type="NotImplementedError",
             message=f"NIXL source mixed KV memory kinds are not implemented safely yet: {sorted(set(src_kinds))}",
-            raised_by=PREFILL_STARTUP, when="start-up", operator_sees=PREFILL_FAILS_TO_START,
+            raised_by=PREFILL_STARTUP,
+            when="start-up",
+            operator_sees=PREFILL_FAILS_TO_START,
         )
         return plan
     gap = _older_release_gap(prefill, decode, b, decode_dcp_size=decode_dcp_size, total_kv_heads=total_kv_heads)
@@ -363,7 +436,10 @@ def decide_transfer(
         return fail("RuntimeError", f"Unsupported PD DCP topology: 1 -> {decode_dcp_size}")
     # 0.5.15: the region-count guard.
     if n_dst < n_src:
-        return fail("ValueError", f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry")
+        return fail(
+            "ValueError",
+            f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry",
+        )
     if n_src == 0:  # 0.5.17: returns before the source-kind assert
         plan.path = "nothing_to_transfer"
         return plan
@@ -379,7 +455,10 @@ def decide_transfer(
         # requires_dcp_relayout: the destination kinds of the paired regions must be uniform.
         paired = dst_kinds[:n_src]
         if len(set(paired)) != 1:
-            return fail("NotImplementedError", f"NIXL PD DCP destination mixed KV memory kinds are not implemented safely yet: {sorted(set(paired))}")
+            return fail(
+                "NotImplementedError",
+                f"NIXL PD DCP destination mixed KV memory kinds are not implemented safely yet: {sorted(set(paired))}",
+            )
         # prepare_dcp_token_item_lens: per-token bytes must match; from 0.5.20 entry by
         # entry, draft entries' decode pages holding page_size * dcp_size tokens.
         page, num_draft = prefill.page_size, prefill.num_draft_regions
@@ -387,7 +466,9 @@ def decide_transfer(
             src_tokens = [item // page for item in prefill.item_lens]
             dst_tokens = [decode.regions[i].item_len // page for i in range(n_src)]
             if src_tokens != dst_tokens:
-                return fail("RuntimeError", f"PD DCP source/destination KV geometry differs: src={src_tokens}, dst={dst_tokens}")
+                return fail(
+                    "RuntimeError", f"PD DCP source/destination KV geometry differs: src={src_tokens}, dst={dst_tokens}"
+                )
         for i in range(n_src if b.dcp_geometry_per_entry else 0):
             src_token = prefill.regions[i].item_len // page
             dst_item = decode.regions[i].item_len
@@ -409,10 +490,15 @@ def decide_transfer(
     if equal:
         if len(dst_unique) != 1:
             if decode_only_spec:
-                return fail("NotImplementedError", "NIXL PD transfer does not support HiSparse combined with decode-only speculative decoding.")
+                return fail(
+                    "NotImplementedError",
+                    "NIXL PD transfer does not support HiSparse combined with decode-only speculative decoding.",
+                )
             segments = mem_segments(src_kinds, dst_kinds)
             for seg in segments:
-                msg = _item_stride_error(prefill.item_lens[seg.start:seg.end], decode.item_lens[seg.start:seg.end], seg.dst_kind)
+                msg = _item_stride_error(
+                    prefill.item_lens[seg.start : seg.end], decode.item_lens[seg.start : seg.end], seg.dst_kind
+                )
                 if msg:
                     return fail("ValueError", msg)
             plan.path = "mixed_segments"
@@ -421,12 +507,18 @@ def decide_transfer(
             return plan
         dst_kind = dst_unique[0]
         if decode_only_spec and dst_kind != "VRAM":
-            return fail("NotImplementedError", "NIXL PD transfer does not support HiSparse combined with decode-only speculative decoding.")
+            return fail(
+                "NotImplementedError",
+                "NIXL PD transfer does not support HiSparse combined with decode-only speculative decoding.",
+            )
         if b.layer_id_pairing:  # 0.5.17: build_transfer_entry_pairs (0.5.21: PP-MLA offsets)
             indices, error = _dst_indices(prefill, decode, pp_rank, pp_mla_offsets=b.pp_mla_offsets)
         else:  # 0.5.15 .. 0.5.16: the decode's first n_src regions, whatever the PP size
             if prefill.pp_size > 1 and n_dst != n_src:
-                return _not_modeled(plan, f"prefill PP > 1: SGLang {b.version} pairs this stage's {n_src} regions with the decode's first {n_src} of {n_dst}")
+                return _not_modeled(
+                    plan,
+                    f"prefill PP > 1: SGLang {b.version} pairs this stage's {n_src} regions with the decode's first {n_src} of {n_dst}",
+                )
             indices, error = list(range(n_src)), None
         if error:
             return fail("RuntimeError", error)
@@ -439,13 +531,24 @@ def decide_transfer(
         return plan
 
     if len(dst_unique) != 1:
-        return fail("NotImplementedError", f"NIXL destination mixed KV memory kinds are not implemented safely yet: {dst_unique}")
+        return fail(
+            "NotImplementedError",
+            f"NIXL destination mixed KV memory kinds are not implemented safely yet: {dst_unique}",
+        )
     if dst_unique[0] != "VRAM":
-        return fail("NotImplementedError", "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet")
+        return fail(
+            "NotImplementedError", "NIXL heterogeneous-TP direct-to-host KV transfer is not implemented safely yet"
+        )
     if not b.head_slice_asserts:
         # 0.5.15 .. 0.5.16 (no replication divisor): a source list past the registered
         # region makes prep_xfer_dlist raise (sgl-project/sglang#31295).
-        if not b.head_group_replication and total_kv_heads and prefill.page_size > 0 and prefill.regions and decode.regions:
+        if (
+            not b.head_group_replication
+            and total_kv_heads
+            and prefill.page_size > 0
+            and prefill.regions
+            and decode.regions
+        ):
             p_tp, d_tp = prefill.attn_tp_size, decode.attn_tp_size
             dst_heads = max(1, total_kv_heads // d_tp)
             per_head = decode.regions[0].item_len // prefill.page_size // dst_heads

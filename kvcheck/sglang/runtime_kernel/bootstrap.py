@@ -119,10 +119,14 @@ def bootstrap_error(prefill: PairInfo, decode: PairInfo, behaviour: Any = None) 
     ``try_ensure_parallel_info`` (before 0.5.10) or the stand-in lacks what it reads.
     """
     sg = _sglang()
-    if not hasattr(sg.common.CommonKVManager, "try_ensure_parallel_info") and hasattr(sg.common.CommonKVReceiver, "_get_prefill_parallel_info_from_server"):
+    if not hasattr(sg.common.CommonKVManager, "try_ensure_parallel_info") and hasattr(
+        sg.common.CommonKVReceiver, "_get_prefill_parallel_info_from_server"
+    ):
         return _bootstrap_error_v1(sg, prefill, decode)  # 0.5.5 .. 0.5.9
     if not hasattr(sg.common.CommonKVManager, "try_ensure_parallel_info"):
-        raise KernelSetupError(f"SGLang {sg.version} has no try_ensure_parallel_info (its decode checks the prefill in CommonKVReceiver)")
+        raise KernelSetupError(
+            f"SGLang {sg.version} has no try_ensure_parallel_info (its decode checks the prefill in CommonKVReceiver)"
+        )
     mgr = _decode_manager(sg, decode)
     payload = _route_payload(sg, prefill)
     calls: list[str] = []
@@ -140,7 +144,11 @@ def bootstrap_error(prefill: PairInfo, decode: PairInfo, behaviour: Any = None) 
             raise KernelSetupError(f"the stand-in decode manager lacks what SGLang reads: {exc}") from exc
         except Exception as exc:  # the runtime's own verdict
             return RuntimeErrorPrediction(
-                type=type(exc).__name__, message=str(exc), raised_by=DECODE_SCHEDULER, when="first request", operator_sees=DECODE_FIRST_REQUEST
+                type=type(exc).__name__,
+                message=str(exc),
+                raised_by=DECODE_SCHEDULER,
+                when="first request",
+                operator_sees=DECODE_FIRST_REQUEST,
             )
         finally:
             sg.common.requests = real_requests
@@ -169,8 +177,18 @@ def _bootstrap_error_v1(sg: SimpleNamespace, prefill: PairInfo, decode: PairInfo
     mgr.attn_tp_size = decode.attn_tp_size
     mgr.pp_size, mgr.pp_rank = decode.pp_size, 0
     mgr.connection_pool, mgr.required_prefill_response_num_table = {}, {}
-    mgr.prefill_attn_tp_size_table, mgr.prefill_dp_size_table, mgr.prefill_pp_size_table, mgr.prefill_page_size_table = {}, {}, {}, {}
-    payload = {"prefill_attn_tp_size": prefill.attn_tp_size, "prefill_dp_size": 1, "prefill_pp_size": prefill.pp_size, "prefill_page_size": prefill.page_size}
+    (
+        mgr.prefill_attn_tp_size_table,
+        mgr.prefill_dp_size_table,
+        mgr.prefill_pp_size_table,
+        mgr.prefill_page_size_table,
+    ) = {}, {}, {}, {}
+    payload = {
+        "prefill_attn_tp_size": prefill.attn_tp_size,
+        "prefill_dp_size": 1,
+        "prefill_pp_size": prefill.pp_size,
+        "prefill_page_size": prefill.page_size,
+    }
     calls: list[str] = []
 
     def fake_get(url: str, timeout: Any = None) -> _RouteResponse:
@@ -179,7 +197,11 @@ def _bootstrap_error_v1(sg: SimpleNamespace, prefill: PairInfo, decode: PairInfo
 
     # CommonKVReceiver is abstract (init, poll); a bare subclass keeps its own
     # _register_kv_args (which sends nothing) and __init__.
-    receiver_cls = type("KvcheckReceiver", (sg.common.CommonKVReceiver,), {"init": lambda self, *a, **k: None, "poll": lambda self: None})
+    receiver_cls = type(
+        "KvcheckReceiver",
+        (sg.common.CommonKVReceiver,),
+        {"init": lambda self, *a, **k: None, "poll": lambda self: None},
+    )
     receiver = object.__new__(receiver_cls)
     with _lock:
         real_requests = sg.common.requests
@@ -190,12 +212,14 @@ def _bootstrap_error_v1(sg: SimpleNamespace, prefill: PairInfo, decode: PairInfo
             raise KernelSetupError(f"the stand-in decode manager lacks what SGLang reads: {exc}") from exc
         except Exception as exc:  # the runtime's own verdict
             return RuntimeErrorPrediction(
-                type=type(exc).__name__, message=str(exc), raised_by=DECODE_RECEIVER_V1, when="first request", operator_sees=DECODE_FIRST_REQUEST
+                type=type(exc).__name__,
+                message=str(exc),
+                raised_by=DECODE_RECEIVER_V1,
+                when="first request",
+                operator_sees=DECODE_FIRST_REQUEST,
             )
         finally:
             sg.common.requests = real_requests
     if not calls or "engine_rank=-1" not in calls[0] or receiver.bootstrap_infos is None:
         raise KernelSetupError("SGLang's CommonKVReceiver did not take the stand-in v1 /route reply")
     return None
-
-

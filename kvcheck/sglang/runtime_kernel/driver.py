@@ -83,10 +83,11 @@ def runtime_version() -> str:
     """The installed SGLang's version (the kernel is written against ``SGLANG_VERSION``)."""
     return _sglang().version
 
+
 # ---------------------------------------------------------------- transfer (prefill) --
 
 
-class nixlNotFoundError(Exception):  # noqa: N801  (NIXL's own class name, nixl._bindings)
+class nixlNotFoundError(Exception):
     """What NIXL's ``prep_xfer_dlist`` raises (``str``: ``NIXL_ERR_NOT_FOUND``) when a
     descriptor of a local list lies in no memory region the agent registered."""
 
@@ -147,4 +148,3 @@ class _RecordingAgent:
 
 def _fake_ptrs(base: int, n: int) -> list[int]:
     return [base + i * _PTR_STRIDE for i in range(n)]
-

@@ -45,7 +45,11 @@ class _DescRecordingAgent(_RecordingAgent):
     def get_xfer_descs(self, descs, mem_kind: str):
         import numpy as np
 
-        rows = [tuple(int(x) for x in row) for row in np.asarray(descs, dtype=object).reshape(-1, 3).tolist()] if len(descs) else []
+        rows = (
+            [tuple(int(x) for x in row) for row in np.asarray(descs, dtype=object).reshape(-1, 3).tolist()]
+            if len(descs)
+            else []
+        )
         self.descs.append((rows, mem_kind))
         return rows
 
@@ -68,10 +72,23 @@ def _v1_registration(sg: SimpleNamespace, decode: SideGeometry) -> list[bytes]:
 
     fields = {f.name for f in dataclasses.fields(sg.nixl.KVArgsRegisterInfo)}
     ptrs = _fake_ptrs(_PTR_BASE_DST, decode.n)
-    frames = [b"None", b"127.0.0.1", b"0", _PEER_NAME.encode(), b"kvcheck-decode-metadata", b"".join(struct.pack("Q", p) for p in ptrs), b""]
+    frames = [
+        b"None",
+        b"127.0.0.1",
+        b"0",
+        _PEER_NAME.encode(),
+        b"kvcheck-decode-metadata",
+        b"".join(struct.pack("Q", p) for p in ptrs),
+        b"",
+    ]
     if "dst_state_data_ptrs" in fields:
         frames.append(b"")
-    frames += [b"0", str(decode.attn_tp_size).encode(), b"0", str(decode.item_lens[0] if decode.regions else 0).encode()]
+    frames += [
+        b"0",
+        str(decode.attn_tp_size).encode(),
+        b"0",
+        str(decode.item_lens[0] if decode.regions else 0).encode(),
+    ]
     if "dst_state_item_lens" in fields:
         frames += [b"", b""]
     return frames
@@ -92,8 +109,13 @@ def _run_transfer_worker(sg: SimpleNamespace, mgr, room: int):
     mgr.exceptions = {}
     mgr.failure_records, mgr.failure_lock = {}, threading.Lock()
     chunk = sg.nixl.TransferKVChunk(
-        room=room, prefill_kv_indices=np.array([1], dtype=np.int32), index_slice=slice(0, 1), is_last=False, chunk_id=0,
-        prefill_aux_index=None, state_indices=None,
+        room=room,
+        prefill_kv_indices=np.array([1], dtype=np.int32),
+        index_slice=slice(0, 1),
+        is_last=False,
+        chunk_id=0,
+        prefill_aux_index=None,
+        state_indices=None,
     )
 
     class OneChunk:
@@ -115,7 +137,9 @@ def _run_transfer_worker(sg: SimpleNamespace, mgr, room: int):
     return exc
 
 
-def _decide_per_request(sg: SimpleNamespace, prefill: SideGeometry, decode: SideGeometry, pp_rank: int, total_kv_heads: int | None) -> Plan:
+def _decide_per_request(
+    sg: SimpleNamespace, prefill: SideGeometry, decode: SideGeometry, pp_rank: int, total_kv_heads: int | None
+) -> Plan:
     """Drive one request through the release's own ``add_transfer_request`` (0.5.5 ..
     0.5.11: it builds the lists in the caller's thread) on a prefill ``NixlKVManager`` made
     with ``object.__new__``: the decode registers (``KVArgsRegisterInfo.from_zmq`` ->
@@ -162,7 +186,17 @@ def _decide_per_request(sg: SimpleNamespace, prefill: SideGeometry, decode: Side
         setattr(mgr, name, stand_in)
     peer = sg.nixl.KVArgsRegisterInfo.from_zmq(_v1_registration(sg, decode))
     room = 1
-    ti = sg.nixl.TransferInfo.from_zmq([str(room).encode(), b"127.0.0.1", b"0", _PEER_NAME.encode(), np.array([2], dtype=np.int32).tobytes(), b"0", b"1"])
+    ti = sg.nixl.TransferInfo.from_zmq(
+        [
+            str(room).encode(),
+            b"127.0.0.1",
+            b"0",
+            _PEER_NAME.encode(),
+            np.array([2], dtype=np.int32).tobytes(),
+            b"0",
+            b"1",
+        ]
+    )
     try:
         mgr._add_remote_peer(peer)
         mgr.transfer_infos[room] = {_PEER_NAME: ti}
@@ -171,7 +205,11 @@ def _decide_per_request(sg: SimpleNamespace, prefill: SideGeometry, decode: Side
             if exc is not None:
                 fn = called[-1] if called else "transfer_worker"
                 plan.error = RuntimeErrorPrediction(
-                    type=type(exc).__name__, message=str(exc), raised_by=PREFILL_WORKER.format(fn=fn), when="first request", operator_sees=PREFILL_REQUEST_FAILS
+                    type=type(exc).__name__,
+                    message=str(exc),
+                    raised_by=PREFILL_WORKER.format(fn=fn),
+                    when="first request",
+                    operator_sees=PREFILL_REQUEST_FAILS,
                 )
                 return plan
         else:
@@ -181,14 +219,18 @@ def _decide_per_request(sg: SimpleNamespace, prefill: SideGeometry, decode: Side
     except Exception as exc:
         fn = called[-1] if called else "add_transfer_request"
         plan.error = RuntimeErrorPrediction(
-            type=type(exc).__name__, message=str(exc), raised_by=PREFILL_SEND.format(fn=fn), when="first request", operator_sees=PREFILL_SCHEDULER_DIES
+            type=type(exc).__name__,
+            message=str(exc),
+            raised_by=PREFILL_SEND.format(fn=fn),
+            when="first request",
+            operator_sees=PREFILL_SCHEDULER_DIES,
         )
         return plan
     if len(agent.descs) != 2 or not called:
         raise KernelSetupError("SGLang's add_transfer_request did not build one pair of descriptor lists")
     (src_rows, src_kind), (dst_rows, dst_kind) = agent.descs
     first: dict[int, tuple[int, int]] = {}
-    for (s_addr, s_len, _), (d_addr, _, _) in zip(src_rows, dst_rows):
+    for (s_addr, s_len, _), (d_addr, _, _) in zip(src_rows, dst_rows, strict=False):
         i = (s_addr - _PTR_BASE_SRC) // _PTR_STRIDE
         first.setdefault(i, ((d_addr - _PTR_BASE_DST) // _PTR_STRIDE, s_len))
     plan.path = "equal_tp" if called[0] == "send_kvcache" else "hetero_tp_slice"

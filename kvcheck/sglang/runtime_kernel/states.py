@@ -62,7 +62,13 @@ def _state_lists(g: SideGeometry, base: int, dims: dict[str, list[int]] | None):
 
 
 def decide_states(
-    prefill: SideGeometry, decode: SideGeometry, inp: Any, *, prefill_dims: dict | None = None, decode_dims: dict | None = None, pp_rank: int = 0,
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    inp: Any,
+    *,
+    prefill_dims: dict | None = None,
+    decode_dims: dict | None = None,
+    pp_rank: int = 0,
 ) -> list:
     """The state components' transfer, by the runtime itself (SGLang 0.5.23).
 
@@ -101,16 +107,25 @@ def decide_states(
     mgr.state_tp_size = prefill.attn_tp_size
     a = mgr.kv_args
     a.state_types = _state_types(sg, prefill.state_types)
-    (a.state_data_ptrs, a.state_data_lens, a.state_item_lens, a.state_dim_per_tensor, a.state_layer_ids) = _state_lists(prefill, _PTR_BASE_SRC + (1 << 40), prefill_dims)
+    (a.state_data_ptrs, a.state_data_lens, a.state_item_lens, a.state_dim_per_tensor, a.state_layer_ids) = _state_lists(
+        prefill, _PTR_BASE_SRC + (1 << 40), prefill_dims
+    )
     # The conv sub-blocks the prefill registers (get_state_conv_shard_groups: conv
     # entries only; None where the runtime slices the axis as one).
     a.state_conv_shard_groups = [
-        [(prefill_dims or {}).get("conv_shard_groups") if r.part == "conv" else None for r in prefill.state_regions if r.state_type == t]
-        if t == "mamba" else []
+        [
+            (prefill_dims or {}).get("conv_shard_groups") if r.part == "conv" else None
+            for r in prefill.state_regions
+            if r.state_type == t
+        ]
+        if t == "mamba"
+        else []
         for t in prefill.state_types
     ]
     a.state_slice_outer_counts = [
-        [(prefill_dims or {}).get(f"{r.part}_outer", 1) for r in prefill.state_regions if r.state_type == t] if t == "mamba" else []
+        [(prefill_dims or {}).get(f"{r.part}_outer", 1) for r in prefill.state_regions if r.state_type == t]
+        if t == "mamba"
+        else []
         for t in prefill.state_types
     ]
     a.swa_kv_cache_layout = inp.swa_layout if "swa" in prefill.state_types else None
@@ -118,7 +133,9 @@ def decide_states(
         a.total_kv_head_num = inp.total_kv_heads
         a.kv_head_num = max(1, inp.total_kv_heads // prefill.attn_tp_size)
     mgr._prepared_state_components = (
-        frozenset(i for i, t in enumerate(a.state_types) if t in sg.nixl._PREPARED_STATE_TYPES) if prepared_path(prefill, decode, inp) else frozenset()
+        frozenset(i for i, t in enumerate(a.state_types) if t in sg.nixl._PREPARED_STATE_TYPES)
+        if prepared_path(prefill, decode, inp)
+        else frozenset()
     )
 
     # The decode's registration with its state components.
@@ -140,10 +157,18 @@ def decide_states(
 
         setattr(mgr, name, stand_in)
 
-    for name, path in (("_send_mamba_state", "whole_generic"), ("_send_mamba_state_slice", "mamba_slice"), ("_send_swa_state_slice", "swa_head_slice"), ("_send_kvcache_generic", "whole_generic")):
+    for name, path in (
+        ("_send_mamba_state", "whole_generic"),
+        ("_send_mamba_state_slice", "mamba_slice"),
+        ("_send_swa_state_slice", "swa_head_slice"),
+        ("_send_kvcache_generic", "whole_generic"),
+    ):
         wrap(name, path)
 
-    out = [StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(a.state_item_lens[i])) for i, t in enumerate(prefill.state_types)]
+    out = [
+        StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(a.state_item_lens[i]))
+        for i, t in enumerate(prefill.state_types)
+    ]
     try:
         mgr._prepare_state_xfer(peer_info)
     except AttributeError as exc:
@@ -159,8 +184,15 @@ def decide_states(
         n0 = len(agent.xfers)
         try:
             for _ in mgr.maybe_send_extra(
-                peer_info.agent_name, src_idx, peer_info.dst_state_data_ptrs, dst_idx, 0, decode.attn_tp_size, decode_tp_rank=0,
-                dst_state_item_lens=peer_info.dst_state_item_lens, dst_state_dim_per_tensor=peer_info.dst_state_dim_per_tensor,
+                peer_info.agent_name,
+                src_idx,
+                peer_info.dst_state_data_ptrs,
+                dst_idx,
+                0,
+                decode.attn_tp_size,
+                decode_tp_rank=0,
+                dst_state_item_lens=peer_info.dst_state_item_lens,
+                dst_state_dim_per_tensor=peer_info.dst_state_dim_per_tensor,
                 dst_state_layer_ids=peer_info.dst_state_layer_ids,
             ):
                 pass
@@ -181,7 +213,9 @@ def decide_states(
             bad = _corrupt_writes(recorded, d.path, i, peer_info, prefill.attn_tp_size, decode.attn_tp_size)
             bad = bad or _misplaced_writes(recorded, i, a.state_data_ptrs[i], peer_info, prefill, decode, pp_rank)
             if not bad and d.path == "mamba_slice":
-                bad = _misplaced_channels(recorded, i, a, peer_info, prefill, decode, prefill_dims or {}, decode_dims or {})
+                bad = _misplaced_channels(
+                    recorded, i, a, peer_info, prefill, decode, prefill_dims or {}, decode_dims or {}
+                )
             if bad:
                 d.path, d.corruption = None, bad
         elif d.state_type == "dsa":
@@ -201,7 +235,7 @@ def _corrupt_writes(xfers: list, path: str, i: int, peer_info: Any, tp_p: int, t
     for kind, _src, dst in xfers:
         if kind != "generic":
             continue
-        for row in (dst.tolist() if hasattr(dst, "tolist") else dst):
+        for row in dst.tolist() if hasattr(dst, "tolist") else dst:
             addr, length = int(row[0]), int(row[1])
             j = next((k for k, p in enumerate(ptrs) if p <= addr < p + _PTR_STRIDE), None)
             if j is None or j >= len(lens):
@@ -225,7 +259,9 @@ def _entry_at(ptrs: list[int], addr: int) -> int | None:
     return next((k for k, p in enumerate(ptrs) if p <= addr < p + _PTR_STRIDE), None)
 
 
-def _misplaced_writes(xfers: list, i: int, src_ptrs: list[int], peer_info: Any, prefill: SideGeometry, decode: SideGeometry, pp_rank: int) -> str | None:
+def _misplaced_writes(
+    xfers: list, i: int, src_ptrs: list[int], peer_info: Any, prefill: SideGeometry, decode: SideGeometry, pp_rank: int
+) -> str | None:
     """Read the recorded generic writes of component ``i`` back against the entries'
     layers: each descriptor's source entry (by address in the prefill's fake pointers) and
     destination entry must be the same model layer and part (K/V, conv/temporal); a
@@ -238,7 +274,7 @@ def _misplaced_writes(xfers: list, i: int, src_ptrs: list[int], peer_info: Any, 
     for kind, src, dst in xfers:
         if kind != "generic":
             continue
-        for srow, drow in zip(_rows(src), _rows(dst)):
+        for srow, drow in zip(_rows(src), _rows(dst), strict=False):
             s, j = _entry_at(list(src_ptrs), int(srow[0])), _entry_at(dst_ptrs, int(drow[0]))
             if s is None or j is None or s >= len(src_regs) or j >= len(dst_regs):
                 continue
@@ -264,7 +300,9 @@ def _channel_ids(layout: list[int], tp: int, rank: int):
     return np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
 
 
-def _misplaced_channels(xfers: list, i: int, a: Any, peer_info: Any, prefill: SideGeometry, decode: SideGeometry, p_dims: dict, d_dims: dict) -> str | None:
+def _misplaced_channels(
+    xfers: list, i: int, a: Any, peer_info: Any, prefill: SideGeometry, decode: SideGeometry, p_dims: dict, d_dims: dict
+) -> str | None:
     """Read the recorded Mamba slice writes of component ``i`` (prefill TP rank 0 into
     decode TP rank 0, as the stand-in manager runs) back as channels: each byte block's
     source channels (row, channel of the prefill rank's slot) must be the same channels
@@ -286,7 +324,7 @@ def _misplaced_channels(xfers: list, i: int, a: Any, peer_info: Any, prefill: Si
     for kind, src, dst in xfers:
         if kind != "generic":
             continue
-        for srow, drow in zip(_rows(src), _rows(dst)):
+        for srow, drow in zip(_rows(src), _rows(dst), strict=False):
             s, j = _entry_at(src_ptrs, int(srow[0])), _entry_at(dst_ptrs, int(drow[0]))
             if s is None or j is None or s >= len(src_regs) or j >= len(dst_regs):
                 continue
@@ -312,5 +350,3 @@ def _misplaced_channels(xfers: list, i: int, a: Any, peer_info: Any, prefill: Si
                     f"(channel axis {layout(p_dims, tp_p, part)} at TP {tp_p}, {layout(d_dims, tp_d, part)} at TP {tp_d})"
                 )
     return None
-
-

@@ -78,13 +78,28 @@ def _registration_frames_0_5_13(sg: SimpleNamespace, mgr) -> list:
     import struct
 
     a = mgr.kv_args
-    pack = getattr(sg.nixl, "pack_int_lists", None) or getattr(sg.common, "pack_int_lists")
+    pack = getattr(sg.nixl, "pack_int_lists", None) or sg.common.pack_int_lists
     item = a.kv_item_lens[0] if a.kv_item_lens else 0
     slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
     return [
-        sg.nixl.GUARD, b"None", mgr.local_ip.encode(), str(mgr.rank_port).encode(), mgr.agent.name.encode(), mgr.agent.get_agent_metadata(),
-        b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs), b"", pack([], "Q"), str(a.gpu_id).encode(), str(mgr.attn_tp_size).encode(),
-        str(a.engine_rank).encode(), str(item).encode(), pack([], "I"), pack([], "I"), b"", b"", str(slots).encode(),
+        sg.nixl.GUARD,
+        b"None",
+        mgr.local_ip.encode(),
+        str(mgr.rank_port).encode(),
+        mgr.agent.name.encode(),
+        mgr.agent.get_agent_metadata(),
+        b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs),
+        b"",
+        pack([], "Q"),
+        str(a.gpu_id).encode(),
+        str(mgr.attn_tp_size).encode(),
+        str(a.engine_rank).encode(),
+        str(item).encode(),
+        pack([], "I"),
+        pack([], "I"),
+        b"",
+        b"",
+        str(slots).encode(),
     ]
 
 
@@ -96,24 +111,45 @@ def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
     import struct
 
     a = mgr.kv_args
-    pack = getattr(sg.nixl, "pack_int_lists", None) or getattr(sg.common, "pack_int_lists")
+    pack = getattr(sg.nixl, "pack_int_lists", None) or sg.common.pack_int_lists
     item = a.kv_item_lens[0] if a.kv_item_lens else 0
     if "dst_dcp_size" not in {f.name for f in dataclasses.fields(sg.nixl.KVArgsRegisterInfo)}:
         # 0.5.15 .. 0.5.16: 19 frames (memory kinds and item lengths appended to 0.5.13's)
         slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
         return _registration_frames_0_5_13(sg, mgr)[:-1] + [
-            str(slots).encode(), sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds), b"".join(struct.pack("Q", x) for x in a.kv_item_lens),
+            str(slots).encode(),
+            sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds),
+            b"".join(struct.pack("Q", x) for x in a.kv_item_lens),
         ]
     if hasattr(sg.nixl, "num_kv_slots"):  # 0.5.22
         slots = sg.nixl.num_kv_slots(a.kv_data_lens, a.kv_item_lens) if a.kv_item_lens else 0
     else:  # 0.5.17 .. 0.5.21: region 0's data length over its item length
         slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
     return [
-        sg.nixl.GUARD, b"None", mgr.local_ip.encode(), str(mgr.rank_port).encode(), mgr.agent.name.encode(), mgr.agent.get_agent_metadata(),
-        b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs), b"", pack([], "Q"), str(a.gpu_id).encode(), str(mgr.attn_tp_size).encode(),
-        str(a.engine_rank).encode(), str(item).encode(), pack([], "I"), pack([], "I"), b"", b"", str(slots).encode(),
-        sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds), b"".join(struct.pack("Q", x) for x in a.kv_item_lens), pack([], "I"),
-        b"".join(struct.pack("I", x) for x in a.kv_layer_ids), str(mgr.dcp_size).encode(), str(mgr.dcp_rank).encode(),
+        sg.nixl.GUARD,
+        b"None",
+        mgr.local_ip.encode(),
+        str(mgr.rank_port).encode(),
+        mgr.agent.name.encode(),
+        mgr.agent.get_agent_metadata(),
+        b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs),
+        b"",
+        pack([], "Q"),
+        str(a.gpu_id).encode(),
+        str(mgr.attn_tp_size).encode(),
+        str(a.engine_rank).encode(),
+        str(item).encode(),
+        pack([], "I"),
+        pack([], "I"),
+        b"",
+        b"",
+        str(slots).encode(),
+        sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds),
+        b"".join(struct.pack("Q", x) for x in a.kv_item_lens),
+        pack([], "I"),
+        b"".join(struct.pack("I", x) for x in a.kv_layer_ids),
+        str(mgr.dcp_size).encode(),
+        str(mgr.dcp_rank).encode(),
     ]
 
 
@@ -148,7 +184,7 @@ def _prefill_manager(sg: SimpleNamespace, prefill: SideGeometry, pp_rank: int):
     mgr.pp_rank = pp_rank
     mgr.dcp_size = 1
     mgr.dcp_rank = 0
-    mgr.agent = _RecordingAgent("kvcheck-prefill", regions=list(zip(kv_args.kv_data_ptrs, kv_args.kv_data_lens)))
+    mgr.agent = _RecordingAgent("kvcheck-prefill", regions=list(zip(kv_args.kv_data_ptrs, kv_args.kv_data_lens, strict=False)))
     mgr.decode_kv_args_table = {}
     mgr.prep_handles = {}
     mgr.prep_handle_slice_src = None
@@ -175,9 +211,15 @@ def _init_prefill(sg: SimpleNamespace, mgr, kinds: list[str]) -> None:
     # 0.5.17 on: __init__ checks the source kinds only when there are regions; 0.5.15 ..
     # 0.5.16 check them always (read from the release's own __init__, which cannot run on CPU).
     guarded = _source_check_skips_empty(sg.nixl.NixlKVManager)
-    mgr.src_mem_kind = sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source") if kv_args.kv_data_mem_kinds or not guarded else None
+    mgr.src_mem_kind = (
+        sg.nixl._homogeneous_kv_mem_kind(kv_args.kv_data_mem_kinds, "source")
+        if kv_args.kv_data_mem_kinds or not guarded
+        else None
+    )
     if hasattr(sg.nixl, "num_kv_slots"):
-        mgr._num_slots_src = sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
+        mgr._num_slots_src = (
+            sg.nixl.num_kv_slots(kv_args.kv_data_lens, kv_args.kv_item_lens) if kv_args.kv_item_lens else 0
+        )
     else:  # 0.5.15 .. 0.5.21: NixlKVManager.__init__ divides region 0's lengths
         mgr._num_slots_src = kv_args.kv_data_lens[0] // kv_args.kv_item_lens[0] if kv_args.kv_item_lens else 0
 
@@ -202,7 +244,12 @@ def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
 
     def stand_in(peer_name, decode_kv_args, src_mem_kind="VRAM", dst_mem_kind="VRAM"):
         _, _, dst_k, dst_v, layers = mgr.get_mha_kv_ptrs_with_pp(mgr.kv_args.kv_data_ptrs, decode_kv_args.dst_kv_ptrs)
-        record.update(peer=peer_name, src_kind=src_mem_kind, dst_kind=dst_mem_kind, dst_ptrs=list(dst_k[:layers]) + list(dst_v[:layers]))
+        record.update(
+            peer=peer_name,
+            src_kind=src_mem_kind,
+            dst_kind=dst_mem_kind,
+            dst_ptrs=list(dst_k[:layers]) + list(dst_v[:layers]),
+        )
         if total_kv_heads:
             mgr.kv_args.total_kv_head_num = total_kv_heads
             mgr.kv_args.kv_head_num = max(1, total_kv_heads // mgr.attn_tp_size)
@@ -215,8 +262,13 @@ def _hetero_stand_in(mgr, record: dict, total_kv_heads: int | None):
 
 
 def decide_transfer(
-    prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, pp_rank: int = 0,
-    total_kv_heads: int | None = None, behaviour: Any = None,
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    *,
+    decode_dcp_size: int = 1,
+    pp_rank: int = 0,
+    total_kv_heads: int | None = None,
+    behaviour: Any = None,
 ) -> Plan:
     """The prefill's decision when the decode registers, by the runtime itself.
 
@@ -228,16 +280,24 @@ def decide_transfer(
     lists, ``kv_xfer_segments``, destination kinds), or the exception it raised.
     """
     sg = _sglang()
-    if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer") and hasattr(sg.nixl.NixlKVManager, "send_kvcache_slice"):
+    if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer") and hasattr(
+        sg.nixl.NixlKVManager, "send_kvcache_slice"
+    ):
         return _decide_per_request(sg, prefill, decode, pp_rank, total_kv_heads)  # 0.5.5 .. 0.5.12.post1
     if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer"):
-        raise KernelSetupError(f"the runtime kernel drives the prefill decision of releases with _prepare_payload_xfer (0.5.13 and later); SGLang {sg.version} differs")
+        raise KernelSetupError(
+            f"the runtime kernel drives the prefill decision of releases with _prepare_payload_xfer (0.5.13 and later); SGLang {sg.version} differs"
+        )
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
 
     def fail(exc: BaseException) -> Plan:
         plan.error = RuntimeErrorPrediction(
-            type=type(exc).__name__, message=str(exc), raised_by=PREFILL_BOOTSTRAP_THREAD, when="decode registration", operator_sees=HANG_300S
+            type=type(exc).__name__,
+            message=str(exc),
+            raised_by=PREFILL_BOOTSTRAP_THREAD,
+            when="decode registration",
+            operator_sees=HANG_300S,
         )
         return plan
 
@@ -249,7 +309,11 @@ def decide_transfer(
         raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}") from exc
     except Exception as exc:  # NixlKVManager.__init__ raises this at start-up
         plan.error = RuntimeErrorPrediction(
-            type=type(exc).__name__, message=str(exc), raised_by=PREFILL_STARTUP, when="start-up", operator_sees=PREFILL_FAILS_TO_START
+            type=type(exc).__name__,
+            message=str(exc),
+            raised_by=PREFILL_STARTUP,
+            when="start-up",
+            operator_sees=PREFILL_FAILS_TO_START,
         )
         return plan
     hetero: dict = {}
@@ -276,7 +340,14 @@ def decide_transfer(
         plan.path = "mixed_segments"
         indices: list[int] = []
         for seg in peer_info.kv_xfer_segments:
-            plan.segments.append(Segment(start=seg.start, end=seg.end, src_kind=agent.kind_of(seg.src_handle), dst_kind=agent.kind_of(seg.dst_handle)))
+            plan.segments.append(
+                Segment(
+                    start=seg.start,
+                    end=seg.end,
+                    src_kind=agent.kind_of(seg.src_handle),
+                    dst_kind=agent.kind_of(seg.dst_handle),
+                )
+            )
             # one strided run per region (0.5.22 on) or one descriptor per slot (0.5.15 .. 0.5.21; slot 0 at the base)
             indices += [dst_index[run[0]] for run in agent.runs_of(seg.dst_handle) if run[0] in dst_index]
         plan.dst_indices = indices
@@ -296,5 +367,3 @@ def decide_transfer(
         plan.segments = [Segment(start=0, end=n_src, src_kind=agent.kind_of(src_handle), dst_kind=dst_kind)]
         return plan
     raise KernelSetupError("SGLang's _prepare_payload_xfer returned without preparing a transfer kvcheck recognises")
-
-
