@@ -15,6 +15,7 @@ from kvcheck.sglang.geometry import SideGeometry, derive_geometry
 from kvcheck.sglang.kernel import DecisionKernel, choose_kernel, runs_for
 from kvcheck.sglang.pd_release import behaviour as pd_behaviour
 from kvcheck.sglang.plan import PairInfo, Plan, RuntimeErrorPrediction
+from kvcheck.sglang.pools import NOT_MODELED
 from kvcheck.sglang.resolved import decide_kv_dtype_over_gpus
 from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 from kvcheck.sides import Side
@@ -100,7 +101,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         pg = derive_geometry(prefill)
         dg = derive_geometry(decode)
         # A pool the model reads but the args make unmodeled (FP4 KV): no plan, unchecked.
-        modeled = pg.pool != "not_modeled" and dg.pool != "not_modeled"
+        modeled = pg.pool != NOT_MODELED and dg.pool != NOT_MODELED
     if modeled:
         p_info, d_info = pair_info(prefill, pg), pair_info(decode, dg)
         extra["pair_info"] = (p_info, d_info)

@@ -16,6 +16,7 @@ from kvcheck.sglang.plan.model import (
     RuntimeErrorPrediction,
     Segment,
 )
+from kvcheck.sglang.pools.base import MHA, MLA
 
 
 def _mha_pairs_per_request(variant: str, n_src: int, n_dst: int, start: int) -> tuple[list[int], list[int], int]:
@@ -114,7 +115,7 @@ def _decide_per_request(
 
     if any(k != "VRAM" for k in prefill.kinds + decode.kinds):
         return unmodeled("host (DRAM) or mixed memory kinds: every descriptor list is VRAM before 0.5.15")
-    if prefill.pool not in ("MHA", "MLA") or decode.pool not in ("MHA", "MLA") or prefill.is_mla != decode.is_mla:
+    if prefill.pool not in (MHA, MLA) or decode.pool not in (MHA, MLA) or prefill.is_mla != decode.is_mla:
         return unmodeled(f"a {prefill.pool} prefill pool with a {decode.pool} decode pool")
     if (
         prefill.state_types

@@ -18,6 +18,7 @@ from kvcheck.sglang.plan.model import (
     Segment,
 )
 from kvcheck.sglang.plan.per_request import _decide_per_request
+from kvcheck.sglang.pools.base import HYBRID_LINEAR, SWA
 
 
 def mem_segments(src_kinds: list[str], dst_kinds: list[str]) -> list[Segment]:
@@ -276,7 +277,7 @@ def _layer_pairing_gap(prefill: SideGeometry, decode: SideGeometry, b) -> str | 
       full-attention-relative count for ``HybridLinearKVPool``; ``disaggregation/prefill.py``,
       0.5.23), not from the stage's first model layer: not restated.
     """
-    hybrid_ids = "HYBRID_LINEAR" in (prefill.pool, decode.pool)
+    hybrid_ids = HYBRID_LINEAR in (prefill.pool, decode.pool)
     # At PP 1, or stage by stage at the same PP layout, both sides list the same target
     # layers in the same order (a decode-only draft's ids sit in a band above them): the
     # ids pair positionally.
@@ -288,7 +289,7 @@ def _layer_pairing_gap(prefill: SideGeometry, decode: SideGeometry, b) -> str | 
             "(build_transfer_entry_pairs), which kvcheck does not restate"
         )
     if (
-        prefill.pool in ("SWA", "HYBRID_LINEAR")
+        prefill.pool in (SWA, HYBRID_LINEAR)
         and prefill.pp_size > 1
         and not prefill.is_mla
         and prefill.attn_tp_size != decode.attn_tp_size
