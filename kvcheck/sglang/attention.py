@@ -147,7 +147,8 @@ def resolve_attention(
             gpu_decided = True
             if not use_trtllm and raw.get("mamba_radix_cache_strategy") in (None, "auto"):
                 notes.append(
-                    "Qwen3-Next/3.5 on Blackwell: the backend (triton, page 1, or trtllm_mha, page 64) follows the Mamba radix-cache strategy resolved at start-up; assumed no extra buffer"
+                    "Qwen3-Next/3.5 on Blackwell: the backend (triton, page 1, or trtllm_mha, page 64) follows the "
+                    "Mamba radix-cache strategy resolved at start-up; assumed no extra buffer"
                 )
     elif model.hybrid == "minimax_sparse" and unset:
         # model_overrides/minimax_m3.py (non-NVFP4, CUDA): sm100 -> trtllm_mha with
@@ -194,7 +195,8 @@ def resolve_attention(
         forced = 128
     if gpu_decided and assumed:
         notes.append(
-            f"the GPU was not given: attention backend {attn} (page size {forced or 1}) resolved for {gpu.name} (Hopper assumed)"
+            f"the GPU was not given: attention backend {attn} (page size {forced or 1}) resolved for {gpu.name} "
+            "(Hopper assumed)"
         )
     return (attn, prefill_b, decode_b), forced, notes
 
@@ -215,12 +217,14 @@ def resolve_page_size(side: Side, model: ModelConfig) -> tuple[int, bool, str | 
             return (
                 expected,
                 True,
-                f"--page-size {args.page_size} is overridden: SGLang sets the page size to {expected} for DeepSeek DSA on CUDA",
+                f"--page-size {args.page_size} is overridden: SGLang sets the page size to {expected} for DeepSeek "
+                "DSA on CUDA",
             )
         return expected, True, note
     if args.page_size is not None:
         if forced != args.page_size:
-            return forced, True, f"--page-size {args.page_size} is overridden to {forced} by the attention backend"
+            # forced is the backend-set page size here (resolve_attention)
+            return forced, True, f"--page-size {args.page_size} is overridden to {forced} by the attention backend"  # type: ignore[return-value]
         return args.page_size, True, note
     if forced is not None:
         return forced, True, note

@@ -48,7 +48,9 @@ def config_key_sets(table: FlagTable) -> tuple[frozenset[str], dict[str, Flag]]:
         elif variant in ("v0.5.8", "v0.5.14"):
             # ConfigArgumentMerger(parser), keyed by dest (0.5.8-0.5.22)
             store_true = frozenset(f.dest for f in ordered if f.isa == "store_true")
-            unsupported = {f.dest: f for f in ordered if f.option_strings and f.isa is None and not special(f)}
+            unsupported: dict[str, Flag] = {
+                f.dest: f for f in ordered if f.option_strings and f.isa is None and not special(f)
+            }
             table._config_sets = (store_true, unsupported)
         else:
             # 0.5.23: keyed by every long spelling; single-value actions supported
@@ -62,7 +64,7 @@ def config_key_sets(table: FlagTable) -> tuple[frozenset[str], dict[str, Flag]]:
             # real nargs is 0, hence takes_value.
             supported = {f.name for f in ordered if f.isa is not None or (f.takes_value and f.nargs is None)}
             supported_keys = {k for f in ordered if f.name in supported for k in keys(f)}
-            unsupported: dict[str, Flag] = {}
+            unsupported = {}
             for f in ordered:
                 if f.name in supported or special(f) or not f.option_strings:
                     continue

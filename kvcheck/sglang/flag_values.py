@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kvcheck.errors import ArgparseRefusal, InputError
@@ -125,7 +126,7 @@ def _nullable_str(raw: str) -> str | None:
     return None if not raw or raw == "None" else raw
 
 
-_CONVERTERS = {
+_CONVERTERS: dict[str, Callable[[str], Any]] = {
     "str": str,
     "int": int,
     "float": float,

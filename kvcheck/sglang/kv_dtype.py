@@ -112,18 +112,25 @@ def fp4_unmodeled_reason(side: Side, model: ModelConfig, dtype: str, *, draft: b
     what = "FP4 draft KV cache" if draft else "FP4 KV cache"
     if dtype in LEGACY_FP4_KV_DTYPES:
         return (
-            f"{what} (--kv-cache-dtype {dtype}, the MHATokenToKVPoolFP4/MLATokenToKVPoolFP4 recipe of SGLang 0.5.4.post3 "
+            f"{what} (--kv-cache-dtype {dtype}, the MHATokenToKVPoolFP4/MLATokenToKVPoolFP4 recipe of SGLang "
+            "0.5.4.post3 "
             ".. 0.5.20, whose transfer buffers are the dequantized views: not modeled)"
         )
     from kvcheck.sglang.releases import side_release
 
     release, _ = side_release(side)
     if release != FP4_VERIFIED_RELEASE:
-        return f"{what} (--kv-cache-dtype {dtype}) on SGLang {release or '(unknown release)'} (kvcheck derives the FP4 pools of {FP4_VERIFIED_RELEASE} only)"
+        return (
+            f"{what} (--kv-cache-dtype {dtype}) on SGLang {release or '(unknown release)'} (kvcheck derives the "
+            f"FP4 pools of {FP4_VERIFIED_RELEASE} only)"
+        )
     if model.dsa:
         return f"{what} (--kv-cache-dtype {dtype}) on a DSA pool"
     if model.hybrid and not (model.hybrid == "linear" and not model.is_mla):
-        return f"{what} (--kv-cache-dtype {dtype}) on a {model.hybrid} hybrid pool (its sub-pools' FP4 layout is not verified)"
+        return (
+            f"{what} (--kv-cache-dtype {dtype}) on a {model.hybrid} hybrid pool (its sub-pools' FP4 layout is not "
+            "verified)"
+        )
     a = side.args
     if a.enable_hisparse or a.enable_kv_cache_sharding or a.dcp_size > 1:
         feature = "HiSparse" if a.enable_hisparse else "KV-cache sharding" if a.enable_kv_cache_sharding else "DCP"
@@ -161,7 +168,8 @@ def dsa_fp8_layout(side: Side) -> tuple[str, str | None]:
         return layout, None
     return layout, (
         f"DSA fp8 KV layout depends on the GPU when --dsa-{side.role}-backend is unset: Hopper "
-        "(flashmla_kv) stores 656-byte scaled rows, Blackwell (trtllm) 576-byte raw rows; the GPU was not given, assumed Hopper"
+        "(flashmla_kv) stores 656-byte scaled rows, Blackwell (trtllm) 576-byte raw rows; the GPU was not given, "
+        "assumed Hopper"
     )
 
 

@@ -138,7 +138,8 @@ def _with_watchdog(fn: Any, deadline: _Deadline, shown: str, state: dict[str, st
         state["cancelled"] = "1"
         doing = state.get("doing") or "reading"
         raise LiveSourceError(
-            f"could not read the live source {shown} within the {deadline.seconds:g} s deadline: still {doing} when it passed "
+            f"could not read the live source {shown} within the {deadline.seconds:g} s deadline: still {doing} when "
+            "it passed "
             "(a server that stalls or sends its answer too slowly); raise --deadline if it is only slow",
             url=shown,
         )
@@ -215,7 +216,8 @@ class _Client:
         self.state["doing"] = f"{doing} GET {shown}"
         if self.deadline.expired() or self.state.get("cancelled"):
             raise LiveSourceError(
-                f"could not read the live source within the {self.deadline.seconds:g} s deadline: still {doing} GET {shown} when it passed "
+                f"could not read the live source within the {self.deadline.seconds:g} s deadline: still {doing} GET "
+                f"{shown} when it passed "
                 "(a server that stalls or sends its answer too slowly); raise --deadline if it is only slow",
                 url=self.shown,
             )
@@ -235,7 +237,8 @@ class _Client:
             inflater = zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding != "deflate" else zlib.decompressobj()
         else:
             raise LiveSourceError(
-                f"could not read the live source: GET {shown} answered with content-encoding {encoding!r}, which kvcheck did not ask for",
+                f"could not read the live source: GET {shown} answered with content-encoding {encoding!r}, which "
+                "kvcheck did not ask for",
                 url=self.shown,
             )
         raw = 0
@@ -243,7 +246,8 @@ class _Client:
 
         def too_big(what: str, limit: int) -> LiveSourceError:
             return LiveSourceError(
-                f"could not read the live source: GET {shown} answered more than {limit} bytes {what}; SGLang's answers are tens of KiB, so this is not one",
+                f"could not read the live source: GET {shown} answered more than {limit} bytes {what}; SGLang's "
+                "answers are tens of KiB, so this is not one",
                 url=self.shown,
             )
 
@@ -319,7 +323,8 @@ class _Client:
                         )
                     if status not in RETRY_STATUSES:
                         raise LiveSourceError(
-                            f"could not read the live source: GET {shown} answered {status} {_header_text(resp.reason_phrase, self.secrets)}{self._hint(status)}",
+                            f"could not read the live source: GET {shown} answered {status} "
+                            f"{_header_text(resp.reason_phrase, self.secrets)}{self._hint(status)}",
                             url=self.shown,
                         )
                     last = f"{status} {_header_text(resp.reason_phrase, self.secrets)}" + self._known_body(resp, shown)
@@ -365,12 +370,16 @@ class _Client:
         if what == "route" and last.startswith("503"):
             return (
                 f"the prefill is not fully registered with its bootstrap server: GET {shown} still answered {last} "
-                f"after {self.deadline.seconds:g} s ({attempts} attempts); every prefill rank registers once it has started "
+                f"after {self.deadline.seconds:g} s ({attempts} attempts); every prefill rank registers once it has "
+                "started "
                 "(raise --deadline to wait longer)"
             )
         where = "the prefill's bootstrap server" if what == "route" else f"the {self.role_hint} server"
         hint = " (set --bootstrap URL if it is reachable at another address)" if what == "route" else ""
-        return f"could not reach {where} at {shown} within the {self.deadline.seconds:g} s deadline ({attempts} attempts): {last}{hint}"
+        return (
+            f"could not reach {where} at {shown} within the {self.deadline.seconds:g} s deadline ({attempts} "
+            f"attempts): {last}{hint}"
+        )
 
     def _decode(self, body: bytes, ctype: str, shown: str) -> Any:
         """Parse a JSON body; malformed, invalid UTF-8, or nested past ``MAX_DEPTH``
@@ -381,7 +390,8 @@ class _Client:
 
         def bad(why: str) -> LiveSourceError:
             return LiveSourceError(
-                f"could not read the live source: GET {shown} answered 200 with malformed JSON ({ctype}, {len(body)} bytes): {why}",
+                f"could not read the live source: GET {shown} answered 200 with malformed JSON ({ctype}, {len(body)} "
+                f"bytes): {why}",
                 url=self.shown,
             )
 
@@ -442,12 +452,14 @@ def fetch_server_info(client: _Client) -> tuple[dict[str, Any], str]:
         if not isinstance(data, dict) or not ("model_path" in data or "version" in data):
             kind = type(data).__name__
             raise LiveSourceError(
-                f"could not read the live source: GET {client.shown}{path} is not SGLang's server info (a JSON {kind} without model_path/version)",
+                f"could not read the live source: GET {client.shown}{path} is not SGLang's server info (a JSON "
+                f"{kind} without model_path/version)",
                 url=client.shown,
             )
         return data, path
     raise LiveSourceError(
-        f"could not read the live source: {client.shown} has neither /server_info nor /get_server_info (is this SGLang's HTTP port?)",
+        f"could not read the live source: {client.shown} has neither /server_info nor /get_server_info (is this "
+        "SGLang's HTTP port?)",
         url=client.shown,
     )
 
@@ -473,7 +485,8 @@ def fetch_route(
         data = client.get_json(ROUTE_PATH, params=ROUTE_QUERY, what="route")
     if not isinstance(data, dict) or "page_size" not in data:
         raise LiveSourceError(
-            f"could not read the live source: GET {redact_url(base)}{ROUTE_PATH} is not a bootstrap server's prefill info",
+            f"could not read the live source: GET {redact_url(base)}{ROUTE_PATH} is not a bootstrap server's prefill "
+            "info",
             url=redact_url(base),
         )
     return data

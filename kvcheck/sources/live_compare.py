@@ -75,7 +75,8 @@ def live_findings(side: Side) -> list[dict[str, str]]:
                 "live-role",
                 "warning",
                 f"the server at {where} reports disaggregation_mode={mode} but was given as --{side.role}",
-                f"Give the {side.role} server's URL to --{side.role} (were --prefill and --decode swapped?), or start that server with --disaggregation-mode {side.role}.",
+                f"Give the {side.role} server's URL to --{side.role} (were --prefill and --decode swapped?), or "
+                f"start that server with --disaggregation-mode {side.role}.",
             )
         )
     version = live.get("version")
@@ -84,8 +85,10 @@ def live_findings(side: Side) -> list[dict[str, str]]:
             _finding(
                 "live-version",
                 "warning",
-                f"the server at {where} runs SGLang {version}; kvcheck judged it as SGLang {side.sglang_version} ({side.version_source}), so its verdict may not hold",
-                f"Drop --sglang-version for this side, or check this pair on a staging deployment running SGLang {side.sglang_version}.",
+                f"the server at {where} runs SGLang {version}; kvcheck judged it as SGLang {side.sglang_version} "
+                f"({side.version_source}), so its verdict may not hold",
+                "Drop --sglang-version for this side, or check this pair on a staging deployment running SGLang "
+                f"{side.sglang_version}.",
             )
         )
     archs = (live.get("model_info") or {}).get("architectures") or []
@@ -94,7 +97,8 @@ def live_findings(side: Side) -> list[dict[str, str]]:
             _finding(
                 "live-model",
                 "warning",
-                f"the server at {where} serves {', '.join(archs)} but the model config kvcheck read ({side.model.source or 'model config'}) is {side.model.architecture}",
+                f"the server at {where} serves {', '.join(archs)} but the model config kvcheck read "
+                f"({side.model.source or 'model config'}) is {side.model.architecture}",
                 "Pass the served model's own config.json with --model-config.",
             )
         )
@@ -107,7 +111,8 @@ def live_findings(side: Side) -> list[dict[str, str]]:
                         "live-route",
                         "warning",
                         f"no bootstrap /route reply was captured for {where}: {live['route_error']}",
-                        "Take the snapshot again once every prefill rank has registered, or run preflight against the live prefill.",
+                        "Take the snapshot again once every prefill rank has registered, or run preflight against "
+                        "the live prefill.",
                     )
                 )
         else:
@@ -122,10 +127,14 @@ def live_findings(side: Side) -> list[dict[str, str]]:
 
                     got_r, want_r = clip(repr(got)), clip(repr(want))  # echoed values: never a 10 MB line
                     if key == "prefill_http_port":
-                        what = f"the bootstrap server at {live.get('route_url')} was registered by a prefill with HTTP port {got}, not by this server (port {want}): it belongs to another prefill"
+                        what = (
+                            f"the bootstrap server at {live.get('route_url')} was registered by a prefill with "
+                            f"HTTP port {got}, not by this server (port {want}): it belongs to another prefill"
+                        )
                     else:
                         what = (
-                            f"the bootstrap server at {live.get('route_url')} reports {key}={got_r}, /server_info of {where} says {want_r}; "
+                            f"the bootstrap server at {live.get('route_url')} reports {key}={got_r}, /server_info of "
+                            f"{where} says {want_r}; "
                             "kvcheck's plan used /server_info, the decode will use the bootstrap server's value"
                         )
                     out.append(_finding("live-route", "error", what, ROUTE_FIX))

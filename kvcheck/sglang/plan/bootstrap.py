@@ -6,6 +6,8 @@ reply before 0.5.10), raised in the decode's scheduler on the first request.
 
 from __future__ import annotations
 
+from typing import cast
+
 from kvcheck.sglang.pd_release import at_least
 from kvcheck.sglang.plan.model import (
     DECODE_FIRST_REQUEST,
@@ -74,7 +76,7 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
         # check (0.5.8, with prefill_page_size in the reply), then the PP assert
         # (0.5.6.post1). No kv-cache-dtype, CP or DCP check exists before 0.5.10; what a
         # pair the missing checks let through then does: ``bootstrap_unchecked``.
-        if at_least(b.bootstrap_variant, "0.5.8") and prefill.page_size != decode.page_size:
+        if at_least(cast(str, b.bootstrap_variant), "0.5.8") and prefill.page_size != decode.page_size:
             err(
                 "page-size-mismatch",
                 "RuntimeError",
@@ -82,7 +84,7 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
                 f"but decode server has page_size={decode.page_size}. "
                 f"Both servers must use the same --page-size value.",
             )
-        if at_least(b.bootstrap_variant, "0.5.6.post1") and not (
+        if at_least(cast(str, b.bootstrap_variant), "0.5.6.post1") and not (
             decode.pp_size == prefill.pp_size or decode.pp_size == 1
         ):
             err(
@@ -104,7 +106,7 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
             f"Both servers must use the same --page-size value.",
         )
     # 0.5.10: the --kv-cache-dtype strings; 0.5.17: the resolved kv_cache_dtype_str.
-    resolved = at_least(b.bootstrap_variant, "0.5.17")
+    resolved = at_least(cast(str, b.bootstrap_variant), "0.5.17")
     p_dtype = prefill.kv_cache_dtype_str if resolved else prefill.flag_dtype
     d_dtype = decode.kv_cache_dtype_str if resolved else decode.flag_dtype
     if p_dtype != d_dtype:
@@ -237,16 +239,17 @@ def bootstrap_unchecked(prefill: PairInfo, decode: PairInfo, behaviour) -> list[
     out: list[str] = []
     if not b.bootstrap_modeled or b.route != "v1":
         return out
-    if not at_least(b.bootstrap_variant, "0.5.8") and prefill.page_size != decode.page_size:
+    if not at_least(cast(str, b.bootstrap_variant), "0.5.8") and prefill.page_size != decode.page_size:
         out.append(
             f"the decode of SGLang {b.version} does not compare page sizes (the check came in 0.5.8) and they differ "
             f"(prefill {prefill.page_size}, decode {decode.page_size}): the page indices of the two sides disagree"
         )
-    if not at_least(b.bootstrap_variant, "0.5.6.post1") and not (
+    if not at_least(cast(str, b.bootstrap_variant), "0.5.6.post1") and not (
         decode.pp_size == prefill.pp_size or decode.pp_size == 1
     ):
         out.append(
-            f"the decode of SGLang {b.version} does not check PP sizes (the assert came in 0.5.6.post1) and they differ "
+            f"the decode of SGLang {b.version} does not check PP sizes (the assert came in 0.5.6.post1) and they "
+            "differ "
             f"(prefill {prefill.pp_size}, decode {decode.pp_size})"
         )
     return out

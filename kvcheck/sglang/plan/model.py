@@ -36,17 +36,23 @@ DECODE_RECEIVER_V1 = (
 )
 # 0.5.5 .. 0.5.11: NixlKVSender.send -> add_transfer_request builds the request's descriptor
 # lists in the prefill's scheduler (PrefillBootstrapQueue/send_kv_chunk; nothing catches it).
-PREFILL_SEND = "prefill: scheduler, first KV chunk sent to this decode (NixlKVSender.send -> NixlKVManager.add_transfer_request -> {fn})"
+PREFILL_SEND = (
+    "prefill: scheduler, first KV chunk sent to this decode (NixlKVSender.send -> "
+    "NixlKVManager.add_transfer_request -> {fn})"
+)
 PREFILL_SCHEDULER_DIES = (
-    "the prefill's scheduler raises this on the first request routed to this decode; it is not caught: the prefill logs "
-    "'Scheduler hit an exception' with this traceback and the prefill server exits; the decode's heartbeat then declares "
+    "the prefill's scheduler raises this on the first request routed to this decode; it is not caught: the prefill "
+    "logs "
+    "'Scheduler hit an exception' with this traceback and the prefill server exits; the decode's heartbeat then "
+    "declares "
     "the prefill lost and fails the requests waiting on it"
 )
 # 0.5.12 .. 0.5.12.post1: add_transfer_request queues the chunk; transfer_worker builds the
 # lists and catches every exception, failing the request.
 PREFILL_WORKER = "prefill: NIXL transfer worker thread (NixlKVManager.transfer_worker -> {fn})"
 PREFILL_REQUEST_FAILS = (
-    "the prefill's transfer worker logs 'Unexpected transfer worker error for room <room>' with this traceback and marks the "
+    "the prefill's transfer worker logs 'Unexpected transfer worker error for room <room>' with this traceback and "
+    "marks the "
     "request failed; every request routed to this decode fails the same way while both servers stay up"
 )
 PREFILL_FAILS_TO_START = "the prefill fails to start with this traceback"

@@ -7,6 +7,8 @@ bootstrap thread; older releases go to ``per_request``.
 
 from __future__ import annotations
 
+from typing import cast
+
 from kvcheck.sglang.geometry import SideGeometry
 from kvcheck.sglang.plan.model import (
     HANG_300S,
@@ -43,7 +45,10 @@ def _item_stride_error(src_lens: list[int], dst_lens: list[int], kind: str) -> s
     """``_prep_equal_tp_dlist``: a destination item shorter than the bytes written into it."""
     for xfer_len, item_len in zip(src_lens, dst_lens, strict=False):
         if xfer_len > item_len:
-            return f"NIXL prepared dlist transfer length exceeds item stride: xfer_len={xfer_len}, item_len={item_len}, mem_kind={kind}"
+            return (
+                f"NIXL prepared dlist transfer length exceeds item stride: xfer_len={xfer_len}, "
+                f"item_len={item_len}, mem_kind={kind}"
+            )
     return None
 
 
@@ -208,14 +213,16 @@ def _decide_0_5_13(
         if release == "0.5.15":  # 0.5.15: _prepare_payload_xfer checks the region counts first
             plan.error = RuntimeErrorPrediction(
                 type="ValueError",
-                message=f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry",
+                message=f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); "
+                "unexpected geometry",
                 raised_by=PREFILL_BOOTSTRAP_THREAD,
                 when="decode registration",
                 operator_sees=HANG_300S,
             )
             return plan
         return unmodeled(
-            "the decode registers fewer KV regions than the prefill (no guard at registration; fails or corrupts at transfer)"
+            "the decode registers fewer KV regions than the prefill (no guard at registration; fails or corrupts at "
+            "transfer)"
         )
     if prefill.is_mla or decode.attn_tp_size == prefill.attn_tp_size:
         if decode.item_lens[:n_src] != prefill.item_lens:
@@ -295,7 +302,8 @@ def _layer_pairing_gap(prefill: SideGeometry, decode: SideGeometry, b) -> str | 
         and prefill.attn_tp_size != decode.attn_tp_size
     ):
         return (
-            f"a PP>1 prefill stage of a {prefill.pool} pool with unequal attention TP slices heads from the pool's transfer "
+            f"a PP>1 prefill stage of a {prefill.pool} pool with unequal attention TP slices heads from the pool's "
+            "transfer "
             "start layer (_transfer_start_layer), which kvcheck does not restate"
         )
     return None
@@ -315,7 +323,10 @@ def _older_release_gap(
     if not b.dcp_relayout:
         v = f"SGLang {b.version}"
         if decode_dcp_size != 1:
-            return f"decode DCP {decode_dcp_size}: {v} does not read the decode's DCP size (its registration has no DCP frames) and has no DCP relayout"
+            return (
+                f"decode DCP {decode_dcp_size}: {v} does not read the decode's DCP size (its registration has no "
+                "DCP frames) and has no DCP relayout"
+            )
     return None
 
 
@@ -331,7 +342,10 @@ def _unasserted_head_slice_gap(
     if not total_kv_heads:
         return f"heterogeneous-TP head slices with an unknown KV head count ({v} has no head-slice asserts)"
     if len(set(prefill.item_lens)) != 1 or len(set(decode.item_lens)) != 1:
-        return f"heterogeneous-TP head slices over regions of unequal item lengths ({v} strides every region by region 0's)"
+        return (
+            f"heterogeneous-TP head slices over regions of unequal item lengths ({v} strides every region by "
+            "region 0's)"
+        )
     page, p_tp, d_tp = prefill.page_size, prefill.attn_tp_size, decode.attn_tp_size
     if b.head_group_replication:
         fits = head_slice_error(prefill, decode, total_kv_heads) is None
@@ -346,7 +360,10 @@ def _unasserted_head_slice_gap(
             and page * (dst_item // page) == dst_item
         )
     if not fits:
-        return f"heterogeneous-TP head slices that do not tile the items ({v} has no assert for it; the transfer is prepared as is)"
+        return (
+            f"heterogeneous-TP head slices that do not tile the items ({v} has no assert for it; the transfer is "
+            "prepared as is)"
+        )
     return None
 
 
@@ -439,7 +456,8 @@ def decide_transfer(
     if n_dst < n_src:
         return fail(
             "ValueError",
-            f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected geometry",
+            f"NIXL PD transfer: decode registered fewer KV regions ({n_dst}) than prefill ({n_src}); unexpected "
+            "geometry",
         )
     if n_src == 0:  # 0.5.17: returns before the source-kind assert
         plan.path = "nothing_to_transfer"
@@ -518,11 +536,13 @@ def decide_transfer(
             if prefill.pp_size > 1 and n_dst != n_src:
                 return _not_modeled(
                     plan,
-                    f"prefill PP > 1: SGLang {b.version} pairs this stage's {n_src} regions with the decode's first {n_src} of {n_dst}",
+                    f"prefill PP > 1: SGLang {b.version} pairs this stage's {n_src} regions with the decode's first "
+                    f"{n_src} of {n_dst}",
                 )
             indices, error = list(range(n_src)), None
         if error:
             return fail("RuntimeError", error)
+        indices = cast(list[int], indices)  # set whenever error is None
         msg = _item_stride_error(prefill.item_lens, [decode.regions[j].item_len for j in indices], dst_kind)
         if msg:
             return fail("ValueError", msg)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from kvcheck.errors import InputError
 from kvcheck.sglang.model import ModelConfig
 from kvcheck.sglang.pools.base import HYBRID_LINEAR, PoolInputs, PoolLayout
-from kvcheck.sglang.pools.token import _pool_regions
+from kvcheck.sglang.pools.token import target_regions
 
 # torch element sizes of the Mamba state dtypes (mamba2_state_dtype).
 _STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -61,18 +61,7 @@ def build(inp: PoolInputs) -> PoolLayout:
     model, args = inp.model, inp.side.args
     out = PoolLayout(pool=HYBRID_LINEAR)
     full, mamba = inp.in_stage(model.full_layer_ids), inp.in_stage(model.mamba_layer_ids)
-    out.regions = _pool_regions(
-        model,
-        full,
-        inp.page_size,
-        args.attn_tp_size,
-        inp.dtype,
-        inp.nbytes,
-        inp.kind,
-        "target",
-        dcp_size=args.dcp_size,
-        fp4=inp.fp4,
-    )
+    out.regions = target_regions(inp, full, dcp_size=args.dcp_size, fp4=inp.fp4)
     if inp.fp4:
         out.n_scales += len(out.regions)
     conv, temporal = mamba_state_item_lens(model, args.attn_tp_size, inp.side.env)

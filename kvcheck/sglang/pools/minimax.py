@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kvcheck.sglang.kv_dtype import MODEL_DTYPE_BYTES
 from kvcheck.sglang.pools.base import MINIMAX_SPARSE, NOT_MODELED, PoolInputs, PoolLayout
-from kvcheck.sglang.pools.token import _pool_regions
+from kvcheck.sglang.pools.token import target_regions
 
 
 def build(inp: PoolInputs) -> PoolLayout:
@@ -24,7 +24,8 @@ def build(inp: PoolInputs) -> PoolLayout:
     k_only = [i for i in sparse if i in set(model.k_only_sparse_layer_ids)]
     if len(k_only) != len(sparse) or args.enable_hisparse or (model.quant_method or "").startswith("minimax_m3_nvfp4"):
         reason = (
-            "MiniMax sparse pool with index-value layers: the runtime refuses PD for it ('PD disaggregation for MiniMax "
+            "MiniMax sparse pool with index-value layers: the runtime refuses PD for it ('PD disaggregation for "
+            "MiniMax "
             "sparse layers with index value (index_kv_pool) is not yet supported; only K-only sparse layers are.')"
             if len(k_only) != len(sparse)
             else "MiniMax sparse pool with HiSparse or the NVFP4 pool"
@@ -32,18 +33,7 @@ def build(inp: PoolInputs) -> PoolLayout:
         return PoolLayout(pool=NOT_MODELED, not_modeled_reason=reason)
     out = PoolLayout(pool=MINIMAX_SPARSE)
     # get_sparse_kv_buf_infos: K then V of the sparse layers (main pool, per page).
-    out.regions = _pool_regions(
-        model,
-        sparse,
-        page_size,
-        args.attn_tp_size,
-        dtype,
-        nbytes,
-        inp.kind,
-        "target",
-        dcp_size=args.dcp_size,
-        v_head_dim=model.head_dim,
-    )
+    out.regions = target_regions(inp, sparse, dcp_size=args.dcp_size, v_head_dim=model.head_dim)
     # get_minimax_sparse_index_dtype: fp8 attn GEMM (fp8_e4m3 + trtllm_mha on SM100)
     # or Hopper with fp8_e4m3 KV keep the index K in the KV dtype, else the model dtype.
     gpu = inp.gpu
@@ -70,18 +60,7 @@ def build(inp: PoolInputs) -> PoolLayout:
         ]
         out.state_types.append("minimax_index_k")
     if dense:
-        dense_regions = _pool_regions(
-            model,
-            dense,
-            page_size,
-            args.attn_tp_size,
-            dtype,
-            nbytes,
-            inp.kind,
-            "target",
-            dcp_size=args.dcp_size,
-            v_head_dim=model.head_dim,
-        )
+        dense_regions = target_regions(inp, dense, dcp_size=args.dcp_size, v_head_dim=model.head_dim)
         out.states += [
             dict(state_type="minimax_dense_kv", item_len=r["item_len"], layer_id=r["layer_id"], part=r["part"])
             for r in dense_regions

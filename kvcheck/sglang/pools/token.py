@@ -5,6 +5,8 @@ block-scale state components and the DSA index-K buffers.
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvcheck.sglang.kv_dtype import DSA_FP8_QUANT_BLOCK, _mla_row_bytes, kv_heads_per_rank
 from kvcheck.sglang.model import ModelConfig
 from kvcheck.sglang.pools.base import DSA, MHA, MLA, PoolInputs, PoolLayout
@@ -86,6 +88,14 @@ def dsa_index_item_len(model: ModelConfig, page_size: int) -> int:
     return page_size // max(1, model.index_kpool) * (ihd + ihd // DSA_FP8_QUANT_BLOCK * 4)
 
 
+def target_regions(inp: PoolInputs, layers: list[int], **kw: Any) -> list[dict]:
+    """``_pool_regions`` of the target model over ``layers``, at this side's page size,
+    attention TP, KV dtype and memory kind (``kw``: the pool's own overrides)."""
+    return _pool_regions(
+        inp.model, layers, inp.page_size, inp.side.args.attn_tp_size, inp.dtype, inp.nbytes, inp.kind, "target", **kw
+    )
+
+
 def build(inp: PoolInputs) -> PoolLayout:
     """MHA, MLA and DSA token pools: every layer of the stage as KV regions (MHA: K of each
     layer, then V; MLA/DSA: one latent buffer per layer); MXFP8 block scales as the
@@ -94,18 +104,8 @@ def build(inp: PoolInputs) -> PoolLayout:
     model, args, page_size = inp.model, inp.side.args, inp.page_size
     start, end = inp.layers
     out = PoolLayout(pool=DSA if model.dsa else (MLA if model.is_mla else MHA))
-    out.regions = _pool_regions(
-        model,
-        list(range(start, end)),
-        page_size,
-        args.attn_tp_size,
-        inp.dtype,
-        inp.nbytes,
-        inp.kind,
-        "target",
-        dcp_size=args.dcp_size,
-        dsa_layout=inp.dsa_layout,
-        fp4=inp.fp4,
+    out.regions = target_regions(
+        inp, list(range(start, end)), dcp_size=args.dcp_size, dsa_layout=inp.dsa_layout, fp4=inp.fp4
     )
     if inp.fp4:
         out.n_scales += len(out.regions)  # one scale buffer per registered data buffer (MHA K and V, MLA latent)

@@ -135,23 +135,9 @@ def bootstrap_error(prefill: PairInfo, decode: PairInfo, behaviour: Any = None) 
         calls.append(url)
         return _RouteResponse(payload)
 
-    with _lock:
-        real_requests = sg.common.requests
-        sg.common.requests = SimpleNamespace(get=fake_get)
-        try:
-            ok = mgr.try_ensure_parallel_info(_BOOTSTRAP_ADDR)
-        except AttributeError as exc:  # a gap in the stand-in, not the runtime's verdict
-            raise KernelSetupError(f"the stand-in decode manager lacks what SGLang reads: {exc}") from exc
-        except Exception as exc:  # the runtime's own verdict
-            return RuntimeErrorPrediction(
-                type=type(exc).__name__,
-                message=str(exc),
-                raised_by=DECODE_SCHEDULER,
-                when="first request",
-                operator_sees=DECODE_FIRST_REQUEST,
-            )
-        finally:
-            sg.common.requests = real_requests
+    ok, verdict = _drive(sg, fake_get, lambda: mgr.try_ensure_parallel_info(_BOOTSTRAP_ADDR), DECODE_SCHEDULER)
+    if verdict is not None:
+        return verdict
     if not ok or not calls or "/route?" not in calls[0]:
         raise KernelSetupError("SGLang's try_ensure_parallel_info did not take the stand-in /route reply")
     return None
@@ -202,24 +188,39 @@ def _bootstrap_error_v1(sg: SimpleNamespace, prefill: PairInfo, decode: PairInfo
         (sg.common.CommonKVReceiver,),
         {"init": lambda self, *a, **k: None, "poll": lambda self: None},
     )
-    receiver = object.__new__(receiver_cls)
+    receiver: Any = object.__new__(receiver_cls)
+    _, verdict = _drive(
+        sg,
+        fake_get,
+        lambda: sg.common.CommonKVReceiver.__init__(receiver, mgr, _BOOTSTRAP_ADDR, 0, 0),
+        DECODE_RECEIVER_V1,
+    )
+    if verdict is not None:
+        return verdict
+    if not calls or "engine_rank=-1" not in calls[0] or receiver.bootstrap_infos is None:
+        raise KernelSetupError("SGLang's CommonKVReceiver did not take the stand-in v1 /route reply")
+    return None
+
+
+def _drive(sg: SimpleNamespace, fake_get: Any, call: Any, raised_by: str) -> tuple[Any, RuntimeErrorPrediction | None]:
+    """Run the decode's ``call`` with the stand-in ``requests.get`` (the one the runtime's
+    ``common/conn.py`` makes for ``/route``): (its result, None), or (None, the runtime's
+    own verdict) when it raises. A missing attribute is a gap in the stand-in, not a
+    verdict: ``KernelSetupError``."""
     with _lock:
         real_requests = sg.common.requests
         sg.common.requests = SimpleNamespace(get=fake_get)
         try:
-            sg.common.CommonKVReceiver.__init__(receiver, mgr, _BOOTSTRAP_ADDR, 0, 0)
+            return call(), None
         except AttributeError as exc:  # a gap in the stand-in, not the runtime's verdict
             raise KernelSetupError(f"the stand-in decode manager lacks what SGLang reads: {exc}") from exc
         except Exception as exc:  # the runtime's own verdict
-            return RuntimeErrorPrediction(
+            return None, RuntimeErrorPrediction(
                 type=type(exc).__name__,
                 message=str(exc),
-                raised_by=DECODE_RECEIVER_V1,
+                raised_by=raised_by,
                 when="first request",
                 operator_sees=DECODE_FIRST_REQUEST,
             )
         finally:
             sg.common.requests = real_requests
-    if not calls or "engine_rank=-1" not in calls[0] or receiver.bootstrap_infos is None:
-        raise KernelSetupError("SGLang's CommonKVReceiver did not take the stand-in v1 /route reply")
-    return None

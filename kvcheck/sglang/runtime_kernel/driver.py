@@ -75,8 +75,8 @@ def _tolerate_reregistered_configs() -> None:
     def tolerant(model_type, config, exist_ok=False):
         return register(model_type, config, exist_ok=True)
 
-    tolerant._kvcheck_exist_ok = True
-    AutoConfig.register = staticmethod(tolerant)
+    tolerant.__dict__["_kvcheck_exist_ok"] = True
+    AutoConfig.register = staticmethod(tolerant)  # type: ignore[method-assign]
 
 
 def runtime_version() -> str:

@@ -40,7 +40,7 @@ class _DescRecordingAgent(_RecordingAgent):
 
     def __init__(self, name: str):
         super().__init__(name)
-        self.descs: list[tuple[list[tuple[int, int, int]], str]] = []
+        self.descs: list[tuple[list[tuple[int, ...]], str]] = []
 
     def get_xfer_descs(self, descs, mem_kind: str):
         import numpy as np

@@ -242,7 +242,10 @@ def _corrupt_writes(xfers: list, path: str, i: int, peer_info: Any, tp_p: int, t
                 continue
             off = addr - ptrs[j]
             if off < lens[j] or off + length > 2 * lens[j]:
-                return f"decode state entry {j}: a {length}-byte write at offset {off} leaves slot 1 ({lens[j]} bytes at {lens[j]})"
+                return (
+                    f"decode state entry {j}: a {length}-byte write at offset {off} leaves slot 1 ({lens[j]} "
+                    f"bytes at {lens[j]})"
+                )
             filled[j] += length
     for j, got in enumerate(filled):
         want = lens[j] if path == "whole_generic" or tp_p <= tp_d else lens[j] * tp_d // tp_p
@@ -281,7 +284,8 @@ def _misplaced_writes(
             a, b = src_regs[s], dst_regs[j]
             if (a.layer_id, a.part) != (b.layer_id, b.part):
                 return (
-                    f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
+                    f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode "
+                    f"entry {j} "
                     f"(layer {b.layer_id} {b.part})"
                 )
     return None
@@ -345,8 +349,11 @@ def _misplaced_channels(
             ids_d = _channel_ids(layout(d_dims, tp_d, part), tp_d, 0)[c_d : c_d + n]
             if row_s != row_d or len(ids_s) != n or len(ids_d) != n or not np.array_equal(ids_s, ids_d):
                 return (
-                    f"Mamba {part} entry {s} (layer {src_regs[s].layer_id}): the slice moves prefill channels {c_s}..{c_s + n - 1} "
-                    f"(row {row_s}) into decode channels {c_d}..{c_d + n - 1} (row {row_d}) of another sub-block or position "
-                    f"(channel axis {layout(p_dims, tp_p, part)} at TP {tp_p}, {layout(d_dims, tp_d, part)} at TP {tp_d})"
+                    f"Mamba {part} entry {s} (layer {src_regs[s].layer_id}): the slice moves prefill channels "
+                    f"{c_s}..{c_s + n - 1} "
+                    f"(row {row_s}) into decode channels {c_d}..{c_d + n - 1} (row {row_d}) of another sub-block or "
+                    "position "
+                    f"(channel axis {layout(p_dims, tp_p, part)} at TP {tp_p}, {layout(d_dims, tp_d, part)} at TP "
+                    f"{tp_d})"
                 )
     return None

@@ -112,7 +112,6 @@ def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
 
     a = mgr.kv_args
     pack = getattr(sg.nixl, "pack_int_lists", None) or sg.common.pack_int_lists
-    item = a.kv_item_lens[0] if a.kv_item_lens else 0
     if "dst_dcp_size" not in {f.name for f in dataclasses.fields(sg.nixl.KVArgsRegisterInfo)}:
         # 0.5.15 .. 0.5.16: 19 frames (memory kinds and item lengths appended to 0.5.13's)
         slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
@@ -125,24 +124,7 @@ def _registration_frames_0_5_17(sg: SimpleNamespace, mgr) -> list:
         slots = sg.nixl.num_kv_slots(a.kv_data_lens, a.kv_item_lens) if a.kv_item_lens else 0
     else:  # 0.5.17 .. 0.5.21: region 0's data length over its item length
         slots = a.kv_data_lens[0] // a.kv_item_lens[0] if a.kv_item_lens else 0
-    return [
-        sg.nixl.GUARD,
-        b"None",
-        mgr.local_ip.encode(),
-        str(mgr.rank_port).encode(),
-        mgr.agent.name.encode(),
-        mgr.agent.get_agent_metadata(),
-        b"".join(struct.pack("Q", p) for p in a.kv_data_ptrs),
-        b"",
-        pack([], "Q"),
-        str(a.gpu_id).encode(),
-        str(mgr.attn_tp_size).encode(),
-        str(a.engine_rank).encode(),
-        str(item).encode(),
-        pack([], "I"),
-        pack([], "I"),
-        b"",
-        b"",
+    return _registration_frames_0_5_13(sg, mgr)[:-1] + [
         str(slots).encode(),
         sg.nixl._pack_kv_mem_kinds(a.kv_data_mem_kinds),
         b"".join(struct.pack("Q", x) for x in a.kv_item_lens),
@@ -184,7 +166,9 @@ def _prefill_manager(sg: SimpleNamespace, prefill: SideGeometry, pp_rank: int):
     mgr.pp_rank = pp_rank
     mgr.dcp_size = 1
     mgr.dcp_rank = 0
-    mgr.agent = _RecordingAgent("kvcheck-prefill", regions=list(zip(kv_args.kv_data_ptrs, kv_args.kv_data_lens, strict=False)))
+    mgr.agent = _RecordingAgent(
+        "kvcheck-prefill", regions=list(zip(kv_args.kv_data_ptrs, kv_args.kv_data_lens, strict=False))
+    )
     mgr.decode_kv_args_table = {}
     mgr.prep_handles = {}
     mgr.prep_handle_slice_src = None
@@ -286,7 +270,8 @@ def decide_transfer(
         return _decide_per_request(sg, prefill, decode, pp_rank, total_kv_heads)  # 0.5.5 .. 0.5.12.post1
     if not hasattr(sg.nixl.NixlKVManager, "_prepare_payload_xfer"):
         raise KernelSetupError(
-            f"the runtime kernel drives the prefill decision of releases with _prepare_payload_xfer (0.5.13 and later); SGLang {sg.version} differs"
+            "the runtime kernel drives the prefill decision of releases with _prepare_payload_xfer (0.5.13 and "
+            f"later); SGLang {sg.version} differs"
         )
     n_src, n_dst = prefill.n, decode.n
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
