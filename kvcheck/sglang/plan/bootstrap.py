@@ -23,6 +23,13 @@ def _assert_text(message: str) -> str:
     return str(AssertionError((message,)))
 
 
+def _pp_assert(prefill: PairInfo, decode: PairInfo) -> str:
+    """The decode's PP assert (``_resolve_rank_mapping``; 0.5.6.post1 on), as it prints."""
+    return _assert_text(
+        f"Decode pp size ({decode.pp_size}) should be equal to prefill pp size ({prefill.pp_size}) or 1"
+    )
+
+
 # Finding ids of the decode's bootstrap checks, in the runtime's order.
 BOOTSTRAP_CHECK_IDS = (
     "page-size-mismatch",
@@ -87,13 +94,7 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
         if at_least(cast(str, b.bootstrap_variant), "0.5.6.post1") and not (
             decode.pp_size == prefill.pp_size or decode.pp_size == 1
         ):
-            err(
-                "pp-size-mismatch",
-                "AssertionError",
-                _assert_text(
-                    f"Decode pp size ({decode.pp_size}) should be equal to prefill pp size ({prefill.pp_size}) or 1"
-                ),
-            )
+            err("pp-size-mismatch", "AssertionError", _pp_assert(prefill, decode))
         return out
 
     # 0.5.10: page size (0.5.10 .. 0.5.12.post1: a HiSparse decode only logs it).
@@ -220,13 +221,7 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
             _assert_text(f"Decode cp size ({decode.attn_cp_size}) should be equal to 1"),
         )
     if not (decode.pp_size == prefill.pp_size or decode.pp_size == 1):
-        err(
-            "pp-size-mismatch",
-            "AssertionError",
-            _assert_text(
-                f"Decode pp size ({decode.pp_size}) should be equal to prefill pp size ({prefill.pp_size}) or 1"
-            ),
-        )
+        err("pp-size-mismatch", "AssertionError", _pp_assert(prefill, decode))
     return out
 
 
