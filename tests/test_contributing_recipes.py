@@ -29,7 +29,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from helpers import model_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,14 +48,26 @@ def copy(tmp_path: Path) -> Path:
 
 def py(root: Path, code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(root))
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=root, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def kvcheck(root: Path, *args: str) -> tuple[int, dict]:
     env = dict(os.environ, PYTHONPATH=str(root))
-    proc = subprocess.run([sys.executable, "-m", "kvcheck", *args, "--format", "json"], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvcheck", *args, "--format", "json"],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if proc.returncode == 2:  # kvcheck's own input error: a message, no report
         assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
         return 2, {"error": proc.stderr}
@@ -109,7 +120,9 @@ print(json.dumps({{"verified": {{s: verified(s, "{v}") for s in SUBSYSTEMS}}, "w
 """
 
 
-@pytest.mark.skipif(importlib.util.find_spec("sglang") is None, reason="needs the installed SGLang (its parser is generated)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("sglang") is None, reason="needs the installed SGLang (its parser is generated)"
+)
 def test_recipe_add_a_release(copy: Path, tmp_path: Path):
     new = "0.5.24"
     tree = _fake_release_tree(tmp_path, new)
@@ -120,13 +133,24 @@ def test_recipe_add_a_release(copy: Path, tmp_path: Path):
     assert rc == 4 and rep["verdict"] == "unchecked"
 
     # 1. scripts/gen_flags.py with the release's wheel (here: the tree holding it).
-    gen = subprocess.run([sys.executable, "scripts/gen_flags.py", "--tree", str(tree)], cwd=copy, capture_output=True,
-                         text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(copy)))
+    gen = subprocess.run(
+        [sys.executable, "scripts/gen_flags.py", "--tree", str(tree)],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(copy)),
+    )
     assert gen.returncode == 0, gen.stderr[-3000:]
     assert (copy / "kvcheck/sglang/flagstore/r" / f"{new}.json").exists()
     # 2. scripts/gen_pd_facts.py: its PD facts join pd_facts.json.
-    facts = subprocess.run([sys.executable, "scripts/gen_pd_facts.py", str(tree / new)], cwd=copy, capture_output=True,
-                           text=True, timeout=120)
+    facts = subprocess.run(
+        [sys.executable, "scripts/gen_pd_facts.py", str(tree / new)],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert facts.returncode == 0, facts.stderr[-3000:]
     stored = json.loads((copy / "kvcheck/sglang/pd_facts.json").read_text())
     assert stored[new]["decision_hash"] == stored["0.5.23"]["decision_hash"]  # same code: a known digest
@@ -143,13 +167,25 @@ def test_recipe_add_a_release(copy: Path, tmp_path: Path):
     # 5. scripts/gen_message_releases.py over every release (it rescans the whole tree).
     (tree / "0.5.23").mkdir()
     (tree / "0.5.23" / "sglang").symlink_to(Path(importlib.util.find_spec("sglang").origin).parent)
-    msgs = subprocess.run([sys.executable, "scripts/gen_message_releases.py", "--tree", str(tree)], cwd=copy,
-                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(copy)))
+    msgs = subprocess.run(
+        [sys.executable, "scripts/gen_message_releases.py", "--tree", str(tree)],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(copy)),
+    )
     assert msgs.returncode == 0, msgs.stderr[-3000:]
 
     after = json.loads(py(copy, VERIFIED.format(v=new)).stdout)
-    assert after["verified"] == {"flags": True, "startup": True, "bootstrap": True, "decision": True, "states": True,
-                                 "explain": True}, after
+    assert after["verified"] == {
+        "flags": True,
+        "startup": True,
+        "bootstrap": True,
+        "decision": True,
+        "states": True,
+        "explain": True,
+    }, after
     assert after["window"]
     rc_new, rep_new = kvcheck(copy, "preflight", "--prefill", str(p), "--decode", str(d), "--sglang-version", new)
     rc_old, rep_old = kvcheck(copy, "preflight", "--prefill", str(p), "--decode", str(d), "--sglang-version", "0.5.23")
@@ -200,11 +236,17 @@ def test_recipe_add_a_deployment_format(copy: Path, tmp_path: Path):
     (copy / "kvcheck/sources/deployments/toy.py").write_text(TOY_READER)
     # 2. Register it in kvcheck/sources/deployments/reader.py (read_deployment_file).
     reader = copy / "kvcheck/sources/deployments/reader.py"
-    edit(reader, "    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm\n",
-         "    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm, toy\n")
-    edit(reader, "        if len(docs) == 1 and srtslurm.is_recipe(docs[0]):",
-         "        if len(docs) == 1 and toy.is_toy(docs[0]):\n            return [toy.read_toy(path, docs[0])]\n"
-         "        if len(docs) == 1 and srtslurm.is_recipe(docs[0]):")
+    edit(
+        reader,
+        "    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm\n",
+        "    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm, toy\n",
+    )
+    edit(
+        reader,
+        "        if len(docs) == 1 and srtslurm.is_recipe(docs[0]):",
+        "        if len(docs) == 1 and toy.is_toy(docs[0]):\n            return [toy.read_toy(path, docs[0])]\n"
+        "        if len(docs) == 1 and srtslurm.is_recipe(docs[0]):",
+    )
 
     rc_f, dep = kvcheck(copy, "preflight", "-f", str(toy), "--sglang-version", "0.5.23")
     rc_p, pair = kvcheck(copy, "preflight", "--prefill", str(p), "--decode", str(d), "--sglang-version", "0.5.23")
@@ -245,19 +287,48 @@ def test_recipe_add_a_check(copy: Path, tmp_path: Path):
     (copy / "kvcheck/checks/toy.py").write_text(TOY_CHECK)
     listed = py(copy, "import kvcheck.checks as c; print('toy-page-size-one' in c.REGISTRY)")
     assert listed.stdout.strip() == "False"  # a module nobody imports registers nothing
-    edit(copy / "kvcheck/checks/__init__.py", "from kvcheck.checks import fabric  # noqa: F401, E402  (registration: kvcheck fabric)\n",
-         "from kvcheck.checks import fabric  # noqa: F401, E402  (registration: kvcheck fabric)\n"
-         "from kvcheck.checks import toy  # noqa: F401, E402  (registration)\n")
+    edit(
+        copy / "kvcheck/checks/__init__.py",
+        "from kvcheck.checks import fabric  # noqa: F401, E402  (registration: kvcheck fabric)\n",
+        "from kvcheck.checks import fabric  # noqa: F401, E402  (registration: kvcheck fabric)\n"
+        "from kvcheck.checks import toy  # noqa: F401, E402  (registration)\n",
+    )
     # 3. It fires on an input written in the test; the registry knows its id and docs.
     rc, rep = kvcheck(copy, "preflight", "--prefill", str(p), "--decode", str(d), "--sglang-version", "0.5.23")
     assert "toy-page-size-one" in ids(rep), rep
     env = dict(os.environ, PYTHONPATH=str(copy))
-    docs = subprocess.run([sys.executable, "-m", "kvcheck", "checks", "toy-page-size-one"], env=env, cwd=copy,
-                          capture_output=True, text=True, timeout=60)
+    docs = subprocess.run(
+        [sys.executable, "-m", "kvcheck", "checks", "toy-page-size-one"],
+        env=env,
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert docs.returncode == 0 and "Every token is its own descriptor" in docs.stdout
-    ignored = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "--prefill", str(p), "--decode", str(d),
-                              "--sglang-version", "0.5.23", "--ignore", "toy-page-size-one", "--format", "json"],
-                             env=env, cwd=copy, capture_output=True, text=True, timeout=60)
+    ignored = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvcheck",
+            "preflight",
+            "--prefill",
+            str(p),
+            "--decode",
+            str(d),
+            "--sglang-version",
+            "0.5.23",
+            "--ignore",
+            "toy-page-size-one",
+            "--format",
+            "json",
+        ],
+        env=env,
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert all(f.get("ignored") for f in json.loads(ignored.stdout)["findings"] if f["id"] == "toy-page-size-one")
 
 
@@ -303,14 +374,25 @@ def test_recipe_add_a_kv_pool(copy: Path, tmp_path: Path):
     # 2. Its name in kvcheck/sglang/pools/base.py (PoolName, a constant, POOLS).
     base_py = copy / "kvcheck/sglang/pools/base.py"
     edit(base_py, '"DSV4", "not_modeled"]', '"DSV4", "TOY_PACKED", "not_modeled"]')
-    edit(base_py, "POOLS: Final[tuple[PoolName, ...]] = (MHA,", 'TOY_PACKED: Final = "TOY_PACKED"\nPOOLS: Final[tuple[PoolName, ...]] = (TOY_PACKED, MHA,')
+    edit(
+        base_py,
+        "POOLS: Final[tuple[PoolName, ...]] = (MHA,",
+        'TOY_PACKED: Final = "TOY_PACKED"\nPOOLS: Final[tuple[PoolName, ...]] = (TOY_PACKED, MHA,',
+    )
     # 3. Registered in kvcheck/sglang/pools/__init__.py: BUILDERS and pool_of (which models build it).
     init = copy / "kvcheck/sglang/pools/__init__.py"
-    edit(init, "from kvcheck.sglang.pools import linear, minimax, swa, token\n",
-         "from kvcheck.sglang.pools import linear, minimax, swa, token, toy\n")
+    edit(
+        init,
+        "from kvcheck.sglang.pools import linear, minimax, swa, token\n",
+        "from kvcheck.sglang.pools import linear, minimax, swa, token, toy\n",
+    )
     edit(init, "    HYBRID_LINEAR: linear.build,\n", '    HYBRID_LINEAR: linear.build,\n    "TOY_PACKED": toy.build,\n')
-    edit(init, "    return MLA if model.is_mla else MHA\n",
-         '    if model.architecture == "LlamaForCausalLM":\n        return "TOY_PACKED"\n    return MLA if model.is_mla else MHA\n')
+    edit(
+        init,
+        "    return MLA if model.is_mla else MHA\n",
+        '    if model.architecture == "LlamaForCausalLM":\n        return "TOY_PACKED"\n    return MLA if '
+        "model.is_mla else MHA\n",
+    )
 
     after = py(copy, probe)
     assert after.returncode == 0, after.stderr[-2000:]

@@ -21,6 +21,7 @@ from kvcheck.sglang.runtime_kernel.driver import (
     KernelSetupError,
     _lock,
     _sglang,
+    raised,
 )
 
 # ---------------------------------------------------------------- bootstrap (decode) --
@@ -215,12 +216,6 @@ def _drive(sg: SimpleNamespace, fake_get: Any, call: Any, raised_by: str) -> tup
         except AttributeError as exc:  # a gap in the stand-in, not the runtime's verdict
             raise KernelSetupError(f"the stand-in decode manager lacks what SGLang reads: {exc}") from exc
         except Exception as exc:  # the runtime's own verdict
-            return None, RuntimeErrorPrediction(
-                type=type(exc).__name__,
-                message=str(exc),
-                raised_by=raised_by,
-                when="first request",
-                operator_sees=DECODE_FIRST_REQUEST,
-            )
+            return None, raised(exc, raised_by, "first request", DECODE_FIRST_REQUEST)
         finally:
             sg.common.requests = real_requests

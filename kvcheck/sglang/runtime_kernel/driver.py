@@ -11,6 +11,8 @@ from functools import lru_cache
 from types import SimpleNamespace
 from typing import Any
 
+from kvcheck.sglang.plan.model import RuntimeErrorPrediction, When
+
 # Pages per region in the fake pools: small, since the dlists are built as numpy arrays.
 NUM_SLOTS = 4
 _PTR_BASE_SRC = 0x7F00_0000_0000
@@ -20,6 +22,14 @@ _PEER_NAME = "kvcheck-decode"
 _BOOTSTRAP_ADDR = "kvcheck.invalid:8998"
 
 _lock = threading.Lock()
+
+
+def raised(exc: BaseException, raised_by: str, when: When, operator_sees: str) -> RuntimeErrorPrediction:
+    """The runtime's own verdict: the exception SGLang's code raised (``str(exc)`` as it
+    prints), where it is raised and what the operator then sees."""
+    return RuntimeErrorPrediction(
+        type=type(exc).__name__, message=str(exc), raised_by=raised_by, when=when, operator_sees=operator_sees
+    )
 
 
 class KernelSetupError(RuntimeError):

@@ -16,7 +16,6 @@ from kvcheck.sglang.plan import (
     PREFILL_SEND,
     PREFILL_WORKER,
     Plan,
-    RuntimeErrorPrediction,
     Segment,
 )
 from kvcheck.sglang.runtime_kernel.driver import (
@@ -28,6 +27,7 @@ from kvcheck.sglang.runtime_kernel.driver import (
     KernelSetupError,
     _fake_ptrs,
     _RecordingAgent,
+    raised,
 )
 
 # ------------------------------------------- per-request transfer (0.5.5 .. 0.5.12.post1)
@@ -204,13 +204,7 @@ def _decide_per_request(
             exc = _run_transfer_worker(sg, mgr, room)
             if exc is not None:
                 fn = called[-1] if called else "transfer_worker"
-                plan.error = RuntimeErrorPrediction(
-                    type=type(exc).__name__,
-                    message=str(exc),
-                    raised_by=PREFILL_WORKER.format(fn=fn),
-                    when="first request",
-                    operator_sees=PREFILL_REQUEST_FAILS,
-                )
+                plan.error = raised(exc, PREFILL_WORKER.format(fn=fn), "first request", PREFILL_REQUEST_FAILS)
                 return plan
         else:
             mgr.add_transfer_request(room, np.array([1], dtype=np.int32), slice(0, 1), False, 0)
@@ -218,13 +212,7 @@ def _decide_per_request(
         raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}") from exc
     except Exception as exc:
         fn = called[-1] if called else "add_transfer_request"
-        plan.error = RuntimeErrorPrediction(
-            type=type(exc).__name__,
-            message=str(exc),
-            raised_by=PREFILL_SEND.format(fn=fn),
-            when="first request",
-            operator_sees=PREFILL_SCHEDULER_DIES,
-        )
+        plan.error = raised(exc, PREFILL_SEND.format(fn=fn), "first request", PREFILL_SCHEDULER_DIES)
         return plan
     if len(agent.descs) != 2 or not called:
         raise KernelSetupError("SGLang's add_transfer_request did not build one pair of descriptor lists")

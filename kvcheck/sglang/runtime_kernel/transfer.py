@@ -16,7 +16,6 @@ from kvcheck.sglang.plan import (
     PREFILL_FAILS_TO_START,
     PREFILL_STARTUP,
     Plan,
-    RuntimeErrorPrediction,
     Segment,
 )
 from kvcheck.sglang.runtime_kernel.driver import (
@@ -28,6 +27,7 @@ from kvcheck.sglang.runtime_kernel.driver import (
     _fake_ptrs,
     _RecordingAgent,
     _sglang,
+    raised,
 )
 from kvcheck.sglang.runtime_kernel.per_request import _decide_per_request
 
@@ -277,13 +277,7 @@ def decide_transfer(
     plan = Plan(path=None, n_src=n_src, n_dst=n_dst, kernel="runtime")
 
     def fail(exc: BaseException) -> Plan:
-        plan.error = RuntimeErrorPrediction(
-            type=type(exc).__name__,
-            message=str(exc),
-            raised_by=PREFILL_BOOTSTRAP_THREAD,
-            when="decode registration",
-            operator_sees=HANG_300S,
-        )
+        plan.error = raised(exc, PREFILL_BOOTSTRAP_THREAD, "decode registration", HANG_300S)
         return plan
 
     peer_info = _registration(sg, decode, decode_dcp_size)
@@ -293,13 +287,7 @@ def decide_transfer(
     except AttributeError as exc:
         raise KernelSetupError(f"the stand-in prefill manager lacks what SGLang reads: {exc}") from exc
     except Exception as exc:  # NixlKVManager.__init__ raises this at start-up
-        plan.error = RuntimeErrorPrediction(
-            type=type(exc).__name__,
-            message=str(exc),
-            raised_by=PREFILL_STARTUP,
-            when="start-up",
-            operator_sees=PREFILL_FAILS_TO_START,
-        )
+        plan.error = raised(exc, PREFILL_STARTUP, "start-up", PREFILL_FAILS_TO_START)
         return plan
     hetero: dict = {}
     mgr._init_hetero_tp_prep_handle = _hetero_stand_in(mgr, hetero, total_kv_heads)
