@@ -74,6 +74,7 @@ from pydantic import BaseModel
 
 from kvcheck.sglang.geometry import SideGeometry
 from kvcheck.sglang.plan import RuntimeErrorPrediction
+from kvcheck.sglang.pools.base import DSV4, SWA
 
 # The state types whose transfer this module decides (0.5.22, 0.5.23).
 DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa", "c128_state")
@@ -183,7 +184,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs,
     rejected: list[str] = []
     # DeepSeek V4 (DSV4 pool): its components carry no layer ids and a type can occur
     # twice (target and NextN draft "swa"); they are taken by component index.
-    dsv4 = "DSV4" in (prefill.pool, decode.pool)
+    dsv4 = DSV4 in (prefill.pool, decode.pool)
     for i, t in enumerate(prefill.state_types):
         src = [r.item_len for r in prefill.component_regions(i)]
         dec = StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(src))
@@ -342,7 +343,7 @@ def transfer_start_layer(g: SideGeometry, pp_rank: int) -> int:
     stage's layers only); the other pools kvcheck models start at the stage's first
     model layer. (A ``HybridLinearKVPool`` counts full-attention layers before the
     stage; its only state component, Mamba, pairs by layer id and never reads it.)"""
-    if g.pool == "SWA" or not g.stage_layers:
+    if g.pool == SWA or not g.stage_layers:
         return 0
     return g.stage_layers[min(pp_rank, len(g.stage_layers) - 1)][0]
 
@@ -432,7 +433,7 @@ def decide_pp_component(dec: StateDecision, p: SideGeometry, d: SideGeometry, pp
             dec.corruption = (
                 f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
                 f"(layer {b.layer_id} {b.part}): the generic path pairs this stage's entries from start layer {start}"
-                + (" (an SWA pool starts every PP stage at 0; its state carries no layer ids)" if p.pool == "SWA" else "")
+                + (" (an SWA pool starts every PP stage at 0; its state carries no layer ids)" if p.pool == SWA else "")
             )
             return
         if dst[j] and n_bytes != dst[j]:

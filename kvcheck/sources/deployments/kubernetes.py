@@ -106,14 +106,7 @@ class Group:
     containers_key: str = "containers"
 
 
-def _int(v: Any, default: int) -> int:
-    if isinstance(v, bool):
-        return default
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().isdigit():
-        return int(v.strip())
-    return default
+_int = rbg._int  # an integer field of a manifest (replicas, size), read as RBG reads it
 
 
 def _pod_spec(template: Any) -> Any:
