@@ -287,12 +287,9 @@ def test_recipe_add_a_check(copy: Path, tmp_path: Path):
     (copy / "kvcheck/checks/toy.py").write_text(TOY_CHECK)
     listed = py(copy, "import kvcheck.checks as c; print('toy-page-size-one' in c.REGISTRY)")
     assert listed.stdout.strip() == "False"  # a module nobody imports registers nothing
-    edit(
-        copy / "kvcheck/checks/__init__.py",
-        "from kvcheck.checks import fabric  # noqa: F401, E402  (registration: kvcheck fabric)\n",
-        "from kvcheck.checks import fabric  # noqa: F401, E402  (registration: kvcheck fabric)\n"
-        "from kvcheck.checks import toy  # noqa: F401, E402  (registration)\n",
-    )
+    init = copy / "kvcheck/checks/__init__.py"
+    fabric_line = next(line for line in init.read_text().splitlines(keepends=True) if line.startswith("from kvcheck.checks import fabric"))
+    edit(init, fabric_line, fabric_line + "from kvcheck.checks import toy  # noqa: F401  (registration)\n")
     # 3. It fires on an input written in the test; the registry knows its id and docs.
     rc, rep = kvcheck(copy, "preflight", "--prefill", str(p), "--decode", str(d), "--sglang-version", "0.5.23")
     assert "toy-page-size-one" in ids(rep), rep
