@@ -80,7 +80,7 @@ _TYPE_FUNC_NAME = {
     "cuda_graph_backend": "parse_cuda_graph_backend_arg",
 }
 # ServerArgs.from_cli_args of 0.5.0rc2 .. 0.5.13.post1: argparse dest -> ServerArgs field
-_FROM_CLI_RENAMES = {
+FROM_CLI_RENAMES = _FROM_CLI_RENAMES = {
     "tensor_parallel_size": "tp_size",
     "pipeline_parallel_size": "pp_size",
     "data_parallel_size": "dp_size",
