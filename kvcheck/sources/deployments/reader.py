@@ -241,14 +241,16 @@ def _json_documents(text: str, file: str) -> list:
     return [wrap(d) for d in docs]
 
 
-def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None) -> list[Deployment]:
+def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None,
+                     helm_values: list[str] | None = None) -> list[Deployment]:
     """Read published deployment files unchanged -> ``Deployment`` objects.
 
     ``paths``: files, each a Kubernetes manifest (single/multi-document, ``List``), an
     srt-slurm recipe, or a shell script / Markdown docs block; ``env``: variables from
     ``--env FILE`` (looked up after the file's own assignments and the container's env,
     before kvcheck's own environment); ``config_files``: ``--config-file IMAGE_PATH=
-    LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH). Returns one ``Deployment`` per file, or one per
+    LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH);
+    ``helm_values``: ``--values FILE`` for a chart directory (``helm template -f FILE``). Returns one ``Deployment`` per file, or one per
     variant for an srt-slurm recipe with ``sweep``/``override_*`` sections, in the order
     given.
 
@@ -262,13 +264,17 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
     out: list[Deployment] = []
     from kvcheck.sources.limits import check_cap
 
+    from kvcheck.sources.deployments.render import HELM_VALUES
+
     token = CONFIG_FILES.set(dict(config_files or {}))
+    values_token = HELM_VALUES.set(tuple(str(v) for v in helm_values or ()))
     try:
         for p in paths:
             out.extend(read_deployment_file(Path(p), env=env))
             check_cap("variants", len(out), field="deployments (files and recipe variants)", source=str(p))
     finally:
         CONFIG_FILES.reset(token)
+        HELM_VALUES.reset(values_token)
     _link_across_files(out)
     for dep in out:
         _note_symbolic(dep)
@@ -312,6 +318,10 @@ def name_model(inst) -> None:  # noqa: ANN001 - an Instance
     hit = clues.pick(found)
     if hit is not None:
         inst.model, inst.model_clue = hit
+    else:
+        named = [(n, c) for n, c in ([(written, "--model-path")] if written else []) + found if n and clues.looks_like_hub_id(n)]
+        if named:
+            inst.model_named = named[0]
 
 
 def _note_symbolic(dep: Deployment) -> None:
