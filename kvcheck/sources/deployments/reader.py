@@ -137,11 +137,12 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
                 pass
         if not has_launch:
             raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
-    dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
-    _add_markdown_manifests(path, text, dep, env, use_os_environ)
-    if not dep.instances and not dep.routers and not any(p.id in ROLE_HIDDEN for p in dep.problems):
+    deps = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
+    for dep in deps:
+        _add_markdown_manifests(path, text, dep, env, use_os_environ)
+    if not any(dep.instances or dep.routers or any(p.id in ROLE_HIDDEN for p in dep.problems) for dep in deps):
         raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
-    return [dep]
+    return deps
 
 
 

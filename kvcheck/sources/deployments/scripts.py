@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kvcheck.sources.deployments.branches import MAX_READINGS, BranchChoice, branch_filter
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch, link_router, merge_multinode, router_from_launch
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
@@ -108,8 +109,104 @@ def _with_functions(statements, functions: dict[str, list[list[Word]]]):
             yield out
 
 
-def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_environ: bool = True) -> Deployment:
-    """A shell script / docs block -> ``Deployment`` (instances, routers, problems)."""
+def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_environ: bool = True) -> list[Deployment]:
+    """A shell script / docs block -> its deployments: one, or one per set of ``if`` /
+    ``case`` branches when the branches give alternative deployments
+    (``kvcheck.sources.deployments.branches``).
+
+    Each reading takes one branch of every construct on its path. Readings that give the
+    same instances are one; readings whose instances take different roles (the script
+    run once per node, the role picked by a condition) are merged into one deployment;
+    readings that each hold the same roles are alternatives, one ``Deployment`` each,
+    ``variant`` naming the branches."""
+    readings: list[tuple[BranchChoice, Deployment]] = []
+    pending: list[dict] = [{}]
+    tried: set = set()
+    while pending:
+        chosen = pending.pop(0)
+        key = frozenset(chosen.items())
+        if key in tried:
+            continue
+        if len(readings) >= MAX_READINGS:
+            break
+        tried.add(key)
+        choice = BranchChoice(dict(chosen))
+        dep = _read_once(path, text, env, use_os_environ, choice)
+        readings.append((choice, dep))
+        for cid, labels in choice.seen.items():
+            if cid not in chosen:
+                base = {c: chosen.get(c, 0) for c in choice.seen if c not in chosen}
+                for k in range(1, len(labels)):
+                    pending.append({**base, **chosen, cid: k})
+    return _combine(path, readings, pending)
+
+
+def _ident(inst: Instance) -> tuple:
+    return (inst.role, inst.location.line, tuple(inst.argv), tuple(sorted(inst.env.items())), inst.nodes)
+
+
+def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: list[dict]) -> list[Deployment]:
+    """One deployment, or the alternatives (see ``read_script``)."""
+    first = readings[0][1]
+    if len(readings) == 1:
+        return [first]
+    kept = [(c, d) for c, d in readings if d.instances or d.routers]
+    if not kept:
+        return [first]
+    distinct: list[tuple[BranchChoice, Deployment]] = []
+    seen: set = set()
+    for c, d in kept:
+        sig = frozenset(_ident(i) for i in d.instances)
+        if sig not in seen:
+            seen.add(sig)
+            distinct.append((c, d))
+    extra = []
+    if left:
+        extra.append(Problem("conditional-branches", f"{path.name}: its if/case branches combine in more than {MAX_READINGS} ways; kvcheck read the first {MAX_READINGS}",
+                             Location(str(path), 1), "Split the script per role, or check the remaining branches by hand."))
+    if len(distinct) == 1:
+        dep = distinct[0][1]
+        dep.problems.extend(extra)
+        return [dep]
+    roles = {frozenset(i.role for i in d.instances) for _, d in distinct}
+    if len(roles) > 1:
+        # the role is picked by a condition: each branch is the role it launches, and
+        # together they are the deployment (its instances named by their branch)
+        merged = Deployment(name=first.name, source=first.source)
+        names: set[str] = set()
+        idents: set = set()
+        problems: set = set()
+        for c, d in distinct:
+            for inst in d.instances:
+                ident = _ident(inst)
+                if ident in idents:
+                    continue
+                idents.add(ident)
+                if inst.name in names:
+                    inst.name = f"{inst.name} [{c.label()}]"
+                names.add(inst.name)
+                merged.instances.append(inst)
+            for r in d.routers:
+                if (r.location, tuple(r.argv)) not in {(x.location, tuple(x.argv)) for x in merged.routers}:
+                    merged.routers.append(r)
+            for p in d.problems:
+                if (p.id, p.message) not in problems:
+                    problems.add((p.id, p.message))
+                    merged.problems.append(p)
+        merged.problems.extend(extra)
+        for r in merged.routers:
+            link_router(r, merged.instances)
+        return [merged]
+    out = []
+    for c, d in distinct:
+        d.variant = c.label() or None
+        d.problems.extend(extra)
+        out.append(d)
+    return out
+
+
+def _read_once(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, choice: BranchChoice) -> Deployment:
+    """One reading of the script: the branches ``choice`` takes."""
     file = str(path)
     blocks = markdown_blocks(text)
     if blocks is None:
@@ -121,7 +218,7 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
     non_pd: list[Location] = []
     functions: dict[str, list[list[Word]]] = {}
     for first_line, block in blocks:
-        for words in _with_functions(words_of(block, file, first_line, scope), functions):
+        for words in _with_functions(branch_filter(words_of(block, file, first_line, scope), choice), functions):
             if handle_assignments(words, scope, file):
                 continue
             for launch in find_launches(words, file, scope):

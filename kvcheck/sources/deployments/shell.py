@@ -142,6 +142,8 @@ class Lexer:
                     continue
                 if words:
                     yield words, val
+                elif val == ";;":
+                    yield [], val  # an empty case-branch end (kvcheck.sources.deployments.branches)
                 words = []
                 continue
             if kind == "redir":
