@@ -272,3 +272,37 @@ def test_stripped_json_value_is_the_servers_refusal():
     proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
     assert "EXIT 2" in proc.stdout
     assert "argument --preferred-sampling-params: invalid loads value: '{temperature:0.7,top_p:0.8}'" in proc.stderr
+
+
+# -- shell if / case -------------------------------------------------------------------
+
+
+def test_if_picking_the_role_reads_each_branch_as_its_role():
+    # read straight through, MODE=decode (the last assignment) made the prefill a decode
+    (dep,) = read("branch-role-if.sh")
+    roles = {i.role: i for i in dep.instances}
+    assert set(roles) == {"prefill", "decode"}
+    assert (opt(roles["prefill"].argv, "--tp-size"), opt(roles["decode"].argv, "--tp-size")) == ("2", "4")
+    assert roles["prefill"].location.line == roles["decode"].location.line == 14
+    _, contract = checked("branch-role-if.sh", release="0.5.23")
+    assert "missing-role" not in ids(contract)
+    assert contract["pairs"][0]["plan"]["path"] == "hetero_tp_slice" and contract["exit_code"] == 0
+
+
+def test_case_on_the_script_argument_reads_each_role_and_skips_argument_parsing():
+    (dep,) = read("branch-role-case.sh")
+    roles = {i.role: i for i in dep.instances}
+    assert set(roles) == {"prefill", "decode"}
+    # the argument loop is not run (the script as published runs without --model): the default stands
+    assert {opt(i.argv, "--model-path") for i in dep.instances} == {"Qwen/Qwen3-8B"}
+    assert (roles["prefill"].location.line, roles["decode"].location.line) == (12, 15)
+    assert not dep.problems
+
+
+def test_if_picking_a_flag_for_both_servers_gives_alternative_deployments():
+    deps = read("branch-backend-choice.sh")
+    assert [d.variant for d in deps] == ["if at line 3: then", "if at line 3: else"]
+    backends = [{opt(i.argv, "--disaggregation-transfer-backend") for i in d.instances} for d in deps]
+    assert backends == [{"nixl"}, {"mooncake"}]  # never a nixl prefill paired with a mooncake decode
+    report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
+    assert "backend-mismatch" not in {f["id"] for d in report["deployments"] for p in d["pairs"] for f in p["findings"]}
