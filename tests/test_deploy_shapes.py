@@ -306,3 +306,14 @@ def test_if_picking_a_flag_for_both_servers_gives_alternative_deployments():
     assert backends == [{"nixl"}, {"mooncake"}]  # never a nixl prefill paired with a mooncake decode
     report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
     assert "backend-mismatch" not in {f["id"] for d in report["deployments"] for p in d["pairs"] for f in p["findings"]}
+
+
+def test_lws_disaggregatedset_roles_times_slices():
+    (dep,) = read("lws-disaggregatedset.yaml")
+    roles = {i.role: i for i in dep.instances}
+    assert roles["prefill"].name == "pd/prefill/server" and roles["decode"].name == "pd/decode/server"
+    # spec.slices copies of the whole topology: replicas x slices; size = the decode's nodes
+    assert (roles["prefill"].replicas, roles["decode"].replicas) == (3, 6)
+    assert (roles["prefill"].nodes, roles["decode"].nodes) == (1, 2)
+    _, contract = checked("lws-disaggregatedset.yaml")
+    assert contract["exit_code"] == 0 and contract["pairs"][0]["plan"]["path"] == "hetero_tp_slice"
