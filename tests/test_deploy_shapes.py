@@ -317,3 +317,12 @@ def test_lws_disaggregatedset_roles_times_slices():
     assert (roles["prefill"].nodes, roles["decode"].nodes) == (1, 2)
     _, contract = checked("lws-disaggregatedset.yaml")
     assert contract["exit_code"] == 0 and contract["pairs"][0]["plan"]["path"] == "hetero_tp_slice"
+
+
+def test_docs_page_with_two_examples_reads_each_block_as_its_deployment():
+    deps = read("docs-two-examples.md")
+    assert [d.variant for d in deps] == ["block at line 6", "block at line 15"]
+    assert [[i.location.line for i in d.instances] for d in deps] == [[6, 8], [15, 17]]
+    # the Mooncake prefill is never paired with the NIXL decode (a backend mismatch)
+    report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
+    assert report["exit_code"] == 0 and len([p for d in report["deployments"] for p in d["pairs"]]) == 2

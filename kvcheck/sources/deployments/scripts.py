@@ -119,6 +119,31 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
     run once per node, the role picked by a condition) are merged into one deployment;
     readings that each hold the same roles are alternatives, one ``Deployment`` each,
     ``variant`` naming the branches."""
+    blocks = markdown_blocks(text)
+    if blocks is not None and len(blocks) > 1:
+        per = [(first_line, _read_variants(path, text, env, use_os_environ, [(first_line, block)])) for first_line, block in blocks]
+        complete = [(ln, deps) for ln, deps in per if deps and all({i.role for i in d.instances} == {"prefill", "decode"} for d in deps)]
+        if len(complete) >= 2:
+            # a docs page with several self-contained examples (a Mooncake pair, a NIXL
+            # pair...): each fenced block that launches both roles is its own deployment,
+            # never paired with another example's servers
+            out: list[Deployment] = []
+            for ln, deps in complete:
+                for d in deps:
+                    d.variant = f"block at line {ln}" + (f"; {d.variant}" if d.variant else "")
+                    out.append(d)
+            rest = [(ln, b) for ln, b in blocks if ln not in {c for c, _ in complete}]
+            if rest:
+                for d in _read_variants(path, text, env, use_os_environ, rest):
+                    if d.instances:
+                        d.variant = "the other blocks" + (f"; {d.variant}" if d.variant else "")
+                        out.append(d)
+            return out
+    return _read_variants(path, text, env, use_os_environ, blocks if blocks is not None else [(1, text)])
+
+
+def _read_variants(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, blocks: list[tuple[int, str]]) -> list[Deployment]:
+    """``read_script`` over ``blocks`` (the whole script, or fenced blocks of a page)."""
     readings: list[tuple[BranchChoice, Deployment]] = []
     pending: list[dict] = [{}]
     tried: set = set()
@@ -131,7 +156,7 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
             break
         tried.add(key)
         choice = BranchChoice(dict(chosen))
-        dep = _read_once(path, text, env, use_os_environ, choice)
+        dep = _read_once(path, text, env, use_os_environ, choice, blocks)
         readings.append((choice, dep))
         for cid, labels in choice.seen.items():
             if cid not in chosen:
@@ -205,12 +230,9 @@ def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: 
     return out
 
 
-def _read_once(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, choice: BranchChoice) -> Deployment:
-    """One reading of the script: the branches ``choice`` takes."""
+def _read_once(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, choice: BranchChoice, blocks: list[tuple[int, str]]) -> Deployment:
+    """One reading of ``blocks``: the branches ``choice`` takes."""
     file = str(path)
-    blocks = markdown_blocks(text)
-    if blocks is None:
-        blocks = [(1, text)]
     scope = Scope.build(env=env, use_os_environ=use_os_environ)
     scope.layers.append(_slurm_layer(text))
     dep = Deployment(name=path.name, source=Location(file, 1))
