@@ -326,3 +326,14 @@ def test_docs_page_with_two_examples_reads_each_block_as_its_deployment():
     # the Mooncake prefill is never paired with the NIXL decode (a backend mismatch)
     report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
     assert report["exit_code"] == 0 and len([p for d in report["deployments"] for p in d["pairs"]]) == 2
+
+
+def test_notebook_cells_read_at_their_lines_one_deployment_per_section():
+    deps = read("vendor-notebook.ipynb")
+    assert [d.variant for d in deps] == ["section 'Single node' at line 10", "section 'Two nodes' at line 41"]
+    single, two = deps
+    # a Markdown cell's bash block and a %%bash code cell; the Python cell is not a launch
+    assert [(i.role, i.location.line) for i in single.instances] == [("prefill", 19), ("decode", 32)]
+    assert [(i.role, i.location.line, opt(i.argv, "--tp-size")) for i in two.instances] == [("prefill", 62, "2"), ("decode", 63, "2")]
+    report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
+    assert report["exit_code"] == 0 and "same-model" not in {f["id"] for d in report["deployments"] for p in d["pairs"] for f in p["findings"]}

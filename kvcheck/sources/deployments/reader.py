@@ -96,6 +96,10 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
         text, _label = render_directory(path)
     else:
         text = read_text(path)
+        from kvcheck.sources.deployments import notebook
+
+        if notebook.is_notebook(path.name, text):
+            text = notebook.as_markdown(text)  # cells at their own file lines
     file = str(path)
     if not text.strip():
         raise InputError("file is empty", source=file)

@@ -121,25 +121,55 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
     ``variant`` naming the branches."""
     blocks = markdown_blocks(text)
     if blocks is not None and len(blocks) > 1:
-        per = [(first_line, _read_variants(path, text, env, use_os_environ, [(first_line, block)])) for first_line, block in blocks]
-        complete = [(ln, deps) for ln, deps in per if deps and all({i.role for i in d.instances} == {"prefill", "decode"} for d in deps)]
-        if len(complete) >= 2:
-            # a docs page with several self-contained examples (a Mooncake pair, a NIXL
-            # pair...): each fenced block that launches both roles is its own deployment,
-            # never paired with another example's servers
-            out: list[Deployment] = []
-            for ln, deps in complete:
-                for d in deps:
-                    d.variant = f"block at line {ln}" + (f"; {d.variant}" if d.variant else "")
-                    out.append(d)
-            rest = [(ln, b) for ln, b in blocks if ln not in {c for c, _ in complete}]
-            if rest:
-                for d in _read_variants(path, text, env, use_os_environ, rest):
-                    if d.instances:
-                        d.variant = "the other blocks" + (f"; {d.variant}" if d.variant else "")
-                        out.append(d)
-            return out
+        # a docs page with several self-contained examples (a Mooncake pair, a NIXL
+        # pair...): each fenced block that launches both roles, else each section (the
+        # blocks under one heading of level 1-3) that does, is its own deployment, never
+        # paired with another example's servers
+        heads = [(m.start(), m.group(1).strip()) for m in _HEADING.finditer(text)]
+        line_of = lambda pos: text.count("\n", 0, pos) + 1  # noqa: E731
+        heads = [(line_of(p), h) for p, h in heads]
+
+        def section(first_line: int) -> tuple[int, str]:
+            above = [h for h in heads if h[0] < first_line]
+            return above[-1] if above else (0, "")
+
+        by_block = [([b], f"block at line {b[0]}") for b in blocks]
+        groups: dict[tuple[int, str], list] = {}
+        for b in blocks:
+            groups.setdefault(section(b[0]), []).append(b)
+        by_section = [(bs, f"section '{h}' at line {ln}" if ln else "before the first heading") for (ln, h), bs in groups.items()]
+        for split in (by_block, by_section):
+            out = _split_examples(path, text, env, use_os_environ, split)
+            if out is not None:
+                return out
     return _read_variants(path, text, env, use_os_environ, blocks if blocks is not None else [(1, text)])
+
+
+_HEADING = re.compile(r"(?m)^#{1,3}\s+(.+)$")
+
+
+def _split_examples(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, split: list) -> list[Deployment] | None:
+    """One deployment per group of blocks that launches both roles, when two or more do
+    (the other blocks together as one more); None when fewer than two do."""
+    per = [(bs, label, _read_variants(path, text, env, use_os_environ, bs)) for bs, label in split]
+    complete = [(bs, label, deps) for bs, label, deps in per
+                if deps and all({i.role for i in d.instances} == {"prefill", "decode"} for d in deps)]
+    if len(complete) < 2:
+        return None
+    out: list[Deployment] = []
+    used = set()
+    for bs, label, deps in complete:
+        used.update(b[0] for b in bs)
+        for d in deps:
+            d.variant = label + (f"; {d.variant}" if d.variant else "")
+            out.append(d)
+    rest = [b for bs, _, _ in per for b in bs if b[0] not in used]
+    if rest:
+        for d in _read_variants(path, text, env, use_os_environ, rest):
+            if d.instances:
+                d.variant = "the other blocks" + (f"; {d.variant}" if d.variant else "")
+                out.append(d)
+    return out
 
 
 def _read_variants(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, blocks: list[tuple[int, str]]) -> list[Deployment]:
