@@ -45,7 +45,7 @@ from kvcheck.sources.deployments.shell import Word
 
 # at most this many readings of one script (branch combinations); past it, the rest is
 # reported as unchecked (``conditional-branches``)
-MAX_READINGS = 16
+MAX_READINGS = 64
 _POSITIONAL = ("$1", "$2", "$3", "$@", "$*", "${1}", "${@}")
 
 
@@ -72,9 +72,12 @@ class BranchChoice:
     seen: dict[tuple, list[str]] = field(default_factory=dict)
     exited: bool = False
 
-    def label(self) -> str:
+    def label(self, only: set | None = None) -> str:
+        """The branches taken, e.g. ``if at line 3: else``; ``only``: just these constructs."""
         parts = []
         for cid, labels in sorted(self.seen.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
+            if only is not None and cid not in only:
+                continue
             k = self.chosen.get(cid, 0)
             if labels and k < len(labels):
                 parts.append(f"{cid[1]} at line {cid[0]}: {labels[k]}")

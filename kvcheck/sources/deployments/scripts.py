@@ -10,6 +10,7 @@ linked to the instances its URLs name. Bare processes share their machine's netw
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -175,29 +176,53 @@ def _split_examples(path: Path, text: str, env: dict[str, str] | None, use_os_en
 def _read_variants(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, blocks: list[tuple[int, str]]) -> list[Deployment]:
     """``read_script`` over ``blocks`` (the whole script, or fenced blocks of a page)."""
     readings: list[tuple[BranchChoice, Deployment]] = []
-    pending: list[dict] = [{}]
     tried: set = set()
-    while pending:
-        chosen = pending.pop(0)
-        key = frozenset(chosen.items())
+    left: list[dict] = []
+
+    def run(chosen: dict) -> tuple[BranchChoice, Deployment] | None:
+        key = frozenset((c, k) for c, k in chosen.items() if k)
         if key in tried:
-            continue
+            return None
         if len(readings) >= MAX_READINGS:
-            break
+            left.append(chosen)
+            return None
         tried.add(key)
         choice = BranchChoice(dict(chosen))
         dep = _read_once(path, text, env, use_os_environ, choice, blocks)
         readings.append((choice, dep))
-        for cid, labels in choice.seen.items():
-            if cid not in chosen:
-                base = {c: chosen.get(c, 0) for c in choice.seen if c not in chosen}
-                for k in range(1, len(labels)):
-                    pending.append({**base, **chosen, cid: k})
-    return _combine(path, readings, pending)
+        return choice, dep
+
+    def sig(dep: Deployment) -> frozenset:
+        return frozenset(_ident(i) for i in dep.instances)
+
+    # 1. every construct on the default path (each `then`, the first `case` pattern),
+    # then each construct flipped alone: a construct that changes no instance alone
+    # (a guard, a log line) is not combined further
+    base_choice, base = run({})  # type: ignore[misc]
+    relevant: dict[tuple, list[int]] = {}
+    queue = [(cid, len(labels), {}) for cid, labels in base_choice.seen.items()]
+    while queue:
+        cid, n, ctx = queue.pop(0)
+        for k in range(1, n):
+            got = run({**ctx, cid: k})
+            if got is None:
+                continue
+            choice, dep = got
+            if sig(dep) != sig(base):
+                relevant.setdefault(cid, [0]).append(k)
+            for c2, labels in choice.seen.items():  # constructs nested in this branch
+                if c2 not in base_choice.seen and c2 not in {q[0] for q in queue} and c2 not in relevant:
+                    queue.append((c2, len(labels), {**ctx, cid: k}))
+    # 2. the relevant constructs combined (a role picked by one condition, a flag by another)
+    if len(relevant) > 1:
+        for combo in itertools.product(*relevant.values()):
+            run(dict(zip(relevant, combo)))
+    return _combine(path, readings, left)
 
 
 def _ident(inst: Instance) -> tuple:
-    return (inst.role, inst.location.line, tuple(inst.argv), tuple(sorted(inst.env.items())), inst.nodes)
+    return (inst.role, inst.location.line, tuple(inst.argv), tuple(sorted(inst.env.items())), inst.nodes,
+            tuple(sorted((u.variable, u.flag or "") for u in inst.unresolved)))
 
 
 def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: list[dict]) -> list[Deployment]:
@@ -223,6 +248,8 @@ def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: 
         dep = distinct[0][1]
         dep.problems.extend(extra)
         return [dep]
+    # name a reading by the constructs whose branch differs between the readings kept
+    varying = {cid for c, _ in distinct for cid in c.seen if len({x.chosen.get(cid, 0) for x, _ in distinct}) > 1}
     roles = {frozenset(i.role for i in d.instances) for _, d in distinct}
     if len(roles) > 1:
         # the role is picked by a condition: each branch is the role it launches, and
@@ -238,7 +265,7 @@ def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: 
                     continue
                 idents.add(ident)
                 if inst.name in names:
-                    inst.name = f"{inst.name} [{c.label()}]"
+                    inst.name = f"{inst.name} [{c.label(varying)}]"
                 names.add(inst.name)
                 merged.instances.append(inst)
             for r in d.routers:
@@ -254,7 +281,7 @@ def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: 
         return [merged]
     out = []
     for c, d in distinct:
-        d.variant = c.label() or None
+        d.variant = c.label(varying) or None
         d.problems.extend(extra)
         out.append(d)
     return out
