@@ -337,3 +337,16 @@ def test_notebook_cells_read_at_their_lines_one_deployment_per_section():
     assert [(i.role, i.location.line, opt(i.argv, "--tp-size")) for i in two.instances] == [("prefill", 62, "2"), ("decode", 63, "2")]
     report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
     assert report["exit_code"] == 0 and "same-model" not in {f["id"] for d in report["deployments"] for p in d["pairs"] for f in p["findings"]}
+
+
+def test_optional_args_empty_by_default_add_no_argument():
+    deps = read("branch-optional-args.sh")
+    by_variant = {d.variant: d for d in deps}
+    assert set(by_variant) == {"if at line 4: then", "if at line 4: none taken"}
+    # not taken: "$SERVED_ARG" is empty and unquoted, so the servers get no '' argument
+    plain = by_variant["if at line 4: none taken"]
+    assert all("" not in i.argv and not i.unresolved for i in plain.instances)
+    report = check_deployments([plain], ClusterOptions(sglang_version="0.5.23")).contract()
+    assert report["exit_code"] == 0
+    # taken: the name is unknown, and it sits on a flag that names no KV geometry
+    assert all(i.unresolved for i in by_variant["if at line 4: then"].instances)
