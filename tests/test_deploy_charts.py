@@ -34,7 +34,11 @@ def kvcheck(*args: str, stdin: bytes | None = None) -> tuple[int, dict | None, s
     proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", *args, "--format", "json"], input=stdin,
                           capture_output=True, env=_env(), timeout=240, check=False)
     out = proc.stdout.decode()
-    return proc.returncode, (json.loads(out) if out.strip().startswith("{") else None), proc.stderr.decode()
+    report = json.loads(out) if out.strip().startswith("{") else None
+    err = proc.stderr.decode()
+    if report is not None and "error" in report:  # --format json reports its own refusal as JSON
+        err, report = err + str(report["error"].get("message")) + " " + str(report["error"].get("field")), None
+    return proc.returncode, report, err
 
 
 def helm() -> str | None:
@@ -106,3 +110,10 @@ def test_chart_rendering_nothing_names_values(tmp_path):
     (chart / "templates" / "x.yaml").write_text("{{- if .Values.enabled }}\nkind: ConfigMap\n{{- end }}\n")
     rc, report, err = kvcheck("-f", str(chart))
     assert rc == 2 and "--values" in err and "rendered no object" in err
+
+
+def test_values_without_a_chart_directory_is_bad_input(tmp_path):
+    values = tmp_path / "v.yaml"
+    values.write_text("a: 1\n")
+    rc, _, err = kvcheck("-f", str(DATA / "ome-serving-pd-kimi.rendered.yaml"), "--values", str(values))
+    assert rc == 2 and "--values" in err and "chart directory" in err

@@ -271,6 +271,9 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
 
     from kvcheck.sources.deployments.render import HELM_VALUES
 
+    if helm_values and not any(str(p) != STDIN and Path(p).is_dir() for p in paths):
+        raise InputError("--values FILE is for a Helm chart directory given to -f (helm template -f FILE); no -f names a directory", field="--values")
+
     token = CONFIG_FILES.set(dict(config_files or {}))
     values_token = HELM_VALUES.set(tuple(str(v) for v in helm_values or ()))
     try:
