@@ -84,6 +84,7 @@ def preflight(
     decode: str | None = typer.Option(None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
     format: str = typer.Option("table", "--format", "-o", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions annotations). The exit status is the same for every format."),
     env_file: Path | None = typer.Option(None, "--env", metavar="FILE", help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files."),
+    values: list[Path] = typer.Option([], "--values", metavar="FILE", help="A values file for a Helm chart directory given to -f (helm template -f FILE; repeatable, in order)."),
     config_file: list[str] = typer.Option([], "--config-file", metavar="IMAGE_PATH=LOCAL_PATH", help="A local copy of a config file that a -f launch line names inside the image (--config /etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is unchecked."),
     models_dir: Path | None = typer.Option(None, "--models", metavar="DIR", help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; HF_HUB_CACHE / HF_HOME are also read."),
     allow_unchecked: bool = typer.Option(False, "--allow-unchecked", help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, unresolved variable) exits 0 instead of 4; the output still says unchecked."),
@@ -133,7 +134,7 @@ def preflight(
     if files:
         if prefill is not None or decode is not None:
             raise KvcheckError("give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f")
-        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked, config_file=config_file,
+        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked, config_file=config_file, values=values,
                                model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
                                sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
                                decode_sglang_version=decode_sglang_version, prefill_env=prefill_env, decode_env=decode_env,
@@ -237,7 +238,8 @@ def _preflight_deployments(files: list[Path], *, format: str, env_file: Path | N
                            decode_gpu: str | None, sglang_version: str | None = None, prefill_sglang_version: str | None = None,
                            decode_sglang_version: str | None = None, prefill_env: Path | None = None, decode_env: Path | None = None,
                            prefill_model_config: Path | None = None, decode_model_config: Path | None = None,
-                           draft_model_config: Path | None = None, config_file: list[str] | None = None) -> None:
+                           draft_model_config: Path | None = None, config_file: list[str] | None = None,
+                           values: list[Path] | None = None) -> None:
     """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
     try:
         from kvcheck.sources.deployments import read_deployments
@@ -254,7 +256,7 @@ def _preflight_deployments(files: list[Path], *, format: str, env_file: Path | N
         if not eq or not image_path or not local:
             raise KvcheckError(f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)", field="--config-file")
         config_files[image_path] = local
-    deployments = read_deployments(list(files), env=env, config_files=config_files)
+    deployments = read_deployments(list(files), env=env, config_files=config_files, helm_values=[str(v) for v in values or ()])
     opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version,
                           prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
                           decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked,

@@ -490,7 +490,16 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
             args = {**args, "model_path": clue}  # the model both sides are compared by
             src = f"{csrc}; named by {getattr(inst, 'model_clue', '') or 'the deployment file'}"
     if cfg is None:
-        notes.append(_unknown_model(model_path, "--model-path", src))
+        note = _unknown_model(model_path, "--model-path", src)
+        named = tuple(getattr(inst, "model_named", ()) or ())
+        if named and named[0] != model_path:
+            from kvcheck.sources.limits import clip
+
+            # the file names a hub id that kvcheck's catalog does not hold: say which, so
+            # the reader can tell "named, not in the catalog" from "named nowhere"
+            note = (note[0], note[1], f"{note[2]}; the file names {clip(named[0])!r} ({named[1]}), which is not in kvcheck's catalog either",
+                    f"{note[3]} (kvcheck's catalog holds only configs read from public copies; kvcheck never guesses a geometry)", note[4])
+        notes.append(note)
     draft_cfg, draft_id, draft_missing = None, None, False
     if typed.has_draft_worker and (typed.speculative_draft_model_path or opts.draft_model_config) and (
             opts.draft_model_config is not None or typed.speculative_draft_model_path != model_path):

@@ -56,7 +56,7 @@ CONFIG_MERGERS = {
 # Action tags whose flag takes no value on the command line.
 _ZERO_ARG_ACTIONS = {"store_true", "store_false", "boolean_optional", "deprecated_store_true", "help", "deprecated", "deprecated_warn"}
 # ServerArgs.from_cli_args of 0.5.0rc2 .. 0.5.13.post1: argparse dest -> ServerArgs field
-_FROM_CLI_RENAMES = {
+FROM_CLI_RENAMES = _FROM_CLI_RENAMES = {
     "tensor_parallel_size": "tp_size",
     "pipeline_parallel_size": "pp_size",
     "data_parallel_size": "dp_size",

@@ -101,6 +101,8 @@ class Instance:
     release_clues: list = field(default_factory=list)
     model_clues: list = field(default_factory=list)
     model_clue: str = ""
+    # the first hub id the file names that kvcheck's catalog does not hold: (name, clue)
+    model_named: tuple = ()
 
 
 @dataclass

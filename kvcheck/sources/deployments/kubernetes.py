@@ -19,6 +19,8 @@ Objects read (single or multi-document YAML, ``kind: List`` included):
   ``runner`` container, optional ``leader``/``worker`` (``worker.size`` extra pods) and
   pod fields, ``minReplicas``;
 * AIBrix ``StormService``: ``spec.template.spec.roles[]`` (``replicas``, ``template``);
+* LWS ``DisaggregatedSet`` (disaggregatedset.x-k8s.io; llm-d's SGLang P/D guide):
+  ``spec.roles[]``, each ``name`` + a LeaderWorkerSet ``spec``, times ``spec.slices``;
 * anything else (llm-d charts' output, other CRDs): every pod spec (a mapping with a
   ``containers`` list) found inside, with the nearest ``replicas`` above it.
 
@@ -230,6 +232,23 @@ def _groups(obj: Any, file: str) -> list[Group]:
         worker = _pod_spec(lwt.get("workerTemplate"))
         leader = _pod_spec(lwt.get("leaderTemplate")) or worker
         return [Group(kind, name, leader, worker, replicas=_int(spec.get("replicas"), 1), nodes=_int(lwt.get("size"), 1), line=line)]
+    if kind == "DisaggregatedSet":
+        # LWS's DisaggregatedSet (disaggregatedset.x-k8s.io/v1, api/disaggregatedset/v1):
+        # ``spec.roles[]`` each a LeaderWorkerSet spec under its ``name``; ``spec.slices``
+        # (default 1) independent copies of the whole role topology
+        out = []
+        slices = _int(spec.get("slices"), 1)
+        for role in spec.get("roles") or []:
+            if not isinstance(role, dict):
+                continue
+            rspec = role.get("spec") if isinstance(role.get("spec"), dict) else {}
+            lwt = rspec.get("leaderWorkerTemplate") or {}
+            worker = _pod_spec(lwt.get("workerTemplate"))
+            leader = _pod_spec(lwt.get("leaderTemplate")) or worker
+            nodes = _int(lwt.get("size"), 1)
+            out.append(Group("LeaderWorkerSet", f"{name}/{role.get('name', '?')}", leader, worker if nodes > 1 else None,
+                             replicas=slices * _int(rspec.get("replicas"), 1), nodes=nodes, line=getattr(role, "line", line)))
+        return out
     if kind == "DynamoGraphDeployment":
         out = []
         services = sub_map(spec, "services")

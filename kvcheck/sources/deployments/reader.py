@@ -96,6 +96,10 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
         text, _label = render_directory(path)
     else:
         text = read_text(path)
+        from kvcheck.sources.deployments import notebook
+
+        if notebook.is_notebook(path.name, text):
+            text = notebook.as_markdown(text)  # cells at their own file lines
     file = str(path)
     if not text.strip():
         raise InputError("file is empty", source=file)
@@ -137,11 +141,12 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
                 pass
         if not has_launch:
             raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
-    dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
-    _add_markdown_manifests(path, text, dep, env, use_os_environ)
-    if not dep.instances and not dep.routers and not any(p.id in ROLE_HIDDEN for p in dep.problems):
+    deps = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
+    for dep in deps:
+        _add_markdown_manifests(path, text, dep, env, use_os_environ)
+    if not any(dep.instances or dep.routers or any(p.id in ROLE_HIDDEN for p in dep.problems) for dep in deps):
         raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
-    return [dep]
+    return deps
 
 
 
@@ -241,14 +246,16 @@ def _json_documents(text: str, file: str) -> list:
     return [wrap(d) for d in docs]
 
 
-def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None) -> list[Deployment]:
+def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None,
+                     helm_values: list[str] | None = None) -> list[Deployment]:
     """Read published deployment files unchanged -> ``Deployment`` objects.
 
     ``paths``: files, each a Kubernetes manifest (single/multi-document, ``List``), an
     srt-slurm recipe, or a shell script / Markdown docs block; ``env``: variables from
     ``--env FILE`` (looked up after the file's own assignments and the container's env,
     before kvcheck's own environment); ``config_files``: ``--config-file IMAGE_PATH=
-    LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH). Returns one ``Deployment`` per file, or one per
+    LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH);
+    ``helm_values``: ``--values FILE`` for a chart directory (``helm template -f FILE``). Returns one ``Deployment`` per file, or one per
     variant for an srt-slurm recipe with ``sweep``/``override_*`` sections, in the order
     given.
 
@@ -260,15 +267,21 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
     from kvcheck.sources.deployments.launch import CONFIG_FILES
 
     out: list[Deployment] = []
+    from kvcheck.sources.deployments.render import HELM_VALUES
     from kvcheck.sources.limits import check_cap
 
+    if helm_values and not any(str(p) != STDIN and Path(p).is_dir() for p in paths):
+        raise InputError("--values FILE is for a Helm chart directory given to -f (helm template -f FILE); no -f names a directory", field="--values")
+
     token = CONFIG_FILES.set(dict(config_files or {}))
+    values_token = HELM_VALUES.set(tuple(str(v) for v in helm_values or ()))
     try:
         for p in paths:
             out.extend(read_deployment_file(Path(p), env=env))
             check_cap("variants", len(out), field="deployments (files and recipe variants)", source=str(p))
     finally:
         CONFIG_FILES.reset(token)
+        HELM_VALUES.reset(values_token)
     _link_across_files(out)
     for dep in out:
         _note_symbolic(dep)
@@ -312,6 +325,10 @@ def name_model(inst) -> None:
     hit = clues.pick(found)
     if hit is not None:
         inst.model, inst.model_clue = hit
+    else:
+        named = [(n, c) for n, c in ([(written, "--model-path")] if written else []) + found if n and clues.looks_like_hub_id(n)]
+        if named:
+            inst.model_named = named[0]
 
 
 def _note_symbolic(dep: Deployment) -> None:

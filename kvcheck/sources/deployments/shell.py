@@ -142,6 +142,8 @@ class Lexer:
                     continue
                 if words:
                     yield words, val
+                elif val == ";;":
+                    yield [], val  # an empty case-branch end (kvcheck.sources.deployments.branches)
                 words = []
                 continue
             if kind == "redir":
@@ -401,7 +403,12 @@ class Lexer:
         del where
         splittable = {i for i, sp in split_parts if sp}
         if not any(any(ch in parts[i] for ch in " \t\n") for i in splittable):
-            return [Word("".join(parts), start_line, unresolved, quoted, quoted and only_single)]
+            joined = "".join(parts)
+            if not joined and not quoted and splittable and not unresolved:
+                # an unquoted expansion of an empty value is no word at all (the shell
+                # drops it): ``$EXTRA_ARGS`` with EXTRA_ARGS="" adds no '' argument
+                return []
+            return [Word(joined, start_line, unresolved, quoted, quoted and only_single)]
         fields: list[list[str]] = [[]]
         solid = [False]  # a field with quoted or literal text is kept even if empty
         for i, part in enumerate(parts):
