@@ -16,6 +16,7 @@ from pathlib import Path
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch, link_router, merge_multinode, router_from_launch
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
+from kvcheck.sources.deployments.sourcing import follow_sources
 from kvcheck.sources.deployments.launch import option_value, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.variables import Scope, VarDef
 
@@ -121,7 +122,7 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
     non_pd: list[Location] = []
     functions: dict[str, list[list[Word]]] = {}
     for first_line, block in blocks:
-        for words in _with_functions(words_of(block, file, first_line, scope), functions):
+        for words in _with_functions(follow_sources(words_of(block, file, first_line, scope), file, scope, dep.problems), functions):
             if handle_assignments(words, scope, file):
                 continue
             for launch in find_launches(words, file, scope):
