@@ -379,8 +379,10 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
     ir.model, ir.model_source = derived.model, derived.model_source
     model_unset = any(u.flag and u.flag.split("=", 1)[0] in ("--model-path", "--model") for u in inst.unresolved)
     for fid, sev, msg, fix, flag in derived.notes:
-        if fid == "unknown-model" and flag == "--model-path" and model_unset:
-            continue  # `--model-path ${MODEL_PATH}` unset: its unresolved-variable says it, once
+        if fid == "unknown-model" and flag == "--model-path" and (model_unset or ("no --model-path given" in msg and any(u.flag is None for u in inst.unresolved))):
+            # `--model-path ${MODEL_PATH}` unset (or `sglang serve <model_path>`, an unset
+            # $ARGS that may hold it): its unresolved-variable says it, once
+            continue
         ir.findings.append(finding(fid, sev, f"{inst.name}: {msg}", fix, (inst.arg_locations.get(flag) if flag else None) or inst.location))
     ir._key, ir._build = derived.key, derived.build  # type: ignore[attr-defined]
     if inst.unresolved:  # its own class: the finding names this instance's variable

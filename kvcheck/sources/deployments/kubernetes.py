@@ -357,7 +357,7 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
         from kvcheck.sources.deployments.sourcing import NoServers
 
         if non_pd:
-            raise NoServers(f"{non_pd[0]}: a container launches an SGLang server without --disaggregation-mode prefill|decode (it takes no part in KV "
+            raise NoServers(f"line {non_pd[0].line}: a container launches an SGLang server without --disaggregation-mode prefill|decode (it takes no part in KV "
                             f"transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this file ({found})", source=file, non_pd=non_pd)
         raise NoServers(f"no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang); found: {found}", source=file)
     if dep.instances:
