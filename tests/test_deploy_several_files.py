@@ -226,3 +226,15 @@ def test_unresolved_addresses_keep_their_variable_syntax(tmp_path):
     [dep] = read_deployments([script], env={})
     msgs = [p.message for p in dep.problems if p.id == "unresolved-address"]
     assert any("`--port ${PREFILL_PORT}`" in m for m in msgs) and any("`--host $HOST_IP`" in m for m in msgs)
+
+
+# -- G: reruns in a terminal transcript ------------------------------------------------
+
+
+def test_a_command_typed_again_in_a_transcript_is_a_rerun(tmp_path):
+    prompt = "[me@node01 ~]$ "
+    text = prompt + _p() + "Traceback (most recent call last):\n  KeyboardInterrupt\n" + prompt + _p() + prompt + _d()
+    [dep] = read_deployments([_write(tmp_path, "session.txt", text)])
+    assert sorted(i.role for i in dep.instances) == ["decode", "prefill"]
+    [dep] = read_deployments([_write(tmp_path, "script.sh", _p() + _p() + _d())])  # a script starts both
+    assert sorted(i.role for i in dep.instances) == ["decode", "prefill", "prefill"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch, link_router, merge_multinode, router_from_launch
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
-from kvcheck.sources.deployments.sourcing import follow_sources
+from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources
 from kvcheck.sources.deployments.launch import option_value, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.variables import Scope, VarDef
 
@@ -144,7 +144,7 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
                     inst.name = f"{inst.role}@{path.name}:{launch.line}"
                     _expand_ranks(inst)
                     instances.append(inst)
-    dep.instances = merge_multinode(instances)
+    dep.instances = merge_multinode(drop_reruns(instances, text))
     from kvcheck.sources.release_clues import attach_script_clues
 
     attach_script_clues(dep.instances, text, file)  # pip install sglang==X lines (issue 14)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -138,3 +139,27 @@ class NoServers(InputError):
 def non_pd_problem(loc: Location) -> Problem:
     return Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer",
                    loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic")
+
+
+# a shell prompt as a terminal shows it: "[user@node01 ~]$ ", "(venv) user@host:~/x$ "
+_PROMPT = re.compile(r"(?m)^(?:\([^)\n]{0,80}\)\s*)?\[?[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+[^\n$#]{0,200}[$#] ")
+
+
+def is_transcript(text: str) -> bool:
+    """A terminal session pasted as is (prompts with user@host), not a script."""
+    return bool(_PROMPT.search(text))
+
+
+def drop_reruns(instances: list, text: str) -> list:
+    """In a terminal transcript, the same server command typed again (same role, launcher,
+    flags and environment: the same address and node rank) is a rerun of the earlier
+    attempt, never another node or instance: one is kept. An attempt with other flags
+    stays (it may be the one that failed). Scripts are left as they are."""
+    if not is_transcript(text):
+        return instances
+    last: dict[tuple, int] = {}
+    for k, inst in enumerate(instances):
+        key = (inst.role, inst.launcher, tuple(inst.argv), tuple(sorted(inst.env.items())))
+        last[key] = k
+    keep = set(last.values())
+    return [inst for k, inst in enumerate(instances) if k in keep]
