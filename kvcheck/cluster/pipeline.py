@@ -134,11 +134,15 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
 
 def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
     """Deployments read from separate files that each hold one role only (``-f
-    prefill.yaml -f decode.yaml``) are one deployment: merge them, in order, into one.
-    Deployments with both roles, sweep variants and deployments without instances stay
-    as they are (two complete deployments given together are never cross-paired)."""
-    partial = [d for d in deployments if d.variant is None and d.instances and len({i.role for i in d.instances}) == 1]
-    if len(partial) < 2 or len({i.role for d in partial for i in d.instances}) < 2:
+    prefill.yaml -f decode.yaml``), or none (a router-only script, a file of variables, a
+    server whose role is unreadable) are one deployment: merge them, in order, into one.
+    Deployments with both roles and sweep variants stay as they are (two complete
+    deployments given together are never cross-paired); helpers given with them join
+    them (``_attach_helpers``)."""
+    # files that are each part of a deployment: one role, or none readable (a server that
+    # refuses its --disaggregation-mode, a role behind an unset variable), a router, variables
+    partial = [d for d in deployments if d.variant is None and len({i.role for i in d.instances}) < 2]
+    if len(partial) < 2 or not any(d.instances or d.problems for d in partial):
         return _attach_helpers(deployments)
     merged = Deployment(
         name=" + ".join(d.name for d in partial),

@@ -92,10 +92,11 @@ def _read(path: Path, file: str, stack: tuple[str, ...]) -> tuple[str | None, st
     real = _realpath(str(path))
     if real in stack or real == _realpath(file) or len(stack) >= MAX_SOURCE_DEPTH:
         return None, f"`source {path}`: sourced again inside itself (or more than {MAX_SOURCE_DEPTH} deep); read once"
+    if real not in GIVEN_FILES.get() and not within_root(path, Path(file).parent):
+        # checked first: whether a file outside the root exists is never told
+        return None, f"`source {path}`: the file is outside the directory kvcheck may read (--root DIR, default the script's directory)"
     if not path.is_file():
         return None, f"`source {path}`: no such file here (a file inside the image?)"
-    if real not in GIVEN_FILES.get() and not within_root(path, Path(file).parent):
-        return None, f"`source {path}`: the file is outside the directory kvcheck may read (--root DIR, default the script's directory)"
     try:
         data = read_bytes_bounded(path, limit=MAX_SCRIPT_BYTES, what="sourced script")
         return data.decode("utf-8-sig"), ""
