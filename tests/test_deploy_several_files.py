@@ -165,6 +165,10 @@ def test_a_mode_no_release_has_is_a_refusal_not_a_missing_launch_line(tmp_path):
     assert _sglang_refusal(["--disaggregation-mode", "encode"]) in f.finding.message and str(f.location).endswith("epd.sh:1")
     alone = _run([_write(tmp_path, "enc.sh", _p().replace("prefill", "encode", 1))])
     assert alone.exit_code == 1 and _ids(alone) == ["startup-argparse"]
+    manifest = _write(tmp_path, "enc.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: enc}\nspec:\n  containers:\n  - name: s\n"
+                                            f"    command: [python3, -m, sglang.launch_server, --model-path, {_model()}, --disaggregation-mode, encode]\n")
+    k8s = _run([manifest])
+    assert k8s.exit_code == 1 and _ids(k8s) == ["startup-argparse"]
 
 
 def test_a_null_mode_server_is_named_as_a_server_outside_pd(tmp_path):

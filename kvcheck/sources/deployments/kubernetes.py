@@ -352,7 +352,7 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
             kinds.append(str(doc["kind"]))
         for g in _groups(doc, file):
             _read_group(g, file, env, use_os_environ, dep, non_pd)
-    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
+    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems):
         found = ", ".join(sorted(set(kinds))) or "no Kubernetes objects"
         from kvcheck.sources.deployments.sourcing import NoServers
 
