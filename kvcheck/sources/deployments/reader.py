@@ -147,21 +147,21 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
         SCRIPT_PATH.reset(token)
     _add_markdown_manifests(path, text, dep, env, use_os_environ)
     if not dep.instances and not dep.routers and not any(p.id in ROLE_HIDDEN for p in dep.problems):
-        _no_servers(text, file, dep)
+        _no_servers(text, file, dep.problems)
     return [dep]
 
 
 _SERVER_LINE = re.compile(r"(?m)^(?![ \t]*#).*?(-m\s+(sglang\.launch_server|dynamo\.sglang)\b|\bsglang\s+serve\b)")
 
 
-def _no_servers(text: str, file: str, dep: Deployment) -> None:
+def _no_servers(text: str, file: str, problems: list) -> None:
     """Raise ``NoServers``: the file starts no PD server. A server launch line without
     ``--disaggregation-mode prefill|decode`` is named as what it is (an SGLang server
     that takes no part in KV transfer), never "no launch line"."""
     from kvcheck.sources.deployments.instance import Location
     from kvcheck.sources.deployments.sourcing import NoServers
 
-    refusal = next((p for p in dep.problems if p.id == "startup-argparse"), None)
+    refusal = next((p for p in problems if p.id == "startup-argparse"), None)
     if refusal is not None:
         return  # a server that refuses its flags at start-up: a failed deployment, not bad input
     m = _SERVER_LINE.search(text)
