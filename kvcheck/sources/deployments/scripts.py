@@ -16,9 +16,9 @@ from pathlib import Path
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch, link_router, merge_multinode, router_from_launch
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
-from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources
 from kvcheck.sources.deployments.launch import option_value, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.variables import Scope, VarDef
+from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources
 
 _SBATCH_NODES = re.compile(r"(?m)^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")
 _RANK_SYMBOLS = ("$SLURM_NODEID", "$SLURM_PROCID", "$OMPI_COMM_WORLD_RANK", "$PMI_RANK")

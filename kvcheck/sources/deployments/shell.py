@@ -419,7 +419,7 @@ class Lexer:
         # --model-path $MODEL"``: only ``$MODEL``'s field); all of them where none shows
         visible = any(u in w for w in words for u in unresolved)
         return [Word(w, start_line, [u for u in unresolved if u in w] if visible else list(unresolved), quoted, quoted and only_single)
-                for w, keep in zip(words, solid) if w or keep]
+                for w, keep in zip(words, solid, strict=False) if w or keep]
 
 
 def words_of(text: str, file: str, first_line: int, scope: Scope) -> Iterator[tuple[list[Word], str]]:
