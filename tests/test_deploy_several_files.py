@@ -22,8 +22,8 @@ import io
 from pathlib import Path
 
 import pytest
-
 from helpers import model_dir
+
 from kvcheck.cluster.pipeline import ClusterOptions, check_deployments
 from kvcheck.errors import InputError
 from kvcheck.sources.deployments import read_deployments

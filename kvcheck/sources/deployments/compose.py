@@ -62,8 +62,6 @@ def _gpus(svc: dict) -> int | None:
 
 def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_environ: bool = True) -> Deployment:
     """A Compose file -> ``Deployment``."""
-    from kvcheck.errors import InputError
-
     file = str(path)
     dep = Deployment(name=str(doc.get("name") or path.name), source=Location(file, 1))
     scope = Scope.build(env=env, use_os_environ=use_os_environ)

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem

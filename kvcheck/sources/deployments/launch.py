@@ -774,7 +774,6 @@ def merge_multinode(instances: list[Instance]) -> list[Instance]:
         if inst.nodes > 1 and len(inst.node_argvs) == inst.nodes:
             out.append(inst)  # already one argv per node (a line run on every node)
             continue
-        nn = option_value(inst.argv, "nnodes")
         addr = option_value(inst.argv, "dist_init_addr")
         rank = option_value(inst.argv, "node_rank")
         key = (inst.role, addr, inst.launcher)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import contextvars
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Location, Problem

@@ -34,8 +34,8 @@ from kvcheck.sources.deployments.instance import Location
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # set by the script reader around one script (kvcheck.sources.deployments.sourcing):
 # the helper files' variables and the script's own path
-PRELUDE: "contextvars.ContextVar[dict]" = contextvars.ContextVar("kvcheck_prelude", default={})
-SCRIPT_PATH: "contextvars.ContextVar[str | None]" = contextvars.ContextVar("kvcheck_script_path", default=None)
+PRELUDE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("kvcheck_prelude", default=None)
+SCRIPT_PATH: contextvars.ContextVar[str | None] = contextvars.ContextVar("kvcheck_script_path", default=None)
 # Longest text one expansion may produce: real values (paths, flag lists, JSON) are far
 # shorter; past it the input is a doubling bomb (A1="$A0$A0", A2="$A1$A1", ...).
 MAX_EXPANDED = 1 << 20
