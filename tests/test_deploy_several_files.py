@@ -242,3 +242,10 @@ def test_a_command_typed_again_in_a_transcript_is_a_rerun(tmp_path):
     assert sorted(i.role for i in dep.instances) == ["decode", "prefill"]
     [dep] = read_deployments([_write(tmp_path, "script.sh", _p() + _p() + _d())])  # a script starts both
     assert sorted(i.role for i in dep.instances) == ["decode", "prefill", "prefill"]
+
+
+def test_a_script_whose_servers_start_in_an_unread_sourced_file_is_unchecked(tmp_path):
+    # a CI script calling launch_sglang_server from a common.sh that is not here
+    script = _write(tmp_path, "ci/test_1p1d.sh", '. ${BASE_DIR}/scripts/common.sh\nlaunch_sglang_server "$MODEL" prefill 30001\n')
+    r = _run([script])
+    assert r.exit_code == 4 and "servers-not-read" in _ids(r) and "source-not-read" in _ids(r)

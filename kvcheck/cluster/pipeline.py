@@ -169,7 +169,7 @@ def _attach_helpers(deployments: list[Deployment]) -> list[Deployment]:
     the one whose servers its router names. A helper that can be placed nowhere stays as
     it is."""
     plain = [d for d in deployments if d.variant is None]
-    hidden = ("config-not-read", "unresolved-variable", "startup-argparse")
+    hidden = ("config-not-read", "unresolved-variable", "startup-argparse", "servers-not-read")
     helpers = [d for d in plain if not d.instances and not any(p.id in hidden for p in d.problems)]
     hosts = [d for d in deployments if d.instances or any(p.id in hidden for p in d.problems)]
     if not helpers or not hosts:
@@ -195,7 +195,7 @@ def _attach_helpers(deployments: list[Deployment]) -> list[Deployment]:
 def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
     from kvcheck.cluster.checks import run_cluster_checks
 
-    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems):
+    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse", "servers-not-read") for p in dep.problems):
         # every server's role is hidden (a --config file inside the image, an unset
         # variable): unchecked with the reason named, not bad input (readers, issue 16);
         # a server that refuses its --disaggregation-mode value: a failed deployment

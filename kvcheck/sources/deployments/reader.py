@@ -50,7 +50,7 @@ STDIN = "-"
 # reader problems that hide a server's role (its --disaggregation-mode is in a config
 # file inside the image, or behind an unset variable): the deployment is unchecked, not
 # bad input, even when no server's role is known
-ROLE_HIDDEN = ("config-not-read", "unresolved-variable")
+ROLE_HIDDEN = ("config-not-read", "unresolved-variable", "servers-not-read")
 
 
 def _read_stdin(path: Path) -> bytes:
@@ -151,6 +151,22 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     return [dep]
 
 
+def servers_not_read(file: str, problems: list):  # noqa: ANN201 - a Problem or None
+    """A ``servers-not-read`` problem when a file with no launch line sources a file
+    kvcheck could not read: the servers may be started by functions defined there
+    (a CI script calling ``launch_sglang_server`` from ``common.sh``): unchecked, never
+    "no launch line"."""
+    from kvcheck.sources.deployments.instance import Location, Problem
+
+    unread = [p for p in problems if p.id == "source-not-read"]
+    if not unread:
+        return None
+    where = unread[0].location
+    return Problem("servers-not-read", f"{file}: no SGLang launch line in this file, and it sources a file kvcheck could not read ({where}): "
+                   "the servers it may start from there are not checked", where,
+                   "Give the sourced file with -f too (or pass --root DIR holding it), so its launch lines are read.")
+
+
 _SERVER_LINE = re.compile(r"(?m)^(?![ \t]*#).*?(-m\s+(sglang\.launch_server|dynamo\.sglang)\b|\bsglang\s+serve\b)")
 
 
@@ -164,6 +180,10 @@ def _no_servers(text: str, file: str, problems: list) -> None:
     refusal = next((p for p in problems if p.id == "startup-argparse"), None)
     if refusal is not None:
         return  # a server that refuses its flags at start-up: a failed deployment, not bad input
+    hidden = servers_not_read(file, problems)
+    if hidden is not None:
+        problems.append(hidden)
+        return
     m = _SERVER_LINE.search(text)
     if m:
         loc = Location(file, text.count("\n", 0, m.start(1)) + 1)
