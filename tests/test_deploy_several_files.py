@@ -249,3 +249,14 @@ def test_a_script_whose_servers_start_in_an_unread_sourced_file_is_unchecked(tmp
     script = _write(tmp_path, "ci/test_1p1d.sh", '. ${BASE_DIR}/scripts/common.sh\nlaunch_sglang_server "$MODEL" prefill 30001\n')
     r = _run([script])
     assert r.exit_code == 4 and "servers-not-read" in _ids(r) and "source-not-read" in _ids(r)
+
+
+def test_sourcing_is_bounded(tmp_path, monkeypatch):
+    from kvcheck.sources.deployments import sourcing
+
+    monkeypatch.setattr(sourcing, "MAX_SOURCED_BYTES", 1000)
+    _write(tmp_path, "big.sh", "X=1\n" + "#" * 600 + "\n")
+    script = _write(tmp_path, "run.sh", ". ./big.sh\n. ./big.sh\n. ./run.sh\n" + _p() + _d())
+    [dep] = read_deployments([script])
+    msgs = [p.message for p in dep.problems if p.id == "source-not-read"]
+    assert len(msgs) == 2 and "MiB read from sourced files" in msgs[0] and "inside itself" in msgs[1]

@@ -32,6 +32,7 @@ from kvcheck.sources.deployments.variables import Scope, VarDef
 # realpaths of the -f files (set by read_deployments): a file the user named is read
 GIVEN_FILES: contextvars.ContextVar[frozenset] = contextvars.ContextVar("kvcheck_given_files", default=frozenset())
 MAX_SOURCE_DEPTH = 8
+MAX_SOURCED_BYTES = 16 * 1024 * 1024  # a script's sourced files, all reads together (scripts are 4 MiB at most)
 
 
 def _realpath(p: str) -> str:
@@ -48,9 +49,11 @@ def _target(words: list[Word]) -> Word | None:
 
 
 def follow_sources(statements: Iterator[tuple[list[Word], str]], file: str, scope: Scope, problems: list[Problem],
-                   _stack: tuple[str, ...] = ()) -> Iterator[tuple[list[Word], str]]:
+                   _stack: tuple[str, ...] = (), _budget: list[int] | None = None) -> Iterator[tuple[list[Word], str]]:
     """``statements`` with each ``source FILE`` replaced by FILE's statements (read
-    lazily, so FILE sees the assignments made before it, and what follows sees FILE's)."""
+    lazily, so FILE sees the assignments made before it, and what follows sees FILE's).
+    At most ``MAX_SOURCED_BYTES`` are read from sourced files per script."""
+    budget = _budget if _budget is not None else [MAX_SOURCED_BYTES]
     for words, term in statements:
         target = _target(words)
         if target is None:
@@ -59,6 +62,10 @@ def follow_sources(statements: Iterator[tuple[list[Word], str]], file: str, scop
         loc = Location(words[0].file or file, words[0].line)
         path = _resolve(target, file, scope)
         text, why = (None, f"`source {target.text}`: {', '.join(target.unresolved)} is not known here") if path is None else _read(path, file, _stack)
+        if text is not None:
+            budget[0] -= len(text)
+            if budget[0] < 0:
+                text, why = None, f"`source {path}`: more than {MAX_SOURCED_BYTES // 1024 // 1024} MiB read from sourced files for this script; not read"
         if text is None:
             problems.append(Problem(
                 "source-not-read",
@@ -68,7 +75,7 @@ def follow_sources(statements: Iterator[tuple[list[Word], str]], file: str, scop
             ))
             continue
         inner = str(path)
-        for stmt, t in follow_sources(words_of(text, inner, 1, scope), inner, scope, problems, (*_stack, _realpath(file))):
+        for stmt, t in follow_sources(words_of(text, inner, 1, scope), inner, scope, problems, (*_stack, _realpath(file)), budget):
             for w in stmt:
                 w.file = w.file or inner
             yield stmt, t
