@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
 from kvcheck.explain.logrelease import LogRelease, ReleaseReader
-from kvcheck.explain.signatures import SignatureScanner, load_signatures, signature
+from kvcheck.explain.signatures import SignatureScanner, signature
 from kvcheck.explain.timeline import Timeline
 
 # engines whose lines the SGLang catalog may explain (a NIXL/UCX line explains in
@@ -263,5 +263,3 @@ def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
     return first, then
 
 
-def known_signature_ids() -> list[str]:
-    return [s.id for s in load_signatures()]

@@ -24,9 +24,9 @@ import os
 import posixpath
 import re
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
 
 from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Location
@@ -77,7 +77,7 @@ class Scope:
     script: str | None = None
 
     @classmethod
-    def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> "Scope":
+    def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> Scope:
         layers = [script if script is not None else {}, container or {}, {k: VarDef(v, None, "shell") for k, v in (env or {}).items()}]
         prelude = PRELUDE.get()
         if prelude:
@@ -86,7 +86,7 @@ class Scope:
             layers.insert(2, dict(prelude))
         return cls(layers=layers, use_os_environ=use_os_environ, script=SCRIPT_PATH.get())
 
-    def child(self, container: dict[str, VarDef]) -> "Scope":
+    def child(self, container: dict[str, VarDef]) -> Scope:
         """A scope for a new process: its own (empty) script layer on top of ``container``
         variables, then this scope's layers."""
         return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ, arrays=self.arrays, script=self.script)
