@@ -167,7 +167,7 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
             # line (a launch line built in a string, ``CMD="$CMD --nnodes 2"``)
             env, image, hosts, hn = _prefix_facts(words[:i])
             text = " ".join(w.text for w in words[i + 1:])
-            out = []
+            found: list[Launch] = []
             for stmt, _ in words_of(text, file, words[i + 1].line, scope):
                 if handle_assignments(stmt, scope, file):
                     continue
@@ -175,8 +175,8 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
                     ln.env = {**env, **ln.env}
                     ln.image, ln.hosts = ln.image or image, ln.hosts or hosts
                     ln.host_network = ln.host_network if ln.host_network is not None else hn
-                    out.append(ln)
-            return out
+                    found.append(ln)
+            return found
         prog = _program_at(words, i)
         if prog:
             kind, launcher, a = prog

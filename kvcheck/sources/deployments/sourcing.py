@@ -48,8 +48,14 @@ def _target(words: list[Word]) -> Word | None:
     return None
 
 
-def follow_sources(statements: Iterator[tuple[list[Word], str]], file: str, scope: Scope, problems: list[Problem],
-                   _stack: tuple[str, ...] = (), _budget: list[int] | None = None) -> Iterator[tuple[list[Word], str]]:
+def follow_sources(
+    statements: Iterator[tuple[list[Word], str]],
+    file: str,
+    scope: Scope,
+    problems: list[Problem],
+    _stack: tuple[str, ...] = (),
+    _budget: list[int] | None = None,
+) -> Iterator[tuple[list[Word], str]]:
     """``statements`` with each ``source FILE`` replaced by FILE's statements (read
     lazily, so FILE sees the assignments made before it, and what follows sees FILE's).
     At most ``MAX_SOURCED_BYTES`` are read from sourced files per script."""
@@ -61,21 +67,34 @@ def follow_sources(statements: Iterator[tuple[list[Word], str]], file: str, scop
             continue
         loc = Location(words[0].file or file, words[0].line)
         path = _resolve(target, file, scope)
-        text, why = (None, f"`source {target.text}`: {', '.join(target.unresolved)} is not known here") if path is None else _read(path, file, _stack)
+        text, why = (
+            (None, f"`source {target.text}`: {', '.join(target.unresolved)} is not known here")
+            if path is None
+            else _read(path, file, _stack)
+        )
         if text is not None:
             budget[0] -= len(text)
             if budget[0] < 0:
-                text, why = None, f"`source {path}`: more than {MAX_SOURCED_BYTES // 1024 // 1024} MiB read from sourced files for this script; not read"
+                text, why = (
+                    None,
+                    f"`source {path}`: more than {MAX_SOURCED_BYTES // 1024 // 1024} MiB read from sourced files for "
+                    "this script; not read",
+                )
         if text is None:
-            problems.append(Problem(
-                "source-not-read",
-                f"{loc}: {why}; the variables it sets stay unresolved",
-                loc,
-                "Give the sourced file with -f too (or keep it beside the script), or pass its variables with --env FILE.",
-            ))
+            problems.append(
+                Problem(
+                    "source-not-read",
+                    f"{loc}: {why}; the variables it sets stay unresolved",
+                    loc,
+                    "Give the sourced file with -f too (or keep it beside the script), or pass its variables with "
+                    "--env FILE.",
+                )
+            )
             continue
         inner = str(path)
-        for stmt, t in follow_sources(words_of(text, inner, 1, scope), inner, scope, problems, (*_stack, _realpath(file)), budget):
+        for stmt, t in follow_sources(
+            words_of(text, inner, 1, scope), inner, scope, problems, (*_stack, _realpath(file)), budget
+        ):
             for w in stmt:
                 w.file = w.file or inner
             yield stmt, t
@@ -101,7 +120,11 @@ def _read(path: Path, file: str, stack: tuple[str, ...]) -> tuple[str | None, st
         return None, f"`source {path}`: sourced again inside itself (or more than {MAX_SOURCE_DEPTH} deep); read once"
     if real not in GIVEN_FILES.get() and not within_root(path, Path(file).parent):
         # checked first: whether a file outside the root exists is never told
-        return None, f"`source {path}`: the file is outside the directory kvcheck may read (--root DIR, default the script's directory)"
+        return (
+            None,
+            f"`source {path}`: the file is outside the directory kvcheck may read (--root DIR, default the script's "
+            "directory)",
+        )
     if not path.is_file():
         return None, f"`source {path}`: no such file here (a file inside the image?)"
     try:
@@ -111,8 +134,9 @@ def _read(path: Path, file: str, stack: tuple[str, ...]) -> tuple[str | None, st
         return None, f"`source {path}`: not readable ({str(exc).splitlines()[0][:200]})"
 
 
-def helper_variables(path: Path, text: str, env: dict[str, str] | None, prelude: dict[str, VarDef], *,
-                     use_os_environ: bool = True) -> tuple[dict[str, VarDef], list[Problem]]:
+def helper_variables(
+    path: Path, text: str, env: dict[str, str] | None, prelude: dict[str, VarDef], *, use_os_environ: bool = True
+) -> tuple[dict[str, VarDef], list[Problem]]:
     """The variables a helper script (no launch line) leaves set, read with the earlier
     helpers' ``prelude`` in scope: ``prelude`` updated with them, and its problems."""
     from kvcheck.sources.deployments.launch import handle_assignments
@@ -145,8 +169,13 @@ class NoServers(InputError):
 
 
 def non_pd_problem(loc: Location) -> Problem:
-    return Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer",
-                   loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic")
+    return Problem(
+        "not-disaggregated",
+        f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part "
+        "in KV transfer",
+        loc,
+        "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic",
+    )
 
 
 # a shell prompt as a terminal shows it: "[user@node01 ~]$ ", "(venv) user@host:~/x$ "

@@ -118,11 +118,11 @@ class Scope:
                     raise InputError(f"variable {name} refers to itself ({chain}), used at line {where.line}; set at {at}", source=where.file)
                 self._active.append(name)
                 try:
-                    missing: list[str] = []
-                    out = expand(d.value, self, d.location or where, missing, syntax=d.syntax)
+                    sub: list[str] = []
+                    out = expand(d.value, self, d.location or where, sub, syntax=d.syntax)
                 finally:
                     self._active.pop()
-                return None if missing else out
+                return None if sub else out
         if self.use_os_environ and name in os.environ:
             return os.environ[name]
         return None
