@@ -504,9 +504,27 @@ def read_env_file(path: Path) -> dict[str, str]:
             line = line[len("export "):].strip()
         name, eq, value = line.partition("=")
         if not eq or not name.strip().isidentifier():
-            raise InputError(f"line {lineno}: expected VAR=value", source=str(path))
+            shell = _shell_env(path, text)  # a shell file of variables (a sourced 00_common.sh)
+            if shell is not None:
+                return shell
+            raise InputError(f"line {lineno}: expected VAR=value (or a shell script of assignments)", source=str(path))
         env[name.strip()] = _env_value(value, lineno, str(path))
     return env
+
+
+def _shell_env(path: Path, text: str) -> dict[str, str] | None:
+    """``--env common.sh``: the variables a shell script of assignments leaves set, read
+    as the deployment reader reads a sourced file (``if``/``set -e``/``echo`` lines are
+    no assignments; ``$(...)`` is never run). Values that still refer to unset variables
+    are left out (unset). None when the text sets nothing."""
+    from kvcheck.sources.deployments.sourcing import helper_variables
+
+    try:
+        defs, _problems = helper_variables(path, text, None, {}, use_os_environ=False)
+    except InputError:
+        return None
+    out = {k: d.value for k, d in defs.items() if d.syntax == "literal"}
+    return out or None
 
 
 def _env_value(value: str, lineno: int, source: str) -> str:

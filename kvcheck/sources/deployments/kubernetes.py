@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
@@ -367,9 +366,14 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
             kinds.append(str(doc["kind"]))
         for g in _groups(doc, file):
             _read_group(g, file, env, use_os_environ, dep, non_pd)
-    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
+    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems):
         found = ", ".join(sorted(set(kinds))) or "no Kubernetes objects"
-        raise InputError(f"no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang); found: {found}", source=file)
+        from kvcheck.sources.deployments.sourcing import NoServers
+
+        if non_pd:
+            raise NoServers(f"line {non_pd[0].line}: a container launches an SGLang server without --disaggregation-mode prefill|decode (it takes no part in KV "
+                            f"transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this file ({found})", source=file, non_pd=non_pd)
+        raise NoServers(f"no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang); found: {found}", source=file)
     if dep.instances:
         for loc in non_pd:
             dep.problems.append(Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic"))

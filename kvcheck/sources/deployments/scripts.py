@@ -29,6 +29,7 @@ from kvcheck.sources.deployments.launch import (
 )
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
 from kvcheck.sources.deployments.variables import Scope, VarDef
+from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources
 
 _SBATCH_NODES = re.compile(r"(?m)^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")
 _RANK_SYMBOLS = ("$SLURM_NODEID", "$SLURM_PROCID", "$OMPI_COMM_WORLD_RANK", "$PMI_RANK")
@@ -306,7 +307,7 @@ def _read_once(path: Path, text: str, env: dict[str, str] | None, use_os_environ
     non_pd: list[Location] = []
     functions: dict[str, list[list[Word]]] = {}
     for first_line, block in blocks:
-        for words in _with_functions(branch_filter(words_of(block, file, first_line, scope), choice), functions):
+        for words in _with_functions(follow_sources(branch_filter(words_of(block, file, first_line, scope), choice), file, scope, dep.problems), functions):
             if handle_assignments(words, scope, file):
                 continue
             for launch in find_launches(words, file, scope):
@@ -328,7 +329,7 @@ def _read_once(path: Path, text: str, env: dict[str, str] | None, use_os_environ
                     inst.name = f"{inst.role}@{path.name}:{launch.line}"
                     _expand_ranks(inst)
                     instances.append(inst)
-    dep.instances = merge_multinode(instances)
+    dep.instances = merge_multinode(drop_reruns(instances, text))
     from kvcheck.sources.release_clues import attach_script_clues
 
     attach_script_clues(dep.instances, text, file)  # pip install sglang==X lines (issue 14)

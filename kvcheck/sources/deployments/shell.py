@@ -422,7 +422,11 @@ class Lexer:
                 fields.append([piece])
                 solid.append(False)
         words = ["".join(f) for f in fields]
-        return [Word(w, start_line, unresolved, quoted, quoted and only_single) for w, keep in zip(words, solid, strict=False) if w or keep]
+        # each field keeps the unresolved references still written in it (``ARGS="--tp 8
+        # --model-path $MODEL"``: only ``$MODEL``'s field); all of them where none shows
+        visible = any(u in w for w in words for u in unresolved)
+        return [Word(w, start_line, [u for u in unresolved if u in w] if visible else list(unresolved), quoted, quoted and only_single)
+                for w, keep in zip(words, solid, strict=False) if w or keep]
 
 
 def words_of(text: str, file: str, first_line: int, scope: Scope) -> Iterator[tuple[list[Word], str]]:
