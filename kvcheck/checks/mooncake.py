@@ -80,6 +80,10 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict
         states.append(mc.decide_states(sp, sd, release=prefill.sglang_version, bootstrap_port=prefill.args.disaggregation_bootstrap_port, pp_rank=rank))
     extra["backend_stages"] = stages
     extra["backend_states"] = states
+    # The state components of a Mooncake pair are decided (or said unchecked, with the
+    # reason) by mooncake-transfer from decide_states: the NIXL state-components check
+    # must not keep a pair unchecked that Mooncake's own send decides.
+    extra["states_decided"] = True
     shown = next((p for p in stages if p.error is not None), None) or next((p for p in stages if p.path == "not_modeled"), stages[0])
     out = shown.model_copy(deep=True)
     out.not_modeled_reason = None  # reported by mooncake-transfer, not by the NIXL release check
