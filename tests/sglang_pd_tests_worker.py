@@ -126,7 +126,9 @@ def build(test: dict, parser) -> dict:
         else:
             ib = test.get("ib", "rdma_devices")
             for k, role in enumerate(("prefill", "decode")):
-                argv = ["--trust-remote-code", "--disaggregation-mode", role, "--disaggregation-bootstrap-port", cls.bootstrap_port]
+                argv = ["--trust-remote-code", "--disaggregation-mode", role]
+                if not test.get("no_bootstrap_port"):
+                    argv += ["--disaggregation-bootstrap-port", cls.bootstrap_port]
                 argv += shlex.split(test["own"][role].format(draft=draft))
                 argv += list(cls.transfer_backend)
                 if ib == "rdma_devices":
