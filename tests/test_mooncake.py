@@ -214,3 +214,31 @@ def test_efa_texts_are_sglangs(env, monkeypatch):
     side = type("S", (), {"args": ServerArgs(), "env": dict(env), "raw_args": {}, "role": "decode", "sglang_version": "0.5.23"})()
     got = [t for fid, t in startup_refusals(side) if fid == "mooncake-efa"]
     assert (got[0] if got else None) == runtime
+
+
+@pytest.mark.runtime
+def test_kernel_runtime_drives_sglangs_own_mooncake_worker(tmp_path):
+    """``--kernel runtime`` on a Mooncake pair: the installed SGLang's own
+    ``MooncakeKVManager.transfer_worker`` issues the writes (judged as the builtin's are),
+    and a prefill on another release is unchecked with the reason, never answered by the
+    builtin in its place."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "stubs")])}
+    m = model_dir(LLAMA)
+    path = tmp_path / "pd.sh"
+    path.write_text(
+        f"SGLANG_PP_LAYER_PARTITION=17,15 python3 -m sglang.launch_server --model-path {m} --disaggregation-mode prefill --tp-size 2 --pp-size 2 --page-size 16 --port 30000 &\n"
+        f"python3 -m sglang.launch_server --model-path {m} --disaggregation-mode decode --tp-size 2 --page-size 16 --port 30001 &\n")
+
+    def run(kernel, release):
+        proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "-f", str(path), "--format", "json", "--kernel", kernel, "--sglang-version", release],
+                              capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+        rep = json.loads(proc.stdout)
+        return proc.returncode, rep, [f for p in rep["pairs"] for f in p["findings"] if f["severity"] in ("error", "unchecked")]
+
+    rc, rep, bad = run("runtime", "0.5.23")
+    assert rc == 1 and rep["kernel"] == "runtime", bad
+    rt = sorted(f["message"] for f in bad if f["id"] == "mooncake-silent-corruption")
+    _, _, bad_b = run("builtin", "0.5.23")
+    assert rt and rt == sorted(f["message"] for f in bad_b if f["id"] == "mooncake-silent-corruption")
+    rc, rep, bad = run("runtime", "0.5.9")
+    assert rc == 4 and any(f["id"] == "mooncake-unchecked" and "--kernel runtime drives the installed SGLang 0.5.23, but the prefill runs 0.5.9" in f["message"] for f in bad), bad

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.version import Version
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "sglang_pd_tests.yaml"
@@ -79,7 +80,8 @@ def _not_passing(report: dict) -> list[str]:
 
 def run_release(release: str, tmp: Path) -> list[dict]:
     """Every test of the data on ``release``: one row per test with ``outcome`` one of
-    pass / unchecked-as-expected / not-in-release / skipped / DISAGREES."""
+    pass / unchecked-as-expected / fails-as-the-release-writes / not-in-release / skipped /
+    DISAGREES."""
     spec = _spec()
     tests = spec["tests"]
     by_name = {t["name"]: t for t in tests}
@@ -105,6 +107,12 @@ def run_release(release: str, tmp: Path) -> list[dict]:
         rc, rep = _kvcheck(script, release, t.get("gpu", "h100"))
         row.update(rc=rc, findings=_not_passing(rep))
         want = (t.get("expect") or {}).get("unchecked")
+        before = (t.get("expect") or {}).get("fail_before")
+        if before and Version(release) < Version(before):
+            # the release's own send path writes this pair wrongly (see the data's note)
+            ok = rc == 1 and any(f.startswith(t["expect"]["finding"] + ":") for f in row["findings"])
+            row["outcome"] = "fails-as-the-release-writes" if ok else "DISAGREES"
+            return row
         if rc == 0 and not want:
             row["outcome"] = "pass"
         elif rc == 4 and want and any(want in f for f in row["findings"]):
@@ -123,7 +131,7 @@ def run_release(release: str, tmp: Path) -> list[dict]:
 def _releases() -> list[str]:
     asked = os.environ.get("KVCHECK_PD_TESTS_RELEASES", "").strip()
     if asked == "all":
-        return [INSTALLED] + sorted((p.name for p in RELEASES_DIR.iterdir() if p.name[0].isdigit()), reverse=True)
+        return [INSTALLED] + sorted((p.name for p in RELEASES_DIR.iterdir() if p.name[0].isdigit()), key=Version, reverse=True)
     return asked.split() if asked else list(CI_RELEASES)
 
 

@@ -213,6 +213,14 @@ class SendFailed(Exception):
     """A send path returned -1 (``message``: what it logged)."""
 
 
+class WorkerDied(Exception):
+    """The release's own transfer worker raised: ``message`` is the text it raised."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 @dataclass
 class Writes:
     """The outcome of one one-page request from prefill rank ``src_rank`` to decode rank ``dst_rank``."""
@@ -367,7 +375,7 @@ def rank_pairs(prefill_tp: int, decode_tp: int, total_kv_heads: int | None) -> l
 
 def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, prefill_dcp_size: int = 1, pp_rank: int = 0,
            total_kv_heads: int | None = None, release: str | None = None, bootstrap_port: int = 8998,
-           staging: bool = False, unified_memory: bool = False, decode_hisparse: bool = False) -> Plan:
+           staging: bool = False, unified_memory: bool = False, decode_hisparse: bool = False, writer=None) -> Plan:
     """The Mooncake prefill's handling of this decode (registration, then the transfer
     worker's send path and writes for a request), for prefill PP stage ``pp_rank``.
 
@@ -375,7 +383,11 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
     ``nothing_to_transfer``, or ``not_modeled`` with ``not_modeled_reason``),
     ``dst_indices`` (the decode region each source region is written into), or ``error``:
     what the runtime raises or logs, where, and what the operator sees; writes that land
-    in the wrong place are an error too (``type`` ``SilentCorruption``)."""
+    in the wrong place are an error too (``type`` ``SilentCorruption``).
+
+    ``writer``: what issues the writes of one request (``simulate_writes``' signature); by
+    default this restatement, with ``--kernel runtime`` the release's own
+    ``MooncakeKVManager.transfer_worker`` (``mooncake_runtime.runtime_writes``)."""
     b = behaviour(release)
     plan = Plan(path=None, n_src=prefill.n, n_dst=decode.n)
     if not b.modeled:
@@ -409,7 +421,7 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
     fn = "send_kvcache" if flat else "send_kvcache_slice"
     for src_rank, dst_rank in rank_pairs(prefill.attn_tp_size, decode.attn_tp_size, total_kv_heads) if not flat else [(0, 0)]:
         try:
-            w = simulate_writes(prefill, decode, pp_rank=pp_rank, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank, b=b)
+            w = (writer or simulate_writes)(prefill, decode, pp_rank=pp_rank, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank, b=b)
         except SendFailed as exc:
             plan.error = RuntimeErrorPrediction(
                 type="KVTransferError",
@@ -417,9 +429,10 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
                 raised_by=TRANSFER_WORKER.format(fn=fn) + f"; it logs: {exc}", when="first request", operator_sees=REQUEST_FAILS)
             return plan
         except Exception as exc:
+            text = exc.message if isinstance(exc, WorkerDied) else f"Transfer thread failed because of {exc}. Prefill instance with bootstrap_port={bootstrap_port} is dead."
             plan.error = RuntimeErrorPrediction(
                 type="RuntimeError",
-                message=f"Transfer thread failed because of {exc}. Prefill instance with bootstrap_port={bootstrap_port} is dead.",
+                message=text,
                 raised_by=TRANSFER_WORKER.format(fn=fn), when="first request", operator_sees=WORKER_DIES)
             return plan
         bad = misplaced_write(prefill, decode, w, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank)
