@@ -50,6 +50,9 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict
     extra["skip_checks"] = NIXL_ONLY_CHECKS | {"transfer-backend"}
     if pb != "mooncake" or db != "mooncake":
         return None
+    # NIXL's state restatement (maybe_send_extra of NixlKVManager, its legacy unequal-TP
+    # refusals) is not Mooncake's: mooncake-transfer reports decide_states' outcome.
+    extra["skip_checks"] = extra["skip_checks"] | {"state-transfer"}
     from kvcheck.sglang import mooncake as mc
     from kvcheck.sglang.geometry import derive_geometry
 
