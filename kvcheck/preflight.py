@@ -7,7 +7,8 @@ Pure and fast: never imports SGLang, torch or nixl unless ``kernel="runtime"`` (
 from __future__ import annotations
 
 import importlib.util
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from kvcheck.checks import REGISTRY, CheckContext, Finding, PairFacts, Severity
 from kvcheck.errors import InputError
@@ -17,7 +18,6 @@ from kvcheck.sglang.geometry import SideGeometry, derive_geometry
 from kvcheck.sglang.pd_release import behaviour as pd_behaviour
 from kvcheck.sglang.plan import PairInfo, Plan, RuntimeErrorPrediction
 from kvcheck.sglang.resolved import decide_kv_dtype_over_gpus
-from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 from kvcheck.sides import Side
 
 KERNELS = ("auto", "builtin", "runtime")
@@ -123,7 +123,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         dg = derive_geometry(decode)
         # A pool the model reads but the args make unmodeled (FP4 KV): no plan, unchecked.
         modeled = pg.pool != "not_modeled" and dg.pool != "not_modeled"
-    if modeled:
+    if modeled and pg is not None and dg is not None:
         p_info, d_info = pair_info(prefill, pg), pair_info(decode, dg)
         extra["pair_info"] = (p_info, d_info)
         if b_d.bootstrap_modeled:
@@ -172,7 +172,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
     findings.sort(key=lambda f: (f.ignored, order[f.severity]))
     _mark_first(findings, extra)
-    report_extra = {"releases": {"prefill": b_p.version, "decode": b_d.version}}
+    report_extra: dict[str, Any] = {"releases": {"prefill": b_p.version, "decode": b_d.version}}
     if extra.get("state_decisions") is not None:
         report_extra["state_components"] = [
             {"index": d.index, "state_type": d.state_type, "entries": d.n_entries, "path": d.path,
@@ -283,14 +283,14 @@ def _mark_first(findings: list[Finding], extra: PairFacts) -> None:
     (``runtime_error.order``, 1-based) and mark the one it hits first (``first``): it stops
     there; the others are independent and show up as each is fixed."""
     text = hang_text(extra["timeouts"])
-    predicted = [f for f in findings if f.runtime_error is not None and not f.ignored]
-    for f in predicted:
-        if f.runtime_error.operator_sees == builtin.HANG_300S:
-            f.runtime_error.operator_sees = text
-    ranked = sorted(enumerate(predicted), key=lambda t: (_phase(t[1].runtime_error), t[0]))
-    for n, (_, f) in enumerate(ranked, start=1):
-        f.runtime_error.order = n
-        f.runtime_error.first = n == 1
+    predicted = [f.runtime_error for f in findings if f.runtime_error is not None and not f.ignored]
+    for e in predicted:
+        if e.operator_sees == builtin.HANG_300S:
+            e.operator_sees = text
+    ranked = sorted(enumerate(predicted), key=lambda t: (_phase(t[1]), t[0]))
+    for n, (_, e) in enumerate(ranked, start=1):
+        e.order = n
+        e.first = n == 1
 
 
 def disaggregation_timeouts(prefill: Side, decode: Side) -> dict[str, float]:
@@ -359,8 +359,9 @@ def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: Sid
         elif shown is not None and shown.error is None and stage_plan.error is not None:
             shown = stage_plan
     clean = [{key: v for key, v in st.items() if not key.startswith("_")} for st in stages]
-    for st, c in zip(stages, clean):
+    for st, c in zip(stages, clean, strict=True):
         c["_geometry"] = st["_geometry"]
+    assert shown is not None  # stage 0 always runs and sets it
     return shown, clean
 
 
@@ -388,4 +389,4 @@ def _bootstrap_detail(fid: str, message: str, prefill: Side, decode: Side, p: Pa
 
 # The finding ids of every check live in ``kvcheck.checks.ids`` (one registry for pair,
 # start-up, cluster, live-agent and probe findings); re-exported for old callers.
-from kvcheck.checks.ids import FINDING_IDS, all_finding_ids, check_of as _check_of  # noqa: E402,F401
+from kvcheck.checks.ids import FINDING_IDS, all_finding_ids  # noqa: E402,F401

@@ -137,7 +137,7 @@ def item_length_larger(chk, ctx: CheckContext) -> list[Finding]:
         pg, dg = st["_geometry"]
         for i, j in enumerate(st.get("dst_indices") or []):
             src, dst = pg.regions[i].item_len, dg.regions[j].item_len
-            if dst < src and per_request:
+            if dst < src and per_request and b_p is not None:
                 # send_kvcache (0.5.5 .. 0.5.12.post1) strides both sides by the prefill's item
                 # length and checks nothing: page p lands at p x src bytes, where the decode
                 # reads pages p x src / dst on; the last pages run past the region (NIXL error).

@@ -17,7 +17,7 @@ from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
 VERDICT_ORDER = {"fail": 0, "unchecked": 1, "warn": 2, "pass": 3}
-EMPTY_PLAN = {"path": None, "n_src": 0, "n_dst": 0, "segments": []}
+EMPTY_PLAN: dict[str, Any] = {"path": None, "n_src": 0, "n_dst": 0, "segments": []}
 
 
 def worst(verdicts: list[str]) -> str:

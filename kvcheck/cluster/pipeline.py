@@ -25,15 +25,23 @@ deployment of thousands of identical instances costs about as much as its classe
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kvcheck.checks.base import Finding, Severity
-from kvcheck.cluster.model import ClassResult, ClusterReport, DeploymentResult, InstanceResult, Located, PairResult, finding
+from kvcheck.cluster.model import (
+    ClassResult,
+    ClusterReport,
+    DeploymentResult,
+    InstanceResult,
+    Located,
+    finding,
+)
 from kvcheck.errors import ArgparseRefusal, InputError
-from kvcheck.report.model import Report, verdict_of
-from kvcheck.sources.deployments.instance import Deployment, Instance, Location
+from kvcheck.report.model import verdict_of
+from kvcheck.sources.deployments.instance import Deployment, Instance
 
 # Findings the pipeline itself emits (beside the pair checks and kvcheck.cluster.checks).
 PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "deployment-problem",

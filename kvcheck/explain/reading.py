@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from kvcheck.explain.generic import GenericReader
 from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
 from kvcheck.explain.logrelease import LogRelease, ReleaseReader
-from kvcheck.explain.signatures import SignatureScanner, load_signatures, signature
+from kvcheck.explain.signatures import SignatureScanner, signature
 from kvcheck.explain.timeline import Timeline
 
 # engines whose lines the SGLang catalog may explain (a NIXL/UCX line explains in
@@ -295,5 +295,3 @@ def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
     return first, then
 
 
-def known_signature_ids() -> list[str]:
-    return [s.id for s in load_signatures()]

@@ -129,7 +129,7 @@ class PipeSafeConsole(Console):
             kwargs.setdefault("soft_wrap", True)
         super().__init__(*args, **kwargs)
 
-    def render(self, renderable, options=None):  # type: ignore[override]
+    def render(self, renderable, options=None):
         """rich's segments with every input-derived text escaped (``escape_terminal``):
         a model path, container name or image holding ESC/CSI/OSC or bidi characters is
         shown as ``\\x1b[2J``, never interpreted. rich's own control segments pass."""

@@ -157,7 +157,11 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
     if reason is not None:
         return SideGeometry(**base, pool="not_modeled", not_modeled_reason=reason, is_mla=True,
                             kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1, notes=notes)
-    main, compressed = resolve_layouts(side)  # type: ignore[misc]
+    layouts = resolve_layouts(side)
+    if isinstance(layouts, str):  # unmodeled_reason already said it; kept for the type
+        return SideGeometry(**base, pool="not_modeled", not_modeled_reason=layouts, is_mla=True,
+                            kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1, notes=notes)
+    main, compressed = layouts
     mode = str((side.env or {}).get("SGLANG_DSV4_KV_LAYOUT", "v4")).strip().lower()
     if mode == "auto" and base.get("gpu_assumed"):
         notes.append(f"SGLANG_DSV4_KV_LAYOUT=auto picks the KV layout by GPU (V4.1 on SM100, V4 elsewhere); the GPU was not given, "

@@ -396,7 +396,6 @@ def check_inner_config(table: FlagTable, config: dict[str, Any], source: str) ->
     parser; a refusal names the key only, never the value (the file may be one kvcheck
     was not meant to show: it is the input's choice, not the user's). An ambiguous
     abbreviation (``ArgparseRefusal``) is the server's own start-up refusal and is kept."""
-    from kvcheck.sources.limits import clip
 
     for key, value in config.items():
         try:
@@ -426,13 +425,13 @@ def inner_config_problem(table: FlagTable, config: dict[str, Any], source: str) 
     return None
 
 
-def mask_inner_values(exc: InputError, config: dict[str, Any]) -> InputError:
+def mask_inner_values(exc: InputError, config: dict[str, Any] | None) -> InputError:
     """``exc`` with every value of ``config`` (a file named inside an input) replaced by
     ``<value from --config>`` in its message."""
     from kvcheck.sources.redact import leaf_strings
 
     text = str(exc)
-    values = sorted({v for v in leaf_strings(config) if len(v) >= 2}, key=len, reverse=True)
+    values = sorted({v for v in leaf_strings(config or {}) if len(v) >= 2}, key=len, reverse=True)
     for v in values:
         text = text.replace(v, "<value from --config>")
     out = InputError(text)

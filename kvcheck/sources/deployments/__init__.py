@@ -15,10 +15,18 @@ Entry point: ``read_deployments(paths, *, env=None) -> list[Deployment]``.
 
 from __future__ import annotations
 
-from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem, Router, RouterPrefill, Unresolved
+from kvcheck.sources.deployments.instance import (
+    Deployment,
+    Instance,
+    Location,
+    Problem,
+    Router,
+    RouterPrefill,
+    Unresolved,
+)
 
 
-def read_deployments(paths, *, env=None, config_files=None):  # noqa: ANN001 - see reader.read_deployments
+def read_deployments(paths, *, env=None, config_files=None):
     """See ``kvcheck.sources.deployments.reader.read_deployments`` (imported lazily)."""
     from kvcheck.sources.deployments.reader import read_deployments as _read
 

@@ -18,7 +18,7 @@ from kvcheck.sources.deployments.instance import Deployment, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, router_from_launch
 from kvcheck.sources.deployments.shell import Word, words_of
 from kvcheck.sources.deployments.variables import Scope, expand
-from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 
 
 def is_compose(doc: Any) -> bool:
@@ -77,7 +77,7 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
             for item in envd:
                 k, _, v = str(item).partition("=")
                 values[k] = v
-        deploy = svc.get("deploy") if isinstance(svc.get("deploy"), dict) else {}
+        deploy = sub_map(svc, "deploy")
         replicas = deploy.get("replicas", svc.get("scale", 1))
         replicas = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
         from kvcheck.sources.limits import check_cap

@@ -31,7 +31,6 @@ from ``nvidia.com/gpu`` / ``amd.com/gpu`` / Dynamo ``gpu`` limits.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,10 +39,18 @@ from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, rank_is_symbolic, router_from_launch, set_node_rank
+from kvcheck.sources.deployments.launch import (
+    find_launches,
+    instance_from_launch,
+    link_router,
+    option_value,
+    rank_is_symbolic,
+    router_from_launch,
+    set_node_rank,
+)
 from kvcheck.sources.deployments.shell import Word, placeholders
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
-from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 
 _GPU_LABEL_KEYS = (
     "nvidia.com/gpu.product",
@@ -109,11 +116,6 @@ def _int(v: Any, default: int) -> int:
     return default
 
 
-def _merge_patch(base: Any, patch: Any) -> Any:
-    """A Kubernetes strategic merge patch (``kvcheck.sources.deployments.rbg.strategic_merge``)."""
-    return rbg.strategic_merge(base, patch)
-
-
 def _pod_spec(template: Any) -> Any:
     """A PodTemplateSpec (``{metadata, spec}``) or a pod spec -> the pod spec."""
     if isinstance(template, dict):
@@ -137,7 +139,7 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
                 g = _gpu_name(v)
                 if g:
                     return g, f"nodeSelector {k}={v}"
-    aff = spec.get("affinity")
+    aff: Any = spec.get("affinity")  # YAML: read inside the try below
     terms: list[Any] = []
     try:
         na = aff["nodeAffinity"]
@@ -184,14 +186,15 @@ def _gpus(container: Any) -> int | None:
     return None
 
 
-def _words(container: LMap, file: str, scope: Scope) -> list[Word]:
+def _words(container: dict[str, Any], file: str, scope: Scope) -> list[Word]:
     """``command`` + ``args`` -> words with their lines, ``$(VAR)`` expanded."""
     words: list[Word] = []
     for key in ("command", "args"):
         items = container.get(key)
+        key_line = container.line_of(key) if isinstance(container, LMap) else 0
         if isinstance(items, str):
             items_l = LSeq([items])
-            items_l.lines = [container.line_of(key)]
+            items_l.lines = [key_line]
             items = items_l
         if not isinstance(items, list):
             continue
@@ -199,7 +202,7 @@ def _words(container: LMap, file: str, scope: Scope) -> list[Word]:
             if item is None:
                 continue
             text = str(item).lower() if isinstance(item, bool) else str(item)
-            line = items.line_of(i) if isinstance(items, LSeq) else container.line_of(key)
+            line = items.line_of(i) if isinstance(items, LSeq) else key_line
             miss: list[str] = []
             value = expand(text, scope, Location(file, line), miss, syntax="k8s")
             # ${VAR} in an exec-form manifest: a placeholder for envsubst/templating
@@ -215,9 +218,9 @@ def _groups(obj: Any, file: str) -> list[Group]:
     if not isinstance(obj, dict):
         return []
     kind = str(obj.get("kind", ""))
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = sub_map(obj, "metadata")
     name = str(meta.get("name", kind or "object"))
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = sub_map(obj, "spec")
     line = obj.line if isinstance(obj, LMap) else 0
     if kind == "List" or (isinstance(obj.get("items"), list) and not spec):
         out: list[Group] = []
@@ -236,11 +239,11 @@ def _groups(obj: Any, file: str) -> list[Group]:
         return [Group(kind, name, leader, worker, replicas=_int(spec.get("replicas"), 1), nodes=_int(lwt.get("size"), 1), line=line)]
     if kind == "DynamoGraphDeployment":
         out = []
-        services = spec.get("services") if isinstance(spec.get("services"), dict) else {}
+        services = sub_map(spec, "services")
         for sname, svc in services.items():
             if not isinstance(svc, dict):
                 continue
-            eps = svc.get("extraPodSpec") if isinstance(svc.get("extraPodSpec"), dict) else LMap()
+            eps = sub_map(svc, "extraPodSpec", LMap())
             pod = LMap({k: v for k, v in eps.items() if k != "mainContainer"})
             pod.line = getattr(eps, "line", 0)
             main = eps.get("mainContainer")
@@ -263,10 +266,10 @@ def _groups(obj: Any, file: str) -> list[Group]:
             if not isinstance(cfg, dict):
                 continue
             reps = _int(cfg.get("minReplicas"), 1)
-            leader_cfg = cfg.get("leader") if isinstance(cfg.get("leader"), dict) else None
-            worker_cfg = cfg.get("worker") if isinstance(cfg.get("worker"), dict) else None
+            leader_cfg = sub_map(cfg, "leader", None)
+            worker_cfg = sub_map(cfg, "worker", None)
 
-            def pod_of(part: Any, runner_from: Any) -> LMap:
+            def pod_of(part: Any, runner_from: Any, cfg: Any = cfg) -> LMap:
                 pod = LMap({k: v for k, v in cfg.items() if k not in ("runner", "leader", "worker")})
                 pod.line = getattr(cfg, "line", 0)
                 if isinstance(part, dict):
@@ -287,8 +290,8 @@ def _groups(obj: Any, file: str) -> list[Group]:
         return out
     if kind == "StormService":
         out = []
-        tmpl = spec.get("template") if isinstance(spec.get("template"), dict) else {}
-        tspec = tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {}
+        tmpl = sub_map(spec, "template")
+        tspec = sub_map(tmpl, "spec")
         outer = _int(spec.get("replicas"), 1)
         for role in tspec.get("roles") or []:
             if isinstance(role, dict):
@@ -443,7 +446,7 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
             inject = injected(g.kind, rank, g.nodes) if multinode else None
             if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
                 inject = {**(inject or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
-            for c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
+            for _c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
                 for ln in launches:
                     if ln.kind == "server":
                         inst, _p = instance_from_launch(ln, file=file, name=g.name, kind=g.kind)
@@ -461,7 +464,7 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
         # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
         # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
         inject0 = {**(inject0 or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
-    for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
+    for c, launches, values, _unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
             if ln.kind == "router":

@@ -29,8 +29,10 @@ from __future__ import annotations
 import contextvars
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from kvcheck.errors import InputError
@@ -40,7 +42,7 @@ from kvcheck.sources.deployments.variables import Scope, VarDef
 
 # ``--config-file IMAGE_PATH=LOCAL_PATH``: copies of config files that sit inside the
 # image (``--config /etc/sglang/decode.yaml``), set by ``read_deployments``
-CONFIG_FILES: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("kvcheck_config_files", default={})
+CONFIG_FILES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("kvcheck_config_files", default=MappingProxyType({}))
 
 SERVER_MODULES = ("sglang.launch_server",)
 ROUTER_MODULES = ("sglang_router.launch_router", "sglang.srt.disaggregation.mini_lb", "sglang.srt.disaggregation.launch_lb")
@@ -239,7 +241,7 @@ def _resolve_name(name: str):
         return _table().resolve(name, underscores=False)
     except InputError:
         return None
-    except Exception:  # noqa: BLE001 - a malformed token is simply not an option
+    except Exception:
         return None
 
 
@@ -326,7 +328,6 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     from pathlib import Path
 
     from kvcheck.sources.deployments.yamlnodes import LMap, load_documents
-
     from kvcheck.sources.files import inner_config_problem, read_inner_text, within_root
 
     mapped = CONFIG_FILES.get().get(raw)
@@ -609,7 +610,7 @@ def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str 
         if opt == "--service-discovery":
             router.service_discovery = True
         k += 1
-    for p, port in zip(router.prefills, mini_ports):
+    for p, port in zip(router.prefills, mini_ports, strict=False):
         if p.bootstrap_port is None and port.isdigit():
             p.bootstrap_port = int(port)
     return router

@@ -280,7 +280,7 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
 _MODEL_ENV_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]+)\}")
 
 
-def name_model(inst) -> None:  # noqa: ANN001 - an Instance
+def name_model(inst) -> None:
     """``Instance.model`` / ``model_clue`` from what the file says besides ``--model-path``
     (``kvcheck.sources.models.clues``): set only when ``--model-path`` is not itself a
     model kvcheck has and a clue is."""
@@ -348,6 +348,6 @@ def _link_across_files(deps: list[Deployment]) -> None:
         for r in d.routers:
             before = ([p.instance for p in r.prefills], list(r.decode_instances))
             link_router(r, everyone)
-            for p, old in zip(r.prefills, before[0]):
+            for p, old in zip(r.prefills, before[0], strict=False):
                 p.instance = old or p.instance
-            r.decode_instances = [old or new for old, new in zip(before[1], r.decode_instances)]
+            r.decode_instances = [old or new for old, new in zip(before[1], r.decode_instances, strict=False)]

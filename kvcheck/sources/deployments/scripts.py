@@ -14,9 +14,18 @@ import re
 from pathlib import Path
 
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch, link_router, merge_multinode, router_from_launch
+from kvcheck.sources.deployments.launch import (
+    find_launches,
+    handle_assignments,
+    instance_from_launch,
+    link_router,
+    merge_multinode,
+    option_value,
+    rank_is_symbolic,
+    router_from_launch,
+    set_node_rank,
+)
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
-from kvcheck.sources.deployments.launch import option_value, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.variables import Scope, VarDef
 
 _SBATCH_NODES = re.compile(r"(?m)^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")

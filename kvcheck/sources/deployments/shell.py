@@ -15,8 +15,9 @@ are read, each at its own lines; a leading ``$ `` prompt is removed.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any
 
 from kvcheck.sources.deployments.instance import Location
 from kvcheck.sources.deployments.variables import Scope, expand
@@ -85,7 +86,6 @@ def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
     return out
 
 
-_OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
 # A value left for the reader to fill in, never shell syntax: a docs placeholder
 # (``<MODEL_PATH>``, ``<node-rank>``) or a Helm / Go template action (``{{ .Values.x }}``).
 PLACEHOLDER = re.compile(r"<[A-Za-z_][A-Za-z0-9_.:/-]{0,80}>")
@@ -174,7 +174,7 @@ class Lexer:
                     break
 
     # -- lexer ---------------------------------------------------------------------
-    def _next(self) -> tuple[str, object] | None:
+    def _next(self) -> tuple[str, Any] | None:
         s, n = self.s, self.n
         # skip blanks and continuations
         while self.i < n:
@@ -415,7 +415,7 @@ class Lexer:
                 fields.append([piece])
                 solid.append(False)
         words = ["".join(f) for f in fields]
-        return [Word(w, start_line, unresolved, quoted, quoted and only_single) for w, keep in zip(words, solid) if w or keep]
+        return [Word(w, start_line, unresolved, quoted, quoted and only_single) for w, keep in zip(words, solid, strict=False) if w or keep]
 
 
 def words_of(text: str, file: str, first_line: int, scope: Scope) -> Iterator[tuple[list[Word], str]]:

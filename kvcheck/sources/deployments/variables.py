@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
 
 from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Location
@@ -64,11 +64,11 @@ class Scope:
     arrays: dict = field(default_factory=dict)
 
     @classmethod
-    def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> "Scope":
+    def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> Scope:
         layers = [script if script is not None else {}, container or {}, {k: VarDef(v, None, "shell") for k, v in (env or {}).items()}]
         return cls(layers=layers, use_os_environ=use_os_environ)
 
-    def child(self, container: dict[str, VarDef]) -> "Scope":
+    def child(self, container: dict[str, VarDef]) -> Scope:
         """A scope for a new process: its own (empty) script layer on top of ``container``
         variables, then this scope's layers."""
         return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ, arrays=self.arrays)
