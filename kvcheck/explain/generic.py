@@ -54,6 +54,8 @@ _SO = re.compile(r"(?P<obj>[\w.+-]+\.so)\S*: (?P<lib>lib[\w.+-]+?\.so[\d.]*): ca
 _NODEV = re.compile(r"No IB devices found|ibv_get_device_list failed|Device path /dev/infiniband/\S+ does not exist|No available RNIC|No RDMA devices? (?:found|available)|Found 0 HCAs|no RDMA device")
 _IPV6 = re.compile(r"(?<![\[\w:])(?P<addr>(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}):(?P<port>\d{2,5})\b(?!\])", re.I)
 _FAILWORD = re.compile(r"fail|unable|cannot|could not|error", re.I)
+# a line any rule below can read holds one of these (the per-line prefilter)
+_HINT = re.compile(r"Traceback|Error|Exception|rror|[Ff]ail|cannot|[Uu]nable|could not|exceeded|\.c(?:pp|c)?:\d|UCX|NIXL_ERR|[Dd]evice|RNIC|HCAs|egister|reg_mr|cqe|Exit\b|Interrupt")
 _INIT_FUNC = re.compile(r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$")
 _BOOT_FUNC = re.compile(r"bootstrap|_route|parallel_info|handshake|connect|ensure_parallel")
 _LOOP_FUNC = re.compile(r"^event_loop\w*|^process_\w+|^run_batch$|^transfer_worker$|^send_kv\w*|^poll$|^recv\w*")
@@ -130,6 +132,8 @@ class GenericReader:
 
     # ------------------------------------------------------------------ per line
     def feed(self, lineno: int, line: str) -> None:
+        if not self._tb_line and (_HINT.search(line) is None or "batch, #" in line):
+            return  # one search per line outside a traceback; batch statistics never fail
         s = _strip(line).rstrip()
         if not s:
             return
