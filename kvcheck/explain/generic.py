@@ -55,7 +55,8 @@ _NODEV = re.compile(r"No IB devices found|ibv_get_device_list failed|Device path
 _IPV6 = re.compile(r"(?<![\[\w:])(?P<addr>(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}):(?P<port>\d{2,5})\b(?!\])", re.I)
 _FAILWORD = re.compile(r"fail|unable|cannot|could not|error", re.I)
 # a line any rule below can read holds one of these (the per-line prefilter)
-_HINT = re.compile(r"Traceback|Error|Exception|rror|[Ff]ail|cannot|[Uu]nable|could not|exceeded|\.c(?:pp|c)?:\d|UCX|NIXL_ERR|[Dd]evice|RNIC|HCAs|egister|reg_mr|cqe|Exit\b|Interrupt")
+_HINTS = ("rror", "ail", "xception", "Traceback", "annot", "nable", "could not", "exceeded", ".cpp:", ".cc:", ".c:", ".h:", "UCX",
+          "NIXL_ERR", "evice", "RNIC", "HCAs", "egister", "reg_mr", "cqe", "Exit", "Interrupt")
 _INIT_FUNC = re.compile(r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$")
 _BOOT_FUNC = re.compile(r"bootstrap|_route|parallel_info|handshake|connect|ensure_parallel")
 _LOOP_FUNC = re.compile(r"^event_loop\w*|^process_\w+|^run_batch$|^transfer_worker$|^send_kv\w*|^poll$|^recv\w*")
@@ -89,11 +90,11 @@ class GenericFinding:
 
 
 def _strip(line: str) -> str:
-    prev = None
-    s = line
-    while prev != s:
-        prev, s = s, _PREFIXES.sub("", s, count=1)
-    return s
+    m = _PREFIXES.match(line)
+    while m is not None and m.end() > 0:
+        line = line[m.end():]
+        m = _PREFIXES.match(line)
+    return line
 
 
 def engine_of_module(path: str) -> str:
@@ -132,7 +133,7 @@ class GenericReader:
 
     # ------------------------------------------------------------------ per line
     def feed(self, lineno: int, line: str) -> None:
-        if not self._tb_line and (_HINT.search(line) is None or "batch, #" in line):
+        if not self._tb_line and (not any(k in line for k in _HINTS) or "batch, #" in line):
             return  # one search per line outside a traceback; batch statistics never fail
         s = _strip(line).rstrip()
         if not s:
@@ -246,7 +247,7 @@ class GenericReader:
     # ------------------------------------------------------------------ native lines
     def _native(self, lineno: int, s: str) -> None:
         R = rules()
-        m = _REG.search(s) or _REG_BARE.search(s)
+        m = (_REG.search(s) or _REG_BARE.search(s)) if ("egister" in s or "reg_mr" in s) else None
         if m:
             no = m.groupdict().get("no") or {"Cannot allocate memory": "12", "Bad address": "14", "Invalid argument": "22", "Operation not permitted": "1"}.get(m.group("str"), "")
             row = R["register_errno"].get(no)
@@ -263,7 +264,7 @@ class GenericReader:
                          "EPERM": "Run with the privilege the RDMA driver needs (root or CAP_IPC_LOCK).",
                          "EACCES": "Run with the privilege the RDMA driver needs (root or CAP_IPC_LOCK)."}.get(name, "Enable GPUDirect RDMA (nvidia_peermem or dma-buf) or register host memory; do not use expandable_segments for the KV pool.")))
                 return
-        m = _SO.search(s)
+        m = _SO.search(s) if "shared object" in s else None
         if m:
             lib = m.group("lib")
             why = ("the CUDA runtime/driver this build needs is not on the host (a CUDA build on a non-CUDA host, or a cu12 wheel on a CUDA-13-only host)"
@@ -277,7 +278,7 @@ class GenericReader:
                 checks=[f"ldd <plugin dir>/{m.group('obj')} | grep 'not found'", "pip list | grep -i -E 'nixl|cuda'; nvidia-smi (the driver's CUDA version)"],
                 fix="Install the wheel built for this host's CUDA (nixl-cu12 / nixl-cu13), or the missing library; on a host without CUDA, a build without the CUDA plugins."))
             return
-        w = _WC.search(s)
+        w = _WC.search(s) if ("cqe" in s or "ompletion" in s or "exceeded" in s or "error" in s or "Error" in s) else None
         if w:
             rows = R["wc_status"]
             no = w.group("no") or next((k for k, v in rows.items() if v[1].lower() == (w.group("str") or "").lower()), "")
@@ -293,7 +294,7 @@ class GenericReader:
                             "show_gids on both hosts (RoCE: the GID index and its IP version)"],
                     fix="Take the failing NIC out of the device list (--disaggregation-ib-device / MC device names) or repair its path; pair only NICs that reach each other."))
                 return
-        if _NODEV.search(s):
+        if ("evice" in s or "RNIC" in s or "HCAs" in s) and _NODEV.search(s):
             self._add(GenericFinding(
                 id="rdma-devices-not-visible", title="the process sees no usable RDMA device", engine=_engine_of_native(s) or "mooncake",
                 line=lineno, phase="startup", component="RDMA device discovery", text=s[:300],
@@ -302,7 +303,7 @@ class GenericReader:
                 checks=["ibv_devices; ls -l /dev/infiniband (inside the container)", "the pod/docker spec: --device /dev/infiniband, the RDMA device plugin, --privileged"],
                 fix="Give the process the RDMA devices, or use TCP transport where no RDMA is meant to be used."))
             return
-        if _FAILWORD.search(s) and ":" in s:
+        if s.count(":") >= 4 and _FAILWORD.search(s):
             m6 = _IPV6.search(s)
             if m6 and m6.group("addr").count(":") >= 3:
                 self._add(GenericFinding(
@@ -312,10 +313,10 @@ class GenericReader:
                     checks=["the host IP each side advertises (hostname -I; the local_hostname / bootstrap host settings)"],
                     fix="Advertise an IPv4 address (or a resolvable host name) for the transfer engine, or a release that brackets IPv6 addresses."))
                 return
-        g = _GLOG.match(s)
+        g = _GLOG.match(s) if ".c" in s or ".h:" in s else None
         if g and not (g.group("lvl") or g.group("lvl2")) and not _FAILWORD.search(g.group("text")):
             g = None  # a bare file:line without a level is read only when it reports a failure
-        u = None if g else _UCXLINE.search(s)
+        u = None if g or "UCX" not in s else _UCXLINE.search(s)
         if g or u:
             f = (g or u).group("file")
             text = (g or u).group("text")
