@@ -659,8 +659,13 @@ def _side_builder(ir: InstanceResult, caches: _Caches, build: tuple):
 
     def build_for(release: str, assumed_gpu: str | None = None):
         args = dict(ir.args or {}) if release == table else dict(_flags(inst, caches, release))
-        if model_path and not args.get("model_path"):
-            args["model_path"] = model_path
+        # The model the side is compared by was chosen once (``_derive``: --model-path, or
+        # the model the file names when that path is inside the image); the same on every
+        # release (it was only set on the newest table's args: the two sides of a window
+        # then differed in --model-path on some releases, a false same-model unchecked).
+        chosen = (ir.args or {}).get("model_path") or model_path
+        if chosen:
+            args["model_path"] = chosen
         if sr.problem is not None:
             choice = ReleaseChoice(sr.named, sr.problem, False, table, sr.problem)
         else:

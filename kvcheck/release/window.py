@@ -206,7 +206,8 @@ def name_refusal(exc: Exception) -> str | None:
     text = str(exc)
     m = re.search(r"unrecognized arguments: (\S+)", text)
     if m:
-        return m.group(1).split("=", 1)[0] if m.group(1).startswith("--") else None
+        word = m.group(1).rstrip(";,")
+        return word.split("=", 1)[0] if word.startswith("--") else None
     option = getattr(exc, "option", None)
     if "ambiguous option" in text and option:
         return str(option).split("=", 1)[0]
