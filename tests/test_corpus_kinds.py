@@ -245,3 +245,13 @@ def test_the_model_named_by_the_file_is_the_same_on_every_release_of_the_window(
     c = _contract(SHAPES / "served-name-window.sh")
     assert "same-model" not in _ids(c, "unchecked") and "release-window" not in _ids(c, "unchecked")
     assert c["exit_code"] == 0
+
+
+def test_a_vendor_image_whose_tag_names_the_sglang_it_carries_is_read():
+    from kvcheck.sources.release_clues import clue_from_image
+
+    c = clue_from_image("registry.example.com/team/docker-temp:0.3.4.post2-sglang0.4.10.post2-pytorch2.7.1-cuda12.8.1")
+    assert (c.named, c.releases) == ("0.4.10.post2", ())  # named, not modeled: unknown-release
+    assert clue_from_image("registry.example.com/inference:vllm0.9-sglang-v0.5.9-cu129").releases == ("0.5.9",)
+    assert clue_from_image("registry.example.com/inference:sglang-v0.5.9-dev").releases == ()
+    assert clue_from_image("nginx:1.27").named is None
