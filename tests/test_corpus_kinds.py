@@ -148,7 +148,7 @@ def test_refusals_that_hold_whatever_the_release_fail_and_say_so():
     c = _contract(SHAPES / "older-image-typo.sh")
     assert c["exit_code"] == 1
     refused = [f for f in _findings(c) if f["id"] == "startup-argparse"]
-    assert {f["line"] for f in refused} == {5, 7}
+    assert {f["line"] for f in refused} == {6, 7}  # the typo at its own line; the stray word at its launch line
     texts = " ".join(f["runtime_error"]["message"] for f in refused)
     assert "--page-sise" in texts and "unrecognized arguments: --tp-size" not in texts
     assert all("does not depend on the release" in f["message"] for f in refused)
@@ -217,8 +217,10 @@ def test_a_json_side_value_the_parser_refuses_is_that_servers_start_up_refusal(t
     assert got["prefill.json"] == got["prefill.yaml"] == "argument --page-size: invalid int value: 'abc'"
     # the object's own shape is kvcheck's input: a flag given twice is exit 2
     (tmp_path / "twice.json").write_text(json.dumps({**base, "page-size": 16, "page_size": 16}))
-    rc, _, out = _run("--prefill", str(tmp_path / "twice.json"), "--decode", str(tmp_path / "decode.json"), "--sglang-version", "0.5.23")
-    assert rc == 2 and "given twice" in out
+    from helpers import run_cli
+
+    proc = run_cli("preflight", "--prefill", str(tmp_path / "twice.json"), "--decode", str(tmp_path / "decode.json"), "--sglang-version", "0.5.23")
+    assert proc.returncode == 2 and "given twice" in proc.stderr
 
 
 # -- explain's release ------------------------------------------------------------------------
