@@ -356,7 +356,7 @@ def _config_variant(parser, flags: list[dict[str, Any]]) -> str:
         return "none"
     probes = _probe_config(parser)
     real = [_merger_output(merger, p) for p in probes]
-    table_flags = [Flag._from_json(d, i) for i, d in enumerate(flags)]
+    table_flags = [Flag._from_json(d) for d in flags]  # registration order
     notes = []
     for variant in CONFIG_MERGERS:
         if variant == "none":
@@ -600,7 +600,8 @@ def generate_in_subprocess(version: str, path: Path, cache: Path | None = None) 
     result is kept per release and generator/flag-module content (reruns skip it)."""
     import hashlib
 
-    key = hashlib.sha256(Path(__file__).read_bytes() + (REPO / "kvcheck" / "sglang" / "flags.py").read_bytes()).hexdigest()[:16]
+    modules = ("flags.py", "flag_values.py", "flag_config.py")  # the flag modules the generator's check reads
+    key = hashlib.sha256(Path(__file__).read_bytes() + b"".join((REPO / "kvcheck" / "sglang" / m).read_bytes() for m in modules)).hexdigest()[:16]
     cached = cache / f"{version}.{key}.json" if cache is not None else None
     if cached is not None and cached.exists():
         return json.loads(cached.read_text("utf-8"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from kvcheck.checks.base import CheckContext, Finding, Severity, check
+from kvcheck.checks.base import CheckContext, Finding, PairFacts, Severity, check
 from kvcheck.sglang.plan import Plan, RuntimeErrorPrediction
 from kvcheck.sides import Side
 
@@ -37,7 +37,7 @@ def _backend(side: Side) -> str:
     return side.args.disaggregation_transfer_backend
 
 
-def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict) -> Plan | None:
+def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: PairFacts) -> Plan | None:
     """The pair's plan by the prefill's own backend, or None when the prefill runs NIXL.
 
     Sets ``extra["skip_checks"]`` (the NIXL-only checks) and ``extra["backend_stages"]``
@@ -293,5 +293,5 @@ def backend_unchecked(chk, ctx: CheckContext) -> list[Finding]:
         }.get((pb, db), f"the {db} decode's registration is not a message the {pb} prefill's connector reads: KV never moves and requests time out")
         out.append(Finding(id="backend-mismatch", severity=Severity.ERROR,
                            message=f"transfer backends differ: prefill {pb}, decode {db}: {what}",
-                           fix=f"Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake)."))
+                           fix="Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake)."))
     return out

@@ -106,7 +106,9 @@ def behaviour(version: str | None) -> MooncakeBehaviour:
         modeled = at_least(v, OLDEST) and at_least(NEWEST, v)
     except Exception:
         modeled = False
-    a = (lambda first: modeled and at_least(v, first))
+    def a(first: str) -> bool:
+        return modeled and at_least(v, first)
+
     return MooncakeBehaviour(
         version=v, modeled=modeled, layer_id_pairing=a("0.5.17"), mla_draft_tail=a("0.5.20"), slice_layer_ids=a("0.5.19"), mha_layer_ids=a("0.5.19"),
         gqa_dst_replication=a("0.5.16"), dcp=a("0.5.17"), stride_check=a("0.5.20"), pp_branches=a("0.5.7"), draft_branch=a("0.5.8"), total_heads=a("0.5.10"),
@@ -438,9 +440,6 @@ def _not_modeled(plan: Plan, why: str) -> Plan:
 
 
 # -- state components (maybe_send_extra) -----------------------------------------------
-
-GENERIC_STATES = ("swa", "dsa", "block_scale", "block_scale_swa")
-
 
 def decide_states(prefill: SideGeometry, decode: SideGeometry, *, release: str | None = None, bootstrap_port: int = 8998,
                   pp_rank: int = 0) -> tuple[RuntimeErrorPrediction | None, str | None]:

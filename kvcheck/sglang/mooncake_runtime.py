@@ -25,6 +25,7 @@ import threading
 from collections import defaultdict
 from functools import lru_cache
 from types import SimpleNamespace
+from typing import Any
 
 from kvcheck.sglang import mooncake as mc
 from kvcheck.sglang.geometry import SideGeometry
@@ -79,7 +80,7 @@ class _Engine:
 
     def batch_transfer_sync(self, session, srcs, dsts, lens):
         with self.lock:
-            self.writes += [(int(s), int(d), int(n)) for s, d, n in zip(srcs, dsts, lens)]
+            self.writes += [(int(s), int(d), int(n)) for s, d, n in zip(srcs, dsts, lens, strict=False)]
         return 0
 
     def get_session_id(self):
@@ -208,7 +209,7 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
         def put(self, item):
             self.items.append(item)
 
-    out = {"writes": [], "failure": None, "worker_error": None}
+    out: dict[str, Any] = {"writes": [], "failure": None, "worker_error": None}
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         try:
             mgr.transfer_worker(Queue(), ex)  # (queue, executor[, staging buffer, worker index])

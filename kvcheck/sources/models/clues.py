@@ -20,8 +20,6 @@ pipeline tries ``--model-path`` first: a local directory, the HF cache, the cata
 
 from __future__ import annotations
 
-import re
-
 # srt-slurm model.path aliases (site-defined in srtslurm.yaml ``model_paths``) as the
 # published recipes use them, each mapped to the hub id the same recipes serve it as:
 # NVIDIA/srt-slurm@c88ef731636890ff6385a783e152c1790e15b194 recipes/, the alias in
@@ -40,7 +38,6 @@ SRT_SLURM_ALIASES = {
 }
 
 MODEL_ENV_NAMES = ("HF_MODEL_ID", "MODEL_ID", "MODEL_NAME", "MODEL_PATH", "MODEL", "HF_MODEL", "MODEL_REPO")
-_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def known(name: str | None) -> str | None:
@@ -52,7 +49,7 @@ def known(name: str | None) -> str | None:
     bare = name.removeprefix("hf://") if name.startswith("hf://") else name.removeprefix("hf:")
     try:
         hit = catalog_lookup(bare)
-    except Exception:  # noqa: BLE001 - a broken catalog is reported where models are resolved
+    except Exception:
         return None
     return hit[0] if hit else None
 
@@ -72,5 +69,3 @@ def alias_clue(alias: str | None) -> str | None:
     return SRT_SLURM_ALIASES.get(alias.strip().lower())
 
 
-def looks_like_hub_id(name: str) -> bool:
-    return bool(_HUB_ID.fullmatch(name.strip()))
