@@ -121,6 +121,8 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         # decided by its own backend (kvcheck.checks.mooncake); the NIXL-only checks skip.
         from kvcheck.checks.mooncake import decide_transfer_for_backend
 
+        extra["kernel"] = kernel_name  # --kernel runtime drives SGLang's own Mooncake worker
+
         backend_plan = decide_transfer_for_backend(prefill, decode, pg, dg, extra)
         if backend_plan is not None:
             plan = backend_plan

@@ -163,7 +163,7 @@ def servers_not_read(file: str, problems: list):  # noqa: ANN201 - a Problem or 
     kvcheck could not read: the servers may be started by functions defined there
     (a CI script calling ``launch_sglang_server`` from ``common.sh``): unchecked, never
     "no launch line"."""
-    from kvcheck.sources.deployments.instance import Location, Problem
+    from kvcheck.sources.deployments.instance import Problem
 
     unread = [p for p in problems if p.id == "source-not-read"]
     if not unread:
@@ -320,7 +320,6 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
     from kvcheck.sources.deployments.render import HELM_VALUES
     from kvcheck.sources.limits import check_cap
 
-    from kvcheck.sources.deployments.render import HELM_VALUES
     from kvcheck.sources.deployments.sourcing import GIVEN_FILES, NoServers, non_pd_problem
     from kvcheck.sources.deployments.variables import PRELUDE
 

@@ -20,6 +20,8 @@ pipeline tries ``--model-path`` first: a local directory, the HF cache, the cata
 
 from __future__ import annotations
 
+import re
+
 # srt-slurm model.path aliases (site-defined in srtslurm.yaml ``model_paths``) as the
 # published recipes use them, each mapped to the hub id the same recipes serve it as:
 # NVIDIA/srt-slurm@c88ef731636890ff6385a783e152c1790e15b194 recipes/, the alias in
@@ -38,6 +40,7 @@ SRT_SLURM_ALIASES = {
 }
 
 MODEL_ENV_NAMES = ("HF_MODEL_ID", "MODEL_ID", "MODEL_NAME", "MODEL_PATH", "MODEL", "HF_MODEL", "MODEL_REPO")
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def known(name: str | None) -> str | None:
@@ -69,3 +72,6 @@ def alias_clue(alias: str | None) -> str | None:
     return SRT_SLURM_ALIASES.get(alias.strip().lower())
 
 
+def looks_like_hub_id(name: str) -> bool:
+    """Whether ``name`` has the shape of a Hugging Face hub id (``ORG/NAME``)."""
+    return bool(_HUB_ID.fullmatch(name.strip()))
