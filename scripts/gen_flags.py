@@ -243,6 +243,24 @@ def _prog(server_args_module) -> str | None:
     return m.group(1) if m else None
 
 
+def _deprecated_refuses(action: argparse.Action, parser: argparse.ArgumentParser) -> bool:
+    """Whether this release's ``DeprecatedAction`` stops the launch, found by calling it
+    the way argparse does (``action(parser, namespace, values, option_string)``), not by
+    reading its attributes: 0.5.0rc2-0.5.7 raise ``ValueError(help)``; 0.5.8-0.5.21 only
+    log ``print_deprecated_warning`` and go on; 0.5.22+ call ``parser.error(error_message)``
+    (``SystemExit``) when the flag has an ``error_message`` and warn otherwise."""
+    import contextlib
+    import io
+
+    option = (action.option_strings or ["--x"])[0]
+    with contextlib.redirect_stderr(io.StringIO()):
+        try:
+            action(parser, argparse.Namespace(), [], option)
+        except BaseException:  # noqa: BLE001 - ValueError, SystemExit from parser.error
+            return True
+    return False
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser ``sglang.srt.server_args.prepare_server_args`` builds, unparsed."""
     from sglang.srt import server_args as sa
@@ -388,8 +406,8 @@ def generate(expected: str | None = None, stubbed: set[str] | None = None) -> di
         if kind not in ACTION_TAGS:
             raise SystemExit(f"unmapped argparse action {kind} on {action.option_strings}")
         action_tag = ACTION_TAGS[kind]
-        if kind == "DeprecatedAction" and hasattr(action, "error_message") and action.error_message is None:
-            action_tag = "deprecated_warn"  # newer DeprecatedAction: warns and goes on
+        if kind == "DeprecatedAction" and not _deprecated_refuses(action, parser):
+            action_tag = "deprecated_warn"  # this release's DeprecatedAction warns and goes on
         longs = [o for o in action.option_strings if o.startswith("--")]
         name = (longs or action.option_strings)[0].lstrip("-")
         const = getattr(action, "const_value", action.const)

@@ -108,13 +108,19 @@ def test_cli_sglang_version_reads_the_line_with_that_release(tmp_path):
     assert json.loads(mixed.stdout)["runtime"] == "sglang 0.5.8 (prefill) / 0.5.23 (decode)"
 
 
-def test_retired_flag_is_refused_as_that_release_does():
-    # 0.5.8: --prefill-round-robin-balance is a DeprecatedAction (nargs=0) whose __call__
-    # raises ValueError(self.help) (server_args.py, class DeprecatedAction).
+def test_retired_flag_is_refused_or_warned_as_that_release_does():
+    # --prefill-round-robin-balance is a DeprecatedAction (nargs=0) from 0.5.8 on. Its
+    # __call__ raised ValueError(self.help) up to 0.5.7 (0.5.3-0.5.4: --enable-ep-moe);
+    # from 0.5.8 it only logs print_deprecated_warning and the server starts
+    # (server_args.py / arg_groups/argparse_actions.py, class DeprecatedAction).
+    # tests/test_corpus_kinds.py drives each installed release's own parser for this.
     f = FlagTable.load("0.5.8").get("--prefill-round-robin-balance")
-    assert f.action == "deprecated"
+    assert f.action == "deprecated_warn"
+    args = FlagTable.load("0.5.8").parse_argv(["--model-path", "m", "--prefill-round-robin-balance"])
+    assert "prefill_round_robin_balance" not in args
+    assert FlagTable.load("0.5.7").get("--prefill-round-robin-balance").action == "store_true"
     with pytest.raises(InputError, match="refuses this retired flag"):
-        FlagTable.load("0.5.8").parse_argv(["--model-path", "m", "--prefill-round-robin-balance"])
+        FlagTable.load("0.5.4").parse_argv(["--model-path", "m", "--enable-ep-moe"])
 
 
 # ---------------------------------------------------------------------------------------

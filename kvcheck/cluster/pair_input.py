@@ -143,16 +143,20 @@ def _json_instance(path: Path, spec: str, role: Role, data: Any, text: str) -> I
     inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,
                     arg_locations=_locations(text, path, keys), release_clues=clues, kind="json", **kw)
     def parse_for(v: str) -> dict[str, Any]:
-        # JSON args are kvcheck's own format (SGLang has none): what it refuses is bad
-        # input (exit 2), except a flag name that release does not have.
+        # JSON args are kvcheck's own format (SGLang has none), but the flags and values
+        # in it are the server's: what SGLang's parser refuses (a flag name, an invalid
+        # value) is that server's start-up refusal (exit 1), as in a YAML --config or a
+        # launch line. Only the shape of the object (a key that is no string, a flag
+        # given twice under two spellings) is kvcheck's bad input (exit 2).
         from kvcheck.release.window import NotARefusal
 
         try:
             return args_from_mapping(data, spec, v)
         except InputError as exc:
-            if "unrecognized" in str(exc) or "ambiguous" in str(exc) or "invalid choice" in str(exc):
-                raise
-            raise NotARefusal(exc) from None
+            text = str(exc)
+            if "flag names must be strings" in text or " is given twice " in text:
+                raise NotARefusal(exc) from None
+            raise
 
     inst.parse_for = parse_for  # type: ignore[attr-defined]
     return inst

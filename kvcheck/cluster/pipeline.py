@@ -387,6 +387,8 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
             derived = caches.argv[sig] = _derive(inst, opts, caches)
         except _Refused as exc:
             return _refused(ir, exc.sr)
+        except _Unmodeled as exc:
+            return _unmodeled(ir, exc.sr, exc.why)
     ir.args, ir.release, ir.release_source = derived.args, derived.release, derived.release_source
     ir.model, ir.model_source = derived.model, derived.model_source
     model_unset = any(u.flag and u.flag.split("=", 1)[0] in ("--model-path", "--model") for u in inst.unresolved)
@@ -420,6 +422,21 @@ def _refused(ir: InstanceResult, sr: Any) -> InstanceResult:
     return ir
 
 
+def _unmodeled(ir: InstanceResult, sr: Any, why: str) -> InstanceResult:
+    """An instance on a release kvcheck does not model whose flags that release may read
+    (``_Unmodeled``): an ``unknown-release`` finding and its own class with no side (its
+    pairs are unchecked)."""
+    inst = ir.instance
+    ir.release, ir.release_source = sr.named, sr.how
+    ir.findings.append(finding(
+        "unknown-release", Severity.UNCHECKED,
+        f"{inst.name}: the {inst.role} runs an SGLang release kvcheck does not model ({sr.how}): {why}; this pair is not judged",
+        f"Give the {inst.role}'s release with --{inst.role}-sglang-version VERSION (or pin the image tag), or run a modeled release (0.5.5 or newer).",
+        inst.location))
+    ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
+    return ir
+
+
 def _refused_option(exc: Exception) -> str | None:
     """The flag an ``InputError`` of the flag parser names (``unrecognized arguments:
     --page-sise 16`` -> ``--page-sise``; ``field '--page-size'`` -> ``--page-size``)."""
@@ -441,6 +458,11 @@ def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -
 
     tried = list(sr.refused_on)
     on = f"SGLang {tried[0]}" if len(tried) == 1 else f"every release it may run (SGLang {span(tried)}; {sr.how})"
+    if sr.problem is not None and len(tried) > 1:
+        # the side's own release has no table (``sr.problem``): the refusal is one that
+        # holds on every release kvcheck has a parser for, whatever the release
+        on = (f"every release kvcheck has a parser for (SGLang {span(tried)}), a refusal that does not depend on the release "
+              f"(the side's own: {sr.problem})")
     if isinstance(exc, ArgparseRefusal):
         exc.release, exc.version_source = tried[-1] if tried else None, sr.how
         f = argparse_finding(role, exc)
@@ -480,13 +502,61 @@ class _Refused(Exception):
         self.sr = sr
 
 
+class _Unmodeled(Exception):
+    """A side whose flags no release kvcheck has a table for reads, on a release kvcheck
+    does not model that may read them (``why``): unchecked, never a refusal."""
+
+    def __init__(self, sr: Any, why: str):
+        self.sr, self.why = sr, why
+
+
+def _option_words(inst: Instance) -> list[str]:
+    """The ``--option`` words of an instance: its launch line's, or a config file's keys
+    (``arg_locations``) for pair inputs read by their own ``parse_for``."""
+    words = [t for t in inst.argv if isinstance(t, str) and t.startswith("--")]
+    return words or [k for k in inst.arg_locations if isinstance(k, str) and k.startswith("--")]
+
+
+def _unmodeled_reading(sr: Any, options: list[str]) -> str | None:
+    """Why a side on a release kvcheck has no table for (``sr.named``, or a tag that
+    names none) may read flags that every table refuses by name, else None (the refusal
+    holds whatever the release: a value, a stray word, a flag that release lacks).
+
+    A named release older than the tables: its own option names (``kvcheck.release.older``)
+    take every flag -> unchecked; they lack one -> refused. A release newer than the
+    newest modeled, or one no clue names: a flag refused by name may be one that release
+    added -> unchecked."""
+    from kvcheck.release import older
+    from kvcheck.release.window import name_refusal
+
+    release, exc = sr.refusal
+    refused = name_refusal(exc)
+    if refused is None:
+        return None
+    named = sr.named
+    if named and older.is_older(named):
+        if named in older.releases() and named in older.accepting(options):
+            return f"SGLang {named} (before kvcheck's flag tables) registers every flag of this server ({refused} included): kvcheck does not model it"
+        return None
+    what = f"SGLang {named}" if named else "the release the image runs, which no clue names,"
+    return (f"{refused} is refused by every release kvcheck has tables for (newest {manifest_newest()}: {str(exc)[:160]}), "
+            f"but {what} may have added it: unless it did, the server refuses it at start-up")
+
+
+def manifest_newest() -> str:
+    from kvcheck.release import manifest
+
+    return manifest.NEWEST
+
+
 def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
     from kvcheck.release import manifest
     from kvcheck.release.window import side_window
     from kvcheck.sides import RELEVANT_ENV
 
     notes: list[tuple] = []
-    sr = side_window(_clues(inst, opts), lambda v: _flags(inst, caches, v))
+    options = _option_words(inst)
+    sr = side_window(_clues(inst, opts), lambda v: _flags(inst, caches, v), options)
     if sr.refusal is not None:
         raise _Refused(sr)
     if sr.problem is not None:
@@ -507,6 +577,9 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
                 _flags(inst, caches, manifest.NEWEST)
             except InputError as exc:
                 sr.refusal = (manifest.NEWEST, exc)
+            why = sr.older or (_unmodeled_reading(sr, options) if sr.refusal is not None else None)
+            if why is not None:
+                raise _Unmodeled(sr, why)
             raise _Refused(sr)
         release, release_source = sr.named, sr.problem
     else:
@@ -694,8 +767,13 @@ def _side_builder(ir: InstanceResult, caches: _Caches, build: tuple):
 
     def build_for(release: str, assumed_gpu: str | None = None):
         args = dict(ir.args or {}) if release == table else dict(_flags(inst, caches, release))
-        if model_path and not args.get("model_path"):
-            args["model_path"] = model_path
+        # The model the side is compared by was chosen once (``_derive``: --model-path, or
+        # the model the file names when that path is inside the image); the same on every
+        # release (it was only set on the newest table's args: the two sides of a window
+        # then differed in --model-path on some releases, a false same-model unchecked).
+        chosen = (ir.args or {}).get("model_path") or model_path
+        if chosen:
+            args["model_path"] = chosen
         if sr.problem is not None:
             choice = ReleaseChoice(sr.named, sr.problem, False, table, sr.problem)
         else:

@@ -244,7 +244,7 @@ def log_release(result: Explanation, fallback: str | None = None) -> tuple[str |
 
 def annotate_release(result: Explanation, sglang_version: str | None, log_version: str | None, catalog: Catalog | None = None) -> Explanation:
     """Set the release the explanation follows (``sglang_version``, else ``log_version``
-    (the version the log shows), else the installed SGLang, else the newest scanned) and,
+    (the version the log shows), else the newest scanned, said as assumed) and,
     for each hit, whether its message exists and is reachable in that release
     (``Hit.release_info``, ``kvcheck.explain.releases``). Returns ``result``."""
     from kvcheck.explain.releases import choose_explain_release, release_info

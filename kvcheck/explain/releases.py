@@ -46,19 +46,17 @@ def version_in_log(text: str) -> str | None:
 
 def choose_explain_release(log_version: str | None, given: str | None) -> tuple[str, str]:
     """(release, where from) for an explanation: ``given`` (``--sglang-version``), else
-    ``log_version`` (what the log shows, ``version_in_log``), else the installed SGLang,
-    else the newest scanned release."""
-    from kvcheck.sglang.releases import installed_release, parse_release
+    ``log_version`` (what the log shows, ``version_in_log``), else the newest scanned
+    release, said as an assumption. Never the SGLang installed where kvcheck runs: the
+    log came from the servers' release, not this machine's (issue 14)."""
+    from kvcheck.sglang.releases import parse_release
 
     data = load_message_releases()
     if given:
         return parse_release(given) or given, "--sglang-version"
     if log_version:
         return log_version, "the version the log shows"
-    inst = installed_release()
-    if inst:
-        return inst, "installed SGLang"
-    return data["releases"][-1], "default: newest release kvcheck scanned"
+    return data["releases"][-1], "assumed: the log names no release and none was given (pass --sglang-version); the newest release kvcheck scanned"
 
 
 def release_info(entry_id: str, version: str, catalog_reachable: bool = True) -> dict[str, Any]:

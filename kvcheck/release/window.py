@@ -50,7 +50,10 @@ class SideRelease:
     is the release as written, if any). ``conflict``: clues that disagree, said as a
     finding. ``refusal``: (release, error) when no candidate release's parser accepts the
     side's flags. ``parsed``: release -> what ``parse`` returned for it. ``outside``: what
-    the window leaves out and why (``"0.5.0rc2-0.5.4.post3 (no PD model)"``)."""
+    the window leaves out and why (``"0.5.0rc2-0.5.4.post3 (no PD model)"``). ``older``:
+    set with ``problem`` when no release of the window reads the flags but releases kvcheck
+    does not model the PD path of do (0.5.0rc2-0.5.4.post3 by their own tables, 0.4.x by
+    their option names, ``kvcheck.release.older``): the side runs one of those."""
 
     releases: tuple[str, ...] = ()
     pinned: bool = False
@@ -63,6 +66,7 @@ class SideRelease:
     parsed: dict[str, Any] = field(default_factory=dict)
     outside: str = ""
     clues: list = field(default_factory=list)
+    older: str | None = None
 
     @property
     def label(self) -> str:
@@ -89,10 +93,11 @@ def _strongest(clues: list) -> tuple[list, list]:
     return [c for c in clues if c.strength == top], [c for c in clues if c.strength != top]
 
 
-def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
+def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[str] = ()) -> SideRelease:
     """The ``SideRelease`` of a side with these clues whose flags ``parse(release)``
     reads (raising ``kvcheck.errors.InputError`` / ``ArgparseRefusal`` where that
-    release's parser refuses them). See the module docstring."""
+    release's parser refuses them); ``options``: the side's ``--option`` words (for
+    ``older_reading``). See the module docstring."""
     clues = [c for c in clues if c is not None]
     strong, weak = _strongest(clues)
     out = SideRelease(clues=clues)
@@ -154,13 +159,20 @@ def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
         # extra) that the flags contradict by name: the container runs another release.
         # Decide over the releases whose parser reads the flags, and say so.
         rest = [c for c in clues if c not in strong]
-        again = side_window(rest, parse)
+        again = side_window(rest, parse, options)
         said = "; ".join(c.text for c in strong)
         note = (f"{said}, but that release's parser refuses the flags ({str(last_error[1])[:200]}): "
                 "the container runs another SGLang release; decided over the releases that accept them")
         again.conflict = note + ("; " + again.conflict if again.conflict else "")
         again.clues = clues
         return again
+    if not accepted and not strong and last_error is not None:
+        # No clue, and no release whose PD path kvcheck models reads the flags: a file
+        # written for an older release (a flag it retired), or a typo.
+        older = older_reading(parse, options, last_error[1], candidates)
+        if older is not None:
+            out.problem, out.older, out.how = older, older, how
+            return out
     if not accepted:
         out.refusal = last_error
         out.how = how
@@ -185,6 +197,60 @@ def side_window(clues: Iterable, parse: Callable[[str], Any]) -> SideRelease:
         how += f"; every release whose PD path kvcheck models accepts the flags ({span(accepted)})"
     out.how = how
     return out
+
+
+def name_refusal(exc: Exception) -> str | None:
+    """The ``--option`` a parser refused by its name (unrecognized, ambiguous, retired),
+    else None (a value refused, a stray word that is no option at all)."""
+    import re
+
+    text = str(exc)
+    m = re.search(r"unrecognized arguments: (\S+)", text)
+    if m:
+        word = m.group(1).rstrip(";,")
+        return word.split("=", 1)[0] if word.startswith("--") else None
+    option = getattr(exc, "option", None)
+    if "ambiguous option" in text and option:
+        return str(option).split("=", 1)[0]
+    if "refuses this retired flag" in text:
+        field_ = getattr(exc, "field", None)
+        m = re.search(r"argument (--[A-Za-z0-9-]+)", text)
+        return m.group(1) if m else (str(field_) if field_ else None)
+    return None
+
+
+def older_reading(parse: Callable[[str], Any], options: Iterable[str], error: Exception,
+                  tried: Iterable[str] = ()) -> str | None:
+    """Why a side whose flags no release in ``tried`` reads runs an older release: the
+    releases with flag tables before those (0.5.0rc2-0.5.4.post3, read with their own
+    parser, ``parse``), else the 0.4.x releases whose option names take every option
+    (``kvcheck.release.older``). None when the refusal is not of a flag's name
+    (``name_refusal``) or no older release takes the flags: the server refuses them."""
+    from kvcheck.errors import InputError
+    from kvcheck.release import older
+
+    refused = name_refusal(error)
+    if refused is None:
+        return None
+    tried = set(tried)
+    first = min(tried, key=version_key) if tried else None
+    below = [v for v in manifest.flag_releases() if v not in tried and (first is None or version_key(v) < version_key(first))]
+    took = []
+    for v in below:
+        try:
+            parse(v)
+            took.append(v)
+        except InputError:
+            continue
+    if took:
+        return (f"its flags are refused by SGLang {span(sorted(tried, key=version_key)) if tried else 'every modeled release'} "
+                f"({str(error)[:160]}) and read by SGLang {span(took) if len(took) > 1 else took[0]}, "
+                "releases whose PD path kvcheck does not model: the server runs one of those")
+    found = older.accepting(list(options) or [refused])
+    if found:
+        return (f"{refused} is a flag no release kvcheck has tables for (0.5.0rc2-{manifest.NEWEST}) takes, but "
+                f"SGLang {older.describe(found)} register every flag of this server: it runs an older SGLang, which kvcheck does not model")
+    return None
 
 
 def _derived_pin(clue) -> bool:

@@ -146,6 +146,10 @@ def _pinned(version: str, text: str) -> ImageRelease:
     return ImageRelease(version, (version,) if ok else (), text, None if ok else f"SGLang {version} ({text}) is not a release kvcheck models")
 
 
+# ``sglang0.4.10.post2`` / ``sglang-v0.5.9`` / ``sglang_0.5.9`` inside another image's tag
+_SGLANG_IN_TAG = re.compile(r"(?:^|[-_.])sglang[-_]?v?(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)(?![\d.])", re.I)
+
+
 def read_image(image: str | None, dynamo_version: str | None = None) -> ImageRelease | None:
     """The SGLang release(s) an image reference names; None when there is no image.
 
@@ -185,6 +189,13 @@ def read_image(image: str | None, dynamo_version: str | None = None) -> ImageRel
     if repo == "sglang-runtime" and "dynamo" in name:
         return _dynamo(tag, f"image {image}")
     if not _SGLANG_REPO.search(repo):
+        named = _SGLANG_IN_TAG.search(tag)
+        after = tag[named.end():] if named else ""
+        next_word = after[1:].split("-", 1)[0] if after[:1] in ("-", "_", ".") else ""
+        if named and not _DEV_WORDS.search(next_word):
+            # a vendor image whose tag names the SGLang it carries
+            # (``docker-temp:0.3.4.post2-sglang0.4.10.post2-pytorch2.7.1.8-...``)
+            return _pinned(parse_release(named.group(1)) or named.group(1), f"image tag {image} (names sglang {named.group(1)})")
         return ImageRelease(None, (), f"image {image}", f"image {image} is not an SGLang image; its SGLang release is unknown")
     if not tag:
         return ImageRelease(None, (), f"image {image}", f"image {image} has no tag (Docker pulls 'latest', which names no SGLang release)")
