@@ -131,6 +131,12 @@ def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
     to flashmla_sparse (bfloat16) or flashmla_kv (fp8_e4m3); TileLang with FP8 KV and the
     ROCm-only triton backend are refused."""
     a = side.args
+    if dsa_pass(side, kv_pass=True) and not a.enable_hisparse and {"tilelang", "triton"} & {a.dsa_prefill_backend, a.dsa_decode_backend}:
+        # The non-HiSparse arm (learnable-sink and GLM SM12 FP8 early returns, then
+        # _check_dsa_backend_constraints: ROCm-only triton, TileLang FP8 with both backends
+        # tilelang, no DCP, SM89+) is not restated; measured: TileLang FP8 with one tilelang
+        # backend is refused by 0.5.22 and 0.5.23 ("raw and scaled FP8 KV layouts cannot be mixed").
+        return Stop("a DSA model with a tilelang / triton DSA backend flag: _check_dsa_backend_constraints is not restated")
     if not (dsa_pass(side, kv_pass=True) and a.enable_hisparse):
         return None
     kv = _dsa_resolved_kv_dtype(side, gpu)
