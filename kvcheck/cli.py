@@ -610,6 +610,8 @@ def main() -> None:
         app(standalone_mode=True)
     except KvcheckError as exc:
         _say_error(f"kvcheck: error: {exc}")
+        if _wants_json(sys.argv[1:]):
+            _json_error(exc)
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         _quiet_stdout()
@@ -627,6 +629,41 @@ def main() -> None:
             raise
         _say_error(f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 for the traceback")
         sys.exit(EXIT_INPUT)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """Whether the command line asks for JSON on stdout (``-o json``, ``--format json``,
+    ``--output=json``)."""
+    for i, tok in enumerate(argv):
+        if tok in ("-o", "--format", "--output") and i + 1 < len(argv) and argv[i + 1] == "json":
+            return True
+        if tok in ("--format=json", "--output=json", "-ojson"):
+            return True
+    return False
+
+
+def _json_error(exc: KvcheckError) -> None:
+    """One JSON object on stdout for an error that stopped the run, so a CI step that
+    parses stdout reads why nothing was checked: ``{"error": {"message", "source",
+    "field"}, "exit_code": N}`` (no ``verdict``: nothing was decided)."""
+    import json
+
+    from kvcheck.sources.limits import clip_line
+    from kvcheck.sources.redact import scrub_output
+
+    body = {
+        "error": {
+            "message": clip_line(scrub_output(str(exc))),
+            "source": None if exc.source is None else clip_line(scrub_output(str(exc.source))),
+            "field": exc.field,
+        },
+        "exit_code": exc.exit_code,
+    }
+    try:
+        sys.stdout.write(json.dumps(body) + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _register_own_credentials(argv: list[str]) -> None:

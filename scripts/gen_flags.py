@@ -338,7 +338,7 @@ def _config_variant(parser, flags: list[dict[str, Any]]) -> str:
         return "none"
     probes = _probe_config(parser)
     real = [_merger_output(merger, p) for p in probes]
-    table_flags = [Flag._from_json(d, i) for i, d in enumerate(flags)]
+    table_flags = [Flag._from_json(d) for d in flags]  # registration order
     notes = []
     for variant in CONFIG_MERGERS:
         if variant == "none":

@@ -46,18 +46,35 @@ ALIASES = {
     "ucx-tcp-device-memory": {"ucx-segv-device-memory-as-host"},
     "mooncake-nic-gpu-pcie-affinity": {"mooncake-local-protection-error"},
     "ucx-gb300-cuda13-protocol": {"ucx-no-remote-protocol"},
+    # round 2
+    "nixl-plugin-dir-wrong": {"nixl-no-plugins-loaded"},
+    "nixl-multiple-installations": {"nixl-multiple-installations", "nixl-backend-plugin-not-found"},
+    "nixl-cu12-cu13-clobber": {"nixl-cuda-major-wheel-mismatch"},
+    "mooncake-faulty-local-nic": {"mooncake-retry-exceeded-local-nic"},
+    "moriio-read-mode-out-of-order": {"mori-control-plane-regendpoint-assert"},
+    "mooncake-ipv6-only-gids": {"mooncake-gid-selection-failed"},
+    "mooncake-gid-null-roce": {"mooncake-gid-selection-failed"},
+    "sglang-wrong-bootstrap-port": {"sglang-receiver-init-no-bootstrap-info"},
+    "mooncake-no-rdma-device": {"mooncake-no-rdma-fallback", "mooncake-no-peermem-no-rnic"},
 }
 # findings whose stated cause lists the established one among candidates
 CANDIDATES = {
     "nixl-create-backend-failed": {"ucx-not-multithreaded", "ucx-bundled-vs-system-conflict"},
     "trtllm-nixl-agent-assert": {"nixl-multiple-installations"},
     "nixl-remote-disconnect": {"concurrent-add-remote-agent", "vllm-remote-disconnect-prefill-died"},
+    "nixl-ucx-requests-canceled": {"vllm-nixl-reqs-to-send-keyerror"},
+    "nixl-err-backend-generic": {"ucx-bundled-vs-system-conflict", "ucx-not-multithreaded", "ucx-no-cuda-transports"},
 }
 SGLANG_ENGINES = {"sglang", "sglang-nixl", "sglang-mooncake", "sglang-mori", "dynamo-sglang"}
 import re
 
 CRASH = re.compile(r"Caught signal \d+|Segmentation fault|Segfault encountered|Assertion .*failed|bitmap\.h:\d+")
 SAME_PHASE = {("first-request", "first-transfer"), ("first-transfer", "first-request")}
+
+
+def _unknown(meta: dict) -> bool:
+    """No established cause: ``unknown`` or ``unknown-<what the log shows>``."""
+    return meta["cause_code"].startswith("unknown")
 
 
 def grade(meta: dict, report) -> str:
@@ -77,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=Path("/work/corpus/logs"))
     ap.add_argument("--split", default="dev", choices=["dev", "heldout", "all"])
+    ap.add_argument("--round", type=int, default=None,
+                    help="only logs collected in this round (meta added_round; the first round has none)")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args(argv)
     from kvcheck.explain.matcher import explain_text
@@ -88,13 +107,15 @@ def main(argv: list[str] | None = None) -> int:
         meta = json.loads((d / "meta.json").read_text())
         if args.split != "all" and meta["split"] != args.split:
             continue
+        if args.round is not None and meta.get("added_round", 1) != args.round:
+            continue
         text = (d / "log.txt").read_text(errors="replace")
         res = explain_text(text, source="log")
         rep = res.report
         foreign_as_sglang = 0
         if meta["engine"] not in SGLANG_ENGINES:
             foreign_as_sglang = sum(f.count for f in rep.findings if f.kind == "catalog" and f.engine == "sglang")
-        g = grade(meta, rep) if meta["cause_code"] != "unknown" else ("recognized" if rep.findings or res.foreign else "unrecognized")
+        g = grade(meta, rep) if not _unknown(meta) else ("recognized" if rep.findings or res.foreign else "unrecognized")
         phase_ok = None
         first = rep.first_cause
         if first is not None and meta.get("phase") and first.kind == "signature":
@@ -113,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         fam = "sglang" if meta["engine"] in SGLANG_ENGINES else meta["engine"]
         by_engine[fam][g] += 1
     cols = ["right", "message", "wrong", "none", "recognized", "unrecognized"]
-    print(f"\n{len(rows)} logs ({args.split}); established causes: {sum(1 for m, *_ in rows if m['cause_code'] != 'unknown')}")
+    print(f"\n{len(rows)} logs ({args.split}); established causes: {sum(1 for m, *_ in rows if not _unknown(m))}")
     print("| engine | " + " | ".join(cols) + " |")
     print("|---|" + "---|" * len(cols))
     total: collections.Counter = collections.Counter()

@@ -165,6 +165,7 @@ def test_no_gpu_given_decides_on_hopper_and_blackwell(tmp_path):
     pinned = tmp_path / "pinned.sh"
     pinned.write_text(script.read_text().replace("--disaggregation-mode", "--page-size 16 --disaggregation-mode"))
     rc, report = _run("-f", str(pinned), "--sglang-version", "0.5.23")
-    assert rc == 0 and report["pairs"][0]["releases"].get("gpus_decided") is None
+    # pinned page sizes leave other GPU choices (attention backends, KV dtype rules): still both
+    assert rc == 0 and report["pairs"][0]["releases"]["gpus_decided"] == ["h100", "b200"]
     rc, report = _run("-f", str(script), "--sglang-version", "0.5.23", "--gpu", "b200")
     assert rc == 0 and report["pairs"][0]["releases"].get("gpus_decided") is None

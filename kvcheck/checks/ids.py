@@ -26,7 +26,7 @@ FINDING_IDS = {
     "mooncake-startup": ["mooncake-ib-device", "mooncake-ib-device-file", "mooncake-efa", "mooncake-session-probe", "mooncake-thread-pool", "mooncake-custom-pool", "mooncake-tcp", "mooncake-protocol"],
     "backend-unchecked": ["backend-mismatch"],
     # The pipeline's own findings (kvcheck.cluster.pipeline / decide).
-    "pipeline": ["unresolved-variable", "unknown-model", "unknown-gpu", "backend-not-modeled", "deployment-problem",
+    "pipeline": ["unresolved-variable", "unknown-model", "unknown-gpu", "deployment-problem",
                  "release-window", "release-clues-disagree", "not-disaggregated", "env-from"],
     "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
     "probe": [
@@ -67,7 +67,6 @@ PIPELINE_DOCS = {
     "unresolved-variable": ("unchecked", "A $VAR in a launch line or manifest that has no value.", "The flag's value, and so the pair, cannot be read.", "Give the variable a value (in the file, --env FILE, or kvcheck's environment)."),
     "unknown-model": ("unchecked", "A model whose config.json kvcheck cannot read (not local, not in a Hugging Face cache, not in the catalog).", "The KV regions depend on the model's layers, heads and dtypes.", "Pass --model-config FILE or --models DIR."),
     "unknown-gpu": ("unchecked", "A GPU name kvcheck does not know.", "Page sizes, attention backends and KV dtypes are chosen by GPU.", "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX)."),
-    "backend-not-modeled": ("unchecked", "A pair where neither side uses NIXL (Mooncake, SGLang's default).", "kvcheck models NIXL's transfer decision only; the backend-independent bootstrap checks still run.", "Check on staging, use --disaggregation-transfer-backend nixl, or --allow-unchecked."),
     "deployment-problem": ("unchecked", "A part of the deployment the reader could not take as written.", "A pair may be missing or wrong.", "Fix the manifest line named, or check this part by hand."),
     "release-window": ("unchecked", "A pair whose SGLang release is not pinned, decided on every release its sides may run: unchecked when the answers differ (a per-release table), info when they agree.", "The PD path, start-up and flags change between releases; an assumed release would decide the verdict.", "Pin the image tag or pass --sglang-version."),
     "release-clues-disagree": ("warning", "Clues to a side's release (image tag, recipe pin, pip line, --sglang-version) that name different releases.", "The strongest clue decides; the others may be stale.", "Make them name one release."),

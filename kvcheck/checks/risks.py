@@ -27,7 +27,13 @@ def disaggregation_mode(chk, ctx: CheckContext) -> list[Finding]:
     "not-modeled",
     Severity.UNCHECKED,
     "kvcheck models this side's KV pool",
-    what="A KV pool kvcheck does not model yet (SWA hybrids, Mamba hybrids, DeepSeek V4, MiniMax sparse).",
+    what=(
+        "A KV pool or pool variant kvcheck does not model yet: DeepSeek V4 NextN/DSpark layers served as a target model, "
+        "DeepSeek V4 ratio-1/2 compressed layers and V4.1's kv_source pools, DSA with compressed index-K pooling, "
+        "FP4 KV variants, hybrid layer_types kvcheck has not verified, and architectures SGLang does not serve "
+        "(kvcheck/sglang/model.py NOT_MODELED_ARCHITECTURES). SWA, Mamba/linear-attention hybrids, DeepSeek V4 and "
+        "MiniMax sparse pools are modeled (kvcheck/sglang/geometry.py, states.py, dsv4.py)."
+    ),
     why="kvcheck never guesses a geometry: no plan is computed for such a pair.",
     fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly.",
 )
@@ -69,10 +75,24 @@ def architecture_assumed(chk, ctx: CheckContext) -> list[Finding]:
     fix="Pin --page-size to the same value on both servers.",
 )
 def page_size_unpinned(chk, ctx: CheckContext) -> list[Finding]:
+    """A side whose page size is left to the attention backend, while some side's GPU was
+    not given: the page size each server resolves then rests on an assumed GPU. With both
+    GPUs given, the resolved page sizes are compared by ``page-size-mismatch`` instead."""
+    pg, dg = ctx.prefill_geometry, ctx.decode_geometry
+    if pg is None or dg is None:
+        return []
+    given = {side.role: not str(getattr(side, "gpu_source", "") or "default").startswith(("default", "assumed")) for side in (ctx.prefill, ctx.decode)}
+    if all(given.values()):
+        return []
     out = []
-    for side, g in ((ctx.prefill, ctx.prefill_geometry), (ctx.decode, ctx.decode_geometry)):
-        if g is not None and not g.page_size_pinned:
-            out.append(chk.finding(f"{side.role}: --page-size is not set; {g.notes[0] if g.notes else ''}"))
+    for side, g in ((ctx.prefill, pg), (ctx.decode, dg)):
+        if g.page_size_pinned:
+            continue
+        gpu = g.gpu if given[side.role] else f"{g.gpu} (assumed: no GPU given)"
+        out.append(chk.finding(
+            f"{side.role}: --page-size is not set: it resolves to {g.page_size} with attention backend "
+            f"{g.attention_backend or 'default'} on {gpu}; on another GPU the backend, and so the page size, can differ"
+        ))
     return out
 
 

@@ -86,18 +86,16 @@ def _refused_pair_findings(p: ClassResult, d: ClassResult) -> list[Located]:
 
 def _assumed_gpus(p: ClassResult, d: ClassResult) -> tuple[str, ...] | None:
     """The GPUs to decide the pair on when neither side's GPU is given (``--gpu``, the
-    manifest, a ``kvcheck-gpu`` key) and the KV layout depends on it: a side whose page
-    size is left to the attention backend the GPU picks (``resolved_page_size``):
-    Hopper and Blackwell (``ASSUMED_GPUS``). None when a GPU is given, both page sizes are
-    pinned (the output then says Hopper was assumed for the rest), or the classes cannot
-    build a side per GPU."""
+    manifest, a ``kvcheck-gpu`` key): Hopper and Blackwell (``ASSUMED_GPUS``), whatever the
+    flags pin, since the attention backend, the page size it picks, the DSA KV dtype and
+    the FP4/MXFP8 KV rules all follow the GPU (a verdict never rests on an assumed GPU).
+    Releases and GPUs that decide alike are still decided once. None when a GPU is given
+    or the classes cannot build a side per GPU."""
     from kvcheck.release.window import ASSUMED_GPUS
 
     if p.build_for is None or d.build_for is None:
         return None
     if not (str(p.side.gpu_source).startswith("default") and str(d.side.gpu_source).startswith("default")):
-        return None
-    if all((c.side.raw_args or {}).get("page_size") is not None for c in (p, d)):
         return None
     return ASSUMED_GPUS
 

@@ -36,7 +36,7 @@ from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
 # Findings the pipeline itself emits (beside the pair checks and kvcheck.cluster.checks).
-PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "backend-not-modeled", "deployment-problem",
+PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "deployment-problem",
                         "release-window", "release-clues-disagree")
 
 # What a reader's ``Problem`` weighs. Default: unchecked (the reader could not take part
@@ -503,11 +503,60 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
                           f"GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes and attention backends depend on it",
                           "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).", None))
             gpu = None
+    platform = non_cuda_platform(inst, args, gpu)
+    if platform is not None:
+        notes.append(("unknown-gpu", Severity.UNCHECKED,
+                      f"the server runs SGLang on {platform[0]} ({platform[1]}); kvcheck restates SGLang's CUDA start-up, attention "
+                      "backends and page sizes only, so neither a Hopper nor a Blackwell answer holds for it",
+                      "Check this pair on a staging deployment, or pass --gpu NAME if the server in fact runs on an NVIDIA GPU.", None))
     env = tuple(sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_"))))
     unchecked = cfg is None or draft_missing
     window = release if sr.problem is not None else sr.releases
     key = (inst.role, mid, draft_id, dump, env, gpu, window, str(args.get("load_balance_method")), "unchecked" if unchecked else "")
     return _Derived(args, release, release_source, model_path, src or "not found", (cfg, draft_cfg, gpu, dict(inst.env), unchecked, sr, table), key, notes)
+
+
+_PLATFORM_ENV = {
+    "HIP_VISIBLE_DEVICES": "ROCm (AMD GPUs)", "ROCR_VISIBLE_DEVICES": "ROCm (AMD GPUs)", "SGLANG_USE_AITER": "ROCm (AMD GPUs)",
+    "ASCEND_RT_VISIBLE_DEVICES": "Ascend NPUs", "ZE_AFFINITY_MASK": "Intel XPUs",
+}
+_PLATFORM_DEVICE = {"npu": "Ascend NPUs", "xpu": "Intel XPUs", "hpu": "Gaudi HPUs", "cpu": "CPUs", "mps": "Apple MPS"}
+
+
+def non_cuda_platform(inst: Any, args: dict[str, Any], gpu: str | None) -> tuple[str, str] | None:
+    """(platform, the clue) when the instance runs SGLang off CUDA, else None.
+
+    Clues, in order: a GPU kvcheck resolved to a non-NVIDIA vendor (``mi300x``); SGLang's
+    ``--device`` (``npu``, ``xpu``, ``hpu``, ``cpu``; ``cuda``/unset is CUDA); the image
+    (``rocm`` in its name or tag, as ``rocm/sgl-dev:...`` and ``lmsysorg/sglang:...-rocm630``;
+    ``npu``/``ascend``; ``xpu``); the platform's own device variables (``HIP_VISIBLE_DEVICES``,
+    ``SGLANG_USE_AITER``, ``ASCEND_RT_VISIBLE_DEVICES``). An explicit NVIDIA GPU (``--gpu``,
+    a manifest's node selector) wins over the image and env clues."""
+    from kvcheck.sglang.gpu import resolve_gpu
+
+    if gpu is not None:
+        try:
+            g = resolve_gpu(gpu)
+        except InputError:
+            g = None
+        if g is not None:
+            return (f"{g.vendor.upper()} GPUs (ROCm)", f"GPU {gpu}") if g.vendor != "nvidia" else None
+    device = str(args.get("device") or "").lower()
+    if device in _PLATFORM_DEVICE:
+        return _PLATFORM_DEVICE[device], f"--device {device}"
+    image = str(getattr(inst, "image", None) or "")
+    low = image.lower()
+    if re.search(r"(^|[/:_.-])rocm", low):
+        return "ROCm (AMD GPUs)", f"image {image}"
+    if re.search(r"(^|[/:_.-])(npu|ascend)", low):
+        return "Ascend NPUs", f"image {image}"
+    if re.search(r"(^|[/:_.-])xpu", low):
+        return "Intel XPUs", f"image {image}"
+    env = getattr(inst, "env", None) or {}
+    for key, platform in _PLATFORM_ENV.items():
+        if key in env:
+            return platform, f"env {key}"
+    return None
 
 
 def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:

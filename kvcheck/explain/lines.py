@@ -45,6 +45,7 @@ ENGINE_NAMES = {
     "trtllm": "TensorRT-LLM",
     "lmcache": "LMCache",
     "dynamo": "Dynamo",
+    "dynamo-vllm": "vLLM worker under Dynamo",
     "nixl": "NIXL (native library)",
     "ucx": "UCX (native library)",
     "libfabric": "libfabric / EFA",
@@ -62,12 +63,13 @@ SUPPORT = {
     "ucx": "UCX errors and crash backtraces are matched to known signatures (cause, fixing release, node checks)",
     "libfabric": "EFA/libfabric errors are matched to known signatures",
     "mooncake": "Mooncake transfer-engine messages are matched to known signatures and SGLang's Mooncake backend",
-    "mori": "named; kvcheck has no catalog of MORI's own messages",
+    "mori": "MORI IO engine messages are matched to known signatures; SGLang's MORI backend refusals (mori/conn.py) are explained from its code",
     "vllm": "named only: kvcheck models SGLang's PD path, not vLLM's NixlConnector; known vLLM signatures are pointed to their threads",
     "vllm-ascend": "named only: kvcheck does not model vLLM-Ascend",
     "trtllm": "named only: kvcheck does not model TensorRT-LLM's cache transceiver; known signatures are pointed to their threads",
     "lmcache": "named only: kvcheck does not model LMCache",
     "dynamo": "named; Dynamo's own lines are not explained (an SGLang worker under Dynamo is)",
+    "dynamo-vllm": "named only: Dynamo's vLLM worker (its `INFO mm-dd hh:mm:ss engine.py:NNN]` lines); known signatures are pointed to their threads",
     "lightllm": "named only: kvcheck does not model LightLLM",
     "python": "a Python fault dump: attributed to the engine its frames run in",
     "native": "a native stack dump: attributed to the library its frames name",
@@ -90,7 +92,16 @@ _UCX = re.compile(r"\bUCX\s+(?:ERROR|WARN|INFO|DIAG|DEBUG|FATAL)\b|^\[\d+\.\d+\]
 _SIGNAL = re.compile(r"\] Caught signal \d+ \(|^Caught signal \d+ \(|^==== backtrace|\bbitmap\.h:\d+\s+Assertion")
 _FRAME_NATIVE = re.compile(r"^\s*\d+\s+(?:0x[0-9a-f]+\s+\S+\(\)\s+|/\S+\(|\S+\.so\S*\(|\[0x)")
 _NIXL_PY = re.compile(r"\bNIXL (?:INFO|WARNING|ERROR|DEBUG)\s+_api\.py:\d+|\bnixl(?:_cu1[23])?\._bindings\.nixl\w+Error\b|\bnixl\w*Error: NIXL_ERR_\w+|^(?:Backend UCX was instantiated|Initialized NIXL agent:|Loaded plugin \w+|Using NIXL Plugins from:|MD listener is listening)")
-_MORI = re.compile(r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py", re.I)
+# TensorRT-LLM messages that print without its prefix (TLLM_CHECK texts, the cache
+# transceiver's assertion with its C++ file)
+_TRTLLM_BARE = re.compile(r"Disaggregated serving is not enabled|Disagg server does not currently support these cacheState|\bcacheTransceiverConfig\b|\bcacheState\b.*(?:context|gen) executors|Assertion failed: .*\((?:\S*/)?(?:cacheTransceiver|transferAgent|dataTransceiver|cacheFormatter|baseTransBuffer|mlaCacheFormatter)\.cpp:\d+\)")
+# NIXL messages without a glog prefix in the pasted text (the libfabric plugin's rail
+# endpoint (de)serialization, the serdes key lookup)
+_NIXL_BARE = re.compile(r"^(?:Failed to deserialize (?:data|control) rail endpoints|Deserialization of tag \w+ failed|Key \w+ not found or has invalid length)|getPluginParams: backend '\w+' not found|No plugins available for NIXL")
+# Dynamo hosting vLLM: its paths and the worker lines Dynamo's vLLM patch prints
+_DYNAMO_HOST = re.compile(r"/opt/dynamo/|\bdynamo serve\b|^Dequeued prefill request|^Prefilling remotely for request|^Initializied NIXL agent|^VllmWorker has been initialized|\badd_remote_nixl_metadata\b|\bDynamoNixlConnector\b|^Loaded nixl metadata from engine")
+_GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?\S")
+_MORI = re.compile(r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py|\bmori::io\b|\bControlPlaneServer::\w+|MessageType::RegEndpoint", re.I)
 _LIGHTLLM = re.compile(r"\blightllm\b|--pd_trans_mode", re.I)
 _TRT_HINT = re.compile(r"TRT|TensorRT|tensorrt|\[_torch\]|\[executor\]|kv cache manager|CacheTransceiver|trtllm|transferAgent")
 _UCX_HINT = re.compile(r"UCX|Caught signal|====|ucs_|uct_|ucp_|libuc|ib_mlx5|Transport retry|bitmap\.h|\.c:\d")
@@ -143,6 +154,7 @@ class Attributor:
     in_block: bool = False
     block_kind: str = ""
     seen: dict[str, int] = field(default_factory=dict)
+    under_dynamo: bool = False  # the log shows Dynamo hosting the vLLM worker
 
     def context_engine(self) -> str:
         """The process engine the log shows most (sglang first among equals), or ''."""
@@ -163,6 +175,8 @@ class Attributor:
             if rest.startswith("INFO:") or rest.startswith("127.0.0.1 ["):
                 self.seen["sglang"] = self.seen.get("sglang", 0) + 1
                 return LineInfo("sglang", host="sglang", process=self.role)
+        if not self.under_dynamo and ("dynamo" in line or "Dynamo" in line or line.startswith(("Dequeued", "Prefilling", "Initializied", "VllmWorker", "Loaded nixl"))) and _DYNAMO_HOST.search(line):
+            self.under_dynamo = True
         info = self._classify(line)
         if info.engine:
             self.seen[info.engine] = self.seen.get(info.engine, 0) + 1
@@ -221,6 +235,10 @@ class Attributor:
         if _TRT_HINT.search(line) and _TRTLLM.search(line):
             self._block_follow(line, "trtllm")
             return LineInfo("trtllm", host="trtllm")
+        if ("isagg" in line or "cacheState" in line or "Assertion failed" in line or "cacheTransceiver" in line) and _TRTLLM_BARE.search(line):
+            return LineInfo("trtllm", host="trtllm")
+        if ("eserializ" in line or "Key " in line or "getPluginParams" in line or "No plugins" in line) and _NIXL_BARE.search(s):
+            return LineInfo("nixl", host=self.block_engine or self.context_engine())
         g = (_GLOG.match(line) or _GLOG_ANY.search(line)) if ("pp:" in line or ".h:" in line or ".cc:" in line) else None
         if g:
             f = g.group("file")
@@ -240,7 +258,7 @@ class Attributor:
             return LineInfo("nixl", host=self.block_engine or self.context_engine(), kind="exception" if "Error" in line else "plain")
         if "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line):
             return LineInfo("libfabric", host=self.context_engine())
-        if ("mori" in line or "MORI" in line or "Mori" in line) and _MORI.search(line):
+        if ("mori" in line or "MORI" in line or "Mori" in line or "ControlPlaneServer" in line or "MessageType::" in line) and _MORI.search(line):
             return LineInfo("mori", host=self.context_engine())
         if ("ightllm" in line or "pd_trans_mode" in line or "LightLLM" in line) and _LIGHTLLM.search(line):
             return LineInfo("lightllm", host="lightllm")
@@ -260,7 +278,7 @@ class Attributor:
                 self.block_engine = eng
             self.in_block = True
             return LineInfo(eng or self.block_engine or self.context_engine() or "python", host=eng or self.block_engine, kind="frame")
-        if _FRAME_NATIVE.match(line):
+        if _FRAME_NATIVE.match(line) or (s.startswith("#") and _GDB_FRAME.match(s)):
             eng = engine_of_native_frame(line) or "native"
             return LineInfo(eng, host=self.block_engine or self.context_engine(), kind="native-frame")
         ex = _EXC_LINE.match(s)

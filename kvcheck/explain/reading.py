@@ -32,7 +32,7 @@ from kvcheck.explain.timeline import Timeline
 # SGLang's terms only when it ran in an SGLang process or nothing shows otherwise)
 CATALOG_ENGINES = {"sglang", "", "python", "native"}
 LIBRARY_ENGINES = {"nixl", "ucx", "libfabric", "mooncake", "mori"}
-PROCESS_ENGINES = {"sglang", "sglang-router", "vllm", "vllm-ascend", "trtllm", "lmcache", "dynamo", "lightllm"}
+PROCESS_ENGINES = {"sglang", "sglang-router", "vllm", "vllm-ascend", "trtllm", "lmcache", "dynamo", "dynamo-vllm", "lightllm"}
 _PHASE_WORDS = {
     "start-up": "startup", "startup": "startup", "first request": "first-request", "transfer": "first-transfer",
     "decode registration": "first-request", "first contact": "first-request", "serving": "serving",
@@ -132,6 +132,12 @@ class LogReader:
     def report(self, hits: list, catalog) -> LogReport:
         rep = LogReport(release=self.release.result(), timeline=self.timeline.summary())
         rep.engines = sorted(self.engines.values(), key=lambda e: e.first_line)
+        if self.attr.under_dynamo:
+            # Dynamo's vLLM worker prints vLLM's format (``ERROR 03-20 02:45:15 engine.py:244]``):
+            # the lines are named as Dynamo's worker, their signatures still apply as vLLM's
+            for e in rep.engines:
+                if e.engine == "vllm":
+                    e.engine, e.name, e.support = "dynamo-vllm", ENGINE_NAMES["dynamo-vllm"], SUPPORT["dynamo-vllm"]
         ctx = self.attr.context_engine()
         findings: list[Finding] = []
         for h in self.sigs.finish():

@@ -62,7 +62,16 @@ _LAST = (10**6,)
 
 def version_key(version: str | Version | None) -> tuple[int, ...]:
     """Sort key of a release string: ``0.5.0rc2 < 0.5.0 < 0.5.0.post1 < 0.5.1``."""
-    v = version if isinstance(version, Version) else parse_version(version)
+    if isinstance(version, Version):
+        return version.key
+    return _str_key(version)
+
+
+@functools.lru_cache(maxsize=4096)
+def _str_key(text: str | None) -> tuple[int, ...]:
+    """``version_key`` of a string, cached: a window decision compares the same few dozen
+    release strings thousands of times."""
+    v = parse_version(text)
     return v.key if v is not None else _LAST
 
 

@@ -107,7 +107,7 @@ class Flag:
     argparse default; ``const``: what a valueless use stores (``nargs="?"``, store_const);
     ``choices``: allowed values or None; ``required``; ``deprecated``: the replacement the
     runtime's warning names, or None; ``help``: first sentence of the help text;
-    ``index``: registration order in the parser; ``isa``: ``"store_true"`` when the
+    ``isa``: ``"store_true"`` when the
     action is an ``argparse._StoreTrueAction``, ``"store"`` when an ``argparse._StoreAction``
     (what that release's ``ConfigArgumentMerger`` tests with ``isinstance``), else None.
     """
@@ -117,7 +117,6 @@ class Flag:
     type: str
     action: str
     option_strings: tuple[str, ...]
-    index: int = 0
     aliases: tuple[str, ...] = ()
     nargs: str | int | None = None
     default: Any = None
@@ -144,9 +143,10 @@ class Flag:
         return self.option_strings[0] if self.option_strings[0].startswith("--") else f"--{self.name}"
 
     @classmethod
-    def _from_json(cls, d: Mapping[str, Any], index: int | None = None) -> "Flag":
-        """An entry of the flag store; ``index``: its registration position (entries of
-        the store carry none, the release's list order gives it)."""
+    def _from_json(cls, d: Mapping[str, Any]) -> "Flag":
+        """An entry of the flag store. Its registration position is not part of it: the
+        same entry is shared by every release that registers it, and each
+        ``FlagTable`` keeps its own order."""
         choices = d.get("choices")
         return cls(
             name=d["name"],
@@ -154,7 +154,6 @@ class Flag:
             type=d["type"],
             action=d["action"],
             option_strings=tuple(d["option_strings"]),
-            index=d.get("index", 0) if index is None else index,
             aliases=tuple(d.get("aliases", ())),
             nargs=d.get("nargs"),
             default=d.get("default"),
@@ -202,18 +201,29 @@ class FlagTable:
     """
 
     def __init__(self, version: str, flags: Iterable[Flag], meta: Mapping[str, Any] | None = None):
+        """``flags`` in registration order (argparse's ``add_argument`` order)."""
         self.version = version
         self.meta = dict(meta or {})
-        self.flags: tuple[Flag, ...] = tuple(sorted(flags, key=lambda f: f.name))
-        ordered = sorted(self.flags, key=lambda f: f.index)
+        ordered = tuple(flags)
+        self._ordered: tuple[Flag, ...] = ordered
+        self._sorted: tuple[Flag, ...] | None = None
         # option string -> flag, in registration order (argparse's _option_string_actions)
         self._by_option: dict[str, Flag] = {o: f for f in ordered for o in f.option_strings}
-        self._by_name: dict[str, Flag] = {f.name: f for f in self.flags}
+        self._by_name: dict[str, Flag] = {f.name: f for f in ordered}
         # dest -> first registered flag (argparse sets a shared dest's default from it)
         self._by_dest: dict[str, Flag] = {}
         for f in ordered:
             self._by_dest.setdefault(f.dest, f)
         self._config_sets: tuple[frozenset[str], dict[str, Flag]] | None = None
+        self._defaults: dict[str, Any] | None = None
+        self._mutable_defaults: tuple[str, ...] = ()
+
+    @property
+    def flags(self) -> tuple[Flag, ...]:
+        """Every flag, sorted by name (built on first use)."""
+        if self._sorted is None:
+            self._sorted = tuple(sorted(self._ordered, key=lambda f: f.name))
+        return self._sorted
 
     # -- construction -------------------------------------------------------------
     @classmethod
@@ -362,7 +372,13 @@ class FlagTable:
         ``help`` is left out (argparse stores nothing for it); ``model_path`` is
         required and maps to None. Fresh copies: callers may mutate.
         """
-        return {d: _copy(f.default) for d, f in self._by_dest.items() if f.action != "help"}
+        if self._defaults is None:
+            self._defaults = {d: f.default for d, f in self._by_dest.items() if f.action != "help"}
+            self._mutable_defaults = tuple(d for d, v in self._defaults.items() if isinstance(v, (list, dict)))
+        out = dict(self._defaults)
+        for d in self._mutable_defaults:
+            out[d] = _copy(out[d])
+        return out
 
     def coerce(
         self,
@@ -581,7 +597,7 @@ class FlagTable:
                 result[f.dest] = value
             seen.add(f.dest)
         if check_required:
-            missing = [f.display for f in sorted(self.flags, key=lambda x: x.index) if f.required and f.dest not in seen]
+            missing = [f.display for f in self._ordered if f.required and f.dest not in seen]
             if missing:
                 raise InputError("the following arguments are required: " + ", ".join(missing), source=source)
         if extras:
@@ -646,7 +662,7 @@ class FlagTable:
         of this release computes them (see ``CONFIG_MERGERS``)."""
         if self._config_sets is None:
             variant = self.config_merger
-            ordered = sorted(self.flags, key=lambda x: x.index)
+            ordered = self._ordered
             special = lambda f: "--config" in f.option_strings or "--help" in f.option_strings or "-h" in f.option_strings  # noqa: E731
             if variant in ("v0.5.3", "v0.5.4", "none"):
                 # 0.5.3-0.5.7: prepare_server_args passes boolean_actions computed from
@@ -797,11 +813,16 @@ def _load_cached(version: str) -> FlagTable:
     head = json.loads(_store_text(f"r/{version}.json"))
     if head.get("sglang_version") != version:
         raise InputError(f"flag table says SGLang {head.get('sglang_version')}, wanted {version}")
-    lines = _entry_lines()
-    # one json.loads over the release's entries (a JSON array of its lines): one C call
-    # instead of one per flag, so the cost stays that of one release whatever the store holds
-    entries = json.loads("[" + ",".join(lines[i] for start, n in head.pop("runs") for i in range(start, start + n)) + "]")
-    return FlagTable(version, [Flag._from_json(d, k) for k, d in enumerate(entries)], head)
+    runs = head.pop("runs")
+    return FlagTable(version, [_store_flag(i) for start, n in runs for i in range(start, start + n)], head)
+
+
+@functools.lru_cache(maxsize=None)
+def _store_flag(line: int) -> Flag:
+    """The ``Flag`` of line ``line`` of ``entries.jsonl``, built once per process: an
+    unpinned deployment loads every release of its window, and most entries are shared
+    by many releases."""
+    return Flag._from_json(json.loads(_entry_lines()[line]))
 
 
 def resolve(token: str, *, underscores: bool = True, source: str | None = None, version: str = DEFAULT_VERSION) -> Flag:
