@@ -96,7 +96,11 @@ def unrestated_steps(side: Side) -> list[str]:
         # release (0.5.10 .. 0.5.23, resolution.validate_hisparse); its DSA backend checks and its
         # speculative paths are not.
         ("HiSparse with speculative decoding", bool(a.enable_hisparse) and bool(algo)),
-        ("a DSA model with a DSA backend flag", _is_dsa(side) and _dsa_backend_flags(side)),
+        # DSA backend flags: 0.5.5 .. 0.5.11 refuse nothing on them outside HiSparse (only
+        # check_server_args' HiSparse loop reads --nsa-*-backend); from 0.5.12 the DSA overrides
+        # and hisparse_hook check them by rules kvcheck restates for 0.5.22+ only.
+        ("a DSA model with a DSA backend flag", _is_dsa(side) and _dsa_backend_flags(side)
+         and (bool(a.enable_hisparse) or release_at_least(side, "0.5.12"))),
         # HiCache: _handle_hicache refuses nothing before 0.5.17 (it picks I/O backends and layouts);
         # 0.5.17 .. 0.5.21 add only the HiCache + DCP checks (_resolve_hicache_dcp_compatibility,
         # 0.5.19 hicache_hook), reached through "CP / DCP" above; the HiCache / radix-cache
