@@ -33,7 +33,7 @@ ROOT = Path(os.environ.get("KVCHECK_SGLANG_RELEASES_DIR") or (Path(sys.prefix) /
 # about 2 min CPU in all (two at a time). Every release: benchmarks/measure_startup_releases.py.
 # The last two: HiCache and HiSparse draws (startup_worker.draw_hicache / draw_hisparse), restated
 # per release: 0.5.12.post1 (HiSparse's validate_hisparse of 0.5.12 .. 0.5.13), 0.5.17 (HiCache's DCP era).
-RUNS = (("0.5.5", 8, 0, 8, 0, 0), ("0.5.8", 8, 0, 8, 0, 0), ("0.5.17", 8, 2, 8, 6, 6), ("0.5.12.post1", 0, 0, 4, 0, 8))
+RUNS = (("0.5.5", 8, 0, 8, 0, 0), ("0.5.8", 8, 0, 8, 0, 0), ("0.5.17", 8, 2, 8, 4, 4), ("0.5.12.post1", 0, 0, 2, 0, 8))
 
 
 def _run(release: str, draws: int, sharded: int, plain: int, hicache: int, hisparse: int, tmp: Path) -> dict:
