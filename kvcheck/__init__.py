@@ -12,4 +12,4 @@ __version__ = "0.2.0"
 # time a model is built (tens of ms on the cold path); kvcheck uses none. A user's own
 # setting wins.
 _os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-from kvcheck.release.manifest import NEWEST as RUNTIME_VERSION  # noqa: E402  (written once, in the manifest)
+from kvcheck.release.manifest import NEWEST as RUNTIME_VERSION  # noqa: F401  (kvcheck.RUNTIME_VERSION; written once, in the manifest)

@@ -7,15 +7,17 @@ checked), 3 a live source could not be reached in time, 4 unchecked (0 with
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, cast
 
 import typer
 
 from kvcheck.errors import EXIT_INPUT, KvcheckError
+
+if TYPE_CHECKING:
+    from kvcheck.sides import Role
 
 app = typer.Typer(
     name="kvcheck",
@@ -77,43 +79,44 @@ EPILOG = (
 
 @app.command(epilog=EPILOG)
 def preflight(
-    files: List[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="A deployment as published (repeatable, kubectl style): a Kubernetes manifest (multi-document, List; Deployment, StatefulSet, Job, LeaderWorkerSet, DynamoGraphDeployment, RoleBasedGroup, OME runtimes, llm-d, AIBrix), an srt-slurm recipe, or a shell script / docs block of launch lines. Every prefill and decode instance is checked, grouped into classes. Not with --prefill/--decode."),
-    prefill: Optional[str] = typer.Option(None, "--prefill", "-p", metavar="FILE|URL", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL (one pair; not with -f)."),
-    decode: Optional[str] = typer.Option(None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
+    files: list[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="A deployment as published (repeatable, kubectl style): a Kubernetes manifest (multi-document, List; Deployment, StatefulSet, Job, LeaderWorkerSet, DynamoGraphDeployment, RoleBasedGroup, OME runtimes, llm-d, AIBrix), an srt-slurm recipe, or a shell script / docs block of launch lines. Every prefill and decode instance is checked, grouped into classes. Not with --prefill/--decode."),
+    prefill: str | None = typer.Option(None, "--prefill", "-p", metavar="FILE|URL", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL (one pair; not with -f)."),
+    decode: str | None = typer.Option(None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
     format: str = typer.Option("table", "--format", "-o", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions annotations). The exit status is the same for every format."),
-    env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files."),
-    config_file: List[str] = typer.Option([], "--config-file", metavar="IMAGE_PATH=LOCAL_PATH", help="A local copy of a config file that a -f launch line names inside the image (--config /etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is unchecked."),
-    models_dir: Optional[Path] = typer.Option(None, "--models", metavar="DIR", help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; HF_HUB_CACHE / HF_HOME are also read."),
+    env_file: Path | None = typer.Option(None, "--env", metavar="FILE", help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files."),
+    values: list[Path] = typer.Option([], "--values", metavar="FILE", help="A values file for a Helm chart directory given to -f (helm template -f FILE; repeatable, in order)."),
+    config_file: list[str] = typer.Option([], "--config-file", metavar="IMAGE_PATH=LOCAL_PATH", help="A local copy of a config file that a -f launch line names inside the image (--config /etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is unchecked."),
+    models_dir: Path | None = typer.Option(None, "--models", metavar="DIR", help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; HF_HUB_CACHE / HF_HOME are also read."),
     allow_unchecked: bool = typer.Option(False, "--allow-unchecked", help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, unresolved variable) exits 0 instead of 4; the output still says unchecked."),
     kernel: str = typer.Option("builtin", "--kernel", metavar="builtin|runtime|auto", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
-    ignore: List[str] = typer.Option([], "--ignore", metavar="ID", help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, marked ignored."),
-    prefill_env: Optional[Path] = typer.Option(None, "--prefill-env", help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...)."),
-    decode_env: Optional[Path] = typer.Option(None, "--decode-env", help="VAR=value file with the decode's environment."),
-    model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
-    prefill_model_config: Optional[Path] = typer.Option(None, "--prefill-model-config", help="The prefill's model config.json (overrides --model-config)."),
-    decode_model_config: Optional[Path] = typer.Option(None, "--decode-model-config", help="The decode's model config.json (overrides --model-config)."),
-    draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json when speculative-draft-model-path is a hub id."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps)."),
-    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port)."),
+    ignore: list[str] = typer.Option([], "--ignore", metavar="ID", help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, marked ignored."),
+    prefill_env: Path | None = typer.Option(None, "--prefill-env", help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...)."),
+    decode_env: Path | None = typer.Option(None, "--decode-env", help="VAR=value file with the decode's environment."),
+    model_config: Path | None = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
+    prefill_model_config: Path | None = typer.Option(None, "--prefill-model-config", help="The prefill's model config.json (overrides --model-config)."),
+    decode_model_config: Path | None = typer.Option(None, "--decode-model-config", help="The decode's model config.json (overrides --model-config)."),
+    draft_model_config: Path | None = typer.Option(None, "--draft-model-config", help="The draft model's config.json when speculative-draft-model-path is a hub id."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps)."),
+    bootstrap: str | None = typer.Option(None, "--bootstrap", help="A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port)."),
     connect_timeout: float = typer.Option(3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each TCP/TLS connect to a live server."),
     deadline: float = typer.Option(10.0, "--deadline", callback=_seconds, help="Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 until then); two live sides are read side by side. Past it: exit 3."),
-    prefill_agent: Optional[str] = typer.Option(None, "--prefill-agent", help="A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a saved blob. Its live regions are compared with the args."),
-    decode_agent: Optional[str] = typer.Option(None, "--decode-agent", help="A kvcheck NIXL agent of the decode role (same forms). Needed by --probe."),
+    prefill_agent: str | None = typer.Option(None, "--prefill-agent", help="A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a saved blob. Its live regions are compared with the args."),
+    decode_agent: str | None = typer.Option(None, "--decode-agent", help="A kvcheck NIXL agent of the decode role (same forms). Needed by --probe."),
     probe: bool = typer.Option(False, "--probe", help="Move real bytes along each segment of the plan from a prefill-role agent started here to --decode-agent, and verify them."),
     timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds each agent read and each probe wait may take; on expiry the step is named in a finding."),
     probe_pages: int = typer.Option(4, "--probe-pages", help="Pages per region the probe writes (capped by what the decode agent registered)."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="GPU", help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output."),
-    prefill_gpu: Optional[str] = typer.Option(None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."),
-    decode_gpu: Optional[str] = typer.Option(None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."),
-    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what the input says (an image tag, /server_info's version). Default: the releases the input and its flags allow; the pair is decided on each (the output names the window)."),
-    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
-    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
-    root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="The directory files named inside the inputs (a --config in a launch line, a model-path directory) may be read from; default: each input file's own directory. Nothing outside it is read, by '..' or symlink."),
-    max_instances: Optional[int] = typer.Option(None, "--max-instances", metavar="N", help="Most server instances (replicas and nodes included) one deployment may expand to before it is refused (default 4096)."),
-    max_nodes: Optional[int] = typer.Option(None, "--max-nodes", metavar="N", help="Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096)."),
-    max_variants: Optional[int] = typer.Option(None, "--max-variants", metavar="N", help="Most sweep/override variants one srt-slurm recipe may expand to (default 256)."),
-    max_containers: Optional[int] = typer.Option(None, "--max-containers", metavar="N", help="Most SGLang containers (launch lines) read from one deployment file (default 2048)."),
-    max_classes: Optional[int] = typer.Option(None, "--max-classes", metavar="N", help="Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64)."),
+    gpu: str | None = typer.Option(None, "--gpu", metavar="GPU", help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output."),
+    prefill_gpu: str | None = typer.Option(None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."),
+    decode_gpu: str | None = typer.Option(None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."),
+    sglang_version: str | None = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what the input says (an image tag, /server_info's version). Default: the releases the input and its flags allow; the pair is decided on each (the output names the window)."),
+    prefill_sglang_version: str | None = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
+    decode_sglang_version: str | None = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
+    root: Path | None = typer.Option(None, "--root", metavar="DIR", help="The directory files named inside the inputs (a --config in a launch line, a model-path directory) may be read from; default: each input file's own directory. Nothing outside it is read, by '..' or symlink."),
+    max_instances: int | None = typer.Option(None, "--max-instances", metavar="N", help="Most server instances (replicas and nodes included) one deployment may expand to before it is refused (default 4096)."),
+    max_nodes: int | None = typer.Option(None, "--max-nodes", metavar="N", help="Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096)."),
+    max_variants: int | None = typer.Option(None, "--max-variants", metavar="N", help="Most sweep/override variants one srt-slurm recipe may expand to (default 256)."),
+    max_containers: int | None = typer.Option(None, "--max-containers", metavar="N", help="Most SGLang containers (launch lines) read from one deployment file (default 2048)."),
+    max_classes: int | None = typer.Option(None, "--max-classes", metavar="N", help="Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64)."),
 ) -> None:
     """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
     from kvcheck import report as renderers
@@ -131,7 +134,7 @@ def preflight(
     if files:
         if prefill is not None or decode is not None:
             raise KvcheckError("give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f")
-        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked, config_file=config_file,
+        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked, config_file=config_file, values=values,
                                model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
                                sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
                                decode_sglang_version=decode_sglang_version, prefill_env=prefill_env, decode_env=decode_env,
@@ -146,7 +149,7 @@ def preflight(
 
     # One pipeline: the pair is a deployment of two instances, checked by the same stages
     # as -f (releases, classes, pair decisions, cluster checks, one report).
-    def load_live(spec: str, role: str):
+    def load_live(spec: str, role: Role):
         per_role = {"prefill": (prefill_env, prefill_model_config, prefill_gpu, prefill_sglang_version),
                     "decode": (decode_env, decode_model_config, decode_gpu, decode_sglang_version)}[role]
         extra = {"bootstrap": bootstrap} if role == "prefill" else {}
@@ -219,7 +222,7 @@ def _read_pair(read_prefill, read_decode, *, both_live: bool):
         return fp.result(), fd.result()
 
 
-def _check_release_options(**options: Optional[str]) -> None:
+def _check_release_options(**options: str | None) -> None:
     """A ``--*sglang-version`` that is not a release number at all is bad usage (exit 2);
     a well-formed release kvcheck does not model is judged later (unchecked, exit 4)."""
     from kvcheck.sglang.releases import describe_modeled, parse_release
@@ -230,12 +233,13 @@ def _check_release_options(**options: Optional[str]) -> None:
             raise KvcheckError(f"{value!r} is not an SGLang release number such as 0.5.8 or 0.5.8.post1 (kvcheck models {describe_modeled()})", field=flag)
 
 
-def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional[Path], models_dir: Optional[Path], allow_unchecked: bool,
-                           model_config: Optional[Path], kernel: str, ignore: List[str], gpu: Optional[str], prefill_gpu: Optional[str],
-                           decode_gpu: Optional[str], sglang_version: Optional[str] = None, prefill_sglang_version: Optional[str] = None,
-                           decode_sglang_version: Optional[str] = None, prefill_env: Optional[Path] = None, decode_env: Optional[Path] = None,
-                           prefill_model_config: Optional[Path] = None, decode_model_config: Optional[Path] = None,
-                           draft_model_config: Optional[Path] = None, config_file: Optional[List[str]] = None) -> None:
+def _preflight_deployments(files: list[Path], *, format: str, env_file: Path | None, models_dir: Path | None, allow_unchecked: bool,
+                           model_config: Path | None, kernel: str, ignore: list[str], gpu: str | None, prefill_gpu: str | None,
+                           decode_gpu: str | None, sglang_version: str | None = None, prefill_sglang_version: str | None = None,
+                           decode_sglang_version: str | None = None, prefill_env: Path | None = None, decode_env: Path | None = None,
+                           prefill_model_config: Path | None = None, decode_model_config: Path | None = None,
+                           draft_model_config: Path | None = None, config_file: list[str] | None = None,
+                           values: list[Path] | None = None) -> None:
     """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
     try:
         from kvcheck.sources.deployments import read_deployments
@@ -252,7 +256,7 @@ def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional
         if not eq or not image_path or not local:
             raise KvcheckError(f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)", field="--config-file")
         config_files[image_path] = local
-    deployments = read_deployments(list(files), env=env, config_files=config_files)
+    deployments = read_deployments(list(files), env=env, config_files=config_files, helm_values=[str(v) for v in values or ()])
     opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version,
                           prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
                           decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked,
@@ -290,9 +294,9 @@ def _preflight_deployments(files: List[Path], *, format: str, env_file: Optional
 def snapshot(
     url: str = typer.Argument(..., help="A live SGLang server's HTTP address, http(s)://HOST:PORT."),
     output: str = typer.Option(..., "--output", "-o", help="Where to save the snapshot JSON ('-' for stdout)."),
-    role: Optional[str] = typer.Option(None, "--role", help="prefill or decode (default: the server's disaggregation_mode). A prefill's bootstrap /route is saved too."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for the server's HTTP API."),
-    bootstrap: Optional[str] = typer.Option(None, "--bootstrap", help="The prefill's bootstrap server URL (default: http://HOST:disaggregation_bootstrap_port)."),
+    role: str | None = typer.Option(None, "--role", help="prefill or decode (default: the server's disaggregation_mode). A prefill's bootstrap /route is saved too."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for the server's HTTP API."),
+    bootstrap: str | None = typer.Option(None, "--bootstrap", help="The prefill's bootstrap server URL (default: http://HOST:disaggregation_bootstrap_port)."),
     connect_timeout: float = typer.Option(3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each connect."),
     deadline: float = typer.Option(10.0, "--deadline", callback=_seconds, help="Seconds the capture may take in all, retries included."),
 ) -> None:
@@ -306,7 +310,7 @@ def snapshot(
 
     if role not in (None, "prefill", "decode"):
         raise KvcheckError(f"unknown role {role!r}; choose prefill or decode", field="--role")
-    snap = capture(url, role, api_key=api_key, bootstrap=bootstrap, connect_timeout=connect_timeout, deadline=deadline, tolerate_route=True)
+    snap = capture(url, cast("Role | None", role), api_key=api_key, bootstrap=bootstrap, connect_timeout=connect_timeout, deadline=deadline, tolerate_route=True)
     write_snapshot(snap, output)
     if snap.get("route_error"):
         typer.echo(f"kvcheck: warning: saved without the bootstrap /route reply: {snap['route_error']}", err=True)
@@ -318,23 +322,23 @@ def snapshot(
 def agent(
     role: str = typer.Option(..., "--role", help="prefill or decode: whose KV regions to register."),
     config: str = typer.Option(..., "--config", "-c", help="That side's server args, in any form preflight reads (YAML, command line, JSON, snapshot)."),
-    ttl: Optional[str] = typer.Option(None, "--ttl", help="Seconds to live (required; finite, at most 604800 = 7 days); the agent also stops on SIGTERM/SIGINT, then deregisters and withdraws its metadata."),
-    listen: Optional[str] = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata and region confirmations on (NIXL's listener protocol, kvcheck's read-only server; NIXL's own listener thread is never started). Default 127.0.0.1 on a free port, also with --etcd."),
-    etcd: Optional[str] = typer.Option(None, "--etcd", help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit)."),
+    ttl: str | None = typer.Option(None, "--ttl", help="Seconds to live (required; finite, at most 604800 = 7 days); the agent also stops on SIGTERM/SIGINT, then deregisters and withdraws its metadata."),
+    listen: str | None = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata and region confirmations on (NIXL's listener protocol, kvcheck's read-only server; NIXL's own listener thread is never started). Default 127.0.0.1 on a free port, also with --etcd."),
+    etcd: str | None = typer.Option(None, "--etcd", help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit)."),
     pages: int = typer.Option(4, "--pages", help="Pages per region to allocate and register (bytes per region = item length x pages)."),
     backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX), or mooncake: a Mooncake TransferEngine agent (--disaggregation-transfer-backend mooncake)."),
-    protocol: Optional[str] = typer.Option(None, "--protocol", help="mooncake: the transfer protocol (MOONCAKE_PROTOCOL; default: that side's env, else rdma, which falls back to tcp on a node without RDMA devices)."),
-    ib_device: Optional[str] = typer.Option(None, "--ib-device", help="mooncake: RDMA devices for this agent (default: that side's --disaggregation-ib-device when it is a plain list)."),
-    metadata_server: Optional[str] = typer.Option(None, "--metadata-server", help="mooncake: the metadata exchange (default P2PHANDSHAKE, SGLang's; or an http://HOST:PORT/metadata server or etcd://HOST:PORT)."),
+    protocol: str | None = typer.Option(None, "--protocol", help="mooncake: the transfer protocol (MOONCAKE_PROTOCOL; default: that side's env, else rdma, which falls back to tcp on a node without RDMA devices)."),
+    ib_device: str | None = typer.Option(None, "--ib-device", help="mooncake: RDMA devices for this agent (default: that side's --disaggregation-ib-device when it is a plain list)."),
+    metadata_server: str | None = typer.Option(None, "--metadata-server", help="mooncake: the metadata exchange (default P2PHANDSHAKE, SGLang's; or an http://HOST:PORT/metadata server or etcd://HOST:PORT)."),
     gpu: str = typer.Option("auto", "--gpu", help="auto: VRAM regions on the GPU when torch or cupy sees one, else DRAM stand-ins (reported); off: always stand-ins."),
-    env_file: Optional[Path] = typer.Option(None, "--env", help="VAR=value file with that side's environment."),
-    model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json when model-path is a hub id."),
-    draft_model_config: Optional[Path] = typer.Option(None, "--draft-model-config", help="The draft model's config.json."),
-    name: Optional[str] = typer.Option(None, "--name", help="Agent name (must start with kvcheck-; default kvcheck-ROLE-HOST-PID)."),
+    env_file: Path | None = typer.Option(None, "--env", help="VAR=value file with that side's environment."),
+    model_config: Path | None = typer.Option(None, "--model-config", help="The model's config.json when model-path is a hub id."),
+    draft_model_config: Path | None = typer.Option(None, "--draft-model-config", help="The draft model's config.json."),
+    name: str | None = typer.Option(None, "--name", help="Agent name (must start with kvcheck-; default kvcheck-ROLE-HOST-PID)."),
     max_memory: float = typer.Option(4.0, "--max-memory", help="GiB the agent may allocate in all (regions x pages x item length); more is refused before allocating."),
-    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release that side runs, when the input does not say (default: unknown; its geometry then stays unmodeled where it depends on the release)."),
-    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role prefill."),
-    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role decode."),
+    sglang_version: str | None = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release that side runs, when the input does not say (default: unknown; its geometry then stays unmodeled where it depends on the release)."),
+    prefill_sglang_version: str | None = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role prefill."),
+    decode_sglang_version: str | None = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role decode."),
 ) -> None:
     """Run a NIXL agent in the role of one side, with that side's KV geometry, until --ttl.
 
@@ -364,7 +368,7 @@ def inspect_agent(
     target: str = typer.Argument(..., help="HOST:PORT (a NIXL listener), etcd://HOST:PORT/NAME (or etcd://HOST:PORT for every agent), or a saved blob file."),
     format: str = typer.Option("table", "--format", "-f", help="table or json."),
     timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds to wait for the agent or etcd."),
-    save: Optional[Path] = typer.Option(None, "--save", help="Write the raw metadata blob to this file."),
+    save: Path | None = typer.Option(None, "--save", help="Write the raw metadata blob to this file."),
 ) -> None:
     """Read any NIXL agent's metadata without joining it: name, backends, and per backend and
     memory kind every registered region (address, length, device id). Exit 3 if unreachable."""
@@ -377,15 +381,15 @@ def inspect_agent(
 
 @app.command("fabric")
 def fabric(
-    files: List[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment (as preflight -f reads it)."),
-    etcd: Optional[str] = typer.Option(None, "--etcd", help="http://HOST:PORT of the etcd the node workers join (NIXL's metadata path and kvcheck's control keys)."),
-    start_etcd: Optional[str] = typer.Option(None, "--start-etcd", metavar="HOST:PORT", help="Start a small etcd here for the run (port 0 picks one); with --emit k8s, emit one."),
+    files: list[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment (as preflight -f reads it)."),
+    etcd: str | None = typer.Option(None, "--etcd", help="http://HOST:PORT of the etcd the node workers join (NIXL's metadata path and kvcheck's control keys)."),
+    start_etcd: str | None = typer.Option(None, "--start-etcd", metavar="HOST:PORT", help="Start a small etcd here for the run (port 0 picks one); with --emit k8s, emit one."),
     local: bool = typer.Option(False, "--local", help="Start every node's worker on this host (loopback)."),
-    hosts: Optional[Path] = typer.Option(None, "--hosts", help="YAML: node -> {prefix: [command prefix], listen_host, env}: start each worker through its prefix (ip netns exec, ssh...)."),
-    emit: Optional[str] = typer.Option(None, "--emit", help="k8s: write the Jobs running one worker per node; slurm: write the srun lines. Nothing is probed."),
+    hosts: Path | None = typer.Option(None, "--hosts", help="YAML: node -> {prefix: [command prefix], listen_host, env}: start each worker through its prefix (ip netns exec, ssh...)."),
+    emit: str | None = typer.Option(None, "--emit", help="k8s: write the Jobs running one worker per node; slurm: write the srun lines. Nothing is probed."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the nodes, required pairs and rounds (JSON) and exit."),
     format: str = typer.Option("terminal", "--format", "-o", help="terminal, json or junit."),
-    output: Optional[Path] = typer.Option(None, "--output", help="Write the report (or --emit / --plan output) to this file."),
+    output: Path | None = typer.Option(None, "--output", help="Write the report (or --emit / --plan output) to this file."),
     pages: int = typer.Option(4, "--pages", help="Pages per KV region each agent registers and each probe moves."),
     timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds per probe step (connect, confirm, write, read back)."),
     join_timeout: float = typer.Option(60.0, "--join-timeout", callback=_seconds, help="Seconds to wait for every node to join."),
@@ -394,12 +398,12 @@ def fabric(
     bw_tolerance: float = typer.Option(0.93, "--bw-tolerance", help="Retest a pair under this fraction of the best bandwidth (ClusterKit: 0.93)."),
     lat_tolerance: float = typer.Option(2.1, "--lat-tolerance", help="Retest a pair over this multiple of the lowest latency (ClusterKit: 2.1)."),
     retests: int = typer.Option(3, "--retests", help="Retest passes (each keeps the worse half of the pairs still outside tolerance)."),
-    run: Optional[str] = typer.Option(None, "--run", help="Run id (etcd keys /kvcheck/fabric/RUN/); give the one --emit printed."),
-    image: Optional[str] = typer.Option(None, "--image", help="--emit k8s: the worker image (default: the instance's image, kvcheck pip-installed)."),
+    run: str | None = typer.Option(None, "--run", help="Run id (etcd keys /kvcheck/fabric/RUN/); give the one --emit printed."),
+    image: str | None = typer.Option(None, "--image", help="--emit k8s: the worker image (default: the instance's image, kvcheck pip-installed)."),
     variant: int = typer.Option(0, "--variant", help="Which deployment of a sweep (0-based)."),
-    model_config: Optional[Path] = typer.Option(None, "--model-config", help="config.json for every instance (when model-path is a hub id kvcheck does not ship)."),
-    models_dir: Optional[Path] = typer.Option(None, "--models", help="A Hugging Face cache folder to find model configs in."),
-    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release every instance runs."),
+    model_config: Path | None = typer.Option(None, "--model-config", help="config.json for every instance (when model-path is a hub id kvcheck does not ship)."),
+    models_dir: Path | None = typer.Option(None, "--models", help="A Hugging Face cache folder to find model configs in."),
+    sglang_version: str | None = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release every instance runs."),
 ) -> None:
     """Probe the fabric: every prefill node to every decode node it sends KV to (SGLang's rank
     mapping), one kvcheck agent per node, in rounds, with ClusterKit-style retests.
@@ -418,7 +422,7 @@ def fabric(
 
 
 @app.command("checks")
-def list_checks(check_id: Optional[str] = typer.Argument(None, help="Show one check's documentation.")) -> None:
+def list_checks(check_id: str | None = typer.Argument(None, help="Show one check's documentation.")) -> None:
     """List every check (pair, start-up, cluster, live, and the pipeline's own findings): id, severity, what it catches, why the runtime breaks, the fix."""
     from kvcheck.checks.ids import all_checks, find_check
 
@@ -454,17 +458,17 @@ EXPLAIN_EPILOG = (
 
 @app.command("explain", epilog=EXPLAIN_EPILOG)
 def explain(
-    message: Optional[str] = typer.Argument(None, help="The runtime message (e.g. the 'Type: message' line of a traceback). Without it and without --log, stdin is read as a log."),
-    log: Optional[Path] = typer.Option(None, "--log", "-l", help="A server log to scan: every known message, with counts and first/last line numbers."),
-    prefill: Optional[str] = typer.Option(None, "--prefill", "-p", help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the message."),
-    decode: Optional[str] = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
-    model_config: Optional[Path] = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
+    message: str | None = typer.Argument(None, help="The runtime message (e.g. the 'Type: message' line of a traceback). Without it and without --log, stdin is read as a log."),
+    log: Path | None = typer.Option(None, "--log", "-l", help="A server log to scan: every known message, with counts and first/last line numbers."),
+    prefill: str | None = typer.Option(None, "--prefill", "-p", help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the message."),
+    decode: str | None = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
+    model_config: Path | None = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
     format: str = typer.Option("table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."),
-    files: List[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment the log came from, as preflight -f reads it (repeatable): its preflight runs and each message points to the finding and the config line to change. (-f table|json, the old spelling of -o, still works but is deprecated.)"),
+    files: list[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment the log came from, as preflight -f reads it (repeatable): its preflight runs and each message points to the finding and the config line to change. (-f table|json, the old spelling of -o, still works but is deprecated.)"),
     list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
-    sglang_version: Optional[str] = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release the message came from: the explanation says whether the message exists and is reachable there. Default: the version the log shows, else the installed SGLang, else the newest modeled release."),
-    prefill_sglang_version: Optional[str] = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
-    decode_sglang_version: Optional[str] = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
+    sglang_version: str | None = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release the message came from: the explanation says whether the message exists and is reachable there. Default: the version the log shows, else the installed SGLang, else the newest modeled release."),
+    prefill_sglang_version: str | None = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
+    decode_sglang_version: str | None = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
 ) -> None:
     """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what you see, the fix, and the preflight check that predicts it."""
     import json as _json
@@ -518,13 +522,13 @@ def explain(
         if result.blank:
             raise KvcheckError(f"nothing to explain: the {source} is empty")
         annotate_release(result, sglang_version, sniffer.version)
-    if prefill is not None:
+    if prefill is not None and decode is not None:  # both or neither (checked above)
         # The same pipeline as ``preflight`` (one answer for one pair, on every path).
         from kvcheck.cluster import ClusterOptions
         from kvcheck.cluster.pair_input import run_pair
         from kvcheck.sources import load_side
 
-        def load_live(spec: str, role: str):
+        def load_live(spec: str, role: Role):
             return load_side(spec, role, model_config=model_config,
                              sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version) or sglang_version)
 
@@ -583,10 +587,8 @@ class _ScrubbingStream:
 def _say_error(text: str) -> None:
     """One error line on stderr: secrets scrubbed, every line clipped (a 10 MB value
     prints as its first characters and its length)."""
-    from kvcheck.sources.limits import clip_line
+    from kvcheck.sources.limits import clip_line, escape_terminal
     from kvcheck.sources.redact import scrub_output
-
-    from kvcheck.sources.limits import escape_terminal
 
     lines = [clip_line(escape_terminal(scrub_output(line))) for line in str(text).splitlines() or [""]]
     sys.stderr.write("\n".join(lines[:20]) + "\n")

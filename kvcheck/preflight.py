@@ -6,21 +6,19 @@ Pure and fast: never imports SGLang, torch or nixl unless ``kernel="runtime"`` (
 
 from __future__ import annotations
 
-import importlib.util
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from kvcheck.checks import REGISTRY, CheckContext, Finding, PairFacts, Severity
-from kvcheck.errors import InputError
 from kvcheck.report.model import Report, SideSummary, verdict_of
 from kvcheck.sglang import plan as builtin
 from kvcheck.sglang.geometry import SideGeometry, derive_geometry
+from kvcheck.sglang.kernel import DecisionKernel, choose_kernel, runs_for
 from kvcheck.sglang.pd_release import behaviour as pd_behaviour
 from kvcheck.sglang.plan import PairInfo, Plan, RuntimeErrorPrediction
+from kvcheck.sglang.pools import NOT_MODELED
 from kvcheck.sglang.resolved import decide_kv_dtype_over_gpus
-from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 from kvcheck.sides import Side
-
-KERNELS = ("auto", "builtin", "runtime")
 
 
 def resolved_kv_dtype_str(side: Side) -> str:
@@ -64,26 +62,6 @@ def pair_info(side: Side, geometry: SideGeometry) -> PairInfo:
     )
 
 
-def choose_kernel(kernel: str):
-    """The decision kernel: kvcheck's ``builtin`` restatement or the installed SGLang's
-    own code (``runtime``). ``auto`` prefers the runtime when SGLang is importable.
-
-    Raises ``InputError`` when ``runtime`` is asked for and SGLang is not installed.
-    """
-    if kernel not in KERNELS:
-        raise InputError(f"unknown kernel {kernel!r}; choose one of {', '.join(KERNELS)}", field="--kernel")
-    if kernel == "builtin":
-        return "builtin", builtin
-    available = importlib.util.find_spec("sglang") is not None
-    if kernel == "runtime" and not available:
-        raise InputError("--kernel runtime needs SGLang installed in this Python (pip install sglang==0.5.23 --no-deps, plus torch)", field="--kernel")
-    if not available:
-        return "builtin", builtin
-    from kvcheck.sglang import runtime_kernel
-
-    return "runtime", runtime_kernel
-
-
 def _summary(side: Side, g: SideGeometry | None) -> SideSummary:
     s = SideSummary(role=side.role, origin=side.origin, model=side.model.architecture, pool=g.pool if g else side.model.attention,
                     sglang_version=side.sglang_version, version_source=side.version_source)
@@ -122,8 +100,8 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         pg = derive_geometry(prefill)
         dg = derive_geometry(decode)
         # A pool the model reads but the args make unmodeled (FP4 KV): no plan, unchecked.
-        modeled = pg.pool != "not_modeled" and dg.pool != "not_modeled"
-    if modeled:
+        modeled = pg.pool != NOT_MODELED and dg.pool != NOT_MODELED
+    if modeled and pg is not None and dg is not None:
         p_info, d_info = pair_info(prefill, pg), pair_info(decode, dg)
         extra["pair_info"] = (p_info, d_info)
         if b_d.bootstrap_modeled:
@@ -142,6 +120,8 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
         # -- backend hook (mooncake branch, issue 18): a prefill that does not run NIXL is
         # decided by its own backend (kvcheck.checks.mooncake); the NIXL-only checks skip.
         from kvcheck.checks.mooncake import decide_transfer_for_backend
+
+        extra["kernel"] = kernel_name  # --kernel runtime drives SGLang's own Mooncake worker
 
         backend_plan = decide_transfer_for_backend(prefill, decode, pg, dg, extra)
         if backend_plan is not None:
@@ -179,7 +159,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     order = {Severity.ERROR: 0, Severity.UNCHECKED: 1, Severity.WARNING: 2, Severity.INFO: 3}
     findings.sort(key=lambda f: (f.ignored, order[f.severity]))
     _mark_first(findings, extra)
-    report_extra = {"releases": {"prefill": b_p.version, "decode": b_d.version}}
+    report_extra: dict[str, Any] = {"releases": {"prefill": b_p.version, "decode": b_d.version}}
     if extra.get("state_decisions") is not None:
         report_extra["state_components"] = [
             {"index": d.index, "state_type": d.state_type, "entries": d.n_entries, "path": d.path,
@@ -199,7 +179,7 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     )
 
 
-def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, extra: PairFacts, prepared: bool = True) -> None:
+def _decide_states(k: DecisionKernel, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, extra: PairFacts, prepared: bool = True) -> None:
     """The state components' transfer (SGLang 0.5.22/0.5.23 on both sides; ``prepared``:
     both 0.5.23, the prepared state plan applies): ``extra["state_decisions"]``
     (``kvcheck.sglang.states.StateDecision`` per prefill component) and
@@ -220,10 +200,7 @@ def _decide_states(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeo
     for rank in range(pp_p):
         sp = pg if rank == 0 else derive_geometry(prefill, pp_rank=rank)
         sd = dg if rank == 0 or pp_d != pp_p else derive_geometry(decode, pp_rank=rank)
-        if k is builtin:
-            stage = states.decide_states(sp, sd, inp, pp_rank=rank)
-        else:
-            stage = k.decide_states(sp, sd, inp, prefill_dims=dims(prefill, sp), decode_dims=dims(decode, sd), pp_rank=rank)
+        stage = k.decide_states(sp, sd, inp, prefill_dims=dims(prefill, sp), decode_dims=dims(decode, sd), pp_rank=rank)
         per_stage.append(stage)
         if why:
             break
@@ -245,16 +222,9 @@ def runtime_label(prefill: Side, decode: Side) -> str:
     return f"sglang {p}" if p == d else f"sglang {p} (prefill) / {d} (decode)"
 
 
-def _kernel_runs(k, kernel_name: str, b) -> bool:
-    """The runtime kernel drives the installed SGLang; it answers for a side only when
-    that side runs the installed release (else the builtin restatement of the side's
-    release answers)."""
-    if kernel_name != "runtime":
-        return True
-    try:
-        return k.runtime_version() == b.version
-    except Exception:  # pragma: no cover - an unimportable SGLang is a kernel setup error
-        return False
+def _kernel_runs(k: DecisionKernel, kernel_name: str, b) -> bool:
+    """Whether kernel ``k`` answers for a side of release ``b`` (``kernel.runs_for``)."""
+    return runs_for(k, kernel_name, b)
 
 
 # The order in which the runtime reaches each phase on a pair's first request.
@@ -290,14 +260,14 @@ def _mark_first(findings: list[Finding], extra: PairFacts) -> None:
     (``runtime_error.order``, 1-based) and mark the one it hits first (``first``): it stops
     there; the others are independent and show up as each is fixed."""
     text = hang_text(extra["timeouts"])
-    predicted = [f for f in findings if f.runtime_error is not None and not f.ignored]
-    for f in predicted:
-        if f.runtime_error.operator_sees == builtin.HANG_300S:
-            f.runtime_error.operator_sees = text
-    ranked = sorted(enumerate(predicted), key=lambda t: (_phase(t[1].runtime_error), t[0]))
-    for n, (_, f) in enumerate(ranked, start=1):
-        f.runtime_error.order = n
-        f.runtime_error.first = n == 1
+    predicted = [f.runtime_error for f in findings if f.runtime_error is not None and not f.ignored]
+    for e in predicted:
+        if e.operator_sees == builtin.HANG_300S:
+            e.operator_sees = text
+    ranked = sorted(enumerate(predicted), key=lambda t: (_phase(t[1]), t[0]))
+    for n, (_, e) in enumerate(ranked, start=1):
+        e.order = n
+        e.first = n == 1
 
 
 def disaggregation_timeouts(prefill: Side, decode: Side) -> dict[str, float]:
@@ -366,8 +336,9 @@ def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: Sid
         elif shown is not None and shown.error is None and stage_plan.error is not None:
             shown = stage_plan
     clean = [{key: v for key, v in st.items() if not key.startswith("_")} for st in stages]
-    for st, c in zip(stages, clean):
+    for st, c in zip(stages, clean, strict=True):
         c["_geometry"] = st["_geometry"]
+    assert shown is not None  # stage 0 always runs and sets it
     return shown, clean
 
 
@@ -395,4 +366,4 @@ def _bootstrap_detail(fid: str, message: str, prefill: Side, decode: Side, p: Pa
 
 # The finding ids of every check live in ``kvcheck.checks.ids`` (one registry for pair,
 # start-up, cluster, live-agent and probe findings); re-exported for old callers.
-from kvcheck.checks.ids import FINDING_IDS, all_finding_ids, check_of as _check_of  # noqa: E402,F401
+from kvcheck.checks.ids import FINDING_IDS, all_finding_ids  # noqa: E402,F401

@@ -582,7 +582,8 @@ def generate_in_subprocess(version: str, path: Path, cache: Path | None = None) 
     result is kept per release and generator/flag-module content (reruns skip it)."""
     import hashlib
 
-    key = hashlib.sha256(Path(__file__).read_bytes() + (REPO / "kvcheck" / "sglang" / "flags.py").read_bytes()).hexdigest()[:16]
+    modules = ("flags.py", "flag_values.py", "flag_config.py")  # the flag modules the generator's check reads
+    key = hashlib.sha256(Path(__file__).read_bytes() + b"".join((REPO / "kvcheck" / "sglang" / m).read_bytes() for m in modules)).hexdigest()[:16]
     cached = cache / f"{version}.{key}.json" if cache is not None else None
     if cached is not None and cached.exists():
         return json.loads(cached.read_text("utf-8"))

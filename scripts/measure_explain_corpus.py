@@ -11,12 +11,20 @@ Grades per log with an established cause:
   lists it among candidates) but the first cause is another;
 - ``wrong``: kvcheck states a first cause that is not the established one and does not
   find it;
+- ``located``: no stated cause is the established one, but kvcheck's first finding is a
+  general rule's (``generic.py``: component and meaning, no specific signature) whose phase
+  is the thread's: the on-call engineer is told where to look, not why;
 - ``none``: nothing recognized.
 Also counted on every log: catalog (SGLang) explanations given to lines of a log whose
 engine is not SGLang ("explained as SGLang's"), and, for crash/known signatures, whether
 the phase kvcheck states is the thread's.
 
-Usage: python scripts/measure_explain_corpus.py [--split dev|heldout|all] [--corpus DIR] [-v]
+Usage: python scripts/measure_explain_corpus.py [--split dev|heldout|all] [--corpus DIR] [--round N]
+       [--leave-out 2,3] [-v]
+
+``--leave-out R``: run without the signatures written for round R's logs (``ROUND_SIGNATURES``,
+through the ``KVCHECK_EXPLAIN_DISABLE`` hook): what the general rules catch of logs whose
+specific signatures were written after reading them (leave-one-round-out).
 """
 
 from __future__ import annotations
@@ -55,7 +63,27 @@ ALIASES = {
     "mooncake-ipv6-only-gids": {"mooncake-gid-selection-failed"},
     "mooncake-gid-null-roce": {"mooncake-gid-selection-failed"},
     "sglang-wrong-bootstrap-port": {"sglang-receiver-init-no-bootstrap-info"},
-    "mooncake-no-rdma-device": {"mooncake-no-rdma-fallback", "mooncake-no-peermem-no-rnic"},
+    "mooncake-no-rdma-device": {"mooncake-no-rdma-fallback", "mooncake-no-peermem-no-rnic", "rdma-devices-not-visible"},
+    # round 4 (aliases set from the threads' causes and the finding ids' meanings)
+    "rdma-memlock-ulimit": {"rdma-register-enomem"},
+    "mooncake-gpu-memory-registration": {"rdma-register-gpu-memory"},
+    "nixl-wheel-needs-cuda-libs": {"native-plugin-missing-library"},
+    "mooncake-ipv6-host-handshake": {"peer-address-ipv6-literal"},
+    "nixl-too-old-for-engine": {"nixl-too-old-for-engine", "api-version-mismatch"},
+    "dynamo-sglang-version-mismatch": {"dynamo-sglang-version-mismatch", "api-version-mismatch"},
+    "ucx-no-cuda-transports": {"nixl-register-vram-backend-error", "nixl-ucx-vram-detected-as-host"},
+}
+# the signatures written for each round's logs (git diff of signatures.yaml at that round)
+ROUND_SIGNATURES = {
+    2: ["dynamo-sglang-version-mismatch", "mooncake-memcpy-pool-cross-process", "mooncake-qp-allocation-exhausted",
+        "mooncake-retry-exceeded-local-nic", "mooncake-wrong-ib-device", "mori-control-plane-regendpoint-assert",
+        "mori-mamba-replicated-hetero-tp", "mori-pp-descriptor-mismatch", "mori-sparse-state-pp", "mori-swa-hetero-tp-refused",
+        "nixl-backend-plugin-not-found", "nixl-cuda-major-wheel-mismatch", "nixl-libfabric-plugin-no-efa", "nixl-no-plugins-loaded",
+        "nixl-too-old-for-engine", "nixl-ucx-requests-canceled", "rdma-core-userspace-kernel-mismatch",
+        "sglang-receiver-init-no-bootstrap-info", "trtllm-cache-transceiver-config-unset", "trtllm-cachestate-mismatch",
+        "trtllm-nixl-libfabric-rail-mismatch", "ucx-dmabuf-registration-failed", "vllm-nixl-reqs-to-send-keyerror"],
+    3: ["mooncake-gid-selection-failed"],
+    4: ["nixl-ucx-vram-detected-as-host"],
 }
 # findings whose stated cause lists the established one among candidates
 CANDIDATES = {
@@ -64,6 +92,11 @@ CANDIDATES = {
     "nixl-remote-disconnect": {"concurrent-add-remote-agent", "vllm-remote-disconnect-prefill-died"},
     "nixl-ucx-requests-canceled": {"vllm-nixl-reqs-to-send-keyerror"},
     "nixl-err-backend-generic": {"ucx-bundled-vs-system-conflict", "ucx-not-multithreaded", "ucx-no-cuda-transports"},
+    "nixl-register-mem-failed": {"ucx-no-cuda-transports"},
+    "nixl-backend-plugin-not-found": {"nixl-plugin-dir-wrong", "nixl-multiple-installations"},
+    "rdma-devices-not-visible": {"mooncake-ib-devpath-check-regression"},
+    "rdma-wc-retry-exc-err": {"mooncake-faulty-local-nic", "mooncake-multi-nic-handshake"},
+    "rdma-wc-loc-prot-err": {"mooncake-nic-gpu-pcie-affinity"},
 }
 SGLANG_ENGINES = {"sglang", "sglang-nixl", "sglang-mooncake", "sglang-mori", "dynamo-sglang"}
 import re
@@ -87,6 +120,9 @@ def grade(meta: dict, report) -> str:
         return "right"
     if any(f.id in ok for f in report.findings) or any(code in CANDIDATES.get(f.id, ()) for f in report.findings):
         return "message"
+    if first is not None and first.kind == "generic" and first.id.endswith("-generic") and (
+            not meta.get("phase") or first.phase == meta["phase"] or (first.phase, meta["phase"]) in SAME_PHASE):
+        return "located"
     return "wrong"
 
 
@@ -96,8 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="dev", choices=["dev", "heldout", "all"])
     ap.add_argument("--round", type=int, default=None,
                     help="only logs collected in this round (meta added_round; the first round has none)")
+    ap.add_argument("--leave-out", default="", help="rounds whose signatures are disabled, e.g. 2,3")
     ap.add_argument("-v", action="store_true")
     args = ap.parse_args(argv)
+    if args.leave_out:
+        import os
+        off = [sid for r in args.leave_out.split(",") for sid in ROUND_SIGNATURES.get(int(r), [])]
+        os.environ["KVCHECK_EXPLAIN_DISABLE"] = ",".join(off)
     from kvcheck.explain.matcher import explain_text
 
     rows = []
@@ -133,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     for meta, g, *_ in rows:
         fam = "sglang" if meta["engine"] in SGLANG_ENGINES else meta["engine"]
         by_engine[fam][g] += 1
-    cols = ["right", "message", "wrong", "none", "recognized", "unrecognized"]
+    cols = ["right", "message", "located", "wrong", "none", "recognized", "unrecognized"]
     print(f"\n{len(rows)} logs ({args.split}); established causes: {sum(1 for m, *_ in rows if not _unknown(m))}")
     print("| engine | " + " | ".join(cols) + " |")
     print("|---|" + "---|" * len(cols))
@@ -142,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         total.update(by_engine[fam])
         print(f"| {fam} | " + " | ".join(str(by_engine[fam][c]) for c in cols) + " |")
     print("| **all** | " + " | ".join(str(total[c]) for c in cols) + " |")
-    est = sum(total[c] for c in ("right", "message", "wrong", "none"))
+    est = sum(total[c] for c in ("right", "message", "located", "wrong", "none"))
     print(f"\nright cause: {total['right']}/{est} ({100 * total['right'] / max(est, 1):.0f}%)")
+    print(f"right, or the cause among the stated candidates, or located (component + phase): "
+          f"{total['right'] + total['message'] + total['located']}/{est}; not recognized: {total['none']}")
     print(f"catalog (SGLang) explanations given to another engine's lines: {sum(r[2] for r in rows)}")
     ph = [r[3] for r in rows if r[3] is not None]
     print(f"crash/known signatures as first cause with the thread's phase: {sum(ph)}/{len(ph)}")

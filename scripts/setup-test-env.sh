@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv with everything the test suite uses: kvcheck and its test tools, SGLang
+# Set up .venv with everything the test suite uses: kvcheck and its test tools (with
+# ruff and mypy for scripts/lint.sh), SGLang
 # 0.5.23 (its own decision code, driven on CPU), NIXL (real agents over UCX on
 # loopback), and Debian's etcd-server (a real etcd for the NIXL metadata tests).
 # Idempotent; safe to re-run (a complete .venv is detected and left alone).
@@ -56,7 +57,7 @@ if ls /opt/wheels/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
 else
   TORCH=(torch==2.13.0 --extra-index-url "$TORCH_CPU_INDEX")
 fi
-echo "== installing kvcheck, test tools, torch 2.13.0 (CPU build) and what SGLang's decision code and NIXL import on CPU"
+echo "== installing kvcheck, test tools (pytest, ruff, mypy: the .[test] extra), torch 2.13.0 (CPU build) and what SGLang's decision code and NIXL import on CPU"
 "${PIP[@]}" -e '.[test]' "${TORCH[@]}" -r requirements/runtime.txt -r requirements/nixl.txt -r requirements/mooncake.txt
 echo "== installing SGLang 0.5.23 and NIXL (nixl-cu12 1.5.1), both --no-deps"
 "${PIP[@]}" --no-deps sglang==0.5.23 nixl-cu12==1.5.1

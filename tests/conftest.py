@@ -28,3 +28,21 @@ def _use_torchvision_stub() -> None:
 
 
 _use_torchvision_stub()
+
+
+def _hermetic_environment() -> None:
+    """Nothing on the machine the suite runs on decides a test: no model the machine has in
+    its Hugging Face cache (``HF_HUB_CACHE`` points at an empty folder; kvcheck reads only
+    that one cache, as huggingface_hub does), and none of kvcheck's own settings
+    (``KVCHECK_API_KEY``, ``KVCHECK_DEBUG``, ``NIXL_ETCD_NAMESPACE``) from the caller's shell.
+    Inherited by the kvcheck subprocesses the tests start; a test that needs a cache or a
+    key passes its own (``--models``, ``environ=``, ``env=``)."""
+    import os
+    import tempfile
+
+    os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="kvcheck-tests-hf-")
+    for name in ("HF_HOME", "KVCHECK_API_KEY", "KVCHECK_DEBUG", "NIXL_ETCD_NAMESPACE"):
+        os.environ.pop(name, None)
+
+
+_hermetic_environment()

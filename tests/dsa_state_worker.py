@@ -123,7 +123,8 @@ def drive(sg, agent_cls, src_state: list[int], dst_state: list[int]) -> dict:
 
 def main() -> int:
     release = sys.argv[1]
-    from kvcheck.sglang import runtime_kernel as rk
+    from kvcheck.sglang.runtime_kernel import driver as rk
+    from kvcheck.sglang.runtime_kernel.per_request import _DescRecordingAgent
     from kvcheck.sglang.dsa_pd import legacy_dsa_states
     from kvcheck.sglang.geometry import SideGeometry, StateRegion
     from kvcheck.sglang.pd_release import behaviour
@@ -137,7 +138,7 @@ def main() -> int:
                                 kv_cache_dtype="bfloat16", bytes_per_element=2, stage_layers=[(0, 4)], state_types=["dsa"],
                                 state_regions=[StateRegion(index=i, state_type="dsa", item_len=x, layer_id=i, part="KV") for i, x in enumerate(items)])
         d = legacy_dsa_states(geo("prefill", src), geo("decode", dst), b, b)[0]
-        res["cases"][name] = {"runtime": drive(sg, rk._DescRecordingAgent, src, dst),
+        res["cases"][name] = {"runtime": drive(sg, _DescRecordingAgent, src, dst),
                               "kvcheck": {"path": d.path, "corruption": d.corruption is not None, "unchecked": d.unchecked is not None}}
     print(json.dumps(res))
     return 0

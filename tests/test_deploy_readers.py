@@ -177,7 +177,6 @@ def test_markdown_docs_block_multinode():
 @pytest.mark.parametrize(
     "name, words",
     [
-        ("cyclic.sh", ["refers to itself", "A -> B -> A", "cyclic.sh"]),
         ("no-sglang.yaml", ["no-sglang.yaml", "no container launches"]),
         ("recipe-no-decode.yaml", ["recipe-no-decode.yaml", "no decode", "line 6"]),
         ("syntax-error.yaml", ["syntax-error.yaml", "YAML syntax error at line"]),
@@ -190,6 +189,17 @@ def test_bad_inputs_are_input_errors(name, words):
     assert "\n" not in msg and exc.value.exit_code == 2
     for w in words:
         assert w in msg
+
+
+def test_shell_assignments_run_in_order_and_env_cycles_are_input_errors():
+    # export A="${B}"; export B="${A}": a shell expands each when it runs (A from the
+    # unset B), never recursively: --model-path stays unresolved, no error
+    [dep] = read_deployments([DATA / "cyclic.sh"], env={})
+    assert [u.variable for u in dep.instances[0].unresolved] == ["B"]
+    # values that refer to each other in --env (expanded when used) are a cycle
+    with pytest.raises(InputError) as exc:
+        read_deployments([DATA / "cyclic.sh"], env={"B": "${C}", "C": "${B}"})
+    assert "refers to itself" in str(exc.value) and "B -> C -> B" in str(exc.value) and exc.value.exit_code == 2
 
 
 def test_oversize_file_refused_before_parsing(tmp_path, monkeypatch):

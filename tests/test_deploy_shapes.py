@@ -272,3 +272,81 @@ def test_stripped_json_value_is_the_servers_refusal():
     proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
     assert "EXIT 2" in proc.stdout
     assert "argument --preferred-sampling-params: invalid loads value: '{temperature:0.7,top_p:0.8}'" in proc.stderr
+
+
+# -- shell if / case -------------------------------------------------------------------
+
+
+def test_if_picking_the_role_reads_each_branch_as_its_role():
+    # read straight through, MODE=decode (the last assignment) made the prefill a decode
+    (dep,) = read("branch-role-if.sh")
+    roles = {i.role: i for i in dep.instances}
+    assert set(roles) == {"prefill", "decode"}
+    assert (opt(roles["prefill"].argv, "--tp-size"), opt(roles["decode"].argv, "--tp-size")) == ("2", "4")
+    assert roles["prefill"].location.line == roles["decode"].location.line == 14
+    _, contract = checked("branch-role-if.sh", release="0.5.23")
+    assert "missing-role" not in ids(contract)
+    assert contract["pairs"][0]["plan"]["path"] == "hetero_tp_slice" and contract["exit_code"] == 0
+
+
+def test_case_on_the_script_argument_reads_each_role_and_skips_argument_parsing():
+    (dep,) = read("branch-role-case.sh")
+    roles = {i.role: i for i in dep.instances}
+    assert set(roles) == {"prefill", "decode"}
+    # the argument loop is not run (the script as published runs without --model): the default stands
+    assert {opt(i.argv, "--model-path") for i in dep.instances} == {"Qwen/Qwen3-8B"}
+    assert (roles["prefill"].location.line, roles["decode"].location.line) == (12, 15)
+    assert not dep.problems
+
+
+def test_if_picking_a_flag_for_both_servers_gives_alternative_deployments():
+    deps = read("branch-backend-choice.sh")
+    assert [d.variant for d in deps] == ["if at line 3: then", "if at line 3: else"]
+    backends = [{opt(i.argv, "--disaggregation-transfer-backend") for i in d.instances} for d in deps]
+    assert backends == [{"nixl"}, {"mooncake"}]  # never a nixl prefill paired with a mooncake decode
+    report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
+    assert "backend-mismatch" not in {f["id"] for d in report["deployments"] for p in d["pairs"] for f in p["findings"]}
+
+
+def test_lws_disaggregatedset_roles_times_slices():
+    (dep,) = read("lws-disaggregatedset.yaml")
+    roles = {i.role: i for i in dep.instances}
+    assert roles["prefill"].name == "pd/prefill/server" and roles["decode"].name == "pd/decode/server"
+    # spec.slices copies of the whole topology: replicas x slices; size = the decode's nodes
+    assert (roles["prefill"].replicas, roles["decode"].replicas) == (3, 6)
+    assert (roles["prefill"].nodes, roles["decode"].nodes) == (1, 2)
+    _, contract = checked("lws-disaggregatedset.yaml")
+    assert contract["exit_code"] == 0 and contract["pairs"][0]["plan"]["path"] == "hetero_tp_slice"
+
+
+def test_docs_page_with_two_examples_reads_each_block_as_its_deployment():
+    deps = read("docs-two-examples.md")
+    assert [d.variant for d in deps] == ["block at line 6", "block at line 15"]
+    assert [[i.location.line for i in d.instances] for d in deps] == [[6, 8], [15, 17]]
+    # the Mooncake prefill is never paired with the NIXL decode (a backend mismatch)
+    report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
+    assert report["exit_code"] == 0 and len([p for d in report["deployments"] for p in d["pairs"]]) == 2
+
+
+def test_notebook_cells_read_at_their_lines_one_deployment_per_section():
+    deps = read("vendor-notebook.ipynb")
+    assert [d.variant for d in deps] == ["section 'Single node' at line 10", "section 'Two nodes' at line 41"]
+    single, two = deps
+    # a Markdown cell's bash block and a %%bash code cell; the Python cell is not a launch
+    assert [(i.role, i.location.line) for i in single.instances] == [("prefill", 19), ("decode", 32)]
+    assert [(i.role, i.location.line, opt(i.argv, "--tp-size")) for i in two.instances] == [("prefill", 62, "2"), ("decode", 63, "2")]
+    report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
+    assert report["exit_code"] == 0 and "same-model" not in {f["id"] for d in report["deployments"] for p in d["pairs"] for f in p["findings"]}
+
+
+def test_optional_args_empty_by_default_add_no_argument():
+    deps = read("branch-optional-args.sh")
+    by_variant = {d.variant: d for d in deps}
+    assert set(by_variant) == {"if at line 4: then", "if at line 4: none taken"}
+    # not taken: "$SERVED_ARG" is empty and unquoted, so the servers get no '' argument
+    plain = by_variant["if at line 4: none taken"]
+    assert all("" not in i.argv and not i.unresolved for i in plain.instances)
+    report = check_deployments([plain], ClusterOptions(sglang_version="0.5.23")).contract()
+    assert report["exit_code"] == 0
+    # taken: the name is unknown, and it sits on a flag that names no KV geometry
+    assert all(i.unresolved for i in by_variant["if at line 4: then"].instances)

@@ -220,7 +220,7 @@ def _sglang_model_config(tmp_path, raw):
                                     "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct",
                                     "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
                                     "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
-                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2"])
+                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2", "Qwen/Qwen2.5-VL-7B-Instruct"])
 def test_catalog_fields_give_sglangs_own_geometry(tmp_path, hub_id):
     """SGLang 0.5.23's ``ModelConfig`` on the catalog's fields gives the same KV heads,
     head dim, layers and MLA widths as kvcheck's parser."""

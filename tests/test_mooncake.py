@@ -214,3 +214,54 @@ def test_efa_texts_are_sglangs(env, monkeypatch):
     side = type("S", (), {"args": ServerArgs(), "env": dict(env), "raw_args": {}, "role": "decode", "sglang_version": "0.5.23"})()
     got = [t for fid, t in startup_refusals(side) if fid == "mooncake-efa"]
     assert (got[0] if got else None) == runtime
+
+
+@pytest.mark.runtime
+def test_kernel_runtime_drives_sglangs_own_mooncake_worker(tmp_path):
+    """``--kernel runtime`` on a Mooncake pair: the installed SGLang's own
+    ``MooncakeKVManager.transfer_worker`` issues the writes (judged as the builtin's are),
+    and a prefill on another release is unchecked with the reason, never answered by the
+    builtin in its place."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "stubs")])}
+    m = model_dir(LLAMA)
+    path = tmp_path / "pd.sh"
+    path.write_text(
+        f"SGLANG_PP_LAYER_PARTITION=17,15 python3 -m sglang.launch_server --model-path {m} --disaggregation-mode prefill --tp-size 2 --pp-size 2 --page-size 16 --port 30000 &\n"
+        f"python3 -m sglang.launch_server --model-path {m} --disaggregation-mode decode --tp-size 2 --page-size 16 --port 30001 &\n")
+
+    def run(kernel, release):
+        proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "-f", str(path), "--format", "json", "--kernel", kernel, "--sglang-version", release],
+                              capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+        rep = json.loads(proc.stdout)
+        return proc.returncode, rep, [f for p in rep["pairs"] for f in p["findings"] if f["severity"] in ("error", "unchecked")]
+
+    rc, rep, bad = run("runtime", "0.5.23")
+    assert rc == 1 and rep["kernel"] == "runtime", bad
+    rt = sorted(f["message"] for f in bad if f["id"] == "mooncake-silent-corruption")
+    _, _, bad_b = run("builtin", "0.5.23")
+    assert rt and rt == sorted(f["message"] for f in bad_b if f["id"] == "mooncake-silent-corruption")
+    rc, rep, bad = run("runtime", "0.5.9")
+    assert rc == 4 and any(f["id"] == "mooncake-unchecked" and "--kernel runtime drives the installed SGLang 0.5.23, but the prefill runs 0.5.9" in f["message"] for f in bad), bad
+
+
+@pytest.mark.parametrize("release,decode_tp,text", [
+    ("0.5.9", 2, None),  # twin SWA layouts at PP 1: each state buffer goes to its twin
+    ("0.5.9", 4, "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."),  # maybe_send_extra
+    ("0.5.7", 4, "PD Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet."),  # the worker's own check
+])
+def test_swa_states_before_0_5_17(tmp_path, release, decode_tp, text):
+    """gpt-oss (SWA hybrid, MHA) on Mooncake before 0.5.17: maybe_send_extra's state send
+    is decided for twin layouts and the releases' refusal across unequal TP kills the
+    transfer worker with the release's own text."""
+    path = tmp_path / "pd.sh"
+    path.write_text(
+        "python3 -m sglang.launch_server --model-path openai/gpt-oss-20b --disaggregation-mode prefill --tp-size 2 --page-size 64 --port 30000 &\n"
+        f"python3 -m sglang.launch_server --model-path openai/gpt-oss-20b --disaggregation-mode decode --tp-size {decode_tp} --page-size 64 --port 30001 &\n")
+    proc = run_cli("preflight", "-f", str(path), "--format", "json", "--kernel", "builtin", "--sglang-version", release, "--gpu", "h100")
+    rep = json.loads(proc.stdout)
+    found = [f for p in rep["pairs"] for f in p["findings"] if f["severity"] in ("error", "unchecked")]
+    if text is None:
+        assert proc.returncode == 0, found
+    else:
+        f = next(f for f in found if f["id"] == "mooncake-worker-dies")
+        assert proc.returncode == 1 and f["message"] == f"Transfer thread failed because of {text}. Prefill instance with bootstrap_port=8998 is dead."

@@ -132,3 +132,44 @@ def test_probe_through_an_http_metadata_server(pair, tmp_path):
     finally:
         srv.kill()
         srv.wait()
+
+
+def test_probe_through_an_etcd_metadata_server(pair, tmp_path):
+    """The same probe with a real etcd (Debian's etcd-server, started here on loopback with
+    a deadline) as Mooncake's metadata server (``etcd://HOST:PORT``): both engines publish
+    their segment descriptors in etcd and the probe's engine opens the agent's segment by
+    name from there; the bytes are checked by the agent's digests."""
+    import shutil
+
+    if shutil.which("etcd") is None:
+        pytest.skip("etcd-server is not installed (scripts/setup-test-env.sh)")
+    from nixl_helpers import Etcd
+
+    etcd = Etcd()
+    p, d = pair
+    try:
+        meta = f"etcd://127.0.0.1:{etcd.port}"
+        agent, ready = _start_agent(d, "--protocol", "tcp", "--metadata-server", meta)
+        try:
+            assert ready["regions"] == 64
+            proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--kernel", "builtin", "--format", "json",
+                           "--decode-agent", ready["listen"], "--probe", "--probe-pages", "2", "--timeout", "20", timeout=120)
+            rep = json.loads(proc.stdout)
+            assert "probe-ok" in [f["id"] for f in rep["findings"]], rep["findings"]
+            probe = rep["probe"]
+            assert probe["metadata"] == meta and probe["writes"] == 64 * 2
+            assert probe["mismatched"] == 0 and probe["guards_intact"] is True
+            # the segment was published in etcd by Mooncake itself (its keys are under mooncake/)
+            import base64
+
+            import httpx
+
+            keys = httpx.post(f"{etcd.url}/v3/kv/range", json={"key": base64.b64encode(b"\0").decode(), "range_end": base64.b64encode(b"\0").decode(),
+                                                               "keys_only": True}, timeout=5).json().get("kvs", [])
+            names = [base64.b64decode(k["key"]).decode(errors="replace") for k in keys]
+            assert any("mooncake" in n for n in names), names
+        finally:
+            agent.terminate()
+            agent.communicate(timeout=30)
+    finally:
+        etcd.close()

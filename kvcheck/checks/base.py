@@ -6,9 +6,10 @@ ignorable by name) and ruff's rule docs (code, what it catches, why it breaks, t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -145,7 +146,7 @@ REGISTRY: dict[str, Check] = {}
 def check(id: str, severity: Severity, title: str, *, what: str, why: str, fix: str):
     """Decorator registering ``fn(ctx) -> list[Finding]`` as a check with a stable id."""
 
-    def wrap(fn: Callable[["Check", CheckContext], list[Finding]]) -> Callable:
+    def wrap(fn: Callable[[Check, CheckContext], list[Finding]]) -> Callable:
         chk = Check(id=id, severity=severity, title=title, what=what, why=why, fix=fix, run=lambda ctx: fn(REGISTRY[id], ctx))
         if id in REGISTRY:
             raise RuntimeError(f"duplicate check id {id}")

@@ -9,7 +9,7 @@ lookup (``kvcheck.preflight._check_of`` is kept as an alias).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from kvcheck.sglang import plan as builtin
 from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from kvcheck.checks.base import CheckContext, Finding, Severity, check
+from kvcheck.checks.base import CheckContext, Finding, PairFacts, Severity, check
 from kvcheck.sglang.plan import Plan, RuntimeErrorPrediction
 from kvcheck.sides import Side
 
@@ -37,7 +37,7 @@ def _backend(side: Side) -> str:
     return side.args.disaggregation_transfer_backend
 
 
-def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict) -> Plan | None:
+def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: PairFacts) -> Plan | None:
     """The pair's plan by the prefill's own backend, or None when the prefill runs NIXL.
 
     Sets ``extra["skip_checks"]`` (the NIXL-only checks) and ``extra["backend_stages"]``
@@ -50,10 +50,14 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict
     extra["skip_checks"] = NIXL_ONLY_CHECKS | {"transfer-backend"}
     if pb != "mooncake" or db != "mooncake":
         return None
+    # NIXL's state restatement (maybe_send_extra of NixlKVManager, its legacy unequal-TP
+    # refusals) is not Mooncake's: mooncake-transfer reports decide_states' outcome.
+    extra["skip_checks"] = extra["skip_checks"] | {"state-transfer"}
     from kvcheck.sglang import mooncake as mc
     from kvcheck.sglang.geometry import derive_geometry
 
     heads = prefill.model.num_key_value_heads if prefill.model.attention == "MHA" else None
+    writer, kernel_unchecked = _runtime_writer(prefill, extra)
     staging = str(prefill.env.get("SGLANG_DISAGG_STAGING_BUFFER", "")).lower() in TRUE
     unified = bool((prefill.raw_args or {}).get("enable_unified_memory")) or bool((decode.raw_args or {}).get("enable_unified_memory"))
     same_pp = decode.args.pp_size == prefill.args.pp_size
@@ -71,19 +75,62 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: dict
             stages.append(plan)
             states.append((None, None))
             continue
-        plan = mc.decide(sp, sd, decode_dcp_size=decode.args.dcp_size, prefill_dcp_size=prefill.args.dcp_size, pp_rank=rank,
-                         total_kv_heads=heads, release=prefill.sglang_version, bootstrap_port=prefill.args.disaggregation_bootstrap_port,
-                         staging=staging, unified_memory=unified, decode_hisparse=decode.args.enable_hisparse)
+        if kernel_unchecked:
+            stages.append(Plan(path="not_modeled", n_src=sp.n, n_dst=sd.n, not_modeled_reason=kernel_unchecked))
+            states.append((None, None))
+            continue
+        try:
+            plan = mc.decide(sp, sd, decode_dcp_size=decode.args.dcp_size, prefill_dcp_size=prefill.args.dcp_size, pp_rank=rank,
+                             total_kv_heads=heads, release=prefill.sglang_version, bootstrap_port=prefill.args.disaggregation_bootstrap_port,
+                             staging=staging, unified_memory=unified, decode_hisparse=decode.args.enable_hisparse, writer=writer)
+        except Exception as exc:  # the runtime kernel's stand-in manager could not drive this release's worker
+            if writer is None:
+                raise
+            plan = Plan(path="not_modeled", n_src=sp.n, n_dst=sd.n, not_modeled_reason=(
+                f"--kernel runtime: SGLang's own Mooncake transfer worker could not be driven ({type(exc).__name__}: {exc})"))
+        plan.kernel = "runtime" if writer is not None else "builtin"
         if plan.error is not None and rank > 0:
             plan.error.raised_by += f" on prefill PP stage {rank}"
         stages.append(plan)
         states.append(mc.decide_states(sp, sd, release=prefill.sglang_version, bootstrap_port=prefill.args.disaggregation_bootstrap_port, pp_rank=rank))
     extra["backend_stages"] = stages
     extra["backend_states"] = states
+    # The state components of a Mooncake pair are decided (or said unchecked, with the
+    # reason) by mooncake-transfer from decide_states: the NIXL state-components check
+    # must not keep a pair unchecked that Mooncake's own send decides.
+    extra["states_decided"] = True
     shown = next((p for p in stages if p.error is not None), None) or next((p for p in stages if p.path == "not_modeled"), stages[0])
     out = shown.model_copy(deep=True)
     out.not_modeled_reason = None  # reported by mooncake-transfer, not by the NIXL release check
     return out
+
+
+def _runtime_writer(prefill: Side, extra: dict):
+    """``--kernel runtime`` (``extra["kernel"]``): the installed SGLang's own
+    ``MooncakeKVManager.transfer_worker`` issues the writes (``mooncake_runtime.runtime_writes``)
+    when it is the prefill's release; otherwise the Mooncake transfer is unchecked with the
+    reason, never answered by the builtin restatement in its place. (writer, unchecked reason)."""
+    if extra.get("kernel") != "runtime":
+        return None, None
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:  # the installed release, read without importing SGLang (seconds)
+            if version("sglang") != prefill.sglang_version:
+                return None, (f"--kernel runtime drives the installed SGLang {version('sglang')}, but the prefill runs {prefill.sglang_version}: "
+                              f"that release's own Mooncake code is not in this Python (use --kernel builtin, or run kvcheck where SGLang "
+                              f"{prefill.sglang_version} is installed)")
+        except PackageNotFoundError:
+            pass
+        from kvcheck.sglang import mooncake_runtime
+
+        installed = mooncake_runtime.runtime_version()
+    except Exception as exc:  # noqa: BLE001 - an SGLang that does not import is said, not hidden
+        return None, f"--kernel runtime: the installed SGLang's Mooncake code does not import ({type(exc).__name__}: {exc})"
+    if installed != prefill.sglang_version:
+        return None, (f"--kernel runtime drives the installed SGLang {installed}, but the prefill runs {prefill.sglang_version}: "
+                      f"that release's own Mooncake code is not in this Python (use --kernel builtin, or run kvcheck where SGLang {prefill.sglang_version} is installed)")
+    return mooncake_runtime.runtime_writes, None
 
 
 _FIX = {
@@ -293,5 +340,5 @@ def backend_unchecked(chk, ctx: CheckContext) -> list[Finding]:
         }.get((pb, db), f"the {db} decode's registration is not a message the {pb} prefill's connector reads: KV never moves and requests time out")
         out.append(Finding(id="backend-mismatch", severity=Severity.ERROR,
                            message=f"transfer backends differ: prefill {pb}, decode {db}: {what}",
-                           fix=f"Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake)."))
+                           fix="Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake)."))
     return out

@@ -109,8 +109,8 @@ UCX_NET_DEVICES_WARNING = (
 )
 def connector_startup(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.startup import Refusal as _Refusal
-    from kvcheck.sglang.startup import Stop as _Stop
     from kvcheck.sglang.startup import ReleaseStop, connector_outcome, first_outcome
+    from kvcheck.sglang.startup import Stop as _Stop
 
     out = []
     for side in (ctx.prefill, ctx.decode):

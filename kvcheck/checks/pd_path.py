@@ -66,12 +66,12 @@ def release_pd_unchecked(chk, ctx: CheckContext) -> list[Finding]:
         ))
     if b_p.decision_modeled:
         plans = [ctx.plan] if ctx.plan is not None else []
-        why = next((p.not_modeled_reason for p in plans if p.path == "not_modeled"), None)
-        if why is None and any(st.get("path") == "not_modeled" for st in ctx.extra.get("pp_stages") or []):
-            why = "a prefill PP stage's transfer"
-        if why is not None:
+        unmodeled = next((p.not_modeled_reason for p in plans if p.path == "not_modeled"), None)
+        if unmodeled is None and any(st.get("path") == "not_modeled" for st in ctx.extra.get("pp_stages") or []):
+            unmodeled = "a prefill PP stage's transfer"
+        if unmodeled is not None:
             out.append(chk.finding(
-                f"prefill: SGLang {b_p.version} accepts this decode's registration without checks, and what its transfer then does is not modeled: {why}"
+                f"prefill: SGLang {b_p.version} accepts this decode's registration without checks, and what its transfer then does is not modeled: {unmodeled}"
             ))
         # 0.5.12 .. 0.5.12.post1: SGLANG_DISAGG_STAGING_BUFFER sends unequal-TP KV through
         # staging buffers (_do_staging_transfer), which kvcheck does not restate.

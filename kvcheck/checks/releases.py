@@ -57,16 +57,6 @@ def load_known_issues() -> list[dict[str, Any]]:
     return yaml.load(path.read_text("utf-8"), Loader=loader)["entries"]
 
 
-def side_nixl_version(side: Side) -> tuple[str | None, str]:
-    """(NIXL release or range as text, where from) of the server: its image, else
-    ``NIXL_VERSION`` in its environment, else unknown (``kvcheck.sglang.server_nixl``).
-    Never the NIXL installed where kvcheck runs."""
-    from kvcheck.sglang.server_nixl import server_nixl
-
-    got = server_nixl(side)
-    return (got.describe() if got.known else None), got.source
-
-
 def _in_ranges(version: str, ranges: list[list[str | None]]) -> bool:
     from kvcheck.sglang.releases import in_range
 
@@ -190,7 +180,9 @@ def _decode_replicates_kv_heads(ctx: CheckContext, several: bool = False) -> boo
     False when the KV head count is unknown or the model is MLA."""
     p, d = ctx.prefill.args.attn_tp_size, ctx.decode.args.attn_tp_size
     heads = getattr(ctx.prefill.model, "num_key_value_heads", None)
-    return bool(heads) and ctx.prefill.model.attention == "MHA" and p < d and d > heads and (not several or p < heads)
+    if not heads:
+        return False
+    return ctx.prefill.model.attention == "MHA" and p < d and d > heads and (not several or p < heads)
 
 
 @check(

@@ -4,6 +4,7 @@ cannot model. None of these predicts a runtime exception."""
 from __future__ import annotations
 
 from kvcheck.checks.base import CheckContext, Finding, Severity, check
+from kvcheck.sglang.pools import DSA, NOT_MODELED
 
 
 @check(
@@ -32,7 +33,7 @@ def disaggregation_mode(chk, ctx: CheckContext) -> list[Finding]:
         "DeepSeek V4 ratio-1/2 compressed layers and V4.1's kv_source pools, DSA with compressed index-K pooling, "
         "FP4 KV variants, hybrid layer_types kvcheck has not verified, and architectures SGLang does not serve "
         "(kvcheck/sglang/model.py NOT_MODELED_ARCHITECTURES). SWA, Mamba/linear-attention hybrids, DeepSeek V4 and "
-        "MiniMax sparse pools are modeled (kvcheck/sglang/geometry.py, states.py, dsv4.py)."
+        "MiniMax sparse pools are modeled (kvcheck/sglang/pools/, geometry.py, states.py, dsv4.py)."
     ),
     why="kvcheck never guesses a geometry: no plan is computed for such a pair.",
     fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly.",
@@ -43,7 +44,7 @@ def not_modeled(chk, ctx: CheckContext) -> list[Finding]:
         g = ctx.prefill_geometry if side.role == "prefill" else ctx.decode_geometry
         if side.model.attention == "not_modeled":
             out.append(chk.finding(f"{side.role}: {side.model.architecture} uses a {side.model.not_modeled_reason}, which kvcheck does not model yet; no transfer plan was computed"))
-        elif g is not None and g.pool == "not_modeled":
+        elif g is not None and g.pool == NOT_MODELED:
             out.append(chk.finding(f"{side.role}: {side.model.architecture} with {g.not_modeled_reason} is a KV pool kvcheck does not model yet; no transfer plan was computed"))
     return out
 
@@ -137,7 +138,7 @@ def item_length_larger(chk, ctx: CheckContext) -> list[Finding]:
         pg, dg = st["_geometry"]
         for i, j in enumerate(st.get("dst_indices") or []):
             src, dst = pg.regions[i].item_len, dg.regions[j].item_len
-            if dst < src and per_request:
+            if dst < src and per_request and b_p is not None:
                 # send_kvcache (0.5.5 .. 0.5.12.post1) strides both sides by the prefill's item
                 # length and checks nothing: page p lands at p x src bytes, where the decode
                 # reads pages p x src / dst on; the last pages run past the region (NIXL error).
@@ -165,7 +166,7 @@ def _item_cause(ctx: CheckContext) -> tuple[str, str | None]:
 
     p, d = ctx.prefill, ctx.decode
     pg = ctx.prefill_geometry
-    if pg is not None and pg.pool == "DSA" and "fp8" in (p.args.kv_cache_dtype + d.args.kv_cache_dtype):
+    if pg is not None and pg.pool == DSA and "fp8" in (p.args.kv_cache_dtype + d.args.kv_cache_dtype):
         pl, dl = dsa_fp8_layout(p)[0], dsa_fp8_layout(d)[0]
         if pl != dl:
             pb = (p.raw_args or {}).get("dsa_prefill_backend") or "unset (GPU default)"
@@ -226,7 +227,7 @@ def fp4_block_scales(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.geometry import FP4_KV_DTYPES
 
     pg, dg = ctx.prefill_geometry, ctx.decode_geometry
-    if pg is None or dg is None or pg.pool == "not_modeled" or dg.pool == "not_modeled":
+    if pg is None or dg is None or pg.pool == NOT_MODELED or dg.pool == NOT_MODELED:
         return []
     if not (pg.unregistered_scale_buffers and dg.unregistered_scale_buffers):
         return []
@@ -342,7 +343,7 @@ def state_components(chk, ctx: CheckContext) -> list[Finding]:
                 out.append(chk.finding(f"state component {d.index} ({d.state_type}, {d.n_entries} entries): {d.unchecked}"))
         return out
     for g in (ctx.prefill_geometry, ctx.decode_geometry):
-        if g is None or g.pool == "not_modeled":
+        if g is None or g.pool == NOT_MODELED:
             continue
         todo_idx = [i for i, t in enumerate(g.state_types) if t in _UNDECIDED_STATE_TYPES]
         todo = [g.state_types[i] for i in todo_idx]

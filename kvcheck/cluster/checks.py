@@ -9,8 +9,9 @@ Every rule says which SGLang 0.5.23 code it re-states.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from kvcheck.checks.base import Severity
@@ -200,9 +201,9 @@ def router_bootstrap_port(dep: Deployment, instances: list[InstanceResult]) -> l
                         break
                 continue
             if not cands:
-                ports = sorted({int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in prefills})
-                if rp.bootstrap_port not in ports:
-                    out.append(finding(chk.id, chk.severity, f"router --prefill {rp.url} {rp.bootstrap_port}: no prefill serves bootstrap port {rp.bootstrap_port} (prefills use {', '.join(map(str, ports))})", chk.fix, router.location))
+                served = sorted({int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in prefills})
+                if rp.bootstrap_port not in served:
+                    out.append(finding(chk.id, chk.severity, f"router --prefill {rp.url} {rp.bootstrap_port}: no prefill serves bootstrap port {rp.bootstrap_port} (prefills use {', '.join(map(str, served))})", chk.fix, router.location))
                 continue
             ports = {int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in cands}
             if rp.bootstrap_port not in ports:
@@ -315,13 +316,21 @@ def multinode_args(dep: Deployment, instances: list[InstanceResult]) -> list[Loc
         argvs = inst.node_argvs or [inst.argv]
         if len(argvs) <= 1 and inst.nodes <= 1:
             continue
-        parsed = [_node_args(a, str(inst.location)) for a in argvs]
-        if any(p is None for p in parsed):
+        parsed = [p for p in (_node_args(a, str(inst.location)) for a in argvs) if p is not None]
+        if len(parsed) != len(argvs):  # a node's flags do not parse
             continue
+        locs = list(inst.node_locations) if len(inst.node_locations) == len(argvs) else [None] * len(argvs)
         for dest, flag in (("nnodes", "--nnodes"), ("tp_size", "--tp-size"), ("pp_size", "--pp-size"), ("dp_size", "--dp-size"), ("dist_init_addr", "--dist-init-addr")):
             vals = [p.get(dest) for p in parsed]
             if len(set(map(str, vals))) > 1:
-                out.append(finding(chk.id, chk.severity, f"{inst.name}: its {len(argvs)} nodes disagree on {flag}: {', '.join(f'node {i}: {v}' for i, v in enumerate(vals))}", chk.fix, _loc(ir, flag)))
+                nodes = ", ".join(f"node {i}{f' ({locs[i]})' if locs[i] and len(set(map(str, locs))) > 1 else ''}: {v}" for i, v in enumerate(vals))
+                why = ""
+                if dest == "nnodes":
+                    # SGLang 0.5.23 _calculate_rank_ranges (srt/entrypoints/engine.py): each
+                    # node starts ranks from its own --nnodes, so the nodes claim overlapping
+                    # TP ranks at one --dist-init-addr and torch.distributed never forms
+                    why = "; each node computes its TP ranks from its own --nnodes (SGLang's _calculate_rank_ranges), so they claim overlapping ranks at one --dist-init-addr and distributed init hangs or fails"
+                out.append(finding(chk.id, chk.severity, f"{inst.name}: its {len(argvs)} nodes disagree on {flag}: {nodes}{why}", chk.fix, _loc(ir, flag)))
         nnodes = parsed[0].get("nnodes", 1)
         if len(argvs) > 1 or inst.nodes > 1:
             if int(nnodes or 1) != max(inst.nodes, len(argvs)):

@@ -18,14 +18,10 @@ import re
 from typing import Any
 
 from kvcheck.checks.base import Finding, Severity
-from kvcheck.checks.ids import check_of
 from kvcheck.cluster.model import ClassResult, Located, PairResult, finding
 from kvcheck.errors import InputError
 from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Instance, Location
-
-# Finding ids of this module.
-DECIDE_FINDING_IDS = ("release-window", "pair-not-checked")
 
 _FLAG_RE = re.compile(r"--[a-z0-9][a-z0-9-]*")
 _RELEASE_RE = re.compile(r"\b\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?\b")
@@ -42,10 +38,10 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
         certain = _model_independent_failures(p, d) + _refused_pair_findings(p, d)
         findings = certain + list(class_findings)
         # The runtime stops at the first error it reaches: start-up refusals come first.
-        predicted = sorted((x.finding for x in findings if x.finding.runtime_error is not None and not x.finding.ignored),
-                           key=lambda f: f.runtime_error.when != "start-up")
-        for n, f in enumerate(predicted, start=1):
-            f.runtime_error.order, f.runtime_error.first = n, n == 1
+        predicted = sorted((x.finding.runtime_error for x in findings if x.finding.runtime_error is not None and not x.finding.ignored),
+                           key=lambda e: e.when != "start-up")
+        for n, e in enumerate(predicted, start=1):
+            e.order, e.first = n, n == 1
         return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
     pw, dw = p.window, d.window
     cands = pair_candidates(pw, dw) if pw is not None and dw is not None and pw.releases and dw.releases else []
@@ -168,7 +164,7 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
 
     groups = []
     for gpu in gpus:
-        for g in group_by(cands, lambda rp, rd: signature(p.side_for(rp, gpu), d.side_for(rd, gpu))):
+        for g in group_by(cands, lambda rp, rd: signature(p.side_for(rp, gpu), d.side_for(rd, gpu))):  # noqa: B023  (group_by calls it in this iteration)
             g.gpu = gpu
             groups.append(g)
     decided = []
@@ -176,7 +172,7 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
         rp, rd = g.pairs[0]  # the newest of the group decides for it
         decided.append(decide_one(p.side_for(rp, g.gpu), d.side_for(rd, g.gpu), p, d, opts, ignore))
     advisories = _split_advisories(groups, decided) if len(cands) > 1 else []
-    for g, (report, located) in zip(groups, decided):
+    for g, (report, located) in zip(groups, decided, strict=True):
         g.result = (report, located)
         g.outcome = _outcome(located)
         g.text = _headline(located) if g.outcome[0] in ("fail", "unchecked") else ""
@@ -239,7 +235,7 @@ def _split_advisories(groups: list, decided: list) -> list[Located]:
     per_group = [{key(x) for x in located if x.finding.id in ADVISORY_CHECKS} for _, located in decided]
     everywhere = set.intersection(*per_group) if per_group else set()
     seen: dict[tuple[str, str], tuple[Located, list]] = {}
-    for i, (g, (report, located)) in enumerate(zip(groups, decided)):
+    for i, (g, (report, located)) in enumerate(zip(groups, decided, strict=True)):
         keep = []
         for x in located:
             k = key(x)
@@ -318,7 +314,7 @@ def _merge_group_findings(merged: list, final: str, multi_gpu: bool = False) -> 
                 seen[key] = (x, [])
             seen[key][1].append(g)
     out: list[Located] = []
-    for (fid, _), (x, gs) in seen.items():
+    for (_fid, _), (x, gs) in seen.items():
         if len(gs) == len(members):
             out.append(x)
             continue
@@ -378,7 +374,7 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     if dp not in (pp, 1):
         # The decode's own PP check (plan.bootstrap_checks), on sides that agree in
         # everything else it compares, so that only the PP assert can fire.
-        same = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)
+        same: dict[str, Any] = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)
         try:
             failures = bootstrap_checks(PairInfo(**same, pp_size=pp), PairInfo(**same, pp_size=dp), behaviour(d.first.release))
         except ValueError:  # the decode's release: bootstrap checks not modeled (the pair is unchecked)

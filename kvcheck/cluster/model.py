@@ -17,7 +17,7 @@ from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
 VERDICT_ORDER = {"fail": 0, "unchecked": 1, "warn": 2, "pass": 3}
-EMPTY_PLAN = {"path": None, "n_src": 0, "n_dst": 0, "segments": []}
+EMPTY_PLAN: dict[str, Any] = {"path": None, "n_src": 0, "n_dst": 0, "segments": []}
 
 
 def worst(verdicts: list[str]) -> str:
@@ -82,7 +82,7 @@ class InstanceResult:
             "hosts": list(inst.hosts),
             "model": self.model,
             "model_source": self.model_source,
-            "kv_args": {k: a[k] for k in KV_ARG_DESTS if k in a},
+            "kv_args": kv_args(a),
         }
 
 
@@ -93,6 +93,22 @@ KV_ARG_DESTS = (
     "speculative_algorithm", "speculative_draft_model_path", "enable_hisparse", "attention_backend",
     "nnodes", "node_rank", "load_balance_method",
 )
+
+
+def kv_args(parsed: dict[str, Any]) -> dict[str, Any]:
+    """The KV-relevant args of one parsed launch line, by ServerArgs field.
+
+    Before 0.5.14 argparse stores ``--tp-size`` under ``tensor_parallel_size`` (and pp, dp,
+    ep, attention CP, MoE DP likewise) and ``ServerArgs.from_cli_args`` renames them: the
+    same renames (``kvcheck.sglang.flags.FROM_CLI_RENAMES``) apply here, so a 0.5.9 line's
+    ``--tp-size 2`` shows as ``tp_size: 2`` as the runtime holds it."""
+    from kvcheck.sglang.flags import FROM_CLI_RENAMES
+
+    fields = dict(parsed)
+    for dest, name in FROM_CLI_RENAMES.items():
+        if dest in fields and name not in fields:
+            fields[name] = fields.pop(dest)
+    return {k: fields[k] for k in KV_ARG_DESTS if k in fields}
 
 
 @dataclass
@@ -141,7 +157,7 @@ class ClassResult:
             "releases": self.window.contract() if self.window is not None else None,
             "gpu": self.side.gpu if self.side is not None else f.instance.gpu_type,
             "gpu_source": self.side.gpu_source if self.side is not None else (f.instance.gpu_source or None),
-            "kv_args": {k: (f.args or {})[k] for k in KV_ARG_DESTS if k in (f.args or {})},
+            "kv_args": kv_args(f.args or {}),
             "checked": self.side is not None,
             "findings": [x.contract() for x in self.findings],
         }

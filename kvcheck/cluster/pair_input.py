@@ -19,24 +19,18 @@ contract (top-level ``verdict``/``plan``/``findings``, ``sides``; DESIGN.md Part
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location
 
-
-def pair_deployment(prefill: str, decode: str, *, load_live: Any) -> Deployment:
-    """The ``Deployment`` of the pair ``prefill``/``decode`` (specs as the command line
-    gives them). ``load_live(spec, role)``: reads a live server or snapshot into a ``Side``.
-    Raises ``InputError`` for unreadable input (exit 2)."""
-    instances = [side_instance(prefill, "prefill", load_live), side_instance(decode, "decode", load_live)]
-    return Deployment(name=f"{prefill} + {decode}", source=instances[0].location, instances=instances)
+if TYPE_CHECKING:
+    from kvcheck.sides import Role
 
 
-def side_instance(spec: str, role: str, load_live: Any) -> Instance:
+def side_instance(spec: str, role: Role, load_live: Any) -> Instance:
     """One side of a pair as an ``Instance`` (see the module docstring)."""
     from kvcheck.sources import is_live_spec
 
@@ -63,8 +57,8 @@ def side_instance(spec: str, role: str, load_live: Any) -> Instance:
     return _command_line_instance(path, spec, role)
 
 
-def _prebuilt(spec: str, role: str, side: Any) -> Instance:
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=dict(side.env),  # type: ignore[arg-type]
+def _prebuilt(spec: str, role: Role, side: Any) -> Instance:
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=dict(side.env),
                     gpu_type=side.gpu, gpu_source=side.gpu_source, kind="live")
     inst.prebuilt_side = side  # type: ignore[attr-defined]
     return inst
@@ -117,7 +111,7 @@ def _locations(text: str, path: Path, options: list[str]) -> dict[str, Location]
     return out
 
 
-def _yaml_instance(path: Path, spec: str, role: str) -> Instance:
+def _yaml_instance(path: Path, spec: str, role: Role) -> Instance:
     from kvcheck.sglang.flags import FlagTable
     from kvcheck.sources.files import ENV_KEY, _env_mapping, _load_yaml, read_text
 
@@ -131,13 +125,13 @@ def _yaml_instance(path: Path, spec: str, role: str) -> Instance:
     kw: dict[str, Any] = {}
     clues = _keys_and_clues(data, env, path, text, kw)
     keys = [f"--{k}" for k in data if isinstance(k, str)]
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,  # type: ignore[arg-type]
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,
                     arg_locations={**{k: loc for k, loc in _locations(text, path, keys).items()}}, release_clues=clues, kind="config", **kw)
     inst.parse_for = lambda v: FlagTable.load(v).parse_config(data, spec)  # type: ignore[attr-defined]
     return inst
 
 
-def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> Instance:
+def _json_instance(path: Path, spec: str, role: Role, data: Any, text: str) -> Instance:
     from kvcheck.sources.files import ENV_KEY, _env_mapping, args_from_mapping
 
     if not isinstance(data, dict):
@@ -146,7 +140,7 @@ def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> In
     kw: dict[str, Any] = {}
     clues = _keys_and_clues(data, env, path, text, kw)
     keys = [k if str(k).startswith("--") else f"--{str(k).replace('_', '-')}" for k in data]
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,  # type: ignore[arg-type]
+    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,
                     arg_locations=_locations(text, path, keys), release_clues=clues, kind="json", **kw)
     def parse_for(v: str) -> dict[str, Any]:
         # JSON args are kvcheck's own format (SGLang has none): what it refuses is bad
@@ -164,16 +158,26 @@ def _json_instance(path: Path, spec: str, role: str, data: Any, text: str) -> In
     return inst
 
 
-def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
+def _command_line_instance(path: Path, spec: str, role: Role) -> Instance:
     """A launch-line file, read as ``kvcheck.sources.files.read_command_line`` reads it
     (a ``--config`` inside it through the same root-confined inner-file reader), with the
     per-release parse left to the release stage."""
+    from kvcheck.errors import ArgparseRefusal
     from kvcheck.sglang.flags import FlagTable, config_path
     from kvcheck.sources.files import (
-        ENV_KEY, GPU_ENV, VERSION_ENV, _env_mapping, _load_inner_yaml, _take_gpu_key, _take_version_key, check_inner_config, inner_path,
-        mask_inner_values, read_text, split_command_line,
+        ENV_KEY,
+        GPU_ENV,
+        VERSION_ENV,
+        _env_mapping,
+        _load_inner_yaml,
+        _take_gpu_key,
+        _take_version_key,
+        check_inner_config,
+        inner_path,
+        mask_inner_values,
+        read_text,
+        split_command_line,
     )
-    from kvcheck.errors import ArgparseRefusal
     from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
 
     text = read_text(path)
@@ -199,7 +203,7 @@ def _command_line_instance(path: Path, spec: str, role: str) -> Instance:
     if gpu is not None:
         kw["gpu_type"], kw["gpu_source"] = gpu, "kvcheck-gpu"
     options = [t.split("=", 1)[0] for t in argv if t.startswith("--")]
-    inst = Instance(role=role, name=role, location=Location(spec, _line_of(text, argv[0]) if argv else None), argv=list(argv),  # type: ignore[arg-type]
+    inst = Instance(role=role, name=role, location=Location(spec, _line_of(text, argv[0]) if argv else None), argv=list(argv),
                     node_argvs=[list(argv)], env=env, arg_locations=_locations(text, path, options), release_clues=clues, kind="command line", **kw)
 
     def parse_for(v: str) -> dict[str, Any]:
@@ -225,7 +229,7 @@ def run_pair(prefill: str, decode: str, opts: Any, *, load_live: Any, read_pair:
     ``read_pair(read_prefill, read_decode)`` reads both sides (default: one after the other)."""
     from kvcheck.cluster.pipeline import check_deployments
 
-    def reader(spec: str, role: str):
+    def reader(spec: str, role: Role):
         return lambda: side_instance(spec, role, load_live)
 
     read_pair = read_pair or (lambda rp, rd: (rp(), rd()))

@@ -25,15 +25,23 @@ deployment of thousands of identical instances costs about as much as its classe
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from kvcheck.checks.base import Finding, Severity
-from kvcheck.cluster.model import ClassResult, ClusterReport, DeploymentResult, InstanceResult, Located, PairResult, finding
+from kvcheck.cluster.model import (
+    ClassResult,
+    ClusterReport,
+    DeploymentResult,
+    InstanceResult,
+    Located,
+    finding,
+)
 from kvcheck.errors import ArgparseRefusal, InputError
-from kvcheck.report.model import Report, verdict_of
-from kvcheck.sources.deployments.instance import Deployment, Instance, Location
+from kvcheck.report.model import verdict_of
+from kvcheck.sources.deployments.instance import Deployment, Instance
 
 # Findings the pipeline itself emits (beside the pair checks and kvcheck.cluster.checks).
 PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "deployment-problem",
@@ -43,7 +51,8 @@ PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "
 # of the deployment as written, so some pair may be missing or wrong). A server outside
 # PD and an ``envFrom`` kvcheck cannot read (usually a token Secret) leave every pair it
 # found checkable: warnings.
-PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING, "unresolved-address": Severity.INFO}
+PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING, "unresolved-address": Severity.INFO,
+                    "source-not-read": Severity.INFO, "startup-argparse": Severity.ERROR}
 
 # Typed args that never change a pair's decision: instances differing only in them share
 # a class. The bootstrap port is checked per instance by the cluster checks.
@@ -133,12 +142,16 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
 
 def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
     """Deployments read from separate files that each hold one role only (``-f
-    prefill.yaml -f decode.yaml``) are one deployment: merge them, in order, into one.
-    Deployments with both roles, sweep variants and deployments without instances stay
-    as they are (two complete deployments given together are never cross-paired)."""
-    partial = [d for d in deployments if d.variant is None and d.instances and len({i.role for i in d.instances}) == 1]
-    if len(partial) < 2 or len({i.role for d in partial for i in d.instances}) < 2:
-        return deployments
+    prefill.yaml -f decode.yaml``), or none (a router-only script, a file of variables, a
+    server whose role is unreadable) are one deployment: merge them, in order, into one.
+    Deployments with both roles and sweep variants stay as they are (two complete
+    deployments given together are never cross-paired); helpers given with them join
+    them (``_attach_helpers``)."""
+    # files that are each part of a deployment: one role, or none readable (a server that
+    # refuses its --disaggregation-mode, a role behind an unset variable), a router, variables
+    partial = [d for d in deployments if d.variant is None and len({i.role for i in d.instances}) < 2]
+    if len(partial) < 2 or not any(d.instances or d.problems for d in partial):
+        return _attach_helpers(deployments)
     merged = Deployment(
         name=" + ".join(d.name for d in partial),
         source=partial[0].source,
@@ -154,15 +167,46 @@ def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
                 placed = True
         else:
             out.append(d)
-    return out
+    return _attach_helpers(out)
+
+
+def _attach_helpers(deployments: list[Deployment]) -> list[Deployment]:
+    """Files read together that launch no prefill/decode server themselves (a router-only
+    script, a file of variables, a server outside PD) are part of the deployment the
+    other files make: each joins the one deployment that has servers, or, among several,
+    the one whose servers its router names. A helper that can be placed nowhere stays as
+    it is."""
+    plain = [d for d in deployments if d.variant is None]
+    hidden = ("config-not-read", "unresolved-variable", "startup-argparse", "servers-not-read")
+    helpers = [d for d in plain if not d.instances and not any(p.id in hidden for p in d.problems)]
+    hosts = [d for d in deployments if d.instances or any(p.id in hidden for p in d.problems)]
+    if not helpers or not hosts:
+        return deployments
+    placed: set[int] = set()
+    for h in helpers:
+        target = hosts[0] if len(hosts) == 1 else None
+        if target is None and h.routers:
+            named = {p.instance for r in h.routers for p in r.prefills} | {n for r in h.routers for n in r.decode_instances}
+            hit = [d for d in hosts if named & {i.name for i in d.instances}]
+            target = hit[0] if len(hit) == 1 else None
+        if target is None and not h.routers:
+            target = hosts[0]  # variables or non-PD servers only: shared by every deployment read
+        if target is None:
+            continue
+        target.routers.extend(h.routers)
+        target.problems.extend(h.problems)
+        target.name = f"{target.name} + {h.name}"
+        placed.add(id(h))
+    return [d for d in deployments if id(d) not in placed]
 
 
 def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
     from kvcheck.cluster.checks import run_cluster_checks
 
-    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
+    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse", "servers-not-read") for p in dep.problems):
         # every server's role is hidden (a --config file inside the image, an unset
-        # variable): unchecked with the reason named, not bad input (readers, issue 16)
+        # variable): unchecked with the reason named, not bad input (readers, issue 16);
+        # a server that refuses its --disaggregation-mode value: a failed deployment
         hidden = [finding(p.id, PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Check this part by hand.", p.location) for p in dep.problems]
         return DeploymentResult(dep, [], [], [], hidden)
     if not dep.instances:
@@ -199,7 +243,8 @@ def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_igno
 def _unresolved_findings(inst: Instance) -> list[Located]:
     out = []
     for u in inst.unresolved:
-        where = f"`{u.flag} ${{{u.variable}}}`: " if u.flag else f"`${{{u.variable}}}` in {inst.name}: "
+        shown = getattr(u, "shown", None) or f"${{{u.variable}}}"
+        where = f"`{u.flag} {shown}`: " if u.flag else f"`{shown}` in {inst.name}: "
         out.append(finding(
             "unresolved-variable", Severity.UNCHECKED,
             f"{where}{u.variable} is not set; pass --env FILE or set it",
@@ -344,7 +389,12 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
             return _refused(ir, exc.sr)
     ir.args, ir.release, ir.release_source = derived.args, derived.release, derived.release_source
     ir.model, ir.model_source = derived.model, derived.model_source
+    model_unset = any(u.flag and u.flag.split("=", 1)[0] in ("--model-path", "--model") for u in inst.unresolved)
     for fid, sev, msg, fix, flag in derived.notes:
+        if fid == "unknown-model" and flag == "--model-path" and (model_unset or ("no --model-path given" in msg and any(u.flag is None for u in inst.unresolved))):
+            # `--model-path ${MODEL_PATH}` unset (or `sglang serve <model_path>`, an unset
+            # $ARGS that may hold it): its unresolved-variable says it, once
+            continue
         ir.findings.append(finding(fid, sev, f"{inst.name}: {msg}", fix, (inst.arg_locations.get(flag) if flag else None) or inst.location))
     ir._key, ir._build = derived.key, derived.build  # type: ignore[attr-defined]
     if inst.unresolved:  # its own class: the finding names this instance's variable
@@ -482,7 +532,16 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
             args = {**args, "model_path": clue}  # the model both sides are compared by
             src = f"{csrc}; named by {getattr(inst, 'model_clue', '') or 'the deployment file'}"
     if cfg is None:
-        notes.append(_unknown_model(model_path, "--model-path", src))
+        note = _unknown_model(model_path, "--model-path", src)
+        named = tuple(getattr(inst, "model_named", ()) or ())
+        if named and named[0] != model_path:
+            from kvcheck.sources.limits import clip
+
+            # the file names a hub id that kvcheck's catalog does not hold: say which, so
+            # the reader can tell "named, not in the catalog" from "named nowhere"
+            note = (note[0], note[1], f"{note[2]}; the file names {clip(named[0])!r} ({named[1]}), which is not in kvcheck's catalog either",
+                    f"{note[3]} (kvcheck's catalog holds only configs read from public copies; kvcheck never guesses a geometry)", note[4])
+        notes.append(note)
     draft_cfg, draft_id, draft_missing = None, None, False
     if typed.has_draft_worker and (typed.speculative_draft_model_path or opts.draft_model_config) and (
             opts.draft_model_config is not None or typed.speculative_draft_model_path != model_path):

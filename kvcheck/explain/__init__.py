@@ -4,7 +4,14 @@ predicts them. The catalog is data (``catalog.yaml``); ``matcher`` finds message
 message or a log; ``render`` prints the result."""
 
 from kvcheck.explain.catalog import Catalog, Entry, load_catalog
-from kvcheck.explain.matcher import EXIT_NOT_RECOGNIZED, EXIT_RECOGNIZED, Explanation, Hit, attach_preflight, explain_text
+from kvcheck.explain.matcher import (
+    EXIT_NOT_RECOGNIZED,
+    EXIT_RECOGNIZED,
+    Explanation,
+    Hit,
+    attach_preflight,
+    explain_text,
+)
 
 __all__ = [
     "Catalog",

@@ -33,7 +33,7 @@ def refused_values(findings, catalog) -> set[str]:
             e = catalog.get(f.id)
             if not _REFUSAL.search(e.template):
                 continue
-            for name, val in (f.values or {}).items():
+            for _name, val in (f.values or {}).items():
                 v = val.strip().strip("'\"").upper()
                 if v and re.fullmatch(r"[A-Z][A-Z0-9_]{2,}", v):
                     out |= _FAMILIES.get(v, {v})
@@ -81,7 +81,8 @@ def flag_lines(path: str | Path, flags: list[str], limit: int = 5) -> list[tuple
     for n, line in enumerate(text.splitlines(), start=1):
         for flag in flags:
             key = flag[2:]
-            m = re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])|^\s*-?\s*[\"']?(?:{re.escape(key)}|{re.escape(key.replace('-', '_'))})[\"']?\s*:", line)
+            m = re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])|"
+                          rf"^\s*-?\s*[\"']?(?:{re.escape(key)}|{re.escape(key.replace('-', '_'))})[\"']?\s*:", line)
             if m:
                 a = m.start()
                 snippet = line[a : m.end() + 30].strip()

@@ -80,7 +80,7 @@ _VLLM_PROC = re.compile(r"^\s*\((?P<proc>[A-Za-z][\w]*(?:[ _][\w=]+)*?) pid=\d+\
 _VLLM_LEVEL = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:\[(?P<file>[\w./-]+\.py):\d+\]|(?P<file2>[\w./-]+\.py):\d+\])")
 _SGLANG = re.compile(r"^\[" + _TS + r"(?P<ranks>(?: (?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*)\] ")
 _LMCACHE = re.compile(r"^\[" + _TS + r"\] LMCache (?:INFO|WARNING|ERROR|DEBUG)\b|\bLMCache (?:INFO|WARNING|ERROR|DEBUG):|:lmcache\.[\w.]+\)")
-_TRACING = re.compile(r"^" + r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s+(?P<level>INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\s+(?P<target>[\w.:<>]+): ")
+_TRACING = re.compile(r"^" + r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s+" r"(?P<level>INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\s+(?P<target>[\w.:<>]+): ")
 _DYNAMO_CLI = re.compile(r"^" + r"\d{4}-\d\d-\d\dT\S+ \[(?:INFO|WARNING|ERROR|DEBUG)\] \[\w+\]")
 _ROUTER = re.compile(r"\bsglang_router(?:_rs)?\b|\bmini_lb\b|\bsgl[-_]model[-_]gateway\b")
 _TRTLLM = re.compile(r"\[TRT-LLM\]|\[TensorRT-LLM\]|^\s*\[_torch\]|^\s*\[executor\]\[RANK|\[kv cache manager\]|\btensorrt_llm\b|\bCacheTransceiver\b|\btrtllm-serve\b|transferAgent\.cpp")
@@ -88,7 +88,9 @@ _GLOG = re.compile(r"^\s*(?:[IWEF](?:\d{4}|\d{8})\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\
 _GLOG_ANY = re.compile(r"(?P<file>\b[\w]+\.(?:cpp|cc|h|hpp)):\d+\]")
 _NIXL_FILES = re.compile(r"^(?:nixl_\w+|backend_plugin|ucx_utils|ucx_backend|ucx_mo_backend|libfabric\w*|gpunetio\w*|mooncake_backend|posix_backend|gds_backend|obj_backend|telemetry\w*|transfer_request|nixl)\.(?:cpp|cc|h)$")
 _MOONCAKE_FILES = re.compile(r"^(?:transfer_engine\w*|transfer_metadata\w*|transfer_task|rdma_\w+|tcp_transport|nvlink_transport|efa_\w+|topology|worker_pool|multi_transport|hip_transport|cxl_transport|ascend_\w+|hccl_\w+|hixl\w*|client\w*|master\w*|store_py|pybind_client|ha_helper|client_metric|client_service|segment\w*|allocator|coro_rpc_client|config|common)\.(?:cpp|cc|h|hpp)$")
-_UCX = re.compile(r"\bUCX\s+(?:ERROR|WARN|INFO|DIAG|DEBUG|FATAL)\b|^\[\d+\.\d+\]\s+\[[^\]]*:\d+\s*:\w+\]\s+\S+\.[ch]:\d+|\bucs_handle_error\b|\blibuc[pts](?:-[0-9a-f]+)?\.so|\b(?:uct|ucp|ucs)_\w+\(\)|\bib_mlx5_log\.c|\bTransport retry count exceeded\b")
+_UCX = re.compile(r"\bUCX\s+(?:ERROR|WARN|INFO|DIAG|DEBUG|FATAL)\b|^\[\d+\.\d+\]\s+\[[^\]]*:\d+\s*:\w+\]\s+\S+\.[ch]:\d+|"
+                  r"\bucs_handle_error\b|\blibuc[pts](?:-[0-9a-f]+)?\.so|\b(?:uct|ucp|ucs)_\w+\(\)|\bib_mlx5_log\.c|"
+                  r"\bTransport retry count exceeded\b")
 _SIGNAL = re.compile(r"\] Caught signal \d+ \(|^Caught signal \d+ \(|^==== backtrace|\bbitmap\.h:\d+\s+Assertion")
 _FRAME_NATIVE = re.compile(r"^\s*\d+\s+(?:0x[0-9a-f]+\s+\S+\(\)\s+|/\S+\(|\S+\.so\S*\(|\[0x)")
 _NIXL_PY = re.compile(r"\bNIXL (?:INFO|WARNING|ERROR|DEBUG)\s+_api\.py:\d+|\bnixl(?:_cu1[23])?\._bindings\.nixl\w+Error\b|\bnixl\w*Error: NIXL_ERR_\w+|^(?:Backend UCX was instantiated|Initialized NIXL agent:|Loaded plugin \w+|Using NIXL Plugins from:|MD listener is listening)")

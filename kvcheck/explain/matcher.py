@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections import deque
-from typing import Any, BinaryIO, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -217,12 +217,6 @@ def _lines_of(data: bytes, byte_limit: int, char_limit: int) -> list[str]:
     return lines
 
 
-def iter_log_lines(stream: BinaryIO) -> Iterator[str]:
-    """The lines of ``iter_log_blocks(stream)`` one by one."""
-    for block in iter_log_blocks(stream):
-        yield from block
-
-
 def explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None, sglang_version: str | None = None) -> Explanation:
     """``_explain_text`` (below), then ``annotate_release`` with the release the text
     shows (or ``sglang_version``)."""
@@ -233,7 +227,7 @@ def explain_text(text: str, *, source: str = "message", catalog: Catalog | None 
     return annotate_release(result, sglang_version, version_in_log(text), catalog)
 
 
-def log_release(result: "Explanation", fallback: str | None = None) -> tuple[str | None, str]:
+def log_release(result: Explanation, fallback: str | None = None) -> tuple[str | None, str]:
     """(release, where from) the log itself shows: an explicit version, else the newest
     release its traceback lines / server-args dump fit, else ``fallback`` (the older
     version sniffing)."""
@@ -575,14 +569,6 @@ def attach_preflight(explanation: Explanation, report, catalog: Catalog | None =
     return explanation
 
 
-def iter_entries(ids: Iterable[str] | None = None, catalog: Catalog | None = None) -> list[Entry]:
-    """Catalog entries, all or those named by ``ids``."""
-    catalog = catalog or load_catalog()
-    if ids is None:
-        return list(catalog.entries)
-    return [catalog.get(i) for i in ids]
-
-
 def _walk_findings(node: Any, out: list[dict]) -> None:
     """Every finding-shaped dict (an ``id`` and a ``message``) in a report contract."""
     if isinstance(node, dict):
@@ -599,7 +585,7 @@ def attach_deployment_preflight(explanation: Explanation, report: Any, catalog: 
     """As ``attach_preflight`` for ``explain -f``: the deployment's preflight report
     (``kvcheck.cluster``) is read through its documented contract; each hit points to the
     finding that predicts it (runtime error text, else the check id)."""
-    from kvcheck.preflight import _check_of
+    from kvcheck.checks.ids import check_of as _check_of
 
     catalog = catalog or load_catalog()
     contract = report.contract()

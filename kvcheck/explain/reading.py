@@ -23,9 +23,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kvcheck.explain.generic import GenericReader
 from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
 from kvcheck.explain.logrelease import LogRelease, ReleaseReader
-from kvcheck.explain.signatures import SignatureScanner, load_signatures, signature
+from kvcheck.explain.signatures import SignatureScanner, signature
 from kvcheck.explain.timeline import Timeline
 
 # engines whose lines the SGLang catalog may explain (a NIXL/UCX line explains in
@@ -94,6 +95,7 @@ class LogReader:
         self.sigs = SignatureScanner()
         self.timeline = Timeline()
         self.release = ReleaseReader()
+        self.generic = GenericReader()
         self.engines: dict[str, EngineLines] = {}
         self.infos: dict[int, LineInfo] = {}  # only lines that completed a signature
         self.hit_info: dict[int, LineInfo] = {}
@@ -112,6 +114,7 @@ class LogReader:
                 e.processes[info.process] = e.processes.get(info.process, 0) + 1
         self.timeline.feed(lineno, line)
         self.release.feed(lineno, line)
+        self.generic.feed(lineno, line)
         done = self.sigs.feed(lineno, line, process=info.process, host=info.host or (info.engine if info.engine in PROCESS_ENGINES else ""))
         if done:
             self.infos[lineno] = info
@@ -172,12 +175,36 @@ class LogReader:
                                     phase=phase, phase_from=src, role=role, first_line=hit.first_line, last_line=hit.last_line,
                                     count=hit.count, text=hit.text, values=hit.values, cause=e.meaning, fix=e.fix, checks=[],
                                     predicted_by=e.check))
+        findings.extend(self._generic(findings, ctx))
         _narrow_by_messages(rep, hits)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         rep.findings = findings
         rep.first_cause, rep.then = _chain(findings)
         rep.not_sglang = [e.engine for e in rep.engines if e.engine in PROCESS_ENGINES - {"sglang"}]
         return rep
+
+    def _generic(self, findings: list[Finding], ctx: str) -> list[Finding]:
+        """The general rules' findings (``generic.py``) on lines no specific cause covers."""
+        covered: set[int] = set()
+        for f in findings:
+            if f.role == "cause":  # a wrapper or time-out does not explain the traceback it wraps
+                covered.update(range(f.first_line, min(f.last_line, f.first_line + 200) + 1))
+        out: list[Finding] = []
+        same: dict[tuple[str, str], Finding] = {}
+        for g in self.generic.finish():
+            if any(n in covered for n in (g.lines or [g.line])):
+                continue
+            prev = same.get((g.id, g.cause[:80]))
+            if prev is not None:  # the same failure again (another rank, another device)
+                prev.count += 1
+                prev.last_line = max(prev.last_line, g.line)
+                continue
+            phase, src = self._phase(g.line, g.phase or "any")
+            out.append(Finding(kind="generic", id=g.id, title=g.title, engine=g.engine, host=ctx, phase=phase, phase_from=src,
+                               role=g.role, first_line=g.line, last_line=max(g.lines or [g.line]), text=g.text, cause=g.cause,
+                               fix=g.fix, checks=g.checks, values={"component": g.component}))
+            same[(g.id, g.cause[:80])] = out[-1]
+        return out
 
     def _phase(self, lineno: int, default: str) -> tuple[str, str]:
         p = self.timeline.phase_at(lineno)
@@ -234,7 +261,12 @@ def _fill(text: str, values: dict[str, str]) -> str:
     return text
 
 
-def _rank(f: Finding) -> int:
+def _rank(f: Finding) -> float:
+    """0: a specific cause; 1: a general rule's cause class (``generic.py``: errno, a missing
+    library, RDMA completion status ...) or a generic signature; 1.5: a failure only located
+    (component, phase); 2: consequences (time-outs, wrappers); 3: warnings."""
+    if f.role == "cause" and f.kind == "generic":
+        return 1.5 if f.id.endswith("-generic") else 1
     if f.role == "cause" and not f.id.endswith("-generic") and f.id not in ("nixl-create-backend-failed", "nixl-register-mem-failed"):
         return 0
     if f.role == "cause":
@@ -263,5 +295,3 @@ def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
     return first, then
 
 
-def known_signature_ids() -> list[str]:
-    return [s.id for s in load_signatures()]

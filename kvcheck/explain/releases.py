@@ -78,7 +78,7 @@ def release_info(entry_id: str, version: str, catalog_reachable: bool = True) ->
     ranges = data["messages"].get(entry_id)
     info: dict[str, Any] = {"release": version, "scanned": version in releases, "exists": None, "ranges": ranges, "reachable": None, "why": ""}
     if ranges == "not-sglang":
-        info["text"] = f"not SGLang's own text (formatted by NIXL/UCX): its presence does not depend on the SGLang release"
+        info["text"] = "not SGLang's own text (formatted by NIXL/UCX): its presence does not depend on the SGLang release"
         return info
     if ranges == "not-scanned":
         info["text"] = "kvcheck could not scan release sources for this message (the runtime composes its text at run time): in which releases it exists is not known"

@@ -127,10 +127,12 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
         phase = PHASE_WORDS.get(f.phase, "phase not shown") + (" (from the log)" if f.phase_from == "log" else "")
         out.append(f"first cause: line {f.first_line} [{whose}{proc}, {phase}]: {f.title}")
         out.extend(_para("text:", f.text))
+        if f.kind == "generic":  # a general rule: no specific signature knows this text
+            out.extend(_para("where:", f.values.get("component", "") + " (general rule: kvcheck has no specific signature for this text)"))
         out.extend(_para("cause:", f.cause))
         for c in f.checks:
             out.extend(_para("check:", c))
-        if f.kind == "signature":
+        if f.kind in ("signature", "generic"):
             out.extend(_para("fix:", f.fix))
         if f.issues:
             out.extend(_para("known issue:", ", ".join(f.issues)))

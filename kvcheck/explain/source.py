@@ -17,7 +17,7 @@ import re
 import textwrap
 from typing import Any
 
-from kvcheck.explain.catalog import Entry, Source
+from kvcheck.explain.catalog import Entry
 
 _FIELD = re.compile(r"\{\w*\}")
 _PERCENT = re.compile(r"%[-#+ 0]*\d*(?:\.\d+)?[sdrxfig]")
@@ -101,6 +101,9 @@ def entry_problems(entry: Entry) -> list[str]:
     for src in entry.sources:
         if src.project:
             continue
+        if not src.module or not src.qualname:
+            problems.append(f"{entry.id}: a source names neither a project nor a module and qualname")
+            continue
         try:
             literals = source_literals(src.module, src.qualname)
         except (ImportError, AttributeError, LookupError) as exc:
@@ -117,8 +120,3 @@ def _overlap(a: str, b: str) -> int:
     return len(set(a.split()) & set(b.split()))
 
 
-def source_for(src: Source) -> str:
-    """A one-line reference to where the runtime formats the message."""
-    if src.project:
-        return f"{src.project}: {src.symbol}"
-    return f"{src.module}:{src.qualname}"

@@ -35,6 +35,7 @@ REQUEST = re.compile(
     r"|Avg prompt throughput: [1-9]|start_load_kv for request|Added request|Prefilling remotely|\bbootstrap_room=\d+"
 )
 DONE = re.compile(r"\"POST /(?:generate|v1/\S+) HTTP/1\.1\" 200|POST /(?:generate|v1/\S+) HTTP/1\.1\" 200 OK|\bDecode batch[.,].*#running-req: [1-9]|gen throughput \(token/s\): [1-9]")
+DECODING = re.compile(r"\bDecode batch[.,].*gen throughput \(token/s\): [1-9]")
 WARMUP = re.compile(r"warmup|FakeKVSender|Fake", re.I)
 PEER_LOST = re.compile(r"NIXL_ERR_REMOTE_DISCONNECT|Peer reconnected|\bnot exist\b.*agent|agent.*\bnot exist\b|remote mooncake session \S+ is not alive|heartbeat.*(?:fail|lost)|Remote I/O error")
 
@@ -77,7 +78,10 @@ class Timeline:
         warm = WARMUP.search(line)
         if DONE.search(line) and not warm:
             self._requests += 1
-            if self._phase in ("", "startup"):
+            if DECODING.search(line) and self._phase in ("", "startup", "first-request"):
+                # a decode generating tokens has received a request's KV: past the first transfer
+                self._enter(lineno, "serving", "request", line)
+            elif self._phase in ("", "startup"):
                 self._enter(lineno, "first-request", "request", line)
             self._done = True
             return

@@ -64,7 +64,7 @@ def run_command(*, files: list[Path], etcd: str | None, start_etcd: str | None, 
     if not etcd.startswith("http://"):
         raise InputError("--etcd must be http://HOST:PORT", field="--etcd")
     launcher = Launcher(read_hosts(hosts)) if hosts else (Launcher() if local else None)
-    if hosts:
+    if hosts and launcher is not None:
         missing = [n for n in plan.nodes if n not in launcher.hosts]
         if missing:
             raise InputError(f"the hosts file has no entry for node(s) {', '.join(missing)}", source=str(hosts))

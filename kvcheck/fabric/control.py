@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from kvcheck.errors import UnreachableError
 from kvcheck.nixl.transport import EtcdGateway
@@ -53,7 +54,7 @@ class Control:
         except ValueError:
             return None
 
-    def scan(self, *parts: str) -> dict[str, object]:
+    def scan(self, *parts: str) -> dict[str, Any]:
         """Every key under ``parts`` (the rest of the key -> decoded JSON value)."""
         import base64
 

@@ -61,14 +61,12 @@ class PairRecord:
         return [a for a in self.attempts if a.get("ok")]
 
     def bandwidth(self) -> float | None:
-        vals = [metrics(a)[0] for a in self.good]
-        vals = [v for v in vals if v]
-        return max(vals) if vals else None
+        got = [v for v in (metrics(a)[0] for a in self.good) if v]
+        return max(got) if got else None
 
     def latency(self) -> float | None:
-        vals = [metrics(a)[1] for a in self.good]
-        vals = [v for v in vals if v]
-        return min(vals) if vals else None
+        got = [v for v in (metrics(a)[1] for a in self.good) if v]
+        return min(got) if got else None
 
     def last(self) -> dict | None:
         return self.attempts[-1] if self.attempts else None
@@ -118,7 +116,7 @@ class Coordinator:
         self.start = time.monotonic()
         self.end = self.start + opts.deadline
         self.seq = 0
-        self.beats: dict[str, tuple[int, float]] = {}
+        self.beats: dict[str, tuple[int | None, float]] = {}
         self.result = FabricRun(plan=plan, nodes={n: None for n in plan.nodes}, options=opts)
         for p in plan.pairs:
             self.result.pairs[p] = PairRecord(*p)
@@ -197,7 +195,9 @@ class Coordinator:
 
     def _ready(self, node: str) -> bool:
         rec = self.result.nodes.get(node)
-        return bool(rec) and rec.get("status") == "ready" and node not in self.result.lost
+        if not rec:
+            return False
+        return rec.get("status") == "ready" and node not in self.result.lost
 
     def _probe_ready(self, pair) -> bool:
         rec = self.result.pairs[pair]
@@ -242,7 +242,9 @@ class Coordinator:
         budget = 0.0
         for p, d in pairs:
             job = dict(self.plan.job_for((p, d)))
-            job["target"] = f"etcd://{self.etcd_hostport}/{self.result.nodes[d]['agent']}"
+            peer = self.result.nodes[d]
+            assert peer is not None  # only pairs of ready nodes are probed (_probe_ready)
+            job["target"] = f"etcd://{self.etcd_hostport}/{peer['agent']}"
             job["nonce"] = int.from_bytes(os.urandom(4), "little")
             job["timeout"] = self.opts.timeout
             self.seq += 1
@@ -267,7 +269,7 @@ class Coordinator:
             if now - last_beat > 0.5:
                 self._beats()
                 last_beat = now
-                for p, (seq, d) in list(pending.items()):
+                for p, (_seq, d) in list(pending.items()):
                     for n in (p, d):
                         if n not in self.result.lost and self._stale(n):
                             self.result.lost[n] = f"stopped answering mid-run: no heartbeat for {self.opts.lost_after:g} s (frozen or dead)"
@@ -280,7 +282,7 @@ class Coordinator:
                     if self.launcher is not None and self.launcher.exited(p) is not None and p in pending:
                         self.result.lost[p] = f"its worker exited (status {self.launcher.exited(p)}) mid-run"
             if now > deadline:
-                for p, (seq, d) in pending.items():
+                for p, (_seq, d) in pending.items():
                     rec = self.result.pairs[(p, d)]
                     rec.attempts.append({"ok": False, "findings": [{"id": "probe-timeout", "message": f"no result from {p} within the probe budget ({budget:.0f} s)", "severity": "error"}],
                                          "segments": [], "lanes": {"rma": [], "am": []}})

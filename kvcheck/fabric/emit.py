@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Any
 
 from kvcheck.fabric.topology import fabric_env
 
@@ -57,7 +58,7 @@ def _pod_spec(instance) -> tuple[dict, dict]:
 
 def _groups(plan, instances):
     """``(group, instance, node names)`` per instance of the plan, in order."""
-    by_name = {}
+    by_name: dict[str, Any] = {}
     for inst in instances:
         by_name.setdefault(inst.name, inst)
     groups: dict[str, list] = {}
@@ -101,7 +102,7 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
             if container.get(key):
                 c[key] = container[key]
         labels = {"kvcheck-fabric-run": run}
-        pod = {"restartPolicy": "Never", "containers": [c]}
+        pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [c]}
         for key in ("nodeSelector", "tolerations", "hostNetwork", "volumes", "hostIPC", "priorityClassName", "serviceAccountName", "schedulerName"):
             if spec.get(key) is not None:
                 pod[key] = spec[key]
@@ -124,7 +125,7 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
 def emit_slurm(plan, instances, *, etcd: str | None, run: str) -> str:
     """One srun line per instance (run in the background), then ``wait``."""
     lines = [f"# kvcheck fabric workers (run {run}); then: kvcheck fabric -f <deployment> --etcd {etcd or 'http://<etcd>:2379'} --run {run}"]
-    for base, inst, names in _groups(plan, instances):
+    for _base, inst, names in _groups(plan, instances):
         env = ",".join(["ALL"] + [f"{k}={v}" for k, v in fabric_env(inst.env).items()])
         hosts = f" --nodelist={','.join(dict.fromkeys(inst.hosts))}" if inst.hosts else ""
         worker = (f"set -- {' '.join(shlex.quote(n) for n in names)}; shift $SLURM_PROCID; "

@@ -224,19 +224,21 @@ def _asymmetry(run, plan) -> list[Scoped]:
         counts: dict[tuple, int] = {}
         for s in sigs.values():
             counts[s] = counts.get(s, 0) + 1
-        major = max(counts, key=counts.get)
+        major = max(counts, key=counts.__getitem__)
         if counts[major] * 2 > len(members):
             for n, s in sigs.items():
                 if s != major:
-                    diff = [label for label, a, b in zip(("interfaces", "RDMA devices", "UCX_TLS", "UCX_NET_DEVICES"), s, major) if a != b]
+                    diff = [label for label, a, b in zip(("interfaces", "RDMA devices", "UCX_TLS", "UCX_NET_DEVICES"), s, major, strict=False) if a != b]
+                    keys = ("interfaces", "rdma", "UCX_TLS", "UCX_NET_DEVICES")
+                    mine, theirs = dict(zip(keys, s, strict=False)), dict(zip(keys, major, strict=False))
                     out.append(Scoped(_f("fabric-nic-asymmetry", Severity.WARNING, f"node {n} differs from the other {cls} nodes in {', '.join(diff)}: "
-                                         f"{dict(zip(('interfaces', 'rdma', 'UCX_TLS', 'UCX_NET_DEVICES'), s))} vs {dict(zip(('interfaces', 'rdma', 'UCX_TLS', 'UCX_NET_DEVICES'), major))}"), node=n))
+                                         f"{mine} vs {theirs}"), node=n))
         tl = {n: frozenset(lanes_of[n]) for n in members if n in lanes_of}
         if len(set(tl.values())) > 1:
             tcount: dict = {}
             for v in tl.values():
                 tcount[v] = tcount.get(v, 0) + 1
-            major_t = max(tcount, key=tcount.get)
+            major_t = max(tcount, key=tcount.__getitem__)
             for n, v in tl.items():
                 if v != major_t and tcount[major_t] * 2 > len(tl):
                     out.append(Scoped(_f("fabric-nic-asymmetry", Severity.WARNING, f"node {n} moves KV over {sorted(v)}, the other {cls} nodes over {sorted(major_t)}"), node=n))

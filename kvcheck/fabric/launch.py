@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import IO
 
 from kvcheck.errors import InputError
 
@@ -53,7 +54,7 @@ class Launcher:
         self.python = python or sys.executable
         self.grace = grace
         self.procs: dict[str, subprocess.Popen] = {}
-        self._logs: dict[str, object] = {}
+        self._logs: dict[str, IO[bytes]] = {}
 
     def start(self, node: str, *, etcd: str, run: str, ttl: float, join_timeout: float) -> None:
         spec = self.hosts.get(node, {})

@@ -14,7 +14,9 @@ import os
 import re
 import socket
 import struct
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 RDMA_TRANSPORTS = ("rc", "rc_v", "rc_x", "rc_mlx5", "rc_verbs", "dc", "dc_x", "dc_mlx5", "ud", "ud_v", "ud_x", "ud_mlx5", "ud_verbs", "ib", "srd")
 _LANE = re.compile(r"lane\[(\d+)\]:\s+\d+:([A-Za-z0-9_]+)/(\S+?)\.\d+\s.*?((?:rma_bw#\d+|rma#\d+|am|amo)(?:\s|$).*)")
@@ -93,7 +95,7 @@ def node_facts() -> dict:
         speed = _read(d / "speed")
         nets.append({"name": d.name, "state": _read(d / "operstate"), "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
                      "ipv4": _ipv4(d.name)})
-    rdma = []
+    rdma: list[dict[str, Any]] = []
     for d in sorted(Path("/sys/class/infiniband").glob("*")):
         ports = []
         for p in sorted((d / "ports").glob("*")):
@@ -104,20 +106,21 @@ def node_facts() -> dict:
     for g in sorted(Path("/proc/driver/nvidia/gpus").glob("*")):
         gpus.append({"bus_id": g.name, "pci": os.path.realpath(f"/sys/bus/pci/devices/{g.name.lower()}")})
     gpu_nic = {}
-    for g in gpus:
-        best, score = [], -1
+    for gpu in gpus:
+        best: list[str] = []
+        score = -1
         for r in rdma:
-            common = len(os.path.commonpath([g["pci"], r["pci"]]).split("/"))
+            common = len(os.path.commonpath([gpu["pci"], r["pci"]]).split("/"))
             if common > score:
                 best, score = [r["name"]], common
             elif common == score:
                 best.append(r["name"])
-        gpu_nic[g["bus_id"]] = best
+        gpu_nic[gpu["bus_id"]] = best
     return {"host": socket.gethostname(), "netdevs": nets, "rdma": [{k: v for k, v in r.items() if k != "pci"} for r in rdma],
             "gpus": [g["bus_id"] for g in gpus], "gpu_nic": gpu_nic}
 
 
-def default_listen_host(env: dict) -> str:
+def default_listen_host(env: Mapping[str, str]) -> str:
     """The address peers reach this node on: the IPv4 of the first ``UCX_NET_DEVICES``
     netdev that has one, else the hostname's address, else 127.0.0.1."""
     for dev in (env.get("UCX_NET_DEVICES") or "").split(","):
@@ -145,7 +148,7 @@ def loss_counters() -> dict:
     try:
         lines = [ln.split() for ln in Path("/proc/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
         if len(lines) >= 2:
-            row = dict(zip(lines[0][1:], lines[1][1:]))
+            row = dict(zip(lines[0][1:], lines[1][1:], strict=False))
             out["tcp_out"], out["tcp_retrans"] = int(row.get("OutSegs", 0)), int(row.get("RetransSegs", 0))
     except (OSError, ValueError):
         pass

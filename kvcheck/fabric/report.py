@@ -24,8 +24,8 @@ def build_report(run, plan, *, min_fraction: float = 0.5) -> dict:
     for pn in plan.prefill_nodes:
         row = {"prefill": pn, "cells": []}
         for dn in plan.decode_nodes:
-            c = cells.get((pn, dn))
-            row["cells"].append(c if c is not None else {"prefill": pn, "decode": dn, "status": "not-required"})
+            shown = cells.get((pn, dn))
+            row["cells"].append(shown if shown is not None else {"prefill": pn, "decode": dn, "status": "not-required"})
         matrix.append(row)
     nodes = []
     for n, node in plan.nodes.items():
@@ -70,7 +70,8 @@ def render_terminal(report: dict, console) -> None:
                 cells.append("[dim]·[/dim]")
             elif c["reached"]:
                 mark = "[red]![/red] " if (c["prefill"], c["decode"]) in bad_pairs else ""
-                cells.append(f"{mark}{_fmt_bw(c['bandwidth_Bps'])}\n{_fmt_lat(c['latency_s'])}\n{escape(','.join(c['lanes']) or '?')}\n{c['bytes_checked']} B ok")
+                lanes = escape(",".join(c["lanes"]) or "?")
+                cells.append(f"{mark}{_fmt_bw(c['bandwidth_Bps'])}\n{_fmt_lat(c['latency_s'])}\n{lanes}\n{c['bytes_checked']} B ok")
             else:
                 cells.append(f"[red]{escape(c['status'])}[/red]")
         t.add_row(escape(row["prefill"]), *cells)

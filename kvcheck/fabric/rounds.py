@@ -10,15 +10,18 @@ ends, after swapping two colours along an alternating path when needed.
 
 from __future__ import annotations
 
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import TypeVar
+
+N = TypeVar("N", bound=Hashable)  # a node name
 
 
-def schedule(pairs: Iterable[tuple[Hashable, Hashable]]) -> list[list[tuple[Hashable, Hashable]]]:
+def schedule(pairs: Iterable[tuple[N, N]]) -> list[list[tuple[N, N]]]:
     """Split ``(prefill node, decode node)`` pairs into rounds (lists of pairs) in which
     every node appears at most once; ``max degree`` rounds. Deterministic for an input order."""
     edges = list(dict.fromkeys(pairs))
-    at: dict[tuple[str, Hashable], dict[int, tuple[str, Hashable]]] = {}
-    degree: dict[tuple[str, Hashable], int] = {}
+    at: dict[tuple[str, N], dict[int, tuple[str, N]]] = {}
+    degree: dict[tuple[str, N], int] = {}
     for p, d in edges:
         for n in (("p", p), ("d", d)):
             degree[n] = degree.get(n, 0) + 1
@@ -52,17 +55,17 @@ def schedule(pairs: Iterable[tuple[Hashable, Hashable]]) -> list[list[tuple[Hash
             c = a
         at[u][c] = v
         at[v][c] = u
-    rounds: list[list[tuple[Hashable, Hashable]]] = [[] for _ in range(colours)]
-    for (side, node), by_colour in at.items():
+    rounds: list[list[tuple[N, N]]] = [[] for _ in range(colours)]
+    for (side, prefill_node), by_colour in at.items():
         if side != "p":
             continue
         for c, (_, other) in by_colour.items():
-            rounds[c].append((node, other))
+            rounds[c].append((prefill_node, other))
     order = {e: i for i, e in enumerate(edges)}
     return [sorted(r, key=order.__getitem__) for r in rounds if r]
 
 
-def schedule_hosts(pairs: Iterable[tuple[Hashable, Hashable]], host_of) -> list[list[tuple[Hashable, Hashable]]]:
+def schedule_hosts(pairs: Iterable[tuple[N, N]], host_of) -> list[list[tuple[N, N]]]:
     """Rounds when several nodes share a host (several instances on one machine): no host
     in two probes at once (they would share its NICs). Greedy, busiest hosts first; a
     pair inside one host takes that host alone."""

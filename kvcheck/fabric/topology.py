@@ -64,6 +64,8 @@ class FabricPlan:
 
     def job_for(self, pair: tuple[str, str]) -> dict | None:
         p, d = self.nodes[pair[0]], self.nodes[pair[1]]
+        if p.class_id is None or d.class_id is None:
+            return None
         return self.jobs.get((p.class_id, d.class_id))
 
     def contract(self) -> dict:
@@ -153,7 +155,7 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
                 name = host if host and host_count.get(host) == 1 else (f"{host}:{own}" if host else own)
                 while name in nodes:
                     name += "'"
-                geom = geometry.get(ir.class_id)
+                geom = geometry.get(ir.class_id) if ir.class_id is not None else None
                 nodes[name] = Node(name=name, role=inst.role, instance=inst.name, host=host or name, group=base, replica=r, node_rank=k, class_id=ir.class_id,
                                    location=str(inst.location), env=fabric_env(inst.env),
                                    layout=Layout.from_geometry(geom, pages).as_dict() if geom is not None else None,
@@ -169,6 +171,7 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
             if di.instance.role != "decode":
                 continue
             pp, dd = nodes[per_instance[id(pi)][0][0]].parallel, nodes[per_instance[id(di)][0][0]].parallel
+            assert pp is not None and dd is not None  # every node above is built with its instance's parallel
             mapped = sorted(node_pairs(pp, dd))
             for preps in per_instance[id(pi)]:
                 for dreps in per_instance[id(di)]:

@@ -21,6 +21,7 @@ import signal
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal, cast
 
 from kvcheck.errors import InputError
 from kvcheck.mooncake.engine import MAGIC, Arena, start_engine
@@ -47,7 +48,7 @@ class MooncakeAgent:
             "magic": MAGIC, "name": self.name, "role": self.role, "session_id": self.session, **self.info, "pages": self.pages,
             "regions": [{"index": r.index, "addr": self.arena.addr(r.index), "bytes": ar.nbytes, "item_len": r.item_len,
                          "layer_id": r.layer_id, "part": r.part, "pool": r.pool}
-                        for r, ar in zip(g.regions, self.arena.regions)],
+                        for r, ar in zip(g.regions, self.arena.regions, strict=False)],
         }
 
     def digests(self, spans) -> dict:
@@ -113,7 +114,7 @@ def run_agent(*, role: str, config: str, ttl, pages: int, listen: str | None, pr
         raise InputError(f"--pages must be between 1 and 65536, got {pages}", field="--pages")
     if name is not None and not name.startswith("kvcheck-"):
         raise InputError("--name must start with 'kvcheck-'", field="--name")
-    side = load_side(config, role, env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, sglang_version=sglang_version)
+    side = load_side(config, cast(Literal["prefill", "decode"], role), env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, sglang_version=sglang_version)
     geometry = derive_geometry(side)
     if not geometry.regions:
         raise InputError(f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})", source=config)

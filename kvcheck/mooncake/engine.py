@@ -116,7 +116,7 @@ class Arena:
     def __init__(self, sizes: list[int], item_lens: list[int]):
         self.regions: list[Region] = []
         off = GUARD_BYTES
-        for i, (n, item) in enumerate(zip(sizes, item_lens)):
+        for i, (n, item) in enumerate(zip(sizes, item_lens, strict=False)):
             self.regions.append(Region(i, off, n, item))
             off += -(-max(n, 1) // ALIGN) * ALIGN + GUARD_BYTES
         self.size = off

@@ -55,7 +55,7 @@ def confirm_regions(agent: dict, geometry) -> str | None:
     regs = agent.get("regions") or []
     if len(regs) != geometry.n:
         return f"the agent registered {len(regs)} regions, the decode geometry has {geometry.n}"
-    for r, g in zip(regs, geometry.regions):
+    for r, g in zip(regs, geometry.regions, strict=True):
         if r.get("item_len") != g.item_len or r.get("layer_id") != g.layer_id or r.get("part") != g.part:
             return f"agent region {r.get('index')} (item length {r.get('item_len')}) is not decode region {g.index} (item length {g.item_len})"
         if not isinstance(r.get("addr"), int) or not isinstance(r.get("bytes"), int) or r["bytes"] < g.item_len:
@@ -104,7 +104,7 @@ def _child(job: dict) -> dict:
     regions = agent["regions"]
     if [r["item_len"] for r in regions] != job["dst_item_lens"]:
         return {"error": "probe-remote-unregistered", "message": "the decode agent's regions changed since they were confirmed"}
-    for si, soff, dj, doff, n in job["writes"]:
+    for _si, _soff, dj, doff, n in job["writes"]:
         if not (0 <= dj < len(regions) and 0 <= doff and doff + n <= regions[dj]["bytes"]):
             return {"error": "probe-unconfirmed-region", "message": f"a planned write [{doff}, {doff + n}) falls outside confirmed decode region {dj}"}
     arena = Arena([x * job["pages"] for x in job["src_item_lens"]], job["src_item_lens"])
@@ -154,7 +154,7 @@ def _child(job: dict) -> dict:
     except Exception as exc:
         return {"error": "probe-peer-lost", "message": f"decode agent {job['target']} did not return the digests: {exc}", **base}
     mine = [hashlib.sha256(arena.span(si, soff, n)).hexdigest() for si, soff, _, _, n in job["writes"]]
-    bad = [k for k, (a, b) in enumerate(zip(mine, remote.get("digests") or [])) if a != b]
+    bad = [k for k, (a, b) in enumerate(zip(mine, remote.get("digests") or [], strict=False)) if a != b]
     if len(remote.get("digests") or []) != len(mine):
         bad = list(range(len(mine)))
     arena.unregister(engine)

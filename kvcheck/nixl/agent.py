@@ -41,7 +41,8 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.nixl.listener import _MetadataServer, _recv  # noqa: F401  (_recv: the protocol's reader, for tests)
@@ -98,7 +99,7 @@ class Layout:
     pages: int
 
     @classmethod
-    def from_geometry(cls, geometry, pages: int) -> "Layout":
+    def from_geometry(cls, geometry, pages: int) -> Layout:
         """The layout of ``geometry`` (``kvcheck.sglang.geometry.SideGeometry``) with ``pages`` pages."""
         if pages < 1:
             raise InputError("--pages must be at least 1", field="--pages")
@@ -112,7 +113,7 @@ class Layout:
         return {"role": self.role, "pages": self.pages, "regions": [[r.kind, r.item_len] for r in self.regions]}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Layout":
+    def from_dict(cls, data: dict) -> Layout:
         return cls(role=data["role"], pages=int(data["pages"]), regions=[LayoutRegion(k, int(n)) for k, n in data["regions"]])
 
 
@@ -191,7 +192,7 @@ def confirmation_record(nonce: bytes, answer: dict) -> bytes:
     return (RECORD_MAGIC + nonce + digest).ljust(CONFIRM_SLOT_BYTES, b"\0")
 
 
-def check_memory_cap(layout: "Layout", max_bytes: int) -> None:
+def check_memory_cap(layout: Layout, max_bytes: int) -> None:
     """Refuse (``InputError``, exit 2) a layout whose regions need more than ``max_bytes``
     (pages x item length summed over regions), before anything is allocated."""
     total = layout.total_bytes
@@ -248,7 +249,7 @@ class KvAgent:
         self.max_bytes = max_bytes
         self.guards: list[tuple[int, int]] = []
         self._busy_until = 0.0
-        self._confirm_page = None
+        self._confirm_page: int | None = None
         self._confirm_lock = threading.Lock()
         self.regions: list[Registered] = []
         self.issues: list[RegistrationIssue] = []
@@ -257,7 +258,7 @@ class KvAgent:
         self.gpu_backend: str | None = None
         self._keep: list = []
         self._reg_descs: list = []
-        self._agent = None
+        self._agent: Any = None  # nixl._api.nixl_agent (NIXL ships no types)
         self._server: _MetadataServer | None = None
         self._published_etcd = False
         self._blob: bytes | None = None
@@ -366,6 +367,8 @@ class KvAgent:
     def _check_name_free(self) -> None:
         from kvcheck.nixl.transport import EtcdGateway
 
+        if not self.etcd:
+            return
         try:
             gw = EtcdGateway(self.etcd, timeout=3.0)
             if gw.get(gw.key(self.name)) is not None:
@@ -406,7 +409,7 @@ class KvAgent:
                     arena[base - arena.ctypes.data: base - arena.ctypes.data + total] = 0
                     self.guards.append((lo, GUARD_BYTES))
                     self.guards.append((base + total, GUARD_BYTES))
-                    dev_of = lambda i: dram_dev_id(i, standin)  # noqa: E731
+                    dev_of = lambda i: dram_dev_id(i, standin)  # noqa: E731, B023  (called in this iteration)
                 else:
                     arena, base = gpu[1](total, self.device)
                     dev_of = lambda i: self.device  # noqa: E731
@@ -416,7 +419,7 @@ class KvAgent:
             self._keep.append(arena)
             regs = []
             off = 0
-            for i, size in zip(idxs, sizes):
+            for i, size in zip(idxs, sizes, strict=False):
                 item = self.layout.regions[i].item_len
                 regs.append(Registered(index=i, kind=kind, reg_kind=reg_kind, addr=base + off, length=item * pages, dev_id=dev_of(i), item_len=item, standin=standin))
                 off += size
@@ -450,7 +453,7 @@ class KvAgent:
 
     def poll_notifications(self) -> list[tuple[str, bytes]]:
         """New notifications from peers (``(peer name, message)``), also kept in ``notifications``."""
-        new = []
+        new: list[tuple[str, bytes]] = []
         try:
             for peer, msgs in self._agent.get_new_notifs().items():
                 new.extend((peer, m) for m in msgs)
@@ -495,7 +498,7 @@ class KvAgent:
             self._server.stop()
             self._server = None
         if self._agent is not None:
-            if self._published_etcd:
+            if self._published_etcd and self.etcd:
                 try:
                     self._agent.invalidate_local_metadata()
                 except Exception:

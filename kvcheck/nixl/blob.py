@@ -32,7 +32,6 @@ from kvcheck.errors import InputError
 MAGIC = b"nixlSerDes|"
 MAX_BLOB_BYTES = 64 * 1024 * 1024
 KIND_NAMES = {0: "DRAM", 1: "VRAM", 2: "BLK", 3: "OBJ", 4: "FILE"}
-KIND_CODES = {v: k for k, v in KIND_NAMES.items()}
 _DESC_HEAD = 24  # addr, len, devId: three u64
 _MIN_FIELD = 8 + 1  # u64 length + '|'
 

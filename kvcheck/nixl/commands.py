@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+from typing import Literal, cast
 
 from kvcheck.checks.base import Finding, Severity
-from kvcheck.errors import InputError, KvcheckError, UnreachableError
+from kvcheck.errors import InputError, UnreachableError
 
 
 def parse_listen(spec: str) -> tuple[str, int]:
@@ -23,7 +23,7 @@ def parse_listen(spec: str) -> tuple[str, int]:
     return _split_hostport(spec, spec)
 
 
-def run_agent(*, role: str, config: str, ttl: float | None, pages: int, listen: str | None, etcd: str | None, backend: str,
+def run_agent(*, role: str, config: str, ttl: str | float | None, pages: int, listen: str | None, etcd: str | None, backend: str,
               gpu: str, env_file=None, model_config=None, draft_model_config=None, out=None, name: str | None = None,
               max_memory_gib: float = 4.0, sglang_version: str | None = None) -> int:
     """Start a ``role`` agent with the geometry of ``config`` and serve until ``ttl`` (seconds).
@@ -54,7 +54,7 @@ def run_agent(*, role: str, config: str, ttl: float | None, pages: int, listen: 
         raise InputError("--role must be prefill or decode", field="--role")
     if gpu not in ("auto", "off"):
         raise InputError("--gpu must be auto or off", field="--gpu")
-    side = load_side(config, role, env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, sglang_version=sglang_version)
+    side = load_side(config, cast(Literal["prefill", "decode"], role), env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, sglang_version=sglang_version)
     geometry = derive_geometry(side)
     if not geometry.regions:
         raise InputError(f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})", source=config)
@@ -186,7 +186,7 @@ def augment_preflight(report, prefill_side, decode_side, *, prefill_agent: str |
             new.append(Finding(id="probe-skipped", severity=Severity.WARNING, message=f"probe not run: {why}",
                                fix="fix the errors above first; the probe follows the plan the runtime would take"))
         else:
-            from kvcheck.nixl.probe import build_job, run_probe
+            from kvcheck.nixl.probe import build_job
 
             job = build_job(plan, pg, dg, decode_agent, pages=min(pages, live_pages or pages), timeout=timeout)
             result = _probe_with_progress(job, show_progress)

@@ -51,9 +51,9 @@ def remote_regions(meta: AgentMetadata, backend: str = "UCX") -> list[RemoteRegi
                 untagged.append(RemoteRegion(-1, sec.kind, sec.kind, r.addr, r.length, r.dev_id, False))
     total = len(tagged) + len(untagged)
     free = [i for i in range(total) if i not in tagged]
-    for i, r in zip(free, untagged):
-        r.index = i
-        tagged[i] = r
+    for i, rr in zip(free, untagged, strict=False):
+        rr.index = i
+        tagged[i] = rr
     return [tagged[i] for i in sorted(tagged)]
 
 
@@ -87,7 +87,7 @@ def compare_geometry(meta: AgentMetadata, geometry, role: str, source: str, back
                                 fix=fix))
     else:
         pages = None
-        for r, item in zip(live, geometry.item_lens):
+        for r, item in zip(live, geometry.item_lens, strict=False):
             if item and r.length < item:
                 findings.append(Finding(id="agent-geometry", severity=Severity.ERROR,
                                         message=f"{role} agent region {r.index} is {r.length} bytes, less than one {item}-byte page",

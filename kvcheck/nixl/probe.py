@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from kvcheck.checks.base import Finding, Severity
 from kvcheck.errors import KvcheckError
 
-STEPS = ("start agent", "fetch metadata", "load metadata", "confirm over NIXL", "prepare", "write", "read back", "verify")
-
 FIXES = {
     "probe-unreachable": "start the decode-role agent (kvcheck agent --role decode --config FILE --listen HOST:PORT --ttl 600) and check the address and firewall",
     "probe-timeout": "the peer stopped answering: check it is not frozen or overloaded (and that UCX_NET_DEVICES names a reachable interface), then rerun",
@@ -131,6 +129,7 @@ def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeRe
     env.setdefault("UCX_LOG_LEVEL", "error")
     env.setdefault("NIXL_LOG_LEVEL", "WARN")
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all three are pipes
     proc.stdin.write(json.dumps(job).encode() + b"\n")
     proc.stdin.flush()
     if not job.get("hold"):
@@ -346,6 +345,7 @@ def _fetch_and_confirm(job: dict, timeout: float, fail):
             t = parse_target(target)
             conf = confirm_agent(t.host, t.port, timeout, with_blob=True, precheck=_kvcheck_only)
             blob = conf.blob
+            assert blob is not None  # with_blob=True
             meta = parse_metadata(blob, source=target)
         else:
             fetched = read_agents(target, timeout=timeout)
@@ -528,9 +528,9 @@ def probe_with_agent(agent, job: dict, emit) -> None:
         emit(type="step_done", step="load metadata", seconds=time.perf_counter() - t)
 
         t = begin("confirm over NIXL")
-        problem = _read_back_record(agent, remote, meta, conf, job["backend"], timeout)
-        if problem:
-            fail("probe-unconfirmed", problem)
+        unconfirmed = _read_back_record(agent, remote, meta, conf, job["backend"], timeout)
+        if unconfirmed:
+            fail("probe-unconfirmed", unconfirmed)
             emit(type="end", ok=False)
             return
         emit(type="step_done", step="confirm over NIXL", seconds=time.perf_counter() - t)
@@ -540,7 +540,6 @@ def probe_with_agent(agent, job: dict, emit) -> None:
         dst_items = job["dst_item_lens"]
         segs = job["segments"]
         dst_indices = job["dst_indices"]
-        arenas = {}
         all_ok = True
         for si, (start, end, src_kind, dst_kind) in enumerate(segs):
             n = len(segs)
@@ -548,7 +547,7 @@ def probe_with_agent(agent, job: dict, emit) -> None:
             t = begin(f"prepare segment {si}")
             local, rdescs, expect = [], [], []
             reg_kind_remote = None
-            problem = None
+            problem: tuple[str, str] | None = None
             for i in range(start, end):
                 s = src_regions[i]
                 di = dst_indices[i]
@@ -644,7 +643,7 @@ def probe_with_agent(agent, job: dict, emit) -> None:
             if state != "DONE":
                 _wait(agent.nixl, h2, timeout, f"read back segment {si}")
             h2.release()
-            bad = [(i, p) for (i, p, _, _), v in zip(expect, views) if not _check(v, _pattern(nonce, i, p))]
+            bad = [(i, p) for (i, p, _, _), v in zip(expect, views, strict=False) if not _check(v, _pattern(nonce, i, p))]
             lh.release()
             rh.release()
             seg = {"index": si, "start": start, "end": end, "src_kind": src_kind, "dst_kind": dst_kind,

@@ -58,23 +58,8 @@ def json_channel():
     return os.fdopen(saved, "w", buffering=1, closefd=True)
 
 
-def nixl_version() -> str:
-    """The installed NIXL distribution version, or ``unknown``."""
-    from importlib import metadata
-
-    for dist in ("nixl-cu12", "nixl-cu13", "nixl"):
-        try:
-            return f"{dist} {metadata.version(dist)}"
-        except metadata.PackageNotFoundError:
-            continue
-    return "unknown"
-
-
 def error_class(exc: BaseException) -> str:
     """``nixlNotFoundError`` etc. for NIXL's binding exceptions, else the class name."""
     return type(exc).__name__
 
 
-def is_nixl_error(exc: BaseException) -> bool:
-    """True for the exception classes of ``nixl._bindings`` (they are not RuntimeError)."""
-    return type(exc).__module__.endswith("_bindings") or type(exc).__name__.startswith("nixl")

@@ -102,7 +102,7 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float, what: str, where: 
         sock.settimeout(left)
         try:
             chunk = sock.recv(min(n - len(buf), 1 << 20))
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError as exc:
             raise UnreachableError(f"{what}: connection failed: {exc}", source=where) from None
@@ -120,7 +120,7 @@ def _connect(host: str, port: int, deadline: float, where: str, refused: str | N
         return socket.create_connection((host, port), timeout=left)
     except ConnectionRefusedError:
         raise UnreachableError(refused or "connection refused: no NIXL listener on this port (agent not started, or started without --listen)", source=where) from None
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise UnreachableError(f"no answer to connect within the deadline ({left:.3g} s)", source=where) from None
     except OSError as exc:
         raise UnreachableError(f"cannot connect: {exc}", source=where) from None
@@ -133,7 +133,7 @@ def _send_frame(sock: socket.socket, payload: bytes, deadline: float, where: str
     sock.settimeout(left)
     try:
         sock.sendall(struct.pack("<Q", len(payload)) + payload)
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise UnreachableError("the request could not be sent within the deadline", source=where) from None
     except OSError as exc:
         raise UnreachableError(f"cannot send the request: {exc}", source=where) from None
@@ -302,7 +302,7 @@ def _http_post_json(endpoint: str, path: str, body: dict, deadline: float, max_b
                 sock.settimeout(left)
                 try:
                     chunk = sock.recv(1 << 16)
-                except (socket.timeout, TimeoutError):
+                except TimeoutError:
                     continue
                 except OSError as exc:
                     raise UnreachableError(f"etcd: connection failed: {exc}", source=endpoint) from None
@@ -438,8 +438,8 @@ def read_agents(spec: str, timeout: float = 5.0) -> list[Fetched]:
     names = [t.name] if t.name else gw.list_agents()
     out = []
     for name in names:
-        blob = gw.get(gw.key(name))
-        if blob is None:
+        got = gw.get(gw.key(name))
+        if got is None:
             raise UnreachableError(f"no metadata for agent {name!r} in etcd (never published, or withdrawn)", source=spec)
         src = f"etcd://{t.host}:{t.port}/{name}"
         listener = None
@@ -450,5 +450,5 @@ def read_agents(spec: str, timeout: float = 5.0) -> list[Fetched]:
                     listener = _split_hostport(raw.decode("ascii", errors="strict"), src)
                 except (InputError, UnicodeDecodeError):
                     listener = None
-        out.append(Fetched(src, blob, parse_metadata(blob, source=src), time.monotonic() - start, "etcd", listener))
+        out.append(Fetched(src, got, parse_metadata(got, source=src), time.monotonic() - start, "etcd", listener))
     return out

@@ -59,7 +59,7 @@ def startup_verified_from() -> str:
     return getattr(startup, "STARTUP_VERIFIED_FROM", NEWEST)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def verified(subsystem: str, release: str | None) -> bool:
     """Whether kvcheck's ``subsystem`` is verified against ``release``'s own code."""
     if subsystem not in SUBSYSTEMS:
@@ -90,10 +90,6 @@ def is_modeled(release: str | None) -> bool:
     return verified("flags", release)
 
 
-def newer_than_modeled(release: str | None) -> bool:
-    return bool(release) and version_key(release) > version_key(NEWEST) and version_key(release) != version_key(None)
-
-
 # Releases from which some behaviour kvcheck restates changes, named in code as a literal
 # (``at_least`` / ``in_range`` / ``release_at_least`` bounds outside the variant tables):
 # a pair decided over a window never groups releases on both sides of one of these.
@@ -113,7 +109,7 @@ def boundaries() -> tuple[str, ...]:
     return tuple(sorted(found, key=version_key))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def epoch(release: str | None) -> tuple[bool, ...]:
     """Which of ``boundaries()`` ``release`` is at or after: releases with equal epochs
     sit between the same boundaries."""

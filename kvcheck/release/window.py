@@ -22,8 +22,9 @@ Standard library only.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from kvcheck.release import manifest
 from kvcheck.release.version import span, version_key

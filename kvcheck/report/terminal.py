@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvcheck.checks.base import Severity
+from kvcheck.cluster.model import kv_args
 from kvcheck.report.model import Report
 
 VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "unchecked": "bold magenta", "fail": "bold red"}
@@ -129,7 +130,7 @@ class PipeSafeConsole(Console):
             kwargs.setdefault("soft_wrap", True)
         super().__init__(*args, **kwargs)
 
-    def render(self, renderable, options=None):  # type: ignore[override]
+    def render(self, renderable, options=None):
         """rich's segments with every input-derived text escaped (``escape_terminal``):
         a model path, container name or image holding ESC/CSI/OSC or bidi characters is
         shown as ``\\x1b[2J``, never interpreted. rich's own control segments pass."""
@@ -199,7 +200,7 @@ def render_cluster_terminal(report, console: Console) -> None:
         for col in ("class", "instances", "model config", "TP/DP/PP", "page", "kv dtype", "backend", "checked"):
             classes.add_column(col, overflow="fold")
         for c in d.classes:
-            a = c.first.args or {}
+            a = kv_args(c.first.args or {})
             classes.add_row(c.id, str(len(c.members)), _short_source(c.first.model_source), f"{a.get('tp_size', 1)}/{a.get('dp_size', 1)}/{a.get('pp_size', 1)}",
                             str(a.get("page_size", "-")), str(a.get("kv_cache_dtype", "auto")), str(a.get("disaggregation_transfer_backend", "mooncake")), "yes" if c.side is not None else "no")
         console.print(classes)

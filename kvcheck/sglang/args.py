@@ -7,7 +7,7 @@ flag SGLang accepts is kept untyped in ``Side.raw_args`` (see ``kvcheck.sglang.f
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,11 +22,11 @@ class ServerArgs(BaseModel):
 
     model_config = ConfigDict(extra="ignore", validate_assignment=True)
 
-    model_path: Optional[str] = None
-    revision: Optional[str] = None
+    model_path: str | None = None
+    revision: str | None = None
     dtype: str = "auto"
     kv_cache_dtype: str = "auto"
-    page_size: Optional[int] = Field(default=None, ge=1, le=1 << 20)
+    page_size: int | None = Field(default=None, ge=1, le=1 << 20)
 
     tp_size: int = Field(default=1, ge=1, le=1 << 16)
     dp_size: int = Field(default=1, ge=1, le=1 << 16)
@@ -40,44 +40,44 @@ class ServerArgs(BaseModel):
     disaggregation_mode: str = "null"
     disaggregation_transfer_backend: str = "mooncake"
     disaggregation_bootstrap_port: int = 8998
-    disaggregation_ib_device: Optional[str] = None
+    disaggregation_ib_device: str | None = None
     disaggregation_decode_enable_radix_cache: bool = False
 
-    attention_backend: Optional[str] = None
-    prefill_attention_backend: Optional[str] = None
-    decode_attention_backend: Optional[str] = None
+    attention_backend: str | None = None
+    prefill_attention_backend: str | None = None
+    decode_attention_backend: str | None = None
 
     enable_hisparse: bool = False
-    hisparse_config: Optional[str] = None
+    hisparse_config: str | None = None
     enable_hierarchical_cache: bool = False
     hicache_ratio: float = 2.0
     hicache_size: int = 0
     disable_radix_cache: bool = False
 
-    speculative_algorithm: Optional[str] = None
-    speculative_draft_model_path: Optional[str] = None
-    speculative_draft_model_revision: Optional[str] = None
-    speculative_num_steps: Optional[int] = None
-    speculative_eagle_topk: Optional[int] = None
-    speculative_num_draft_tokens: Optional[int] = None
-    speculative_draft_kv_cache_dtype: Optional[str] = None
+    speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_draft_model_revision: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_kv_cache_dtype: str | None = None
     speculative_adaptive: bool = False
 
     # Read by the start-up refusals (kvcheck.sglang.startup).
     disaggregation_decode_host_receive_threshold: float = 1.0
-    disaggregation_decode_retraction_backup: Optional[str] = None
+    disaggregation_decode_retraction_backup: str | None = None
     disaggregation_decode_allocation_policy: str = "early"
     enable_pd_role_switch: bool = False
     enable_pdmux: bool = False
     decoupled_spec_role: str = "null"
     encoder_only: bool = False
     language_only: bool = False
-    hicache_storage_backend: Optional[str] = None
+    hicache_storage_backend: str | None = None
     hicache_write_policy: str = "write_through"
     enable_mixed_chunk: bool = False
     enable_prefill_cp: bool = False
-    dsa_prefill_backend: Optional[str] = None
-    dsa_decode_backend: Optional[str] = None
+    dsa_prefill_backend: str | None = None
+    dsa_decode_backend: str | None = None
 
     # ----- resolved views (what the runtime computes from the flags) -----
     @property

@@ -34,6 +34,7 @@ with the reason, which the preflight reports ``unchecked``.
 
 from __future__ import annotations
 
+from kvcheck.sglang.pools.base import DSV4, NOT_MODELED
 from kvcheck.sides import Side
 
 # SGLANG_DSV4_KV_LAYOUT values -> (bytes per token, page alignment) of KVLayout (0.5.23).
@@ -155,9 +156,13 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
                 kv_cache_dtype_str="fp8_e4m3" if args.kv_cache_dtype in ("auto", "fp8_e4m3") else args.kv_cache_dtype)
     reason = unmodeled_reason(side)
     if reason is not None:
-        return SideGeometry(**base, pool="not_modeled", not_modeled_reason=reason, is_mla=True,
+        return SideGeometry(**base, pool=NOT_MODELED, not_modeled_reason=reason, is_mla=True,
                             kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1, notes=notes)
-    main, compressed = resolve_layouts(side)  # type: ignore[misc]
+    layouts = resolve_layouts(side)
+    if isinstance(layouts, str):  # unmodeled_reason already said it; kept for the type
+        return SideGeometry(**base, pool="not_modeled", not_modeled_reason=layouts, is_mla=True,
+                            kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1, notes=notes)
+    main, compressed = layouts
     mode = str((side.env or {}).get("SGLANG_DSV4_KV_LAYOUT", "v4")).strip().lower()
     if mode == "auto" and base.get("gpu_assumed"):
         notes.append(f"SGLANG_DSV4_KV_LAYOUT=auto picks the KV layout by GPU (V4.1 on SM100, V4 elsewhere); the GPU was not given, "
@@ -227,7 +232,7 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
     notes.append(f"DeepSeek V4 pool: page 256, KV layout {pd_kv_layout(main, compressed, ratios_all)}; "
                  f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions, {len(stage)} SWA layers as the 'swa' state component")
     return SideGeometry(
-        **base, pool="DSV4", is_mla=True, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1,
+        **base, pool=DSV4, is_mla=True, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1,
         regions=[Region(index=i, **r) for i, r in enumerate(regions)], num_draft_regions=0, stage_layers=stages, notes=notes,
         state_types=state_types, state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
         kv_layout=pd_kv_layout(main, compressed, ratios_all), draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,

@@ -36,6 +36,10 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 from kvcheck.errors import ArgparseRefusal, InputError
 
 from kvcheck.release.manifest import NEWEST as DEFAULT_VERSION  # noqa: E402  (written once, in the manifest)
+from kvcheck.sglang.flag_config import _ACTION_CLASS, config_key_sets, config_path, config_to_argv  # noqa: F401
+from kvcheck.sglang.flag_values import (  # noqa: F401  (re-exported)
+    _TYPE_FUNC_NAME, _arg_error, _check_choice, _config_hint, _convert, _copy, _expected, _lora_paths, _typed_scalar, _TypeError,
+)
 
 # How a release's ``--config`` YAML merger (``ConfigArgumentMerger``) turns keys into
 # argv; the generator (scripts/gen_flags.py) picks the one that behaves as the release's
@@ -51,36 +55,8 @@ CONFIG_MERGERS = {
 
 # Action tags whose flag takes no value on the command line.
 _ZERO_ARG_ACTIONS = {"store_true", "store_false", "boolean_optional", "deprecated_store_true", "help", "deprecated", "deprecated_warn"}
-# argparse class names, for SGLang's "Unsupported config option" message.
-_ACTION_CLASS = {
-    "store": "_StoreAction",
-    "store_true": "_StoreTrueAction",
-    "store_false": "_StoreFalseAction",
-    "store_const": "_StoreConstAction",
-    "help": "_HelpAction",
-    "boolean_optional": "BooleanOptionalAction",
-    "lora_paths": "LoRAPathAction",
-    "deprecated_store_true": "DeprecatedStoreTrueAction",
-    "deprecated_store_const": "DeprecatedStoreConstAction",
-    "deprecated": "DeprecatedAction",
-    "deprecated_warn": "DeprecatedAction",
-    "deprecated_alias_store": "DeprecatedAliasStoreAction",
-    "append": "_AppendAction",
-}
-# argparse names a failed ``type=`` call by the callable's __name__.
-_TYPE_FUNC_NAME = {
-    "str": "str",
-    "int": "int",
-    "float": "float",
-    "json": "loads",
-    "json_list": "json_list_type",
-    "human_int": "human_readable_int",
-    "nullable_str": "nullable_str",
-    "cuda_graph_config": "parse_cuda_graph_config_arg",
-    "cuda_graph_backend": "parse_cuda_graph_backend_arg",
-}
 # ServerArgs.from_cli_args of 0.5.0rc2 .. 0.5.13.post1: argparse dest -> ServerArgs field
-_FROM_CLI_RENAMES = {
+FROM_CLI_RENAMES = _FROM_CLI_RENAMES = {
     "tensor_parallel_size": "tp_size",
     "pipeline_parallel_size": "pp_size",
     "data_parallel_size": "dp_size",
@@ -659,101 +635,13 @@ class FlagTable:
 
     def _config_key_sets(self) -> tuple[frozenset[str], dict[str, Flag]]:
         """(store_true keys, unsupported key -> flag), as ``ConfigArgumentMerger.__init__``
-        of this release computes them (see ``CONFIG_MERGERS``)."""
-        if self._config_sets is None:
-            variant = self.config_merger
-            ordered = self._ordered
-            special = lambda f: "--config" in f.option_strings or "--help" in f.option_strings or "-h" in f.option_strings  # noqa: E731
-            if variant in ("v0.5.3", "v0.5.4", "none"):
-                # 0.5.3-0.5.7: prepare_server_args passes boolean_actions computed from
-                # ``action.action``, an attribute argparse actions lack: always empty.
-                self._config_sets = (frozenset(), {})
-            elif variant in ("v0.5.8", "v0.5.14"):
-                # ConfigArgumentMerger(parser), keyed by dest (0.5.8-0.5.22)
-                store_true = frozenset(f.dest for f in ordered if f.isa == "store_true")
-                unsupported = {f.dest: f for f in ordered if f.option_strings and f.isa is None and not special(f)}
-                self._config_sets = (store_true, unsupported)
-            else:
-                # 0.5.23: keyed by every long spelling; single-value actions supported
-
-                def keys(f: Flag) -> set[str]:
-                    return {f.dest} | {o[2:].replace("-", "_") for o in f.option_strings if o.startswith("--")}
-
-                store_true = frozenset(k for f in ordered if f.isa == "store_true" for k in keys(f))
-                # isinstance(_StoreTrueAction) or _takes_one_value (isinstance(_StoreAction)
-                # or nargs is None); the table keeps nargs None on valueless flags, whose
-                # real nargs is 0, hence takes_value.
-                supported = {f.name for f in ordered if f.isa is not None or (f.takes_value and f.nargs is None)}
-                supported_keys = {k for f in ordered if f.name in supported for k in keys(f)}
-                unsupported: dict[str, Flag] = {}
-                for f in ordered:
-                    if f.name in supported or special(f) or not f.option_strings:
-                        continue
-                    for k in keys(f):
-                        if k not in supported_keys:
-                            unsupported[k] = f
-                self._config_sets = (store_true, unsupported)
-        return self._config_sets
+        of this release computes them (``kvcheck.sglang.flag_config.config_key_sets``)."""
+        return config_key_sets(self)
 
     def config_to_argv(self, config: Mapping[str, Any], source: str | None = None) -> list[str]:
         """The argv this release's SGLang makes of a ``--config`` YAML mapping (keys used
-        as written).
-
-        Mirrors ``ConfigArgumentMerger._convert_config_to_args`` of the release
-        (``CONFIG_MERGERS``). 0.5.23: a key whose underscore form names a flag SGLang will
-        not take from a file (``--x/--no-x`` flags, ``--lora-paths``, deprecated booleans
-        such as ``--enable-dp-attention``) is refused with SGLang's message; bool -> bare
-        ``--key`` (true, on a store_true key) / nothing (false, same) / ``--key
-        true|false`` (other keys); list -> ``--key a b`` (empty list: nothing); dict ->
-        ``--key <json>`` (0.5.14 on; ``str(dict)`` before); anything else ``--key
-        str(value)`` (so YAML null becomes ``None``). 0.5.3: true -> bare ``--key`` for
-        every key, no refusals. 0.5.4-0.5.7: ``--key true|false`` for every key (so a
-        store_true key then fails in argparse). 0.5.8-0.5.22: refusals and store_true
-        keys by dest only. Raises ``InputError``.
-        """
-        variant = self.config_merger
-        if variant == "none":
-            raise InputError(
-                f"SGLang {self.version} has no --config option (YAML config files arrived in 0.5.3)",
-                source=source,
-                field="--config",
-            )
-        store_true, unsupported = self._config_key_sets()
-        args: list[str] = []
-        for key, value in config.items():
-            if not isinstance(key, str):
-                raise InputError(
-                    f"config key {key!r} is not a string (SGLang fails on it with AttributeError)",
-                    source=source,
-                    field=str(key),
-                )
-            key_norm = key.replace("-", "_")
-            if key_norm in unsupported:
-                cls = _ACTION_CLASS.get(unsupported[key_norm].action, unsupported[key_norm].action)
-                raise InputError(
-                    f"Unsupported config option '{key_norm}' with action '{cls}'"
-                    + _config_hint(unsupported[key_norm], self.version),
-                    source=source,
-                    field=key,
-                )
-            if isinstance(value, bool):
-                if variant == "v0.5.3":
-                    if value:
-                        args.append(f"--{key}")
-                elif key_norm in store_true:
-                    if value:
-                        args.append(f"--{key}")
-                else:
-                    args.extend([f"--{key}", str(value).lower()])
-            elif isinstance(value, list):
-                if value:
-                    args.append(f"--{key}")
-                    args.extend(str(item) for item in value)
-            elif isinstance(value, dict) and variant in ("v0.5.14", "v0.5.23"):
-                args.extend([f"--{key}", json.dumps(value)])
-            else:
-                args.extend([f"--{key}", str(value)])
-        return args
+        as written): ``kvcheck.sglang.flag_config.config_to_argv``. Raises ``InputError``."""
+        return config_to_argv(self, config, source)
 
     def merge_config(self, argv: Sequence[str], config: Mapping[str, Any], source: str | None = None) -> list[str]:
         """``ConfigArgumentMerger.merge_config_with_args``: config args first, then argv
@@ -772,27 +660,6 @@ class FlagTable:
         launch with ``--config FILE`` and no other flags. Raises ``InputError``.
         """
         return self.parse_argv(self.config_to_argv(config, source), source, with_defaults=with_defaults)
-
-
-def config_path(argv: Sequence[str], source: str | None = None) -> str | None:
-    """The YAML path SGLang would read: the token after a standalone ``--config``.
-
-    Mirrors ``prepare_server_args`` (merges only if ``"--config" in argv``) and
-    ``ConfigArgumentMerger._extract_config_file_path``. None when there is no such
-    token (``--config=f.yaml`` is accepted by argparse and then ignored by SGLang).
-    SGLang also requires a ``.yaml``/``.yml`` suffix, an existing file and a mapping at
-    the root; the caller that reads the file checks those. Raises ``InputError`` for
-    ``Multiple config files specified! Only one allowed.`` and ``No config file
-    specified after --config flag!``.
-    """
-    idx = [i for i, a in enumerate(argv) if a == "--config"]
-    if not idx:
-        return None
-    if len(idx) > 1:
-        raise InputError("Multiple config files specified! Only one allowed.", source=source, field="config")
-    if idx[0] == len(argv) - 1:
-        raise InputError("No config file specified after --config flag!", source=source, field="config")
-    return str(argv[idx[0] + 1])
 
 
 # ---------------------------------------------------------------------------------------
@@ -850,190 +717,3 @@ def parse_config(config: Mapping[str, Any], source: str | None = None, *, with_d
     return FlagTable.load(version).parse_config(config, source, with_defaults=with_defaults)
 
 
-# ---------------------------------------------------------------------------------------
-# value conversion (argparse _get_value / _check_value with SGLang's type= callables)
-# ---------------------------------------------------------------------------------------
-
-
-class _TypeError(Exception):
-    """argparse.ArgumentTypeError stand-in: its text is the whole message."""
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    return value
-
-
-def _expected(nargs: Any) -> str:
-    return "expected at least one argument" if nargs == "+" else "expected one argument"
-
-
-def _arg_error(f: Flag, msg: str, source: str | None) -> InputError:
-    return InputError(f"argument {f.display}: {msg}", source=source, field=f.dest)
-
-
-def _config_hint(f: Flag, version: str = DEFAULT_VERSION) -> str:
-    if f.action == "boolean_optional":
-        return f" (SGLang {version} takes --{f.name}/--no-{f.name} only on the command line)"
-    if f.deprecated:
-        return f" (deprecated in SGLang {version}; use {f.deprecated})"
-    return f" (SGLang {version} takes it only on the command line)"
-
-
-def _human_readable_int(value: str) -> int:
-    """Re-states ``sglang.srt.utils.common.human_readable_int``."""
-    from decimal import Decimal
-
-    value = value.strip()
-    si = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-    iec = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
-    if m:
-        number, suffix = m.groups()
-        if suffix in iec:
-            if "." in number:
-                raise _TypeError(
-                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
-                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
-                    f"or an SI value such as '{number}{suffix[0]}'."
-                )
-            return int(number) * iec[suffix]
-        return int(Decimal(number) * si[suffix])
-    try:
-        return int(value)
-    except ValueError:
-        raise _TypeError(
-            f"Invalid integer value: '{value}'. "
-            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
-            "Suffixes are case-sensitive."
-        ) from None
-
-
-_CUDA_GRAPH_PHASES = ("decode", "prefill")
-
-
-def _cuda_graph_backend(raw: str) -> str:
-    if raw == "tc_piecewise":
-        raise _TypeError("tc_piecewise was removed; select breakable, full, or disabled")
-    return raw
-
-
-def _cuda_graph_config(raw: str) -> dict[str, Any]:
-    """The JSON-shape part of ``parse_cuda_graph_config_arg`` (per-phase key lists are
-    not re-stated: SGLang's own parser reports unknown keys inside a phase)."""
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise _TypeError(f"--cuda-graph-config must be JSON: {e}") from None
-    if not isinstance(parsed, dict):
-        raise _TypeError(f"--cuda-graph-config must be a JSON object, got {type(parsed).__name__}")
-    for phase, settings in parsed.items():
-        if str(phase) not in _CUDA_GRAPH_PHASES:
-            raise _TypeError(
-                f"--cuda-graph-config: unknown phase '{phase}', expected one of {_CUDA_GRAPH_PHASES}"
-            )
-        if not isinstance(settings, dict):
-            raise _TypeError(
-                f"--cuda-graph-config['{phase}'] must be a JSON object, got {type(settings).__name__}"
-            )
-        if "backend" in settings:
-            _cuda_graph_backend(settings["backend"])
-    return parsed
-
-
-def _json_list(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        raise _TypeError(f"Invalid JSON list: {raw}. Please provide a valid JSON list.") from None
-
-
-def _nullable_str(raw: str) -> str | None:
-    return None if not raw or raw == "None" else raw
-
-
-_CONVERTERS = {
-    "str": str,
-    "int": int,
-    "float": float,
-    "json": json.loads,
-    "json_list": _json_list,
-    "human_int": _human_readable_int,
-    "nullable_str": _nullable_str,
-    "cuda_graph_config": _cuda_graph_config,
-    "cuda_graph_backend": _cuda_graph_backend,
-}
-
-
-def _convert(f: Flag, s: str, source: str | None) -> Any:
-    """argparse ``_get_value``: apply the flag's type to one command-line string."""
-    fn = _CONVERTERS.get(f.type, str)
-    try:
-        return fn(s)
-    except _TypeError as e:
-        raise _arg_error(f, str(e), source) from None
-    except (TypeError, ValueError, ArithmeticError):  # decimal.InvalidOperation is one
-        name = _TYPE_FUNC_NAME.get(f.type, f.type)
-        if f.type in ("json", "json_list"):
-            # A JSON value whose quotes a shell or YAML layer stripped
-            # ('{temperature:0.7}'): SGLang's argparse (type=json.loads) refuses it and the
-            # server exits at start-up (verified: 0.5.23 prepare_server_args prints
-            # "invalid loads value" and exits 2), so it is that server's refusal, not bad input.
-            msg = f"argument {f.display}: invalid {name} value: {s!r}"
-            raise ArgparseRefusal(msg, option=f.display.split("/")[0], source=source, field=f.dest) from None
-        raise _arg_error(f, f"invalid {name} value: {s!r}", source) from None
-
-
-def _check_choice(f: Flag, value: Any, source: str | None) -> None:
-    """argparse ``_check_value`` (3.11 wording)."""
-    if f.choices is not None and value not in f.choices:
-        choices = ", ".join(map(repr, f.choices))
-        raise _arg_error(f, f"invalid choice: {value!r} (choose from {choices})", source)
-
-
-def _typed_scalar(f: Flag, value: Any, source: str | None) -> Any:
-    """A typed (JSON) value checked against the flag's type; strings are converted."""
-    if isinstance(value, str):
-        out = _convert(f, value, source)
-    elif f.type in ("int", "human_int"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                raise _arg_error(f, f"invalid int value: {value!r}", source)
-        out = value
-    elif f.type == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _arg_error(f, f"invalid float value: {value!r}", source)
-        out = float(value)
-    elif f.type in ("json", "json_list", "cuda_graph_config"):
-        out = value
-    else:
-        out = str(value).lower() if isinstance(value, bool) else str(value)
-    _check_choice(f, out, source)
-    return out
-
-
-def _lora_paths(f: Flag, values: list[str], source: str | None) -> list[Any]:
-    """Re-states ``LoRAPathAction``: strip, JSON objects need lora_name and lora_path."""
-    out: list[Any] = []
-    for item in values:
-        item = item.strip()
-        if item.startswith("{") and item.endswith("}"):
-            try:
-                obj = json.loads(item)
-            except json.JSONDecodeError as e:
-                raise _arg_error(f, f"invalid JSON {item!r}: {e}", source) from None
-            if not (isinstance(obj, dict) and "lora_path" in obj and "lora_name" in obj):
-                raise _arg_error(
-                    f,
-                    f"{item!r} looks like a JSON str, but it does not contain 'lora_name' and 'lora_path' keys.",
-                    source,
-                )
-            out.append(obj)
-        else:
-            out.append(item)
-    return out

@@ -6,7 +6,7 @@ get_total_num_kv_heads, is_deepseek_dsa) for the fields the KV pools use.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel
 
@@ -309,6 +309,10 @@ def _require_int(cfg: dict[str, Any], key: str, source: str, *, minimum: int | N
     return value
 
 
+@overload
+def _optional_int(cfg: dict[str, Any], key: str, source: str, default: int, *, zero_is_unset: bool = False) -> int: ...
+@overload
+def _optional_int(cfg: dict[str, Any], key: str, source: str, default: None = None, *, zero_is_unset: bool = False) -> int | None: ...
 def _optional_int(cfg: dict[str, Any], key: str, source: str, default: int | None = None, *, zero_is_unset: bool = False) -> int | None:
     """``cfg[key]`` when present (range-checked), else ``default``; ``None``/absent -> default."""
     value = cfg.get(key)
@@ -411,7 +415,7 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
         mamba = [i for i in range(layers) if (i + 1) % interval != 0]
         vh = _require_int(cfg, "linear_num_value_heads", source)
         vd = _require_int(cfg, "linear_value_head_dim", source)
-        params = dict(
+        params: dict[str, Any] = dict(
             mamba_intermediate_size=vh * vd, mamba_n_groups=_require_int(cfg, "linear_num_key_heads", source),
             mamba_num_heads=vh, mamba_head_dim=vd, mamba_state_size=_require_int(cfg, "linear_key_head_dim", source),
             mamba_conv_kernel=_require_int(cfg, "linear_conv_kernel_dim", source),
@@ -529,11 +533,12 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
     arch = archs[0]
     layers = _require_int(cfg, "num_hidden_layers", source) if arch not in NEMOTRON_H_ARCHS or "num_hidden_layers" in cfg else 1
     dtype = _dtype(cfg, source)
-    quant = cfg.get("quantization_config") if isinstance(cfg.get("quantization_config"), dict) else {}
+    q = cfg.get("quantization_config")
+    quant: dict[str, Any] = q if isinstance(q, dict) else {}
     nextn = _optional_int(cfg, "num_nextn_predict_layers", source, 0) or 0
     if not nextn and arch in LINEAR_INTERVAL_ARCHS:
         nextn = _optional_int(cfg, "mtp_num_hidden_layers", source, 0) or 0
-    common = dict(
+    common: dict[str, Any] = dict(
         architecture=arch,
         num_hidden_layers=layers,
         num_nextn_predict_layers=nextn,

@@ -106,7 +106,9 @@ def behaviour(version: str | None) -> MooncakeBehaviour:
         modeled = at_least(v, OLDEST) and at_least(NEWEST, v)
     except Exception:
         modeled = False
-    a = (lambda first: modeled and at_least(v, first))
+    def a(first: str) -> bool:
+        return modeled and at_least(v, first)
+
     return MooncakeBehaviour(
         version=v, modeled=modeled, layer_id_pairing=a("0.5.17"), mla_draft_tail=a("0.5.20"), slice_layer_ids=a("0.5.19"), mha_layer_ids=a("0.5.19"),
         gqa_dst_replication=a("0.5.16"), dcp=a("0.5.17"), stride_check=a("0.5.20"), pp_branches=a("0.5.7"), draft_branch=a("0.5.8"), total_heads=a("0.5.10"),
@@ -211,6 +213,14 @@ def head_slice_params(src_tp: int, dst_tp: int, src_rank: int, dst_rank: int, to
 
 class SendFailed(Exception):
     """A send path returned -1 (``message``: what it logged)."""
+
+
+class WorkerDied(Exception):
+    """The release's own transfer worker raised: ``message`` is the text it raised."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass
@@ -367,7 +377,7 @@ def rank_pairs(prefill_tp: int, decode_tp: int, total_kv_heads: int | None) -> l
 
 def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, prefill_dcp_size: int = 1, pp_rank: int = 0,
            total_kv_heads: int | None = None, release: str | None = None, bootstrap_port: int = 8998,
-           staging: bool = False, unified_memory: bool = False, decode_hisparse: bool = False) -> Plan:
+           staging: bool = False, unified_memory: bool = False, decode_hisparse: bool = False, writer=None) -> Plan:
     """The Mooncake prefill's handling of this decode (registration, then the transfer
     worker's send path and writes for a request), for prefill PP stage ``pp_rank``.
 
@@ -375,7 +385,11 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
     ``nothing_to_transfer``, or ``not_modeled`` with ``not_modeled_reason``),
     ``dst_indices`` (the decode region each source region is written into), or ``error``:
     what the runtime raises or logs, where, and what the operator sees; writes that land
-    in the wrong place are an error too (``type`` ``SilentCorruption``)."""
+    in the wrong place are an error too (``type`` ``SilentCorruption``).
+
+    ``writer``: what issues the writes of one request (``simulate_writes``' signature); by
+    default this restatement, with ``--kernel runtime`` the release's own
+    ``MooncakeKVManager.transfer_worker`` (``mooncake_runtime.runtime_writes``)."""
     b = behaviour(release)
     plan = Plan(path=None, n_src=prefill.n, n_dst=decode.n)
     if not b.modeled:
@@ -409,7 +423,7 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
     fn = "send_kvcache" if flat else "send_kvcache_slice"
     for src_rank, dst_rank in rank_pairs(prefill.attn_tp_size, decode.attn_tp_size, total_kv_heads) if not flat else [(0, 0)]:
         try:
-            w = simulate_writes(prefill, decode, pp_rank=pp_rank, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank, b=b)
+            w = (writer or simulate_writes)(prefill, decode, pp_rank=pp_rank, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank, b=b)
         except SendFailed as exc:
             plan.error = RuntimeErrorPrediction(
                 type="KVTransferError",
@@ -417,9 +431,10 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
                 raised_by=TRANSFER_WORKER.format(fn=fn) + f"; it logs: {exc}", when="first request", operator_sees=REQUEST_FAILS)
             return plan
         except Exception as exc:
+            text = exc.message if isinstance(exc, WorkerDied) else f"Transfer thread failed because of {exc}. Prefill instance with bootstrap_port={bootstrap_port} is dead."
             plan.error = RuntimeErrorPrediction(
                 type="RuntimeError",
-                message=f"Transfer thread failed because of {exc}. Prefill instance with bootstrap_port={bootstrap_port} is dead.",
+                message=text,
                 raised_by=TRANSFER_WORKER.format(fn=fn), when="first request", operator_sees=WORKER_DIES)
             return plan
         bad = misplaced_write(prefill, decode, w, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank)
@@ -438,9 +453,6 @@ def _not_modeled(plan: Plan, why: str) -> Plan:
 
 
 # -- state components (maybe_send_extra) -----------------------------------------------
-
-GENERIC_STATES = ("swa", "dsa", "block_scale", "block_scale_swa")
-
 
 def decide_states(prefill: SideGeometry, decode: SideGeometry, *, release: str | None = None, bootstrap_port: int = 8998,
                   pp_rank: int = 0) -> tuple[RuntimeErrorPrediction | None, str | None]:
@@ -473,7 +485,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, *, release: str |
                     type="RuntimeError", message=f"Transfer thread failed because of {msg} Prefill instance with bootstrap_port={bootstrap_port} is dead.",
                     raised_by=TRANSFER_WORKER.format(fn="maybe_send_extra"), when="first request", operator_sees=WORKER_DIES), None
     if not at_least(b.version, "0.5.17"):
-        return None, f"SGLang {b.version}'s Mooncake state transfer ({', '.join(kinds)}) is not restated"
+        return _decide_states_before_0517(prefill, decode, b.version, kinds, hetero, bootstrap_port)
 
     def sig(g: SideGeometry):
         return [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in g.state_regions]
@@ -485,3 +497,48 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, *, release: str |
         return None, None
     return None, (f"Mooncake's state transfer ({', '.join(kinds)}: maybe_send_extra) between different state layouts "
                   f"(attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size}, PP {prefill.pp_size} -> {decode.pp_size}) is not restated")
+
+
+def _decide_states_before_0517(prefill: SideGeometry, decode: SideGeometry, version: str, kinds: list[str], hetero: bool,
+                               bootstrap_port: int) -> tuple[RuntimeErrorPrediction | None, str | None]:
+    """``maybe_send_extra`` of 0.5.5 .. 0.5.16 (and the worker's check around it).
+
+    0.5.5 .. 0.5.8: on the last chunk of a hybrid pool, the transfer worker raises "PD
+    Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet."
+    for a non-MLA pool across unequal attention TP (any state type). 0.5.9 .. 0.5.16: the
+    same refusal moved into ``maybe_send_extra`` for SWA/NSA (0.5.13: DSA) states only, named
+    by type ("... for non-MLA SWA hybrid models yet."); Mamba across TP is sliced
+    (``_send_mamba_state_slice``, not restated). The send itself: one state type per pool
+    up to 0.5.12 (``kv_args.state_type``), a list from 0.5.13; Mamba buffers go i -> i at
+    the source item length (``_send_mamba_state``), SWA/NSA through ``_send_kvcache_generic``
+    over the state buffer lists. Restated as certain only for twin layouts at PP 1 (the
+    generic path slices state lists by the stage's start layer, not restated for PP > 1):
+    every buffer pairs with its twin at its own stride."""
+    def worker_dies(msg: str) -> RuntimeErrorPrediction:
+        return RuntimeErrorPrediction(
+            type="RuntimeError", message=f"Transfer thread failed because of {msg}. Prefill instance with bootstrap_port={bootstrap_port} is dead.",
+            raised_by=TRANSFER_WORKER.format(fn="maybe_send_extra" if at_least(version, "0.5.9") else "transfer_worker"),
+            when="first request", operator_sees=WORKER_DIES)
+
+    types = list(prefill.state_types)
+    if types != list(decode.state_types):
+        return None, f"the two sides register different state components (prefill {prefill.state_types}, decode {decode.state_types})"
+    if len(types) > 1 and not at_least(version, "0.5.13"):
+        return None, f"SGLang {version} sends one state type per pool; kvcheck's layout has {types}"
+    handled = {"mamba", "swa", "dsa"}
+    if any(t not in handled for t in types):
+        return None, f"SGLang {version}'s Mooncake state transfer ({', '.join(kinds)}) is not restated"
+    if hetero:
+        if not at_least(version, "0.5.9"):
+            return worker_dies("PD Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet."), None
+        for t in types:
+            if t in ("swa", "dsa"):
+                name = "DSA" if t == "dsa" and at_least(version, "0.5.13") else ("NSA" if t == "dsa" else "SWA")
+                return worker_dies(f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {name} hybrid models yet."), None
+        return None, f"Mooncake's Mamba state slicing across attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size} (_send_mamba_state_slice) is not restated"
+    if prefill.pp_size != 1 or decode.pp_size != 1:
+        return None, f"SGLang {version}'s Mooncake state transfer ({', '.join(kinds)}) with PP {prefill.pp_size} -> {decode.pp_size} is not restated"
+    sig = [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in prefill.state_regions]
+    if sig == [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in decode.state_regions]:
+        return None, None
+    return None, f"Mooncake's state transfer ({', '.join(kinds)}) between different state layouts on SGLang {version} is not restated"

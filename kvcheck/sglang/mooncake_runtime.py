@@ -25,6 +25,7 @@ import threading
 from collections import defaultdict
 from functools import lru_cache
 from types import SimpleNamespace
+from typing import Any
 
 from kvcheck.sglang import mooncake as mc
 from kvcheck.sglang.geometry import SideGeometry
@@ -79,7 +80,7 @@ class _Engine:
 
     def batch_transfer_sync(self, session, srcs, dsts, lens):
         with self.lock:
-            self.writes += [(int(s), int(d), int(n)) for s, d, n in zip(srcs, dsts, lens)]
+            self.writes += [(int(s), int(d), int(n)) for s, d, n in zip(srcs, dsts, lens, strict=False)]
         return 0
 
     def get_session_id(self):
@@ -208,7 +209,7 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
         def put(self, item):
             self.items.append(item)
 
-    out = {"writes": [], "failure": None, "worker_error": None}
+    out: dict[str, Any] = {"writes": [], "failure": None, "worker_error": None}
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         try:
             mgr.transfer_worker(Queue(), ex)  # (queue, executor[, staging buffer, worker index])
@@ -223,3 +224,21 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
     if out["worker_error"] and "has no attribute" in out["worker_error"]:
         raise KernelSetupError(f"the stand-in Mooncake manager lacks what SGLang {sg.version} reads: {out['worker_error']}")
     return out
+
+
+def runtime_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int, total_kv_heads: int | None,
+                   src_rank: int, dst_rank: int, b) -> "mc.Writes":
+    """``mooncake.simulate_writes``' contract answered by the release's own
+    ``transfer_worker`` (``run_request``): its writes, or ``SendFailed`` for the -1 path
+    (``conclude_failure``), or ``WorkerDied`` with the text the worker raised. The
+    writes are judged by ``mooncake.misplaced_write`` as the builtin's are."""
+    ids = (mc.publishes_layer_ids(prefill, b), mc.publishes_layer_ids(decode, b))
+    got = run_request(prefill, decode, pp_rank=pp_rank, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank, publish_ids=ids)
+    if got["worker_error"]:
+        raise mc.WorkerDied(got["worker_error"])
+    if got["failure"]:
+        raise mc.SendFailed(got["failure"])
+    flat = prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size
+    path = ("mla" if prefill.attn_tp_size != decode.attn_tp_size else "equal_tp") if flat else "hetero_tp_slice"
+    pairs = sorted({((s - mc.SRC_BASE) // mc.STRIDE, (d - mc.DST_BASE) // mc.STRIDE) for s, d, _ in got["writes"]})
+    return mc.Writes(path=path, fn="send_kvcache" if flat else "send_kvcache_slice", writes=list(got["writes"]), pairs=pairs)

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kvcheck.release.manifest import NEWEST  # noqa: E402  (the newest modeled release: written once, in the manifest)
+from kvcheck.release.manifest import NEWEST
+
 _FACTS = Path(__file__).with_name("pd_facts.json")
 
 # Digests (``scripts/gen_pd_facts.py``) of the decode bootstrap checks kvcheck restates,
@@ -47,8 +48,10 @@ BOOTSTRAP_VARIANTS = {
 DECISION_VARIANTS = {
     # Before 0.5.13 nothing is prepared at registration: descriptor lists are built per
     # request (``send_kvcache`` / ``send_kvcache_slice``; ``plan._decide_per_request``).
-    "pr-b4863b2ac7c7": "0.5.5",  # 0.5.5 .. 0.5.6: dst pointers sliced from the stage's start layer; item_lens[0] for every layer
-    "pr-e900fda31fd9": "0.5.6.post1",  # 0.5.6.post1 .. 0.5.6.post2: equal region counts pair whole lists; per-layer item lengths
+    # 0.5.5 .. 0.5.6: dst pointers sliced from the stage's start layer; item_lens[0] for every layer
+    "pr-b4863b2ac7c7": "0.5.5",
+    # 0.5.6.post1 .. 0.5.6.post2: equal region counts pair whole lists; per-layer item lengths
+    "pr-e900fda31fd9": "0.5.6.post1",
     "pr-3c4e4a97e144": "0.5.7",  # 0.5.7: KV notifications carry the PP rank (PP prefills modeled)
     "pr-63a18abe22d7": "0.5.8",  # 0.5.8 .. 0.5.8.post1: MHA decode-only draft pointer offset
     "pr-2ff86396f7f1": "0.5.9",  # 0.5.9 .. 0.5.10.post1: _send_kvcache_generic, vectorised head slices (same lists)
@@ -57,7 +60,8 @@ DECISION_VARIANTS = {
     "pr-eaee5dd8d9f7": "0.5.12",  # 0.5.12.post1: the same transfer (the stateless-hang fix is in the completion path)
     "31c2eba1c960": "0.5.15",  # 0.5.15 .. 0.5.16: memory kinds, mixed segments, region-count and item-stride guards
     "d8139a090cb7": "0.5.13",  # 0.5.13 .. 0.5.14: prepared VRAM lists, no kinds/segments/guards (plan._decide_0_5_13)
-    "527354b11456": "0.5.17",  # 0.5.17 .. 0.5.18: DCP relayout (whole-list geometry check), layer-id pairing, no PP-MLA offsets
+    # 0.5.17 .. 0.5.18: DCP relayout (whole-list geometry check), layer-id pairing, no PP-MLA offsets
+    "527354b11456": "0.5.17",
     "dce7af4945e9": "0.5.19",  # as 0.5.17, plus DCP pack buffers allocated on the first DCP peer (no verdict change)
     "5d952a379341": "0.5.20",  # DCP geometry checked entry by entry, draft pages scaled by the decode DCP size
     "019799306a6b": "0.5.21",  # PP-MLA layer offsets (_build_transfer_dst_indices); no head-slice asserts yet
@@ -66,7 +70,7 @@ DECISION_VARIANTS = {
 }
 
 
-from kvcheck.release.version import at_least  # noqa: E402,F401  (the one comparison)
+from kvcheck.release.version import at_least  # noqa: E402  (the one comparison)
 from kvcheck.release.version import version_key as _vkey  # noqa: E402
 
 
@@ -122,26 +126,26 @@ class PDBehaviour:
     @property
     def decode_dcp_checks(self) -> bool:
         """0.5.17: 'PD decode DCP requires an MLA or hybrid-MLA KV pool.' and the prefill CP=1 check."""
-        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.17")
+        return self.bootstrap_variant is not None and at_least(self.bootstrap_variant, "0.5.17")
 
     @property
     def dsv41_checks(self) -> str | None:
         """0.5.21: DSpark layout and same-TP checks ("same_tp"); 0.5.22: a decode TP equal to
         the prefill's TP x CP is admitted for MLA ("tp_or_cp_world")."""
-        if not self.bootstrap_modeled or not at_least(self.bootstrap_variant, "0.5.21"):
+        if self.bootstrap_variant is None or not at_least(self.bootstrap_variant, "0.5.21"):
             return None
         return "same_tp" if self.bootstrap_variant == "0.5.21" else "tp_or_cp_world"
 
     @property
     def mxfp8_tp_check(self) -> bool:
         """0.5.22: MXFP8 block-scale state with unequal attention TP (non-MLA) is refused."""
-        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.22")
+        return self.bootstrap_variant is not None and at_least(self.bootstrap_variant, "0.5.22")
 
     @property
     def newest_bootstrap(self) -> bool:
         """0.5.23: MiniMax sparse TP check, KV layout check, DCP vs --enable-kv-cache-sharding,
         and the MLA KV-sharding equal-TP assert in ``_resolve_rank_mapping``."""
-        return self.bootstrap_modeled and at_least(self.bootstrap_variant, "0.5.23")
+        return self.bootstrap_variant is not None and at_least(self.bootstrap_variant, "0.5.23")
 
     # ---- prefill registration decision (NixlKVManager._add_remote_peer) ----
     @property
@@ -156,46 +160,46 @@ class PDBehaviour:
         an MLA prefill relays the KV; other DCP pairs raise), the registration carries the
         decode's DCP size, and an empty prefill returns before the source-kind assert.
         Before it (0.5.15 .. 0.5.16) the decode's DCP is not sent at all."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.17")
 
     @property
     def dcp_geometry_per_entry(self) -> bool:
         """0.5.20: ``prepare_dcp_token_item_lens`` compares per-token bytes entry by entry
         (draft entries' decode pages hold ``page_size * dcp_size`` tokens); 0.5.17 .. 0.5.19
         compare the whole lists ('PD DCP source/destination KV geometry differs: src=[...], dst=[...]')."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.20")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.20")
 
     @property
     def layer_id_pairing(self) -> bool:
         """0.5.17: ``build_transfer_entry_pairs`` pairs regions (positionally only when the
         prefill's PP size is 1, else 'PP-heterogeneous transfer requires layer ids ...');
         0.5.15 .. 0.5.16 take the decode's first ``n_src`` regions whatever the PP size."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.17")
 
     @property
     def pp_mla_offsets(self) -> bool:
         """0.5.21: ``_build_transfer_dst_indices`` maps a plain-MLA prefill PP stage onto
         its layer span of a decode that registered the whole model."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.21")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.21")
 
     @property
     def head_group_replication(self) -> bool:
         """0.5.17: the heterogeneous-TP head groups divide by the decode's KV-head
         replication (``decode_tp // prefill_tp // dst_replication``); 0.5.15 .. 0.5.16 do not."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.17")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.17")
 
     @property
     def head_slice_asserts(self) -> bool:
         """0.5.22: ``_init_hetero_tp_prep_handle`` asserts that the head slices tile the
         source and destination items; before it a misfit is prepared without a word."""
-        return self.decision_modeled and at_least(self.decision_variant, "0.5.22")
+        return self.decision_variant is not None and at_least(self.decision_variant, "0.5.22")
 
     @property
     def per_request_decision(self) -> bool:
         """0.5.5 .. 0.5.12.post1: the prefill prepares nothing when the decode registers;
         ``add_transfer_request`` builds the descriptor lists of every request (errors
         surface at the first request, not at registration)."""
-        return self.decision_modeled and not at_least(self.decision_variant, "0.5.13")
+        return self.decision_variant is not None and not at_least(self.decision_variant, "0.5.13")
 
     @property
     def aux_count_check(self) -> bool:

@@ -26,7 +26,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from kvcheck.release.manifest import NEWEST as NEWEST_MODELED  # noqa: E402  (written once, in the manifest)
+from kvcheck.release.manifest import NEWEST as NEWEST_MODELED
 
 # Dynamo release -> the SGLang release its ``ai-dynamo[sglang]`` extra pins
 # (``Requires-Dist: sglang==X; extra == "sglang"`` in the ai-dynamo wheel's METADATA on
@@ -271,7 +271,7 @@ def installed_version(dist: str) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _listdir(path: str) -> tuple[str, ...]:
     import os
 

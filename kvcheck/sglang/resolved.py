@@ -31,6 +31,10 @@ Standard library only (cold path).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvcheck.checks.base import PairFacts
 
 # architectures[0] -> the first release whose gate lets it take the DSA dtype rewrite
 # (read from each release's server_args.py / arg_groups/overrides.py; 0.5.3 .. 0.5.5.post3
@@ -176,7 +180,7 @@ def kv_dtype_compared(side, decode_behaviour, gpu_name: str | None = None) -> st
     return k.runner if at_least(b.bootstrap_variant, "0.5.17") else k.server_args
 
 
-def kv_dtype_over_gpus(prefill, decode, decode_behaviour) -> list[tuple[str, str, str]] | None:
+def kv_dtype_over_gpus(prefill, decode, decode_behaviour) -> list[tuple[str, str | None, str | None]] | None:
     """Decide the KV dtype comparison on every GPU kind an assumed side may run on.
 
     Returns None when the answer does not rest on an assumed GPU (no side's GPU was assumed,
@@ -220,7 +224,7 @@ def dtype_detail(prefill, decode, decode_behaviour) -> str:
     return "the runtime compares the resolved KV cache dtype strings: " + "; ".join(parts)
 
 
-def decide_kv_dtype_over_gpus(prefill, decode, decode_behaviour, extra: dict) -> None:
+def decide_kv_dtype_over_gpus(prefill, decode, decode_behaviour, extra: PairFacts) -> None:
     """Preflight hook: when the KV dtype comparison rests on an assumed GPU, drop the
     assumed GPU's ``kv-cache-dtype-mismatch`` prediction and record the per-GPU rows in
     ``extra["kv_dtype_over_gpus"]`` (the ``kv-dtype-gpu`` check makes the pair unchecked);

@@ -68,10 +68,13 @@ PP 1), so every whole-slot component takes the generic senders:
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from kvcheck.sglang.geometry import SideGeometry
 from kvcheck.sglang.plan import RuntimeErrorPrediction
+from kvcheck.sglang.pools.base import DSV4, SWA
 
 # The state types whose transfer this module decides (0.5.22, 0.5.23).
 DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa", "c128_state")
@@ -149,7 +152,7 @@ def _layer_pairs(p: SideGeometry, d: SideGeometry, t: str) -> list[tuple[int, in
     src = [(r.layer_id, r.part) for r in p.state_regions if r.state_type == t]
     dst = [(r.layer_id, r.part) for r in d.state_regions if r.state_type == t]
     if len(src) == len(dst):
-        return list(zip(range(len(src)), range(len(dst))))
+        return list(zip(range(len(src)), range(len(dst)), strict=True))
     index = {k: j for j, k in enumerate(dst)}
     if all(k in index for k in src):
         return [(i, index[k]) for i, k in enumerate(src)]
@@ -181,7 +184,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs,
     rejected: list[str] = []
     # DeepSeek V4 (DSV4 pool): its components carry no layer ids and a type can occur
     # twice (target and NextN draft "swa"); they are taken by component index.
-    dsv4 = "DSV4" in (prefill.pool, decode.pool)
+    dsv4 = DSV4 in (prefill.pool, decode.pool)
     for i, t in enumerate(prefill.state_types):
         src = [r.item_len for r in prefill.component_regions(i)]
         dec = StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(src))
@@ -223,7 +226,7 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs,
         if dsv4:
             # _prepared_state_pairs: compressed-MLA entries pair positionally and only when
             # the counts agree; unequal counts go to the ratio-grouped PP re-slicing.
-            pairs = list(zip(range(len(src)), range(len(dst)))) if len(src) == len(dst) else None
+            pairs = list(zip(range(len(src)), range(len(dst)), strict=True)) if len(src) == len(dst) else None
         else:
             pairs = _layer_pairs(prefill, decode, t)
         if pairs is not None and t in _KV_SHAPED and not mla and len(src) != len(dst):
@@ -340,7 +343,7 @@ def transfer_start_layer(g: SideGeometry, pp_rank: int) -> int:
     stage's layers only); the other pools kvcheck models start at the stage's first
     model layer. (A ``HybridLinearKVPool`` counts full-attention layers before the
     stage; its only state component, Mamba, pairs by layer id and never reads it.)"""
-    if g.pool == "SWA" or not g.stage_layers:
+    if g.pool == SWA or not g.stage_layers:
         return 0
     return g.stage_layers[min(pp_rank, len(g.stage_layers) - 1)][0]
 
@@ -366,10 +369,10 @@ def _mha_writes(src: list[int], n_dst: int, start: int) -> list[tuple[int, int, 
         k, v = dst[start:end], dst[dst_layers + start : dst_layers + end]
     writes = []
     for half, base in ((k, 0), (v, n)):
-        for l in range(n):
-            if l >= len(half):
-                raise _index_error(l, len(half))
-            writes.append((base + l, half[l], src[l]))
+        for i in range(n):
+            if i >= len(half):
+                raise _index_error(i, len(half))
+            writes.append((base + i, half[i], src[i]))
     return writes
 
 
@@ -385,12 +388,12 @@ def _flat_writes(src: list[int], dst_lens: list[int] | None, n_dst: int, start: 
     if dst_lens is not None:
         mapped = dst_lens if n == n_dst else dst_lens[start : start + n]
     writes = []
-    for l in range(n):
-        if src[l] == 0 or (mapped is not None and l < len(mapped) and mapped[l] == 0):
+    for i in range(n):
+        if src[i] == 0 or (mapped is not None and i < len(mapped) and mapped[i] == 0):
             continue
-        if l >= len(idx):
-            raise _index_error(l, len(idx))
-        writes.append((l, idx[l], src[l]))
+        if i >= len(idx):
+            raise _index_error(i, len(idx))
+        writes.append((i, idx[i], src[i]))
     return writes
 
 
@@ -430,7 +433,7 @@ def decide_pp_component(dec: StateDecision, p: SideGeometry, d: SideGeometry, pp
             dec.corruption = (
                 f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
                 f"(layer {b.layer_id} {b.part}): the generic path pairs this stage's entries from start layer {start}"
-                + (" (an SWA pool starts every PP stage at 0; its state carries no layer ids)" if p.pool == "SWA" else "")
+                + (" (an SWA pool starts every PP stage at 0; its state carries no layer ids)" if p.pool == SWA else "")
             )
             return
         if dst[j] and n_bytes != dst[j]:
@@ -483,6 +486,7 @@ def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: Stat
     on their head axis; an element size (bytes per sliced unit) that differs between the
     sides lands the prefill's bytes at the decode's offsets. A PP>1 prefill pairs the
     entries by layer id (``build_transfer_entry_pairs``, no positional fallback)."""
+    pairs: list[tuple[int, int]] | None
     if inp.prefill_pp > 1:
         if not _lens(p, "mamba"):
             dec.unchecked = _EMPTY_STAGE.format(rank=pp_rank, t="mamba")
@@ -570,7 +574,7 @@ def _swa_head_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: S
     n_layers = len(src) // 2
     d_half = len(dst) // 2
     dst_pair = dst[:n_layers] + dst[d_half:d_half + n_layers]
-    for s_len, d_len in zip(src, dst_pair):
+    for s_len, d_len in zip(src, dst_pair, strict=False):
         head_len = s_len // (page * src_heads)
         if head_len * page * src_heads != s_len or head_len * page * dst_heads != d_len:
             dec.error = _err(
@@ -635,7 +639,7 @@ def mamba_conv_layout(model, attn_tp: int) -> tuple[list[int], list[int] | None]
     return [inter, groups * state, groups * state], None
 
 
-def mamba_dims(model, attn_tp: int) -> dict[str, list[int]] | None:
+def mamba_dims(model, attn_tp: int) -> dict[str, Any] | None:
     """``HybridLinearKVPool.get_state_dim_per_tensor`` per entry (conv entries of every
     Mamba layer, then temporal): the sliced axis' size per rank (conv channels / TP;
     temporal heads / TP). KDA (Kimi Linear) conv state is ``[K - 1, dim]``, sliced on its

@@ -12,9 +12,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvcheck.errors import InputError
 
@@ -159,8 +157,8 @@ def build_side(
     """
     from kvcheck.sglang.args import build_server_args
     from kvcheck.sglang.gpu import DEFAULT_GPU, resolve_gpu
-    from kvcheck.sides import RELEVANT_ENV, Side
     from kvcheck.sglang.releases import choose_release, release_from_image
+    from kvcheck.sides import RELEVANT_ENV, Side
     from kvcheck.sources.files import GPU_ENV, VERSION_ENV, VERSION_KEY
 
     env = dict(env)
@@ -266,7 +264,7 @@ def load_side(
     Raises ``InputError`` (exit 2) for bad input, ``UnreachableError`` (exit 3) when a
     live server does not answer in time.
     """
-    from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_text, read_yaml_config
+    from kvcheck.sources.files import read_command_line, read_env_file, read_json_args, read_yaml_config
 
     if not spec.startswith(("http://", "https://")) and is_live_spec(spec):
         spec = "http://" + spec  # host:port of a live server, as SGLang prints it

@@ -396,7 +396,6 @@ def check_inner_config(table: FlagTable, config: dict[str, Any], source: str) ->
     parser; a refusal names the key only, never the value (the file may be one kvcheck
     was not meant to show: it is the input's choice, not the user's). An ambiguous
     abbreviation (``ArgparseRefusal``) is the server's own start-up refusal and is kept."""
-    from kvcheck.sources.limits import clip
 
     for key, value in config.items():
         try:
@@ -426,13 +425,13 @@ def inner_config_problem(table: FlagTable, config: dict[str, Any], source: str) 
     return None
 
 
-def mask_inner_values(exc: InputError, config: dict[str, Any]) -> InputError:
+def mask_inner_values(exc: InputError, config: dict[str, Any] | None) -> InputError:
     """``exc`` with every value of ``config`` (a file named inside an input) replaced by
     ``<value from --config>`` in its message."""
     from kvcheck.sources.redact import leaf_strings
 
     text = str(exc)
-    values = sorted({v for v in leaf_strings(config) if len(v) >= 2}, key=len, reverse=True)
+    values = sorted({v for v in leaf_strings(config or {}) if len(v) >= 2}, key=len, reverse=True)
     for v in values:
         text = text.replace(v, "<value from --config>")
     out = InputError(text)
@@ -505,9 +504,27 @@ def read_env_file(path: Path) -> dict[str, str]:
             line = line[len("export "):].strip()
         name, eq, value = line.partition("=")
         if not eq or not name.strip().isidentifier():
-            raise InputError(f"line {lineno}: expected VAR=value", source=str(path))
+            shell = _shell_env(path, text)  # a shell file of variables (a sourced 00_common.sh)
+            if shell is not None:
+                return shell
+            raise InputError(f"line {lineno}: expected VAR=value (or a shell script of assignments)", source=str(path))
         env[name.strip()] = _env_value(value, lineno, str(path))
     return env
+
+
+def _shell_env(path: Path, text: str) -> dict[str, str] | None:
+    """``--env common.sh``: the variables a shell script of assignments leaves set, read
+    as the deployment reader reads a sourced file (``if``/``set -e``/``echo`` lines are
+    no assignments; ``$(...)`` is never run). Values that still refer to unset variables
+    are left out (unset). None when the text sets nothing."""
+    from kvcheck.sources.deployments.sourcing import helper_variables
+
+    try:
+        defs, _problems = helper_variables(path, text, None, {}, use_os_environ=False)
+    except InputError:
+        return None
+    out = {k: d.value for k, d in defs.items() if d.syntax == "literal"}
+    return out or None
 
 
 def _env_value(value: str, lineno: int, source: str) -> str:

@@ -13,6 +13,7 @@ have ~130 layers and 128 attention heads).
 from __future__ import annotations
 
 import os
+import re as _re
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ def clip_line(line: str, *, word: int = MAX_MESSAGE_WORD, total: int = MAX_MESSA
         return line
     import re
 
-    line = re.sub(r"\S{%d,}" % (word + 1), lambda m: clip(m.group(0), word), line)
+    line = re.sub(rf"\S{{{word + 1},}}", lambda m: clip(m.group(0), word), line)
     if len(line) > total * 4:  # a message of many words: keep its start
         line = line[: total * 4 - 1] + "…"
     return line
@@ -94,7 +95,6 @@ def clip_line(line: str, *, word: int = MAX_MESSAGE_WORD, total: int = MAX_MESSA
 # Terminal safety: input-derived text made inert before it reaches a terminal
 # --------------------------------------------------------------------------------------
 
-import re as _re
 
 # C0 controls but tab and newline, DEL, C1 controls (0x80-0x9f: 8-bit CSI/OSC), the
 # Unicode bidi embeddings/overrides/isolates and marks (Trojan Source), line/paragraph
@@ -105,7 +105,7 @@ _UNSAFE = _re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u2
 _SGR = _re.compile("\x1b\\[[0-9;]{0,32}m")
 
 
-def _escape_char(m: "_re.Match[str]") -> str:
+def _escape_char(m: _re.Match[str]) -> str:
     c = m.group(0)
     o = ord(c)
     return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
@@ -289,7 +289,7 @@ def load_yaml_limited(text: str) -> Any:
         aliases = 0
         depth = 0
 
-        def compose_node(self, parent, index):  # type: ignore[override]
+        def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_YAML_ALIASES:

@@ -245,6 +245,3 @@ def attach_recipe_clues(instances, cfg, file: str) -> None:
         attach([inst], [c for c in own if c is not None])
 
 
-def clue_from_server_info(version: str | None, source: str = "version in /server_info") -> ReleaseClue | None:
-    """The clue a live server's ``/server_info`` (or a snapshot's) ``version`` gives."""
-    return clue_from_release(version, source)

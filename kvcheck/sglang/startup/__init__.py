@@ -51,47 +51,10 @@ Verified against the runtime on a seeded corpus (tests/test_startup_corpus.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional
+from collections.abc import Callable
+
 from kvcheck.sglang.gpu import Gpu
 from kvcheck.sglang.plan import RuntimeErrorPrediction
-from kvcheck.sglang.startup.backends import attention_backend_gpu, kv_dtype_gpu, nvfp4_prefill_dequant
-from kvcheck.sglang.startup.base import Outcome, Refusal, Stop, _env_bool, _is_dsa, _raw, release_at_least, side_gpu
-from kvcheck.sglang.startup.parallel import two_batch_overlap, context_parallelism, data_parallelism, hicache_dcp, kv_cache_sharding, pipeline_parallel, server_args_layout, server_args_nodes
-from kvcheck.sglang.startup.resolution import cache_compatibility, decode_context_parallelism, dsa_dcp, dsa_hisparse_backends, dsa_kv_cache_dtype, hicache_compatibility, pd_disaggregation, speculative, validate_hisparse
-from kvcheck.sides import Side
-from kvcheck.sglang.startup.gate import (  # noqa: F401
-    STARTUP_RESTATED_FROM,
-    STARTUP_VERIFIED_FROM,
-    STARTUP_VERIFIED_RELEASES,
-    ReleaseStop,
-    release_gate,
-    startup_verified,
-    unrestated_steps,
-)
-
-# The public names of the phase modules, importable from the package as before the split.
-from kvcheck.sglang.startup.base import (  # noqa: F401
-    CP_TP_GROUP_SHARING_ARCHS,
-    DEEPSEEK_V4_ARCHS,
-    DSA_KV_PASS_ARCHS,
-    DSA_OVERRIDE_ARCHS,
-    HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE,
-    HISPARSE_KV_CACHE_DTYPES,
-    MINIMAX_SPARSE_ARCHS,
-    OPERATOR_SEES,
-    Outcome,
-    PAGE_TREE_SPEC_BACKENDS,
-    Refusal,
-    STOP,
-    Stop,
-    dp_layout,
-    host_receive_on,
-    release_at_least,
-    resolved_speculative_algorithm,
-    side_gpu,
-    side_release_name,
-)
 from kvcheck.sglang.startup.backends import (  # noqa: F401
     CUTEDSL_MLA_KV_DTYPES,
     KV4_FA4_MHA_DECODE_BACKENDS,
@@ -110,16 +73,49 @@ from kvcheck.sglang.startup.backends import (  # noqa: F401
     resolved_attention_backends,
     resolved_page_size,
 )
-from kvcheck.sglang.startup.resolution import (  # noqa: F401
-    cache_compatibility,
-    decode_context_parallelism,
-    dsa_dcp,
-    dsa_hisparse_backends,
-    dsa_kv_cache_dtype,
-    hicache_compatibility,
-    pd_disaggregation,
-    speculative,
-    validate_hisparse,
+
+# The public names of the phase modules, importable from the package as before the split.
+from kvcheck.sglang.startup.base import (  # noqa: F401
+    CP_TP_GROUP_SHARING_ARCHS,
+    DEEPSEEK_V4_ARCHS,
+    DSA_KV_PASS_ARCHS,
+    DSA_OVERRIDE_ARCHS,
+    HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE,
+    HISPARSE_KV_CACHE_DTYPES,
+    MINIMAX_SPARSE_ARCHS,
+    OPERATOR_SEES,
+    PAGE_TREE_SPEC_BACKENDS,
+    STOP,
+    Outcome,
+    Refusal,
+    Stop,
+    _env_bool,
+    _is_dsa,
+    _raw,
+    dp_layout,
+    host_receive_on,
+    release_at_least,
+    resolved_speculative_algorithm,
+    side_gpu,
+    side_release_name,
+)
+from kvcheck.sglang.startup.connector import (  # noqa: F401
+    CONNECTOR_REFUSAL_IDS,
+    OPERATOR_SEES_SCHEDULER,
+    ConnectorRefusal,
+    connector_outcome,
+    minimax_index_value,
+    resolved_chunked_prefill_size,
+    ucx_device_list,
+)
+from kvcheck.sglang.startup.gate import (  # noqa: F401
+    STARTUP_RESTATED_FROM,
+    STARTUP_VERIFIED_FROM,
+    STARTUP_VERIFIED_RELEASES,
+    ReleaseStop,
+    release_gate,
+    startup_verified,
+    unrestated_steps,
 )
 from kvcheck.sglang.startup.parallel import (  # noqa: F401
     context_parallelism,
@@ -130,17 +126,20 @@ from kvcheck.sglang.startup.parallel import (  # noqa: F401
     pipeline_parallel,
     server_args_layout,
     server_args_nodes,
+    two_batch_overlap,
 )
-from kvcheck.sglang.startup.connector import (  # noqa: F401
-    CONNECTOR_REFUSAL_IDS,
-    ConnectorRefusal,
-    OPERATOR_SEES_SCHEDULER,
-    connector_outcome,
-    minimax_index_value,
-    resolved_chunked_prefill_size,
-    ucx_device_list,
+from kvcheck.sglang.startup.resolution import (
+    cache_compatibility,
+    decode_context_parallelism,
+    dsa_dcp,
+    dsa_hisparse_backends,
+    dsa_kv_cache_dtype,
+    hicache_compatibility,
+    pd_disaggregation,
+    speculative,
+    validate_hisparse,
 )
-
+from kvcheck.sides import Side
 
 # In the runtime's order: resolve_once() (run_resolution_pipeline), then check_server_args().
 ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
@@ -208,7 +207,7 @@ REFUSAL_IDS = (
 # Refusals whose verdict the GPU generation decides (the check says so when no GPU was given).
 GPU_DEPENDENT_IDS = frozenset({"attention-backend-gpu", "attention-kv-dtype", "kv-dtype-gpu", "kv4-backend", "nvfp4-prefill-dequant",
                                "hisparse-dsa-backend", "dsa-kv-cache-dtype"})
-def first_outcome(side: Side, gpu: Optional[Gpu] = None) -> Outcome:
+def first_outcome(side: Side, gpu: Gpu | None = None) -> Outcome:
     """The first start-up step that refuses (a ``Refusal``), or stops prediction (a ``Stop``),
     or ``None`` when every restated step passes. ``gpu`` defaults to ``side_gpu(side)``.
     A side on a release whose start-up kvcheck has not verified (``STARTUP_VERIFIED_RELEASES``:
@@ -226,14 +225,14 @@ def first_outcome(side: Side, gpu: Optional[Gpu] = None) -> Outcome:
     return None
 
 
-def first_refusal(side: Side, gpu: Optional[Gpu] = None) -> Optional[Refusal]:
+def first_refusal(side: Side, gpu: Gpu | None = None) -> Refusal | None:
     """The first start-up refusal this side's flags cause, or ``None`` (none, or not
     predictable past a step kvcheck does not restate: see ``first_outcome``)."""
     out = first_outcome(side, gpu)
     return out if isinstance(out, Refusal) else None
 
 
-def startup_error(side: Side, gpu: Optional[Gpu] = None) -> Optional[RuntimeErrorPrediction]:
+def startup_error(side: Side, gpu: Gpu | None = None) -> RuntimeErrorPrediction | None:
     """The exception SGLang 0.5.23 raises while resolving this side's args at start-up
     (``ServerArgs.resolve_once()`` then ``check_server_args()``), or ``None``."""
     r = first_refusal(side, gpu)

@@ -5,11 +5,21 @@ model and GPU, the page size that follows, and the refusals of
 
 from __future__ import annotations
 
-from typing import Optional
 from kvcheck.sglang.gpu import Gpu
-from kvcheck.sglang.startup.base import dsa_pass, release_at_least, DSA_OVERRIDE_ARCHS, MINIMAX_SPARSE_ARCHS, Outcome, Refusal, Stop, _arch, _is_dsa, _raw, _resolved_kv_dtype
+from kvcheck.sglang.startup.base import (
+    DSA_OVERRIDE_ARCHS,
+    MINIMAX_SPARSE_ARCHS,
+    Outcome,
+    Refusal,
+    Stop,
+    _arch,
+    _is_dsa,
+    _raw,
+    _resolved_kv_dtype,
+    dsa_pass,
+    release_at_least,
+)
 from kvcheck.sides import Side
-
 
 # kv_cache_hook._NVFP4_PREFILL_BACKEND inverted: the prefill backends NVFP4 can dequantize for.
 NVFP4_PREFILL_DEQUANT_DTYPE = {"flashinfer": "fp8_e4m3", "trtllm_mha": "nvfp4"}
@@ -22,7 +32,7 @@ def _gpu_is(gpu: Gpu, *majors: int) -> bool:
     return gpu.vendor == "nvidia" and gpu.capability[0] in majors
 
 
-def resolved_attention_backends(side: Side, gpu: Gpu) -> tuple[Optional[str], Optional[str], Optional[str]]:
+def resolved_attention_backends(side: Side, gpu: Gpu) -> tuple[str | None, str | None, str | None]:
     """(attention_backend, prefill_attention_backend, decode_attention_backend) as
     ``handle_attention_backend_compatibility`` sees them on CUDA (SGLang 0.5.23), as far as
     the start-up refusals need them: a DSA model with no backend gets ``dsa``
@@ -42,7 +52,7 @@ def resolved_attention_backends(side: Side, gpu: Gpu) -> tuple[Optional[str], Op
     return attn, pre, dec
 
 
-def _model_override_backend(side: Side, gpu: Gpu) -> Optional[str]:
+def _model_override_backend(side: Side, gpu: Gpu) -> str | None:
     """``--attention-backend`` after ``_deepseek_family_overrides`` (SGLang 0.5.23): ``dsa`` for
     a DSA model with no backend flag, ``trtllm_mla`` for a DeepSeek V3-family MLA model on
     SM100 with no backend flag."""
@@ -68,7 +78,9 @@ def _blackwell_mha_default(side: Side) -> bool:
     from kvcheck.sglang.releases import in_range, side_release
 
     version = side_release(side)[0]
-    return bool(version) and in_range(version, "0.5.6.post1", "0.5.7")
+    if not version:
+        return False
+    return in_range(version, "0.5.6.post1", "0.5.7")
 
 
 def default_attention_backend(side: Side, gpu: Gpu) -> str:
@@ -97,7 +109,7 @@ def default_attention_backend(side: Side, gpu: Gpu) -> str:
     return {9: "fa3", 10: "flashinfer"}.get(major, "triton")
 
 
-def _page_after_model_overrides(side: Side) -> Optional[int]:
+def _page_after_model_overrides(side: Side) -> int | None:
     """``--page-size`` after ``_deepseek_family_overrides``: 64 x index_kpool for a DSA model on CUDA."""
     if dsa_pass(side):
         return 64 * max(1, side.model.index_kpool)
@@ -106,7 +118,7 @@ def _page_after_model_overrides(side: Side) -> Optional[int]:
     return side.args.page_size
 
 
-def final_attention_backends(side: Side, gpu: Gpu) -> tuple[str, Optional[str], Optional[str]]:
+def final_attention_backends(side: Side, gpu: Gpu) -> tuple[str, str | None, str | None]:
     """(attention, prefill, decode) backends once ``handle_attention_backend_compatibility``
     has run (SGLang 0.5.23): model overrides, NVFP4's pinned split backends, the GPU default
     (``default_attention_backend``), FA3 with fp8_e5m2 falling back to triton, CuteDSL's
@@ -149,7 +161,7 @@ def resolved_page_size(side: Side, gpu: Gpu) -> int:
     return 1 if page is None else page
 
 
-def _split(attn: Optional[str], pre: Optional[str], dec: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+def _split(attn: str | None, pre: str | None, dec: str | None) -> tuple[str | None, str | None]:
     """``attention_backends_of``: the prefill and decode backends (split flags win)."""
     return pre or attn, dec or attn
 
@@ -213,6 +225,8 @@ def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
     (decode-only, SM100, its KV dtypes) and the TRTLLM MHA GPU checks (SM90/SM100/SM120).
     NVFP4 (``handle_nvfp4_prefill_kv_dequant_dtype``) forces prefill/decode backends first."""
     a = side.args
+    pre: str | None
+    dec: str | None
     if a.kv_cache_dtype == "nvfp4":
         # nvfp4_prefill_dequant passed: it pinned the split backends.
         pre, dec = nvfp4_backends(side, gpu)

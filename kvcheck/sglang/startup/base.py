@@ -5,11 +5,10 @@ algorithm, decode host receive, the DSA KV dtype, the DP layout, the side's rele
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+
 from kvcheck.sglang.gpu import Gpu, resolve_gpu
 from kvcheck.sglang.plan import RuntimeErrorPrediction
 from kvcheck.sides import Side
-
 
 OPERATOR_SEES = "the server exits during start-up with this error, before loading the model"
 
@@ -44,7 +43,7 @@ class Stop:
     reason: str
 STOP = Stop("a start-up step kvcheck does not restate decides the next refusal")
 _Stop = Stop
-Outcome = Union[Refusal, Stop, None]
+Outcome = Refusal | Stop | None
 # configs/model_config.is_deepseek_v4 / is_minimax_sparse.
 DEEPSEEK_V4_ARCHS = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
 MINIMAX_SPARSE_ARCHS = frozenset({"MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration"})
@@ -115,7 +114,7 @@ def _effective_transfer_backend(side: Side) -> str:
     return "mooncake" if b == "mooncake_tcp" else b
 
 
-def resolved_speculative_algorithm(side: Side) -> Optional[str]:
+def resolved_speculative_algorithm(side: Side) -> str | None:
     """handle_speculative_decoding: upper-cased, then ``_resolve_speculative_algorithm_alias``
     (NEXTN and EAGLE become EAGLE, or FROZEN_KV_MTP for a Gemma4 assistant draft)."""
     algo = side.args.speculative_algorithm
@@ -146,7 +145,7 @@ def host_receive_on(side: Side) -> bool:
     return t < 1
 
 
-def _retraction_backup(side: Side) -> Optional[str]:
+def _retraction_backup(side: Side) -> str | None:
     """handle_pd_disaggregation declares ``host_pool`` whenever decode host receive is on
     (``host_receive_on``)."""
     a = side.args
@@ -155,7 +154,7 @@ def _retraction_backup(side: Side) -> Optional[str]:
     return a.disaggregation_decode_retraction_backup
 
 
-def _dsa_resolved_kv_dtype(side: Side, gpu: Gpu) -> Optional[str]:
+def _dsa_resolved_kv_dtype(side: Side, gpu: Gpu) -> str | None:
     """overrides._dsa_kv_cache_dtype_default on CUDA: ``bf16`` -> ``bfloat16``; ``auto`` ->
     ``fp8_e4m3`` on SM100+ (capability major >= 10) else ``bfloat16``."""
     kv = side.args.kv_cache_dtype

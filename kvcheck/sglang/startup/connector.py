@@ -4,13 +4,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+
 from kvcheck.sglang.gpu import Gpu
 from kvcheck.sglang.plan import RuntimeErrorPrediction
 from kvcheck.sglang.startup.backends import resolved_page_size
-from kvcheck.sglang.startup.base import Refusal, Stop, _effective_transfer_backend, _env_bool, _raw, dp_layout, host_receive_on, release_at_least, side_gpu
+from kvcheck.sglang.startup.base import (
+    Refusal,
+    Stop,
+    _effective_transfer_backend,
+    _env_bool,
+    _raw,
+    dp_layout,
+    host_receive_on,
+    release_at_least,
+    side_gpu,
+)
 from kvcheck.sides import Side
-
 
 OPERATOR_SEES_SCHEDULER = (
     "the server loads the model, then the scheduler exits during start-up with this error "
@@ -42,7 +51,7 @@ def _local_gpu_ids(side: Side) -> list[int]:
     return [base + k * step for k in range(per_node)]
 
 
-def ucx_device_list(side: Side) -> Union[ConnectorRefusal, Stop, str, None]:
+def ucx_device_list(side: Side) -> ConnectorRefusal | Stop | str | None:
     """``nixl/conn._resolve_ucx_device_list`` for the first rank whose mapping fails, restating
     ``mooncake_transfer_engine.parse_ib_device_config`` / ``get_ib_devices_for_gpu`` (SGLang
     0.5.23): the UCX ``device_list`` the ib device string gives, a refusal, or a ``Stop``
@@ -82,7 +91,7 @@ def ucx_device_list(side: Side) -> Union[ConnectorRefusal, Stop, str, None]:
                                         f"No IB devices configured for GPU {gid}. Available GPUs: {list(norm.keys())}")
             per_gpu[gid] = norm[gid]
     lists = []
-    for gid, devices in per_gpu.items():
+    for devices in per_gpu.values():
         names = [n.strip() for n in devices.split(",")]
         if any(not n or ":" in n for n in names):
             return ConnectorRefusal("nixl-ib-device", "_resolve_ucx_device_list", "ValueError",
@@ -92,7 +101,7 @@ def ucx_device_list(side: Side) -> Union[ConnectorRefusal, Stop, str, None]:
     return lists[0]
 
 
-def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorRefusal, Stop, None]:
+def connector_outcome(side: Side, gpu: Gpu | None = None) -> ConnectorRefusal | Stop | None:
     """The first refusal of the scheduler's PD start-up on this side, after argument resolution
     passed (SGLang 0.5.23): ``PrefillBootstrapQueue.__init__`` / ``DecodePreallocQueue.__init__``
     (``SGLANG_DISAGG_STAGING_BUFFER`` on an MLA model; on a prefill, a chunked-prefill size
@@ -105,7 +114,6 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
     manager with ``supports_host_destination``, which none has in 0.5.23.
     ``UCX_NET_DEVICES`` makes the runtime ignore the ib device (a warning, see
     ``kvcheck.checks.nixl_env``)."""
-    import json
 
     a = side.args
     if a.disaggregation_mode not in ("prefill", "decode"):
@@ -152,7 +160,7 @@ def connector_outcome(side: Side, gpu: Optional[Gpu] = None) -> Union[ConnectorR
     return None
 
 
-def minimax_index_value(side: Side) -> Union[ConnectorRefusal, Stop, None]:
+def minimax_index_value(side: Side) -> ConnectorRefusal | Stop | None:
     """``setup_state_kv_args`` (disaggregation/utils.py, SGLang 0.5.23), which both roles'
     ``_init_kv_manager`` run before building the KV manager: a MiniMax sparse pool
     (``MiniMaxSparseKVPool``) with an index-value pool (a sparse layer whose
@@ -170,7 +178,7 @@ def minimax_index_value(side: Side) -> Union[ConnectorRefusal, Stop, None]:
     return None
 
 
-def resolved_chunked_prefill_size(side: Side) -> Optional[int]:
+def resolved_chunked_prefill_size(side: Side) -> int | None:
     """The chunked-prefill size the scheduler reads (``get_schedule().chunked_prefill_size``,
     SGLang 0.5.23): ``--chunked-prefill-size`` divided by attention DP
     (``handle_data_parallelism``), -1 with ``--enable-mis`` (``_handle_multi_item_scoring``);
@@ -186,7 +194,7 @@ def resolved_chunked_prefill_size(side: Side) -> Optional[int]:
     return chunk // attn_dp if attn_dp > 1 else chunk
 
 
-def _staging_prefill_chunk(side: Side, gpu: Gpu, queue: str) -> Optional[ConnectorRefusal]:
+def _staging_prefill_chunk(side: Side, gpu: Gpu, queue: str) -> ConnectorRefusal | None:
     """``PrefillBootstrapQueue.__init__``'s staging grid check (from SGLang 0.5.17; the same
     text through 0.5.23): the chunked-prefill size (8192 when 0/unset) must be positive and
     a multiple of the allocator's page size (the resolved ``--page-size``)."""
@@ -204,7 +212,7 @@ def _staging_prefill_chunk(side: Side, gpu: Gpu, queue: str) -> Optional[Connect
     return None
 
 
-def _nixl_manager_init(side: Side) -> Union[ConnectorRefusal, Stop, None]:
+def _nixl_manager_init(side: Side) -> ConnectorRefusal | Stop | None:
     """``NixlKVManager.__init__``'s refusals from the environment and the ib device string."""
     import json
 

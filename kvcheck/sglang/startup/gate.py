@@ -17,7 +17,7 @@ every other side of that release is decided.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TypeGuard
 
 from kvcheck.sglang.startup.base import Stop, _env_bool, _is_dsa, _raw, release_at_least
 from kvcheck.sides import Side
@@ -45,12 +45,12 @@ class ReleaseStop(Stop):
     release: str = ""
 
 
-def startup_verified(version: Optional[str]) -> bool:
+def startup_verified(version: str | None) -> TypeGuard[str]:
     """Whether ``version``'s start-up is one kvcheck decides (``STARTUP_VERIFIED_RELEASES``)."""
     return version in STARTUP_VERIFIED_RELEASES
 
 
-def release_gate(side: Side) -> Optional[ReleaseStop]:
+def release_gate(side: Side) -> ReleaseStop | None:
     """A ``ReleaseStop`` for a side whose release kvcheck has not verified, or whose flags
     reach a step of its release that is not restated (``unrestated_steps``), else ``None``."""
     from kvcheck.sglang.releases import side_release

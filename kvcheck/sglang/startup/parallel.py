@@ -4,10 +4,23 @@ the page size)."""
 
 from __future__ import annotations
 
-from typing import Optional
 from kvcheck.sglang.gpu import Gpu
 from kvcheck.sglang.startup.backends import final_attention_backends, resolved_page_size
-from kvcheck.sglang.startup.base import CP_TP_GROUP_SHARING_ARCHS, Outcome, Refusal, Stop, _arch, _effective_transfer_backend, _env_bool, _is_dsa, _raw, dp_layout, release_at_least, resolved_speculative_algorithm, side_release_name
+from kvcheck.sglang.startup.base import (
+    CP_TP_GROUP_SHARING_ARCHS,
+    Outcome,
+    Refusal,
+    Stop,
+    _arch,
+    _effective_transfer_backend,
+    _env_bool,
+    _is_dsa,
+    _raw,
+    dp_layout,
+    release_at_least,
+    resolved_speculative_algorithm,
+    side_release_name,
+)
 from kvcheck.sides import Side
 
 
@@ -81,7 +94,7 @@ def context_parallelism(side: Side, gpu: Gpu) -> Outcome:
     return None
 
 
-def cp_tp_group_sharing(side: Side, gpu: Gpu) -> Optional[Refusal]:
+def cp_tp_group_sharing(side: Side, gpu: Gpu) -> Refusal | None:
     """``cp_tp_group_sharing_hook.resolve_cp_tp_group_sharing`` as SGLang 0.5.23 runs it from
     ``handle_context_parallelism`` (CUDA, after the HIP / DeepSeek V3.2 / MiMo prefill-CP
     checks, none of which a Qwen4Exp model meets), for ``Qwen4ExpForConditionalGeneration``

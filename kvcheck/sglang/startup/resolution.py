@@ -6,7 +6,28 @@ overrides, ``handle_speculative_decoding``, ``handle_cache_compatibility``) and
 from __future__ import annotations
 
 from kvcheck.sglang.gpu import Gpu
-from kvcheck.sglang.startup.base import dsa_pass, DEEPSEEK_V4_ARCHS, DSA_KV_PASS_ARCHS, DSA_OVERRIDE_ARCHS, HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE, HISPARSE_KV_CACHE_DTYPES, MINIMAX_SPARSE_ARCHS, Outcome, PAGE_TREE_SPEC_BACKENDS, Refusal, Stop, _arch, _dsa_resolved_kv_dtype, _effective_transfer_backend, _env_bool, _is_dsa, _raw, _resolved_kv_dtype, _retraction_backup, host_receive_on, release_at_least, resolved_speculative_algorithm
+from kvcheck.sglang.startup.base import (
+    DEEPSEEK_V4_ARCHS,
+    HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE,
+    HISPARSE_KV_CACHE_DTYPES,
+    MINIMAX_SPARSE_ARCHS,
+    PAGE_TREE_SPEC_BACKENDS,
+    Outcome,
+    Refusal,
+    Stop,
+    _arch,
+    _dsa_resolved_kv_dtype,
+    _effective_transfer_backend,
+    _env_bool,
+    _is_dsa,
+    _raw,
+    _resolved_kv_dtype,
+    _retraction_backup,
+    dsa_pass,
+    host_receive_on,
+    release_at_least,
+    resolved_speculative_algorithm,
+)
 from kvcheck.sides import Side
 
 

@@ -15,14 +15,22 @@ Entry point: ``read_deployments(paths, *, env=None) -> list[Deployment]``.
 
 from __future__ import annotations
 
-from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem, Router, RouterPrefill, Unresolved
+from kvcheck.sources.deployments.instance import (
+    Deployment,
+    Instance,
+    Location,
+    Problem,
+    Router,
+    RouterPrefill,
+    Unresolved,
+)
 
 
-def read_deployments(paths, *, env=None, config_files=None):  # noqa: ANN001 - see reader.read_deployments
+def read_deployments(paths, *, env=None, config_files=None, helm_values=None):
     """See ``kvcheck.sources.deployments.reader.read_deployments`` (imported lazily)."""
     from kvcheck.sources.deployments.reader import read_deployments as _read
 
-    return _read(paths, env=env, config_files=config_files)
+    return _read(paths, env=env, config_files=config_files, helm_values=helm_values)
 
 
 __all__ = ["Deployment", "Instance", "Location", "Problem", "Router", "RouterPrefill", "Unresolved", "read_deployments"]

@@ -18,7 +18,7 @@ from kvcheck.sources.deployments.instance import Deployment, Location, Problem
 from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, router_from_launch
 from kvcheck.sources.deployments.shell import Word, words_of
 from kvcheck.sources.deployments.variables import Scope, expand
-from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 
 
 def is_compose(doc: Any) -> bool:
@@ -62,8 +62,6 @@ def _gpus(svc: dict) -> int | None:
 
 def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_environ: bool = True) -> Deployment:
     """A Compose file -> ``Deployment``."""
-    from kvcheck.errors import InputError
-
     file = str(path)
     dep = Deployment(name=str(doc.get("name") or path.name), source=Location(file, 1))
     scope = Scope.build(env=env, use_os_environ=use_os_environ)
@@ -77,7 +75,7 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
             for item in envd:
                 k, _, v = str(item).partition("=")
                 values[k] = v
-        deploy = svc.get("deploy") if isinstance(svc.get("deploy"), dict) else {}
+        deploy = sub_map(svc, "deploy")
         replicas = deploy.get("replicas", svc.get("scale", 1))
         replicas = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
         from kvcheck.sources.limits import check_cap
@@ -100,8 +98,13 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
                     non_pd.append(Location(file, ln.line))
                 continue
             dep.instances.append(inst)
-    if not dep.instances and not dep.routers:
-        raise InputError("no Compose service launches an SGLang server or PD router", source=file)
+    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems):
+        from kvcheck.sources.deployments.sourcing import NoServers
+
+        if non_pd:
+            raise NoServers(f"line {non_pd[0].line}: a Compose service launches an SGLang server without --disaggregation-mode prefill|decode (it takes "
+                            "no part in KV transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this file", source=file, non_pd=non_pd)
+        raise NoServers("no Compose service launches an SGLang server or PD router", source=file)
     for loc in non_pd:
         dep.problems.append(Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic"))
     for r in dep.routers:

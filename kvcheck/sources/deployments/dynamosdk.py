@@ -17,7 +17,7 @@ from typing import Any
 from kvcheck.sources.deployments.instance import Deployment, Location
 from kvcheck.sources.deployments.launch import DYNAMO_MODULE, Launch, instance_from_launch
 from kvcheck.sources.deployments.shell import Word
-from kvcheck.sources.deployments.yamlnodes import LMap
+from kvcheck.sources.deployments.yamlnodes import LMap, sub_map
 
 _MODE_KEYS = ("disaggregation-mode", "disaggregation_mode")
 
@@ -27,7 +27,7 @@ def is_graph_config(doc: Any) -> bool:
     return isinstance(doc, dict) and any(isinstance(v, dict) and any(k in v for k in _MODE_KEYS) for v in doc.values())
 
 
-def _argv(section: LMap, file: str) -> list[Word]:
+def _argv(section: dict[str, Any], file: str) -> list[Word]:
     words: list[Word] = []
     for key, value in section.items():
         if key == "ServiceArgs" or not isinstance(key, str):
@@ -52,8 +52,8 @@ def read_graph_config(path: Path, doc: LMap) -> Deployment:
     for name, section in doc.items():
         if not isinstance(section, dict) or not any(k in section for k in _MODE_KEYS):
             continue
-        sargs = section.get("ServiceArgs") if isinstance(section.get("ServiceArgs"), dict) else {}
-        res = sargs.get("resources") if isinstance(sargs.get("resources"), dict) else {}
+        sargs = sub_map(section, "ServiceArgs")
+        res = sub_map(sargs, "resources")
         workers = sargs.get("workers")
         gpus = res.get("gpu")
         line = getattr(section, "line", 0) or (doc.line_of(name) if isinstance(doc, LMap) else 0)

@@ -10,6 +10,8 @@ in ``launcher_args``), after shell / Kubernetes variable resolution.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +38,13 @@ class Unresolved:
     variable: str
     flag: str | None
     location: Location
+    # the reference as the file writes it (``${PREFILL_PORT}``, ``$(MODEL_PATH)``,
+    # ``<NODE_RANK>``), for messages; empty: ``${variable}``
+    written: str = ""
+
+    @property
+    def shown(self) -> str:
+        return self.written or (f"${{{self.variable}}}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.variable) else self.variable)
 
 
 @dataclass
@@ -101,6 +110,8 @@ class Instance:
     release_clues: list = field(default_factory=list)
     model_clues: list = field(default_factory=list)
     model_clue: str = ""
+    # the first hub id the file names that kvcheck's catalog does not hold: (name, clue)
+    model_named: tuple = ()
 
 
 @dataclass

@@ -19,6 +19,8 @@ Objects read (single or multi-document YAML, ``kind: List`` included):
   ``runner`` container, optional ``leader``/``worker`` (``worker.size`` extra pods) and
   pod fields, ``minReplicas``;
 * AIBrix ``StormService``: ``spec.template.spec.roles[]`` (``replicas``, ``template``);
+* LWS ``DisaggregatedSet`` (disaggregatedset.x-k8s.io; llm-d's SGLang P/D guide):
+  ``spec.roles[]``, each ``name`` + a LeaderWorkerSet ``spec``, times ``spec.slices``;
 * anything else (llm-d charts' output, other CRDs): every pod spec (a mapping with a
   ``containers`` list) found inside, with the nearest ``replicas`` above it.
 
@@ -31,19 +33,25 @@ from ``nvidia.com/gpu`` / ``amd.com/gpu`` / Dynamo ``gpu`` limits.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvcheck.errors import InputError
 from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, option_value, rank_is_symbolic, router_from_launch, set_node_rank
+from kvcheck.sources.deployments.launch import (
+    find_launches,
+    instance_from_launch,
+    link_router,
+    option_value,
+    rank_is_symbolic,
+    router_from_launch,
+    set_node_rank,
+)
 from kvcheck.sources.deployments.shell import Word, placeholders
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
-from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 
 _GPU_LABEL_KEYS = (
     "nvidia.com/gpu.product",
@@ -99,19 +107,7 @@ class Group:
     containers_key: str = "containers"
 
 
-def _int(v: Any, default: int) -> int:
-    if isinstance(v, bool):
-        return default
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().isdigit():
-        return int(v.strip())
-    return default
-
-
-def _merge_patch(base: Any, patch: Any) -> Any:
-    """A Kubernetes strategic merge patch (``kvcheck.sources.deployments.rbg.strategic_merge``)."""
-    return rbg.strategic_merge(base, patch)
+_int = rbg._int  # an integer field of a manifest (replicas, size), read as RBG reads it
 
 
 def _pod_spec(template: Any) -> Any:
@@ -137,7 +133,7 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
                 g = _gpu_name(v)
                 if g:
                     return g, f"nodeSelector {k}={v}"
-    aff = spec.get("affinity")
+    aff: Any = spec.get("affinity")  # YAML: read inside the try below
     terms: list[Any] = []
     try:
         na = aff["nodeAffinity"]
@@ -184,14 +180,15 @@ def _gpus(container: Any) -> int | None:
     return None
 
 
-def _words(container: LMap, file: str, scope: Scope) -> list[Word]:
+def _words(container: dict[str, Any], file: str, scope: Scope) -> list[Word]:
     """``command`` + ``args`` -> words with their lines, ``$(VAR)`` expanded."""
     words: list[Word] = []
     for key in ("command", "args"):
         items = container.get(key)
+        key_line = container.line_of(key) if isinstance(container, LMap) else 0
         if isinstance(items, str):
             items_l = LSeq([items])
-            items_l.lines = [container.line_of(key)]
+            items_l.lines = [key_line]
             items = items_l
         if not isinstance(items, list):
             continue
@@ -199,7 +196,7 @@ def _words(container: LMap, file: str, scope: Scope) -> list[Word]:
             if item is None:
                 continue
             text = str(item).lower() if isinstance(item, bool) else str(item)
-            line = items.line_of(i) if isinstance(items, LSeq) else container.line_of(key)
+            line = items.line_of(i) if isinstance(items, LSeq) else key_line
             miss: list[str] = []
             value = expand(text, scope, Location(file, line), miss, syntax="k8s")
             # ${VAR} in an exec-form manifest: a placeholder for envsubst/templating
@@ -215,9 +212,9 @@ def _groups(obj: Any, file: str) -> list[Group]:
     if not isinstance(obj, dict):
         return []
     kind = str(obj.get("kind", ""))
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = sub_map(obj, "metadata")
     name = str(meta.get("name", kind or "object"))
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    spec = sub_map(obj, "spec")
     line = obj.line if isinstance(obj, LMap) else 0
     if kind == "List" or (isinstance(obj.get("items"), list) and not spec):
         out: list[Group] = []
@@ -234,13 +231,30 @@ def _groups(obj: Any, file: str) -> list[Group]:
         worker = _pod_spec(lwt.get("workerTemplate"))
         leader = _pod_spec(lwt.get("leaderTemplate")) or worker
         return [Group(kind, name, leader, worker, replicas=_int(spec.get("replicas"), 1), nodes=_int(lwt.get("size"), 1), line=line)]
+    if kind == "DisaggregatedSet":
+        # LWS's DisaggregatedSet (disaggregatedset.x-k8s.io/v1, api/disaggregatedset/v1):
+        # ``spec.roles[]`` each a LeaderWorkerSet spec under its ``name``; ``spec.slices``
+        # (default 1) independent copies of the whole role topology
+        out = []
+        slices = _int(spec.get("slices"), 1)
+        for role in spec.get("roles") or []:
+            if not isinstance(role, dict):
+                continue
+            rspec = role.get("spec") if isinstance(role.get("spec"), dict) else {}
+            lwt = rspec.get("leaderWorkerTemplate") or {}
+            worker = _pod_spec(lwt.get("workerTemplate"))
+            leader = _pod_spec(lwt.get("leaderTemplate")) or worker
+            nodes = _int(lwt.get("size"), 1)
+            out.append(Group("LeaderWorkerSet", f"{name}/{role.get('name', '?')}", leader, worker if nodes > 1 else None,
+                             replicas=slices * _int(rspec.get("replicas"), 1), nodes=nodes, line=getattr(role, "line", line)))
+        return out
     if kind == "DynamoGraphDeployment":
         out = []
-        services = spec.get("services") if isinstance(spec.get("services"), dict) else {}
+        services = sub_map(spec, "services")
         for sname, svc in services.items():
             if not isinstance(svc, dict):
                 continue
-            eps = svc.get("extraPodSpec") if isinstance(svc.get("extraPodSpec"), dict) else LMap()
+            eps = sub_map(svc, "extraPodSpec", LMap())
             pod = LMap({k: v for k, v in eps.items() if k != "mainContainer"})
             pod.line = getattr(eps, "line", 0)
             main = eps.get("mainContainer")
@@ -263,10 +277,10 @@ def _groups(obj: Any, file: str) -> list[Group]:
             if not isinstance(cfg, dict):
                 continue
             reps = _int(cfg.get("minReplicas"), 1)
-            leader_cfg = cfg.get("leader") if isinstance(cfg.get("leader"), dict) else None
-            worker_cfg = cfg.get("worker") if isinstance(cfg.get("worker"), dict) else None
+            leader_cfg = sub_map(cfg, "leader", None)
+            worker_cfg = sub_map(cfg, "worker", None)
 
-            def pod_of(part: Any, runner_from: Any) -> LMap:
+            def pod_of(part: Any, runner_from: Any, cfg: Any = cfg) -> LMap:
                 pod = LMap({k: v for k, v in cfg.items() if k not in ("runner", "leader", "worker")})
                 pod.line = getattr(cfg, "line", 0)
                 if isinstance(part, dict):
@@ -287,8 +301,8 @@ def _groups(obj: Any, file: str) -> list[Group]:
         return out
     if kind == "StormService":
         out = []
-        tmpl = spec.get("template") if isinstance(spec.get("template"), dict) else {}
-        tspec = tmpl.get("spec") if isinstance(tmpl.get("spec"), dict) else {}
+        tmpl = sub_map(spec, "template")
+        tspec = sub_map(tmpl, "spec")
         outer = _int(spec.get("replicas"), 1)
         for role in tspec.get("roles") or []:
             if isinstance(role, dict):
@@ -352,9 +366,14 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
             kinds.append(str(doc["kind"]))
         for g in _groups(doc, file):
             _read_group(g, file, env, use_os_environ, dep, non_pd)
-    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable") for p in dep.problems):
+    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems):
         found = ", ".join(sorted(set(kinds))) or "no Kubernetes objects"
-        raise InputError(f"no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang); found: {found}", source=file)
+        from kvcheck.sources.deployments.sourcing import NoServers
+
+        if non_pd:
+            raise NoServers(f"line {non_pd[0].line}: a container launches an SGLang server without --disaggregation-mode prefill|decode (it takes no part in KV "
+                            f"transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this file ({found})", source=file, non_pd=non_pd)
+        raise NoServers(f"no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang); found: {found}", source=file)
     if dep.instances:
         for loc in non_pd:
             dep.problems.append(Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic"))
@@ -443,7 +462,7 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
             inject = injected(g.kind, rank, g.nodes) if multinode else None
             if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
                 inject = {**(inject or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
-            for c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
+            for _c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
                 for ln in launches:
                     if ln.kind == "server":
                         inst, _p = instance_from_launch(ln, file=file, name=g.name, kind=g.kind)
@@ -461,7 +480,7 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
         # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
         # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
         inject0 = {**(inject0 or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
-    for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
+    for c, launches, values, _unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
             if ln.kind == "router":

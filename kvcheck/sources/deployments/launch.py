@@ -27,10 +27,13 @@ rules through kvcheck's flag table), never from a name.
 from __future__ import annotations
 
 import contextvars
+import difflib
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from kvcheck.errors import InputError
@@ -40,7 +43,7 @@ from kvcheck.sources.deployments.variables import Scope, VarDef
 
 # ``--config-file IMAGE_PATH=LOCAL_PATH``: copies of config files that sit inside the
 # image (``--config /etc/sglang/decode.yaml``), set by ``read_deployments``
-CONFIG_FILES: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar("kvcheck_config_files", default={})
+CONFIG_FILES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("kvcheck_config_files", default=MappingProxyType({}))
 
 SERVER_MODULES = ("sglang.launch_server",)
 ROUTER_MODULES = ("sglang_router.launch_router", "sglang.srt.disaggregation.mini_lb", "sglang.srt.disaggregation.launch_lb")
@@ -159,6 +162,21 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
     if depth > 8:
         return []
     for i in range(len(words)):
+        if words[i].text == "eval" and i + 1 < len(words) and not words[i].quoted:
+            # ``eval "$CMD"``: the shell joins the words and runs them as a new command
+            # line (a launch line built in a string, ``CMD="$CMD --nnodes 2"``)
+            env, image, hosts, hn = _prefix_facts(words[:i])
+            text = " ".join(w.text for w in words[i + 1:])
+            found: list[Launch] = []
+            for stmt, _ in words_of(text, file, words[i + 1].line, scope):
+                if handle_assignments(stmt, scope, file):
+                    continue
+                for ln in find_launches(stmt, file, scope, depth + 1):
+                    ln.env = {**env, **ln.env}
+                    ln.image, ln.hosts = ln.image or image, ln.hosts or hosts
+                    ln.host_network = ln.host_network if ln.host_network is not None else hn
+                    found.append(ln)
+            return found
         prog = _program_at(words, i)
         if prog:
             kind, launcher, a = prog
@@ -208,9 +226,12 @@ def handle_assignments(words: list[Word], scope: Scope, file: str) -> bool:
         if not _ASSIGN.match(w.text):
             continue
         name, _, value = w.text.partition("=")
-        loc = Location(file, w.line)
+        loc = Location(w.file or file, w.line)
         if w.unresolved and not w.single_quoted_only:
-            scope.layers[0][name] = VarDef(value, loc, "shell")
+            # the word was expanded when the assignment ran, as a shell expands it: what
+            # is left are references unset at that point (``X="$X --more"`` appends to
+            # the earlier X, never refers to itself)
+            scope.layers[0][name] = VarDef(value, loc, "partial", tuple(dict.fromkeys(w.unresolved)))
         else:
             scope.layers[0][name] = VarDef(value, loc, "literal")
         done = True
@@ -239,7 +260,7 @@ def _resolve_name(name: str):
         return _table().resolve(name, underscores=False)
     except InputError:
         return None
-    except Exception:  # noqa: BLE001 - a malformed token is simply not an option
+    except Exception:
         return None
 
 
@@ -257,6 +278,42 @@ def misspelled_mode(argv: list[str]) -> str | None:
         if value in ("prefill", "decode") and difflib.SequenceMatcher(None, name, "--disaggregation-mode").ratio() >= 0.8:
             return value
     return None
+
+
+def _mode_word(args: list[Word]) -> Word | None:
+    """The word holding ``--disaggregation-mode``'s (last) value."""
+    out = None
+    for k, w in enumerate(args):
+        flag = resolve_option(w.text) if w.text.startswith("--") else None
+        if flag is not None and flag.dest == "disaggregation_mode":
+            out = w if "=" in w.text else (args[k + 1] if k + 1 < len(args) else None)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def mode_refusal(mode: str) -> tuple[str, str] | None:
+    """(releases, the parser's text) when every modeled release's argument parser refuses
+    ``--disaggregation-mode MODE`` (its ``choices``: ``null``, ``prefill``, ``decode`` in
+    every release 0.5.0rc2 .. 0.5.23, ``server_args.py`` / ``ServerArgs`` field metadata);
+    None when some release accepts it (a server outside PD there)."""
+    from kvcheck.release.version import span
+    from kvcheck.sglang.flags import FlagTable, modeled_releases
+
+    releases = list(modeled_releases())
+    text = None
+    for v in releases:
+        table = FlagTable.load(v)
+        flag = table.resolve("--disaggregation-mode", underscores=False)
+        if flag is None or not flag.choices or mode in flag.choices:
+            return None
+        if text is None or v == releases[-1]:
+            try:
+                table.parse_argv(["--disaggregation-mode", mode], "")
+            except InputError as exc:
+                text = str(exc).split("field 'disaggregation_mode': ", 1)[-1]
+    if text is None:
+        return None
+    return (f"every modeled release (SGLang {span(releases)})", text)
 
 
 def option_value(argv: list[str], dest: str) -> str | None:
@@ -326,7 +383,6 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     from pathlib import Path
 
     from kvcheck.sources.deployments.yamlnodes import LMap, load_documents
-
     from kvcheck.sources.files import inner_config_problem, read_inner_text, within_root
 
     mapped = CONFIG_FILES.get().get(raw)
@@ -418,6 +474,25 @@ def instance_from_launch(
         # (issue 14/15), not a missing role.
         mode = misspelled_mode(argv)
     words_unresolved = [w for w in args if w.unresolved]
+    if mode not in (None, "prefill", "decode", "null"):
+        word = _mode_word(args)
+        if word is not None and not word.unresolved:
+            refused = mode_refusal(mode)
+            if refused is not None:
+                close = [c for c in difflib.get_close_matches(mode.lower(), ("prefill", "decode"), n=1, cutoff=0.8) if c[0] == mode[:1].lower()]
+                if close:  # "prefil", "Decode"; never "encode" (another word, not a typo of decode)
+                    # ``prefil``: meant as that role; kept as an instance of it, so the
+                    # pipeline reports the release's own refusal at this line (issue 14)
+                    mode = close[0]
+                else:
+                    # ``encode``, ``language``: no role to keep it as; the refusal itself
+                    at = Location(word.file or file, word.line)
+                    return None, Problem(
+                        "startup-argparse",
+                        f"{at}: the server refuses to start: the argument parser of {refused[0]} refuses its flags: {refused[1]}",
+                        at,
+                        "Use --disaggregation-mode prefill or decode (or null for a server outside PD): the server exits while parsing its flags.",
+                    )
     if mode not in ("prefill", "decode"):
         # the role itself behind a variable: say so instead of skipping the server
         for k, w in enumerate(args):
@@ -451,7 +526,7 @@ def instance_from_launch(
         for v in w.unresolved:
             if (v, flag) not in seen:
                 seen.add((v, flag))
-                unresolved.append(Unresolved(v, flag, Location(w.file or file, w.line)))
+                unresolved.append(Unresolved(v, flag, Location(w.file or file, w.line), _written(v, w.text)))
     # a whole-arguments expansion ($EXTRA_ARGS, $(helper)) left unresolved can hold any
     # flag: it stays an unresolved-variable (unchecked), and is kept out of the args parsed
     loose = {k for k, w in enumerate(args) if w.unresolved and not w.text.startswith("-")
@@ -503,6 +578,12 @@ ADDRESS_DESTS = frozenset({
 })
 # of these, the ones SGLang reads as integers: an unresolved one cannot be parsed as written
 _INT_ADDRESS_DESTS = ADDRESS_DESTS - {"host", "dist_init_addr"}
+
+
+def _written(name: str, text: str) -> str:
+    """How ``text`` writes the reference to ``name`` (``${NAME:-x}``, ``$NAME``, ``$(NAME)``)."""
+    m = re.search(r"\$\{" + re.escape(name) + r"(?:[^}]*)\}|\$\(" + re.escape(name) + r"\)|\$" + re.escape(name) + r"(?![A-Za-z0-9_])", text)
+    return m.group(0) if m else ""
 
 
 def _dest(flag: str) -> str | None:
@@ -609,7 +690,7 @@ def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str 
         if opt == "--service-discovery":
             router.service_discovery = True
         k += 1
-    for p, port in zip(router.prefills, mini_ports):
+    for p, port in zip(router.prefills, mini_ports, strict=False):
         if p.bootstrap_port is None and port.isdigit():
             p.bootstrap_port = int(port)
     return router
@@ -619,7 +700,10 @@ def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str 
 
 
 def _host_port(url: str) -> tuple[str, int | None]:
-    parts = urlsplit(url if "://" in url else f"http://{url}")
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+    except ValueError:  # "http://${URLS[$i]}:8000": brackets that are no IPv6 address
+        return "", None
     try:
         port = parts.port
     except ValueError:
@@ -682,15 +766,19 @@ def merge_multinode(instances: list[Instance]) -> list[Instance]:
     ``Instance`` with ``nodes`` = ``--nnodes`` and one argv per node, rank order."""
     groups: dict[tuple, list[tuple[int, Instance]]] = {}
     out: list[Instance] = []
+    # the rendezvous addresses some line of several nodes names: a line with the same
+    # --dist-init-addr but another --nnodes (1, or none) is a node of that instance whose
+    # flags disagree (the multinode-args check names it), never an instance of its own
+    multi = {(i.role, option_value(i.argv, "dist_init_addr"), i.launcher) for i in instances
+             if (option_value(i.argv, "nnodes") or "").isdigit() and int(option_value(i.argv, "nnodes") or 0) > 1}
     for inst in instances:
         if inst.nodes > 1 and len(inst.node_argvs) == inst.nodes:
             out.append(inst)  # already one argv per node (a line run on every node)
             continue
-        nn = option_value(inst.argv, "nnodes")
         addr = option_value(inst.argv, "dist_init_addr")
         rank = option_value(inst.argv, "node_rank")
-        if nn and nn.isdigit() and int(nn) > 1 and addr:
-            key = (inst.role, addr, nn, inst.launcher)
+        key = (inst.role, addr, inst.launcher)
+        if addr and key in multi:
             groups.setdefault(key, []).append((int(rank) if rank and rank.isdigit() else 0, inst))
             if len(groups[key]) == 1:
                 out.append(inst)
@@ -699,7 +787,8 @@ def merge_multinode(instances: list[Instance]) -> list[Instance]:
     for key, members in groups.items():
         members.sort(key=lambda m: m[0])
         head = members[0][1]
-        head.nodes = int(key[2])
+        counts = [int(n) for n in (option_value(m[1].argv, "nnodes") or "1" for m in members) if n.isdigit()]
+        head.nodes = max(counts or [1])
         head.argv = members[0][1].argv
         head.node_argvs = [m[1].argv for m in members]
         head.node_locations = [m[1].location for m in members]

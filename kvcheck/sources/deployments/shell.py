@@ -15,8 +15,9 @@ are read, each at its own lines; a leading ``$ `` prompt is removed.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any
 
 from kvcheck.sources.deployments.instance import Location
 from kvcheck.sources.deployments.variables import Scope, expand
@@ -85,7 +86,6 @@ def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
     return out
 
 
-_OPS = ("&&", "||", ";;", ";", "&", "|", "(", ")", "\n")
 # A value left for the reader to fill in, never shell syntax: a docs placeholder
 # (``<MODEL_PATH>``, ``<node-rank>``) or a Helm / Go template action (``{{ .Values.x }}``).
 PLACEHOLDER = re.compile(r"<[A-Za-z_][A-Za-z0-9_.:/-]{0,80}>")
@@ -142,6 +142,8 @@ class Lexer:
                     continue
                 if words:
                     yield words, val
+                elif val == ";;":
+                    yield [], val  # an empty case-branch end (kvcheck.sources.deployments.branches)
                 words = []
                 continue
             if kind == "redir":
@@ -174,7 +176,7 @@ class Lexer:
                     break
 
     # -- lexer ---------------------------------------------------------------------
-    def _next(self) -> tuple[str, object] | None:
+    def _next(self) -> tuple[str, Any] | None:
         s, n = self.s, self.n
         # skip blanks and continuations
         while self.i < n:
@@ -401,7 +403,12 @@ class Lexer:
         del where
         splittable = {i for i, sp in split_parts if sp}
         if not any(any(ch in parts[i] for ch in " \t\n") for i in splittable):
-            return [Word("".join(parts), start_line, unresolved, quoted, quoted and only_single)]
+            joined = "".join(parts)
+            if not joined and not quoted and splittable and not unresolved:
+                # an unquoted expansion of an empty value is no word at all (the shell
+                # drops it): ``$EXTRA_ARGS`` with EXTRA_ARGS="" adds no '' argument
+                return []
+            return [Word(joined, start_line, unresolved, quoted, quoted and only_single)]
         fields: list[list[str]] = [[]]
         solid = [False]  # a field with quoted or literal text is kept even if empty
         for i, part in enumerate(parts):
@@ -415,7 +422,11 @@ class Lexer:
                 fields.append([piece])
                 solid.append(False)
         words = ["".join(f) for f in fields]
-        return [Word(w, start_line, unresolved, quoted, quoted and only_single) for w, keep in zip(words, solid) if w or keep]
+        # each field keeps the unresolved references still written in it (``ARGS="--tp 8
+        # --model-path $MODEL"``: only ``$MODEL``'s field); all of them where none shows
+        visible = any(u in w for w in words for u in unresolved)
+        return [Word(w, start_line, [u for u in unresolved if u in w] if visible else list(unresolved), quoted, quoted and only_single)
+                for w, keep in zip(words, solid, strict=False) if w or keep]
 
 
 def words_of(text: str, file: str, first_line: int, scope: Scope) -> Iterator[tuple[list[Word], str]]:

@@ -44,7 +44,7 @@ from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments.instance import Deployment, Location
 from kvcheck.sources.deployments.launch import DYNAMO_MODULE, Launch, instance_from_launch
 from kvcheck.sources.deployments.shell import Word
-from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
+from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 from kvcheck.sources.limits import cap, check_cap
 
 HTTP_PORT_BASE, HTTP_PORT_STRIDE = 6100, 32
@@ -204,7 +204,7 @@ def _sweeps(cfg: Any, source: str | None = None, before: int = 0) -> list[tuple[
     _check_sweep_size(lists, before, source, getattr(cfg, "line_of", lambda k: None)("sweep"))
     out: list[tuple[str | None, Any]] = []
     for k, combo in enumerate(itertools.product(*lists)):
-        params = dict(zip(names, combo))
+        params = dict(zip(names, combo, strict=False))
         c = LMap({kk: v for kk, v in cfg.items() if kk != "sweep"})
         _copy_lines(c, cfg)
         if isinstance(cfg, LMap):
@@ -236,8 +236,8 @@ def _check_topology(p_workers: int, d_workers: int, p_nodes: int | None, d_nodes
     for field, value in (("resources.prefill_workers", p_workers), ("resources.decode_workers", d_workers)):
         check_cap("instances", value, field=field, source=file, line=line)
     check_cap("instances", p_workers + d_workers, field="resources.prefill_workers + decode_workers", source=file, line=line)
-    for field, value in (("resources.prefill_nodes", p_nodes), ("resources.decode_nodes", d_nodes)):
-        check_cap("nodes", value, field=field, source=file, line=line)
+    for field, nodes in (("resources.prefill_nodes", p_nodes), ("resources.decode_nodes", d_nodes)):
+        check_cap("nodes", nodes, field=field, source=file, line=line)
     spanned = sum(w * max(1, -(-max(g, 1) // max(gpn, 1))) for w, g in ((p_workers, gp), (d_workers, gd)))
     check_cap("nodes", spanned, field="resources (GPUs per worker / gpus_per_node x workers)", source=file, line=line)
     check_cap("nodes", (p_nodes or 0) + (d_nodes or 0), field="resources.prefill_nodes + decode_nodes", source=file, line=line)
@@ -318,10 +318,10 @@ def read_recipe(path: Path, doc: LMap, env: dict[str, str] | None) -> list[Deplo
 def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
     file = str(path)
     res = cfg.get("resources") if isinstance(cfg.get("resources"), LMap) else LMap()
-    roles = cfg.get("roles") if isinstance(cfg.get("roles"), dict) else None
-    backend = cfg.get("backend") if isinstance(cfg.get("backend"), dict) else LMap()
-    model = cfg.get("model") if isinstance(cfg.get("model"), dict) else LMap()
-    frontend = cfg.get("frontend") if isinstance(cfg.get("frontend"), dict) else {}
+    roles = sub_map(cfg, "roles", None)
+    backend = sub_map(cfg, "backend", LMap())
+    model = sub_map(cfg, "model", LMap())
+    frontend = sub_map(cfg, "frontend")
     gpn = _int(res.get("gpus_per_node")) or 4
     res_line = getattr(res, "line", 0) or getattr(cfg, "line", 1)
 
@@ -332,8 +332,8 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
             nodes_v = r.get("nodes")
             nodes_i = 0 if nodes_v == "colocate" else _int(nodes_v)
             return (_int(r.get("workers")) or 0, nodes_i, _int(r.get("gpus")), r.get("args") or LMap(), r.get("env") or {}, r.get("container"), roles.line_of(mode))
-        sc = backend.get("sglang_config") if isinstance(backend.get("sglang_config"), dict) else LMap()
-        section = sc.get(mode) if isinstance(sc.get(mode), dict) else LMap()
+        sc = sub_map(backend, "sglang_config", LMap())
+        section = sub_map(sc, mode, LMap())
         return (
             _int(res.get(f"{mode}_workers")) or 0,
             _int(res.get(f"{mode}_nodes")),
@@ -421,7 +421,7 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
             if not use_sglang:
                 toks += [("--request-plane", None), ("tcp", None)]
             cli_cfg = {k: v for k, v in mcfg.items() if k not in ("model-path", "model_path", "served-model-name", "served_model_name", "nccl-port", "nccl_port")}
-            toks += _config_to_cli(cli_cfg, lambda k, m=mcfg: m.line_of(k) if isinstance(m, LMap) else section_line)
+            toks += _config_to_cli(cli_cfg, lambda k, m=mcfg, sl=section_line: m.line_of(k) if isinstance(m, LMap) else sl)
             node_argvs.append([Word(t, ln or section_line or res_line) for t, ln in toks])
         launch = Launch("server", launcher, node_argvs[0], line0)
         inst, _problem = instance_from_launch(
@@ -443,8 +443,8 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
         if inst is None:
             continue
         inst.model = mpath or None
-        ident = cfg.get("identity") if isinstance(cfg.get("identity"), dict) else {}
-        imodel = ident.get("model") if isinstance(ident.get("model"), dict) else {}
+        ident = sub_map(cfg, "identity")
+        imodel = sub_map(ident, "model")
         if imodel.get("repo"):
             at = imodel.line_of("repo") if isinstance(imodel, LMap) else None
             inst.model_clues.append((str(imodel["repo"]), f"srt-slurm identity.model.repo at {Location(file, at)}" if at else "srt-slurm identity.model.repo"))

@@ -19,17 +19,23 @@ where it was used. A name found nowhere is reported as unresolved, never guessed
 
 from __future__ import annotations
 
+import contextvars
 import os
+import posixpath
 import re
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
 
 from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Location
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# set by the script reader around one script (kvcheck.sources.deployments.sourcing):
+# the helper files' variables and the script's own path
+PRELUDE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("kvcheck_prelude", default=None)
+SCRIPT_PATH: contextvars.ContextVar[str | None] = contextvars.ContextVar("kvcheck_script_path", default=None)
 # Longest text one expansion may produce: real values (paths, flag lists, JSON) are far
 # shorter; past it the input is a doubling bomb (A1="$A0$A0", A2="$A1$A1", ...).
 MAX_EXPANDED = 1 << 20
@@ -50,6 +56,10 @@ class VarDef:
     value: str
     location: Location | None = None
     syntax: str = "literal"
+    # ``partial``: a shell assignment already expanded when it ran (as a shell expands
+    # ``X="$X --more"``: in order, never recursively), whose text still holds these
+    # references that were unset at that point; they stay unresolved wherever it is used
+    missing: tuple = ()
 
 
 @dataclass
@@ -62,27 +72,45 @@ class Scope:
     _active: list[str] = field(default_factory=list)
     # shell arrays (NAME=(...)): name -> the element words (kvcheck.sources.deployments.shell)
     arrays: dict = field(default_factory=dict)
+    # the script's path as kvcheck was given it: ``$0`` / ``${BASH_SOURCE[0]}``, so that
+    # ``source "$(dirname "$0")/common.sh"`` names a file (kvcheck.sources.deployments.sourcing)
+    script: str | None = None
 
     @classmethod
-    def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> "Scope":
+    def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> Scope:
         layers = [script if script is not None else {}, container or {}, {k: VarDef(v, None, "shell") for k, v in (env or {}).items()}]
-        return cls(layers=layers, use_os_environ=use_os_environ)
+        prelude = PRELUDE.get()
+        if prelude:
+            # variables of the helper scripts given with -f (a 00_common.sh): as if each
+            # script sourced them first, so its own assignments win, --env comes after
+            layers.insert(2, dict(prelude))
+        return cls(layers=layers, use_os_environ=use_os_environ, script=SCRIPT_PATH.get())
 
-    def child(self, container: dict[str, VarDef]) -> "Scope":
+    def child(self, container: dict[str, VarDef]) -> Scope:
         """A scope for a new process: its own (empty) script layer on top of ``container``
         variables, then this scope's layers."""
-        return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ, arrays=self.arrays)
+        return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ, arrays=self.arrays, script=self.script)
 
     def assign(self, name: str, value: str, location: Location | None) -> None:
         self.layers[0][name] = VarDef(value, location, "literal")
 
-    def lookup(self, name: str, where: Location) -> str | None:
+    def lookup(self, name: str, where: Location, missing: list[str] | None = None) -> str | None:
         """The value of ``name`` fully expanded, or None when it is set nowhere (or still
-        holds an unresolved reference). Raises ``InputError`` on a cycle."""
+        holds an unresolved reference). Raises ``InputError`` on a cycle.
+
+        ``missing``: when given, a shell assignment made while some of its references
+        were unset (``partial``) gives its text, those names appended to ``missing``
+        (``CMD="python -m sglang.launch_server --model-path $MODEL"`` stays a launch line
+        whose ``--model-path`` is unresolved); without it such a value is None."""
         for layer in self.layers:
             if name in layer:
                 d = layer[name]
                 if d.syntax == "literal":
+                    return d.value
+                if d.syntax == "partial":
+                    if missing is None:
+                        return None
+                    missing.extend(d.missing)
                     return d.value
                 if name in self._active:
                     chain = " -> ".join([*self._active[self._active.index(name):], name])
@@ -90,11 +118,11 @@ class Scope:
                     raise InputError(f"variable {name} refers to itself ({chain}), used at line {where.line}; set at {at}", source=where.file)
                 self._active.append(name)
                 try:
-                    missing: list[str] = []
-                    out = expand(d.value, self, d.location or where, missing, syntax=d.syntax)
+                    sub: list[str] = []
+                    out = expand(d.value, self, d.location or where, sub, syntax=d.syntax)
                 finally:
                     self._active.pop()
-                return None if missing else out
+                return None if sub else out
         if self.use_os_environ and name in os.environ:
             return os.environ[name]
         return None
@@ -104,7 +132,7 @@ def _shell_brace(body: str, scope: Scope, where: Location, missing: list[str]) -
     """``${...}`` body -> value (None: unresolved, name appended to ``missing``)."""
     m = _NAME.match(body)
     if body.startswith("#") and _NAME.fullmatch(body[1:]):
-        v = scope.lookup(body[1:], where)
+        v = scope.lookup(body[1:], where)  # a length: only of a fully known value
         if v is None:
             missing.append(body[1:])
             return None
@@ -113,7 +141,14 @@ def _shell_brace(body: str, scope: Scope, where: Location, missing: list[str]) -
         missing.append(body)
         return None
     name, rest = m.group(0), body[m.end():]
-    value = scope.lookup(name, where)
+    if body in ("BASH_SOURCE", "BASH_SOURCE[0]") and scope.script:
+        return scope.script
+    inner: list[str] = []
+    value = scope.lookup(name, where, inner)
+    if value is not None and inner and rest[:2] not in (":-", ":=", ":+", ":?") and rest[:1] not in ("-", "=", "+", "?", ""):
+        value = None  # ${VAR%pat} of a partly known value: not modelled
+    if value is not None:
+        missing.extend(inner)
     if not rest:
         if value is None:
             missing.append(name)
@@ -198,7 +233,7 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
                 j = text.find(")", i + 2)
                 name = text[i + 2:j] if j > 0 else ""
                 if j > 0 and _NAME.fullmatch(name):
-                    v = scope.lookup(name, where)
+                    v = scope.lookup(name, where, missing)
                     if v is None:
                         missing.append(name)
                         out.append(text[i:j + 1])
@@ -234,19 +269,27 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
                     depth -= 1
                 j += 1
             inner = text[i + 2:j - 1]
-            missing.append(f"$({inner})")
-            out.append(text[i:j])
+            path = _path_command(inner, scope, where)
+            if path is not None:
+                out.append(path)
+            else:
+                missing.append(f"$({inner})")
+                out.append(text[i:j])
             i = j
             continue
         m = _NAME.match(text, i + 1)
         if m:
-            v = scope.lookup(m.group(0), where)
+            v = scope.lookup(m.group(0), where, missing)
             if v is None:
                 missing.append(m.group(0))
                 out.append(text[i:m.end()])
             else:
                 out.append(v)
             i = m.end()
+            continue
+        if nxt == "0" and scope.script:
+            out.append(scope.script)
+            i += 2
             continue
         if nxt in _SPECIAL:
             missing.append("$" + nxt)
@@ -256,6 +299,35 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
         out.append(c)
         i += 1
     return _bounded("".join(out), where)
+
+
+_DIRNAME = re.compile(r"\s*dirname\s+(?:--\s+)?(.+?)\s*")
+_CD_PWD = re.compile(r"\s*cd\s+(?:-P\s+|--\s+)?(.+?)\s*(?:&&|;)\s*pwd(?:\s+-[LP])?\s*")
+_REALPATH = re.compile(r"\s*(?:realpath(?:\s+-[sm])?|readlink\s+-[fem])\s+(.+?)\s*")
+
+
+def _path_command(inner: str, scope: Scope, where: Location) -> str | None:
+    """The text of the path idioms scripts use to find their own directory, computed
+    as text and never run: ``$(dirname "$0")``, ``$(cd "$(dirname "$0")" && pwd)``,
+    ``$(realpath X)`` / ``$(readlink -f X)`` (X as written; kvcheck checks where it
+    points when it reads the file). None for any other command (unresolved)."""
+    if scope.script is None or len(inner) > 4096:
+        return None
+    for pattern, op in ((_DIRNAME, "dirname"), (_CD_PWD, "cd"), (_REALPATH, "path")):
+        m = pattern.fullmatch(inner)
+        if not m:
+            continue
+        arg = m.group(1)
+        if len(arg) >= 2 and arg[0] == arg[-1] and arg[0] in "\"'":
+            arg = arg[1:-1]
+        if arg[:1] == "'" or any(c in arg for c in ";|&`<>"):
+            return None
+        miss: list[str] = []
+        value = expand(arg, scope, where, miss, syntax="shell")
+        if miss or not value:
+            return None
+        return (posixpath.dirname(value.rstrip("/")) or ".") if op == "dirname" else value
+    return None
 
 
 def _envsubst(text: str, scope: Scope, where: Location, missing: list[str]) -> str:

@@ -15,8 +15,9 @@ them (``"8"`` stays a string, ``8`` is an int, ``0.90`` a float, ``true`` a bool
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 
@@ -234,7 +235,7 @@ def load_documents(text: str, source: str) -> list[Any]:
     except yaml.YAMLError as exc:
         raise syntax_error(exc, source) from None
     except RecursionError:
-        raise InputError(f"YAML nesting too deep; refusing to read it", source=source) from None
+        raise InputError("YAML nesting too deep; refusing to read it", source=source) from None
     finally:
         loader.dispose()
         if gc_was_on:
@@ -253,3 +254,18 @@ def walk(obj: Any) -> Iterator[Any]:
         elif isinstance(cur, list):
             yield cur
             stack.extend(v for v in cur if isinstance(v, (dict, list)))
+
+
+
+
+_EMPTY: Any = object()
+
+
+def sub_map(obj: Any, key: str, default: Any = _EMPTY) -> Any:
+    """``obj[key]`` when ``obj`` is a mapping that holds a mapping there (the same object:
+    an ``LMap`` with its line numbers), else ``default`` (a new empty dict when not given).
+    YAML subtrees stay ``Any``: an ``LMap`` or a plain dict, read with ``isinstance``."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if isinstance(value, dict):
+        return value
+    return {} if default is _EMPTY else default

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from kvcheck.errors import InputError
 
@@ -121,24 +122,28 @@ def catalog_lookup(name: str) -> tuple[str, str] | None:
     if parts:
         hits = by_name.get(parts[-1].lower(), {})
         if len(hits) == 1:
-            (hub_id, alias), = hits.items()
+            ((hub, via),) = hits.items()
             how = f"name {parts[-1]} of {name}"
-            return hub_id, how if alias is None else f"{how}; {_alias_match(alias)}"
+            return hub, how if via is None else f"{how}; {_alias_match(via)}"
     return None
 
 
 def hf_cache_dirs(models_dir: Path | None = None, environ: Mapping[str, str] | None = None) -> list[Path]:
     """The Hugging Face hub cache folders to look in: ``models_dir`` (or its ``hub``
-    subfolder), then ``HF_HUB_CACHE``, ``HF_HOME/hub``, ``~/.cache/huggingface/hub``."""
+    subfolder), then the one hub cache ``huggingface_hub`` itself uses (its ``constants``:
+    ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
+    ``~/.cache/huggingface/hub``). Only that one: with ``HF_HOME`` set, ``~/.cache`` is not
+    read, so a test (or a CI job) that points ``HF_HUB_CACHE``/``HF_HOME`` elsewhere sees
+    no model cached on the machine."""
     env = os.environ if environ is None else environ
     out: list[Path] = []
     if models_dir is not None:
         out += [models_dir, models_dir / "hub"]
     if env.get("HF_HUB_CACHE"):
         out.append(Path(env["HF_HUB_CACHE"]))
-    if env.get("HF_HOME"):
-        out.append(Path(env["HF_HOME"]) / "hub")
-    out.append(Path(os.path.expanduser("~/.cache/huggingface/hub")))
+    else:
+        home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+        out.append(Path(home) / "hub")
     return [p for p in out if p.is_dir()]
 
 
@@ -146,21 +151,25 @@ def hf_cache_config(hub_id: str, cache_dirs: list[Path]) -> Path | None:
     """``config.json`` of ``hub_id`` (``ORG/NAME``) in a hub cache folder, or None.
 
     Layout (huggingface_hub): ``models--ORG--NAME/snapshots/REV/config.json``; the
-    revision named by ``refs/main`` wins, else the newest snapshot holding one."""
+    revision named by ``refs/main`` wins, else the newest snapshot holding one. A name no
+    file system can hold (ENAMETOOLONG) or an unreadable folder is not in the cache."""
     parts = [p for p in hub_id.strip("/").split("/") if p]
     if len(parts) != 2:
         return None
     folder_name = "models--" + "--".join(parts)
     for cache in cache_dirs:
         folder = cache / folder_name
-        if not folder.is_dir():
+        try:
+            if not folder.is_dir():
+                continue
+            ref = folder / "refs" / "main"
+            if ref.is_file():
+                cfg = folder / "snapshots" / ref.read_text(encoding="utf-8").strip() / "config.json"
+                if cfg.is_file():
+                    return cfg
+            snaps = sorted((p for p in (folder / "snapshots").glob("*/config.json")), key=lambda p: p.stat().st_mtime, reverse=True)
+        except OSError:  # ENAMETOOLONG (a 10 MB model path), EACCES: not cached here
             continue
-        ref = folder / "refs" / "main"
-        if ref.is_file():
-            cfg = folder / "snapshots" / ref.read_text(encoding="utf-8").strip() / "config.json"
-            if cfg.is_file():
-                return cfg
-        snaps = sorted((p for p in (folder / "snapshots").glob("*/config.json")), key=lambda p: p.stat().st_mtime, reverse=True)
         if snaps:
             return snaps[0]
     return None

@@ -52,7 +52,7 @@ def known(name: str | None) -> str | None:
     bare = name.removeprefix("hf://") if name.startswith("hf://") else name.removeprefix("hf:")
     try:
         hit = catalog_lookup(bare)
-    except Exception:  # noqa: BLE001 - a broken catalog is reported where models are resolved
+    except Exception:
         return None
     return hit[0] if hit else None
 
@@ -73,4 +73,5 @@ def alias_clue(alias: str | None) -> str | None:
 
 
 def looks_like_hub_id(name: str) -> bool:
+    """Whether ``name`` has the shape of a Hugging Face hub id (``ORG/NAME``)."""
     return bool(_HUB_ID.fullmatch(name.strip()))
