@@ -244,7 +244,7 @@ def _nixl_manager_init(side: Side) -> ConnectorRefusal | Stop | None:
 NIXL_REFUSES_HOST_AS_VRAM = "1.0.0"
 
 
-def hisparse_host_pool_registration(side: Side) -> Union[ConnectorRefusal, Stop, None]:
+def hisparse_host_pool_registration(side: Side) -> ConnectorRefusal | Stop | None:
     """A HiSparse decode's KV registration over NIXL before SGLang 0.5.15: the decode hands its
     HiSparse host pool (pinned host memory, ``hisparse_coordinator.mem_pool_host``) to the KV
     manager as its KV buffers (``DecodePreallocQueue._init_kv_manager``, 0.5.10 .. 0.5.14), and
