@@ -11,6 +11,7 @@ bootstrap checks (``bootstrap``) run for every backend and are untouched.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from kvcheck.checks.base import CheckContext, Finding, PairFacts, Severity, check
 from kvcheck.sglang.plan import Plan, RuntimeErrorPrediction
@@ -105,7 +106,7 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: Pair
     return out
 
 
-def _runtime_writer(prefill: Side, extra: dict):
+def _runtime_writer(prefill: Side, extra: Any):
     """``--kernel runtime`` (``extra["kernel"]``): the installed SGLang's own
     ``MooncakeKVManager.transfer_worker`` issues the writes (``mooncake_runtime.runtime_writes``)
     when it is the prefill's release; otherwise the Mooncake transfer is unchecked with the

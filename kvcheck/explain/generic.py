@@ -318,8 +318,10 @@ class GenericReader:
             g = None  # a bare file:line without a level is read only when it reports a failure
         u = None if g or "UCX" not in s else _UCXLINE.search(s)
         if g or u:
-            f = (g or u).group("file")
-            text = (g or u).group("text")
+            m = g or u
+            assert m is not None
+            f = m.group("file")
+            text = m.group("text")
             for rx, c in R["_components"]:
                 if rx.match(f):
                     break

@@ -592,6 +592,7 @@ class FlagTable:
             return self._by_option[tok], tok, None
         if len(tok) == 1:
             return None
+        explicit: str | None
         if "=" in tok:
             head, explicit = tok.split("=", 1)
             if head in self._by_option:

@@ -320,7 +320,7 @@ def _non_nullable_fields() -> frozenset[str]:
     out = set()
     for name in ServerArgs.model_fields:
         try:
-            ServerArgs(**{name: None})
+            ServerArgs(**{name: None})  # type: ignore[arg-type]  # probing which fields refuse None
         except ValidationError:
             out.add(name)
     return frozenset(out)
@@ -384,6 +384,7 @@ def side_from_snapshot(
         live=live,
         release=release,
     )
+    assert side.live is not None  # build_side(live=...) keeps it
     side.live["findings"] = live_findings(side)  # Side copies the dict: set it on the side
     return side
 

@@ -240,7 +240,7 @@ def _groups(obj: Any, file: str) -> list[Group]:
         for role in spec.get("roles") or []:
             if not isinstance(role, dict):
                 continue
-            rspec = role.get("spec") if isinstance(role.get("spec"), dict) else {}
+            rspec: dict[str, Any] = role["spec"] if isinstance(role.get("spec"), dict) else {}
             lwt = rspec.get("leaderWorkerTemplate") or {}
             worker = _pod_spec(lwt.get("workerTemplate"))
             leader = _pod_spec(lwt.get("leaderTemplate")) or worker

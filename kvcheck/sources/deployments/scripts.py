@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
+from typing import Any
 
 from kvcheck.sources.deployments.branches import MAX_READINGS, BranchChoice, branch_filter
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
@@ -28,8 +29,8 @@ from kvcheck.sources.deployments.launch import (
     set_node_rank,
 )
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
-from kvcheck.sources.deployments.variables import Scope, VarDef
 from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources
+from kvcheck.sources.deployments.variables import Scope, VarDef
 
 _SBATCH_NODES = re.compile(r"(?m)^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")
 _RANK_SYMBOLS = ("$SLURM_NODEID", "$SLURM_PROCID", "$OMPI_COMM_WORLD_RANK", "$PMI_RANK")
@@ -168,7 +169,7 @@ def _split_examples(path: Path, text: str, env: dict[str, str] | None, use_os_en
     if len(complete) < 2:
         return None
     out: list[Deployment] = []
-    used = set()
+    used: set[Any] = set()
     for bs, label, deps in complete:
         used.update(b[0] for b in bs)
         for d in deps:
@@ -210,7 +211,7 @@ def _read_variants(path: Path, text: str, env: dict[str, str] | None, use_os_env
     # (a guard, a log line) is not combined further
     base_choice, base = run({})  # type: ignore[misc]
     relevant: dict[tuple, list[int]] = {}
-    queue = [(cid, len(labels), {}) for cid, labels in base_choice.seen.items()]
+    queue: list[tuple[Any, int, dict[Any, Any]]] = [(cid, len(labels), {}) for cid, labels in base_choice.seen.items()]
     while queue:
         cid, n, ctx = queue.pop(0)
         for k in range(1, n):
