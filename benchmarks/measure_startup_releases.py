@@ -3,6 +3,7 @@
 For every SGLang release installed side by side (``.venv/sglang-releases/<X>``, plus the
 venv's own release), run the seeded start-up corpus (``tests/startup_corpus.draw`` on four
 GPUs, ``draw_sharded_prefill`` on four GPUs, ``tests/startup_worker.draw_plain`` on Hopper)
+(and, with ``--hicache`` / ``--hisparse``, ``draw_hicache`` / ``draw_hisparse`` on four GPUs)
 through that release's ``prepare_server_args`` -> resolution -> ``check_server_args`` in its
 own process (``tests/startup_worker.py``) and through ``kvcheck.sglang.startup.first_outcome``
 for a side on that release, and print the per-release table: start-ups compared, agreements,
@@ -52,7 +53,8 @@ def installed() -> list[str]:
     return sorted(set(out), key=release_key)
 
 
-def run_release(release: str, draws: int, plain: int, sharded: int, seed: int, steps_only: bool, tmp: Path) -> dict:
+def run_release(release: str, draws: int, plain: int, sharded: int, seed: int, steps_only: bool, tmp: Path,
+                hicache: int = 0, hisparse: int = 0) -> dict:
     root = releases_dir()
     env = dict(os.environ)
     path = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")]
@@ -60,7 +62,8 @@ def run_release(release: str, draws: int, plain: int, sharded: int, seed: int, s
         path = [str(root / release), str(root / "_deps")] + path
     env["PYTHONPATH"] = os.pathsep.join(path)
     cmd = [sys.executable, str(REPO / "tests" / "startup_worker.py"), "--release", release, "--draws", str(draws),
-           "--plain-draws", str(plain), "--sharded-draws", str(sharded), "--seed", str(seed), "--tmp", str(tmp / release)]
+           "--plain-draws", str(plain), "--sharded-draws", str(sharded), "--seed", str(seed), "--tmp", str(tmp / release),
+           "--hicache-draws", str(hicache), "--hisparse-draws", str(hisparse)]
     if steps_only:
         cmd.append("--steps-only")
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
@@ -84,6 +87,8 @@ def main() -> int:
     ap.add_argument("--draws", type=int, default=100)
     ap.add_argument("--plain", type=int, default=60)
     ap.add_argument("--sharded", type=int, default=20)
+    ap.add_argument("--hicache", type=int, default=0, help="HiCache draws (startup_worker.draw_hicache), on four GPUs")
+    ap.add_argument("--hisparse", type=int, default=0, help="HiSparse draws (startup_worker.draw_hisparse), on four GPUs")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--steps-only", action="store_true")
@@ -92,7 +97,7 @@ def main() -> int:
     releases = a.releases or installed()
     tmp = Path(tempfile.mkdtemp(prefix="kvcheck-startup-"))
     with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        results = list(pool.map(lambda r: run_release(r, a.draws, a.plain, a.sharded, a.seed, a.steps_only, tmp), releases))
+        results = list(pool.map(lambda r: run_release(r, a.draws, a.plain, a.sharded, a.seed, a.steps_only, tmp, a.hicache, a.hisparse), releases))
     print("| release | start-ups compared | agree | of which unchecked | disagree | false refusal | missed refusal | other refusal | parser refused | s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:

@@ -137,6 +137,13 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
             runs = kernel_name == "runtime" and _kernel_runs(k, kernel_name, b_p) and _kernel_runs(k, kernel_name, b_d)
             prepared = b_p.decision_variant == "0.5.23" and b_d.decision_variant == "0.5.23"
             _decide_states(k if runs else builtin, prefill, decode, pg, dg, extra, prepared)
+        if "skip_checks" not in extra and b_p.per_request_decision and pg.pool == dg.pool == "DSA":
+            from kvcheck.sglang.dsa_pd import legacy_dsa_states  # the DSA index-K before 0.5.13
+
+            decisions = legacy_dsa_states(pg, dg, b_p, b_d)
+            if decisions is not None:
+                extra["state_decisions"] = decisions
+                extra["states_decided"] = all(d.unchecked is None for d in decisions)
     _order_runtime_errors(plan, extra)
     ctx = CheckContext(prefill=prefill, decode=decode, prefill_geometry=pg, decode_geometry=dg, plan=plan, extra=extra)
     findings: list[Finding] = []

@@ -255,6 +255,53 @@ def draw_plain(rng: random.Random):
     return model, role, {k: v for k, v in f.items() if v is not None and v is not False}, {}
 
 
+def draw_hicache(rng: random.Random):
+    """A PD server with HiCache (``--enable-hierarchical-cache``): the host pool ratio/size,
+    I/O backend, memory layout, write policy and L3 storage backend, with the radix cache,
+    page size, attention backend and KV dtype around them (``--hicache-draws``)."""
+    model = rng.choice(C.MODEL_NAMES[:3])
+    role = rng.choice(("prefill", "prefill", "decode"))
+    f = {"disaggregation_mode": role, "disaggregation_transfer_backend": rng.choice(("nixl", "nixl", "mooncake")),
+         "tp_size": rng.choice((1, 2, 4, 8)), "page_size": rng.choice((None, 1, 16, 64)),
+         "enable_hierarchical_cache": rng.random() < 0.9}
+    f["hicache_ratio"] = rng.choice((None, None, 1.5, 2.0, 0.5))
+    f["hicache_size"] = rng.choice((None, None, None, 64))
+    f["hicache_io_backend"] = rng.choice((None, None, "direct", "kernel"))
+    f["hicache_mem_layout"] = rng.choice((None, None, "layer_first", "page_first", "page_first_direct"))
+    f["hicache_write_policy"] = rng.choice((None, None, "write_back", "write_through", "write_through_selective"))
+    f["hicache_storage_backend"] = rng.choice((None, None, None, "file", "mooncake", "nixl"))
+    f["attention_backend"] = rng.choice((None, None, "fa3", "flashinfer", "triton"))
+    f["kv_cache_dtype"] = rng.choice((None, None, "fp8_e4m3", "bf16"))
+    f["disable_radix_cache"] = rng.random() < 0.15
+    f["disaggregation_decode_enable_radix_cache"] = role == "decode" and rng.random() < 0.3
+    if rng.random() < 0.2:
+        f["dp_size"] = rng.choice((2, 4))
+        f["enable_dp_attention"] = True
+    return model, role, {k: v for k, v in f.items() if v is not None and v is not False}, {}
+
+
+def draw_hisparse(rng: random.Random):
+    """A PD server with HiSparse (``--enable-hisparse``), mostly on the DSA model: roles, KV
+    dtypes, the radix cache, DSA backends, page size, speculation and mixed chunk (``--hisparse-draws``)."""
+    model = "deepseek-v3.2" if rng.random() < 0.8 else rng.choice(C.MODEL_NAMES[:3])
+    role = rng.choice(("decode", "decode", "prefill"))
+    f = {"disaggregation_mode": role, "disaggregation_transfer_backend": rng.choice(("nixl", "nixl", "mooncake")),
+         "tp_size": rng.choice((1, 4, 8, 8)), "page_size": rng.choice((None, None, 1, 64)),
+         "enable_hisparse": rng.random() < 0.9, "disable_radix_cache": rng.random() < 0.7}
+    f["kv_cache_dtype"] = rng.choice((None, "auto", "bf16", "bfloat16", "bfloat16", "fp8_e4m3", "fp8_e5m2"))
+    backend = rng.choice((None, None, None, "flashmla_sparse", "flashmla_kv", "tilelang", "fa3", "trtllm"))
+    if backend is not None:
+        f[rng.choice(("dsa_prefill_backend", "dsa_decode_backend"))] = backend
+    if rng.random() < 0.25:
+        f.update({"speculative_algorithm": rng.choice(("EAGLE", "NEXTN")), "speculative_num_steps": rng.choice((1, 3)),
+                  "speculative_eagle_topk": rng.choice((1, 1, 2)), "speculative_num_draft_tokens": rng.choice((2, 4))})
+    f["enable_mixed_chunk"] = rng.random() < 0.1
+    if rng.random() < 0.2:
+        f["dp_size"] = rng.choice((2, 8))
+        f["enable_dp_attention"] = True
+    return model, role, {k: v for k, v in f.items() if v is not None and v is not False}, {}
+
+
 def _steps(side):
     """The restated steps alone, without ``first_outcome``'s release gate."""
     from kvcheck.sglang.startup import ORDER, side_gpu
@@ -269,6 +316,8 @@ def main() -> int:
     ap.add_argument("--draws", type=int, default=100)
     ap.add_argument("--sharded-draws", type=int, default=0)
     ap.add_argument("--plain-draws", type=int, default=0)
+    ap.add_argument("--hicache-draws", type=int, default=0)
+    ap.add_argument("--hisparse-draws", type=int, default=0)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tmp", required=True)
     ap.add_argument("--steps-only", action="store_true",
@@ -295,6 +344,11 @@ def main() -> int:
     jobs += [C.draw_sharded_prefill(rng) for _ in range(a.sharded_draws)]
     rng = random.Random(a.seed + 2)
     jobs += [draw_plain(rng) for _ in range(a.plain_draws)]
+    n_plain_end = len(jobs)
+    rng = random.Random(a.seed + 3)
+    jobs += [draw_hicache(rng) for _ in range(a.hicache_draws)]
+    rng = random.Random(a.seed + 4)
+    jobs += [draw_hisparse(rng) for _ in range(a.hisparse_draws)]
     for n_job, (model, role, flags, env) in enumerate(jobs):
         dropped = sorted(set(flags) - known)
         if dropped:  # flags this release does not have: the same draw without them
@@ -321,7 +375,7 @@ def main() -> int:
                     out["disagreements"].append(f"{model} {role} {gpu} {flags} {env}: {diff}")
             elif isinstance(predicted, Stop):
                 out["stops"] += 1
-                if n_job >= a.draws + a.sharded_draws:
+                if a.draws + a.sharded_draws <= n_job < n_plain_end:
                     out["plain_stops"] = out.get("plain_stops", 0) + 1
                 k = predicted.reason[:90]
                 out["stop_reasons"][k] = out["stop_reasons"].get(k, 0) + 1

@@ -201,3 +201,59 @@ def test_named_cases_agree_with_the_release_s_own_code(release):
     assert b["pp_size"]["runtime"] == (pp if at_least(release, "0.5.6.post1") else None)
     for name, c in b.items():
         assert c["builtin"] == c["runtime"], name
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("release", ["0.5.8", "0.5.10", "0.5.12.post1"])
+def test_dsa_index_k_transfer_agrees_with_the_release_s_own_code(release):
+    """The DSA index-K ("nsa" state) of a request's last chunk through the release's own NIXL
+    code (``tests/dsa_state_worker.py``): 0.5.8's last-chunk send builds no list from the state
+    pointers (kvcheck: silent corruption, the decode's index keys are never written); from 0.5.9
+    ``maybe_send_extra`` writes entry i into decode entry i at the decode page x the prefill's
+    item length (kvcheck: decided; a longer decode item is written at the wrong offset:
+    corruption); a decode with fewer entries raises (kvcheck: unchecked, never a pass)."""
+    root = RELEASES / release
+    if not (root / "sglang" / "__init__.py").exists():
+        pytest.skip(f"SGLang {release} is not installed beside this Python (scripts/setup-test-env.sh)")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), str(RELEASES / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")])
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "dsa_state_worker.py"), release], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["imported"] == release
+    c = out["cases"]
+    if release == "0.5.8":
+        for name, case in c.items():
+            assert case["runtime"] == {"path": "not_sent", "error": None, "writes": []}, name
+            assert case["kvcheck"]["corruption"], name
+        return
+    item, page_dst = 64 * 132, 5
+    assert c["equal"]["runtime"]["writes"] == [[i, i, page_dst * item, item] for i in range(4)]
+    assert c["equal"]["kvcheck"]["path"] == "whole_generic"
+    # the prefill's stride into a decode whose pages hold 2 x item bytes: page 5 lands mid page 2
+    assert c["decode_longer_item"]["runtime"]["writes"] == [[i, i, page_dst * item, item] for i in range(4)]
+    assert c["decode_longer_item"]["kvcheck"]["corruption"]
+    assert c["decode_only_draft_entry"]["runtime"]["writes"] == [[i, i, page_dst * item, item] for i in range(4)]
+    assert c["decode_only_draft_entry"]["kvcheck"]["path"] == "whole_generic"
+    assert c["decode_fewer_entries"]["runtime"]["error"][0] == "IndexError" and c["decode_fewer_entries"]["kvcheck"]["unchecked"]
+
+
+def test_dsa_pairs_before_0_5_13_are_decided_by_their_own_transfer(tmp_path):
+    """DeepSeek V3.2 (DSA) over NIXL on the per-request releases: the KV regions go by
+    send_kvcache's MLA branch, the index-K by each release's state path (kvcheck.sglang.dsa_pd).
+    fp8 rows on a named GPU with the same flags on both sides are decided; on an assumed GPU
+    their layout is each release's own rule: unchecked."""
+    fp8 = {"tp-size": 8, "page-size": 64, "kv-cache-dtype": "fp8_e4m3", "kvcheck-gpu": "b200"}
+    for release in ("0.5.9", "0.5.11", "0.5.12.post1"):
+        r = _pair(tmp_path, "deepseek-v3.2", {**P, **fp8}, {**D, **fp8}, pv=release)
+        assert r.exit_code == 0 and r.plan.path == "equal_tp", (release, [f.message for f in r.findings])
+        assert "release-pd-unchecked" not in _by_id(r) and "state-components" not in _by_id(r), release
+    r = _pair(tmp_path, "deepseek-v3.2", {**P, **fp8}, {**D, **fp8}, pv="0.5.8")
+    f = _by_id(r)
+    assert r.verdict == "fail" and "state-transfer" in f and "never reaches the decode" in f["state-transfer"].message
+    no_gpu = {k: v for k, v in fp8.items() if k != "kvcheck-gpu"}
+    r = _pair(tmp_path, "deepseek-v3.2", {**P, **no_gpu}, {**D, **no_gpu}, pv="0.5.11")
+    assert r.verdict == "unchecked" and "fp8 DSA KV rows on GPUs kvcheck was not given" in _by_id(r)["release-pd-unchecked"].message
+    bf16 = {"tp-size": 8, "page-size": 64, "kv-cache-dtype": "bfloat16"}
+    r = _pair(tmp_path, "deepseek-v3.2", {**P, **bf16}, {**D, **bf16}, pv="0.5.10")
+    assert r.exit_code == 0 and r.plan.path == "equal_tp"

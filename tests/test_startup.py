@@ -399,8 +399,9 @@ def test_variant_architecture_refusal_matches_runtime(tmp_path, name, model, rol
 
 def test_new_startup_steps_are_gated_by_release(tmp_path):
     """Each restated step exists from the release that introduced it (the hook's source in that
-    release's wheel): validate_hisparse_kv_cache_dtype from 0.5.14; the CP-TP staging refusal
-    from 0.5.23 (0.5.22's hook supported GLM-5 Next only): earlier, kvcheck does not name them."""
+    release's wheel): validate_hisparse_kv_cache_dtype from 0.5.14 (0.5.12 .. 0.5.13: the older
+    "bfloat16 or fp8_e4m3" text of validate_hisparse; 0.5.10: no dtype check); the CP-TP staging
+    refusal from 0.5.23 (0.5.22's hook supported GLM-5 Next only): earlier, kvcheck does not name them."""
     from kvcheck.sglang.gpu import resolve_gpu
     from kvcheck.sglang.startup import ORDER, STARTUP_RESTATED_FROM, Refusal, ReleaseStop, first_outcome
     from kvcheck.sglang.releases import in_range
@@ -413,12 +414,14 @@ def test_new_startup_steps_are_gated_by_release(tmp_path):
     hs = startup_corpus.kv_side("decode", nextn, {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bf16"}, "h100")
     cp = startup_corpus.kv_side("prefill", qwen, CPTP, "h100", STAGING)
     for release, hs_id, cp_refused in (("0.5.23", "hisparse-kv-dtype", True), ("0.5.22", "hisparse-kv-dtype", False),
-                                       ("0.5.14", "hisparse-kv-dtype", False), ("0.5.13", None, False)):
+                                       ("0.5.14", "hisparse-kv-dtype", False), ("0.5.13", "hisparse-kv-dtype", False),
+                                       ("0.5.10", None, False)):
         hs.sglang_version = cp.sglang_version = release
         got = steps(hs)
         assert (got.id if isinstance(got, Refusal) else None) == hs_id, (release, got)
         assert isinstance(steps(cp), Refusal) == cp_refused, release
         if not in_range(release, STARTUP_RESTATED_FROM):
-            # HiSparse and prefill CP before 0.5.22 reach steps not restated for those releases:
-            # unchecked (startup.unrestated_steps; tests/test_startup_releases.py)
-            assert isinstance(first_outcome(hs), ReleaseStop) and isinstance(first_outcome(cp), ReleaseStop), release
+            # prefill CP before 0.5.22 reaches steps not restated for those releases: unchecked
+            # (startup.unrestated_steps; tests/test_startup_releases.py); HiSparse is restated.
+            assert isinstance(first_outcome(cp), ReleaseStop), release
+            assert first_outcome(hs) == got, release

@@ -31,14 +31,17 @@ ROOT = Path(os.environ.get("KVCHECK_SGLANG_RELEASES_DIR") or (Path(sys.prefix) /
 # start-up code (0.5.5 .. 0.5.7 FA4 prefill-only and the NSA texts, 0.5.8 .. 0.5.9 trtllm_mha
 # SM100-only, 0.5.10 .. 0.5.18 the split TRTLLM MHA checks; 0.5.23 is tests/test_startup_corpus.py);
 # about 2 min CPU in all (two at a time). Every release: benchmarks/measure_startup_releases.py.
-RUNS = (("0.5.5", 8, 0, 8), ("0.5.8", 8, 0, 8), ("0.5.17", 8, 2, 8))
+# The last two: HiCache and HiSparse draws (startup_worker.draw_hicache / draw_hisparse), restated
+# per release: 0.5.12.post1 (HiSparse's validate_hisparse of 0.5.12 .. 0.5.13), 0.5.17 (HiCache's DCP era).
+RUNS = (("0.5.5", 8, 0, 8, 0, 0), ("0.5.8", 8, 0, 8, 0, 0), ("0.5.17", 8, 2, 8, 4, 4), ("0.5.12.post1", 0, 0, 2, 0, 8))
 
 
-def _run(release: str, draws: int, sharded: int, plain: int, tmp: Path) -> dict:
+def _run(release: str, draws: int, sharded: int, plain: int, hicache: int, hisparse: int, tmp: Path) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / release), str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")])
     cmd = [sys.executable, str(REPO / "tests" / "startup_worker.py"), "--release", release, "--draws", str(draws),
-           "--sharded-draws", str(sharded), "--plain-draws", str(plain), "--tmp", str(tmp / release)]
+           "--sharded-draws", str(sharded), "--plain-draws", str(plain), "--hicache-draws", str(hicache),
+           "--hisparse-draws", str(hisparse), "--tmp", str(tmp / release)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -19,7 +19,7 @@ FINDING_IDS = {
     "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
     "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "startup-argparse", "pair-not-checked"],
     "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "head-slice-overrun", "runtime-error"],
-    "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "minimax-index-value"],
+    "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "minimax-index-value", "hisparse-host-as-vram"],
     "startup-log": ["decode-radix-disabled"],
     # backend hook (mooncake branch): kvcheck.checks.mooncake
     "mooncake-transfer": ["mooncake-silent-corruption", "mooncake-send-fails", "mooncake-worker-dies", "mooncake-dcp-topology", "mooncake-runtime-error", "mooncake-unchecked"],

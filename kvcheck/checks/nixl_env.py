@@ -123,10 +123,19 @@ def connector_startup(chk, ctx: CheckContext) -> list[Finding]:
                                    fix="Check the named input on the server."))
         elif isinstance(r, _Refusal):
             fix = chk.fix
+            if r.id == "hisparse-host-as-vram":
+                fix = ("Run SGLang 0.5.15 or newer on the decode (NIXL DRAM KV destinations for HiSparse, sgl-project/sglang#27563), "
+                       "or serve the decode without --enable-hisparse: before 0.5.15 the decode registers its HiSparse host KV pool "
+                       "as VRAM, which NIXL >= 1.0.0 refuses ('VRAM memory is detected as host by UCX').")
             if r.id == "minimax-index-value":
                 fix = ("Serve this MiniMax checkpoint without PD disaggregation, or one whose sparse layers all disable the index "
                        "value (sparse_disable_index_value 1): SGLang 0.5.23 transfers only K-only sparse layers.")
-            out.append(Finding(id=r.id, severity=Severity.ERROR, message=f"the {side.role} server exits after loading the model ({side.origin or side.role}): {r.message}",
+            said = r.message
+            if r.id == "hisparse-host-as-vram":
+                said = ("NixlKVManager registers the decode's HiSparse host KV pool as VRAM (SGLang before 0.5.15) and NIXL "
+                        f"{server_nixl_text(side)} refuses it: nixlBackendError: {r.message} (NIXL logs 'VRAM memory is detected "
+                        "as host by UCX ... VRAM registration cannot proceed')")
+            out.append(Finding(id=r.id, severity=Severity.ERROR, message=f"the {side.role} server exits after loading the model ({side.origin or side.role}): {said}",
                                fix=fix, runtime_error=r.prediction(side)))
         if (side.args.disaggregation_transfer_backend == "nixl" and backend_of(side) == "UCX"
                 and side.args.disaggregation_ib_device and side.env.get("UCX_NET_DEVICES")):
@@ -135,3 +144,10 @@ def connector_startup(chk, ctx: CheckContext) -> list[Finding]:
                 f"{side.args.disaggregation_ib_device}; the runtime logs: {UCX_NET_DEVICES_WARNING}",
                 severity=Severity.WARNING, fix="Set only one of UCX_NET_DEVICES and --disaggregation-ib-device."))
     return out
+
+
+def server_nixl_text(side) -> str:
+    from kvcheck.sglang.server_nixl import server_nixl
+
+    got = server_nixl(side)
+    return f"{got.describe()} ({got.source})"

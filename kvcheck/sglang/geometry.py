@@ -140,6 +140,10 @@ class SideGeometry(BaseModel):
     # and draft pools) that SGLang 0.5.23 registers with NIXL neither as KV regions nor as a
     # state component: the decode's scales for the received tokens are never written.
     unregistered_scale_buffers: int = 0
+    # A DSA pool's fp8 row layout inputs (the DSA backend flags, HiSparse, the KV dtypes): two
+    # sides with the same inputs on the same GPU resolve the same layout in every release,
+    # whatever that release's own rule (``plan._dsa_layout_gap``). None for other pools.
+    dsa_resolution: str | None = None
     # DeepSeekV4TokenToKVPool.pd_kv_layout (compared at bootstrap); None for other pools.
     kv_layout: str | None = None
 
@@ -420,4 +424,16 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
         state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
         draft_page_size=draft_page,
         unregistered_scale_buffers=n_scales,
+        dsa_resolution=_dsa_resolution(side) if model.dsa else None,
     )
+
+
+def _dsa_resolution(side: Side) -> str:
+    """The inputs each release's DSA backend / fp8 row layout resolution reads on ``side``
+    besides the GPU (``_set_default_nsa_backends`` / ``calculate_mla_kv_cache_dim`` before
+    0.5.15, ``_dsa_split_backend_resolution`` after): both backend flags, HiSparse, the KV
+    dtypes."""
+    raw, a = side.raw_args or {}, side.args
+    backends = [raw.get(f"{p}_{r}_backend") for r in ("prefill", "decode") for p in ("dsa", "nsa")]  # --nsa-*: the older names
+    return "|".join(str(x) for x in (*backends, bool(a.enable_hisparse),
+                                     a.kv_cache_dtype, a.speculative_draft_kv_cache_dtype))

@@ -16,7 +16,7 @@ from kvcheck.sglang.plan.model import (
     RuntimeErrorPrediction,
     Segment,
 )
-from kvcheck.sglang.pools.base import MHA, MLA
+from kvcheck.sglang.pools.base import DSA, MHA, MLA
 
 
 def _mha_pairs_per_request(variant: str, n_src: int, n_dst: int, start: int) -> tuple[list[int], list[int], int]:
@@ -115,15 +115,20 @@ def _decide_per_request(
 
     if any(k != "VRAM" for k in prefill.kinds + decode.kinds):
         return unmodeled("host (DRAM) or mixed memory kinds: every descriptor list is VRAM before 0.5.15")
-    if prefill.pool not in (MHA, MLA) or decode.pool not in (MHA, MLA) or prefill.is_mla != decode.is_mla:
+    # A DSA pool (NSATokenToKVPool) is an MLA pool for the KV regions: send_kvcache's MLA
+    # branch; its index-K ("nsa" state) is decided by kvcheck.sglang.dsa_pd.legacy_dsa_states.
+    dsa = prefill.pool == decode.pool == DSA and prefill.is_mla and decode.is_mla
+    if not dsa and (prefill.pool not in (MHA, MLA) or decode.pool not in (MHA, MLA) or prefill.is_mla != decode.is_mla):
         return unmodeled(f"a {prefill.pool} prefill pool with a {decode.pool} decode pool")
+    dsa_states_only = dsa and set(prefill.state_types) <= {"dsa"} and set(decode.state_types) <= {"dsa"}
     if (
-        prefill.state_types
-        or decode.state_types
+        ((prefill.state_types or decode.state_types) and not dsa_states_only)
         or getattr(prefill, "kv_layout", None)
         or getattr(decode, "kv_layout", None)
     ):
         return unmodeled("state components or a DSV4 KV layout")
+    if dsa and (why := _dsa_layout_gap(prefill, decode)):
+        return unmodeled(why)
     if decode_dcp_size != 1:
         return unmodeled("decode DCP")
     if n_src == 0 or n_dst == 0:
@@ -207,3 +212,23 @@ def _decide_per_request(
     plan.write_lens = [heads_to_send * per_head] * (2 * layers)
     plan.segments = [Segment(start=0, end=n_src, src_kind="VRAM", dst_kind="VRAM")]
     return plan
+
+
+def _dsa_layout_gap(prefill: SideGeometry, decode: SideGeometry) -> str | None:
+    """Why kvcheck cannot tell whether two DSA pools' fp8 KV rows have one layout on a
+    release before 0.5.13, or None. Each release resolves the rows from the GPU, the KV dtype,
+    HiSparse and the DSA backend flags by its own rule (0.5.9 .. 0.5.12.post1
+    ``ModelRunner.calculate_mla_kv_cache_dim``: raw 576-byte rows when either NSA backend of
+    the server is trtllm, after ``ServerArgs._set_default_nsa_backends`` defaults them per
+    GPU; 0.5.5 .. 0.5.8 ``NSATokenToKVPool``: always the scaled 656-byte rows for fp8), which
+    kvcheck restates only for 0.5.23. Two sides with the same inputs on the same named GPU
+    resolve the same rows (decided); bf16 rows have one layout; differing dtypes differ in
+    bytes whatever the rule (the item-length checks decide them)."""
+    if prefill.bytes_per_element != 1 or decode.bytes_per_element != 1:  # not fp8 on both (the resolved dtype)
+        return None
+    if prefill.gpu_assumed or decode.gpu_assumed or prefill.gpu != decode.gpu:
+        return "fp8 DSA KV rows on GPUs kvcheck was not given (their layout follows the GPU, by each release's own rule)"
+    if prefill.dsa_resolution != decode.dsa_resolution:
+        return ("fp8 DSA KV rows whose sides set different DSA backends / HiSparse / KV dtype flags (the row layout "
+                "follows them by each release's own rule, restated for 0.5.23 only)")
+    return None

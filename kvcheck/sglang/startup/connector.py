@@ -150,6 +150,9 @@ def connector_outcome(side: Side, gpu: Gpu | None = None) -> ConnectorRefusal | 
     out = _nixl_manager_init(side)
     if out is not None:
         return out
+    out = hisparse_host_pool_registration(side)
+    if out is not None:
+        return out
     if a.disaggregation_mode == "decode" and host_receive_on(side):
         # No KV manager of 0.5.23 sets supports_host_destination (BaseKVManager: False).
         return ConnectorRefusal("decode-host-destination", "DecodePreallocQueue._init_kv_manager", "ValueError",
@@ -234,4 +237,37 @@ def _nixl_manager_init(side: Side) -> ConnectorRefusal | Stop | None:
                                 "Conflicting NIXL UCX device_list in SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS and "
                                 "--disaggregation-ib-device. Configure only one device selection or make them agree.")
     return None
-CONNECTOR_REFUSAL_IDS = ("staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination")
+# The first NIXL release whose UCX backend refuses host memory registered as VRAM
+# (``nixlUcxContext::memReg``: "VRAM memory is detected as host by UCX ... VRAM registration
+# cannot proceed", ai-dynamo/nixl#1385): measured with nixl-cu12 0.10.1 (registers, warning
+# "memory is detected as host") and 1.0.0 / 1.5.1 (``register_memory`` raises NIXL_ERR_BACKEND).
+NIXL_REFUSES_HOST_AS_VRAM = "1.0.0"
+
+
+def hisparse_host_pool_registration(side: Side) -> ConnectorRefusal | Stop | None:
+    """A HiSparse decode's KV registration over NIXL before SGLang 0.5.15: the decode hands its
+    HiSparse host pool (pinned host memory, ``hisparse_coordinator.mem_pool_host``) to the KV
+    manager as its KV buffers (``DecodePreallocQueue._init_kv_manager``, 0.5.10 .. 0.5.14), and
+    ``NixlKVManager.register_buffer_to_engine`` registers every KV buffer as ``"VRAM"`` (memory
+    kinds come with sgl-project/sglang#27563 in 0.5.15). With NIXL >= 1.0.0 ``register_memory``
+    raises ``nixlBackendError: NIXL_ERR_BACKEND`` and the decode's scheduler exits at start-up;
+    with an older NIXL the registration only warns, and what the transfers then do is not known
+    (a ``Stop``), as when the decode's NIXL release is not known."""
+    a = side.args
+    if a.disaggregation_mode != "decode" or not a.enable_hisparse or a.disaggregation_transfer_backend != "nixl":
+        return None
+    if release_at_least(side, "0.5.15") or not release_at_least(side, "0.5.10"):
+        return None
+    from kvcheck.sglang.server_nixl import nixl_in, server_nixl
+
+    got = server_nixl(side)
+    if nixl_in(got, [[NIXL_REFUSES_HOST_AS_VRAM, None]]) == "yes":
+        return ConnectorRefusal("hisparse-host-as-vram", "NixlKVManager.register_buffer_to_engine", "nixlBackendError", "NIXL_ERR_BACKEND")
+    runs = f"NIXL {got.describe()} ({got.source})" if got.known else f"an unknown NIXL ({got.source})"
+    return Stop(
+        f"the HiSparse decode registers its host KV pool with NIXL as VRAM before SGLang 0.5.15 (sgl-project/sglang#27563 "
+        f"adds DRAM destinations): NIXL >= {NIXL_REFUSES_HOST_AS_VRAM} refuses it at start-up (NIXL_ERR_BACKEND), an older "
+        f"NIXL registers it with a warning and what its transfers do is not known; the decode runs {runs}")
+
+
+CONNECTOR_REFUSAL_IDS = ("staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "hisparse-host-as-vram")

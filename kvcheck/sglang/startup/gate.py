@@ -92,10 +92,19 @@ def unrestated_steps(side: Side) -> list[str]:
         ("CP / DCP", a.attn_cp_size > 1 or a.dcp_size > 1 or bool(a.enable_prefill_cp)),
         ("speculative decoding other than EAGLE/NEXTN with topk 1",
          bool(algo) and not (algo in ("EAGLE", "NEXTN") and topk in (None, 1))),
-        ("HiSparse", bool(a.enable_hisparse)),
-        # _handle_hicache refuses nothing before 0.5.17 (it picks I/O backends and layouts), and the
-        # HiCache / radix-cache exclusion has the same text and place from 0.5.5.
-        ("HiCache", bool(a.enable_hierarchical_cache) and release_at_least(side, "0.5.17")),
+        # HiSparse: the model family, radix-cache, KV-dtype and mixed-chunk checks are restated per
+        # release (0.5.10 .. 0.5.23, resolution.validate_hisparse); its DSA backend checks and its
+        # speculative paths are not.
+        ("HiSparse with speculative decoding", bool(a.enable_hisparse) and bool(algo)),
+        # DSA backend flags: 0.5.5 .. 0.5.11 refuse nothing on them outside HiSparse (only
+        # check_server_args' HiSparse loop reads --nsa-*-backend); from 0.5.12 the DSA overrides
+        # and hisparse_hook check them by rules kvcheck restates for 0.5.22+ only.
+        ("a DSA model with a DSA backend flag", _is_dsa(side) and _dsa_backend_flags(side)
+         and (bool(a.enable_hisparse) or release_at_least(side, "0.5.12"))),
+        # HiCache: _handle_hicache refuses nothing before 0.5.17 (it picks I/O backends and layouts);
+        # 0.5.17 .. 0.5.21 add only the HiCache + DCP checks (_resolve_hicache_dcp_compatibility,
+        # 0.5.19 hicache_hook), reached through "CP / DCP" above; the HiCache / radix-cache
+        # exclusion has the same text and place from 0.5.5 (measured 0.5.5 .. 0.5.21).
         ("--disaggregation-decode-enable-offload-kvcache", bool(_raw(side, "disaggregation_decode_enable_offload_kvcache", False))),
         ("the decode radix cache", bool(a.disaggregation_decode_enable_radix_cache)),
         ("KV sharding", bool(a.enable_kv_cache_sharding)),
@@ -106,3 +115,10 @@ def unrestated_steps(side: Side) -> list[str]:
         ("SGLANG_DISAGG_STAGING_BUFFER", _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER")),
     ) if on]
 
+
+
+def _dsa_backend_flags(side: Side) -> bool:
+    """Whether the side sets a DSA (NSA) prefill/decode backend (``--dsa-*-backend``, the older
+    ``--nsa-*-backend``): each release resolves and checks them by its own rule."""
+    raw = side.raw_args or {}
+    return any(raw.get(f"{p}_{r}_backend") for p in ("dsa", "nsa") for r in ("prefill", "decode"))

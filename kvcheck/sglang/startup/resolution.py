@@ -152,6 +152,12 @@ def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
     to flashmla_sparse (bfloat16) or flashmla_kv (fp8_e4m3); TileLang with FP8 KV and the
     ROCm-only triton backend are refused."""
     a = side.args
+    if dsa_pass(side, kv_pass=True) and not a.enable_hisparse and {"tilelang", "triton"} & {a.dsa_prefill_backend, a.dsa_decode_backend}:
+        # The non-HiSparse arm (learnable-sink and GLM SM12 FP8 early returns, then
+        # _check_dsa_backend_constraints: ROCm-only triton, TileLang FP8 with both backends
+        # tilelang, no DCP, SM89+) is not restated; measured: TileLang FP8 with one tilelang
+        # backend is refused by 0.5.22 and 0.5.23 ("raw and scaled FP8 KV layouts cannot be mixed").
+        return Stop("a DSA model with a tilelang / triton DSA backend flag: _check_dsa_backend_constraints is not restated")
     if not (dsa_pass(side, kv_pass=True) and a.enable_hisparse):
         return None
     kv = _dsa_resolved_kv_dtype(side, gpu)
@@ -255,21 +261,21 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
     if not a.enable_hisparse:
         return None
     arch = _arch(side)
+    if not release_at_least(side, "0.5.21") and (arch in DEEPSEEK_V4_ARCHS or arch in MINIMAX_SPARSE_ARCHS):
+        return Stop("HiSparse on DeepSeek V4 / MiniMax M3 before SGLang 0.5.21: that release's model checks are not restated")
     # DeepseekV4ForCausalLM (is_deepseek_v4) passes the model assert and, on CUDA, takes the
     # DSA path's dtype/backend checks below with its own resolved KV dtype (fp8_e4m3 for auto).
     is_v4 = arch == "DeepseekV4ForCausalLM" and side.model.dsv4
     if (arch in DEEPSEEK_V4_ARCHS and not is_v4) or arch in MINIMAX_SPARSE_ARCHS:
         return Stop("HiSparse on DeepSeek V4 (NextN/DSpark/V4.1) / MiniMax M3: their start-up checks are not restated")
     if not _is_dsa(side) and not is_v4:
-        return Refusal("hisparse-model", "validate_hisparse", "AssertionError",
-                       "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
-                       "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
+        return Refusal("hisparse-model", "validate_hisparse", "AssertionError", _hisparse_model_text(side))
     if a.radix_cache_enabled:
         return Refusal("hisparse-radix-cache", "validate_hisparse", "AssertionError",
                        "Hierarchical sparse attention currently requires --disable-radix-cache.")
     algo = resolved_speculative_algorithm(side)
     enable_spec = algo is not None and algo != "NONE"
-    if a.enable_mixed_chunk:
+    if a.enable_mixed_chunk and release_at_least(side, "0.5.22"):  # validate_hisparse_feature_combos, from 0.5.22
         if enable_spec:
             return Stop("HiSparse with --enable-mixed-chunk and speculation: whether the speculative hook turns mixed chunk off is not restated")
         return Refusal("hisparse-mixed-chunk", "validate_hisparse_feature_combos", "ValueError",
@@ -290,6 +296,8 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
         # The dtype string validate_hisparse reads: rewritten by _dsa_kv_cache_dtype_default only
         # for the architectures model_hook runs it for (not the DSA NextN architectures).
         kv = _resolved_kv_dtype(side, gpu)
+        if (older := _hisparse_kv_dtype_before_0_5_14(side, kv)) is not None:
+            return older
         if release_at_least(side, "0.5.14") and kv not in ("bfloat16", "auto", "fp8_e4m3") and kv not in HISPARSE_KV_CACHE_DTYPES:
             # validate_hisparse_kv_cache_dtype (hisparse_hook.py, from SGLang 0.5.14; same text
             # through 0.5.23). A DSA architecture in DSA_KV_PASS_ARCHS is refused earlier by
@@ -308,4 +316,37 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
                            f"but got --dsa-{label}-backend={backend}. "
                            f"Please use one of {allowed}, or omit the option "
                            "to let SGLang pick a backend for this platform.")
+    return None
+
+
+def _hisparse_model_text(side: Side) -> str:
+    """The model-family assertion's text of the side's release (``check_server_args`` 0.5.10 ..
+    0.5.11, ``hisparse_hook.validate_hisparse`` from 0.5.12)."""
+    if not release_at_least(side, "0.5.12"):
+        return ("--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models now"
+                "(e.g., DeepSeek V3.2, GLM-5). ")
+    if not release_at_least(side, "0.5.21"):
+        return ("--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) "
+                "models (e.g., DeepSeek V3.2, GLM-5) and DeepSeek V4 now. ")
+    return ("--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
+            "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
+
+
+def _hisparse_kv_dtype_before_0_5_14(side: Side, kv: str) -> Outcome:
+    """The KV dtype check of HiSparse before 0.5.14, on the dtype string after resolution:
+    none in 0.5.10 .. 0.5.10.post1; 0.5.11 ``check_server_args``: bfloat16 only; 0.5.12 ..
+    0.5.13 ``validate_hisparse``: bfloat16, auto or fp8_e4m3 (the DSA backend checks after it
+    only read backend flags, left to ``gate.unrestated_steps`` before 0.5.22)."""
+    if release_at_least(side, "0.5.14") or not release_at_least(side, "0.5.11"):
+        return None
+    if not release_at_least(side, "0.5.12"):
+        if kv != "bfloat16":
+            return Refusal("hisparse-kv-dtype", "check_server_args", "ValueError",
+                           f"HiSparse requires bfloat16 KV cache, but got --kv-cache-dtype={kv}. "
+                           "Please use --kv-cache-dtype=bfloat16.")
+        return None
+    if kv not in ("bfloat16", "auto", "fp8_e4m3"):
+        return Refusal("hisparse-kv-dtype", "validate_hisparse", "ValueError",
+                       f"HiSparse requires bfloat16 or fp8_e4m3 KV cache, but got --kv-cache-dtype={kv}. "
+                       "Please use --kv-cache-dtype=bfloat16 or fp8_e4m3.")
     return None
