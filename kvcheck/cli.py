@@ -33,6 +33,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+
 def _version(value: bool) -> None:
     """``--version``: kvcheck's version and the SGLang releases it models, then exit 0."""
     if value:
@@ -46,7 +47,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Print kvcheck's version and the SGLang releases it models, then exit."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_version,
+        is_eager=True,
+        help="Print kvcheck's version and the SGLang releases it models, then exit.",
+    ),
 ) -> None:
     """Will your prefill and decode servers move KV cache over NIXL? kvcheck answers in
     milliseconds, before anything starts, with SGLang's own decision logic.
@@ -79,46 +87,227 @@ EPILOG = (
 
 @app.command(epilog=EPILOG)
 def preflight(
-    files: list[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="A deployment as published (repeatable, kubectl style): a Kubernetes manifest (multi-document, List; Deployment, StatefulSet, Job, LeaderWorkerSet, DynamoGraphDeployment, RoleBasedGroup, OME runtimes, llm-d, AIBrix), an srt-slurm recipe, or a shell script / docs block of launch lines. Every prefill and decode instance is checked, grouped into classes. Not with --prefill/--decode."),
-    prefill: str | None = typer.Option(None, "--prefill", "-p", metavar="FILE|URL", help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL (one pair; not with -f)."),
-    decode: str | None = typer.Option(None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."),
-    format: str = typer.Option("table", "--format", "-o", metavar="table|json|junit|github", help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions annotations). The exit status is the same for every format."),
-    env_file: Path | None = typer.Option(None, "--env", metavar="FILE", help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files."),
-    values: list[Path] = typer.Option([], "--values", metavar="FILE", help="A values file for a Helm chart directory given to -f (helm template -f FILE; repeatable, in order)."),
-    config_file: list[str] = typer.Option([], "--config-file", metavar="IMAGE_PATH=LOCAL_PATH", help="A local copy of a config file that a -f launch line names inside the image (--config /etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is unchecked."),
-    models_dir: Path | None = typer.Option(None, "--models", metavar="DIR", help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; HF_HUB_CACHE / HF_HOME are also read."),
-    allow_unchecked: bool = typer.Option(False, "--allow-unchecked", help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, unresolved variable) exits 0 instead of 4; the output still says unchecked."),
-    kernel: str = typer.Option("builtin", "--kernel", metavar="builtin|runtime|auto", help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, else builtin)."),
-    ignore: list[str] = typer.Option([], "--ignore", metavar="ID", help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, marked ignored."),
-    prefill_env: Path | None = typer.Option(None, "--prefill-env", help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...)."),
+    files: list[Path] = typer.Option(
+        [],
+        "--file",
+        "-f",
+        metavar="FILE",
+        help="A deployment as published (repeatable, kubectl style): a Kubernetes manifest (multi-document, List; "
+        "Deployment, StatefulSet, Job, LeaderWorkerSet, DynamoGraphDeployment, RoleBasedGroup, OME runtimes, "
+        "llm-d, AIBrix), an srt-slurm recipe, or a shell script / docs block of launch lines. Every prefill "
+        "and decode instance is checked, grouped into classes. Not with --prefill/--decode.",
+    ),
+    prefill: str | None = typer.Option(
+        None,
+        "--prefill",
+        "-p",
+        metavar="FILE|URL",
+        help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL (one pair; not "
+        "with -f).",
+    ),
+    decode: str | None = typer.Option(
+        None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."
+    ),
+    format: str = typer.Option(
+        "table",
+        "--format",
+        "-o",
+        metavar="table|json|junit|github",
+        help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions "
+        "annotations). The exit status is the same for every format.",
+    ),
+    env_file: Path | None = typer.Option(
+        None,
+        "--env",
+        metavar="FILE",
+        help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files.",
+    ),
+    values: list[Path] = typer.Option(
+        [],
+        "--values",
+        metavar="FILE",
+        help="A values file for a Helm chart directory given to -f (helm template -f FILE; repeatable, in order).",
+    ),
+    config_file: list[str] = typer.Option(
+        [],
+        "--config-file",
+        metavar="IMAGE_PATH=LOCAL_PATH",
+        help="A local copy of a config file that a -f launch line names inside the image (--config "
+        "/etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is "
+        "unchecked.",
+    ),
+    models_dir: Path | None = typer.Option(
+        None,
+        "--models",
+        metavar="DIR",
+        help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; "
+        "HF_HUB_CACHE / HF_HOME are also read.",
+    ),
+    allow_unchecked: bool = typer.Option(
+        False,
+        "--allow-unchecked",
+        help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, "
+        "unresolved variable) exits 0 instead of 4; the output still says unchecked.",
+    ),
+    kernel: str = typer.Option(
+        "builtin",
+        "--kernel",
+        metavar="builtin|runtime|auto",
+        help="Decision code: builtin (kvcheck's restatement of SGLang 0.5.23, milliseconds), runtime (the installed "
+        "SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang is importable, "
+        "else builtin).",
+    ),
+    ignore: list[str] = typer.Option(
+        [],
+        "--ignore",
+        metavar="ID",
+        help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, "
+        "marked ignored.",
+    ),
+    prefill_env: Path | None = typer.Option(
+        None,
+        "--prefill-env",
+        help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, "
+        "SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...).",
+    ),
     decode_env: Path | None = typer.Option(None, "--decode-env", help="VAR=value file with the decode's environment."),
-    model_config: Path | None = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
-    prefill_model_config: Path | None = typer.Option(None, "--prefill-model-config", help="The prefill's model config.json (overrides --model-config)."),
-    decode_model_config: Path | None = typer.Option(None, "--decode-model-config", help="The decode's model config.json (overrides --model-config)."),
-    draft_model_config: Path | None = typer.Option(None, "--draft-model-config", help="The draft model's config.json when speculative-draft-model-path is a hub id."),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps)."),
-    bootstrap: str | None = typer.Option(None, "--bootstrap", help="A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port)."),
-    connect_timeout: float = typer.Option(3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each TCP/TLS connect to a live server."),
-    deadline: float = typer.Option(10.0, "--deadline", callback=_seconds, help="Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 until then); two live sides are read side by side. Past it: exit 3."),
-    prefill_agent: str | None = typer.Option(None, "--prefill-agent", help="A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a saved blob. Its live regions are compared with the args."),
-    decode_agent: str | None = typer.Option(None, "--decode-agent", help="A kvcheck NIXL agent of the decode role (same forms). Needed by --probe."),
-    probe: bool = typer.Option(False, "--probe", help="Move real bytes along each segment of the plan from a prefill-role agent started here to --decode-agent, and verify them."),
-    timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds each agent read and each probe wait may take; on expiry the step is named in a finding."),
-    probe_pages: int = typer.Option(4, "--probe-pages", help="Pages per region the probe writes (capped by what the decode agent registered)."),
-    gpu: str | None = typer.Option(None, "--gpu", metavar="GPU", help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output."),
-    prefill_gpu: str | None = typer.Option(None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."),
-    decode_gpu: str | None = typer.Option(None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."),
-    sglang_version: str | None = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what the input says (an image tag, /server_info's version). Default: the releases the input and its flags allow; the pair is decided on each (the output names the window)."),
-    prefill_sglang_version: str | None = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
-    decode_sglang_version: str | None = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
-    root: Path | None = typer.Option(None, "--root", metavar="DIR", help="The directory files named inside the inputs (a --config in a launch line, a model-path directory) may be read from; default: each input file's own directory. Nothing outside it is read, by '..' or symlink."),
-    max_instances: int | None = typer.Option(None, "--max-instances", metavar="N", help="Most server instances (replicas and nodes included) one deployment may expand to before it is refused (default 4096)."),
-    max_nodes: int | None = typer.Option(None, "--max-nodes", metavar="N", help="Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096)."),
-    max_variants: int | None = typer.Option(None, "--max-variants", metavar="N", help="Most sweep/override variants one srt-slurm recipe may expand to (default 256)."),
-    max_containers: int | None = typer.Option(None, "--max-containers", metavar="N", help="Most SGLang containers (launch lines) read from one deployment file (default 2048)."),
-    max_classes: int | None = typer.Option(None, "--max-classes", metavar="N", help="Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64)."),
+    model_config: Path | None = typer.Option(
+        None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."
+    ),
+    prefill_model_config: Path | None = typer.Option(
+        None, "--prefill-model-config", help="The prefill's model config.json (overrides --model-config)."
+    ),
+    decode_model_config: Path | None = typer.Option(
+        None, "--decode-model-config", help="The decode's model config.json (overrides --model-config)."
+    ),
+    draft_model_config: Path | None = typer.Option(
+        None,
+        "--draft-model-config",
+        help="The draft model's config.json when speculative-draft-model-path is a hub id.",
+    ),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        envvar="KVCHECK_API_KEY",
+        show_default=False,
+        show_envvar=True,
+        help="Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps).",
+    ),
+    bootstrap: str | None = typer.Option(
+        None,
+        "--bootstrap",
+        help="A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port).",
+    ),
+    connect_timeout: float = typer.Option(
+        3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each TCP/TLS connect to a live server."
+    ),
+    deadline: float = typer.Option(
+        10.0,
+        "--deadline",
+        callback=_seconds,
+        help="Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 "
+        "until then); two live sides are read side by side. Past it: exit 3.",
+    ),
+    prefill_agent: str | None = typer.Option(
+        None,
+        "--prefill-agent",
+        help="A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a saved "
+        "blob. Its live regions are compared with the args.",
+    ),
+    decode_agent: str | None = typer.Option(
+        None, "--decode-agent", help="A kvcheck NIXL agent of the decode role (same forms). Needed by --probe."
+    ),
+    probe: bool = typer.Option(
+        False,
+        "--probe",
+        help="Move real bytes along each segment of the plan from a prefill-role agent started here to "
+        "--decode-agent, and verify them.",
+    ),
+    timeout: float = typer.Option(
+        5.0,
+        "--timeout",
+        callback=_seconds,
+        help="Seconds each agent read and each probe wait may take; on expiry the step is named in a finding.",
+    ),
+    probe_pages: int = typer.Option(
+        4, "--probe-pages", help="Pages per region the probe writes (capped by what the decode agent registered)."
+    ),
+    gpu: str | None = typer.Option(
+        None,
+        "--gpu",
+        metavar="GPU",
+        help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, "
+        "attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output.",
+    ),
+    prefill_gpu: str | None = typer.Option(
+        None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."
+    ),
+    decode_gpu: str | None = typer.Option(
+        None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."
+    ),
+    sglang_version: str | None = typer.Option(
+        None,
+        "--sglang-version",
+        metavar="VERSION",
+        help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what the input says (an image "
+        "tag, /server_info's version). Default: the releases the input and its flags allow; the pair is "
+        "decided on each (the output names the window).",
+    ),
+    prefill_sglang_version: str | None = typer.Option(
+        None,
+        "--prefill-sglang-version",
+        metavar="VERSION",
+        help="The prefill's SGLang release (overrides --sglang-version).",
+    ),
+    decode_sglang_version: str | None = typer.Option(
+        None,
+        "--decode-sglang-version",
+        metavar="VERSION",
+        help="The decode's SGLang release (overrides --sglang-version).",
+    ),
+    root: Path | None = typer.Option(
+        None,
+        "--root",
+        metavar="DIR",
+        help="The directory files named inside the inputs (a --config in a launch line, a model-path directory) may "
+        "be read from; default: each input file's own directory. Nothing outside it is read, by '..' or "
+        "symlink.",
+    ),
+    max_instances: int | None = typer.Option(
+        None,
+        "--max-instances",
+        metavar="N",
+        help="Most server instances (replicas and nodes included) one deployment may expand to before it is refused "
+        "(default 4096).",
+    ),
+    max_nodes: int | None = typer.Option(
+        None,
+        "--max-nodes",
+        metavar="N",
+        help="Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096).",
+    ),
+    max_variants: int | None = typer.Option(
+        None,
+        "--max-variants",
+        metavar="N",
+        help="Most sweep/override variants one srt-slurm recipe may expand to (default 256).",
+    ),
+    max_containers: int | None = typer.Option(
+        None,
+        "--max-containers",
+        metavar="N",
+        help="Most SGLang containers (launch lines) read from one deployment file (default 2048).",
+    ),
+    max_classes: int | None = typer.Option(
+        None,
+        "--max-classes",
+        metavar="N",
+        help="Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64).",
+    ),
 ) -> None:
-    """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime errors."""
+    """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided
+    once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime
+    errors."""
     from kvcheck import report as renderers
     from kvcheck.report import FORMATS
     from kvcheck.sources import is_live_spec, load_side
@@ -129,19 +318,47 @@ def preflight(
     from kvcheck.sources.limits import set_caps
 
     set_read_root(root)
-    set_caps(instances=max_instances, nodes=max_nodes, variants=max_variants, containers=max_containers, classes=max_classes)
-    _check_release_options(sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version)
+    set_caps(
+        instances=max_instances, nodes=max_nodes, variants=max_variants, containers=max_containers, classes=max_classes
+    )
+    _check_release_options(
+        sglang_version=sglang_version,
+        prefill_sglang_version=prefill_sglang_version,
+        decode_sglang_version=decode_sglang_version,
+    )
     if files:
         if prefill is not None or decode is not None:
-            raise KvcheckError("give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f")
-        _preflight_deployments(files, format=format, env_file=env_file, models_dir=models_dir, allow_unchecked=allow_unchecked, config_file=config_file, values=values,
-                               model_config=model_config, kernel=kernel, ignore=ignore, gpu=gpu, prefill_gpu=prefill_gpu, decode_gpu=decode_gpu,
-                               sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
-                               decode_sglang_version=decode_sglang_version, prefill_env=prefill_env, decode_env=decode_env,
-                               prefill_model_config=prefill_model_config, decode_model_config=decode_model_config,
-                               draft_model_config=draft_model_config)
+            raise KvcheckError(
+                "give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f"
+            )
+        _preflight_deployments(
+            files,
+            format=format,
+            env_file=env_file,
+            models_dir=models_dir,
+            allow_unchecked=allow_unchecked,
+            config_file=config_file,
+            values=values,
+            model_config=model_config,
+            kernel=kernel,
+            ignore=ignore,
+            gpu=gpu,
+            prefill_gpu=prefill_gpu,
+            decode_gpu=decode_gpu,
+            sglang_version=sglang_version,
+            prefill_sglang_version=prefill_sglang_version,
+            decode_sglang_version=decode_sglang_version,
+            prefill_env=prefill_env,
+            decode_env=decode_env,
+            prefill_model_config=prefill_model_config,
+            decode_model_config=decode_model_config,
+            draft_model_config=draft_model_config,
+        )
     if prefill is None or decode is None:
-        raise KvcheckError("give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode", field="--prefill/--decode" if (prefill or decode) else "-f")
+        raise KvcheckError(
+            "give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode",
+            field="--prefill/--decode" if (prefill or decode) else "-f",
+        )
     live = {"api_key": api_key, "connect_timeout": connect_timeout, "deadline": deadline}
     from kvcheck.cluster import ClusterOptions
     from kvcheck.cluster.pair_input import run_pair
@@ -150,20 +367,48 @@ def preflight(
     # One pipeline: the pair is a deployment of two instances, checked by the same stages
     # as -f (releases, classes, pair decisions, cluster checks, one report).
     def load_live(spec: str, role: Role):
-        per_role = {"prefill": (prefill_env, prefill_model_config, prefill_gpu, prefill_sglang_version),
-                    "decode": (decode_env, decode_model_config, decode_gpu, decode_sglang_version)}[role]
+        per_role = {
+            "prefill": (prefill_env, prefill_model_config, prefill_gpu, prefill_sglang_version),
+            "decode": (decode_env, decode_model_config, decode_gpu, decode_sglang_version),
+        }[role]
         extra = {"bootstrap": bootstrap} if role == "prefill" else {}
-        return load_side(spec, role, env_file=per_role[0], model_config=per_role[1] or model_config, draft_model_config=draft_model_config,
-                         gpu=per_role[2] or gpu, sglang_version=per_role[3] or sglang_version, **extra, **live)
+        return load_side(
+            spec,
+            role,
+            env_file=per_role[0],
+            model_config=per_role[1] or model_config,
+            draft_model_config=draft_model_config,
+            gpu=per_role[2] or gpu,
+            sglang_version=per_role[3] or sglang_version,
+            **extra,
+            **live,
+        )
 
-    opts = ClusterOptions(model_config=model_config, prefill_model_config=prefill_model_config, decode_model_config=decode_model_config,
-                          draft_model_config=draft_model_config, models_dir=models_dir, sglang_version=sglang_version,
-                          prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu,
-                          prefill_gpu=prefill_gpu, decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked,
-                          prefill_env=read_env_file(prefill_env) if prefill_env is not None and not is_live_spec(prefill) else None,
-                          decode_env=read_env_file(decode_env) if decode_env is not None and not is_live_spec(decode) else None)
-    report, p, d = run_pair(prefill, decode, opts, load_live=load_live,
-                            read_pair=lambda rp, rd: _read_pair(rp, rd, both_live=is_live_spec(prefill) and is_live_spec(decode)))
+    opts = ClusterOptions(
+        model_config=model_config,
+        prefill_model_config=prefill_model_config,
+        decode_model_config=decode_model_config,
+        draft_model_config=draft_model_config,
+        models_dir=models_dir,
+        sglang_version=sglang_version,
+        prefill_sglang_version=prefill_sglang_version,
+        decode_sglang_version=decode_sglang_version,
+        gpu=gpu,
+        prefill_gpu=prefill_gpu,
+        decode_gpu=decode_gpu,
+        kernel=kernel,
+        ignore=tuple(ignore),
+        allow_unchecked=allow_unchecked,
+        prefill_env=read_env_file(prefill_env) if prefill_env is not None and not is_live_spec(prefill) else None,
+        decode_env=read_env_file(decode_env) if decode_env is not None and not is_live_spec(decode) else None,
+    )
+    report, p, d = run_pair(
+        prefill,
+        decode,
+        opts,
+        load_live=load_live,
+        read_pair=lambda rp, rd: _read_pair(rp, rd, both_live=is_live_spec(prefill) and is_live_spec(decode)),
+    )
     if p is None or d is None:
         prefill_agent = decode_agent = None
         probe = False
@@ -180,7 +425,17 @@ def preflight(
     elif prefill_agent or decode_agent or probe:
         from kvcheck.nixl.commands import augment_preflight
 
-        augment_preflight(report, p, d, prefill_agent=prefill_agent, decode_agent=decode_agent, probe=probe, timeout=timeout, pages=probe_pages, show_progress=format != "json" and sys.stderr.isatty())
+        augment_preflight(
+            report,
+            p,
+            d,
+            prefill_agent=prefill_agent,
+            decode_agent=decode_agent,
+            probe=probe,
+            timeout=timeout,
+            pages=probe_pages,
+            show_progress=format != "json" and sys.stderr.isatty(),
+        )
         from kvcheck.checks.ids import apply_ignore
 
         apply_ignore(report.findings, ignore)  # once, over every finding (live agent and probe ones too)
@@ -230,21 +485,46 @@ def _check_release_options(**options: str | None) -> None:
     for name, value in options.items():
         if value is not None and parse_release(value) is None:
             flag = "--" + name.replace("_", "-")
-            raise KvcheckError(f"{value!r} is not an SGLang release number such as 0.5.8 or 0.5.8.post1 (kvcheck models {describe_modeled()})", field=flag)
+            raise KvcheckError(
+                f"{value!r} is not an SGLang release number such as 0.5.8 or 0.5.8.post1 (kvcheck models "
+                f"{describe_modeled()})",
+                field=flag,
+            )
 
 
-def _preflight_deployments(files: list[Path], *, format: str, env_file: Path | None, models_dir: Path | None, allow_unchecked: bool,
-                           model_config: Path | None, kernel: str, ignore: list[str], gpu: str | None, prefill_gpu: str | None,
-                           decode_gpu: str | None, sglang_version: str | None = None, prefill_sglang_version: str | None = None,
-                           decode_sglang_version: str | None = None, prefill_env: Path | None = None, decode_env: Path | None = None,
-                           prefill_model_config: Path | None = None, decode_model_config: Path | None = None,
-                           draft_model_config: Path | None = None, config_file: list[str] | None = None,
-                           values: list[Path] | None = None) -> None:
+def _preflight_deployments(
+    files: list[Path],
+    *,
+    format: str,
+    env_file: Path | None,
+    models_dir: Path | None,
+    allow_unchecked: bool,
+    model_config: Path | None,
+    kernel: str,
+    ignore: list[str],
+    gpu: str | None,
+    prefill_gpu: str | None,
+    decode_gpu: str | None,
+    sglang_version: str | None = None,
+    prefill_sglang_version: str | None = None,
+    decode_sglang_version: str | None = None,
+    prefill_env: Path | None = None,
+    decode_env: Path | None = None,
+    prefill_model_config: Path | None = None,
+    decode_model_config: Path | None = None,
+    draft_model_config: Path | None = None,
+    config_file: list[str] | None = None,
+    values: list[Path] | None = None,
+) -> None:
     """``preflight -f``: read the deployments, check them (kvcheck.cluster), render, exit."""
     try:
         from kvcheck.sources.deployments import read_deployments
     except ImportError:
-        raise KvcheckError("this kvcheck build has no deployment readers (kvcheck.sources.deployments.read_deployments); use --prefill/--decode", field="-f") from None
+        raise KvcheckError(
+            "this kvcheck build has no deployment readers (kvcheck.sources.deployments.read_deployments); use "
+            "--prefill/--decode",
+            field="-f",
+        ) from None
     from kvcheck.cluster import ClusterOptions, check_deployments
     from kvcheck.sources.files import read_env_file
 
@@ -254,15 +534,32 @@ def _preflight_deployments(files: list[Path], *, format: str, env_file: Path | N
     for item in config_file or []:
         image_path, eq, local = item.partition("=")
         if not eq or not image_path or not local:
-            raise KvcheckError(f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)", field="--config-file")
+            raise KvcheckError(
+                f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)",
+                field="--config-file",
+            )
         config_files[image_path] = local
-    deployments = read_deployments(list(files), env=env, config_files=config_files, helm_values=[str(v) for v in values or ()])
-    opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version,
-                          prefill_sglang_version=prefill_sglang_version, decode_sglang_version=decode_sglang_version, gpu=gpu, prefill_gpu=prefill_gpu,
-                          decode_gpu=decode_gpu, kernel=kernel, ignore=tuple(ignore), allow_unchecked=allow_unchecked,
-                          prefill_env=read_env_file(prefill_env) if prefill_env is not None else None,
-                          decode_env=read_env_file(decode_env) if decode_env is not None else None,
-                          prefill_model_config=prefill_model_config, decode_model_config=decode_model_config, draft_model_config=draft_model_config)
+    deployments = read_deployments(
+        list(files), env=env, config_files=config_files, helm_values=[str(v) for v in values or ()]
+    )
+    opts = ClusterOptions(
+        model_config=model_config,
+        models_dir=models_dir,
+        sglang_version=sglang_version,
+        prefill_sglang_version=prefill_sglang_version,
+        decode_sglang_version=decode_sglang_version,
+        gpu=gpu,
+        prefill_gpu=prefill_gpu,
+        decode_gpu=decode_gpu,
+        kernel=kernel,
+        ignore=tuple(ignore),
+        allow_unchecked=allow_unchecked,
+        prefill_env=read_env_file(prefill_env) if prefill_env is not None else None,
+        decode_env=read_env_file(decode_env) if decode_env is not None else None,
+        prefill_model_config=prefill_model_config,
+        decode_model_config=decode_model_config,
+        draft_model_config=draft_model_config,
+    )
     report = check_deployments(deployments, opts)
     _decided_exit = report.exit_code
     try:
@@ -294,11 +591,31 @@ def _preflight_deployments(files: list[Path], *, format: str, env_file: Path | N
 def snapshot(
     url: str = typer.Argument(..., help="A live SGLang server's HTTP address, http(s)://HOST:PORT."),
     output: str = typer.Option(..., "--output", "-o", help="Where to save the snapshot JSON ('-' for stdout)."),
-    role: str | None = typer.Option(None, "--role", help="prefill or decode (default: the server's disaggregation_mode). A prefill's bootstrap /route is saved too."),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help="Bearer token for the server's HTTP API."),
-    bootstrap: str | None = typer.Option(None, "--bootstrap", help="The prefill's bootstrap server URL (default: http://HOST:disaggregation_bootstrap_port)."),
-    connect_timeout: float = typer.Option(3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each connect."),
-    deadline: float = typer.Option(10.0, "--deadline", callback=_seconds, help="Seconds the capture may take in all, retries included."),
+    role: str | None = typer.Option(
+        None,
+        "--role",
+        help="prefill or decode (default: the server's disaggregation_mode). A prefill's bootstrap /route is saved "
+        "too.",
+    ),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        envvar="KVCHECK_API_KEY",
+        show_default=False,
+        show_envvar=True,
+        help="Bearer token for the server's HTTP API.",
+    ),
+    bootstrap: str | None = typer.Option(
+        None,
+        "--bootstrap",
+        help="The prefill's bootstrap server URL (default: http://HOST:disaggregation_bootstrap_port).",
+    ),
+    connect_timeout: float = typer.Option(
+        3.0, "--connect-timeout", callback=_seconds, help="Seconds to wait for each connect."
+    ),
+    deadline: float = typer.Option(
+        10.0, "--deadline", callback=_seconds, help="Seconds the capture may take in all, retries included."
+    ),
 ) -> None:
     """Save a live server's redacted /server_info (+ /model_info, + the bootstrap /route for a
     prefill) to check it later, offline: kvcheck preflight --prefill FILE ...
@@ -310,35 +627,112 @@ def snapshot(
 
     if role not in (None, "prefill", "decode"):
         raise KvcheckError(f"unknown role {role!r}; choose prefill or decode", field="--role")
-    snap = capture(url, cast("Role | None", role), api_key=api_key, bootstrap=bootstrap, connect_timeout=connect_timeout, deadline=deadline, tolerate_route=True)
+    snap = capture(
+        url,
+        cast("Role | None", role),
+        api_key=api_key,
+        bootstrap=bootstrap,
+        connect_timeout=connect_timeout,
+        deadline=deadline,
+        tolerate_route=True,
+    )
     write_snapshot(snap, output)
     if snap.get("route_error"):
         typer.echo(f"kvcheck: warning: saved without the bootstrap /route reply: {snap['route_error']}", err=True)
     info = snap["server_info"]
-    typer.echo(f"kvcheck: saved {snap['role'] or 'server'} snapshot of {snap['url']} (SGLang {info.get('version', '?')}) to {output}", err=True)
+    typer.echo(
+        f"kvcheck: saved {snap['role'] or 'server'} snapshot of {snap['url']} (SGLang {info.get('version', '?')}) to "
+        f"{output}",
+        err=True,
+    )
 
 
 @app.command("agent")
 def agent(
     role: str = typer.Option(..., "--role", help="prefill or decode: whose KV regions to register."),
-    config: str = typer.Option(..., "--config", "-c", help="That side's server args, in any form preflight reads (YAML, command line, JSON, snapshot)."),
-    ttl: str | None = typer.Option(None, "--ttl", help="Seconds to live (required; finite, at most 604800 = 7 days); the agent also stops on SIGTERM/SIGINT, then deregisters and withdraws its metadata."),
-    listen: str | None = typer.Option(None, "--listen", help="HOST:PORT to serve the metadata and region confirmations on (NIXL's listener protocol, kvcheck's read-only server; NIXL's own listener thread is never started). Default 127.0.0.1 on a free port, also with --etcd."),
-    etcd: str | None = typer.Option(None, "--etcd", help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit)."),
-    pages: int = typer.Option(4, "--pages", help="Pages per region to allocate and register (bytes per region = item length x pages)."),
-    backend: str = typer.Option("UCX", "--backend", help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX), or mooncake: a Mooncake TransferEngine agent (--disaggregation-transfer-backend mooncake)."),
-    protocol: str | None = typer.Option(None, "--protocol", help="mooncake: the transfer protocol (MOONCAKE_PROTOCOL; default: that side's env, else rdma, which falls back to tcp on a node without RDMA devices)."),
-    ib_device: str | None = typer.Option(None, "--ib-device", help="mooncake: RDMA devices for this agent (default: that side's --disaggregation-ib-device when it is a plain list)."),
-    metadata_server: str | None = typer.Option(None, "--metadata-server", help="mooncake: the metadata exchange (default P2PHANDSHAKE, SGLang's; or an http://HOST:PORT/metadata server or etcd://HOST:PORT)."),
-    gpu: str = typer.Option("auto", "--gpu", help="auto: VRAM regions on the GPU when torch or cupy sees one, else DRAM stand-ins (reported); off: always stand-ins."),
+    config: str = typer.Option(
+        ...,
+        "--config",
+        "-c",
+        help="That side's server args, in any form preflight reads (YAML, command line, JSON, snapshot).",
+    ),
+    ttl: str | None = typer.Option(
+        None,
+        "--ttl",
+        help="Seconds to live (required; finite, at most 604800 = 7 days); the agent also stops on SIGTERM/SIGINT, "
+        "then deregisters and withdraws its metadata.",
+    ),
+    listen: str | None = typer.Option(
+        None,
+        "--listen",
+        help="HOST:PORT to serve the metadata and region confirmations on (NIXL's listener protocol, kvcheck's "
+        "read-only server; NIXL's own listener thread is never started). Default 127.0.0.1 on a free port, "
+        "also with --etcd.",
+    ),
+    etcd: str | None = typer.Option(
+        None,
+        "--etcd",
+        help="http://HOST:PORT of etcd: publish with NIXL's etcd support (keys under /nixl/agents/, deleted on exit).",
+    ),
+    pages: int = typer.Option(
+        4, "--pages", help="Pages per region to allocate and register (bytes per region = item length x pages)."
+    ),
+    backend: str = typer.Option(
+        "UCX",
+        "--backend",
+        help="NIXL backend (SGLANG_DISAGGREGATION_NIXL_BACKEND; the runtime's default is UCX), or mooncake: a "
+        "Mooncake TransferEngine agent (--disaggregation-transfer-backend mooncake).",
+    ),
+    protocol: str | None = typer.Option(
+        None,
+        "--protocol",
+        help="mooncake: the transfer protocol (MOONCAKE_PROTOCOL; default: that side's env, else rdma, which falls "
+        "back to tcp on a node without RDMA devices).",
+    ),
+    ib_device: str | None = typer.Option(
+        None,
+        "--ib-device",
+        help="mooncake: RDMA devices for this agent (default: that side's --disaggregation-ib-device when it is a "
+        "plain list).",
+    ),
+    metadata_server: str | None = typer.Option(
+        None,
+        "--metadata-server",
+        help="mooncake: the metadata exchange (default P2PHANDSHAKE, SGLang's; or an http://HOST:PORT/metadata "
+        "server or etcd://HOST:PORT).",
+    ),
+    gpu: str = typer.Option(
+        "auto",
+        "--gpu",
+        help="auto: VRAM regions on the GPU when torch or cupy sees one, else DRAM stand-ins (reported); off: always "
+        "stand-ins.",
+    ),
     env_file: Path | None = typer.Option(None, "--env", help="VAR=value file with that side's environment."),
-    model_config: Path | None = typer.Option(None, "--model-config", help="The model's config.json when model-path is a hub id."),
+    model_config: Path | None = typer.Option(
+        None, "--model-config", help="The model's config.json when model-path is a hub id."
+    ),
     draft_model_config: Path | None = typer.Option(None, "--draft-model-config", help="The draft model's config.json."),
-    name: str | None = typer.Option(None, "--name", help="Agent name (must start with kvcheck-; default kvcheck-ROLE-HOST-PID)."),
-    max_memory: float = typer.Option(4.0, "--max-memory", help="GiB the agent may allocate in all (regions x pages x item length); more is refused before allocating."),
-    sglang_version: str | None = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release that side runs, when the input does not say (default: unknown; its geometry then stays unmodeled where it depends on the release)."),
-    prefill_sglang_version: str | None = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role prefill."),
-    decode_sglang_version: str | None = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role decode."),
+    name: str | None = typer.Option(
+        None, "--name", help="Agent name (must start with kvcheck-; default kvcheck-ROLE-HOST-PID)."
+    ),
+    max_memory: float = typer.Option(
+        4.0,
+        "--max-memory",
+        help="GiB the agent may allocate in all (regions x pages x item length); more is refused before allocating.",
+    ),
+    sglang_version: str | None = typer.Option(
+        None,
+        "--sglang-version",
+        metavar="VERSION",
+        help="The SGLang release that side runs, when the input does not say (default: unknown; its geometry then "
+        "stays unmodeled where it depends on the release).",
+    ),
+    prefill_sglang_version: str | None = typer.Option(
+        None, "--prefill-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role prefill."
+    ),
+    decode_sglang_version: str | None = typer.Option(
+        None, "--decode-sglang-version", metavar="VERSION", help="As --sglang-version, used when --role decode."
+    ),
 ) -> None:
     """Run a NIXL agent in the role of one side, with that side's KV geometry, until --ttl.
 
@@ -350,22 +744,58 @@ def agent(
     if backend.lower() == "mooncake":
         from kvcheck.mooncake.agent import run_agent as run_mooncake_agent
 
-        raise typer.Exit(run_mooncake_agent(
-            role=role, config=config, ttl=ttl, pages=pages, listen=listen, protocol=protocol, device=ib_device, metadata=metadata_server,
-            env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, name=name, max_memory_gib=max_memory,
-            sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None) or sglang_version))
+        raise typer.Exit(
+            run_mooncake_agent(
+                role=role,
+                config=config,
+                ttl=ttl,
+                pages=pages,
+                listen=listen,
+                protocol=protocol,
+                device=ib_device,
+                metadata=metadata_server,
+                env_file=env_file,
+                model_config=model_config,
+                draft_model_config=draft_model_config,
+                name=name,
+                max_memory_gib=max_memory,
+                sglang_version=(
+                    prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None
+                )
+                or sglang_version,
+            )
+        )
     from kvcheck.nixl.commands import run_agent
 
-    rc = run_agent(role=role, config=config, ttl=ttl, pages=pages, listen=listen, etcd=etcd, backend=backend, gpu=gpu,
-                   env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, name=name,
-                   max_memory_gib=max_memory,
-                   sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None) or sglang_version)
+    rc = run_agent(
+        role=role,
+        config=config,
+        ttl=ttl,
+        pages=pages,
+        listen=listen,
+        etcd=etcd,
+        backend=backend,
+        gpu=gpu,
+        env_file=env_file,
+        model_config=model_config,
+        draft_model_config=draft_model_config,
+        name=name,
+        max_memory_gib=max_memory,
+        sglang_version=(
+            prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None
+        )
+        or sglang_version,
+    )
     raise typer.Exit(rc)
 
 
 @app.command("inspect")
 def inspect_agent(
-    target: str = typer.Argument(..., help="HOST:PORT (a NIXL listener), etcd://HOST:PORT/NAME (or etcd://HOST:PORT for every agent), or a saved blob file."),
+    target: str = typer.Argument(
+        ...,
+        help="HOST:PORT (a NIXL listener), etcd://HOST:PORT/NAME (or etcd://HOST:PORT for every agent), or a saved "
+        "blob file.",
+    ),
     format: str = typer.Option("table", "--format", "-f", help="table or json."),
     timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds to wait for the agent or etcd."),
     save: Path | None = typer.Option(None, "--save", help="Write the raw metadata blob to this file."),
@@ -381,29 +811,78 @@ def inspect_agent(
 
 @app.command("fabric")
 def fabric(
-    files: list[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment (as preflight -f reads it)."),
-    etcd: str | None = typer.Option(None, "--etcd", help="http://HOST:PORT of the etcd the node workers join (NIXL's metadata path and kvcheck's control keys)."),
-    start_etcd: str | None = typer.Option(None, "--start-etcd", metavar="HOST:PORT", help="Start a small etcd here for the run (port 0 picks one); with --emit k8s, emit one."),
+    files: list[Path] = typer.Option(
+        [], "--file", "-f", metavar="FILE", help="The deployment (as preflight -f reads it)."
+    ),
+    etcd: str | None = typer.Option(
+        None,
+        "--etcd",
+        help="http://HOST:PORT of the etcd the node workers join (NIXL's metadata path and kvcheck's control keys).",
+    ),
+    start_etcd: str | None = typer.Option(
+        None,
+        "--start-etcd",
+        metavar="HOST:PORT",
+        help="Start a small etcd here for the run (port 0 picks one); with --emit k8s, emit one.",
+    ),
     local: bool = typer.Option(False, "--local", help="Start every node's worker on this host (loopback)."),
-    hosts: Path | None = typer.Option(None, "--hosts", help="YAML: node -> {prefix: [command prefix], listen_host, env}: start each worker through its prefix (ip netns exec, ssh...)."),
-    emit: str | None = typer.Option(None, "--emit", help="k8s: write the Jobs running one worker per node; slurm: write the srun lines. Nothing is probed."),
+    hosts: Path | None = typer.Option(
+        None,
+        "--hosts",
+        help="YAML: node -> {prefix: [command prefix], listen_host, env}: start each worker through its prefix (ip "
+        "netns exec, ssh...).",
+    ),
+    emit: str | None = typer.Option(
+        None,
+        "--emit",
+        help="k8s: write the Jobs running one worker per node; slurm: write the srun lines. Nothing is probed.",
+    ),
     plan_only: bool = typer.Option(False, "--plan", help="Print the nodes, required pairs and rounds (JSON) and exit."),
     format: str = typer.Option("terminal", "--format", "-o", help="terminal, json or junit."),
-    output: Path | None = typer.Option(None, "--output", help="Write the report (or --emit / --plan output) to this file."),
+    output: Path | None = typer.Option(
+        None, "--output", help="Write the report (or --emit / --plan output) to this file."
+    ),
     pages: int = typer.Option(4, "--pages", help="Pages per KV region each agent registers and each probe moves."),
-    timeout: float = typer.Option(5.0, "--timeout", callback=_seconds, help="Seconds per probe step (connect, confirm, write, read back)."),
-    join_timeout: float = typer.Option(60.0, "--join-timeout", callback=_seconds, help="Seconds to wait for every node to join."),
+    timeout: float = typer.Option(
+        5.0, "--timeout", callback=_seconds, help="Seconds per probe step (connect, confirm, write, read back)."
+    ),
+    join_timeout: float = typer.Option(
+        60.0, "--join-timeout", callback=_seconds, help="Seconds to wait for every node to join."
+    ),
     deadline: float = typer.Option(600.0, "--deadline", callback=_seconds, help="Seconds the whole run may take."),
-    min_fraction: float = typer.Option(0.5, "--min-fraction", help="A link under this fraction of the median bandwidth (or over median latency / fraction) is named fabric-slow-link."),
-    bw_tolerance: float = typer.Option(0.93, "--bw-tolerance", help="Retest a pair under this fraction of the best bandwidth (ClusterKit: 0.93)."),
-    lat_tolerance: float = typer.Option(2.1, "--lat-tolerance", help="Retest a pair over this multiple of the lowest latency (ClusterKit: 2.1)."),
-    retests: int = typer.Option(3, "--retests", help="Retest passes (each keeps the worse half of the pairs still outside tolerance)."),
-    run: str | None = typer.Option(None, "--run", help="Run id (etcd keys /kvcheck/fabric/RUN/); give the one --emit printed."),
-    image: str | None = typer.Option(None, "--image", help="--emit k8s: the worker image (default: the instance's image, kvcheck pip-installed)."),
+    min_fraction: float = typer.Option(
+        0.5,
+        "--min-fraction",
+        help="A link under this fraction of the median bandwidth (or over median latency / fraction) is named "
+        "fabric-slow-link.",
+    ),
+    bw_tolerance: float = typer.Option(
+        0.93, "--bw-tolerance", help="Retest a pair under this fraction of the best bandwidth (ClusterKit: 0.93)."
+    ),
+    lat_tolerance: float = typer.Option(
+        2.1, "--lat-tolerance", help="Retest a pair over this multiple of the lowest latency (ClusterKit: 2.1)."
+    ),
+    retests: int = typer.Option(
+        3, "--retests", help="Retest passes (each keeps the worse half of the pairs still outside tolerance)."
+    ),
+    run: str | None = typer.Option(
+        None, "--run", help="Run id (etcd keys /kvcheck/fabric/RUN/); give the one --emit printed."
+    ),
+    image: str | None = typer.Option(
+        None, "--image", help="--emit k8s: the worker image (default: the instance's image, kvcheck pip-installed)."
+    ),
     variant: int = typer.Option(0, "--variant", help="Which deployment of a sweep (0-based)."),
-    model_config: Path | None = typer.Option(None, "--model-config", help="config.json for every instance (when model-path is a hub id kvcheck does not ship)."),
-    models_dir: Path | None = typer.Option(None, "--models", help="A Hugging Face cache folder to find model configs in."),
-    sglang_version: str | None = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release every instance runs."),
+    model_config: Path | None = typer.Option(
+        None,
+        "--model-config",
+        help="config.json for every instance (when model-path is a hub id kvcheck does not ship).",
+    ),
+    models_dir: Path | None = typer.Option(
+        None, "--models", help="A Hugging Face cache folder to find model configs in."
+    ),
+    sglang_version: str | None = typer.Option(
+        None, "--sglang-version", metavar="VERSION", help="The SGLang release every instance runs."
+    ),
 ) -> None:
     """Probe the fabric: every prefill node to every decode node it sends KV to (SGLang's rank
     mapping), one kvcheck agent per node, in rounds, with ClusterKit-style retests.
@@ -415,15 +894,37 @@ def fabric(
     from kvcheck.fabric.command import run_command
 
     opts = ClusterOptions(model_config=model_config, models_dir=models_dir, sglang_version=sglang_version)
-    raise typer.Exit(run_command(files=list(files), etcd=etcd, start_etcd=start_etcd, local=local, hosts=hosts, emit=emit, plan_only=plan_only,
-                                 fmt=format, pages=pages, timeout=timeout, join_timeout=join_timeout, deadline=deadline, min_fraction=min_fraction,
-                                 bw_tolerance=bw_tolerance, lat_tolerance=lat_tolerance, retests=retests, run=run, image=image, variant=variant,
-                                 cluster_options=opts, output=output))
+    raise typer.Exit(
+        run_command(
+            files=list(files),
+            etcd=etcd,
+            start_etcd=start_etcd,
+            local=local,
+            hosts=hosts,
+            emit=emit,
+            plan_only=plan_only,
+            fmt=format,
+            pages=pages,
+            timeout=timeout,
+            join_timeout=join_timeout,
+            deadline=deadline,
+            min_fraction=min_fraction,
+            bw_tolerance=bw_tolerance,
+            lat_tolerance=lat_tolerance,
+            retests=retests,
+            run=run,
+            image=image,
+            variant=variant,
+            cluster_options=opts,
+            output=output,
+        )
+    )
 
 
 @app.command("checks")
 def list_checks(check_id: str | None = typer.Argument(None, help="Show one check's documentation.")) -> None:
-    """List every check (pair, start-up, cluster, live, and the pipeline's own findings): id, severity, what it catches, why the runtime breaks, the fix."""
+    """List every check (pair, start-up, cluster, live, and the pipeline's own findings): id, severity, what it
+    catches, why the runtime breaks, the fix."""
     from kvcheck.checks.ids import all_checks, find_check
 
     items = all_checks()
@@ -433,7 +934,9 @@ def list_checks(check_id: str | None = typer.Argument(None, help="Show one check
             raise KvcheckError(f"unknown check id {check_id!r}; run 'kvcheck checks' for the list")
         items = [hit]
     for chk in items:
-        typer.echo(f"{chk['id']} [{chk['severity']}] {chk['title']}" + ("" if chk["scope"] == "pair" else f" ({chk['scope']})"))
+        typer.echo(
+            f"{chk['id']} [{chk['severity']}] {chk['title']}" + ("" if chk["scope"] == "pair" else f" ({chk['scope']})")
+        )
         typer.echo(f"  what: {chk['what']}")
         typer.echo(f"  why:  {chk['why']}")
         typer.echo(f"  fix:  {chk['fix']}")
@@ -445,7 +948,7 @@ EXPLAIN_EPILOG = (
     "Examples:\n\n"
     "  kvcheck preflight -f configs/deployments/llama-nixl-1p2d.yaml\n\n"
     "  kvcheck preflight -f prefill.yaml -f decode.yaml -o json --env prod.env --models ~/.cache/huggingface/hub\n\n"
-    "  kvcheck explain \"ValueError: NIXL KV transfer has no KV memory segments\"\n\n"
+    '  kvcheck explain "ValueError: NIXL KV transfer has no KV memory segments"\n\n'
     "  kvcheck explain --log prefill.log --prefill p.yaml --decode d.yaml\n\n"
     "  kubectl logs prefill-0 | kvcheck explain -o json\n\n"
     "  kvcheck explain --log decode.log -f deploy/pd.yaml\n\n"
@@ -458,19 +961,61 @@ EXPLAIN_EPILOG = (
 
 @app.command("explain", epilog=EXPLAIN_EPILOG)
 def explain(
-    message: str | None = typer.Argument(None, help="The runtime message (e.g. the 'Type: message' line of a traceback). Without it and without --log, stdin is read as a log."),
-    log: Path | None = typer.Option(None, "--log", "-l", help="A server log to scan: every known message, with counts and first/last line numbers."),
-    prefill: str | None = typer.Option(None, "--prefill", "-p", help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the message."),
+    message: str | None = typer.Argument(
+        None,
+        help="The runtime message (e.g. the 'Type: message' line of a traceback). Without it and without --log, "
+        "stdin is read as a log.",
+    ),
+    log: Path | None = typer.Option(
+        None, "--log", "-l", help="A server log to scan: every known message, with counts and first/last line numbers."
+    ),
+    prefill: str | None = typer.Option(
+        None,
+        "--prefill",
+        "-p",
+        help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the "
+        "message.",
+    ),
     decode: str | None = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
-    model_config: Path | None = typer.Option(None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
-    format: str = typer.Option("table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."),
-    files: list[Path] = typer.Option([], "--file", "-f", metavar="FILE", help="The deployment the log came from, as preflight -f reads it (repeatable): its preflight runs and each message points to the finding and the config line to change. (-f table|json, the old spelling of -o, still works but is deprecated.)"),
+    model_config: Path | None = typer.Option(
+        None, "--model-config", help="The model's config.json, for both sides, when model-path is a hub id."
+    ),
+    format: str = typer.Option(
+        "table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."
+    ),
+    files: list[Path] = typer.Option(
+        [],
+        "--file",
+        "-f",
+        metavar="FILE",
+        help="The deployment the log came from, as preflight -f reads it (repeatable): its preflight runs and each "
+        "message points to the finding and the config line to change. (-f table|json, the old spelling of -o, "
+        "still works but is deprecated.)",
+    ),
     list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
-    sglang_version: str | None = typer.Option(None, "--sglang-version", metavar="VERSION", help="The SGLang release the message came from: the explanation says whether the message exists and is reachable there. Default: the version the log shows, else the newest scanned release (said as assumed; never the SGLang installed here)."),
-    prefill_sglang_version: str | None = typer.Option(None, "--prefill-sglang-version", metavar="VERSION", help="The prefill's SGLang release (overrides --sglang-version)."),
-    decode_sglang_version: str | None = typer.Option(None, "--decode-sglang-version", metavar="VERSION", help="The decode's SGLang release (overrides --sglang-version)."),
+    sglang_version: str | None = typer.Option(
+        None,
+        "--sglang-version",
+        metavar="VERSION",
+        help="The SGLang release the message came from: the explanation says whether the message exists and is "
+        "reachable there. Default: the version the log shows, else the newest scanned release (said as "
+        "assumed; never the SGLang installed here).",
+    ),
+    prefill_sglang_version: str | None = typer.Option(
+        None,
+        "--prefill-sglang-version",
+        metavar="VERSION",
+        help="The prefill's SGLang release (overrides --sglang-version).",
+    ),
+    decode_sglang_version: str | None = typer.Option(
+        None,
+        "--decode-sglang-version",
+        metavar="VERSION",
+        help="The decode's SGLang release (overrides --sglang-version).",
+    ),
 ) -> None:
-    """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what you see, the fix, and the preflight check that predicts it."""
+    """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what
+    you see, the fix, and the preflight check that predicts it."""
     import json as _json
 
     from kvcheck.explain import attach_preflight, explain_text
@@ -479,7 +1024,11 @@ def explain(
     deployment_files = []
     for f in files:
         if str(f) in ("table", "json") and not f.exists():
-            typer.echo(f"kvcheck explain: -f {f} is deprecated for the output format: use -o {f} (or --format {f}); -f now names a deployment file, as for preflight", err=True)
+            typer.echo(
+                f"kvcheck explain: -f {f} is deprecated for the output format: use -o {f} (or --format {f}); -f now "
+                "names a deployment file, as for preflight",
+                err=True,
+            )
             format = str(f)
         else:
             deployment_files.append(f)
@@ -529,11 +1078,20 @@ def explain(
         from kvcheck.sources import load_side
 
         def load_live(spec: str, role: Role):
-            return load_side(spec, role, model_config=model_config,
-                             sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version) or sglang_version)
+            return load_side(
+                spec,
+                role,
+                model_config=model_config,
+                sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version)
+                or sglang_version,
+            )
 
-        opts = ClusterOptions(model_config=model_config, sglang_version=sglang_version, prefill_sglang_version=prefill_sglang_version,
-                              decode_sglang_version=decode_sglang_version)
+        opts = ClusterOptions(
+            model_config=model_config,
+            sglang_version=sglang_version,
+            prefill_sglang_version=prefill_sglang_version,
+            decode_sglang_version=decode_sglang_version,
+        )
         report, _, _ = run_pair(prefill, decode, opts, load_live=load_live)
         attach_preflight(result, report)
         result.configs = {"prefill": prefill, "decode": decode}
@@ -544,15 +1102,21 @@ def explain(
             from kvcheck.cluster import ClusterOptions, check_deployments
             from kvcheck.sources.deployments import read_deployments
         except ImportError:
-            raise KvcheckError("this kvcheck build has no deployment readers; use --prefill/--decode", field="-f") from None
+            raise KvcheckError(
+                "this kvcheck build has no deployment readers; use --prefill/--decode", field="-f"
+            ) from None
         deployments = read_deployments(list(deployment_files))
-        attach_deployment_preflight(result, check_deployments(deployments, ClusterOptions(model_config=model_config, sglang_version=sglang_version)))
+        attach_deployment_preflight(
+            result,
+            check_deployments(deployments, ClusterOptions(model_config=model_config, sglang_version=sglang_version)),
+        )
         result.configs = {f"file {i + 1}": str(f) for i, f in enumerate(deployment_files)}
     if format == "json":
         typer.echo(_json.dumps(result.contract(), indent=2))
     else:
         typer.echo(render_explanation(result))
     raise typer.Exit(result.exit_code)
+
 
 # The exit status already decided when output is being written: a reader that closes
 # the pipe early (| head) must not turn a PASS into a failure.
@@ -629,7 +1193,10 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("KVCHECK_DEBUG"):
             raise
-        _say_error(f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 for the traceback")
+        _say_error(
+            f"kvcheck: internal error, nothing was checked ({type(exc).__name__}: {exc}); rerun with KVCHECK_DEBUG=1 "
+            "for the traceback"
+        )
         sys.exit(EXIT_INPUT)
 
 

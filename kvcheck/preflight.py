@@ -63,8 +63,14 @@ def pair_info(side: Side, geometry: SideGeometry) -> PairInfo:
 
 
 def _summary(side: Side, g: SideGeometry | None) -> SideSummary:
-    s = SideSummary(role=side.role, origin=side.origin, model=side.model.architecture, pool=g.pool if g else side.model.attention,
-                    sglang_version=side.sglang_version, version_source=side.version_source)
+    s = SideSummary(
+        role=side.role,
+        origin=side.origin,
+        model=side.model.architecture,
+        pool=g.pool if g else side.model.attention,
+        sglang_version=side.sglang_version,
+        version_source=side.version_source,
+    )
     if g is not None:
         s.attn_tp_size, s.pp_size, s.page_size = g.attn_tp_size, g.pp_size, g.page_size
         s.kv_cache_dtype, s.n_regions = g.kv_cache_dtype, g.n
@@ -133,7 +139,12 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
             plan, stages = _decide_all_stages(kd, prefill, decode, pg, dg, b_p)
             plan.kernel = kernel_name
             extra["pp_stages"] = stages
-        if "skip_checks" not in extra and b_p.states_modeled and b_d.states_modeled and (pg.state_types or dg.state_types):
+        if (
+            "skip_checks" not in extra
+            and b_p.states_modeled
+            and b_d.states_modeled
+            and (pg.state_types or dg.state_types)
+        ):
             runs = kernel_name == "runtime" and _kernel_runs(k, kernel_name, b_p) and _kernel_runs(k, kernel_name, b_d)
             prepared = b_p.decision_variant == "0.5.23" and b_d.decision_variant == "0.5.23"
             _decide_states(k if runs else builtin, prefill, decode, pg, dg, extra, prepared)
@@ -162,12 +173,21 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     report_extra: dict[str, Any] = {"releases": {"prefill": b_p.version, "decode": b_d.version}}
     if extra.get("state_decisions") is not None:
         report_extra["state_components"] = [
-            {"index": d.index, "state_type": d.state_type, "entries": d.n_entries, "path": d.path,
-             "error": d.error.message if d.error else None, "corruption": d.corruption, "unchecked": d.unchecked}
+            {
+                "index": d.index,
+                "state_type": d.state_type,
+                "entries": d.n_entries,
+                "path": d.path,
+                "error": d.error.message if d.error else None,
+                "corruption": d.corruption,
+                "unchecked": d.unchecked,
+            }
             for d in extra["state_decisions"]
         ]
     if extra.get("pp_stages") and len(extra["pp_stages"]) > 1:
-        report_extra["pp_stages"] = [{key: v for key, v in st.items() if not key.startswith("_")} for st in extra["pp_stages"]]
+        report_extra["pp_stages"] = [
+            {key: v for key, v in st.items() if not key.startswith("_")} for st in extra["pp_stages"]
+        ]
     return Report(
         verdict=verdict_of(findings),
         plan=plan,
@@ -179,7 +199,15 @@ def run_preflight(prefill: Side, decode: Side, *, kernel: str = "builtin", ignor
     )
 
 
-def _decide_states(k: DecisionKernel, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, extra: PairFacts, prepared: bool = True) -> None:
+def _decide_states(
+    k: DecisionKernel,
+    prefill: Side,
+    decode: Side,
+    pg: SideGeometry,
+    dg: SideGeometry,
+    extra: PairFacts,
+    prepared: bool = True,
+) -> None:
     """The state components' transfer (SGLang 0.5.22/0.5.23 on both sides; ``prepared``:
     both 0.5.23, the prepared state plan applies): ``extra["state_decisions"]``
     (``kvcheck.sglang.states.StateDecision`` per prefill component) and
@@ -288,7 +316,8 @@ def disaggregation_timeouts(prefill: Side, decode: Side) -> dict[str, float]:
     return {
         "bootstrap_timeout_s": read(prefill, "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300),
         "waiting_timeout_s": read(decode, "SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300),
-        "heartbeat_s": read(decode, "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0) * read(decode, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2),
+        "heartbeat_s": read(decode, "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0)
+        * read(decode, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2),
     }
 
 
@@ -298,13 +327,17 @@ def hang_text(t: dict[str, float]) -> str:
     return (
         "the prefill's bootstrap thread dies with this traceback in the prefill log ('prefill bootstrap_thread died on "
         "engine_rank=...'); requests to that rank stay in KVPoll.Bootstrapping: the prefill fails each after "
-        f"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT={t['bootstrap_timeout_s']:g} s ('Request <room> timed out after <t>s in "
+        f"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT={t['bootstrap_timeout_s']:g} s ('Request <room> timed out after "
+        "<t>s in "
         "KVPoll.Bootstrapping'), and the decode gives up waiting after "
-        f"SGLANG_DISAGGREGATION_WAITING_TIMEOUT={t['waiting_timeout_s']:g} s ('Timed out waiting for prefill completion')"
+        f"SGLANG_DISAGGREGATION_WAITING_TIMEOUT={t['waiting_timeout_s']:g} s ('Timed out waiting for prefill "
+        "completion')"
     )
 
 
-def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, b_p=None) -> tuple[Plan, list[dict]]:
+def _decide_all_stages(
+    k, prefill: Side, decode: Side, pg: SideGeometry, dg: SideGeometry, b_p=None
+) -> tuple[Plan, list[dict]]:
     """The prefill's decision for every PP stage: each prefill stage handles the decode's
     registration on its own (a decode at PP 1 registers with every stage; a decode at the
     prefill's PP size pairs stage by stage). Returns (the plan shown: stage 0's, or the
@@ -322,15 +355,21 @@ def _decide_all_stages(k, prefill: Side, decode: Side, pg: SideGeometry, dg: Sid
         if stage_plan.error is not None and rank > 0:
             stage_plan.error.raised_by += f" on prefill PP stage {rank}"
         layers = stage_src.stage_layers[rank] if rank < len(stage_src.stage_layers) else (0, 0)
-        stages.append({
-            "pp_rank": rank, "layers": list(layers), "path": stage_plan.path, "n_src": stage_plan.n_src, "n_dst": stage_plan.n_dst,
-            "src_kinds": {x: stage_src.kinds.count(x) for x in ("VRAM", "DRAM") if x in stage_src.kinds},
-            "dst_kinds": {x: stage_dst.kinds.count(x) for x in ("VRAM", "DRAM") if x in stage_dst.kinds},
-            "segments": [seg.as_list() for seg in stage_plan.segments],
-            "dst_indices": list(stage_plan.dst_indices),
-            "error": stage_plan.error.model_dump() if stage_plan.error else None,
-            "_geometry": (stage_src, stage_dst),
-        })
+        stages.append(
+            {
+                "pp_rank": rank,
+                "layers": list(layers),
+                "path": stage_plan.path,
+                "n_src": stage_plan.n_src,
+                "n_dst": stage_plan.n_dst,
+                "src_kinds": {x: stage_src.kinds.count(x) for x in ("VRAM", "DRAM") if x in stage_src.kinds},
+                "dst_kinds": {x: stage_dst.kinds.count(x) for x in ("VRAM", "DRAM") if x in stage_dst.kinds},
+                "segments": [seg.as_list() for seg in stage_plan.segments],
+                "dst_indices": list(stage_plan.dst_indices),
+                "error": stage_plan.error.model_dump() if stage_plan.error else None,
+                "_geometry": (stage_src, stage_dst),
+            }
+        )
         if shown is None and (rank == 0 or stage_plan.error is not None):
             shown = stage_plan
         elif shown is not None and shown.error is None and stage_plan.error is not None:
@@ -352,9 +391,15 @@ def _bootstrap_detail(fid: str, message: str, prefill: Side, decode: Side, p: Pa
     if fid == "page-size-mismatch":
         return f"page size differs: prefill --page-size={p.page_size}, decode --page-size={d.page_size}"
     if fid == "kv-cache-dtype-mismatch":
-        return f"--kv-cache-dtype strings differ: prefill {p.kv_cache_dtype_str!r}, decode {d.kv_cache_dtype_str!r} (the runtime compares the strings)"
+        return (
+            f"--kv-cache-dtype strings differ: prefill {p.kv_cache_dtype_str!r}, decode {d.kv_cache_dtype_str!r} "
+            "(the runtime compares the strings)"
+        )
     if fid == "pp-size-mismatch":
-        return f"pipeline parallel sizes: prefill --pp-size={p.pp_size}, decode --pp-size={d.pp_size} (decode must equal the prefill's or be 1)"
+        return (
+            f"pipeline parallel sizes: prefill --pp-size={p.pp_size}, decode --pp-size={d.pp_size} (decode must "
+            "equal the prefill's or be 1)"
+        )
     if fid == "decode-cp-size":
         return f"decode --attn-cp-size={d.attn_cp_size}; the decode must run attention CP 1"
     if fid in ("minimax-attn-tp", "mxfp8-attn-tp", "dsv41-attn-tp", "kv-cache-sharding-tp"):

@@ -43,7 +43,14 @@ class Finding(BaseModel):
         rt = None
         if self.runtime_error is not None:
             rt = self.runtime_error.model_dump()
-        return {"id": self.id, "severity": self.severity.value, "message": self.message, "fix": self.fix, "runtime_error": rt, "ignored": self.ignored}
+        return {
+            "id": self.id,
+            "severity": self.severity.value,
+            "message": self.message,
+            "fix": self.fix,
+            "runtime_error": rt,
+            "ignored": self.ignored,
+        }
 
 
 @dataclass
@@ -136,8 +143,21 @@ class Check:
     fix: str
     run: Callable[[CheckContext], list[Finding]]
 
-    def finding(self, message: str, *, fix: str | None = None, severity: Severity | None = None, runtime_error: RuntimeErrorPrediction | None = None) -> Finding:
-        return Finding(id=self.id, severity=severity or self.severity, message=message, fix=fix or self.fix, runtime_error=runtime_error)
+    def finding(
+        self,
+        message: str,
+        *,
+        fix: str | None = None,
+        severity: Severity | None = None,
+        runtime_error: RuntimeErrorPrediction | None = None,
+    ) -> Finding:
+        return Finding(
+            id=self.id,
+            severity=severity or self.severity,
+            message=message,
+            fix=fix or self.fix,
+            runtime_error=runtime_error,
+        )
 
 
 REGISTRY: dict[str, Check] = {}
@@ -147,7 +167,9 @@ def check(id: str, severity: Severity, title: str, *, what: str, why: str, fix: 
     """Decorator registering ``fn(ctx) -> list[Finding]`` as a check with a stable id."""
 
     def wrap(fn: Callable[[Check, CheckContext], list[Finding]]) -> Callable:
-        chk = Check(id=id, severity=severity, title=title, what=what, why=why, fix=fix, run=lambda ctx: fn(REGISTRY[id], ctx))
+        chk = Check(
+            id=id, severity=severity, title=title, what=what, why=why, fix=fix, run=lambda ctx: fn(REGISTRY[id], ctx)
+        )
         if id in REGISTRY:
             raise RuntimeError(f"duplicate check id {id}")
         REGISTRY[id] = chk

@@ -17,22 +17,88 @@ from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 # Finding ids that a check may emit beside its own id (for --ignore and the docs).
 FINDING_IDS = {
     "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
-    "startup": list(STARTUP_REFUSAL_IDS) + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "startup-argparse", "pair-not-checked"],
-    "transfer-decision": ["head-slice-assert", "region-count", "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "dcp-mixed-kinds", "dcp-topology", "dcp-geometry", "item-stride", "pp-layer-pairing", "source-mixed-kinds", "head-slice-overrun", "runtime-error"],
-    "connector-startup": ["connector-startup", "staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "minimax-index-value", "hisparse-host-as-vram"],
+    "startup": list(STARTUP_REFUSAL_IDS)
+    + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "startup-argparse", "pair-not-checked"],
+    "transfer-decision": [
+        "head-slice-assert",
+        "region-count",
+        "hisparse-decode-only-spec",
+        "hetero-tp-direct-to-host",
+        "hetero-tp-mixed-kinds",
+        "dcp-mixed-kinds",
+        "dcp-topology",
+        "dcp-geometry",
+        "item-stride",
+        "pp-layer-pairing",
+        "source-mixed-kinds",
+        "head-slice-overrun",
+        "runtime-error",
+    ],
+    "connector-startup": [
+        "connector-startup",
+        "staging-mla",
+        "staging-chunk-size",
+        "nixl-ib-device",
+        "decode-host-destination",
+        "minimax-index-value",
+        "hisparse-host-as-vram",
+    ],
     "startup-log": ["decode-radix-disabled"],
     # backend hook (mooncake branch): kvcheck.checks.mooncake
-    "mooncake-transfer": ["mooncake-silent-corruption", "mooncake-send-fails", "mooncake-worker-dies", "mooncake-dcp-topology", "mooncake-runtime-error", "mooncake-unchecked"],
-    "mooncake-startup": ["mooncake-ib-device", "mooncake-ib-device-file", "mooncake-efa", "mooncake-session-probe", "mooncake-thread-pool", "mooncake-custom-pool", "mooncake-tcp", "mooncake-protocol"],
+    "mooncake-transfer": [
+        "mooncake-silent-corruption",
+        "mooncake-send-fails",
+        "mooncake-worker-dies",
+        "mooncake-dcp-topology",
+        "mooncake-runtime-error",
+        "mooncake-unchecked",
+    ],
+    "mooncake-startup": [
+        "mooncake-ib-device",
+        "mooncake-ib-device-file",
+        "mooncake-efa",
+        "mooncake-session-probe",
+        "mooncake-thread-pool",
+        "mooncake-custom-pool",
+        "mooncake-tcp",
+        "mooncake-protocol",
+    ],
     "backend-unchecked": ["backend-mismatch"],
     # The pipeline's own findings (kvcheck.cluster.pipeline / decide).
-    "pipeline": ["unresolved-variable", "unknown-model", "unknown-gpu", "deployment-problem",
-                 "release-window", "release-clues-disagree", "not-disaggregated", "env-from"],
-    "agents": ["agent-geometry", "agent-no-common-backend", "agent-register-failed", "agent-alloc-failed", "agent-vram-untested", "agent-publish-failed"],
+    "pipeline": [
+        "unresolved-variable",
+        "unknown-model",
+        "unknown-gpu",
+        "deployment-problem",
+        "release-window",
+        "release-clues-disagree",
+        "not-disaggregated",
+        "env-from",
+    ],
+    "agents": [
+        "agent-geometry",
+        "agent-no-common-backend",
+        "agent-register-failed",
+        "agent-alloc-failed",
+        "agent-vram-untested",
+        "agent-publish-failed",
+    ],
     "probe": [
-        "probe-unreachable", "probe-timeout", "probe-peer-lost", "probe-no-common-backend", "probe-remote-unregistered",
-        "probe-remote-kind", "probe-data-mismatch", "probe-registration-failed", "probe-tcp-fallback", "probe-error",
-        "probe-not-kvcheck", "probe-skipped", "probe-peer-restarted", "probe-unconfirmed", "probe-unconfirmed-region",
+        "probe-unreachable",
+        "probe-timeout",
+        "probe-peer-lost",
+        "probe-no-common-backend",
+        "probe-remote-unregistered",
+        "probe-remote-kind",
+        "probe-data-mismatch",
+        "probe-registration-failed",
+        "probe-tcp-fallback",
+        "probe-error",
+        "probe-not-kvcheck",
+        "probe-skipped",
+        "probe-peer-restarted",
+        "probe-unconfirmed",
+        "probe-unconfirmed-region",
     ],
 }
 
@@ -64,14 +130,55 @@ def apply_ignore(findings, ignore) -> None:
 # The pipeline's own findings (kvcheck.cluster.pipeline / decide / pair_input): documented
 # here so that ``kvcheck checks ID`` answers for every id kvcheck prints.
 PIPELINE_DOCS = {
-    "unresolved-variable": ("unchecked", "A $VAR in a launch line or manifest that has no value.", "The flag's value, and so the pair, cannot be read.", "Give the variable a value (in the file, --env FILE, or kvcheck's environment)."),
-    "unknown-model": ("unchecked", "A model whose config.json kvcheck cannot read (not local, not in a Hugging Face cache, not in the catalog).", "The KV regions depend on the model's layers, heads and dtypes.", "Pass --model-config FILE or --models DIR."),
-    "unknown-gpu": ("unchecked", "A GPU name kvcheck does not know.", "Page sizes, attention backends and KV dtypes are chosen by GPU.", "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX)."),
-    "deployment-problem": ("unchecked", "A part of the deployment the reader could not take as written.", "A pair may be missing or wrong.", "Fix the manifest line named, or check this part by hand."),
-    "release-window": ("unchecked", "A pair whose SGLang release is not pinned, decided on every release its sides may run: unchecked when the answers differ (a per-release table), info when they agree.", "The PD path, start-up and flags change between releases; an assumed release would decide the verdict.", "Pin the image tag or pass --sglang-version."),
-    "release-clues-disagree": ("warning", "Clues to a side's release (image tag, recipe pin, pip line, --sglang-version) that name different releases.", "The strongest clue decides; the others may be stale.", "Make them name one release."),
-    "not-disaggregated": ("warning", "An SGLang server without --disaggregation-mode among PD servers.", "It takes no part in KV transfer.", "Add --disaggregation-mode prefill or decode if it serves PD traffic."),
-    "env-from": ("warning", "A Kubernetes envFrom kvcheck cannot read (usually a Secret).", "Variables from it may change the transfer.", "Pass the variables with --env FILE."),
+    "unresolved-variable": (
+        "unchecked",
+        "A $VAR in a launch line or manifest that has no value.",
+        "The flag's value, and so the pair, cannot be read.",
+        "Give the variable a value (in the file, --env FILE, or kvcheck's environment).",
+    ),
+    "unknown-model": (
+        "unchecked",
+        "A model whose config.json kvcheck cannot read (not local, not in a Hugging Face cache, not in the catalog).",
+        "The KV regions depend on the model's layers, heads and dtypes.",
+        "Pass --model-config FILE or --models DIR.",
+    ),
+    "unknown-gpu": (
+        "unchecked",
+        "A GPU name kvcheck does not know.",
+        "Page sizes, attention backends and KV dtypes are chosen by GPU.",
+        "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).",
+    ),
+    "deployment-problem": (
+        "unchecked",
+        "A part of the deployment the reader could not take as written.",
+        "A pair may be missing or wrong.",
+        "Fix the manifest line named, or check this part by hand.",
+    ),
+    "release-window": (
+        "unchecked",
+        "A pair whose SGLang release is not pinned, decided on every release its sides may run: unchecked when the "
+        "answers differ (a per-release table), info when they agree.",
+        "The PD path, start-up and flags change between releases; an assumed release would decide the verdict.",
+        "Pin the image tag or pass --sglang-version.",
+    ),
+    "release-clues-disagree": (
+        "warning",
+        "Clues to a side's release (image tag, recipe pin, pip line, --sglang-version) that name different releases.",
+        "The strongest clue decides; the others may be stale.",
+        "Make them name one release.",
+    ),
+    "not-disaggregated": (
+        "warning",
+        "An SGLang server without --disaggregation-mode among PD servers.",
+        "It takes no part in KV transfer.",
+        "Add --disaggregation-mode prefill or decode if it serves PD traffic.",
+    ),
+    "env-from": (
+        "warning",
+        "A Kubernetes envFrom kvcheck cannot read (usually a Secret).",
+        "Variables from it may change the transfer.",
+        "Pass the variables with --env FILE.",
+    ),
 }
 
 
@@ -82,17 +189,60 @@ def all_checks() -> list[dict]:
     from kvcheck.checks import REGISTRY
     from kvcheck.cluster.checks import CLUSTER_CHECKS
 
-    out = [{"id": c.id, "scope": "pair", "severity": c.severity.value, "title": c.title, "what": c.what, "why": c.why, "fix": c.fix,
-            "finding_ids": list(FINDING_IDS.get(c.id, []))} for c in REGISTRY.values()]
-    out += [{"id": c.id, "scope": "cluster", "severity": c.severity.value, "title": c.title, "what": c.what, "why": c.why, "fix": c.fix,
-             "finding_ids": []} for c in CLUSTER_CHECKS.values()]
-    out += [{"id": i, "scope": "pipeline", "severity": sev, "title": what.split(". ")[0].rstrip("."), "what": what, "why": why, "fix": fix,
-             "finding_ids": []} for i, (sev, what, why, fix) in PIPELINE_DOCS.items()]
+    out = [
+        {
+            "id": c.id,
+            "scope": "pair",
+            "severity": c.severity.value,
+            "title": c.title,
+            "what": c.what,
+            "why": c.why,
+            "fix": c.fix,
+            "finding_ids": list(FINDING_IDS.get(c.id, [])),
+        }
+        for c in REGISTRY.values()
+    ]
+    out += [
+        {
+            "id": c.id,
+            "scope": "cluster",
+            "severity": c.severity.value,
+            "title": c.title,
+            "what": c.what,
+            "why": c.why,
+            "fix": c.fix,
+            "finding_ids": [],
+        }
+        for c in CLUSTER_CHECKS.values()
+    ]
+    out += [
+        {
+            "id": i,
+            "scope": "pipeline",
+            "severity": sev,
+            "title": what.split(". ")[0].rstrip("."),
+            "what": what,
+            "why": why,
+            "fix": fix,
+            "finding_ids": [],
+        }
+        for i, (sev, what, why, fix) in PIPELINE_DOCS.items()
+    ]
     for name in ("agents", "probe"):
         if name in REGISTRY:
             continue
-        out.append({"id": name, "scope": "live", "severity": "error", "title": f"live NIXL {name} findings", "what": f"Findings of --prefill-agent/--decode-agent{' and --probe' if name == 'probe' else ''}.",
-                    "why": "Live agents show what NIXL registered and moved.", "fix": "See each finding's fix.", "finding_ids": list(FINDING_IDS[name])})
+        out.append(
+            {
+                "id": name,
+                "scope": "live",
+                "severity": "error",
+                "title": f"live NIXL {name} findings",
+                "what": f"Findings of --prefill-agent/--decode-agent{' and --probe' if name == 'probe' else ''}.",
+                "why": "Live agents show what NIXL registered and moved.",
+                "fix": "See each finding's fix.",
+                "finding_ids": list(FINDING_IDS[name]),
+            }
+        )
     return out
 
 
@@ -114,5 +264,10 @@ def validate_ignore(ignore: Iterable[str], extra: Iterable[str] = ()) -> None:
     if unknown:
         import difflib
 
-        hints = [f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, sorted(known), n=1)) else u for u in sorted(unknown)]
-        raise InputError(f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore")
+        hints = [
+            f"{u} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(u, sorted(known), n=1)) else u
+            for u in sorted(unknown)
+        ]
+        raise InputError(
+            f"unknown check id(s) for --ignore: {', '.join(hints)}; 'kvcheck checks' lists them", field="--ignore"
+        )

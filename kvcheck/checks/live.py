@@ -14,7 +14,13 @@ def _from_live(chk, ctx: CheckContext) -> list[Finding]:
     for side in (ctx.prefill, ctx.decode):
         for f in (side.live or {}).get("findings") or []:
             if f.get("id") == chk.id:
-                out.append(chk.finding(f"{side.role}: {f['message']}", fix=f.get("fix") or None, severity=Severity(f.get("severity", chk.severity.value))))
+                out.append(
+                    chk.finding(
+                        f"{side.role}: {f['message']}",
+                        fix=f.get("fix") or None,
+                        severity=Severity(f.get("severity", chk.severity.value)),
+                    )
+                )
     return out
 
 
@@ -22,9 +28,13 @@ def _from_live(chk, ctx: CheckContext) -> list[Finding]:
     "live-route",
     Severity.ERROR,
     "The prefill's bootstrap server reports what /server_info says",
-    what="The bootstrap server's GET /route (what a decode reads first) disagrees with the prefill's /server_info: page size, kv-cache dtype string, attention TP/CP, DP, PP, KV sharding, or it was registered by another prefill (HTTP port). A warning when a snapshot holds no /route reply.",
-    why="The decode checks page size and kv-cache dtype, and pairs ranks, with the bootstrap server's values; a plan made from /server_info then does not describe the transfer that will happen.",
-    fix="Point disaggregation_bootstrap_port (or --bootstrap) at this prefill's own bootstrap server, make sure no other prefill registers there, and restart the prefill so its ranks register again.",
+    what="The bootstrap server's GET /route (what a decode reads first) disagrees with the prefill's /server_info: "
+    "page size, kv-cache dtype string, attention TP/CP, DP, PP, KV sharding, or it was registered by another "
+    "prefill (HTTP port). A warning when a snapshot holds no /route reply.",
+    why="The decode checks page size and kv-cache dtype, and pairs ranks, with the bootstrap server's values; a plan "
+    "made from /server_info then does not describe the transfer that will happen.",
+    fix="Point disaggregation_bootstrap_port (or --bootstrap) at this prefill's own bootstrap server, make sure no "
+    "other prefill registers there, and restart the prefill so its ranks register again.",
 )
 def live_route(chk, ctx: CheckContext) -> list[Finding]:
     return _from_live(chk, ctx)
@@ -47,7 +57,8 @@ def live_role(chk, ctx: CheckContext) -> list[Finding]:
     Severity.WARNING,
     "A live server runs the SGLang version kvcheck models",
     what="/server_info reports an SGLang version other than 0.5.23.",
-    why="kvcheck restates SGLang 0.5.23's decision code; another version may register other regions or raise other errors.",
+    why="kvcheck restates SGLang 0.5.23's decision code; another version may register other regions or raise other "
+    "errors.",
     fix="Run SGLang 0.5.23 on both sides, or check this pair on a staging deployment.",
 )
 def live_version(chk, ctx: CheckContext) -> list[Finding]:
@@ -58,7 +69,8 @@ def live_version(chk, ctx: CheckContext) -> list[Finding]:
     "live-model",
     Severity.WARNING,
     "The model config read matches the served model",
-    what="/model_info lists architectures that do not include the architecture of the config.json kvcheck read (--model-config for another model?).",
+    what="/model_info lists architectures that do not include the architecture of the config.json kvcheck read "
+    "(--model-config for another model?).",
     why="Region geometry comes from the model config: a config for another model gives another plan than the server's.",
     fix="Pass the served model's own config.json with --model-config.",
 )

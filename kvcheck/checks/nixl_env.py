@@ -15,7 +15,19 @@ PARAMS_VAR = "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS"
 DEFAULT_BACKEND = "UCX"
 # Backend plugins NIXL 1.5 ships or documents; another name fails at start-up with
 # "NIXL backend '<name>' not found. Available: [...]" (the list is the node's plugins).
-KNOWN_BACKENDS = ("UCX", "UCCL", "LIBFABRIC", "GDS", "GDS_MT", "POSIX", "OBJ", "Mooncake", "HF3FS", "GPUNETIO", "AZURE_BLOB")
+KNOWN_BACKENDS = (
+    "UCX",
+    "UCCL",
+    "LIBFABRIC",
+    "GDS",
+    "GDS_MT",
+    "POSIX",
+    "OBJ",
+    "Mooncake",
+    "HF3FS",
+    "GPUNETIO",
+    "AZURE_BLOB",
+)
 STARTS_AND_EXITS = "the server exits during start-up with this error, after loading the model and before serving"
 
 
@@ -32,7 +44,8 @@ def backend_of(side: Side) -> str:
     "nixl-backend-params",
     Severity.ERROR,
     "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS is a JSON object of strings",
-    what="A side's SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS that is not valid JSON, or not an object with string keys and string values.",
+    what="A side's SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS that is not valid JSON, or not an object with string "
+    "keys and string values.",
     why="NixlKVManager.__init__ parses it with json.loads before creating the backend; the server fails at start-up.",
     fix='Set it to a JSON object of strings, e.g. {"num_threads": "8"}, or unset it.',
 )
@@ -45,16 +58,30 @@ def nixl_backend_params(chk, ctx: CheckContext) -> list[Finding]:
         try:
             value = json.loads(raw)
         except json.JSONDecodeError as exc:
-            rt = RuntimeErrorPrediction(type="JSONDecodeError", message=str(exc), raised_by=f"{side.role}: NixlKVManager.__init__ (start-up)", when="start-up", operator_sees=STARTS_AND_EXITS)
+            rt = RuntimeErrorPrediction(
+                type="JSONDecodeError",
+                message=str(exc),
+                raised_by=f"{side.role}: NixlKVManager.__init__ (start-up)",
+                when="start-up",
+                operator_sees=STARTS_AND_EXITS,
+            )
             out.append(chk.finding(f"{side.role}: {PARAMS_VAR}={raw!r} is not valid JSON", runtime_error=rt))
             continue
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
             rt = RuntimeErrorPrediction(
                 type="ValueError",
-                message="SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS must be a JSON object with string keys and string values",
-                raised_by=f"{side.role}: NixlKVManager.__init__ (start-up)", when="start-up", operator_sees=STARTS_AND_EXITS,
+                message="SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS must be a JSON object with string keys and string "
+                "values",
+                raised_by=f"{side.role}: NixlKVManager.__init__ (start-up)",
+                when="start-up",
+                operator_sees=STARTS_AND_EXITS,
             )
-            out.append(chk.finding(f"{side.role}: {PARAMS_VAR}={raw!r} is not a JSON object of strings (numbers must be quoted)", runtime_error=rt))
+            out.append(
+                chk.finding(
+                    f"{side.role}: {PARAMS_VAR}={raw!r} is not a JSON object of strings (numbers must be quoted)",
+                    runtime_error=rt,
+                )
+            )
     return out
 
 
@@ -78,9 +105,20 @@ def nixl_backend(chk, ctx: CheckContext) -> list[Finding]:
         if name not in KNOWN_BACKENDS:
             near = [k for k in KNOWN_BACKENDS if k.lower() == name.lower() or k.lower().startswith(name.lower()[:3])]
             hint = f"; did you mean {near[0]}?" if near else ""
-            out.append(chk.finding(f"{side.role}: {BACKEND_VAR}={name} is not a NIXL backend plugin ({', '.join(KNOWN_BACKENDS)}){hint}; the server fails at start-up with \"NIXL backend '{name}' not found\""))
+            out.append(
+                chk.finding(
+                    f"{side.role}: {BACKEND_VAR}={name} is not a NIXL backend plugin "
+                    f'({", ".join(KNOWN_BACKENDS)}){hint}; the server fails at start-up with "NIXL backend '
+                    f"'{name}' not found\""
+                )
+            )
     if len(sides) == 2 and backend_of(sides[0]) != backend_of(sides[1]):
-        out.append(chk.finding(f"NIXL backends differ: prefill {BACKEND_VAR}={backend_of(sides[0])}, decode {BACKEND_VAR}={backend_of(sides[1])}: the two agents share no backend"))
+        out.append(
+            chk.finding(
+                f"NIXL backends differ: prefill {BACKEND_VAR}={backend_of(sides[0])}, decode "
+                f"{BACKEND_VAR}={backend_of(sides[1])}: the two agents share no backend"
+            )
+        )
     return out
 
 
@@ -95,7 +133,8 @@ UCX_NET_DEVICES_WARNING = (
     Severity.ERROR,
     "Each server's PD queue and NIXL KV manager accept the environment and the IB devices",
     what=(
-        "SGLANG_DISAGG_STAGING_BUFFER on an MLA model, on a prefill whose chunked-prefill size is not a positive multiple "
+        "SGLANG_DISAGG_STAGING_BUFFER on an MLA model, on a prefill whose chunked-prefill size is not a positive "
+        "multiple "
         "of the page size (-1: chunking off), or with PP on a non-Mooncake prefill; "
         "--disaggregation-ib-device with port suffixes (mlx5_0:1), a per-GPU JSON mapping that is invalid or misses "
         "a GPU the server binds, or a device_list in SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS that disagrees with it; "
@@ -105,7 +144,8 @@ UCX_NET_DEVICES_WARNING = (
         "PrefillBootstrapQueue/DecodePreallocQueue and NixlKVManager.__init__ (SGLang 0.5.23) raise these after the "
         "model is loaded: the scheduler exits and the server never serves."
     ),
-    fix="Give HCA names without ports (mlx5_0,mlx5_1), one device selection (the flag or device_list), and no staging buffer on MLA models.",
+    fix="Give HCA names without ports (mlx5_0,mlx5_1), one device selection (the flag or device_list), and no "
+    "staging buffer on MLA models.",
 )
 def connector_startup(chk, ctx: CheckContext) -> list[Finding]:
     from kvcheck.sglang.startup import Refusal as _Refusal
@@ -119,30 +159,62 @@ def connector_startup(chk, ctx: CheckContext) -> list[Finding]:
             continue  # the server stops earlier (the startup check says why), or kvcheck cannot tell
         r = connector_outcome(side)
         if isinstance(r, _Stop):
-            out.append(chk.finding(f"{side.role}: the scheduler's PD start-up is not fully predicted: {r.reason}", severity=Severity.UNCHECKED,
-                                   fix="Check the named input on the server."))
+            out.append(
+                chk.finding(
+                    f"{side.role}: the scheduler's PD start-up is not fully predicted: {r.reason}",
+                    severity=Severity.UNCHECKED,
+                    fix="Check the named input on the server.",
+                )
+            )
         elif isinstance(r, _Refusal):
             fix = chk.fix
             if r.id == "hisparse-host-as-vram":
-                fix = ("Run SGLang 0.5.15 or newer on the decode (NIXL DRAM KV destinations for HiSparse, sgl-project/sglang#27563), "
-                       "or serve the decode without --enable-hisparse: before 0.5.15 the decode registers its HiSparse host KV pool "
-                       "as VRAM, which NIXL >= 1.0.0 refuses ('VRAM memory is detected as host by UCX').")
+                fix = (
+                    "Run SGLang 0.5.15 or newer on the decode (NIXL DRAM KV destinations for HiSparse, "
+                    "sgl-project/sglang#27563), "
+                    "or serve the decode without --enable-hisparse: before 0.5.15 the decode registers its HiSparse "
+                    "host KV pool "
+                    "as VRAM, which NIXL >= 1.0.0 refuses ('VRAM memory is detected as host by UCX')."
+                )
             if r.id == "minimax-index-value":
-                fix = ("Serve this MiniMax checkpoint without PD disaggregation, or one whose sparse layers all disable the index "
-                       "value (sparse_disable_index_value 1): SGLang 0.5.23 transfers only K-only sparse layers.")
+                fix = (
+                    "Serve this MiniMax checkpoint without PD disaggregation, or one whose sparse layers all disable "
+                    "the index "
+                    "value (sparse_disable_index_value 1): SGLang 0.5.23 transfers only K-only sparse layers."
+                )
             said = r.message
             if r.id == "hisparse-host-as-vram":
-                said = ("NixlKVManager registers the decode's HiSparse host KV pool as VRAM (SGLang before 0.5.15) and NIXL "
-                        f"{server_nixl_text(side)} refuses it: nixlBackendError: {r.message} (NIXL logs 'VRAM memory is detected "
-                        "as host by UCX ... VRAM registration cannot proceed')")
-            out.append(Finding(id=r.id, severity=Severity.ERROR, message=f"the {side.role} server exits after loading the model ({side.origin or side.role}): {said}",
-                               fix=fix, runtime_error=r.prediction(side)))
-        if (side.args.disaggregation_transfer_backend == "nixl" and backend_of(side) == "UCX"
-                and side.args.disaggregation_ib_device and side.env.get("UCX_NET_DEVICES")):
-            out.append(chk.finding(
-                f"{side.role}: UCX_NET_DEVICES={side.env['UCX_NET_DEVICES']} overrides --disaggregation-ib-device "
-                f"{side.args.disaggregation_ib_device}; the runtime logs: {UCX_NET_DEVICES_WARNING}",
-                severity=Severity.WARNING, fix="Set only one of UCX_NET_DEVICES and --disaggregation-ib-device."))
+                said = (
+                    "NixlKVManager registers the decode's HiSparse host KV pool as VRAM (SGLang before 0.5.15) and "
+                    "NIXL "
+                    f"{server_nixl_text(side)} refuses it: nixlBackendError: {r.message} (NIXL logs 'VRAM memory is "
+                    "detected "
+                    "as host by UCX ... VRAM registration cannot proceed')"
+                )
+            out.append(
+                Finding(
+                    id=r.id,
+                    severity=Severity.ERROR,
+                    message=f"the {side.role} server exits after loading the model ({side.origin or side.role}): "
+                    f"{said}",
+                    fix=fix,
+                    runtime_error=r.prediction(side),
+                )
+            )
+        if (
+            side.args.disaggregation_transfer_backend == "nixl"
+            and backend_of(side) == "UCX"
+            and side.args.disaggregation_ib_device
+            and side.env.get("UCX_NET_DEVICES")
+        ):
+            out.append(
+                chk.finding(
+                    f"{side.role}: UCX_NET_DEVICES={side.env['UCX_NET_DEVICES']} overrides --disaggregation-ib-device "
+                    f"{side.args.disaggregation_ib_device}; the runtime logs: {UCX_NET_DEVICES_WARNING}",
+                    severity=Severity.WARNING,
+                    fix="Set only one of UCX_NET_DEVICES and --disaggregation-ib-device.",
+                )
+            )
     return out
 
 

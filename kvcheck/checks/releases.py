@@ -23,9 +23,12 @@ KNOWN_ISSUES_FILE = "known_issues.yaml"
     "unknown-release",
     Severity.UNCHECKED,
     "Each side runs an SGLang release kvcheck models",
-    what="A side whose SGLang release kvcheck does not model: a release outside 0.5.0rc2..0.5.23 (0.4.9, 0.6.0), or an image tag that names no release (latest, a nightly, a vendor image).",
-    why="Flags, defaults, the registration message and the PD checks change from release to release; judging such a side with another release's code could pass a pair that hangs.",
-    fix="Give the side's release with --sglang-version (or --prefill-sglang-version / --decode-sglang-version), or pin the image to a released tag such as lmsysorg/sglang:v0.5.23.",
+    what="A side whose SGLang release kvcheck does not model: a release outside 0.5.0rc2..0.5.23 (0.4.9, 0.6.0), or "
+    "an image tag that names no release (latest, a nightly, a vendor image).",
+    why="Flags, defaults, the registration message and the PD checks change from release to release; judging such a "
+    "side with another release's code could pass a pair that hangs.",
+    fix="Give the side's release with --sglang-version (or --prefill-sglang-version / --decode-sglang-version), or "
+    "pin the image to a released tag such as lmsysorg/sglang:v0.5.23.",
 )
 def unknown_release(chk, ctx: CheckContext) -> list[Finding]:
     """One unchecked finding per side whose release is unknown or not modeled."""
@@ -36,10 +39,14 @@ def unknown_release(chk, ctx: CheckContext) -> list[Finding]:
         if side_release(side)[1]:
             continue
         what = f"SGLang {side.sglang_version}" if side.sglang_version else "an SGLang release kvcheck cannot tell"
-        out.append(chk.finding(
-            f"the {side.role} runs {what} ({side.version_source or 'no release given'}); kvcheck models {describe_modeled()}, so this pair is not judged",
-            fix=f"Give the {side.role}'s release with --{side.role}-sglang-version VERSION (or --sglang-version for both), or run a modeled release.",
-        ))
+        out.append(
+            chk.finding(
+                f"the {side.role} runs {what} ({side.version_source or 'no release given'}); kvcheck models "
+                f"{describe_modeled()}, so this pair is not judged",
+                fix=f"Give the {side.role}'s release with --{side.role}-sglang-version VERSION (or --sglang-version "
+                "for both), or run a modeled release.",
+            )
+        )
     return out
 
 
@@ -75,7 +82,9 @@ def _ranges_text(ranges: list[list[str | None]]) -> str:
     return " or ".join(parts) or "any"
 
 
-def match_entry(entry: dict[str, Any], side: Side, nixl_floor: tuple[str, str] | None = None) -> tuple[bool, list[str], list[str]]:
+def match_entry(
+    entry: dict[str, Any], side: Side, nixl_floor: tuple[str, str] | None = None
+) -> tuple[bool, list[str], list[str]]:
     """Whether ``side`` matches ``entry``: (matches, reasons it matched, conditions kvcheck
     could not see). A side on an unmodeled release never matches an SGLang range.
     ``nixl_floor``: (release, why) the oldest NIXL the side can run at all (its SGLang
@@ -189,8 +198,11 @@ def _decode_replicates_kv_heads(ctx: CheckContext, several: bool = False) -> boo
     "known-issue",
     Severity.ERROR,
     "No side runs a release combination with a known PD-path defect",
-    what="A side whose SGLang / NIXL release, transfer backend, GPU, model and environment match a known defect on the PD path (kvcheck/sglang/known_issues.yaml: hangs, crashes, start-up refusals), each with its public source.",
-    why="These defects are in the releases themselves: the configuration is valid and the pair still hangs or crashes (e.g. SGLang 0.5.12 with NIXL hangs every request of a dense model).",
+    what="A side whose SGLang / NIXL release, transfer backend, GPU, model and environment match a known defect on "
+    "the PD path (kvcheck/sglang/known_issues.yaml: hangs, crashes, start-up refusals), each with its public "
+    "source.",
+    why="These defects are in the releases themselves: the configuration is valid and the pair still hangs or "
+    "crashes (e.g. SGLang 0.5.12 with NIXL hangs every request of a dense model).",
     fix="Move to the release that fixed it (named in the finding), or apply the workaround given.",
 )
 def known_issue(chk, ctx: CheckContext) -> list[Finding]:
@@ -226,13 +238,24 @@ def known_issue(chk, ctx: CheckContext) -> list[Finding]:
             # exits at launch with its own message, before any traffic; said, not a verdict.
             severity = Severity.INFO
         fixed = entry.get("fixed_in") or {}
-        fixed_text = "; fixed in " + ", ".join(f"{k.upper() if k == 'nixl' else 'SGLang'} {v}" for k, v in fixed.items()) if fixed else ""
-        msg = f"{entry['id']} on the {roles} ({', '.join(why)}): {' '.join(entry['what'].split())} [{entry['effect']}{fixed_text}; {', '.join(entry['sources'])}]"
+        fixed_text = (
+            "; fixed in " + ", ".join(f"{k.upper() if k == 'nixl' else 'SGLang'} {v}" for k, v in fixed.items())
+            if fixed
+            else ""
+        )
+        msg = (
+            f"{entry['id']} on the {roles} ({', '.join(why)}): {' '.join(entry['what'].split())} "
+            f"[{entry['effect']}{fixed_text}; {', '.join(entry['sources'])}]"
+        )
         fix = " ".join(entry["fix"].split())
         if unseen:
             msg += f"; applies only if {' and '.join(dict.fromkeys(unseen))}"
             need = sorted({s.role for s, _, us in hits for u in us if "NIXL" in u})
             if need:
-                fix += " To decide it, set NIXL_VERSION (the NIXL the server's image ships) in " + " and ".join(f"--{r}-env" for r in need) + ", or run an lmsysorg/sglang:vX.Y.Z image."
+                fix += (
+                    " To decide it, set NIXL_VERSION (the NIXL the server's image ships) in "
+                    + " and ".join(f"--{r}-env" for r in need)
+                    + ", or run an lmsysorg/sglang:vX.Y.Z image."
+                )
         out.append(Finding(id="known-issue", severity=severity, message=msg, fix=fix))
     return out

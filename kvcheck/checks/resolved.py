@@ -15,9 +15,13 @@ from kvcheck.checks.base import CheckContext, Finding, Severity, check
     "kv-dtype-gpu",
     Severity.UNCHECKED,
     "The KV cache dtype comparison does not rest on an assumed GPU",
-    what="A DeepSeek DSA side whose --kv-cache-dtype the runtime resolves by GPU (auto: fp8_e4m3 from SM100, bfloat16 below), with its GPU not given, where the decode's bootstrap dtype check passes on one GPU kind and fails on another.",
-    why="The decode compares the resolved strings on its first request and raises on a mismatch; kvcheck cannot tell which one the servers resolve without their GPU.",
-    fix="Give the GPU (--gpu, --prefill-gpu/--decode-gpu, a kvcheck-gpu key, or the manifest's node selector), or set --kv-cache-dtype explicitly (bfloat16 or fp8_e4m3) on both servers.",
+    what="A DeepSeek DSA side whose --kv-cache-dtype the runtime resolves by GPU (auto: fp8_e4m3 from SM100, "
+    "bfloat16 below), with its GPU not given, where the decode's bootstrap dtype check passes on one GPU kind "
+    "and fails on another.",
+    why="The decode compares the resolved strings on its first request and raises on a mismatch; kvcheck cannot tell "
+    "which one the servers resolve without their GPU.",
+    fix="Give the GPU (--gpu, --prefill-gpu/--decode-gpu, a kvcheck-gpu key, or the manifest's node selector), or "
+    "set --kv-cache-dtype explicitly (bfloat16 or fp8_e4m3) on both servers.",
 )
 def kv_dtype_gpu(chk, ctx: CheckContext) -> list[Finding]:
     rows = ctx.extra.get("kv_dtype_over_gpus")
@@ -26,14 +30,23 @@ def kv_dtype_gpu(chk, ctx: CheckContext) -> list[Finding]:
     parts = []
     for label, p, d in rows:
         if "bytes per element" in p:  # a release without the decode's dtype check
-            parts.append(f"on {label} the prefill KV cache is {p}, the decode's {d}" + (": the item lengths agree" if p == d else ": the item lengths differ"))
+            parts.append(
+                f"on {label} the prefill KV cache is {p}, the decode's {d}"
+                + (": the item lengths agree" if p == d else ": the item lengths differ")
+            )
         elif p == d:
             parts.append(f"on {label} both resolve to {p}: the check passes")
         else:
-            parts.append(f"on {label} \"KV cache dtype mismatch: prefill server has kv_cache_dtype={p}, but decode server has kv_cache_dtype={d}.\"")
+            parts.append(
+                f'on {label} "KV cache dtype mismatch: prefill server has kv_cache_dtype={p}, but decode server has '
+                f'kv_cache_dtype={d}."'
+            )
     assumed = [s.role for s in (ctx.prefill, ctx.decode) if s.gpu is None or str(s.gpu_source).startswith("default")]
     who = "the prefill's and the decode's GPUs were" if len(assumed) == 2 else f"the {assumed[0]}'s GPU was"
-    return [chk.finding(
-        f"{who} not given and the KV cache dtype each side resolves depends on it: " + "; ".join(parts)
-        + (" (both sides on one GPU kind)" if len(assumed) == 2 else ""),
-    )]
+    return [
+        chk.finding(
+            f"{who} not given and the KV cache dtype each side resolves depends on it: "
+            + "; ".join(parts)
+            + (" (both sides on one GPU kind)" if len(assumed) == 2 else ""),
+        )
+    ]

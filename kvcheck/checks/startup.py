@@ -11,11 +11,14 @@ from kvcheck.sglang.gpu import resolve_gpu
 from kvcheck.sglang.startup import GPU_DEPENDENT_IDS, Refusal, ReleaseStop, Stop, first_outcome
 
 _WHAT = {
-    "decode-allocation-policy": "--disaggregation-decode-allocation-policy prefill_complete with a feature it does not support (NIXL among them)",
+    "decode-allocation-policy": "--disaggregation-decode-allocation-policy prefill_complete with a feature it does "
+    "not support (NIXL among them)",
     "decode-host-receive-threshold": "--disaggregation-decode-host-receive-threshold outside [0, 1]",
-    "decode-host-receive-hisparse": "decode host receive (--disaggregation-decode-host-receive-threshold < 1) with HiSparse or PD role switching",
+    "decode-host-receive-hisparse": "decode host receive (--disaggregation-decode-host-receive-threshold < 1) with "
+    "HiSparse or PD role switching",
     "decode-host-receive-retraction": "decode host receive with --disaggregation-decode-retraction-backup cpu_tensor",
-    "decode-radix-cache-incompatible": "--disaggregation-decode-enable-radix-cache with HiSparse, the fake backend, or a speculative algorithm other than EAGLE/EAGLE3/DSPARK",
+    "decode-radix-cache-incompatible": "--disaggregation-decode-enable-radix-cache with HiSparse, the fake backend, "
+    "or a speculative algorithm other than EAGLE/EAGLE3/DSPARK",
     "prefill-fake-backend": "a prefill with --disaggregation-transfer-backend fake",
     "dcp-size": "an invalid --dcp-size",
     "dsa-dcp": "decode context parallelism on a DSA model with HiSparse/HiCache or in a PD role",
@@ -30,64 +33,100 @@ _WHAT = {
     "hisparse-spec-topk": "--enable-hisparse with speculative --speculative-eagle-topk other than 1",
     "hisparse-spec-adaptive": "--enable-hisparse with --speculative-adaptive",
     "staging-buffer": "SGLANG_DISAGG_STAGING_BUFFER with a transfer backend other than mooncake/nixl",
-    "cp-tp-group-sharing": "prefill context parallelism shared with the TP group (Qwen4Exp) with a layout or feature it does not support",
-    "staging-cp-tp-sharing": "SGLANG_DISAGG_STAGING_BUFFER on a prefill whose prefill CP shares the TP group (CP-TP group sharing)",
-    "hisparse-kv-dtype": "--enable-hisparse with a --kv-cache-dtype string HiSparse does not take (bfloat16 or fp8_e4m3)",
-    "nvfp4-prefill-dequant": "--kv-cache-dtype nvfp4 with an attention backend (or dequant dtype) NVFP4 prefill/decode cannot use",
+    "cp-tp-group-sharing": "prefill context parallelism shared with the TP group (Qwen4Exp) with a layout or feature "
+    "it does not support",
+    "staging-cp-tp-sharing": "SGLANG_DISAGG_STAGING_BUFFER on a prefill whose prefill CP shares the TP group (CP-TP "
+    "group sharing)",
+    "hisparse-kv-dtype": "--enable-hisparse with a --kv-cache-dtype string HiSparse does not take (bfloat16 or "
+    "fp8_e4m3)",
+    "nvfp4-prefill-dequant": "--kv-cache-dtype nvfp4 with an attention backend (or dequant dtype) NVFP4 "
+    "prefill/decode cannot use",
     "attention-backend-gpu": "an attention backend this GPU (or this use of it) does not support",
-    "attention-kv-dtype": "a --kv-cache-dtype spelling the attention backend refuses (trtllm_mla takes fp8_e4m3, bf16 or auto; not bfloat16)",
-    "kv-dtype-gpu": "a KV cache dtype this GPU or PD cannot use (mxfp8 needs Blackwell; nvfp4 needs SM100/SM120 and is refused in PD on SM100; FP4 KV refuses --enable-unified-memory)",
-    "kv4-backend": "FP4 KV (nvfp4 off SM100, fp4_mx_block16) with an attention backend outside handle_kv4_compatibility's lists (MHA: triton/torch_native/flex_attention/trtllm_mha; MLA: flashinfer/trtllm_mla)",
+    "attention-kv-dtype": "a --kv-cache-dtype spelling the attention backend refuses (trtllm_mla takes fp8_e4m3, "
+    "bf16 or auto; not bfloat16)",
+    "kv-dtype-gpu": "a KV cache dtype this GPU or PD cannot use (mxfp8 needs Blackwell; nvfp4 needs SM100/SM120 and "
+    "is refused in PD on SM100; FP4 KV refuses --enable-unified-memory)",
+    "kv4-backend": "FP4 KV (nvfp4 off SM100, fp4_mx_block16) with an attention backend outside "
+    "handle_kv4_compatibility's lists (MHA: triton/torch_native/flex_attention/trtllm_mha; MLA: "
+    "flashinfer/trtllm_mla)",
     "hicache-dcp": "HiCache with --dcp-size > 1 on a model or with a feature it does not support",
     "dp-size": "--dp-size > 1 combined with attention DP",
     "tp-attn-dp-cp": "--tp-size not divisible by attention DP x attention CP",
-    "kv-sharding": "--enable-kv-cache-sharding where it is not supported (not a PD prefill, speculative decoding, DCP, HiSparse, HiCache storage)",
-    "hicache-radix-cache": "--enable-hierarchical-cache with the radix cache off (a PD decode turns it off unless --disaggregation-decode-enable-radix-cache)",
-    "decode-offload-kvcache": "--disaggregation-decode-enable-offload-kvcache off the decode, without a HiCache storage backend, or with host_pool retraction",
-    "pp-speculative": "pipeline parallelism with speculative decoding outside a PD prefill (or with a non-EAGLE algorithm)",
+    "kv-sharding": "--enable-kv-cache-sharding where it is not supported (not a PD prefill, speculative decoding, "
+    "DCP, HiSparse, HiCache storage)",
+    "hicache-radix-cache": "--enable-hierarchical-cache with the radix cache off (a PD decode turns it off unless "
+    "--disaggregation-decode-enable-radix-cache)",
+    "decode-offload-kvcache": "--disaggregation-decode-enable-offload-kvcache off the decode, without a HiCache "
+    "storage backend, or with host_pool retraction",
+    "pp-speculative": "pipeline parallelism with speculative decoding outside a PD prefill (or with a non-EAGLE "
+    "algorithm)",
     "nodes": "a TP x PP world that does not split across --nnodes, or --dp-size replicas across nodes",
-    "chunked-prefill-page": "a --chunked-prefill-size (divided by attention DP) that is not a multiple of the resolved page size",
-    "two-batch-overlap": "--enable-two-batch-overlap without an EP all-to-all backend (--moe-a2a-backend none) and, from 0.5.15, without attention DP",
+    "chunked-prefill-page": "a --chunked-prefill-size (divided by attention DP) that is not a multiple of the "
+    "resolved page size",
+    "two-batch-overlap": "--enable-two-batch-overlap without an EP all-to-all backend (--moe-a2a-backend none) and, "
+    "from 0.5.15, without attention DP",
 }
 
 _FIX = {
-    "decode-allocation-policy": "Drop --disaggregation-decode-allocation-policy prefill_complete (keep the default 'early'): it supports only Mooncake, TP 1, and none of the listed features.",
-    "decode-host-receive-threshold": "Set --disaggregation-decode-host-receive-threshold between 0 and 1 (1 turns host receive off).",
-    "decode-host-receive-hisparse": "Leave --disaggregation-decode-host-receive-threshold at 1 with --enable-hisparse or --enable-pd-role-switch.",
-    "decode-host-receive-retraction": "Use --disaggregation-decode-retraction-backup host_pool (or leave it unset) with decode host receive.",
-    "decode-radix-cache-incompatible": "Drop --disaggregation-decode-enable-radix-cache, or the feature it conflicts with.",
+    "decode-allocation-policy": "Drop --disaggregation-decode-allocation-policy prefill_complete (keep the default "
+    "'early'): it supports only Mooncake, TP 1, and none of the listed features.",
+    "decode-host-receive-threshold": "Set --disaggregation-decode-host-receive-threshold between 0 and 1 (1 turns "
+    "host receive off).",
+    "decode-host-receive-hisparse": "Leave --disaggregation-decode-host-receive-threshold at 1 with "
+    "--enable-hisparse or --enable-pd-role-switch.",
+    "decode-host-receive-retraction": "Use --disaggregation-decode-retraction-backup host_pool (or leave it unset) "
+    "with decode host receive.",
+    "decode-radix-cache-incompatible": "Drop --disaggregation-decode-enable-radix-cache, or the feature it conflicts "
+    "with.",
     "prefill-fake-backend": "Use --disaggregation-transfer-backend nixl on the prefill.",
     "dcp-size": "Use --dcp-size >= 1, and not with --enable-prefill-cp.",
     "dsa-dcp": "Run DSA models with --dcp-size 1 in PD disaggregation.",
     "dsa-kv-cache-dtype": "Use --kv-cache-dtype bfloat16 or fp8_e4m3 (the same string on both servers).",
-    "hisparse-dsa-backend": "Omit --dsa-prefill-backend/--dsa-decode-backend with --enable-hisparse, or use one the message allows.",
-    "speculative-params": "Give --speculative-num-steps with --speculative-eagle-topk/--speculative-num-draft-tokens, and use topk 1 on DSA models.",
+    "hisparse-dsa-backend": "Omit --dsa-prefill-backend/--dsa-decode-backend with --enable-hisparse, or use one the "
+    "message allows.",
+    "speculative-params": "Give --speculative-num-steps with "
+    "--speculative-eagle-topk/--speculative-num-draft-tokens, and use topk 1 on DSA models.",
     "decode-host-pool-role": "Use the host-pool retraction backup and host receive only on the decode server.",
-    "decode-host-pool-dcp": "Run the decode with --dcp-size 1, or without the host-pool retraction backup / host receive.",
+    "decode-host-pool-dcp": "Run the decode with --dcp-size 1, or without the host-pool retraction backup / host "
+    "receive.",
     "hisparse-model": "Drop --enable-hisparse: it needs a DSA model (DeepSeek V3.2, GLM-5), DeepSeek V4 or MiniMax M3.",
-    "hisparse-radix-cache": "Add --disable-radix-cache on a prefill or non-PD server running --enable-hisparse (a PD decode turns it off by itself).",
+    "hisparse-radix-cache": "Add --disable-radix-cache on a prefill or non-PD server running --enable-hisparse (a PD "
+    "decode turns it off by itself).",
     "hisparse-mixed-chunk": "Drop --enable-mixed-chunk with --enable-hisparse.",
     "hisparse-spec-topk": "Use --speculative-eagle-topk 1 with --enable-hisparse.",
     "hisparse-spec-adaptive": "Drop --speculative-adaptive with --enable-hisparse.",
     "staging-buffer": "Unset SGLANG_DISAGG_STAGING_BUFFER, or use --disaggregation-transfer-backend nixl or mooncake.",
-    "cp-tp-group-sharing": "Use --attn-cp-size equal to --tp-size, --cp-strategy zigzag, and none of the features the message names (or drop --enable-prefill-cp).",
+    "cp-tp-group-sharing": "Use --attn-cp-size equal to --tp-size, --cp-strategy zigzag, and none of the features "
+    "the message names (or drop --enable-prefill-cp).",
     "staging-cp-tp-sharing": "Unset SGLANG_DISAGG_STAGING_BUFFER on the prefill (or drop --enable-prefill-cp).",
-    "hisparse-kv-dtype": "Use --kv-cache-dtype bfloat16 or fp8_e4m3 (these exact strings; bf16 is refused) with --enable-hisparse, the same string on both servers.",
-    "nvfp4-prefill-dequant": "With --kv-cache-dtype nvfp4, drop the attention-backend flags (NVFP4 picks flashinfer/trtllm_mha) or use one the message names.",
-    "attention-backend-gpu": "Use an attention backend this GPU supports (or omit --attention-backend and let SGLang choose), and name the GPU with --gpu/--prefill-gpu/--decode-gpu.",
-    "attention-kv-dtype": "Write the KV dtype the backend accepts (e.g. --kv-cache-dtype bf16, not bfloat16, with trtllm_mla) on both servers.",
+    "hisparse-kv-dtype": "Use --kv-cache-dtype bfloat16 or fp8_e4m3 (these exact strings; bf16 is refused) with "
+    "--enable-hisparse, the same string on both servers.",
+    "nvfp4-prefill-dequant": "With --kv-cache-dtype nvfp4, drop the attention-backend flags (NVFP4 picks "
+    "flashinfer/trtllm_mha) or use one the message names.",
+    "attention-backend-gpu": "Use an attention backend this GPU supports (or omit --attention-backend and let SGLang "
+    "choose), and name the GPU with --gpu/--prefill-gpu/--decode-gpu.",
+    "attention-kv-dtype": "Write the KV dtype the backend accepts (e.g. --kv-cache-dtype bf16, not bfloat16, with "
+    "trtllm_mla) on both servers.",
     "kv-dtype-gpu": "Use --kv-cache-dtype fp8_e4m3 or bf16 on this GPU / in PD.",
-    "kv4-backend": "With FP4 KV pick an attention backend from the message's list (e.g. --attention-backend triton for MHA, flashinfer for MLA) on this GPU, or use --kv-cache-dtype fp8_e4m3.",
-    "hicache-dcp": "Run HiCache with --dcp-size 1, or on an MLA model without speculative decoding (DSPARK only) or HiSparse.",
+    "kv4-backend": "With FP4 KV pick an attention backend from the message's list (e.g. --attention-backend triton "
+    "for MHA, flashinfer for MLA) on this GPU, or use --kv-cache-dtype fp8_e4m3.",
+    "hicache-dcp": "Run HiCache with --dcp-size 1, or on an MLA model without speculative decoding (DSPARK only) or "
+    "HiSparse.",
     "dp-size": "Use attention DP (--attn-dp-size) or data-parallel replicas (--dp-size), not both.",
     "tp-attn-dp-cp": "Make --tp-size a multiple of --attn-dp-size x --attn-cp-size.",
-    "kv-sharding": "Use --enable-kv-cache-sharding only on the PD prefill, without DCP, HiSparse or speculative decoding.",
-    "hicache-radix-cache": "On a PD decode add --disaggregation-decode-enable-radix-cache with --enable-hierarchical-cache, or drop HiCache; elsewhere drop --disable-radix-cache.",
-    "decode-offload-kvcache": "Use --disaggregation-decode-enable-offload-kvcache only on the decode, with --hicache-storage-backend, and without host_pool retraction.",
-    "pp-speculative": "Run speculative decoding with --pp-size 1 on the decode (PP with EAGLE/MTP is for the PD prefill only).",
+    "kv-sharding": "Use --enable-kv-cache-sharding only on the PD prefill, without DCP, HiSparse or speculative "
+    "decoding.",
+    "hicache-radix-cache": "On a PD decode add --disaggregation-decode-enable-radix-cache with "
+    "--enable-hierarchical-cache, or drop HiCache; elsewhere drop --disable-radix-cache.",
+    "decode-offload-kvcache": "Use --disaggregation-decode-enable-offload-kvcache only on the decode, with "
+    "--hicache-storage-backend, and without host_pool retraction.",
+    "pp-speculative": "Run speculative decoding with --pp-size 1 on the decode (PP with EAGLE/MTP is for the PD "
+    "prefill only).",
     "nodes": "Use a --nnodes that divides --tp-size x --pp-size, and --attn-dp-size (not --dp-size) across nodes.",
-    "chunked-prefill-page": "Use a --chunked-prefill-size that is a multiple of page size x --attn-dp-size (the backend may pick the page: trtllm_mla/flashmla 64).",
-    "two-batch-overlap": "Set --moe-a2a-backend (e.g. deepep) with --enable-two-batch-overlap, or run attention DP, or drop --enable-two-batch-overlap.",
+    "chunked-prefill-page": "Use a --chunked-prefill-size that is a multiple of page size x --attn-dp-size (the "
+    "backend may pick the page: trtllm_mla/flashmla 64).",
+    "two-batch-overlap": "Set --moe-a2a-backend (e.g. deepep) with --enable-two-batch-overlap, or run attention DP, "
+    "or drop --enable-two-batch-overlap.",
 }
 
 
@@ -99,18 +138,24 @@ def _start_up_logs(side) -> list[Finding]:
     a = side.args
     out = []
     if a.disaggregation_mode == "prefill" and a.dcp_size > 1:
-        out.append(Finding(id="prefill-dcp-warning", severity=Severity.WARNING,
-                           message="the prefill runs --dcp-size > 1; the runtime warns: DCP on a PD prefill server is supported when "
-                                   "prefill and decode use the same DCP layout, but it usually adds communication overhead "
-                                   "without improving prefill performance.",
-                           fix="Run the prefill with --dcp-size 1 unless the decode uses the same DCP layout."))
+        out.append(
+            Finding(
+                id="prefill-dcp-warning",
+                severity=Severity.WARNING,
+                message="the prefill runs --dcp-size > 1; the runtime warns: DCP on a PD prefill server is supported "
+                "when "
+                "prefill and decode use the same DCP layout, but it usually adds communication overhead "
+                "without improving prefill performance.",
+                fix="Run the prefill with --dcp-size 1 unless the decode uses the same DCP layout.",
+            )
+        )
     return out
 
 
 # What handle_pd_disaggregation logs when a PD decode turns its radix cache off (no
 # --disaggregation-decode-enable-radix-cache): the text of each release range.
 DECODE_RADIX_OFF_LOG = (
-    ("0.5.22", "Radix cache is disabled for decode server"),     # pd_disaggregation_hook, 0.5.22 .. 0.5.23
+    ("0.5.22", "Radix cache is disabled for decode server"),  # pd_disaggregation_hook, 0.5.22 .. 0.5.23
     ("0.5.0rc2", "KV cache is forced as chunk cache for decode server"),  # server_args / the hook, up to 0.5.21
 )
 
@@ -131,7 +176,8 @@ def decode_radix_off_log(side) -> str | None:
     "startup-log",
     Severity.INFO,
     "What each server logs while it accepts its args",
-    what="Start-up log lines the runtime prints for these flags that need no action: a PD decode turning its radix cache off.",
+    what="Start-up log lines the runtime prints for these flags that need no action: a PD decode turning its radix "
+    "cache off.",
     why="So the operator can tell the expected start-up lines from a problem.",
     fix="Nothing to do.",
 )
@@ -143,10 +189,15 @@ def startup_log(chk, ctx: CheckContext) -> list[Finding]:
     for side in (ctx.prefill, ctx.decode):
         text = decode_radix_off_log(side)
         if text is not None and first_outcome(side) is None:
-            out.append(Finding(id="decode-radix-disabled", severity=Severity.INFO,
-                               message=f"the {side.role} server logs at start-up: {text} (a PD decode runs without a radix "
-                                       "cache unless --disaggregation-decode-enable-radix-cache); nothing is wrong",
-                               fix="Nothing to do."))
+            out.append(
+                Finding(
+                    id="decode-radix-disabled",
+                    severity=Severity.INFO,
+                    message=f"the {side.role} server logs at start-up: {text} (a PD decode runs without a radix "
+                    "cache unless --disaggregation-decode-enable-radix-cache); nothing is wrong",
+                    fix="Nothing to do.",
+                )
+            )
     return out
 
 
@@ -163,13 +214,18 @@ def _other_gpu(side) -> list[Finding]:
     other = first_outcome(side, resolve_gpu("b200"))
     if not isinstance(other, Refusal):
         return []
-    return [Finding(
-        id="startup-gpu-dependent", severity=Severity.WARNING,
-        message=(f"the {side.role} server starts on the assumed Hopper (h100; GPU not given), but on a Blackwell (b200) "
-                 f"it refuses: {other.type}: {other.message} ({other.hook})"),
-        fix=f"Name the GPU (--gpu/--{side.role}-gpu or kvcheck-gpu:) to check the server where it runs; on Blackwell: "
-            + _FIX.get(other.id, "change the flag the message names."),
-    )]
+    return [
+        Finding(
+            id="startup-gpu-dependent",
+            severity=Severity.WARNING,
+            message=(
+                f"the {side.role} server starts on the assumed Hopper (h100; GPU not given), but on a Blackwell (b200) "
+                f"it refuses: {other.type}: {other.message} ({other.hook})"
+            ),
+            fix=f"Name the GPU (--gpu/--{side.role}-gpu or kvcheck-gpu:) to check the server where it runs; on "
+            "Blackwell: " + _FIX.get(other.id, "change the flag the message names."),
+        )
+    ]
 
 
 def _gpu_note(side, r: Refusal) -> str:
@@ -187,7 +243,11 @@ def _gpu_note(side, r: Refusal) -> str:
     "startup",
     Severity.ERROR,
     "Each server accepts its own args at start-up",
-    what="Flag combinations SGLang refuses while resolving a server's args: attention backends and KV dtypes per GPU (trtllm_mla, cutedsl_mla, trtllm_mha, nvfp4, mxfp8), TP vs attention DP x CP, DP sizes, PP with speculative decoding, HiCache (radix cache, DCP), KV sharding, HiSparse (model, radix cache, KV dtype, backends), the decode radix cache, decode host receive, decode context parallelism, CP-TP group sharing, PD allocation policy, staging buffers.",
+    what="Flag combinations SGLang refuses while resolving a server's args: attention backends and KV dtypes per GPU "
+    "(trtllm_mla, cutedsl_mla, trtllm_mha, nvfp4, mxfp8), TP vs attention DP x CP, DP sizes, PP with "
+    "speculative decoding, HiCache (radix cache, DCP), KV sharding, HiSparse (model, radix cache, KV dtype, "
+    "backends), the decode radix cache, decode host receive, decode context parallelism, CP-TP group sharing, "
+    "PD allocation policy, staging buffers.",
     why="The server exits during start-up, before loading the model; the pair never runs.",
     fix="Change the flag the message names.",
 )
@@ -204,30 +264,39 @@ def side_findings(chk, side) -> list[Finding]:
     start-up warnings it logs, and the GPU notes."""
     r = first_outcome(side)
     if isinstance(r, Stop):
-        return [Finding(
-            id="startup-unchecked",
-            severity=Severity.UNCHECKED,
-            message=f"the {side.role} server's start-up is not fully predicted ({side.origin or side.role}): {r.reason}",
-            fix=("Pin the server's SGLang release (image tag or --sglang-version) to one kvcheck verifies, or start the server "
-                 "once (or name its GPU) to see whether it accepts these flags."
-                 if isinstance(r, ReleaseStop) else "Start the server once (or name its GPU) to see whether it accepts these flags."),
-        )]
+        return [
+            Finding(
+                id="startup-unchecked",
+                severity=Severity.UNCHECKED,
+                message=f"the {side.role} server's start-up is not fully predicted ({side.origin or side.role}): "
+                f"{r.reason}",
+                fix=(
+                    "Pin the server's SGLang release (image tag or --sglang-version) to one kvcheck verifies, or "
+                    "start the server "
+                    "once (or name its GPU) to see whether it accepts these flags."
+                    if isinstance(r, ReleaseStop)
+                    else "Start the server once (or name its GPU) to see whether it accepts these flags."
+                ),
+            )
+        ]
     out = _start_up_logs(side)
     if r is None:
         return out + _other_gpu(side)
     what = _WHAT.get(r.id, r.id)
-    out.append(Finding(
-        id=r.id,
-        severity=Severity.ERROR,
-        message=f"the {side.role} server refuses to start ({side.origin or side.role}): {what}{_gpu_note(side, r)}",
-        fix=_FIX.get(r.id, chk.fix),
-        runtime_error=r.prediction(side),
-    ))
+    out.append(
+        Finding(
+            id=r.id,
+            severity=Severity.ERROR,
+            message=f"the {side.role} server refuses to start ({side.origin or side.role}): {what}{_gpu_note(side, r)}",
+            fix=_FIX.get(r.id, chk.fix),
+            runtime_error=r.prediction(side),
+        )
+    )
     return out
 
 
 ARGPARSE_OPERATOR_SEES = (
-    "the server prints its usage line and \"error: <this message>\" and exits with status 2 while parsing its "
+    'the server prints its usage line and "error: <this message>" and exits with status 2 while parsing its '
     "flags, before it reads the model or binds a port"
 )
 
@@ -244,15 +313,23 @@ def argparse_finding(role: str, refusal) -> Finding:
     matches = refusal.argparse_message.split(" could match ", 1)[-1]
     if ambiguous:
         said = f"finds {refusal.option} ambiguous (an abbreviation of several flags: {matches})"
-        fix = f"Write the flag in full (one of {matches}): argparse accepts an abbreviation only when it matches a single flag of that release."
+        fix = (
+            f"Write the flag in full (one of {matches}): argparse accepts an abbreviation only when it matches a "
+            "single flag of that release."
+        )
     else:  # a value its type refuses (a JSON value whose quotes a shell or YAML layer stripped)
         said = f"refuses {refusal.option}: {refusal.argparse_message}"
-        fix = f"Quote the value of {refusal.option} so it reaches the server as written (valid JSON needs its double quotes: '{{\"key\": 0.7}}')."
+        fix = (
+            f"Quote the value of {refusal.option} so it reaches the server as written (valid JSON needs its double "
+            "quotes: '{\"key\": 0.7}')."
+        )
     return Finding(
         id="startup-argparse",
         severity=Severity.ERROR,
-        message=(f"the {role} server refuses to start ({refusal.source or role}): {release}'s argument parser {said}"
-                 + (f"; release from {refusal.version_source}" if refusal.version_source else "")),
+        message=(
+            f"the {role} server refuses to start ({refusal.source or role}): {release}'s argument parser {said}"
+            + (f"; release from {refusal.version_source}" if refusal.version_source else "")
+        ),
         fix=fix,
         runtime_error=RuntimeErrorPrediction(
             type="SystemExit",

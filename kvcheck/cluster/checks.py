@@ -83,9 +83,11 @@ def _node_args(argv: list[str], source: str) -> dict[str, Any] | None:
 
 
 @cluster_check(
-    "missing-role", Severity.ERROR,
+    "missing-role",
+    Severity.ERROR,
     what="A deployment with prefill servers but no decode server, or decode servers but no prefill.",
-    fix="Add the missing role (a server with --disaggregation-mode decode or prefill), or read the files that hold it together (-f FILE -f FILE).",
+    fix="Add the missing role (a server with --disaggregation-mode decode or prefill), or read the files that hold "
+    "it together (-f FILE -f FILE).",
 )
 def missing_role(dep: Deployment, instances: list[InstanceResult]) -> list[Located]:
     """A PD request needs both roles: the router sends it to a prefill and a decode, and
@@ -100,10 +102,26 @@ def missing_role(dep: Deployment, instances: list[InstanceResult]) -> list[Locat
             if hidden:
                 # A server whose --disaggregation-mode is behind an unset variable may be the
                 # missing role: kvcheck cannot tell, so the deployment is unchecked, not failed.
-                return [finding(chk.id, Severity.UNCHECKED,
-                                f"{dep.name}: {n} {have} instance(s) and no {lack} found, but a server's role is behind an unresolved variable ({hidden[0].message})",
-                                "Pass --env FILE with the variable's value so every server's --disaggregation-mode is known.", hidden[0].location)]
-            return [finding(chk.id, chk.severity, f"{dep.name}: {n} {have} instance(s) and no {lack}: requests never complete (a {have} waits for its {lack} peer forever)", chk.fix, dep.source)]
+                return [
+                    finding(
+                        chk.id,
+                        Severity.UNCHECKED,
+                        f"{dep.name}: {n} {have} instance(s) and no {lack} found, but a server's role is behind an "
+                        f"unresolved variable ({hidden[0].message})",
+                        "Pass --env FILE with the variable's value so every server's --disaggregation-mode is known.",
+                        hidden[0].location,
+                    )
+                ]
+            return [
+                finding(
+                    chk.id,
+                    chk.severity,
+                    f"{dep.name}: {n} {have} instance(s) and no {lack}: requests never complete (a {have} waits for "
+                    f"its {lack} peer forever)",
+                    chk.fix,
+                    dep.source,
+                )
+            ]
     return []
 
 
@@ -118,9 +136,11 @@ def _bootstrap_host(ir: InstanceResult) -> str | None:
 
 
 @cluster_check(
-    "bootstrap-port-clash", Severity.ERROR,
+    "bootstrap-port-clash",
+    Severity.ERROR,
     what="Two servers on one host where one's bootstrap server port is another's bootstrap or HTTP port.",
-    fix="Give each prefill on a host its own --disaggregation-bootstrap-port (and keep it apart from every --port there).",
+    fix="Give each prefill on a host its own --disaggregation-bootstrap-port (and keep it apart from every --port "
+    "there).",
 )
 def bootstrap_port_clash(dep: Deployment, instances: list[InstanceResult]) -> list[Located]:
     """Re-states ``start_disagg_service`` (sglang/srt/managers/disagg_service.py, 0.5.23):
@@ -139,14 +159,27 @@ def bootstrap_port_clash(dep: Deployment, instances: list[InstanceResult]) -> li
             continue
         ports = [(int(getattr(ir.instance, "port", None) or _arg(ir, "port", DEFAULT_HTTP_PORT)), "--port")]
         if ir.instance.role == "prefill" or _arg(ir, "enable_pd_role_switch"):
-            ports.insert(0, (int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)), "--disaggregation-bootstrap-port"))
+            ports.insert(
+                0,
+                (
+                    int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)),
+                    "--disaggregation-bootstrap-port",
+                ),
+            )
         for port, flag in ports:
             other = used.get((host, port))
             if other is not None and other[0] is not ir and "--disaggregation-bootstrap-port" in (flag, other[1]):
                 o, oflag = other
-                out.append(finding(chk.id, chk.severity,
-                                   f"{ir.instance.name} ({flag} {port}) and {o.instance.name} ({oflag} {port}) share host {host}: the second bind of port {port} fails at start-up",
-                                   chk.fix, _loc(ir, flag)))
+                out.append(
+                    finding(
+                        chk.id,
+                        chk.severity,
+                        f"{ir.instance.name} ({flag} {port}) and {o.instance.name} ({oflag} {port}) share host "
+                        f"{host}: the second bind of port {port} fails at start-up",
+                        chk.fix,
+                        _loc(ir, flag),
+                    )
+                )
             else:
                 used.setdefault((host, port), (ir, flag))
     return out
@@ -161,14 +194,31 @@ def _match_prefills(url: str, prefills: list[InstanceResult]) -> list[InstanceRe
     except ValueError:
         return []
     by_port = [ir for ir in prefills if port is None or int(_arg(ir, "port", DEFAULT_HTTP_PORT)) == port]
-    named = [ir for ir in by_port if host and (host in ir.instance.hosts or host == _arg(ir, "host") or host.split(".")[0] == ir.instance.name or ir.instance.name.startswith(host.split(".")[0]))]
-    return named or (by_port if len({int(_arg(i, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for i in by_port}) == 1 else [])
+    named = [
+        ir
+        for ir in by_port
+        if host
+        and (
+            host in ir.instance.hosts
+            or host == _arg(ir, "host")
+            or host.split(".")[0] == ir.instance.name
+            or ir.instance.name.startswith(host.split(".")[0])
+        )
+    ]
+    return named or (
+        by_port
+        if len({int(_arg(i, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for i in by_port}) == 1
+        else []
+    )
 
 
 @cluster_check(
-    "router-bootstrap-port", Severity.ERROR,
-    what="The router's bootstrap port for a prefill (--prefill URL PORT) is not that prefill's --disaggregation-bootstrap-port.",
-    fix="Give the router the prefill's --disaggregation-bootstrap-port (default 8998) after its URL, or change the prefill's.",
+    "router-bootstrap-port",
+    Severity.ERROR,
+    what="The router's bootstrap port for a prefill (--prefill URL PORT) is not that prefill's "
+    "--disaggregation-bootstrap-port.",
+    fix="Give the router the prefill's --disaggregation-bootstrap-port (default 8998) after its URL, or change the "
+    "prefill's.",
 )
 def router_bootstrap_port(dep: Deployment, instances: list[InstanceResult]) -> list[Located]:
     """The PD router sends each request's ``bootstrap_host``/``bootstrap_port`` to the
@@ -189,35 +239,67 @@ def router_bootstrap_port(dep: Deployment, instances: list[InstanceResult]) -> l
                 # No port after the URL: the request carries none, and each server fills in
                 # its own --disaggregation-bootstrap-port (Scheduler.handle_generate_request,
                 # 0.5.23), so the decode asks the prefill's host on the DECODE's port.
-                p_ports = {int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in (cands or prefills)}
+                p_ports = {
+                    int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in (cands or prefills)
+                }
                 for d in decodes:
                     d_port = int(_arg(d, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT))
                     if d_port not in p_ports:
-                        out.append(finding(chk.id, chk.severity,
-                                           f"router --prefill {rp.url} gives no bootstrap port, so the decode {d.instance.name} falls back to its own --disaggregation-bootstrap-port {d_port}, "
-                                           f"but the prefill serves its bootstrap on {', '.join(map(str, sorted(p_ports)))}: the decode asks the wrong port and requests time out",
-                                           "Give the router the prefill's bootstrap port after its URL (--prefill URL PORT), or use the same --disaggregation-bootstrap-port on prefill and decode.",
-                                           router.location))
+                        out.append(
+                            finding(
+                                chk.id,
+                                chk.severity,
+                                f"router --prefill {rp.url} gives no bootstrap port, so the decode {d.instance.name} "
+                                f"falls back to its own --disaggregation-bootstrap-port {d_port}, "
+                                f"but the prefill serves its bootstrap on {', '.join(map(str, sorted(p_ports)))}: "
+                                "the decode asks the wrong port and requests time out",
+                                "Give the router the prefill's bootstrap port after its URL (--prefill URL PORT), or "
+                                "use the same --disaggregation-bootstrap-port on prefill and decode.",
+                                router.location,
+                            )
+                        )
                         break
                 continue
             if not cands:
-                served = sorted({int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in prefills})
+                served = sorted(
+                    {int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in prefills}
+                )
                 if rp.bootstrap_port not in served:
-                    out.append(finding(chk.id, chk.severity, f"router --prefill {rp.url} {rp.bootstrap_port}: no prefill serves bootstrap port {rp.bootstrap_port} (prefills use {', '.join(map(str, served))})", chk.fix, router.location))
+                    out.append(
+                        finding(
+                            chk.id,
+                            chk.severity,
+                            f"router --prefill {rp.url} {rp.bootstrap_port}: no prefill serves bootstrap port "
+                            f"{rp.bootstrap_port} (prefills use {', '.join(map(str, served))})",
+                            chk.fix,
+                            router.location,
+                        )
+                    )
                 continue
             ports = {int(_arg(ir, "disaggregation_bootstrap_port", DEFAULT_BOOTSTRAP_PORT)) for ir in cands}
             if rp.bootstrap_port not in ports:
                 ir = cands[0]
-                out.append(finding(chk.id, chk.severity,
-                                   f"router --prefill {rp.url} {rp.bootstrap_port}, but {ir.instance.name} serves its bootstrap on --disaggregation-bootstrap-port {sorted(ports)[0]}: the decode asks the wrong port and requests time out",
-                                   chk.fix, router.location))
+                out.append(
+                    finding(
+                        chk.id,
+                        chk.severity,
+                        f"router --prefill {rp.url} {rp.bootstrap_port}, but {ir.instance.name} serves its bootstrap "
+                        f"on --disaggregation-bootstrap-port {sorted(ports)[0]}: the decode asks the wrong "
+                        "port and requests time out",
+                        chk.fix,
+                        router.location,
+                    )
+                )
     return out
 
 
 @cluster_check(
-    "dp-rank-mapping", Severity.ERROR,
-    what="A decode that must ask the prefill's bootstrap server for each request's prefill DP rank, when that prefill never registers it.",
-    fix="Set SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK the same on prefill and decode, or run the prefill with --load-balance-method round_robin (it then registers every request's DP rank).",
+    "dp-rank-mapping",
+    Severity.ERROR,
+    what="A decode that must ask the prefill's bootstrap server for each request's prefill DP rank, when that "
+    "prefill never registers it.",
+    fix="Set SGLANG_DISAGGREGATION_FORCE_QUERY_PREFILL_DP_RANK the same on prefill and decode, or run the prefill "
+    "with --load-balance-method round_robin (it then registers every request's DP rank).",
 )
 def dp_rank_mapping(dep: Deployment, instances: list[InstanceResult]) -> list[Located]:
     """Which prefill attention-DP rank a decode pulls a request's KV from (0.5.23,
@@ -252,14 +334,23 @@ def dp_rank_mapping(dep: Deployment, instances: list[InstanceResult]) -> list[Lo
             continue
         lbm = _arg(ir, "load_balance_method", "auto")
         if lbm in ("auto", "follow_bootstrap_room") and not force(ir):
-            out.append(finding(chk.id, chk.severity,
-                               f"{decodes[0].instance.name} sets {var}=1, so it asks the bootstrap server for each request's prefill DP rank; {ir.instance.name} (--dp-size {_arg(ir, 'dp_size')}, load balancer follow_bootstrap_room) never registers it: requests wait until the bootstrap timeout",
-                               chk.fix, _loc(ir, "--load-balance-method", "--dp-size", "--dp")))
+            out.append(
+                finding(
+                    chk.id,
+                    chk.severity,
+                    f"{decodes[0].instance.name} sets {var}=1, so it asks the bootstrap server for each request's "
+                    f"prefill DP rank; {ir.instance.name} (--dp-size {_arg(ir, 'dp_size')}, load balancer "
+                    "follow_bootstrap_room) never registers it: requests wait until the bootstrap timeout",
+                    chk.fix,
+                    _loc(ir, "--load-balance-method", "--dp-size", "--dp"),
+                )
+            )
     return out
 
 
 @cluster_check(
-    "one-release", Severity.WARNING,
+    "one-release",
+    Severity.WARNING,
     what="Servers of one deployment run different SGLang releases (by image tag or --sglang-version).",
     fix="Run one SGLang release (one image tag) on every prefill and decode.",
 )
@@ -275,11 +366,20 @@ def one_release(dep: Deployment, instances: list[InstanceResult]) -> list[Locate
     if len(by) <= 1:
         return []
     desc = ", ".join(f"{rel} ({ir.instance.name}: {ir.release_source})" for rel, ir in by.items())
-    return [finding(chk.id, chk.severity, f"{len(by)} SGLang releases in one deployment: {desc}", chk.fix, list(by.values())[1].instance.location)]
+    return [
+        finding(
+            chk.id,
+            chk.severity,
+            f"{len(by)} SGLang releases in one deployment: {desc}",
+            chk.fix,
+            list(by.values())[1].instance.location,
+        )
+    ]
 
 
 @cluster_check(
-    "one-backend", Severity.ERROR,
+    "one-backend",
+    Severity.ERROR,
     what="Servers of one deployment use different --disaggregation-transfer-backend values.",
     fix="Set one --disaggregation-transfer-backend (nixl) on every prefill and decode.",
 )
@@ -296,13 +396,24 @@ def one_backend(dep: Deployment, instances: list[InstanceResult]) -> list[Locate
         return []
     desc = ", ".join(f"{b} ({ir.instance.role} {ir.instance.name})" for b, ir in by.items())
     second = list(by.values())[1]
-    return [finding(chk.id, chk.severity, f"{len(by)} transfer backends in one deployment: {desc}", chk.fix, _loc(second, "--disaggregation-transfer-backend"))]
+    return [
+        finding(
+            chk.id,
+            chk.severity,
+            f"{len(by)} transfer backends in one deployment: {desc}",
+            chk.fix,
+            _loc(second, "--disaggregation-transfer-backend"),
+        )
+    ]
 
 
 @cluster_check(
-    "multinode-args", Severity.ERROR,
-    what="An instance spanning several nodes whose nodes disagree on --nnodes, --tp-size, --pp-size, --dp-size or --dist-init-addr, or whose --node-rank values are not 0..nnodes-1.",
-    fix="Launch every node of one instance with the same --nnodes, --tp-size, --dist-init-addr (node 0's address) and a distinct --node-rank from 0 to nnodes-1.",
+    "multinode-args",
+    Severity.ERROR,
+    what="An instance spanning several nodes whose nodes disagree on --nnodes, --tp-size, --pp-size, --dp-size or "
+    "--dist-init-addr, or whose --node-rank values are not 0..nnodes-1.",
+    fix="Launch every node of one instance with the same --nnodes, --tp-size, --dist-init-addr (node 0's address) "
+    "and a distinct --node-rank from 0 to nnodes-1.",
 )
 def multinode_args(dep: Deployment, instances: list[InstanceResult]) -> list[Located]:
     """SGLang 0.5.23 builds one torch.distributed group over ``nnodes`` nodes at
@@ -320,31 +431,85 @@ def multinode_args(dep: Deployment, instances: list[InstanceResult]) -> list[Loc
         if len(parsed) != len(argvs):  # a node's flags do not parse
             continue
         locs = list(inst.node_locations) if len(inst.node_locations) == len(argvs) else [None] * len(argvs)
-        for dest, flag in (("nnodes", "--nnodes"), ("tp_size", "--tp-size"), ("pp_size", "--pp-size"), ("dp_size", "--dp-size"), ("dist_init_addr", "--dist-init-addr")):
+        for dest, flag in (
+            ("nnodes", "--nnodes"),
+            ("tp_size", "--tp-size"),
+            ("pp_size", "--pp-size"),
+            ("dp_size", "--dp-size"),
+            ("dist_init_addr", "--dist-init-addr"),
+        ):
             vals = [p.get(dest) for p in parsed]
             if len(set(map(str, vals))) > 1:
-                nodes = ", ".join(f"node {i}{f' ({locs[i]})' if locs[i] and len(set(map(str, locs))) > 1 else ''}: {v}" for i, v in enumerate(vals))
+                nodes = ", ".join(
+                    f"node {i}{f' ({locs[i]})' if locs[i] and len(set(map(str, locs))) > 1 else ''}: {v}"
+                    for i, v in enumerate(vals)
+                )
                 why = ""
                 if dest == "nnodes":
                     # SGLang 0.5.23 _calculate_rank_ranges (srt/entrypoints/engine.py): each
                     # node starts ranks from its own --nnodes, so the nodes claim overlapping
                     # TP ranks at one --dist-init-addr and torch.distributed never forms
-                    why = "; each node computes its TP ranks from its own --nnodes (SGLang's _calculate_rank_ranges), so they claim overlapping ranks at one --dist-init-addr and distributed init hangs or fails"
-                out.append(finding(chk.id, chk.severity, f"{inst.name}: its {len(argvs)} nodes disagree on {flag}: {nodes}{why}", chk.fix, _loc(ir, flag)))
+                    why = (
+                        "; each node computes its TP ranks from its own --nnodes (SGLang's "
+                        "_calculate_rank_ranges), so they claim overlapping ranks at one --dist-init-addr and "
+                        "distributed init hangs or fails"
+                    )
+                out.append(
+                    finding(
+                        chk.id,
+                        chk.severity,
+                        f"{inst.name}: its {len(argvs)} nodes disagree on {flag}: {nodes}{why}",
+                        chk.fix,
+                        _loc(ir, flag),
+                    )
+                )
         nnodes = parsed[0].get("nnodes", 1)
         if len(argvs) > 1 or inst.nodes > 1:
             if int(nnodes or 1) != max(inst.nodes, len(argvs)):
-                out.append(finding(chk.id, chk.severity, f"{inst.name}: --nnodes {nnodes}, but the instance runs on {max(inst.nodes, len(argvs))} node(s)", chk.fix, _loc(ir, "--nnodes")))
+                out.append(
+                    finding(
+                        chk.id,
+                        chk.severity,
+                        f"{inst.name}: --nnodes {nnodes}, but the instance runs on {max(inst.nodes, len(argvs))} "
+                        "node(s)",
+                        chk.fix,
+                        _loc(ir, "--nnodes"),
+                    )
+                )
             if len(argvs) > 1:
                 ranks = sorted(int(p.get("node_rank", 0) or 0) for p in parsed)
                 if ranks != list(range(len(argvs))):
-                    out.append(finding(chk.id, chk.severity, f"{inst.name}: --node-rank values {ranks}, expected 0..{len(argvs) - 1} (one per node)", chk.fix, _loc(ir, "--node-rank")))
+                    out.append(
+                        finding(
+                            chk.id,
+                            chk.severity,
+                            f"{inst.name}: --node-rank values {ranks}, expected 0..{len(argvs) - 1} (one per node)",
+                            chk.fix,
+                            _loc(ir, "--node-rank"),
+                        )
+                    )
             if not parsed[0].get("dist_init_addr") and int(nnodes or 1) > 1:
-                out.append(finding(chk.id, chk.severity, f"{inst.name}: --nnodes {nnodes} without --dist-init-addr: the nodes cannot find node rank 0", chk.fix, _loc(ir, "--nnodes")))
+                out.append(
+                    finding(
+                        chk.id,
+                        chk.severity,
+                        f"{inst.name}: --nnodes {nnodes} without --dist-init-addr: the nodes cannot find node rank 0",
+                        chk.fix,
+                        _loc(ir, "--nnodes"),
+                    )
+                )
             tp, pp = int(parsed[0].get("tp_size", 1) or 1), int(parsed[0].get("pp_size", 1) or 1)
             n = int(nnodes or 1)
             if n > 1 and (tp * pp) % n:
-                out.append(finding(chk.id, chk.severity, f"{inst.name}: --tp-size {tp} x --pp-size {pp} GPUs cannot be split evenly over --nnodes {n}", chk.fix, _loc(ir, "--nnodes", "--tp-size")))
+                out.append(
+                    finding(
+                        chk.id,
+                        chk.severity,
+                        f"{inst.name}: --tp-size {tp} x --pp-size {pp} GPUs cannot be split evenly over --nnodes {n}",
+                        chk.fix,
+                        _loc(ir, "--nnodes", "--tp-size"),
+                    )
+                )
     return out
 
 

@@ -38,8 +38,14 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
         certain = _model_independent_failures(p, d) + _refused_pair_findings(p, d)
         findings = certain + list(class_findings)
         # The runtime stops at the first error it reaches: start-up refusals come first.
-        predicted = sorted((x.finding.runtime_error for x in findings if x.finding.runtime_error is not None and not x.finding.ignored),
-                           key=lambda e: e.when != "start-up")
+        predicted = sorted(
+            (
+                x.finding.runtime_error
+                for x in findings
+                if x.finding.runtime_error is not None and not x.finding.ignored
+            ),
+            key=lambda e: e.when != "start-up",
+        )
         for n, e in enumerate(predicted, start=1):
             e.order, e.first = n, n == 1
         return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
@@ -53,7 +59,9 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
         else:
             ps, ds = p.side, d.side
         report, located = decide_one(ps, ds, p, d, opts, ignore)
-        pr = PairResult(p, d, verdict_of([x.finding for x in located + class_findings]), report, located + list(class_findings))
+        pr = PairResult(
+            p, d, verdict_of([x.finding for x in located + class_findings]), report, located + list(class_findings)
+        )
         pr.releases = _releases_contract(p, d, cands, None)
         return pr
     return _decide_window(p, d, cands, opts, ignore, class_findings, gpus or (None,))
@@ -74,9 +82,16 @@ def _refused_pair_findings(p: ClassResult, d: ClassResult) -> list[Located]:
         if c.side is not None:
             out += [Located(f, c.first.instance.location) for f in side_findings(REGISTRY["startup"], c.side)]
     who = " and ".join(f"the {c.role}" for c in refused)
-    out.append(finding("pair-not-checked", Severity.INFO,
-                       f"{p.id} x {d.id}: the pair's KV checks did not run: {who} server never starts (its flags are refused while parsing)",
-                       "Fix the refused flag and run kvcheck again to check the pair.", refused[0].first.instance.location))
+    out.append(
+        finding(
+            "pair-not-checked",
+            Severity.INFO,
+            f"{p.id} x {d.id}: the pair's KV checks did not run: {who} server never starts (its flags are refused "
+            "while parsing)",
+            "Fix the refused flag and run kvcheck again to check the pair.",
+            refused[0].first.instance.location,
+        )
+    )
     return out
 
 
@@ -96,7 +111,9 @@ def _assumed_gpus(p: ClassResult, d: ClassResult) -> tuple[str, ...] | None:
     return ASSUMED_GPUS
 
 
-def decide_one(ps: Any, ds: Any, p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -> tuple[Report, list[Located]]:
+def decide_one(
+    ps: Any, ds: Any, p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]
+) -> tuple[Report, list[Located]]:
     """One decision of the pair on the sides ``ps``/``ds`` (one release each)."""
     from kvcheck.preflight import run_preflight
 
@@ -132,11 +149,16 @@ def _side_signature(side: Any) -> tuple:
 
     v = side.sglang_version
     b = behaviour(v)
-    pd = tuple((k, val) for k, val in dataclasses.asdict(b).items() if k != "version") + (("stateless_hang", b.nixl_stateless_hang),)
+    pd = tuple((k, val) for k, val in dataclasses.asdict(b).items() if k != "version") + (
+        ("stateless_hang", b.nixl_stateless_hang),
+    )
     subsystems = tuple(manifest.verified(s, v) for s in manifest.SUBSYSTEMS)
     from kvcheck.sglang.startup import connector_outcome
 
-    startup = tuple((f.id, f.severity.value, f.runtime_error.message if f.runtime_error else None) for f in side_findings(REGISTRY["startup"], side))
+    startup = tuple(
+        (f.id, f.severity.value, f.runtime_error.message if f.runtime_error else None)
+        for f in side_findings(REGISTRY["startup"], side)
+    )
     connector = repr(connector_outcome(side))
     issues = tuple(e.get("id") for e in load_known_issues() if match_entry(e, side)[0])
     return (pd, manifest.epoch(v), subsystems, startup, connector, issues, repr(sorted(side.args.model_dump().items())))
@@ -154,12 +176,21 @@ def _headline(located: list[Located]) -> str:
     if not live or live[0].severity == Severity.INFO:
         return ""
     f = live[0]
-    text = f"{f.id}: " + (f.runtime_error.message if f.runtime_error is not None and f.runtime_error.message else f.message)
+    text = f"{f.id}: " + (
+        f.runtime_error.message if f.runtime_error is not None and f.runtime_error.message else f.message
+    )
     return text if len(text) <= 240 else text[:237] + "..."
 
 
-def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]], opts: Any, ignore: tuple[str, ...], class_findings: list[Located],
-                   gpus: tuple[str | None, ...] = (None,)) -> PairResult:
+def _decide_window(
+    p: ClassResult,
+    d: ClassResult,
+    cands: list[tuple[str, str]],
+    opts: Any,
+    ignore: tuple[str, ...],
+    class_findings: list[Located],
+    gpus: tuple[str | None, ...] = (None,),
+) -> PairResult:
     from kvcheck.release.window import group_by, merge_outcomes, releases_label, window_table
 
     groups = []
@@ -183,26 +214,44 @@ def _decide_window(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]],
     final = combine_verdicts([g.outcome[0] for g in groups])
     multi_gpu = len(gpus) > 1
     findings = _merge_group_findings(merged, final, multi_gpu) + advisories
-    window = releases_label(cands) + (f"; no GPU given: decided on {' and '.join(gpu_label(g) for g in gpus)}" if multi_gpu else "")
+    window = releases_label(cands) + (
+        f"; no GPU given: decided on {' and '.join(gpu_label(g) for g in gpus)}" if multi_gpu else ""
+    )
     what = "release and GPU" if multi_gpu else "release"
     if len(merged) == 1:
         pass  # one answer everywhere: the output's runtime and GPU labels name the window
     else:
         sev = Severity.UNCHECKED if final == "unchecked" else Severity.INFO
-        lead = (f"the answer depends on the SGLang {what}, which the deployment does not {'pin or give' if multi_gpu else 'pin'}"
-                if final == "unchecked" else
-                f"fails on every {what} kvcheck decides (it cannot tell on the others)" if final == "fail"
-                else f"passes on every {what} the sides may run")
-        findings.append(finding(
-            "release-window", sev,
-            f"{p.id} x {d.id}: {lead} ({window}; {len(groups)} distinct behaviour(s)): {window_table(_table_groups(groups))}",
-            "Pin the image tag (lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or --prefill-/--decode-sglang-version) with the release the servers run"
-            + (", and --gpu with the GPU they run on." if multi_gpu else "."),
-            d.first.instance.location))
+        lead = (
+            f"the answer depends on the SGLang {what}, which the deployment does not "
+            f"{'pin or give' if multi_gpu else 'pin'}"
+            if final == "unchecked"
+            else f"fails on every {what} kvcheck decides (it cannot tell on the others)"
+            if final == "fail"
+            else f"passes on every {what} the sides may run"
+        )
+        findings.append(
+            finding(
+                "release-window",
+                sev,
+                f"{p.id} x {d.id}: {lead} ({window}; {len(groups)} distinct behaviour(s)): "
+                f"{window_table(_table_groups(groups))}",
+                "Pin the image tag (lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or "
+                "--prefill-/--decode-sglang-version) with the release the servers run"
+                + (", and --gpu with the GPU they run on." if multi_gpu else "."),
+                d.first.instance.location,
+            )
+        )
     verdict = verdict_of([x.finding for x in findings + class_findings])
-    report = Report(verdict=verdict, plan=newest_report.plan, findings=[x.finding for x in findings], sides=newest_report.sides,
-                    kernel=newest_report.kernel, runtime=f"sglang {releases_label(cands)}" + (" (window)" if len(cands) > 1 else ""),
-                    extra=dict(newest_report.extra))
+    report = Report(
+        verdict=verdict,
+        plan=newest_report.plan,
+        findings=[x.finding for x in findings],
+        sides=newest_report.sides,
+        kernel=newest_report.kernel,
+        runtime=f"sglang {releases_label(cands)}" + (" (window)" if len(cands) > 1 else ""),
+        extra=dict(newest_report.extra),
+    )
     pr = PairResult(p, d, verdict, report, findings + list(class_findings))
     pr.releases = _releases_contract(p, d, cands, merged, len(groups))
     pr.releases["gpus_decided"] = [g for g in gpus if g]
@@ -251,8 +300,10 @@ def _split_advisories(groups: list, decided: list) -> list[Located]:
         gpus = sorted({g.gpu for g in gs if g.gpu})
         where = f" on {gpu_label(gpus[0])}" if len(gpus) == 1 and len({g.gpu for g in groups}) > 1 else ""
         was = f.severity.value if hasattr(f.severity, "value") else str(f.severity)
-        f.message = (f"release advisory ({was} if the servers run SGLang {releases_label(pairs)}{where}; "
-                     f"the deployment does not pin its release): {f.message}")
+        f.message = (
+            f"release advisory ({was} if the servers run SGLang {releases_label(pairs)}{where}; "
+            f"the deployment does not pin its release): {f.message}"
+        )
         f.severity = Severity.INFO
         f.runtime_error = None
         out.append(Located(f, x.location, list(x.also)))
@@ -333,7 +384,9 @@ def _merge_group_findings(merged: list, final: str, multi_gpu: bool = False) -> 
     return out
 
 
-def _releases_contract(p: ClassResult, d: ClassResult, cands: list[tuple[str, str]], merged: list | None, n_groups: int = 1) -> dict[str, Any]:
+def _releases_contract(
+    p: ClassResult, d: ClassResult, cands: list[tuple[str, str]], merged: list | None, n_groups: int = 1
+) -> dict[str, Any]:
     """How each side's release was found, which releases were decided, and their groups."""
     out: dict[str, Any] = {
         "prefill": p.window.contract() if p.window is not None else None,
@@ -342,8 +395,19 @@ def _releases_contract(p: ClassResult, d: ClassResult, cands: list[tuple[str, st
     }
     if merged is not None:
         out["distinct_behaviours"] = n_groups
-        out["outcomes"] = [{"releases": [{"prefill": a, "decode": b, **({"gpu": m.gpu} if m.gpu else {})} for m in (g.members or [g]) for a, b in m.pairs],
-                            "verdict": g.outcome[0], "finding_ids": list(g.outcome[1]), "headline": g.text} for g in merged]
+        out["outcomes"] = [
+            {
+                "releases": [
+                    {"prefill": a, "decode": b, **({"gpu": m.gpu} if m.gpu else {})}
+                    for m in (g.members or [g])
+                    for a, b in m.pairs
+                ],
+                "verdict": g.outcome[0],
+                "finding_ids": list(g.outcome[1]),
+                "headline": g.text,
+            }
+            for g in merged
+        ]
     return out
 
 
@@ -366,9 +430,13 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     db = da.get("disaggregation_transfer_backend", "mooncake")
     if pb != db and pb == "nixl":
         rt = backend_mismatch_error(pb, db, hang_text({"bootstrap_timeout_s": 300, "waiting_timeout_s": 300}))
-        f = Finding(id="transfer-backend", severity=Severity.ERROR, runtime_error=rt,
-                    message=backend_mismatch_message(pb, db) + " (whatever the model)",
-                    fix="Set --disaggregation-transfer-backend nixl on both servers.")
+        f = Finding(
+            id="transfer-backend",
+            severity=Severity.ERROR,
+            runtime_error=rt,
+            message=backend_mismatch_message(pb, db) + " (whatever the model)",
+            fix="Set --disaggregation-transfer-backend nixl on both servers.",
+        )
         out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
     pp, dp = int(pa.get("pp_size") or 1), int(da.get("pp_size") or 1)
     if dp not in (pp, 1):
@@ -376,14 +444,21 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
         # everything else it compares, so that only the PP assert can fire.
         same: dict[str, Any] = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)
         try:
-            failures = bootstrap_checks(PairInfo(**same, pp_size=pp), PairInfo(**same, pp_size=dp), behaviour(d.first.release))
+            failures = bootstrap_checks(
+                PairInfo(**same, pp_size=pp), PairInfo(**same, pp_size=dp), behaviour(d.first.release)
+            )
         except ValueError:  # the decode's release: bootstrap checks not modeled (the pair is unchecked)
             failures = []
         for fid, rt in failures:
             if fid == "pp-size-mismatch":
-                f = Finding(id=fid, severity=Severity.ERROR, runtime_error=rt,
-                            message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must equal the prefill's or be 1, whatever the model)",
-                            fix=_BOOTSTRAP_FIX[fid])
+                f = Finding(
+                    id=fid,
+                    severity=Severity.ERROR,
+                    runtime_error=rt,
+                    message=f"pipeline parallel sizes: prefill --pp-size={pp}, decode --pp-size={dp} (decode must "
+                    "equal the prefill's or be 1, whatever the model)",
+                    fix=_BOOTSTRAP_FIX[fid],
+                )
                 out.append(Located(f, _flag_location("--pp-size", d) or d.first.instance.location, []))
     return out
 
@@ -431,7 +506,7 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
     owner = (p if side.group(1) == "prefill" else d) if side else None
     default = (owner, d if owner is p else p) if owner is not None else (d, p)
     for m in _FLAG_RE.finditer(text):
-        before = text[max(0, m.start() - 12):m.start()]
+        before = text[max(0, m.start() - 12) : m.start()]
         order = (p,) if "prefill" in before else (d,) if "decode" in before else default
         for cls in order:
             loc = _flag_location(m.group(0), cls)
@@ -442,7 +517,7 @@ def _locate(f: Finding, p: ClassResult, d: ClassResult) -> list[Location]:
         # a flag named only in the fix: the side the finding is about, never the other
         # side's line (a prefill without --page-size is not at the decode's --page-size)
         for m in _FLAG_RE.finditer(f.fix):
-            for cls in ((owner,) if owner is not None else default):
+            for cls in (owner,) if owner is not None else default:
                 loc = _flag_location(m.group(0), cls)
                 if loc is not None:
                     return [loc]

@@ -88,10 +88,24 @@ class InstanceResult:
 
 # Args shown per instance/class: the ones that shape KV regions, the transfer and bootstrap.
 KV_ARG_DESTS = (
-    "model_path", "tp_size", "dp_size", "enable_dp_attention", "attn_cp_size", "dcp_size", "pp_size",
-    "page_size", "kv_cache_dtype", "disaggregation_transfer_backend", "disaggregation_bootstrap_port",
-    "speculative_algorithm", "speculative_draft_model_path", "enable_hisparse", "attention_backend",
-    "nnodes", "node_rank", "load_balance_method",
+    "model_path",
+    "tp_size",
+    "dp_size",
+    "enable_dp_attention",
+    "attn_cp_size",
+    "dcp_size",
+    "pp_size",
+    "page_size",
+    "kv_cache_dtype",
+    "disaggregation_transfer_backend",
+    "disaggregation_bootstrap_port",
+    "speculative_algorithm",
+    "speculative_draft_model_path",
+    "enable_hisparse",
+    "attention_backend",
+    "nnodes",
+    "node_rank",
+    "load_balance_method",
 )
 
 
@@ -234,7 +248,14 @@ class DeploymentResult:
             "instances": [i.contract() for i in self.instances],
             "classes": [c.contract() for c in self.classes],
             "pairs": [p.contract() for p in self.pairs],
-            "routers": [{"location": str(r.location), "prefills": [{"url": p.url, "bootstrap_port": p.bootstrap_port} for p in r.prefills], "decodes": list(r.decodes)} for r in d.routers],
+            "routers": [
+                {
+                    "location": str(r.location),
+                    "prefills": [{"url": p.url, "bootstrap_port": p.bootstrap_port} for p in r.prefills],
+                    "decodes": list(r.decodes),
+                }
+                for r in d.routers
+            ],
         }
 
 

@@ -58,8 +58,16 @@ def side_instance(spec: str, role: Role, load_live: Any) -> Instance:
 
 
 def _prebuilt(spec: str, role: Role, side: Any) -> Instance:
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=dict(side.env),
-                    gpu_type=side.gpu, gpu_source=side.gpu_source, kind="live")
+    inst = Instance(
+        role=role,
+        name=role,
+        location=Location(spec),
+        argv=[],
+        env=dict(side.env),
+        gpu_type=side.gpu,
+        gpu_source=side.gpu_source,
+        kind="live",
+    )
     inst.prebuilt_side = side  # type: ignore[attr-defined]
     return inst
 
@@ -86,8 +94,14 @@ def _version_clue(version: str, path: Path, text: str):
     rel = parse_release(version) or version
     where = f"{path}:{_line_of(text, VERSION_KEY) or 1}"
     ok = is_modeled(rel)
-    return ReleaseClue((rel,) if ok else (), f"{VERSION_KEY} {version} in {path}", rel, where, STRENGTH_INPUT,
-                       None if ok else f"SGLang {rel} ({VERSION_KEY} in {path}) is not a release kvcheck models")
+    return ReleaseClue(
+        (rel,) if ok else (),
+        f"{VERSION_KEY} {version} in {path}",
+        rel,
+        where,
+        STRENGTH_INPUT,
+        None if ok else f"SGLang {rel} ({VERSION_KEY} in {path}) is not a release kvcheck models",
+    )
 
 
 def _line_of(text: str, needle: str) -> int | None:
@@ -125,8 +139,17 @@ def _yaml_instance(path: Path, spec: str, role: Role) -> Instance:
     kw: dict[str, Any] = {}
     clues = _keys_and_clues(data, env, path, text, kw)
     keys = [f"--{k}" for k in data if isinstance(k, str)]
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,
-                    arg_locations={**{k: loc for k, loc in _locations(text, path, keys).items()}}, release_clues=clues, kind="config", **kw)
+    inst = Instance(
+        role=role,
+        name=role,
+        location=Location(spec),
+        argv=[],
+        env=env,
+        arg_locations={**{k: loc for k, loc in _locations(text, path, keys).items()}},
+        release_clues=clues,
+        kind="config",
+        **kw,
+    )
     inst.parse_for = lambda v: FlagTable.load(v).parse_config(data, spec)  # type: ignore[attr-defined]
     return inst
 
@@ -140,8 +163,18 @@ def _json_instance(path: Path, spec: str, role: Role, data: Any, text: str) -> I
     kw: dict[str, Any] = {}
     clues = _keys_and_clues(data, env, path, text, kw)
     keys = [k if str(k).startswith("--") else f"--{str(k).replace('_', '-')}" for k in data]
-    inst = Instance(role=role, name=role, location=Location(spec), argv=[], env=env,
-                    arg_locations=_locations(text, path, keys), release_clues=clues, kind="json", **kw)
+    inst = Instance(
+        role=role,
+        name=role,
+        location=Location(spec),
+        argv=[],
+        env=env,
+        arg_locations=_locations(text, path, keys),
+        release_clues=clues,
+        kind="json",
+        **kw,
+    )
+
     def parse_for(v: str) -> dict[str, Any]:
         # JSON args are kvcheck's own format (SGLang has none), but the flags and values
         # in it are the server's: what SGLang's parser refuses (a flag name, an invalid
@@ -207,8 +240,18 @@ def _command_line_instance(path: Path, spec: str, role: Role) -> Instance:
     if gpu is not None:
         kw["gpu_type"], kw["gpu_source"] = gpu, "kvcheck-gpu"
     options = [t.split("=", 1)[0] for t in argv if t.startswith("--")]
-    inst = Instance(role=role, name=role, location=Location(spec, _line_of(text, argv[0]) if argv else None), argv=list(argv),
-                    node_argvs=[list(argv)], env=env, arg_locations=_locations(text, path, options), release_clues=clues, kind="command line", **kw)
+    inst = Instance(
+        role=role,
+        name=role,
+        location=Location(spec, _line_of(text, argv[0]) if argv else None),
+        argv=list(argv),
+        node_argvs=[list(argv)],
+        env=env,
+        arg_locations=_locations(text, path, options),
+        release_clues=clues,
+        kind="command line",
+        **kw,
+    )
 
     def parse_for(v: str) -> dict[str, Any]:
         table = FlagTable.load(v)
@@ -279,9 +322,16 @@ def pair_report(cluster: Any) -> Any:
                 sides.append(_summary(c.side, None))
                 continue
             refused = isinstance(c.key, tuple) and c.key[:1] == ("argparse-refused",)
-            sides.append(SideSummary(role=c.role, origin=str(ir.instance.location),
-                                     model="unknown (flags refused)" if refused else (ir.model or "unknown"), pool="not_read",
-                                     sglang_version=(c.key[3] if refused else ir.release), version_source=ir.release_source))
+            sides.append(
+                SideSummary(
+                    role=c.role,
+                    origin=str(ir.instance.location),
+                    model="unknown (flags refused)" if refused else (ir.model or "unknown"),
+                    pool="not_read",
+                    sglang_version=(c.key[3] if refused else ir.release),
+                    version_source=ir.release_source,
+                )
+            )
         extra = {}
     if pr is not None and pr.releases is not None:
         extra["release_window"] = pr.releases
@@ -296,8 +346,15 @@ def pair_report(cluster: Any) -> Any:
         extra["gpu"] = gpus
     from kvcheck.report.model import verdict_of
 
-    return Report(verdict=verdict_of(findings), plan=base.plan if base is not None else None, findings=findings, sides=sides,
-                  kernel=cluster.kernel, runtime=base.runtime if base is not None else cluster.runtime, extra=extra)
+    return Report(
+        verdict=verdict_of(findings),
+        plan=base.plan if base is not None else None,
+        findings=findings,
+        sides=sides,
+        kernel=cluster.kernel,
+        runtime=base.runtime if base is not None else cluster.runtime,
+        extra=extra,
+    )
 
 
 def pair_sides(cluster: Any) -> tuple[Any, Any]:

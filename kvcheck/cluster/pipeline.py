@@ -44,15 +44,26 @@ from kvcheck.report.model import verdict_of
 from kvcheck.sources.deployments.instance import Deployment, Instance
 
 # Findings the pipeline itself emits (beside the pair checks and kvcheck.cluster.checks).
-PIPELINE_FINDING_IDS = ("unresolved-variable", "unknown-model", "unknown-gpu", "deployment-problem",
-                        "release-window", "release-clues-disagree")
+PIPELINE_FINDING_IDS = (
+    "unresolved-variable",
+    "unknown-model",
+    "unknown-gpu",
+    "deployment-problem",
+    "release-window",
+    "release-clues-disagree",
+)
 
 # What a reader's ``Problem`` weighs. Default: unchecked (the reader could not take part
 # of the deployment as written, so some pair may be missing or wrong). A server outside
 # PD and an ``envFrom`` kvcheck cannot read (usually a token Secret) leave every pair it
 # found checkable: warnings.
-PROBLEM_SEVERITY = {"not-disaggregated": Severity.WARNING, "env-from": Severity.WARNING, "unresolved-address": Severity.INFO,
-                    "source-not-read": Severity.INFO, "startup-argparse": Severity.ERROR}
+PROBLEM_SEVERITY = {
+    "not-disaggregated": Severity.WARNING,
+    "env-from": Severity.WARNING,
+    "unresolved-address": Severity.INFO,
+    "source-not-read": Severity.INFO,
+    "startup-argparse": Severity.ERROR,
+}
 
 # Typed args that never change a pair's decision: instances differing only in them share
 # a class. The bootstrap port is checked per instance by the cluster checks.
@@ -106,7 +117,9 @@ class _Caches:
     parsed_models: dict[Any, Any] = field(default_factory=dict)
 
 
-def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions | None = None, **kwargs: Any) -> ClusterReport:
+def check_deployments(
+    deployments: Iterable[Deployment], options: ClusterOptions | None = None, **kwargs: Any
+) -> ClusterReport:
     """Check every deployment; see the module docstring.
 
     ``options`` (or its fields as keyword arguments). Returns a ``ClusterReport``.
@@ -115,10 +128,18 @@ def check_deployments(deployments: Iterable[Deployment], options: ClusterOptions
     to parse, a model config that is not valid JSON.
     """
     opts = options or ClusterOptions(**kwargs)
-    for option, path in (("--model-config", opts.model_config), ("--prefill-model-config", opts.prefill_model_config),
-                         ("--decode-model-config", opts.decode_model_config), ("--draft-model-config", opts.draft_model_config)):
+    for option, path in (
+        ("--model-config", opts.model_config),
+        ("--prefill-model-config", opts.prefill_model_config),
+        ("--decode-model-config", opts.decode_model_config),
+        ("--draft-model-config", opts.draft_model_config),
+    ):
         if path is not None and Path(path).is_dir() and not (Path(path) / "config.json").is_file():
-            raise InputError(f"the directory {path} holds no config.json (give the model's directory or its config.json)", source=str(path), field=option)
+            raise InputError(
+                f"the directory {path} holds no config.json (give the model's directory or its config.json)",
+                source=str(path),
+                field=option,
+            )
     deployments = combine_partial(list(deployments))
     if not deployments:
         raise InputError("no deployment was read from the -f files")
@@ -186,7 +207,9 @@ def _attach_helpers(deployments: list[Deployment]) -> list[Deployment]:
     for h in helpers:
         target = hosts[0] if len(hosts) == 1 else None
         if target is None and h.routers:
-            named = {p.instance for r in h.routers for p in r.prefills} | {n for r in h.routers for n in r.decode_instances}
+            named = {p.instance for r in h.routers for p in r.prefills} | {
+                n for r in h.routers for n in r.decode_instances
+            }
             hit = [d for d in hosts if named & {i.name for i in d.instances}]
             target = hit[0] if len(hit) == 1 else None
         if target is None and not h.routers:
@@ -200,20 +223,36 @@ def _attach_helpers(deployments: list[Deployment]) -> list[Deployment]:
     return [d for d in deployments if id(d) not in placed]
 
 
-def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]) -> DeploymentResult:
+def _check_one(
+    dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_ignore: tuple[str, ...], own: set[str]
+) -> DeploymentResult:
     from kvcheck.cluster.checks import run_cluster_checks
 
-    if not dep.instances and any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse", "servers-not-read") for p in dep.problems):
+    if not dep.instances and any(
+        p.id in ("config-not-read", "unresolved-variable", "startup-argparse", "servers-not-read") for p in dep.problems
+    ):
         # every server's role is hidden (a --config file inside the image, an unset
         # variable): unchecked with the reason named, not bad input (readers, issue 16);
         # a server that refuses its --disaggregation-mode value: a failed deployment
-        hidden = [finding(p.id, PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Check this part by hand.", p.location) for p in dep.problems]
+        hidden = [
+            finding(
+                p.id,
+                PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED),
+                p.message,
+                p.fix or "Check this part by hand.",
+                p.location,
+            )
+            for p in dep.problems
+        ]
         return DeploymentResult(dep, [], [], [], hidden)
     if not dep.instances:
         if dep.problems:
             p = dep.problems[0]
             raise InputError(f"no SGLang prefill or decode server found: {p.message}", source=str(p.location))
-        raise InputError("no SGLang prefill or decode server found (no launch line with --disaggregation-mode prefill|decode)", source=str(dep.source))
+        raise InputError(
+            "no SGLang prefill or decode server found (no launch line with --disaggregation-mode prefill|decode)",
+            source=str(dep.source),
+        )
     from kvcheck.cluster.decide import decide
     from kvcheck.sources.limits import check_cap
 
@@ -224,14 +263,33 @@ def _check_one(dep: Deployment, opts: ClusterOptions, caches: _Caches, pair_igno
             inst.env = {**inst.env, **extra_env}
     instances = [_read_instance(inst, opts, caches) for inst in dep.instances]
     classes = _group(instances, opts, caches)
-    check_cap("classes", len(classes), field="classes (instances whose KV-relevant args differ)", source=str(dep.source))
-    pairs = [decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"]
-    findings = [finding(p.id or "deployment-problem", PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED), p.message, p.fix or "Fix the manifest line named, or check this part by hand.", p.location) for p in dep.problems]
+    check_cap(
+        "classes", len(classes), field="classes (instances whose KV-relevant args differ)", source=str(dep.source)
+    )
+    pairs = [
+        decide(p, d, opts, pair_ignore) for p in classes if p.role == "prefill" for d in classes if d.role == "decode"
+    ]
+    findings = [
+        finding(
+            p.id or "deployment-problem",
+            PROBLEM_SEVERITY.get(p.id, Severity.UNCHECKED),
+            p.message,
+            p.fix or "Fix the manifest line named, or check this part by hand.",
+            p.location,
+        )
+        for p in dep.problems
+    ]
     findings += run_cluster_checks(dep, instances)
     from kvcheck.checks.ids import apply_ignore
 
     # --ignore, once over every finding (reader problems by their own id too).
-    apply_ignore([x.finding for x in findings + [y for c in classes for y in c.findings] + [y for pr in pairs for y in pr.findings]], opts.ignore)
+    apply_ignore(
+        [
+            x.finding
+            for x in findings + [y for c in classes for y in c.findings] + [y for pr in pairs for y in pr.findings]
+        ],
+        opts.ignore,
+    )
     for pr in pairs:
         pr.verdict = verdict_of([x.finding for x in pr.findings])
     return DeploymentResult(dep, instances, classes, pairs, findings)
@@ -245,12 +303,16 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
     for u in inst.unresolved:
         shown = getattr(u, "shown", None) or f"${{{u.variable}}}"
         where = f"`{u.flag} {shown}`: " if u.flag else f"`{shown}` in {inst.name}: "
-        out.append(finding(
-            "unresolved-variable", Severity.UNCHECKED,
-            f"{where}{u.variable} is not set; pass --env FILE or set it",
-            f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or in kvcheck's environment.",
-            u.location,
-        ))
+        out.append(
+            finding(
+                "unresolved-variable",
+                Severity.UNCHECKED,
+                f"{where}{u.variable} is not set; pass --env FILE or set it",
+                f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or in kvcheck's "
+                "environment.",
+                u.location,
+            )
+        )
     return out
 
 
@@ -315,8 +377,16 @@ def _parse(inst: Instance, caches: _Caches, table: str | None = None) -> tuple[d
     return hit
 
 
-def _resolve_model(name: str | None, inst: Instance, opts: ClusterOptions, caches: _Caches, *, draft: bool = False, overrides: Any = None,
-                   override: Path | None = None):
+def _resolve_model(
+    name: str | None,
+    inst: Instance,
+    opts: ClusterOptions,
+    caches: _Caches,
+    *,
+    draft: bool = False,
+    overrides: Any = None,
+    override: Path | None = None,
+):
     """(ModelConfig or None, source text, id) for ``name``, cached; ``overrides`` is the
     instance's ``--json-model-override-args`` (applied before parsing, as SGLang does)."""
     from kvcheck.sglang.model import parse_model_config
@@ -380,7 +450,17 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
         ir.model, ir.model_source = pre.args.model_path, "live server"
         ir._key, ir._prebuilt = ("prebuilt", id(inst)), pre  # type: ignore[attr-defined]
         return ir
-    sig = (inst.role, id(inst) if getattr(inst, "parse_for", None) else tuple(inst.argv), tuple(map(repr, inst.release_clues)), inst.image, inst.gpu_type, tuple(sorted(inst.env.items())), inst.location.file, getattr(inst, "model", None), bool(inst.unresolved))
+    sig = (
+        inst.role,
+        id(inst) if getattr(inst, "parse_for", None) else tuple(inst.argv),
+        tuple(map(repr, inst.release_clues)),
+        inst.image,
+        inst.gpu_type,
+        tuple(sorted(inst.env.items())),
+        inst.location.file,
+        getattr(inst, "model", None),
+        bool(inst.unresolved),
+    )
     derived = caches.argv.get(sig)
     if derived is None:
         try:
@@ -393,11 +473,19 @@ def _read_instance(inst: Instance, opts: ClusterOptions, caches: _Caches) -> Ins
     ir.model, ir.model_source = derived.model, derived.model_source
     model_unset = any(u.flag and u.flag.split("=", 1)[0] in ("--model-path", "--model") for u in inst.unresolved)
     for fid, sev, msg, fix, flag in derived.notes:
-        if fid == "unknown-model" and flag == "--model-path" and (model_unset or ("no --model-path given" in msg and any(u.flag is None for u in inst.unresolved))):
+        if (
+            fid == "unknown-model"
+            and flag == "--model-path"
+            and (model_unset or ("no --model-path given" in msg and any(u.flag is None for u in inst.unresolved)))
+        ):
             # `--model-path ${MODEL_PATH}` unset (or `sglang serve <model_path>`, an unset
             # $ARGS that may hold it): its unresolved-variable says it, once
             continue
-        ir.findings.append(finding(fid, sev, f"{inst.name}: {msg}", fix, (inst.arg_locations.get(flag) if flag else None) or inst.location))
+        ir.findings.append(
+            finding(
+                fid, sev, f"{inst.name}: {msg}", fix, (inst.arg_locations.get(flag) if flag else None) or inst.location
+            )
+        )
     ir._key, ir._build = derived.key, derived.build  # type: ignore[attr-defined]
     if inst.unresolved:  # its own class: the finding names this instance's variable
         ir._key = derived.key + (("unresolved", id(inst)),)  # type: ignore[attr-defined]
@@ -416,8 +504,15 @@ def _refused(ir: InstanceResult, sr: Any) -> InstanceResult:
     ir.release, ir.release_source = None, sr.how
     ir.findings.append(Located(f, inst.arg_locations.get(option or "") or inst.location))
     if sr.conflict:
-        ir.findings.append(finding("release-clues-disagree", Severity.WARNING, f"{inst.name}: {sr.conflict}",
-                                   "Make the image tag, recipe pins and --sglang-version name one release.", inst.location))
+        ir.findings.append(
+            finding(
+                "release-clues-disagree",
+                Severity.WARNING,
+                f"{inst.name}: {sr.conflict}",
+                "Make the image tag, recipe pins and --sglang-version name one release.",
+                inst.location,
+            )
+        )
     ir._key = ("argparse-refused", inst.role, tuple(inst.argv), release)  # type: ignore[attr-defined]
     return ir
 
@@ -428,11 +523,17 @@ def _unmodeled(ir: InstanceResult, sr: Any, why: str) -> InstanceResult:
     pairs are unchecked)."""
     inst = ir.instance
     ir.release, ir.release_source = sr.named, sr.how
-    ir.findings.append(finding(
-        "unknown-release", Severity.UNCHECKED,
-        f"{inst.name}: the {inst.role} runs an SGLang release kvcheck does not model ({sr.how}): {why}; this pair is not judged",
-        f"Give the {inst.role}'s release with --{inst.role}-sglang-version VERSION (or pin the image tag), or run a modeled release (0.5.5 or newer).",
-        inst.location))
+    ir.findings.append(
+        finding(
+            "unknown-release",
+            Severity.UNCHECKED,
+            f"{inst.name}: the {inst.role} runs an SGLang release kvcheck does not model ({sr.how}): {why}; this "
+            "pair is not judged",
+            f"Give the {inst.role}'s release with --{inst.role}-sglang-version VERSION (or pin the image tag), or "
+            "run a modeled release (0.5.5 or newer).",
+            inst.location,
+        )
+    )
     ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
     return ir
 
@@ -461,8 +562,11 @@ def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -
     if sr.problem is not None and len(tried) > 1:
         # the side's own release has no table (``sr.problem``): the refusal is one that
         # holds on every release kvcheck has a parser for, whatever the release
-        on = (f"every release kvcheck has a parser for (SGLang {span(tried)}), a refusal that does not depend on the release "
-              f"(the side's own: {sr.problem})")
+        on = (
+            f"every release kvcheck has a parser for (SGLang {span(tried)}), a refusal that does not depend on the "
+            "release "
+            f"(the side's own: {sr.problem})"
+        )
     if isinstance(exc, ArgparseRefusal):
         exc.release, exc.version_source = tried[-1] if tried else None, sr.how
         f = argparse_finding(role, exc)
@@ -472,15 +576,22 @@ def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -
     source = getattr(exc, "source", None)
     for prefix in ([f"{source}: "] if source else []) + [f"field {getattr(exc, 'field', None)!r}: "]:
         if text.startswith(prefix):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
     argparse_text, _, hint = text.partition("; did you mean")
     return Finding(
-        id="startup-argparse", severity=Severity.ERROR,
-        message=f"{name}: the {role} server refuses to start ({where}): the argument parser of {on} refuses its flags: {text}",
-        fix=(f"Did you mean{hint.rstrip('?')}? " if hint else "") + "Fix the flag (a typo, or a flag of another release): the server exits while parsing its flags.",
-        runtime_error=RuntimeErrorPrediction(type="SystemExit", message=argparse_text.strip(),
-                                             raised_by=f"{role}: server start-up (argument parsing: prepare_server_args -> argparse)",
-                                             when="start-up", operator_sees=ARGPARSE_OPERATOR_SEES),
+        id="startup-argparse",
+        severity=Severity.ERROR,
+        message=f"{name}: the {role} server refuses to start ({where}): the argument parser of {on} refuses its "
+        f"flags: {text}",
+        fix=(f"Did you mean{hint.rstrip('?')}? " if hint else "")
+        + "Fix the flag (a typo, or a flag of another release): the server exits while parsing its flags.",
+        runtime_error=RuntimeErrorPrediction(
+            type="SystemExit",
+            message=argparse_text.strip(),
+            raised_by=f"{role}: server start-up (argument parsing: prepare_server_args -> argparse)",
+            when="start-up",
+            operator_sees=ARGPARSE_OPERATOR_SEES,
+        ),
     )
 
 
@@ -536,11 +647,16 @@ def _unmodeled_reading(sr: Any, options: list[str]) -> str | None:
     named = sr.named
     if named and older.is_older(named):
         if named in older.releases() and named in older.accepting(options):
-            return f"SGLang {named} (before kvcheck's flag tables) registers every flag of this server ({refused} included): kvcheck does not model it"
+            return (
+                f"SGLang {named} (before kvcheck's flag tables) registers every flag of this server ({refused} "
+                "included): kvcheck does not model it"
+            )
         return None
     what = f"SGLang {named}" if named else "the release the image runs, which no clue names,"
-    return (f"{refused} is refused by every release kvcheck has tables for (newest {manifest_newest()}: {str(exc)[:160]}), "
-            f"but {what} may have added it: unless it did, the server refuses it at start-up")
+    return (
+        f"{refused} is refused by every release kvcheck has tables for (newest {manifest_newest()}: {str(exc)[:160]}), "
+        f"but {what} may have added it: unless it did, the server refuses it at start-up"
+    )
 
 
 def manifest_newest() -> str:
@@ -586,8 +702,15 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
         table = sr.releases[-1]
         release, release_source = sr.releases[0] if sr.pinned else None, sr.how
     if sr.conflict:
-        notes.append(("release-clues-disagree", Severity.WARNING, sr.conflict,
-                      "Make the image tag, recipe pins and --sglang-version name one release.", None))
+        notes.append(
+            (
+                "release-clues-disagree",
+                Severity.WARNING,
+                sr.conflict,
+                "Make the image tag, recipe pins and --sglang-version name one release.",
+                None,
+            )
+        )
     args, typed, dump = _parse(inst, caches, table)
     model_path = typed.model_path or getattr(inst, "model", None)  # srt-slurm's model.path alias
     if typed.model_path is None and model_path:
@@ -612,14 +735,30 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
 
             # the file names a hub id that kvcheck's catalog does not hold: say which, so
             # the reader can tell "named, not in the catalog" from "named nowhere"
-            note = (note[0], note[1], f"{note[2]}; the file names {clip(named[0])!r} ({named[1]}), which is not in kvcheck's catalog either",
-                    f"{note[3]} (kvcheck's catalog holds only configs read from public copies; kvcheck never guesses a geometry)", note[4])
+            note = (
+                note[0],
+                note[1],
+                f"{note[2]}; the file names {clip(named[0])!r} ({named[1]}), which is not in kvcheck's catalog either",
+                f"{note[3]} (kvcheck's catalog holds only configs read from public copies; kvcheck never guesses a "
+                "geometry)",
+                note[4],
+            )
         notes.append(note)
     draft_cfg, draft_id, draft_missing = None, None, False
-    if typed.has_draft_worker and (typed.speculative_draft_model_path or opts.draft_model_config) and (
-            opts.draft_model_config is not None or typed.speculative_draft_model_path != model_path):
-        draft_cfg, dsrc, draft_id = _resolve_model(typed.speculative_draft_model_path, inst, opts, caches, draft=True, overrides=overrides,
-                                                   override=opts.draft_model_config)
+    if (
+        typed.has_draft_worker
+        and (typed.speculative_draft_model_path or opts.draft_model_config)
+        and (opts.draft_model_config is not None or typed.speculative_draft_model_path != model_path)
+    ):
+        draft_cfg, dsrc, draft_id = _resolve_model(
+            typed.speculative_draft_model_path,
+            inst,
+            opts,
+            caches,
+            draft=True,
+            overrides=overrides,
+            override=opts.draft_model_config,
+        )
         if draft_cfg is None:
             draft_missing = True
             notes.append(_unknown_model(typed.speculative_draft_model_path, "--speculative-draft-model-path", dsrc))
@@ -631,26 +770,65 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: _Caches) -> _Derived:
         try:
             resolve_gpu(gpu, source=str(inst.location), field="gpu")
         except InputError:
-            notes.append(("unknown-gpu", Severity.UNCHECKED,
-                          f"GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes and attention backends depend on it",
-                          "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).", None))
+            notes.append(
+                (
+                    "unknown-gpu",
+                    Severity.UNCHECKED,
+                    f"GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes and "
+                    "attention backends depend on it",
+                    "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).",
+                    None,
+                )
+            )
             gpu = None
     platform = non_cuda_platform(inst, args, gpu)
     if platform is not None:
-        notes.append(("unknown-gpu", Severity.UNCHECKED,
-                      f"the server runs SGLang on {platform[0]} ({platform[1]}); kvcheck restates SGLang's CUDA start-up, attention "
-                      "backends and page sizes only, so neither a Hopper nor a Blackwell answer holds for it",
-                      "Check this pair on a staging deployment, or pass --gpu NAME if the server in fact runs on an NVIDIA GPU.", None))
-    env = tuple(sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_"))))
+        notes.append(
+            (
+                "unknown-gpu",
+                Severity.UNCHECKED,
+                f"the server runs SGLang on {platform[0]} ({platform[1]}); kvcheck restates SGLang's CUDA start-up, "
+                "attention "
+                "backends and page sizes only, so neither a Hopper nor a Blackwell answer holds for it",
+                "Check this pair on a staging deployment, or pass --gpu NAME if the server in fact runs on an NVIDIA "
+                "GPU.",
+                None,
+            )
+        )
+    env = tuple(
+        sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_")))
+    )
     unchecked = cfg is None or draft_missing
     window = release if sr.problem is not None else sr.releases
-    key = (inst.role, mid, draft_id, dump, env, gpu, window, str(args.get("load_balance_method")), "unchecked" if unchecked else "")
-    return _Derived(args, release, release_source, model_path, src or "not found", (cfg, draft_cfg, gpu, dict(inst.env), unchecked, sr, table), key, notes)
+    key = (
+        inst.role,
+        mid,
+        draft_id,
+        dump,
+        env,
+        gpu,
+        window,
+        str(args.get("load_balance_method")),
+        "unchecked" if unchecked else "",
+    )
+    return _Derived(
+        args,
+        release,
+        release_source,
+        model_path,
+        src or "not found",
+        (cfg, draft_cfg, gpu, dict(inst.env), unchecked, sr, table),
+        key,
+        notes,
+    )
 
 
 _PLATFORM_ENV = {
-    "HIP_VISIBLE_DEVICES": "ROCm (AMD GPUs)", "ROCR_VISIBLE_DEVICES": "ROCm (AMD GPUs)", "SGLANG_USE_AITER": "ROCm (AMD GPUs)",
-    "ASCEND_RT_VISIBLE_DEVICES": "Ascend NPUs", "ZE_AFFINITY_MASK": "Intel XPUs",
+    "HIP_VISIBLE_DEVICES": "ROCm (AMD GPUs)",
+    "ROCR_VISIBLE_DEVICES": "ROCm (AMD GPUs)",
+    "SGLANG_USE_AITER": "ROCm (AMD GPUs)",
+    "ASCEND_RT_VISIBLE_DEVICES": "Ascend NPUs",
+    "ZE_AFFINITY_MASK": "Intel XPUs",
 }
 _PLATFORM_DEVICE = {"npu": "Ascend NPUs", "xpu": "Intel XPUs", "hpu": "Gaudi HPUs", "cpu": "CPUs", "mps": "Apple MPS"}
 
@@ -699,13 +877,28 @@ def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
     if name:
         name = clip(name)  # a 10 MB model path is named, not echoed whole
     if why:
-        return ("unknown-model", Severity.UNCHECKED, f"model {name!r} ({flag}): {why}", f"Pass {option} FILE with the model's config.json.", flag)
+        return (
+            "unknown-model",
+            Severity.UNCHECKED,
+            f"model {name!r} ({flag}): {why}",
+            f"Pass {option} FILE with the model's config.json.",
+            flag,
+        )
     if not name:
-        return ("unknown-model", Severity.UNCHECKED, f"no {flag} given, so there is no model config to read", f"Add {flag}, or pass --model-config FILE.", flag)
+        return (
+            "unknown-model",
+            Severity.UNCHECKED,
+            f"no {flag} given, so there is no model config to read",
+            f"Add {flag}, or pass --model-config FILE.",
+            flag,
+        )
     return (
-        "unknown-model", Severity.UNCHECKED,
-        f"model {name!r} ({flag}) has no config.json kvcheck can read: not a local directory, not in a Hugging Face cache, not in kvcheck's catalog",
-        f"Pass {option} FILE with the model's config.json, or --models DIR holding a Hugging Face cache (models--ORG--NAME/snapshots/REV/config.json).",
+        "unknown-model",
+        Severity.UNCHECKED,
+        f"model {name!r} ({flag}) has no config.json kvcheck can read: not a local directory, not in a Hugging Face "
+        "cache, not in kvcheck's catalog",
+        f"Pass {option} FILE with the model's config.json, or --models DIR holding a Hugging Face cache "
+        "(models--ORG--NAME/snapshots/REV/config.json).",
         flag,
     )
 
@@ -778,8 +971,18 @@ def _side_builder(ir: InstanceResult, caches: _Caches, build: tuple):
             choice = ReleaseChoice(sr.named, sr.problem, False, table, sr.problem)
         else:
             choice = ReleaseChoice(release, sr.how, True, release)
-        side = build_side(inst.role, args, env, f"{inst.name} ({inst.location})", model=cfg, draft_model=draft_cfg, gpu=gpu or assumed_gpu,
-                          base=Path(inst.location.file).parent, release=choice, image=inst.image)
+        side = build_side(
+            inst.role,
+            args,
+            env,
+            f"{inst.name} ({inst.location})",
+            model=cfg,
+            draft_model=draft_cfg,
+            gpu=gpu or assumed_gpu,
+            base=Path(inst.location.file).parent,
+            release=choice,
+            image=inst.image,
+        )
         if gpu is None and assumed_gpu is not None:
             side.gpu_source = f"assumed for the GPU window: {assumed_gpu} (no GPU given)"
         elif inst.gpu_source and gpu is not None and gpu == inst.gpu_type and side.gpu_source == "--gpu":

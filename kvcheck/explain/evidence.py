@@ -81,8 +81,11 @@ def flag_lines(path: str | Path, flags: list[str], limit: int = 5) -> list[tuple
     for n, line in enumerate(text.splitlines(), start=1):
         for flag in flags:
             key = flag[2:]
-            m = re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])|"
-                          rf"^\s*-?\s*[\"']?(?:{re.escape(key)}|{re.escape(key.replace('-', '_'))})[\"']?\s*:", line)
+            m = re.search(
+                rf"(?<![\w-]){re.escape(flag)}(?![\w-])|"
+                rf"^\s*-?\s*[\"']?(?:{re.escape(key)}|{re.escape(key.replace('-', '_'))})[\"']?\s*:",
+                line,
+            )
             if m:
                 a = m.start()
                 snippet = line[a : m.end() + 30].strip()

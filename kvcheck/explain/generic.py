@@ -37,27 +37,72 @@ from typing import Any
 import yaml
 
 _PREFIXES = re.compile(
-    r"^(?:\s*\((?:[\w.]+ )?pid=\d+\)\s*)+|^\s*(?:ERROR|INFO|WARNING|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?"
+    r"^(?:\s*\((?:[\w.]+ )?pid=\d+\)\s*)+|^\s*(?:ERROR|INFO|WARNING|DEBUG|CRITICAL) \d\d-\d\d "
+    r"\d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?"
     r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ?"
 )
 _TB = re.compile(r"Traceback \(most recent call last\):")
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[\w<>.]+)')
-_EXC = re.compile(r"^(?P<qual>(?:[\w]+\.)*)(?P<type>[A-Za-z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$")
-_GLOG = re.compile(r"^\s*(?:(?P<lvl>[EF])(?:\d{4}|\d{8}) \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+|(?P<lvl2>[EF])\s+)?(?P<file>[\w]+\.(?:cpp|cc|h)):(?P<ln>\d+)\]? +(?P<text>.*)")
-_WC = re.compile(r"(?:cqe|completion|wc)\w* with (?:error|status)[ =:]*(?P<no>\d+)|\b(?P<str>transport retry counter exceeded|local protection error|Work Request Flushed Error|remote access error|remote invalid request error|RNR retry counter exceeded)\b", re.I)
+_EXC = re.compile(
+    r"^(?P<qual>(?:[\w]+\.)*)(?P<type>[A-Za-z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$"
+)
+_GLOG = re.compile(
+    r"^\s*(?:(?P<lvl>[EF])(?:\d{4}|\d{8}) "
+    r"\d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+|(?P<lvl2>[EF])\s+)?(?P<file>[\w]+\.(?:cpp|cc|h)):(?P<ln>\d+)\]? "
+    r"+(?P<text>.*)"
+)
+_WC = re.compile(
+    r"(?:cqe|completion|wc)\w* with (?:error|status)[ =:]*(?P<no>\d+)|\b(?P<str>transport retry counter "
+    r"exceeded|local protection error|Work Request Flushed Error|remote access error|remote invalid request "
+    r"error|RNR retry counter exceeded)\b",
+    re.I,
+)
 _UCXLINE = re.compile(r"\b(?P<file>\w+\.c):\d+\s+UCX\s+(?:ERROR|FATAL)\s+(?P<text>.*)")
 _NIXL_ERR = re.compile(r"\bNIXL_ERR_[A-Z_]+\b")
 _NIXL_EXC = re.compile(r"\bnixl(?P<name>[A-Z]\w*)Error\b")
-_REG = re.compile(r"(?:[Rr]egister(?:ing)? memory|ibv_reg_mr|reg_mr|registerMem|memory registration)[^\n]*?(?::|failed:?)\s*(?P<str>[A-Z][a-z]+(?: [a-z]+)*)\s*\[(?P<no>\d+)\]")
-_REG_BARE = re.compile(r"(?:ibv_reg_mr|reg_mr)\([^)]*\) failed: (?P<str>Cannot allocate memory|Bad address|Invalid argument|Operation not permitted)")
+_REG = re.compile(
+    r"(?:[Rr]egister(?:ing)? memory|ibv_reg_mr|reg_mr|registerMem|memory "
+    r"registration)[^\n]*?(?::|failed:?)\s*(?P<str>[A-Z][a-z]+(?: [a-z]+)*)\s*\[(?P<no>\d+)\]"
+)
+_REG_BARE = re.compile(
+    r"(?:ibv_reg_mr|reg_mr)\([^)]*\) failed: (?P<str>Cannot allocate memory|Bad address|Invalid argument|Operation "
+    r"not permitted)"
+)
 _SO = re.compile(r"(?P<obj>[\w.+-]+\.so)\S*: (?P<lib>lib[\w.+-]+?\.so[\d.]*): cannot open shared object file")
-_NODEV = re.compile(r"No IB devices found|ibv_get_device_list failed|Device path /dev/infiniband/\S+ does not exist|No available RNIC|No RDMA devices? (?:found|available)|Found 0 HCAs|no RDMA device")
+_NODEV = re.compile(
+    r"No IB devices found|ibv_get_device_list failed|Device path /dev/infiniband/\S+ does not exist|No available "
+    r"RNIC|No RDMA devices? (?:found|available)|Found 0 HCAs|no RDMA device"
+)
 _IPV6 = re.compile(r"(?<![\[\w:])(?P<addr>(?:[0-9a-f]{1,4}:){3,7}[0-9a-f]{1,4}):(?P<port>\d{2,5})\b(?!\])", re.I)
 _FAILWORD = re.compile(r"fail|unable|cannot|could not|error", re.I)
 # a line any rule below can read holds one of these (the per-line prefilter)
-_HINTS = ("rror", "ail", "xception", "Traceback", "annot", "nable", "could not", "exceeded", ".cpp:", ".cc:", ".c:", ".h:", "UCX",
-          "NIXL_ERR", "evice", "RNIC", "HCAs", "egister", "reg_mr", "cqe", "Exit", "Interrupt")
-_INIT_FUNC = re.compile(r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$")
+_HINTS = (
+    "rror",
+    "ail",
+    "xception",
+    "Traceback",
+    "annot",
+    "nable",
+    "could not",
+    "exceeded",
+    ".cpp:",
+    ".cc:",
+    ".c:",
+    ".h:",
+    "UCX",
+    "NIXL_ERR",
+    "evice",
+    "RNIC",
+    "HCAs",
+    "egister",
+    "reg_mr",
+    "cqe",
+    "Exit",
+    "Interrupt",
+)
+_INIT_FUNC = re.compile(
+    r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$"
+)
 _BOOT_FUNC = re.compile(r"bootstrap|_route|parallel_info|handshake|connect|ensure_parallel")
 _LOOP_FUNC = re.compile(r"^event_loop\w*|^process_\w+|^run_batch$|^transfer_worker$|^send_kv\w*|^poll$|^recv\w*")
 
@@ -92,15 +137,23 @@ class GenericFinding:
 def _strip(line: str) -> str:
     m = _PREFIXES.match(line)
     while m is not None and m.end() > 0:
-        line = line[m.end():]
+        line = line[m.end() :]
         m = _PREFIXES.match(line)
     return line
 
 
 def engine_of_module(path: str) -> str:
     p = path.replace("\\", "/")
-    for eng, key in (("dynamo", "/dynamo/"), ("sglang", "/sglang/"), ("vllm-ascend", "/vllm_ascend/"), ("vllm", "/vllm/"), ("trtllm", "/tensorrt_llm/"),
-                     ("lmcache", "/lmcache/"), ("nixl", "/nixl"), ("mooncake", "/mooncake/")):
+    for eng, key in (
+        ("dynamo", "/dynamo/"),
+        ("sglang", "/sglang/"),
+        ("vllm-ascend", "/vllm_ascend/"),
+        ("vllm", "/vllm/"),
+        ("trtllm", "/tensorrt_llm/"),
+        ("lmcache", "/lmcache/"),
+        ("nixl", "/nixl"),
+        ("mooncake", "/mooncake/"),
+    ):
         if key in p:
             return eng
     return ""
@@ -156,7 +209,11 @@ class GenericReader:
                 self._close(lineno, None)
         else:
             ex = _EXC.match(s.strip())
-            if ex and ex.group("msg") and (ex.group("type") in rules()["_exc_kind"] or "nixl" in ex.group(0).split(":")[0]):
+            if (
+                ex
+                and ex.group("msg")
+                and (ex.group("type") in rules()["_exc_kind"] or "nixl" in ex.group(0).split(":")[0])
+            ):
                 # an exception line pasted without its traceback
                 self._tb_line, self._frames = lineno, []
                 self._close(lineno, ex, lone=True)
@@ -182,7 +239,9 @@ class GenericReader:
         path, ln, func = own[-1]
         engine = engine_of_module(path) or ("python" if path else "")
         sub = sglang_subsystem(path) if engine == "sglang" else ""
-        where = f"{re.split(r'(?:site|dist)-packages/|/python/', path)[-1]}:{ln} in {func}" if path else "(no frame shown)"
+        where = (
+            f"{re.split(r'(?:site|dist)-packages/|/python/', path)[-1]}:{ln} in {func}" if path else "(no frame shown)"
+        )
         funcs = [f[2] for f in frames]
         phase = ""
         if any(_INIT_FUNC.match(f) for f in funcs) and not any(_LOOP_FUNC.match(f) for f in funcs):
@@ -195,18 +254,33 @@ class GenericReader:
             step, ph = nixl_step(" ".join(funcs))
             code = nixl.group(0) if nixl.group(0).startswith("NIXL_ERR") else _nixl_code(nixl.group("name"))
             meaning = R["nixl_status"].get(code, "")
-            self._add(GenericFinding(
-                id="nixl-status-generic", title=f"{code} from NIXL" + (f" during {step}" if step else ""), engine="nixl",
-                line=tb_line, phase=ph or phase, component=f"NIXL ({step})" if step else "NIXL", text=ex.group(0)[:300] if ex else "",
-                cause=f"{code}: {meaning}. Raised at {where}.",
-                checks=["the backend's own error line just before the traceback (UCX/LIBFABRIC)", "python -c 'import nixl_cu12, nixl_cu13' and pip list | grep -i nixl (one NIXL, matching CUDA)"],
-                fix="Explain the backend line that precedes it; it names the cause NIXL reports as " + code + ".",
-                lines=[tb_line, lineno]))
+            self._add(
+                GenericFinding(
+                    id="nixl-status-generic",
+                    title=f"{code} from NIXL" + (f" during {step}" if step else ""),
+                    engine="nixl",
+                    line=tb_line,
+                    phase=ph or phase,
+                    component=f"NIXL ({step})" if step else "NIXL",
+                    text=ex.group(0)[:300] if ex else "",
+                    cause=f"{code}: {meaning}. Raised at {where}.",
+                    checks=[
+                        "the backend's own error line just before the traceback (UCX/LIBFABRIC)",
+                        "python -c 'import nixl_cu12, nixl_cu13' and pip list | grep -i nixl (one NIXL, matching CUDA)",
+                    ],
+                    fix="Explain the backend line that precedes it; it names the cause NIXL reports as " + code + ".",
+                    lines=[tb_line, lineno],
+                )
+            )
             return
         what = {
-            "code": "a code-level mismatch: the code calls an attribute/argument/name that does not exist there — a bug on a path few configurations reach, or two packages of different releases (the engine vs. its wrapper/connector/library)",
-            "state": "a lookup of a state that is not (or no longer) there: a request, room, agent or block removed before it was used, a duplicate, or a peer that restarted",
-            "invariant": "an internal invariant broken: the code's assumption about the configuration or the peer's state does not hold (compare both sides' flags)",
+            "code": "a code-level mismatch: the code calls an attribute/argument/name that does not exist there — a "
+            "bug on a path few configurations reach, or two packages of different releases (the engine vs. "
+            "its wrapper/connector/library)",
+            "state": "a lookup of a state that is not (or no longer) there: a request, room, agent or block removed "
+            "before it was used, a duplicate, or a peer that restarted",
+            "invariant": "an internal invariant broken: the code's assumption about the configuration or the peer's "
+            "state does not hold (compare both sides' flags)",
             "refusal": "an error the code raised on purpose: its message is the cause",
             "network": "a network failure between the processes (address, port, firewall, a peer down)",
             "gpu": "a GPU memory/driver failure",
@@ -217,101 +291,236 @@ class GenericReader:
         if mm and callee and callee != engine:
             arg = mm.group("arg") or ""
             who = engine or "the caller (its frames are not shown)"
-            self._add(GenericFinding(
-                id="api-version-mismatch", title=f"{who} calls {mm.group('callee')}() of {callee} with arguments it does not take",
-                engine=engine or callee, line=tb_line, phase=phase, component=f"{engine or 'caller'} -> {callee} API", text=ex.group(0)[:300] if ex else "",
-                lines=[tb_line, lineno] if lineno else [tb_line],
-                cause=f"{head} at {where}: {who} calls {callee}'s {mm.group('callee')}()" + (f" with '{arg}'" if arg else "")
-                      + f", which the installed {callee} does not accept: the two are of releases that do not go together ({callee} older or newer than the caller expects).",
-                checks=[f"pip show {engine or '<caller>'} {callee}   # the versions installed", f"the caller's requirements for {callee} (its release notes / pyproject pin)"],
-                fix=f"Install the {callee} release the caller was built against (or the caller's release matching the installed {callee})."))
+            self._add(
+                GenericFinding(
+                    id="api-version-mismatch",
+                    title=f"{who} calls {mm.group('callee')}() of {callee} with arguments it does not take",
+                    engine=engine or callee,
+                    line=tb_line,
+                    phase=phase,
+                    component=f"{engine or 'caller'} -> {callee} API",
+                    text=ex.group(0)[:300] if ex else "",
+                    lines=[tb_line, lineno] if lineno else [tb_line],
+                    cause=f"{head} at {where}: {who} calls {callee}'s {mm.group('callee')}()"
+                    + (f" with '{arg}'" if arg else "")
+                    + f", which the installed {callee} does not accept: the two are of releases that do not go "
+                    f"together ({callee} older or newer than the caller expects).",
+                    checks=[
+                        f"pip show {engine or '<caller>'} {callee}   # the versions installed",
+                        f"the caller's requirements for {callee} (its release notes / pyproject pin)",
+                    ],
+                    fix=f"Install the {callee} release the caller was built against (or the caller's release "
+                    f"matching the installed {callee}).",
+                )
+            )
             return
         if engine == "sglang":
             comp = f"SGLang, {sub}" if sub else "SGLang"
         else:
             comp = engine
-        checks = [f"the release: pip show {'sglang' if engine == 'sglang' else engine}; the line numbers ({where}) against that release's source"]
+        checks = [
+            f"the release: pip show {'sglang' if engine == 'sglang' else engine}; the line numbers ({where}) against "
+            "that release's source"
+        ]
         if kind == "code":
-            checks.append(f"the release notes / issues of {engine} for {func} and {etype}: a later release may fix it; the flags that reach {sub or func}")
+            checks.append(
+                f"the release notes / issues of {engine} for {func} and {etype}: a later release may fix it; the "
+                f"flags that reach {sub or func}"
+            )
         elif kind == "state":
-            checks.append("what removed it first: an earlier error, a timeout, an abort, or the peer restarting (read the lines before)")
+            checks.append(
+                "what removed it first: an earlier error, a timeout, an abort, or the peer restarting (read the "
+                "lines before)"
+            )
         elif not etype:
             checks.insert(0, "the traceback's last line (Type: message), which the paste does not show")
-        self._add(GenericFinding(
-            id="python-exception-generic", title=f"{engine} traceback: {head}", engine=engine, line=tb_line, phase=phase,
-            component=comp, text=ex.group(0)[:300] if ex else "", lines=[tb_line, lineno] if lineno else [tb_line],
-            cause=f"{head} at {where}" + (f" ({sub})" if sub else "") + f": {what}.",
-            checks=checks, fix=("Upgrade to a release that fixes it, or avoid the flag that reaches it; report it with the traceback and the release."
-                                if kind == "code" else "Find and fix what the exception reports (see the checks).")))
+        self._add(
+            GenericFinding(
+                id="python-exception-generic",
+                title=f"{engine} traceback: {head}",
+                engine=engine,
+                line=tb_line,
+                phase=phase,
+                component=comp,
+                text=ex.group(0)[:300] if ex else "",
+                lines=[tb_line, lineno] if lineno else [tb_line],
+                cause=f"{head} at {where}" + (f" ({sub})" if sub else "") + f": {what}.",
+                checks=checks,
+                fix=(
+                    "Upgrade to a release that fixes it, or avoid the flag that reaches it; report it with the "
+                    "traceback and the release."
+                    if kind == "code"
+                    else "Find and fix what the exception reports (see the checks)."
+                ),
+            )
+        )
 
     # ------------------------------------------------------------------ native lines
     def _native(self, lineno: int, s: str) -> None:
         R = rules()
         m = (_REG.search(s) or _REG_BARE.search(s)) if ("egister" in s or "reg_mr" in s) else None
         if m:
-            no = m.groupdict().get("no") or {"Cannot allocate memory": "12", "Bad address": "14", "Invalid argument": "22", "Operation not permitted": "1"}.get(m.group("str"), "")
+            no = m.groupdict().get("no") or {
+                "Cannot allocate memory": "12",
+                "Bad address": "14",
+                "Invalid argument": "22",
+                "Operation not permitted": "1",
+            }.get(m.group("str"), "")
             row = R["register_errno"].get(no)
             if row:
                 name, fid, meaning = row
-                self._add(GenericFinding(
-                    id=fid, title=f"memory registration for RDMA failed with {name} ({m.group('str')})", engine=_engine_of_native(s),
-                    line=lineno, phase="startup", component="RDMA memory registration", text=s[:300],
-                    cause=f"ibv_reg_mr returned {name}: {meaning}.",
-                    checks=["ulimit -l (in the container: unlimited); cat /proc/$(pgrep -f sglang | head -1)/limits | grep locked",
-                            "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'; the GPU memory kind registered (VRAM: GPUDirect RDMA needed)",
-                            "echo $PYTORCH_CUDA_ALLOC_CONF (expandable_segments makes VMM memory)"],
-                    fix={"ENOMEM": "Raise the locked-memory limit (ulimit -l unlimited / docker --ulimit memlock=-1) or register less (fewer devices, smaller segments).",
-                         "EPERM": "Run with the privilege the RDMA driver needs (root or CAP_IPC_LOCK).",
-                         "EACCES": "Run with the privilege the RDMA driver needs (root or CAP_IPC_LOCK)."}.get(name, "Enable GPUDirect RDMA (nvidia_peermem or dma-buf) or register host memory; do not use expandable_segments for the KV pool.")))
+                self._add(
+                    GenericFinding(
+                        id=fid,
+                        title=f"memory registration for RDMA failed with {name} ({m.group('str')})",
+                        engine=_engine_of_native(s),
+                        line=lineno,
+                        phase="startup",
+                        component="RDMA memory registration",
+                        text=s[:300],
+                        cause=f"ibv_reg_mr returned {name}: {meaning}.",
+                        checks=[
+                            "ulimit -l (in the container: unlimited); cat /proc/$(pgrep -f sglang | head -1)/limits "
+                            "| grep locked",
+                            "lsmod | grep -E 'nvidia_peermem|nv_peer_mem'; the GPU memory kind registered (VRAM: "
+                            "GPUDirect RDMA needed)",
+                            "echo $PYTORCH_CUDA_ALLOC_CONF (expandable_segments makes VMM memory)",
+                        ],
+                        fix={
+                            "ENOMEM": "Raise the locked-memory limit (ulimit -l unlimited / docker --ulimit "
+                            "memlock=-1) or register less (fewer devices, smaller segments).",
+                            "EPERM": "Run with the privilege the RDMA driver needs (root or CAP_IPC_LOCK).",
+                            "EACCES": "Run with the privilege the RDMA driver needs (root or CAP_IPC_LOCK).",
+                        }.get(
+                            name,
+                            "Enable GPUDirect RDMA (nvidia_peermem or dma-buf) or register host memory; do not use "
+                            "expandable_segments for the KV pool.",
+                        ),
+                    )
+                )
                 return
         m = _SO.search(s) if "shared object" in s else None
         if m:
             lib = m.group("lib")
-            why = ("the CUDA runtime/driver this build needs is not on the host (a CUDA build on a non-CUDA host, or a cu12 wheel on a CUDA-13-only host)"
-                   if re.match(r"libcud|libcublas|libnv", lib) else
-                   "UCX's libraries are not where the plugin looks (LD_LIBRARY_PATH, a wheel's bundled libs moved, a second UCX)" if lib.startswith("libuc") else
-                   "libfabric (EFA) is not installed" if "fabric" in lib else "a dependency of the plugin is missing")
-            self._add(GenericFinding(
-                id="native-plugin-missing-library", title=f"{m.group('obj')} cannot load: {lib} missing", engine=_engine_of_native(s) or "nixl",
-                line=lineno, phase="startup", component="plugin loading", text=s[:300], role="cause",
-                cause=f"The plugin {m.group('obj')} needs {lib}, which the loader cannot find: {why}. A plugin the transfer does not use is harmless; the one it uses (UCX, LIBFABRIC) is not.",
-                checks=[f"ldd <plugin dir>/{m.group('obj')} | grep 'not found'", "pip list | grep -i -E 'nixl|cuda'; nvidia-smi (the driver's CUDA version)"],
-                fix="Install the wheel built for this host's CUDA (nixl-cu12 / nixl-cu13), or the missing library; on a host without CUDA, a build without the CUDA plugins."))
+            why = (
+                "the CUDA runtime/driver this build needs is not on the host (a CUDA build on a non-CUDA host, or a "
+                "cu12 wheel on a CUDA-13-only host)"
+                if re.match(r"libcud|libcublas|libnv", lib)
+                else "UCX's libraries are not where the plugin looks (LD_LIBRARY_PATH, a wheel's bundled libs moved, "
+                "a second UCX)"
+                if lib.startswith("libuc")
+                else "libfabric (EFA) is not installed"
+                if "fabric" in lib
+                else "a dependency of the plugin is missing"
+            )
+            self._add(
+                GenericFinding(
+                    id="native-plugin-missing-library",
+                    title=f"{m.group('obj')} cannot load: {lib} missing",
+                    engine=_engine_of_native(s) or "nixl",
+                    line=lineno,
+                    phase="startup",
+                    component="plugin loading",
+                    text=s[:300],
+                    role="cause",
+                    cause=f"The plugin {m.group('obj')} needs {lib}, which the loader cannot find: {why}. A plugin "
+                    "the transfer does not use is harmless; the one it uses (UCX, LIBFABRIC) is not.",
+                    checks=[
+                        f"ldd <plugin dir>/{m.group('obj')} | grep 'not found'",
+                        "pip list | grep -i -E 'nixl|cuda'; nvidia-smi (the driver's CUDA version)",
+                    ],
+                    fix="Install the wheel built for this host's CUDA (nixl-cu12 / nixl-cu13), or the missing "
+                    "library; on a host without CUDA, a build without the CUDA plugins.",
+                )
+            )
             return
-        w = _WC.search(s) if ("cqe" in s or "ompletion" in s or "exceeded" in s or "error" in s or "Error" in s) else None
+        w = (
+            _WC.search(s)
+            if ("cqe" in s or "ompletion" in s or "exceeded" in s or "error" in s or "Error" in s)
+            else None
+        )
         if w:
             rows = R["wc_status"]
-            no = w.group("no") or next((k for k, v in rows.items() if v[1].lower() == (w.group("str") or "").lower()), "")
+            no = w.group("no") or next(
+                (k for k, v in rows.items() if v[1].lower() == (w.group("str") or "").lower()), ""
+            )
             row = rows.get(no)
             if row:
                 nic = re.search(r"local_nic: (\w+)", s)
-                self._add(GenericFinding(
-                    id=f"rdma-wc-{row[0][7:].lower().replace('_', '-')}", title=f"RDMA work completion failed: {row[1]} ({row[0]})",
-                    engine=_engine_of_native(s) or "rdma", line=lineno, phase="first-transfer", component="RDMA transfer (work completion)",
-                    text=s[:300], role="consequence" if no == "5" else "cause",
-                    cause=f"{row[0]} ({row[1]})" + (f" on local NIC {nic.group(1)}" if nic else "") + f": {row[2]}.",
-                    checks=["ibstat / ibv_devinfo: the port state and link of the local NIC named", "ib_send_bw / ib_write_bw between that local NIC and the peer's NIC",
-                            "show_gids on both hosts (RoCE: the GID index and its IP version)"],
-                    fix="Take the failing NIC out of the device list (--disaggregation-ib-device / MC device names) or repair its path; pair only NICs that reach each other."))
+                self._add(
+                    GenericFinding(
+                        id=f"rdma-wc-{row[0][7:].lower().replace('_', '-')}",
+                        title=f"RDMA work completion failed: {row[1]} ({row[0]})",
+                        engine=_engine_of_native(s) or "rdma",
+                        line=lineno,
+                        phase="first-transfer",
+                        component="RDMA transfer (work completion)",
+                        text=s[:300],
+                        role="consequence" if no == "5" else "cause",
+                        cause=f"{row[0]} ({row[1]})"
+                        + (f" on local NIC {nic.group(1)}" if nic else "")
+                        + f": {row[2]}.",
+                        checks=[
+                            "ibstat / ibv_devinfo: the port state and link of the local NIC named",
+                            "ib_send_bw / ib_write_bw between that local NIC and the peer's NIC",
+                            "show_gids on both hosts (RoCE: the GID index and its IP version)",
+                        ],
+                        fix="Take the failing NIC out of the device list (--disaggregation-ib-device / MC device "
+                        "names) or repair its path; pair only NICs that reach each other.",
+                    )
+                )
                 return
         if ("evice" in s or "RNIC" in s or "HCAs" in s) and _NODEV.search(s):
-            self._add(GenericFinding(
-                id="rdma-devices-not-visible", title="the process sees no usable RDMA device", engine=_engine_of_native(s) or "mooncake",
-                line=lineno, phase="startup", component="RDMA device discovery", text=s[:300],
-                cause="No RDMA device is usable by this process: the container does not get the devices (/dev/infiniband not mounted, no RDMA device plugin), the host has none, or the library's device check skips them"
-                      + (" (the check looks for /dev/infiniband/<ibdev>; hosts that expose only uverbsN nodes fail it: Mooncake#1375, reported as a regression in Mooncake#1391)" if "Device path" in s else "") + ".",
-                checks=["ibv_devices; ls -l /dev/infiniband (inside the container)", "the pod/docker spec: --device /dev/infiniband, the RDMA device plugin, --privileged"],
-                fix="Give the process the RDMA devices, or use TCP transport where no RDMA is meant to be used."))
+            self._add(
+                GenericFinding(
+                    id="rdma-devices-not-visible",
+                    title="the process sees no usable RDMA device",
+                    engine=_engine_of_native(s) or "mooncake",
+                    line=lineno,
+                    phase="startup",
+                    component="RDMA device discovery",
+                    text=s[:300],
+                    cause="No RDMA device is usable by this process: the container does not get the devices "
+                    "(/dev/infiniband not mounted, no RDMA device plugin), the host has none, or the "
+                    "library's device check skips them"
+                    + (
+                        " (the check looks for /dev/infiniband/<ibdev>; hosts that expose only uverbsN nodes fail "
+                        "it: Mooncake#1375, reported as a regression in Mooncake#1391)"
+                        if "Device path" in s
+                        else ""
+                    )
+                    + ".",
+                    checks=[
+                        "ibv_devices; ls -l /dev/infiniband (inside the container)",
+                        "the pod/docker spec: --device /dev/infiniband, the RDMA device plugin, --privileged",
+                    ],
+                    fix="Give the process the RDMA devices, or use TCP transport where no RDMA is meant to be used.",
+                )
+            )
             return
         if s.count(":") >= 4 and _FAILWORD.search(s):
             m6 = _IPV6.search(s)
             if m6 and m6.group("addr").count(":") >= 3:
-                self._add(GenericFinding(
-                    id="peer-address-ipv6-literal", title="a peer address is an IPv6 literal without brackets", engine=_engine_of_native(s),
-                    line=lineno, phase="first-transfer", component="peer address / handshake", text=s[:300],
-                    cause=f"The peer address {m6.group('addr')}:{m6.group('port')} is an IPv6 address written host:port without brackets; parsers that split at the last ':' or resolve it as a host name fail, so the handshake never starts.",
-                    checks=["the host IP each side advertises (hostname -I; the local_hostname / bootstrap host settings)"],
-                    fix="Advertise an IPv4 address (or a resolvable host name) for the transfer engine, or a release that brackets IPv6 addresses."))
+                self._add(
+                    GenericFinding(
+                        id="peer-address-ipv6-literal",
+                        title="a peer address is an IPv6 literal without brackets",
+                        engine=_engine_of_native(s),
+                        line=lineno,
+                        phase="first-transfer",
+                        component="peer address / handshake",
+                        text=s[:300],
+                        cause=f"The peer address {m6.group('addr')}:{m6.group('port')} is an IPv6 address written "
+                        "host:port without brackets; parsers that split at the last ':' or resolve it as a "
+                        "host name fail, so the handshake never starts.",
+                        checks=[
+                            "the host IP each side advertises (hostname -I; the local_hostname / bootstrap host "
+                            "settings)"
+                        ],
+                        fix="Advertise an IPv4 address (or a resolvable host name) for the transfer engine, or a "
+                        "release that brackets IPv6 addresses.",
+                    )
+                )
                 return
         g = _GLOG.match(s) if ".c" in s or ".h:" in s else None
         if g and not (g.group("lvl") or g.group("lvl2")) and not _FAILWORD.search(g.group("text")):
@@ -322,7 +531,7 @@ class GenericReader:
             assert m is not None
             f = m.group("file")
             text = m.group("text")
-            for rx, c in R["_components"]:
+            for rx, c in R["_components"]:  # noqa: B007 - c, the matched component, is read after the break
                 if rx.match(f):
                     break
             else:
@@ -342,19 +551,38 @@ class GenericReader:
             if key in self._seen:
                 return
             self._seen.add(key)
-            self._add(GenericFinding(
-                id="native-error-generic", title=f"{c['engine']} error in {comp}" + (f": {code}" if code else ""), engine=c["engine"],
-                line=lineno, phase=phase, component=comp, text=s[:300],
-                cause=f"{comp} reported: {text[:200]}" + (f" ({code}: {meaning})" if meaning else "") + ".",
-                checks=[_question(c["engine"], comp)], fix="Check what the component needs (see the checks); kvcheck has no specific signature for this text."))
+            self._add(
+                GenericFinding(
+                    id="native-error-generic",
+                    title=f"{c['engine']} error in {comp}" + (f": {code}" if code else ""),
+                    engine=c["engine"],
+                    line=lineno,
+                    phase=phase,
+                    component=comp,
+                    text=s[:300],
+                    cause=f"{comp} reported: {text[:200]}" + (f" ({code}: {meaning})" if meaning else "") + ".",
+                    checks=[_question(c["engine"], comp)],
+                    fix="Check what the component needs (see the checks); kvcheck has no specific signature for this "
+                    "text.",
+                )
+            )
 
     def _add(self, f: GenericFinding) -> None:
         if len(self.found) < 200:
             self.found.append(f)
 
 
-_API_MISMATCH = re.compile(r"(?P<callee>[\w.]+)\(\) (?:got an unexpected keyword argument '(?P<arg>\w+)'|missing \d+ required (?:positional|keyword-only) arguments?|takes \d+ positional arguments? but \d+ were given)")
-_CALLEE_PKG = (("nixl", "nixl"), ("TransferEngine", "mooncake"), ("mooncake", "mooncake"), ("lmcache", "lmcache"), ("LMCache", "lmcache"))
+_API_MISMATCH = re.compile(
+    r"(?P<callee>[\w.]+)\(\) (?:got an unexpected keyword argument '(?P<arg>\w+)'|missing \d+ required "
+    r"(?:positional|keyword-only) arguments?|takes \d+ positional arguments? but \d+ were given)"
+)
+_CALLEE_PKG = (
+    ("nixl", "nixl"),
+    ("TransferEngine", "mooncake"),
+    ("mooncake", "mooncake"),
+    ("lmcache", "lmcache"),
+    ("LMCache", "lmcache"),
+)
 
 
 def _callee_engine(callee: str, caller_path: str) -> str:
@@ -392,7 +620,16 @@ def _engine_of_native(s: str) -> str:
 
 def _question(engine: str, comp: str) -> str:
     if engine == "mooncake":
-        return "ibv_devices / show_gids on both hosts; the --disaggregation-ib-device list vs. the NICs that reach the peer (ib_send_bw between the pair); MC_* variables set"
+        return (
+            "ibv_devices / show_gids on both hosts; the --disaggregation-ib-device list vs. the NICs that reach "
+            "the peer (ib_send_bw between the pair); MC_* variables set"
+        )
     if engine == "nixl":
-        return "UCX_LOG_LEVEL=info for the backend's transports; pip list | grep nixl (one NIXL, matching CUDA); the peer agent alive and its metadata loaded"
-    return "ucx_info -d (the transports and devices UCX sees); UCX_TLS / UCX_NET_DEVICES on both sides; ucx_info -v (one UCX)"
+        return (
+            "UCX_LOG_LEVEL=info for the backend's transports; pip list | grep nixl (one NIXL, matching CUDA); the "
+            "peer agent alive and its metadata loaded"
+        )
+    return (
+        "ucx_info -d (the transports and devices UCX sees); UCX_TLS / UCX_NET_DEVICES on both sides; ucx_info -v "
+        "(one UCX)"
+    )

@@ -63,13 +63,17 @@ SUPPORT = {
     "ucx": "UCX errors and crash backtraces are matched to known signatures (cause, fixing release, node checks)",
     "libfabric": "EFA/libfabric errors are matched to known signatures",
     "mooncake": "Mooncake transfer-engine messages are matched to known signatures and SGLang's Mooncake backend",
-    "mori": "MORI IO engine messages are matched to known signatures; SGLang's MORI backend refusals (mori/conn.py) are explained from its code",
-    "vllm": "named only: kvcheck models SGLang's PD path, not vLLM's NixlConnector; known vLLM signatures are pointed to their threads",
+    "mori": "MORI IO engine messages are matched to known signatures; SGLang's MORI backend refusals (mori/conn.py) "
+    "are explained from its code",
+    "vllm": "named only: kvcheck models SGLang's PD path, not vLLM's NixlConnector; known vLLM signatures are "
+    "pointed to their threads",
     "vllm-ascend": "named only: kvcheck does not model vLLM-Ascend",
-    "trtllm": "named only: kvcheck does not model TensorRT-LLM's cache transceiver; known signatures are pointed to their threads",
+    "trtllm": "named only: kvcheck does not model TensorRT-LLM's cache transceiver; known signatures are pointed to "
+    "their threads",
     "lmcache": "named only: kvcheck does not model LMCache",
     "dynamo": "named; Dynamo's own lines are not explained (an SGLang worker under Dynamo is)",
-    "dynamo-vllm": "named only: Dynamo's vLLM worker (its `INFO mm-dd hh:mm:ss engine.py:NNN]` lines); known signatures are pointed to their threads",
+    "dynamo-vllm": "named only: Dynamo's vLLM worker (its `INFO mm-dd hh:mm:ss engine.py:NNN]` lines); known "
+    "signatures are pointed to their threads",
     "lightllm": "named only: kvcheck does not model LightLLM",
     "python": "a Python fault dump: attributed to the engine its frames run in",
     "native": "a native stack dump: attributed to the library its frames name",
@@ -77,44 +81,110 @@ SUPPORT = {
 
 _TS = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?"
 _VLLM_PROC = re.compile(r"^\s*\((?P<proc>[A-Za-z][\w]*(?:[ _][\w=]+)*?) pid=\d+\)\s*")
-_VLLM_LEVEL = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:\[(?P<file>[\w./-]+\.py):\d+\]|(?P<file2>[\w./-]+\.py):\d+\])")
+_VLLM_LEVEL = re.compile(
+    r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"(?:\[(?P<file>[\w./-]+\.py):\d+\]|(?P<file2>[\w./-]+\.py):\d+\])"
+)
 _SGLANG = re.compile(r"^\[" + _TS + r"(?P<ranks>(?: (?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*)\] ")
-_LMCACHE = re.compile(r"^\[" + _TS + r"\] LMCache (?:INFO|WARNING|ERROR|DEBUG)\b|\bLMCache (?:INFO|WARNING|ERROR|DEBUG):|:lmcache\.[\w.]+\)")
-_TRACING = re.compile(r"^" + r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s+" r"(?P<level>INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\s+(?P<target>[\w.:<>]+): ")
+_LMCACHE = re.compile(
+    r"^\["
+    + _TS
+    + r"\] LMCache (?:INFO|WARNING|ERROR|DEBUG)\b|\bLMCache (?:INFO|WARNING|ERROR|DEBUG):|:lmcache\.[\w.]+\)"
+)
+_TRACING = re.compile(
+    r"^" + r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s+"
+    r"(?P<level>INFO|WARN|WARNING|ERROR|DEBUG|TRACE)\s+(?P<target>[\w.:<>]+): "
+)
 _DYNAMO_CLI = re.compile(r"^" + r"\d{4}-\d\d-\d\dT\S+ \[(?:INFO|WARNING|ERROR|DEBUG)\] \[\w+\]")
 _ROUTER = re.compile(r"\bsglang_router(?:_rs)?\b|\bmini_lb\b|\bsgl[-_]model[-_]gateway\b")
-_TRTLLM = re.compile(r"\[TRT-LLM\]|\[TensorRT-LLM\]|^\s*\[_torch\]|^\s*\[executor\]\[RANK|\[kv cache manager\]|\btensorrt_llm\b|\bCacheTransceiver\b|\btrtllm-serve\b|transferAgent\.cpp")
-_GLOG = re.compile(r"^\s*(?:[IWEF](?:\d{4}|\d{8})\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+|[IWEF]\d{4}\s+|[IWEF]\s+|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+|[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+|E\d{4} \d\d:\d\d:\d\d\.\d+\s+)?(?P<file>[\w]+\.(?:cpp|cc|h|hpp)):\d+\]")
+_TRTLLM = re.compile(
+    r"\[TRT-LLM\]|\[TensorRT-LLM\]|^\s*\[_torch\]|^\s*\[executor\]\[RANK|\[kv cache "
+    r"manager\]|\btensorrt_llm\b|\bCacheTransceiver\b|\btrtllm-serve\b|transferAgent\.cpp"
+)
+_GLOG = re.compile(
+    r"^\s*(?:[IWEF](?:\d{4}|\d{8})\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+|[IWEF]\d{4}\s+|[IWEF]\s+|[IWEF]\d{4} "
+    r"\d\d:\d\d:\d\d\.\d+\s+|[IWEF]\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+\s+|E\d{4} "
+    r"\d\d:\d\d:\d\d\.\d+\s+)?(?P<file>[\w]+\.(?:cpp|cc|h|hpp)):\d+\]"
+)
 _GLOG_ANY = re.compile(r"(?P<file>\b[\w]+\.(?:cpp|cc|h|hpp)):\d+\]")
-_NIXL_FILES = re.compile(r"^(?:nixl_\w+|backend_plugin|ucx_utils|ucx_backend|ucx_mo_backend|libfabric\w*|gpunetio\w*|mooncake_backend|posix_backend|gds_backend|obj_backend|telemetry\w*|transfer_request|nixl)\.(?:cpp|cc|h)$")
-_MOONCAKE_FILES = re.compile(r"^(?:transfer_engine\w*|transfer_metadata\w*|transfer_task|rdma_\w+|tcp_transport|nvlink_transport|efa_\w+|topology|worker_pool|multi_transport|hip_transport|cxl_transport|ascend_\w+|hccl_\w+|hixl\w*|client\w*|master\w*|store_py|pybind_client|ha_helper|client_metric|client_service|segment\w*|allocator|coro_rpc_client|config|common)\.(?:cpp|cc|h|hpp)$")
-_UCX = re.compile(r"\bUCX\s+(?:ERROR|WARN|INFO|DIAG|DEBUG|FATAL)\b|^\[\d+\.\d+\]\s+\[[^\]]*:\d+\s*:\w+\]\s+\S+\.[ch]:\d+|"
-                  r"\bucs_handle_error\b|\blibuc[pts](?:-[0-9a-f]+)?\.so|\b(?:uct|ucp|ucs)_\w+\(\)|\bib_mlx5_log\.c|"
-                  r"\bTransport retry count exceeded\b")
+_NIXL_FILES = re.compile(
+    r"^(?:nixl_\w+|backend_plugin|ucx_utils|ucx_backend|ucx_mo_backend|libfabric\w*|gpunetio\w*|mooncake_backend|posix_backend|gds_backend|obj_backend|telemetry\w*|transfer_request|nixl)\.(?:cpp|cc|h)$"
+)
+_MOONCAKE_FILES = re.compile(
+    r"^(?:transfer_engine\w*|transfer_metadata\w*|transfer_task|rdma_\w+|tcp_transport|nvlink_transport|efa_\w+|topology|worker_pool|multi_transport|hip_transport|cxl_transport|ascend_\w+|hccl_\w+|hixl\w*|client\w*|master\w*|store_py|pybind_client|ha_helper|client_metric|client_service|segment\w*|allocator|coro_rpc_client|config|common)\.(?:cpp|cc|h|hpp)$"
+)
+_UCX = re.compile(
+    r"\bUCX\s+(?:ERROR|WARN|INFO|DIAG|DEBUG|FATAL)\b|^\[\d+\.\d+\]\s+\[[^\]]*:\d+\s*:\w+\]\s+\S+\.[ch]:\d+|"
+    r"\bucs_handle_error\b|\blibuc[pts](?:-[0-9a-f]+)?\.so|\b(?:uct|ucp|ucs)_\w+\(\)|\bib_mlx5_log\.c|"
+    r"\bTransport retry count exceeded\b"
+)
 _SIGNAL = re.compile(r"\] Caught signal \d+ \(|^Caught signal \d+ \(|^==== backtrace|\bbitmap\.h:\d+\s+Assertion")
 _FRAME_NATIVE = re.compile(r"^\s*\d+\s+(?:0x[0-9a-f]+\s+\S+\(\)\s+|/\S+\(|\S+\.so\S*\(|\[0x)")
-_NIXL_PY = re.compile(r"\bNIXL (?:INFO|WARNING|ERROR|DEBUG)\s+_api\.py:\d+|\bnixl(?:_cu1[23])?\._bindings\.nixl\w+Error\b|\bnixl\w*Error: NIXL_ERR_\w+|^(?:Backend UCX was instantiated|Initialized NIXL agent:|Loaded plugin \w+|Using NIXL Plugins from:|MD listener is listening)")
+_NIXL_PY = re.compile(
+    r"\bNIXL "
+    r"(?:INFO|WARNING|ERROR|DEBUG)\s+_api\.py:\d+|\bnixl(?:_cu1[23])?\._bindings\.nixl\w+Error\b|\bnixl\w*Error: "
+    r"NIXL_ERR_\w+|^(?:Backend UCX was instantiated|Initialized NIXL agent:|Loaded plugin \w+|Using NIXL "
+    r"Plugins from:|MD listener is listening)"
+)
 # TensorRT-LLM messages that print without its prefix (TLLM_CHECK texts, the cache
 # transceiver's assertion with its C++ file)
-_TRTLLM_BARE = re.compile(r"Disaggregated serving is not enabled|Disagg server does not currently support these cacheState|\bcacheTransceiverConfig\b|\bcacheState\b.*(?:context|gen) executors|Assertion failed: .*\((?:\S*/)?(?:cacheTransceiver|transferAgent|dataTransceiver|cacheFormatter|baseTransBuffer|mlaCacheFormatter)\.cpp:\d+\)")
+_TRTLLM_BARE = re.compile(
+    r"Disaggregated serving is not enabled|Disagg server does not currently support these "
+    r"cacheState|\bcacheTransceiverConfig\b|\bcacheState\b.*(?:context|gen) executors|Assertion failed: "
+    r".*\((?:\S*/)?(?:cacheTransceiver|transferAgent|dataTransceiver|cacheFormatter|baseTransBuffer|mlaCacheFormatter)\.cpp:\d+\)"
+)
 # NIXL messages without a glog prefix in the pasted text (the libfabric plugin's rail
 # endpoint (de)serialization, the serdes key lookup)
-_NIXL_BARE = re.compile(r"^(?:Failed to deserialize (?:data|control) rail endpoints|Deserialization of tag \w+ failed|Key \w+ not found or has invalid length)|getPluginParams: backend '\w+' not found|No plugins available for NIXL")
+_NIXL_BARE = re.compile(
+    r"^(?:Failed to deserialize (?:data|control) rail endpoints|Deserialization of tag \w+ failed|Key \w+ not found "
+    r"or has invalid length)|getPluginParams: backend '\w+' not found|No plugins available for NIXL"
+)
 # Dynamo hosting vLLM: its paths and the worker lines Dynamo's vLLM patch prints
-_DYNAMO_HOST = re.compile(r"/opt/dynamo/|\bdynamo serve\b|^Dequeued prefill request|^Prefilling remotely for request|^Initializied NIXL agent|^VllmWorker has been initialized|\badd_remote_nixl_metadata\b|\bDynamoNixlConnector\b|^Loaded nixl metadata from engine")
+_DYNAMO_HOST = re.compile(
+    r"/opt/dynamo/|\bdynamo serve\b|^Dequeued prefill request|^Prefilling remotely for request|^Initializied NIXL "
+    r"agent|^VllmWorker has been initialized|\badd_remote_nixl_metadata\b|\bDynamoNixlConnector\b|^Loaded "
+    r"nixl metadata from engine"
+)
 _GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?\S")
-_MORI = re.compile(r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py|\bmori::io\b|\bControlPlaneServer::\w+|MessageType::RegEndpoint", re.I)
+_MORI = re.compile(
+    r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py|\bmori::io\b|\bControlPlaneServer::\w+|MessageType::RegEndpoint",
+    re.I,
+)
 _LIGHTLLM = re.compile(r"\blightllm\b|--pd_trans_mode", re.I)
-_TRT_HINT = re.compile(r"TRT|TensorRT|tensorrt|\[_torch\]|\[executor\]|kv cache manager|CacheTransceiver|trtllm|transferAgent")
+_TRT_HINT = re.compile(
+    r"TRT|TensorRT|tensorrt|\[_torch\]|\[executor\]|kv cache manager|CacheTransceiver|trtllm|transferAgent"
+)
 _UCX_HINT = re.compile(r"UCX|Caught signal|====|ucs_|uct_|ucp_|libuc|ib_mlx5|Transport retry|bitmap\.h|\.c:\d")
-_FAULT = re.compile(r"^(?:Fatal Python error: |Current thread 0x|Thread 0x[0-9a-f]+ \(most recent call first\):|!!!!!!! Segfault encountered)")
+_FAULT = re.compile(
+    r"^(?:Fatal Python error: |Current thread 0x|Thread 0x[0-9a-f]+ \(most recent call first\):|!!!!!!! Segfault "
+    r"encountered)"
+)
 _PYFRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[\w<>.]+)')
 _TB_START = re.compile(r"Traceback \(most recent call last\):")
 _EXC_LINE = re.compile(r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::|$)")
 _SGLANG_MODULES = {
-    "model_runner", "memory_pool", "scheduler", "common", "tokenizer_manager", "http_server", "conn", "prefill",
-    "decode", "server_args", "engine_base", "model_loader", "cuda_graph_runner", "weight_utils", "detokenizer_manager",
-    "bootstrap", "utils", "schedule_batch", "launch_server", "mooncake", "nixl", "mori",
+    "model_runner",
+    "memory_pool",
+    "scheduler",
+    "common",
+    "tokenizer_manager",
+    "http_server",
+    "conn",
+    "prefill",
+    "decode",
+    "server_args",
+    "engine_base",
+    "model_loader",
+    "cuda_graph_runner",
+    "weight_utils",
+    "detokenizer_manager",
+    "bootstrap",
+    "utils",
+    "schedule_batch",
+    "launch_server",
+    "mooncake",
+    "nixl",
+    "mori",
 }
 
 ROLE_MARKERS = [
@@ -122,14 +192,33 @@ ROLE_MARKERS = [
     (re.compile(r"disaggregation_mode='(prefill|decode)'"), None),
     (re.compile(r"--disaggregation-mode[ =]\"?(prefill|decode)\b"), None),
     (re.compile(r"^\s*#+\s*(prefill|decode)\b", re.I), None),
-    (re.compile(r"^\s*(prefill|decode)(?:[ _-](?:pod|node|server|worker|instance|log|side))?\s*(?:log)?\s*:?\s*$", re.I), None),
+    (
+        re.compile(
+            r"^\s*(prefill|decode)(?:[ _-](?:pod|node|server|worker|instance|log|side))?\s*(?:log)?\s*:?\s*$", re.I
+        ),
+        None,
+    ),
     (re.compile(r"\b(prefill|decode)(?:er)?\.log\b", re.I), None),
     (re.compile(r"\b(Prefill|Decode)Worker\b|\bdynamo\.(prefill|decode)\b"), None),
     (re.compile(r"\bkv_role['\"]?\s*[:=]\s*['\"]kv_(producer|consumer)"), "kv"),
 ]
 _ROLE_FROM_MESSAGE = [
-    (re.compile(r"\bPrefill (?:batch|bootstrap failed|transfer failed)\b|\bprefill bootstrap_thread died\b|\bUnexpected transfer worker error\b|disagg_prefill|disaggregation/prefill\.py|\bPrefill instance failed to register\b|\bFakeKVSender\b|\bprefill warmup\b"), "prefill"),
-    (re.compile(r"\bDecode (?:batch|transfer failed)\b|\bdecode_req\b|disagg_decode|disaggregation/decode\.py|\bDecodePreallocQueue\b|\bPrefilling remotely\b"), "decode"),
+    (
+        re.compile(
+            r"\bPrefill (?:batch|bootstrap failed|transfer failed)\b|\bprefill bootstrap_thread died\b|\bUnexpected "
+            r"transfer worker error\b|disagg_prefill|disaggregation/prefill\.py|\bPrefill instance failed to "
+            r"register\b|\bFakeKVSender\b|\bprefill warmup\b"
+        ),
+        "prefill",
+    ),
+    (
+        re.compile(
+            r"\bDecode (?:batch|transfer "
+            r"failed)\b|\bdecode_req\b|disagg_decode|disaggregation/decode\.py|\bDecodePreallocQueue\b|\bPrefilling "
+            r"remotely\b"
+        ),
+        "decode",
+    ),
     (re.compile(r"\bsglang_router(?:_rs)?::|\bmini_lb\b"), "router"),
 ]
 
@@ -160,7 +249,11 @@ class Attributor:
 
     def context_engine(self) -> str:
         """The process engine the log shows most (sglang first among equals), or ''."""
-        hosts = {k: v for k, v in self.seen.items() if k in ("sglang", "vllm", "vllm-ascend", "trtllm", "lmcache", "dynamo", "lightllm")}
+        hosts = {
+            k: v
+            for k, v in self.seen.items()
+            if k in ("sglang", "vllm", "vllm-ascend", "trtllm", "lmcache", "dynamo", "lightllm")
+        }
         if not hosts:
             return ""
         return max(hosts, key=lambda k: (hosts[k], k == "sglang"))
@@ -168,7 +261,7 @@ class Attributor:
     def feed(self, line: str) -> LineInfo:
         m = _SGLANG.match(line)
         if m is not None and not self.in_block:
-            rest = line[m.end():]
+            rest = line[m.end() :]
             if rest.startswith(("Decode batch", "Prefill batch")):  # the bulk of a server log
                 role = "decode" if rest[0] == "D" else "prefill"
                 self.role = role
@@ -177,7 +270,15 @@ class Attributor:
             if rest.startswith("INFO:") or rest.startswith("127.0.0.1 ["):
                 self.seen["sglang"] = self.seen.get("sglang", 0) + 1
                 return LineInfo("sglang", host="sglang", process=self.role)
-        if not self.under_dynamo and ("dynamo" in line or "Dynamo" in line or line.startswith(("Dequeued", "Prefilling", "Initializied", "VllmWorker", "Loaded nixl"))) and _DYNAMO_HOST.search(line):
+        if (
+            not self.under_dynamo
+            and (
+                "dynamo" in line
+                or "Dynamo" in line
+                or line.startswith(("Dequeued", "Prefilling", "Initializied", "VllmWorker", "Loaded nixl"))
+            )
+            and _DYNAMO_HOST.search(line)
+        ):
             self.under_dynamo = True
         info = self._classify(line)
         if info.engine:
@@ -194,12 +295,12 @@ class Attributor:
             return LineInfo("")
         m = _VLLM_PROC.match(line)
         if m:
-            rest = line[m.end():]
+            rest = line[m.end() :]
             while True:  # nested prefixes: (Worker pid=1) (Worker_TP1 pid=2)
                 m2 = _VLLM_PROC.match(rest)
                 if not m2:
                     break
-                rest = rest[m2.end():]
+                rest = rest[m2.end() :]
             if _LMCACHE.search(rest):
                 return LineInfo("lmcache", host="vllm")
             if _NIXL_PY.search(rest):
@@ -216,7 +317,7 @@ class Attributor:
                 return LineInfo("lmcache", host="vllm")
         sg = _SGLANG.match(line)
         if sg:
-            rest = line[sg.end():]
+            rest = line[sg.end() :]
             self._block_follow(rest, "sglang")
             if ("router" in rest or "mini_lb" in rest or "gateway" in rest) and _ROUTER.search(rest):
                 return LineInfo("sglang-router", host="sglang-router", process="router")
@@ -237,11 +338,19 @@ class Attributor:
         if _TRT_HINT.search(line) and _TRTLLM.search(line):
             self._block_follow(line, "trtllm")
             return LineInfo("trtllm", host="trtllm")
-        if ("isagg" in line or "cacheState" in line or "Assertion failed" in line or "cacheTransceiver" in line) and _TRTLLM_BARE.search(line):
+        if (
+            "isagg" in line or "cacheState" in line or "Assertion failed" in line or "cacheTransceiver" in line
+        ) and _TRTLLM_BARE.search(line):
             return LineInfo("trtllm", host="trtllm")
-        if ("eserializ" in line or "Key " in line or "getPluginParams" in line or "No plugins" in line) and _NIXL_BARE.search(s):
+        if (
+            "eserializ" in line or "Key " in line or "getPluginParams" in line or "No plugins" in line
+        ) and _NIXL_BARE.search(s):
             return LineInfo("nixl", host=self.block_engine or self.context_engine())
-        g = (_GLOG.match(line) or _GLOG_ANY.search(line)) if ("pp:" in line or ".h:" in line or ".cc:" in line) else None
+        g = (
+            (_GLOG.match(line) or _GLOG_ANY.search(line))
+            if ("pp:" in line or ".h:" in line or ".cc:" in line)
+            else None
+        )
         if g:
             f = g.group("file")
             if _NIXL_FILES.match(f):
@@ -254,13 +363,35 @@ class Attributor:
                 return LineInfo("ucx")
         if _UCX_HINT.search(line) and (_SIGNAL.search(line) or _UCX.search(line)):
             if "Caught signal" in line or s.startswith("===="):
-                self.in_block, self.block_kind, self.block_engine = True, "native", self.block_engine or self.context_engine()
-            return LineInfo("ucx", host=self.block_engine or self.context_engine(), kind="signal" if "Caught signal" in line else "plain")
-        if ("NIXL" in line or "nixl" in line or line.startswith(("Backend ", "Initialized", "Loaded plugin", "Using NIXL", "MD listener"))) and _NIXL_PY.search(line):
-            return LineInfo("nixl", host=self.block_engine or self.context_engine(), kind="exception" if "Error" in line else "plain")
+                self.in_block, self.block_kind, self.block_engine = (
+                    True,
+                    "native",
+                    self.block_engine or self.context_engine(),
+                )
+            return LineInfo(
+                "ucx",
+                host=self.block_engine or self.context_engine(),
+                kind="signal" if "Caught signal" in line else "plain",
+            )
+        if (
+            "NIXL" in line
+            or "nixl" in line
+            or line.startswith(("Backend ", "Initialized", "Loaded plugin", "Using NIXL", "MD listener"))
+        ) and _NIXL_PY.search(line):
+            return LineInfo(
+                "nixl",
+                host=self.block_engine or self.context_engine(),
+                kind="exception" if "Error" in line else "plain",
+            )
         if "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line):
             return LineInfo("libfabric", host=self.context_engine())
-        if ("mori" in line or "MORI" in line or "Mori" in line or "ControlPlaneServer" in line or "MessageType::" in line) and _MORI.search(line):
+        if (
+            "mori" in line
+            or "MORI" in line
+            or "Mori" in line
+            or "ControlPlaneServer" in line
+            or "MessageType::" in line
+        ) and _MORI.search(line):
             return LineInfo("mori", host=self.context_engine())
         if ("ightllm" in line or "pd_trans_mode" in line or "LightLLM" in line) and _LIGHTLLM.search(line):
             return LineInfo("lightllm", host="lightllm")
@@ -279,7 +410,11 @@ class Attributor:
             if eng and (not self.block_engine or self.block_engine in ("python", "native")):
                 self.block_engine = eng
             self.in_block = True
-            return LineInfo(eng or self.block_engine or self.context_engine() or "python", host=eng or self.block_engine, kind="frame")
+            return LineInfo(
+                eng or self.block_engine or self.context_engine() or "python",
+                host=eng or self.block_engine,
+                kind="frame",
+            )
         if _FRAME_NATIVE.match(line) or (s.startswith("#") and _GDB_FRAME.match(s)):
             eng = engine_of_native_frame(line) or "native"
             return LineInfo(eng, host=self.block_engine or self.context_engine(), kind="native-frame")
@@ -307,7 +442,13 @@ class Attributor:
 def engine_of_path(path: str) -> str:
     """The engine a Python source path belongs to (``.../sglang/srt/...`` -> sglang)."""
     p = path.replace("\\", "/")
-    if "/sglang/srt/" in p or "/sglang/" in p and "sglang_router" not in p and "/sglang/python/sglang" in p or re.search(r"(?:^|/)sglang/(?:srt|launch_server|bench_serving|utils)\b", p):
+    if (
+        "/sglang/srt/" in p
+        or "/sglang/" in p
+        and "sglang_router" not in p
+        and "/sglang/python/sglang" in p
+        or re.search(r"(?:^|/)sglang/(?:srt|launch_server|bench_serving|utils)\b", p)
+    ):
         return "sglang"
     if "sglang_router" in p or "sgl_model_gateway" in p:
         return "sglang-router"

@@ -34,8 +34,24 @@ _V = r"(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)"
 EXPLICIT = [
     ("image tag", re.compile(r"[\w./-]*sglang[\w.-]*:v?" + _V + r"(?![\w.])|[\w./-]*sglang[\w.-]*:v?" + _V + r"-")),
     ("version line", re.compile(r"^\s*sglang\s*[:=]=?\s*" + _V + r"\b", re.I)),
-    ("version line", re.compile(r"\bsglang==" + _V + r"\b|\bSGLang v" + _V + r"\b|\bSGLang version:? v?" + _V + r"\b|\bsglang version:? v?" + _V + r"\b")),
-    ("install path", re.compile(r"\bsgl[-_]venv[-_]" + _V + r"/|\bsglang-" + _V + r"\.dist-info\b|/sglang[_-]" + _V + r"[_/]")),
+    (
+        "version line",
+        re.compile(
+            r"\bsglang=="
+            + _V
+            + r"\b|\bSGLang v"
+            + _V
+            + r"\b|\bSGLang version:? v?"
+            + _V
+            + r"\b|\bsglang version:? v?"
+            + _V
+            + r"\b"
+        ),
+    ),
+    (
+        "install path",
+        re.compile(r"\bsgl[-_]venv[-_]" + _V + r"/|\bsglang-" + _V + r"\.dist-info\b|/sglang[_-]" + _V + r"[_/]"),
+    ),
     ("version field", re.compile(r"[\"']version[\"']\s*:\s*[\"']" + _V + r"[\"']")),
 ]
 DEV_BUILD = re.compile(r"\b0\.0\.0\.dev\d+\+g([0-9a-f]{7,})\b|\bsglang[\w.-]*:(?:nightly|dev)[\w.-]*\b")
@@ -68,21 +84,32 @@ class LogRelease(BaseModel):
     clues: list[ReleaseClue] = Field(default_factory=list)
 
     def text(self) -> str:
-        if self.release and any(c.kind not in ("server args", "traceback lines") for c in self.clues if c.value == self.release):
+        if self.release and any(
+            c.kind not in ("server args", "traceback lines") for c in self.clues if c.value == self.release
+        ):
             c = next(c for c in self.clues if c.value == self.release)
             return f"SGLang {self.release} ({c.kind}, line {c.line})"
         if self.dev_build:
             return f"a SGLang development build ({self.dev_build}), not a release"
         if self.release:
-            return f"SGLang {self.release} (the only release whose code fits: {', '.join(sorted({c.kind for c in self.clues}))})"
+            return (
+                f"SGLang {self.release} (the only release whose code fits: "
+                f"{', '.join(sorted({c.kind for c in self.clues}))})"
+            )
         kinds = ", ".join(sorted({c.kind for c in self.clues}))
         if self.candidates:
-            span = self.candidates[0] if len(self.candidates) == 1 else f"{self.candidates[0]} .. {self.candidates[-1]} ({len(self.candidates)} releases)"
+            span = (
+                self.candidates[0]
+                if len(self.candidates) == 1
+                else f"{self.candidates[0]} .. {self.candidates[-1]} ({len(self.candidates)} releases)"
+            )
             older = f" or a release before {self.candidates[0]} (not indexed)" if self.older_possible else ""
             return f"SGLang {span}{older}, from {kinds}"
         if self.closest:
-            return (f"no SGLang release fits every traceback line (a patched or main-branch build); closest: "
-                    f"{', '.join(self.closest[:3])}")
+            return (
+                f"no SGLang release fits every traceback line (a patched or main-branch build); closest: "
+                f"{', '.join(self.closest[:3])}"
+            )
         if self.clues:
             return f"not determined ({kinds} fit no indexed release)"
         return "not shown"
@@ -142,7 +169,9 @@ class ReleaseReader:
         if self.fields - {"self"} and len(self.fields) >= 3:
             index = index or load_index()
             fit = [v for v in index["releases"] if set(self.fields) <= set(index["server_args"].get(v, []))]
-            clue = ReleaseClue(kind="server args", value=f"{len(self.fields)} fields", line=self.fields_line, releases=fit)
+            clue = ReleaseClue(
+                kind="server args", value=f"{len(self.fields)} fields", line=self.fields_line, releases=fit
+            )
             out.clues.append(clue)
             cands = set(fit)
         if self.frames:
@@ -165,7 +194,14 @@ class ReleaseReader:
                 fit_frames = ok if fit_frames is None else fit_frames & ok
             if fit_frames is not None:
                 order = [v for v in index["releases"] if v in fit_frames]
-                out.clues.append(ReleaseClue(kind="traceback lines", value=f"{len(self.frames)} frames", line=self.frames[0][3], releases=order))
+                out.clues.append(
+                    ReleaseClue(
+                        kind="traceback lines",
+                        value=f"{len(self.frames)} frames",
+                        line=self.frames[0][3],
+                        releases=order,
+                    )
+                )
                 cands = set(order) if cands is None else cands & set(order)
                 if not order and counts:
                     best = max(counts.values())

@@ -108,8 +108,6 @@ _WRAP = 3  # lines before and after a line that a wrapped message may span
 _ANCHOR_LEN = 24  # characters of a literal stretch searched as a substring
 
 
-
-
 class _Scanner:
     """The catalog compiled for streaming. Each entry gets one *token*: the longest
     whitespace-delimited word inside its template's literal text that a value cannot
@@ -145,7 +143,11 @@ class _Scanner:
         self.tokens = frozenset(self.by_token)
         self.match_all = [i for i, a in subs if not a]
         self.subs = [(i, a) for i, a in subs if a]
-        self.sub_re = re.compile("|".join(sorted({re.escape(a) for _, a in self.subs}, key=len, reverse=True))) if self.subs else None
+        self.sub_re = (
+            re.compile("|".join(sorted({re.escape(a) for _, a in self.subs}, key=len, reverse=True)))
+            if self.subs
+            else None
+        )
 
     def candidates(self, line: str) -> list[Entry]:
         """Entries that may match ``line``, in catalog order."""
@@ -217,7 +219,14 @@ def _lines_of(data: bytes, byte_limit: int, char_limit: int) -> list[str]:
     return lines
 
 
-def explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None, sglang_version: str | None = None) -> Explanation:
+def explain_text(
+    text: str,
+    *,
+    source: str = "message",
+    catalog: Catalog | None = None,
+    by_id: bool | None = None,
+    sglang_version: str | None = None,
+) -> Explanation:
     """``_explain_text`` (below), then ``annotate_release`` with the release the text
     shows (or ``sglang_version``)."""
     from kvcheck.explain.releases import version_in_log
@@ -238,11 +247,15 @@ def log_release(result: Explanation, fallback: str | None = None) -> tuple[str |
             return r.release, "the version the log shows"
         if r.candidates:
             span = r.candidates[0] if len(r.candidates) == 1 else f"{r.candidates[0]} .. {r.candidates[-1]}"
-            return r.candidates[-1], f"the newest release the log's {', '.join(sorted({c.kind for c in r.clues if c.releases}))} fit ({span})"
+            return r.candidates[
+                -1
+            ], f"the newest release the log's {', '.join(sorted({c.kind for c in r.clues if c.releases}))} fit ({span})"
     return fallback, "the version the log shows"
 
 
-def annotate_release(result: Explanation, sglang_version: str | None, log_version: str | None, catalog: Catalog | None = None) -> Explanation:
+def annotate_release(
+    result: Explanation, sglang_version: str | None, log_version: str | None, catalog: Catalog | None = None
+) -> Explanation:
     """Set the release the explanation follows (``sglang_version``, else ``log_version``
     (the version the log shows), else the newest scanned, said as assumed) and,
     for each hit, whether its message exists and is reachable in that release
@@ -281,7 +294,9 @@ class VersionSniffer:
             yield block
 
 
-def _explain_text(text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None) -> Explanation:
+def _explain_text(
+    text: str, *, source: str = "message", catalog: Catalog | None = None, by_id: bool | None = None
+) -> Explanation:
     """Find every catalog message in ``text`` (a message or a whole log).
 
     With ``by_id`` (default: when ``source`` is ``message``), a text that is exactly a
@@ -371,7 +386,14 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
                     continue
                 spans.add((entry.id, first, last))
                 full_lines.update(n for n in range(first, last + 1) if n <= _MAX_PARTIAL_LINES)
-                _record(hits, entry, first, mm.group(0), {k: v for k, v in mm.groupdict().items() if v is not None}, last=last)
+                _record(
+                    hits,
+                    entry,
+                    first,
+                    mm.group(0),
+                    {k: v for k, v in mm.groupdict().items() if v is not None},
+                    last=last,
+                )
 
     def scan(buf: list[str], base: int, start: int, end: int) -> None:
         if start >= end:
@@ -435,16 +457,29 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
             if not found:
                 continue
             if len(found) > 1 and funcs:
-                by_frame = [(g, e) for g, e in found if any(src.qualname and src.qualname.split(".")[-1] in funcs for src in e.sources)]
+                by_frame = [
+                    (g, e)
+                    for g, e in found
+                    if any(src.qualname and src.qualname.split(".")[-1] in funcs for src in e.sources)
+                ]
                 found = by_frame or found
             got, entry = max(found, key=lambda ge: len(ge[0]))
             _record(hits, entry, lineno, got.strip(), {}, match="partial")
     ordered = sorted(hits.values(), key=lambda h: (catalog.get(h.entry_id).generic, h.first_line))
     for e in reader.engines.values():
         if e.engine not in ("sglang", "python", "native"):
-            foreign[e.engine] = ForeignLines(engine=e.engine, name=e.name, meaning=e.support, count=e.count,
-                                             first_line=e.first_line, last_line=e.last_line, example=e.example)
-    result = Explanation(source=source, lines=count, hits=ordered, foreign=sorted(foreign.values(), key=lambda f: f.first_line))
+            foreign[e.engine] = ForeignLines(
+                engine=e.engine,
+                name=e.name,
+                meaning=e.support,
+                count=e.count,
+                first_line=e.first_line,
+                last_line=e.last_line,
+                example=e.example,
+            )
+    result = Explanation(
+        source=source, lines=count, hits=ordered, foreign=sorted(foreign.values(), key=lambda f: f.first_line)
+    )
     result.report = reader.report(ordered, catalog)
     result._blank = blank
     return result
@@ -490,7 +525,9 @@ def _field_partial(line: str, entry: Entry) -> str | None:
         left, right = parts[i - 1], parts[i + 1] if i + 1 < len(parts) else ""
         if len(left) < 4:
             continue
-        rx = re.compile(re.escape(left[-4:]) + "(" + FIELD_PATTERNS[shape] + ")" + (re.escape(right[:1]) if right else ""))
+        rx = re.compile(
+            re.escape(left[-4:]) + "(" + FIELD_PATTERNS[shape] + ")" + (re.escape(right[:1]) if right else "")
+        )
         for m in rx.finditer(line):
             a = m.start() + 4
             k = 0  # literal characters matched leftwards from the field
@@ -527,7 +564,15 @@ def _join(lines: list[str]) -> tuple[str, list[int]]:
     return " ".join(parts), starts
 
 
-def _record(hits: dict[str, Hit], entry: Entry, lineno: int, text: str, values: dict[str, str], match: str = "full", last: int | None = None) -> None:
+def _record(
+    hits: dict[str, Hit],
+    entry: Entry,
+    lineno: int,
+    text: str,
+    values: dict[str, str],
+    match: str = "full",
+    last: int | None = None,
+) -> None:
     """Count one occurrence of ``entry`` found on lines ``lineno``..``last`` (default: one line)."""
     hit = hits.get(entry.id)
     if hit is None:
@@ -553,12 +598,24 @@ def attach_preflight(explanation: Explanation, report, catalog: Catalog | None =
         for f in findings:
             rt = f.runtime_error
             if rt is not None and entry.regex.search(rt.message):
-                cause = {"finding": f.id, "how": "runtime_error", "message": f.message, "fix": f.fix, "runtime_error": rt.model_dump()}
+                cause = {
+                    "finding": f.id,
+                    "how": "runtime_error",
+                    "message": f.message,
+                    "fix": f.fix,
+                    "runtime_error": rt.model_dump(),
+                }
                 break
         if cause is None and entry.check:
             for f in findings:
                 if f.id == entry.check or _check_of(f.id) == entry.check:
-                    cause = {"finding": f.id, "how": "check", "message": f.message, "fix": f.fix, "runtime_error": f.runtime_error.model_dump() if f.runtime_error else None}
+                    cause = {
+                        "finding": f.id,
+                        "how": "check",
+                        "message": f.message,
+                        "fix": f.fix,
+                        "runtime_error": f.runtime_error.model_dump() if f.runtime_error else None,
+                    }
                     break
         hit.cause = cause
     explanation.preflight = {
@@ -597,13 +654,29 @@ def attach_deployment_preflight(explanation: Explanation, report: Any, catalog: 
         for f in findings:
             rt = f.get("runtime_error") or {}
             if isinstance(rt, dict) and rt.get("message") and entry.regex.search(rt["message"]):
-                cause = {"finding": f["id"], "how": "runtime_error", "message": f["message"], "fix": f.get("fix", ""), "runtime_error": rt}
+                cause = {
+                    "finding": f["id"],
+                    "how": "runtime_error",
+                    "message": f["message"],
+                    "fix": f.get("fix", ""),
+                    "runtime_error": rt,
+                }
                 break
         if cause is None and entry.check:
             for f in findings:
                 if f["id"] == entry.check or _check_of(f["id"]) == entry.check:
-                    cause = {"finding": f["id"], "how": "check", "message": f["message"], "fix": f.get("fix", ""), "runtime_error": f.get("runtime_error")}
+                    cause = {
+                        "finding": f["id"],
+                        "how": "check",
+                        "message": f["message"],
+                        "fix": f.get("fix", ""),
+                        "runtime_error": f.get("runtime_error"),
+                    }
                     break
         hit.cause = cause
-    explanation.preflight = {"verdict": contract.get("verdict"), "findings": findings, "exit": getattr(report, "exit_code", None)}
+    explanation.preflight = {
+        "verdict": contract.get("verdict"),
+        "findings": findings,
+        "exit": getattr(report, "exit_code", None),
+    }
     return explanation

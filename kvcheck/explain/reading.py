@@ -33,10 +33,25 @@ from kvcheck.explain.timeline import Timeline
 # SGLang's terms only when it ran in an SGLang process or nothing shows otherwise)
 CATALOG_ENGINES = {"sglang", "", "python", "native"}
 LIBRARY_ENGINES = {"nixl", "ucx", "libfabric", "mooncake", "mori"}
-PROCESS_ENGINES = {"sglang", "sglang-router", "vllm", "vllm-ascend", "trtllm", "lmcache", "dynamo", "dynamo-vllm", "lightllm"}
+PROCESS_ENGINES = {
+    "sglang",
+    "sglang-router",
+    "vllm",
+    "vllm-ascend",
+    "trtllm",
+    "lmcache",
+    "dynamo",
+    "dynamo-vllm",
+    "lightllm",
+}
 _PHASE_WORDS = {
-    "start-up": "startup", "startup": "startup", "first request": "first-request", "transfer": "first-transfer",
-    "decode registration": "first-request", "first contact": "first-request", "serving": "serving",
+    "start-up": "startup",
+    "startup": "startup",
+    "first request": "first-request",
+    "transfer": "first-transfer",
+    "decode registration": "first-request",
+    "first contact": "first-request",
+    "serving": "serving",
 }
 
 
@@ -106,8 +121,13 @@ class LogReader:
             e = self.engines.get(info.engine)
             if e is None:
                 text = line.strip()
-                e = self.engines[info.engine] = EngineLines(engine=info.engine, name=ENGINE_NAMES.get(info.engine, info.engine), first_line=lineno,
-                                                            example=text[:300] + ("…" if len(text) > 300 else ""), support=SUPPORT.get(info.engine, ""))
+                e = self.engines[info.engine] = EngineLines(
+                    engine=info.engine,
+                    name=ENGINE_NAMES.get(info.engine, info.engine),
+                    first_line=lineno,
+                    example=text[:300] + ("…" if len(text) > 300 else ""),
+                    support=SUPPORT.get(info.engine, ""),
+                )
             e.count += 1
             e.last_line = lineno
             if info.process:
@@ -115,7 +135,12 @@ class LogReader:
         self.timeline.feed(lineno, line)
         self.release.feed(lineno, line)
         self.generic.feed(lineno, line)
-        done = self.sigs.feed(lineno, line, process=info.process, host=info.host or (info.engine if info.engine in PROCESS_ENGINES else ""))
+        done = self.sigs.feed(
+            lineno,
+            line,
+            process=info.process,
+            host=info.host or (info.engine if info.engine in PROCESS_ENGINES else ""),
+        )
         if done:
             self.infos[lineno] = info
         return info
@@ -150,14 +175,39 @@ class LogReader:
                 continue  # an SGLang signature on another engine's line
             if s.engine in ("vllm",) and host not in ("vllm", "vllm-ascend", ""):
                 continue
-            if s.host and host and host not in s.host and s.engine not in ("ucx", "nixl", "python", "libfabric", "mooncake"):
+            if (
+                s.host
+                and host
+                and host not in s.host
+                and s.engine not in ("ucx", "nixl", "python", "libfabric", "mooncake")
+            ):
                 continue
             phase, src = self._phase(h.first_line, s.phase)
-            findings.append(Finding(kind="signature", id=s.id, title=s.title, engine=s.engine, host=host, process=h.process or s.process,
-                                    phase=phase, phase_from=src, role=s.role, first_line=h.first_line, last_line=h.last_line, count=h.count,
-                                    text=h.text, values=h.values, cause=_fill(s.cause, h.values), fix=_fill(s.fix, h.values),
-                                    checks=[_fill(c, h.values) for c in s.checks], issues=s.issues, fixed_in=s.fixed_in,
-                                    followed_by=s.followed_by, predicted_by=s.predicted_by))
+            findings.append(
+                Finding(
+                    kind="signature",
+                    id=s.id,
+                    title=s.title,
+                    engine=s.engine,
+                    host=host,
+                    process=h.process or s.process,
+                    phase=phase,
+                    phase_from=src,
+                    role=s.role,
+                    first_line=h.first_line,
+                    last_line=h.last_line,
+                    count=h.count,
+                    text=h.text,
+                    values=h.values,
+                    cause=_fill(s.cause, h.values),
+                    fix=_fill(s.fix, h.values),
+                    checks=[_fill(c, h.values) for c in s.checks],
+                    issues=s.issues,
+                    fixed_in=s.fixed_in,
+                    followed_by=s.followed_by,
+                    predicted_by=s.predicted_by,
+                )
+            )
         sig_ids = {f.id for f in findings}
         for hit in hits:
             if hit.match == "id":
@@ -166,15 +216,36 @@ class LogReader:
             when = _PHASE_WORDS.get(e.when.split(" (")[0].strip(), "any")
             phase, src = self._phase(hit.first_line, when)
             info = self.hit_info.get(hit.first_line)
-            role = "consequence" if e.generic or e.id in _CONSEQUENCES or (e.type.startswith("nixl") and sig_ids) else "cause"
+            role = (
+                "consequence"
+                if e.generic or e.id in _CONSEQUENCES or (e.type.startswith("nixl") and sig_ids)
+                else "cause"
+            )
             if e.severity == "warning" and role == "cause":
                 role = "warning"
             title = (hit.text if hit.match == "full" else e.template.rstrip())[:160]
-            findings.append(Finding(kind="catalog", id=e.id, title=title, engine="nixl" if e.type.startswith("nixl") else "sglang",
-                                    host=(info.host if info else "") or ("sglang" if ctx in ("sglang", "") else ctx), process=(info.process if info else "") or (e.process if e.process != "both" else ""),
-                                    phase=phase, phase_from=src, role=role, first_line=hit.first_line, last_line=hit.last_line,
-                                    count=hit.count, text=hit.text, values=hit.values, cause=e.meaning, fix=e.fix, checks=[],
-                                    predicted_by=e.check))
+            findings.append(
+                Finding(
+                    kind="catalog",
+                    id=e.id,
+                    title=title,
+                    engine="nixl" if e.type.startswith("nixl") else "sglang",
+                    host=(info.host if info else "") or ("sglang" if ctx in ("sglang", "") else ctx),
+                    process=(info.process if info else "") or (e.process if e.process != "both" else ""),
+                    phase=phase,
+                    phase_from=src,
+                    role=role,
+                    first_line=hit.first_line,
+                    last_line=hit.last_line,
+                    count=hit.count,
+                    text=hit.text,
+                    values=hit.values,
+                    cause=e.meaning,
+                    fix=e.fix,
+                    checks=[],
+                    predicted_by=e.check,
+                )
+            )
         findings.extend(self._generic(findings, ctx))
         _narrow_by_messages(rep, hits)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
@@ -200,9 +271,25 @@ class LogReader:
                 prev.last_line = max(prev.last_line, g.line)
                 continue
             phase, src = self._phase(g.line, g.phase or "any")
-            out.append(Finding(kind="generic", id=g.id, title=g.title, engine=g.engine, host=ctx, phase=phase, phase_from=src,
-                               role=g.role, first_line=g.line, last_line=max(g.lines or [g.line]), text=g.text, cause=g.cause,
-                               fix=g.fix, checks=g.checks, values={"component": g.component}))
+            out.append(
+                Finding(
+                    kind="generic",
+                    id=g.id,
+                    title=g.title,
+                    engine=g.engine,
+                    host=ctx,
+                    phase=phase,
+                    phase_from=src,
+                    role=g.role,
+                    first_line=g.line,
+                    last_line=max(g.lines or [g.line]),
+                    text=g.text,
+                    cause=g.cause,
+                    fix=g.fix,
+                    checks=g.checks,
+                    values={"component": g.component},
+                )
+            )
             same[(g.id, g.cause[:80])] = out[-1]
         return out
 
@@ -219,8 +306,17 @@ class LogReader:
         return (default if default != "any" else ""), "message"
 
 
-_CONSEQUENCES = {"bootstrap-timeout", "waiting-timeout", "failed-on-another-rank", "kv-transfer-error", "decode-transfer-failed",
-                 "prefill-bootstrap-failed", "prefill-transfer-failed", "unexpected-transfer-worker-error", "scheduler-exception"}
+_CONSEQUENCES = {
+    "bootstrap-timeout",
+    "waiting-timeout",
+    "failed-on-another-rank",
+    "kv-transfer-error",
+    "decode-transfer-failed",
+    "prefill-bootstrap-failed",
+    "prefill-transfer-failed",
+    "unexpected-transfer-worker-error",
+    "scheduler-exception",
+}
 
 
 def _narrow_by_messages(rep: LogReport, hits: list) -> None:
@@ -242,7 +338,11 @@ def _narrow_by_messages(rep: LogReport, hits: list) -> None:
         ok = {v for v in allrel if any(release_key(a) <= release_key(v) <= release_key(b) for a, b in rng)}
         if ok == set(allrel):
             continue
-        rep.release.clues.append(ReleaseClue(kind="message text", value=hit.entry_id, line=hit.first_line, releases=sorted(ok, key=release_key)))
+        rep.release.clues.append(
+            ReleaseClue(
+                kind="message text", value=hit.entry_id, line=hit.first_line, releases=sorted(ok, key=release_key)
+            )
+        )
         cands = ok if cands is None else cands & ok
     if cands is None or rep.release.release:
         return
@@ -267,7 +367,11 @@ def _rank(f: Finding) -> float:
     (component, phase); 2: consequences (time-outs, wrappers); 3: warnings."""
     if f.role == "cause" and f.kind == "generic":
         return 1.5 if f.id.endswith("-generic") else 1
-    if f.role == "cause" and not f.id.endswith("-generic") and f.id not in ("nixl-create-backend-failed", "nixl-register-mem-failed"):
+    if (
+        f.role == "cause"
+        and not f.id.endswith("-generic")
+        and f.id not in ("nixl-create-backend-failed", "nixl-register-mem-failed")
+    ):
         return 0
     if f.role == "cause":
         return 1
@@ -293,5 +397,3 @@ def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
         lines_seen.add(f.first_line)
         then.append(f)
     return first, then
-
-

@@ -56,7 +56,11 @@ def choose_explain_release(log_version: str | None, given: str | None) -> tuple[
         return parse_release(given) or given, "--sglang-version"
     if log_version:
         return log_version, "the version the log shows"
-    return data["releases"][-1], "assumed: the log names no release and none was given (pass --sglang-version); the newest release kvcheck scanned"
+    return (
+        data["releases"][-1],
+        "assumed: the log names no release and none was given (pass --sglang-version); the newest release kvcheck "
+        "scanned",
+    )
 
 
 def release_info(entry_id: str, version: str, catalog_reachable: bool = True) -> dict[str, Any]:
@@ -74,17 +78,32 @@ def release_info(entry_id: str, version: str, catalog_reachable: bool = True) ->
     data = load_message_releases()
     releases = data["releases"]
     ranges = data["messages"].get(entry_id)
-    info: dict[str, Any] = {"release": version, "scanned": version in releases, "exists": None, "ranges": ranges, "reachable": None, "why": ""}
+    info: dict[str, Any] = {
+        "release": version,
+        "scanned": version in releases,
+        "exists": None,
+        "ranges": ranges,
+        "reachable": None,
+        "why": "",
+    }
     if ranges == "not-sglang":
-        info["text"] = "not SGLang's own text (formatted by NIXL/UCX): its presence does not depend on the SGLang release"
+        info["text"] = (
+            "not SGLang's own text (formatted by NIXL/UCX): its presence does not depend on the SGLang release"
+        )
         return info
     if ranges == "not-scanned":
-        info["text"] = "kvcheck could not scan release sources for this message (the runtime composes its text at run time): in which releases it exists is not known"
+        info["text"] = (
+            "kvcheck could not scan release sources for this message (the runtime composes its text at run time): in "
+            "which releases it exists is not known"
+        )
         return info
     ranges = ranges or []
     span = ", ".join(f"{a}" if a == b else f"{a} .. {b}" for a, b in ranges) or "no scanned release"
     if version not in releases:
-        info["text"] = f"SGLang {version} is not a release kvcheck scanned ({releases[0]} .. {releases[-1]}); the message is in {span}"
+        info["text"] = (
+            f"SGLang {version} is not a release kvcheck scanned ({releases[0]} .. {releases[-1]}); the message is in "
+            f"{span}"
+        )
         return info
     exists = any(release_key(a) <= release_key(version) <= release_key(b) for a, b in ranges)
     info["exists"] = exists
@@ -92,8 +111,11 @@ def release_info(entry_id: str, version: str, catalog_reachable: bool = True) ->
         later = [a for a, _ in ranges if release_key(a) > release_key(version)]
         info["reachable"] = False
         info["why"] = "the message is not in that release's code"
-        info["text"] = (f"does not exist in SGLang {version}: the text is in {span}" + (f" (introduced in {later[0]})" if later else "")
-                        + "; a process printing it is not running that release")
+        info["text"] = (
+            f"does not exist in SGLang {version}: the text is in {span}"
+            + (f" (introduced in {later[0]})" if later else "")
+            + "; a process printing it is not running that release"
+        )
         return info
     for rule in data.get("reachable", {}).get(entry_id, []):
         hi = rule.get("to")

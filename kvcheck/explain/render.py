@@ -13,7 +13,9 @@ _WIDTH = 100
 
 
 def _para(label: str, text: str) -> list[str]:
-    body = textwrap.wrap(" ".join(text.split()), width=_WIDTH - 16, break_long_words=False, break_on_hyphens=False) or [""]
+    body = textwrap.wrap(" ".join(text.split()), width=_WIDTH - 16, break_long_words=False, break_on_hyphens=False) or [
+        ""
+    ]
     out = [f"  {label:<13} {body[0]}"]
     out.extend(f"  {'':<13} {line}" for line in body[1:])
     return out
@@ -42,13 +44,24 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
             return "\n".join(lines)
         lines.append("")
     if not explanation.recognized:
-        lines.append(f"not recognized: no {catalog.runtime} PD/NIXL message from kvcheck's catalog ({len(catalog.entries)} messages) was found in the {explanation.source}.")
-        lines.append("  Paste the exception line ('Type: message') or pass the whole log with --log FILE; 'kvcheck explain --list' shows what is known.")
+        lines.append(
+            f"not recognized: no {catalog.runtime} PD/NIXL message from kvcheck's catalog ({len(catalog.entries)} "
+            f"messages) was found in the {explanation.source}."
+        )
+        lines.append(
+            "  Paste the exception line ('Type: message') or pass the whole log with --log FILE; 'kvcheck explain "
+            "--list' shows what is known."
+        )
         return "\n".join(lines)
     if all(h.match == "id" for h in explanation.hits):
-        lines.append(f"catalog entry {', '.join(h.entry_id for h in explanation.hits)}, explained from {catalog.runtime}'s code")
+        lines.append(
+            f"catalog entry {', '.join(h.entry_id for h in explanation.hits)}, explained from {catalog.runtime}'s code"
+        )
     else:
-        lines.append(f"recognized {len(explanation.hits)} message(s) in the {explanation.source} ({explanation.lines} line(s)), explained from {catalog.runtime}'s code")
+        lines.append(
+            f"recognized {len(explanation.hits)} message(s) in the {explanation.source} ({explanation.lines} "
+            f"line(s)), explained from {catalog.runtime}'s code"
+        )
     refused = refused_values(rep.findings, catalog) if rep is not None else set()
     for hit in explanation.hits:
         e = catalog.get(hit.entry_id)
@@ -56,14 +69,26 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
         if hit.match == "id":
             lines.append(f"{e.id}  [{e.severity}] {e.type}  ({e.process}, {e.when})  catalog entry, looked up by id")
         else:
-            where = f"line {hit.first_line}" if hit.first_line == hit.last_line else f"lines {hit.first_line}..{hit.last_line}"
+            where = (
+                f"line {hit.first_line}"
+                if hit.first_line == hit.last_line
+                else f"lines {hit.first_line}..{hit.last_line}"
+            )
             lines.append(f"{e.id}  [{e.severity}] {e.type}  ({e.process}, {e.when})  x{hit.count}, first/last {where}")
         if hit.match == "partial":
             lines.append("  (partial match: only part of the message was found)")
         if hit.release_info is not None:
-            lines.extend(_para(f"SGLang {explanation.release}:", f"{hit.release_info['text']} (release from {explanation.release_source})"))
+            lines.extend(
+                _para(
+                    f"SGLang {explanation.release}:",
+                    f"{hit.release_info['text']} (release from {explanation.release_source})",
+                )
+            )
         if not e.reachable and (explanation.release is None or f"sglang {explanation.release}" == catalog.runtime):
-            lines.append(f"  NOT REACHABLE in {catalog.runtime}: the process printing this is not running {catalog.runtime}'s code path (a different or patched build).")
+            lines.append(
+                f"  NOT REACHABLE in {catalog.runtime}: the process printing this is not running {catalog.runtime}'s "
+                "code path (a different or patched build)."
+            )
         lines.extend(_para("template:" if hit.match == "id" else "text:", hit.text))
         if hit.values:
             lines.extend(_para("values:", ", ".join(f"{k}={v}" for k, v in hit.values.items())))
@@ -74,7 +99,9 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
         if fix:
             lines.extend(_para("fix:", fix))
         if dropped:
-            lines.extend(_para("not proposed:", f"{'; '.join(dropped)} (the log shows {', '.join(sorted(refused))} refused)"))
+            lines.extend(
+                _para("not proposed:", f"{'; '.join(dropped)} (the log shows {', '.join(sorted(refused))} refused)")
+            )
         lines.extend(_para("predicted by:", predicted_by(e.check)))
         for path, n, text in _config_lines(explanation, e, hit):
             lines.extend(_para("change:", f"{path}:{n}: {text}"))
@@ -83,7 +110,13 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
                 c = hit.cause
                 lines.extend(_para("your configs:", f"finding {c['finding']}: {c['message']} -- fix: {c['fix']}"))
             else:
-                lines.extend(_para("your configs:", "the preflight of the given configs does not predict this message; the running servers may not match these configs, or no check covers it."))
+                lines.extend(
+                    _para(
+                        "your configs:",
+                        "the preflight of the given configs does not predict this message; the running servers may "
+                        "not match these configs, or no check covers it.",
+                    )
+                )
     if explanation.preflight is not None:
         lines.append("")
         lines.append(f"preflight of the given configs: {explanation.preflight['verdict']}")
@@ -91,8 +124,12 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
 
 
 PHASE_WORDS = {
-    "startup": "at start-up", "first-request": "on the first request", "first-transfer": "on the first KV transfer",
-    "serving": "during serving", "after-peer-restart": "after a peer restart or loss", "shutdown": "at shutdown",
+    "startup": "at start-up",
+    "first-request": "on the first request",
+    "first-transfer": "on the first KV transfer",
+    "serving": "during serving",
+    "after-peer-restart": "after a peer restart or loss",
+    "shutdown": "at shutdown",
 }
 
 
@@ -110,7 +147,14 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
             if e.engine != "sglang" and e.support:
                 out.extend("      " + ln for ln in textwrap.wrap(e.support, width=_WIDTH - 6))
     rel = rep.release.text()
-    out.append(f"  SGLang release shown: {rel}" + (f"; messages explained against {explanation.release} ({explanation.release_source})" if explanation.release else ""))
+    out.append(
+        f"  SGLang release shown: {rel}"
+        + (
+            f"; messages explained against {explanation.release} ({explanation.release_source})"
+            if explanation.release
+            else ""
+        )
+    )
     if rep.timeline:
         out.append("  phases shown: " + ", ".join(f"{t['kind']} (line {t['line']})" for t in rep.timeline[:8]))
     f = rep.first_cause
@@ -121,14 +165,22 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
         out.append(f"no first cause in this text: line {f.first_line} is a consequence ({f.title}).")
         out.extend(_para("look at:", "; ".join(f.checks) or "the peer's log at the same time"))
     else:
-        whose = f"{ENGINE_LABEL.get(f.engine, f.engine)}" + (f" in a {ENGINE_LABEL.get(f.host, f.host)} process" if f.host and f.host != f.engine
-                                                             else (", the process that printed it not shown" if not f.host and f.engine != "sglang" else ""))
+        whose = f"{ENGINE_LABEL.get(f.engine, f.engine)}" + (
+            f" in a {ENGINE_LABEL.get(f.host, f.host)} process"
+            if f.host and f.host != f.engine
+            else (", the process that printed it not shown" if not f.host and f.engine != "sglang" else "")
+        )
         proc = f", {f.process}" if f.process else ""
         phase = PHASE_WORDS.get(f.phase, "phase not shown") + (" (from the log)" if f.phase_from == "log" else "")
         out.append(f"first cause: line {f.first_line} [{whose}{proc}, {phase}]: {f.title}")
         out.extend(_para("text:", f.text))
         if f.kind == "generic":  # a general rule: no specific signature knows this text
-            out.extend(_para("where:", f.values.get("component", "") + " (general rule: kvcheck has no specific signature for this text)"))
+            out.extend(
+                _para(
+                    "where:",
+                    f.values.get("component", "") + " (general rule: kvcheck has no specific signature for this text)",
+                )
+            )
         out.extend(_para("cause:", f.cause))
         for c in f.checks:
             out.extend(_para("check:", c))
@@ -149,19 +201,38 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
             out.append(f"  line {t.first_line}: {t.title}{tag}" + (f" x{t.count}" if t.count > 1 else ""))
     if rep.not_sglang:
         names = ", ".join(ENGINE_LABEL.get(n, n) for n in rep.not_sglang)
-        out.append(f"not SGLang's: the {names} lines are named and matched to known signatures only; kvcheck does not model {names}.")
+        out.append(
+            f"not SGLang's: the {names} lines are named and matched to known signatures only; kvcheck does not model "
+            f"{names}."
+        )
     return out
 
 
-ENGINE_LABEL = {"sglang": "SGLang", "nixl": "NIXL", "ucx": "UCX", "mooncake": "Mooncake", "vllm": "vLLM", "vllm-ascend": "vLLM-Ascend",
-                "trtllm": "TensorRT-LLM", "lmcache": "LMCache", "dynamo": "Dynamo", "libfabric": "libfabric/EFA", "python": "Python",
-                "mori": "MORI", "lightllm": "LightLLM", "sglang-router": "SGLang router"}
+ENGINE_LABEL = {
+    "sglang": "SGLang",
+    "nixl": "NIXL",
+    "ucx": "UCX",
+    "mooncake": "Mooncake",
+    "vllm": "vLLM",
+    "vllm-ascend": "vLLM-Ascend",
+    "trtllm": "TensorRT-LLM",
+    "lmcache": "LMCache",
+    "dynamo": "Dynamo",
+    "libfabric": "libfabric/EFA",
+    "python": "Python",
+    "mori": "MORI",
+    "lightllm": "LightLLM",
+    "sglang-router": "SGLang router",
+}
 
 
 def _command(predicted: str, process: str) -> str:
     if predicted.startswith("kvcheck agent"):
         role = process if process in ("prefill", "decode") else "prefill"
-        return f"kvcheck agent --role {role} --config <{role} server args> --ttl 600   ({predicted[len('kvcheck agent'):].strip(' ()')}; on the failing node)"
+        return (
+            f"kvcheck agent --role {role} --config <{role} server args> --ttl 600   "
+            f"({predicted[len('kvcheck agent') :].strip(' ()')}; on the failing node)"
+        )
     return predicted
 
 

@@ -39,7 +39,10 @@ Phase = Literal["startup", "first-request", "first-transfer", "serving", "after-
 
 
 # a server log's bulk (batch statistics, HTTP access lines): no signature reads them
-_BULK = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+\d+)*\] (?:Decode batch|Prefill batch|INFO: +[\d.]+:\d+ - \"(?:GET|POST) [^\"]*\" [23]\d\d)")
+_BULK = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+\d+)*\] (?:Decode batch|Prefill batch|INFO: +[\d.]+:\d+ - "
+    r"\"(?:GET|POST) [^\"]*\" [23]\d\d)"
+)
 
 
 class Signature(BaseModel):
@@ -189,8 +192,16 @@ class SignatureScanner:
         hit = self.hits.get(s.id)
         if hit is None:
             text = next((t for p in s.all[:1] for n, t in self._positions(p) if n >= lo), line).strip()
-            self.hits[s.id] = SignatureHit(id=s.id, first_line=first, last_line=lineno, lines=sorted(set(firsts)),
-                                           text=text[:500], values=dict(self._values.get(s.id, {})), process=process, host=host)
+            self.hits[s.id] = SignatureHit(
+                id=s.id,
+                first_line=first,
+                last_line=lineno,
+                lines=sorted(set(firsts)),
+                text=text[:500],
+                values=dict(self._values.get(s.id, {})),
+                process=process,
+                host=host,
+            )
             return True
         if first > hit.last_line:  # a new occurrence, after the last one ended
             hit.count += 1

@@ -87,7 +87,9 @@ def source_literals(module: str, qualname: str) -> set[str]:
         tree: ast.AST = ast.parse(fh.read())
     for part in qualname.split("."):
         body = getattr(tree, "body", [])
-        match = [n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == part]
+        match = [
+            n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == part
+        ]
         if not match:
             raise LookupError(f"{qualname} not found in {spec.origin}")
         tree = match[0]
@@ -118,5 +120,3 @@ def entry_problems(entry: Entry) -> list[str]:
 
 def _overlap(a: str, b: str) -> int:
     return len(set(a.split()) & set(b.split()))
-
-

@@ -19,29 +19,50 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 STARTUP = [
-    re.compile(p) for p in (
-        r"server_args=ServerArgs\(|\bserver_args=|\bLoad weight (?:begin|end)\b|KV Cache is allocated|Memory pool end|max_total_num_tokens=|Init torch distributed begin",
+    re.compile(p)
+    for p in (
+        r"server_args=ServerArgs\(|\bserver_args=|\bLoad weight (?:begin|end)\b|KV Cache is allocated|Memory pool "
+        r"end|max_total_num_tokens=|Init torch distributed begin",
         r"Backend UCX was instantiated|Initialized NIXL agent|Loaded plugin UCX|MD listener is listening",
         r"Started server process|Waiting for application startup|Application startup complete|Uvicorn running on",
-        r"Start of prefill warmup|End of prefill warmup|Capturing (?:batches|CUDA graph)|vLLM API server version|Registering KV_Caches|init engine \(profile|EngineCore failed to start|Initializing NIXL worker",
-        r"Transfer Engine (?:starting|uses address|RPC using)|Topology discovery complete|Auto-discovering topology|RDMA device: \w+",
-        r"Creating v1 connector|Starting vLLM|Automatically detected platform|Loading LMCache config|LMCache Configuration",
+        r"Start of prefill warmup|End of prefill warmup|Capturing (?:batches|CUDA graph)|vLLM API server "
+        r"version|Registering KV_Caches|init engine \(profile|EngineCore failed to start|Initializing NIXL "
+        r"worker",
+        r"Transfer Engine (?:starting|uses address|RPC using)|Topology discovery complete|Auto-discovering "
+        r"topology|RDMA device: \w+",
+        r"Creating v1 connector|Starting vLLM|Automatically detected platform|Loading LMCache config|LMCache "
+        r"Configuration",
         r"CommonKVBootstrapServer started|Prefill instance failed to register to bootstrap server",
     )
 ]
-READY = re.compile(r"The server is fired up and ready to roll|Application startup complete|Uvicorn running on|Starting router on")
+READY = re.compile(
+    r"The server is fired up and ready to roll|Application startup complete|Uvicorn running on|Starting router on"
+)
 REQUEST = re.compile(
-    r"\"(?:POST|GET) /(?:generate|v1/(?:chat/)?completions)\b|\bPOST /(?:generate|v1/)|\"GET /route\?|\bGET /route\b|\bPrefill batch[.,]|\bDecode batch[.,]"
+    r"\"(?:POST|GET) /(?:generate|v1/(?:chat/)?completions)\b|\bPOST /(?:generate|v1/)|\"GET /route\?|\bGET "
+    r"/route\b|\bPrefill batch[.,]|\bDecode batch[.,]"
     r"|Avg prompt throughput: [1-9]|start_load_kv for request|Added request|Prefilling remotely|\bbootstrap_room=\d+"
 )
-DONE = re.compile(r"\"POST /(?:generate|v1/\S+) HTTP/1\.1\" 200|POST /(?:generate|v1/\S+) HTTP/1\.1\" 200 OK|\bDecode batch[.,].*#running-req: [1-9]|gen throughput \(token/s\): [1-9]")
+DONE = re.compile(
+    r"\"POST /(?:generate|v1/\S+) HTTP/1\.1\" 200|POST /(?:generate|v1/\S+) HTTP/1\.1\" 200 OK|\bDecode "
+    r"batch[.,].*#running-req: [1-9]|gen throughput \(token/s\): [1-9]"
+)
 DECODING = re.compile(r"\bDecode batch[.,].*gen throughput \(token/s\): [1-9]")
 WARMUP = re.compile(r"warmup|FakeKVSender|Fake", re.I)
-PEER_LOST = re.compile(r"NIXL_ERR_REMOTE_DISCONNECT|Peer reconnected|\bnot exist\b.*agent|agent.*\bnot exist\b|remote mooncake session \S+ is not alive|heartbeat.*(?:fail|lost)|Remote I/O error")
+PEER_LOST = re.compile(
+    r"NIXL_ERR_REMOTE_DISCONNECT|Peer reconnected|\bnot exist\b.*agent|agent.*\bnot exist\b|remote mooncake session "
+    r"\S+ is not alive|heartbeat.*(?:fail|lost)|Remote I/O error"
+)
 
 
 # a line can be a milestone only if it holds one of these (one search per line)
-_HINT = re.compile(r"server_args|Load weight|KV Cache|Memory pool|max_total|torch distributed|NIXL|UCX|plugin|listener|server process|startup|Uvicorn|warmup|Capturing|vLLM|KV_Caches|init engine|EngineCore|Transfer Engine|Topology|RDMA device|connector|LMCache|detected platform|Bootstrap|bootstrap|fired up|router|POST|GET|batch|throughput|load_kv|Added request|remotely|Peer|not exist|mooncake|heartbeat|Remote I/O")
+_HINT = re.compile(
+    r"server_args|Load weight|KV Cache|Memory pool|max_total|torch distributed|NIXL|UCX|plugin|listener|server "
+    r"process|startup|Uvicorn|warmup|Capturing|vLLM|KV_Caches|init engine|EngineCore|Transfer "
+    r"Engine|Topology|RDMA device|connector|LMCache|detected platform|Bootstrap|bootstrap|fired "
+    r"up|router|POST|GET|batch|throughput|load_kv|Added request|remotely|Peer|not "
+    r"exist|mooncake|heartbeat|Remote I/O"
+)
 
 
 @dataclass

@@ -12,9 +12,30 @@ from pathlib import Path
 from kvcheck.errors import InputError
 
 
-def run_command(*, files: list[Path], etcd: str | None, start_etcd: str | None, local: bool, hosts: Path | None, emit: str | None, plan_only: bool,
-                fmt: str, pages: int, timeout: float, join_timeout: float, deadline: float, min_fraction: float, bw_tolerance: float,
-                lat_tolerance: float, retests: int, run: str | None, image: str | None, variant: int, cluster_options, output: Path | None = None) -> int:
+def run_command(
+    *,
+    files: list[Path],
+    etcd: str | None,
+    start_etcd: str | None,
+    local: bool,
+    hosts: Path | None,
+    emit: str | None,
+    plan_only: bool,
+    fmt: str,
+    pages: int,
+    timeout: float,
+    join_timeout: float,
+    deadline: float,
+    min_fraction: float,
+    bw_tolerance: float,
+    lat_tolerance: float,
+    retests: int,
+    run: str | None,
+    image: str | None,
+    variant: int,
+    cluster_options,
+    output: Path | None = None,
+) -> int:
     """Returns the exit status (see ``kvcheck.fabric.report``)."""
     from kvcheck.fabric.topology import build_plan
     from kvcheck.sources.deployments import read_deployments
@@ -24,7 +45,10 @@ def run_command(*, files: list[Path], etcd: str | None, start_etcd: str | None, 
     if emit not in (None, "k8s", "slurm"):
         raise InputError(f"unknown --emit {emit!r}; choose k8s or slurm", field="--emit")
     if not 0 < min_fraction < 1 or not 0 < bw_tolerance <= 1 or lat_tolerance < 1 or not 0 <= retests <= 10:
-        raise InputError("--min-fraction and --bw-tolerance must be in (0, 1), --lat-tolerance at least 1, --retests 0..10", field="--min-fraction")
+        raise InputError(
+            "--min-fraction and --bw-tolerance must be in (0, 1), --lat-tolerance at least 1, --retests 0..10",
+            field="--min-fraction",
+        )
     if not 1 <= pages <= 4096:
         raise InputError("--pages must be between 1 and 4096", field="--pages")
     if local and hosts:
@@ -43,8 +67,11 @@ def run_command(*, files: list[Path], etcd: str | None, start_etcd: str | None, 
         from kvcheck.fabric.emit import emit_k8s, emit_slurm
 
         instances = [i for d in deployments for i in d.instances]
-        text = (emit_k8s(plan, instances, etcd=etcd, run=run, image=image, start_etcd=bool(start_etcd)) if emit == "k8s"
-                else emit_slurm(plan, instances, etcd=etcd, run=run))
+        text = (
+            emit_k8s(plan, instances, etcd=etcd, run=run, image=image, start_etcd=bool(start_etcd))
+            if emit == "k8s"
+            else emit_slurm(plan, instances, etcd=etcd, run=run)
+        )
         _write(text, output)
         return 0
     from kvcheck.fabric.coordinator import FabricOptions, run_fabric
@@ -60,7 +87,9 @@ def run_command(*, files: list[Path], etcd: str | None, start_etcd: str | None, 
             raise InputError("--start-etcd takes HOST:PORT (PORT 0 picks one)", field="--start-etcd") from None
         etcd = small.url
     if not etcd:
-        raise InputError("give --etcd http://HOST:PORT (the etcd the workers join) or --start-etcd HOST:PORT", field="--etcd")
+        raise InputError(
+            "give --etcd http://HOST:PORT (the etcd the workers join) or --start-etcd HOST:PORT", field="--etcd"
+        )
     if not etcd.startswith("http://"):
         raise InputError("--etcd must be http://HOST:PORT", field="--etcd")
     launcher = Launcher(read_hosts(hosts)) if hosts else (Launcher() if local else None)
@@ -69,9 +98,19 @@ def run_command(*, files: list[Path], etcd: str | None, start_etcd: str | None, 
         if missing:
             raise InputError(f"the hosts file has no entry for node(s) {', '.join(missing)}", source=str(hosts))
     try:
-        opts = FabricOptions(etcd=etcd, run=run, join_timeout=join_timeout, deadline=deadline, timeout=timeout,
-                             bw_tolerance=bw_tolerance, lat_tolerance=lat_tolerance, retests=retests)
-        result = run_fabric(plan, opts, launcher, on_event=_progress if fmt == "terminal" and sys.stderr.isatty() else None)
+        opts = FabricOptions(
+            etcd=etcd,
+            run=run,
+            join_timeout=join_timeout,
+            deadline=deadline,
+            timeout=timeout,
+            bw_tolerance=bw_tolerance,
+            lat_tolerance=lat_tolerance,
+            retests=retests,
+        )
+        result = run_fabric(
+            plan, opts, launcher, on_event=_progress if fmt == "terminal" and sys.stderr.isatty() else None
+        )
     finally:
         if small is not None:
             small.close()

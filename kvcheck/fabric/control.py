@@ -65,7 +65,7 @@ class Control:
         found = {}
         for kv in out.get("kvs") or []:
             try:
-                k = base64.b64decode(kv["key"]).decode()[len(prefix):]
+                k = base64.b64decode(kv["key"]).decode()[len(prefix) :]
                 found[k] = json.loads(base64.b64decode(kv.get("value", "")))
             except (ValueError, KeyError, TypeError):
                 continue

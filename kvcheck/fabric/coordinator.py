@@ -164,11 +164,23 @@ class Coordinator:
             if node.layout is None:
                 continue
             backend = node.env.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")  # the runtime's default: UCX
-            self.ctl.put({"role": node.role, "layout": node.layout, "env": node.env, "backend": backend, "instance": node.instance}, "assign", name)
+            self.ctl.put(
+                {
+                    "role": node.role,
+                    "layout": node.layout,
+                    "env": node.env,
+                    "backend": backend,
+                    "instance": node.instance,
+                },
+                "assign",
+                name,
+            )
         if self.launcher is not None:
             for name, node in self.plan.nodes.items():
                 if node.layout is not None:
-                    self.launcher.start(name, etcd=self.opts.etcd, run=self.run_id, ttl=ttl, join_timeout=self.opts.join_timeout)
+                    self.launcher.start(
+                        name, etcd=self.opts.etcd, run=self.run_id, ttl=ttl, join_timeout=self.opts.join_timeout
+                    )
 
     def _join(self) -> None:
         t0 = time.monotonic()
@@ -184,7 +196,10 @@ class Coordinator:
             if self.launcher is not None:
                 for n in list(pending):
                     if self.launcher.exited(n) is not None:
-                        self.result.lost[n] = f"its worker exited (status {self.launcher.exited(n)}) before joining: {self.launcher.output(n)[-400:]}"
+                        self.result.lost[n] = (
+                            f"its worker exited (status {self.launcher.exited(n)}) before joining: "
+                            f"{self.launcher.output(n)[-400:]}"
+                        )
                         pending.discard(n)
             if not pending or time.monotonic() > deadline:
                 break
@@ -203,7 +218,9 @@ class Coordinator:
         rec = self.result.pairs[pair]
         if self.plan.job_for(pair) is None:
             rec.status = "skipped"
-            rec.why = self.plan.skipped.get((self.plan.nodes[pair[0]].class_id, self.plan.nodes[pair[1]].class_id), "no probe job")
+            rec.why = self.plan.skipped.get(
+                (self.plan.nodes[pair[0]].class_id, self.plan.nodes[pair[1]].class_id), "no probe job"
+            )
             return False
         return self._ready(pair[0]) and self._ready(pair[1])
 
@@ -233,7 +250,9 @@ class Coordinator:
             self.on_event("round", {"kind": kind, "index": i, "pairs": pairs})
             t0 = time.monotonic()
             self._one_round(pairs)
-            self.result.rounds.append({"kind": kind, "index": i, "pairs": [list(p) for p in pairs], "seconds": time.monotonic() - t0})
+            self.result.rounds.append(
+                {"kind": kind, "index": i, "pairs": [list(p) for p in pairs], "seconds": time.monotonic() - t0}
+            )
 
     def _one_round(self, pairs) -> None:
         from kvcheck.nixl.probe import probe_budget
@@ -272,11 +291,27 @@ class Coordinator:
                 for p, (_seq, d) in list(pending.items()):
                     for n in (p, d):
                         if n not in self.result.lost and self._stale(n):
-                            self.result.lost[n] = f"stopped answering mid-run: no heartbeat for {self.opts.lost_after:g} s (frozen or dead)"
+                            self.result.lost[n] = (
+                                f"stopped answering mid-run: no heartbeat for {self.opts.lost_after:g} s (frozen or "
+                                "dead)"
+                            )
                     if p in self.result.lost:
                         rec = self.result.pairs[(p, d)]
-                        rec.attempts.append({"ok": False, "findings": [{"id": "probe-timeout", "message": f"prefill node {p} {self.result.lost[p]}", "severity": "error"}],
-                                             "segments": [], "lanes": {"rma": [], "am": []}, "lost": p})
+                        rec.attempts.append(
+                            {
+                                "ok": False,
+                                "findings": [
+                                    {
+                                        "id": "probe-timeout",
+                                        "message": f"prefill node {p} {self.result.lost[p]}",
+                                        "severity": "error",
+                                    }
+                                ],
+                                "segments": [],
+                                "lanes": {"rma": [], "am": []},
+                                "lost": p,
+                            }
+                        )
                         rec.status = "failed"
                         del pending[p]
                     if self.launcher is not None and self.launcher.exited(p) is not None and p in pending:
@@ -284,8 +319,20 @@ class Coordinator:
             if now > deadline:
                 for p, (_seq, d) in pending.items():
                     rec = self.result.pairs[(p, d)]
-                    rec.attempts.append({"ok": False, "findings": [{"id": "probe-timeout", "message": f"no result from {p} within the probe budget ({budget:.0f} s)", "severity": "error"}],
-                                         "segments": [], "lanes": {"rma": [], "am": []}})
+                    rec.attempts.append(
+                        {
+                            "ok": False,
+                            "findings": [
+                                {
+                                    "id": "probe-timeout",
+                                    "message": f"no result from {p} within the probe budget ({budget:.0f} s)",
+                                    "severity": "error",
+                                }
+                            ],
+                            "segments": [],
+                            "lanes": {"rma": [], "am": []},
+                        }
+                    )
                     rec.status = "failed"
                     self.result.lost.setdefault(p, f"gave no probe result within the probe budget ({budget:.0f} s)")
                 break
@@ -320,7 +367,10 @@ class Coordinator:
                 scored.append((float("inf"), p))
             elif r.status == "ok" and best and low:
                 bw, lat = bws.get(p), lats.get(p)
-                score = max((best / bw) if bw else float("inf"), ((lat / low) / self.opts.lat_tolerance * self.opts.bw_tolerance) if lat else 0)
+                score = max(
+                    (best / bw) if bw else float("inf"),
+                    ((lat / low) / self.opts.lat_tolerance * self.opts.bw_tolerance) if lat else 0,
+                )
                 if (bw and bw < self.opts.bw_tolerance * best) or (lat and lat > self.opts.lat_tolerance * low):
                     scored.append((score, p))
         scored.sort(key=lambda x: -x[0])

@@ -73,7 +73,9 @@ def _dns_name(text: str) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:63].rstrip("-")
 
 
-def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, start_etcd: bool, namespace: str | None = None) -> str:
+def emit_k8s(
+    plan, instances, *, etcd: str | None, run: str, image: str | None, start_etcd: bool, namespace: str | None = None
+) -> str:
     """The manifests (multi-document YAML)."""
     import yaml
 
@@ -81,20 +83,53 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
     etcd_url = etcd or "http://kvcheck-fabric-etcd:2379"
     if start_etcd:
         labels = {"app": "kvcheck-fabric-etcd"}
-        docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kvcheck-fabric-etcd", "labels": labels},
-                     "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {"containers": [{
-                         "name": "etcd", "image": ETCD_IMAGE, "command": ["etcd", "--data-dir=/tmp/etcd", "--listen-client-urls=http://0.0.0.0:2379",
-                                                                          "--advertise-client-urls=http://kvcheck-fabric-etcd:2379"],
-                         "ports": [{"containerPort": 2379}]}]}}}})
-        docs.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kvcheck-fabric-etcd"},
-                     "spec": {"selector": labels, "ports": [{"port": 2379, "targetPort": 2379}]}})
+        docs.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "kvcheck-fabric-etcd", "labels": labels},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "etcd",
+                                    "image": ETCD_IMAGE,
+                                    "command": [
+                                        "etcd",
+                                        "--data-dir=/tmp/etcd",
+                                        "--listen-client-urls=http://0.0.0.0:2379",
+                                        "--advertise-client-urls=http://kvcheck-fabric-etcd:2379",
+                                    ],
+                                    "ports": [{"containerPort": 2379}],
+                                }
+                            ]
+                        },
+                    },
+                },
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "kvcheck-fabric-etcd"},
+                "spec": {"selector": labels, "ports": [{"port": 2379, "targetPort": 2379}]},
+            }
+        )
     for base, inst, names in _groups(plan, instances):
         count = len(names)
         spec, container = _pod_spec(inst)
         img = image or inst.image or container.get("image") or "python:3.11"
         install = "" if image else "python3 -m pip install --quiet kvcheck && "
-        cmd = (f"set -- {' '.join(shlex.quote(n) for n in names)}; shift $JOB_COMPLETION_INDEX; {install}exec python3 -m kvcheck.fabric.worker "
-               f"--etcd {shlex.quote(etcd_url)} --run {shlex.quote(run)} --node \"$1\" --listen-host \"$POD_IP\"")
+        cmd = (
+            f"set -- {' '.join(shlex.quote(n) for n in names)}; shift $JOB_COMPLETION_INDEX; {install}exec python3 "
+            "-m kvcheck.fabric.worker "
+            f'--etcd {shlex.quote(etcd_url)} --run {shlex.quote(run)} --node "$1" --listen-host "$POD_IP"'
+        )
         env = [{"name": k, "value": v} for k, v in fabric_env(inst.env).items()]
         env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
         c = {"name": "kvcheck-fabric", "image": img, "command": ["/bin/sh", "-c", cmd], "env": env}
@@ -103,33 +138,69 @@ def emit_k8s(plan, instances, *, etcd: str | None, run: str, image: str | None, 
                 c[key] = container[key]
         labels = {"kvcheck-fabric-run": run}
         pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [c]}
-        for key in ("nodeSelector", "tolerations", "hostNetwork", "volumes", "hostIPC", "priorityClassName", "serviceAccountName", "schedulerName"):
+        for key in (
+            "nodeSelector",
+            "tolerations",
+            "hostNetwork",
+            "volumes",
+            "hostIPC",
+            "priorityClassName",
+            "serviceAccountName",
+            "schedulerName",
+        ):
             if spec.get(key) is not None:
                 pod[key] = spec[key]
         if spec.get("hostNetwork"):
             pod["dnsPolicy"] = "ClusterFirstWithHostNet"
         affinity = dict(spec.get("affinity") or {})
-        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
         pod["affinity"] = affinity
-        job = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": _dns_name(f"kvcheck-fabric-{base}"), "labels": labels, **({"namespace": namespace} if namespace else {})},
-               "spec": {"completionMode": "Indexed", "completions": count, "parallelism": count, "backoffLimit": 0,
-                        "ttlSecondsAfterFinished": 600, "template": {"metadata": {"labels": labels}, "spec": pod}}}
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": _dns_name(f"kvcheck-fabric-{base}"),
+                "labels": labels,
+                **({"namespace": namespace} if namespace else {}),
+            },
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": count,
+                "parallelism": count,
+                "backoffLimit": 0,
+                "ttlSecondsAfterFinished": 600,
+                "template": {"metadata": {"labels": labels}, "spec": pod},
+            },
+        }
         docs.append(job)
-    head = (f"# kvcheck fabric workers, one per node (run {run}). Apply, then run the coordinator where etcd is reachable:\n"
-            f"#   kvcheck fabric -f <deployment> --etcd {etcd_url if etcd else 'http://<etcd>:2379'} --run {run}\n")
+    head = (
+        f"# kvcheck fabric workers, one per node (run {run}). Apply, then run the coordinator where etcd is "
+        "reachable:\n"
+        f"#   kvcheck fabric -f <deployment> --etcd {etcd_url if etcd else 'http://<etcd>:2379'} --run {run}\n"
+    )
     return head + yaml.safe_dump_all(docs, sort_keys=False)
 
 
 def emit_slurm(plan, instances, *, etcd: str | None, run: str) -> str:
     """One srun line per instance (run in the background), then ``wait``."""
-    lines = [f"# kvcheck fabric workers (run {run}); then: kvcheck fabric -f <deployment> --etcd {etcd or 'http://<etcd>:2379'} --run {run}"]
+    lines = [
+        f"# kvcheck fabric workers (run {run}); then: kvcheck fabric -f <deployment> --etcd "
+        f"{etcd or 'http://<etcd>:2379'} --run {run}"
+    ]
     for _base, inst, names in _groups(plan, instances):
         env = ",".join(["ALL"] + [f"{k}={v}" for k, v in fabric_env(inst.env).items()])
         hosts = f" --nodelist={','.join(dict.fromkeys(inst.hosts))}" if inst.hosts else ""
-        worker = (f"set -- {' '.join(shlex.quote(n) for n in names)}; shift $SLURM_PROCID; "
-                  f"exec python3 -m kvcheck.fabric.worker --etcd {etcd or 'http://ETCD:2379'} --run {run} --node \"$1\"")
-        lines.append(f"srun --nodes={len(names)} --ntasks-per-node=1{hosts} --export={shlex.quote(env)} bash -c {shlex.quote(worker)} &")
+        worker = (
+            f"set -- {' '.join(shlex.quote(n) for n in names)}; shift $SLURM_PROCID; "
+            f'exec python3 -m kvcheck.fabric.worker --etcd {etcd or "http://ETCD:2379"} --run {run} --node "$1"'
+        )
+        lines.append(
+            f"srun --nodes={len(names)} --ntasks-per-node=1{hosts} --export={shlex.quote(env)} bash -c "
+            f"{shlex.quote(worker)} &"
+        )
     lines.append("wait")
     return "\n".join(lines) + "\n"

@@ -41,7 +41,11 @@ def read_hosts(path: Path) -> dict[str, dict]:
         env = spec.get("env") or {}
         if not isinstance(prefix, list) or not isinstance(env, dict):
             raise InputError(f"node {node!r}: prefix must be a list, env a mapping", source=str(path))
-        out[str(node)] = {"prefix": [str(x) for x in prefix], "listen_host": spec.get("listen_host"), "env": {str(k): str(v) for k, v in env.items()}}
+        out[str(node)] = {
+            "prefix": [str(x) for x in prefix],
+            "listen_host": spec.get("listen_host"),
+            "env": {str(k): str(v) for k, v in env.items()},
+        }
     return out
 
 
@@ -58,8 +62,22 @@ class Launcher:
 
     def start(self, node: str, *, etcd: str, run: str, ttl: float, join_timeout: float) -> None:
         spec = self.hosts.get(node, {})
-        cmd = [*spec.get("prefix", []), self.python, "-m", "kvcheck.fabric.worker", "--etcd", etcd, "--run", run, "--node", node,
-               "--ttl", str(int(ttl)), "--join-timeout", str(int(join_timeout))]
+        cmd = [
+            *spec.get("prefix", []),
+            self.python,
+            "-m",
+            "kvcheck.fabric.worker",
+            "--etcd",
+            etcd,
+            "--run",
+            run,
+            "--node",
+            node,
+            "--ttl",
+            str(int(ttl)),
+            "--join-timeout",
+            str(int(join_timeout)),
+        ]
         if spec.get("listen_host"):
             cmd += ["--listen-host", spec["listen_host"]]
         elif not self.hosts:
@@ -67,7 +85,9 @@ class Launcher:
         env = {**os.environ, **spec.get("env", {})}
         log = tempfile.TemporaryFile()
         self._logs[node] = log
-        self.procs[node] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+        self.procs[node] = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True
+        )
 
     def exited(self, node: str) -> int | None:
         p = self.procs.get(node)
@@ -118,7 +138,9 @@ class SmallEtcd:
 
         binary = shutil.which("etcd")
         if binary is None:
-            raise InputError("--start-etcd needs the etcd binary on PATH (Debian: apt-get install etcd-server)", field="--start-etcd")
+            raise InputError(
+                "--start-etcd needs the etcd binary on PATH (Debian: apt-get install etcd-server)", field="--start-etcd"
+            )
 
         def free() -> int:
             with socket.socket() as s:
@@ -129,10 +151,28 @@ class SmallEtcd:
         port = port or free()
         peer = free()
         self.url = f"http://{host}:{port}"
-        self.proc = subprocess.Popen([binary, "--data-dir", self.dir, "--name", "kvcheck-fabric", "--listen-client-urls", self.url,
-                                      "--advertise-client-urls", self.url, "--listen-peer-urls", f"http://{host}:{peer}",
-                                      "--initial-advertise-peer-urls", f"http://{host}:{peer}", "--initial-cluster", f"kvcheck-fabric=http://{host}:{peer}"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "--data-dir",
+                self.dir,
+                "--name",
+                "kvcheck-fabric",
+                "--listen-client-urls",
+                self.url,
+                "--advertise-client-urls",
+                self.url,
+                "--listen-peer-urls",
+                f"http://{host}:{peer}",
+                "--initial-advertise-peer-urls",
+                f"http://{host}:{peer}",
+                "--initial-cluster",
+                f"kvcheck-fabric=http://{host}:{peer}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         from kvcheck.nixl.transport import EtcdGateway
 
         deadline = time.monotonic() + timeout

@@ -72,7 +72,9 @@ class Parallel:
         return tp_rank % a, (tp_rank // a) % max(self.cp, 1), tp_rank // (a * max(self.cp, 1))
 
 
-def decode_reads(prefill: Parallel, decode: Parallel, decode_tp_rank: int, decode_pp_rank: int) -> tuple[list[int], list[int], list[int]]:
+def decode_reads(
+    prefill: Parallel, decode: Parallel, decode_tp_rank: int, decode_pp_rank: int
+) -> tuple[list[int], list[int], list[int]]:
     """The prefill ``(attn TP ranks, CP ranks, PP ranks)`` the decode rank reads from (any DP rank)."""
     d_rank = decode_tp_rank % decode.attn_tp  # the decode's engine_rank
     pa, da = prefill.attn_tp, decode.attn_tp
@@ -112,6 +114,7 @@ def node_pairs(prefill: Parallel, decode: Parallel) -> set[tuple[int, int]]:
 
 def parallel_of(args: dict, nnodes: int, mla: bool) -> Parallel:
     """``Parallel`` from parsed server args (dest -> value, ``kvcheck.sglang.flags``)."""
+
     def num(key, default=1):
         v = args.get(key)
         try:
@@ -119,5 +122,12 @@ def parallel_of(args: dict, nnodes: int, mla: bool) -> Parallel:
         except (TypeError, ValueError):
             return default
 
-    return Parallel(tp=num("tp_size"), dp=num("dp_size"), cp=num("attn_cp_size"), pp=num("pp_size"),
-                    nnodes=max(num("nnodes"), nnodes, 1), mla=mla, kv_sharding=bool(args.get("enable_kv_cache_sharding")))
+    return Parallel(
+        tp=num("tp_size"),
+        dp=num("dp_size"),
+        cp=num("attn_cp_size"),
+        pp=num("pp_size"),
+        nnodes=max(num("nnodes"), nnodes, 1),
+        mla=mla,
+        kv_sharding=bool(args.get("enable_kv_cache_sharding")),
+    )

@@ -18,7 +18,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-RDMA_TRANSPORTS = ("rc", "rc_v", "rc_x", "rc_mlx5", "rc_verbs", "dc", "dc_x", "dc_mlx5", "ud", "ud_v", "ud_x", "ud_mlx5", "ud_verbs", "ib", "srd")
+RDMA_TRANSPORTS = (
+    "rc",
+    "rc_v",
+    "rc_x",
+    "rc_mlx5",
+    "rc_verbs",
+    "dc",
+    "dc_x",
+    "dc_mlx5",
+    "ud",
+    "ud_v",
+    "ud_x",
+    "ud_mlx5",
+    "ud_verbs",
+    "ib",
+    "srd",
+)
 _LANE = re.compile(r"lane\[(\d+)\]:\s+\d+:([A-Za-z0-9_]+)/(\S+?)\.\d+\s.*?((?:rma_bw#\d+|rma#\d+|am|amo)(?:\s|$).*)")
 
 
@@ -93,13 +109,26 @@ def node_facts() -> dict:
     nets = []
     for d in sorted(Path("/sys/class/net").glob("*")):
         speed = _read(d / "speed")
-        nets.append({"name": d.name, "state": _read(d / "operstate"), "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
-                     "ipv4": _ipv4(d.name)})
+        nets.append(
+            {
+                "name": d.name,
+                "state": _read(d / "operstate"),
+                "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
+                "ipv4": _ipv4(d.name),
+            }
+        )
     rdma: list[dict[str, Any]] = []
     for d in sorted(Path("/sys/class/infiniband").glob("*")):
         ports = []
         for p in sorted((d / "ports").glob("*")):
-            ports.append({"port": p.name, "state": _read(p / "state"), "link_layer": _read(p / "link_layer"), "rate": _read(p / "rate")})
+            ports.append(
+                {
+                    "port": p.name,
+                    "state": _read(p / "state"),
+                    "link_layer": _read(p / "link_layer"),
+                    "rate": _read(p / "rate"),
+                }
+            )
         netdevs = sorted(x.name for x in (d / "device" / "net").glob("*")) if (d / "device" / "net").exists() else []
         rdma.append({"name": d.name, "ports": ports, "netdevs": netdevs, "pci": os.path.realpath(d / "device")})
     gpus = []
@@ -116,8 +145,13 @@ def node_facts() -> dict:
             elif common == score:
                 best.append(r["name"])
         gpu_nic[gpu["bus_id"]] = best
-    return {"host": socket.gethostname(), "netdevs": nets, "rdma": [{k: v for k, v in r.items() if k != "pci"} for r in rdma],
-            "gpus": [g["bus_id"] for g in gpus], "gpu_nic": gpu_nic}
+    return {
+        "host": socket.gethostname(),
+        "netdevs": nets,
+        "rdma": [{k: v for k, v in r.items() if k != "pci"} for r in rdma],
+        "gpus": [g["bus_id"] for g in gpus],
+        "gpu_nic": gpu_nic,
+    }
 
 
 def default_listen_host(env: Mapping[str, str]) -> str:
@@ -136,8 +170,16 @@ def default_listen_host(env: Mapping[str, str]) -> str:
     return "127.0.0.1"
 
 
-RDMA_ERROR_COUNTERS = ("local_ack_timeout_err", "packet_seq_err", "out_of_sequence", "duplicate_request", "rnr_nak_retry_err",
-                       "implied_nak_seq_err", "req_transport_retries_exceeded", "roce_slow_restart")
+RDMA_ERROR_COUNTERS = (
+    "local_ack_timeout_err",
+    "packet_seq_err",
+    "out_of_sequence",
+    "duplicate_request",
+    "rnr_nak_retry_err",
+    "implied_nak_seq_err",
+    "req_transport_retries_exceeded",
+    "roce_slow_restart",
+)
 
 
 def loss_counters() -> dict:

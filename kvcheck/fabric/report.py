@@ -31,18 +31,53 @@ def build_report(run, plan, *, min_fraction: float = 0.5) -> dict:
     for n, node in plan.nodes.items():
         rec = run.nodes.get(n) or {}
         facts = rec.get("facts") or {}
-        nodes.append({"name": n, "role": node.role, "instance": node.instance, "class": node.class_id, "status": rec.get("status") or ("lost" if n in run.lost else "missing"),
-                      "agent": rec.get("agent"), "listen": rec.get("listen"), "registered_bytes": rec.get("registered_bytes"), "regions": rec.get("regions"),
-                      "gpu": rec.get("gpu"), "env": rec.get("env"), "asked_devices": node.asked_devices, "asked_source": node.asked_source,
-                      "netdevs": facts.get("netdevs"), "rdma": facts.get("rdma"), "gpus": facts.get("gpus"), "gpu_nic": facts.get("gpu_nic"),
-                      "lost": run.lost.get(n), "guards_intact": run.guards.get(n)})
+        nodes.append(
+            {
+                "name": n,
+                "role": node.role,
+                "instance": node.instance,
+                "class": node.class_id,
+                "status": rec.get("status") or ("lost" if n in run.lost else "missing"),
+                "agent": rec.get("agent"),
+                "listen": rec.get("listen"),
+                "registered_bytes": rec.get("registered_bytes"),
+                "regions": rec.get("regions"),
+                "gpu": rec.get("gpu"),
+                "env": rec.get("env"),
+                "asked_devices": node.asked_devices,
+                "asked_source": node.asked_source,
+                "netdevs": facts.get("netdevs"),
+                "rdma": facts.get("rdma"),
+                "gpus": facts.get("gpus"),
+                "gpu_nic": facts.get("gpu_nic"),
+                "lost": run.lost.get(n),
+                "guards_intact": run.guards.get(n),
+            }
+        )
     exit_code = 3 if run.etcd_lost else {"fail": 1, "unchecked": 4}.get(verdict, 0)
-    return {"verdict": verdict, "exit_code": exit_code, "deployment": plan.deployment, "run_seconds": run.seconds, "join_seconds": run.join_seconds,
-            "prefill_nodes": plan.prefill_nodes, "decode_nodes": plan.decode_nodes, "required_pairs": len(plan.pairs),
-            "probed_pairs": sum(1 for r in run.pairs.values() if r.attempts), "rounds": run.rounds, "planned_rounds": len(plan.rounds),
-            "matrix": matrix, "nodes": nodes, "findings": [s.contract() for s in findings], "notes": plan.notes,
-            "tolerance": {"bw_tolerance": run.options.bw_tolerance, "lat_tolerance": run.options.lat_tolerance, "retests": run.options.retests,
-                          "min_fraction": min_fraction}}
+    return {
+        "verdict": verdict,
+        "exit_code": exit_code,
+        "deployment": plan.deployment,
+        "run_seconds": run.seconds,
+        "join_seconds": run.join_seconds,
+        "prefill_nodes": plan.prefill_nodes,
+        "decode_nodes": plan.decode_nodes,
+        "required_pairs": len(plan.pairs),
+        "probed_pairs": sum(1 for r in run.pairs.values() if r.attempts),
+        "rounds": run.rounds,
+        "planned_rounds": len(plan.rounds),
+        "matrix": matrix,
+        "nodes": nodes,
+        "findings": [s.contract() for s in findings],
+        "notes": plan.notes,
+        "tolerance": {
+            "bw_tolerance": run.options.bw_tolerance,
+            "lat_tolerance": run.options.lat_tolerance,
+            "retests": run.options.retests,
+            "min_fraction": min_fraction,
+        },
+    }
 
 
 def _fmt_bw(b) -> str:
@@ -57,8 +92,11 @@ def render_terminal(report: dict, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"kvcheck fabric: {escape(report['deployment'])}  ({report['required_pairs']} required pairs, "
-                    f"{report['probed_pairs']} probed, {len(report['rounds'])} rounds in {report['run_seconds']:.1f} s)", title_justify="left")
+    t = Table(
+        title=f"kvcheck fabric: {escape(report['deployment'])}  ({report['required_pairs']} required pairs, "
+        f"{report['probed_pairs']} probed, {len(report['rounds'])} rounds in {report['run_seconds']:.1f} s)",
+        title_justify="left",
+    )
     t.add_column("prefill \\ decode")
     for d in report["decode_nodes"]:
         t.add_column(escape(d))
@@ -71,7 +109,10 @@ def render_terminal(report: dict, console) -> None:
             elif c["reached"]:
                 mark = "[red]![/red] " if (c["prefill"], c["decode"]) in bad_pairs else ""
                 lanes = escape(",".join(c["lanes"]) or "?")
-                cells.append(f"{mark}{_fmt_bw(c['bandwidth_Bps'])}\n{_fmt_lat(c['latency_s'])}\n{lanes}\n{c['bytes_checked']} B ok")
+                cells.append(
+                    f"{mark}{_fmt_bw(c['bandwidth_Bps'])}\n{_fmt_lat(c['latency_s'])}\n{lanes}\n{c['bytes_checked']} "
+                    "B ok"
+                )
             else:
                 cells.append(f"[red]{escape(c['status'])}[/red]")
         t.add_row(escape(row["prefill"]), *cells)
@@ -123,9 +164,20 @@ def render_junit(report: dict) -> str:
         for c in row["cells"]:
             if c["status"] == "not-required":
                 continue
-            text = f"reached={c['reached']} bytes_checked={c['bytes_checked']} bandwidth={_fmt_bw(c['bandwidth_Bps'])} latency={_fmt_lat(c['latency_s'])} lanes={','.join(c['lanes'])}"
-            case("fabric.pairs", f"{c['prefill']} -> {c['decode']}", by_pair.get((c["prefill"], c["decode"]), []), text,
-                 not_probed=None if c["reached"] else f"not probed ({c['status']}): see the findings of {c['prefill']} and {c['decode']}")
+            text = (
+                f"reached={c['reached']} bytes_checked={c['bytes_checked']} "
+                f"bandwidth={_fmt_bw(c['bandwidth_Bps'])} latency={_fmt_lat(c['latency_s'])} "
+                f"lanes={','.join(c['lanes'])}"
+            )
+            case(
+                "fabric.pairs",
+                f"{c['prefill']} -> {c['decode']}",
+                by_pair.get((c["prefill"], c["decode"]), []),
+                text,
+                not_probed=None
+                if c["reached"]
+                else f"not probed ({c['status']}): see the findings of {c['prefill']} and {c['decode']}",
+            )
     for node in report["nodes"]:
         case("fabric.nodes", node["name"], by_node.get(node["name"], []), f"status={node['status']}")
     for f in other:

@@ -69,11 +69,27 @@ class FabricPlan:
         return self.jobs.get((p.class_id, d.class_id))
 
     def contract(self) -> dict:
-        return {"deployment": self.deployment,
-                "nodes": [{"name": n.name, "host": n.host, "role": n.role, "instance": n.instance, "replica": n.replica, "node_rank": n.node_rank,
-                           "class": n.class_id, "asked_devices": n.asked_devices, "asked_source": n.asked_source} for n in self.nodes.values()],
-                "pairs": [list(p) for p in self.pairs], "rounds": [[list(p) for p in r] for r in self.rounds],
-                "skipped": [{"prefill_class": k[0], "decode_class": k[1], "why": v} for k, v in self.skipped.items()], "notes": self.notes}
+        return {
+            "deployment": self.deployment,
+            "nodes": [
+                {
+                    "name": n.name,
+                    "host": n.host,
+                    "role": n.role,
+                    "instance": n.instance,
+                    "replica": n.replica,
+                    "node_rank": n.node_rank,
+                    "class": n.class_id,
+                    "asked_devices": n.asked_devices,
+                    "asked_source": n.asked_source,
+                }
+                for n in self.nodes.values()
+            ],
+            "pairs": [list(p) for p in self.pairs],
+            "rounds": [[list(p) for p in r] for r in self.rounds],
+            "skipped": [{"prefill_class": k[0], "decode_class": k[1], "why": v} for k, v in self.skipped.items()],
+            "notes": self.notes,
+        }
 
 
 FABRIC_ENV_PREFIXES = ("UCX_", "NIXL_", "SGLANG_DISAGGREGATION_", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
@@ -107,11 +123,16 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
 
     report = check_deployments(deployments, options or ClusterOptions())
     if not 0 <= deployment_index < len(report.deployments):
-        raise InputError(f"--variant {deployment_index}: the files give {len(report.deployments)} deployment(s)", field="--variant")
+        raise InputError(
+            f"--variant {deployment_index}: the files give {len(report.deployments)} deployment(s)", field="--variant"
+        )
     dep = report.deployments[deployment_index]
     notes = []
     if len(report.deployments) > 1:
-        notes.append(f"{len(report.deployments)} deployments read; probing #{deployment_index} ({dep.deployment.variant or dep.deployment.name})")
+        notes.append(
+            f"{len(report.deployments)} deployments read; probing #{deployment_index} "
+            f"({dep.deployment.variant or dep.deployment.name})"
+        )
     classes = {c.id: c for c in dep.classes}
     geometry = {}
     for c in dep.classes:
@@ -156,10 +177,22 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
                 while name in nodes:
                     name += "'"
                 geom = geometry.get(ir.class_id) if ir.class_id is not None else None
-                nodes[name] = Node(name=name, role=inst.role, instance=inst.name, host=host or name, group=base, replica=r, node_rank=k, class_id=ir.class_id,
-                                   location=str(inst.location), env=fabric_env(inst.env),
-                                   layout=Layout.from_geometry(geom, pages).as_dict() if geom is not None else None,
-                                   parallel=par, asked_devices=asked, asked_source=src)
+                nodes[name] = Node(
+                    name=name,
+                    role=inst.role,
+                    instance=inst.name,
+                    host=host or name,
+                    group=base,
+                    replica=r,
+                    node_rank=k,
+                    class_id=ir.class_id,
+                    location=str(inst.location),
+                    env=fabric_env(inst.env),
+                    layout=Layout.from_geometry(geom, pages).as_dict() if geom is not None else None,
+                    parallel=par,
+                    asked_devices=asked,
+                    asked_source=src,
+                )
                 names.append(name)
             replicas.append(names)
         per_instance[id(ir)] = replicas
@@ -184,21 +217,46 @@ def build_plan(deployments, *, pages: int, timeout: float, options=None, deploym
         plan = pr.report.plan if pr.report is not None else None
         pg, dg = geometry.get(pr.prefill.id), geometry.get(pr.decode.id)
         if plan is None or pg is None or dg is None:
-            ids = sorted({x.finding.id for c in (pr.prefill, pr.decode) for x in c.findings} | {x.finding.id for x in pr.findings if x.finding.severity.value in ("error", "unchecked")})
-            skipped[key] = "kvcheck cannot derive this pair's plan or geometry" + (f" ({', '.join(ids)})" if ids else "") + "; see kvcheck preflight -f"
+            ids = sorted(
+                {x.finding.id for c in (pr.prefill, pr.decode) for x in c.findings}
+                | {x.finding.id for x in pr.findings if x.finding.severity.value in ("error", "unchecked")}
+            )
+            skipped[key] = (
+                "kvcheck cannot derive this pair's plan or geometry"
+                + (f" ({', '.join(ids)})" if ids else "")
+                + "; see kvcheck preflight -f"
+            )
         elif plan.error is not None:
-            skipped[key] = f"the runtime would not transfer with this pair's plan: {plan.error.type}: {plan.error.message}"
+            skipped[key] = (
+                f"the runtime would not transfer with this pair's plan: {plan.error.type}: {plan.error.message}"
+            )
         elif plan.path not in PROBED_PATHS:
-            skipped[key] = f"transfer path {plan.path!r} is not probed (the probe follows equal-TP, direct-to-host and segmented plans)"
+            skipped[key] = (
+                f"transfer path {plan.path!r} is not probed (the probe follows equal-TP, direct-to-host and "
+                "segmented plans)"
+            )
         else:
-            backend = (pr.prefill.first.instance.env or {}).get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")  # the runtime's default: UCX
+            backend = (pr.prefill.first.instance.env or {}).get(
+                "SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX"
+            )  # the runtime's default: UCX
             jobs[key] = build_job(plan, pg, dg, "", pages=pages, timeout=timeout, backend=backend)
             continue
         jobs[key] = None
     from kvcheck.fabric.rounds import schedule, schedule_hosts
 
     if any(n.parallel and n.parallel.pp > 1 for n in nodes.values()):
-        notes.append("pipeline-parallel instances: every node registers PP stage 0's regions (the links, not each stage's layout, are probed)")
-    return FabricPlan(deployment=dep.deployment.variant or dep.deployment.name, nodes=nodes, pairs=pairs, jobs=jobs, skipped=skipped,
-                      rounds=schedule(pairs) if len({n.host for n in nodes.values()}) == len(nodes) else schedule_hosts(pairs, lambda n: nodes[n].host),
-                      notes=notes)
+        notes.append(
+            "pipeline-parallel instances: every node registers PP stage 0's regions (the links, not each stage's "
+            "layout, are probed)"
+        )
+    return FabricPlan(
+        deployment=dep.deployment.variant or dep.deployment.name,
+        nodes=nodes,
+        pairs=pairs,
+        jobs=jobs,
+        skipped=skipped,
+        rounds=schedule(pairs)
+        if len({n.host for n in nodes.values()}) == len(nodes)
+        else schedule_hosts(pairs, lambda n: nodes[n].host),
+        notes=notes,
+    )

@@ -116,8 +116,12 @@ def main(argv=None) -> int:
     env_asked = assign.get("env") or {}
     for k, v in env_asked.items():
         os.environ.setdefault(k, str(v))
-    node_env = {k: os.environ[k] for k in sorted(os.environ) if k.startswith(("UCX_", "NIXL_", "SGLANG_DISAGGREGATION"))}
-    os.environ["UCX_LOG_LEVEL"] = "debug"  # the endpoint's lanes (see kvcheck.fabric.nodeinfo); into the private log only
+    node_env = {
+        k: os.environ[k] for k in sorted(os.environ) if k.startswith(("UCX_", "NIXL_", "SGLANG_DISAGGREGATION"))
+    }
+    os.environ["UCX_LOG_LEVEL"] = (
+        "debug"  # the endpoint's lanes (see kvcheck.fabric.nodeinfo); into the private log only
+    )
     os.environ.setdefault("NIXL_LOG_LEVEL", "WARN")
 
     from kvcheck.fabric.nodeinfo import default_listen_host, lanes_used, node_facts
@@ -126,18 +130,43 @@ def main(argv=None) -> int:
     host = a.listen_host or default_listen_host(os.environ)
     role = assign["role"]
     layout = Layout.from_dict(assign["layout"])
-    record = {"node": a.node, "role": role, "pid": os.getpid(), "env": node_env, "facts": node_facts(), "status": "ready", "error": None}
-    agent = KvAgent(layout, name=f"kvcheck-{role}-{a.node}-{os.getpid()}", listen=(host, 0), etcd=a.etcd, backend=assign.get("backend", "UCX"),
-                    gpu=assign.get("gpu", "auto"), max_bytes=int(assign.get("max_bytes", 4 << 30)))
+    record = {
+        "node": a.node,
+        "role": role,
+        "pid": os.getpid(),
+        "env": node_env,
+        "facts": node_facts(),
+        "status": "ready",
+        "error": None,
+    }
+    agent = KvAgent(
+        layout,
+        name=f"kvcheck-{role}-{a.node}-{os.getpid()}",
+        listen=(host, 0),
+        etcd=a.etcd,
+        backend=assign.get("backend", "UCX"),
+        gpu=assign.get("gpu", "auto"),
+        max_bytes=int(assign.get("max_bytes", 4 << 30)),
+    )
     try:
         agent.start()
     except Exception as exc:  # InputError: the UCX backend or the listener could not start
         record.update(status="failed", error=str(exc), ucx_log=_tail_errors(log.take()))
     if record["status"] == "ready":
         summary = agent.summary()
-        record.update(agent=agent.name, listen=summary["listen"], issues=summary["issues"], registered_bytes=summary["registered_bytes"],
-                      gpu=summary["gpu"], regions=summary["regions"], timings=summary["timings"])
-        if any(i["finding_id"] in ("agent-register-failed", "agent-alloc-failed", "agent-publish-failed") for i in summary["issues"]):
+        record.update(
+            agent=agent.name,
+            listen=summary["listen"],
+            issues=summary["issues"],
+            registered_bytes=summary["registered_bytes"],
+            gpu=summary["gpu"],
+            regions=summary["regions"],
+            timings=summary["timings"],
+        )
+        if any(
+            i["finding_id"] in ("agent-register-failed", "agent-alloc-failed", "agent-publish-failed")
+            for i in summary["issues"]
+        ):
             record["status"] = "registration-failed"
     if role == "prefill":
         import kvcheck.nixl.probe  # noqa: F401  (imported before joining: the first probe is timed like the others)
@@ -159,7 +188,9 @@ def main(argv=None) -> int:
                 intact = agent.guards_intact() if agent.guards and agent.nixl is not None else None
                 ctl.put({"n": n, "pid": os.getpid(), "guards_intact": intact}, "alive", a.node)
                 # The coordinator sets stop, then clears the run's keys: either ends the worker.
-                if n % max(int(STOP_POLL_S / HEARTBEAT_S), 1) == 0 and (ctl.get("stop") is not None or ctl.get("assign", a.node) is None):
+                if n % max(int(STOP_POLL_S / HEARTBEAT_S), 1) == 0 and (
+                    ctl.get("stop") is not None or ctl.get("assign", a.node) is None
+                ):
                     why["reason"] = "stopped"
                     stop.set()
                 etcd_ok["at"] = time.monotonic()
@@ -216,17 +247,33 @@ def _probe_bounded(agent, job: dict, log, lanes_used) -> tuple[dict, bool]:
 
     events: list[dict] = []
     box: dict = {}
-    th = threading.Thread(target=lambda: box.setdefault("result", _probe(agent, job, log, lanes_used, events)), daemon=True)
+    th = threading.Thread(
+        target=lambda: box.setdefault("result", _probe(agent, job, log, lanes_used, events)), daemon=True
+    )
     th.start()
     budget = max(probe_budget(job) - RECHECK_S - WEDGE_MARGIN_S, 1.0)
     th.join(budget)
     if "result" in box:
         return box["result"], False
     step = next((ev["step"] for ev in reversed(events) if ev.get("type") == "step"), "start")
-    return {"ok": False, "segments": [], "steps": {}, "seconds": budget, "lanes": lanes_used(log.take()), "remote_agent": None, "wedged": True,
-            "findings": [{"id": "probe-timeout", "severity": "error",
-                          "message": f"step '{step}': a NIXL/UCX call did not return within {budget:.0f} s (the peer's listener answered, "
-                                     "UCX's own connection to it did not complete: a firewall or route that lets one port through?)"}]}, True
+    return {
+        "ok": False,
+        "segments": [],
+        "steps": {},
+        "seconds": budget,
+        "lanes": lanes_used(log.take()),
+        "remote_agent": None,
+        "wedged": True,
+        "findings": [
+            {
+                "id": "probe-timeout",
+                "severity": "error",
+                "message": f"step '{step}': a NIXL/UCX call did not return within {budget:.0f} s (the peer's "
+                "listener answered, "
+                "UCX's own connection to it did not complete: a firewall or route that lets one port through?)",
+            }
+        ],
+    }, True
 
 
 def _reexec(a, agent, log, seq: int, argv) -> None:
@@ -243,7 +290,7 @@ def _reexec(a, agent, log, seq: int, argv) -> None:
     args = list(argv if argv is not None else sys.argv[1:])
     if "--after-seq" in args:
         i = args.index("--after-seq")
-        del args[i:i + 2]
+        del args[i : i + 2]
     os.execv(sys.executable, [sys.executable, "-m", "kvcheck.fabric.worker", *args, "--after-seq", str(seq)])
 
 
@@ -259,13 +306,23 @@ def _probe(agent, job: dict, log, lanes_used, events: list | None = None) -> dic
     try:
         probe_with_agent(agent, job, lambda **ev: events.append(ev))
     except Exception as exc:  # never leave the coordinator without an answer
-        events.append({"type": "finding", "id": "probe-error", "message": f"{type(exc).__name__}: {exc}", "severity": "error"})
+        events.append(
+            {"type": "finding", "id": "probe-error", "message": f"{type(exc).__name__}: {exc}", "severity": "error"}
+        )
         events.append({"type": "end", "ok": False})
     seconds = time.monotonic() - t0
     counters = counter_delta(before, loss_counters())
     text = log.take()
-    out = {"ok": False, "segments": [], "findings": [], "steps": {}, "seconds": seconds, "lanes": lanes_used(text), "remote_agent": None,
-           "counters": counters}
+    out = {
+        "ok": False,
+        "segments": [],
+        "findings": [],
+        "steps": {},
+        "seconds": seconds,
+        "lanes": lanes_used(text),
+        "remote_agent": None,
+        "counters": counters,
+    }
     for ev in events:
         t = ev.get("type")
         if t == "segment":
@@ -287,7 +344,11 @@ def _probe(agent, job: dict, log, lanes_used, events: list | None = None) -> dic
 
 def _tail_errors(text: str) -> list[str]:
     """The last few UCX/NIXL error or warning lines of a log."""
-    lines = [ln.strip() for ln in text.splitlines() if (" ERROR " in ln or " WARN " in ln or "error" in ln.lower()) and "DEBUG" not in ln]
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if (" ERROR " in ln or " WARN " in ln or "error" in ln.lower()) and "DEBUG" not in ln
+    ]
     return [ln[-300:] for ln in lines[-5:]]
 
 

@@ -31,8 +31,18 @@ MAX_BODY = 8 << 20
 
 
 class MooncakeAgent:
-    def __init__(self, geometry, *, role: str, pages: int, protocol: str, device: str = "", metadata: str = "P2PHANDSHAKE",
-                 host: str = "127.0.0.1", name: str | None = None):
+    def __init__(
+        self,
+        geometry,
+        *,
+        role: str,
+        pages: int,
+        protocol: str,
+        device: str = "",
+        metadata: str = "P2PHANDSHAKE",
+        host: str = "127.0.0.1",
+        name: str | None = None,
+    ):
         self.geometry, self.role, self.pages = geometry, role, pages
         self.name = name or f"kvcheck-{role}-{socket.gethostname()}-{os.getpid()}"
         items = [r.item_len for r in geometry.regions]
@@ -45,10 +55,24 @@ class MooncakeAgent:
     def describe(self) -> dict:
         g = self.geometry
         return {
-            "magic": MAGIC, "name": self.name, "role": self.role, "session_id": self.session, **self.info, "pages": self.pages,
-            "regions": [{"index": r.index, "addr": self.arena.addr(r.index), "bytes": ar.nbytes, "item_len": r.item_len,
-                         "layer_id": r.layer_id, "part": r.part, "pool": r.pool}
-                        for r, ar in zip(g.regions, self.arena.regions, strict=False)],
+            "magic": MAGIC,
+            "name": self.name,
+            "role": self.role,
+            "session_id": self.session,
+            **self.info,
+            "pages": self.pages,
+            "regions": [
+                {
+                    "index": r.index,
+                    "addr": self.arena.addr(r.index),
+                    "bytes": ar.nbytes,
+                    "item_len": r.item_len,
+                    "layer_id": r.layer_id,
+                    "part": r.part,
+                    "pool": r.pool,
+                }
+                for r, ar in zip(g.regions, self.arena.regions, strict=False)
+            ],
         }
 
     def digests(self, spans) -> dict:
@@ -56,7 +80,9 @@ class MooncakeAgent:
             raise ValueError("spans must be a list of at most 65536 [region, offset, length]")
         out = []
         for sp in spans:
-            if not (isinstance(sp, list) and len(sp) == 3 and all(isinstance(x, int) for x in sp)) or not 0 <= sp[0] < len(self.arena.regions):
+            if not (isinstance(sp, list) and len(sp) == 3 and all(isinstance(x, int) for x in sp)) or not 0 <= sp[
+                0
+            ] < len(self.arena.regions):
                 raise ValueError(f"bad span {sp!r}")
             out.append(self.arena.digest(*sp))
         return {"digests": out, "guards_intact": self.arena.guards_intact()}
@@ -97,9 +123,24 @@ def _handler(agent: MooncakeAgent):
     return H
 
 
-def run_agent(*, role: str, config: str, ttl, pages: int, listen: str | None, protocol: str | None, device: str | None,
-              metadata: str | None, env_file=None, model_config=None, draft_model_config=None, name: str | None = None,
-              max_memory_gib: float = 4.0, sglang_version: str | None = None, out=None) -> int:
+def run_agent(
+    *,
+    role: str,
+    config: str,
+    ttl,
+    pages: int,
+    listen: str | None,
+    protocol: str | None,
+    device: str | None,
+    metadata: str | None,
+    env_file=None,
+    model_config=None,
+    draft_model_config=None,
+    name: str | None = None,
+    max_memory_gib: float = 4.0,
+    sglang_version: str | None = None,
+    out=None,
+) -> int:
     """Serve a Mooncake agent of ``role`` with ``config``'s geometry until ``ttl`` seconds
     (or SIGTERM/SIGINT). Prints ``{"event": "ready", ...}`` then ``{"event": "stopped"}``."""
     from kvcheck.nixl.agent import check_ttl
@@ -114,23 +155,52 @@ def run_agent(*, role: str, config: str, ttl, pages: int, listen: str | None, pr
         raise InputError(f"--pages must be between 1 and 65536, got {pages}", field="--pages")
     if name is not None and not name.startswith("kvcheck-"):
         raise InputError("--name must start with 'kvcheck-'", field="--name")
-    side = load_side(config, cast(Literal["prefill", "decode"], role), env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, sglang_version=sglang_version)
+    side = load_side(
+        config,
+        cast(Literal["prefill", "decode"], role),
+        env_file=env_file,
+        model_config=model_config,
+        draft_model_config=draft_model_config,
+        sglang_version=sglang_version,
+    )
     geometry = derive_geometry(side)
     if not geometry.regions:
-        raise InputError(f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})", source=config)
+        raise InputError(
+            f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})",
+            source=config,
+        )
     total = sum(r.item_len for r in geometry.regions) * pages
     if total > max_memory_gib * 2**30:
-        raise InputError(f"the agent would allocate {total / 2**30:.2f} GiB (> --max-memory {max_memory_gib:g}); lower --pages", field="--pages")
+        raise InputError(
+            f"the agent would allocate {total / 2**30:.2f} GiB (> --max-memory {max_memory_gib:g}); lower --pages",
+            field="--pages",
+        )
     proto = (protocol or side.env.get("MOONCAKE_PROTOCOL") or "rdma").lower()
-    dev = "" if side.env.get("MC_FORCE_TCP") == "1" else (device if device is not None else (side.args.disaggregation_ib_device or ""))
+    dev = (
+        ""
+        if side.env.get("MC_FORCE_TCP") == "1"
+        else (device if device is not None else (side.args.disaggregation_ib_device or ""))
+    )
     if dev.strip().startswith("{") or dev.strip().endswith(".json"):
-        raise InputError("--ib-device: give the device list of this agent's GPU (the per-GPU JSON mapping is the server's)", field="--ib-device")
+        raise InputError(
+            "--ib-device: give the device list of this agent's GPU (the per-GPU JSON mapping is the server's)",
+            field="--ib-device",
+        )
     host, port = parse_listen(listen) if listen else ("127.0.0.1", 0)
     if out is None:
         from kvcheck.nixl.runtime import json_channel
 
         out = json_channel()
-    agent = MooncakeAgent(geometry, role=role, pages=pages, protocol=proto, device=dev, metadata=metadata or "P2PHANDSHAKE", host=host, name=name)
+    agent = MooncakeAgent(
+        geometry,
+        role=role,
+        pages=pages,
+        protocol=proto,
+        device=dev,
+        metadata=metadata or "P2PHANDSHAKE",
+        host=host,
+        name=name,
+    )
     server = ThreadingHTTPServer((host, port), _handler(agent))
     server.timeout = 1.0
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
@@ -138,9 +208,23 @@ def run_agent(*, role: str, config: str, ttl, pages: int, listen: str | None, pr
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     d = agent.describe()
-    out.write(json.dumps({"event": "ready", "name": agent.name, "pid": os.getpid(), "listen": f"{host}:{server.server_address[1]}",
-                          "session_id": agent.session, "protocol_requested": d["protocol_requested"], "protocol": d["protocol"],
-                          "hcas": d["hcas"], "regions": len(d["regions"]), "bytes": agent.arena.size}) + "\n")
+    out.write(
+        json.dumps(
+            {
+                "event": "ready",
+                "name": agent.name,
+                "pid": os.getpid(),
+                "listen": f"{host}:{server.server_address[1]}",
+                "session_id": agent.session,
+                "protocol_requested": d["protocol_requested"],
+                "protocol": d["protocol"],
+                "hcas": d["hcas"],
+                "regions": len(d["regions"]),
+                "bytes": agent.arena.size,
+            }
+        )
+        + "\n"
+    )
     out.flush()
     reason = "signal" if stop.wait(ttl) else "ttl"
     server.shutdown()

@@ -55,7 +55,9 @@ def load_engine():
     except (ImportError, OSError) as exc:
         raise InputError(
             "the Mooncake probe needs Mooncake's transfer engine: pip install mooncake-transfer-engine-non-cuda "
-            f"(mooncake-transfer-engine with CUDA) and apt-get install libibverbs1 ({exc})", field="--backend") from None
+            f"(mooncake-transfer-engine with CUDA) and apt-get install libibverbs1 ({exc})",
+            field="--backend",
+        ) from None
     return TransferEngine
 
 
@@ -75,19 +77,30 @@ def start_engine(host: str, protocol: str, device: str = "", metadata: str = "P2
         with socket.socket() as s:
             s.bind((host, 0))
             name = f"{host}:{s.getsockname()[1]}"
-    t = threading.Thread(target=lambda: result.append(engine.initialize(name, metadata, protocol, device or "")), daemon=True)
+    t = threading.Thread(
+        target=lambda: result.append(engine.initialize(name, metadata, protocol, device or "")), daemon=True
+    )
     t.start()
     t.join(timeout)
     if t.is_alive():
-        raise TimeoutError(f"Mooncake TransferEngine.initialize({host!r}, {metadata!r}, {protocol!r}, {device!r}) did not return in {timeout:g} s")
+        raise TimeoutError(
+            f"Mooncake TransferEngine.initialize({host!r}, {metadata!r}, {protocol!r}, {device!r}) did not return in "
+            f"{timeout:g} s"
+        )
     if result[0] != 0:
-        raise RuntimeError(f"Mooncake Transfer Engine initialization failed (ret={result[0]}, protocol {protocol}, device {device!r})")
+        raise RuntimeError(
+            f"Mooncake Transfer Engine initialization failed (ret={result[0]}, protocol {protocol}, device {device!r})"
+        )
     hcas = _hcas(engine)
     used = protocol
     if protocol == "rdma" and not hcas:
         used = "tcp"
     session = f"{host}:{engine.get_rpc_port()}" if metadata == "P2PHANDSHAKE" else name
-    return engine, session, {"protocol_requested": protocol, "protocol": used, "hcas": hcas, "metadata": metadata, "device": device or ""}
+    return (
+        engine,
+        session,
+        {"protocol_requested": protocol, "protocol": used, "hcas": hcas, "metadata": metadata, "device": device or ""},
+    )
 
 
 def _hcas(engine) -> list[str]:
@@ -132,7 +145,7 @@ class Arena:
         r = self.regions[index]
         if not (0 <= offset and length >= 0 and offset + length <= r.nbytes):
             raise ValueError(f"span [{offset}, {offset + length}) is outside region {index} ({r.nbytes} bytes)")
-        return self.map[r.offset + offset: r.offset + offset + length]
+        return self.map[r.offset + offset : r.offset + offset + length]
 
     def digest(self, index: int, offset: int, length: int) -> str:
         return hashlib.sha256(self.span(index, offset, length)).hexdigest()
@@ -144,17 +157,17 @@ class Arena:
         # vary every 4 KiB so misplaced pages do not compare equal
         mixed = bytearray(data)
         for k in range(0, r.nbytes, ALIGN):
-            mixed[k: k + 8] = (k // ALIGN).to_bytes(8, "little")
-        self.map[r.offset: r.offset + r.nbytes] = bytes(mixed[: r.nbytes])
+            mixed[k : k + 8] = (k // ALIGN).to_bytes(8, "little")
+        self.map[r.offset : r.offset + r.nbytes] = bytes(mixed[: r.nbytes])
 
     def guards_intact(self) -> bool:
         prev = 0
         g = bytes([GUARD_BYTE])
         for r in self.regions:
-            if self.map[prev:r.offset].count(g) != r.offset - prev:
+            if self.map[prev : r.offset].count(g) != r.offset - prev:
                 return False
             prev = r.offset + r.nbytes
-        return self.map[prev:self.size].count(g) == self.size - prev
+        return self.map[prev : self.size].count(g) == self.size - prev
 
     def register(self, engine) -> int:
         regs = [r for r in self.regions if r.nbytes]

@@ -103,7 +103,9 @@ class Layout:
         """The layout of ``geometry`` (``kvcheck.sglang.geometry.SideGeometry``) with ``pages`` pages."""
         if pages < 1:
             raise InputError("--pages must be at least 1", field="--pages")
-        return cls(role=geometry.role, regions=[LayoutRegion(r.kind, r.item_len) for r in geometry.regions], pages=pages)
+        return cls(
+            role=geometry.role, regions=[LayoutRegion(r.kind, r.item_len) for r in geometry.regions], pages=pages
+        )
 
     @property
     def total_bytes(self) -> int:
@@ -114,7 +116,9 @@ class Layout:
 
     @classmethod
     def from_dict(cls, data: dict) -> Layout:
-        return cls(role=data["role"], pages=int(data["pages"]), regions=[LayoutRegion(k, int(n)) for k, n in data["regions"]])
+        return cls(
+            role=data["role"], pages=int(data["pages"]), regions=[LayoutRegion(k, int(n)) for k, n in data["regions"]]
+        )
 
 
 @dataclass
@@ -157,6 +161,7 @@ def gpu_allocator():
             import torch
 
             if torch.cuda.is_available():
+
                 def alloc(nbytes: int, device: int):
                     t = torch.zeros(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
                     return t, t.data_ptr()
@@ -169,6 +174,7 @@ def gpu_allocator():
             import cupy
 
             if cupy.cuda.runtime.getDeviceCount() > 0:
+
                 def alloc(nbytes: int, device: int):
                     with cupy.cuda.Device(device):
                         a = cupy.zeros(nbytes, dtype=cupy.uint8)
@@ -197,8 +203,12 @@ def check_memory_cap(layout: Layout, max_bytes: int) -> None:
     (pages x item length summed over regions), before anything is allocated."""
     total = layout.total_bytes
     if total > max_bytes:
-        raise InputError(f"{len(layout.regions)} regions x {layout.pages} pages need {total} bytes ({total / 2**30:.2f} GiB), over the "
-                         f"{max_bytes / 2**30:.2f} GiB agent memory cap: lower --pages or raise --max-memory", field="--pages")
+        raise InputError(
+            f"{len(layout.regions)} regions x {layout.pages} pages need {total} bytes ({total / 2**30:.2f} GiB), "
+            "over the "
+            f"{max_bytes / 2**30:.2f} GiB agent memory cap: lower --pages or raise --max-memory",
+            field="--pages",
+        )
 
 
 def check_ttl(ttl) -> float:
@@ -210,8 +220,11 @@ def check_ttl(ttl) -> float:
     except (TypeError, ValueError):
         value = float("nan")
     if ttl is None or not math.isfinite(value) or not 0 < value <= MAX_TTL_S:
-        raise InputError(f"--ttl SECONDS is required: a finite number above 0 and at most {MAX_TTL_S} (7 days); got {ttl!r}. "
-                         "An agent never runs unbounded", field="--ttl")
+        raise InputError(
+            f"--ttl SECONDS is required: a finite number above 0 and at most {MAX_TTL_S} (7 days); got {ttl!r}. "
+            "An agent never runs unbounded",
+            field="--ttl",
+        )
     return value
 
 
@@ -236,9 +249,18 @@ class KvAgent:
     in ``issues``.
     """
 
-    def __init__(self, layout: Layout, *, name: str | None = None, listen: tuple[str, int] | None = None,
-                 etcd: str | None = None, backend: str = "UCX", gpu: str = "auto", device: int = 0,
-                 max_bytes: int = MAX_AGENT_BYTES_DEFAULT):
+    def __init__(
+        self,
+        layout: Layout,
+        *,
+        name: str | None = None,
+        listen: tuple[str, int] | None = None,
+        etcd: str | None = None,
+        backend: str = "UCX",
+        gpu: str = "auto",
+        device: int = 0,
+        max_bytes: int = MAX_AGENT_BYTES_DEFAULT,
+    ):
         self.layout = layout
         self.name = name or agent_name(layout.role)
         self.listen = listen
@@ -284,7 +306,9 @@ class KvAgent:
             self._agent = api.nixl_agent(self.name, cfg)
             self._agent.create_backend(self.backend)
         except Exception as exc:
-            raise InputError(f"cannot start a NIXL agent with backend {self.backend}: {error_class(exc)}: {exc}") from None
+            raise InputError(
+                f"cannot start a NIXL agent with backend {self.backend}: {error_class(exc)}: {exc}"
+            ) from None
         self.timings["agent_start_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         gpu = gpu_allocator() if self.gpu == "auto" else None
@@ -296,7 +320,9 @@ class KvAgent:
         self._blob = self._agent.get_agent_metadata()
         t2 = time.monotonic()
         if self.listen:
-            self._server = _MetadataServer(self.listen[0], self.listen[1], self._blob, self.confirmation, self._mark_busy)
+            self._server = _MetadataServer(
+                self.listen[0], self.listen[1], self._blob, self.confirmation, self._mark_busy
+            )
             self._server.start()
         if self.etcd:
             self._agent.send_local_metadata()
@@ -308,8 +334,15 @@ class KvAgent:
                     gw = EtcdGateway(self.etcd, timeout=5.0)
                     gw.put(gw.listener_key(self.name), f"{self._server.host}:{self._server.port}".encode())
                 except Exception as exc:
-                    self.issues.append(RegistrationIssue(kind="-", error_class=error_class(exc), finding_id="agent-publish-failed",
-                                                         message=f"could not publish the listener address in etcd (probes cannot confirm this agent): {exc}"))
+                    self.issues.append(
+                        RegistrationIssue(
+                            kind="-",
+                            error_class=error_class(exc),
+                            finding_id="agent-publish-failed",
+                            message="could not publish the listener address in etcd (probes cannot confirm this "
+                            f"agent): {exc}",
+                        )
+                    )
         self.timings["publish_s"] = time.monotonic() - t2
 
     def _register_confirm_page(self) -> None:
@@ -318,10 +351,19 @@ class KvAgent:
         page = np.zeros(2 * PAGE_ALIGN, dtype=np.uint8)
         addr = _align(page.ctypes.data)
         try:
-            descs = self._agent.register_memory([(addr, PAGE_ALIGN, CONFIRM_DEV_ID, "")], "DRAM", backends=[self.backend])
+            descs = self._agent.register_memory(
+                [(addr, PAGE_ALIGN, CONFIRM_DEV_ID, "")], "DRAM", backends=[self.backend]
+            )
         except Exception as exc:
-            self.issues.append(RegistrationIssue(kind="DRAM", error_class=error_class(exc), finding_id="agent-register-failed",
-                                                 message=f"NIXL memory registration failed for the DRAM confirmation page: {error_class(exc)}: {exc}"))
+            self.issues.append(
+                RegistrationIssue(
+                    kind="DRAM",
+                    error_class=error_class(exc),
+                    finding_id="agent-register-failed",
+                    message=f"NIXL memory registration failed for the DRAM confirmation page: {error_class(exc)}: "
+                    f"{exc}",
+                )
+            )
             return
         self._keep.append(page)
         self._reg_descs.append(descs)
@@ -340,9 +382,15 @@ class KvAgent:
         import ctypes
         import hashlib
 
-        answer = {"name": self.name, "nonce": nonce.hex(), "pid": os.getpid(),
-                  "blob_sha256": hashlib.sha256(self._blob or b"").hexdigest(),
-                  "regions": [{"addr": g.addr, "length": g.length, "kind": g.reg_kind, "dev_id": g.dev_id} for g in self.regions]}
+        answer = {
+            "name": self.name,
+            "nonce": nonce.hex(),
+            "pid": os.getpid(),
+            "blob_sha256": hashlib.sha256(self._blob or b"").hexdigest(),
+            "regions": [
+                {"addr": g.addr, "length": g.length, "kind": g.reg_kind, "dev_id": g.dev_id} for g in self.regions
+            ],
+        }
         if self._confirm_page is not None:
             slot = int.from_bytes(nonce[:2], "little") % CONFIRM_SLOTS
             addr = self._confirm_page + slot * CONFIRM_SLOT_BYTES
@@ -389,12 +437,24 @@ class KvAgent:
             standin = kind == "VRAM" and gpu is None
             reg_kind = "DRAM" if (kind == "DRAM" or standin) else kind
             if kind == "VRAM" and standin:
-                self.issues.append(RegistrationIssue(
-                    kind="VRAM", error_class="NoGPU", finding_id="agent-vram-untested",
-                    message=f"no GPU visible (torch/cupy with CUDA not found): {len(idxs)} VRAM region(s) registered as DRAM stand-ins; VRAM registration is not tested on this host",
-                ))
+                self.issues.append(
+                    RegistrationIssue(
+                        kind="VRAM",
+                        error_class="NoGPU",
+                        finding_id="agent-vram-untested",
+                        message=f"no GPU visible (torch/cupy with CUDA not found): {len(idxs)} VRAM region(s) "
+                        "registered as DRAM stand-ins; VRAM registration is not tested on this host",
+                    )
+                )
             if kind not in ("DRAM", "VRAM"):
-                self.issues.append(RegistrationIssue(kind=kind, error_class="Unsupported", finding_id="agent-register-failed", message=f"kvcheck cannot allocate {kind} regions"))
+                self.issues.append(
+                    RegistrationIssue(
+                        kind=kind,
+                        error_class="Unsupported",
+                        finding_id="agent-register-failed",
+                        message=f"kvcheck cannot allocate {kind} regions",
+                    )
+                )
                 continue
             sizes = [_align(self.layout.regions[i].item_len * pages) for i in idxs]
             total = sum(sizes)
@@ -406,7 +466,7 @@ class KvAgent:
                     base = lo + GUARD_BYTES
                     # Regions zeroed now (every page touched, as a KV pool is: no page
                     # faults inside transfers); guard zones keep GUARD_BYTE.
-                    arena[base - arena.ctypes.data: base - arena.ctypes.data + total] = 0
+                    arena[base - arena.ctypes.data : base - arena.ctypes.data + total] = 0
                     self.guards.append((lo, GUARD_BYTES))
                     self.guards.append((base + total, GUARD_BYTES))
                     dev_of = lambda i: dram_dev_id(i, standin)  # noqa: E731, B023  (called in this iteration)
@@ -414,21 +474,47 @@ class KvAgent:
                     arena, base = gpu[1](total, self.device)
                     dev_of = lambda i: self.device  # noqa: E731
             except Exception as exc:
-                self.issues.append(RegistrationIssue(kind=kind, error_class=error_class(exc), finding_id="agent-alloc-failed", message=f"cannot allocate {total} bytes of {reg_kind}: {exc}"))
+                self.issues.append(
+                    RegistrationIssue(
+                        kind=kind,
+                        error_class=error_class(exc),
+                        finding_id="agent-alloc-failed",
+                        message=f"cannot allocate {total} bytes of {reg_kind}: {exc}",
+                    )
+                )
                 continue
             self._keep.append(arena)
             regs = []
             off = 0
             for i, size in zip(idxs, sizes, strict=False):
                 item = self.layout.regions[i].item_len
-                regs.append(Registered(index=i, kind=kind, reg_kind=reg_kind, addr=base + off, length=item * pages, dev_id=dev_of(i), item_len=item, standin=standin))
+                regs.append(
+                    Registered(
+                        index=i,
+                        kind=kind,
+                        reg_kind=reg_kind,
+                        addr=base + off,
+                        length=item * pages,
+                        dev_id=dev_of(i),
+                        item_len=item,
+                        standin=standin,
+                    )
+                )
                 off += size
             try:
-                descs = self._agent.register_memory([(g.addr, g.length, g.dev_id, "") for g in regs], reg_kind, backends=[self.backend])
+                descs = self._agent.register_memory(
+                    [(g.addr, g.length, g.dev_id, "") for g in regs], reg_kind, backends=[self.backend]
+                )
             except Exception as exc:
                 # The runtime: "NIXL memory registration failed for {kind} kv tensors".
-                self.issues.append(RegistrationIssue(kind=kind, error_class=error_class(exc), finding_id="agent-register-failed",
-                                                     message=f"NIXL memory registration failed for {kind} kv tensors: {error_class(exc)}: {exc}"))
+                self.issues.append(
+                    RegistrationIssue(
+                        kind=kind,
+                        error_class=error_class(exc),
+                        finding_id="agent-register-failed",
+                        message=f"NIXL memory registration failed for {kind} kv tensors: {error_class(exc)}: {exc}",
+                    )
+                )
                 continue
             self._reg_descs.append(descs)
             self.regions.extend(regs)

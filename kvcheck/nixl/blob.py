@@ -93,7 +93,9 @@ class AgentMetadata:
             "name": self.name,
             "size": self.size,
             "backends": [{"name": b, "conn_info_bytes": n} for b, n in self.backends.items()],
-            "sections": [{"backend": s.backend, "kind": s.kind, "regions": [asdict(r) for r in s.regions]} for s in self.sections],
+            "sections": [
+                {"backend": s.backend, "kind": s.kind, "regions": [asdict(r) for r in s.regions]} for s in self.sections
+            ],
             "kind_counts": self.kind_counts(),
         }
 
@@ -114,8 +116,8 @@ class _Reader:
         end_tag = self.pos + len(tag)
         if end_tag + 8 > len(self.data):
             raise self.fail(f"truncated before {what} (tag {tag.decode() or '<empty>'!r})")
-        if self.data[self.pos:end_tag] != tag:
-            got = self.data[self.pos:end_tag + 4]
+        if self.data[self.pos : end_tag] != tag:
+            got = self.data[self.pos : end_tag + 4]
             raise self.fail(f"expected tag {tag.decode() or '<empty>'!r} for {what}, found {got!r}")
         (length,) = struct.unpack_from("<Q", self.data, end_tag)
         start = end_tag + 8
@@ -123,10 +125,10 @@ class _Reader:
             raise self.fail(f"{what} declares {length} bytes but only {max(0, len(self.data) - start - 1)} remain")
         if max_len is not None and length > max_len:
             raise self.fail(f"{what} is {length} bytes, over the {max_len}-byte limit")
-        if self.data[start + length:start + length + 1] != b"|":
+        if self.data[start + length : start + length + 1] != b"|":
             raise self.fail(f"{what} is not terminated by '|'")
         self.pos = start + length + 1
-        return self.data[start:start + length]
+        return self.data[start : start + length]
 
     def u64(self, tag: bytes, what: str) -> int:
         raw = self.field(tag, what)
@@ -165,7 +167,9 @@ def parse_metadata(data: bytes, *, source: str = "metadata blob", max_bytes: int
         raise BlobError(f"blob is {len(data)} bytes, over the {max_bytes}-byte limit", source=source)
     if not data.startswith(MAGIC):
         head = data[:16]
-        raise BlobError(f"not a NIXL metadata blob: it should start with {MAGIC!r}, starts with {head!r}", source=source)
+        raise BlobError(
+            f"not a NIXL metadata blob: it should start with {MAGIC!r}, starts with {head!r}", source=source
+        )
     r = _Reader(data, source)
     name = r.text(b"Agent", "agent name")
     if not name:

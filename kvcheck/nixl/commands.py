@@ -23,9 +23,24 @@ def parse_listen(spec: str) -> tuple[str, int]:
     return _split_hostport(spec, spec)
 
 
-def run_agent(*, role: str, config: str, ttl: str | float | None, pages: int, listen: str | None, etcd: str | None, backend: str,
-              gpu: str, env_file=None, model_config=None, draft_model_config=None, out=None, name: str | None = None,
-              max_memory_gib: float = 4.0, sglang_version: str | None = None) -> int:
+def run_agent(
+    *,
+    role: str,
+    config: str,
+    ttl: str | float | None,
+    pages: int,
+    listen: str | None,
+    etcd: str | None,
+    backend: str,
+    gpu: str,
+    env_file=None,
+    model_config=None,
+    draft_model_config=None,
+    out=None,
+    name: str | None = None,
+    max_memory_gib: float = 4.0,
+    sglang_version: str | None = None,
+) -> int:
     """Start a ``role`` agent with the geometry of ``config`` and serve until ``ttl`` (seconds).
 
     Prints one JSON line ``{"event": "ready", ...}`` (name, pid, listen address, regions,
@@ -45,19 +60,37 @@ def run_agent(*, role: str, config: str, ttl: str | float | None, pages: int, li
 
     ttl = check_ttl(ttl)
     if not (isinstance(max_memory_gib, (int, float)) and math.isfinite(max_memory_gib) and 0 < max_memory_gib <= 4096):
-        raise InputError(f"--max-memory must be a number of GiB in (0, 4096], got {max_memory_gib!r}", field="--max-memory")
-    if name is not None and (not name.startswith("kvcheck-") or len(name) > 200 or not name.isprintable() or "/" in name):
-        raise InputError("--name must start with 'kvcheck-' (the probe only writes into kvcheck agents), have no '/', and be at most 200 printable characters", field="--name")
+        raise InputError(
+            f"--max-memory must be a number of GiB in (0, 4096], got {max_memory_gib!r}", field="--max-memory"
+        )
+    if name is not None and (
+        not name.startswith("kvcheck-") or len(name) > 200 or not name.isprintable() or "/" in name
+    ):
+        raise InputError(
+            "--name must start with 'kvcheck-' (the probe only writes into kvcheck agents), have no '/', and be at "
+            "most 200 printable characters",
+            field="--name",
+        )
     if not 1 <= pages <= 1 << 20:
         raise InputError(f"--pages must be between 1 and {1 << 20}, got {pages}", field="--pages")
     if role not in ("prefill", "decode"):
         raise InputError("--role must be prefill or decode", field="--role")
     if gpu not in ("auto", "off"):
         raise InputError("--gpu must be auto or off", field="--gpu")
-    side = load_side(config, cast(Literal["prefill", "decode"], role), env_file=env_file, model_config=model_config, draft_model_config=draft_model_config, sglang_version=sglang_version)
+    side = load_side(
+        config,
+        cast(Literal["prefill", "decode"], role),
+        env_file=env_file,
+        model_config=model_config,
+        draft_model_config=draft_model_config,
+        sglang_version=sglang_version,
+    )
     geometry = derive_geometry(side)
     if not geometry.regions:
-        raise InputError(f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})", source=config)
+        raise InputError(
+            f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})",
+            source=config,
+        )
     listen_addr = parse_listen(listen) if listen else None
     if listen_addr is None:  # always served: probes confirm regions over it, even when published in etcd
         listen_addr = ("127.0.0.1", 0)
@@ -77,7 +110,9 @@ def run_agent(*, role: str, config: str, ttl: str | float | None, pages: int, li
         out.flush()
 
         def on_notif(peer, msg):
-            out.write(json.dumps({"event": "notification", "peer": peer, "message": msg.decode(errors="replace")}) + "\n")
+            out.write(
+                json.dumps({"event": "notification", "peer": peer, "message": msg.decode(errors="replace")}) + "\n"
+            )
             out.flush()
 
         reason = agent.serve(ttl, on_notif=on_notif)
@@ -130,17 +165,31 @@ def run_inspect(target: str, *, timeout: float, fmt: str, save: str | None, cons
         console.print(f"[bold]{m.name}[/bold]  from {f.source}  ({m.size} bytes, read in {f.seconds * 1000:.1f} ms)")
         console.print("  backends: " + ", ".join(f"{b} ({n} bytes of connection info)" for b, n in m.backends.items()))
         for s in m.sections:
-            table = Table(title=f"{s.backend} {s.kind}: {len(s.regions)} region(s)", title_justify="left", show_edge=False)
+            table = Table(
+                title=f"{s.backend} {s.kind}: {len(s.regions)} region(s)", title_justify="left", show_edge=False
+            )
             for col in ("address", "length (bytes)", "device id", "key bytes"):
                 table.add_column(col, justify="right")
             for r in s.regions:
-                table.add_row(hex(r.addr), str(r.length), hex(r.dev_id) if r.dev_id > 0xFFFF else str(r.dev_id), str(r.key_len))
+                table.add_row(
+                    hex(r.addr), str(r.length), hex(r.dev_id) if r.dev_id > 0xFFFF else str(r.dev_id), str(r.key_len)
+                )
             console.print(table)
     return 0
 
 
-def augment_preflight(report, prefill_side, decode_side, *, prefill_agent: str | None, decode_agent: str | None, probe: bool,
-                      timeout: float, pages: int, show_progress: bool) -> None:
+def augment_preflight(
+    report,
+    prefill_side,
+    decode_side,
+    *,
+    prefill_agent: str | None,
+    decode_agent: str | None,
+    probe: bool,
+    timeout: float,
+    pages: int,
+    show_progress: bool,
+) -> None:
     """Add live-agent comparisons and the probe to ``report`` (in place).
 
     Live summaries go to ``report.extra["agents"]``, probe results to
@@ -165,7 +214,9 @@ def augment_preflight(report, prefill_side, decode_side, *, prefill_agent: str |
             continue
         fetched = read_agents(spec, timeout=timeout)
         if len(fetched) != 1:
-            raise InputError(f"{spec} names {len(fetched)} agents; give one (etcd://HOST:PORT/NAME)", field=f"--{role}-agent")
+            raise InputError(
+                f"{spec} names {len(fetched)} agents; give one (etcd://HOST:PORT/NAME)", field=f"--{role}-agent"
+            )
         f = fetched[0]
         findings, summary = compare_geometry(f.meta, geom, role, f.source)
         summary["fetch_s"] = f.seconds
@@ -177,21 +228,47 @@ def augment_preflight(report, prefill_side, decode_side, *, prefill_agent: str |
         report.extra["agents"] = agents
     if probe:
         if not decode_agent:
-            raise InputError("--probe needs --decode-agent TARGET (a running kvcheck agent --role decode)", field="--probe")
+            raise InputError(
+                "--probe needs --decode-agent TARGET (a running kvcheck agent --role decode)", field="--probe"
+            )
         plan = report.plan
         blocking = [f for f in new if f.severity == Severity.ERROR]
-        if plan is None or plan.error is not None or plan.path not in ("equal_tp", "direct_to_host", "mixed_segments") or blocking:
-            why = "the static plan raises" if plan is not None and plan.error is not None else (
-                f"path {plan.path!r} is not probed" if plan is not None and plan.path else "no plan") if not blocking else "the live agents disagree with the args"
-            new.append(Finding(id="probe-skipped", severity=Severity.WARNING, message=f"probe not run: {why}",
-                               fix="fix the errors above first; the probe follows the plan the runtime would take"))
+        if (
+            plan is None
+            or plan.error is not None
+            or plan.path not in ("equal_tp", "direct_to_host", "mixed_segments")
+            or blocking
+        ):
+            why = (
+                "the static plan raises"
+                if plan is not None and plan.error is not None
+                else (f"path {plan.path!r} is not probed" if plan is not None and plan.path else "no plan")
+                if not blocking
+                else "the live agents disagree with the args"
+            )
+            new.append(
+                Finding(
+                    id="probe-skipped",
+                    severity=Severity.WARNING,
+                    message=f"probe not run: {why}",
+                    fix="fix the errors above first; the probe follows the plan the runtime would take",
+                )
+            )
         else:
             from kvcheck.nixl.probe import build_job
 
             job = build_job(plan, pg, dg, decode_agent, pages=min(pages, live_pages or pages), timeout=timeout)
             result = _probe_with_progress(job, show_progress)
-            if result.notes or any(s.get("registered_as") and "VRAM" not in s["registered_as"] and ("VRAM" in (s["src_kind"], s["dst_kind"])) for s in result.segments):
-                result.notes.append("no GPU here: VRAM segments were moved between DRAM stand-ins; segment boundaries and notifications follow the plan")
+            if result.notes or any(
+                s.get("registered_as")
+                and "VRAM" not in s["registered_as"]
+                and ("VRAM" in (s["src_kind"], s["dst_kind"]))
+                for s in result.segments
+            ):
+                result.notes.append(
+                    "no GPU here: VRAM segments were moved between DRAM stand-ins; segment boundaries and "
+                    "notifications follow the plan"
+                )
             report.extra["probe"] = result.as_dict()
             frozen = [f for f in result.findings if f.id == "probe-timeout"]
             if frozen:
@@ -215,7 +292,9 @@ def _probe_with_progress(job: dict, show: bool):
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as progress:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as progress:
         task = progress.add_task("probe: starting the prefill-role agent", total=None)
 
         def on_event(ev):
@@ -223,7 +302,9 @@ def _probe_with_progress(job: dict, show: bool):
                 progress.update(task, description=f"probe: {ev['step']}")
             elif ev.get("type") == "segment":
                 s = ev["segment"]
-                progress.console.print(f"  segment {s['index']} [{s['start']}, {s['end']}) {s['bytes']} bytes "
-                                       f"{'verified' if s['verified'] else 'MISMATCH'} in {s['latency_s'] * 1000:.2f} ms")
+                progress.console.print(
+                    f"  segment {s['index']} [{s['start']}, {s['end']}) {s['bytes']} bytes "
+                    f"{'verified' if s['verified'] else 'MISMATCH'} in {s['latency_s'] * 1000:.2f} ms"
+                )
 
         return run_probe(job, on_event=on_event)

@@ -100,8 +100,15 @@ class _MetadataServer:
             if len(self._conns) >= self.MAX_CLIENTS:
                 self._evict(list(self._conns))
             conn.setblocking(False)
-            self._conns[conn] = {"peer": peer, "start": now, "inbuf": bytearray(), "out": bytearray(), "served": 0,
-                                 "request_by": now + self.FIRST_BYTE_S, "end": now + self.CONN_DEADLINE_S}
+            self._conns[conn] = {
+                "peer": peer,
+                "start": now,
+                "inbuf": bytearray(),
+                "out": bytearray(),
+                "served": 0,
+                "request_by": now + self.FIRST_BYTE_S,
+                "end": now + self.CONN_DEADLINE_S,
+            }
             self._sel.register(conn, selectors.EVENT_READ, "conn")
 
     def _evict(self, conns: list) -> None:
@@ -166,14 +173,18 @@ class _MetadataServer:
                 return
             if len(buf) < 8 + size:
                 return
-            msg = bytes(buf[8:8 + size])
-            del buf[:8 + size]
+            msg = bytes(buf[8 : 8 + size])
+            del buf[: 8 + size]
             if msg.startswith(b"NIXLCOMM:SEND"):
                 out = b"NIXLCOMM:LOAD" + self.blob
-            elif msg.startswith(b"KVCHECK:CONFIRM") and self.confirm is not None and len(msg) == len(b"KVCHECK:CONFIRM") + 16:
+            elif (
+                msg.startswith(b"KVCHECK:CONFIRM")
+                and self.confirm is not None
+                and len(msg) == len(b"KVCHECK:CONFIRM") + 16
+            ):
                 if self.on_request:
                     self.on_request()
-                out = b"KVCHECK:REGIONS" + json.dumps(self.confirm(msg[len(b"KVCHECK:CONFIRM"):])).encode()
+                out = b"KVCHECK:REGIONS" + json.dumps(self.confirm(msg[len(b"KVCHECK:CONFIRM") :])).encode()
             else:
                 continue
             st["served"] += 1

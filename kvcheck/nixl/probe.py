@@ -34,20 +34,33 @@ from kvcheck.checks.base import Finding, Severity
 from kvcheck.errors import KvcheckError
 
 FIXES = {
-    "probe-unreachable": "start the decode-role agent (kvcheck agent --role decode --config FILE --listen HOST:PORT --ttl 600) and check the address and firewall",
-    "probe-timeout": "the peer stopped answering: check it is not frozen or overloaded (and that UCX_NET_DEVICES names a reachable interface), then rerun",
+    "probe-unreachable": "start the decode-role agent (kvcheck agent --role decode --config FILE --listen HOST:PORT "
+    "--ttl 600) and check the address and firewall",
+    "probe-timeout": "the peer stopped answering: check it is not frozen or overloaded (and that UCX_NET_DEVICES "
+    "names a reachable interface), then rerun",
     "probe-peer-lost": "the decode-role agent died during the probe: restart it and rerun",
-    "probe-no-common-backend": "use the same NIXL backend on both sides (SGLANG_DISAGGREGATION_NIXL_BACKEND, kvcheck agent --backend)",
-    "probe-remote-unregistered": "the decode agent did not register the memory the plan targets: start it with the decode server's config",
-    "probe-remote-kind": "the decode agent registered another memory kind than the plan needs: check --enable-hisparse and the decode config",
-    "probe-data-mismatch": "bytes did not arrive intact: check UCX_TLS/UCX_NET_DEVICES and the NIC, rerun with UCX_LOG_LEVEL=info",
-    "probe-registration-failed": "the runtime would fail the same way (NIXL memory registration failed): check GPU drivers, ulimit -l and UCX memory types",
-    "probe-tcp-fallback": "UCX moved KV over TCP: set UCX_TLS/UCX_NET_DEVICES to the RDMA devices (ucx_info -d lists them) on both nodes",
+    "probe-no-common-backend": "use the same NIXL backend on both sides (SGLANG_DISAGGREGATION_NIXL_BACKEND, kvcheck "
+    "agent --backend)",
+    "probe-remote-unregistered": "the decode agent did not register the memory the plan targets: start it with the "
+    "decode server's config",
+    "probe-remote-kind": "the decode agent registered another memory kind than the plan needs: check "
+    "--enable-hisparse and the decode config",
+    "probe-data-mismatch": "bytes did not arrive intact: check UCX_TLS/UCX_NET_DEVICES and the NIC, rerun with "
+    "UCX_LOG_LEVEL=info",
+    "probe-registration-failed": "the runtime would fail the same way (NIXL memory registration failed): check GPU "
+    "drivers, ulimit -l and UCX memory types",
+    "probe-tcp-fallback": "UCX moved KV over TCP: set UCX_TLS/UCX_NET_DEVICES to the RDMA devices (ucx_info -d lists "
+    "them) on both nodes",
     "probe-error": "see the message; rerun with UCX_LOG_LEVEL=info for NIXL's own log",
-    "probe-not-kvcheck": "point --decode-agent at a kvcheck agent: the probe only writes into memory a kvcheck agent allocated",
-    "probe-peer-restarted": "the decode-role agent restarted during the probe (new process, new metadata): rerun the probe against the running agent",
-    "probe-unconfirmed": "point --decode-agent at the live agent (HOST:PORT of its listener, or etcd://HOST:PORT/NAME of an agent started with --etcd and a --listen address the prefill node reaches); saved or altered metadata is never written to",
-    "probe-unconfirmed-region": "the metadata names memory the agent did not allocate for the probe (altered or stale): read it again from the live agent; never edit a blob for a probe",
+    "probe-not-kvcheck": "point --decode-agent at a kvcheck agent: the probe only writes into memory a kvcheck agent "
+    "allocated",
+    "probe-peer-restarted": "the decode-role agent restarted during the probe (new process, new metadata): rerun the "
+    "probe against the running agent",
+    "probe-unconfirmed": "point --decode-agent at the live agent (HOST:PORT of its listener, or "
+    "etcd://HOST:PORT/NAME of an agent started with --etcd and a --listen address the prefill node reaches); "
+    "saved or altered metadata is never written to",
+    "probe-unconfirmed-region": "the metadata names memory the agent did not allocate for the probe (altered or "
+    "stale): read it again from the live agent; never edit a blob for a probe",
     "probe-skipped": "fix the static findings first: the runtime would not transfer with this plan",
 }
 
@@ -68,16 +81,33 @@ class ProbeResult:
 
     def as_dict(self) -> dict:
         """JSON-ready (``Report.extra["probe"]``)."""
-        return {"ok": self.ok, "local_agent": self.local_agent, "remote_agent": self.remote_agent, "segments": self.segments,
-                "steps": self.steps, "transport": self.transport, "notes": self.notes, "findings": [f.contract() for f in self.findings]}
+        return {
+            "ok": self.ok,
+            "local_agent": self.local_agent,
+            "remote_agent": self.remote_agent,
+            "segments": self.segments,
+            "steps": self.steps,
+            "transport": self.transport,
+            "notes": self.notes,
+            "findings": [f.contract() for f in self.findings],
+        }
 
 
 def _finding(fid: str, message: str, severity: Severity = Severity.ERROR) -> Finding:
     return Finding(id=fid, severity=severity, message=message, fix=FIXES.get(fid, FIXES["probe-error"]))
 
 
-def build_job(plan, prefill_geometry, decode_geometry, target: str, *, pages: int, timeout: float, backend: str = "UCX",
-              allow_foreign: bool = False) -> dict:
+def build_job(
+    plan,
+    prefill_geometry,
+    decode_geometry,
+    target: str,
+    *,
+    pages: int,
+    timeout: float,
+    backend: str = "UCX",
+    allow_foreign: bool = False,
+) -> dict:
     """The child's job: source layout, the plan's segments and destination indices, the
     decode's item lengths, the target spec, ``pages`` per region, ``timeout`` (seconds)."""
     from kvcheck.nixl.agent import Layout
@@ -144,7 +174,9 @@ def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeRe
         left = deadline - time.monotonic()
         if left <= 0:
             proc.kill()
-            result.findings.append(_finding("probe-timeout", f"the probe hung at step '{last_step}' and was stopped after {budget:.0f} s"))
+            result.findings.append(
+                _finding("probe-timeout", f"the probe hung at step '{last_step}' and was stopped after {budget:.0f} s")
+            )
             break
         ready, _, _ = select.select([proc.stdout, proc.stderr], [], [], min(left, 0.5))
         if proc.stderr in ready:  # drain, so NIXL/UCX logging can never block the child
@@ -199,8 +231,13 @@ def run_probe(job: dict, *, on_event=None, python: str | None = None) -> ProbeRe
         proc.kill()
         proc.wait()
     if not done and not any(f.id == "probe-timeout" for f in result.findings):
-        result.findings.append(_finding("probe-error", f"the probe process ended (status {proc.returncode}) at step '{last_step}' without a result: "
-                                                       f"{err.decode(errors='replace').strip()[-600:]}"))
+        result.findings.append(
+            _finding(
+                "probe-error",
+                f"the probe process ended (status {proc.returncode}) at step '{last_step}' without a result: "
+                f"{err.decode(errors='replace').strip()[-600:]}",
+            )
+        )
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         try:
             stream.close()
@@ -231,15 +268,21 @@ def diagnose_peer(confirm: dict, timeout: float) -> tuple[str, str] | None:
     try:
         again = confirm_agent(host, port, timeout)
     except NotConfirmable:
-        return "probe-peer-restarted", f"the decode-role agent at {where} was replaced by something that is not the agent the probe confirmed"
+        return (
+            "probe-peer-restarted",
+            f"the decode-role agent at {where} was replaced by something that is not the agent the probe confirmed",
+        )
     except KvcheckError as exc:
         text = str(exc)
         if "deadline" in text or "within" in text:
             return "probe-timeout", f"the decode-role agent at {where} stopped answering (frozen or overloaded)"
         return "probe-peer-lost", f"the decode-role agent at {where} died during the probe ({text})"
     if again.pid != confirm.get("pid") or again.blob_sha256 != confirm.get("blob_sha256"):
-        return ("probe-peer-restarted", f"the decode-role agent at {where} restarted during the probe: {again.name!r} now runs as pid {again.pid} "
-                f"with new metadata (was pid {confirm.get('pid')})")
+        return (
+            "probe-peer-restarted",
+            f"the decode-role agent at {where} restarted during the probe: {again.name!r} now runs as pid {again.pid} "
+            f"with new metadata (was pid {confirm.get('pid')})",
+        )
     return None
 
 
@@ -296,7 +339,7 @@ def _fill(view, value: int) -> None:
     n4 = len(view) // 4
     if n4:
         view[: n4 * 4].view(np.uint32)[:] = value
-    view[n4 * 4:] = value & 0xFF
+    view[n4 * 4 :] = value & 0xFF
 
 
 def _check(view, value: int) -> bool:
@@ -304,7 +347,7 @@ def _check(view, value: int) -> bool:
 
     n4 = len(view) // 4
     ok = bool((view[: n4 * 4].view(np.uint32) == value).all()) if n4 else True
-    return ok and bool((view[n4 * 4:] == (value & 0xFF)).all())
+    return ok and bool((view[n4 * 4 :] == (value & 0xFF)).all())
 
 
 def _hold(job: dict, step: str, timeout: float) -> None:
@@ -337,8 +380,11 @@ def _fetch_and_confirm(job: dict, timeout: float, fail):
     deadline = time.monotonic() + timeout
     kind = parse_target(target).kind
     if kind == "file":
-        fail("probe-unconfirmed", f"{target} is a saved blob: the probe never writes from a blob it cannot confirm with the live agent "
-             "(point --decode-agent at the agent's HOST:PORT or etcd://HOST:PORT/NAME)")
+        fail(
+            "probe-unconfirmed",
+            f"{target} is a saved blob: the probe never writes from a blob it cannot confirm with the live agent "
+            "(point --decode-agent at the agent's HOST:PORT or etcd://HOST:PORT/NAME)",
+        )
         return None
     try:
         if kind == "listener":
@@ -350,14 +396,20 @@ def _fetch_and_confirm(job: dict, timeout: float, fail):
         else:
             fetched = read_agents(target, timeout=timeout)
             if len(fetched) != 1:
-                fail("probe-unconfirmed", f"{target} names {len(fetched)} agents; name exactly one (etcd://HOST:PORT/NAME)")
+                fail(
+                    "probe-unconfirmed",
+                    f"{target} names {len(fetched)} agents; name exactly one (etcd://HOST:PORT/NAME)",
+                )
                 return None
             f = fetched[0]
             blob, meta = f.blob, f.meta
             _kvcheck_only(meta)
             if f.listener is None:
-                fail("probe-unconfirmed", f"{meta.name!r} published no kvcheck listener address beside its etcd entry: "
-                     "its regions cannot be confirmed (start it with kvcheck agent --etcd URL --listen HOST:PORT)")
+                fail(
+                    "probe-unconfirmed",
+                    f"{meta.name!r} published no kvcheck listener address beside its etcd entry: "
+                    "its regions cannot be confirmed (start it with kvcheck agent --etcd URL --listen HOST:PORT)",
+                )
                 return None
             conf = confirm_agent(f.listener[0], f.listener[1], max(deadline - time.monotonic(), 0.5))
     except NotConfirmable as exc:
@@ -371,12 +423,20 @@ def _fetch_and_confirm(job: dict, timeout: float, fail):
 
     for r in remote_regions(meta, job["backend"]):
         if conf.covering(r.addr, r.length, r.reg_kind, r.dev_id) is None:
-            fail("probe-unconfirmed-region", f"region {r.index} of {meta.name!r}'s metadata ({hex(r.addr)}, {r.length} bytes, {r.reg_kind} dev {r.dev_id:#x}) "
-                 f"is not inside any region the agent confirmed at {conf.where}: the metadata was altered or is stale; nothing was written")
+            fail(
+                "probe-unconfirmed-region",
+                f"region {r.index} of {meta.name!r}'s metadata ({hex(r.addr)}, {r.length} bytes, {r.reg_kind} dev "
+                f"{r.dev_id:#x}) "
+                f"is not inside any region the agent confirmed at {conf.where}: the metadata was altered or is "
+                "stale; nothing was written",
+            )
             return None
     if hashlib.sha256(blob).hexdigest() != conf.blob_sha256:
-        fail("probe-unconfirmed", f"the metadata read from {target} differs from the blob {meta.name!r} serves at {conf.where} "
-             "(a stale or altered etcd entry); nothing was written")
+        fail(
+            "probe-unconfirmed",
+            f"the metadata read from {target} differs from the blob {meta.name!r} serves at {conf.where} "
+            "(a stale or altered etcd entry); nothing was written",
+        )
         return None
     return blob, meta, conf
 
@@ -390,11 +450,17 @@ def _read_back_record(agent, remote: str, meta, conf, backend: str, timeout: flo
     from kvcheck.nixl.agent import CONFIRM_DEV_ID, CONFIRM_SLOT_BYTES, confirmation_record
 
     if conf.record is None or conf.answer is None:
-        return f"{meta.name!r} at {conf.where} gave no confirmation record (not this kvcheck release's agent?); nothing was written"
+        return (
+            f"{meta.name!r} at {conf.where} gave no confirmation record (not this kvcheck release's agent?); "
+            "nothing was written"
+        )
     addr, length = conf.record
     pages = [r for r in meta.regions("DRAM", backend) if r.dev_id == CONFIRM_DEV_ID]
     if length != CONFIRM_SLOT_BYTES or not any(r.addr <= addr and addr + length <= r.addr + r.length for r in pages):
-        return f"the confirmation record {hex(addr)}+{length} is not inside {meta.name!r}'s confirmation page; nothing was written"
+        return (
+            f"the confirmation record {hex(addr)}+{length} is not inside {meta.name!r}'s confirmation page; "
+            "nothing was written"
+        )
     local = agent.confirm_page
     if local is None:
         return "the probe's own agent has no confirmation page (registration failed)"
@@ -414,8 +480,10 @@ def _read_back_record(agent, remote: str, meta, conf, backend: str, timeout: flo
         lh.release()
         rh.release()
     if got != confirmation_record(conf.nonce, conf.answer):
-        return (f"the NIXL agent {meta.name!r} did not record the confirmation its listener at {conf.where} gave: "
-                "that listener is not the agent the metadata names; nothing was written")
+        return (
+            f"the NIXL agent {meta.name!r} did not record the confirmation its listener at {conf.where} gave: "
+            "that listener is not the agent the metadata names; nothing was written"
+        )
     return None
 
 
@@ -426,7 +494,10 @@ def _kvcheck_only(meta_or_blob) -> None:
 
     meta = meta_or_blob if isinstance(meta_or_blob, AgentMetadata) else parse_metadata(meta_or_blob)
     if not meta.name.startswith("kvcheck-"):
-        raise NotConfirmable(f"remote agent {meta.name!r} is not a kvcheck agent; the probe only writes into memory a kvcheck agent allocated")
+        raise NotConfirmable(
+            f"remote agent {meta.name!r} is not a kvcheck agent; the probe only writes into memory a kvcheck agent "
+            "allocated"
+        )
 
 
 def _child(job: dict) -> int:
@@ -443,7 +514,12 @@ def _child(job: dict) -> int:
             if issue.finding_id == "agent-vram-untested":
                 _emit(type="info", notes=[f"prefill side: {issue.message}"])
             else:
-                _emit(type="finding", id="probe-registration-failed", message=f"prefill-role agent: {issue.message}", severity="error")
+                _emit(
+                    type="finding",
+                    id="probe-registration-failed",
+                    message=f"prefill-role agent: {issue.message}",
+                    severity="error",
+                )
                 _emit(type="end", ok=False)
                 return 0
         _emit(type="step_done", step="start agent", seconds=time.perf_counter() - t)
@@ -452,7 +528,9 @@ def _child(job: dict) -> int:
     except Exception as exc:  # the prefill-role agent could not start: a named finding
         from kvcheck.nixl.runtime import error_class
 
-        _emit(type="finding", id="probe-error", message=f"step 'start agent': {error_class(exc)}: {exc}", severity="error")
+        _emit(
+            type="finding", id="probe-error", message=f"step 'start agent': {error_class(exc)}: {exc}", severity="error"
+        )
         _emit(type="end", ok=False)
         return 0
     finally:
@@ -494,8 +572,15 @@ def probe_with_agent(agent, job: dict, emit) -> None:
         emit(type="finding", id=fid, message=message, severity=severity)
 
     try:
-        emit(type="info", local_agent=agent.name, transport={"backend": job["backend"], "UCX_TLS": os.environ.get("UCX_TLS", "(unset: UCX chooses)"),
-                                                             "UCX_NET_DEVICES": os.environ.get("UCX_NET_DEVICES", "(unset: all)")})
+        emit(
+            type="info",
+            local_agent=agent.name,
+            transport={
+                "backend": job["backend"],
+                "UCX_TLS": os.environ.get("UCX_TLS", "(unset: UCX chooses)"),
+                "UCX_NET_DEVICES": os.environ.get("UCX_NET_DEVICES", "(unset: all)"),
+            },
+        )
 
         t = begin("fetch metadata")
         confirmed = _fetch_and_confirm(job, timeout, fail)
@@ -504,12 +589,20 @@ def probe_with_agent(agent, job: dict, emit) -> None:
             return
         blob, meta, conf = confirmed
         emit(type="step_done", step="fetch metadata", seconds=time.perf_counter() - t)
-        emit(type="info", remote_agent=meta.name, confirm={"where": conf.where, "pid": conf.pid, "blob_sha256": conf.blob_sha256})
+        emit(
+            type="info",
+            remote_agent=meta.name,
+            confirm={"where": conf.where, "pid": conf.pid, "blob_sha256": conf.blob_sha256},
+        )
 
         _hold(job, "load metadata", timeout)
         t = begin("load metadata")
         if job["backend"] not in meta.backends:
-            fail("probe-no-common-backend", f"no common NIXL backend with {meta.name!r}: it offers {sorted(meta.backends)}, we use {job['backend']}")
+            fail(
+                "probe-no-common-backend",
+                f"no common NIXL backend with {meta.name!r}: it offers {sorted(meta.backends)}, we use "
+                f"{job['backend']}",
+            )
             emit(type="end", ok=False)
             return
         try:
@@ -543,7 +636,9 @@ def probe_with_agent(agent, job: dict, emit) -> None:
         all_ok = True
         for si, (start, end, src_kind, dst_kind) in enumerate(segs):
             n = len(segs)
-            notif = f"kvcheck-probe-{nonce:08x}_part_{si}_{n}".encode() if n > 1 else f"kvcheck-probe-{nonce:08x}".encode()
+            notif = (
+                f"kvcheck-probe-{nonce:08x}_part_{si}_{n}".encode() if n > 1 else f"kvcheck-probe-{nonce:08x}".encode()
+            )
             t = begin(f"prepare segment {si}")
             local, rdescs, expect = [], [], []
             reg_kind_remote = None
@@ -552,23 +647,38 @@ def probe_with_agent(agent, job: dict, emit) -> None:
                 s = src_regions[i]
                 di = dst_indices[i]
                 if di >= len(regions):
-                    problem = ("probe-remote-unregistered", f"segment {si}: destination region {di} is not registered by {meta.name!r} (it has {len(regions)})")
+                    problem = (
+                        "probe-remote-unregistered",
+                        f"segment {si}: destination region {di} is not registered by {meta.name!r} (it has "
+                        f"{len(regions)})",
+                    )
                     break
                 d = regions[di]
                 if d.kind != dst_kind:
-                    problem = ("probe-remote-kind", f"segment {si}: destination region {di} of {meta.name!r} is {d.kind}, the plan needs {dst_kind}")
+                    problem = (
+                        "probe-remote-kind",
+                        f"segment {si}: destination region {di} of {meta.name!r} is {d.kind}, the plan needs "
+                        f"{dst_kind}",
+                    )
                     break
                 reg_kind_remote = d.reg_kind
                 ditem = dst_items[di]
                 usable = min(pages, d.length // ditem if ditem else 0)
                 if usable < 1:
-                    problem = ("probe-remote-unregistered", f"segment {si}: destination region {di} is {d.length} bytes, less than one {ditem}-byte page")
+                    problem = (
+                        "probe-remote-unregistered",
+                        f"segment {si}: destination region {di} is {d.length} bytes, less than one {ditem}-byte page",
+                    )
                     break
                 for p in range(usable):
                     raddr = d.addr + p * ditem
                     if conf.covering(raddr, s.item_len, d.reg_kind, d.dev_id) is None:
-                        problem = ("probe-unconfirmed-region", f"segment {si}: the descriptor for destination region {di} page {p} "
-                                   f"({hex(raddr)}, {s.item_len} bytes, {d.reg_kind} dev {d.dev_id:#x}) is not inside a region {meta.name!r} confirmed")
+                        problem = (
+                            "probe-unconfirmed-region",
+                            f"segment {si}: the descriptor for destination region {di} page {p} "
+                            f"({hex(raddr)}, {s.item_len} bytes, {d.reg_kind} dev {d.dev_id:#x}) is not inside a "
+                            f"region {meta.name!r} confirmed",
+                        )
                         break
                     local.append((s.addr + p * s.item_len, s.item_len, s.dev_id))
                     rdescs.append((raddr, s.item_len, d.dev_id))
@@ -583,19 +693,26 @@ def probe_with_agent(agent, job: dict, emit) -> None:
             try:
                 lh = agent.nixl.prep_xfer_dlist("NIXL_INIT_AGENT", local, local_kind, backends=[job["backend"]])
             except Exception as exc:
-                fail("probe-registration-failed", f"segment {si}: local {local_kind} descriptors: {error_class(exc)}: {exc}")
+                fail(
+                    "probe-registration-failed",
+                    f"segment {si}: local {local_kind} descriptors: {error_class(exc)}: {exc}",
+                )
                 all_ok = False
                 continue
             try:
                 rh = agent.nixl.prep_xfer_dlist(remote, rdescs, reg_kind_remote, backends=[job["backend"]])
             except Exception as exc:
-                fail("probe-remote-unregistered", f"segment {si}: {meta.name!r} has no registered {reg_kind_remote} memory covering the {len(rdescs)} destination pages: {error_class(exc)}: {exc}")
+                fail(
+                    "probe-remote-unregistered",
+                    f"segment {si}: {meta.name!r} has no registered {reg_kind_remote} memory covering the "
+                    f"{len(rdescs)} destination pages: {error_class(exc)}: {exc}",
+                )
                 lh.release()
                 all_ok = False
                 continue
             idx = list(range(len(local)))
             views = []
-            for (i, p, addr, ln) in expect:
+            for i, p, addr, ln in expect:
                 buf = (ctypes.c_uint8 * ln).from_address(addr)
                 v = np.frombuffer(buf, dtype=np.uint8)
                 views.append(v)
@@ -643,21 +760,42 @@ def probe_with_agent(agent, job: dict, emit) -> None:
             if state != "DONE":
                 _wait(agent.nixl, h2, timeout, f"read back segment {si}")
             h2.release()
-            bad = [(i, p) for (i, p, _, _), v in zip(expect, views, strict=False) if not _check(v, _pattern(nonce, i, p))]
+            bad = [
+                (i, p) for (i, p, _, _), v in zip(expect, views, strict=False) if not _check(v, _pattern(nonce, i, p))
+            ]
             lh.release()
             rh.release()
-            seg = {"index": si, "start": start, "end": end, "src_kind": src_kind, "dst_kind": dst_kind,
-                   "registered_as": [local_kind, reg_kind_remote], "bytes": nbytes, "pages": len(expect),
-                   "latency_s": lat, "bandwidth_Bps": nbytes / lat if lat > 0 else None, "notification": notif.decode(),
-                   "verified": not bad, "backend": backend_used, "ping_s": ping}
+            seg = {
+                "index": si,
+                "start": start,
+                "end": end,
+                "src_kind": src_kind,
+                "dst_kind": dst_kind,
+                "registered_as": [local_kind, reg_kind_remote],
+                "bytes": nbytes,
+                "pages": len(expect),
+                "latency_s": lat,
+                "bandwidth_Bps": nbytes / lat if lat > 0 else None,
+                "notification": notif.decode(),
+                "verified": not bad,
+                "backend": backend_used,
+                "ping_s": ping,
+            }
             emit(type="segment", segment=seg)
             if bad:
                 all_ok = False
-                fail("probe-data-mismatch", f"segment {si}: {len(bad)} of {len(expect)} pages read back differ (first: region {bad[0][0]} page {bad[0][1]})")
+                fail(
+                    "probe-data-mismatch",
+                    f"segment {si}: {len(bad)} of {len(expect)} pages read back differ (first: region {bad[0][0]} "
+                    f"page {bad[0][1]})",
+                )
         emit(type="end", ok=all_ok)
         return
     except _Hung as h:
-        fail("probe-timeout", f"step '{h.step}' did not finish within {h.seconds:g} s (--timeout); the transfer handle was released")
+        fail(
+            "probe-timeout",
+            f"step '{h.step}' did not finish within {h.seconds:g} s (--timeout); the transfer handle was released",
+        )
         emit(type="end", ok=False)
     except Exception as exc:  # every failure becomes a named finding
         from kvcheck.errors import UnreachableError

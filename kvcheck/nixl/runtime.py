@@ -61,5 +61,3 @@ def json_channel():
 def error_class(exc: BaseException) -> str:
     """``nixlNotFoundError`` etc. for NIXL's binding exceptions, else the class name."""
     return type(exc).__name__
-
-

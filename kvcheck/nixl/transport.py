@@ -15,7 +15,8 @@
   "dev_id"}], "record": {"addr", "length"}}``: the regions it allocated for the probe,
   bound to this connection and nonce; it also writes a record of this answer into its
   registered confirmation page at ``record``, which the probe READs over NIXL (binding
-  the answer to the NIXL agent the metadata names, see ``kvcheck.nixl.agent``). An agent published in etcd also stores its listener address under
+  the answer to the NIXL agent the metadata names, see ``kvcheck.nixl.agent``). An agent published in etcd also stores
+  its listener address under
   ``<namespace>/<name>/kvcheck-listener`` so the probe can confirm it. Blobs from files
   and etcd entries (writable by anyone who reaches etcd) are never trusted alone.
 
@@ -67,7 +68,7 @@ def parse_target(spec: str) -> Target:
     Raises ``InputError`` when ``spec`` is none of these.
     """
     if spec.startswith("etcd://"):
-        rest = spec[len("etcd://"):]
+        rest = spec[len("etcd://") :]
         hostport, _, name = rest.partition("/")
         host, port = _split_hostport(hostport, spec)
         return Target(kind="etcd", host=host, port=port, name=name or None, raw=spec)
@@ -76,7 +77,10 @@ def parse_target(spec: str) -> Target:
     if ":" in spec and "/" not in spec:
         host, port = _split_hostport(spec, spec)
         return Target(kind="listener", host=host, port=port, raw=spec)
-    raise InputError("not an agent target: give HOST:PORT (a NIXL listener), etcd://HOST:PORT[/NAME], or a saved blob file", source=spec)
+    raise InputError(
+        "not an agent target: give HOST:PORT (a NIXL listener), etcd://HOST:PORT[/NAME], or a saved blob file",
+        source=spec,
+    )
 
 
 def _split_hostport(text: str, spec: str) -> tuple[str, int]:
@@ -98,7 +102,10 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float, what: str, where: 
     while len(buf) < n:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise UnreachableError(f"{what}: no answer within the deadline after {len(buf)}/{n} bytes (a frozen or overloaded agent?)", source=where)
+            raise UnreachableError(
+                f"{what}: no answer within the deadline after {len(buf)}/{n} bytes (a frozen or overloaded agent?)",
+                source=where,
+            )
         sock.settimeout(left)
         try:
             chunk = sock.recv(min(n - len(buf), 1 << 20))
@@ -119,7 +126,11 @@ def _connect(host: str, port: int, deadline: float, where: str, refused: str | N
     try:
         return socket.create_connection((host, port), timeout=left)
     except ConnectionRefusedError:
-        raise UnreachableError(refused or "connection refused: no NIXL listener on this port (agent not started, or started without --listen)", source=where) from None
+        raise UnreachableError(
+            refused
+            or "connection refused: no NIXL listener on this port (agent not started, or started without --listen)",
+            source=where,
+        ) from None
     except TimeoutError:
         raise UnreachableError(f"no answer to connect within the deadline ({left:.3g} s)", source=where) from None
     except OSError as exc:
@@ -142,7 +153,10 @@ def _send_frame(sock: socket.socket, payload: bytes, deadline: float, where: str
 def _read_frame(sock: socket.socket, deadline: float, limit: int, what: str, where: str) -> bytes:
     (size,) = struct.unpack("<Q", _recv_exact(sock, 8, deadline, what, where))
     if size > limit:
-        raise InputError(f"the listener announced a {size}-byte answer, over the {limit}-byte limit: not a NIXL listener?", source=where)
+        raise InputError(
+            f"the listener announced a {size}-byte answer, over the {limit}-byte limit: not a NIXL listener?",
+            source=where,
+        )
     return _recv_exact(sock, size, deadline, what, where)
 
 
@@ -151,7 +165,7 @@ def _ask_blob(sock: socket.socket, deadline: float, where: str) -> bytes:
     payload = _read_frame(sock, deadline, MAX_BLOB_BYTES + len(LOAD), "metadata fetch", where)
     if not payload.startswith(LOAD):
         raise InputError(f"the answer is not a NIXL metadata frame (starts with {payload[:16]!r})", source=where)
-    return payload[len(LOAD):]
+    return payload[len(LOAD) :]
 
 
 def fetch_listener_blob(host: str, port: int, timeout: float = 5.0) -> bytes:
@@ -182,8 +196,13 @@ class ConfirmedRegion:
 
     def contains(self, addr: int, length: int, kind: str, dev_id: int) -> bool:
         """True when ``[addr, addr + length)`` lies inside this region, same kind and device."""
-        return (kind == self.kind and dev_id == self.dev_id and length > 0 and addr >= self.addr
-                and addr + length <= self.addr + self.length)
+        return (
+            kind == self.kind
+            and dev_id == self.dev_id
+            and length > 0
+            and addr >= self.addr
+            and addr + length <= self.addr + self.length
+        )
 
 
 @dataclass
@@ -215,8 +234,9 @@ class NotConfirmable(KvcheckError):
     NIXL's own listener), or its answer is malformed or bound to another nonce."""
 
 
-def confirm_agent(host: str, port: int, timeout: float = 5.0, *, with_blob: bool = False, nonce: bytes | None = None,
-                  precheck=None) -> Confirmation:
+def confirm_agent(
+    host: str, port: int, timeout: float = 5.0, *, with_blob: bool = False, nonce: bytes | None = None, precheck=None
+) -> Confirmation:
     """Ask the kvcheck agent listening at ``host:port`` which regions it allocated.
 
     Sends ``KVCHECK:CONFIRM`` + a fresh random 16-byte nonce (or ``nonce``) and checks the
@@ -241,19 +261,38 @@ def confirm_agent(host: str, port: int, timeout: float = 5.0, *, with_blob: bool
             payload = _read_frame(sock, deadline, MAX_CONFIRM_BYTES, "region confirmation", where)
         except UnreachableError as exc:
             if "closed the connection" in str(exc):
-                raise NotConfirmable("the agent does not answer kvcheck's region confirmation (not a kvcheck agent, or NIXL's own listener)", source=where) from None
+                raise NotConfirmable(
+                    "the agent does not answer kvcheck's region confirmation (not a kvcheck agent, or NIXL's own "
+                    "listener)",
+                    source=where,
+                ) from None
             raise
     if not payload.startswith(REGIONS):
-        raise NotConfirmable(f"the answer to the region confirmation is not kvcheck's (starts with {payload[:16]!r})", source=where)
+        raise NotConfirmable(
+            f"the answer to the region confirmation is not kvcheck's (starts with {payload[:16]!r})", source=where
+        )
     try:
-        data = json.loads(payload[len(REGIONS):])
+        data = json.loads(payload[len(REGIONS) :])
         if data["nonce"] != nonce.hex():
-            raise NotConfirmable("the region confirmation is bound to another nonce (a replayed or relayed answer)", source=where)
-        regions = [ConfirmedRegion(int(r["addr"]), int(r["length"]), str(r["kind"]), int(r["dev_id"])) for r in data["regions"]]
+            raise NotConfirmable(
+                "the region confirmation is bound to another nonce (a replayed or relayed answer)", source=where
+            )
+        regions = [
+            ConfirmedRegion(int(r["addr"]), int(r["length"]), str(r["kind"]), int(r["dev_id"])) for r in data["regions"]
+        ]
         rec = data.get("record")
         record = (int(rec["addr"]), int(rec["length"])) if rec else None
-        conf = Confirmation(name=str(data["name"]), pid=int(data["pid"]), blob_sha256=str(data["blob_sha256"]), regions=regions, where=where,
-                            blob=blob, nonce=nonce, record=record, answer=data)
+        conf = Confirmation(
+            name=str(data["name"]),
+            pid=int(data["pid"]),
+            blob_sha256=str(data["blob_sha256"]),
+            regions=regions,
+            where=where,
+            blob=blob,
+            nonce=nonce,
+            record=record,
+            answer=data,
+        )
     except NotConfirmable:
         raise
     except (ValueError, KeyError, TypeError):
@@ -263,7 +302,9 @@ def confirm_agent(host: str, port: int, timeout: float = 5.0, *, with_blob: bool
     return conf
 
 
-def _http_post_json(endpoint: str, path: str, body: dict, deadline: float, max_bytes: int = MAX_ETCD_RESPONSE_BYTES) -> tuple[int, bytes]:
+def _http_post_json(
+    endpoint: str, path: str, body: dict, deadline: float, max_bytes: int = MAX_ETCD_RESPONSE_BYTES
+) -> tuple[int, bytes]:
     """POST ``body`` as JSON to ``endpoint`` (``http://HOST:PORT``) + ``path`` and return
     ``(status, body bytes)``, all before ``deadline`` (``time.monotonic()`` seconds):
     connect, send, headers and every byte of the body. HTTP/1.1 framing by h11 (httpx's
@@ -280,8 +321,16 @@ def _http_post_json(endpoint: str, path: str, body: dict, deadline: float, max_b
     host, port = u.hostname, u.port or 80
     data = json.dumps(body).encode()
     conn = h11.Connection(h11.CLIENT)
-    req = h11.Request(method="POST", target=path, headers=[("Host", f"{host}:{port}"), ("Content-Type", "application/json"),
-                                                           ("Content-Length", str(len(data))), ("Connection", "close")])
+    req = h11.Request(
+        method="POST",
+        target=path,
+        headers=[
+            ("Host", f"{host}:{port}"),
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("Connection", "close"),
+        ],
+    )
     with _connect(host, port, deadline, endpoint, refused="connection refused: no etcd on this port") as sock:
         left = deadline - time.monotonic()
         sock.settimeout(max(left, 0.001))
@@ -298,7 +347,11 @@ def _http_post_json(endpoint: str, path: str, body: dict, deadline: float, max_b
             if event is h11.NEED_DATA:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise UnreachableError(f"etcd: no complete answer within the deadline ({len(out)} body bytes so far; a stalled or trickling etcd?)", source=endpoint)
+                    raise UnreachableError(
+                        f"etcd: no complete answer within the deadline ({len(out)} body bytes so far; a stalled or "
+                        "trickling etcd?)",
+                        source=endpoint,
+                    )
                 sock.settimeout(left)
                 try:
                     chunk = sock.recv(1 << 16)
@@ -330,22 +383,30 @@ class EtcdGateway:
     answer in time or answers something that is not the gateway's JSON.
     """
 
-    def __init__(self, endpoint: str, timeout: float = 5.0, namespace: str | None = None, deadline: float | None = None):
+    def __init__(
+        self, endpoint: str, timeout: float = 5.0, namespace: str | None = None, deadline: float | None = None
+    ):
         self.endpoint = endpoint.rstrip("/")
         self.timeout = timeout
         self.deadline = deadline if deadline is not None else time.monotonic() + timeout
-        self.namespace = namespace if namespace is not None else os.environ.get("NIXL_ETCD_NAMESPACE", DEFAULT_NAMESPACE)
+        self.namespace = (
+            namespace if namespace is not None else os.environ.get("NIXL_ETCD_NAMESPACE", DEFAULT_NAMESPACE)
+        )
 
     def _post(self, path: str, body: dict) -> dict:
         import json
 
         status, raw = _http_post_json(self.endpoint, path, body, self.deadline)
         if status != 200:
-            raise UnreachableError(f"etcd answered HTTP {status}: {raw[:200].decode(errors='replace')}", source=self.endpoint)
+            raise UnreachableError(
+                f"etcd answered HTTP {status}: {raw[:200].decode(errors='replace')}", source=self.endpoint
+            )
         try:
             out = json.loads(raw)
         except ValueError:
-            raise UnreachableError("etcd's answer is not JSON (not an etcd v3 gateway?)", source=self.endpoint) from None
+            raise UnreachableError(
+                "etcd's answer is not JSON (not an etcd v3 gateway?)", source=self.endpoint
+            ) from None
         if not isinstance(out, dict):
             raise UnreachableError("etcd's answer is not a JSON object", source=self.endpoint)
         return out
@@ -388,7 +449,7 @@ class EtcdGateway:
                 key = base64.b64decode(kv["key"]).decode(errors="replace")
             except (ValueError, TypeError, KeyError):
                 continue
-            rest = key[len(self.namespace):].strip("/")
+            rest = key[len(self.namespace) :].strip("/")
             name, _, label = rest.rpartition("/")
             if label == "metadata" and name:
                 names.append(name)
@@ -429,18 +490,26 @@ def read_agents(spec: str, timeout: float = 5.0) -> list[Fetched]:
     if t.kind == "file":
         from kvcheck.sources.files import read_bytes_bounded
 
-        blob = read_bytes_bounded(Path(t.path or ""), limit=MAX_BLOB_BYTES, what="NIXL metadata blob")  # regular files only
+        blob = read_bytes_bounded(
+            Path(t.path or ""), limit=MAX_BLOB_BYTES, what="NIXL metadata blob"
+        )  # regular files only
         return [Fetched(spec, blob, parse_metadata(blob, source=spec), time.monotonic() - start, "file")]
     if t.kind == "listener":
         blob = fetch_listener_blob(t.host, t.port, timeout)
-        return [Fetched(spec, blob, parse_metadata(blob, source=spec), time.monotonic() - start, "listener", (t.host, t.port))]
+        return [
+            Fetched(
+                spec, blob, parse_metadata(blob, source=spec), time.monotonic() - start, "listener", (t.host, t.port)
+            )
+        ]
     gw = EtcdGateway(f"http://{t.host}:{t.port}", timeout, deadline=deadline)
     names = [t.name] if t.name else gw.list_agents()
     out = []
     for name in names:
         got = gw.get(gw.key(name))
         if got is None:
-            raise UnreachableError(f"no metadata for agent {name!r} in etcd (never published, or withdrawn)", source=spec)
+            raise UnreachableError(
+                f"no metadata for agent {name!r} in etcd (never published, or withdrawn)", source=spec
+            )
         src = f"etcd://{t.host}:{t.port}/{name}"
         listener = None
         if t.name:  # one named agent: where it can confirm its regions

@@ -94,8 +94,24 @@ def is_modeled(release: str | None) -> bool:
 # (``at_least`` / ``in_range`` / ``release_at_least`` bounds outside the variant tables):
 # a pair decided over a window never groups releases on both sides of one of these.
 # tests/test_release_window.py keeps this list complete.
-CODE_BOUNDARIES = ("0.5.6.post1", "0.5.7", "0.5.8", "0.5.9", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.14",
-                   "0.5.15", "0.5.17", "0.5.18", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+CODE_BOUNDARIES = (
+    "0.5.6.post1",
+    "0.5.7",
+    "0.5.8",
+    "0.5.9",
+    "0.5.11",
+    "0.5.12",
+    "0.5.12.post1",
+    "0.5.13",
+    "0.5.14",
+    "0.5.15",
+    "0.5.17",
+    "0.5.18",
+    "0.5.20",
+    "0.5.21",
+    "0.5.22",
+    "0.5.23",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -105,7 +121,12 @@ def boundaries() -> tuple[str, ...]:
     release, and ``CODE_BOUNDARIES``."""
     from kvcheck.sglang.pd_release import BOOTSTRAP_VARIANTS, DECISION_VARIANTS
 
-    found = set(CODE_BOUNDARIES) | set(BOOTSTRAP_VARIANTS.values()) | set(DECISION_VARIANTS.values()) | {startup_verified_from(), NEWEST}
+    found = (
+        set(CODE_BOUNDARIES)
+        | set(BOOTSTRAP_VARIANTS.values())
+        | set(DECISION_VARIANTS.values())
+        | {startup_verified_from(), NEWEST}
+    )
     return tuple(sorted(found, key=version_key))
 
 

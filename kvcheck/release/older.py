@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from kvcheck.release.version import span, version_key
 
@@ -33,7 +33,7 @@ def _table() -> tuple[tuple[str, ...], dict[str, frozenset[str]]]:
     per: dict[str, set[str]] = {v: set() for v in releases}
     for option, runs in data["options"].items():
         for first, last in runs:
-            for v in releases[index[first]:index[last] + 1]:
+            for v in releases[index[first] : index[last] + 1]:
                 per[v].add(option)
     return releases, {v: frozenset(s) for v, s in per.items()}
 

@@ -77,11 +77,24 @@ class SideRelease:
 
     def contract(self) -> dict[str, Any]:
         return {
-            "releases": list(self.releases), "pinned": self.pinned, "how": self.how,
-            "clues": [{"text": c.text, "named": c.named, "releases": list(c.releases), "location": c.location,
-                       "strength": c.strength, "problem": c.problem} for c in self.clues],
-            "problem": self.problem, "conflict": self.conflict,
-            "refused_on": list(self.refused_on), "outside": self.outside or None,
+            "releases": list(self.releases),
+            "pinned": self.pinned,
+            "how": self.how,
+            "clues": [
+                {
+                    "text": c.text,
+                    "named": c.named,
+                    "releases": list(c.releases),
+                    "location": c.location,
+                    "strength": c.strength,
+                    "problem": c.problem,
+                }
+                for c in self.clues
+            ],
+            "problem": self.problem,
+            "conflict": self.conflict,
+            "refused_on": list(self.refused_on),
+            "outside": self.outside or None,
         }
 
 
@@ -113,7 +126,11 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
             texts = "; ".join(c.text for c in readable)
             disagree = [c for c in readable if set(c.releases) != set(readable[0].releases)]
             if disagree:
-                out.conflict = f"clues of equal weight name different releases ({'; '.join(f'{c.text} -> {span(list(c.releases))}' for c in readable)}); kvcheck decides over all of them"
+                out.conflict = (
+                    "clues of equal weight name different releases "
+                    f"({'; '.join(f'{c.text} -> {span(list(c.releases))}' for c in readable)}); kvcheck decides "
+                    "over all of them"
+                )
             if unreadable:
                 extra = "; ".join(c.problem or c.text for c in unreadable)
                 out.conflict = (out.conflict + "; " if out.conflict else "") + f"also: {extra}"
@@ -152,8 +169,13 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
             errors[v] = str(exc)
             last_error = (v, exc)
     out.refused_on = tuple(refused)
-    if not accepted and strong and all(_derived_pin(c) for c in strong) and last_error is not None \
-            and not _value_refusal(str(last_error[1])):
+    if (
+        not accepted
+        and strong
+        and all(_derived_pin(c) for c in strong)
+        and last_error is not None
+        and not _value_refusal(str(last_error[1]))
+    ):
         # A pin derived from a Dynamo release (``dynamo.version`` with srt-slurm's
         # site-built ``dynamo-sglang`` container, which installs Dynamo without its sglang
         # extra) that the flags contradict by name: the container runs another release.
@@ -161,8 +183,10 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
         rest = [c for c in clues if c not in strong]
         again = side_window(rest, parse, options)
         said = "; ".join(c.text for c in strong)
-        note = (f"{said}, but that release's parser refuses the flags ({str(last_error[1])[:200]}): "
-                "the container runs another SGLang release; decided over the releases that accept them")
+        note = (
+            f"{said}, but that release's parser refuses the flags ({str(last_error[1])[:200]}): "
+            "the container runs another SGLang release; decided over the releases that accept them"
+        )
         again.conflict = note + ("; " + again.conflict if again.conflict else "")
         again.clues = clues
         return again
@@ -183,8 +207,10 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
         # --preferred-sampling-params type=str before json.loads) does not tell the release:
         # the server refuses to start on those releases and starts on the others.
         v = by_value[-1]
-        out.problem = (f"the server refuses to start on SGLang {span(by_value) if len(by_value) > 1 else v} "
-                       f"({errors[v]}) and its parser accepts the flags on {span(accepted)}: the answer depends on the release")
+        out.problem = (
+            f"the server refuses to start on SGLang {span(by_value) if len(by_value) > 1 else v} "
+            f"({errors[v]}) and its parser accepts the flags on {span(accepted)}: the answer depends on the release"
+        )
         out.how = how
         return out
     out.releases = tuple(accepted)
@@ -219,8 +245,9 @@ def name_refusal(exc: Exception) -> str | None:
     return None
 
 
-def older_reading(parse: Callable[[str], Any], options: Iterable[str], error: Exception,
-                  tried: Iterable[str] = ()) -> str | None:
+def older_reading(
+    parse: Callable[[str], Any], options: Iterable[str], error: Exception, tried: Iterable[str] = ()
+) -> str | None:
     """Why a side whose flags no release in ``tried`` reads runs an older release: the
     releases with flag tables before those (0.5.0rc2-0.5.4.post3, read with their own
     parser, ``parse``), else the 0.4.x releases whose option names take every option
@@ -234,7 +261,9 @@ def older_reading(parse: Callable[[str], Any], options: Iterable[str], error: Ex
         return None
     tried = set(tried)
     first = min(tried, key=version_key) if tried else None
-    below = [v for v in manifest.flag_releases() if v not in tried and (first is None or version_key(v) < version_key(first))]
+    below = [
+        v for v in manifest.flag_releases() if v not in tried and (first is None or version_key(v) < version_key(first))
+    ]
     took = []
     for v in below:
         try:
@@ -243,13 +272,19 @@ def older_reading(parse: Callable[[str], Any], options: Iterable[str], error: Ex
         except InputError:
             continue
     if took:
-        return (f"its flags are refused by SGLang {span(sorted(tried, key=version_key)) if tried else 'every modeled release'} "
-                f"({str(error)[:160]}) and read by SGLang {span(took) if len(took) > 1 else took[0]}, "
-                "releases whose PD path kvcheck does not model: the server runs one of those")
+        return (
+            "its flags are refused by SGLang "
+            f"{span(sorted(tried, key=version_key)) if tried else 'every modeled release'} "
+            f"({str(error)[:160]}) and read by SGLang {span(took) if len(took) > 1 else took[0]}, "
+            "releases whose PD path kvcheck does not model: the server runs one of those"
+        )
     found = older.accepting(list(options) or [refused])
     if found:
-        return (f"{refused} is a flag no release kvcheck has tables for (0.5.0rc2-{manifest.NEWEST}) takes, but "
-                f"SGLang {older.describe(found)} register every flag of this server: it runs an older SGLang, which kvcheck does not model")
+        return (
+            f"{refused} is a flag no release kvcheck has tables for (0.5.0rc2-{manifest.NEWEST}) takes, but "
+            f"SGLang {older.describe(found)} register every flag of this server: it runs an older SGLang, which "
+            "kvcheck does not model"
+        )
     return None
 
 

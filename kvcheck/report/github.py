@@ -47,7 +47,14 @@ def render_github(report: Report) -> str:
     errors = sum(1 for f in report.findings if f.severity == Severity.ERROR and not f.ignored)
     warnings = sum(1 for f in report.findings if f.severity == Severity.WARNING and not f.ignored)
     level = "error" if report.verdict == "fail" else "notice"
-    lines.append(command(level, f"{report.verdict.upper()}: {errors} error(s), {warnings} warning(s) [{report.runtime}, {report.kernel} kernel]", title="kvcheck verdict"))
+    lines.append(
+        command(
+            level,
+            f"{report.verdict.upper()}: {errors} error(s), {warnings} warning(s) [{report.runtime}, {report.kernel} "
+            "kernel]",
+            title="kvcheck verdict",
+        )
+    )
     return "\n".join(lines)
 
 
@@ -84,5 +91,15 @@ def render_cluster_github(report) -> str:
     counts = {v: sum(1 for p in pairs if p.verdict == v) for v in ("fail", "unchecked", "warn", "pass")}
     level = "error" if report.exit_code else "notice"
     note = " (accepted with --allow-unchecked)" if report.verdict == "unchecked" and report.allow_unchecked else ""
-    lines.append(command(level, f"{report.verdict.upper()}{note}: {len(pairs)} pair(s)" + "".join(f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)) + f" [{report.runtime}, {report.kernel} kernel]", title="kvcheck verdict"))
+    lines.append(
+        command(
+            level,
+            f"{report.verdict.upper()}{note}: {len(pairs)} pair(s)"
+            + "".join(
+                f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)
+            )
+            + f" [{report.runtime}, {report.kernel} kernel]",
+            title="kvcheck verdict",
+        )
+    )
     return "\n".join(lines)

@@ -113,7 +113,10 @@ def build_suite(report: Report) -> TestSuite:
             classname=CLASSNAME,
             elapsed_sec=0.0,
             allow_multiple_subelements=True,
-            stdout="\n".join(f"{f.severity.value}: {_body(f)}" for f in findings if f.severity != Severity.ERROR or f.ignored) or None,
+            stdout="\n".join(
+                f"{f.severity.value}: {_body(f)}" for f in findings if f.severity != Severity.ERROR or f.ignored
+            )
+            or None,
         )
         errors = [f for f in findings if f.severity == Severity.ERROR and not f.ignored]
         ignored = [f for f in findings if f.severity == Severity.ERROR and f.ignored]
@@ -121,7 +124,9 @@ def build_suite(report: Report) -> TestSuite:
             case.add_failure_info(message=f"{f.id}: {f.message}", output=_body(f), failure_type=f.id)
         probe_skipped = [f for f in findings if f.id == "probe-skipped"]
         if not errors and ignored:
-            case.add_skipped_info(message="ignored with --ignore: " + "; ".join(f"{f.id}: {f.message}" for f in ignored))
+            case.add_skipped_info(
+                message="ignored with --ignore: " + "; ".join(f"{f.id}: {f.message}" for f in ignored)
+            )
         elif cid in skipped:
             case.add_skipped_info(message=skipped[cid])
         elif not errors and probe_skipped and len(probe_skipped) == len(findings):
@@ -160,22 +165,66 @@ def render_cluster_junit(report) -> str:
             for x in p.findings:
                 f = x.finding
                 cid = _check_of(f.id)
-                case = cases.get(cid) or cases.setdefault(cid, TestCase(name=cid, classname=f"kvcheck.{p.prefill.id}.{p.decode.id}", elapsed_sec=0.0, allow_multiple_subelements=True, file=x.location.file if x.location else None, line=x.location.line if x.location else None))
+                case = cases.get(cid) or cases.setdefault(
+                    cid,
+                    TestCase(
+                        name=cid,
+                        classname=f"kvcheck.{p.prefill.id}.{p.decode.id}",
+                        elapsed_sec=0.0,
+                        allow_multiple_subelements=True,
+                        file=x.location.file if x.location else None,
+                        line=x.location.line if x.location else None,
+                    ),
+                )
                 _add(case, f, report.allow_unchecked)
             if p.report is not None:
                 for cid in _registry():
                     if cid not in cases:
-                        cases[cid] = TestCase(name=cid, classname=f"kvcheck.{p.prefill.id}.{p.decode.id}", elapsed_sec=0.0)
+                        cases[cid] = TestCase(
+                            name=cid, classname=f"kvcheck.{p.prefill.id}.{p.decode.id}", elapsed_sec=0.0
+                        )
                         if cid in LIVE_CHECKS or cid in ("agents", "probe"):
-                            cases[cid].add_skipped_info(message="not run: static check of a deployment (no live server or agent)")
-            props = {"verdict": p.verdict, "prefill_class": p.prefill.id, "decode_class": p.decode.id,
-                     "plan_path": (p.report.plan.path if p.report and p.report.plan and p.report.plan.error is None else None) or ""}
-            suites.append(TestSuite(f"{prefix}kvcheck pair {p.prefill.id} x {p.decode.id}", list(cases.values()), properties=props))
-        cases = {cid: TestCase(name=cid, classname="kvcheck.cluster", elapsed_sec=0.0, allow_multiple_subelements=True) for cid in CLUSTER_CHECKS}
+                            cases[cid].add_skipped_info(
+                                message="not run: static check of a deployment (no live server or agent)"
+                            )
+            props = {
+                "verdict": p.verdict,
+                "prefill_class": p.prefill.id,
+                "decode_class": p.decode.id,
+                "plan_path": (
+                    p.report.plan.path if p.report and p.report.plan and p.report.plan.error is None else None
+                )
+                or "",
+            }
+            suites.append(
+                TestSuite(
+                    f"{prefix}kvcheck pair {p.prefill.id} x {p.decode.id}", list(cases.values()), properties=props
+                )
+            )
+        cases = {
+            cid: TestCase(name=cid, classname="kvcheck.cluster", elapsed_sec=0.0, allow_multiple_subelements=True)
+            for cid in CLUSTER_CHECKS
+        }
         for x in d.findings:
-            case = cases.get(x.finding.id) or cases.setdefault(x.finding.id, TestCase(name=x.finding.id, classname="kvcheck.cluster", elapsed_sec=0.0, allow_multiple_subelements=True))
+            case = cases.get(x.finding.id) or cases.setdefault(
+                x.finding.id,
+                TestCase(
+                    name=x.finding.id, classname="kvcheck.cluster", elapsed_sec=0.0, allow_multiple_subelements=True
+                ),
+            )
             _add(case, x.finding, report.allow_unchecked)
-        suites.append(TestSuite(f"{prefix}kvcheck cluster", list(cases.values()), properties={"verdict": report.verdict, "exit_code": str(report.exit_code), "runtime": report.runtime, "kernel": report.kernel}))
+        suites.append(
+            TestSuite(
+                f"{prefix}kvcheck cluster",
+                list(cases.values()),
+                properties={
+                    "verdict": report.verdict,
+                    "exit_code": str(report.exit_code),
+                    "runtime": report.runtime,
+                    "kernel": report.kernel,
+                },
+            )
+        )
     return to_xml_report_string(suites, prettyprint=True, encoding="utf-8")
 
 

@@ -14,7 +14,12 @@ from kvcheck.cluster.model import kv_args
 from kvcheck.report.model import Report
 
 VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "unchecked": "bold magenta", "fail": "bold red"}
-SEVERITY_STYLE = {Severity.ERROR: "red", Severity.UNCHECKED: "magenta", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+SEVERITY_STYLE = {
+    Severity.ERROR: "red",
+    Severity.UNCHECKED: "magenta",
+    Severity.WARNING: "yellow",
+    Severity.INFO: "cyan",
+}
 
 
 def render_terminal(report: Report, console: Console) -> None:
@@ -58,7 +63,13 @@ def render_terminal(report: Report, console: Console) -> None:
         ("page size", lambda s: s.page_size),
         ("--kv-cache-dtype", lambda s: s.kv_cache_dtype),
         ("regions", lambda s: s.n_regions),
-        ("memory kinds", lambda s: ", ".join(f"{n} {k}" for k, n in s.kinds.items()) + (f" ({s.num_draft_regions} draft)" if s.num_draft_regions else "")),
+        (
+            "memory kinds",
+            lambda s: (
+                ", ".join(f"{n} {k}" for k, n in s.kinds.items())
+                + (f" ({s.num_draft_regions} draft)" if s.num_draft_regions else "")
+            ),
+        ),
         ("item length (bytes/page)", lambda s: ", ".join(str(i) for i in s.item_lens)),
         ("from", lambda s: s.origin),
     ]
@@ -91,16 +102,35 @@ def _render_live(report: Report, console: Console) -> None:
     if not probe:
         return
     console.print()
-    table = Table(title=f"probe {probe.get('local_agent')} -> {probe.get('remote_agent')}", title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(
+        title=f"probe {probe.get('local_agent')} -> {probe.get('remote_agent')}",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
     for col in ("segment", "regions", "kinds", "bytes", "pages", "latency", "bandwidth", "verified"):
         table.add_column(col)
     for s in probe.get("segments", []):
         bw = s.get("bandwidth_Bps")
-        table.add_row(str(s["index"]), f"[{s['start']}, {s['end']})", f"{s['src_kind']}->{s['dst_kind']}", str(s["bytes"]), str(s["pages"]),
-                      f"{s['latency_s'] * 1000:.2f} ms", f"{bw / 1e9:.2f} GB/s" if bw else "-", "yes" if s["verified"] else "NO")
+        table.add_row(
+            str(s["index"]),
+            f"[{s['start']}, {s['end']})",
+            f"{s['src_kind']}->{s['dst_kind']}",
+            str(s["bytes"]),
+            str(s["pages"]),
+            f"{s['latency_s'] * 1000:.2f} ms",
+            f"{bw / 1e9:.2f} GB/s" if bw else "-",
+            "yes" if s["verified"] else "NO",
+        )
     console.print(table)
     t = probe.get("transport", {})
-    console.print(Text(f"      transport: {t.get('backend', '?')}, UCX_TLS={t.get('UCX_TLS')}, UCX_NET_DEVICES={t.get('UCX_NET_DEVICES')}", style="dim"))
+    console.print(
+        Text(
+            f"      transport: {t.get('backend', '?')}, UCX_TLS={t.get('UCX_TLS')}, "
+            f"UCX_NET_DEVICES={t.get('UCX_NET_DEVICES')}",
+            style="dim",
+        )
+    )
     for note in probe.get("notes", []):
         console.print(Text(f"      note: {note}", style="dim"))
 
@@ -162,7 +192,9 @@ def gpu_label(gpus: dict) -> str:
         return ""
     parts = []
     for gpu, source in sorted(seen, key=str):
-        parts.append(f"{gpu} (assumed: no --gpu or manifest GPU)" if source.startswith("default") else f"{gpu} ({source})")
+        parts.append(
+            f"{gpu} (assumed: no --gpu or manifest GPU)" if source.startswith("default") else f"{gpu} ({source})"
+        )
     return ", GPU " + " / ".join(parts)
 
 
@@ -173,43 +205,101 @@ def render_cluster_terminal(report, console: Console) -> None:
     head = Text(report.verdict.upper(), style=VERDICT_STYLE[report.verdict])
     pairs = [p for d in report.deployments for p in d.pairs]
     counts = {v: sum(1 for p in pairs if p.verdict == v) for v in ("fail", "unchecked", "warn", "pass")}
-    head.append(f"  {sum(len(d.instances) for d in report.deployments)} instance(s), {len(pairs)} pair(s)" + "".join(f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)), style="default")
-    gpus = {f"{c.role}:{c.id}": {"gpu": c.side.gpu, "source": c.side.gpu_source} for d in report.deployments for c in d.classes if c.side is not None}
+    head.append(
+        f"  {sum(len(d.instances) for d in report.deployments)} instance(s), {len(pairs)} pair(s)"
+        + "".join(f"{', ' if i else ': '}{n} {v}" for i, (v, n) in enumerate((v, n) for v, n in counts.items() if n)),
+        style="default",
+    )
+    gpus = {
+        f"{c.role}:{c.id}": {"gpu": c.side.gpu, "source": c.side.gpu_source}
+        for d in report.deployments
+        for c in d.classes
+        if c.side is not None
+    }
     windows = {tuple((p.releases or {}).get("gpus_decided") or ()) for d in report.deployments for p in d.pairs}
     if len(windows) == 1 and next(iter(windows)):
         gpus = {"all": {"gpu": "/".join(next(iter(windows))), "source": "no GPU given: decided on each"}}
     head.append(f"  [{report.runtime}, {report.kernel} kernel{gpu_label(gpus)}]", style="dim")
     console.print(head)
     if report.verdict == "unchecked":
-        console.print(Text("  accepted with --allow-unchecked: exit 0" if report.allow_unchecked else "  kvcheck could not decide every pair: exit 4 (pass --allow-unchecked to accept)", style="magenta"))
+        console.print(
+            Text(
+                "  accepted with --allow-unchecked: exit 0"
+                if report.allow_unchecked
+                else "  kvcheck could not decide every pair: exit 4 (pass --allow-unchecked to accept)",
+                style="magenta",
+            )
+        )
     for d in report.deployments:
         dep = d.deployment
         console.print()
-        console.print(Text(f"deployment {dep.name}" + (f" [{dep.variant}]" if dep.variant else "") + f"  ({dep.source})  {d.verdict.upper()}", style="bold"))
+        console.print(
+            Text(
+                f"deployment {dep.name}"
+                + (f" [{dep.variant}]" if dep.variant else "")
+                + f"  ({dep.source})  {d.verdict.upper()}",
+                style="bold",
+            )
+        )
         inst = Table(title="instances", title_justify="left", show_edge=False, pad_edge=False)
         for col in ("role", "name", "class", "line", "replicas", "nodes", "GPUs", "release", "model"):
             inst.add_column(col, overflow="fold")
         for ir in d.instances[:50]:
             i = ir.instance
-            at = f"{os.path.basename(i.location.file)}:{i.location.line}" if i.location.line else os.path.basename(i.location.file)
-            inst.add_row(i.role, i.name, ir.class_id or "-", at, str(i.replicas), str(i.nodes), str(i.gpus or "-"), ir.release or "-", ir.model or "-")
+            at = (
+                f"{os.path.basename(i.location.file)}:{i.location.line}"
+                if i.location.line
+                else os.path.basename(i.location.file)
+            )
+            inst.add_row(
+                i.role,
+                i.name,
+                ir.class_id or "-",
+                at,
+                str(i.replicas),
+                str(i.nodes),
+                str(i.gpus or "-"),
+                ir.release or "-",
+                ir.model or "-",
+            )
         console.print(inst)
         if len(d.instances) > 50:
             console.print(Text(f"  ... and {len(d.instances) - 50} more instance(s)", style="dim"))
-        classes = Table(title="classes (instances whose KV-relevant args agree)", title_justify="left", show_edge=False, pad_edge=False)
+        classes = Table(
+            title="classes (instances whose KV-relevant args agree)",
+            title_justify="left",
+            show_edge=False,
+            pad_edge=False,
+        )
         for col in ("class", "instances", "model config", "TP/DP/PP", "page", "kv dtype", "backend", "checked"):
             classes.add_column(col, overflow="fold")
         for c in d.classes:
             a = kv_args(c.first.args or {})
-            classes.add_row(c.id, str(len(c.members)), _short_source(c.first.model_source), f"{a.get('tp_size', 1)}/{a.get('dp_size', 1)}/{a.get('pp_size', 1)}",
-                            str(a.get("page_size", "-")), str(a.get("kv_cache_dtype", "auto")), str(a.get("disaggregation_transfer_backend", "mooncake")), "yes" if c.side is not None else "no")
+            classes.add_row(
+                c.id,
+                str(len(c.members)),
+                _short_source(c.first.model_source),
+                f"{a.get('tp_size', 1)}/{a.get('dp_size', 1)}/{a.get('pp_size', 1)}",
+                str(a.get("page_size", "-")),
+                str(a.get("kv_cache_dtype", "auto")),
+                str(a.get("disaggregation_transfer_backend", "mooncake")),
+                "yes" if c.side is not None else "no",
+            )
         console.print(classes)
         pt = Table(title="pairs (each decided once)", title_justify="left", show_edge=False, pad_edge=False)
         for col in ("prefill", "decode", "verdict", "plan"):
             pt.add_column(col)
         for p in d.pairs:
             plan = p.report.plan if p.report else None
-            desc = "-" if plan is None else (f"raises {plan.error.type}" if plan.error is not None else f"{plan.path}: {plan.n_src} -> {plan.n_dst} regions, {len(plan.segments)} segment(s)")
+            desc = (
+                "-"
+                if plan is None
+                else (
+                    f"raises {plan.error.type}"
+                    if plan.error is not None
+                    else f"{plan.path}: {plan.n_src} -> {plan.n_dst} regions, {len(plan.segments)} segment(s)"
+                )
+            )
             pt.add_row(p.prefill.id, p.decode.id, Text(p.verdict.upper(), style=VERDICT_STYLE[p.verdict]), desc)
         console.print(pt)
     seen = set()
@@ -232,13 +322,21 @@ def render_cluster_terminal(report, console: Console) -> None:
         if x.location is not None:
             console.print(Text(f"          at {x.location}", style="dim"))
         if f.runtime_error is not None:
-            console.print(Text(f"          runtime: {f.runtime_error.type}: {f.runtime_error.message}", style="magenta"))
+            console.print(
+                Text(f"          runtime: {f.runtime_error.type}: {f.runtime_error.message}", style="magenta")
+            )
         console.print(Text(f"          fix: {f.fix}", style="green"))
 
 
 def _short_source(src: str) -> str:
     """A model source for a table cell: catalog, HF cache, --model-config, local, or not found."""
-    for prefix, short in (("kvcheck catalog", "catalog"), ("Hugging Face cache", "HF cache"), ("--model-config", "--model-config"), ("local", "local"), ("not found", "not found")):
+    for prefix, short in (
+        ("kvcheck catalog", "catalog"),
+        ("Hugging Face cache", "HF cache"),
+        ("--model-config", "--model-config"),
+        ("local", "local"),
+        ("not found", "not found"),
+    ):
         if src.startswith(prefix):
             return short
     return "not usable" if src else "-"

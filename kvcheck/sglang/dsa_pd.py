@@ -68,8 +68,10 @@ def legacy_dsa_states(prefill: SideGeometry, decode: SideGeometry, b_p, b_d) -> 
     d = StateDecision(index=0, state_type="dsa", n_entries=len(src))
     p_sends = at_least(p_rel, NIXL_STATE_FROM)
     if b_d.decision_variant is None or p_sends != at_least(d_rel, NIXL_STATE_FROM) or not b_d.per_request_decision:
-        d.unchecked = (f"the DSA index-K between a SGLang {p_rel} prefill and a {d_rel} decode (their NIXL connectors "
-                       "register and send state differently; not restated for this mix)")
+        d.unchecked = (
+            f"the DSA index-K between a SGLang {p_rel} prefill and a {d_rel} decode (their NIXL connectors "
+            "register and send state differently; not restated for this mix)"
+        )
         return [d]
     if not p_sends:
         item = src[0] if src else 0
@@ -82,22 +84,32 @@ def legacy_dsa_states(prefill: SideGeometry, decode: SideGeometry, b_p, b_d) -> 
         )
         return [d]
     if prefill.pp_size > 1:
-        d.unchecked = f"the DSA index-K of a prefill PP stage on SGLang {p_rel} (get_mla_kv_ptrs_with_pp over the state lists; not restated)"
+        d.unchecked = (
+            f"the DSA index-K of a prefill PP stage on SGLang {p_rel} (get_mla_kv_ptrs_with_pp over the "
+            "state lists; not restated)"
+        )
         return [d]
-    if at_least(p_rel, DRAFT_INDEX_K_FROM) != at_least(d_rel, DRAFT_INDEX_K_FROM) and (_has_draft(prefill) or _has_draft(decode)):
-        d.unchecked = f"a DSA draft's index-K between a SGLang {p_rel} prefill and a {d_rel} decode (one appends it, the other not)"
+    if at_least(p_rel, DRAFT_INDEX_K_FROM) != at_least(d_rel, DRAFT_INDEX_K_FROM) and (
+        _has_draft(prefill) or _has_draft(decode)
+    ):
+        d.unchecked = (
+            f"a DSA draft's index-K between a SGLang {p_rel} prefill and a {d_rel} decode (one appends it, "
+            "the other not)"
+        )
         return [d]
     dst = _entries(decode, d_rel)
     paired = dst if len(dst) == len(src) else dst[: len(src)]  # get_mla_kv_ptrs_with_pp, start layer 0
     if len(paired) < len(src):
         d.unchecked = f"the decode registers fewer DSA index-K entries ({len(dst)}) than the prefill ({len(src)})"
         return [d]
-    bad = [(i, s, t) for i, (s, t) in enumerate(zip(src, paired)) if s != t]
+    bad = [(i, s, t) for i, (s, t) in enumerate(zip(src, paired, strict=False)) if s != t]
     if bad:
         i, s, t = bad[0]
         d.corruption = (
-            f"SGLang {p_rel} writes the DSA index-K with the prefill's item length: {len(bad)} of {len(src)} entries differ "
-            f"(entry {i}: {s} bytes per page on the prefill, {t} on the decode), so the decode's index keys land at the "
+            f"SGLang {p_rel} writes the DSA index-K with the prefill's item length: {len(bad)} of {len(src)} entries "
+            "differ "
+            f"(entry {i}: {s} bytes per page on the prefill, {t} on the decode), so the decode's index keys land at "
+            "the "
             "wrong offsets (_send_kvcache_generic strides both sides by the prefill's state_item_lens)"
         )
         return [d]

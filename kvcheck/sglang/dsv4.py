@@ -118,15 +118,23 @@ def unmodeled_reason(side: Side) -> str | None:
         return "PP > 1 (ratio-grouped regions re-sliced per stage by _mla_slice_ptrs_for_pp)"
     if a.attn_cp_size > 1 or a.enable_prefill_cp or a.dcp_size > 1:
         return "context parallelism (prefill CP / attention CP / decode DCP)"
-    if side.draft_model is not None and not (side.draft_model.architecture.startswith("DeepseekV4") or side.draft_model.dsv4):
+    if side.draft_model is not None and not (
+        side.draft_model.architecture.startswith("DeepseekV4") or side.draft_model.dsv4
+    ):
         return f"a {side.draft_model.architecture} draft model"
     if a.speculative_draft_kv_cache_dtype:
         return "--speculative-draft-kv-cache-dtype"
     flag = a.kv_cache_dtype
     if flag not in ("auto", "fp8_e4m3"):
-        return (f"--kv-cache-dtype {flag} (only fp8_e4m3 builds the V4 pool on CUDA; "
-                "bfloat16 trips its uint8-store assertion at start-up, other dtypes are refused)")
-    if _env_bool(side, "SGLANG_OPT_USE_ONLINE_COMPRESS") and a.speculative_algorithm and not _env_bool(side, "SGLANG_EXPERIMENTAL_ONLINE_C128_MTP"):
+        return (
+            f"--kv-cache-dtype {flag} (only fp8_e4m3 builds the V4 pool on CUDA; "
+            "bfloat16 trips its uint8-store assertion at start-up, other dtypes are refused)"
+        )
+    if (
+        _env_bool(side, "SGLANG_OPT_USE_ONLINE_COMPRESS")
+        and a.speculative_algorithm
+        and not _env_bool(side, "SGLANG_EXPERIMENTAL_ONLINE_C128_MTP")
+    ):
         return "online C128 compression with speculative decoding (a start-up assertion)"
     layouts = resolve_layouts(side)
     if isinstance(layouts, str):
@@ -152,23 +160,47 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
 
     model = side.model
     args = side.args
-    base = dict(base, page_size=DSV4_PAGE_SIZE, page_size_pinned=True, attention_backend="dsv4",
-                kv_cache_dtype_str="fp8_e4m3" if args.kv_cache_dtype in ("auto", "fp8_e4m3") else args.kv_cache_dtype)
+    base = dict(
+        base,
+        page_size=DSV4_PAGE_SIZE,
+        page_size_pinned=True,
+        attention_backend="dsv4",
+        kv_cache_dtype_str="fp8_e4m3" if args.kv_cache_dtype in ("auto", "fp8_e4m3") else args.kv_cache_dtype,
+    )
     reason = unmodeled_reason(side)
     if reason is not None:
-        return SideGeometry(**base, pool=NOT_MODELED, not_modeled_reason=reason, is_mla=True,
-                            kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1, notes=notes)
+        return SideGeometry(
+            **base,
+            pool=NOT_MODELED,
+            not_modeled_reason=reason,
+            is_mla=True,
+            kv_cache_dtype=args.kv_cache_dtype,
+            bytes_per_element=1,
+            notes=notes,
+        )
     layouts = resolve_layouts(side)
     if isinstance(layouts, str):  # unmodeled_reason already said it; kept for the type
-        return SideGeometry(**base, pool="not_modeled", not_modeled_reason=layouts, is_mla=True,
-                            kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1, notes=notes)
+        return SideGeometry(
+            **base,
+            pool="not_modeled",
+            not_modeled_reason=layouts,
+            is_mla=True,
+            kv_cache_dtype=args.kv_cache_dtype,
+            bytes_per_element=1,
+            notes=notes,
+        )
     main, compressed = layouts
     mode = str((side.env or {}).get("SGLANG_DSV4_KV_LAYOUT", "v4")).strip().lower()
     if mode == "auto" and base.get("gpu_assumed"):
-        notes.append(f"SGLANG_DSV4_KV_LAYOUT=auto picks the KV layout by GPU (V4.1 on SM100, V4 elsewhere); the GPU was not given, "
-                     f"assumed {base.get('gpu')}: layout {main}")
+        notes.append(
+            "SGLANG_DSV4_KV_LAYOUT=auto picks the KV layout by GPU (V4.1 on SM100, V4 elsewhere); the GPU was not "
+            "given, "
+            f"assumed {base.get('gpu')}: layout {main}"
+        )
     ratios_all = list(model.compress_ratios)
-    stages = pp_stage_layers(model.num_hidden_layers, args.pp_size, side.env.get("SGLANG_PP_LAYER_PARTITION"), side.origin)
+    stages = pp_stage_layers(
+        model.num_hidden_layers, args.pp_size, side.env.get("SGLANG_PP_LAYER_PARTITION"), side.origin
+    )
     start, end = stages[min(pp_rank, len(stages) - 1)]
     stage = list(range(start, end))
     c4 = [i for i in stage if ratios_all[i] == 4]
@@ -181,7 +213,10 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
     regions: list[dict] = []
     if 4 in model_ratios:
         c4_page = page_bytes(compressed, DSV4_PAGE_SIZE // 4)
-        regions += [dict(kind="DRAM" if hisparse_decode else "VRAM", item_len=c4_page, layer_id=i, part="KV", pool="target") for i in c4]
+        regions += [
+            dict(kind="DRAM" if hisparse_decode else "VRAM", item_len=c4_page, layer_id=i, part="KV", pool="target")
+            for i in c4
+        ]
         idx = DSV4_PAGE_SIZE // 4 * indexer_bytes_per_token(ihd, fp4_indexer)
         regions += [dict(kind="VRAM", item_len=idx, layer_id=i, part="KV", pool="target") for i in c4]
     if 128 in model_ratios:
@@ -190,7 +225,9 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
 
     # setup_state_kv_args: "swa" = get_state_buf_infos, "c128_state" = request state.
     env = side.env or {}
-    state_bytes = 2 if str(env.get("SGLANG_DSV4_COMPRESS_STATE_DTYPE", "float32")).strip().lower() in ("bfloat16", "bf16") else 4
+    state_bytes = (
+        2 if str(env.get("SGLANG_DSV4_COMPRESS_STATE_DTYPE", "float32")).strip().lower() in ("bfloat16", "bf16") else 4
+    )
     speculative = args.speculative_algorithm is not None and args.has_draft_worker
     online_c128 = _env_bool(side, "SGLANG_OPT_USE_ONLINE_COMPRESS")
     from kvcheck.sglang.geometry import side_gpu
@@ -201,13 +238,19 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
     else:
         swa_item = page_bytes(main, DSV4_PAGE_SIZE)
     ring4 = 16 if speculative else 8
-    latent = (model.head_dim or 512)
+    latent = model.head_dim or 512
     states: list[dict] = []
     comp = 0
     states += [dict(state_type="swa", component=comp, item_len=swa_item, layer_id=i, part="KV") for i in stage]
     # C4 attention compress state: overlap ring, last dim 2 * 2 * head_dim.
-    states += [dict(state_type="swa", component=comp, item_len=4 * latent * state_bytes * ring4, layer_id=i, part="KV") for i in c4]
-    states += [dict(state_type="swa", component=comp, item_len=4 * ihd * state_bytes * ring4, layer_id=i, part="KV") for i in c4]
+    states += [
+        dict(state_type="swa", component=comp, item_len=4 * latent * state_bytes * ring4, layer_id=i, part="KV")
+        for i in c4
+    ]
+    states += [
+        dict(state_type="swa", component=comp, item_len=4 * ihd * state_bytes * ring4, layer_id=i, part="KV")
+        for i in c4
+    ]
     state_types = ["swa"]
     if c128:
         comp += 1
@@ -224,16 +267,37 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
         draft_layers = max(1, draft_src.num_nextn_predict_layers)
         comp += 1
         first = model.num_hidden_layers
-        states += [dict(state_type="swa", component=comp, item_len=swa_item, layer_id=first + j, part="KV") for j in range(draft_layers)]
+        states += [
+            dict(state_type="swa", component=comp, item_len=swa_item, layer_id=first + j, part="KV")
+            for j in range(draft_layers)
+        ]
         state_types.append("swa")
-        notes.append(f"DeepSeek V4 NextN draft: {draft_layers} SWA-only layer(s), no KV region; its SWA KV is a second 'swa' state component")
+        notes.append(
+            f"DeepSeek V4 NextN draft: {draft_layers} SWA-only layer(s), no KV region; its SWA KV is a second 'swa' "
+            "state component"
+        )
     if hisparse_decode:
-        notes.append(f"HiSparse decode: the {len(c4)} C4 KV regions are the host pool (DRAM); C4 indexer and C128 regions stay VRAM")
-    notes.append(f"DeepSeek V4 pool: page 256, KV layout {pd_kv_layout(main, compressed, ratios_all)}; "
-                 f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions, {len(stage)} SWA layers as the 'swa' state component")
+        notes.append(
+            f"HiSparse decode: the {len(c4)} C4 KV regions are the host pool (DRAM); C4 indexer and C128 regions "
+            "stay VRAM"
+        )
+    notes.append(
+        f"DeepSeek V4 pool: page 256, KV layout {pd_kv_layout(main, compressed, ratios_all)}; "
+        f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions, {len(stage)} SWA layers as the 'swa' "
+        "state component"
+    )
     return SideGeometry(
-        **base, pool=DSV4, is_mla=True, kv_cache_dtype=args.kv_cache_dtype, bytes_per_element=1,
-        regions=[Region(index=i, **r) for i, r in enumerate(regions)], num_draft_regions=0, stage_layers=stages, notes=notes,
-        state_types=state_types, state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
-        kv_layout=pd_kv_layout(main, compressed, ratios_all), draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,
+        **base,
+        pool=DSV4,
+        is_mla=True,
+        kv_cache_dtype=args.kv_cache_dtype,
+        bytes_per_element=1,
+        regions=[Region(index=i, **r) for i, r in enumerate(regions)],
+        num_draft_regions=0,
+        stage_layers=stages,
+        notes=notes,
+        state_types=state_types,
+        state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
+        kv_layout=pd_kv_layout(main, compressed, ratios_all),
+        draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,
     )

@@ -30,15 +30,24 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from kvcheck.errors import ArgparseRefusal, InputError
-
-from kvcheck.release.manifest import NEWEST as DEFAULT_VERSION  # noqa: E402  (written once, in the manifest)
+from kvcheck.release.manifest import NEWEST as DEFAULT_VERSION
 from kvcheck.sglang.flag_config import _ACTION_CLASS, config_key_sets, config_path, config_to_argv  # noqa: F401
 from kvcheck.sglang.flag_values import (  # noqa: F401  (re-exported)
-    _TYPE_FUNC_NAME, _arg_error, _check_choice, _config_hint, _convert, _copy, _expected, _lora_paths, _typed_scalar, _TypeError,
+    _TYPE_FUNC_NAME,
+    _arg_error,
+    _check_choice,
+    _config_hint,
+    _convert,
+    _copy,
+    _expected,
+    _lora_paths,
+    _typed_scalar,
+    _TypeError,
 )
 
 # How a release's ``--config`` YAML merger (``ConfigArgumentMerger``) turns keys into
@@ -46,15 +55,25 @@ from kvcheck.sglang.flag_values import (  # noqa: F401  (re-exported)
 # own merger on a probe config, key by key. Named by the first release that has it.
 CONFIG_MERGERS = {
     "none": "0.5.0rc2-0.5.2: no --config option",
-    "v0.5.3": "ConfigArgumentMerger(boolean_actions=[]): true -> bare --key, false -> nothing, every key; no refusals; dict -> str()",
-    "v0.5.4": "legacy boolean_actions=[] in the parser-aware merger: true/false -> --key true|false for every key (store_true keys then fail in argparse); no refusals",
+    "v0.5.3": "ConfigArgumentMerger(boolean_actions=[]): true -> bare --key, false -> nothing, every key; no "
+    "refusals; dict -> str()",
+    "v0.5.4": "legacy boolean_actions=[] in the parser-aware merger: true/false -> --key true|false for every key "
+    "(store_true keys then fail in argparse); no refusals",
     "v0.5.8": "ConfigArgumentMerger(parser): store_true keys and refused non-store actions by dest; dict -> str()",
     "v0.5.14": "as v0.5.8, dict -> JSON",
     "v0.5.23": "keys by every long spelling; single-value actions (nargs None) accepted",
 }
 
 # Action tags whose flag takes no value on the command line.
-_ZERO_ARG_ACTIONS = {"store_true", "store_false", "boolean_optional", "deprecated_store_true", "help", "deprecated", "deprecated_warn"}
+_ZERO_ARG_ACTIONS = {
+    "store_true",
+    "store_false",
+    "boolean_optional",
+    "deprecated_store_true",
+    "help",
+    "deprecated",
+    "deprecated_warn",
+}
 # ServerArgs.from_cli_args of 0.5.0rc2 .. 0.5.13.post1: argparse dest -> ServerArgs field
 FROM_CLI_RENAMES = _FROM_CLI_RENAMES = {
     "tensor_parallel_size": "tp_size",
@@ -119,7 +138,7 @@ class Flag:
         return self.option_strings[0] if self.option_strings[0].startswith("--") else f"--{self.name}"
 
     @classmethod
-    def _from_json(cls, d: Mapping[str, Any]) -> "Flag":
+    def _from_json(cls, d: Mapping[str, Any]) -> Flag:
         """An entry of the flag store. Its registration position is not part of it: the
         same entry is shared by every release that registers it, and each
         ``FlagTable`` keeps its own order."""
@@ -203,7 +222,7 @@ class FlagTable:
 
     # -- construction -------------------------------------------------------------
     @classmethod
-    def load(cls, version: str = DEFAULT_VERSION) -> "FlagTable":
+    def load(cls, version: str = DEFAULT_VERSION) -> FlagTable:
         """The table for ``version`` (``"0.5.23"``), read from package data once.
 
         Raises ``InputError`` when kvcheck ships no table for that version.
@@ -429,7 +448,8 @@ class FlagTable:
             # a retired flag: SGLang raises (ValueError(help) before 0.5.23's
             # parser.error(error_message)) before any server starts
             raise InputError(
-                f"argument {f.display}: SGLang {self.version} refuses this retired flag: {f.deprecated or f.help or 'deprecated'}",
+                f"argument {f.display}: SGLang {self.version} refuses this retired flag: "
+                f"{f.deprecated or f.help or 'deprecated'}",
                 source=source,
                 field=f.dest,
             )
@@ -654,7 +674,9 @@ class FlagTable:
         i = argv.index("--config")
         return self.config_to_argv(config, source) + argv[:i] + argv[i + 2 :]
 
-    def parse_config(self, config: Mapping[str, Any], source: str | None = None, *, with_defaults: bool = False) -> dict[str, Any]:
+    def parse_config(
+        self, config: Mapping[str, Any], source: str | None = None, *, with_defaults: bool = False
+    ) -> dict[str, Any]:
         """``{dest: typed value}`` for a ``--config`` YAML mapping on its own.
 
         ``config_to_argv`` then ``parse_argv``: exactly what SGLang would store for a
@@ -668,14 +690,15 @@ class FlagTable:
 # ---------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_cached(version: str) -> FlagTable:
     """Rebuild one release's table from the store: its header ``r/<version>.json`` names
     its entries (line numbers of ``entries.jsonl``, run-length coded, registration
     order); only those lines are parsed."""
     if version not in modeled_releases():
         raise InputError(
-            f"kvcheck has no flag table for SGLang {version} (it models {modeled_releases()[0]} to {modeled_releases()[-1]})",
+            f"kvcheck has no flag table for SGLang {version} (it models {modeled_releases()[0]} to "
+            f"{modeled_releases()[-1]})",
             field="--sglang-version",
         )
     head = json.loads(_store_text(f"r/{version}.json"))
@@ -685,7 +708,7 @@ def _load_cached(version: str) -> FlagTable:
     return FlagTable(version, [_store_flag(i) for start, n in runs for i in range(start, start + n)], head)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _store_flag(line: int) -> Flag:
     """The ``Flag`` of line ``line`` of ``entries.jsonl``, built once per process: an
     unpinned deployment loads every release of its window, and most entries are shared
@@ -698,7 +721,14 @@ def resolve(token: str, *, underscores: bool = True, source: str | None = None, 
     return FlagTable.load(version).resolve(token, underscores=underscores, source=source)
 
 
-def coerce(flag: Flag | str, value: Any, source: str | None = None, *, origin: Literal["argv", "config", "json"] = "config", version: str = DEFAULT_VERSION) -> Any:
+def coerce(
+    flag: Flag | str,
+    value: Any,
+    source: str | None = None,
+    *,
+    origin: Literal["argv", "config", "json"] = "config",
+    version: str = DEFAULT_VERSION,
+) -> Any:
     """``FlagTable.load(version).coerce(...)``; see there."""
     return FlagTable.load(version).coerce(flag, value, source, origin=origin)
 
@@ -708,13 +738,23 @@ def defaults(version: str = DEFAULT_VERSION) -> dict[str, Any]:
     return FlagTable.load(version).defaults()
 
 
-def parse_argv(argv: Sequence[str], source: str | None = None, *, config: Mapping[str, Any] | None = None, with_defaults: bool = False, check_required: bool = False, version: str = DEFAULT_VERSION) -> dict[str, Any]:
+def parse_argv(
+    argv: Sequence[str],
+    source: str | None = None,
+    *,
+    config: Mapping[str, Any] | None = None,
+    with_defaults: bool = False,
+    check_required: bool = False,
+    version: str = DEFAULT_VERSION,
+) -> dict[str, Any]:
     """``FlagTable.load(version).parse_argv(...)``; see there."""
-    return FlagTable.load(version).parse_argv(argv, source, config=config, with_defaults=with_defaults, check_required=check_required)
+    return FlagTable.load(version).parse_argv(
+        argv, source, config=config, with_defaults=with_defaults, check_required=check_required
+    )
 
 
-def parse_config(config: Mapping[str, Any], source: str | None = None, *, with_defaults: bool = False, version: str = DEFAULT_VERSION) -> dict[str, Any]:
+def parse_config(
+    config: Mapping[str, Any], source: str | None = None, *, with_defaults: bool = False, version: str = DEFAULT_VERSION
+) -> dict[str, Any]:
     """``FlagTable.load(version).parse_config(...)``; see there."""
     return FlagTable.load(version).parse_config(config, source, with_defaults=with_defaults)
-
-

@@ -242,7 +242,8 @@ def draft_config(side: Side) -> ModelConfig | None:
             }
         )
     raise InputError(
-        f"--speculative-algorithm {side.args.speculative_algorithm} needs a draft model: set --speculative-draft-model-path "
+        f"--speculative-algorithm {side.args.speculative_algorithm} needs a draft model: set "
+        "--speculative-draft-model-path "
         f"(the model has no MTP layers: num_nextn_predict_layers is 0)",
         source=side.origin,
         field="--speculative-draft-model-path",
@@ -408,7 +409,8 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
             states += [dict(state_type="dsa", item_len=item, layer_id=lid, part="KV") for lid in draft_layers]
         if kind == HYBRID_LINEAR:
             notes.append(
-                "the MTP draft of a linear-attention hybrid is taken as one full-attention layer (K and V); not verified against the runtime"
+                "the MTP draft of a linear-attention hybrid is taken as one full-attention layer (K and V); not "
+                "verified against the runtime"
             )
     return SideGeometry(
         **base,
@@ -434,6 +436,9 @@ def _dsa_resolution(side: Side) -> str:
     0.5.15, ``_dsa_split_backend_resolution`` after): both backend flags, HiSparse, the KV
     dtypes."""
     raw, a = side.raw_args or {}, side.args
-    backends = [raw.get(f"{p}_{r}_backend") for r in ("prefill", "decode") for p in ("dsa", "nsa")]  # --nsa-*: the older names
-    return "|".join(str(x) for x in (*backends, bool(a.enable_hisparse),
-                                     a.kv_cache_dtype, a.speculative_draft_kv_cache_dtype))
+    backends = [
+        raw.get(f"{p}_{r}_backend") for r in ("prefill", "decode") for p in ("dsa", "nsa")
+    ]  # --nsa-*: the older names
+    return "|".join(
+        str(x) for x in (*backends, bool(a.enable_hisparse), a.kv_cache_dtype, a.speculative_draft_kv_cache_dtype)
+    )

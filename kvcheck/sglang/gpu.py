@@ -99,11 +99,17 @@ def resolve_gpu(text: str | None, *, source: str = "", field: str = "--gpu") -> 
     """
     name = normalize_gpu_name(text) if text is not None else DEFAULT_GPU
     if name is None:
-        raise InputError(f"unknown GPU {text!r}; use one of {', '.join(known_gpus())} or smNN (e.g. sm90, sm100)", source=source or None, field=field)
+        raise InputError(
+            f"unknown GPU {text!r}; use one of {', '.join(known_gpus())} or smNN (e.g. sm90, sm100)",
+            source=source or None,
+            field=field,
+        )
     if name.startswith("sm"):
         sm = int(name[2:])
         if not 70 <= sm <= 130:
-            raise InputError(f"unknown GPU {text!r}: SM version {sm} is out of range (70..130)", source=source or None, field=field)
+            raise InputError(
+                f"unknown GPU {text!r}: SM version {sm} is out of range (70..130)", source=source or None, field=field
+            )
         return Gpu(name=name, capability=(sm // 10, sm % 10))
     cap, vendor = _GPUS[name]
     return Gpu(name=name, capability=cap, vendor=vendor)

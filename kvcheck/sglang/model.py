@@ -71,27 +71,33 @@ NOT_MODELED_ARCHITECTURES = {
     "DeepseekV4ForCausalLMNextN": "DeepSeek V4 NextN layers served as a target model",
     "DeepseekV4ForCausalLMDSpark": "DeepSeek V4 DSpark draft served as a target model",
     # Not an architecture SGLang 0.5.23 registers (its MiniMax M3 classes are *Sparse*).
-    "MiniMaxM3ForCausalLM": "MiniMax M3 checkpoint under an architecture name SGLang 0.5.23 does not register (MiniMaxM3Sparse*)",
+    "MiniMaxM3ForCausalLM": "MiniMax M3 checkpoint under an architecture name SGLang 0.5.23 does not register "
+    "(MiniMaxM3Sparse*)",
     # Linear-attention / Mamba hybrids SGLang 0.5.23 does not serve: no class under
     # sglang/srt/models and no hybrid pool config (configs/hybrid_arch.mambaish_config);
     # model_loader.utils.resolve_transformers_arch decides at model load, with the
     # transformers release 0.5.23 pins (5.19.0). tests/test_model_unserved.py holds these.
     "MiniMaxText01ForCausalLM": (
-        "MiniMax-Text-01 lightning-attention hybrid that SGLang 0.5.23 does not serve (no native class, no linear-attention "
-        "pool config; the Transformers fallback finds no such class and, with an auto_map naming only AutoModelForCausalLM, "
+        "MiniMax-Text-01 lightning-attention hybrid that SGLang 0.5.23 does not serve (no native class, no "
+        "linear-attention "
+        "pool config; the Transformers fallback finds no such class and, with an auto_map naming only "
+        "AutoModelForCausalLM, "
         "the model load refuses it: 'Cannot find model module. ...')"
     ),
     "MiniMaxM1ForCausalLM": (
-        "MiniMax-M1 lightning-attention hybrid that SGLang 0.5.23 does not serve (no native class, no linear-attention pool "
+        "MiniMax-M1 lightning-attention hybrid that SGLang 0.5.23 does not serve (no native class, no "
+        "linear-attention pool "
         "config; the Transformers fallback finds no such class and the model load refuses it)"
     ),
     "MiniMaxForCausalLM": (
-        "MiniMax lightning-attention hybrid with no native SGLang 0.5.23 class: it would run on the Transformers backend, "
+        "MiniMax lightning-attention hybrid with no native SGLang 0.5.23 class: it would run on the Transformers "
+        "backend, "
         "whose pool for the linear-attention layers is not modeled"
     ),
     "JambaForCausalLM": (
         "Jamba Mamba hybrid that SGLang 0.5.23 does not serve (no native class, no Mamba pool config; the Transformers "
-        "fallback refuses it at model load: transformers 5.19 marks JambaForCausalLM incompatible, 'JambaForCausalLM has no "
+        "fallback refuses it at model load: transformers 5.19 marks JambaForCausalLM incompatible, 'JambaForCausalLM "
+        "has no "
         "SGlang implementation and the Transformers implementation is not compatible with SGLang.')"
     ),
 }
@@ -101,22 +107,48 @@ NOT_MODELED_ARCHITECTURES = {
 # neither MLA nor listed as not modeled is assumed to use it, and the report says so.
 KNOWN_MHA_ARCHITECTURES = frozenset(
     {
-        "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM",
-        "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Phi3ForCausalLM", "GemmaForCausalLM", "Glm4ForCausalLM",
-        "Glm4MoeForCausalLM", "InternLM2ForCausalLM", "OlmoForCausalLM", "Olmo2ForCausalLM", "OlmoeForCausalLM",
-        "GraniteForCausalLM", "GraniteMoeForCausalLM", "StarCoder2ForCausalLM", "CohereForCausalLM",
-        "DeepseekForCausalLM", "ExaoneForCausalLM", "Ernie4_5_ForCausalLM", "Ernie4_5_MoeForCausalLM",
-        "Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration",
-        "Qwen3VLMoeForConditionalGeneration", "LlavaForConditionalGeneration", "MllamaForConditionalGeneration",
-        "LlamaForCausalLMEagle", "LlamaForCausalLMEagle3", "Qwen3ForCausalLMEagle3", "SeedOssForCausalLM",
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "MixtralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Phi3ForCausalLM",
+        "GemmaForCausalLM",
+        "Glm4ForCausalLM",
+        "Glm4MoeForCausalLM",
+        "InternLM2ForCausalLM",
+        "OlmoForCausalLM",
+        "Olmo2ForCausalLM",
+        "OlmoeForCausalLM",
+        "GraniteForCausalLM",
+        "GraniteMoeForCausalLM",
+        "StarCoder2ForCausalLM",
+        "CohereForCausalLM",
+        "DeepseekForCausalLM",
+        "ExaoneForCausalLM",
+        "Ernie4_5_ForCausalLM",
+        "Ernie4_5_MoeForCausalLM",
+        "Qwen2VLForConditionalGeneration",
+        "Qwen2_5_VLForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+        "LlavaForConditionalGeneration",
+        "MllamaForConditionalGeneration",
+        "LlamaForCausalLMEagle",
+        "LlamaForCausalLMEagle3",
+        "Qwen3ForCausalLMEagle3",
+        "SeedOssForCausalLM",
         # Gemma 2/3: sliding layers, but model_overrides/gemma2_gemma3.py sets
         # disable_hybrid_swa_memory, so every layer lives in the plain MHA pool.
-        "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+        "Gemma2ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Gemma3ForConditionalGeneration",
         # MiniMax M2: full GQA attention in the plain MHA pool (no is_minimax_sparse).
         "MiniMaxM2ForCausalLM",
     }
 )
-
 
 
 # ``configs/model_config.py`` SWA_SINK_ARCHS / MIMO_V2_MODEL_ARCHS and is_hybrid_swa_model
@@ -132,8 +164,13 @@ ATTENTION_SINK_ARCHS = SWA_LAYER_TYPES_ARCHS | SWA_PATTERN_ARCHS | SWA_STEP_ARCH
 # (configs/qwen3_next.py, qwen3_5.py, nemotron_h.py, falcon_h1.py): KV of the
 # full-attention layers in ``HybridLinearKVPool``, conv/temporal states in ``MambaPool``.
 LINEAR_INTERVAL_ARCHS = frozenset(
-    {"Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-     "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"}
+    {
+        "Qwen3NextForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5ForCausalLM",
+        "Qwen3_5MoeForCausalLM",
+    }
 )
 NEMOTRON_H_ARCHS = frozenset({"NemotronHForCausalLM"})
 FALCON_H1_ARCHS = frozenset({"FalconH1ForCausalLM"})
@@ -144,12 +181,26 @@ KDA_ARCHS = frozenset({"KimiLinearForCausalLM"})
 
 # Model dtypes SGLang accepts for ``torch_dtype`` (``_get_and_verify_dtype``).
 MODEL_DTYPES = {
-    "bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
-    "float": "float32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "float16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "float": "float32",
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "fp32": "float32",
 }
 # Every torch dtype name a config may carry (kvcheck.sources.limits.MODEL_DTYPES).
 MODEL_DTYPES_ACCEPTED = frozenset(MODEL_DTYPES) | {
-    "float64", "double", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int8", "uint8", "auto",
+    "float64",
+    "double",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "int8",
+    "uint8",
+    "auto",
 }
 # Mamba SSM state dtypes (``mamba2_state_dtype``): unknown values fall back to float32.
 MAMBA_STATE_DTYPES = ("float32", "bfloat16", "float16")
@@ -312,8 +363,12 @@ def _require_int(cfg: dict[str, Any], key: str, source: str, *, minimum: int | N
 @overload
 def _optional_int(cfg: dict[str, Any], key: str, source: str, default: int, *, zero_is_unset: bool = False) -> int: ...
 @overload
-def _optional_int(cfg: dict[str, Any], key: str, source: str, default: None = None, *, zero_is_unset: bool = False) -> int | None: ...
-def _optional_int(cfg: dict[str, Any], key: str, source: str, default: int | None = None, *, zero_is_unset: bool = False) -> int | None:
+def _optional_int(
+    cfg: dict[str, Any], key: str, source: str, default: None = None, *, zero_is_unset: bool = False
+) -> int | None: ...
+def _optional_int(
+    cfg: dict[str, Any], key: str, source: str, default: int | None = None, *, zero_is_unset: bool = False
+) -> int | None:
     """``cfg[key]`` when present (range-checked), else ``default``; ``None``/absent -> default."""
     value = cfg.get(key)
     if value is None or (zero_is_unset and value == 0):
@@ -345,7 +400,12 @@ def apply_model_override_args(raw: Any, overrides: Any, source: str = "--json-mo
     out = dict(raw)
     for key, value in overrides.items():
         current = out.get(key)
-        if isinstance(value, dict) and isinstance(current, dict) and key.endswith("_config") and key != "quantization_config":
+        if (
+            isinstance(value, dict)
+            and isinstance(current, dict)
+            and key.endswith("_config")
+            and key != "quantization_config"
+        ):
             out[key] = {**current, **value}
         else:
             out[key] = value
@@ -376,9 +436,15 @@ def _dtype(cfg: dict[str, Any], source: str) -> str:
 def _layer_types(cfg: dict[str, Any], key: str, layers: int, source: str) -> list[str]:
     types = cfg.get(key)
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-        raise InputError(f"config.json needs a list of strings {key!r} for this hybrid model (got {types!r})", source=source, field=key)
+        raise InputError(
+            f"config.json needs a list of strings {key!r} for this hybrid model (got {types!r})",
+            source=source,
+            field=key,
+        )
     if len(types) < layers:
-        raise InputError(f"config.json {key!r} lists {len(types)} layers but num_hidden_layers is {layers}", source=source, field=key)
+        raise InputError(
+            f"config.json {key!r} lists {len(types)} layers but num_hidden_layers is {layers}", source=source, field=key
+        )
     return types
 
 
@@ -386,18 +452,30 @@ def _swa_split(arch: str, cfg: dict[str, Any], layers: int, source: str) -> tupl
     """(swa_layer_ids, full_layer_ids) as ``get_hybrid_layer_ids`` (0.5.23) splits them."""
     if arch in SWA_EVERY_FOURTH_FULL_ARCHS:
         return [i for i in range(layers) if (i + 1) % 4 != 0], [i for i in range(layers) if (i + 1) % 4 == 0]
-    if arch in SWA_PATTERN_ARCHS or (arch not in SWA_LAYER_TYPES_ARCHS | SWA_STEP_ARCHS and cfg.get("hybrid_layer_pattern") is not None):
+    if arch in SWA_PATTERN_ARCHS or (
+        arch not in SWA_LAYER_TYPES_ARCHS | SWA_STEP_ARCHS and cfg.get("hybrid_layer_pattern") is not None
+    ):
         pattern = cfg.get("hybrid_layer_pattern")
         if not isinstance(pattern, list) or len(pattern) < layers or any(p not in (0, 1) for p in pattern[:layers]):
-            raise InputError(f"config.json needs 'hybrid_layer_pattern': a 0/1 list of at least {layers} entries (got {pattern!r})", source=source, field="hybrid_layer_pattern")
+            raise InputError(
+                f"config.json needs 'hybrid_layer_pattern': a 0/1 list of at least {layers} entries (got {pattern!r})",
+                source=source,
+                field="hybrid_layer_pattern",
+            )
         return [i for i in range(layers) if pattern[i] == 1], [i for i in range(layers) if pattern[i] == 0]
     types = _layer_types(cfg, "layer_types", layers, source)
     if arch in SWA_STEP_ARCHS:
         types = types[:layers]
     unknown = sorted({t for t in types if t not in ("sliding_attention", "full_attention")})
     if unknown:
-        raise InputError(f"config.json 'layer_types' holds {unknown}, neither sliding_attention nor full_attention", source=source, field="layer_types")
-    return [i for i, t in enumerate(types) if t == "sliding_attention"], [i for i, t in enumerate(types) if t == "full_attention"]
+        raise InputError(
+            f"config.json 'layer_types' holds {unknown}, neither sliding_attention nor full_attention",
+            source=source,
+            field="layer_types",
+        )
+    return [i for i, t in enumerate(types) if t == "sliding_attention"], [
+        i for i, t in enumerate(types) if t == "full_attention"
+    ]
 
 
 def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> dict[str, Any]:
@@ -416,8 +494,11 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
         vh = _require_int(cfg, "linear_num_value_heads", source)
         vd = _require_int(cfg, "linear_value_head_dim", source)
         params: dict[str, Any] = dict(
-            mamba_intermediate_size=vh * vd, mamba_n_groups=_require_int(cfg, "linear_num_key_heads", source),
-            mamba_num_heads=vh, mamba_head_dim=vd, mamba_state_size=_require_int(cfg, "linear_key_head_dim", source),
+            mamba_intermediate_size=vh * vd,
+            mamba_n_groups=_require_int(cfg, "linear_num_key_heads", source),
+            mamba_num_heads=vh,
+            mamba_head_dim=vd,
+            mamba_state_size=_require_int(cfg, "linear_key_head_dim", source),
             mamba_conv_kernel=_require_int(cfg, "linear_conv_kernel_dim", source),
         )
     elif arch in NEMOTRON_H_ARCHS:
@@ -426,21 +507,32 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
         if isinstance(block_types, list) and all(isinstance(t, str) for t in block_types):
             pattern = "".join({"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}.get(t, "?") for t in block_types)
         if not isinstance(pattern, str) or not pattern or set(pattern) - set("M*-E"):
-            raise InputError(f"config.json needs 'hybrid_override_pattern' of M/*/-/E characters (got {pattern!r})", source=source, field="hybrid_override_pattern")
+            raise InputError(
+                f"config.json needs 'hybrid_override_pattern' of M/*/-/E characters (got {pattern!r})",
+                source=source,
+                field="hybrid_override_pattern",
+            )
         layers = len(pattern)  # NemotronHConfig.num_hidden_layers = len(layers_block_type)
         full = [i for i, c in enumerate(pattern) if c == "*"]
         mamba = [i for i, c in enumerate(pattern) if c == "M"]
         nh = _require_int(cfg, "mamba_num_heads", source)
         hd = _require_int(cfg, "mamba_head_dim", source)
         params = dict(
-            mamba_intermediate_size=nh * hd, mamba_n_groups=_require_int(cfg, "n_groups", source), mamba_num_heads=nh,
-            mamba_head_dim=hd, mamba_state_size=_require_int(cfg, "ssm_state_size", source),
+            mamba_intermediate_size=nh * hd,
+            mamba_n_groups=_require_int(cfg, "n_groups", source),
+            mamba_num_heads=nh,
+            mamba_head_dim=hd,
+            mamba_state_size=_require_int(cfg, "ssm_state_size", source),
             mamba_conv_kernel=_require_int(cfg, "conv_kernel", source),
         )
     elif arch in KDA_ARCHS:
         lac = cfg.get("linear_attn_config")
         if not isinstance(lac, dict) or not isinstance(lac.get("kda_layers"), list):
-            raise InputError("config.json needs 'linear_attn_config' with a 'kda_layers' list for Kimi Linear", source=source, field="linear_attn_config")
+            raise InputError(
+                "config.json needs 'linear_attn_config' with a 'kda_layers' list for Kimi Linear",
+                source=source,
+                field="linear_attn_config",
+            )
         kda = set(lac["kda_layers"])
         full = [i for i in range(layers) if (i + 1) not in kda]
         mamba = [i for i in range(layers) if (i + 1) in kda]
@@ -449,8 +541,13 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
         # KimiLinearCacheParams reads no config dtype: mamba2_state_dtype(None).
         ssm_dtype = "float32"
         params = dict(
-            mamba_kind="kda", mamba_intermediate_size=nh * hd, mamba_n_groups=nh, mamba_num_heads=nh, mamba_head_dim=hd,
-            mamba_state_size=hd, mamba_conv_kernel=_require_int(lac, "short_conv_kernel_size", source),
+            mamba_kind="kda",
+            mamba_intermediate_size=nh * hd,
+            mamba_n_groups=nh,
+            mamba_num_heads=nh,
+            mamba_head_dim=hd,
+            mamba_state_size=hd,
+            mamba_conv_kernel=_require_int(lac, "short_conv_kernel_size", source),
         )
     else:  # Falcon-H1: FalconH1Config defaults (configs/falcon_h1.py, 0.5.23)
         full = list(range(layers))
@@ -463,13 +560,27 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
         d_head = cfg.get("mamba_d_head", "auto")
         d_head = d_ssm // n_heads if d_head in ("auto", None) else _require_int(cfg, "mamba_d_head", source)
         if d_head * n_heads != d_ssm:
-            raise InputError(f"mamba_d_head x mamba_n_heads ({d_head} x {n_heads}) must equal the Mamba intermediate size {d_ssm}", source=source, field="mamba_n_heads")
+            raise InputError(
+                f"mamba_d_head x mamba_n_heads ({d_head} x {n_heads}) must equal the Mamba intermediate size {d_ssm}",
+                source=source,
+                field="mamba_n_heads",
+            )
         params = dict(
-            mamba_intermediate_size=d_ssm, mamba_n_groups=_optional_int(cfg, "mamba_n_groups", source, 1),
-            mamba_num_heads=n_heads, mamba_head_dim=d_head,
-            mamba_state_size=_optional_int(cfg, "mamba_d_state", source, 256), mamba_conv_kernel=_optional_int(cfg, "mamba_d_conv", source, 4),
+            mamba_intermediate_size=d_ssm,
+            mamba_n_groups=_optional_int(cfg, "mamba_n_groups", source, 1),
+            mamba_num_heads=n_heads,
+            mamba_head_dim=d_head,
+            mamba_state_size=_optional_int(cfg, "mamba_d_state", source, 256),
+            mamba_conv_kernel=_optional_int(cfg, "mamba_d_conv", source, 4),
         )
-    return dict(hybrid="linear", num_hidden_layers=layers, full_layer_ids=full, mamba_layer_ids=mamba, mamba_ssm_dtype=ssm_dtype, **params)
+    return dict(
+        hybrid="linear",
+        num_hidden_layers=layers,
+        full_layer_ids=full,
+        mamba_layer_ids=mamba,
+        mamba_ssm_dtype=ssm_dtype,
+        **params,
+    )
 
 
 def _kv_cache_quant_algo(quant: dict[str, Any]) -> str | None:
@@ -502,11 +613,19 @@ def _dsa_skip_topk_layers(cfg: dict[str, Any], layers: int, source: str) -> list
         return [i for i in range(layers) if i < len(pattern) and pattern[i] == "S"]
     freq = cfg.get("index_topk_freq") or 1
     if isinstance(freq, bool) or not isinstance(freq, int) or freq < 1:
-        raise InputError(f"config.json 'index_topk_freq' must be a positive integer (got {freq!r})", source=source, field="index_topk_freq")
+        raise InputError(
+            f"config.json 'index_topk_freq' must be a positive integer (got {freq!r})",
+            source=source,
+            field="index_topk_freq",
+        )
     offset = cfg.get("index_skip_topk_offset")
     if offset is not None:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 1:
-            raise InputError(f"config.json 'index_skip_topk_offset' must be a positive integer (got {offset!r})", source=source, field="index_skip_topk_offset")
+            raise InputError(
+                f"config.json 'index_skip_topk_offset' must be a positive integer (got {offset!r})",
+                source=source,
+                field="index_skip_topk_offset",
+            )
         return [i for i in range(layers) if max(i - offset + 1, 0) % freq != 0]
     return [i for i in range(layers) if max(i - 1, 0) % freq != 0]
 
@@ -531,7 +650,11 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
     if not isinstance(archs, list) or not archs or not isinstance(archs[0], str):
         raise InputError("config.json needs a non-empty 'architectures' list", source=source, field="architectures")
     arch = archs[0]
-    layers = _require_int(cfg, "num_hidden_layers", source) if arch not in NEMOTRON_H_ARCHS or "num_hidden_layers" in cfg else 1
+    layers = (
+        _require_int(cfg, "num_hidden_layers", source)
+        if arch not in NEMOTRON_H_ARCHS or "num_hidden_layers" in cfg
+        else 1
+    )
     dtype = _dtype(cfg, source)
     q = cfg.get("quantization_config")
     quant: dict[str, Any] = q if isinstance(q, dict) else {}
@@ -551,8 +674,16 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         cfg.get("is_hybrid_swa") is True and cfg.get("hybrid_layer_pattern") is not None
     ):
         swa, full = _swa_split(arch, cfg, layers, source)
-        window = _optional_int(cfg, "sliding_window", source, None) or _optional_int(cfg, "attention_chunk_size", source, None)
-        hybrid = dict(hybrid="swa", swa_layer_ids=swa, full_layer_ids=full, sliding_window=window, attention_sinks=arch in ATTENTION_SINK_ARCHS)
+        window = _optional_int(cfg, "sliding_window", source, None) or _optional_int(
+            cfg, "attention_chunk_size", source, None
+        )
+        hybrid = dict(
+            hybrid="swa",
+            swa_layer_ids=swa,
+            full_layer_ids=full,
+            sliding_window=window,
+            attention_sinks=arch in ATTENTION_SINK_ARCHS,
+        )
         if arch in SWA_PATTERN_ARCHS:
             hybrid.update(
                 swa_compress=True,
@@ -563,14 +694,22 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
     elif arch in MINIMAX_SPARSE_ARCHS:
         sc = cfg.get("sparse_attention_config")
         if not isinstance(sc, dict) or not isinstance(sc.get("sparse_attention_freq"), list):
-            raise InputError("config.json needs 'sparse_attention_config' with a 'sparse_attention_freq' list", source=source, field="sparse_attention_config")
+            raise InputError(
+                "config.json needs 'sparse_attention_config' with a 'sparse_attention_freq' list",
+                source=source,
+                field="sparse_attention_config",
+            )
         freq = sc["sparse_attention_freq"]
         disable = sc.get("sparse_disable_index_value") or []
         if not isinstance(disable, list):
-            raise InputError("'sparse_disable_index_value' must be a list", source=source, field="sparse_attention_config")
+            raise InputError(
+                "'sparse_disable_index_value' must be a list", source=source, field="sparse_attention_config"
+            )
         sparse = [i for i, f in enumerate(freq) if f != 0]
         hybrid = dict(
-            hybrid="minimax_sparse", dense_layer_ids=[i for i, f in enumerate(freq) if f == 0], sparse_layer_ids=sparse,
+            hybrid="minimax_sparse",
+            dense_layer_ids=[i for i, f in enumerate(freq) if f == 0],
+            sparse_layer_ids=sparse,
             k_only_sparse_layer_ids=[i for i in sparse if i < len(disable) and disable[i] != 0],
             sparse_index_dim=_require_int(sc, "sparse_index_dim", source),
             quant_method=quant.get("quant_method"),
@@ -582,9 +721,15 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
     # and linear attention (is_hybrid_swa_model / is_linear_attention_model,
     # configs/model_config.py); a DSA model's "deepseek_sparse_attention" layers (e.g. the
     # NVFP4 GLM-5.x exports) are its ordinary MLA layers.
-    plain_layer_kinds = ("full_attention", "attention") + (("deepseek_sparse_attention",) if arch in DSA_ARCHITECTURES else ())
-    if arch in NOT_MODELED_ARCHITECTURES or not hybrid and cfg.get("layer_types") and arch not in KNOWN_MHA_ARCHITECTURES and any(
-        t not in plain_layer_kinds for t in cfg.get("layer_types") or []
+    plain_layer_kinds = ("full_attention", "attention") + (
+        ("deepseek_sparse_attention",) if arch in DSA_ARCHITECTURES else ()
+    )
+    if (
+        arch in NOT_MODELED_ARCHITECTURES
+        or not hybrid
+        and cfg.get("layer_types")
+        and arch not in KNOWN_MHA_ARCHITECTURES
+        and any(t not in plain_layer_kinds for t in cfg.get("layer_types") or [])
     ):
         return ModelConfig(
             attention="not_modeled",
@@ -596,9 +741,12 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
     if arch in KDA_ARCHS:
         # ModelConfig: KimiLinear runs MLA attention (kv_lora_rank + qk_rope_head_dim rows).
         return ModelConfig(
-            attention="MLA", kv_lora_rank=_require_int(cfg, "kv_lora_rank", source),
+            attention="MLA",
+            kv_lora_rank=_require_int(cfg, "kv_lora_rank", source),
             qk_rope_head_dim=_require_int(cfg, "qk_rope_head_dim", source),
-            num_attention_heads=_optional_int(cfg, "num_attention_heads", source, None), **common, **hybrid,
+            num_attention_heads=_optional_int(cfg, "num_attention_heads", source, None),
+            **common,
+            **hybrid,
         )
     if arch in MLA_ARCHITECTURES or (
         arch in ("PixtralForConditionalGeneration", "BailingMoeV2_5ForCausalLM") and cfg.get("kv_lora_rank") is not None
@@ -607,9 +755,11 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         if dsa and (_optional_int(cfg, "index_kpool", source, 1) or 1) > 1 and cfg.get("index_kpool_compress"):
             return ModelConfig(
                 attention="not_modeled",
-                not_modeled_reason=("DSA pool with compressed index key pooling (index_kpool_compress): its dsa_tail state component "
-                                    "(per-request K/score rings of index_kpool + speculative draft-token slots) moves live ring "
-                                    "segments per request (build_dsa_tail_transfer_blocks), which kvcheck does not restate"),
+                not_modeled_reason=(
+                    "DSA pool with compressed index key pooling (index_kpool_compress): its dsa_tail state component "
+                    "(per-request K/score rings of index_kpool + speculative draft-token slots) moves live ring "
+                    "segments per request (build_dsa_tail_transfer_blocks), which kvcheck does not restate"
+                ),
                 **common,
             )
         return ModelConfig(
@@ -618,7 +768,9 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
             kv_lora_rank=_require_int(cfg, "kv_lora_rank", source),
             qk_rope_head_dim=_require_int(cfg, "qk_rope_head_dim", source),
             dsa=dsa,
-            index_head_dim=_require_int(cfg, "index_head_dim", source) if dsa else _optional_int(cfg, "index_head_dim", source, None),
+            index_head_dim=_require_int(cfg, "index_head_dim", source)
+            if dsa
+            else _optional_int(cfg, "index_head_dim", source, None),
             index_kpool=_optional_int(cfg, "index_kpool", source, 1) or 1,
             num_attention_heads=_optional_int(cfg, "num_attention_heads", source, None),
             **common,
@@ -659,24 +811,51 @@ def _deepseek_v4_config(cfg: dict[str, Any], common: dict[str, Any], source: str
     layers with kv_source pools, DSpark, request windows) stays not modeled.
     Raises ``InputError`` naming the field when one is missing or malformed."""
     if cfg.get("model_type") == "deepseek_v41" or cfg.get("kv_source_layer_ids"):
-        return ModelConfig(attention="not_modeled", not_modeled_reason="DeepSeek-V4.1 pool (ratio-1/2 kv_source layers, DSpark draft rings)", **common)
+        return ModelConfig(
+            attention="not_modeled",
+            not_modeled_reason="DeepSeek-V4.1 pool (ratio-1/2 kv_source layers, DSpark draft rings)",
+            **common,
+        )
     ratios = cfg.get("compress_ratios")
     layers = common["num_hidden_layers"]
     if not isinstance(ratios, list) or any(isinstance(r, bool) or not isinstance(r, int) for r in ratios):
-        raise InputError("config.json 'compress_ratios' must be a list of integers (one per layer)", source=source, field="compress_ratios")
+        raise InputError(
+            "config.json 'compress_ratios' must be a list of integers (one per layer)",
+            source=source,
+            field="compress_ratios",
+        )
     if len(ratios) < layers:
-        raise InputError(f"config.json 'compress_ratios' has {len(ratios)} entries, fewer than num_hidden_layers={layers}", source=source, field="compress_ratios")
+        raise InputError(
+            f"config.json 'compress_ratios' has {len(ratios)} entries, fewer than num_hidden_layers={layers}",
+            source=source,
+            field="compress_ratios",
+        )
     bad = [r for r in ratios[:layers] if r not in DSV4_COMPRESS_RATIOS]
     if bad:
         raise InputError(f"Unsupported compression ratio: {bad[0]}", source=source, field="compress_ratios")
     if any(r in (1, 2) for r in ratios[:layers]):
-        return ModelConfig(attention="not_modeled", not_modeled_reason="DeepSeek V4 with ratio-1/2 compressed layers (kv_source pools)", **common)
+        return ModelConfig(
+            attention="not_modeled",
+            not_modeled_reason="DeepSeek V4 with ratio-1/2 compressed layers (kv_source pools)",
+            **common,
+        )
     head_dim = _require_int(cfg, "head_dim", source)
     rope = _require_int(cfg, "qk_rope_head_dim", source)
     if rope >= head_dim:
-        raise InputError(f"'qk_rope_head_dim' ({rope}) must be smaller than 'head_dim' ({head_dim})", source=source, field="qk_rope_head_dim")
+        raise InputError(
+            f"'qk_rope_head_dim' ({rope}) must be smaller than 'head_dim' ({head_dim})",
+            source=source,
+            field="qk_rope_head_dim",
+        )
     return ModelConfig(
-        attention="MLA", dsv4=True, compress_ratios=list(ratios), head_dim=head_dim, qk_rope_head_dim=rope,
-        index_head_dim=_require_int(cfg, "index_head_dim", source), sliding_window=_require_int(cfg, "sliding_window", source),
-        num_attention_heads=_optional_int(cfg, "num_attention_heads", source, None), num_key_value_heads=1, **common,
+        attention="MLA",
+        dsv4=True,
+        compress_ratios=list(ratios),
+        head_dim=head_dim,
+        qk_rope_head_dim=rope,
+        index_head_dim=_require_int(cfg, "index_head_dim", source),
+        sliding_window=_require_int(cfg, "sliding_window", source),
+        num_attention_heads=_optional_int(cfg, "num_attention_heads", source, None),
+        num_key_value_heads=1,
+        **common,
     )

@@ -11,7 +11,8 @@ where the pool publishes them, DCP size/rank) and decides only the DCP relayout
 
 - ``send_kvcache`` (MLA / hybrid MLA, or equal attention TP): ``_send_kvcache_generic``
   pairs regions by layer id where either side publishes ids (``build_transfer_entry_pairs``;
-  0.5.17 .. 0.5.18 on the MLA path only, 0.5.19 on also MHA), else by ``get_mla_kv_ptrs_with_pp`` (MLA: the stage's span of the decode
+  0.5.17 .. 0.5.18 on the MLA path only, 0.5.19 on also MHA), else by ``get_mla_kv_ptrs_with_pp`` (MLA: the stage's
+  span of the decode
   list, plus the draft tail from 0.5.20) or ``get_mha_kv_ptrs_with_pp`` (MHA: K then V
   halves; decode-only drafts; the stage's start layer), and writes ``item_len`` bytes per
   page at ``dst_ptr + dst_page * item_len`` with the PREFILL's item length: a decode
@@ -63,18 +64,23 @@ TRANSFER_WORKER = "prefill: Mooncake transfer worker thread (MooncakeKVManager.t
 BOOTSTRAP_THREAD = "prefill: Mooncake bootstrap thread (MooncakeKVManager.start_prefill_thread, decode registration)"
 WRITES = "prefill: Mooncake transfer worker thread (the RDMA/TCP writes of {fn})"
 WORKER_DIES = (
-    "the prefill logs 'Transfer thread failed because of ...' and that transfer worker thread exits; the server stays up, "
+    "the prefill logs 'Transfer thread failed because of ...' and that transfer worker thread exits; the server "
+    "stays up, "
     "the requests queued to that worker (one of SGLANG_DISAGGREGATION_QUEUE_SIZE) are never sent, and the decode fails "
     "them after SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s by default)"
 )
 REQUEST_FAILS = (
-    "the request fails (KVPoll.Failed) with this reason on both sides, and the prefill marks the decode's Mooncake session "
-    "failed: every later request to that decode fails with 'Decode instance could be dead, remote mooncake session <id> is "
+    "the request fails (KVPoll.Failed) with this reason on both sides, and the prefill marks the decode's Mooncake "
+    "session "
+    "failed: every later request to that decode fails with 'Decode instance could be dead, remote mooncake session "
+    "<id> is "
     "not alive' (unless SGLANG_ENABLE_FAILED_SESSION_PROBE re-admits it), while both servers stay up"
 )
 BOOTSTRAP_DIES = (
-    "the prefill's bootstrap thread dies with this traceback; no later registration or request reaches that prefill rank: "
-    "requests stay in KVPoll.Bootstrapping and the decode times them out (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT, 300 s)"
+    "the prefill's bootstrap thread dies with this traceback; no later registration or request reaches that prefill "
+    "rank: "
+    "requests stay in KVPoll.Bootstrapping and the decode times them out (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT, "
+    "300 s)"
 )
 CORRUPTS = (
     "nothing is logged: the transfer succeeds and the decode decodes from KV written at the wrong place "
@@ -106,12 +112,23 @@ def behaviour(version: str | None) -> MooncakeBehaviour:
         modeled = at_least(v, OLDEST) and at_least(NEWEST, v)
     except Exception:
         modeled = False
+
     def a(first: str) -> bool:
         return modeled and at_least(v, first)
 
     return MooncakeBehaviour(
-        version=v, modeled=modeled, layer_id_pairing=a("0.5.17"), mla_draft_tail=a("0.5.20"), slice_layer_ids=a("0.5.19"), mha_layer_ids=a("0.5.19"),
-        gqa_dst_replication=a("0.5.16"), dcp=a("0.5.17"), stride_check=a("0.5.20"), pp_branches=a("0.5.7"), draft_branch=a("0.5.8"), total_heads=a("0.5.10"),
+        version=v,
+        modeled=modeled,
+        layer_id_pairing=a("0.5.17"),
+        mla_draft_tail=a("0.5.20"),
+        slice_layer_ids=a("0.5.19"),
+        mha_layer_ids=a("0.5.19"),
+        gqa_dst_replication=a("0.5.16"),
+        dcp=a("0.5.17"),
+        stride_check=a("0.5.20"),
+        pp_branches=a("0.5.7"),
+        draft_branch=a("0.5.8"),
+        total_heads=a("0.5.10"),
     )
 
 
@@ -128,7 +145,9 @@ def layer_ids(g: SideGeometry) -> list[int]:
 # -- restated pairing helpers (index lists instead of pointer lists) --------------------
 
 
-def entry_pairs(src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, allow_positional_fallback: bool) -> list[tuple[int, int]]:
+def entry_pairs(
+    src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, allow_positional_fallback: bool
+) -> list[tuple[int, int]]:
     """``build_transfer_entry_pairs`` (``disaggregation/utils.py``, 0.5.17 .. 0.5.23)."""
     if n_src == 0:
         return []
@@ -152,11 +171,15 @@ def entry_pairs(src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, 
             out.append((i, pos[lid].popleft()))
         return out
     if n_dst < n_src or (n_src != n_dst and not allow_positional_fallback):
-        raise RuntimeError(f"PP-heterogeneous transfer requires layer ids on both peers; got src={n_src} dst={n_dst} entries")
+        raise RuntimeError(
+            f"PP-heterogeneous transfer requires layer ids on both peers; got src={n_src} dst={n_dst} entries"
+        )
     return [(i, i) for i in range(n_src)]
 
 
-def mha_halves(n_src: int, dst: list[int], start: int, branches: bool = True, draft: bool = True) -> tuple[list[int], list[int], int]:
+def mha_halves(
+    n_src: int, dst: list[int], start: int, branches: bool = True, draft: bool = True
+) -> tuple[list[int], list[int], int]:
     """``CommonKVManager.get_mha_kv_ptrs_with_pp`` on index lists: (decode K regions,
     decode V regions, this stage's layer count). ``branches`` False: 0.5.5 .. 0.5.6, which
     always slice from the stage's start layer."""
@@ -164,14 +187,14 @@ def mha_halves(n_src: int, dst: list[int], start: int, branches: bool = True, dr
     end = start + layers
     dst_layers = len(dst) // 2
     if not branches:
-        k, v = dst[start:end], dst[dst_layers + start: dst_layers + end]
+        k, v = dst[start:end], dst[dst_layers + start : dst_layers + end]
     elif layers == dst_layers:
         k, v = dst[:dst_layers], dst[dst_layers:]
     elif draft and layers < dst_layers and dst_layers % layers != 0:
         off = layers * (dst_layers // layers)
-        k, v = dst[start:end], dst[off + start: off + end]
+        k, v = dst[start:end], dst[off + start : off + end]
     else:
-        k, v = dst[start:end], dst[dst_layers + start: dst_layers + end]
+        k, v = dst[start:end], dst[dst_layers + start : dst_layers + end]
     return k, v, layers
 
 
@@ -181,14 +204,16 @@ def mla_span(n_src: int, dst: list[int], start: int, num_draft: int, b: Mooncake
     if n_src == len(dst) and b.pp_branches:
         return list(dst)
     if not b.mla_draft_tail:
-        return dst[start: start + n_src]
-    sliced = dst[start: start + n_src - num_draft]
+        return dst[start : start + n_src]
+    sliced = dst[start : start + n_src - num_draft]
     if num_draft:
         sliced += dst[-num_draft:]
     return sliced
 
 
-def head_slice_params(src_tp: int, dst_tp: int, src_rank: int, dst_rank: int, total: int, b: MooncakeBehaviour) -> tuple[int, int, int, int]:
+def head_slice_params(
+    src_tp: int, dst_tp: int, src_rank: int, dst_rank: int, total: int, b: MooncakeBehaviour
+) -> tuple[int, int, int, int]:
     """``compute_head_slice_params`` (0.5.16 on; 0.5.10 .. 0.5.15: the decode's head start
     from its rank in the group, without replication; before 0.5.10: the pool's per-rank
     head count, ``kv_head_num * attn_tp // dst_attn_tp`` decode heads, no wrap-around):
@@ -241,8 +266,16 @@ def _dst(j: int) -> int:
     return DST_BASE + j * STRIDE
 
 
-def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int, total_kv_heads: int | None,
-                    src_rank: int, dst_rank: int, b: MooncakeBehaviour) -> Writes:
+def simulate_writes(
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    *,
+    pp_rank: int,
+    total_kv_heads: int | None,
+    src_rank: int,
+    dst_rank: int,
+    b: MooncakeBehaviour,
+) -> Writes:
     """The writes ``transfer_worker`` issues for one request of one page (prefill page 1
     to decode page 2) on the send path it picks. Raises what the runtime raises inside
     the worker (``RuntimeError``/``IndexError``...), or ``SendFailed`` for a -1."""
@@ -254,7 +287,10 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
     dst_ids = layer_ids(decode) if publishes_layer_ids(decode, b) else []
     flat = prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size
     if flat:
-        out = Writes(path="equal_tp" if not prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size else "mla", fn="send_kvcache")
+        out = Writes(
+            path="equal_tp" if not prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size else "mla",
+            fn="send_kvcache",
+        )
         if prefill.is_mla or (ids and b.mha_layer_ids):
             if ids:
                 pairs = entry_pairs(src_ids, dst_ids, n_src, n_dst, allow_positional_fallback=prefill.pp_size == 1)
@@ -270,7 +306,9 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
                     f"layers_current_pp_stage={layers}, len(dst_k_ptrs)={len(k)}"
                 )
             # 0.5.5 .. 0.5.6 write V with the K item length of the same layer
-            params = [(i, k[i], src_items[i]) for i in range(layers)] + [(layers + i, v[i], src_items[layers + i if b.pp_branches else i]) for i in range(layers)]
+            params = [(i, k[i], src_items[i]) for i in range(layers)] + [
+                (layers + i, v[i], src_items[layers + i if b.pp_branches else i]) for i in range(layers)
+            ]
         for i, j, item in params:
             out.pairs.append((i, j))
             out.writes.append((_src(i) + SRC_PAGE * item, _dst(j) + DST_PAGE * item, item))
@@ -287,7 +325,9 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
     bph = dst_item // page // dst_heads
     if b.slice_layer_ids and ids:
         if any(x != src_item for x in src_items):
-            raise SendFailed(f"[{SESSION}] head-sliced transfer assumes one item length for every KV entry, got {set(src_items)}")
+            raise SendFailed(
+                f"[{SESSION}] head-sliced transfer assumes one item length for every KV entry, got {set(src_items)}"
+            )
         pairs = entry_pairs(src_ids, dst_ids, n_src, n_dst, allow_positional_fallback=prefill.pp_size == 1)
     else:
         k, v, layers = mha_halves(n_src, dst_all, start, b.pp_branches, b.draft_branch)
@@ -299,7 +339,13 @@ def simulate_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int
     for i, j in pairs:
         out.pairs.append((i, j))
         for t in range(page):
-            out.writes.append((_src(i) + SRC_PAGE * src_item + t * src_bpt + hs * bph, _dst(j) + DST_PAGE * dst_item + t * dst_bpt + hd * bph, nbytes))
+            out.writes.append(
+                (
+                    _src(i) + SRC_PAGE * src_item + t * src_bpt + hs * bph,
+                    _dst(j) + DST_PAGE * dst_item + t * dst_bpt + hd * bph,
+                    nbytes,
+                )
+            )
     return out
 
 
@@ -317,8 +363,9 @@ def _describe(g: SideGeometry, j: int) -> str:
     return f"{g.role} region {j} (layer {r.layer_id} {r.part}{', draft' if r.pool == 'draft' else ''})"
 
 
-def misplaced_write(prefill: SideGeometry, decode: SideGeometry, w: Writes, *, total_kv_heads: int | None,
-                    src_rank: int, dst_rank: int) -> str | None:
+def misplaced_write(
+    prefill: SideGeometry, decode: SideGeometry, w: Writes, *, total_kv_heads: int | None, src_rank: int, dst_rank: int
+) -> str | None:
     """The first write that lands anywhere but where the decode keeps the same bytes, as
     a sentence; None when every write is where it belongs. Judged from the regions'
     meaning (layer id, K/V part, pool), item lengths and head ownership, not from how
@@ -337,25 +384,40 @@ def misplaced_write(prefill: SideGeometry, decode: SideGeometry, w: Writes, *, t
         dpage, din = divmod(doff, di) if di else (0, 0)
         if w.path != "hetero_tp_slice":
             if (spage, sin, n) != (SRC_PAGE, 0, si) or (dpage, din) != (DST_PAGE, 0) or n != di:
-                return (f"{_describe(prefill, i)} (item length {si}) is written into {_describe(decode, j)} at stride {si}, "
-                        f"but the decode's item length there is {di}: pages land at the wrong offsets")
+                return (
+                    f"{_describe(prefill, i)} (item length {si}) is written into {_describe(decode, j)} at stride "
+                    f"{si}, "
+                    f"but the decode's item length there is {di}: pages land at the wrong offsets"
+                )
             continue
         if not total_kv_heads:
             return "head slices with an unknown KV head count"
-        sh, dh = _heads_of(src_rank, prefill.attn_tp_size, total_kv_heads), _heads_of(dst_rank, decode.attn_tp_size, total_kv_heads)
+        sh, dh = (
+            _heads_of(src_rank, prefill.attn_tp_size, total_kv_heads),
+            _heads_of(dst_rank, decode.attn_tp_size, total_kv_heads),
+        )
         s_bph, d_bph = si // page // len(sh), di // page // len(dh)
         if s_bph != d_bph or s_bph * page * len(sh) != si or d_bph * page * len(dh) != di:
-            return f"{_describe(prefill, i)} and {_describe(decode, j)} hold heads of different sizes ({si} vs {di} bytes per page)"
+            return (
+                f"{_describe(prefill, i)} and {_describe(decode, j)} hold heads of different sizes ({si} vs {di} "
+                "bytes per page)"
+            )
         ts, hs0 = divmod(sin, si // page)
         td, hd0 = divmod(din, di // page)
         if (spage, dpage, ts) != (SRC_PAGE, DST_PAGE, td) or hs0 % s_bph or hd0 % d_bph or n % s_bph:
-            return f"{_describe(prefill, i)}: a head slice is written at another token or a split head of {_describe(decode, j)}"
+            return (
+                f"{_describe(prefill, i)}: a head slice is written at another token or a split head of "
+                f"{_describe(decode, j)}"
+            )
         k, ks, kd = n // s_bph, hs0 // s_bph, hd0 // d_bph
         if ks + k > len(sh) or kd + k > len(dh):
             return f"{_describe(prefill, i)}: a head slice runs past the token's heads into the next token"
-        if sh[ks:ks + k] != dh[kd:kd + k]:
-            return (f"{_describe(prefill, i)}: prefill rank {src_rank} sends KV heads {sh[ks:ks + k]} where decode rank {dst_rank} "
-                    f"keeps heads {dh[kd:kd + k]}")
+        if sh[ks : ks + k] != dh[kd : kd + k]:
+            return (
+                f"{_describe(prefill, i)}: prefill rank {src_rank} sends KV heads {sh[ks : ks + k]} where decode "
+                f"rank {dst_rank} "
+                f"keeps heads {dh[kd : kd + k]}"
+            )
     return None
 
 
@@ -375,9 +437,21 @@ def rank_pairs(prefill_tp: int, decode_tp: int, total_kv_heads: int | None) -> l
 # -- the decision ----------------------------------------------------------------------
 
 
-def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int = 1, prefill_dcp_size: int = 1, pp_rank: int = 0,
-           total_kv_heads: int | None = None, release: str | None = None, bootstrap_port: int = 8998,
-           staging: bool = False, unified_memory: bool = False, decode_hisparse: bool = False, writer=None) -> Plan:
+def decide(
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    *,
+    decode_dcp_size: int = 1,
+    prefill_dcp_size: int = 1,
+    pp_rank: int = 0,
+    total_kv_heads: int | None = None,
+    release: str | None = None,
+    bootstrap_port: int = 8998,
+    staging: bool = False,
+    unified_memory: bool = False,
+    decode_hisparse: bool = False,
+    writer=None,
+) -> Plan:
     """The Mooncake prefill's handling of this decode (registration, then the transfer
     worker's send path and writes for a request), for prefill PP stage ``pp_rank``.
 
@@ -393,53 +467,102 @@ def decide(prefill: SideGeometry, decode: SideGeometry, *, decode_dcp_size: int 
     b = behaviour(release)
     plan = Plan(path=None, n_src=prefill.n, n_dst=decode.n)
     if not b.modeled:
-        return _not_modeled(plan, f"SGLang {b.version}'s Mooncake transfer is not restated (kvcheck restates {OLDEST} .. {NEWEST})")
+        return _not_modeled(
+            plan, f"SGLang {b.version}'s Mooncake transfer is not restated (kvcheck restates {OLDEST} .. {NEWEST})"
+        )
     # Registration: requires_dcp_relayout (0.5.17), in the bootstrap thread (uncaught).
     if prefill_dcp_size != decode_dcp_size:
         if not b.dcp:
-            return _not_modeled(plan, f"decode DCP {decode_dcp_size}: SGLang {b.version}'s Mooncake registration carries no DCP size")
+            return _not_modeled(
+                plan, f"decode DCP {decode_dcp_size}: SGLang {b.version}'s Mooncake registration carries no DCP size"
+            )
         if prefill_dcp_size == 1 and decode_dcp_size > 1 and prefill.is_mla:
             return _not_modeled(plan, "the Mooncake DCP relayout (send_kvcache_dcp) is not restated")
         plan.error = RuntimeErrorPrediction(
-            type="RuntimeError", message=f"Unsupported PD DCP topology: {prefill_dcp_size} -> {decode_dcp_size}",
-            raised_by=BOOTSTRAP_THREAD, when="decode registration", operator_sees=BOOTSTRAP_DIES)
+            type="RuntimeError",
+            message=f"Unsupported PD DCP topology: {prefill_dcp_size} -> {decode_dcp_size}",
+            raised_by=BOOTSTRAP_THREAD,
+            when="decode registration",
+            operator_sees=BOOTSTRAP_DIES,
+        )
         return plan
     if prefill_dcp_size > 1:
-        return _not_modeled(plan, f"DCP {prefill_dcp_size} on both sides: which DCP rank sends which pages is not restated for Mooncake")
+        return _not_modeled(
+            plan, f"DCP {prefill_dcp_size} on both sides: which DCP rank sends which pages is not restated for Mooncake"
+        )
     if prefill.n == 0:
         plan.path = "nothing_to_transfer"
         return plan
     flat = prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size
     if unified_memory:
-        return _not_modeled(plan, "--enable-unified-memory's whole-envelope KV path (_validate_envelope_kv_layout) is not restated")
+        return _not_modeled(
+            plan, "--enable-unified-memory's whole-envelope KV path (_validate_envelope_kv_layout) is not restated"
+        )
     if decode_hisparse and flat:
-        return _not_modeled(plan, "a HiSparse decode's host/device destination split (dst_device_kv_indices) is not restated")
+        return _not_modeled(
+            plan, "a HiSparse decode's host/device destination split (dst_device_kv_indices) is not restated"
+        )
     if not flat and staging:
-        return _not_modeled(plan, "SGLANG_DISAGG_STAGING_BUFFER sends unequal-TP KV through staging buffers (_do_staging_transfer), which kvcheck does not restate")
+        return _not_modeled(
+            plan,
+            "SGLANG_DISAGG_STAGING_BUFFER sends unequal-TP KV through staging buffers (_do_staging_transfer), which "
+            "kvcheck does not restate",
+        )
     if not flat and not total_kv_heads:
         return _not_modeled(plan, "head-sliced transfer with an unknown KV head count")
     if prefill.pool in ("DSV4", "MINIMAX_SPARSE"):
-        return _not_modeled(plan, f"the {prefill.pool} pool's KV entries (compression-ratio groups, published layer ids) are not restated for Mooncake")
+        return _not_modeled(
+            plan,
+            f"the {prefill.pool} pool's KV entries (compression-ratio groups, published layer ids) are not restated "
+            "for Mooncake",
+        )
     fn = "send_kvcache" if flat else "send_kvcache_slice"
-    for src_rank, dst_rank in rank_pairs(prefill.attn_tp_size, decode.attn_tp_size, total_kv_heads) if not flat else [(0, 0)]:
+    for src_rank, dst_rank in (
+        rank_pairs(prefill.attn_tp_size, decode.attn_tp_size, total_kv_heads) if not flat else [(0, 0)]
+    ):
         try:
-            w = (writer or simulate_writes)(prefill, decode, pp_rank=pp_rank, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank, b=b)
+            w = (writer or simulate_writes)(
+                prefill,
+                decode,
+                pp_rank=pp_rank,
+                total_kv_heads=total_kv_heads,
+                src_rank=src_rank,
+                dst_rank=dst_rank,
+                b=b,
+            )
         except SendFailed as exc:
             plan.error = RuntimeErrorPrediction(
                 type="KVTransferError",
                 message=f"Failed to send kv chunk of {ROOM} to {DECODE_ENDPOINT[0]}:{DECODE_ENDPOINT[1]}",
-                raised_by=TRANSFER_WORKER.format(fn=fn) + f"; it logs: {exc}", when="first request", operator_sees=REQUEST_FAILS)
+                raised_by=TRANSFER_WORKER.format(fn=fn) + f"; it logs: {exc}",
+                when="first request",
+                operator_sees=REQUEST_FAILS,
+            )
             return plan
         except Exception as exc:
-            text = exc.message if isinstance(exc, WorkerDied) else f"Transfer thread failed because of {exc}. Prefill instance with bootstrap_port={bootstrap_port} is dead."
+            text = (
+                exc.message
+                if isinstance(exc, WorkerDied)
+                else f"Transfer thread failed because of {exc}. Prefill instance with "
+                f"bootstrap_port={bootstrap_port} is dead."
+            )
             plan.error = RuntimeErrorPrediction(
                 type="RuntimeError",
                 message=text,
-                raised_by=TRANSFER_WORKER.format(fn=fn), when="first request", operator_sees=WORKER_DIES)
+                raised_by=TRANSFER_WORKER.format(fn=fn),
+                when="first request",
+                operator_sees=WORKER_DIES,
+            )
             return plan
         bad = misplaced_write(prefill, decode, w, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank)
         if bad is not None:
-            plan.error = RuntimeErrorPrediction(type="SilentCorruption", message=bad, raised_by=WRITES.format(fn=fn), when="first request", operator_sees=CORRUPTS)
+            plan.error = RuntimeErrorPrediction(
+                type="SilentCorruption",
+                message=bad,
+                raised_by=WRITES.format(fn=fn),
+                when="first request",
+                operator_sees=CORRUPTS,
+            )
             return plan
         if src_rank == 0 and dst_rank == 0 or not plan.dst_indices:
             plan.path = w.path
@@ -454,8 +577,15 @@ def _not_modeled(plan: Plan, why: str) -> Plan:
 
 # -- state components (maybe_send_extra) -----------------------------------------------
 
-def decide_states(prefill: SideGeometry, decode: SideGeometry, *, release: str | None = None, bootstrap_port: int = 8998,
-                  pp_rank: int = 0) -> tuple[RuntimeErrorPrediction | None, str | None]:
+
+def decide_states(
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    *,
+    release: str | None = None,
+    bootstrap_port: int = 8998,
+    pp_rank: int = 0,
+) -> tuple[RuntimeErrorPrediction | None, str | None]:
     """The state components' send (``MooncakeKVManager.maybe_send_extra``, last chunk, in
     the transfer worker) for prefill PP stage ``pp_rank``: ``(error, unchecked reason)``.
 
@@ -475,32 +605,50 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, *, release: str |
         for st in prefill.state_types:
             msg = None
             if st in ("dsa", "block_scale", "block_scale_swa") and hetero:
-                msg = f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {st.upper()} hybrid models yet."
+                msg = (
+                    f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {st.upper()} hybrid "
+                    "models yet."
+                )
             elif st in ("minimax_index_k", "minimax_dense_kv") and prefill.pp_size > 1:
                 msg = "PD disagg: PP>1 not supported for MiniMax state yet."
             elif st in ("minimax_index_k", "minimax_dense_kv") and prefill.attn_tp_size != decode.attn_tp_size:
                 msg = "PD disagg: heterogeneous TP not supported for MiniMax state yet."
             if msg:
                 return RuntimeErrorPrediction(
-                    type="RuntimeError", message=f"Transfer thread failed because of {msg} Prefill instance with bootstrap_port={bootstrap_port} is dead.",
-                    raised_by=TRANSFER_WORKER.format(fn="maybe_send_extra"), when="first request", operator_sees=WORKER_DIES), None
+                    type="RuntimeError",
+                    message=f"Transfer thread failed because of {msg} Prefill instance with "
+                    f"bootstrap_port={bootstrap_port} is dead.",
+                    raised_by=TRANSFER_WORKER.format(fn="maybe_send_extra"),
+                    when="first request",
+                    operator_sees=WORKER_DIES,
+                ), None
     if not at_least(b.version, "0.5.17"):
         return _decide_states_before_0517(prefill, decode, b.version, kinds, hetero, bootstrap_port)
 
     def sig(g: SideGeometry):
         return [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in g.state_regions]
 
-    same_layout = (prefill.pp_size == decode.pp_size and prefill.stage_layers == decode.stage_layers) or prefill.pp_size == decode.pp_size == 1
+    same_layout = (
+        prefill.pp_size == decode.pp_size and prefill.stage_layers == decode.stage_layers
+    ) or prefill.pp_size == decode.pp_size == 1
     if prefill.state_types != decode.state_types:
-        return None, f"the two sides register different state components (prefill {prefill.state_types}, decode {decode.state_types})"
+        return (
+            None,
+            f"the two sides register different state components (prefill {prefill.state_types}, decode "
+            f"{decode.state_types})",
+        )
     if (prefill.attn_tp_size == decode.attn_tp_size or prefill.is_mla) and same_layout and sig(prefill) == sig(decode):
         return None, None
-    return None, (f"Mooncake's state transfer ({', '.join(kinds)}: maybe_send_extra) between different state layouts "
-                  f"(attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size}, PP {prefill.pp_size} -> {decode.pp_size}) is not restated")
+    return None, (
+        f"Mooncake's state transfer ({', '.join(kinds)}: maybe_send_extra) between different state layouts "
+        f"(attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size}, PP {prefill.pp_size} -> {decode.pp_size}) "
+        "is not restated"
+    )
 
 
-def _decide_states_before_0517(prefill: SideGeometry, decode: SideGeometry, version: str, kinds: list[str], hetero: bool,
-                               bootstrap_port: int) -> tuple[RuntimeErrorPrediction | None, str | None]:
+def _decide_states_before_0517(
+    prefill: SideGeometry, decode: SideGeometry, version: str, kinds: list[str], hetero: bool, bootstrap_port: int
+) -> tuple[RuntimeErrorPrediction | None, str | None]:
     """``maybe_send_extra`` of 0.5.5 .. 0.5.16 (and the worker's check around it).
 
     0.5.5 .. 0.5.8: on the last chunk of a hybrid pool, the transfer worker raises "PD
@@ -514,15 +662,26 @@ def _decide_states_before_0517(prefill: SideGeometry, decode: SideGeometry, vers
     over the state buffer lists. Restated as certain only for twin layouts at PP 1 (the
     generic path slices state lists by the stage's start layer, not restated for PP > 1):
     every buffer pairs with its twin at its own stride."""
+
     def worker_dies(msg: str) -> RuntimeErrorPrediction:
         return RuntimeErrorPrediction(
-            type="RuntimeError", message=f"Transfer thread failed because of {msg}. Prefill instance with bootstrap_port={bootstrap_port} is dead.",
-            raised_by=TRANSFER_WORKER.format(fn="maybe_send_extra" if at_least(version, "0.5.9") else "transfer_worker"),
-            when="first request", operator_sees=WORKER_DIES)
+            type="RuntimeError",
+            message=f"Transfer thread failed because of {msg}. Prefill instance with bootstrap_port={bootstrap_port} "
+            "is dead.",
+            raised_by=TRANSFER_WORKER.format(
+                fn="maybe_send_extra" if at_least(version, "0.5.9") else "transfer_worker"
+            ),
+            when="first request",
+            operator_sees=WORKER_DIES,
+        )
 
     types = list(prefill.state_types)
     if types != list(decode.state_types):
-        return None, f"the two sides register different state components (prefill {prefill.state_types}, decode {decode.state_types})"
+        return (
+            None,
+            f"the two sides register different state components (prefill {prefill.state_types}, decode "
+            f"{decode.state_types})",
+        )
     if len(types) > 1 and not at_least(version, "0.5.13"):
         return None, f"SGLang {version} sends one state type per pool; kvcheck's layout has {types}"
     handled = {"mamba", "swa", "dsa"}
@@ -530,15 +689,31 @@ def _decide_states_before_0517(prefill: SideGeometry, decode: SideGeometry, vers
         return None, f"SGLang {version}'s Mooncake state transfer ({', '.join(kinds)}) is not restated"
     if hetero:
         if not at_least(version, "0.5.9"):
-            return worker_dies("PD Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet."), None
+            return worker_dies(
+                "PD Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet."
+            ), None
         for t in types:
             if t in ("swa", "dsa"):
                 name = "DSA" if t == "dsa" and at_least(version, "0.5.13") else ("NSA" if t == "dsa" else "SWA")
-                return worker_dies(f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {name} hybrid models yet."), None
-        return None, f"Mooncake's Mamba state slicing across attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size} (_send_mamba_state_slice) is not restated"
+                return worker_dies(
+                    f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {name} hybrid models yet."
+                ), None
+        return (
+            None,
+            f"Mooncake's Mamba state slicing across attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size} "
+            "(_send_mamba_state_slice) is not restated",
+        )
     if prefill.pp_size != 1 or decode.pp_size != 1:
-        return None, f"SGLang {version}'s Mooncake state transfer ({', '.join(kinds)}) with PP {prefill.pp_size} -> {decode.pp_size} is not restated"
+        return (
+            None,
+            f"SGLang {version}'s Mooncake state transfer ({', '.join(kinds)}) with PP {prefill.pp_size} -> "
+            f"{decode.pp_size} is not restated",
+        )
     sig = [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in prefill.state_regions]
     if sig == [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in decode.state_regions]:
         return None, None
-    return None, f"Mooncake's state transfer ({', '.join(kinds)}) between different state layouts on SGLang {version} is not restated"
+    return (
+        None,
+        f"Mooncake's state transfer ({', '.join(kinds)}) between different state layouts on SGLang {version} is not "
+        "restated",
+    )

@@ -65,8 +65,15 @@ def _sg() -> SimpleNamespace:
         mconn.get_spec = lambda: SimpleNamespace(speculative_algorithm=None)
     for name in ("sglang.srt.disaggregation.mooncake.conn", "sglang.srt.disaggregation.common.conn"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    return SimpleNamespace(version=getattr(sglang, "__version__", "?"), KVArgs=base_conn.KVArgs, KVPoll=base_conn.KVPoll,
-                           m=mconn, Chunk=TransferKVChunk, PREFILL=DisaggregationMode.PREFILL, DECODE=DisaggregationMode.DECODE)
+    return SimpleNamespace(
+        version=getattr(sglang, "__version__", "?"),
+        KVArgs=base_conn.KVArgs,
+        KVPoll=base_conn.KVPoll,
+        m=mconn,
+        Chunk=TransferKVChunk,
+        PREFILL=DisaggregationMode.PREFILL,
+        DECODE=DisaggregationMode.DECODE,
+    )
 
 
 def runtime_version() -> str:
@@ -116,22 +123,47 @@ def _registration(sg, decode: SideGeometry, ids: list[int], dst_rank: int, total
     kv_args = _kv_args(sg, decode, mc.DST_BASE, ids, 0, total_kv_heads, dst_rank)
     if hasattr(m.MooncakeKVManager, "build_receiver_registration_message"):  # 0.5.23
         d = object.__new__(m.MooncakeKVManager)
-        d.kv_args, d.enable_staging, d.local_ip, d.rank_port = kv_args, False, mc.DECODE_ENDPOINT[0], mc.DECODE_ENDPOINT[1]
+        d.kv_args, d.enable_staging, d.local_ip, d.rank_port = (
+            kv_args,
+            False,
+            mc.DECODE_ENDPOINT[0],
+            mc.DECODE_ENDPOINT[1],
+        )
         d.attn_tp_size, d.dcp_size, d.dcp_rank = decode.attn_tp_size, 1, 0
         d.engine = _Engine()
         d.get_session_id = lambda: mc.SESSION
         return m.KVArgsRegisterInfo.from_zmq(d.build_receiver_registration_message())
     names = {f.name for f in dataclasses.fields(m.KVArgsRegisterInfo)}
-    values = dict(room="None", endpoint=mc.DECODE_ENDPOINT[0], dst_port=mc.DECODE_ENDPOINT[1], mooncake_session_id=mc.SESSION,
-                  dst_kv_ptrs=kv_args.kv_data_ptrs, dst_aux_ptrs=[], dst_state_data_ptrs=[], dst_tp_rank=dst_rank,
-                  dst_attn_tp_size=decode.attn_tp_size, dst_kv_item_len=decode.item_lens[0] if decode.n else 0,
-                  dst_state_item_lens=[], dst_state_dim_per_tensor=[], dst_kv_layer_ids=list(ids), dst_state_layer_ids=[])
+    values = dict(
+        room="None",
+        endpoint=mc.DECODE_ENDPOINT[0],
+        dst_port=mc.DECODE_ENDPOINT[1],
+        mooncake_session_id=mc.SESSION,
+        dst_kv_ptrs=kv_args.kv_data_ptrs,
+        dst_aux_ptrs=[],
+        dst_state_data_ptrs=[],
+        dst_tp_rank=dst_rank,
+        dst_attn_tp_size=decode.attn_tp_size,
+        dst_kv_item_len=decode.item_lens[0] if decode.n else 0,
+        dst_state_item_lens=[],
+        dst_state_dim_per_tensor=[],
+        dst_kv_layer_ids=list(ids),
+        dst_state_layer_ids=[],
+    )
     return m.KVArgsRegisterInfo(**{k: v for k, v in values.items() if k in names})
 
 
-def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0, total_kv_heads: int | None = None,
-                src_rank: int = 0, dst_rank: int = 0, publish_ids: tuple[bool, bool] = (False, False),
-                bootstrap_port: int = 8998) -> dict:
+def run_request(
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    *,
+    pp_rank: int = 0,
+    total_kv_heads: int | None = None,
+    src_rank: int = 0,
+    dst_rank: int = 0,
+    publish_ids: tuple[bool, bool] = (False, False),
+    bootstrap_port: int = 8998,
+) -> dict:
     """One request through the release's own ``transfer_worker``. Returns ``{"writes": [...],
     "failure": reason or None, "worker_error": str or None, "logged": [...]}``."""
     import numpy as np
@@ -153,7 +185,9 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
     mgr.dcp_size, mgr.dcp_rank = 1, 0
     mgr.attn_cp_size, mgr.attn_cp_rank = 1, 0
     # 0.5.5 .. 0.5.6: the last PP stage sends the aux data (get_pp_group())
-    mgr.pp_group = SimpleNamespace(is_last_rank=pp_rank == prefill.pp_size - 1, rank_in_group=pp_rank, world_size=prefill.pp_size)
+    mgr.pp_group = SimpleNamespace(
+        is_last_rank=pp_rank == prefill.pp_size - 1, rank_in_group=pp_rank, world_size=prefill.pp_size
+    )
     mgr.bootstrap_port = bootstrap_port
     mgr.enable_trace = mgr.enable_staging = mgr.enable_custom_mem_pool = False
     mgr.custom_mem_pool_type = None
@@ -188,13 +222,28 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
     info = _registration(sg, decode, ids_d, dst_rank, total_kv_heads)
     mgr.decode_kv_args_table = {mc.SESSION: info}
     tnames = {f.name for f in dataclasses.fields(m.TransferInfo)}
-    tvals = dict(room=mc.ROOM, endpoint=mc.DECODE_ENDPOINT[0], dst_port=mc.DECODE_ENDPOINT[1], mooncake_session_id=mc.SESSION,
-                 dst_kv_indices=np.array([mc.DST_PAGE], dtype=np.int32), dst_aux_index=0, dst_state_indices=[], required_dst_info_num=1,
-                 is_dummy=False)
+    tvals = dict(
+        room=mc.ROOM,
+        endpoint=mc.DECODE_ENDPOINT[0],
+        dst_port=mc.DECODE_ENDPOINT[1],
+        mooncake_session_id=mc.SESSION,
+        dst_kv_indices=np.array([mc.DST_PAGE], dtype=np.int32),
+        dst_aux_index=0,
+        dst_state_indices=[],
+        required_dst_info_num=1,
+        is_dummy=False,
+    )
     mgr.transfer_infos = {mc.ROOM: {mc.SESSION: m.TransferInfo(**{k: v for k, v in tvals.items() if k in tnames})}}
     cnames = {f.name for f in dataclasses.fields(sg.Chunk)}
-    cvals = dict(room=mc.ROOM, prefill_kv_indices=np.array([mc.SRC_PAGE], dtype=np.int32), index_slice=slice(0, 1), is_last_chunk=True, is_last=True,
-                 prefill_aux_index=0, state_indices=None)
+    cvals = dict(
+        room=mc.ROOM,
+        prefill_kv_indices=np.array([mc.SRC_PAGE], dtype=np.int32),
+        index_slice=slice(0, 1),
+        is_last_chunk=True,
+        is_last=True,
+        prefill_aux_index=0,
+        state_indices=None,
+    )
     chunk = sg.Chunk(**{k: v for k, v in cvals.items() if k in cnames})
 
     class Queue:
@@ -216,24 +265,44 @@ def run_request(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int = 0
         except _Stop:
             pass
         except AttributeError as exc:
-            raise KernelSetupError(f"the stand-in Mooncake manager lacks what SGLang {sg.version} reads: {exc}") from exc
+            raise KernelSetupError(
+                f"the stand-in Mooncake manager lacks what SGLang {sg.version} reads: {exc}"
+            ) from exc
         except RuntimeError as exc:
             out["worker_error"] = str(exc)
     out["writes"] = sorted(engine.writes)
     out["failure"] = failures[0] if failures else None
     if out["worker_error"] and "has no attribute" in out["worker_error"]:
-        raise KernelSetupError(f"the stand-in Mooncake manager lacks what SGLang {sg.version} reads: {out['worker_error']}")
+        raise KernelSetupError(
+            f"the stand-in Mooncake manager lacks what SGLang {sg.version} reads: {out['worker_error']}"
+        )
     return out
 
 
-def runtime_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int, total_kv_heads: int | None,
-                   src_rank: int, dst_rank: int, b) -> "mc.Writes":
+def runtime_writes(
+    prefill: SideGeometry,
+    decode: SideGeometry,
+    *,
+    pp_rank: int,
+    total_kv_heads: int | None,
+    src_rank: int,
+    dst_rank: int,
+    b,
+) -> mc.Writes:
     """``mooncake.simulate_writes``' contract answered by the release's own
     ``transfer_worker`` (``run_request``): its writes, or ``SendFailed`` for the -1 path
     (``conclude_failure``), or ``WorkerDied`` with the text the worker raised. The
     writes are judged by ``mooncake.misplaced_write`` as the builtin's are."""
     ids = (mc.publishes_layer_ids(prefill, b), mc.publishes_layer_ids(decode, b))
-    got = run_request(prefill, decode, pp_rank=pp_rank, total_kv_heads=total_kv_heads, src_rank=src_rank, dst_rank=dst_rank, publish_ids=ids)
+    got = run_request(
+        prefill,
+        decode,
+        pp_rank=pp_rank,
+        total_kv_heads=total_kv_heads,
+        src_rank=src_rank,
+        dst_rank=dst_rank,
+        publish_ids=ids,
+    )
     if got["worker_error"]:
         raise mc.WorkerDied(got["worker_error"])
     if got["failure"]:
@@ -241,4 +310,6 @@ def runtime_writes(prefill: SideGeometry, decode: SideGeometry, *, pp_rank: int,
     flat = prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size
     path = ("mla" if prefill.attn_tp_size != decode.attn_tp_size else "equal_tp") if flat else "hetero_tp_slice"
     pairs = sorted({((s - mc.SRC_BASE) // mc.STRIDE, (d - mc.DST_BASE) // mc.STRIDE) for s, d, _ in got["writes"]})
-    return mc.Writes(path=path, fn="send_kvcache" if flat else "send_kvcache_slice", writes=list(got["writes"]), pairs=pairs)
+    return mc.Writes(
+        path=path, fn="send_kvcache" if flat else "send_kvcache_slice", writes=list(got["writes"]), pairs=pairs
+    )

@@ -34,20 +34,38 @@ from kvcheck.release.manifest import NEWEST as NEWEST_MODELED
 # Only releases whose METADATA was read are listed; any other Dynamo tag is unknown.
 # Read 2026-12-01 from https://pypi.org/project/ai-dynamo/<release>/ (wheel METADATA).
 DYNAMO_SGLANG: dict[str, str] = {
-    "0.8.0": "0.5.6.post2", "0.8.1": "0.5.6.post2", "0.8.1.post1": "0.5.6.post2",
-    "0.8.1.post2": "0.5.6.post2", "0.8.1.post3": "0.5.6.post2",
-    "0.9.0": "0.5.8", "0.9.1": "0.5.8",
-    "1.0.0": "0.5.9", "1.0.1": "0.5.9", "1.0.2": "0.5.9",
-    "1.1.0": "0.5.10.post1", "1.1.1": "0.5.10.post1",
-    "1.2.0.post1": "0.5.11", "1.2.1": "0.5.11",
-    "1.3.0.post1": "0.5.14", "1.3.1": "0.5.14",
-    "1.4.0": "0.5.16", "1.4.1": "0.5.16", "1.4.2": "0.5.16",
-    "1.5.0": "0.5.18", "1.5.1": "0.5.18",
-    "1.6.0": "0.5.21", "1.6.1": "0.5.21",
+    "0.8.0": "0.5.6.post2",
+    "0.8.1": "0.5.6.post2",
+    "0.8.1.post1": "0.5.6.post2",
+    "0.8.1.post2": "0.5.6.post2",
+    "0.8.1.post3": "0.5.6.post2",
+    "0.9.0": "0.5.8",
+    "0.9.1": "0.5.8",
+    "1.0.0": "0.5.9",
+    "1.0.1": "0.5.9",
+    "1.0.2": "0.5.9",
+    "1.1.0": "0.5.10.post1",
+    "1.1.1": "0.5.10.post1",
+    "1.2.0.post1": "0.5.11",
+    "1.2.1": "0.5.11",
+    "1.3.0.post1": "0.5.14",
+    "1.3.1": "0.5.14",
+    "1.4.0": "0.5.16",
+    "1.4.1": "0.5.16",
+    "1.4.2": "0.5.16",
+    "1.5.0": "0.5.18",
+    "1.5.1": "0.5.18",
+    "1.6.0": "0.5.21",
+    "1.6.1": "0.5.21",
     # Read 2026-12-02 (pip download --no-deps ai-dynamo==X, METADATA):
-    "0.4.1": "0.5.0rc2", "0.5.0": "0.5.0rc2", "0.5.1": "0.5.0rc2",
-    "0.6.0": "0.5.3.post2", "0.6.1": "0.5.3.post2",
-    "0.7.0": "0.5.4.post3", "0.7.0.post1": "0.5.4.post3", "0.7.1": "0.5.4.post3",
+    "0.4.1": "0.5.0rc2",
+    "0.5.0": "0.5.0rc2",
+    "0.5.1": "0.5.0rc2",
+    "0.6.0": "0.5.3.post2",
+    "0.6.1": "0.5.3.post2",
+    "0.7.0": "0.5.4.post3",
+    "0.7.0.post1": "0.5.4.post3",
+    "0.7.1": "0.5.4.post3",
 }
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(rc\d+)?(?:\.?(post\d+))?$")
@@ -143,7 +161,12 @@ _SGLANG_REPO = re.compile(r"(^|[-_.])(sglang|sgl)($|[-_.])", re.I)
 
 def _pinned(version: str, text: str) -> ImageRelease:
     ok = is_modeled(version)
-    return ImageRelease(version, (version,) if ok else (), text, None if ok else f"SGLang {version} ({text}) is not a release kvcheck models")
+    return ImageRelease(
+        version,
+        (version,) if ok else (),
+        text,
+        None if ok else f"SGLang {version} ({text}) is not a release kvcheck models",
+    )
 
 
 # ``sglang0.4.10.post2`` / ``sglang-v0.5.9`` / ``sglang_0.5.9`` inside another image's tag
@@ -172,7 +195,12 @@ def read_image(image: str | None, dynamo_version: str | None = None) -> ImageRel
         return None
     image = str(image).strip()
     if "$" in image:
-        return ImageRelease(None, (), f"image {image}", f"image {image} holds an unresolved variable; pass --env with its value or --sglang-version")
+        return ImageRelease(
+            None,
+            (),
+            f"image {image}",
+            f"image {image} holds an unresolved variable; pass --env with its value or --sglang-version",
+        )
     ref = image.split("@", 1)[0]
     if ref.endswith(".sqsh"):  # enroot: registry+repo+tag.sqsh
         stem = ref.rsplit("/", 1)[-1][: -len(".sqsh")]
@@ -190,15 +218,24 @@ def read_image(image: str | None, dynamo_version: str | None = None) -> ImageRel
         return _dynamo(tag, f"image {image}")
     if not _SGLANG_REPO.search(repo):
         named = _SGLANG_IN_TAG.search(tag)
-        after = tag[named.end():] if named else ""
+        after = tag[named.end() :] if named else ""
         next_word = after[1:].split("-", 1)[0] if after[:1] in ("-", "_", ".") else ""
         if named and not _DEV_WORDS.search(next_word):
             # a vendor image whose tag names the SGLang it carries
             # (``docker-temp:0.3.4.post2-sglang0.4.10.post2-pytorch2.7.1.8-...``)
-            return _pinned(parse_release(named.group(1)) or named.group(1), f"image tag {image} (names sglang {named.group(1)})")
-        return ImageRelease(None, (), f"image {image}", f"image {image} is not an SGLang image; its SGLang release is unknown")
+            return _pinned(
+                parse_release(named.group(1)) or named.group(1), f"image tag {image} (names sglang {named.group(1)})"
+            )
+        return ImageRelease(
+            None, (), f"image {image}", f"image {image} is not an SGLang image; its SGLang release is unknown"
+        )
     if not tag:
-        return ImageRelease(None, (), f"image {image}", f"image {image} has no tag (Docker pulls 'latest', which names no SGLang release)")
+        return ImageRelease(
+            None,
+            (),
+            f"image {image}",
+            f"image {image} has no tag (Docker pulls 'latest', which names no SGLang release)",
+        )
     return _tag(tag, f"image tag {image}", image)
 
 
@@ -210,18 +247,36 @@ def _alias(alias: str, image: str, dynamo_version: str | None) -> ImageRelease:
     if "dynamo" in low:
         if dynamo_version:
             return _dynamo(dynamo_version, f"container {image} with dynamo.version {dynamo_version}")
-        return ImageRelease(None, (), f"container {image}", f"container {image} is a Dynamo image alias and the recipe pins no dynamo.version; its SGLang release is unknown")
+        return ImageRelease(
+            None,
+            (),
+            f"container {image}",
+            f"container {image} is a Dynamo image alias and the recipe pins no dynamo.version; its SGLang release is "
+            "unknown",
+        )
     m = re.match(r"^(?:lmsysorg[-_])?(?:sglang|sgl)[-_](.+)$", alias, re.I)
     if m:
         return _tag(m.group(1), f"container {image}", image)
-    return ImageRelease(None, (), f"container {image}", f"container alias {image} names no SGLang release (the cluster's srtslurm.yaml maps it to an image)")
+    return ImageRelease(
+        None,
+        (),
+        f"container {image}",
+        f"container alias {image} names no SGLang release (the cluster's srtslurm.yaml maps it to an image)",
+    )
 
 
 def _dynamo(tag: str, text: str) -> ImageRelease:
     dyn = parse_release(tag)
     if dyn and dyn in DYNAMO_SGLANG:
-        return _pinned(DYNAMO_SGLANG[dyn], f"{text}: Dynamo {dyn} pins SGLang {DYNAMO_SGLANG[dyn]} (ai-dynamo[sglang] on PyPI)")
-    return ImageRelease(None, (), text, f"{text} is a Dynamo runtime; kvcheck does not know which SGLang release Dynamo {tag or 'latest'} ships")
+        return _pinned(
+            DYNAMO_SGLANG[dyn], f"{text}: Dynamo {dyn} pins SGLang {DYNAMO_SGLANG[dyn]} (ai-dynamo[sglang] on PyPI)"
+        )
+    return ImageRelease(
+        None,
+        (),
+        text,
+        f"{text} is a Dynamo runtime; kvcheck does not know which SGLang release Dynamo {tag or 'latest'} ships",
+    )
 
 
 def _tag(tag: str, text: str, image: str) -> ImageRelease:
@@ -232,10 +287,17 @@ def _tag(tag: str, text: str, image: str) -> ImageRelease:
         since = parse_release(m.group(1)) if m else None
         return nightly_window(day, f"{text} (a build of {day})", since=since)
     if not m:
-        return ImageRelease(None, (), text, f"image tag {tag} of {image} names no SGLang release (a nightly, dev or moving tag)")
+        return ImageRelease(
+            None, (), text, f"image tag {tag} of {image} names no SGLang release (a nightly, dev or moving tag)"
+        )
     version, rest = m.group(1), m.group(2)
     if rest and _DEV_WORDS.search(rest):
-        return ImageRelease(None, (), text, f"image tag {tag} of {image} is a development build after or before {version}, not a release")
+        return ImageRelease(
+            None,
+            (),
+            text,
+            f"image tag {tag} of {image} is a development build after or before {version}, not a release",
+        )
     return _pinned(parse_release(version) or version, text)
 
 
@@ -253,11 +315,28 @@ def nightly_window(day: str, text: str, since: str | None = None) -> ImageReleas
     if since and is_modeled(since):
         before.append(since)
     if not before:
-        return ImageRelease(None, (), text, f"{text}: {day} is before the oldest release kvcheck models ({rels[0] if rels else NEWEST_MODELED})", True)
+        return ImageRelease(
+            None,
+            (),
+            text,
+            f"{text}: {day} is before the oldest release kvcheck models ({rels[0] if rels else NEWEST_MODELED})",
+            True,
+        )
     lo = max(before, key=release_key)
-    after = [r for r in rels if SGLANG_PUBLISHED[r] > end and release_key(r) > release_key(lo) and "post" not in r and "rc" not in r]
+    after = [
+        r
+        for r in rels
+        if SGLANG_PUBLISHED[r] > end and release_key(r) > release_key(lo) and "post" not in r and "rc" not in r
+    ]
     if not after:
-        return ImageRelease(None, (), text, f"{text}: a build after SGLang {lo}, newer than the newest release kvcheck models ({rels[-1] if rels else NEWEST_MODELED}); pin a released tag or pass --sglang-version", True)
+        return ImageRelease(
+            None,
+            (),
+            text,
+            f"{text}: a build after SGLang {lo}, newer than the newest release kvcheck models "
+            f"({rels[-1] if rels else NEWEST_MODELED}); pin a released tag or pass --sglang-version",
+            True,
+        )
     hi = min(after, key=release_key)
     window = tuple(r for r in modeled() if release_key(lo) <= release_key(r) <= release_key(hi))
     return ImageRelease(None, window, f"{text}: between SGLang {lo} and {hi}", None, True)
@@ -344,10 +423,17 @@ def choose_release(
     if cli and is_modeled(cli):
         return ReleaseChoice(cli, cli_source, True, cli)
     if inp:
-        return ReleaseChoice(inp, input_source or "input", False, newest,
-                             f"SGLang {inp} ({input_source or 'input'}) is not a release kvcheck models")
+        return ReleaseChoice(
+            inp,
+            input_source or "input",
+            False,
+            newest,
+            f"SGLang {inp} ({input_source or 'input'}) is not a release kvcheck models",
+        )
     if cli:
-        return ReleaseChoice(cli, cli_source, False, newest, f"SGLang {cli} ({cli_source}) is not a release kvcheck models")
+        return ReleaseChoice(
+            cli, cli_source, False, newest, f"SGLang {cli} ({cli_source}) is not a release kvcheck models"
+        )
     if input_unknown:
         return ReleaseChoice(None, input_unknown, False, newest, input_unknown)
     # No clue: never the SGLang installed where kvcheck runs, never the newest modeled

@@ -121,7 +121,10 @@ def server_args_dtype(side, gpu_name: str | None = None, release: str | None = N
     if flag == "auto":
         sinks = bool(getattr(side.model, "learnable_sink", False)) and in_range(release, _SINKS_FROM)
         out = "fp8_e4m3" if major >= 10 and not sinks else "bfloat16"
-        return out, f"SGLang {release} on {name}: \"Setting KV cache dtype to {out} for DeepSeek DSA on SM{major} device.\""
+        return (
+            out,
+            f'SGLang {release} on {name}: "Setting KV cache dtype to {out} for DeepSeek DSA on SM{major} device."',
+        )
     if flag == "bf16":
         return "bfloat16", f"SGLang {release} spells --kv-cache-dtype bf16 as bfloat16 for DeepSeek DSA"
     return flag, ""
@@ -132,7 +135,11 @@ def kv_dtype(side, gpu_name: str | None = None) -> KvDtype:
     flag = side.args.kv_cache_dtype
     sa, why = server_args_dtype(side, gpu_name)
     runner = sa
-    if sa == "auto" and side.model.attention != "not_modeled" and (side.model.kv_cache_quant_algo or "").upper() == "FP8":
+    if (
+        sa == "auto"
+        and side.model.attention != "not_modeled"
+        and (side.model.kv_cache_quant_algo or "").upper() == "FP8"
+    ):
         runner = "fp8_e4m3"  # configure_kv_cache_dtype: auto follows an FP8 KV quant config
     return KvDtype(flag, sa, runner, why)
 
@@ -195,7 +202,13 @@ def kv_dtype_over_gpus(prefill, decode, decode_behaviour) -> list[tuple[str, str
     for label, gpu in _GPU_KINDS:
         pg, dg = (gpu if gpu_assumed(prefill) else None), (gpu if gpu_assumed(decode) else None)
         if compared:
-            rows.append((label, kv_dtype_compared(prefill, decode_behaviour, pg), kv_dtype_compared(decode, decode_behaviour, dg)))
+            rows.append(
+                (
+                    label,
+                    kv_dtype_compared(prefill, decode_behaviour, pg),
+                    kv_dtype_compared(decode, decode_behaviour, dg),
+                )
+            )
         else:  # no dtype check (before 0.5.10): the KV bytes per element decide the item lengths
             rows.append((label, _bytes_text(prefill, pg), _bytes_text(decode, dg)))
     if len({p == d for _, p, d in rows}) == 1:
@@ -236,6 +249,8 @@ def decide_kv_dtype_over_gpus(prefill, decode, decode_behaviour, extra: PairFact
         extra["bootstrap_errors"] = [e for e in errors if e[0] != "kv-cache-dtype-mismatch"]
         return
     extra["bootstrap_errors"] = [
-        (fid, rt, dtype_detail(prefill, decode, decode_behaviour)) if fid == "kv-cache-dtype-mismatch" else (fid, rt, detail)
+        (fid, rt, dtype_detail(prefill, decode, decode_behaviour))
+        if fid == "kv-cache-dtype-mismatch"
+        else (fid, rt, detail)
         for fid, rt, detail in errors
     ]

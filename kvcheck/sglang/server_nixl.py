@@ -79,11 +79,20 @@ def server_nixl(side) -> ServerNixl:
         floor = None
         if got is not None and got.named and not got.window:
             floor = image_nixl_floor(got.named)
-        elif got is not None and got.window and got.releases and release_key(got.releases[0]) >= release_key(IMAGE_NIXL_FROM):
+        elif (
+            got is not None
+            and got.window
+            and got.releases
+            and release_key(got.releases[0]) >= release_key(IMAGE_NIXL_FROM)
+        ):
             day = re.search(r"a build of (\d{4}-\d\d-\d\d)", got.text)
             floor = newest_nixl_before(day.group(1)) if day else None
         if floor:
-            return ServerNixl(floor, None, f"{image}: SGLang's Dockerfile installs the newest NIXL unpinned, {floor} when it was published")
+            return ServerNixl(
+                floor,
+                None,
+                f"{image}: SGLang's Dockerfile installs the newest NIXL unpinned, {floor} when it was published",
+            )
     return ServerNixl(None, None, "no NIXL_VERSION in its env, and its image does not say", known=False)
 
 
@@ -113,7 +122,9 @@ def nixl_in(server: ServerNixl, ranges: list[list[str | None]]) -> str:
 
     lo, hi = server.lo, server.hi
     for rlo, rhi in ranges:
-        inside = (rlo is None or (lo is not None and k(rlo) <= k(lo))) and (rhi is None or (hi is not None and k(hi) <= k(rhi)))
+        inside = (rlo is None or (lo is not None and k(rlo) <= k(lo))) and (
+            rhi is None or (hi is not None and k(hi) <= k(rhi))
+        )
         if inside:
             return "yes"
     for rlo, rhi in ranges:

@@ -77,7 +77,16 @@ from kvcheck.sglang.plan import RuntimeErrorPrediction
 from kvcheck.sglang.pools.base import DSV4, SWA
 
 # The state types whose transfer this module decides (0.5.22, 0.5.23).
-DECIDED_STATE_TYPES = ("swa", "mamba", "block_scale", "block_scale_swa", "minimax_index_k", "minimax_dense_kv", "dsa", "c128_state")
+DECIDED_STATE_TYPES = (
+    "swa",
+    "mamba",
+    "block_scale",
+    "block_scale_swa",
+    "minimax_index_k",
+    "minimax_dense_kv",
+    "dsa",
+    "c128_state",
+)
 # StateType member names whose value differs from the upper-cased value (exception texts).
 _MEMBER_NAMES = {"c128_state": "DSV4_REQUEST_STATE"}
 
@@ -98,7 +107,8 @@ class StateInputs(BaseModel):
     ``dcp_size`` per side, the NIXL backend (``SGLANG_DISAGGREGATION_NIXL_BACKEND``,
     default UCX), the SWA KV layout of each side ("nhd", or "hnd" with
     ``SGLANG_USE_HND_KVCACHE``), ``prepared_state``: both sides run a release with the
-    prepared state plan (0.5.23 prefill and a decode sending frame 23; 0.5.22 has none), the model's total KV heads of the SWA layers
+    prepared state plan (0.5.23 prefill and a decode sending frame 23; 0.5.22 has none), the model's total KV heads of
+    the SWA layers
     (``get_total_num_kv_heads``), the Mamba dtype variables of each side, and the Mamba
     conv state's sub-block layout of each side (``mamba_conv_layout``)."""
 
@@ -139,7 +149,13 @@ class StateDecision(BaseModel):
 
 
 def _err(message: str, type_: str = "RuntimeError") -> RuntimeErrorPrediction:
-    return RuntimeErrorPrediction(type=type_, message=message, raised_by=PREFILL_TRANSFER_WORKER, when="first request", operator_sees=REQUEST_FAILS)
+    return RuntimeErrorPrediction(
+        type=type_,
+        message=message,
+        raised_by=PREFILL_TRANSFER_WORKER,
+        when="first request",
+        operator_sees=REQUEST_FAILS,
+    )
 
 
 def _lens(g: SideGeometry, t: str) -> list[int]:
@@ -163,10 +179,19 @@ def prepared_path(p: SideGeometry, d: SideGeometry, inp: StateInputs) -> bool:
     """``_prepared_state_component_indices`` + ``_prepare_state_xfer`` (0.5.23): CUDA, the
     UCX backend, a prefill with PP = CP = DCP = 1 and a decode with DCP = 1 (a 0.5.23 decode
     sends its pool data lengths)."""
-    return inp.prepared_state and inp.nixl_backend == "UCX" and inp.prefill_pp == 1 and inp.prefill_cp == 1 and inp.prefill_dcp == 1 and inp.decode_dcp == 1
+    return (
+        inp.prepared_state
+        and inp.nixl_backend == "UCX"
+        and inp.prefill_pp == 1
+        and inp.prefill_cp == 1
+        and inp.prefill_dcp == 1
+        and inp.decode_dcp == 1
+    )
 
 
-def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs, *, pp_rank: int = 0) -> list[StateDecision]:
+def decide_states(
+    prefill: SideGeometry, decode: SideGeometry, inp: StateInputs, *, pp_rank: int = 0
+) -> list[StateDecision]:
     """The transfer of every state component of ``prefill`` (PP stage ``pp_rank``) into
     ``decode`` (what the decode rank paired with that stage registers: the whole model
     at decode PP 1, the same stage at decode PP = prefill PP), as SGLang 0.5.23's
@@ -190,7 +215,10 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs,
         dec = StateDecision(index=i, state_type=t, pp_rank=pp_rank, n_entries=len(src))
         out.append(dec)
         if not same_list:
-            dec.unchecked = f"state components differ (prefill {prefill.state_types}, decode {decode.state_types}): component {i} is paired by index"
+            dec.unchecked = (
+                f"state components differ (prefill {prefill.state_types}, decode {decode.state_types}): "
+                f"component {i} is paired by index"
+            )
             continue
         dst = [r.item_len for r in decode.component_regions(i)]
         if t in ("minimax_index_k", "minimax_dense_kv"):
@@ -208,7 +236,9 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs,
             _swa_head_slice(dec, prefill, decode, inp)
             continue
         elif t in _KV_SHAPED and not mla and tp_p != tp_d:
-            dec.error = _err(f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {t.upper()} hybrid models yet.")
+            dec.error = _err(
+                f"PD Disaggregation does NOT support PD different TP sizes for non-MLA {t.upper()} hybrid models yet."
+            )
             continue
         elif t not in DECIDED_STATE_TYPES:
             dec.unchecked = f"state component {t!r} is not modeled"
@@ -250,12 +280,16 @@ def decide_states(prefill: SideGeometry, decode: SideGeometry, inp: StateInputs,
             continue
         s, j = bad[0]
         if prepared:
-            rejected.append(f"NIXL prepared state component {i} (StateType.{_MEMBER_NAMES.get(t, t.upper())}) stride mismatch for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}")
+            rejected.append(
+                f"NIXL prepared state component {i} (StateType.{_MEMBER_NAMES.get(t, t.upper())}) stride mismatch "
+                f"for peer {PEER}: src[{s}]={src[s]}, dst[{j}]={dst[j]}"
+            )
         else:
             dec.corruption = (
-                f"{t} state entry {s} moves {eff[s]} bytes per item into decode entry {j} of {dst[j]} bytes (prefill entry: {src[s]} bytes); "
-                "the generic path writes each item with the prefill's length at the prefill's stride into the decode's slots"
-                + (" (V entries take the K entries' length)" if eff[s] != src[s] else "")
+                f"{t} state entry {s} moves {eff[s]} bytes per item into decode entry {j} of {dst[j]} bytes (prefill "
+                f"entry: {src[s]} bytes); "
+                "the generic path writes each item with the prefill's length at the prefill's stride into the "
+                "decode's slots" + (" (V entries take the K entries' length)" if eff[s] != src[s] else "")
             )
     if rejected:
         # _prepare_state_xfer rejects the peer with every mismatching component joined;
@@ -303,7 +337,9 @@ def _index_error(i: int, size: int) -> _Raised:
     return _Raised("IndexError", f"index {i} is out of bounds for axis 0 with size {size}")
 
 
-def entry_pairs(src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, *, positional: bool) -> list[tuple[int, int]]:
+def entry_pairs(
+    src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, *, positional: bool
+) -> list[tuple[int, int]]:
     """``build_transfer_entry_pairs`` (``disaggregation/utils.py``, 0.5.22/0.5.23): the
     (prefill entry, decode entry) pairs by layer id, each occurrence of a layer id paired
     in order (conv before temporal); ``positional``: ``allow_positional_fallback``
@@ -332,7 +368,10 @@ def entry_pairs(src_ids: list[int], dst_ids: list[int], n_src: int, n_dst: int, 
             pairs.append((i, pos[lid].pop(0)))
         return pairs
     if n_dst < n_src or (n_src != n_dst and not positional):
-        raise _Raised("RuntimeError", f"PP-heterogeneous transfer requires layer ids on both peers; got src={n_src} dst={n_dst} entries")
+        raise _Raised(
+            "RuntimeError",
+            f"PP-heterogeneous transfer requires layer ids on both peers; got src={n_src} dst={n_dst} entries",
+        )
     return [(i, i) for i in range(n_src)]
 
 
@@ -431,14 +470,16 @@ def decide_pp_component(dec: StateDecision, p: SideGeometry, d: SideGeometry, pp
         a, b = src_regs[s], dst_regs[j]
         if (a.layer_id, a.part) != (b.layer_id, b.part):
             dec.corruption = (
-                f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode entry {j} "
+                f"prefill PP stage {pp_rank}: {t} entry {s} (layer {a.layer_id} {a.part}) is written into decode "
+                f"entry {j} "
                 f"(layer {b.layer_id} {b.part}): the generic path pairs this stage's entries from start layer {start}"
                 + (" (an SWA pool starts every PP stage at 0; its state carries no layer ids)" if p.pool == SWA else "")
             )
             return
         if dst[j] and n_bytes != dst[j]:
             dec.corruption = (
-                f"prefill PP stage {pp_rank}: {t} entry {s} moves {n_bytes} bytes per item into decode entry {j} of {dst[j]} bytes "
+                f"prefill PP stage {pp_rank}: {t} entry {s} moves {n_bytes} bytes per item into decode entry {j} of "
+                f"{dst[j]} bytes "
                 "(the generic path writes each item with the prefill's length at the prefill's stride)"
             )
             return
@@ -492,7 +533,9 @@ def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: Stat
             dec.unchecked = _EMPTY_STAGE.format(rank=pp_rank, t="mamba")
             return
         try:
-            pairs = entry_pairs(_ids(p, "mamba"), _ids(d, "mamba"), len(_lens(p, "mamba")), len(_lens(d, "mamba")), positional=False)
+            pairs = entry_pairs(
+                _ids(p, "mamba"), _ids(d, "mamba"), len(_lens(p, "mamba")), len(_lens(d, "mamba")), positional=False
+            )
         except _Raised as exc:
             dec.error = _err(exc.message, exc.type)
             return
@@ -514,12 +557,16 @@ def _mamba_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: Stat
     if inp.prefill_mamba_dtypes != inp.decode_mamba_dtypes:
         s, j = skew[0]
         dec.corruption = (
-            f"Mamba state dtypes differ (prefill conv/ssm {inp.prefill_mamba_dtypes}, decode {inp.decode_mamba_dtypes}): "
+            f"Mamba state dtypes differ (prefill conv/ssm {inp.prefill_mamba_dtypes}, decode "
+            f"{inp.decode_mamba_dtypes}): "
             f"with attention TP {p.attn_tp_size} -> {d.attn_tp_size} the slice transfer copies prefill entry {s} "
             f"({src[s]} bytes per slot) into decode entry {j} ({dst[j]} bytes per slot) at mismatched offsets"
         )
     else:
-        dec.unchecked = "Mamba state sizes do not scale with the attention TP size (grouped heads widened to TP); kvcheck cannot decide the slice"
+        dec.unchecked = (
+            "Mamba state sizes do not scale with the attention TP size (grouped heads widened to TP); "
+            "kvcheck cannot decide the slice"
+        )
 
 
 def _conv_misplaced(inp: StateInputs, tp_p: int, tp_d: int) -> str | None:
@@ -544,7 +591,8 @@ def _conv_misplaced(inp: StateInputs, tp_p: int, tp_d: int) -> str | None:
         return None
     how = "per registered sub-block " + str(shard) if use_subdims else "as one contiguous axis"
     return (
-        f"the Mamba conv state's channel axis is sub-blocks {lay_p} on the prefill and {lay_d} on the decode, each sharded over "
+        f"the Mamba conv state's channel axis is sub-blocks {lay_p} on the prefill and {lay_d} on the decode, each "
+        "sharded over "
         f"TP on its own, and the slice transfer (attention TP {tp_p} -> {tp_d}) cuts it {how}: decode channels receive "
         "channels of another sub-block or position (compute_mamba_state_slice_blocks)"
     )
@@ -553,7 +601,10 @@ def _conv_misplaced(inp: StateInputs, tp_p: int, tp_d: int) -> str | None:
 def _swa_head_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: StateInputs) -> None:
     """``_send_swa_state_slice`` -> ``CommonKVManager._get_mha_head_slice_blocks`` (0.5.23)."""
     if inp.prefill_pp > 1:
-        dec.error = _err("PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models with pipeline parallelism yet.")
+        dec.error = _err(
+            "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models with pipeline "
+            "parallelism yet."
+        )
         return
     if inp.swa_layout != "nhd":
         dec.error = _err(f"Head-sliced PD transfer needs the NHD KV cache layout, got {inp.swa_layout}")
@@ -561,7 +612,10 @@ def _swa_head_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: S
     src, dst = _lens(p, "swa"), _lens(d, "swa")
     src_k = [r for r in p.state_regions if r.state_type == "swa" and r.part == "K"]
     if 2 * len(src_k) != len(src) or len(dst) < len(src):
-        dec.error = _err(f"Head-sliced PD transfer needs matching per-layer K/V buffers: prefill has {len(src)} entries, decode has {len(dst)}")
+        dec.error = _err(
+            f"Head-sliced PD transfer needs matching per-layer K/V buffers: prefill has {len(src)} entries, decode "
+            f"has {len(dst)}"
+        )
         return
     total = inp.total_kv_heads
     if not total:
@@ -573,12 +627,13 @@ def _swa_head_slice(dec: StateDecision, p: SideGeometry, d: SideGeometry, inp: S
     # get_mha_kv_ptrs_with_pp pairs source K/V layer l with the decode's K/V layer l.
     n_layers = len(src) // 2
     d_half = len(dst) // 2
-    dst_pair = dst[:n_layers] + dst[d_half:d_half + n_layers]
+    dst_pair = dst[:n_layers] + dst[d_half : d_half + n_layers]
     for s_len, d_len in zip(src, dst_pair, strict=False):
         head_len = s_len // (page * src_heads)
         if head_len * page * src_heads != s_len or head_len * page * dst_heads != d_len:
             dec.error = _err(
-                f"KV item lengths (prefill={s_len}, decode={d_len}) do not split into {src_heads} and {dst_heads} heads of "
+                f"KV item lengths (prefill={s_len}, decode={d_len}) do not split into {src_heads} and {dst_heads} "
+                "heads of "
                 f"{total} total with page_size={page}"
             )
             return
@@ -600,14 +655,28 @@ def state_inputs(prefill, decode, prepared_state: bool = True) -> StateInputs:
         env = side.env or {}
         return env.get("SGLANG_MAMBA_CONV_DTYPE"), env.get("SGLANG_MAMBA_SSM_DTYPE")
 
-    lay_p = mamba_conv_layout(prefill.model, prefill.args.attn_tp_size) if prefill.model.hybrid == "linear" else (None, None)
-    lay_d = mamba_conv_layout(decode.model, decode.args.attn_tp_size) if decode.model.hybrid == "linear" else (None, None)
+    lay_p = (
+        mamba_conv_layout(prefill.model, prefill.args.attn_tp_size)
+        if prefill.model.hybrid == "linear"
+        else (None, None)
+    )
+    lay_d = (
+        mamba_conv_layout(decode.model, decode.args.attn_tp_size) if decode.model.hybrid == "linear" else (None, None)
+    )
     return StateInputs(
-        prefill_conv_layout=lay_p[0], decode_conv_layout=lay_d[0], conv_shard_groups=lay_p[1],
-        prepared_state=prepared_state, prefill_pp=prefill.args.pp_size, prefill_cp=prefill.args.attn_cp_size, prefill_dcp=prefill.args.dcp_size,
-        decode_dcp=decode.args.dcp_size, nixl_backend=str(env_p.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")),
-        swa_layout="hnd" if hnd else "nhd", total_kv_heads=heads,
-        prefill_mamba_dtypes=dtypes(prefill), decode_mamba_dtypes=dtypes(decode),
+        prefill_conv_layout=lay_p[0],
+        decode_conv_layout=lay_d[0],
+        conv_shard_groups=lay_p[1],
+        prepared_state=prepared_state,
+        prefill_pp=prefill.args.pp_size,
+        prefill_cp=prefill.args.attn_cp_size,
+        prefill_dcp=prefill.args.dcp_size,
+        decode_dcp=decode.args.dcp_size,
+        nixl_backend=str(env_p.get("SGLANG_DISAGGREGATION_NIXL_BACKEND", "UCX")),
+        swa_layout="hnd" if hnd else "nhd",
+        total_kv_heads=heads,
+        prefill_mamba_dtypes=dtypes(prefill),
+        decode_mamba_dtypes=dtypes(decode),
     )
 
 
@@ -648,43 +717,69 @@ def mamba_dims(model, attn_tp: int) -> dict[str, Any] | None:
     layout, shard = mamba_conv_layout(model, attn_tp)
     if getattr(model, "mamba_kind", None) == "kda":
         nh, hd = model.mamba_num_heads or 0, model.mamba_head_dim or 0
-        return {"conv": 3 * nh * hd // attn_tp, "temporal": nh // attn_tp, "conv_outer": (model.mamba_conv_kernel or 1) - 1,
-                "conv_layout": layout, "conv_shard_groups": shard}
+        return {
+            "conv": 3 * nh * hd // attn_tp,
+            "temporal": nh // attn_tp,
+            "conv_outer": (model.mamba_conv_kernel or 1) - 1,
+            "conv_layout": layout,
+            "conv_shard_groups": shard,
+        }
     groups = model.mamba_n_groups or 1
     if groups % attn_tp:
         groups = attn_tp
     conv_dim = (model.mamba_intermediate_size or 0) + 2 * groups * (model.mamba_state_size or 0)
-    return {"conv": conv_dim // attn_tp, "temporal": (model.mamba_num_heads or 0) // attn_tp, "conv_layout": layout, "conv_shard_groups": shard}
+    return {
+        "conv": conv_dim // attn_tp,
+        "temporal": (model.mamba_num_heads or 0) // attn_tp,
+        "conv_layout": layout,
+        "conv_shard_groups": shard,
+    }
 
 
 def fix_for(d: StateDecision) -> str:
     """The fix naming the cause of a failing state decision (error or corruption)."""
     msg = (d.error.message if d.error else "") + (d.corruption or "")
     pp_pairing = (
-        "prefill PP stage" in msg or "model layer" in msg or "Layer metadata" in msg
+        "prefill PP stage" in msg
+        or "model layer" in msg
+        or "Layer metadata" in msg
         or (d.error is not None and d.error.type in ("IndexError", "ZeroDivisionError"))
     )
     if pp_pairing and d.state_type == "mamba":
         return (
-            "Run the decode at PP 1, or at the prefill's PP size with the same SGLANG_PP_LAYER_PARTITION: each prefill PP "
+            "Run the decode at PP 1, or at the prefill's PP size with the same SGLANG_PP_LAYER_PARTITION: each "
+            "prefill PP "
             "stage pairs its Mamba entries by layer id with the decode stage of the same rank."
         )
     if pp_pairing:
         return (
-            f"Run the prefill at --pp-size 1, or the decode at the prefill's PP size with the same SGLANG_PP_LAYER_PARTITION: "
-            f"the {d.state_type} state carries no layer ids, and a PP>1 prefill stage pairs its entries positionally from its "
+            "Run the prefill at --pp-size 1, or the decode at the prefill's PP size with the same "
+            "SGLANG_PP_LAYER_PARTITION: "
+            f"the {d.state_type} state carries no layer ids, and a PP>1 prefill stage pairs its entries positionally "
+            "from its "
             "pool's start layer (0 for a sliding-window pool)."
         )
     if "NHD" in msg:
-        return "Unset SGLANG_USE_HND_KVCACHE on the prefill (the SWA head slice needs the NHD layout), or run the same attention TP size on both sides."
+        return (
+            "Unset SGLANG_USE_HND_KVCACHE on the prefill (the SWA head slice needs the NHD layout), or run the "
+            "same attention TP size on both sides."
+        )
     if "pipeline parallelism" in msg or "PP>1" in msg:
         return "Run the prefill with --pp-size 1, or the same attention TP size on both sides."
     if "non-MLA SWA hybrid models yet." in msg:
-        return "Run the same attention TP size on both sides, or SGLang 0.5.22 or newer on the prefill (it slices the SWA state by KV head)."
+        return (
+            "Run the same attention TP size on both sides, or SGLang 0.5.22 or newer on the prefill (it slices "
+            "the SWA state by KV head)."
+        )
     if "hybrid mamba models yet." in msg:
-        return "Run the same attention TP size on both sides, or SGLang 0.5.11 or newer on the prefill (it slices the Mamba state across TP ranks)."
+        return (
+            "Run the same attention TP size on both sides, or SGLang 0.5.11 or newer on the prefill (it slices "
+            "the Mamba state across TP ranks)."
+        )
     if "heterogeneous TP" in msg or "different TP sizes" in msg:
-        what = {"block_scale": "MXFP8 block scales", "block_scale_swa": "MXFP8 block scales of the SWA layers"}.get(d.state_type, f"{d.state_type} state")
+        what = {"block_scale": "MXFP8 block scales", "block_scale_swa": "MXFP8 block scales of the SWA layers"}.get(
+            d.state_type, f"{d.state_type} state"
+        )
         return f"Run the same attention TP size on both sides: {what} are not sliced across TP ranks by SGLang 0.5.23."
     if "conv state's channel axis" in msg:
         return (
@@ -693,12 +788,19 @@ def fix_for(d: StateDecision) -> str:
         )
     if d.state_type == "mamba":
         return (
-            "Set the same SGLANG_MAMBA_SSM_DTYPE and SGLANG_MAMBA_CONV_DTYPE on both sides (and the same mamba_ssm_dtype in "
+            "Set the same SGLANG_MAMBA_SSM_DTYPE and SGLANG_MAMBA_CONV_DTYPE on both sides (and the same "
+            "mamba_ssm_dtype in "
             "--json-model-override-args): the Mamba state slots must have the same element sizes."
         )
     if "heads" in msg:
-        return "The SWA item lengths do not split into whole KV heads: run the same model, --kv-cache-dtype and --page-size on both sides."
-    return f"Run the same model, --kv-cache-dtype and --page-size on both sides so that the {d.state_type} state items have the same length."
+        return (
+            "The SWA item lengths do not split into whole KV heads: run the same model, --kv-cache-dtype and "
+            "--page-size on both sides."
+        )
+    return (
+        f"Run the same model, --kv-cache-dtype and --page-size on both sides so that the {d.state_type} state "
+        "items have the same length."
+    )
 
 
 def legacy_hetero_tp_refusals(prefill: SideGeometry, decode: SideGeometry, release: str | None) -> list[StateDecision]:

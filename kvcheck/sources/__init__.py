@@ -60,7 +60,11 @@ def read_model_file(path: Path, field: str = "--model-config", override_args: An
 
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise InputError(f"the directory {path} holds no config.json (give the model's directory or its config.json)", source=str(path), field=field)
+            raise InputError(
+                f"the directory {path} holds no config.json (give the model's directory or its config.json)",
+                source=str(path),
+                field=field,
+            )
         path = path / "config.json"
     if not path.exists():
         raise InputError("model config file not found", source=str(path), field=field)
@@ -68,14 +72,22 @@ def read_model_file(path: Path, field: str = "--model-config", override_args: An
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
+        raise InputError(
+            f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)
+        ) from None
     except RecursionError:
         raise InputError("JSON nested too deep to be a model config", source=str(path)) from None
     return parse_model_config(raw, source=str(path), override_args=override_args)
 
 
 def resolve_model(
-    model_path: str | None, override: Path | None, source: str, *, flag: str = "--model-path", base: Path | None = None, override_flag: str = "--model-config",
+    model_path: str | None,
+    override: Path | None,
+    source: str,
+    *,
+    flag: str = "--model-path",
+    base: Path | None = None,
+    override_flag: str = "--model-config",
     override_args: Any = None,
 ) -> ModelConfig:
     """The model config: ``override`` (``--model-config FILE`` or a model directory)
@@ -87,20 +99,35 @@ def resolve_model(
     if override is not None:
         return read_model_file(override, field=override_flag, override_args=override_args)
     if not model_path:
-        raise InputError(f"no {flag} given, so there is no model config.json to read; add {flag} or pass {override_flag} FILE", source=source, field=flag)
+        raise InputError(
+            f"no {flag} given, so there is no model config.json to read; add {flag} or pass {override_flag} FILE",
+            source=source,
+            field=flag,
+        )
     model_path = str(model_path)
     if len(model_path) > 4096 or "\x00" in model_path:
-        raise InputError(f"{flag} {clip(repr(model_path))} is not a path or hub id; pass {override_flag} FILE", source=source, field=flag)
+        raise InputError(
+            f"{flag} {clip(repr(model_path))} is not a path or hub id; pass {override_flag} FILE",
+            source=source,
+            field=flag,
+        )
     p = Path(os.path.expanduser(model_path))
     if not p.is_absolute() and base is not None and not p.exists():
         p = base / p
     from kvcheck.sources.files import explicit_read_root, within_root
 
     if explicit_read_root() is not None and base is not None and p.exists() and not within_root(p, base):
-        raise InputError(f"{flag} names a directory outside --root {explicit_read_root()}; kvcheck reads files named inside an input only under it", source=source, field=flag)
+        raise InputError(
+            f"{flag} names a directory outside --root {explicit_read_root()}; kvcheck reads files named inside an "
+            "input only under it",
+            source=source,
+            field=flag,
+        )
     target = p / "config.json" if p.is_dir() else p
     if p.is_dir() and not target.exists():
-        raise InputError(f"the {flag} directory {p} holds no config.json; pass {override_flag} FILE", source=source, field=flag)
+        raise InputError(
+            f"the {flag} directory {p} holds no config.json; pass {override_flag} FILE", source=source, field=flag
+        )
     if p.is_dir() or (p.is_file() and p.name.endswith(".json")):
         if base is None or within_root(target, base):
             return read_model_file(target, field=flag, override_args=override_args)
@@ -110,12 +137,16 @@ def resolve_model(
             return read_model_file(target, field=flag, override_args=override_args)
         except InputError as exc:
             raise InputError(
-                f"{flag} {clip(str(target))} is outside the input file's directory and is not a model config.json kvcheck can read "
-                f"(its content is not shown); pass {override_flag} FILE, or --root DIR to read model directories under DIR only",
-                source=source, field=flag,
+                f"{flag} {clip(str(target))} is outside the input file's directory and is not a model config.json "
+                "kvcheck can read "
+                f"(its content is not shown); pass {override_flag} FILE, or --root DIR to read model directories "
+                "under DIR only",
+                source=source,
+                field=flag,
             ) from exc
     raise InputError(
-        f"{flag} {clip(repr(model_path))} is not a local directory (a hub id?); kvcheck never downloads: pass {override_flag} FILE with the model's config.json",
+        f"{flag} {clip(repr(model_path))} is not a local directory (a hub id?); kvcheck never downloads: pass "
+        f"{override_flag} FILE with the model's config.json",
         source=source,
         field=flag,
     )
@@ -185,14 +216,23 @@ def build_side(
     # SGLang applies --json-model-override-args to the target's and the draft's config
     # (ModelConfig.from_server_args -> get_config), before anything reads them.
     overrides = args.get("json_model_override_args")
-    model = model if model is not None else resolve_model(typed.model_path, model_config, origin, base=base, override_args=overrides)
+    model = (
+        model
+        if model is not None
+        else resolve_model(typed.model_path, model_config, origin, base=base, override_args=overrides)
+    )
     draft = draft_model
     if draft is None and typed.has_draft_worker and (typed.speculative_draft_model_path or draft_model_config):
         if draft_model_config is None and typed.speculative_draft_model_path == typed.model_path:
             draft = None  # the target's own MTP layers
         else:
             draft = resolve_model(
-                typed.speculative_draft_model_path, draft_model_config, origin, flag="--speculative-draft-model-path", base=base, override_flag="--draft-model-config",
+                typed.speculative_draft_model_path,
+                draft_model_config,
+                origin,
+                flag="--speculative-draft-model-path",
+                base=base,
+                override_flag="--draft-model-config",
                 override_args=overrides,
             )
     return Side(
@@ -271,7 +311,15 @@ def load_side(
     if spec.startswith(("http://", "https://")):
         from kvcheck.sources import live
 
-        return live.load_live_side(spec, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version, **live_options)
+        return live.load_live_side(
+            spec,
+            role,
+            model_config=model_config,
+            draft_model_config=draft_model_config,
+            env_file=env_file,
+            sglang_version=sglang_version,
+            **live_options,
+        )
     path = Path(spec)
     if not path.exists():
         from kvcheck.sources.limits import clip
@@ -286,13 +334,31 @@ def load_side(
         if isinstance(data, dict) and "server_info" in data:
             from kvcheck.sources import live
 
-            return live.load_snapshot_side(path, data, role, model_config=model_config, draft_model_config=draft_model_config, env_file=env_file, sglang_version=sglang_version)
+            return live.load_snapshot_side(
+                path,
+                data,
+                role,
+                model_config=model_config,
+                draft_model_config=draft_model_config,
+                env_file=env_file,
+                sglang_version=sglang_version,
+            )
         args, env = read_json_args(path, data, sglang_version)
     else:
         args, env = read_command_line(path, version=sglang_version)
     if env_file is not None:
         env = {**env, **read_env_file(env_file)}
-    return build_side(role, args, env, spec, model_config=model_config, draft_model_config=draft_model_config, base=path.parent, gpu=gpu, sglang_version=sglang_version)
+    return build_side(
+        role,
+        args,
+        env,
+        spec,
+        model_config=model_config,
+        draft_model_config=draft_model_config,
+        base=path.parent,
+        gpu=gpu,
+        sglang_version=sglang_version,
+    )
 
 
 def read_json_input(path, spec: str):
@@ -306,7 +372,9 @@ def read_json_input(path, spec: str):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=spec) from None
+        raise InputError(
+            f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=spec
+        ) from None
     except RecursionError:
         data = None
     if data is None and text.strip() != "null" or not json_depth_ok(data):

@@ -58,7 +58,9 @@ def read_bytes_bounded(path: Path | str, *, limit: int | None = None, what: str 
     if name == "-":
         data = sys.stdin.buffer.read(limit + 1)
         if len(data) > limit:
-            raise InputError(f"stdin holds more than {limit} bytes; kvcheck reads a {what} up to that size", source="<stdin>")
+            raise InputError(
+                f"stdin holds more than {limit} bytes; kvcheck reads a {what} up to that size", source="<stdin>"
+            )
         return data
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
@@ -73,9 +75,16 @@ def read_bytes_bounded(path: Path | str, *, limit: int | None = None, what: str 
         if stat.S_ISDIR(st.st_mode):
             raise InputError("is a directory, expected a file", source=name)
         if not stat.S_ISREG(st.st_mode):
-            raise InputError("is not a regular file (a device, FIFO or socket); kvcheck reads regular files only (use '-' for stdin)", source=name)
+            raise InputError(
+                "is not a regular file (a device, FIFO or socket); kvcheck reads regular files only (use '-' for "
+                "stdin)",
+                source=name,
+            )
         if st.st_size > limit:
-            raise InputError(f"file is {st.st_size} bytes; kvcheck reads a {what} up to {limit} bytes (is this the right file?)", source=name)
+            raise InputError(
+                f"file is {st.st_size} bytes; kvcheck reads a {what} up to {limit} bytes (is this the right file?)",
+                source=name,
+            )
         chunks, left = [], limit + 1
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
@@ -110,7 +119,11 @@ def open_regular(path: Path | str):
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise InputError("is not a regular file (a directory, device, FIFO or socket); kvcheck reads regular files only (use '-' for stdin)", source=name)
+        raise InputError(
+            "is not a regular file (a directory, device, FIFO or socket); kvcheck reads regular files only (use '-' "
+            "for stdin)",
+            source=name,
+        )
     return os.fdopen(fd, "rb")
 
 
@@ -190,10 +203,15 @@ def read_inner_text(path: Path | str, base: Path | str, *, field: str, source: s
         raise OutsideRoot(
             f"{field} names a file outside the directory kvcheck may read ({read_root(base)}); "
             "kvcheck reads files named inside an input only under --root DIR (default: the input file's directory)",
-            source=source, field=field,
+            source=source,
+            field=field,
         )
     real = os.path.realpath(str(path))
-    return read_text(Path(real)) if limit is None else read_bytes_bounded(real, limit=limit).decode("utf-8-sig", errors="strict")
+    return (
+        read_text(Path(real))
+        if limit is None
+        else read_bytes_bounded(real, limit=limit).decode("utf-8-sig", errors="strict")
+    )
 
 
 def release_choice(file_release: str | None, version: str | None):
@@ -224,7 +242,8 @@ def parse_for_release(parse, choice, source: str):
         except InputError as exc:
             first = first or exc
     raise UncheckedError(
-        f"{choice.problem}, and no modeled release's flags read this input ({first}); give the side's release with --sglang-version",
+        f"{choice.problem}, and no modeled release's flags read this input ({first}); give the side's release with "
+        "--sglang-version",
         source=source,
     )
 
@@ -241,7 +260,11 @@ def args_from_mapping(mapping: dict[str, Any], source: str, version: str | None 
             raise InputError(f"flag names must be strings, got {key!r}", source=source)
         flag = table.resolve(key, source=source)
         if flag.dest in out:
-            raise InputError(f"--{flag.name} is given twice (as {key!r} and under another spelling)", source=source, field=f"--{flag.name}")
+            raise InputError(
+                f"--{flag.name} is given twice (as {key!r} and under another spelling)",
+                source=source,
+                field=f"--{flag.name}",
+            )
         out[flag.dest] = table.coerce(flag, value, source, origin="json")
     return out
 
@@ -254,7 +277,9 @@ def read_yaml_config(path: Path, version: str | None = None) -> tuple[dict[str, 
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise InputError(f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=str(path))
+        raise InputError(
+            f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=str(path)
+        )
     env = _env_mapping(data.pop(ENV_KEY, None), str(path))
     _take_gpu_key(data, env, str(path))
     choice = release_choice(_take_version_key(data, env, str(path)), version)
@@ -281,14 +306,18 @@ def _load_yaml(text: str, path: Path) -> Any:
         raise InputError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
 
 
-def read_json_args(path: Path, data: Any | None = None, version: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def read_json_args(
+    path: Path, data: Any | None = None, version: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """A JSON object of args (flag names or dest names as keys)."""
     if data is None:
         text = read_text(path)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InputError(f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)) from None
+            raise InputError(
+                f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)
+            ) from None
         except RecursionError:
             raise InputError("JSON nested too deep to be server args", source=str(path)) from None
     if not isinstance(data, dict):
@@ -312,7 +341,9 @@ def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str
     while i < len(tokens) and tokens[i] in ("env", "exec"):
         i += 1
     # VAR=value prefixes and "export VAR=value" statements before the command.
-    while i < len(tokens) and (tokens[i] in ("export", ";", "&&") or ("=" in tokens[i] and not tokens[i].startswith("-"))):
+    while i < len(tokens) and (
+        tokens[i] in ("export", ";", "&&") or ("=" in tokens[i] and not tokens[i].startswith("-"))
+    ):
         if "=" in tokens[i]:
             name, _, value = tokens[i].partition("=")
             env[name] = value
@@ -326,12 +357,15 @@ def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str
         return rest, env
     got = " ".join(rest[:3]) if rest else "nothing"
     raise InputError(
-        f"not a SGLang launch command: expected '[VAR=value ...] python -m sglang.launch_server --flag ...' (or 'sglang serve ...'), found {got!r}",
+        "not a SGLang launch command: expected '[VAR=value ...] python -m sglang.launch_server --flag ...' (or "
+        f"'sglang serve ...'), found {got!r}",
         source=source,
     )
 
 
-def read_command_line(path: Path, text: str | None = None, version: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def read_command_line(
+    path: Path, text: str | None = None, version: str | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """A file holding a launch command line (``version``: see the module doc; a
     ``--config`` file's ``kvcheck-sglang-version`` key names the release too)."""
     text = read_text(path) if text is None else text
@@ -409,7 +443,8 @@ def check_inner_config(table: FlagTable, config: dict[str, Any], source: str) ->
                 what, field = "a key that is not a flag name", None
             raise InputError(
                 f"{what} is refused by SGLang's parser (the file's content is not shown: it is named inside the input)",
-                source=source, field=field,
+                source=source,
+                field=field,
             ) from None
 
 
@@ -459,7 +494,11 @@ def _take_version_key(data: dict, env: dict[str, str], source: str) -> str | Non
     if VERSION_KEY in data:
         value = data.pop(VERSION_KEY)
         if isinstance(value, (int, float)) or not isinstance(value, str) or not value.strip():
-            raise InputError(f"{VERSION_KEY} must be an SGLang release written as a string, such as '0.5.8'", source=source, field=VERSION_KEY)
+            raise InputError(
+                f"{VERSION_KEY} must be an SGLang release written as a string, such as '0.5.8'",
+                source=source,
+                field=VERSION_KEY,
+            )
         env[VERSION_ENV] = value.strip()
         return value.strip()
     return None
@@ -493,15 +532,19 @@ def read_env_file(path: Path) -> dict[str, str]:
         return _env_mapping(data, str(path))
     env: dict[str, str] = {}
     if text.count("\n") > MAX_ENV_VARS * 4:
-        raise InputError(f"{text.count(chr(10))} lines; kvcheck reads env files of up to {MAX_ENV_VARS} variables", source=str(path))
+        raise InputError(
+            f"{text.count(chr(10))} lines; kvcheck reads env files of up to {MAX_ENV_VARS} variables", source=str(path)
+        )
     for lineno, line in enumerate(text.splitlines(), 1):
         if len(env) >= MAX_ENV_VARS:
-            raise InputError(f"more than {MAX_ENV_VARS} variables; kvcheck reads env files up to that many", source=str(path))
+            raise InputError(
+                f"more than {MAX_ENV_VARS} variables; kvcheck reads env files up to that many", source=str(path)
+            )
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("export "):
-            line = line[len("export "):].strip()
+            line = line[len("export ") :].strip()
         name, eq, value = line.partition("=")
         if not eq or not name.strip().isidentifier():
             shell = _shell_env(path, text)  # a shell file of variables (a sourced 00_common.sh)

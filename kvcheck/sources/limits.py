@@ -49,7 +49,10 @@ def file_size_ok(path: Path, *, limit: int = MAX_FILE_BYTES) -> None:
     import stat
 
     if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-        raise InputError(f"file is {st.st_size} bytes; kvcheck reads files up to {limit} bytes (is this the right file?)", source=str(path))
+        raise InputError(
+            f"file is {st.st_size} bytes; kvcheck reads files up to {limit} bytes (is this the right file?)",
+            source=str(path),
+        )
 
 
 def json_depth_ok(obj: Any, *, limit: int = MAX_DEPTH) -> bool:
@@ -130,7 +133,7 @@ def escape_stream(text: str) -> str:
         return _UNSAFE.sub(_escape_char, text)
     out, last = [], 0
     for m in _SGR.finditer(text):
-        out.append(_UNSAFE.sub(_escape_char, text[last:m.start()]))
+        out.append(_UNSAFE.sub(_escape_char, text[last : m.start()]))
         out.append(m.group(0))
         last = m.end()
     out.append(_UNSAFE.sub(_escape_char, text[last:]))
@@ -223,8 +226,14 @@ CAPS: dict[str, tuple[int, str, str]] = {
 _CAP_VALUES: dict[str, int] = {k: v[0] for k, v in CAPS.items()}
 
 
-def set_caps(*, instances: int | None = None, nodes: int | None = None, variants: int | None = None,
-             containers: int | None = None, classes: int | None = None) -> None:
+def set_caps(
+    *,
+    instances: int | None = None,
+    nodes: int | None = None,
+    variants: int | None = None,
+    containers: int | None = None,
+    classes: int | None = None,
+) -> None:
     """Set the fan-out caps from kvcheck's command line (None: the default). A cap must
     be a positive integer (``InputError`` naming the flag otherwise)."""
     given = {"instances": instances, "nodes": nodes, "variants": variants, "containers": containers, "classes": classes}
@@ -255,7 +264,8 @@ def check_cap(name: str, value: Any, *, field: str, source: str | None = None, l
     at = f"line {line}: " if line else ""
     raise InputError(
         f"{at}{clip(value, 40)} {what}, over kvcheck's cap of {_CAP_VALUES[name]}; pass {flag} N to raise it",
-        source=source, field=field,
+        source=source,
+        field=field,
     )
 
 
@@ -293,7 +303,9 @@ def load_yaml_limited(text: str) -> Any:
             if self.check_event(yaml.AliasEvent):
                 self.aliases += 1
                 if self.aliases > MAX_YAML_ALIASES:
-                    raise YamlLimitError(f"more than {MAX_YAML_ALIASES} YAML aliases (*name); a server config needs none")
+                    raise YamlLimitError(
+                        f"more than {MAX_YAML_ALIASES} YAML aliases (*name); a server config needs none"
+                    )
                 return super().compose_node(parent, index)
             self.depth += 1
             try:
@@ -338,7 +350,9 @@ def _expanded_size(root: Any) -> int:
             continue
         total = 1 + sum(sizes.get(id(c), 1) for c in children)
         if total > MAX_YAML_NODES:
-            raise YamlLimitError(f"the YAML stands for more than {MAX_YAML_NODES} values once its aliases are expanded (an alias bomb?)")
+            raise YamlLimitError(
+                f"the YAML stands for more than {MAX_YAML_NODES} values once its aliases are expanded (an alias bomb?)"
+            )
         sizes[key] = total
     return sizes[id(root)]
 
@@ -370,10 +384,24 @@ MODEL_FIELD_RANGES: dict[str, tuple[int, int]] = {
 # torch dtype names a config.json's ``torch_dtype``/``dtype`` can carry (transformers
 # turns the string into ``getattr(torch, name)``; SGLang's ``_get_and_verify_dtype``
 # then maps float32 to bfloat16 for serving).
-MODEL_DTYPES = frozenset({
-    "float16", "bfloat16", "float32", "float64", "half", "float", "double",
-    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "int8", "uint8", "auto",
-})
+MODEL_DTYPES = frozenset(
+    {
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "half",
+        "float",
+        "double",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "int8",
+        "uint8",
+        "auto",
+    }
+)
 
 
 def check_model_config(cfg: dict[str, Any], source: str) -> None:
@@ -400,7 +428,8 @@ def check_model_config(cfg: dict[str, Any], source: str) -> None:
             continue
         if not isinstance(value, str) or value.removeprefix("torch.") not in MODEL_DTYPES:
             raise InputError(
-                f"config.json field {key!r} is {clip(repr(value))}, not a torch dtype name ({', '.join(sorted(MODEL_DTYPES))})",
+                f"config.json field {key!r} is {clip(repr(value))}, not a torch dtype name "
+                f"({', '.join(sorted(MODEL_DTYPES))})",
                 source=source,
                 field=key,
             )

@@ -76,13 +76,13 @@ from kvcheck.sources.live_client import (  # noqa: F401  (re-exported)
     API_KEY_ENV,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_DEADLINE,
+    MODEL_INFO_KEYS,
     NOT_FOUND,
     RETRY_STATUSES,
     ROUTE_PATH,
     ROUTE_QUERY,
     WATCHDOG_GRACE,
     LiveOptions,
-    MODEL_INFO_KEYS,
     LiveSourceError,
     _Client,
     _Deadline,
@@ -96,7 +96,7 @@ from kvcheck.sources.live_client import (  # noqa: F401  (re-exported)
 from kvcheck.sources.live_compare import ROUTE_FIX, expected_route, live_findings  # noqa: F401  (re-exported)
 from kvcheck.sources.live_strict import _header_text, _mistyped_fields  # noqa: F401
 from kvcheck.sources.redact import (
-    REDACTED,  # noqa: F401  (re-exported)
+    REDACTED,
     redact,
     redact_url,
     scrub,
@@ -170,7 +170,7 @@ def _capture(
             register_secrets(secrets)
     return {
         "kvcheck_snapshot": SNAPSHOT_FORMAT,
-        "captured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "captured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "url": redact_url(base),
         "role": role,
         "server_info_endpoint": endpoint,
@@ -225,7 +225,8 @@ def load_live_side(
     bad = _mistyped_fields(snap.get("server_info") or {})
     if bad:
         raise LiveSourceError(
-            f"could not read the live source: GET {snap['url']}{snap.get('server_info_endpoint') or '/server_info'} answered "
+            f"could not read the live source: GET {snap['url']}{snap.get('server_info_endpoint') or '/server_info'} "
+            "answered "
             f"{', '.join(bad)} with a value of a JSON type that SGLang's flag cannot hold (malformed server info)",
             url=snap["url"],
         )
@@ -371,7 +372,8 @@ def side_from_snapshot(
         "route_error": snap.get("route_error"),
         "env_note": None
         if env_file
-        else "/server_info does not report environment variables; pass --prefill-env/--decode-env for SGLANG_*/UCX_* settings",
+        else "/server_info does not report environment variables; pass --prefill-env/--decode-env for SGLANG_*/UCX_* "
+        "settings",
         "findings": [],
     }
     side = build_side(
@@ -409,8 +411,10 @@ def _require_model(
         pass
     arch = clip(", ".join(str(a) for a in model_info.get("architectures") or []) or "unknown architecture")
     raise InputError(
-        f"the server serves model_path {clip(repr(mp))} ({arch}), which is not readable from where kvcheck runs, so there is no "
-        "model config.json to read: pass --model-config FILE (or --prefill-model-config/--decode-model-config) with that "
+        f"the server serves model_path {clip(repr(mp))} ({arch}), which is not readable from where kvcheck runs, so "
+        "there is no "
+        "model config.json to read: pass --model-config FILE (or --prefill-model-config/--decode-model-config) with "
+        "that "
         "model's config.json, or mount the model at the same path",
         source=origin,
         field="--model-config",

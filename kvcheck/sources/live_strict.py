@@ -39,10 +39,17 @@ def _mistyped_fields(info: dict[str, Any]) -> list[str]:
         flag = table.by_field(key)
         if flag is None:
             continue
-        scalar = flag.action == "store" and flag.nargs is None and flag.type in ("str", "int", "float", "nullable_str", "human_int") and not isinstance(flag.default, (dict, list))
+        scalar = (
+            flag.action == "store"
+            and flag.nargs is None
+            and flag.type in ("str", "int", "float", "nullable_str", "human_int")
+            and not isinstance(flag.default, (dict, list))
+        )
         if scalar and isinstance(value, (dict, list)):
             out.append(key)
-        elif isinstance(value, str) and flag.type in ("int", "float") and flag.action == "store" and flag.choices is None:
+        elif (
+            isinstance(value, str) and flag.type in ("int", "float") and flag.action == "store" and flag.choices is None
+        ):
             try:
                 float(value)
             except ValueError:

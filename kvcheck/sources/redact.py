@@ -38,8 +38,21 @@ REDACTED = "<redacted>"
 SECRET_KEYS = frozenset({"api_key", "admin_api_key", "ssl_keyfile_password", "watermark_key", "watermark_key_b"})
 # Secret markers searched in a field name lowercased with everything but letters and
 # digits removed (``HF-Token`` -> ``hftoken``), after removing the compounds below.
-_SECRET_MARKS = ("password", "passwd", "passphrase", "pwd", "secret", "credential", "apikey", "accesskey", "privatekey",
-                 "token", "auth", "cookie", "key")
+_SECRET_MARKS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "secret",
+    "credential",
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "token",
+    "auth",
+    "cookie",
+    "key",
+)
 # Compounds that contain a marker but name no secret: counts and tokenizer settings
 # (``max_total_tokens``, ``tokenizer_path``, ``speculative_token_map``,
 # ``bucket_time_to_first_token``), ``ssl_keyfile`` (a path), ``num_key_value_heads``,
@@ -53,7 +66,9 @@ _NOT_SECRET_PARTS = re.compile(
 _NUMERIC_MARKS = ("password", "passwd", "passphrase", "secret", "credential", "apikey")
 # Values kept out of the process-wide scrub list (too common to search for).
 _MIN_SCRUB_LEN = 4
-_COMMON_VALUES = frozenset({"none", "null", "true", "false", "auto", "yes", "no", "default", "empty", "unset", REDACTED})
+_COMMON_VALUES = frozenset(
+    {"none", "null", "true", "false", "auto", "yes", "no", "default", "empty", "unset", REDACTED}
+)
 _MAX_JSON_IN_STRING = 1 << 20  # characters of a string field parsed as JSON
 
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
@@ -84,15 +99,33 @@ def is_secret_key(name: Any) -> bool:
     if any(m in squashed for m in _SECRET_MARKS):
         return True
     words = name_words(name)
-    return any(w in _SECRET_WORDS and not (w == "pass" and i and words[i - 1] in ("forward", "backward", "single", "multi", "by")) for i, w in enumerate(words))
+    return any(
+        w in _SECRET_WORDS
+        and not (w == "pass" and i and words[i - 1] in ("forward", "backward", "single", "multi", "by"))
+        for i, w in enumerate(words)
+    )
 
 
 # Whole words of a name that mark a secret (``db_pass``, ``smtp_pw``, ``github_pat``).
-_SECRET_WORDS = frozenset({"pass", "pw", "pword", "pat", "pin", "sig", "signature", "bearer", "jwt", "sas", "otp", "nonce", "salt", "hmac"})
+_SECRET_WORDS = frozenset(
+    {"pass", "pw", "pword", "pat", "pin", "sig", "signature", "bearer", "jwt", "sas", "otp", "nonce", "salt", "hmac"}
+)
 # Marker words a misspelled or cut-short flag name is compared with (``--api-kye``,
 # ``--hf-tokn``, ``--api-ke``): Damerau-Levenshtein distance 1 from one of these words,
 # when the word is no word of a real SGLang flag name.
-_NEAR_MISS_OF = ("key", "keys", "token", "password", "passwd", "secret", "auth", "credential", "credentials", "apikey", "pass")
+_NEAR_MISS_OF = (
+    "key",
+    "keys",
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "auth",
+    "credential",
+    "credentials",
+    "apikey",
+    "pass",
+)
 
 
 def _distance_le1(a: str, b: str) -> bool:
@@ -113,7 +146,7 @@ def _distance_le1(a: str, b: str) -> bool:
     i = 0
     while i < len(a) and a[i] == b[i]:
         i += 1
-    return a[i:] == b[i + 1:]
+    return a[i:] == b[i + 1 :]
 
 
 _FLAG_WORDS: frozenset[str] | None = None
@@ -210,7 +243,9 @@ def _is_secret_item(key: Any, value: Any) -> bool:
 # followed by a value, and HTTP credentials.
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):([^/@\s]+)@")
 _SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
-_KEY_VALUE = re.compile(r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s"',;&}\]]+)""")
+_KEY_VALUE = re.compile(
+    r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s"',;&}\]]+)"""
+)
 _HTTP_CREDENTIAL = re.compile(r"\b(?:[Bb]earer|(?i:authorization):\s*(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})")
 
 
@@ -230,7 +265,10 @@ _TOKEN_SHAPES = re.compile(
     r"|eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}"
     r")"
 )
-_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*(?:PRIVATE KEY|CERTIFICATE REQUEST|SECRET)[A-Z ]*-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)", re.S)
+_PEM_BLOCK = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*(?:PRIVATE KEY|CERTIFICATE REQUEST|SECRET)[A-Z ]*-----.*?(?:-----END [A-Z0-9 ]*-----|\Z)",
+    re.S,
+)
 # The userinfo of a URL (``https://TOKEN@host``, ``redis://user:pw@host``): all of it.
 _URL_USERINFO = re.compile(r"(?<=://)([^/@\s?#]+)@(?=[^\s/@]*)")
 # ``?token=X`` / ``&api_key=X`` / ``;sig=X`` query parameters named like secrets.
@@ -383,10 +421,18 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
         text = pattern.sub(REDACTED, text)
 
     def flag_value(m: re.Match) -> str:
-        return f"{m.group(1)}{m.group(2)}{REDACTED}" if is_secret_flag(m.group(1)) and m.group(3).strip("\"'") != REDACTED else m.group(0)
+        return (
+            f"{m.group(1)}{m.group(2)}{REDACTED}"
+            if is_secret_flag(m.group(1)) and m.group(3).strip("\"'") != REDACTED
+            else m.group(0)
+        )
 
     def query_value(m: re.Match) -> str:
-        return f"{m.group(1)}{m.group(2)}={REDACTED}" if m.group(3) and m.group(3) != REDACTED and is_secret_key(m.group(2)) else m.group(0)
+        return (
+            f"{m.group(1)}{m.group(2)}={REDACTED}"
+            if m.group(3) and m.group(3) != REDACTED and is_secret_key(m.group(2))
+            else m.group(0)
+        )
 
     if "-" in text:
         text = _SECRET_FLAG.sub(flag_value, text)
@@ -408,7 +454,11 @@ def _userinfo_sub(m: re.Match) -> str:
         return m.group(0)
     if ":" in info:
         user = info.split(":", 1)[0]
-        keep = user if len(user) < 12 and not _TOKEN_SHAPES.search(user) and user != REDACTED else (REDACTED if user else "")
+        keep = (
+            user
+            if len(user) < 12 and not _TOKEN_SHAPES.search(user) and user != REDACTED
+            else (REDACTED if user else "")
+        )
         return f"{keep}:{REDACTED}@"
     return f"{REDACTED}@"
 
@@ -432,7 +482,11 @@ def redact(obj: Any, secrets: Iterable[str] = ()) -> Any:
             out = {}
             for k, v in node.items():
                 if _is_secret_item(k, v):
-                    out[k] = [REDACTED if isinstance(x, str) and x else walk(x) for x in v] if isinstance(v, (list, tuple)) else REDACTED
+                    out[k] = (
+                        [REDACTED if isinstance(x, str) and x else walk(x) for x in v]
+                        if isinstance(v, (list, tuple))
+                        else REDACTED
+                    )
                 else:
                     out[k] = walk(v)
             return out

@@ -34,9 +34,9 @@ import re
 from dataclasses import dataclass, field
 
 # How strong a clue is: an explicit pin from the user beats what the input says.
-STRENGTH_CLI = 3      # --sglang-version / --prefill-sglang-version / --decode-sglang-version
-STRENGTH_INPUT = 2    # image tag, recipe pin, pip line, /server_info
-STRENGTH_RANGE = 1    # a nightly date, a Dynamo image whose pin is a range, a pip range
+STRENGTH_CLI = 3  # --sglang-version / --prefill-sglang-version / --decode-sglang-version
+STRENGTH_INPUT = 2  # image tag, recipe pin, pip line, /server_info
+STRENGTH_RANGE = 1  # a nightly date, a Dynamo image whose pin is a range, a pip range
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,9 @@ class ClueSet:
             self.clues.append(clue)
 
 
-def clue_from_image(image: str | None, location: str | None = None, *, dynamo_version: str | None = None) -> ReleaseClue | None:
+def clue_from_image(
+    image: str | None, location: str | None = None, *, dynamo_version: str | None = None
+) -> ReleaseClue | None:
     """The clue an image reference gives (None when there is no image), read with
     ``kvcheck.sglang.releases.read_image``: any registry, custom tags, srt-slurm aliases
     (``dynamo-sglang`` with the recipe's ``dynamo.version``), Dynamo runtime images and
@@ -93,7 +95,9 @@ def clue_from_image(image: str | None, location: str | None = None, *, dynamo_ve
     return ReleaseClue(got.releases, got.text, got.named, location, strength, got.problem, got.window)
 
 
-def clue_from_release(version: str | None, text: str, location: str | None = None, strength: int = STRENGTH_INPUT) -> ReleaseClue | None:
+def clue_from_release(
+    version: str | None, text: str, location: str | None = None, strength: int = STRENGTH_INPUT
+) -> ReleaseClue | None:
     """A clue that names one release as written (a recipe's
     ``identity.frameworks.sglang``, ``/server_info`` ``version``); None when absent."""
     if version is None or not str(version).strip():
@@ -105,7 +109,14 @@ def clue_from_release(version: str | None, text: str, location: str | None = Non
     if rel is None:
         return ReleaseClue((), text, raw, location, strength, f"{text}: {raw!r} is not an SGLang release number")
     ok = is_modeled(rel)
-    return ReleaseClue((rel,) if ok else (), text, rel, location, strength, None if ok else f"SGLang {rel} ({text}) is not a release kvcheck models")
+    return ReleaseClue(
+        (rel,) if ok else (),
+        text,
+        rel,
+        location,
+        strength,
+        None if ok else f"SGLang {rel} ({text}) is not a release kvcheck models",
+    )
 
 
 def clue_from_cli(version: str | None, option: str = "--sglang-version") -> ReleaseClue | None:
@@ -116,8 +127,14 @@ def clue_from_cli(version: str | None, option: str = "--sglang-version") -> Rele
 
     rel = parse_release(version) or version.strip()
     ok = is_modeled(rel)
-    return ReleaseClue((rel,) if ok else (), option, rel, None, STRENGTH_CLI,
-                       None if ok else f"SGLang {rel} ({option}) is not a release kvcheck models")
+    return ReleaseClue(
+        (rel,) if ok else (),
+        option,
+        rel,
+        None,
+        STRENGTH_CLI,
+        None if ok else f"SGLang {rel} ({option}) is not a release kvcheck models",
+    )
 
 
 # pip / uv / python -m pip install ... sglang[extras]SPEC  (one statement, quotes allowed)
@@ -148,15 +165,35 @@ def _pip_clue(spec: str, token: str, location: str) -> ReleaseClue:
 
     what = f"pip install {token}"
     if not spec:
-        return ReleaseClue((), what, None, location, STRENGTH_INPUT,
-                           f"{what} names no version: it installs the newest SGLang on PyPI when it runs; pin sglang==X or pass --sglang-version")
+        return ReleaseClue(
+            (),
+            what,
+            None,
+            location,
+            STRENGTH_INPUT,
+            f"{what} names no version: it installs the newest SGLang on PyPI when it runs; pin sglang==X or pass "
+            "--sglang-version",
+        )
     if spec.startswith("==") and "*" not in spec:
         rel = parse_release(spec.lstrip("="))
         if rel is None:
-            return ReleaseClue((), what, spec.lstrip("="), location, STRENGTH_INPUT, f"{what}: {spec!r} is not an SGLang release number")
+            return ReleaseClue(
+                (),
+                what,
+                spec.lstrip("="),
+                location,
+                STRENGTH_INPUT,
+                f"{what}: {spec!r} is not an SGLang release number",
+            )
         ok = is_modeled(rel)
-        return ReleaseClue((rel,) if ok else (), what, rel, location, STRENGTH_INPUT,
-                           None if ok else f"SGLang {rel} ({what}) is not a release kvcheck models")
+        return ReleaseClue(
+            (rel,) if ok else (),
+            what,
+            rel,
+            location,
+            STRENGTH_INPUT,
+            None if ok else f"SGLang {rel} ({what}) is not a release kvcheck models",
+        )
     try:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
     except ImportError:  # pragma: no cover - packaging ships with pip
@@ -183,7 +220,10 @@ def disagreement(clues: list[ReleaseClue]) -> str | None:
         common &= set(c.releases)
     if common:
         return None
-    parts = [f"{c.text}{' (' + c.location + ')' if c.location else ''} says {c.named or ', '.join(c.releases) or 'none'}" for c in named]
+    parts = [
+        f"{c.text}{' (' + c.location + ')' if c.location else ''} says {c.named or ', '.join(c.releases) or 'none'}"
+        for c in named
+    ]
     return "the clues to the SGLang release disagree: " + "; ".join(parts)
 
 
@@ -224,6 +264,7 @@ def attach_recipe_clues(instances, cfg, file: str) -> None:
     """An srt-slurm recipe's clues on its instances: ``identity.frameworks.sglang``, and
     the container read with the recipe's ``dynamo.version`` (``dynamo-sglang`` maps
     through ``DYNAMO_SGLANG``; a Dynamo pinned by ``hash`` names no release)."""
+
     def node(m, key):
         v = m.get(key) if isinstance(m, dict) else None
         return v if isinstance(v, dict) else {}
@@ -235,13 +276,17 @@ def attach_recipe_clues(instances, cfg, file: str) -> None:
     frameworks = node(node(cfg, "identity"), "frameworks")
     clues = []
     if frameworks.get("sglang") is not None:
-        clues.append(clue_from_release(str(frameworks["sglang"]), "identity.frameworks.sglang", where(frameworks, "sglang")))
+        clues.append(
+            clue_from_release(str(frameworks["sglang"]), "identity.frameworks.sglang", where(frameworks, "sglang"))
+        )
     dyn = node(cfg, "dynamo")
     dyn_version = str(dyn["version"]) if dyn.get("version") is not None else None
     for inst in instances:
         own = list(clues)
         if inst.image and "dynamo" in str(inst.image).lower() and "/" not in str(inst.image):
-            own.append(clue_from_image(inst.image, where(dyn, "version") if dyn_version else str(inst.location), dynamo_version=dyn_version))
+            own.append(
+                clue_from_image(
+                    inst.image, where(dyn, "version") if dyn_version else str(inst.location), dynamo_version=dyn_version
+                )
+            )
         attach([inst], [c for c in own if c is not None])
-
-

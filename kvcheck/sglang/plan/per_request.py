@@ -227,8 +227,12 @@ def _dsa_layout_gap(prefill: SideGeometry, decode: SideGeometry) -> str | None:
     if prefill.bytes_per_element != 1 or decode.bytes_per_element != 1:  # not fp8 on both (the resolved dtype)
         return None
     if prefill.gpu_assumed or decode.gpu_assumed or prefill.gpu != decode.gpu:
-        return "fp8 DSA KV rows on GPUs kvcheck was not given (their layout follows the GPU, by each release's own rule)"
+        return (
+            "fp8 DSA KV rows on GPUs kvcheck was not given (their layout follows the GPU, by each release's own rule)"
+        )
     if prefill.dsa_resolution != decode.dsa_resolution:
-        return ("fp8 DSA KV rows whose sides set different DSA backends / HiSparse / KV dtype flags (the row layout "
-                "follows them by each release's own rule, restated for 0.5.23 only)")
+        return (
+            "fp8 DSA KV rows whose sides set different DSA backends / HiSparse / KV dtype flags (the row layout "
+            "follows them by each release's own rule, restated for 0.5.23 only)"
+        )
     return None

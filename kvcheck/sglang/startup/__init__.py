@@ -143,26 +143,26 @@ from kvcheck.sides import Side
 
 # In the runtime's order: resolve_once() (run_resolution_pipeline), then check_server_args().
 ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
-    pd_disaggregation,          # handle_pd_disaggregation
+    pd_disaggregation,  # handle_pd_disaggregation
     decode_context_parallelism,  # handle_decode_context_parallelism
-    dsa_dcp,                    # handle_model_specific_adjustments: _deepseek_family_overrides
-    dsa_kv_cache_dtype,         #   ... _dsa_kv_cache_dtype_default
-    dsa_hisparse_backends,      #   ... _dsa_split_backend_resolution
-    nvfp4_prefill_dequant,      # handle_nvfp4_prefill_kv_dequant_dtype
-    attention_backend_gpu,      # handle_attention_backend_compatibility
-    kv_dtype_gpu,               # handle_kv4_compatibility, handle_mxfp8_kv_cache_compatibility
-    hicache_dcp,                # handle_hicache
-    data_parallelism,           # handle_data_parallelism
-    context_parallelism,        # handle_context_parallelism
-    kv_cache_sharding,          # handle_kv_cache_sharding (0.5.22: Stop)
-    speculative,                # handle_speculative_decoding
-    cache_compatibility,        # handle_cache_compatibility
-    hicache_compatibility,      #   (same hook, later checks)
-    server_args_nodes,          # check_server_args: nnodes
-    pipeline_parallel,          # check_server_args: check_pipeline_parallel_compat
-    server_args_layout,         # check_server_args: DP replicas across nodes, chunked prefill vs page
-    validate_hisparse,          # check_server_args: _hisparse_validation
-    two_batch_overlap,          # check_server_args: check_two_batch_overlap (0.5.7+)
+    dsa_dcp,  # handle_model_specific_adjustments: _deepseek_family_overrides
+    dsa_kv_cache_dtype,  #   ... _dsa_kv_cache_dtype_default
+    dsa_hisparse_backends,  #   ... _dsa_split_backend_resolution
+    nvfp4_prefill_dequant,  # handle_nvfp4_prefill_kv_dequant_dtype
+    attention_backend_gpu,  # handle_attention_backend_compatibility
+    kv_dtype_gpu,  # handle_kv4_compatibility, handle_mxfp8_kv_cache_compatibility
+    hicache_dcp,  # handle_hicache
+    data_parallelism,  # handle_data_parallelism
+    context_parallelism,  # handle_context_parallelism
+    kv_cache_sharding,  # handle_kv_cache_sharding (0.5.22: Stop)
+    speculative,  # handle_speculative_decoding
+    cache_compatibility,  # handle_cache_compatibility
+    hicache_compatibility,  #   (same hook, later checks)
+    server_args_nodes,  # check_server_args: nnodes
+    pipeline_parallel,  # check_server_args: check_pipeline_parallel_compat
+    server_args_layout,  # check_server_args: DP replicas across nodes, chunked prefill vs page
+    validate_hisparse,  # check_server_args: _hisparse_validation
+    two_batch_overlap,  # check_server_args: check_two_batch_overlap (0.5.7+)
 )
 # Every id a Refusal may carry (for the check's finding ids and --ignore).
 REFUSAL_IDS = (
@@ -205,8 +205,19 @@ REFUSAL_IDS = (
     "two-batch-overlap",
 )
 # Refusals whose verdict the GPU generation decides (the check says so when no GPU was given).
-GPU_DEPENDENT_IDS = frozenset({"attention-backend-gpu", "attention-kv-dtype", "kv-dtype-gpu", "kv4-backend", "nvfp4-prefill-dequant",
-                               "hisparse-dsa-backend", "dsa-kv-cache-dtype"})
+GPU_DEPENDENT_IDS = frozenset(
+    {
+        "attention-backend-gpu",
+        "attention-kv-dtype",
+        "kv-dtype-gpu",
+        "kv4-backend",
+        "nvfp4-prefill-dequant",
+        "hisparse-dsa-backend",
+        "dsa-kv-cache-dtype",
+    }
+)
+
+
 def first_outcome(side: Side, gpu: Gpu | None = None) -> Outcome:
     """The first start-up step that refuses (a ``Refusal``), or stops prediction (a ``Stop``),
     or ``None`` when every restated step passes. ``gpu`` defaults to ``side_gpu(side)``.

@@ -44,7 +44,11 @@ def resolved_attention_backends(side: Side, gpu: Gpu) -> tuple[str | None, str |
     attn, pre, dec = _model_override_backend(side, gpu), a.prefill_attention_backend, a.decode_attention_backend
     if pre is not None and pre == dec:
         attn = pre
-    if attn is None and not side.model.is_mla and (_gpu_is(gpu, 10) or (_blackwell_mha_default(side) and _gpu_is(gpu, 11, 12))):
+    if (
+        attn is None
+        and not side.model.is_mla
+        and (_gpu_is(gpu, 10) or (_blackwell_mha_default(side) and _gpu_is(gpu, 11, 12)))
+    ):
         # get_default_attn_backend, MHA on SM100 without topk > 1 speculation.
         topk = a.speculative_eagle_topk
         if a.speculative_algorithm is None or (topk is not None and topk <= 1):
@@ -60,7 +64,12 @@ def _model_override_backend(side: Side, gpu: Gpu) -> str | None:
     attn = a.attention_backend
     if side.model.dsv4:
         return "dsv4"  # _deepseek_v4_overrides: attention_backend "dsv4" whatever the flag (CUDA)
-    if _arch(side) in DSA_OVERRIDE_ARCHS and attn is None and a.prefill_attention_backend is None and a.decode_attention_backend is None:
+    if (
+        _arch(side) in DSA_OVERRIDE_ARCHS
+        and attn is None
+        and a.prefill_attention_backend is None
+        and a.decode_attention_backend is None
+    ):
         if dsa_pass(side):
             return "dsa"
         if _is_dsa(side):  # a DSA model its release does not override: no backend override either
@@ -99,8 +108,10 @@ def default_attention_backend(side: Side, gpu: Gpu) -> str:
             return "fa3"
         if major in (11, 12) and no_spec_or_topk_one and _blackwell_mha_default(side):
             return "trtllm_mha"
-        if major == 10 and no_spec_or_topk_one and (
-            a.speculative_algorithm is None or topk is not None or a.speculative_algorithm.upper() == "DFLASH"
+        if (
+            major == 10
+            and no_spec_or_topk_one
+            and (a.speculative_algorithm is None or topk is not None or a.speculative_algorithm.upper() == "DFLASH")
         ):
             m = side.model
             asym = m.v_head_dim is not None and m.head_dim is not None and m.v_head_dim != m.head_dim
@@ -156,7 +167,12 @@ def resolved_page_size(side: Side, gpu: Gpu) -> int:
     mha_pages = (16, 32, 64, 128) if release_at_least(side, "0.5.17") else (16, 32, 64)  # 128 kept from 0.5.17
     if "trtllm_mha" in (attn, dec, pre, _raw(side, "speculative_draft_attention_backend")) and page not in mha_pages:
         page = 64
-    if "fa4" in (attn, dec, pre) and not side.model.is_mla and _gpu_is(gpu, 10) and (a.speculative_eagle_topk or 0) <= 1:
+    if (
+        "fa4" in (attn, dec, pre)
+        and not side.model.is_mla
+        and _gpu_is(gpu, 10)
+        and (a.speculative_eagle_topk or 0) <= 1
+    ):
         page = 128
     return 1 if page is None else page
 
@@ -176,33 +192,53 @@ def nvfp4_prefill_dequant(side: Side, gpu: Gpu) -> Outcome:
     requested = _raw(side, "prefill_kv_cache_dequant_dtype", "auto")
     if a.kv_cache_dtype != "nvfp4":
         if requested != "auto":
-            return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
-                           "--prefill-kv-cache-dequant-dtype applies only with --kv-cache-dtype=nvfp4.")
+            return Refusal(
+                "nvfp4-prefill-dequant",
+                hook,
+                "ValueError",
+                "--prefill-kv-cache-dequant-dtype applies only with --kv-cache-dtype=nvfp4.",
+            )
         return None
     if requested == "auto":
         explicit = a.prefill_attention_backend or _model_override_backend(side, gpu)
         if explicit in NVFP4_PREFILL_DEQUANT_DTYPE:
             requested = NVFP4_PREFILL_DEQUANT_DTYPE[explicit]
         elif explicit is not None:
-            return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
-                           "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
-                           f"{explicit!r} provides neither.")
+            return Refusal(
+                "nvfp4-prefill-dequant",
+                hook,
+                "ValueError",
+                "NVFP4 prefill supports an FP8 E4M3 workspace or native NVFP4, but backend "
+                f"{explicit!r} provides neither.",
+            )
         else:
             requested = "nvfp4" if _gpu_is(gpu, 10) else "fp8_e4m3"
     if requested == "nvfp4" and not _gpu_is(gpu, 10):
-        return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
-                       "Native NVFP4 prefill currently requires SM100; use "
-                       "--prefill-kv-cache-dequant-dtype=fp8_e4m3 on this platform.")
+        return Refusal(
+            "nvfp4-prefill-dequant",
+            hook,
+            "ValueError",
+            "Native NVFP4 prefill currently requires SM100; use "
+            "--prefill-kv-cache-dequant-dtype=fp8_e4m3 on this platform.",
+        )
     target = {"fp8_e4m3": "flashinfer", "nvfp4": "trtllm_mha"}[requested]
     if a.prefill_attention_backend is not None and a.prefill_attention_backend != target:
-        return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
-                       f"--prefill-kv-cache-dequant-dtype={requested} requires prefill backend {target!r}, but "
-                       f"--prefill-attention-backend={a.prefill_attention_backend!r} was set. "
-                       "Remove the backend option and select the KV dtype only.")
+        return Refusal(
+            "nvfp4-prefill-dequant",
+            hook,
+            "ValueError",
+            f"--prefill-kv-cache-dequant-dtype={requested} requires prefill backend {target!r}, but "
+            f"--prefill-attention-backend={a.prefill_attention_backend!r} was set. "
+            "Remove the backend option and select the KV dtype only.",
+        )
     if a.decode_attention_backend not in (None, "trtllm_mha"):
-        return Refusal("nvfp4-prefill-dequant", hook, "ValueError",
-                       f"NVFP4 decode requires --decode-attention-backend=trtllm_mha; got {a.decode_attention_backend!r}. "
-                       "Remove the backend option; NVFP4 selects the supported decode implementation automatically.")
+        return Refusal(
+            "nvfp4-prefill-dequant",
+            hook,
+            "ValueError",
+            f"NVFP4 decode requires --decode-attention-backend=trtllm_mha; got {a.decode_attention_backend!r}. "
+            "Remove the backend option; NVFP4 selects the supported decode implementation automatically.",
+        )
     return None
 
 
@@ -236,69 +272,128 @@ def attention_backend_gpu(side: Side, gpu: Gpu) -> Outcome:
     kv = _resolved_kv_dtype(side, gpu)
     hook = "handle_attention_backend_compatibility"
     if attn == "flex_attention" and a.speculative_algorithm is not None:
-        return Refusal("attention-backend-gpu", hook, "AssertionError",
-                       "Speculative decoding is currently not supported with Flex Attention backend")
+        return Refusal(
+            "attention-backend-gpu",
+            hook,
+            "AssertionError",
+            "Speculative decoding is currently not supported with Flex Attention backend",
+        )
     if "trtllm_mla" in (attn, dec):
         if not _gpu_is(gpu, 10, 11, 12):
             # is_blackwell_supported() in every release; the text named SM100 only before 0.5.9.
             where = "(SM100/SM12x)" if release_at_least(side, "0.5.9") else "(SM100)"
-            return Refusal("attention-backend-gpu", "_mla_kv_cache_dtype_checks", "ValueError",
-                           f"TRTLLM MLA backend is only supported on Blackwell GPUs {where}. Please use a different backend.")
+            return Refusal(
+                "attention-backend-gpu",
+                "_mla_kv_cache_dtype_checks",
+                "ValueError",
+                f"TRTLLM MLA backend is only supported on Blackwell GPUs {where}. Please use a different backend.",
+            )
         allowed = trtllm_mla_kv_dtypes(side)
         if kv not in allowed:
-            return Refusal("attention-kv-dtype", "_mla_kv_cache_dtype_checks", "ValueError",
-                           f"TensorRT-LLM MLA backend only supports kv-cache-dtype of {', '.join(allowed[:-1])}, or {allowed[-1]}.")
+            return Refusal(
+                "attention-kv-dtype",
+                "_mla_kv_cache_dtype_checks",
+                "ValueError",
+                f"TensorRT-LLM MLA backend only supports kv-cache-dtype of {', '.join(allowed[:-1])}, or "
+                f"{allowed[-1]}.",
+            )
     if "cutedsl_mla" in (attn, pre, dec):
         if pre == "cutedsl_mla" and a.prefill_attention_backend == "cutedsl_mla":
-            return Refusal("attention-backend-gpu", "_cutedsl_prefill_backend_fill", "AssertionError",
-                           "CuteDSL MLA only supports decoding for now")
+            return Refusal(
+                "attention-backend-gpu",
+                "_cutedsl_prefill_backend_fill",
+                "AssertionError",
+                "CuteDSL MLA only supports decoding for now",
+            )
         if not _gpu_is(gpu, 10):
-            return Refusal("attention-backend-gpu", "_cutedsl_prefill_backend_fill", "ValueError",
-                           "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.")
+            return Refusal(
+                "attention-backend-gpu",
+                "_cutedsl_prefill_backend_fill",
+                "ValueError",
+                "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.",
+            )
         if kv not in CUTEDSL_MLA_KV_DTYPES:
-            return Refusal("attention-kv-dtype", "_cutedsl_prefill_backend_fill", "ValueError",
-                           "CuteDSL MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.")
+            return Refusal(
+                "attention-kv-dtype",
+                "_cutedsl_prefill_backend_fill",
+                "ValueError",
+                "CuteDSL MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto.",
+            )
         if a.prefill_attention_backend is None:
             pre = "trtllm_mla"
     p_b, d_b = _split(attn, pre, dec)
     if "trtllm_mha" in (attn, pre, dec) and not release_at_least(side, "0.5.10"):
         # _handle_attention_backend_compatibility, SGLang 0.5.5 .. 0.5.9: any trtllm_mha needs SM100.
         if not _gpu_is(gpu, 10):
-            return Refusal("attention-backend-gpu", "_handle_attention_backend_compatibility", "ValueError",
-                           "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.")
+            return Refusal(
+                "attention-backend-gpu",
+                "_handle_attention_backend_compatibility",
+                "ValueError",
+                "TRTLLM MHA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.",
+            )
     elif "trtllm_mha" in (p_b, d_b) and not release_at_least(side, "0.5.19"):
         # SGLang 0.5.10 .. 0.5.18: prefill on SM100 only; decode on SM90/SM100/SM120 (the 0.5.23 text).
         if p_b == "trtllm_mha" and not _gpu_is(gpu, 10):
-            return Refusal("attention-backend-gpu", "_handle_attention_backend_compatibility", "ValueError",
-                           "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
-                           "Please use a different prefill backend.")
+            return Refusal(
+                "attention-backend-gpu",
+                "_handle_attention_backend_compatibility",
+                "ValueError",
+                "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
+                "Please use a different prefill backend.",
+            )
         if d_b == "trtllm_mha" and not _gpu_is(gpu, 9, 10, 12):
-            return Refusal("attention-backend-gpu", "_handle_attention_backend_compatibility", "ValueError",
-                           "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs. "
-                           "Please use a different decode backend.")
+            return Refusal(
+                "attention-backend-gpu",
+                "_handle_attention_backend_compatibility",
+                "ValueError",
+                "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs. "
+                "Please use a different decode backend.",
+            )
     elif "trtllm_mha" in (p_b, d_b):
         ok = _gpu_is(gpu, 9, 10, 12)
         if p_b == "trtllm_mha" and not ok:
-            return Refusal("attention-backend-gpu", hook, "ValueError",
-                           "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs. "
-                           "Please use a different prefill backend.")
-        if p_b == "trtllm_mha" and _gpu_is(gpu, 12) and (
-            kv == "fp8_e4m3" or float(side.env.get("SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR") or 0) > 0
+            return Refusal(
+                "attention-backend-gpu",
+                hook,
+                "ValueError",
+                "TRTLLM MHA backend for prefill requires Hopper (SM90), Blackwell (SM100), or SM120 GPUs. "
+                "Please use a different prefill backend.",
+            )
+        if (
+            p_b == "trtllm_mha"
+            and _gpu_is(gpu, 12)
+            and (kv == "fp8_e4m3" or float(side.env.get("SGLANG_SKIP_SOFTMAX_PREFILL_THRESHOLD_SCALE_FACTOR") or 0) > 0)
         ):
-            return Refusal("attention-kv-dtype", hook, "ValueError",
-                           "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache or skip-softmax.")
+            return Refusal(
+                "attention-kv-dtype",
+                hook,
+                "ValueError",
+                "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3 KV cache or skip-softmax.",
+            )
         if d_b == "trtllm_mha" and not ok:
-            return Refusal("attention-backend-gpu", hook, "ValueError",
-                           "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs. "
-                           "Please use a different decode backend.")
+            return Refusal(
+                "attention-backend-gpu",
+                hook,
+                "ValueError",
+                "TRTLLM MHA backend for decode is only supported on Hopper (SM90), Blackwell (SM100) and (SM120) GPUs. "
+                "Please use a different decode backend.",
+            )
         if p_b == "trtllm_mha" and not _gpu_is(gpu, 10) and a.attn_cp_size > 1 and trtllm_mha_cp_check(side):
-            return Refusal("attention-backend-gpu", hook, "ValueError",
-                           "Prefill context parallelism with the TRTLLM MHA prefill backend requires SM100 (trtllm-gen context "
-                           "kernel): the SM90/SM120 fmha_v2 prefill path does not implement CP shard masking.")
+            return Refusal(
+                "attention-backend-gpu",
+                hook,
+                "ValueError",
+                "Prefill context parallelism with the TRTLLM MHA prefill backend requires SM100 (trtllm-gen context "
+                "kernel): the SM90/SM120 fmha_v2 prefill path does not implement CP shard masking.",
+            )
     if "fa4" in (attn, dec) and not release_at_least(side, "0.5.8"):
         # _handle_attention_backend_compatibility, SGLang 0.5.5 .. 0.5.7: FA4 was prefill-only.
-        return Refusal("attention-backend-gpu", "_handle_attention_backend_compatibility", "ValueError",
-                       "FA4 backend is only supported for prefill. Please use `--prefill-attention-backend fa4` instead.")
+        return Refusal(
+            "attention-backend-gpu",
+            "_handle_attention_backend_compatibility",
+            "ValueError",
+            "FA4 backend is only supported for prefill. Please use `--prefill-attention-backend fa4` instead.",
+        )
     return None
 
 
@@ -335,13 +430,21 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
         if gpu.vendor != "nvidia":
             return Stop("FP4 KV on a non-NVIDIA GPU: handle_kv4_compatibility's platform branch is not restated")
         if kv == "nvfp4" and not _gpu_is(gpu, 10, 12):
-            return Refusal("kv-dtype-gpu", "handle_kv4_compatibility", "RuntimeError",
-                           "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. "
-                           "Use --kv-cache-dtype=fp4_mx_block16 for the block-size-16 FP4 recipe.")
+            return Refusal(
+                "kv-dtype-gpu",
+                "handle_kv4_compatibility",
+                "RuntimeError",
+                "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. "
+                "Use --kv-cache-dtype=fp4_mx_block16 for the block-size-16 FP4 recipe.",
+            )
         if _raw(side, "enable_unified_memory", False):
-            return Refusal("kv-dtype-gpu", "handle_kv4_compatibility", "ValueError",
-                           "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not "
-                           "allocate FP4 block scales or the prefill dequant workspace.")
+            return Refusal(
+                "kv-dtype-gpu",
+                "handle_kv4_compatibility",
+                "ValueError",
+                "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not "
+                "allocate FP4 block scales or the prefill dequant workspace.",
+            )
         if kv == "fp4_mx_block16" or not _gpu_is(gpu, 10):
             return kv4_backend_lists(side, gpu)
         # SM100: the pinned decode backend is trtllm_mha, so the native-NVFP4 rules apply.
@@ -349,31 +452,58 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
         hook = "handle_kv4_compatibility"
         algo = a.speculative_algorithm.upper() if a.speculative_algorithm is not None else None
         if algo in ("DFLASH", "DSPARK"):
-            return Refusal("kv-dtype-gpu", hook, "ValueError",
-                           f"SM100 native NVFP4 speculative decoding does not yet support {algo}; use EAGLE/NEXTN or NGRAM.")
+            return Refusal(
+                "kv-dtype-gpu",
+                hook,
+                "ValueError",
+                f"SM100 native NVFP4 speculative decoding does not yet support {algo}; use EAGLE/NEXTN or NGRAM.",
+            )
         if algo is not None and algo not in ("EAGLE", "EAGLE3", "NEXTN", "NGRAM"):
-            return Refusal("kv-dtype-gpu", hook, "ValueError",
-                           f"SM100 native NVFP4 speculative decoding supports EAGLE, EAGLE3, NEXTN, and breadth-1 NGRAM; got {algo}.")
+            return Refusal(
+                "kv-dtype-gpu",
+                hook,
+                "ValueError",
+                "SM100 native NVFP4 speculative decoding supports EAGLE, EAGLE3, NEXTN, and breadth-1 NGRAM; got "
+                f"{algo}.",
+            )
         if algo == "NGRAM" and int(_raw(side, "speculative_ngram_max_bfs_breadth", 10)) != 1:
-            return Refusal("kv-dtype-gpu", hook, "ValueError",
-                           "SM100 native NVFP4 NGRAM speculative decoding requires --speculative-ngram-max-bfs-breadth=1 "
-                           "because trtllm_mha supports linear target verification only; got "
-                           f"{_raw(side, 'speculative_ngram_max_bfs_breadth', 10)}.")
+            return Refusal(
+                "kv-dtype-gpu",
+                hook,
+                "ValueError",
+                "SM100 native NVFP4 NGRAM speculative decoding requires --speculative-ngram-max-bfs-breadth=1 "
+                "because trtllm_mha supports linear target verification only; got "
+                f"{_raw(side, 'speculative_ngram_max_bfs_breadth', 10)}.",
+            )
         draft_backend = _raw(side, "speculative_draft_attention_backend")
         if algo not in (None, "NGRAM") and draft_backend not in (None, "trtllm_mha"):
-            return Refusal("kv-dtype-gpu", hook, "ValueError",
-                           "SM100 native NVFP4 speculative decoding requires --speculative-draft-attention-backend=trtllm_mha "
-                           f"so the draft worker consumes its physical NVFP4 KV layout; got {draft_backend!r}.")
+            return Refusal(
+                "kv-dtype-gpu",
+                hook,
+                "ValueError",
+                "SM100 native NVFP4 speculative decoding requires --speculative-draft-attention-backend=trtllm_mha "
+                f"so the draft worker consumes its physical NVFP4 KV layout; got {draft_backend!r}.",
+            )
         if a.disaggregation_mode != "null":
-            return Refusal("kv-dtype-gpu", hook, "ValueError",
-                           "SM100 native NVFP4 with trtllm_mha does not yet support PD disaggregation because its physical "
-                           "block-scale layout is not implemented by the KV transfer path.")
+            return Refusal(
+                "kv-dtype-gpu",
+                hook,
+                "ValueError",
+                "SM100 native NVFP4 with trtllm_mha does not yet support PD disaggregation because its physical "
+                "block-scale layout is not implemented by the KV transfer path.",
+            )
         return Stop("NVFP4 KV outside PD: not restated")
     if kv == "mxfp8" and not _gpu_is(gpu, 10, 11, 12):
-        return Refusal("kv-dtype-gpu", "handle_mxfp8_kv_cache_compatibility", "ValueError",
-                       "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands "
-                       "used by the FA4 MXFP8 attention path.")
+        return Refusal(
+            "kv-dtype-gpu",
+            "handle_mxfp8_kv_cache_compatibility",
+            "ValueError",
+            "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands "
+            "used by the FA4 MXFP8 attention path.",
+        )
     return None
+
+
 # handle_kv4_compatibility's backend lists (arg_groups/kv_cache_hook.py, SGLang 0.5.23).
 KV4_FA4_MLA_DECODE_BACKENDS = ["flashinfer", "trtllm_mla"]
 KV4_FA4_MHA_DECODE_BACKENDS = ["triton", "torch_native", "flex_attention"]
@@ -382,10 +512,20 @@ KV4_MHA_BACKENDS = ["triton", "torch_native", "flex_attention", "trtllm_mha"]
 # Architectures whose registered model override or hybrid hooks pick the attention backend
 # in ways ``final_attention_backends`` does not restate (SWA/chunked, Qwen3-Next/3.5,
 # Nemotron-H, MiniMax sparse): the FP4 backend lists are not decided for them.
-_KV4_UNRESOLVED_ARCHS = frozenset({
-    "GptOssForCausalLM", "Llama4ForConditionalGeneration", "Llama4ForCausalLM", "Qwen3NextForCausalLM",
-    "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "NemotronHForCausalLM",
-}) | MINIMAX_SPARSE_ARCHS
+_KV4_UNRESOLVED_ARCHS = (
+    frozenset(
+        {
+            "GptOssForCausalLM",
+            "Llama4ForConditionalGeneration",
+            "Llama4ForCausalLM",
+            "Qwen3NextForCausalLM",
+            "Qwen3_5MoeForConditionalGeneration",
+            "Qwen3_5ForConditionalGeneration",
+            "NemotronHForCausalLM",
+        }
+    )
+    | MINIMAX_SPARSE_ARCHS
+)
 
 
 def kv4_backend_lists(side: Side, gpu: Gpu) -> Outcome:
@@ -399,7 +539,10 @@ def kv4_backend_lists(side: Side, gpu: Gpu) -> Outcome:
     kvcheck does not restate stop prediction."""
     m = side.model
     if m.hybrid or _arch(side) in _KV4_UNRESOLVED_ARCHS or _is_dsa(side):
-        return Stop(f"FP4 KV on {_arch(side)}: the attention backend its model hooks pick is not restated for handle_kv4_compatibility")
+        return Stop(
+            f"FP4 KV on {_arch(side)}: the attention backend its model hooks pick is not restated for "
+            "handle_kv4_compatibility"
+        )
     attn, pre, dec = final_attention_backends(side, gpu)
     p_b, d_b = _split(attn, pre, dec)
     hook = "handle_kv4_compatibility"
@@ -407,12 +550,23 @@ def kv4_backend_lists(side: Side, gpu: Gpu) -> Outcome:
     if p_b != d_b and p_b != "fa4":
         return None  # a warning only (or the mixed NVFP4 recipe)
     if p_b == "fa4":
-        allowed, what = (KV4_FA4_MLA_DECODE_BACKENDS, "KV4 FA4 MLA") if mla else (KV4_FA4_MHA_DECODE_BACKENDS, "KV4 FA4 MHA")
+        allowed, what = (
+            (KV4_FA4_MLA_DECODE_BACKENDS, "KV4 FA4 MLA") if mla else (KV4_FA4_MHA_DECODE_BACKENDS, "KV4 FA4 MHA")
+        )
         if d_b not in allowed:
-            return Refusal("kv4-backend", hook, "AssertionError",
-                           f"{what} expects decode_attention_backend to be one of {allowed}, but got {d_b}")
+            return Refusal(
+                "kv4-backend",
+                hook,
+                "AssertionError",
+                f"{what} expects decode_attention_backend to be one of {allowed}, but got {d_b}",
+            )
         return None
     allowed, what = (KV4_MLA_BACKENDS, "KV4 MLA") if mla else (KV4_MHA_BACKENDS, "KV4 MHA")
     if attn not in allowed:
-        return Refusal("kv4-backend", hook, "AssertionError", f"{what} expects attention_backend to be one of {allowed}, but got {attn}")
+        return Refusal(
+            "kv4-backend",
+            hook,
+            "AssertionError",
+            f"{what} expects attention_backend to be one of {allowed}, but got {attn}",
+        )
     return None

@@ -24,7 +24,10 @@ class Refusal:
     message: str
 
     def prediction(self, side: Side) -> RuntimeErrorPrediction:
-        validation = self.hook.startswith("validate_hisparse") or self.hook in ("check_pipeline_parallel_compat", "check_server_args")
+        validation = self.hook.startswith("validate_hisparse") or self.hook in (
+            "check_pipeline_parallel_compat",
+            "check_server_args",
+        )
         stage = "argument validation" if validation else "argument resolution"
         return RuntimeErrorPrediction(
             type=self.type,
@@ -41,6 +44,8 @@ class Stop:
     ``reason`` says what kvcheck would need to know (shown in an ``unchecked`` finding)."""
 
     reason: str
+
+
 STOP = Stop("a start-up step kvcheck does not restate decides the next refusal")
 _Stop = Stop
 Outcome = Refusal | Stop | None
@@ -49,12 +54,22 @@ DEEPSEEK_V4_ARCHS = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNe
 MINIMAX_SPARSE_ARCHS = frozenset({"MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration"})
 # model_overrides/deepseek_v2._deepseek_family_overrides is registered for these (it calls
 # _dsa_dcp_overrides when the model is DSA).
-DSA_OVERRIDE_ARCHS = frozenset({
-    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
-    "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM",
-    "Glm5NextForConditionalGeneration", "HYV4ForCausalLM", "HYV4ForCausalLMNextN",
-    "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
-})
+DSA_OVERRIDE_ARCHS = frozenset(
+    {
+        "DeepseekV3ForCausalLM",
+        "DeepseekV32ForCausalLM",
+        "KimiK25ForConditionalGeneration",
+        "MistralLarge3ForCausalLM",
+        "PixtralForConditionalGeneration",
+        "GlmMoeDsaForCausalLM",
+        "Glm5NextForConditionalGeneration",
+        "HYV4ForCausalLM",
+        "HYV4ForCausalLMNextN",
+        "LongcatFlashForCausalLM",
+        "LongcatFlashForCausalLMNextN",
+        "Dots3NoteForCausalLM",
+    }
+)
 # model_hook.handle_model_specific_adjustments runs the DSA KV-dtype / split-backend passes
 # for these DSA architectures (its list intersected with overrides._DEEPSEEK_FAMILY_ARCHS).
 DSA_KV_PASS_ARCHS = DSA_OVERRIDE_ARCHS - {"LongcatFlashForCausalLMNextN"}
@@ -80,10 +95,31 @@ def _is_dsa(side: Side) -> bool:
 # ``if model_arch in [...]`` around ``is_deepseek_nsa``/``is_deepseek_dsa``), by the release that
 # changed the list; 0.5.5 ran them for every DSA config. From 0.5.15 ``DSA_OVERRIDE_ARCHS``.
 _LEGACY_DSA_ARCHS = (
-    ("0.5.12", frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration",
-                          "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM"})),
-    ("0.5.9", frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
-                         "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM"})),
+    (
+        "0.5.12",
+        frozenset(
+            {
+                "DeepseekV3ForCausalLM",
+                "DeepseekV32ForCausalLM",
+                "KimiK25ForConditionalGeneration",
+                "MistralLarge3ForCausalLM",
+                "PixtralForConditionalGeneration",
+                "GlmMoeDsaForCausalLM",
+            }
+        ),
+    ),
+    (
+        "0.5.9",
+        frozenset(
+            {
+                "DeepseekV3ForCausalLM",
+                "KimiK25ForConditionalGeneration",
+                "MistralLarge3ForCausalLM",
+                "PixtralForConditionalGeneration",
+                "GlmMoeDsaForCausalLM",
+            }
+        ),
+    ),
     ("0.5.7", frozenset({"DeepseekV3ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration"})),
     ("0.5.6", frozenset({"DeepseekV3ForCausalLM"})),
 )

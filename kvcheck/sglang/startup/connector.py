@@ -23,7 +23,7 @@ from kvcheck.sides import Side
 
 OPERATOR_SEES_SCHEDULER = (
     "the server loads the model, then the scheduler exits during start-up with this error "
-    "(\"Scheduler hit an exception\" in its log); the server never serves"
+    '("Scheduler hit an exception" in its log); the server never serves'
 )
 
 
@@ -71,32 +71,52 @@ def ucx_device_list(side: Side) -> ConnectorRefusal | Stop | str | None:
         try:
             mapping = json.loads(s)
         except json.JSONDecodeError:
-            return ConnectorRefusal("nixl-ib-device", "parse_ib_device_config", "ValueError", f"Invalid JSON mapping: {s}")
+            return ConnectorRefusal(
+                "nixl-ib-device", "parse_ib_device_config", "ValueError", f"Invalid JSON mapping: {s}"
+            )
         if not isinstance(mapping, dict):
-            return ConnectorRefusal("nixl-ib-device", "parse_ib_device_config", "ValueError",
-                                    "Invalid format: expected a mapping from GPU id to IB device string")
+            return ConnectorRefusal(
+                "nixl-ib-device",
+                "parse_ib_device_config",
+                "ValueError",
+                "Invalid format: expected a mapping from GPU id to IB device string",
+            )
         norm: dict[int, str] = {}
         for k, v in mapping.items():
             if not str(k).isdigit() or not isinstance(v, str):
-                return ConnectorRefusal("nixl-ib-device", "parse_ib_device_config", "ValueError",
-                                        "Invalid format: keys must be integers (or string representations of integers) "
-                                        "and values must be strings")
+                return ConnectorRefusal(
+                    "nixl-ib-device",
+                    "parse_ib_device_config",
+                    "ValueError",
+                    "Invalid format: keys must be integers (or string representations of integers) "
+                    "and values must be strings",
+                )
             norm[int(k)] = v.strip()
         if not norm:
-            return ConnectorRefusal("nixl-ib-device", "parse_ib_device_config", "ValueError", "No valid GPU mappings found in JSON")
+            return ConnectorRefusal(
+                "nixl-ib-device", "parse_ib_device_config", "ValueError", "No valid GPU mappings found in JSON"
+            )
         per_gpu = {}
         for gid in _local_gpu_ids(side):
             if gid not in norm:
-                return ConnectorRefusal("nixl-ib-device", where, "ValueError",
-                                        f"No IB devices configured for GPU {gid}. Available GPUs: {list(norm.keys())}")
+                return ConnectorRefusal(
+                    "nixl-ib-device",
+                    where,
+                    "ValueError",
+                    f"No IB devices configured for GPU {gid}. Available GPUs: {list(norm.keys())}",
+                )
             per_gpu[gid] = norm[gid]
     lists = []
     for devices in per_gpu.values():
         names = [n.strip() for n in devices.split(",")]
         if any(not n or ":" in n for n in names):
-            return ConnectorRefusal("nixl-ib-device", "_resolve_ucx_device_list", "ValueError",
-                                    "NIXL UCX --disaggregation-ib-device requires HCA names without port suffixes "
-                                    "(e.g. mlx5_0); NIXL appends port 1.")
+            return ConnectorRefusal(
+                "nixl-ib-device",
+                "_resolve_ucx_device_list",
+                "ValueError",
+                "NIXL UCX --disaggregation-ib-device requires HCA names without port suffixes "
+                "(e.g. mlx5_0); NIXL appends port 1.",
+            )
         lists.append(", ".join(names))
     return lists[0]
 
@@ -106,7 +126,8 @@ def connector_outcome(side: Side, gpu: Gpu | None = None) -> ConnectorRefusal | 
     passed (SGLang 0.5.23): ``PrefillBootstrapQueue.__init__`` / ``DecodePreallocQueue.__init__``
     (``SGLANG_DISAGG_STAGING_BUFFER`` on an MLA model; on a prefill, a chunked-prefill size
     that is not a positive multiple of the page size (from 0.5.17), and PP (any backend in
-    0.5.17; other than Mooncake from 0.5.18; earlier releases: a ``Stop``)), then ``NixlKVManager.__init__`` for the NIXL UCX backend:
+    0.5.17; other than Mooncake from 0.5.18; earlier releases: a ``Stop``)), then ``NixlKVManager.__init__`` for the
+    NIXL UCX backend:
     ``SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS`` (parsed by the ``nixl-backend-params``
     check) and the ``--disaggregation-ib-device`` device list (port suffixes, per-GPU JSON
     mappings, a ``device_list`` in the params that disagrees); then the decode's
@@ -126,24 +147,39 @@ def connector_outcome(side: Side, gpu: Gpu | None = None) -> ConnectorRefusal | 
         # fail closed: never another release's scheduler start-up (gate.STARTUP_VERIFIED_RELEASES)
         return Stop(f"SGLang {version or 'unknown'}: kvcheck has not verified this release's scheduler start-up")
     if _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER"):
-        queue = "PrefillBootstrapQueue.__init__" if a.disaggregation_mode == "prefill" else "DecodePreallocQueue.__init__"
+        queue = (
+            "PrefillBootstrapQueue.__init__" if a.disaggregation_mode == "prefill" else "DecodePreallocQueue.__init__"
+        )
         if side.model.is_mla:
-            return ConnectorRefusal("staging-mla", queue, "RuntimeError",
-                                    "SGLANG_DISAGG_STAGING_BUFFER is designed for non-MLA models (e.g. GQA, MHA). "
-                                    "MLA models should not set this flag.")
+            return ConnectorRefusal(
+                "staging-mla",
+                queue,
+                "RuntimeError",
+                "SGLANG_DISAGG_STAGING_BUFFER is designed for non-MLA models (e.g. GQA, MHA). "
+                "MLA models should not set this flag.",
+            )
         if a.disaggregation_mode == "prefill":
             staged = _staging_prefill_chunk(side, gpu or side_gpu(side), queue)
             if staged is not None:
                 return staged
         if a.disaggregation_mode == "prefill" and a.pp_size > 1:
             if not release_at_least(side, "0.5.17"):
-                return Stop("SGLANG_DISAGG_STAGING_BUFFER with --pp-size > 1 before SGLang 0.5.17: that release's refusal is not restated")
+                return Stop(
+                    "SGLANG_DISAGG_STAGING_BUFFER with --pp-size > 1 before SGLang 0.5.17: that release's refusal is "
+                    "not restated"
+                )
             if not release_at_least(side, "0.5.18"):
                 # 0.5.17 refused PP with staging whatever the backend.
-                return ConnectorRefusal("staging-mla", queue, "RuntimeError", "SGLANG_DISAGG_STAGING_BUFFER does not support pp_size > 1.")
+                return ConnectorRefusal(
+                    "staging-mla", queue, "RuntimeError", "SGLANG_DISAGG_STAGING_BUFFER does not support pp_size > 1."
+                )
             if _effective_transfer_backend(side) != "mooncake":
-                return ConnectorRefusal("staging-mla", queue, "RuntimeError",
-                                        "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.")
+                return ConnectorRefusal(
+                    "staging-mla",
+                    queue,
+                    "RuntimeError",
+                    "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.",
+                )
     out = minimax_index_value(side)
     if out is not None:
         return out
@@ -155,8 +191,12 @@ def connector_outcome(side: Side, gpu: Gpu | None = None) -> ConnectorRefusal | 
         return out
     if a.disaggregation_mode == "decode" and host_receive_on(side):
         # No KV manager of 0.5.23 sets supports_host_destination (BaseKVManager: False).
-        return ConnectorRefusal("decode-host-destination", "DecodePreallocQueue._init_kv_manager", "ValueError",
-                                "Transfer backend does not support decode host KV destinations")
+        return ConnectorRefusal(
+            "decode-host-destination",
+            "DecodePreallocQueue._init_kv_manager",
+            "ValueError",
+            "Transfer backend does not support decode host KV destinations",
+        )
     return None
 
 
@@ -172,9 +212,13 @@ def minimax_index_value(side: Side) -> ConnectorRefusal | Stop | None:
     if side.args.enable_hisparse or (m.quant_method or "").startswith("minimax_m3_nvfp4"):
         return Stop("MiniMax sparse pool with HiSparse or the NVFP4 pool: its state registration is not restated")
     if set(m.sparse_layer_ids) - set(m.k_only_sparse_layer_ids):
-        return ConnectorRefusal("minimax-index-value", "setup_state_kv_args", "NotImplementedError",
-                                "PD disaggregation for MiniMax sparse layers with index value (index_kv_pool) is not yet "
-                                "supported; only K-only sparse layers are.")
+        return ConnectorRefusal(
+            "minimax-index-value",
+            "setup_state_kv_args",
+            "NotImplementedError",
+            "PD disaggregation for MiniMax sparse layers with index value (index_kv_pool) is not yet "
+            "supported; only K-only sparse layers are.",
+        )
     return None
 
 
@@ -206,9 +250,13 @@ def _staging_prefill_chunk(side: Side, gpu: Gpu, queue: str) -> ConnectorRefusal
     page = resolved_page_size(side, gpu)
     cps = chunk or 8192
     if cps <= 0 or cps % page != 0:
-        return ConnectorRefusal("staging-chunk-size", queue, "RuntimeError",
-                                "SGLANG_DISAGG_STAGING_BUFFER requires a positive chunked_prefill_size that is a "
-                                f"multiple of page_size ({page}); got {chunk}.")
+        return ConnectorRefusal(
+            "staging-chunk-size",
+            queue,
+            "RuntimeError",
+            "SGLANG_DISAGG_STAGING_BUFFER requires a positive chunked_prefill_size that is a "
+            f"multiple of page_size ({page}); got {chunk}.",
+        )
     return None
 
 
@@ -233,10 +281,16 @@ def _nixl_manager_init(side: Side) -> ConnectorRefusal | Stop | None:
         return devices
     existing = params.get("device_list")
     if existing is not None and ", ".join(n.strip() for n in existing.split(",")) != devices:
-        return ConnectorRefusal("nixl-ib-device", "NixlKVManager.__init__", "ValueError",
-                                "Conflicting NIXL UCX device_list in SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS and "
-                                "--disaggregation-ib-device. Configure only one device selection or make them agree.")
+        return ConnectorRefusal(
+            "nixl-ib-device",
+            "NixlKVManager.__init__",
+            "ValueError",
+            "Conflicting NIXL UCX device_list in SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS and "
+            "--disaggregation-ib-device. Configure only one device selection or make them agree.",
+        )
     return None
+
+
 # The first NIXL release whose UCX backend refuses host memory registered as VRAM
 # (``nixlUcxContext::memReg``: "VRAM memory is detected as host by UCX ... VRAM registration
 # cannot proceed", ai-dynamo/nixl#1385): measured with nixl-cu12 0.10.1 (registers, warning
@@ -262,12 +316,23 @@ def hisparse_host_pool_registration(side: Side) -> ConnectorRefusal | Stop | Non
 
     got = server_nixl(side)
     if nixl_in(got, [[NIXL_REFUSES_HOST_AS_VRAM, None]]) == "yes":
-        return ConnectorRefusal("hisparse-host-as-vram", "NixlKVManager.register_buffer_to_engine", "nixlBackendError", "NIXL_ERR_BACKEND")
+        return ConnectorRefusal(
+            "hisparse-host-as-vram", "NixlKVManager.register_buffer_to_engine", "nixlBackendError", "NIXL_ERR_BACKEND"
+        )
     runs = f"NIXL {got.describe()} ({got.source})" if got.known else f"an unknown NIXL ({got.source})"
     return Stop(
-        f"the HiSparse decode registers its host KV pool with NIXL as VRAM before SGLang 0.5.15 (sgl-project/sglang#27563 "
-        f"adds DRAM destinations): NIXL >= {NIXL_REFUSES_HOST_AS_VRAM} refuses it at start-up (NIXL_ERR_BACKEND), an older "
-        f"NIXL registers it with a warning and what its transfers do is not known; the decode runs {runs}")
+        "the HiSparse decode registers its host KV pool with NIXL as VRAM before SGLang 0.5.15 "
+        "(sgl-project/sglang#27563 "
+        f"adds DRAM destinations): NIXL >= {NIXL_REFUSES_HOST_AS_VRAM} refuses it at start-up (NIXL_ERR_BACKEND), an "
+        "older "
+        f"NIXL registers it with a warning and what its transfers do is not known; the decode runs {runs}"
+    )
 
 
-CONNECTOR_REFUSAL_IDS = ("staging-mla", "staging-chunk-size", "nixl-ib-device", "decode-host-destination", "hisparse-host-as-vram")
+CONNECTOR_REFUSAL_IDS = (
+    "staging-mla",
+    "staging-chunk-size",
+    "nixl-ib-device",
+    "decode-host-destination",
+    "hisparse-host-as-vram",
+)

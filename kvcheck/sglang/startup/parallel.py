@@ -35,20 +35,36 @@ def hicache_dcp(side: Side, gpu: Gpu) -> Outcome:
     if a.hicache_storage_backend is not None:
         return Stop("HiCache L3 storage with DCP: the host-memory-mode resolution is not restated")
     if a.speculative_algorithm not in (None, "DSPARK"):
-        return Refusal("hicache-dcp", hook, "NotImplementedError",
-                       "HiCache with --dcp-size > 1 only supports DSPARK speculative decoding; other draft-model "
-                       "host pools have no DCP index translation.")
+        return Refusal(
+            "hicache-dcp",
+            hook,
+            "NotImplementedError",
+            "HiCache with --dcp-size > 1 only supports DSPARK speculative decoding; other draft-model "
+            "host pools have no DCP index translation.",
+        )
     if _raw(side, "enable_lmcache", False):
-        return Refusal("hicache-dcp", hook, "NotImplementedError",
-                       "--enable-lmcache with --dcp-size > 1 is not supported: LMCache has no DCP-aware index translation.")
+        return Refusal(
+            "hicache-dcp",
+            hook,
+            "NotImplementedError",
+            "--enable-lmcache with --dcp-size > 1 is not supported: LMCache has no DCP-aware index translation.",
+        )
     if a.enable_hisparse:
-        return Refusal("hicache-dcp", hook, "NotImplementedError",
-                       "--enable-hisparse with --dcp-size > 1 is not supported: the HiSparse host pool is "
-                       "constructed without DCP translation.")
+        return Refusal(
+            "hicache-dcp",
+            hook,
+            "NotImplementedError",
+            "--enable-hisparse with --dcp-size > 1 is not supported: the HiSparse host pool is "
+            "constructed without DCP translation.",
+        )
     if not side.model.is_mla:
-        return Refusal("hicache-dcp", hook, "NotImplementedError",
-                       "HiCache with --dcp-size > 1 is only supported for MLA models: the index translation lives "
-                       "in MLATokenToKVPoolHost, and the MHA host pool has none.")
+        return Refusal(
+            "hicache-dcp",
+            hook,
+            "NotImplementedError",
+            "HiCache with --dcp-size > 1 is only supported for MLA models: the index translation lives "
+            "in MLATokenToKVPoolHost, and the MHA host pool has none.",
+        )
     return None
 
 
@@ -59,9 +75,13 @@ def data_parallelism(side: Side, gpu: Gpu) -> Outcome:
     dp, attn_dp = dp_layout(side)
     hook = "handle_data_parallelism"
     if attn_dp > 1 and dp > 1:
-        return Refusal("dp-size", hook, "ValueError",
-                       f"--dp-size {dp} with --attn-dp-size {attn_dp}: data-parallel replicas combined with "
-                       "attention data parallelism are not supported.")
+        return Refusal(
+            "dp-size",
+            hook,
+            "ValueError",
+            f"--dp-size {dp} with --attn-dp-size {attn_dp}: data-parallel replicas combined with "
+            "attention data parallelism are not supported.",
+        )
     if attn_dp > 1 and side.args.tp_size % attn_dp != 0:
         return Refusal("tp-attn-dp-cp", hook, "AssertionError", "")
     return None
@@ -81,16 +101,28 @@ def context_parallelism(side: Side, gpu: Gpu) -> Outcome:
     cp = a.attn_cp_size
     if cp > 1:
         if a.tp_size % cp != 0:
-            return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
-                           "tp_size must be divisible by attn_cp_size")
+            return Refusal(
+                "tp-attn-dp-cp",
+                "handle_context_parallelism",
+                "AssertionError",
+                "tp_size must be divisible by attn_cp_size",
+            )
         if not release_at_least(side, "0.5.22"):
             # SGLang 0.5.9 .. 0.5.21 (_handle_context_parallelism): the raw --dp-size, its own text.
             if a.tp_size % (a.dp_size * cp) != 0:
-                return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
-                               "tp_size must be divisible by dp_size * attn_cp_size")
+                return Refusal(
+                    "tp-attn-dp-cp",
+                    "handle_context_parallelism",
+                    "AssertionError",
+                    "tp_size must be divisible by dp_size * attn_cp_size",
+                )
         elif a.tp_size % (attn_dp * cp) != 0:
-            return Refusal("tp-attn-dp-cp", "handle_context_parallelism", "AssertionError",
-                           "tp_size must be divisible by attn_dp_size * attn_cp_size")
+            return Refusal(
+                "tp-attn-dp-cp",
+                "handle_context_parallelism",
+                "AssertionError",
+                "tp_size must be divisible by attn_dp_size * attn_cp_size",
+            )
     return None
 
 
@@ -112,14 +144,22 @@ def cp_tp_group_sharing(side: Side, gpu: Gpu) -> Refusal | None:
         return None  # the MLA prefill-CP resolution before the hook sets its EP size: not restated (Stop)
     hook = "resolve_cp_tp_group_sharing"
     if a.attn_cp_size != a.tp_size:
-        return Refusal("cp-tp-group-sharing", hook, "ValueError",
-                       "CP-TP group sharing requires --attn-cp-size == --tp-size, got "
-                       f"attn_cp_size={a.attn_cp_size}, tp_size={a.tp_size}.")
+        return Refusal(
+            "cp-tp-group-sharing",
+            hook,
+            "ValueError",
+            "CP-TP group sharing requires --attn-cp-size == --tp-size, got "
+            f"attn_cp_size={a.attn_cp_size}, tp_size={a.tp_size}.",
+        )
     if _raw(side, "cp_strategy") != "zigzag":
         return Refusal("cp-tp-group-sharing", hook, "ValueError", "CP-TP group sharing requires --cp-strategy zigzag.")
     if a.speculative_algorithm is not None:
-        return Refusal("cp-tp-group-sharing", hook, "ValueError",
-                       "--speculative-algorithm is not supported with CP-TP group sharing.")
+        return Refusal(
+            "cp-tp-group-sharing",
+            hook,
+            "ValueError",
+            "--speculative-algorithm is not supported with CP-TP group sharing.",
+        )
     # In the runtime's dict order; the first one set refuses.
     unsupported = (
         ("enable-dsa-cache-layer-split", bool(_raw(side, "enable_dsa_cache_layer_split", False))),
@@ -134,10 +174,16 @@ def cp_tp_group_sharing(side: Side, gpu: Gpu) -> Refusal | None:
     )
     for flag, enabled in unsupported:
         if enabled:
-            return Refusal("cp-tp-group-sharing", hook, "ValueError", f"--{flag} is not supported with CP-TP group sharing.")
+            return Refusal(
+                "cp-tp-group-sharing", hook, "ValueError", f"--{flag} is not supported with CP-TP group sharing."
+            )
     if a.disaggregation_mode == "prefill" and _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER"):
-        return Refusal("staging-cp-tp-sharing", hook, "ValueError",
-                       "SGLANG_DISAGG_STAGING_BUFFER is not supported with CP-TP group sharing.")
+        return Refusal(
+            "staging-cp-tp-sharing",
+            hook,
+            "ValueError",
+            "SGLANG_DISAGG_STAGING_BUFFER is not supported with CP-TP group sharing.",
+        )
     return None  # the linear-attention head checks and the rest of prefill CP are not restated
 
 
@@ -152,42 +198,77 @@ def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
     if not release_at_least(side, "0.5.23"):
         # SGLang 0.5.22's handle_kv_cache_sharding refuses first on its Python-tree requirement
         # (SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND) and has other speculative texts: not restated.
-        return Stop(f"SGLang {side_release_name(side)} with --enable-kv-cache-sharding: that release's "
-                    "handle_kv_cache_sharding is not restated")
+        return Stop(
+            f"SGLang {side_release_name(side)} with --enable-kv-cache-sharding: that release's "
+            "handle_kv_cache_sharding is not restated"
+        )
     hook = "handle_kv_cache_sharding"
     if a.disaggregation_mode != "prefill":
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding is only supported on PD prefill workers: a rank's pool holds only "
-                       "its stripe of every cached page, which is incompatible with local decode.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding is only supported on PD prefill workers: a rank's pool holds only "
+            "its stripe of every cached page, which is incompatible with local decode.",
+        )
     if a.speculative_algorithm is not None:
-        if not (a.speculative_algorithm == "EAGLE" and _arch(side) == "GlmMoeDsaForCausalLM"
-                and side.model.num_nextn_predict_layers == 1 and a.speculative_eagle_topk == 1
-                and not _raw(side, "enable_multi_layer_eagle", False)):
-            return Refusal("kv-sharding", hook, "ValueError",
-                           "KV sharding supports speculative decoding only for GLM DSA single-layer NextN MTP with EAGLE and topk=1.")
+        if not (
+            a.speculative_algorithm == "EAGLE"
+            and _arch(side) == "GlmMoeDsaForCausalLM"
+            and side.model.num_nextn_predict_layers == 1
+            and a.speculative_eagle_topk == 1
+            and not _raw(side, "enable_multi_layer_eagle", False)
+        ):
+            return Refusal(
+                "kv-sharding",
+                hook,
+                "ValueError",
+                "KV sharding supports speculative decoding only for GLM DSA single-layer NextN MTP with EAGLE and "
+                "topk=1.",
+            )
     if a.dcp_size > 1:
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding and decode context parallelism (--dcp-size) are mutually exclusive "
-                       "users of the widened allocator index space.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding and decode context parallelism (--dcp-size) are mutually exclusive "
+            "users of the widened allocator index space.",
+        )
     if a.enable_hierarchical_cache and a.hicache_storage_backend is not None:
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding supports HiCache host offload but not --hicache-storage-backend yet: "
-                       "the storage path reads and writes whole pages per rank, not each rank's own stripe.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding supports HiCache host offload but not --hicache-storage-backend yet: "
+            "the storage path reads and writes whole pages per rank, not each rank's own stripe.",
+        )
     if a.enable_hierarchical_cache and _is_dsa(side):
         return Stop("KV sharding with HiCache on a DSA model: the host-memory-mode checks are not restated")
     if a.enable_hisparse:
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding does not support --enable-hisparse: HiSparse selects a non-sharded "
-                       "allocator and assumes each rank owns complete KV pages.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding does not support --enable-hisparse: HiSparse selects a non-sharded "
+            "allocator and assumes each rank owns complete KV pages.",
+        )
     if _raw(side, "enable_dynamic_chunking", False) and a.pp_size > 1:
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding does not support dynamic chunk sizing with pipeline parallelism: profiling "
-                       "and predicted chunks can exceed the fixed sharded scratch capacity. Disable --enable-dynamic-chunking.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding does not support dynamic chunk sizing with pipeline parallelism: profiling "
+            "and predicted chunks can exceed the fixed sharded scratch capacity. Disable --enable-dynamic-chunking.",
+        )
     if _raw(side, "enable_two_batch_overlap", False):
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding does not support --enable-two-batch-overlap: the sharded pool's per-batch "
-                       "gather plan is a process-wide singleton, but TBO rebuilds attention metadata multiple times per extend "
-                       "forward and clobbers the plan.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding does not support --enable-two-batch-overlap: the sharded pool's per-batch "
+            "gather plan is a process-wide singleton, but TBO rebuilds attention metadata multiple times per extend "
+            "forward and clobbers the plan.",
+        )
     if side.model.attention == "not_modeled" or _arch(side).startswith(("Llama4", "Whisper", "Mllama")):
         return Stop("--enable-kv-cache-sharding on a model whose encoder/chunked-attention checks are not restated")
     # validate_kv_shard_attention_backend
@@ -200,50 +281,89 @@ def kv_cache_sharding(side: Side, gpu: Gpu) -> Outcome:
         return Refusal("kv-sharding", vhook, "ValueError", "DSA KV sharding requires the dsa attention backend.")
     if prefill_backend != "fa3":
         if prefill_backend != "trtllm_mla":
-            return Refusal("kv-sharding", vhook, "ValueError",
-                           "--enable-kv-cache-sharding currently requires the fa3 prefill attention backend, or trtllm_mla "
-                           f"for plain-TP MLA; got {prefill_backend!r}.")
+            return Refusal(
+                "kv-sharding",
+                vhook,
+                "ValueError",
+                "--enable-kv-cache-sharding currently requires the fa3 prefill attention backend, or trtllm_mla "
+                f"for plain-TP MLA; got {prefill_backend!r}.",
+            )
         if not side.model.is_mla:
             return Refusal("kv-sharding", vhook, "ValueError", "KV sharding with trtllm_mla requires an MLA model.")
         if a.attn_cp_size > 1:
-            return Refusal("kv-sharding", vhook, "ValueError",
-                           "KV sharding with trtllm_mla only supports plain-TP MLA (attn_cp_size must be 1).")
+            return Refusal(
+                "kv-sharding",
+                vhook,
+                "ValueError",
+                "KV sharding with trtllm_mla only supports plain-TP MLA (attn_cp_size must be 1).",
+            )
         if _raw(side, "disable_chunked_prefix_cache", False):
-            return Refusal("kv-sharding", vhook, "ValueError", "KV sharding with trtllm_mla requires chunked prefix caching.")
+            return Refusal(
+                "kv-sharding", vhook, "ValueError", "KV sharding with trtllm_mla requires chunked prefix caching."
+            )
     backend = _effective_transfer_backend(side)
     if backend not in ("mooncake", "nixl"):
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding currently only supports the mooncake and nixl transfer backends: both "
-                       "route sends through CommonKVSender._prepare_send_indices and pair destinations by fancy index. "
-                       f"Got --disaggregation-transfer-backend {backend!r}.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding currently only supports the mooncake and nixl transfer backends: both "
+            "route sends through CommonKVSender._prepare_send_indices and pair destinations by fancy index. "
+            f"Got --disaggregation-transfer-backend {backend!r}.",
+        )
     if _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER"):
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding is incompatible with SGLANG_DISAGG_STAGING_BUFFER (the staging path "
-                       "assumes contiguous send slices).")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding is incompatible with SGLANG_DISAGG_STAGING_BUFFER (the staging path "
+            "assumes contiguous send slices).",
+        )
     _, attn_dp = dp_layout(side)
     if side.model.is_mla:
         if a.attn_cp_size <= 1:
             if attn_dp > 1:
-                return Refusal("kv-sharding", hook, "ValueError",
-                               "--enable-kv-cache-sharding for MLA models without prefill CP shards across attention-TP and "
-                               "requires plain TP attention; set --attn-dp-size=1.")
+                return Refusal(
+                    "kv-sharding",
+                    hook,
+                    "ValueError",
+                    "--enable-kv-cache-sharding for MLA models without prefill CP shards across attention-TP and "
+                    "requires plain TP attention; set --attn-dp-size=1.",
+                )
             if a.tp_size <= 1:
-                return Refusal("kv-sharding", hook, "ValueError",
-                               "--enable-kv-cache-sharding for MLA models without prefill CP shards across attention-TP ranks "
-                               "and needs tp_size > 1.")
+                return Refusal(
+                    "kv-sharding",
+                    hook,
+                    "ValueError",
+                    "--enable-kv-cache-sharding for MLA models without prefill CP shards across attention-TP ranks "
+                    "and needs tp_size > 1.",
+                )
     elif not a.enable_prefill_cp or a.attn_cp_size <= 1:
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding for GQA models shards across attention-CP ranks and requires "
-                       "--enable-prefill-cp with attn_cp_size > 1.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding for GQA models shards across attention-CP ranks and requires "
+            "--enable-prefill-cp with attn_cp_size > 1.",
+        )
     page = resolved_page_size(side, gpu)
     if page <= 1:
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding requires a real page size (--page-size 64 recommended): the physical page "
-                       "is the P/D transfer descriptor and gather-copy unit; page_size=1 degenerates both into per-token operations.")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding requires a real page size (--page-size 64 recommended): the physical page "
+            "is the P/D transfer descriptor and gather-copy unit; page_size=1 degenerates both into per-token "
+            "operations.",
+        )
     chunk = _raw(side, "chunked_prefill_size")
     if chunk is not None and int(chunk) <= 0:
-        return Refusal("kv-sharding", hook, "ValueError",
-                       "--enable-kv-cache-sharding requires chunked prefill (--chunked-prefill-size > 0).")
+        return Refusal(
+            "kv-sharding",
+            hook,
+            "ValueError",
+            "--enable-kv-cache-sharding requires chunked prefill (--chunked-prefill-size > 0).",
+        )
     if chunk is not None and (int(chunk) // max(1, attn_dp)) % page != 0 and _raw(side, "mem_fraction_static") is None:
         return Stop("KV sharding rounds --chunked-prefill-size up to the page size against the GPU's memory")
     return None
@@ -272,13 +392,23 @@ def server_args_layout(side: Side, gpu: Gpu) -> Outcome:
         # check_server_args, SGLang 0.5.5 .. 0.5.21: --dp-size across nodes needs DP attention
         # (_handle_data_parallelism has turned --enable-dp-attention off when --dp-size is 1).
         if a.dp_size > 1 and int(_raw(side, "nnodes", 1)) != 1 and not a.enable_dp_attention:
-            return Refusal("nodes", "check_server_args", "AssertionError",
-                           "multi-node data parallel is not supported unless dp attention!")
+            return Refusal(
+                "nodes",
+                "check_server_args",
+                "AssertionError",
+                "multi-node data parallel is not supported unless dp attention!",
+            )
     elif dp > 1 and int(_raw(side, "nnodes", 1)) != 1:
-        return Refusal("nodes", "check_server_args", "AssertionError",
-                       "multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across nodes")
+        return Refusal(
+            "nodes",
+            "check_server_args",
+            "AssertionError",
+            "multi-node data-parallel replicas are not supported; use attention DP (--attn-dp-size) across nodes",
+        )
     if a.speculative_algorithm is not None and a.enable_mixed_chunk:
-        return Stop("--enable-mixed-chunk with speculative decoding: SpeculativeAlgorithm.supports_mixed_chunk is not restated")
+        return Stop(
+            "--enable-mixed-chunk with speculative decoding: SpeculativeAlgorithm.supports_mixed_chunk is not restated"
+        )
     chunk = _raw(side, "chunked_prefill_size")
     if chunk is None or a.disaggregation_mode == "decode":
         return None
@@ -289,8 +419,12 @@ def server_args_layout(side: Side, gpu: Gpu) -> Outcome:
     if chunk > 0 and chunk % page != 0:
         if a.enable_kv_cache_sharding:
             return Stop("KV sharding rounds --chunked-prefill-size up to the page size")
-        return Refusal("chunked-prefill-page", "check_server_args", "AssertionError",
-                       "chunked_prefill_size must be divisible by page_size")
+        return Refusal(
+            "chunked-prefill-page",
+            "check_server_args",
+            "AssertionError",
+            "chunked_prefill_size must be divisible by page_size",
+        )
     return None
 
 
@@ -306,31 +440,58 @@ def pipeline_parallel(side: Side, gpu: Gpu) -> Outcome:
     if not release_at_least(side, "0.5.11"):
         # check_server_args, SGLang 0.5.5 .. 0.5.10 (the PP handler has turned the overlap schedule off).
         if a.speculative_algorithm is not None or a.enable_mixed_chunk:
-            return Refusal("pp-speculative", "check_server_args", "AssertionError",
-                           "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked prefill.")
+            return Refusal(
+                "pp-speculative",
+                "check_server_args",
+                "AssertionError",
+                "Pipeline parallelism is not compatible with overlap schedule, speculative decoding, mixed chunked "
+                "prefill.",
+            )
         return None
     if not release_at_least(side, "0.5.21"):
         # check_server_args, SGLang 0.5.11 .. 0.5.20 (CUDA): no speculative decoding with PP.
         if a.speculative_algorithm is not None:
-            return Refusal("pp-speculative", "check_server_args", "AssertionError",
-                           "Pipeline parallelism is not compatible with overlap schedule, speculative decoding")
+            return Refusal(
+                "pp-speculative",
+                "check_server_args",
+                "AssertionError",
+                "Pipeline parallelism is not compatible with overlap schedule, speculative decoding",
+            )
         return None
     if algo == "DSPARK":
         if a.disaggregation_mode != "prefill":
-            return Refusal("pp-speculative", hook, "AssertionError", "Pipeline parallel DSPARK requires disaggregation-mode=prefill")
+            return Refusal(
+                "pp-speculative",
+                hook,
+                "AssertionError",
+                "Pipeline parallel DSPARK requires disaggregation-mode=prefill",
+            )
         return None
     if algo is None:
         return None
     if algo != "EAGLE" or _raw(side, "enable_multi_layer_eagle", False):
-        return Refusal("pp-speculative", hook, "AssertionError",
-                       "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding")
+        return Refusal(
+            "pp-speculative",
+            hook,
+            "AssertionError",
+            "Pipeline parallelism currently only supports EAGLE (non-multi-layer) speculative decoding",
+        )
     if _env_bool(side, "SGLANG_ENABLE_PP_SPEC"):
         if a.disaggregation_mode != "null":
-            return Refusal("pp-speculative", hook, "AssertionError", "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode")
+            return Refusal(
+                "pp-speculative",
+                hook,
+                "AssertionError",
+                "SGLANG_ENABLE_PP_SPEC is not compatible with --disaggregation-mode",
+            )
         return None
     if a.disaggregation_mode != "prefill":
-        return Refusal("pp-speculative", hook, "AssertionError",
-                       "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)")
+        return Refusal(
+            "pp-speculative",
+            hook,
+            "AssertionError",
+            "PP + speculative decoding (MTP) is only supported on prefill nodes (disaggregation-mode=prefill)",
+        )
     return None
 
 
@@ -347,15 +508,28 @@ def two_batch_overlap(side: Side, gpu: Gpu) -> Outcome:
         return None
     hook = "check_two_batch_overlap"
     if not release_at_least(side, "0.5.15"):
-        return Refusal("two-batch-overlap", hook, "ValueError", "When enabling two batch overlap, moe_a2a_backend cannot be 'none'.")
+        return Refusal(
+            "two-batch-overlap",
+            hook,
+            "ValueError",
+            "When enabling two batch overlap, moe_a2a_backend cannot be 'none'.",
+        )
     if not release_at_least(side, "0.5.23"):
         if a.enable_dp_attention and a.dp_size > 1:
             return None
-        return Refusal("two-batch-overlap", hook, "ValueError",
-                       "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
-                       "--enable-dp-attention is required (DeepSeek-V4 non-EP DP TBO path).")
+        return Refusal(
+            "two-batch-overlap",
+            hook,
+            "ValueError",
+            "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
+            "--enable-dp-attention is required (DeepSeek-V4 non-EP DP TBO path).",
+        )
     if dp_layout(side)[1] > 1:
         return None
-    return Refusal("two-batch-overlap", hook, "ValueError",
-                   "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
-                   "attention DP (--attn-dp-size) is required (DeepSeek-V4 non-EP DP TBO path).")
+    return Refusal(
+        "two-batch-overlap",
+        hook,
+        "ValueError",
+        "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
+        "attention DP (--attn-dp-size) is required (DeepSeek-V4 non-EP DP TBO path).",
+    )

@@ -62,41 +62,82 @@ def pd_disaggregation(side: Side, gpu: Gpu) -> Outcome:
             unsupported.append("HiSparse")
         if host_receive_on(side):
             unsupported.append("decode host KV buffering")
-        if a.disaggregation_mode == "decode" and (a.disaggregation_decode_enable_radix_cache or a.enable_hierarchical_cache):
+        if a.disaggregation_mode == "decode" and (
+            a.disaggregation_decode_enable_radix_cache or a.enable_hierarchical_cache
+        ):
             unsupported.append("decode radix cache or decode HiCache")
-        if a.disaggregation_mode == "prefill" and a.enable_hierarchical_cache and (
-            a.hicache_storage_backend is not None or a.hicache_write_policy != "write_back"
+        if (
+            a.disaggregation_mode == "prefill"
+            and a.enable_hierarchical_cache
+            and (a.hicache_storage_backend is not None or a.hicache_write_policy != "write_back")
         ):
             unsupported.append("prefill HiCache other than L2 write_back")
         if unsupported:
-            return Refusal("decode-allocation-policy", "_validate_prefill_complete", "ValueError",
-                           "--disaggregation-decode-allocation-policy prefill_complete does not yet support " + ", ".join(unsupported))
+            return Refusal(
+                "decode-allocation-policy",
+                "_validate_prefill_complete",
+                "ValueError",
+                "--disaggregation-decode-allocation-policy prefill_complete does not yet support "
+                + ", ".join(unsupported),
+            )
     t = a.disaggregation_decode_host_receive_threshold
     if not 0 <= t <= 1:
-        return Refusal("decode-host-receive-threshold", hook, "ValueError",
-                       "--disaggregation-decode-host-receive-threshold must be between 0 and 1")
+        return Refusal(
+            "decode-host-receive-threshold",
+            hook,
+            "ValueError",
+            "--disaggregation-decode-host-receive-threshold must be between 0 and 1",
+        )
     if host_receive_on(side):
         if a.enable_hisparse or a.enable_pd_role_switch:
-            return Refusal("decode-host-receive-hisparse", hook, "ValueError",
-                           "Decode host receive does not yet support HiSparse or role switching")
+            return Refusal(
+                "decode-host-receive-hisparse",
+                hook,
+                "ValueError",
+                "Decode host receive does not yet support HiSparse or role switching",
+            )
         if a.disaggregation_decode_retraction_backup == "cpu_tensor":
-            return Refusal("decode-host-receive-retraction", hook, "ValueError",
-                           "Decode host KV buffering requires host_pool retraction")
+            return Refusal(
+                "decode-host-receive-retraction",
+                hook,
+                "ValueError",
+                "Decode host KV buffering requires host_pool retraction",
+            )
     if a.disaggregation_mode == "decode" and a.disaggregation_decode_enable_radix_cache:
         if a.enable_hisparse:
-            return Refusal("decode-radix-cache-incompatible", hook, "ValueError",
-                           "--disaggregation-decode-enable-radix-cache is incompatible with --enable-hisparse")
+            return Refusal(
+                "decode-radix-cache-incompatible",
+                hook,
+                "ValueError",
+                "--disaggregation-decode-enable-radix-cache is incompatible with --enable-hisparse",
+            )
         if backend == "fake":
-            return Refusal("decode-radix-cache-incompatible", hook, "ValueError",
-                           "--disaggregation-decode-enable-radix-cache is incompatible with --disaggregation-transfer-backend fake")
+            return Refusal(
+                "decode-radix-cache-incompatible",
+                hook,
+                "ValueError",
+                "--disaggregation-decode-enable-radix-cache is incompatible with --disaggregation-transfer-backend "
+                "fake",
+            )
     if a.disaggregation_mode == "prefill" and backend == "fake" and release_at_least(side, "0.5.10"):  # from 0.5.10
-        return Refusal("prefill-fake-backend", hook, "AssertionError",
-                       "Prefill server does not support 'fake' as the transfer backend")
+        return Refusal(
+            "prefill-fake-backend",
+            hook,
+            "AssertionError",
+            "Prefill server does not support 'fake' as the transfer backend",
+        )
     if a.disaggregation_mode in ("prefill", "decode"):
-        if _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER") and a.disaggregation_transfer_backend not in ("mooncake", "nixl"):
-            return Refusal("staging-buffer", hook, "ValueError",
-                           "SGLANG_DISAGG_STAGING_BUFFER requires disaggregation_transfer_backend='mooncake' or 'nixl', "
-                           f"got '{a.disaggregation_transfer_backend}'.")
+        if _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER") and a.disaggregation_transfer_backend not in (
+            "mooncake",
+            "nixl",
+        ):
+            return Refusal(
+                "staging-buffer",
+                hook,
+                "ValueError",
+                "SGLANG_DISAGG_STAGING_BUFFER requires disaggregation_transfer_backend='mooncake' or 'nixl', "
+                f"got '{a.disaggregation_transfer_backend}'.",
+            )
         if a.enable_pd_role_switch:
             return Stop("--enable-pd-role-switch: its feature list is not restated")
     return None
@@ -108,9 +149,13 @@ def decode_context_parallelism(side: Side, gpu: Gpu) -> Outcome:
     a = side.args
     hook = "handle_decode_context_parallelism"
     if a.dcp_size < 1:
-        return Refusal("dcp-size", hook, "ValueError",
-                       "Decode context parallel size (--dcp-size / --decode-context-parallel-size) must be >= 1, "
-                       f"but got dcp_size={a.dcp_size}.")
+        return Refusal(
+            "dcp-size",
+            hook,
+            "ValueError",
+            "Decode context parallel size (--dcp-size / --decode-context-parallel-size) must be >= 1, "
+            f"but got dcp_size={a.dcp_size}.",
+        )
     if a.dcp_size > 1 and a.enable_prefill_cp:
         return Refusal("dcp-size", hook, "ValueError", "--dcp-size > 1 does not support --enable-prefill-cp.")
     return None
@@ -141,9 +186,14 @@ def dsa_kv_cache_dtype(side: Side, gpu: Gpu) -> Outcome:
         return None
     if side.args.kv_cache_dtype in ("auto", "bf16", "bfloat16", "fp8_e4m3"):
         return None
-    return Refusal("dsa-kv-cache-dtype", "_dsa_kv_cache_dtype_default", "AssertionError",
-                   "DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype" if not release_at_least(side, "0.5.8")
-                   else "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype")  # "NSA" until 0.5.7
+    return Refusal(
+        "dsa-kv-cache-dtype",
+        "_dsa_kv_cache_dtype_default",
+        "AssertionError",
+        "DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"
+        if not release_at_least(side, "0.5.8")
+        else "DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype",
+    )  # "NSA" until 0.5.7
 
 
 def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
@@ -152,12 +202,18 @@ def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
     to flashmla_sparse (bfloat16) or flashmla_kv (fp8_e4m3); TileLang with FP8 KV and the
     ROCm-only triton backend are refused."""
     a = side.args
-    if dsa_pass(side, kv_pass=True) and not a.enable_hisparse and {"tilelang", "triton"} & {a.dsa_prefill_backend, a.dsa_decode_backend}:
+    if (
+        dsa_pass(side, kv_pass=True)
+        and not a.enable_hisparse
+        and {"tilelang", "triton"} & {a.dsa_prefill_backend, a.dsa_decode_backend}
+    ):
         # The non-HiSparse arm (learnable-sink and GLM SM12 FP8 early returns, then
         # _check_dsa_backend_constraints: ROCm-only triton, TileLang FP8 with both backends
         # tilelang, no DCP, SM89+) is not restated; measured: TileLang FP8 with one tilelang
         # backend is refused by 0.5.22 and 0.5.23 ("raw and scaled FP8 KV layouts cannot be mixed").
-        return Stop("a DSA model with a tilelang / triton DSA backend flag: _check_dsa_backend_constraints is not restated")
+        return Stop(
+            "a DSA model with a tilelang / triton DSA backend flag: _check_dsa_backend_constraints is not restated"
+        )
     if not (dsa_pass(side, kv_pass=True) and a.enable_hisparse):
         return None
     kv = _dsa_resolved_kv_dtype(side, gpu)
@@ -168,9 +224,13 @@ def dsa_hisparse_backends(side: Side, gpu: Gpu) -> Outcome:
     if kv == "fp8_e4m3" and "tilelang" in (prefill, decode):
         return Refusal("hisparse-dsa-backend", hook, "ValueError", "CUDA TileLang FP8 KV does not support HiSparse.")
     if "triton" in (prefill, decode):
-        return Refusal("hisparse-dsa-backend", "_check_dsa_backend_constraints", "ValueError",
-                       "The triton DSA backend is only supported on ROCm/HIP. Pick an alternative DSA backend "
-                       "for CUDA (flashmla_kv on Hopper, trtllm on Blackwell).")
+        return Refusal(
+            "hisparse-dsa-backend",
+            "_check_dsa_backend_constraints",
+            "ValueError",
+            "The triton DSA backend is only supported on ROCm/HIP. Pick an alternative DSA backend "
+            "for CUDA (flashmla_kv on Hopper, trtllm on Blackwell).",
+        )
     return None
 
 
@@ -183,29 +243,45 @@ def speculative(side: Side, gpu: Gpu) -> Outcome:
     algo = resolved_speculative_algorithm(side)
     if algo == "EAGLE3" and side.draft_model is not None and side.draft_model.architecture.startswith("Gemma4"):
         return Stop("EAGLE3 with a Gemma4 assistant draft: the speculative alias refusal is not restated")
-    if a.disaggregation_mode == "decode" and a.disaggregation_decode_enable_radix_cache and algo not in (None, "DSPARK", "EAGLE", "EAGLE3"):
-        return Refusal("decode-radix-cache-incompatible", "handle_speculative_decoding", "ValueError",
-                       "--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
-                       f"(--speculative-algorithm {algo})")
+    if (
+        a.disaggregation_mode == "decode"
+        and a.disaggregation_decode_enable_radix_cache
+        and algo not in (None, "DSPARK", "EAGLE", "EAGLE3")
+    ):
+        return Refusal(
+            "decode-radix-cache-incompatible",
+            "handle_speculative_decoding",
+            "ValueError",
+            "--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding "
+            f"(--speculative-algorithm {algo})",
+        )
     if algo is None or not _is_dsa(side) or not a.enable_hisparse:
         return None
     # Only followed as far as HiSparse needs it (the topk check in validate_hisparse).
     if algo not in ("EAGLE", "EAGLE3"):
-        return Stop("HiSparse with a speculative algorithm other than EAGLE/EAGLE3: the speculative hook is not restated")
+        return Stop(
+            "HiSparse with a speculative algorithm other than EAGLE/EAGLE3: the speculative hook is not restated"
+        )
     if not a.speculative_adaptive and a.speculative_num_steps is None:
         if a.speculative_eagle_topk is not None or a.speculative_num_draft_tokens is not None:
             return Refusal("speculative-params", "_handle_eagle_family", "AssertionError", "")
         # _auto_choose_speculative_params: (steps 3, topk 1, draft 4) for every DSA architecture.
         if _arch(side) in ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"):
-            return Stop("HiSparse speculation without --speculative-num-steps: the auto-chosen parameters are not restated")
+            return Stop(
+                "HiSparse speculation without --speculative-num-steps: the auto-chosen parameters are not restated"
+            )
         return None
     topk = a.speculative_eagle_topk
     backend = a.attention_backend or "dsa"
     if topk is not None and topk > 1 and backend not in PAGE_TREE_SPEC_BACKENDS:
-        return Refusal("speculative-params", "_handle_eagle_family", "ValueError",
-                       "speculative_eagle_topk > 1 with page_size > 1 is only supported on "
-                       f"{PAGE_TREE_SPEC_BACKENDS}; got attention_backend={backend!r}. "
-                       "Use page_size == 1 or one of those backends.")
+        return Refusal(
+            "speculative-params",
+            "_handle_eagle_family",
+            "ValueError",
+            "speculative_eagle_topk > 1 with page_size > 1 is only supported on "
+            f"{PAGE_TREE_SPEC_BACKENDS}; got attention_backend={backend!r}. "
+            "Use page_size == 1 or one of those backends.",
+        )
     return None
 
 
@@ -217,11 +293,19 @@ def cache_compatibility(side: Side, gpu: Gpu) -> Outcome:
     if _retraction_backup(side) != "host_pool":
         return None
     if a.disaggregation_mode != "decode":
-        return Refusal("decode-host-pool-role", "handle_cache_compatibility", "ValueError",
-                       "--disaggregation-decode-retraction-backup=host_pool is only supported on a PD decode server.")
+        return Refusal(
+            "decode-host-pool-role",
+            "handle_cache_compatibility",
+            "ValueError",
+            "--disaggregation-decode-retraction-backup=host_pool is only supported on a PD decode server.",
+        )
     if a.dcp_size > 1:
-        return Refusal("decode-host-pool-dcp", "handle_cache_compatibility", "ValueError",
-                       "--disaggregation-decode-retraction-backup=host_pool does not support --dcp-size > 1.")
+        return Refusal(
+            "decode-host-pool-dcp",
+            "handle_cache_compatibility",
+            "ValueError",
+            "--disaggregation-decode-retraction-backup=host_pool does not support --dcp-size > 1.",
+        )
     return None
 
 
@@ -233,22 +317,38 @@ def hicache_compatibility(side: Side, gpu: Gpu) -> Outcome:
     a = side.args
     hook = "handle_cache_compatibility"
     if a.enable_hierarchical_cache and not a.radix_cache_enabled:
-        return Refusal("hicache-radix-cache", hook, "ValueError",
-                       "The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive "
-                       "and cannot be used at the same time. Please use only one of them.")
+        return Refusal(
+            "hicache-radix-cache",
+            hook,
+            "ValueError",
+            "The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive "
+            "and cannot be used at the same time. Please use only one of them.",
+        )
     if _raw(side, "disaggregation_decode_enable_offload_kvcache", False):
         if a.disaggregation_mode != "decode":
-            return Refusal("decode-offload-kvcache", hook, "ValueError",
-                           "The argument disaggregation-decode-enable-offload-kvcache is only supported for decode side.")
+            return Refusal(
+                "decode-offload-kvcache",
+                hook,
+                "ValueError",
+                "The argument disaggregation-decode-enable-offload-kvcache is only supported for decode side.",
+            )
         if a.hicache_storage_backend is None:
-            return Refusal("decode-offload-kvcache", hook, "ValueError",
-                           "The argument disaggregation-decode-enable-offload-kvcache is only supported when "
-                           "hicache-storage-backend is provided.")
+            return Refusal(
+                "decode-offload-kvcache",
+                hook,
+                "ValueError",
+                "The argument disaggregation-decode-enable-offload-kvcache is only supported when "
+                "hicache-storage-backend is provided.",
+            )
         if _retraction_backup(side) == "host_pool":
-            return Refusal("decode-offload-kvcache", hook, "ValueError",
-                           "The arguments disaggregation-decode-enable-offload-kvcache and "
-                           "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
-                           "both build a decode host pool.")
+            return Refusal(
+                "decode-offload-kvcache",
+                hook,
+                "ValueError",
+                "The arguments disaggregation-decode-enable-offload-kvcache and "
+                "disaggregation-decode-retraction-backup=host_pool are mutually exclusive: "
+                "both build a decode host pool.",
+            )
     return None
 
 
@@ -262,7 +362,9 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
         return None
     arch = _arch(side)
     if not release_at_least(side, "0.5.21") and (arch in DEEPSEEK_V4_ARCHS or arch in MINIMAX_SPARSE_ARCHS):
-        return Stop("HiSparse on DeepSeek V4 / MiniMax M3 before SGLang 0.5.21: that release's model checks are not restated")
+        return Stop(
+            "HiSparse on DeepSeek V4 / MiniMax M3 before SGLang 0.5.21: that release's model checks are not restated"
+        )
     # DeepseekV4ForCausalLM (is_deepseek_v4) passes the model assert and, on CUDA, takes the
     # DSA path's dtype/backend checks below with its own resolved KV dtype (fp8_e4m3 for auto).
     is_v4 = arch == "DeepseekV4ForCausalLM" and side.model.dsv4
@@ -271,51 +373,85 @@ def validate_hisparse(side: Side, gpu: Gpu) -> Outcome:
     if not _is_dsa(side) and not is_v4:
         return Refusal("hisparse-model", "validate_hisparse", "AssertionError", _hisparse_model_text(side))
     if a.radix_cache_enabled:
-        return Refusal("hisparse-radix-cache", "validate_hisparse", "AssertionError",
-                       "Hierarchical sparse attention currently requires --disable-radix-cache.")
+        return Refusal(
+            "hisparse-radix-cache",
+            "validate_hisparse",
+            "AssertionError",
+            "Hierarchical sparse attention currently requires --disable-radix-cache.",
+        )
     algo = resolved_speculative_algorithm(side)
     enable_spec = algo is not None and algo != "NONE"
     if a.enable_mixed_chunk and release_at_least(side, "0.5.22"):  # validate_hisparse_feature_combos, from 0.5.22
         if enable_spec:
-            return Stop("HiSparse with --enable-mixed-chunk and speculation: whether the speculative hook turns mixed chunk off is not restated")
-        return Refusal("hisparse-mixed-chunk", "validate_hisparse_feature_combos", "ValueError",
-                       "--enable-hisparse does not support --enable-mixed-chunk yet.")
+            return Stop(
+                "HiSparse with --enable-mixed-chunk and speculation: whether the speculative hook turns mixed chunk "
+                "off is not restated"
+            )
+        return Refusal(
+            "hisparse-mixed-chunk",
+            "validate_hisparse_feature_combos",
+            "ValueError",
+            "--enable-hisparse does not support --enable-mixed-chunk yet.",
+        )
     if enable_spec and (a.speculative_eagle_topk or 1) != 1:
-        return Refusal("hisparse-spec-topk", "validate_hisparse", "ValueError",
-                       "The minimal HiSparse spec integration supports linear speculation only; "
-                       "use --speculative-eagle-topk 1.")
+        return Refusal(
+            "hisparse-spec-topk",
+            "validate_hisparse",
+            "ValueError",
+            "The minimal HiSparse spec integration supports linear speculation only; use --speculative-eagle-topk 1.",
+        )
     if enable_spec and a.speculative_adaptive:
-        return Refusal("hisparse-spec-adaptive", "validate_hisparse", "ValueError",
-                       "HiSparse speculative decoding uses statically sized swap state; "
-                       "--speculative-adaptive is not supported.")
+        return Refusal(
+            "hisparse-spec-adaptive",
+            "validate_hisparse",
+            "ValueError",
+            "HiSparse speculative decoding uses statically sized swap state; --speculative-adaptive is not supported.",
+        )
     if is_v4:
         kv = "fp8_e4m3" if a.kv_cache_dtype == "auto" else a.kv_cache_dtype
         if kv not in ("bfloat16", "auto", "fp8_e4m3"):
-            return Stop(f"HiSparse on DeepSeek V4 with --kv-cache-dtype {kv}: refused by the V4 dtype assertion first (not restated)")
+            return Stop(
+                f"HiSparse on DeepSeek V4 with --kv-cache-dtype {kv}: refused by the V4 dtype assertion first (not "
+                "restated)"
+            )
     else:
         # The dtype string validate_hisparse reads: rewritten by _dsa_kv_cache_dtype_default only
         # for the architectures model_hook runs it for (not the DSA NextN architectures).
         kv = _resolved_kv_dtype(side, gpu)
         if (older := _hisparse_kv_dtype_before_0_5_14(side, kv)) is not None:
             return older
-        if release_at_least(side, "0.5.14") and kv not in ("bfloat16", "auto", "fp8_e4m3") and kv not in HISPARSE_KV_CACHE_DTYPES:
+        if (
+            release_at_least(side, "0.5.14")
+            and kv not in ("bfloat16", "auto", "fp8_e4m3")
+            and kv not in HISPARSE_KV_CACHE_DTYPES
+        ):
             # validate_hisparse_kv_cache_dtype (hisparse_hook.py, from SGLang 0.5.14; same text
             # through 0.5.23). A DSA architecture in DSA_KV_PASS_ARCHS is refused earlier by
             # _dsa_kv_cache_dtype_default, so this is where the DSA NextN architectures
             # (DeepseekV3ForCausalLMNextN, GlmMoeDsaForCausalLMNextN, ...) with bf16/fp8_e5m2 stop.
             choices = " or ".join(f"--kv-cache-dtype={d}" for d in HISPARSE_KV_CACHE_DTYPES)
-            return Refusal("hisparse-kv-dtype", "validate_hisparse_kv_cache_dtype", "ValueError",
-                           f"HiSparse requires one of {HISPARSE_KV_CACHE_DTYPES} KV cache dtypes, "
-                           f"but got --kv-cache-dtype={kv}. Please use {choices}.")
-    allowed = sorted(HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE.get(kv, {"flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla"}))
+            return Refusal(
+                "hisparse-kv-dtype",
+                "validate_hisparse_kv_cache_dtype",
+                "ValueError",
+                f"HiSparse requires one of {HISPARSE_KV_CACHE_DTYPES} KV cache dtypes, "
+                f"but got --kv-cache-dtype={kv}. Please use {choices}.",
+            )
+    allowed = sorted(
+        HISPARSE_CUDA_DSA_BACKENDS_BY_DTYPE.get(kv, {"flashmla_sparse", "flashmla_kv", "flashinfer_sparse_mla"})
+    )
     for backend, label in ((a.dsa_prefill_backend, "prefill"), (a.dsa_decode_backend, "decode")):
         if backend is not None and backend not in allowed:
-            return Refusal("hisparse-dsa-backend", "validate_hisparse_dsa_backend", "ValueError",
-                           f"HiSparse supports DSA {label} backend(s) {allowed} "
-                           f"on this platform with --kv-cache-dtype={kv}, "
-                           f"but got --dsa-{label}-backend={backend}. "
-                           f"Please use one of {allowed}, or omit the option "
-                           "to let SGLang pick a backend for this platform.")
+            return Refusal(
+                "hisparse-dsa-backend",
+                "validate_hisparse_dsa_backend",
+                "ValueError",
+                f"HiSparse supports DSA {label} backend(s) {allowed} "
+                f"on this platform with --kv-cache-dtype={kv}, "
+                f"but got --dsa-{label}-backend={backend}. "
+                f"Please use one of {allowed}, or omit the option "
+                "to let SGLang pick a backend for this platform.",
+            )
     return None
 
 
@@ -323,13 +459,19 @@ def _hisparse_model_text(side: Side) -> str:
     """The model-family assertion's text of the side's release (``check_server_args`` 0.5.10 ..
     0.5.11, ``hisparse_hook.validate_hisparse`` from 0.5.12)."""
     if not release_at_least(side, "0.5.12"):
-        return ("--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models now"
-                "(e.g., DeepSeek V3.2, GLM-5). ")
+        return (
+            "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models now"
+            "(e.g., DeepSeek V3.2, GLM-5). "
+        )
     if not release_at_least(side, "0.5.21"):
-        return ("--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) "
-                "models (e.g., DeepSeek V3.2, GLM-5) and DeepSeek V4 now. ")
-    return ("--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
-            "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. ")
+        return (
+            "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) "
+            "models (e.g., DeepSeek V3.2, GLM-5) and DeepSeek V4 now. "
+        )
+    return (
+        "--enable-hisparse is only supported for DSA (DeepSeek Sparse Attention) models "
+        "(e.g., DeepSeek V3.2, GLM-5), DeepSeek V4, and MiniMax M3 now. "
+    )
 
 
 def _hisparse_kv_dtype_before_0_5_14(side: Side, kv: str) -> Outcome:
@@ -341,12 +483,20 @@ def _hisparse_kv_dtype_before_0_5_14(side: Side, kv: str) -> Outcome:
         return None
     if not release_at_least(side, "0.5.12"):
         if kv != "bfloat16":
-            return Refusal("hisparse-kv-dtype", "check_server_args", "ValueError",
-                           f"HiSparse requires bfloat16 KV cache, but got --kv-cache-dtype={kv}. "
-                           "Please use --kv-cache-dtype=bfloat16.")
+            return Refusal(
+                "hisparse-kv-dtype",
+                "check_server_args",
+                "ValueError",
+                f"HiSparse requires bfloat16 KV cache, but got --kv-cache-dtype={kv}. "
+                "Please use --kv-cache-dtype=bfloat16.",
+            )
         return None
     if kv not in ("bfloat16", "auto", "fp8_e4m3"):
-        return Refusal("hisparse-kv-dtype", "validate_hisparse", "ValueError",
-                       f"HiSparse requires bfloat16 or fp8_e4m3 KV cache, but got --kv-cache-dtype={kv}. "
-                       "Please use --kv-cache-dtype=bfloat16 or fp8_e4m3.")
+        return Refusal(
+            "hisparse-kv-dtype",
+            "validate_hisparse",
+            "ValueError",
+            f"HiSparse requires bfloat16 or fp8_e4m3 KV cache, but got --kv-cache-dtype={kv}. "
+            "Please use --kv-cache-dtype=bfloat16 or fp8_e4m3.",
+        )
     return None

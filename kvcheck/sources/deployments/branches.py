@@ -127,11 +127,20 @@ def branch_filter(statements, choice: BranchChoice) -> Iterator[tuple[list[Word]
                 cid = (words[0].line, "case")
                 subject = texts[1] if len(texts) > 1 else ""
                 in_loop = any(fr.kind == "loop" for fr in stack)
-                f = _Frame("case", cid, state="pattern", active_outside=outside,
-                           arg_parsing=in_loop and (subject in _POSITIONAL or any(u in ("1", "@", "*") for u in (words[1].unresolved if len(words) > 1 else []))))
+                f = _Frame(
+                    "case",
+                    cid,
+                    state="pattern",
+                    active_outside=outside,
+                    arg_parsing=in_loop
+                    and (
+                        subject in _POSITIONAL
+                        or any(u in ("1", "@", "*") for u in (words[1].unresolved if len(words) > 1 else []))
+                    ),
+                )
                 f.chosen = -1 if f.arg_parsing else choice.chosen.get(cid, 0)
                 stack.append(f)
-                rest = words[texts.index("in") + 1:] if "in" in texts else []
+                rest = words[texts.index("in") + 1 :] if "in" in texts else []
                 words, texts = rest, _text(rest)
                 if outside and not f.arg_parsing:
                     choice.seen.setdefault(cid, [])
@@ -195,7 +204,11 @@ def branch_filter(statements, choice: BranchChoice) -> Iterator[tuple[list[Word]
             prev_term = term
             continue
         if words and _active(stack):
-            if words[0].text == "exit" and any(fr.kind in ("if", "case") for fr in stack) and prev_term not in ("&&", "||"):
+            if (
+                words[0].text == "exit"
+                and any(fr.kind in ("if", "case") for fr in stack)
+                and prev_term not in ("&&", "||")
+            ):
                 choice.exited = True
                 return
             yield words, term

@@ -24,8 +24,10 @@ from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 def is_compose(doc: Any) -> bool:
     """A mapping with ``services`` whose entries look like Compose services."""
     services = doc.get("services") if isinstance(doc, dict) else None
-    return isinstance(services, dict) and bool(services) and all(
-        isinstance(v, dict) and ("image" in v or "build" in v or "command" in v) for v in services.values()
+    return (
+        isinstance(services, dict)
+        and bool(services)
+        and all(isinstance(v, dict) and ("image" in v or "build" in v or "command" in v) for v in services.values())
     )
 
 
@@ -88,8 +90,15 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
                     dep.routers.append(r)
                 continue
             inst, problem = instance_from_launch(
-                ln, file=file, name=str(sname), kind="compose", env=values, image=svc.get("image"),
-                replicas=replicas, gpus=_gpus(svc), host_network=svc.get("network_mode") == "host",
+                ln,
+                file=file,
+                name=str(sname),
+                kind="compose",
+                env=values,
+                image=svc.get("image"),
+                replicas=replicas,
+                gpus=_gpus(svc),
+                host_network=svc.get("network_mode") == "host",
             )
             if problem:
                 dep.problems.append(problem)
@@ -98,15 +107,33 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
                     non_pd.append(Location(file, ln.line))
                 continue
             dep.instances.append(inst)
-    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems):
+    if (
+        not dep.instances
+        and not dep.routers
+        and not any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems)
+    ):
         from kvcheck.sources.deployments.sourcing import NoServers
 
         if non_pd:
-            raise NoServers(f"line {non_pd[0].line}: a Compose service launches an SGLang server without --disaggregation-mode prefill|decode (it takes "
-                            "no part in KV transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this file", source=file, non_pd=non_pd)
+            raise NoServers(
+                f"line {non_pd[0].line}: a Compose service launches an SGLang server without --disaggregation-mode "
+                "prefill|decode (it takes "
+                "no part in KV transfer); kvcheck checks prefill/decode deployments and found no prefill or decode "
+                "server in this file",
+                source=file,
+                non_pd=non_pd,
+            )
         raise NoServers("no Compose service launches an SGLang server or PD router", source=file)
     for loc in non_pd:
-        dep.problems.append(Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic"))
+        dep.problems.append(
+            Problem(
+                "not-disaggregated",
+                f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes "
+                "no part in KV transfer",
+                loc,
+                "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic",
+            )
+        )
     for r in dep.routers:
         link_router(r, dep.instances)
     return dep

@@ -59,7 +59,10 @@ def read_graph_config(path: Path, doc: LMap) -> Deployment:
         line = getattr(section, "line", 0) or (doc.line_of(name) if isinstance(doc, LMap) else 0)
         launch = Launch("server", DYNAMO_MODULE, _argv(section, file), line)
         inst, problem = instance_from_launch(
-            launch, file=file, name=str(name), kind="dynamo-sdk",
+            launch,
+            file=file,
+            name=str(name),
+            kind="dynamo-sdk",
             replicas=workers if isinstance(workers, int) and workers > 0 else 1,
             gpus=int(gpus) if isinstance(gpus, int) or (isinstance(gpus, str) and gpus.isdigit()) else None,
         )

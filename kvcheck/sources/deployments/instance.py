@@ -11,7 +11,6 @@ in ``launcher_args``), after shell / Kubernetes variable resolution.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -44,7 +43,9 @@ class Unresolved:
 
     @property
     def shown(self) -> str:
-        return self.written or (f"${{{self.variable}}}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.variable) else self.variable)
+        return self.written or (
+            f"${{{self.variable}}}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.variable) else self.variable
+        )
 
 
 @dataclass

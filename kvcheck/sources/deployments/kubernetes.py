@@ -67,10 +67,25 @@ _GPU_LABEL_KEYS = (
 )
 # Cloud machine types / families whose name does not say the GPU (AWS EC2, GCP A-series).
 _INSTANCE_GPU = (
-    ("p6-b200", "b200"), ("p6e-gb200", "gb200"), ("p5en", "h200"), ("p5e", "h200"), ("p5", "h100"),
-    ("p4de", "a100"), ("p4d", "a100"), ("g6e", "l40s"), ("g6", "l4"), ("g5", "a10g"),
-    ("a4x-highgpu", "gb200"), ("a4-highgpu", "b200"), ("a3-ultragpu", "h200"), ("a3-megagpu", "h100"),
-    ("a3-highgpu", "h100"), ("a3-edgegpu", "h100"), ("a2-ultragpu", "a100"), ("a2-highgpu", "a100"), ("g2-standard", "l4"),
+    ("p6-b200", "b200"),
+    ("p6e-gb200", "gb200"),
+    ("p5en", "h200"),
+    ("p5e", "h200"),
+    ("p5", "h100"),
+    ("p4de", "a100"),
+    ("p4d", "a100"),
+    ("g6e", "l40s"),
+    ("g6", "l4"),
+    ("g5", "a10g"),
+    ("a4x-highgpu", "gb200"),
+    ("a4-highgpu", "b200"),
+    ("a3-ultragpu", "h200"),
+    ("a3-megagpu", "h100"),
+    ("a3-highgpu", "h100"),
+    ("a3-edgegpu", "h100"),
+    ("a2-ultragpu", "a100"),
+    ("a2-highgpu", "a100"),
+    ("g2-standard", "l4"),
 )
 
 
@@ -129,7 +144,12 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
     sel = spec.get("nodeSelector")
     if isinstance(sel, dict):
         for k, v in sel.items():
-            if isinstance(v, str) and (any(key in str(k).lower() for key in _GPU_LABEL_KEYS) or "gpu" in str(k).lower() or "instance-family" in str(k).lower() or "machine-family" in str(k).lower()):
+            if isinstance(v, str) and (
+                any(key in str(k).lower() for key in _GPU_LABEL_KEYS)
+                or "gpu" in str(k).lower()
+                or "instance-family" in str(k).lower()
+                or "machine-family" in str(k).lower()
+            ):
                 g = _gpu_name(v)
                 if g:
                     return g, f"nodeSelector {k}={v}"
@@ -150,7 +170,12 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
                 continue
             key = str(expr.get("key", ""))
             vals = expr.get("values") or []
-            if "gpu" in key.lower() or "accelerator" in key.lower() or "instance-type" in key.lower() or "instance-family" in key.lower():
+            if (
+                "gpu" in key.lower()
+                or "accelerator" in key.lower()
+                or "instance-type" in key.lower()
+                or "instance-family" in key.lower()
+            ):
                 kinds = {_gpu_name(str(v)) for v in vals} - {None}
                 if len(kinds) == 1:
                     g = kinds.pop()
@@ -230,7 +255,17 @@ def _groups(obj: Any, file: str) -> list[Group]:
         lwt = spec.get("leaderWorkerTemplate") or {}
         worker = _pod_spec(lwt.get("workerTemplate"))
         leader = _pod_spec(lwt.get("leaderTemplate")) or worker
-        return [Group(kind, name, leader, worker, replicas=_int(spec.get("replicas"), 1), nodes=_int(lwt.get("size"), 1), line=line)]
+        return [
+            Group(
+                kind,
+                name,
+                leader,
+                worker,
+                replicas=_int(spec.get("replicas"), 1),
+                nodes=_int(lwt.get("size"), 1),
+                line=line,
+            )
+        ]
     if kind == "DisaggregatedSet":
         # LWS's DisaggregatedSet (disaggregatedset.x-k8s.io/v1, api/disaggregatedset/v1):
         # ``spec.roles[]`` each a LeaderWorkerSet spec under its ``name``; ``spec.slices``
@@ -245,8 +280,17 @@ def _groups(obj: Any, file: str) -> list[Group]:
             worker = _pod_spec(lwt.get("workerTemplate"))
             leader = _pod_spec(lwt.get("leaderTemplate")) or worker
             nodes = _int(lwt.get("size"), 1)
-            out.append(Group("LeaderWorkerSet", f"{name}/{role.get('name', '?')}", leader, worker if nodes > 1 else None,
-                             replicas=slices * _int(rspec.get("replicas"), 1), nodes=nodes, line=getattr(role, "line", line)))
+            out.append(
+                Group(
+                    "LeaderWorkerSet",
+                    f"{name}/{role.get('name', '?')}",
+                    leader,
+                    worker if nodes > 1 else None,
+                    replicas=slices * _int(rspec.get("replicas"), 1),
+                    nodes=nodes,
+                    line=getattr(role, "line", line),
+                )
+            )
         return out
     if kind == "DynamoGraphDeployment":
         out = []
@@ -261,15 +305,42 @@ def _groups(obj: Any, file: str) -> list[Group]:
             containers = LSeq([main] if isinstance(main, dict) else [])
             containers.lines = [getattr(main, "line", 0)]
             pod["containers"] = containers + [c for c in (eps.get("containers") or []) if isinstance(c, dict)]
-            limits = ((svc.get("resources") or {}).get("limits") or {}) if isinstance(svc.get("resources"), dict) else {}
+            limits = (
+                ((svc.get("resources") or {}).get("limits") or {}) if isinstance(svc.get("resources"), dict) else {}
+            )
             gpus = _int(limits.get("gpu"), -1) if isinstance(limits, dict) else -1
-            nodes = _int(((svc.get("multinode") or {}) if isinstance(svc.get("multinode"), dict) else {}).get("nodeCount"), 1)
-            out.append(Group(kind, f"{name}/{sname}", pod, pod if nodes > 1 else None, replicas=_int(svc.get("replicas"), 1), nodes=nodes, gpus=gpus if gpus >= 0 else None, extra_env=svc.get("envs"), line=getattr(svc, "line", line)))
+            nodes = _int(
+                ((svc.get("multinode") or {}) if isinstance(svc.get("multinode"), dict) else {}).get("nodeCount"), 1
+            )
+            out.append(
+                Group(
+                    kind,
+                    f"{name}/{sname}",
+                    pod,
+                    pod if nodes > 1 else None,
+                    replicas=_int(svc.get("replicas"), 1),
+                    nodes=nodes,
+                    gpus=gpus if gpus >= 0 else None,
+                    extra_env=svc.get("envs"),
+                    line=getattr(svc, "line", line),
+                )
+            )
         return out
     if kind == "RoleBasedGroup":
         # roles composed as RBG's controller does (inline templates, roleTemplates +
         # templateRef patches, leader/worker patches; see kvcheck.sources.deployments.rbg)
-        return [Group(kind, r.name, _pod_spec(r.leader), _pod_spec(r.worker) if r.worker is not None else None, replicas=r.replicas, nodes=r.nodes, line=r.line) for r in rbg.roles(spec, name, line)]
+        return [
+            Group(
+                kind,
+                r.name,
+                _pod_spec(r.leader),
+                _pod_spec(r.worker) if r.worker is not None else None,
+                replicas=r.replicas,
+                nodes=r.nodes,
+                line=r.line,
+            )
+            for r in rbg.roles(spec, name, line)
+        ]
     if kind in ("ClusterServingRuntime", "ServingRuntime"):
         out = []
         for key in ("engineConfig", "decoderConfig", "routerConfig"):
@@ -295,9 +366,21 @@ def _groups(obj: Any, file: str) -> list[Group]:
                 leader = pod_of(leader_cfg, leader_cfg if leader_cfg and leader_cfg.get("runner") else cfg)
                 worker = pod_of(worker_cfg, worker_cfg) if worker_cfg else None
                 nodes = 1 + _int((worker_cfg or {}).get("size"), 0)
-                out.append(Group(kind, f"{name}/{key}", leader, worker, replicas=reps, nodes=nodes, line=getattr(cfg, "line", line)))
+                out.append(
+                    Group(
+                        kind,
+                        f"{name}/{key}",
+                        leader,
+                        worker,
+                        replicas=reps,
+                        nodes=nodes,
+                        line=getattr(cfg, "line", line),
+                    )
+                )
             else:
-                out.append(Group(kind, f"{name}/{key}", pod_of(None, cfg), replicas=reps, line=getattr(cfg, "line", line)))
+                out.append(
+                    Group(kind, f"{name}/{key}", pod_of(None, cfg), replicas=reps, line=getattr(cfg, "line", line))
+                )
         return out
     if kind == "StormService":
         out = []
@@ -308,7 +391,17 @@ def _groups(obj: Any, file: str) -> list[Group]:
             if isinstance(role, dict):
                 size = _int(role.get("podGroupSize"), 1)
                 pod = _pod_spec(role.get("template"))
-                out.append(Group(kind, f"{name}/{role.get('name', '?')}", pod, pod if size > 1 else None, replicas=outer * _int(role.get("replicas"), 1), nodes=size, line=getattr(role, "line", line)))
+                out.append(
+                    Group(
+                        kind,
+                        f"{name}/{role.get('name', '?')}",
+                        pod,
+                        pod if size > 1 else None,
+                        replicas=outer * _int(role.get("replicas"), 1),
+                        nodes=size,
+                        line=getattr(role, "line", line),
+                    )
+                )
         return out
     # anything else: every pod spec inside, with the nearest replicas above it
     out = []
@@ -317,7 +410,9 @@ def _groups(obj: Any, file: str) -> list[Group]:
         if isinstance(node, dict):
             reps = _int(node.get("replicas"), reps)
             if isinstance(node.get("containers"), list) and any(isinstance(c, dict) for c in node["containers"]):
-                out.append(Group(kind or "object", f"{name}{path}", node, replicas=reps, line=getattr(node, "line", line)))
+                out.append(
+                    Group(kind or "object", f"{name}{path}", node, replicas=reps, line=getattr(node, "line", line))
+                )
                 return
             for k, v in node.items():
                 visit(v, reps, f"{path}/{k}" if k not in ("spec", "template") else path)
@@ -335,7 +430,9 @@ def _check_group_caps(g: Group, file: str, so_far: int) -> None:
     from kvcheck.sources.limits import check_cap
 
     check_cap("replicas", g.replicas, field=f"{g.name}: replicas", source=file, line=g.line or None)
-    check_cap("nodes", g.nodes, field=f"{g.name}: nodes (size / nodeCount / podGroupSize)", source=file, line=g.line or None)
+    check_cap(
+        "nodes", g.nodes, field=f"{g.name}: nodes (size / nodeCount / podGroupSize)", source=file, line=g.line or None
+    )
     check_cap("containers", so_far + 1, field="containers launching SGLang", source=file, line=g.line or None)
 
 
@@ -347,14 +444,19 @@ def _dynamo_multinode(inst: Instance, g: Group) -> None:
     loc = Location(inst.location.file, g.line or inst.location.line)
     argvs = []
     for rank in range(g.nodes):
-        argvs.append(list(inst.argv) + ["--dist-init-addr", "$(DYNAMO_LEADER_ADDRESS)", "--nnodes", str(g.nodes), "--node-rank", str(rank)])
+        argvs.append(
+            list(inst.argv)
+            + ["--dist-init-addr", "$(DYNAMO_LEADER_ADDRESS)", "--nnodes", str(g.nodes), "--node-rank", str(rank)]
+        )
     inst.node_argvs = argvs
     inst.argv = argvs[0]
     for flag in ("--dist-init-addr", "--nnodes", "--node-rank"):
         inst.arg_locations.setdefault(flag, loc)
 
 
-def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, use_os_environ: bool = True) -> Deployment:
+def read_manifest(
+    path: Path, docs: list[Any], env: dict[str, str] | None, *, use_os_environ: bool = True
+) -> Deployment:
     """Kubernetes documents of one file -> ``Deployment``. Raises ``InputError`` when
     no container in the file launches an SGLang server or PD router."""
     file = str(path)
@@ -366,23 +468,50 @@ def read_manifest(path: Path, docs: list[Any], env: dict[str, str] | None, *, us
             kinds.append(str(doc["kind"]))
         for g in _groups(doc, file):
             _read_group(g, file, env, use_os_environ, dep, non_pd)
-    if not dep.instances and not dep.routers and not any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems):
+    if (
+        not dep.instances
+        and not dep.routers
+        and not any(p.id in ("config-not-read", "unresolved-variable", "startup-argparse") for p in dep.problems)
+    ):
         found = ", ".join(sorted(set(kinds))) or "no Kubernetes objects"
         from kvcheck.sources.deployments.sourcing import NoServers
 
         if non_pd:
-            raise NoServers(f"line {non_pd[0].line}: a container launches an SGLang server without --disaggregation-mode prefill|decode (it takes no part in KV "
-                            f"transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this file ({found})", source=file, non_pd=non_pd)
-        raise NoServers(f"no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang); found: {found}", source=file)
+            raise NoServers(
+                f"line {non_pd[0].line}: a container launches an SGLang server without --disaggregation-mode "
+                "prefill|decode (it takes no part in KV "
+                "transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this "
+                f"file ({found})",
+                source=file,
+                non_pd=non_pd,
+            )
+        raise NoServers(
+            "no container launches an SGLang server or PD router (python -m sglang.launch_server, sglang serve, "
+            f"python -m dynamo.sglang); found: {found}",
+            source=file,
+        )
     if dep.instances:
         for loc in non_pd:
-            dep.problems.append(Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic"))
+            dep.problems.append(
+                Problem(
+                    "not-disaggregated",
+                    f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it "
+                    "takes no part in KV transfer",
+                    loc,
+                    "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic",
+                )
+            )
     for r in dep.routers:
         link_router(r, dep.instances)
     for uri, where in _base_models(docs, file):
         for inst in dep.instances:
             inst.model_clues.append((uri, f"OME base model at {where}"))
-    if len(docs) == 1 and isinstance(docs[0], dict) and isinstance(docs[0].get("metadata"), dict) and docs[0]["metadata"].get("name"):
+    if (
+        len(docs) == 1
+        and isinstance(docs[0], dict)
+        and isinstance(docs[0].get("metadata"), dict)
+        and docs[0]["metadata"].get("name")
+    ):
         dep.name = str(docs[0]["metadata"]["name"])
     return dep
 
@@ -416,14 +545,26 @@ def injected(kind: str, rank: int, size: int) -> dict[str, VarDef]:
     return out
 
 
-def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ: bool, extra_env: Any, inject: dict[str, VarDef] | None = None):
+def _launches_of(
+    pod: Any,
+    file: str,
+    env: dict[str, str] | None,
+    use_os_environ: bool,
+    extra_env: Any,
+    inject: dict[str, VarDef] | None = None,
+):
     """For each container of a pod spec: (container, launches, env values, unknown env)."""
     if not isinstance(pod, dict):
         return []
     out = []
     from kvcheck.sources.limits import check_cap
 
-    check_cap("containers", len(pod.get("containers") or []) if isinstance(pod.get("containers"), list) else 0, field="containers of one pod", source=file)
+    check_cap(
+        "containers",
+        len(pod.get("containers") or []) if isinstance(pod.get("containers"), list) else 0,
+        field="containers of one pod",
+        source=file,
+    )
     for c in pod.get("containers") or []:
         if not isinstance(c, dict):
             continue
@@ -450,11 +591,19 @@ def _launches_of(pod: Any, file: str, env: dict[str, str] | None, use_os_environ
     return out
 
 
-def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ: bool, dep: Deployment, non_pd: list[Location]) -> None:
+def _read_group(
+    g: Group, file: str, env: dict[str, str] | None, use_os_environ: bool, dep: Deployment, non_pd: list[Location]
+) -> None:
     _check_group_caps(g, file, len(dep.instances))
     gpu_type, gpu_source = _gpu_type(g.leader)
     host_network = bool(g.leader.get("hostNetwork")) if isinstance(g.leader, dict) else None
-    multinode = g.nodes > 1 and g.kind in ("LeaderWorkerSet", "RoleBasedGroup", "ClusterServingRuntime", "ServingRuntime", "StormService")
+    multinode = g.nodes > 1 and g.kind in (
+        "LeaderWorkerSet",
+        "RoleBasedGroup",
+        "ClusterServingRuntime",
+        "ServingRuntime",
+        "StormService",
+    )
     worker_argvs: list[list[str]] = []
     if g.worker is not None and g.nodes > 1:
         for rank in range(1, g.nodes):
@@ -523,5 +672,13 @@ def _read_group(g: Group, file: str, env: dict[str, str] | None, use_os_environ:
                 own = inst.arg_locations.get("--disaggregation-mode")
                 inst.location = own if own is not None and own.line and own.line >= g.line else Location(file, g.line)
             if c.get("envFrom"):
-                dep.problems.append(Problem("env-from", f"{inst.location}: {inst.name} takes environment variables from envFrom (a ConfigMap or Secret) that kvcheck cannot read", inst.location, "pass the variables that matter with --env FILE"))
+                dep.problems.append(
+                    Problem(
+                        "env-from",
+                        f"{inst.location}: {inst.name} takes environment variables from envFrom (a ConfigMap or "
+                        "Secret) that kvcheck cannot read",
+                        inst.location,
+                        "pass the variables that matter with --env FILE",
+                    )
+                )
             dep.instances.append(inst)

@@ -43,10 +43,16 @@ from kvcheck.sources.deployments.variables import Scope, VarDef
 
 # ``--config-file IMAGE_PATH=LOCAL_PATH``: copies of config files that sit inside the
 # image (``--config /etc/sglang/decode.yaml``), set by ``read_deployments``
-CONFIG_FILES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("kvcheck_config_files", default=MappingProxyType({}))
+CONFIG_FILES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "kvcheck_config_files", default=MappingProxyType({})
+)
 
 SERVER_MODULES = ("sglang.launch_server",)
-ROUTER_MODULES = ("sglang_router.launch_router", "sglang.srt.disaggregation.mini_lb", "sglang.srt.disaggregation.launch_lb")
+ROUTER_MODULES = (
+    "sglang_router.launch_router",
+    "sglang.srt.disaggregation.mini_lb",
+    "sglang.srt.disaggregation.launch_lb",
+)
 DYNAMO_MODULE = "dynamo.sglang"
 SGLANG_DEFAULT_PORT = 30000  # ServerArgs.port default (sglang/srt/server_args.py, 0.5.x)
 
@@ -55,24 +61,64 @@ SGLANG_DEFAULT_PORT = 30000  # ServerArgs.port default (sglang/srt/server_args.p
 # components/src/dynamo/sglang/backend_args.py (2025-2026 releases). --connector and
 # --output-modalities take several values (nargs="*").
 DYNAMO_FLAGS: dict[str, bool | str] = {
-    "--namespace": True, "--endpoint": True, "--kv-state-endpoint": True, "--discovery-backend": True,
-    "--request-plane": True, "--response-plane": True, "--event-plane": True, "--fpm-trace": False,
-    "--connector": "*", "--dyn-tool-call-parser": True, "--dyn-reasoning-parser": True,
-    "--dyn-default-thinking-mode": True, "--exclude-tools-when-tool-choice-none": False,
-    "--dyn-enable-structural-tag": False, "--dyn-structural-tag-scope": True, "--dyn-structural-tag-schema": True,
-    "--dyn-structural-tag": "?", "--custom-jinja-template": True, "--endpoint-types": True, "--dyn-endpoint-types": True,
-    "--dump-config-to": True, "--multimodal-embedding-cache-capacity-gb": True,
-    "--multimodal-embedding-cache-publisher": False, "--output-modalities": "*", "--media-output-fs-url": True,
-    "--media-output-http-url": True, "--health-check-payload": True, "--engine-request-limit": True,
-    "--tcp-tls-cert-path": True, "--tcp-tls-key-path": True, "--tcp-tls-ca-cert-path": True, "--tcp-tls-insecure": False,
-    "--tcp-tls-server-name": True, "--tcp-tls-handshake-timeout": True, "--tcp-tls-client-cert-path": True,
-    "--tcp-tls-client-key-path": True, "--tcp-tls-client-ca-cert-path": True, "--nats-tls-ca-cert-path": True,
-    "--nats-tls-insecure": False, "--nats-tls-client-cert-path": True, "--nats-tls-client-key-path": True,
-    "--use-sglang-tokenizer": False, "--multimodal-processor": False, "--multimodal-encode-worker": False,
-    "--multimodal-worker": False, "--embedding-worker": False, "--image-diffusion-worker": False,
-    "--disagg-config": True, "--disagg-config-key": True, "--video-generation-worker": False,
-    "--afd-attention-ratio": True, "--afd-ffn-endpoint": True, "--afd-microbatch-size": True, "--afd-sync-timeout-ms": True,
-    "--migration-limit": True, "--store-kv": True, "--dyn-tool-call-parser-name": True, "--use-kv-events": False,
+    "--namespace": True,
+    "--endpoint": True,
+    "--kv-state-endpoint": True,
+    "--discovery-backend": True,
+    "--request-plane": True,
+    "--response-plane": True,
+    "--event-plane": True,
+    "--fpm-trace": False,
+    "--connector": "*",
+    "--dyn-tool-call-parser": True,
+    "--dyn-reasoning-parser": True,
+    "--dyn-default-thinking-mode": True,
+    "--exclude-tools-when-tool-choice-none": False,
+    "--dyn-enable-structural-tag": False,
+    "--dyn-structural-tag-scope": True,
+    "--dyn-structural-tag-schema": True,
+    "--dyn-structural-tag": "?",
+    "--custom-jinja-template": True,
+    "--endpoint-types": True,
+    "--dyn-endpoint-types": True,
+    "--dump-config-to": True,
+    "--multimodal-embedding-cache-capacity-gb": True,
+    "--multimodal-embedding-cache-publisher": False,
+    "--output-modalities": "*",
+    "--media-output-fs-url": True,
+    "--media-output-http-url": True,
+    "--health-check-payload": True,
+    "--engine-request-limit": True,
+    "--tcp-tls-cert-path": True,
+    "--tcp-tls-key-path": True,
+    "--tcp-tls-ca-cert-path": True,
+    "--tcp-tls-insecure": False,
+    "--tcp-tls-server-name": True,
+    "--tcp-tls-handshake-timeout": True,
+    "--tcp-tls-client-cert-path": True,
+    "--tcp-tls-client-key-path": True,
+    "--tcp-tls-client-ca-cert-path": True,
+    "--nats-tls-ca-cert-path": True,
+    "--nats-tls-insecure": False,
+    "--nats-tls-client-cert-path": True,
+    "--nats-tls-client-key-path": True,
+    "--use-sglang-tokenizer": False,
+    "--multimodal-processor": False,
+    "--multimodal-encode-worker": False,
+    "--multimodal-worker": False,
+    "--embedding-worker": False,
+    "--image-diffusion-worker": False,
+    "--disagg-config": True,
+    "--disagg-config-key": True,
+    "--video-generation-worker": False,
+    "--afd-attention-ratio": True,
+    "--afd-ffn-endpoint": True,
+    "--afd-microbatch-size": True,
+    "--afd-sync-timeout-ms": True,
+    "--migration-limit": True,
+    "--store-kv": True,
+    "--dyn-tool-call-parser-name": True,
+    "--use-kv-events": False,
 }
 
 _PYTHON = re.compile(r"python[0-9.]*")
@@ -130,7 +176,10 @@ def _prefix_facts(prefix: list[Word]) -> tuple[dict[str, str], str | None, list[
     image = None
     host_network: bool | None = None
     texts = [w.text for w in prefix]
-    rt = next((k for k, t in enumerate(texts) if _base(t) in _CONTAINER_RT and k + 1 < len(texts) and texts[k + 1] == "run"), None)
+    rt = next(
+        (k for k, t in enumerate(texts) if _base(t) in _CONTAINER_RT and k + 1 < len(texts) and texts[k + 1] == "run"),
+        None,
+    )
     for k, t in enumerate(texts):
         if _ASSIGN.match(t):
             name, _, value = t.partition("=")
@@ -143,11 +192,11 @@ def _prefix_facts(prefix: list[Word]) -> tuple[dict[str, str], str | None, list[
         elif t.startswith("--nodelist=") or t.startswith("-w") and len(t) > 2 and not t.startswith("--"):
             hosts.append(t.split("=", 1)[1] if "=" in t else t[2:])
         elif _base(t) == "ssh" and k + 1 < len(texts):
-            rest = [x for x in texts[k + 1:] if not x.startswith("-")]
+            rest = [x for x in texts[k + 1 :] if not x.startswith("-")]
             if rest:
                 hosts.append(rest[0].split("@")[-1])
     if rt is not None:
-        opts = texts[rt + 2:]
+        opts = texts[rt + 2 :]
         host_network = any(o in ("--network=host", "--net=host") for o in opts) or any(
             o in ("--network", "--net") and k + 1 < len(opts) and opts[k + 1] == "host" for k, o in enumerate(opts)
         )
@@ -166,7 +215,7 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
             # ``eval "$CMD"``: the shell joins the words and runs them as a new command
             # line (a launch line built in a string, ``CMD="$CMD --nnodes 2"``)
             env, image, hosts, hn = _prefix_facts(words[:i])
-            text = " ".join(w.text for w in words[i + 1:])
+            text = " ".join(w.text for w in words[i + 1 :])
             found: list[Launch] = []
             for stmt, _ in words_of(text, file, words[i + 1].line, scope):
                 if handle_assignments(stmt, scope, file):
@@ -186,14 +235,29 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
             j = i + 1
             while j < len(words) and words[j].text.startswith("-") and "c" not in words[j].text[1:]:
                 j += 1
-            if j + 1 < len(words) and words[j].text.startswith("-") and not words[j].text.startswith("--") and "c" in words[j].text[1:]:
+            if (
+                j + 1 < len(words)
+                and words[j].text.startswith("-")
+                and not words[j].text.startswith("--")
+                and "c" in words[j].text[1:]
+            ):
                 k = j + 1
-                while k + 1 < len(words) and (words[k].text == "--" or (words[k].text.startswith("-") and not words[k].unresolved and "\n" not in words[k].text and " " not in words[k].text)):
+                while k + 1 < len(words) and (
+                    words[k].text == "--"
+                    or (
+                        words[k].text.startswith("-")
+                        and not words[k].unresolved
+                        and "\n" not in words[k].text
+                        and " " not in words[k].text
+                    )
+                ):
                     k += 1  # bash -lc -- SCRIPT, bash -c -e SCRIPT: options end before the script
                 script = words[k]
                 env, image, hosts, hn = _prefix_facts(words[:i])
                 # the inner shell sees the wrapper's environment
-                inner_scope = scope.child({k: VarDef(v, Location(file, script.line), "literal") for k, v in env.items()})
+                inner_scope = scope.child(
+                    {k: VarDef(v, Location(file, script.line), "literal") for k, v in env.items()}
+                )
                 out: list[Launch] = []
                 for stmt, _ in words_of(script.text, file, script.line, inner_scope):
                     handle_assignments(stmt, inner_scope, file)
@@ -275,7 +339,10 @@ def misspelled_mode(argv: list[str]) -> str | None:
         name, _, value = tok.partition("=")
         if not value and k + 1 < len(argv):
             value = argv[k + 1]
-        if value in ("prefill", "decode") and difflib.SequenceMatcher(None, name, "--disaggregation-mode").ratio() >= 0.8:
+        if (
+            value in ("prefill", "decode")
+            and difflib.SequenceMatcher(None, name, "--disaggregation-mode").ratio() >= 0.8
+        ):
             return value
     return None
 
@@ -347,7 +414,9 @@ def split_dynamo(words: list[Word]) -> tuple[list[Word], list[str]]:
         arity = DYNAMO_FLAGS.get(name, DYNAMO_FLAGS.get(base))
         if arity is None and name.startswith(("--dyn-", "--no-dyn-")):
             arity = True if name.startswith("--dyn-") else False
-        if arity is None or (name.startswith("--no-") and base not in DYNAMO_FLAGS and not name.startswith("--no-dyn-")):
+        if arity is None or (
+            name.startswith("--no-") and base not in DYNAMO_FLAGS and not name.startswith("--no-dyn-")
+        ):
             sg.append(words[k])
             k += 1
             continue
@@ -396,7 +465,8 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     if found is not None and not within_root(found, root):
         return args, Problem(
             "config-not-read",
-            f"{loc}: --config: the file is outside the directory kvcheck may read; the server args in it are not checked",
+            f"{loc}: --config: the file is outside the directory kvcheck may read; the server args in it are not "
+            "checked",
             loc,
             "keep the config file beside the deployment file, or pass --root DIR (a directory holding both)",
         )
@@ -405,11 +475,15 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
             raise InputError(f"--config-file {raw}={mapped}: {mapped} is not a readable file", source=file)
         return args, Problem(
             "config-not-read",
-            f"{loc}: --config {raw}: the file is inside the image (not here); the server args in it, and so this server, are not checked",
+            f"{loc}: --config {raw}: the file is inside the image (not here); the server args in it, and so this "
+            "server, are not checked",
             loc,
-            f"give kvcheck a copy: --config-file {raw}=LOCAL_PATH (or keep it beside the deployment file, same relative path)",
+            f"give kvcheck a copy: --config-file {raw}=LOCAL_PATH (or keep it beside the deployment file, same "
+            "relative path)",
         )
-    docs = load_documents(read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found))
+    docs = load_documents(
+        read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found)
+    )
     data = docs[0] if docs else LMap()
     if not isinstance(data, dict):
         return args, Problem("config-not-read", f"{loc}: --config {raw}: not a YAML mapping of flags", loc, "")
@@ -418,13 +492,17 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     try:
         for key, value in data.items():
             line = data.line_of(key) if isinstance(data, LMap) else 1
-            words.extend(Word(t, line, [], True, False, str(found)) for t in table.config_to_argv({key: value}, str(found)))
+            words.extend(
+                Word(t, line, [], True, False, str(found)) for t in table.config_to_argv({key: value}, str(found))
+            )
     except InputError:
         pass
     problem = inner_config_problem(table, data, str(found))  # names the key, never the value
     if problem is not None:
-        return args, Problem("config-refused", f"{loc}: --config {raw}: {problem}", loc, "fix the --config file as SGLang's message says")
-    return words + args[:k] + args[k + 2:], None
+        return args, Problem(
+            "config-refused", f"{loc}: --config {raw}: {problem}", loc, "fix the --config file as SGLang's message says"
+        )
+    return words + args[:k] + args[k + 2 :], None
 
 
 def _takes_value(tok: str) -> bool:
@@ -479,7 +557,11 @@ def instance_from_launch(
         if word is not None and not word.unresolved:
             refused = mode_refusal(mode)
             if refused is not None:
-                close = [c for c in difflib.get_close_matches(mode.lower(), ("prefill", "decode"), n=1, cutoff=0.8) if c[0] == mode[:1].lower()]
+                close = [
+                    c
+                    for c in difflib.get_close_matches(mode.lower(), ("prefill", "decode"), n=1, cutoff=0.8)
+                    if c[0] == mode[:1].lower()
+                ]
                 if close:  # "prefil", "Decode"; never "encode" (another word, not a typo of decode)
                     # ``prefil``: meant as that role; kept as an instance of it, so the
                     # pipeline reports the release's own refusal at this line (issue 14)
@@ -489,9 +571,11 @@ def instance_from_launch(
                     at = Location(word.file or file, word.line)
                     return None, Problem(
                         "startup-argparse",
-                        f"{at}: the server refuses to start: the argument parser of {refused[0]} refuses its flags: {refused[1]}",
+                        f"{at}: the server refuses to start: the argument parser of {refused[0]} refuses its flags: "
+                        f"{refused[1]}",
                         at,
-                        "Use --disaggregation-mode prefill or decode (or null for a server outside PD): the server exits while parsing its flags.",
+                        "Use --disaggregation-mode prefill or decode (or null for a server outside PD): the server "
+                        "exits while parsing its flags.",
                     )
     if mode not in ("prefill", "decode"):
         # the role itself behind a variable: say so instead of skipping the server
@@ -504,7 +588,8 @@ def instance_from_launch(
                 names = ", ".join(value_word.unresolved)
                 return None, Problem(
                     "unresolved-variable",
-                    f"{Location(file, value_word.line)}: `{w.text} {value_word.text}`: {names} is not set, so the server's role (prefill or decode) is unknown; pass --env or set it",
+                    f"{Location(file, value_word.line)}: `{w.text} {value_word.text}`: {names} is not set, so the "
+                    "server's role (prefill or decode) is unknown; pass --env or set it",
                     Location(file, value_word.line),
                     f"set {names} in the file, or pass it with --env FILE",
                 )
@@ -529,8 +614,15 @@ def instance_from_launch(
                 unresolved.append(Unresolved(v, flag, Location(w.file or file, w.line), _written(v, w.text)))
     # a whole-arguments expansion ($EXTRA_ARGS, $(helper)) left unresolved can hold any
     # flag: it stays an unresolved-variable (unchecked), and is kept out of the args parsed
-    loose = {k for k, w in enumerate(args) if w.unresolved and not w.text.startswith("-")
-             and not (k > 0 and _is_option(args[k - 1].text) and "=" not in args[k - 1].text and _takes_value(args[k - 1].text))}
+    loose = {
+        k
+        for k, w in enumerate(args)
+        if w.unresolved
+        and not w.text.startswith("-")
+        and not (
+            k > 0 and _is_option(args[k - 1].text) and "=" not in args[k - 1].text and _takes_value(args[k - 1].text)
+        )
+    }
     if loose:
         args = [w for k, w in enumerate(args) if k not in loose]
         argv = [w.text for w in args]
@@ -572,17 +664,37 @@ def instance_from_launch(
 # filled in at run time (a pod IP, a node rank from the scheduler), they shape no KV
 # region and no transfer decision. Unresolved, they are checked for consistency across
 # an instance's nodes (the same symbol on every node) and reported as info, not unchecked.
-ADDRESS_DESTS = frozenset({
-    "host", "port", "dist_init_addr", "node_rank", "nccl_port", "disaggregation_bootstrap_port",
-    "grpc_port", "engine_info_bootstrap_port", "encoder_bootstrap_port", "gated_launch_port", "smg_http_sidecar_port",
-})
+ADDRESS_DESTS = frozenset(
+    {
+        "host",
+        "port",
+        "dist_init_addr",
+        "node_rank",
+        "nccl_port",
+        "disaggregation_bootstrap_port",
+        "grpc_port",
+        "engine_info_bootstrap_port",
+        "encoder_bootstrap_port",
+        "gated_launch_port",
+        "smg_http_sidecar_port",
+    }
+)
 # of these, the ones SGLang reads as integers: an unresolved one cannot be parsed as written
 _INT_ADDRESS_DESTS = ADDRESS_DESTS - {"host", "dist_init_addr"}
 
 
 def _written(name: str, text: str) -> str:
     """How ``text`` writes the reference to ``name`` (``${NAME:-x}``, ``$NAME``, ``$(NAME)``)."""
-    m = re.search(r"\$\{" + re.escape(name) + r"(?:[^}]*)\}|\$\(" + re.escape(name) + r"\)|\$" + re.escape(name) + r"(?![A-Za-z0-9_])", text)
+    m = re.search(
+        r"\$\{"
+        + re.escape(name)
+        + r"(?:[^}]*)\}|\$\("
+        + re.escape(name)
+        + r"\)|\$"
+        + re.escape(name)
+        + r"(?![A-Za-z0-9_])",
+        text,
+    )
     return m.group(0) if m else ""
 
 
@@ -591,7 +703,9 @@ def _dest(flag: str) -> str | None:
     return f.dest if f is not None else None
 
 
-def settle_addresses(args: list[Word], argv: list[str], unresolved: list[Unresolved]) -> tuple[list[str], list[Unresolved], list[Unresolved]]:
+def settle_addresses(
+    args: list[Word], argv: list[str], unresolved: list[Unresolved]
+) -> tuple[list[str], list[Unresolved], list[Unresolved]]:
     """Split the unresolved values of address, port and rank options (``ADDRESS_DESTS``)
     from the rest -> (argv, unresolved, symbolic). A textual one (``--host ${POD_IP}``,
     ``--dist-init-addr <ADDR>:5000``) stays as written: the same symbol on every node is
@@ -644,7 +758,9 @@ def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str 
     """A ``Router`` for a router launch with ``--pd-disaggregation`` (or the mini load
     balancer, PD by construction); None for a router that is not PD."""
     argv = [w.text for w in launch.args]
-    pd = launch.launcher != "sglang_router.launch_router" or any(t == "--pd-disaggregation" or t.startswith("--pd-dis") for t in argv)
+    pd = launch.launcher != "sglang_router.launch_router" or any(
+        t == "--pd-disaggregation" or t.startswith("--pd-dis") for t in argv
+    )
     if not pd:
         return None
     router = Router(location=Location(file, launch.line), argv=argv, name=name, image=image or launch.image)
@@ -727,17 +843,26 @@ def link_router(router: Router, instances: list[Instance]) -> None:
         if not cands:
             return None
         label = host.split(".")[0]
+
         def names(i: Instance) -> list[str]:
             # a workload's DNS names start with its name: "pd-prefill-0.s-pd-prefill"
             # for RBG role "prefill" of group "pd"; a Service named like the Deployment
             parts = i.name.split("/")
             return ["-".join(parts[:k]) for k in range(len(parts), 0, -1)]
 
-        by_host = [i for i in cands if host in i.hosts or (label and any(label.startswith(h.split(".")[0]) for h in i.hosts if h))]
+        by_host = [
+            i
+            for i in cands
+            if host in i.hosts or (label and any(label.startswith(h.split(".")[0]) for h in i.hosts if h))
+        ]
         if not by_host and label:
             # most specific name first: "pd-prefill-engine", then "pd-prefill", then "pd"
             for level in range(3):
-                hit = [i for i in cands if level < len(names(i)) and (label == names(i)[level] or label.startswith(names(i)[level] + "-"))]
+                hit = [
+                    i
+                    for i in cands
+                    if level < len(names(i)) and (label == names(i)[level] or label.startswith(names(i)[level] + "-"))
+                ]
                 if len(hit) == 1:
                     by_host = hit
                     break
@@ -769,8 +894,11 @@ def merge_multinode(instances: list[Instance]) -> list[Instance]:
     # the rendezvous addresses some line of several nodes names: a line with the same
     # --dist-init-addr but another --nnodes (1, or none) is a node of that instance whose
     # flags disagree (the multinode-args check names it), never an instance of its own
-    multi = {(i.role, option_value(i.argv, "dist_init_addr"), i.launcher) for i in instances
-             if (option_value(i.argv, "nnodes") or "").isdigit() and int(option_value(i.argv, "nnodes") or 0) > 1}
+    multi = {
+        (i.role, option_value(i.argv, "dist_init_addr"), i.launcher)
+        for i in instances
+        if (option_value(i.argv, "nnodes") or "").isdigit() and int(option_value(i.argv, "nnodes") or 0) > 1
+    }
     for inst in instances:
         if inst.nodes > 1 and len(inst.node_argvs) == inst.nodes:
             out.append(inst)  # already one argv per node (a line run on every node)
@@ -784,7 +912,7 @@ def merge_multinode(instances: list[Instance]) -> list[Instance]:
                 out.append(inst)
             continue
         out.append(inst)
-    for key, members in groups.items():
+    for members in groups.values():
         members.sort(key=lambda m: m[0])
         head = members[0][1]
         counts = [int(n) for n in (option_value(m[1].argv, "nnodes") or "1" for m in members) if n.isdigit()]

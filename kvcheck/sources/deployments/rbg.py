@@ -71,7 +71,11 @@ def _strip_directives(v: Any) -> Any:
         if isinstance(v, LSeq):
             seq = LSeq(items)
             seq.line = v.line
-            seq.lines = [ln for x, ln in zip(v, v.lines, strict=False) if not (isinstance(x, dict) and x.get("$patch") == "delete")]
+            seq.lines = [
+                ln
+                for x, ln in zip(v, v.lines, strict=False)
+                if not (isinstance(x, dict) and x.get("$patch") == "delete")
+            ]
             return seq
         return items
     return copy.deepcopy(v)
@@ -221,7 +225,16 @@ def roles(spec: dict, group_name: str, default_line: int) -> list[RoleSpec]:
             for comp in comps:
                 if isinstance(comp, dict):
                     tmpl = _source(comp, templates)
-                    out.append(RoleSpec(f"{rname}/{comp.get('name', '?')}", tmpl, None, reps * max(1, _int(comp.get("size"), 1)), 1, getattr(comp, "line", line)))
+                    out.append(
+                        RoleSpec(
+                            f"{rname}/{comp.get('name', '?')}",
+                            tmpl,
+                            None,
+                            reps * max(1, _int(comp.get("size"), 1)),
+                            1,
+                            getattr(comp, "line", line),
+                        )
+                    )
         else:
             sp = sub_map(role, "standalonePattern", None)
             tmpl = _source(sp, templates) if sp is not None else None

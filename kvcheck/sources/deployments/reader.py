@@ -27,7 +27,9 @@ from kvcheck.sources.deployments.instance import Deployment, Location
 from kvcheck.sources.deployments.yamlnodes import check_size, load_documents
 
 _YAMLISH = re.compile(r"^(---\s*$|apiVersion:|kind:|[A-Za-z_][A-Za-z0-9_.-]*:(\s|$))")
-_LAUNCH_LINE = re.compile(r"-m\s+(sglang\.launch_server|dynamo\.sglang|sglang_router\.launch_router)|\bsglang\s+serve\b")
+_LAUNCH_LINE = re.compile(
+    r"-m\s+(sglang\.launch_server|dynamo\.sglang|sglang_router\.launch_router)|\bsglang\s+serve\b"
+)
 _LAUNCH_HINT = re.compile(r"(^|\s)(python[0-9.]*|sglang|docker|srun|bash|sh|export|nohup|exec|env)(\s|$)")
 
 
@@ -62,12 +64,19 @@ def _read_stdin(path: Path) -> bytes:
 
     stream = getattr(sys.stdin, "buffer", None)
     if stream is not None and sys.stdin.isatty():
-        raise InputError("-f - reads a deployment from standard input: pipe one in (helm template ... | kvcheck preflight -f -)", source="-")
+        raise InputError(
+            "-f - reads a deployment from standard input: pipe one in (helm template ... | kvcheck preflight -f -)",
+            source="-",
+        )
     if stream is None:
         raise InputError("standard input is not readable", source="-")
     data = stream.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"standard input holds more than kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a deployment; refusing to parse it", source="-")
+        raise InputError(
+            f"standard input holds more than kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a "
+            "deployment; refusing to parse it",
+            source="-",
+        )
     return data
 
 
@@ -79,14 +88,21 @@ def read_text(path: Path) -> str:
         data = _read_stdin(path)
     else:
         check_size(path)
-        data = read_bytes_bounded(path, limit=MAX_FILE_BYTES, what="deployment file")  # regular files only (O_NONBLOCK, fstat)
+        data = read_bytes_bounded(
+            path, limit=MAX_FILE_BYTES, what="deployment file"
+        )  # regular files only (O_NONBLOCK, fstat)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start}); a deployment file must be a YAML manifest, a recipe or a shell script", source=str(path)) from None
+        raise InputError(
+            f"not UTF-8 text (byte {exc.start}); a deployment file must be a YAML manifest, a recipe or a shell script",
+            source=str(path),
+        ) from None
 
 
-def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = True) -> list[Deployment]:
+def read_deployment_file(
+    path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = True
+) -> list[Deployment]:
     """One file -> its deployments (several for a recipe with sweeps/overrides)."""
     from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm
 
@@ -141,7 +157,11 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
             except InputError:
                 pass
         if not has_launch:
-            raise InputError("a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe (no backend.sglang_config)", source=file)
+            raise InputError(
+                "a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe "
+                "(no backend.sglang_config)",
+                source=file,
+            )
     from kvcheck.sources.deployments.variables import SCRIPT_PATH
 
     token = SCRIPT_PATH.set(file)  # $0 of the script: source "$(dirname "$0")/x.sh"
@@ -158,7 +178,7 @@ def read_deployment_file(path: Path, *, env: dict[str, str] | None = None, use_o
     return deps
 
 
-def servers_not_read(file: str, problems: list):  # noqa: ANN201 - a Problem or None
+def servers_not_read(file: str, problems: list):
     """A ``servers-not-read`` problem when a file with no launch line sources a file
     kvcheck could not read: the servers may be started by functions defined there
     (a CI script calling ``launch_sglang_server`` from ``common.sh``): unchecked, never
@@ -169,9 +189,13 @@ def servers_not_read(file: str, problems: list):  # noqa: ANN201 - a Problem or 
     if not unread:
         return None
     where = unread[0].location
-    return Problem("servers-not-read", f"{file}: no SGLang launch line in this file, and it sources a file kvcheck could not read ({where}): "
-                   "the servers it may start from there are not checked", where,
-                   "Give the sourced file with -f too (or pass --root DIR holding it), so its launch lines are read.")
+    return Problem(
+        "servers-not-read",
+        f"{file}: no SGLang launch line in this file, and it sources a file kvcheck could not read ({where}): "
+        "the servers it may start from there are not checked",
+        where,
+        "Give the sourced file with -f too (or pass --root DIR holding it), so its launch lines are read.",
+    )
 
 
 _SERVER_LINE = re.compile(r"(?m)^(?![ \t]*#).*?(-m\s+(sglang\.launch_server|dynamo\.sglang)\b|\bsglang\s+serve\b)")
@@ -194,11 +218,19 @@ def _no_servers(text: str, file: str, problems: list) -> None:
     m = _SERVER_LINE.search(text)
     if m:
         loc = Location(file, text.count("\n", 0, m.start(1)) + 1)
-        raise NoServers(f"line {loc.line}: an SGLang server without --disaggregation-mode prefill|decode (--disaggregation-mode null: it takes no part "
-                        "in KV transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in this file", source=file, non_pd=[loc])
-    raise NoServers("no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, sglang_router.launch_router)", source=file)
-
-
+        raise NoServers(
+            f"line {loc.line}: an SGLang server without --disaggregation-mode prefill|decode (--disaggregation-mode "
+            "null: it takes no part "
+            "in KV transfer); kvcheck checks prefill/decode deployments and found no prefill or decode server in "
+            "this file",
+            source=file,
+            non_pd=[loc],
+        )
+    raise NoServers(
+        "no SGLang launch line found (python -m sglang.launch_server, sglang serve, python -m dynamo.sglang, "
+        "sglang_router.launch_router)",
+        source=file,
+    )
 
 
 # Bounds on the text itself, so that reading costs seconds at most: a launch script
@@ -214,13 +246,21 @@ def _check_shape(text: str, file: str, yamlish: bool) -> None:
     from kvcheck.sources.limits import clip
 
     if not yamlish and len(text) > MAX_SCRIPT_BYTES:
-        raise InputError(f"{clip(len(text))} characters of launch script; kvcheck reads scripts and docs pages up to {MAX_SCRIPT_BYTES} (manifests and recipes up to 50 MiB)", source=file)
+        raise InputError(
+            f"{clip(len(text))} characters of launch script; kvcheck reads scripts and docs pages up to "
+            f"{MAX_SCRIPT_BYTES} (manifests and recipes up to 50 MiB)",
+            source=file,
+        )
     if yamlish:
         from kvcheck.sources.deployments.yamlnodes import MAX_NODES
 
         estimate = text.count("\n") + text.count(",")  # as load_documents bounds it, before any regex walks the text
         if estimate > 2 * MAX_NODES:
-            raise InputError(f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} nodes); refusing to parse it", source=file)
+            raise InputError(
+                f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} "
+                "nodes); refusing to parse it",
+                source=file,
+            )
     half = MAX_LINE_CHARS // 2
     for i in range(0, len(text), half):  # a longer line holds a whole aligned half-block without a line break
         if text.find("\n", i, i + half) < 0 and len(text) - i >= half:
@@ -229,7 +269,10 @@ def _check_shape(text: str, file: str, yamlish: bool) -> None:
             end = len(text) if end < 0 else end
             if end - start > MAX_LINE_CHARS:
                 line = text.count("\n", 0, start) + 1
-                raise InputError(f"line {line} is longer than {MAX_LINE_CHARS} characters; kvcheck reads lines up to that length", source=file)
+                raise InputError(
+                    f"line {line} is longer than {MAX_LINE_CHARS} characters; kvcheck reads lines up to that length",
+                    source=file,
+                )
     if yamlish and text.count("[") + text.count("{") > 200 and _DEEP_FLOW.search(text):
         raise InputError("YAML nesting deeper than 200 levels ([[[... or {{{...); refusing to read it", source=file)
 
@@ -239,11 +282,15 @@ def _check_launch_count(text: str, file: str) -> None:
     kvcheck's containers cap, counted on the text before anything is parsed."""
     from kvcheck.sources.limits import check_cap
 
-    n = sum(text.count(w) for w in ("sglang.launch_server", "dynamo.sglang", "sglang serve", "sglang_router.launch_router"))
+    n = sum(
+        text.count(w) for w in ("sglang.launch_server", "dynamo.sglang", "sglang serve", "sglang_router.launch_router")
+    )
     check_cap("containers", n, field="SGLang launch lines (containers)", source=file)
 
 
-def _add_markdown_manifests(path: Path, text: str, dep: Deployment, env: dict[str, str] | None, use_os_environ: bool) -> None:
+def _add_markdown_manifests(
+    path: Path, text: str, dep: Deployment, env: dict[str, str] | None, use_os_environ: bool
+) -> None:
     """A docs page's ```` ```yaml ```` blocks that are Kubernetes manifests: their SGLang
     workloads join the page's deployment (lines kept: each block is read at its place)."""
     from kvcheck.sources.deployments import kubernetes
@@ -296,8 +343,13 @@ def _json_documents(text: str, file: str) -> list:
     return [wrap(d) for d in docs]
 
 
-def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, config_files: dict[str, str] | None = None,
-                     helm_values: list[str] | None = None) -> list[Deployment]:
+def read_deployments(
+    paths: list[Path],
+    *,
+    env: dict[str, str] | None = None,
+    config_files: dict[str, str] | None = None,
+    helm_values: list[str] | None = None,
+) -> list[Deployment]:
     """Read published deployment files unchanged -> ``Deployment`` objects.
 
     ``paths``: files, each a Kubernetes manifest (single/multi-document, ``List``), an
@@ -305,7 +357,8 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
     ``--env FILE`` (looked up after the file's own assignments and the container's env,
     before kvcheck's own environment); ``config_files``: ``--config-file IMAGE_PATH=
     LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH);
-    ``helm_values``: ``--values FILE`` for a chart directory (``helm template -f FILE``). Returns one ``Deployment`` per file, or one per
+    ``helm_values``: ``--values FILE`` for a chart directory (``helm template -f FILE``). Returns one ``Deployment``
+    per file, or one per
     variant for an srt-slurm recipe with ``sweep``/``override_*`` sections, in the order
     given.
 
@@ -318,13 +371,15 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
 
     out: list[Deployment] = []
     from kvcheck.sources.deployments.render import HELM_VALUES
-    from kvcheck.sources.limits import check_cap
-
     from kvcheck.sources.deployments.sourcing import GIVEN_FILES, NoServers, non_pd_problem
     from kvcheck.sources.deployments.variables import PRELUDE
+    from kvcheck.sources.limits import check_cap
 
     if helm_values and not any(str(p) != STDIN and Path(p).is_dir() for p in paths):
-        raise InputError("--values FILE is for a Helm chart directory given to -f (helm template -f FILE); no -f names a directory", field="--values")
+        raise InputError(
+            "--values FILE is for a Helm chart directory given to -f (helm template -f FILE); no -f names a directory",
+            field="--values",
+        )
 
     paths = [Path(p) for p in paths]
     several = len(paths) > 1
@@ -350,7 +405,11 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
                 # a helper file (router-only scripts are read as routers; this one has
                 # neither): it contributes the non-PD servers it starts, if any
                 first_empty = first_empty or exc
-                out.append(Deployment(name=p.name, source=Location(str(p), 1), problems=[non_pd_problem(loc) for loc in exc.non_pd]))
+                out.append(
+                    Deployment(
+                        name=p.name, source=Location(str(p), 1), problems=[non_pd_problem(loc) for loc in exc.non_pd]
+                    )
+                )
             check_cap("variants", len(out), field="deployments (files and recipe variants)", source=str(p))
     finally:
         CONFIG_FILES.reset(token)
@@ -359,7 +418,9 @@ def read_deployments(paths: list[Path], *, env: dict[str, str] | None = None, co
         if prelude_token is not None:
             PRELUDE.reset(prelude_token)
     if several and not any(_has_servers(d) for d in out):
-        raise first_empty or InputError("none of the -f files launches an SGLang server or PD router", source=str(paths[0]))
+        raise first_empty or InputError(
+            "none of the -f files launches an SGLang server or PD router", source=str(paths[0])
+        )
     _link_across_files(out)
     for dep in out:
         _note_symbolic(dep)
@@ -425,12 +486,18 @@ def name_model(inst) -> None:
         found.append((inst.model, "the model the file names"))
         hub_alias = clues.alias_clue(inst.model)
         if hub_alias:
-            found.append((hub_alias, f"srt-slurm model.path alias {inst.model} (kvcheck.sources.models.clues.SRT_SLURM_ALIASES)"))
+            found.append(
+                (hub_alias, f"srt-slurm model.path alias {inst.model} (kvcheck.sources.models.clues.SRT_SLURM_ALIASES)")
+            )
     hit = clues.pick(found)
     if hit is not None:
         inst.model, inst.model_clue = hit
     else:
-        named = [(n, c) for n, c in ([(written, "--model-path")] if written else []) + found if n and clues.looks_like_hub_id(n)]
+        named = [
+            (n, c)
+            for n, c in ([(written, "--model-path")] if written else []) + found
+            if n and clues.looks_like_hub_id(n)
+        ]
         if named:
             inst.model_named = named[0]
 
@@ -447,12 +514,16 @@ def _note_symbolic(dep: Deployment) -> None:
             if key in seen:
                 continue
             seen.add(key)
-            dep.problems.append(Problem(
-                "unresolved-address",
-                f"{u.location}: `{u.flag} {u.shown}` in {inst.name} is filled in at run time; an address, port or rank shapes no KV transfer, so it is checked only for agreement across the instance's nodes",
-                u.location,
-                "Nothing to do; pass --env FILE with its value to have port clashes checked too.",
-            ))
+            dep.problems.append(
+                Problem(
+                    "unresolved-address",
+                    f"{u.location}: `{u.flag} {u.shown}` in {inst.name} is filled in at run time; an address, port "
+                    "or rank shapes no KV transfer, so it is checked only for agreement across the "
+                    "instance's nodes",
+                    u.location,
+                    "Nothing to do; pass --env FILE with its value to have port clashes checked too.",
+                )
+            )
 
 
 def _link_across_files(deps: list[Deployment]) -> None:

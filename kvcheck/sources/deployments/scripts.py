@@ -39,7 +39,18 @@ _RANK_SYMBOLS = ("$SLURM_NODEID", "$SLURM_PROCID", "$OMPI_COMM_WORLD_RANK", "$PM
 def _slurm_layer(text: str) -> dict[str, VarDef]:
     """Variables Slurm sets in every task: the node rank and node name stay symbols (one
     launch line runs on every node), the node count comes from ``#SBATCH --nodes``."""
-    layer = {n: VarDef("$" + n, None, "literal") for n in ("SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID")}
+    layer = {
+        n: VarDef("$" + n, None, "literal")
+        for n in (
+            "SLURM_NODEID",
+            "SLURM_PROCID",
+            "SLURM_LOCALID",
+            "SLURMD_NODENAME",
+            "SLURM_JOB_NODELIST",
+            "SLURM_NODELIST",
+            "SLURM_JOB_ID",
+        )
+    }
     m = _SBATCH_NODES.search(text)
     if m:
         for n in ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"):
@@ -149,7 +160,9 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
         groups: dict[tuple[int, str], list] = {}
         for b in blocks:
             groups.setdefault(section(b[0]), []).append(b)
-        by_section = [(bs, f"section '{h}' at line {ln}" if ln else "before the first heading") for (ln, h), bs in groups.items()]
+        by_section = [
+            (bs, f"section '{h}' at line {ln}" if ln else "before the first heading") for (ln, h), bs in groups.items()
+        ]
         for split in (by_block, by_section):
             out = _split_examples(path, text, env, use_os_environ, split)
             if out is not None:
@@ -160,12 +173,17 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
 _HEADING = re.compile(r"(?m)^#{1,3}\s+(.+)$")
 
 
-def _split_examples(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, split: list) -> list[Deployment] | None:
+def _split_examples(
+    path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, split: list
+) -> list[Deployment] | None:
     """One deployment per group of blocks that launches both roles, when two or more do
     (the other blocks together as one more); None when fewer than two do."""
     per = [(bs, label, _read_variants(path, text, env, use_os_environ, bs)) for bs, label in split]
-    complete = [(bs, label, deps) for bs, label, deps in per
-                if deps and all({i.role for i in d.instances} == {"prefill", "decode"} for d in deps)]
+    complete = [
+        (bs, label, deps)
+        for bs, label, deps in per
+        if deps and all({i.role for i in d.instances} == {"prefill", "decode"} for d in deps)
+    ]
     if len(complete) < 2:
         return None
     out: list[Deployment] = []
@@ -184,7 +202,9 @@ def _split_examples(path: Path, text: str, env: dict[str, str] | None, use_os_en
     return out
 
 
-def _read_variants(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, blocks: list[tuple[int, str]]) -> list[Deployment]:
+def _read_variants(
+    path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, blocks: list[tuple[int, str]]
+) -> list[Deployment]:
     """``read_script`` over ``blocks`` (the whole script, or fenced blocks of a page)."""
     readings: list[tuple[BranchChoice, Deployment]] = []
     tried: set = set()
@@ -227,13 +247,19 @@ def _read_variants(path: Path, text: str, env: dict[str, str] | None, use_os_env
     # 2. the relevant constructs combined (a role picked by one condition, a flag by another)
     if len(relevant) > 1:
         for combo in itertools.product(*relevant.values()):
-            run(dict(zip(relevant, combo)))
+            run(dict(zip(relevant, combo, strict=True)))
     return _combine(path, readings, left)
 
 
 def _ident(inst: Instance) -> tuple:
-    return (inst.role, inst.location.line, tuple(inst.argv), tuple(sorted(inst.env.items())), inst.nodes,
-            tuple(sorted((u.variable, u.flag or "") for u in inst.unresolved)))
+    return (
+        inst.role,
+        inst.location.line,
+        tuple(inst.argv),
+        tuple(sorted(inst.env.items())),
+        inst.nodes,
+        tuple(sorted((u.variable, u.flag or "") for u in inst.unresolved)),
+    )
 
 
 def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: list[dict]) -> list[Deployment]:
@@ -253,8 +279,15 @@ def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: 
             distinct.append((c, d))
     extra = []
     if left:
-        extra.append(Problem("conditional-branches", f"{path.name}: its if/case branches combine in more than {MAX_READINGS} ways; kvcheck read the first {MAX_READINGS}",
-                             Location(str(path), 1), "Split the script per role, or check the remaining branches by hand."))
+        extra.append(
+            Problem(
+                "conditional-branches",
+                f"{path.name}: its if/case branches combine in more than {MAX_READINGS} ways; kvcheck read the first "
+                f"{MAX_READINGS}",
+                Location(str(path), 1),
+                "Split the script per role, or check the remaining branches by hand.",
+            )
+        )
     if len(distinct) == 1:
         dep = distinct[0][1]
         dep.problems.extend(extra)
@@ -298,7 +331,14 @@ def _combine(path: Path, readings: list[tuple[BranchChoice, Deployment]], left: 
     return out
 
 
-def _read_once(path: Path, text: str, env: dict[str, str] | None, use_os_environ: bool, choice: BranchChoice, blocks: list[tuple[int, str]]) -> Deployment:
+def _read_once(
+    path: Path,
+    text: str,
+    env: dict[str, str] | None,
+    use_os_environ: bool,
+    choice: BranchChoice,
+    blocks: list[tuple[int, str]],
+) -> Deployment:
     """One reading of ``blocks``: the branches ``choice`` takes."""
     file = str(path)
     scope = Scope.build(env=env, use_os_environ=use_os_environ)
@@ -308,7 +348,10 @@ def _read_once(path: Path, text: str, env: dict[str, str] | None, use_os_environ
     non_pd: list[Location] = []
     functions: dict[str, list[list[Word]]] = {}
     for first_line, block in blocks:
-        for words in _with_functions(follow_sources(branch_filter(words_of(block, file, first_line, scope), choice), file, scope, dep.problems), functions):
+        for words in _with_functions(
+            follow_sources(branch_filter(words_of(block, file, first_line, scope), choice), file, scope, dep.problems),
+            functions,
+        ):
             if handle_assignments(words, scope, file):
                 continue
             for launch in find_launches(words, file, scope):
@@ -337,7 +380,13 @@ def _read_once(path: Path, text: str, env: dict[str, str] | None, use_os_environ
     if dep.instances:
         for loc in non_pd:
             dep.problems.append(
-                Problem("not-disaggregated", f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes no part in KV transfer", loc, "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic")
+                Problem(
+                    "not-disaggregated",
+                    f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it "
+                    "takes no part in KV transfer",
+                    loc,
+                    "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic",
+                )
             )
     for r in dep.routers:
         link_router(r, dep.instances)

@@ -81,7 +81,7 @@ def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
         while j < len(lines) and not lines[j].strip().startswith(fence[:3]):
             j += 1
         if lang in ("yaml", "yml"):
-            out.append((i + 2, "\n".join(lines[i + 1:j])))
+            out.append((i + 2, "\n".join(lines[i + 1 : j])))
         i = j + 1
     return out
 
@@ -99,6 +99,8 @@ _ARRAY_USE = re.compile(r"(\"?)\$\{([A-Za-z_][A-Za-z0-9_]*)\[([@*])\]\}\1")
 def placeholders(text: str) -> list[str]:
     """The placeholders (``<NAME>``) and template actions (``{{ ... }}``) in a value."""
     return [m.group(0) for m in PLACEHOLDER.finditer(text)] + [m.group(0) for m in TEMPLATE.finditer(text)]
+
+
 _REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
 
 
@@ -169,7 +171,7 @@ class Lexer:
             while self.i < self.n:
                 end = self.s.find("\n", self.i)
                 end = self.n if end < 0 else end
-                line = self.s[self.i:end]
+                line = self.s[self.i : end]
                 self.i = min(end + 1, self.n)
                 self.line += 1
                 if (line.lstrip("\t") if strip else line) == delim:
@@ -254,7 +256,15 @@ class Lexer:
             self.i = m.end()
             items = self.scope.arrays[m.group(2)]
             if m.group(3) == "*" and m.group(1):  # "${A[*]}": one word
-                return [Word(" ".join(w.text for w in items), start_line, [u for w in items for u in w.unresolved], True, False)]
+                return [
+                    Word(
+                        " ".join(w.text for w in items),
+                        start_line,
+                        [u for w in items for u in w.unresolved],
+                        True,
+                        False,
+                    )
+                ]
             return [Word(w.text, w.line, list(w.unresolved), w.quoted, w.single_quoted_only, w.file) for w in items]
         parts: list[str] = []
         unresolved: list[str] = []
@@ -314,7 +324,7 @@ class Lexer:
                 flush()
                 j = s.find("'", self.i + 1)
                 j = n if j < 0 else j
-                chunk = s[self.i + 1:j]
+                chunk = s[self.i + 1 : j]
                 self.line += chunk.count("\n")
                 parts.append(chunk)
                 quoted = True
@@ -384,15 +394,15 @@ class Lexer:
                     elif s[k] == close:
                         depth -= 1
                     k += 1
-                raw_unquoted.append(s[self.i:k])
+                raw_unquoted.append(s[self.i : k])
                 only_single = False
                 self.i = k
                 continue
             if c == "`":
                 j = s.find("`", self.i + 1)
                 j = n if j < 0 else j
-                unresolved.append("`" + s[self.i + 1:j] + "`")
-                raw_unquoted.append(s[self.i:j + 1])
+                unresolved.append("`" + s[self.i + 1 : j] + "`")
+                raw_unquoted.append(s[self.i : j + 1])
                 self.i = j + 1
                 continue
             if c == "$":
@@ -425,8 +435,17 @@ class Lexer:
         # each field keeps the unresolved references still written in it (``ARGS="--tp 8
         # --model-path $MODEL"``: only ``$MODEL``'s field); all of them where none shows
         visible = any(u in w for w in words for u in unresolved)
-        return [Word(w, start_line, [u for u in unresolved if u in w] if visible else list(unresolved), quoted, quoted and only_single)
-                for w, keep in zip(words, solid, strict=False) if w or keep]
+        return [
+            Word(
+                w,
+                start_line,
+                [u for u in unresolved if u in w] if visible else list(unresolved),
+                quoted,
+                quoted and only_single,
+            )
+            for w, keep in zip(words, solid, strict=False)
+            if w or keep
+        ]
 
 
 def words_of(text: str, file: str, first_line: int, scope: Scope) -> Iterator[tuple[list[Word], str]]:

@@ -63,7 +63,11 @@ def is_recipe(doc: Any) -> bool:
     backend = doc.get("backend")
     if isinstance(backend, dict) and ("sglang_config" in backend or backend.get("type") == "sglang"):
         return True
-    return isinstance(doc.get("resources"), dict) and isinstance(doc.get("model"), dict) and ("roles" in doc or "backend" in doc)
+    return (
+        isinstance(doc.get("resources"), dict)
+        and isinstance(doc.get("model"), dict)
+        and ("roles" in doc or "backend" in doc)
+    )
 
 
 # -- variants --------------------------------------------------------------------------
@@ -109,7 +113,9 @@ def _zip_len(d: dict, source: str, line: int) -> int:
         raise InputError(f"zip_override section at line {line} has no non-empty list to zip", source=source)
     n = {x for x in lengths if x != 1}
     if len(n) > 1:
-        raise InputError(f"zip_override section at line {line} has lists of different lengths {sorted(n)}", source=source)
+        raise InputError(
+            f"zip_override section at line {line} has lists of different lengths {sorted(n)}", source=source
+        )
     return n.pop() if n else 1
 
 
@@ -170,7 +176,7 @@ def variants(doc: LMap, source: str) -> list[tuple[str | None, Any]]:
             if not isinstance(ov, dict):
                 continue
             merged = deep_merge(base, ov)
-            suffix = key[len("override_"):]
+            suffix = key[len("override_") :]
             if "name" not in ov:
                 merged["name"] = f"{base.get('name', 'unnamed')}_{suffix}"
             out.append((key, merged))
@@ -178,7 +184,7 @@ def variants(doc: LMap, source: str) -> list[tuple[str | None, Any]]:
             z = doc[key]
             if not isinstance(z, dict):
                 continue
-            group = key[len("zip_override_"):]
+            group = key[len("zip_override_") :]
             n = _zip_len(z, source, doc.line_of(key))
             check_cap("variants", len(out) + n, field=key, source=source, line=doc.line_of(key))
             for i in range(n):
@@ -229,20 +235,32 @@ def _check_sweep_size(lists: list[list[Any]], before: int, source: str | None, l
 # -- topology ---------------------------------------------------------------------------
 
 
-def _check_topology(p_workers: int, d_workers: int, p_nodes: int | None, d_nodes: int | None, gp: int, gd: int, gpn: int, file: str, line: int) -> None:
+def _check_topology(
+    p_workers: int,
+    d_workers: int,
+    p_nodes: int | None,
+    d_nodes: int | None,
+    gp: int,
+    gd: int,
+    gpn: int,
+    file: str,
+    line: int,
+) -> None:
     """Workers and nodes of a recipe against kvcheck's caps, before any is allocated:
     workers (instances), ``*_nodes`` and the nodes the workers span (GPUs per worker over
     GPUs per node)."""
     for field, value in (("resources.prefill_workers", p_workers), ("resources.decode_workers", d_workers)):
         check_cap("instances", value, field=field, source=file, line=line)
-    check_cap("instances", p_workers + d_workers, field="resources.prefill_workers + decode_workers", source=file, line=line)
+    check_cap(
+        "instances", p_workers + d_workers, field="resources.prefill_workers + decode_workers", source=file, line=line
+    )
     for field, nodes in (("resources.prefill_nodes", p_nodes), ("resources.decode_nodes", d_nodes)):
         check_cap("nodes", nodes, field=field, source=file, line=line)
     spanned = sum(w * max(1, -(-max(g, 1) // max(gpn, 1))) for w, g in ((p_workers, gp), (d_workers, gd)))
     check_cap("nodes", spanned, field="resources (GPUs per worker / gpus_per_node x workers)", source=file, line=line)
-    check_cap("nodes", (p_nodes or 0) + (d_nodes or 0), field="resources.prefill_nodes + decode_nodes", source=file, line=line)
-
-
+    check_cap(
+        "nodes", (p_nodes or 0) + (d_nodes or 0), field="resources.prefill_nodes + decode_nodes", source=file, line=line
+    )
 
 
 def _int(v: Any) -> int | None:
@@ -331,7 +349,15 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
             r = roles[mode]
             nodes_v = r.get("nodes")
             nodes_i = 0 if nodes_v == "colocate" else _int(nodes_v)
-            return (_int(r.get("workers")) or 0, nodes_i, _int(r.get("gpus")), r.get("args") or LMap(), r.get("env") or {}, r.get("container"), roles.line_of(mode))
+            return (
+                _int(r.get("workers")) or 0,
+                nodes_i,
+                _int(r.get("gpus")),
+                r.get("args") or LMap(),
+                r.get("env") or {},
+                r.get("container"),
+                roles.line_of(mode),
+            )
         sc = sub_map(backend, "sglang_config", LMap())
         section = sub_map(sc, mode, LMap())
         return (
@@ -348,11 +374,23 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
     d_workers, d_nodes, d_gpus, d_cfg, d_env, d_cont, d_line = role_info("decode")
     where = f" (variant {variant})" if variant else ""
     if p_workers <= 0 and d_workers <= 0:
-        raise InputError(f"srt-slurm recipe{where} has no prefill or decode workers (resources.prefill_workers/decode_workers) at line {res_line}: not a disaggregated recipe", source=file)
+        raise InputError(
+            f"srt-slurm recipe{where} has no prefill or decode workers (resources.prefill_workers/decode_workers) at "
+            f"line {res_line}: not a disaggregated recipe",
+            source=file,
+        )
     if d_workers <= 0:
-        raise InputError(f"srt-slurm recipe{where} has prefill workers but no decode worker (resources.decode_workers) at line {res_line}", source=file)
+        raise InputError(
+            f"srt-slurm recipe{where} has prefill workers but no decode worker (resources.decode_workers) at line "
+            f"{res_line}",
+            source=file,
+        )
     if p_workers <= 0:
-        raise InputError(f"srt-slurm recipe{where} has decode workers but no prefill worker (resources.prefill_workers) at line {res_line}", source=file)
+        raise InputError(
+            f"srt-slurm recipe{where} has decode workers but no prefill worker (resources.prefill_workers) at line "
+            f"{res_line}",
+            source=file,
+        )
 
     def gpus_per(workers: int, nodes: int | None, explicit: int | None) -> int:
         if explicit is not None:
@@ -383,7 +421,9 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
     gpu_type = normalize_gpu_name(str(gpu_raw)) if gpu_raw else None
     model_line = model.line_of("path") if isinstance(model, LMap) else res_line
     image = model.get("container")
-    dep = Deployment(name=str(cfg.get("name", path.stem)), source=Location(file, getattr(cfg, "line", 1) or 1), variant=variant)
+    dep = Deployment(
+        name=str(cfg.get("name", path.stem)), source=Location(file, getattr(cfg, "line", 1) or 1), variant=variant
+    )
 
     http_next: dict[str, int] = {}
     boot_next: dict[str, int] = {}
@@ -407,21 +447,41 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
             nccl = NCCL_PORT_BASE + sys_port - SYS_PORT_BASE
             sys_port += 1
             toks: list[tuple[str, int | None]] = [
-                ("--model-path", model_line), (model_arg, model_line),
-                ("--served-model-name", section_line), (str(served), section_line),
-                ("--host", None), ("0.0.0.0", None),
-                ("--port", None), (str(http), None),
-                ("--nccl-port", None), (str(nccl), None),
-                ("--disaggregation-mode", line0), (mode, line0),
+                ("--model-path", model_line),
+                (model_arg, model_line),
+                ("--served-model-name", section_line),
+                (str(served), section_line),
+                ("--host", None),
+                ("0.0.0.0", None),
+                ("--port", None),
+                (str(http), None),
+                ("--nccl-port", None),
+                (str(nccl), None),
+                ("--disaggregation-mode", line0),
+                (mode, line0),
             ]
             if bport is not None:
                 toks += [("--disaggregation-bootstrap-port", None), (str(bport), None)]
             if len(nodes) > 1:
-                toks += [("--dist-init-addr", None), (f"{nodes[0]}:{DIST_INIT_PORT}", None), ("--nnodes", None), (str(len(nodes)), None), ("--node-rank", None), (str(rank), None)]
+                toks += [
+                    ("--dist-init-addr", None),
+                    (f"{nodes[0]}:{DIST_INIT_PORT}", None),
+                    ("--nnodes", None),
+                    (str(len(nodes)), None),
+                    ("--node-rank", None),
+                    (str(rank), None),
+                ]
             if not use_sglang:
                 toks += [("--request-plane", None), ("tcp", None)]
-            cli_cfg = {k: v for k, v in mcfg.items() if k not in ("model-path", "model_path", "served-model-name", "served_model_name", "nccl-port", "nccl_port")}
-            toks += _config_to_cli(cli_cfg, lambda k, m=mcfg, sl=section_line: m.line_of(k) if isinstance(m, LMap) else sl)
+            cli_cfg = {
+                k: v
+                for k, v in mcfg.items()
+                if k
+                not in ("model-path", "model_path", "served-model-name", "served_model_name", "nccl-port", "nccl_port")
+            }
+            toks += _config_to_cli(
+                cli_cfg, lambda k, m=mcfg, sl=section_line: m.line_of(k) if isinstance(m, LMap) else sl
+            )
             node_argvs.append([Word(t, ln or section_line or res_line) for t, ln in toks])
         launch = Launch("server", launcher, node_argvs[0], line0)
         inst, _problem = instance_from_launch(
@@ -447,10 +507,17 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
         imodel = sub_map(ident, "model")
         if imodel.get("repo"):
             at = imodel.line_of("repo") if isinstance(imodel, LMap) else None
-            inst.model_clues.append((str(imodel["repo"]), f"srt-slurm identity.model.repo at {Location(file, at)}" if at else "srt-slurm identity.model.repo"))
+            inst.model_clues.append(
+                (
+                    str(imodel["repo"]),
+                    f"srt-slurm identity.model.repo at {Location(file, at)}" if at else "srt-slurm identity.model.repo",
+                )
+            )
         if mpath:
             at = model.line_of("path") if isinstance(model, LMap) else None
-            inst.model_clues.append((mpath, f"srt-slurm model.path at {Location(file, at)}" if at else "srt-slurm model.path"))
+            inst.model_clues.append(
+                (mpath, f"srt-slurm model.path at {Location(file, at)}" if at else "srt-slurm model.path")
+            )
         if len(nodes) > 1:
             others = []
             for ws in node_argvs:

@@ -43,8 +43,14 @@ MAX_EXPANDED = 1 << 20
 
 def _bounded(text: str, where: Location) -> str:
     if len(text) > MAX_EXPANDED:
-        raise InputError(f"line {where.line}: a variable expands to more than {MAX_EXPANDED} characters (a self-doubling definition?)", source=where.file)
+        raise InputError(
+            f"line {where.line}: a variable expands to more than {MAX_EXPANDED} characters (a self-doubling "
+            "definition?)",
+            source=where.file,
+        )
     return text
+
+
 _SPECIAL = set("0123456789@*#?$!-")
 
 
@@ -77,8 +83,19 @@ class Scope:
     script: str | None = None
 
     @classmethod
-    def build(cls, *, script: dict[str, VarDef] | None = None, container: dict[str, VarDef] | None = None, env: dict[str, str] | None = None, use_os_environ: bool = True) -> Scope:
-        layers = [script if script is not None else {}, container or {}, {k: VarDef(v, None, "shell") for k, v in (env or {}).items()}]
+    def build(
+        cls,
+        *,
+        script: dict[str, VarDef] | None = None,
+        container: dict[str, VarDef] | None = None,
+        env: dict[str, str] | None = None,
+        use_os_environ: bool = True,
+    ) -> Scope:
+        layers = [
+            script if script is not None else {},
+            container or {},
+            {k: VarDef(v, None, "shell") for k, v in (env or {}).items()},
+        ]
         prelude = PRELUDE.get()
         if prelude:
             # variables of the helper scripts given with -f (a 00_common.sh): as if each
@@ -89,7 +106,12 @@ class Scope:
     def child(self, container: dict[str, VarDef]) -> Scope:
         """A scope for a new process: its own (empty) script layer on top of ``container``
         variables, then this scope's layers."""
-        return Scope(layers=[{}, container, *self.layers], use_os_environ=self.use_os_environ, arrays=self.arrays, script=self.script)
+        return Scope(
+            layers=[{}, container, *self.layers],
+            use_os_environ=self.use_os_environ,
+            arrays=self.arrays,
+            script=self.script,
+        )
 
     def assign(self, name: str, value: str, location: Location | None) -> None:
         self.layers[0][name] = VarDef(value, location, "literal")
@@ -113,9 +135,12 @@ class Scope:
                     missing.extend(d.missing)
                     return d.value
                 if name in self._active:
-                    chain = " -> ".join([*self._active[self._active.index(name):], name])
+                    chain = " -> ".join([*self._active[self._active.index(name) :], name])
                     at = d.location or where
-                    raise InputError(f"variable {name} refers to itself ({chain}), used at line {where.line}; set at {at}", source=where.file)
+                    raise InputError(
+                        f"variable {name} refers to itself ({chain}), used at line {where.line}; set at {at}",
+                        source=where.file,
+                    )
                 self._active.append(name)
                 try:
                     sub: list[str] = []
@@ -140,12 +165,17 @@ def _shell_brace(body: str, scope: Scope, where: Location, missing: list[str]) -
     if not m:
         missing.append(body)
         return None
-    name, rest = m.group(0), body[m.end():]
+    name, rest = m.group(0), body[m.end() :]
     if body in ("BASH_SOURCE", "BASH_SOURCE[0]") and scope.script:
         return scope.script
     inner: list[str] = []
     value = scope.lookup(name, where, inner)
-    if value is not None and inner and rest[:2] not in (":-", ":=", ":+", ":?") and rest[:1] not in ("-", "=", "+", "?", ""):
+    if (
+        value is not None
+        and inner
+        and rest[:2] not in (":-", ":=", ":+", ":?")
+        and rest[:1] not in ("-", "=", "+", "?", "")
+    ):
         value = None  # ${VAR%pat} of a partly known value: not modelled
     if value is not None:
         missing.extend(inner)
@@ -155,7 +185,7 @@ def _shell_brace(body: str, scope: Scope, where: Location, missing: list[str]) -
         return value
     for op in (":-", ":=", ":+", ":?", "-", "=", "+", "?"):
         if rest.startswith(op):
-            word = rest[len(op):]
+            word = rest[len(op) :]
             colon = op.startswith(":")
             unset = value is None or (colon and value == "")
             kind = op[-1]
@@ -206,7 +236,11 @@ _DEPTH = threading.local()
 def _nested(where: Location):
     depth = getattr(_DEPTH, "n", 0) + 1
     if depth > MAX_NESTING:
-        raise InputError(f"line {where.line}: variable references nested more than {MAX_NESTING} deep (${{A:-${{B:-...}}}}); kvcheck refuses to expand them", source=where.file)
+        raise InputError(
+            f"line {where.line}: variable references nested more than {MAX_NESTING} deep (${{A:-${{B:-...}}}}); "
+            "kvcheck refuses to expand them",
+            source=where.file,
+        )
     _DEPTH.n = depth
     try:
         yield
@@ -231,12 +265,12 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
                 continue
             if nxt == "(":
                 j = text.find(")", i + 2)
-                name = text[i + 2:j] if j > 0 else ""
+                name = text[i + 2 : j] if j > 0 else ""
                 if j > 0 and _NAME.fullmatch(name):
                     v = scope.lookup(name, where, missing)
                     if v is None:
                         missing.append(name)
-                        out.append(text[i:j + 1])
+                        out.append(text[i : j + 1])
                     else:
                         out.append(v)
                     i = j + 1
@@ -256,7 +290,7 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
             if depth:
                 out.append(text[i:])
                 break
-            v = _shell_brace(text[i + 2:j - 1], scope, where, missing)
+            v = _shell_brace(text[i + 2 : j - 1], scope, where, missing)
             out.append(text[i:j] if v is None else v)
             i = j
             continue
@@ -268,7 +302,7 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
                 elif text[j] == ")":
                     depth -= 1
                 j += 1
-            inner = text[i + 2:j - 1]
+            inner = text[i + 2 : j - 1]
             path = _path_command(inner, scope, where)
             if path is not None:
                 out.append(path)
@@ -282,7 +316,7 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
             v = scope.lookup(m.group(0), where, missing)
             if v is None:
                 missing.append(m.group(0))
-                out.append(text[i:m.end()])
+                out.append(text[i : m.end()])
             else:
                 out.append(v)
             i = m.end()
@@ -293,7 +327,7 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
             continue
         if nxt in _SPECIAL:
             missing.append("$" + nxt)
-            out.append(text[i:i + 2])
+            out.append(text[i : i + 2])
             i += 2
             continue
         out.append(c)
@@ -342,17 +376,19 @@ def _envsubst(text: str, scope: Scope, where: Location, missing: list[str]) -> s
             break
         k = text.find("}", j)
         if k < 0 or not _NAME.match(text, j + 2):
-            out.append(text[i:j + 2])
+            out.append(text[i : j + 2])
             i = j + 2
             continue
         out.append(text[i:j])
-        v = _shell_brace(text[j + 2:k], scope, where, missing)
-        out.append(text[j:k + 1] if v is None else v)
+        v = _shell_brace(text[j + 2 : k], scope, where, missing)
+        out.append(text[j : k + 1] if v is None else v)
         i = k + 1
     return _bounded("".join(out), where)
 
 
-def container_env(entries: object, file: str, line_of: Callable[[int], int], scope: Scope) -> tuple[dict[str, VarDef], dict[str, str], list[str]]:
+def container_env(
+    entries: object, file: str, line_of: Callable[[int], int], scope: Scope
+) -> tuple[dict[str, VarDef], dict[str, str], list[str]]:
     """A Kubernetes container's ``env`` list -> (variables for lookups, the server's env as
     far as it is known, names whose value comes from ``valueFrom`` and is unknown).
 

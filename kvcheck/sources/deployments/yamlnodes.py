@@ -84,7 +84,8 @@ def check_size(path: Path) -> None:
         raise InputError("is a directory, expected a file", source=str(path))
     if size > MAX_FILE_BYTES:
         raise InputError(
-            f"file is {size / 1024 / 1024:.0f} MiB, over kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for a deployment file; refusing to parse it",
+            f"file is {size / 1024 / 1024:.0f} MiB, over kvcheck's limit of {MAX_FILE_BYTES // 1024 // 1024} MiB for "
+            "a deployment file; refusing to parse it",
             source=str(path),
         )
 
@@ -99,11 +100,15 @@ class _Builder:
         self.count += 1
         if self.count > MAX_NODES:
             raise InputError(
-                f"YAML expands to more than {MAX_NODES:,} nodes (aliases included; an alias bomb?); refusing to read it",
+                f"YAML expands to more than {MAX_NODES:,} nodes (aliases included; an alias bomb?); refusing to read "
+                "it",
                 source=self.source,
             )
         if depth > MAX_DEPTH:
-            raise InputError(f"YAML nesting deeper than {MAX_DEPTH} levels at line {node.start_mark.line + 1}; refusing to read it", source=self.source)
+            raise InputError(
+                f"YAML nesting deeper than {MAX_DEPTH} levels at line {node.start_mark.line + 1}; refusing to read it",
+                source=self.source,
+            )
         if isinstance(node, yaml.MappingNode):
             self.loader.flatten_mapping(node)
             out = LMap()
@@ -209,10 +214,16 @@ def load_documents(text: str, source: str) -> list[Any]:
     # before the flow-depth scan, which walks the text in Python.)
     estimate = text.count("\n") + text.count(",")
     if estimate > 2 * MAX_NODES:
-        raise InputError(f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} nodes); refusing to parse it", source=source)
+        raise InputError(
+            f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} nodes); "
+            "refusing to parse it",
+            source=source,
+        )
     depth, at = _flow_depth(text) if text.count("[") + text.count("{") > MAX_DEPTH else (0, 0)
     if depth > MAX_DEPTH:
-        raise InputError(f"YAML nesting deeper than {MAX_DEPTH} levels at line {at}; refusing to read it", source=source)
+        raise InputError(
+            f"YAML nesting deeper than {MAX_DEPTH} levels at line {at}; refusing to read it", source=source
+        )
     has_anchors = _ANCHOR.search(text) is not None
     import gc
 
@@ -228,7 +239,8 @@ def load_documents(text: str, source: str) -> list[Any]:
                 continue
             if has_anchors and _expanded_size(node, source) > MAX_NODES:
                 raise InputError(
-                    f"YAML expands to more than {MAX_NODES:,} nodes (aliases included; an alias bomb?); refusing to read it",
+                    f"YAML expands to more than {MAX_NODES:,} nodes (aliases included; an alias bomb?); refusing to "
+                    "read it",
                     source=source,
                 )
             docs.append(builder.build(node))
@@ -254,8 +266,6 @@ def walk(obj: Any) -> Iterator[Any]:
         elif isinstance(cur, list):
             yield cur
             stack.extend(v for v in cur if isinstance(v, (dict, list)))
-
-
 
 
 _EMPTY: Any = object()

@@ -142,7 +142,9 @@ def hf_cache_dirs(models_dir: Path | None = None, environ: Mapping[str, str] | N
     if env.get("HF_HUB_CACHE"):
         out.append(Path(env["HF_HUB_CACHE"]))
     else:
-        home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+        home = env.get("HF_HOME") or os.path.join(
+            env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+        )
         out.append(Path(home) / "hub")
     return [p for p in out if p.is_dir()]
 
@@ -167,7 +169,9 @@ def hf_cache_config(hub_id: str, cache_dirs: list[Path]) -> Path | None:
                 cfg = folder / "snapshots" / ref.read_text(encoding="utf-8").strip() / "config.json"
                 if cfg.is_file():
                     return cfg
-            snaps = sorted((p for p in (folder / "snapshots").glob("*/config.json")), key=lambda p: p.stat().st_mtime, reverse=True)
+            snaps = sorted(
+                (p for p in (folder / "snapshots").glob("*/config.json")), key=lambda p: p.stat().st_mtime, reverse=True
+            )
         except OSError:  # ENAMETOOLONG (a 10 MB model path), EACCES: not cached here
             continue
         if snaps:
@@ -249,5 +253,11 @@ def resolve_model_config(
     if hit is not None:
         hub_id, how = hit
         entry = load_catalog()[hub_id]
-        return ModelSource(entry["config"], f"kvcheck catalog: {hub_id} (matched by {how}; from {entry['source']})", "catalog", None, hub_id)
+        return ModelSource(
+            entry["config"],
+            f"kvcheck catalog: {hub_id} (matched by {how}; from {entry['source']})",
+            "catalog",
+            None,
+            hub_id,
+        )
     return None
