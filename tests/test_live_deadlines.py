@@ -82,7 +82,7 @@ def test_preflight_ends_within_the_deadline_whatever_the_server_does(tmp_path, b
     with RawServer(behaviour) as srv:
         proc, took, _ = _preflight(tmp_path, srv.url)
     assert proc.returncode == 3, proc.stderr
-    assert proc.stdout == ""
+    assert _json_error_only(proc.stdout, 3)  # -o json: one error object, no verdict
     assert f"127.0.0.1:{srv.port}" in proc.stderr and "3 s deadline" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert took < DEADLINE + 2 + baseline, (took, baseline)
@@ -214,3 +214,11 @@ def test_two_live_sides_are_read_side_by_side_under_one_deadline(tmp_path, basel
     assert abs(arrived["decode"] - arrived["prefill"]) < DEADLINE, arrived
     assert f"127.0.0.1:{p.port}" in proc.stderr  # the prefill's error is the one reported
     assert took < DEADLINE + 2 + baseline, (took, baseline)
+
+
+def _json_error_only(stdout: str, code: int) -> bool:
+    """stdout holds only kvcheck's JSON error object (``{"error": ..., "exit_code": N}``)."""
+    import json
+
+    body = json.loads(stdout)
+    return body["exit_code"] == code and "verdict" not in body and set(body) == {"error", "exit_code"}

@@ -31,7 +31,7 @@ def test_unreachable_port_is_exit_3_with_the_address_and_the_error(tmp_path):
     t0 = time.monotonic()
     proc = _preflight(tmp_path, f"http://127.0.0.1:{port}", "--deadline", "1", "--connect-timeout", "0.5")
     assert proc.returncode == 3, proc.stderr
-    assert proc.stdout == ""
+    assert _json_error_only(proc.stdout, 3)  # -o json: one error object, no verdict
     line = proc.stderr.strip()
     assert f"127.0.0.1:{port}" in line
     assert "could not reach the prefill server" in line
@@ -158,3 +158,11 @@ def test_bootstrap_override_is_used():
 def test_non_positive_deadline_is_input_error():
     with pytest.raises(InputError):
         capture("http://prefill.example:30000", "prefill", deadline=0)
+
+
+def _json_error_only(stdout: str, code: int) -> bool:
+    """stdout holds only kvcheck's JSON error object (``{"error": ..., "exit_code": N}``)."""
+    import json
+
+    body = json.loads(stdout)
+    return body["exit_code"] == code and "verdict" not in body and set(body) == {"error", "exit_code"}
