@@ -4,7 +4,7 @@ registered model overrides that pick them from the GPU), and the GPU a side runs
 
 from __future__ import annotations
 
-from kvcheck.sglang.model import ModelConfig
+from kvcheck.sglang.model import DEEPSEEK_FAMILY_ARCHS, ModelConfig
 from kvcheck.sides import Side
 
 
@@ -38,22 +38,6 @@ def _backend_page_constraints(
 
 # Registered model overrides (arg_groups/model_overrides/*.py, 0.5.23) that pick the
 # attention backend (and sometimes the page size) from the GPU.
-_DEEPSEEK_FAMILY = frozenset(
-    {
-        "DeepseekV3ForCausalLM",
-        "DeepseekV32ForCausalLM",
-        "KimiK25ForConditionalGeneration",
-        "MistralLarge3ForCausalLM",
-        "PixtralForConditionalGeneration",
-        "GlmMoeDsaForCausalLM",
-        "Glm5NextForConditionalGeneration",
-        "HYV4ForCausalLM",
-        "HYV4ForCausalLMNextN",
-        "LongcatFlashForCausalLM",
-        "LongcatFlashForCausalLMNextN",
-        "Dots3NoteForCausalLM",
-    }
-)
 _FA3_OR_TRTLLM_MHA = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration", "Llama4ForCausalLM"})
 _QWEN_HYBRID = frozenset(
     {"Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration"}
@@ -126,7 +110,7 @@ def resolve_attention(
         if unset:
             attn = "dsa"
         page = 64 * max(1, model.index_kpool)
-    elif arch in _DEEPSEEK_FAMILY and model.is_mla:
+    elif arch in DEEPSEEK_FAMILY_ARCHS and model.is_mla:
         if gpu.is_sm100 and unset:
             attn, gpu_decided = "trtllm_mla", True
     elif arch in _FA3_OR_TRTLLM_MHA:

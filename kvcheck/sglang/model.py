@@ -65,6 +65,26 @@ DSA_ARCHITECTURES = frozenset(
 )
 
 # Pools kvcheck does not model yet: named so the report can say so instead of guessing.
+# The architectures SGLang 0.5.23 registers model_overrides/deepseek_v2._deepseek_family_overrides
+# for (arg_groups/model_overrides: it picks the attention backend from the GPU, and calls
+# _dsa_dcp_overrides when the model is DSA).
+DEEPSEEK_FAMILY_ARCHS = frozenset(
+    {
+        "DeepseekV3ForCausalLM",
+        "DeepseekV32ForCausalLM",
+        "KimiK25ForConditionalGeneration",
+        "MistralLarge3ForCausalLM",
+        "PixtralForConditionalGeneration",
+        "GlmMoeDsaForCausalLM",
+        "Glm5NextForConditionalGeneration",
+        "HYV4ForCausalLM",
+        "HYV4ForCausalLMNextN",
+        "LongcatFlashForCausalLM",
+        "LongcatFlashForCausalLMNextN",
+        "Dots3NoteForCausalLM",
+    }
+)
+
 NOT_MODELED_ARCHITECTURES = {
     # The NextN layers alone (as a target model); DeepseekV4ForCausalLM is modeled
     # (kvcheck.sglang.dsv4) and runs its NextN layers as the draft.
