@@ -23,6 +23,38 @@ def parse_listen(spec: str) -> tuple[str, int]:
     return _split_hostport(spec, spec)
 
 
+def load_agent_side(
+    config: str,
+    role: str,
+    *,
+    env_file=None,
+    model_config=None,
+    draft_model_config=None,
+    sglang_version: str | None = None,
+):
+    """The ``Side`` an agent of ``role`` serves for ``config``, and its geometry (both agents:
+    NIXL's here, Mooncake's in ``kvcheck.mooncake.agent``). ``InputError`` when the geometry
+    has no KV regions to register."""
+    from kvcheck.sglang.geometry import derive_geometry
+    from kvcheck.sources import load_side
+
+    side = load_side(
+        config,
+        cast(Literal["prefill", "decode"], role),
+        env_file=env_file,
+        model_config=model_config,
+        draft_model_config=draft_model_config,
+        sglang_version=sglang_version,
+    )
+    geometry = derive_geometry(side)
+    if not geometry.regions:
+        raise InputError(
+            f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})",
+            source=config,
+        )
+    return side, geometry
+
+
 def run_agent(
     *,
     role: str,
@@ -55,8 +87,6 @@ def run_agent(
     import math
 
     from kvcheck.nixl.agent import KvAgent, Layout, check_memory_cap, check_ttl
-    from kvcheck.sglang.geometry import derive_geometry
-    from kvcheck.sources import load_side
 
     ttl = check_ttl(ttl)
     if not (isinstance(max_memory_gib, (int, float)) and math.isfinite(max_memory_gib) and 0 < max_memory_gib <= 4096):
@@ -77,20 +107,14 @@ def run_agent(
         raise InputError("--role must be prefill or decode", field="--role")
     if gpu not in ("auto", "off"):
         raise InputError("--gpu must be auto or off", field="--gpu")
-    side = load_side(
+    _, geometry = load_agent_side(
         config,
-        cast(Literal["prefill", "decode"], role),
+        role,
         env_file=env_file,
         model_config=model_config,
         draft_model_config=draft_model_config,
         sglang_version=sglang_version,
     )
-    geometry = derive_geometry(side)
-    if not geometry.regions:
-        raise InputError(
-            f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})",
-            source=config,
-        )
     listen_addr = parse_listen(listen) if listen else None
     if listen_addr is None:  # always served: probes confirm regions over it, even when published in etcd
         listen_addr = ("127.0.0.1", 0)

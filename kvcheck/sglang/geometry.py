@@ -284,17 +284,21 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
         gpu=gpu.name,
         gpu_assumed=gpu_assumed,
     )
-    kind = pool_of(model)
-    if kind == NOT_MODELED:
+
+    def not_modeled(reason: str | None, *, is_mla: bool, bytes_per_element: int = 0) -> SideGeometry:
         return SideGeometry(
             **base,
             pool=NOT_MODELED,
-            not_modeled_reason=model.not_modeled_reason,
-            is_mla=False,
+            not_modeled_reason=reason,
+            is_mla=is_mla,
             kv_cache_dtype=args.kv_cache_dtype,
-            bytes_per_element=0,
+            bytes_per_element=bytes_per_element,
             notes=notes,
         )
+
+    kind = pool_of(model)
+    if kind == NOT_MODELED:
+        return not_modeled(model.not_modeled_reason, is_mla=False)
     if kind == DSV4:
         from kvcheck.sglang.dsv4 import dsv4_geometry
 
@@ -302,15 +306,7 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
     dtype, nbytes = kv_dtype_bytes(side, model)
     fp4 = dtype in FP4_KV_DTYPES or dtype in LEGACY_FP4_KV_DTYPES
     if fp4 and (why := fp4_unmodeled_reason(side, model, dtype)):
-        return SideGeometry(
-            **base,
-            pool=NOT_MODELED,
-            is_mla=model.is_mla,
-            kv_cache_dtype=args.kv_cache_dtype,
-            bytes_per_element=0,
-            notes=notes,
-            not_modeled_reason=why,
-        )
+        return not_modeled(why, is_mla=model.is_mla)
     dsa_layout = "scaled"
     if model.dsa:
         if args.kv_cache_dtype == "auto" and gpu_assumed:
@@ -349,15 +345,7 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
     )
     layout = builder_for(kind)(inputs)
     if layout.not_modeled_reason is not None:
-        return SideGeometry(
-            **base,
-            pool=NOT_MODELED,
-            is_mla=False,
-            kv_cache_dtype=args.kv_cache_dtype,
-            bytes_per_element=nbytes,
-            notes=notes,
-            not_modeled_reason=layout.not_modeled_reason,
-        )
+        return not_modeled(layout.not_modeled_reason, is_mla=False, bytes_per_element=nbytes)
     pool, raw, states, state_types, n_scales = (
         layout.pool,
         layout.regions,
@@ -373,15 +361,7 @@ def derive_geometry(side: Side, pp_rank: int = 0) -> SideGeometry:
         ddtype, dbytes = kv_dtype_bytes(side, draft, draft=True)
         dfp4 = ddtype in FP4_KV_DTYPES or ddtype in LEGACY_FP4_KV_DTYPES
         if dfp4 and (why := fp4_unmodeled_reason(side, draft, ddtype, draft=True)):
-            return SideGeometry(
-                **base,
-                pool=NOT_MODELED,
-                is_mla=model.is_mla,
-                kv_cache_dtype=args.kv_cache_dtype,
-                bytes_per_element=0,
-                notes=notes,
-                not_modeled_reason=why,
-            )
+            return not_modeled(why, is_mla=model.is_mla)
         draft_layers = list(range(model.num_hidden_layers, model.num_hidden_layers + draft.num_hidden_layers))
         # KVCacheConfigurator.loc_space_scale: a draft worker under DCP pages
         # page_size * dcp_size tokens. Drafts never join the DCP group.

@@ -78,19 +78,22 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
             )
         )
 
+    def page_size_mismatch() -> None:
+        err(
+            "page-size-mismatch",
+            "RuntimeError",
+            f"Page size mismatch: prefill server has page_size={prefill.page_size}, "
+            f"but decode server has page_size={decode.page_size}. "
+            f"Both servers must use the same --page-size value.",
+        )
+
     if b.route == "v1":
         # 0.5.5 .. 0.5.9 (CommonKVReceiver.__init__ on the v1 /route reply): the page-size
         # check (0.5.8, with prefill_page_size in the reply), then the PP assert
         # (0.5.6.post1). No kv-cache-dtype, CP or DCP check exists before 0.5.10; what a
         # pair the missing checks let through then does: ``bootstrap_unchecked``.
         if at_least(cast(str, b.bootstrap_variant), "0.5.8") and prefill.page_size != decode.page_size:
-            err(
-                "page-size-mismatch",
-                "RuntimeError",
-                f"Page size mismatch: prefill server has page_size={prefill.page_size}, "
-                f"but decode server has page_size={decode.page_size}. "
-                f"Both servers must use the same --page-size value.",
-            )
+            page_size_mismatch()
         if at_least(cast(str, b.bootstrap_variant), "0.5.6.post1") and not (
             decode.pp_size == prefill.pp_size or decode.pp_size == 1
         ):
@@ -99,13 +102,7 @@ def bootstrap_checks(prefill: PairInfo, decode: PairInfo, behaviour=None) -> lis
 
     # 0.5.10: page size (0.5.10 .. 0.5.12.post1: a HiSparse decode only logs it).
     if prefill.page_size != decode.page_size and not (b.hisparse_skips_page_size and decode.hisparse):
-        err(
-            "page-size-mismatch",
-            "RuntimeError",
-            f"Page size mismatch: prefill server has page_size={prefill.page_size}, "
-            f"but decode server has page_size={decode.page_size}. "
-            f"Both servers must use the same --page-size value.",
-        )
+        page_size_mismatch()
     # 0.5.10: the --kv-cache-dtype strings; 0.5.17: the resolved kv_cache_dtype_str.
     resolved = at_least(cast(str, b.bootstrap_variant), "0.5.17")
     p_dtype = prefill.kv_cache_dtype_str if resolved else prefill.flag_dtype

@@ -507,6 +507,16 @@ def two_batch_overlap(side: Side, gpu: Gpu) -> Outcome:
     if not release_at_least(side, "0.5.7"):
         return None
     hook = "check_two_batch_overlap"
+
+    def no_a2a_refusal(needed: str) -> Refusal:
+        return Refusal(
+            "two-batch-overlap",
+            hook,
+            "ValueError",
+            "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
+            f"{needed} is required (DeepSeek-V4 non-EP DP TBO path).",
+        )
+
     if not release_at_least(side, "0.5.15"):
         return Refusal(
             "two-batch-overlap",
@@ -517,19 +527,7 @@ def two_batch_overlap(side: Side, gpu: Gpu) -> Outcome:
     if not release_at_least(side, "0.5.23"):
         if a.enable_dp_attention and a.dp_size > 1:
             return None
-        return Refusal(
-            "two-batch-overlap",
-            hook,
-            "ValueError",
-            "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
-            "--enable-dp-attention is required (DeepSeek-V4 non-EP DP TBO path).",
-        )
+        return no_a2a_refusal("--enable-dp-attention")
     if dp_layout(side)[1] > 1:
         return None
-    return Refusal(
-        "two-batch-overlap",
-        hook,
-        "ValueError",
-        "When enabling two batch overlap without an EP a2a backend (moe_a2a_backend='none'), "
-        "attention DP (--attn-dp-size) is required (DeepSeek-V4 non-EP DP TBO path).",
-    )
+    return no_a2a_refusal("attention DP (--attn-dp-size)")

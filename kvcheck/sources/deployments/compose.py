@@ -14,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvcheck.sources.deployments.instance import Deployment, Location, Problem
+from kvcheck.sources.deployments.instance import Deployment, Location
 from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, router_from_launch
 from kvcheck.sources.deployments.shell import Word, words_of
+from kvcheck.sources.deployments.sourcing import non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, expand
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 
@@ -124,16 +125,7 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
                 non_pd=non_pd,
             )
         raise NoServers("no Compose service launches an SGLang server or PD router", source=file)
-    for loc in non_pd:
-        dep.problems.append(
-            Problem(
-                "not-disaggregated",
-                f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it takes "
-                "no part in KV transfer",
-                loc,
-                "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic",
-            )
-        )
+    dep.problems.extend(non_pd_problem(loc) for loc in non_pd)
     for r in dep.routers:
         link_router(r, dep.instances)
     return dep

@@ -50,6 +50,7 @@ from kvcheck.sources.deployments.launch import (
     set_node_rank,
 )
 from kvcheck.sources.deployments.shell import Word, placeholders
+from kvcheck.sources.deployments.sourcing import non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
 from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
 
@@ -491,16 +492,7 @@ def read_manifest(
             source=file,
         )
     if dep.instances:
-        for loc in non_pd:
-            dep.problems.append(
-                Problem(
-                    "not-disaggregated",
-                    f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it "
-                    "takes no part in KV transfer",
-                    loc,
-                    "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic",
-                )
-            )
+        dep.problems.extend(non_pd_problem(loc) for loc in non_pd)
     for r in dep.routers:
         link_router(r, dep.instances)
     for uri, where in _base_models(docs, file):

@@ -29,7 +29,7 @@ from kvcheck.sources.deployments.launch import (
     set_node_rank,
 )
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
-from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources
+from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources, non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, VarDef
 
 _SBATCH_NODES = re.compile(r"(?m)^#SBATCH\s+(?:--nodes[= ]|-N\s*)(\d+)")
@@ -378,16 +378,7 @@ def _read_once(
 
     attach_script_clues(dep.instances, text, file)  # pip install sglang==X lines (issue 14)
     if dep.instances:
-        for loc in non_pd:
-            dep.problems.append(
-                Problem(
-                    "not-disaggregated",
-                    f"{loc}: an SGLang server without --disaggregation-mode prefill|decode among PD instances; it "
-                    "takes no part in KV transfer",
-                    loc,
-                    "add --disaggregation-mode prefill or decode if it is meant to serve PD traffic",
-                )
-            )
+        dep.problems.extend(non_pd_problem(loc) for loc in non_pd)
     for r in dep.routers:
         link_router(r, dep.instances)
     return dep

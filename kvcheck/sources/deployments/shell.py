@@ -104,6 +104,21 @@ def placeholders(text: str) -> list[str]:
 _REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
 
 
+def _expansion_end(s: str, j: int) -> int:
+    """The index just past the ``${...}`` / ``$(...)`` that starts at ``s[j]`` (``$``), nested
+    braces or parentheses of the same kind counted; ``len(s)`` when it is not closed."""
+    close = "}" if s[j + 1] == "{" else ")"
+    openc = s[j + 1]
+    depth, k = 1, j + 2
+    while k < len(s) and depth:
+        if s[k] == openc:
+            depth += 1
+        elif s[k] == close:
+            depth -= 1
+        k += 1
+    return k
+
+
 class Lexer:
     """Yields statements (lists of ``Word``) of ``text``; ``scope`` is consulted while
     words are built. ``first_line``: the 1-based line of ``text``'s first character."""
@@ -361,15 +376,7 @@ class Lexer:
                         continue
                     if s[j] == "$" and j + 1 < n and s[j + 1] in "{(":
                         # copy a ${...} / $(...) whole, quotes inside included
-                        close = "}" if s[j + 1] == "{" else ")"
-                        openc = s[j + 1]
-                        depth, k = 1, j + 2
-                        while k < n and depth:
-                            if s[k] == openc:
-                                depth += 1
-                            elif s[k] == close:
-                                depth -= 1
-                            k += 1
+                        k = _expansion_end(s, j)
                         buf.append(s[j:k])
                         j = k
                         continue
@@ -385,15 +392,7 @@ class Lexer:
                 self.i = j + 1
                 continue
             if c == "$" and self.i + 1 < n and s[self.i + 1] in "{(":
-                close = "}" if s[self.i + 1] == "{" else ")"
-                openc = s[self.i + 1]
-                depth, k = 1, self.i + 2
-                while k < n and depth:
-                    if s[k] == openc:
-                        depth += 1
-                    elif s[k] == close:
-                        depth -= 1
-                    k += 1
+                k = _expansion_end(s, self.i)
                 raw_unquoted.append(s[self.i : k])
                 only_single = False
                 self.i = k
