@@ -30,15 +30,21 @@ def command(level: str, message: str, **props: str) -> str:
     return f"::{level}{' ' + head if head else ''}::{escape_data(message)}"
 
 
-def _annotation(f: Finding) -> str:
+def _parts(f: Finding, tag: str = "") -> tuple[str, str, str]:
+    """A finding's annotation level, title (``tag`` after the id) and message body."""
     level = "notice" if f.ignored else _LEVEL[f.severity]
-    title = f"kvcheck {f.id}" + (" (ignored)" if f.ignored else "")
+    title = f"kvcheck {f.id}{tag}" + (" (ignored)" if f.ignored else "")
     body = [f.message]
     if f.runtime_error is not None:
         body.append(f"runtime: {f.runtime_error.type}: {f.runtime_error.message}")
     if f.severity != Severity.INFO:
         body.append(f"fix: {f.fix}")
-    return command(level, "\n".join(body), title=title)
+    return level, title, "\n".join(body)
+
+
+def _annotation(f: Finding) -> str:
+    level, title, body = _parts(f)
+    return command(level, body, title=title)
 
 
 def render_github(report: Report) -> str:
@@ -61,17 +67,10 @@ def render_github(report: Report) -> str:
 def _cluster_annotation(scope: str, located, loc=None) -> str:
     """One annotation for a cluster report finding, with ``file=``/``line=`` of the
     manifest line that set the flag (so it attaches to the pull request diff)."""
-    f = located.finding
-    level = "notice" if f.ignored else _LEVEL[f.severity]
-    title = f"kvcheck {f.id} [{scope}]" + (" (ignored)" if f.ignored else "")
-    body = [f.message]
-    if f.runtime_error is not None:
-        body.append(f"runtime: {f.runtime_error.type}: {f.runtime_error.message}")
-    if f.severity != Severity.INFO:
-        body.append(f"fix: {f.fix}")
+    level, title, body = _parts(located.finding, f" [{scope}]")
     loc = loc or located.location
     props = {"file": loc.file if loc else "", "line": str(loc.line) if loc and loc.line else "", "title": title}
-    return command(level, "\n".join(body), **props)
+    return command(level, body, **props)
 
 
 def render_cluster_github(report) -> str:
