@@ -147,3 +147,27 @@ def test_a_model_path_no_file_system_holds_is_not_in_the_hf_cache(tmp_path):
 
     (tmp_path / "models--org--name" / "snapshots").mkdir(parents=True)
     assert hf_cache_config("org/" + "m" * (1 << 20), [tmp_path]) is None
+
+
+def test_a_script_variable_is_not_filled_from_kvchecks_own_environment(tmp_path, monkeypatch):
+    """A ``$VAR`` the script, its container and ``--env`` leave unset stays unresolved:
+    what the machine kvcheck runs on happens to export is not the server's environment.
+    ``inherit_env=True`` (``--inherit-env``) asks for the shell's behaviour."""
+    from kvcheck.sources.deployments import read_deployments
+
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        "python -m sglang.launch_server --model-path /models/m --disaggregation-mode prefill --page-size $PAGE &\n"
+        "python -m sglang.launch_server --model-path /models/m --disaggregation-mode decode --page-size 16 &\n"
+    )
+    monkeypatch.setenv("PAGE", "64")
+
+    def prefill_page(**kw) -> tuple:
+        (dep,) = read_deployments([script], **kw)
+        inst = next(i for i in dep.instances if i.role == "prefill")
+        return inst.argv[inst.argv.index("--page-size") + 1] if "--page-size" in inst.argv else None, inst.unresolved
+
+    value, unresolved = prefill_page()
+    assert "PAGE" in str(unresolved), (value, unresolved)
+    assert prefill_page(inherit_env=True)[0] == "64"
+    assert prefill_page(env={"PAGE": "32"})[0] == "32"

@@ -26,11 +26,11 @@ from kvcheck.sources.deployments.instance import (
 )
 
 
-def read_deployments(paths, *, env=None, config_files=None, helm_values=None):
+def read_deployments(paths, *, env=None, config_files=None, helm_values=None, inherit_env=False):
     """See ``kvcheck.sources.deployments.reader.read_deployments`` (imported lazily)."""
     from kvcheck.sources.deployments.reader import read_deployments as _read
 
-    return _read(paths, env=env, config_files=config_files, helm_values=helm_values)
+    return _read(paths, env=env, config_files=config_files, helm_values=helm_values, inherit_env=inherit_env)
 
 
 __all__ = ["Deployment", "Instance", "Location", "Problem", "Router", "RouterPrefill", "Unresolved", "read_deployments"]

@@ -63,7 +63,7 @@ def _gpus(svc: dict) -> int | None:
     return None
 
 
-def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_environ: bool = True) -> Deployment:
+def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_environ: bool = False) -> Deployment:
     """A Compose file -> ``Deployment``."""
     file = str(path)
     dep = Deployment(name=str(doc.get("name") or path.name), source=Location(file, 1))

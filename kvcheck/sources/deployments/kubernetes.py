@@ -456,7 +456,7 @@ def _dynamo_multinode(inst: Instance, g: Group) -> None:
 
 
 def read_manifest(
-    path: Path, docs: list[Any], env: dict[str, str] | None, *, use_os_environ: bool = True
+    path: Path, docs: list[Any], env: dict[str, str] | None, *, use_os_environ: bool = False
 ) -> Deployment:
     """Kubernetes documents of one file -> ``Deployment``. Raises ``InputError`` when
     no container in the file launches an SGLang server or PD router."""

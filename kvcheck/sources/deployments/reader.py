@@ -101,7 +101,7 @@ def read_text(path: Path) -> str:
 
 
 def read_deployment_file(
-    path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = True
+    path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = False
 ) -> list[Deployment]:
     """One file -> its deployments (several for a recipe with sweeps/overrides)."""
     from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm
@@ -349,13 +349,17 @@ def read_deployments(
     env: dict[str, str] | None = None,
     config_files: dict[str, str] | None = None,
     helm_values: list[str] | None = None,
+    inherit_env: bool = False,
 ) -> list[Deployment]:
     """Read published deployment files unchanged -> ``Deployment`` objects.
 
     ``paths``: files, each a Kubernetes manifest (single/multi-document, ``List``), an
     srt-slurm recipe, or a shell script / Markdown docs block; ``env``: variables from
-    ``--env FILE`` (looked up after the file's own assignments and the container's env,
-    before kvcheck's own environment); ``config_files``: ``--config-file IMAGE_PATH=
+    ``--env FILE`` (looked up after the file's own assignments and the container's env);
+    ``inherit_env`` (``--inherit-env``): a ``$VAR`` set nowhere else is filled from
+    kvcheck's own environment, as the shell that runs the script would; off by default,
+    so that a verdict never rests on the machine kvcheck runs on (an unset variable
+    stays unresolved and its flag is reported); ``config_files``: ``--config-file IMAGE_PATH=
     LOCAL_PATH`` (a launch line's ``--config IMAGE_PATH`` is read from LOCAL_PATH);
     ``helm_values``: ``--values FILE`` for a chart directory (``helm template -f FILE``). Returns one ``Deployment``
     per file, or one per
@@ -389,7 +393,7 @@ def read_deployments(
     prelude_token = None
     first_empty: NoServers | None = None
     try:
-        helpers, prelude = _helpers(paths, env) if several else ({}, {})
+        helpers, prelude = _helpers(paths, env, inherit_env) if several else ({}, {})
         prelude_token = PRELUDE.set(prelude)
         for p in paths:
             if p in helpers:
@@ -398,7 +402,7 @@ def read_deployments(
                 out.append(Deployment(name=p.name, source=Location(str(p), 1), problems=helpers[p]))
                 continue
             try:
-                out.extend(read_deployment_file(p, env=env))
+                out.extend(read_deployment_file(p, env=env, use_os_environ=inherit_env))
             except NoServers as exc:
                 if not several:
                     raise
@@ -433,7 +437,7 @@ def _has_servers(dep: Deployment) -> bool:
     return bool(dep.instances or dep.routers or any(p.id in (*ROLE_HIDDEN, "startup-argparse") for p in dep.problems))
 
 
-def _helpers(paths: list[Path], env: dict[str, str] | None) -> tuple[dict[Path, list], dict]:
+def _helpers(paths: list[Path], env: dict[str, str] | None, inherit_env: bool = False) -> tuple[dict[Path, list], dict]:
     """Of several ``-f`` files, the shell files with no SGLang launch line (a sourced
     ``00_common.sh``): each one's problems, and the variables they set, read in the
     order given (``kvcheck.sources.deployments.sourcing.helper_variables``)."""
@@ -450,7 +454,7 @@ def _helpers(paths: list[Path], env: dict[str, str] | None) -> tuple[dict[Path, 
             continue  # reported when the file itself is read
         if _LAUNCH_LINE.search(text) or _looks_like_yaml(text) or re.match(r"\s*[\[{]", text):
             continue
-        prelude, problems = helper_variables(p, text, env, prelude)
+        prelude, problems = helper_variables(p, text, env, prelude, use_os_environ=inherit_env)
         helpers[p] = problems
     return helpers, prelude
 

@@ -132,7 +132,7 @@ def _with_functions(statements, functions: dict[str, list[list[Word]]]):
             yield out
 
 
-def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_environ: bool = True) -> list[Deployment]:
+def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_environ: bool = False) -> list[Deployment]:
     """A shell script / docs block -> its deployments: one, or one per set of ``if`` /
     ``case`` branches when the branches give alternative deployments
     (``kvcheck.sources.deployments.branches``).

@@ -135,7 +135,7 @@ def _read(path: Path, file: str, stack: tuple[str, ...]) -> tuple[str | None, st
 
 
 def helper_variables(
-    path: Path, text: str, env: dict[str, str] | None, prelude: dict[str, VarDef], *, use_os_environ: bool = True
+    path: Path, text: str, env: dict[str, str] | None, prelude: dict[str, VarDef], *, use_os_environ: bool = False
 ) -> tuple[dict[str, VarDef], list[Problem]]:
     """The variables a helper script (no launch line) leaves set, read with the earlier
     helpers' ``prelude`` in scope: ``prelude`` updated with them, and its problems."""

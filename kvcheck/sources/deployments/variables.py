@@ -74,7 +74,7 @@ class Scope:
     first layer (the script's own variables)."""
 
     layers: list[dict[str, VarDef]] = field(default_factory=list)
-    use_os_environ: bool = True
+    use_os_environ: bool = False
     _active: list[str] = field(default_factory=list)
     # shell arrays (NAME=(...)): name -> the element words (kvcheck.sources.deployments.shell)
     arrays: dict = field(default_factory=dict)
@@ -89,7 +89,7 @@ class Scope:
         script: dict[str, VarDef] | None = None,
         container: dict[str, VarDef] | None = None,
         env: dict[str, str] | None = None,
-        use_os_environ: bool = True,
+        use_os_environ: bool = False,
     ) -> Scope:
         layers = [
             script if script is not None else {},
