@@ -21,7 +21,6 @@ import signal
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Literal, cast
 
 from kvcheck.errors import InputError
 from kvcheck.mooncake.engine import MAGIC, Arena, start_engine
@@ -144,9 +143,7 @@ def run_agent(
     """Serve a Mooncake agent of ``role`` with ``config``'s geometry until ``ttl`` seconds
     (or SIGTERM/SIGINT). Prints ``{"event": "ready", ...}`` then ``{"event": "stopped"}``."""
     from kvcheck.nixl.agent import check_ttl
-    from kvcheck.nixl.commands import parse_listen
-    from kvcheck.sglang.geometry import derive_geometry
-    from kvcheck.sources import load_side
+    from kvcheck.nixl.commands import load_agent_side, parse_listen
 
     ttl = check_ttl(ttl)
     if role not in ("prefill", "decode"):
@@ -155,20 +152,14 @@ def run_agent(
         raise InputError(f"--pages must be between 1 and 65536, got {pages}", field="--pages")
     if name is not None and not name.startswith("kvcheck-"):
         raise InputError("--name must start with 'kvcheck-'", field="--name")
-    side = load_side(
+    side, geometry = load_agent_side(
         config,
-        cast(Literal["prefill", "decode"], role),
+        role,
         env_file=env_file,
         model_config=model_config,
         draft_model_config=draft_model_config,
         sglang_version=sglang_version,
     )
-    geometry = derive_geometry(side)
-    if not geometry.regions:
-        raise InputError(
-            f"the {role} config gives no KV regions to register ({geometry.not_modeled_reason or 'nothing modeled'})",
-            source=config,
-        )
     total = sum(r.item_len for r in geometry.regions) * pages
     if total > max_memory_gib * 2**30:
         raise InputError(
