@@ -401,7 +401,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         window = buf[start:end]
         skip: set[int] = set()
         for k, ln in enumerate(window):
-            info = reader.feed(base + start + k, ln)
+            info = reader.feed(base + start + k, ln, roles[start + k])
             if not reader.catalog_allowed(info):
                 skip.add(start + k)
             elif info.engine or info.host:
@@ -420,17 +420,20 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
                 process(buf, base, i)
 
     buf: list[str] = []
+    roles: list[str] = []  # per line of buf: the role its collector prefix named ('' none)
     base = 1  # line number of buf[0]
     start = 0  # index in buf of the first line not yet scanned
     for block in blocks:
         if not block:
             continue
+        block, block_roles = _uncollect(block)
         if count < _MAX_PARTIAL_LINES:
             head.extend(block[: _MAX_PARTIAL_LINES - count])
         if blank and any(ln.strip() for ln in block):
             blank = False
         count += len(block)
         buf.extend(block)
+        roles.extend(block_roles)
         end = len(buf) - _WRAP  # lines with _WRAP lines of context after them
         scan(buf, base, start, end)
         line_info.clear()
@@ -439,6 +442,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         base += keep
         start = nxt - keep
         del buf[:keep]
+        del roles[:keep]
     scan(buf, base, start, len(buf))
     if count == 0:
         head, count = [""], 1
@@ -483,6 +487,19 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     result.report = reader.report(ordered, catalog)
     result._blank = blank
     return result
+
+
+def _uncollect(block: list[str]) -> tuple[list[str], list[str]]:
+    """The block's lines without their log collectors' prefixes (``prefixes``), and the
+    role each prefix named."""
+    from kvcheck.explain.prefixes import strip_collector
+
+    out, roles = [], []
+    for ln in block:
+        got, role = strip_collector(ln)
+        out.append(got)
+        roles.append(role)
+    return out, roles
 
 
 def _prefix_partial(line: str, entry: Entry) -> str | None:

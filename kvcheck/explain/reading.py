@@ -115,8 +115,8 @@ class LogReader:
         self.infos: dict[int, LineInfo] = {}  # only lines that completed a signature
         self.hit_info: dict[int, LineInfo] = {}
 
-    def feed(self, lineno: int, line: str) -> LineInfo:
-        info = self.attr.feed(line)
+    def feed(self, lineno: int, line: str, role: str = "") -> LineInfo:
+        info = self.attr.feed(line, role)
         if info.engine:
             e = self.engines.get(info.engine)
             if e is None:
