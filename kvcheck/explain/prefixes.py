@@ -44,11 +44,17 @@ _STARTS = frozenset("0123456789>ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv
 _OWN = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* +" + _LEVELS + r"\s")
 
 
+# GitHub's escaping of a pasted "]" ("[TensorRT-LLM[][ERROR[] ..."): "[x[]" is "[x]"
+_GH_BRACKET = re.compile(r"\[([^\[\]]+)\[\]")
+
+
 def strip_collector(line: str) -> tuple[str, str]:
     """``line`` without the collectors' prefixes and ANSI codes, and the role
     (prefill/decode/router, or '') the prefix's label names."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
+    if "[]" in line:
+        line = _GH_BRACKET.sub(r"[\1]", line)
     if not line or line[0] not in _STARTS or _OWN.match(line):
         return line, ""
     role = ""
