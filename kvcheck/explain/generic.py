@@ -37,7 +37,8 @@ from typing import Any
 import yaml
 
 _PREFIXES = re.compile(
-    r"^(?:\s*\((?:[A-Za-z][\w.]*(?:[ _][\w=.]+)*? )?pid=\d+(?:, ip=[\d.]+)?\)\s*)+|^\s*(?:ERROR|INFO|WARNING|DEBUG|CRITICAL) \d\d-\d\d "
+    r"^(?:\s*\((?:[A-Za-z][\w.]*(?:[ _][\w=.]+)*? )?pid=\d+(?:, "
+    r"ip=[\d.]+)?\)\s*)+|^\s*(?:ERROR|INFO|WARNING|DEBUG|CRITICAL) \d\d-\d\d "
     r"\d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?"
     r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ?"
 )
@@ -65,7 +66,8 @@ _REG = re.compile(
     r"registration)[^\n]*?(?::|failed:?)\s*(?P<str>[A-Z][a-z]+(?: [a-z]+)*)\s*\[(?P<no>\d+)\]"
 )
 _REG_BARE = re.compile(
-    r"(?P<call>ibv_(?:reg|create|alloc)_\w+|reg_mr|mlx5dv_\w+)\([^)]*\) failed(?:, syndrome \w+)?: (?P<str>Cannot allocate memory|Bad address|Invalid argument|Operation "
+    r"(?P<call>ibv_(?:reg|create|alloc)_\w+|reg_mr|mlx5dv_\w+)\([^)]*\) failed(?:, syndrome \w+)?: (?P<str>Cannot "
+    r"allocate memory|Bad address|Invalid argument|Operation "
     r"not permitted)"
 )
 _SO = re.compile(r"(?P<obj>[\w.+-]+\.so)\S*: (?P<lib>lib[\w.+-]+?\.so[\d.]*): cannot open shared object file")
@@ -127,7 +129,9 @@ _CONFIG_REFUSAL = re.compile(
 # the advice a refusal message gives ("..., please use trtllm on blackwell")
 _ADVICE = re.compile(r"\b(?:[Pp]lease|[Tt]ry|[Cc]onsider) [^.;]{4,200}|(?<=[,;:] )(?:use|set|pass|add) [^.;]{4,200}")
 # a C++ assertion as TRT-LLM, NIXL and others print it, with its source file
-_NATIVE_ASSERT = re.compile(r"Assertion failed: (?P<expr>.+?) \((?P<file>[\w./\\-]+\.(?:cpp|cc|cu|h|hpp)):(?P<ln>\d+)\)")
+_NATIVE_ASSERT = re.compile(
+    r"Assertion failed: (?P<expr>.+?) \((?P<file>[\w./\\-]+\.(?:cpp|cc|cu|h|hpp)):(?P<ln>\d+)\)"
+)
 # a C++ constructor frame (``CacheTransceiver::CacheTransceiver(``): the object is being built
 _CTOR = re.compile(r"\b(\w+)::\1\(")
 # an import that fails: the package is not installed in this interpreter's environment
@@ -234,7 +238,10 @@ class NodeState:
                         cause=f"The process may lock only {v} KB: RDMA registrations and verbs objects (CQs, QPs) "
                         "pin memory against this limit, and KV pools need far more; creating them fails with "
                         "ENOMEM (Cannot allocate memory).",
-                        checks=["ulimit -l in the server's container", "docker run --ulimit memlock=-1 / the pod's limits"],
+                        checks=[
+                            "ulimit -l in the server's container",
+                            "docker run --ulimit memlock=-1 / the pod's limits",
+                        ],
                         fix="Set the locked-memory limit to unlimited for the server (docker --ulimit memlock=-1, "
                         "limits.conf memlock unlimited, systemd LimitMEMLOCK=infinity).",
                     )
@@ -426,6 +433,10 @@ class GenericReader:
         if self._assert is not None:
             self._add(self._assert[0])
             self._assert = None
+        if self.node.memlock:  # the ulimit output pasted with the log says which limit
+            for g in self.found:
+                if g.id == "rdma-register-enomem" and "max locked memory" not in g.cause:
+                    g.cause += f" The log shows max locked memory {self.node.memlock} KB."
         self._close(0, None)
         return self.found
 
@@ -644,8 +655,7 @@ class GenericReader:
                         phase="startup",
                         component="RDMA memory registration",
                         text=s[:300],
-                        cause=f"{call or 'ibv_reg_mr'} returned {name}: {meaning}."
-                        + (f" The log shows max locked memory {self.node.memlock} KB." if self.node.memlock else ""),
+                        cause=f"{call or 'ibv_reg_mr'} returned {name}: {meaning}.",
                         checks=[
                             "ulimit -l (in the container: unlimited); cat /proc/$(pgrep -f sglang | head -1)/limits "
                             "| grep locked",

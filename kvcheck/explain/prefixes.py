@@ -36,8 +36,10 @@ _COLLECTOR = re.compile(
 )
 # ambiguous labels (srun --label ``0: ``, pdsh ``host: ``): taken off only when what
 # follows is a log line's own start
-_LABEL = re.compile(r"(?P<lab>(?![\w.]*(?:Error|Exception|Warning|Exit)\b)[\w.-]{1,40}): (?=\[\d{4}-\d\d-\d\d|\(\w[\w ]* pid=\d+|Traceback \(|\s+File \"|"
-                    + _LEVELS + r" \d\d-\d\d |[EWIF]\d{4} |\[[\w.-]+:\d+:)")
+_LABEL = re.compile(
+    r"(?P<lab>(?![\w.]*(?:Error|Exception|Warning|Exit)\b)[\w.-]{1,40}): (?=\[\d{4}-\d\d-\d\d|\(\w[\w ]* "
+    r"pid=\d+|Traceback \(|\s+File \"|" + _LEVELS + r" \d\d-\d\d |[EWIF]\d{4} |\[[\w.-]+:\d+:)"
+)
 _ROLE = re.compile(r"prefill|decode|router", re.I)
 # a first character any prefix above can start with (one test per line before the regex)
 _STARTS = frozenset("0123456789>ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz[")

@@ -383,6 +383,8 @@ def _rank(f: Finding) -> float:
     """0: a specific cause; 1: a general rule's cause class (``generic.py``: errno, a missing
     library, RDMA completion status ...) or a generic signature; 1.5: a failure only located
     (component, phase); 2: consequences (time-outs, wrappers); 3: warnings."""
+    if f.precondition:
+        return 1.6  # the node's state: first only where it explains the failures (``_chain``) or alone
     if f.role == "cause" and f.kind == "generic":
         return 1.5 if f.id.endswith("-generic") else 1
     if (
@@ -417,7 +419,7 @@ def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
         first = pre
     then, lines_seen = [], {first.first_line}
     for f in findings:
-        if f is first or not (f.first_line >= first.first_line or f.role == "consequence"):
+        if f is first or not (f.first_line >= first.first_line or f.role == "consequence" or first.precondition):
             continue
         if f.first_line in lines_seen and f.role != "cause":
             continue  # the same line read twice (a NIXL code in the catalog and as a signature)
