@@ -72,6 +72,9 @@ ALIASES = {
     "nixl-too-old-for-engine": {"nixl-too-old-for-engine", "api-version-mismatch"},
     "dynamo-sglang-version-mismatch": {"dynamo-sglang-version-mismatch", "api-version-mismatch"},
     "ucx-no-cuda-transports": {"nixl-register-vram-backend-error", "nixl-ucx-vram-detected-as-host"},
+    # round 7
+    "vllm-handshake-after-peer-crash": {"vllm-handshake-after-peer-crash", "vllm-nixl-handshake-failed-blocks-invalid"},
+    "prefill-bootstrap-port-per-node-mismatch": {"mooncake-receiver-no-bootstrap-infos"},
     # round 6
     "trtllm-cache-transceiver-config-unset": {"trtllm-cache-transceiver-config-unset", "trtllm-cache-transceiver-disabled-assert"},
     "mooncake-tcp-device-memory": {"mooncake-tcp-transport", "mooncake-tcp-fallback-sglang-gpu-kv"},
@@ -89,6 +92,8 @@ ROUND_SIGNATURES = {
     3: ["mooncake-gid-selection-failed"],
     4: ["nixl-ucx-vram-detected-as-host"],
     6: ["mooncake-tcp-fallback-sglang-gpu-kv", "trtllm-cache-transceiver-disabled-assert"],
+    7: ["ucx-net-devices-excludes-ip-device", "vllm-nixl-handshake-failed-blocks-invalid",
+        "mooncake-receiver-no-bootstrap-infos"],
 }
 # findings whose stated cause lists the established one among candidates
 CANDIDATES = {

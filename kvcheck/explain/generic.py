@@ -104,6 +104,8 @@ _HINTS = (
     'File "',
     "No module named",
     "max locked memory",
+    "undefined symbol",
+    "import ",
 )
 _INIT_FUNC = re.compile(
     r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$"
@@ -134,6 +136,12 @@ _NATIVE_ASSERT = re.compile(
 )
 # a C++ constructor frame (``CacheTransceiver::CacheTransceiver(``): the object is being built
 _CTOR = re.compile(r"\b(\w+)::\1\(")
+# a shared library a module needs is not on the host (``ImportError: libcudart.so.12: cannot open ...``)
+_LIB_MISSING = re.compile(r"(?P<lib>lib[\w+-]+?\.so(?:\.(?P<major>\d+))?[\d.]*): cannot open shared object file")
+# the statement that imported it (the source line under a frame, or a REPL line)
+_IMPORT_STMT = re.compile(r"^\s*(?:>>>\s*)?(?:from\s+(?P<a>[\w.]+)\s+import\b|import\s+(?P<b>[\w.]+))")
+# the dynamic loader finding a binary and its libraries of different builds
+_UNDEF_SYM = re.compile(r"(?:symbol lookup error: (?P<obj>\S+?): )?undefined symbol: (?P<sym>[\w@.]+)")
 # an import that fails: the package is not installed in this interpreter's environment
 _NO_MODULE = re.compile(r"No module named '(?P<mod>[\w.]+)'")
 # the PyPI package of a module people import (where the names differ)
@@ -265,6 +273,134 @@ class GenericFinding:
     node: bool = False  # from a node command's output pasted with the log (a precondition)
 
 
+# ---------------------------------------------------------------- native stacks
+# a crash header: the stack that follows it says where the process died
+_CRASH_HEAD = re.compile(
+    r"Caught signal (?P<sig>\d+) \((?P<what>[^):]*)|Segmentation fault|SIGSEGV|SIGABRT|SIGBUS|Aborted \(core dumped\)"
+    r"|terminate called after throwing|\(gdb\) (?:bt|backtrace|thread apply all bt)|^Thread \d+ \(Thread 0x"
+    r"|Fatal Python error: (?P<fatal>\w[\w ]*)"
+)
+# frames: gdb (``#3 0x.. in ns::Class::fn (args) at file.cpp:474`` / ``from lib.so``), glibc/UCX
+# backtraces (`` 3  /path/libuct_ib.so.0(uct_rc_mlx5_ep_put_zcopy+0x1a0) [0x..]``), C++ throw
+# traces (``2  0x7f.. tensorrt_llm::Foo::bar(int) + 76``)
+_NFRAME = re.compile(
+    r"^\s*#\d+\s+(?:0x[0-9a-f]+ in )?(?P<gfunc>[\w:~.<>]+?)(?:<[^(]*>)?\s*\((?:.*\)\s*(?:at (?P<gfile>\S+?):\d+|from "
+    r"(?P<glib>\S+)))?"
+    r"|^\s*\d+\s+(?P<blib>/\S+?\.so[\w.]*)\((?P<bfunc>[\w:.~]*)(?:\+0x[0-9a-f]+)?\)"
+    r"|^\s*\d+\s+0x[0-9a-f]+ (?P<cfunc>[\w:~]+)\("
+)
+_NOISE = re.compile(
+    r"^(?:__|_Unwind|_ZN?\d*__cxa|raise$|abort$|syscall$|killpg$|gsignal$|ucs_(?:handle_error|debug|error|log|fatal)"
+    r"|ucs_\w*backtrace|std::|__gnu_cxx|asio::|boost::|fmt::|spdlog::|folly::|PyObject_|_Py|Py[A-Z]|cfunction_|method_vectorcall"
+    r"|ucm_|pthread_|start_thread|clone|sigtramp|\?\?)"
+)
+_NOISE_LIB = re.compile(r"lib(?:c|pthread|gcc_s|stdc\+\+|unwind|python[\d.]*|dl|m|ucs|ucm)[.-]|/python\d|ld-linux")
+# (pattern on the function or library, engine, component); the first that matches names it
+_NATIVE_PLACES = [
+    (r"mooncake::(?P<cls>\w+)|libtransfer_engine|mooncake", "mooncake", ""),
+    (r"nixlUcx|libplugin_UCX|ucx_backend", "nixl", "NIXL UCX backend"),
+    (r"nixl\w*|libnixl", "nixl", "NIXL agent"),
+    (r"uct_(?:rc|dc|ud|ib)\w*|libuct_ib", "ucx", "UCX InfiniBand/RoCE transport (RDMA)"),
+    (r"uct_tcp\w*", "ucx", "UCX TCP transport"),
+    (r"uct_cuda\w*|libuct_cuda", "ucx", "UCX CUDA transports (cuda_copy / cuda_ipc)"),
+    (r"uct_\w+|ucp_\w+|libuc[pt]", "ucx", "UCX protocol layer (ucp)"),
+    (r"tensorrt_llm::(?P<tcls>[\w:]+)", "trtllm", "TensorRT-LLM"),
+    (r"libcuda\.|cu[A-Z]\w+$", "cuda", "the CUDA driver"),
+    (r"nccl\w*|libnccl", "nccl", "NCCL"),
+    (r"deep_ep|hybrid_ep|libdeep_ep", "deepep", "DeepEP"),
+    (r"c10::|at::|torch::|libtorch|libc10", "torch", "PyTorch"),
+    (r"fi_\w+|libfabric|efa_\w+", "libfabric", "libfabric / EFA"),
+]
+_NATIVE_PLACES_RX = [(re.compile(p), e, c) for p, e, c in _NATIVE_PLACES]
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class NativeStack:
+    """The frames after a crash header (bounded: 48 lines, 32 frames): where the process
+    died, named by the first frame outside libc/libstdc++/the unwinder/the signal handler."""
+
+    def __init__(self) -> None:
+        self.head_line = 0
+        self.head = ""
+        self.left = 0
+        self.frames: list[tuple[str, str, str]] = []  # (function, file, library)
+
+    def feed(self, lineno: int, s: str) -> GenericFinding | None:
+        done = None
+        h = (
+            _CRASH_HEAD.search(s)
+            if (
+                "ig" in s or "ault" in s or "bort" in s or "gdb" in s or "hread" in s or "terminate" in s or "atal" in s
+            )
+            else None
+        )
+        if h is not None and not (self.head_line and not self.frames):
+            done = self.close()
+            self.head_line, self.head, self.left, self.frames = lineno, s.strip()[:300], 48, []
+            return done
+        if not self.head_line:
+            return None
+        m = _NFRAME.match(s)
+        if m is not None:
+            if len(self.frames) < 32:
+                func = m.group("gfunc") or m.group("bfunc") or m.group("cfunc") or ""
+                self.frames.append((func, m.group("gfile") or "", m.group("glib") or m.group("blib") or ""))
+        self.left -= 1
+        if self.left <= 0:
+            return self.close()
+        return None
+
+    def close(self) -> GenericFinding | None:
+        head, line, frames = self.head, self.head_line, self.frames
+        self.head_line, self.frames, self.left = 0, [], 0
+        if not line or not frames:
+            return None
+        for func, file, lib in frames:
+            short = func.split("::")[-1]
+            if _NOISE.match(func) or _NOISE.match(short) or (not func and _NOISE_LIB.search(lib)):
+                continue
+            if lib and _NOISE_LIB.search(lib) and not func:
+                continue
+            text = f"{func} {lib} {file}"
+            for rx, engine, comp in _NATIVE_PLACES_RX:
+                mm = rx.search(text)
+                if mm is None:
+                    continue
+                if engine == "mooncake":
+                    name = file.replace("\\\\", "/").split("/")[-1] if file else ""
+                    cls = mm.groupdict().get("cls") or ""
+                    cand = name or (_snake(cls) + ".cpp" if cls else "")
+                    comp = next(
+                        (c["component"] for r2, c in rules()["_components"] if cand and r2.match(cand)),
+                        f"Mooncake {cls or 'transfer engine'}",
+                    )
+                where = func or lib.split("/")[-1]
+                return GenericFinding(
+                    id="native-crash-generic",
+                    title=f"native crash in {where} ({comp})",
+                    engine=engine,
+                    line=line,
+                    component=comp,
+                    text=head,
+                    cause=f"The process died in native code: the first frame outside the C library, the unwinder and "
+                    f"the signal handler is {where}" + (f" ({file})" if file else "") + f", in {comp}. The crash is "
+                    f"that component's, not the Python code's above it.",
+                    checks=[
+                        f"the release of {engine} (pip show / the image) and its issues for a crash in {where}",
+                        "what the process was doing then (the log lines just before: start-up, a transfer, a peer)",
+                    ],
+                    fix=f"Look up {where} in {engine}'s issues for the release in use; capture the full backtrace "
+                    "(UCX_HANDLE_ERRORS=bt, gdb bt) when reporting.",
+                )
+            if not func:
+                continue  # an unnamed frame of a library kvcheck does not place
+            return None  # a named frame kvcheck cannot place: say nothing rather than guess
+        return None
+
+
 def _strip(line: str) -> str:
     m = _PREFIXES.match(line)
     while m is not None and m.end() > 0:
@@ -318,10 +454,16 @@ class GenericReader:
         self._lone: tuple[int, str, int, int] | None = None  # (line, text, indent, lines joined)
         self._seen: set[str] = set()
         self.node = NodeState()
+        self.stack = NativeStack()
+        self._last_import = ""  # the module the last import statement seen named
         self._assert: tuple[GenericFinding, int] | None = None  # a native assertion, its stack being read
 
     # ------------------------------------------------------------------ per line
     def feed(self, lineno: int, line: str) -> None:
+        if self.stack.head_line or "ig" in line or "ault" in line or "bort" in line or "gdb" in line or "atal" in line:
+            got = self.stack.feed(lineno, line)
+            if got is not None:
+                self._add(got)
         if self.node.armed or "evice" in line or "locked" in line or "ulimit" in line:
             got = self.node.feed(lineno, line)
             if got is not None:
@@ -342,6 +484,10 @@ class GenericReader:
             # a traceback pasted from its middle (no "Traceback" header): its frames still
             # say where it ran
             self._tb_line, self._frames, self._src = lineno, [], ""
+        if "import" in s:
+            im = _IMPORT_STMT.match(s)
+            if im:
+                self._last_import = im.group("a") or im.group("b") or ""
         if self._tb_line:
             fr = _FRAME.match(s)
             if fr:
@@ -428,6 +574,9 @@ class GenericReader:
         self._assert = (g, 12)
 
     def finish(self) -> list[GenericFinding]:
+        got = self.stack.close()
+        if got is not None:
+            self._add(got)
         if self._lone is not None:
             self._flush_lone()
         if self._assert is not None:
@@ -512,6 +661,17 @@ class GenericReader:
         kind = R["_exc_kind"].get(etype, "refusal" if etype else "")
         if not phase and not frames and kind == "refusal" and _CONFIG_REFUSAL.search(msg):
             phase = "startup"  # a configuration refused, pasted alone: raised while the engine is built
+        lm = _LIB_MISSING.search(msg) if etype in ("ImportError", "OSError") else None
+        if lm is not None:
+            ims = _IMPORT_STMT.match(src)
+            mod = (ims.group("a") or ims.group("b") or "") if ims else ""
+            mod = (
+                mod
+                or self._last_import
+                or next((e for e in (engine_of_module(f[0]) for f in reversed(frames)) if e), "")
+            )
+            self._add(_library_missing(lm, mod, engine, where, tb_line, lineno, ex.group(0) if ex else ""))
+            return
         nm = _NO_MODULE.search(msg) if etype in ("ModuleNotFoundError", "ImportError") else None
         if nm is not None:
             self._add(_module_missing(nm.group("mod"), engine, where, tb_line, lineno, ex.group(0) if ex else ""))
@@ -627,6 +787,13 @@ class GenericReader:
     # ------------------------------------------------------------------ native lines
     def _native(self, lineno: int, s: str) -> None:
         R = rules()
+        us = _UNDEF_SYM.search(s) if "undefined symbol" in s else None
+        if us is not None:
+            got = _undefined_symbol(us, lineno, s)
+            if got is not None and got.id not in self._seen:
+                self._seen.add(got.id)
+                self._add(got)
+            return
         m = (_REG.search(s) or _REG_BARE.search(s)) if ("egister" in s or "reg_mr" in s or "ibv_" in s) else None
         if m:
             no = m.groupdict().get("no") or {
@@ -874,6 +1041,91 @@ def _callee_engine(callee: str, caller_path: str) -> str:
             if f"/dynamo/{eng}/" in p:
                 return eng
     return ""
+
+
+def _library_missing(
+    m: re.Match[str], mod: str, engine: str, where: str, tb_line: int, lineno: int, text: str
+) -> GenericFinding:
+    """``ImportError: libX.so.N: cannot open shared object file`` while importing ``mod``:
+    the module's package was built against a library the host lacks; for the CUDA
+    libraries, a wheel for another CUDA major."""
+    lib, major = m.group("lib"), m.group("major")
+    top = mod.split(".")[0] if mod else ""
+    pkg = _PKG_OF.get(top, top.replace("_", "-")) if top else ""
+    cuda = bool(re.match(r"lib(?:cudart|cublas\w*|cufft|curand|cusparse|cusolver|nvrtc|nvJitLink|cuda)\b", lib))
+    who = f"the package {pkg} (import {mod})" if pkg else "the module being imported"
+    if cuda and major:
+        fid = f"{top.replace('_', '-')}-cuda-major-wheel-mismatch" if top else "cuda-major-wheel-mismatch"
+        cause = (
+            f"{who} is a build for CUDA {major} (it links {lib}) and this host/image has no CUDA {major} runtime: "
+            f"the wheel of another CUDA major was installed."
+        )
+        fix = f"Install the build of {pkg or 'the package'} for the CUDA major of the image (e.g. its -cu13 / cu12 "
+        fix += "wheel or extra), or add the CUDA runtime it was built for."
+    else:
+        fid = "native-library-missing"
+        cause = f"{who} needs {lib}, which the dynamic loader cannot find (not installed, or not on LD_LIBRARY_PATH)."
+        fix = f"Install the library that provides {lib} (or fix LD_LIBRARY_PATH) for {pkg or 'the module'}."
+    return GenericFinding(
+        id=fid,
+        title=f"import of {mod or 'a module'} fails: {lib} missing",
+        engine=engine if engine not in ("", "python") else (top or "python"),
+        line=tb_line,
+        phase="startup",
+        component="shared libraries of an installed package",
+        text=text[:300],
+        lines=[tb_line, lineno] if lineno else [tb_line],
+        cause=cause,
+        checks=[
+            f"python -m pip show {pkg or '<package>'}  # which build (cu12 / cu13) is installed",
+            "nvidia-smi; ls /usr/local/cuda*/lib64/libcudart.so*  # the CUDA the image has",
+        ],
+        fix=fix,
+    )
+
+
+# symbol prefixes -> the library family that exports them
+_SYM_FAMILY = [
+    (re.compile(r"^(?:ucs|ucp|uct|ucm)_"), "ucx", "UCX"),
+    (re.compile(r"nixl", re.I), "nixl", "NIXL"),
+    (re.compile(r"^_ZN\d*(?:c10|at|torch)|^_ZNK\d*(?:c10|at|torch)"), "torch", "PyTorch"),
+    (re.compile(r"^(?:cu[A-Z]|cuda)"), "cuda", "CUDA"),
+    (re.compile(r"^(?:ibv_|mlx5)"), "rdma-core", "rdma-core (libibverbs)"),
+]
+
+
+def _undefined_symbol(m: re.Match[str], lineno: int, s: str) -> GenericFinding | None:
+    """``undefined symbol: S``: the object was built against another build of the library
+    that exports S than the one the loader found (two installations mixed, or a package
+    built for another release)."""
+    sym, obj = m.group("sym"), m.group("obj") or ""
+    got = next(((fam, name) for rx, fam, name in _SYM_FAMILY if rx.search(sym)), None)
+    if got is None:
+        return None
+    fam, name = got
+    two = fam in ("ucx", "nixl")
+    return GenericFinding(
+        id=f"{fam}-multiple-installations" if two else f"{fam}-abi-mismatch",
+        title=f"undefined symbol {sym[:80]}" + (f" in {obj}" if obj else "") + f": two {name} builds mixed",
+        engine=fam if fam in ("ucx", "nixl") else _engine_of_native(s) or fam,
+        line=lineno,
+        phase="startup",
+        component=f"{name} shared libraries (dynamic loading)",
+        text=s.strip()[:300],
+        cause=f"{obj or 'A binary'} needs {sym}, which the {name} library the loader found does not export: the binary "
+        f"and the library come from different {name} builds"
+        + (
+            " (two installations on the host, e.g. one in /usr and one in /usr/local or a wheel's bundled copy)."
+            if two
+            else " (an extension built against another release)."
+        ),
+        checks=[
+            f"ldd {obj or '<binary>'} | grep -E 'libuc|nixl|torch|cuda'   # which copy of each library is loaded",
+            "LD_LIBRARY_PATH / ldconfig -p: every directory holding a copy",
+        ],
+        fix=f"Use one {name}: remove the other installation or point LD_LIBRARY_PATH at the one the binary was built "
+        "with (or rebuild it against the installed one).",
+    )
 
 
 def _module_missing(mod: str, engine: str, where: str, tb_line: int, lineno: int, text: str) -> GenericFinding:

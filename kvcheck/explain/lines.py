@@ -85,7 +85,15 @@ _VLLM_LEVEL = re.compile(
     r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"(?:\[(?P<file>[\w./-]+\.py):\d+\]|(?P<file2>[\w./-]+\.py):\d+\])"
 )
-_SGLANG = re.compile(r"^\[" + _TS + r"(?P<ranks>(?: (?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*)\] ")
+_SGLANG = re.compile(
+    r"^\[(?:"
+    + _TS
+    + r"(?P<ranks>(?: (?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*)"
+    # the prefix with its time cut off in a paste: the ranks alone (``[DP3 TP3 EP3 PP1] ``)
+    + r"|(?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+(?: "
+    r"(?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*"
+    r")\] "
+)
 _LMCACHE = re.compile(
     r"^\["
     + _TS

@@ -251,6 +251,16 @@ class LogReader:
                 )
             )
         findings.extend(self._generic(findings, ctx))
+        crashes = [f for f in findings if f.id == "native-crash-generic"]
+        if crashes:  # the stack named where it died: the bare "a crash happened" headers say less
+            findings = [
+                f
+                for f in findings
+                if not (
+                    f.id in ("ucx-signal-generic", "python-segfault-generic")
+                    and any(abs(f.first_line - c.first_line) <= 60 for c in crashes)
+                )
+            ]
         _narrow_by_messages(rep, hits)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         rep.findings = findings
@@ -262,7 +272,9 @@ class LogReader:
         """The general rules' findings (``generic.py``) on lines no specific cause covers."""
         covered: set[int] = set()
         for f in findings:
-            if f.role == "cause":  # a wrapper or time-out does not explain the traceback it wraps
+            if f.role == "cause" and not f.id.endswith("-generic"):
+                # a wrapper or time-out does not explain the traceback it wraps, nor does a
+                # signal handler's generic header the stack below it
                 covered.update(range(f.first_line, min(f.last_line, f.first_line + 200) + 1))
         out: list[Finding] = []
         same: dict[tuple[str, str], Finding] = {}
