@@ -232,3 +232,62 @@ def test_release_from_pip_and_wheel_lines(lines, kind):
 def test_pip_show_of_another_package_is_no_release():
     rel = report(["Name: sglang-router", "Version: 0.2.1", "Name: sgl-kernel", "Version: 0.3.21"]).release
     assert rel.release is None
+
+
+# ------------------------------------------------------------------ native stacks, loaders
+def test_gdb_stack_names_the_first_frame_outside_the_runtime():
+    rep = report(
+        [
+            "(gdb) bt",
+            "#0  0x00007f00 in _Unwind_GetRegionStart () from /lib/x86_64-linux-gnu/libgcc_s.so.1",
+            "#1  0x00007f01 in asio::detail::do_throw_error (err=..., location=0x1 \"connect\") at /inc/asio/x.ipp:63",
+            "#2  0x00007f02 in mooncake::TcpTransport::startTransfer (this=0x0, slice=0x1) at "
+            "/src/transport/tcp_transport/tcp_transport.cpp:400",
+        ]
+    )
+    first = rep.first_cause
+    assert first is not None and first.id == "native-crash-generic" and first.engine == "mooncake"
+    assert "TcpTransport::startTransfer" in first.title and "TCP transport" in first.title
+
+
+def test_ucx_backtrace_names_the_transport_not_the_signal_handler():
+    rep = report(
+        [
+            "[gpu-3:501:0:777] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x8)",
+            "==== backtrace (tid:    777) ====",
+            " 0  /opt/ucx/lib/libucs.so.0(ucs_handle_error+0x2e4) [0x7f0]",
+            " 1  /opt/ucx/lib/libucs.so.0(+0x2f01f) [0x7f1]",
+            " 2  /lib/x86_64-linux-gnu/libc.so.6(+0x42520) [0x7f2]",
+            " 3  /opt/ucx/lib/libuct_ib.so.0(uct_rc_mlx5_ep_put_zcopy+0x1a0) [0x7f3]",
+            "=================================",
+        ]
+    )
+    first = rep.first_cause
+    assert first is not None and first.id == "native-crash-generic" and first.engine == "ucx"
+    assert "uct_rc_mlx5_ep_put_zcopy" in first.title
+    assert not any(f.id == "ucx-signal-generic" for f in rep.findings)
+
+
+def test_undefined_ucx_symbol_is_two_ucx_installations():
+    rep = report(["ucx_info: symbol lookup error: ucx_info: undefined symbol: ucs_some_new_function"])
+    first = rep.first_cause
+    assert first is not None and first.id == "ucx-multiple-installations" and first.phase == "startup"
+
+
+def test_missing_cuda_runtime_names_the_package_that_was_imported():
+    rep = report(
+        [
+            ">>> from mooncake.engine import TransferEngine",
+            "Traceback (most recent call last):",
+            '  File "<stdin>", line 1, in <module>',
+            "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+        ]
+    )
+    first = rep.first_cause
+    assert first is not None and first.id == "mooncake-cuda-major-wheel-mismatch"
+    assert "CUDA 12" in first.cause and "mooncake-transfer-engine" in first.cause
+
+
+def test_sglang_rank_prefix_without_its_time_is_sglangs():
+    rep = report(["[DP3 TP3 EP3 PP1] Some requests timed out when bootstrapping"])
+    assert [e.engine for e in rep.engines] == ["sglang"]
