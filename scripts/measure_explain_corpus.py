@@ -72,6 +72,13 @@ ALIASES = {
     "nixl-too-old-for-engine": {"nixl-too-old-for-engine", "api-version-mismatch"},
     "dynamo-sglang-version-mismatch": {"dynamo-sglang-version-mismatch", "api-version-mismatch"},
     "ucx-no-cuda-transports": {"nixl-register-vram-backend-error", "nixl-ucx-vram-detected-as-host"},
+    # round 7
+    "vllm-handshake-after-peer-crash": {"vllm-handshake-after-peer-crash", "vllm-nixl-handshake-failed-blocks-invalid"},
+    "prefill-bootstrap-port-per-node-mismatch": {"mooncake-receiver-no-bootstrap-infos"},
+    # round 6
+    "trtllm-cache-transceiver-config-unset": {"trtllm-cache-transceiver-config-unset", "trtllm-cache-transceiver-disabled-assert"},
+    "mooncake-tcp-device-memory": {"mooncake-tcp-transport", "mooncake-tcp-fallback-sglang-gpu-kv"},
+    "mooncake-no-rdma-device": {"mooncake-no-rdma-fallback", "mooncake-no-peermem-no-rnic", "rdma-devices-not-visible"},
 }
 # the signatures written for each round's logs (git diff of signatures.yaml at that round)
 ROUND_SIGNATURES = {
@@ -84,6 +91,9 @@ ROUND_SIGNATURES = {
         "trtllm-nixl-libfabric-rail-mismatch", "ucx-dmabuf-registration-failed", "vllm-nixl-reqs-to-send-keyerror"],
     3: ["mooncake-gid-selection-failed"],
     4: ["nixl-ucx-vram-detected-as-host"],
+    6: ["mooncake-tcp-fallback-sglang-gpu-kv", "trtllm-cache-transceiver-disabled-assert"],
+    7: ["ucx-net-devices-excludes-ip-device", "vllm-nixl-handshake-failed-blocks-invalid",
+        "mooncake-receiver-no-bootstrap-infos"],
 }
 # findings whose stated cause lists the established one among candidates
 CANDIDATES = {

@@ -38,7 +38,9 @@ def _first(text: str):
      "RuntimeError: [TensorRT-LLM][ERROR] Assertion failed: status == NIXL_SUCCESS (/src/cpp/transferAgent.cpp:654)\n"),
      "nixl-backend-plugin-not-found", "startup"),
     ("TypeError: nixl_agent_config.__init__() got an unexpected keyword argument 'num_threads'\n", "nixl-too-old-for-engine", "startup"),
-    ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n", "nixl-cuda-major-wheel-mismatch", "startup"),
+    # the package is named only from the log's evidence: NIXL's import, or nothing
+    ("    from nixl._bindings import nixlAgent\nImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n", "nixl-cuda-major-wheel-mismatch", "startup"),
+    ("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n", "cuda-major-wheel-mismatch", "startup"),
     ("request to allocate mask for invalid number: Invalid argument\n", "nixl-libfabric-plugin-no-efa", "startup"),
     (("ibv_reg_dmabuf_mr(address=0x7e0000000000, length=8192, ...) failed: Unknown error 524\n"
      "UCX ERROR failed to register address 0x7e0000000000 (cuda) length 8192 dmabuf_fd 41 on md[3]=mlx5_3: Input/output error\n"),

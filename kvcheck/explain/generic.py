@@ -37,7 +37,8 @@ from typing import Any
 import yaml
 
 _PREFIXES = re.compile(
-    r"^(?:\s*\((?:[\w.]+ )?pid=\d+\)\s*)+|^\s*(?:ERROR|INFO|WARNING|DEBUG|CRITICAL) \d\d-\d\d "
+    r"^(?:\s*\((?:[A-Za-z][\w.]*(?:[ _][\w=.]+)*? )?pid=\d+(?:, "
+    r"ip=[\d.]+)?\)\s*)+|^\s*(?:ERROR|INFO|WARNING|DEBUG|CRITICAL) \d\d-\d\d "
     r"\d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] ?"
     r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ?"
 )
@@ -65,7 +66,8 @@ _REG = re.compile(
     r"registration)[^\n]*?(?::|failed:?)\s*(?P<str>[A-Z][a-z]+(?: [a-z]+)*)\s*\[(?P<no>\d+)\]"
 )
 _REG_BARE = re.compile(
-    r"(?:ibv_reg_mr|reg_mr)\([^)]*\) failed: (?P<str>Cannot allocate memory|Bad address|Invalid argument|Operation "
+    r"(?P<call>ibv_(?:reg|create|alloc)_\w+|reg_mr|mlx5dv_\w+)\([^)]*\) failed(?:, syndrome \w+)?: (?P<str>Cannot "
+    r"allocate memory|Bad address|Invalid argument|Operation "
     r"not permitted)"
 )
 _SO = re.compile(r"(?P<obj>[\w.+-]+\.so)\S*: (?P<lib>lib[\w.+-]+?\.so[\d.]*): cannot open shared object file")
@@ -99,12 +101,62 @@ _HINTS = (
     "cqe",
     "Exit",
     "Interrupt",
+    'File "',
+    "No module named",
+    "max locked memory",
+    "undefined symbol",
+    "import ",
 )
 _INIT_FUNC = re.compile(
     r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$"
 )
 _BOOT_FUNC = re.compile(r"bootstrap|_route|parallel_info|handshake|connect|ensure_parallel")
-_LOOP_FUNC = re.compile(r"^event_loop\w*|^process_\w+|^run_batch$|^transfer_worker$|^send_kv\w*|^poll$|^recv\w*")
+_LOOP_FUNC = re.compile(
+    r"^event_loop\w*|^process_\w+|^run_batch$|^transfer_worker$|^send_kv\w*|^poll$|^recv\w*|^step$|^execute_model$"
+    r"|^update_from_output$|^run_busy_loop$|^run_engine_core$"
+)
+# functions that move KV between the processes (SGLang's, vLLM's and TRT-LLM's connectors):
+# a failure under them happens on a KV transfer
+_XFER_FUNC = re.compile(
+    r"^_?read_blocks$|^start_load_kv$|^_?nixl_handshake$|^add_remote_agent$|^_?background_nixl_handshake$"
+    r"|^wait_for_save$|^get_finished$|^_?send_kv\w*$|^_?recv_kv\w*$|^transfer_worker$|^_?send_kvcache\w*$"
+    r"|^_?pop_done_transfers$|^check_transfer_done$|^respond_and_return_transfer$|^_?transfer_kv\w*$"
+)
+# functions that only run while serving (statistics, metrics of finished steps)
+_SERVE_FUNC = re.compile(r"^update_from_output$|^get_kv_connector_stats$|^\w*log_stats\w*$|^record_\w+stats\w*$")
+# a refusal of the configuration (the message names what is unsupported and what to use)
+_CONFIG_REFUSAL = re.compile(
+    r"does not support|not supported|unsupported|please (?:use|set)|must be|is not compatible|incompatible", re.I
+)
+# the advice a refusal message gives ("..., please use trtllm on blackwell")
+_ADVICE = re.compile(r"\b(?:[Pp]lease|[Tt]ry|[Cc]onsider) [^.;]{4,200}|(?<=[,;:] )(?:use|set|pass|add) [^.;]{4,200}")
+# a C++ assertion as TRT-LLM, NIXL and others print it, with its source file
+_NATIVE_ASSERT = re.compile(
+    r"Assertion failed: (?P<expr>.+?) \((?P<file>[\w./\\-]+\.(?:cpp|cc|cu|h|hpp)):(?P<ln>\d+)\)"
+)
+# a C++ constructor frame (``CacheTransceiver::CacheTransceiver(``): the object is being built
+_CTOR = re.compile(r"\b(\w+)::\1\(")
+# a shared library a module needs is not on the host (``ImportError: libcudart.so.12: cannot open ...``)
+_LIB_MISSING = re.compile(r"(?P<lib>lib[\w+-]+?\.so(?:\.(?P<major>\d+))?[\d.]*): cannot open shared object file")
+# the statement that imported it (the source line under a frame, or a REPL line)
+_IMPORT_STMT = re.compile(r"^\s*(?:>>>\s*)?(?:from\s+(?P<a>[\w.]+)\s+import\b|import\s+(?P<b>[\w.]+))")
+# the dynamic loader finding a binary and its libraries of different builds
+_UNDEF_SYM = re.compile(r"(?:symbol lookup error: (?P<obj>\S+?): )?undefined symbol: (?P<sym>[\w@.]+)")
+# an import that fails: the package is not installed in this interpreter's environment
+_NO_MODULE = re.compile(r"No module named '(?P<mod>[\w.]+)'")
+# the PyPI package of a module people import (where the names differ)
+_PKG_OF = {
+    "sgl_kernel": "sgl-kernel",
+    "mooncake": "mooncake-transfer-engine",
+    "flashinfer": "flashinfer-python",
+    "deep_ep": "deep-ep",
+    "vllm_ascend": "vllm-ascend",
+    "tensorrt_llm": "tensorrt-llm",
+    "mori": "mori",
+    "nixl": "nixl",
+    "lmcache": "lmcache",
+    "ucx_py": "ucx-py",
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -116,6 +168,92 @@ def rules() -> dict[str, Any]:
     data["_api"] = [(re.compile(a["re"]), a) for a in data["nixl_api"]]
     data["_exc_kind"] = {t: k for k, ts in data["python_exceptions"].items() for t in ts}
     return data
+
+
+_IBV_HEADER = re.compile(r"^\s*device\s+node GUID\s*$")
+_IBV_DASHES = re.compile(r"^\s*-{4,}\s+-{4,}\s*$")
+_IBV_ROW = re.compile(r"^\s*\w+\s+[0-9a-f]{16}\s*$")
+_MEMLOCK = re.compile(r"max locked memory\s+\(kbytes, -l\)\s+(?P<v>\d+|unlimited)")
+
+
+class NodeState:
+    """What a node's own commands, pasted with the log, show (bounded state): ``ibv_devices``
+    listing no device, the locked-memory limit of ``ulimit -a``. Their findings are
+    ``node`` findings: the state the processes ran in, before any of the log's lines."""
+
+    def __init__(self) -> None:
+        self.armed = 0  # line of an ibv_devices header whose rows are being read
+        self._dashes = False
+        self.memlock = ""  # KB, as ulimit printed it ('' = not shown)
+        self._done: set[str] = set()
+
+    def feed(self, lineno: int, line: str) -> GenericFinding | None:
+        s = line.rstrip()
+        if self.armed:
+            if not self._dashes:
+                self._dashes = bool(_IBV_DASHES.match(s))
+                if not self._dashes:
+                    self.armed = 0
+                return None
+            if not s.strip():
+                return None
+            rows_seen = bool(_IBV_ROW.match(s))
+            head = self.armed
+            self.armed, self._dashes = 0, False
+            if rows_seen or "ibv_devices" in self._done:
+                return None
+            self._done.add("ibv_devices")
+            return GenericFinding(
+                id="rdma-devices-not-visible",
+                title="ibv_devices lists no RDMA device on this node/container",
+                engine="rdma",
+                line=head,
+                phase="startup",
+                component="RDMA device discovery (node state)",
+                text="ibv_devices: no device",
+                node=True,
+                cause="ibv_devices, run where the server runs, lists no RDMA device: the process has no RDMA NIC "
+                "to use (the container does not get /dev/infiniband or the RDMA device plugin, or the host has "
+                "none), so RDMA transfers (Mooncake RDMA, UCX rc/dc, GPUDirect RDMA) are impossible there and "
+                "the transfer engine fails or falls back to TCP.",
+                checks=[
+                    "ls -l /dev/infiniband; ibv_devinfo (inside the container)",
+                    "the pod/docker spec: --device /dev/infiniband, the RDMA device plugin resource, --privileged",
+                    "lsmod | grep -E 'nvidia_peermem|nv_peer_mem' on the host (GPUDirect RDMA)",
+                ],
+                fix="Give the server's container the RDMA devices (and GPUDirect RDMA on the host), or use a "
+                "transport meant for no RDMA.",
+            )
+        if _IBV_HEADER.match(s):
+            self.armed, self._dashes = lineno, False
+            return None
+        m = _MEMLOCK.search(s)
+        if m:
+            v = m.group("v")
+            if v != "unlimited":
+                self.memlock = v
+                if int(v) < 1 << 20 and "memlock" not in self._done:
+                    self._done.add("memlock")
+                    return GenericFinding(
+                        id="rdma-memlock-limited",
+                        title=f"max locked memory is {v} KB (not unlimited)",
+                        engine="rdma",
+                        line=lineno,
+                        phase="startup",
+                        component="locked-memory limit (node state)",
+                        text=s.strip()[:300],
+                        node=True,
+                        cause=f"The process may lock only {v} KB: RDMA registrations and verbs objects (CQs, QPs) "
+                        "pin memory against this limit, and KV pools need far more; creating them fails with "
+                        "ENOMEM (Cannot allocate memory).",
+                        checks=[
+                            "ulimit -l in the server's container",
+                            "docker run --ulimit memlock=-1 / the pod's limits",
+                        ],
+                        fix="Set the locked-memory limit to unlimited for the server (docker --ulimit memlock=-1, "
+                        "limits.conf memlock unlimited, systemd LimitMEMLOCK=infinity).",
+                    )
+        return None
 
 
 @dataclass
@@ -132,6 +270,135 @@ class GenericFinding:
     text: str = ""
     role: str = "cause"
     lines: list[int] = field(default_factory=list)
+    node: bool = False  # from a node command's output pasted with the log (a precondition)
+
+
+# ---------------------------------------------------------------- native stacks
+# a crash header: the stack that follows it says where the process died
+_CRASH_HEAD = re.compile(
+    r"Caught signal (?P<sig>\d+) \((?P<what>[^):]*)|Segmentation fault|SIGSEGV|SIGABRT|SIGBUS|Aborted \(core dumped\)"
+    r"|terminate called after throwing|\(gdb\) (?:bt|backtrace|thread apply all bt)|^Thread \d+ \(Thread 0x"
+    r"|Fatal Python error: (?P<fatal>\w[\w ]*)"
+)
+# frames: gdb (``#3 0x.. in ns::Class::fn (args) at file.cpp:474`` / ``from lib.so``), glibc/UCX
+# backtraces (`` 3  /path/libuct_ib.so.0(uct_rc_mlx5_ep_put_zcopy+0x1a0) [0x..]``), C++ throw
+# traces (``2  0x7f.. tensorrt_llm::Foo::bar(int) + 76``)
+_NFRAME = re.compile(
+    r"^\s*#\d+\s+(?:0x[0-9a-f]+ in )?(?P<gfunc>[\w:~.<>]+?)(?:<[^(]*>)?\s*\((?:.*\)\s*(?:at (?P<gfile>\S+?):\d+|from "
+    r"(?P<glib>\S+)))?"
+    r"|^\s*\d+\s+(?P<blib>/\S+?\.so[\w.]*)\((?P<bfunc>[\w:.~]*)(?:\+0x[0-9a-f]+)?\)"
+    r"|^\s*\d+\s+0x[0-9a-f]+ (?P<cfunc>[\w:~]+)\("
+)
+_NOISE = re.compile(
+    r"^(?:__|_Unwind|_ZN?\d*__cxa|raise$|abort$|syscall$|killpg$|gsignal$|ucs_(?:handle_error|debug|error|log|fatal)"
+    r"|ucs_\w*backtrace|std::|__gnu_cxx|asio::|boost::|fmt::|spdlog::|folly::|PyObject_|_Py|Py[A-Z]|cfunction_|method_vectorcall"
+    r"|ucm_|pthread_|start_thread|clone|sigtramp|\?\?)"
+)
+_NOISE_LIB = re.compile(r"lib(?:c|pthread|gcc_s|stdc\+\+|unwind|python[\d.]*|dl|m|ucs|ucm)[.-]|/python\d|ld-linux")
+# (pattern on the function or library, engine, component); the first that matches names it
+_NATIVE_PLACES = [
+    (r"mooncake::(?P<cls>\w+)|libtransfer_engine|mooncake", "mooncake", ""),
+    (r"nixlUcx|libplugin_UCX|ucx_backend", "nixl", "NIXL UCX backend"),
+    (r"nixl\w*|libnixl", "nixl", "NIXL agent"),
+    (r"uct_(?:rc|dc|ud|ib)\w*|libuct_ib", "ucx", "UCX InfiniBand/RoCE transport (RDMA)"),
+    (r"uct_tcp\w*", "ucx", "UCX TCP transport"),
+    (r"uct_cuda\w*|libuct_cuda", "ucx", "UCX CUDA transports (cuda_copy / cuda_ipc)"),
+    (r"uct_\w+|ucp_\w+|libuc[pt]", "ucx", "UCX protocol layer (ucp)"),
+    (r"tensorrt_llm::(?P<tcls>[\w:]+)", "trtllm", "TensorRT-LLM"),
+    (r"libcuda\.|cu[A-Z]\w+$", "cuda", "the CUDA driver"),
+    (r"nccl\w*|libnccl", "nccl", "NCCL"),
+    (r"deep_ep|hybrid_ep|libdeep_ep", "deepep", "DeepEP"),
+    (r"c10::|at::|torch::|libtorch|libc10", "torch", "PyTorch"),
+    (r"fi_\w+|libfabric|efa_\w+", "libfabric", "libfabric / EFA"),
+]
+_NATIVE_PLACES_RX = [(re.compile(p), e, c) for p, e, c in _NATIVE_PLACES]
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class NativeStack:
+    """The frames after a crash header (bounded: 48 lines, 32 frames): where the process
+    died, named by the first frame outside libc/libstdc++/the unwinder/the signal handler."""
+
+    def __init__(self) -> None:
+        self.head_line = 0
+        self.head = ""
+        self.left = 0
+        self.frames: list[tuple[str, str, str]] = []  # (function, file, library)
+
+    def feed(self, lineno: int, s: str) -> GenericFinding | None:
+        done = None
+        h = (
+            _CRASH_HEAD.search(s)
+            if (
+                "ig" in s or "ault" in s or "bort" in s or "gdb" in s or "hread" in s or "terminate" in s or "atal" in s
+            )
+            else None
+        )
+        if h is not None and not (self.head_line and not self.frames):
+            done = self.close()
+            self.head_line, self.head, self.left, self.frames = lineno, s.strip()[:300], 48, []
+            return done
+        if not self.head_line:
+            return None
+        m = _NFRAME.match(s)
+        if m is not None:
+            if len(self.frames) < 32:
+                func = m.group("gfunc") or m.group("bfunc") or m.group("cfunc") or ""
+                self.frames.append((func, m.group("gfile") or "", m.group("glib") or m.group("blib") or ""))
+        self.left -= 1
+        if self.left <= 0:
+            return self.close()
+        return None
+
+    def close(self) -> GenericFinding | None:
+        head, line, frames = self.head, self.head_line, self.frames
+        self.head_line, self.frames, self.left = 0, [], 0
+        if not line or not frames:
+            return None
+        for func, file, lib in frames:
+            short = func.split("::")[-1]
+            if _NOISE.match(func) or _NOISE.match(short) or (not func and _NOISE_LIB.search(lib)):
+                continue
+            if lib and _NOISE_LIB.search(lib) and not func:
+                continue
+            text = f"{func} {lib} {file}"
+            for rx, engine, comp in _NATIVE_PLACES_RX:
+                mm = rx.search(text)
+                if mm is None:
+                    continue
+                if engine == "mooncake":
+                    name = file.replace("\\\\", "/").split("/")[-1] if file else ""
+                    cls = mm.groupdict().get("cls") or ""
+                    cand = name or (_snake(cls) + ".cpp" if cls else "")
+                    comp = next(
+                        (c["component"] for r2, c in rules()["_components"] if cand and r2.match(cand)),
+                        f"Mooncake {cls or 'transfer engine'}",
+                    )
+                where = func or lib.split("/")[-1]
+                return GenericFinding(
+                    id="native-crash-generic",
+                    title=f"native crash in {where} ({comp})",
+                    engine=engine,
+                    line=line,
+                    component=comp,
+                    text=head,
+                    cause=f"The process died in native code: the first frame outside the C library, the unwinder and "
+                    f"the signal handler is {where}" + (f" ({file})" if file else "") + f", in {comp}. The crash is "
+                    f"that component's, not the Python code's above it.",
+                    checks=[
+                        f"the release of {engine} (pip show / the image) and its issues for a crash in {where}",
+                        "what the process was doing then (the log lines just before: start-up, a transfer, a peer)",
+                    ],
+                    fix=f"Look up {where} in {engine}'s issues for the release in use; capture the full backtrace "
+                    "(UCX_HANDLE_ERRORS=bt, gdb bt) when reporting.",
+                )
+            if not func:
+                continue  # an unnamed frame of a library kvcheck does not place
+            return None  # a named frame kvcheck cannot place: say nothing rather than guess
+        return None
 
 
 def _strip(line: str) -> str:
@@ -182,10 +449,28 @@ class GenericReader:
         self.found: list[GenericFinding] = []
         self._tb_line = 0
         self._frames: list[tuple[str, str, str]] = []
+        self._src = ""  # the source line shown under the last frame
+        self._expect_src = False
+        self._lone: tuple[int, str, int, int] | None = None  # (line, text, indent, lines joined)
         self._seen: set[str] = set()
+        self.node = NodeState()
+        self.stack = NativeStack()
+        self._last_import = ""  # the module the last import statement seen named
+        self._assert: tuple[GenericFinding, int] | None = None  # a native assertion, its stack being read
 
     # ------------------------------------------------------------------ per line
     def feed(self, lineno: int, line: str) -> None:
+        if self.stack.head_line or "ig" in line or "ault" in line or "bort" in line or "gdb" in line or "atal" in line:
+            got = self.stack.feed(lineno, line)
+            if got is not None:
+                self._add(got)
+        if self.node.armed or "evice" in line or "locked" in line or "ulimit" in line:
+            got = self.node.feed(lineno, line)
+            if got is not None:
+                self._add(got)
+        if self._lone is not None:
+            if self._continue_lone(line):
+                return
         if not self._tb_line and (not any(k in line for k in _HINTS) or "batch, #" in line):
             return  # one search per line outside a traceback; batch statistics never fail
         s = _strip(line).rstrip()
@@ -193,19 +478,35 @@ class GenericReader:
             return
         if _TB.search(s):
             self._close(lineno, None)
-            self._tb_line, self._frames = lineno, []
+            self._tb_line, self._frames, self._src = lineno, [], ""
             return
+        if not self._tb_line and _FRAME.match(s):
+            # a traceback pasted from its middle (no "Traceback" header): its frames still
+            # say where it ran
+            self._tb_line, self._frames, self._src = lineno, [], ""
+        if "import" in s:
+            im = _IMPORT_STMT.match(s)
+            if im:
+                self._last_import = im.group("a") or im.group("b") or ""
         if self._tb_line:
             fr = _FRAME.match(s)
             if fr:
                 if len(self._frames) < 64:
                     self._frames.append((fr.group("path"), fr.group("line"), fr.group("func")))
+                self._expect_src = True
                 return
             ex = _EXC.match(s.strip())
             if ex:
                 self._close(lineno, ex)
                 return
-            if not s.startswith((" ", "\t", "^", "~")) and not s.strip().startswith(("^", "~")):
+            st = s.strip()
+            if st.startswith(("^", "~")):
+                return
+            if self._expect_src and not _GLOG.match(st):
+                # the source line under a frame (its indentation lost in a paste)
+                self._src, self._expect_src = st[:300], False
+                return
+            if not s.startswith((" ", "\t")):
                 self._close(lineno, None)
         else:
             ex = _EXC.match(s.strip())
@@ -214,19 +515,124 @@ class GenericReader:
                 and ex.group("msg")
                 and (ex.group("type") in rules()["_exc_kind"] or "nixl" in ex.group(0).split(":")[0])
             ):
-                # an exception line pasted without its traceback
-                self._tb_line, self._frames = lineno, []
-                self._close(lineno, ex, lone=True)
+                # an exception line pasted without its traceback; its message may go on
+                # over the next lines (wrapped), read before it is closed
+                indent = len(s) - len(s.lstrip())
+                self._lone = (lineno, s.strip(), indent, 0)
                 return
         if len(self.found) < 200:
+            if self._assert is not None or ("Assertion failed" in s and _NATIVE_ASSERT.search(s)):
+                self._native_assert(lineno, s)
+                return
             self._native(lineno, s)
 
+    def _native_assert(self, lineno: int, s: str) -> None:
+        """A C++ assertion (``Assertion failed: <expr> (<file>:<line>)``): the library and
+        component from its file; start-up when a constructor is on the stack that follows."""
+        if self._assert is not None:
+            g, left = self._assert
+            if _CTOR.search(s):
+                g.phase = "startup"
+            if left > 1 and not (_NATIVE_ASSERT.search(s) and lineno != g.line):
+                self._assert = (g, left - 1)
+                return
+            self._assert = None
+            self._add(g)
+            if not _NATIVE_ASSERT.search(s) or lineno == g.line:
+                return
+        m = _NATIVE_ASSERT.search(s)
+        if m is None:
+            return
+        path = m.group("file")
+        name = path.replace("\\", "/").split("/")[-1]
+        engine = (
+            "trtllm"
+            if "tensorrt_llm" in path or "TensorRT-LLM" in s
+            else engine_of_module("/" + path) or _engine_of_native(name + ":1] x") or "native"
+        )
+        comp = f"{engine} {name.rsplit('.', 1)[0]}"
+        for rx, c in rules()["_components"]:
+            if rx.match(name):
+                comp = c["component"]
+                break
+        g = GenericFinding(
+            id="native-assertion-generic",
+            title=f"{engine} assertion failed in {name}: {m.group('expr')[:120]}",
+            engine=engine,
+            line=lineno,
+            component=comp,
+            text=s.strip()[:300],
+            cause=f"The native check {m.group('expr')} ({path}:{m.group('ln')}) does not hold: an invariant of "
+            f"{comp} that the configuration or the peer's state breaks (compare the values it names with "
+            "the configuration).",
+            checks=[f"the values in '{m.group('expr')[:80]}' as the configuration sets them (both sides)"],
+            fix="Make the configuration satisfy the check (the expression names the values), or upgrade to a "
+            "release that fixes it.",
+        )
+        if _CTOR.search(s):
+            g.phase = "startup"
+        self._assert = (g, 12)
+
     def finish(self) -> list[GenericFinding]:
+        got = self.stack.close()
+        if got is not None:
+            self._add(got)
+        if self._lone is not None:
+            self._flush_lone()
+        if self._assert is not None:
+            self._add(self._assert[0])
+            self._assert = None
+        if self.node.memlock:  # the ulimit output pasted with the log says which limit
+            for g in self.found:
+                if g.id == "rdma-register-enomem" and "max locked memory" not in g.cause:
+                    g.cause += f" The log shows max locked memory {self.node.memlock} KB."
         self._close(0, None)
         return self.found
 
+    def _continue_lone(self, line: str) -> bool:
+        """Whether ``line`` continues the pending lone exception message (same indentation,
+        plain text); closes it otherwise."""
+        assert self._lone is not None
+        lineno, text, indent, n = self._lone
+        s = _strip(line).rstrip()
+        st = s.strip()
+        if (
+            st
+            and n < 4
+            and len(s) - len(s.lstrip()) == indent
+            and not _EXC.match(st)
+            and not _FRAME.match(s)
+            and not _TB.search(s)
+            and not _GLOG.match(s)
+            and not st.startswith(("[", "(", "#", "$"))
+            and not text.endswith((".", "!"))
+        ):
+            self._lone = (lineno, text + " " + st, indent, n + 1)
+            return True
+        self._flush_lone()
+        return False
+
+    def _flush_lone(self) -> None:
+        assert self._lone is not None
+        lineno, text, _, n = self._lone
+        self._lone = None
+        ex = _EXC.match(text)
+        if ex is None:
+            return
+        if _NATIVE_ASSERT.search(text):
+            self._native_assert(lineno, text)
+            return
+        self._tb_line, self._frames = lineno, []
+        self._close(lineno + n, ex, lone=True)
+
     # ------------------------------------------------------------------ tracebacks
     def _close(self, lineno: int, ex: re.Match[str] | None, lone: bool = False) -> None:
+        src, self._src, self._expect_src = self._src, "", False
+        if ex is None and self._frames and src.startswith("assert "):
+            # a traceback cut after its failing assert: the assert statement is the message
+            ex = _EXC.match("AssertionError: " + src)
+        elif ex is not None and ex.group("type") == "AssertionError" and not ex.group("msg") and src:
+            ex = _EXC.match("AssertionError: " + src)  # a bare AssertionError: the statement says what
         if not self._tb_line or (not self._frames and ex is None) or (not self._frames and not lone):
             self._tb_line, self._frames = 0, []
             return
@@ -242,13 +648,34 @@ class GenericReader:
         where = (
             f"{re.split(r'(?:site|dist)-packages/|/python/', path)[-1]}:{ln} in {func}" if path else "(no frame shown)"
         )
-        funcs = [f[2] for f in frames]
+        funcs = [f[2] for f in frames] + re.findall(r"(\w+)\(", src)[:1]  # and what the innermost line calls
         phase = ""
-        if any(_INIT_FUNC.match(f) for f in funcs) and not any(_LOOP_FUNC.match(f) for f in funcs):
+        if any(_XFER_FUNC.match(f) for f in funcs):
+            phase = "first-transfer"
+        elif any(_SERVE_FUNC.match(f) for f in funcs):
+            phase = "serving"
+        elif any(_INIT_FUNC.match(f) for f in funcs) and not any(_LOOP_FUNC.match(f) for f in funcs):
             phase = "startup"
         elif any(_BOOT_FUNC.search(f) for f in funcs):
             phase = "first-request"
         kind = R["_exc_kind"].get(etype, "refusal" if etype else "")
+        if not phase and not frames and kind == "refusal" and _CONFIG_REFUSAL.search(msg):
+            phase = "startup"  # a configuration refused, pasted alone: raised while the engine is built
+        lm = _LIB_MISSING.search(msg) if etype in ("ImportError", "OSError") else None
+        if lm is not None:
+            ims = _IMPORT_STMT.match(src)
+            mod = (ims.group("a") or ims.group("b") or "") if ims else ""
+            mod = (
+                mod
+                or self._last_import
+                or next((e for e in (engine_of_module(f[0]) for f in reversed(frames)) if e), "")
+            )
+            self._add(_library_missing(lm, mod, engine, where, tb_line, lineno, ex.group(0) if ex else ""))
+            return
+        nm = _NO_MODULE.search(msg) if etype in ("ModuleNotFoundError", "ImportError") else None
+        if nm is not None:
+            self._add(_module_missing(nm.group("mod"), engine, where, tb_line, lineno, ex.group(0) if ex else ""))
+            return
         nixl = _NIXL_ERR.search(msg) or (_NIXL_EXC.search(ex.group(0)) if ex else None)
         if nixl is not None:
             step, ph = nixl_step(" ".join(funcs))
@@ -350,6 +777,8 @@ class GenericReader:
                     "Upgrade to a release that fixes it, or avoid the flag that reaches it; report it with the "
                     "traceback and the release."
                     if kind == "code"
+                    else f"What the message itself asks: {advice.group(0).rstrip('.')}."
+                    if (advice := _ADVICE.search(msg)) is not None
                     else "Find and fix what the exception reports (see the checks)."
                 ),
             )
@@ -358,7 +787,14 @@ class GenericReader:
     # ------------------------------------------------------------------ native lines
     def _native(self, lineno: int, s: str) -> None:
         R = rules()
-        m = (_REG.search(s) or _REG_BARE.search(s)) if ("egister" in s or "reg_mr" in s) else None
+        us = _UNDEF_SYM.search(s) if "undefined symbol" in s else None
+        if us is not None:
+            got = _undefined_symbol(us, lineno, s)
+            if got is not None and got.id not in self._seen:
+                self._seen.add(got.id)
+                self._add(got)
+            return
+        m = (_REG.search(s) or _REG_BARE.search(s)) if ("egister" in s or "reg_mr" in s or "ibv_" in s) else None
         if m:
             no = m.groupdict().get("no") or {
                 "Cannot allocate memory": "12",
@@ -369,16 +805,24 @@ class GenericReader:
             row = R["register_errno"].get(no)
             if row:
                 name, fid, meaning = row
+                call = m.groupdict().get("call") or ""
+                verbs = bool(call) and not call.endswith("reg_mr") and "reg_" not in call
+                if verbs and name != "ENOMEM":
+                    return
+                if verbs:  # a verbs object (CQ, QP, PD ...) also pins memory: the same limit
+                    meaning = "locked-memory limit: " + call + " pins its queue memory, which counts against "
+                    meaning += "RLIMIT_MEMLOCK (ulimit -l, the container's memlock) like a registration does"
                 self._add(
                     GenericFinding(
                         id=fid,
-                        title=f"memory registration for RDMA failed with {name} ({m.group('str')})",
+                        title=(f"{call}() failed" if verbs else "memory registration for RDMA failed")
+                        + f" with {name} ({m.group('str')})",
                         engine=_engine_of_native(s),
                         line=lineno,
                         phase="startup",
                         component="RDMA memory registration",
                         text=s[:300],
-                        cause=f"ibv_reg_mr returned {name}: {meaning}.",
+                        cause=f"{call or 'ibv_reg_mr'} returned {name}: {meaning}.",
                         checks=[
                             "ulimit -l (in the container: unlimited); cat /proc/$(pgrep -f sglang | head -1)/limits "
                             "| grep locked",
@@ -597,6 +1041,132 @@ def _callee_engine(callee: str, caller_path: str) -> str:
             if f"/dynamo/{eng}/" in p:
                 return eng
     return ""
+
+
+def _library_missing(
+    m: re.Match[str], mod: str, engine: str, where: str, tb_line: int, lineno: int, text: str
+) -> GenericFinding:
+    """``ImportError: libX.so.N: cannot open shared object file`` while importing ``mod``:
+    the module's package was built against a library the host lacks; for the CUDA
+    libraries, a wheel for another CUDA major."""
+    lib, major = m.group("lib"), m.group("major")
+    top = mod.split(".")[0] if mod else ""
+    pkg = _PKG_OF.get(top, top.replace("_", "-")) if top else ""
+    cuda = bool(re.match(r"lib(?:cudart|cublas\w*|cufft|curand|cusparse|cusolver|nvrtc|nvJitLink|cuda)\b", lib))
+    who = f"the package {pkg} (import {mod})" if pkg else "the module being imported"
+    if cuda and major:
+        fid = f"{top.replace('_', '-')}-cuda-major-wheel-mismatch" if top else "cuda-major-wheel-mismatch"
+        cause = (
+            f"{who} is a build for CUDA {major} (it links {lib}) and this host/image has no CUDA {major} runtime: "
+            f"the wheel of another CUDA major was installed."
+        )
+        fix = f"Install the build of {pkg or 'the package'} for the CUDA major of the image (e.g. its -cu13 / cu12 "
+        fix += "wheel or extra), or add the CUDA runtime it was built for."
+    else:
+        fid = "native-library-missing"
+        cause = f"{who} needs {lib}, which the dynamic loader cannot find (not installed, or not on LD_LIBRARY_PATH)."
+        fix = f"Install the library that provides {lib} (or fix LD_LIBRARY_PATH) for {pkg or 'the module'}."
+    return GenericFinding(
+        id=fid,
+        title=f"import of {mod or 'a module'} fails: {lib} missing",
+        engine=engine if engine not in ("", "python") else (top or "python"),
+        line=tb_line,
+        phase="startup",
+        component="shared libraries of an installed package",
+        text=text[:300],
+        lines=[tb_line, lineno] if lineno else [tb_line],
+        cause=cause,
+        checks=[
+            f"python -m pip show {pkg or '<package>'}  # which build (cu12 / cu13) is installed",
+            "nvidia-smi; ls /usr/local/cuda*/lib64/libcudart.so*  # the CUDA the image has",
+        ],
+        fix=fix,
+    )
+
+
+# symbol prefixes -> the library family that exports them
+_SYM_FAMILY = [
+    (re.compile(r"^(?:ucs|ucp|uct|ucm)_"), "ucx", "UCX"),
+    (re.compile(r"nixl", re.I), "nixl", "NIXL"),
+    (re.compile(r"^_ZN\d*(?:c10|at|torch)|^_ZNK\d*(?:c10|at|torch)"), "torch", "PyTorch"),
+    (re.compile(r"^(?:cu[A-Z]|cuda)"), "cuda", "CUDA"),
+    (re.compile(r"^(?:ibv_|mlx5)"), "rdma-core", "rdma-core (libibverbs)"),
+]
+
+
+def _undefined_symbol(m: re.Match[str], lineno: int, s: str) -> GenericFinding | None:
+    """``undefined symbol: S``: the object was built against another build of the library
+    that exports S than the one the loader found (two installations mixed, or a package
+    built for another release)."""
+    sym, obj = m.group("sym"), m.group("obj") or ""
+    got = next(((fam, name) for rx, fam, name in _SYM_FAMILY if rx.search(sym)), None)
+    if got is None:
+        return None
+    fam, name = got
+    two = fam in ("ucx", "nixl")
+    return GenericFinding(
+        id=f"{fam}-multiple-installations" if two else f"{fam}-abi-mismatch",
+        title=f"undefined symbol {sym[:80]}" + (f" in {obj}" if obj else "") + f": two {name} builds mixed",
+        engine=fam if fam in ("ucx", "nixl") else _engine_of_native(s) or fam,
+        line=lineno,
+        phase="startup",
+        component=f"{name} shared libraries (dynamic loading)",
+        text=s.strip()[:300],
+        cause=f"{obj or 'A binary'} needs {sym}, which the {name} library the loader found does not export: the binary "
+        f"and the library come from different {name} builds"
+        + (
+            " (two installations on the host, e.g. one in /usr and one in /usr/local or a wheel's bundled copy)."
+            if two
+            else " (an extension built against another release)."
+        ),
+        checks=[
+            f"ldd {obj or '<binary>'} | grep -E 'libuc|nixl|torch|cuda'   # which copy of each library is loaded",
+            "LD_LIBRARY_PATH / ldconfig -p: every directory holding a copy",
+        ],
+        fix=f"Use one {name}: remove the other installation or point LD_LIBRARY_PATH at the one the binary was built "
+        "with (or rebuild it against the installed one).",
+    )
+
+
+def _module_missing(mod: str, engine: str, where: str, tb_line: int, lineno: int, text: str) -> GenericFinding:
+    """``No module named 'X'``: X's package is not installed for this interpreter (or,
+    for a submodule of an installed package, the install is partial / for another platform)."""
+    top = mod.split(".")[0]
+    pkg = _PKG_OF.get(top, top.replace("_", "-"))
+    sub = "." in mod and top in _PKG_OF
+    who = engine if engine not in ("", "python") else "the process"
+    if sub:
+        cause = (
+            f"{who} imports {mod}: the package {pkg} is there but its module {mod} is not — a partial install, "
+            f"or a wheel built for another Python/CUDA (its compiled part missing)."
+        )
+        fix = f"Reinstall {pkg} for this interpreter and CUDA (pip install --force-reinstall {pkg})."
+        fid = f"{top.replace('_', '-')}-install-broken"
+    else:
+        cause = (
+            f"{who} imports {top} ({where}) and the package {pkg} is not installed in the Python environment "
+            f"this process runs (or is installed for another interpreter / virtual env)."
+        )
+        fix = f"pip install {pkg} in the environment that runs the server (the same python -m pip)." + (
+            " NIXL: pip install nixl (it pulls the wheel matching CUDA 12/13)." if top == "nixl" else ""
+        )
+        fid = f"{top.replace('_', '-')}-not-installed"
+    return GenericFinding(
+        id=fid,
+        title=f"module {mod} not found: {pkg} " + ("install broken" if sub else "not installed"),
+        engine=engine or "python",
+        line=tb_line,
+        phase="startup",
+        component="Python environment (installed packages)",
+        text=text[:300],
+        lines=[tb_line, lineno] if lineno else [tb_line],
+        cause=cause,
+        checks=[
+            f"python -c 'import {mod}' with the server's interpreter",
+            f"python -m pip show {pkg}; which python",
+        ],
+        fix=fix,
+    )
 
 
 def _nixl_code(name: str) -> str:

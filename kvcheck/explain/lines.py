@@ -85,7 +85,15 @@ _VLLM_LEVEL = re.compile(
     r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
     r"(?:\[(?P<file>[\w./-]+\.py):\d+\]|(?P<file2>[\w./-]+\.py):\d+\])"
 )
-_SGLANG = re.compile(r"^\[" + _TS + r"(?P<ranks>(?: (?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*)\] ")
+_SGLANG = re.compile(
+    r"^\[(?:"
+    + _TS
+    + r"(?P<ranks>(?: (?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*)"
+    # the prefix with its time cut off in a paste: the ranks alone (``[DP3 TP3 EP3 PP1] ``)
+    + r"|(?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+(?: "
+    r"(?:DP|TP|EP|PP|CP|ATTN_CP|ATTN_DP|MOE_DP|ATTN_TP|MOE_EP)\d+)*"
+    r")\] "
+)
 _LMCACHE = re.compile(
     r"^\["
     + _TS
@@ -258,12 +266,16 @@ class Attributor:
             return ""
         return max(hosts, key=lambda k: (hosts[k], k == "sglang"))
 
-    def feed(self, line: str) -> LineInfo:
+    def feed(self, line: str, prefix_role: str = "") -> LineInfo:
+        """Attribute one line; ``prefix_role``: the role its collector's label named
+        (``sglang-decode-1 | ...``), which decides the process over the text's own hints."""
+        if prefix_role:
+            self.role = prefix_role
         m = _SGLANG.match(line)
         if m is not None and not self.in_block:
             rest = line[m.end() :]
             if rest.startswith(("Decode batch", "Prefill batch")):  # the bulk of a server log
-                role = "decode" if rest[0] == "D" else "prefill"
+                role = prefix_role or ("decode" if rest[0] == "D" else "prefill")
                 self.role = role
                 self.seen["sglang"] = self.seen.get("sglang", 0) + 1
                 return LineInfo("sglang", host="sglang", process=role)
@@ -283,10 +295,10 @@ class Attributor:
         info = self._classify(line)
         if info.engine:
             self.seen[info.engine] = self.seen.get(info.engine, 0) + 1
-        role = role_of_line(line)
+        role = prefix_role or role_of_line(line)
         if role:
             self.role = role
-        info.process = info.process or role or self.role
+        info.process = prefix_role or info.process or role or self.role
         return info
 
     def _classify(self, line: str) -> LineInfo:

@@ -33,11 +33,21 @@ from pydantic import BaseModel, Field
 _V = r"(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)"
 EXPLICIT = [
     ("image tag", re.compile(r"[\w./-]*sglang[\w.-]*:v?" + _V + r"(?![\w.])|[\w./-]*sglang[\w.-]*:v?" + _V + r"-")),
-    ("version line", re.compile(r"^\s*sglang\s*[:=]=?\s*" + _V + r"\b", re.I)),
+    ("version line", re.compile(r"^\s*sglang(?:\[[\w,-]+\])?\s*[:=]=?\s*" + _V + r"\b", re.I)),
+    # pip list: the package and its version in columns
+    ("pip list", re.compile(r"^\s*sglang(?:\[[\w,-]+\])?\s{2,}" + _V + r"(?:\s|$)")),
+    # a wheel or sdist name, and pip's summary of what it installed
+    (
+        "wheel",
+        re.compile(
+            r"\bsglang-" + _V + r"-(?:py3|cp3)[\w.-]*\.whl\b|\bsglang-" + _V + r"\.tar\.gz\b"
+            r"|\bSuccessfully installed\b.*?\bsglang-" + _V + r"(?![\w.])"
+        ),
+    ),
     (
         "version line",
         re.compile(
-            r"\bsglang=="
+            r"\bsglang(?:\[[\w,-]+\])?=="
             + _V
             + r"\b|\bSGLang v"
             + _V
@@ -60,7 +70,13 @@ FIELD = re.compile(r"(?:^|, )([a-z_][a-z0-9_]*)=")
 FRAME = re.compile(r'File "(?P<path>[^"]*?/sglang/(?P<file>srt/[\w/]+\.py))", line (?P<line>\d+),? in (?P<func>\w+)')
 
 
-_HINT = re.compile(r"sglang|SGLang|SGLANG|sgl[-_]|version|server_args|0\.0\.0\.dev")
+_HINT = re.compile(r"sglang|SGLang|SGLANG|sgl[-_]|[Vv]ersion|server_args|0\.0\.0\.dev")
+# pip show: "Name: sglang" then, a few lines on, "Version: 0.5.16"
+_PIP_NAME = re.compile(r"^\s*Name:\s*(\S+)\s*$")
+_PIP_VERSION = re.compile(r"^\s*Version:\s*" + _V + r"\s*$")
+
+
+_EXPLICIT_KINDS = ("image tag", "version line", "pip show", "pip list", "wheel", "install path", "version field")
 
 
 class ReleaseClue(BaseModel):
@@ -85,7 +101,9 @@ class LogRelease(BaseModel):
 
     def text(self) -> str:
         if self.release and any(
-            c.kind not in ("server args", "traceback lines") for c in self.clues if c.value == self.release
+            c.kind not in ("server args", "traceback lines", "message text")
+            for c in self.clues
+            if c.value == self.release
         ):
             c = next(c for c in self.clues if c.value == self.release)
             return f"SGLang {self.release} ({c.kind}, line {c.line})"
@@ -133,6 +151,7 @@ class ReleaseReader:
         self.fields_line = 0
         self.dev: str | None = None
         self._seen: set[tuple[str, str]] = set()
+        self._pip_name: tuple[str, int] = ("", 0)
 
     def _clue(self, kind: str, value: str, line: int) -> None:
         if (kind, value) not in self._seen and len(self.clues) < 50:
@@ -142,6 +161,15 @@ class ReleaseReader:
     def feed(self, lineno: int, line: str) -> None:
         if not _HINT.search(line):
             return
+        if "Name:" in line or "Version:" in line:
+            n = _PIP_NAME.match(line)
+            if n:
+                self._pip_name = (n.group(1).lower(), lineno)
+                return
+            pv = _PIP_VERSION.match(line)
+            if pv and self._pip_name[0] == "sglang" and lineno - self._pip_name[1] <= 3:
+                self._clue("pip show", pv.group(1), lineno)
+                return
         for kind, rx in EXPLICIT:
             m = rx.search(line)
             if m:
@@ -163,7 +191,7 @@ class ReleaseReader:
 
     def result(self) -> LogRelease:
         out = LogRelease(clues=list(self.clues), dev_build=self.dev)
-        explicit = [c for c in self.clues if c.kind in ("image tag", "version line", "install path", "version field")]
+        explicit = [c for c in self.clues if c.kind in _EXPLICIT_KINDS]
         index = None
         cands: set[str] | None = None
         if self.fields - {"self"} and len(self.fields) >= 3:

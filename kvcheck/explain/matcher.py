@@ -401,7 +401,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         window = buf[start:end]
         skip: set[int] = set()
         for k, ln in enumerate(window):
-            info = reader.feed(base + start + k, ln)
+            info = reader.feed(base + start + k, ln, roles[start + k])
             if not reader.catalog_allowed(info):
                 skip.add(start + k)
             elif info.engine or info.host:
@@ -420,17 +420,20 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
                 process(buf, base, i)
 
     buf: list[str] = []
+    roles: list[str] = []  # per line of buf: the role its collector prefix named ('' none)
     base = 1  # line number of buf[0]
     start = 0  # index in buf of the first line not yet scanned
     for block in blocks:
         if not block:
             continue
+        block, block_roles = _uncollect(block)
         if count < _MAX_PARTIAL_LINES:
             head.extend(block[: _MAX_PARTIAL_LINES - count])
         if blank and any(ln.strip() for ln in block):
             blank = False
         count += len(block)
         buf.extend(block)
+        roles.extend(block_roles)
         end = len(buf) - _WRAP  # lines with _WRAP lines of context after them
         scan(buf, base, start, end)
         line_info.clear()
@@ -439,6 +442,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
         base += keep
         start = nxt - keep
         del buf[:keep]
+        del roles[:keep]
     scan(buf, base, start, len(buf))
     if count == 0:
         head, count = [""], 1
@@ -483,6 +487,19 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     result.report = reader.report(ordered, catalog)
     result._blank = blank
     return result
+
+
+def _uncollect(block: list[str]) -> tuple[list[str], list[str]]:
+    """The block's lines without their log collectors' prefixes (``prefixes``), and the
+    role each prefix named."""
+    from kvcheck.explain.prefixes import strip_collector
+
+    out, roles = [], []
+    for ln in block:
+        got, role = strip_collector(ln)
+        out.append(got)
+        roles.append(role)
+    return out, roles
 
 
 def _prefix_partial(line: str, entry: Entry) -> str | None:
@@ -588,42 +605,56 @@ def _record(
 def attach_preflight(explanation: Explanation, report, catalog: Catalog | None = None) -> Explanation:
     """Point each hit to the finding of ``report`` (a preflight ``Report``) that predicts
     it, and record the preflight's verdict and findings on the explanation."""
-    from kvcheck.checks.ids import check_of as _check_of
-
-    catalog = catalog or load_catalog()
     findings = [f for f in report.findings]
-    for hit in explanation.hits:
-        entry = catalog.get(hit.entry_id)
-        cause = None
-        for f in findings:
-            rt = f.runtime_error
-            if rt is not None and entry.regex.search(rt.message):
-                cause = {
-                    "finding": f.id,
-                    "how": "runtime_error",
-                    "message": f.message,
-                    "fix": f.fix,
-                    "runtime_error": rt.model_dump(),
-                }
-                break
-        if cause is None and entry.check:
-            for f in findings:
-                if f.id == entry.check or _check_of(f.id) == entry.check:
-                    cause = {
-                        "finding": f.id,
-                        "how": "check",
-                        "message": f.message,
-                        "fix": f.fix,
-                        "runtime_error": f.runtime_error.model_dump() if f.runtime_error else None,
-                    }
-                    break
-        hit.cause = cause
+    rows = [
+        {
+            "id": f.id,
+            "message": f.message,
+            "fix": f.fix,
+            "runtime_error": f.runtime_error.model_dump() if f.runtime_error is not None else None,
+        }
+        for f in findings
+    ]
+    _point_hits(explanation, rows, catalog)
     explanation.preflight = {
         "verdict": report.verdict,
         "findings": [f.contract() for f in findings],
         "exit": report.exit_code,
     }
     return explanation
+
+
+def _point_hits(explanation: Explanation, findings: list[dict], catalog: Catalog | None) -> None:
+    """Set each hit's ``cause``: the preflight finding (``id``, ``message``, ``fix``,
+    ``runtime_error`` as a dict) whose runtime error text the entry's regex matches, else
+    the one with the entry's check id."""
+    from kvcheck.checks.ids import check_of as _check_of
+
+    catalog = catalog or load_catalog()
+    for hit in explanation.hits:
+        entry = catalog.get(hit.entry_id)
+        cause = None
+        for f in findings:
+            rt = f.get("runtime_error") or {}
+            if isinstance(rt, dict) and rt.get("message") and entry.regex.search(rt["message"]):
+                cause = _cause_row(f, "runtime_error", rt)
+                break
+        if cause is None and entry.check:
+            for f in findings:
+                if f["id"] == entry.check or _check_of(f["id"]) == entry.check:
+                    cause = _cause_row(f, "check", f.get("runtime_error"))
+                    break
+        hit.cause = cause
+
+
+def _cause_row(f: dict, how: str, runtime_error: Any) -> dict[str, Any]:
+    return {
+        "finding": f["id"],
+        "how": how,
+        "message": f["message"],
+        "fix": f.get("fix", ""),
+        "runtime_error": runtime_error,
+    }
 
 
 def _walk_findings(node: Any, out: list[dict]) -> None:
@@ -642,38 +673,10 @@ def attach_deployment_preflight(explanation: Explanation, report: Any, catalog: 
     """As ``attach_preflight`` for ``explain -f``: the deployment's preflight report
     (``kvcheck.cluster``) is read through its documented contract; each hit points to the
     finding that predicts it (runtime error text, else the check id)."""
-    from kvcheck.checks.ids import check_of as _check_of
-
-    catalog = catalog or load_catalog()
     contract = report.contract()
     findings: list[dict] = []
     _walk_findings(contract, findings)
-    for hit in explanation.hits:
-        entry = catalog.get(hit.entry_id)
-        cause = None
-        for f in findings:
-            rt = f.get("runtime_error") or {}
-            if isinstance(rt, dict) and rt.get("message") and entry.regex.search(rt["message"]):
-                cause = {
-                    "finding": f["id"],
-                    "how": "runtime_error",
-                    "message": f["message"],
-                    "fix": f.get("fix", ""),
-                    "runtime_error": rt,
-                }
-                break
-        if cause is None and entry.check:
-            for f in findings:
-                if f["id"] == entry.check or _check_of(f["id"]) == entry.check:
-                    cause = {
-                        "finding": f["id"],
-                        "how": "check",
-                        "message": f["message"],
-                        "fix": f.get("fix", ""),
-                        "runtime_error": f.get("runtime_error"),
-                    }
-                    break
-        hit.cause = cause
+    _point_hits(explanation, findings, catalog)
     explanation.preflight = {
         "verdict": contract.get("verdict"),
         "findings": findings,

@@ -19,6 +19,7 @@ what followed from it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -90,6 +91,20 @@ class Finding(BaseModel):
     fixed_in: str | None = None
     followed_by: str = ""
     predicted_by: str | None = None
+    # the node's state shown by a command pasted with the log (ibv_devices, ulimit): a
+    # precondition of the processes, older than any of the log's lines
+    precondition: bool = False
+
+
+@dataclass
+class _At:
+    """Where a general rule's finding is (the fields ``LogReader._finding`` reads)."""
+
+    first_line: int
+    last_line: int
+    count: int
+    text: str
+    values: dict[str, str]
 
 
 class LogReport(BaseModel):
@@ -115,8 +130,8 @@ class LogReader:
         self.infos: dict[int, LineInfo] = {}  # only lines that completed a signature
         self.hit_info: dict[int, LineInfo] = {}
 
-    def feed(self, lineno: int, line: str) -> LineInfo:
-        info = self.attr.feed(line)
+    def feed(self, lineno: int, line: str, role: str = "") -> LineInfo:
+        info = self.attr.feed(line, role)
         if info.engine:
             e = self.engines.get(info.engine)
             if e is None:
@@ -179,26 +194,22 @@ class LogReader:
                 s.host
                 and host
                 and host not in s.host
-                and s.engine not in ("ucx", "nixl", "python", "libfabric", "mooncake")
+                and (s.strict_host or s.engine not in ("ucx", "nixl", "python", "libfabric", "mooncake"))
             ):
                 continue
-            phase, src = self._phase(h.first_line, s.phase)
+            if s.strict_host and not host:
+                continue
             findings.append(
-                Finding(
-                    kind="signature",
+                self._finding(
+                    "signature",
+                    h,
+                    s.phase,
                     id=s.id,
                     title=s.title,
                     engine=s.engine,
                     host=host,
                     process=h.process or s.process,
-                    phase=phase,
-                    phase_from=src,
                     role=s.role,
-                    first_line=h.first_line,
-                    last_line=h.last_line,
-                    count=h.count,
-                    text=h.text,
-                    values=h.values,
                     cause=_fill(s.cause, h.values),
                     fix=_fill(s.fix, h.values),
                     checks=[_fill(c, h.values) for c in s.checks],
@@ -214,7 +225,6 @@ class LogReader:
                 continue
             e = catalog.get(hit.entry_id)
             when = _PHASE_WORDS.get(e.when.split(" (")[0].strip(), "any")
-            phase, src = self._phase(hit.first_line, when)
             info = self.hit_info.get(hit.first_line)
             role = (
                 "consequence"
@@ -225,28 +235,32 @@ class LogReader:
                 role = "warning"
             title = (hit.text if hit.match == "full" else e.template.rstrip())[:160]
             findings.append(
-                Finding(
-                    kind="catalog",
+                self._finding(
+                    "catalog",
+                    hit,
+                    when,
                     id=e.id,
                     title=title,
                     engine="nixl" if e.type.startswith("nixl") else "sglang",
                     host=(info.host if info else "") or ("sglang" if ctx in ("sglang", "") else ctx),
                     process=(info.process if info else "") or (e.process if e.process != "both" else ""),
-                    phase=phase,
-                    phase_from=src,
                     role=role,
-                    first_line=hit.first_line,
-                    last_line=hit.last_line,
-                    count=hit.count,
-                    text=hit.text,
-                    values=hit.values,
                     cause=e.meaning,
                     fix=e.fix,
-                    checks=[],
                     predicted_by=e.check,
                 )
             )
         findings.extend(self._generic(findings, ctx))
+        crashes = [f for f in findings if f.id == "native-crash-generic"]
+        if crashes:  # the stack named where it died: the bare "a crash happened" headers say less
+            findings = [
+                f
+                for f in findings
+                if not (
+                    f.id in ("ucx-signal-generic", "python-segfault-generic")
+                    and any(abs(f.first_line - c.first_line) <= 60 for c in crashes)
+                )
+            ]
         _narrow_by_messages(rep, hits)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         rep.findings = findings
@@ -258,7 +272,9 @@ class LogReader:
         """The general rules' findings (``generic.py``) on lines no specific cause covers."""
         covered: set[int] = set()
         for f in findings:
-            if f.role == "cause":  # a wrapper or time-out does not explain the traceback it wraps
+            if f.role == "cause" and not f.id.endswith("-generic"):
+                # a wrapper or time-out does not explain the traceback it wraps, nor does a
+                # signal handler's generic header the stack below it
                 covered.update(range(f.first_line, min(f.last_line, f.first_line + 200) + 1))
         out: list[Finding] = []
         same: dict[tuple[str, str], Finding] = {}
@@ -270,28 +286,42 @@ class LogReader:
                 prev.count += 1
                 prev.last_line = max(prev.last_line, g.line)
                 continue
-            phase, src = self._phase(g.line, g.phase or "any")
+            at = _At(g.line, max(g.lines or [g.line]), 1, g.text, {"component": g.component})
             out.append(
-                Finding(
-                    kind="generic",
+                self._finding(
+                    "generic",
+                    at,
+                    g.phase or "any",
                     id=g.id,
                     title=g.title,
                     engine=g.engine,
                     host=ctx,
-                    phase=phase,
-                    phase_from=src,
                     role=g.role,
-                    first_line=g.line,
-                    last_line=max(g.lines or [g.line]),
-                    text=g.text,
                     cause=g.cause,
                     fix=g.fix,
                     checks=g.checks,
-                    values={"component": g.component},
+                    precondition=g.node,
                 )
             )
             same[(g.id, g.cause[:80])] = out[-1]
         return out
+
+    def _finding(self, kind: str, at: Any, default_phase: str, **fields: Any) -> Finding:
+        """A ``Finding`` of ``kind`` located where ``at`` (a catalog ``Hit``, a
+        ``SignatureHit`` or an ``_At``) says, in the phase the log shows there (else
+        ``default_phase``, the message's own)."""
+        phase, src = self._phase(at.first_line, default_phase)
+        return Finding(
+            kind=kind,
+            phase=phase,
+            phase_from=src,
+            first_line=at.first_line,
+            last_line=at.last_line,
+            count=at.count,
+            text=at.text,
+            values=at.values,
+            **fields,
+        )
 
     def _phase(self, lineno: int, default: str) -> tuple[str, str]:
         p = self.timeline.phase_at(lineno)
@@ -365,6 +395,8 @@ def _rank(f: Finding) -> float:
     """0: a specific cause; 1: a general rule's cause class (``generic.py``: errno, a missing
     library, RDMA completion status ...) or a generic signature; 1.5: a failure only located
     (component, phase); 2: consequences (time-outs, wrappers); 3: warnings."""
+    if f.precondition:
+        return 1.6  # the node's state: first only where it explains the failures (``_chain``) or alone
     if f.role == "cause" and f.kind == "generic":
         return 1.5 if f.id.endswith("-generic") else 1
     if (
@@ -380,6 +412,9 @@ def _rank(f: Finding) -> float:
     return 2
 
 
+_REQUEST_PHASES = {"first-request", "first-transfer", "serving", "after-peer-restart"}
+
+
 def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
     """The first cause (the earliest finding of the best rank) and what came after it."""
     if not findings:
@@ -388,9 +423,15 @@ def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
     if best == 3 and any(f.role == "consequence" for f in findings):
         best = 2
     first = next(f for f in findings if _rank(f) == best)
+    pre = next((f for f in findings if f.precondition and f.role == "cause"), None)
+    if pre is not None and first is not pre and first.phase in _REQUEST_PHASES:
+        # a node without what the transfer needs (no RDMA device, a small memlock limit)
+        # explains the failures of requests and transfers that follow it; it does not
+        # explain a start-up refusal of the configuration
+        first = pre
     then, lines_seen = [], {first.first_line}
     for f in findings:
-        if f is first or not (f.first_line >= first.first_line or f.role == "consequence"):
+        if f is first or not (f.first_line >= first.first_line or f.role == "consequence" or first.precondition):
             continue
         if f.first_line in lines_seen and f.role != "cause":
             continue  # the same line read twice (a NIXL code in the catalog and as a signature)

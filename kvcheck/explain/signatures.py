@@ -54,6 +54,8 @@ class Signature(BaseModel):
     title: str
     engine: str
     host: list[str] = Field(default_factory=list)
+    # host applies even to a library's text (its meaning holds only in those processes)
+    strict_host: bool = False
     all: list[str]
     any: list[str] = Field(default_factory=list)
     unless: list[str] = Field(default_factory=list)
