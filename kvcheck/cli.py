@@ -122,6 +122,13 @@ def preflight(
         metavar="FILE",
         help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files.",
     ),
+    inherit_env: bool = typer.Option(
+        False,
+        "--inherit-env",
+        help="Fill a -f script's $VAR that the file, its container and --env leave unset from kvcheck's own "
+        "environment, as the shell that runs it would. Off by default: a verdict never rests on what the machine "
+        "running kvcheck happens to export (an unset variable is reported as unresolved-variable).",
+    ),
     values: list[Path] = typer.Option(
         [],
         "--values",
@@ -335,6 +342,7 @@ def preflight(
             files,
             format=format,
             env_file=env_file,
+            inherit_env=inherit_env,
             models_dir=models_dir,
             allow_unchecked=allow_unchecked,
             config_file=config_file,
@@ -498,6 +506,7 @@ def _preflight_deployments(
     format: str,
     env_file: Path | None,
     models_dir: Path | None,
+    inherit_env: bool = False,
     allow_unchecked: bool,
     model_config: Path | None,
     kernel: str,
@@ -540,7 +549,11 @@ def _preflight_deployments(
             )
         config_files[image_path] = local
     deployments = read_deployments(
-        list(files), env=env, config_files=config_files, helm_values=[str(v) for v in values or ()]
+        list(files),
+        env=env,
+        config_files=config_files,
+        helm_values=[str(v) for v in values or ()],
+        inherit_env=inherit_env,
     )
     opts = ClusterOptions(
         model_config=model_config,

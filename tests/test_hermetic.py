@@ -171,3 +171,22 @@ def test_a_script_variable_is_not_filled_from_kvchecks_own_environment(tmp_path,
     assert "PAGE" in str(unresolved), (value, unresolved)
     assert prefill_page(inherit_env=True)[0] == "64"
     assert prefill_page(env={"PAGE": "32"})[0] == "32"
+
+
+def test_inherit_env_is_the_one_way_kvchecks_environment_reaches_a_script(tmp_path):
+    """``kvcheck preflight -f`` on a script whose ``--tp-size $TP`` nothing sets: unchecked
+    (unresolved-variable, exit 4) even with ``TP`` exported where kvcheck runs; with
+    ``--inherit-env`` the exported value is read."""
+    model = model_dir("qwen3-8b")
+    script = tmp_path / "launch.sh"
+    script.write_text(
+        f"python -m sglang.launch_server --model-path {model} --disaggregation-mode prefill --disaggregation-transfer-backend nixl --tp-size $TP --port 30000 &\n"
+        f"python -m sglang.launch_server --model-path {model} --disaggregation-mode decode --disaggregation-transfer-backend nixl --tp-size 2 --port 30001 &\n"
+    )
+    env = {**_host(tmp_path, "this"), "TP": "2"}
+    base = ["preflight", "-f", str(script), "--sglang-version", "0.5.23", "--gpu", "h100"]
+    rc, verdict, found, _ = _answer(env, *base)
+    assert (rc, verdict) == (4, "unchecked"), found
+    assert any(f[0] == "unresolved-variable" and "TP" in f[2] for f in found), found
+    rc, verdict, found, _ = _answer(env, *base, "--inherit-env")
+    assert rc in (0, 1) and not any(f[0] == "unresolved-variable" for f in found), (rc, verdict, found)

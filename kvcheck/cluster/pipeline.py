@@ -308,8 +308,8 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
                 "unresolved-variable",
                 Severity.UNCHECKED,
                 f"{where}{u.variable} is not set; pass --env FILE or set it",
-                f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or in kvcheck's "
-                "environment.",
+                f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
+                "pass --inherit-env (kvcheck's own environment is not read without it).",
                 u.location,
             )
         )
