@@ -313,3 +313,91 @@ def test_markdown_page_with_a_manifest_block(tmp_path):
     assert set(roles) == {"prefill", "decode"}
     assert roles["prefill"].arg_locations["--disaggregation-mode"].line == 14
     assert roles["prefill"].image == "lmsysorg/sglang:v0.5.23" and roles["decode"].location.line == 20
+
+
+def _roles_and_tp(dep) -> list[tuple[str, str | None]]:
+    return sorted(
+        (i.role, i.argv[i.argv.index("--tp-size") + 1] if "--tp-size" in i.argv else None) for i in dep.instances
+    )
+
+
+@pytest.mark.parametrize("name", ["pd.mdx", "pd.md", "pd.txt"])
+def test_a_docs_page_with_front_matter_is_read_as_markdown(tmp_path, name):
+    """A docs-site page opens with YAML front matter (``---`` / ``title:`` / ``---``) and goes
+    on in Markdown, with its manifests in ```` ```yaml ```` blocks: the blocks are the
+    deployment (before, the page was parsed as a YAML stream and refused with a syntax error)."""
+    pod = """
+        ```yaml
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: {role}}}
+        spec:
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, Qwen/Qwen3-8B, --disaggregation-mode, {role}, --tp-size, "{tp}"]
+        ```
+        """
+    p = write(tmp_path, name, """
+        ---
+        title: "Prefill/decode on two pods"
+        sidebar_position: 3
+        ---
+        # Run it
+
+        Image: `lmsysorg/sglang:latest`. The prefill:
+        """ + pod.format(role="prefill", tp=2) + """
+        Then the decode:
+        """ + pod.format(role="decode", tp=4))
+    (dep,) = read_deployments([p])
+    assert _roles_and_tp(dep) == [("decode", "4"), ("prefill", "2")]
+
+
+def test_a_yaml_stream_starting_with_a_document_marker_is_still_yaml(tmp_path):
+    """``---`` opening a manifest (no Markdown after the second marker) stays a YAML stream."""
+    p = write(tmp_path, "pods.yaml", """
+        ---
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p}
+        spec:
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, Qwen/Qwen3-8B, --disaggregation-mode, prefill]
+        ---
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: d}
+        spec:
+          containers:
+            - name: s
+              image: lmsysorg/sglang:v0.5.23
+              command: [python3, -m, sglang.launch_server, --model-path, Qwen/Qwen3-8B, --disaggregation-mode, decode]
+        """)
+    (dep,) = read_deployments([p])
+    assert _roles_and_tp(dep) == [("decode", None), ("prefill", None)]
+
+
+def test_a_fenced_block_inside_a_block_quote_loses_its_quote_markers(tmp_path):
+    """A GitHub reply quoting the post (``> ```shell`` ... ``> ```"): the commands are read
+    without the ``>`` markers (before, ``>`` was an argument and the server a false
+    argparse failure)."""
+    p = write(tmp_path, "reply.md", """
+        > I run the prefill with
+        >
+        > ```shell
+        > python -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill \\
+        >   --tp-size 1
+        > ```
+        >
+        > > and the decode with
+        > > ```shell
+        > > python -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 2
+        > > ```
+
+        Thanks, looking into it.
+        """)
+    (dep,) = read_deployments([p])
+    assert _roles_and_tp(dep) == [("decode", "2"), ("prefill", "1")]
+    assert not any(">" in w for i in dep.instances for w in i.argv)

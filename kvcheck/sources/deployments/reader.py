@@ -33,8 +33,27 @@ _LAUNCH_LINE = re.compile(
 _LAUNCH_HINT = re.compile(r"(^|\s)(python[0-9.]*|sglang|docker|srun|bash|sh|export|nohup|exec|env)(\s|$)")
 
 
-def _looks_like_yaml(text: str) -> bool:
+# a Markdown/MDX page's YAML front matter (``---`` / ``title: ...`` / ``---``, as every page of
+# the SGLang and Dynamo docs sites starts), followed by Markdown: a heading, a fence, prose
+_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(?:.*\r?\n){0,200}?---[ \t]*\r?\n")
+_MARKDOWN_BODY = re.compile(r"(?m)^\s{0,3}(```|~~~|#{1,6} |[-*] \S|\d+\. \S|>)")
+MARKDOWN_SUFFIXES = (".md", ".mdx", ".markdown")
+
+
+def _front_matter_page(name: str, text: str) -> bool:
+    """A page that opens with YAML front matter and goes on in Markdown (``.md``/``.mdx``, or a
+    heading / fence / list after the front matter): read as Markdown, not as a YAML stream."""
+    m = _FRONT_MATTER.match(text)
+    if not m:
+        return False
+    return name.lower().endswith(MARKDOWN_SUFFIXES) or bool(_MARKDOWN_BODY.search(text, m.end()))
+
+
+def _looks_like_yaml(text: str, name: str = "") -> bool:
     import io
+
+    if _front_matter_page(name, text):
+        return False
 
     for k, line in enumerate(io.StringIO(text)):  # lazily: a 50 MiB file of short lines is not split whole
         if k > 100_000:  # a hundred thousand comment lines before any content: not a manifest
@@ -121,7 +140,7 @@ def read_deployment_file(
     if not text.strip():
         raise InputError("file is empty", source=file)
     _check_launch_count(text, file)
-    yamlish = _looks_like_yaml(text)
+    yamlish = _looks_like_yaml(text, path.name)
     _check_shape(text, file, yamlish)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None

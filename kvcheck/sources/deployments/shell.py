@@ -22,7 +22,28 @@ from typing import Any
 from kvcheck.sources.deployments.instance import Location
 from kvcheck.sources.deployments.variables import Scope, expand
 
-_FENCE = re.compile(r"^\s*(```+|~~~+)\s*([A-Za-z0-9_+-]*)")
+# a fence, also inside a block quote (a GitHub reply quoting the post: ``> ```shell``); the
+# quote markers (group ``quote``) are taken off each line of the block as Markdown does
+_FENCE = re.compile(r"^(?P<quote>\s*(?:>[ \t]?)*)\s*(?P<fence>```+|~~~+)\s*(?P<lang>[A-Za-z0-9_+-]*)")
+
+
+def _fenced(lines: list[str], i: int, m: re.Match) -> tuple[int, list[str]]:
+    """The body lines of the fenced block opened at ``lines[i]`` (its block-quote markers taken
+    off) and the index of its closing fence (``len(lines)`` when it is never closed)."""
+    depth = m.group("quote").count(">")
+    unquote = re.compile(r"^\s*" + r"(?:>[ \t]?)" * depth) if depth else None
+    fence = m.group("fence")
+    j = i + 1
+    body: list[str] = []
+    while j < len(lines):
+        line = unquote.sub("", lines[j], count=1) if unquote else lines[j]
+        if line.strip().startswith(fence[:3]):
+            break
+        body.append(line)
+        j += 1
+    return j, body
+
+
 _SHELL_LANGS = {"", "bash", "sh", "shell", "console", "zsh", "shell-session", "shellsession", "text", "sbatch"}
 
 
@@ -53,12 +74,8 @@ def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
             i += 1
             continue
         found = True
-        fence, lang = m.group(1), m.group(2).lower()
-        j = i + 1
-        body: list[str] = []
-        while j < len(lines) and not lines[j].strip().startswith(fence[:3]):
-            body.append(lines[j])
-            j += 1
+        lang = m.group("lang").lower()
+        j, body = _fenced(lines, i, m)
         if lang in _SHELL_LANGS:
             cleaned = [re.sub(r"^(\s*)\$ ", r"\1", ln) for ln in body]
             blocks.append((i + 2, "\n".join(cleaned)))
@@ -76,12 +93,10 @@ def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
         if not m:
             i += 1
             continue
-        fence, lang = m.group(1), m.group(2).lower()
-        j = i + 1
-        while j < len(lines) and not lines[j].strip().startswith(fence[:3]):
-            j += 1
+        lang = m.group("lang").lower()
+        j, body = _fenced(lines, i, m)
         if lang in ("yaml", "yml"):
-            out.append((i + 2, "\n".join(lines[i + 1 : j])))
+            out.append((i + 2, "\n".join(body)))
         i = j + 1
     return out
 
