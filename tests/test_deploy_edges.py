@@ -401,3 +401,24 @@ def test_a_fenced_block_inside_a_block_quote_loses_its_quote_markers(tmp_path):
     (dep,) = read_deployments([p])
     assert _roles_and_tp(dep) == [("decode", "2"), ("prefill", "1")]
     assert not any(">" in w for i in dep.instances for w in i.argv)
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        'if [ -z "$HOST_IP" ]; then\n    echo "HOST_IP is required"\n    exit 1\nfi\n',
+        'if [ $# -lt 0 ]; then echo usage; exit 2; elif [ -n "$DEBUG" ]; then set -x; fi\n',
+        'case "$MODE" in\n  bad) echo "unsupported"; exit 1 ;;\nesac\n',
+    ],
+)
+def test_a_guard_that_exits_does_not_hide_the_servers_after_it(tmp_path, guard):
+    """A guard before the servers (``if [ -z "$X" ]; then ...; exit 1; fi``): bash starts the
+    servers when the guard's branch is not taken. Before, the reading that took the branch
+    ended at ``exit`` with the ``if`` never closed, so its other alternative was never read
+    and the file was refused as "no prefill or decode server"."""
+    p = write(tmp_path, "guarded.sh", guard + (
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2 &\n"
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 4\n"
+    ))
+    (dep,) = read_deployments([p])
+    assert _roles_and_tp(dep) == [("decode", "4"), ("prefill", "2")]

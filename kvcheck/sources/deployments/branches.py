@@ -210,6 +210,7 @@ def branch_filter(statements, choice: BranchChoice) -> Iterator[tuple[list[Word]
                 and prev_term not in ("&&", "||")
             ):
                 choice.exited = True
+                _exit_in(stack, choice)
                 return
             yield words, term
         elif not words and term in ("{", "}") and _active(stack):
@@ -217,6 +218,22 @@ def branch_filter(statements, choice: BranchChoice) -> Iterator[tuple[list[Word]
         if top is not None and top.kind == "case" and term == ";;":
             top.state = "pattern"
         prev_term = term
+
+
+def _exit_in(stack: list[_Frame], choice: BranchChoice) -> None:
+    """An ``exit`` in a taken branch ends the reading before the constructs around it close:
+    each still has an alternative after the branches read so far (the rest of an ``if``, a
+    later ``case`` pattern, none taken), so the guard ``if [ -z "$X" ]; then exit 1; fi`` is
+    also read with its branch not taken, where the servers after it start."""
+    for f in stack:
+        if f.kind not in ("if", "case") or not f.active_outside or (f.kind == "case" and f.arg_parsing):
+            continue
+        if f.kind == "if":
+            known = ["then" if i == 0 else "elif" for i in range(max(f.branch, 0) + 1)]
+        else:
+            known = [f"{lab.rstrip('|')})" for lab in f.labels] or ["*)"]
+        if len(choice.seen.get(f.cid, [])) <= len(known):
+            choice.seen[f.cid] = [*known, "not taken"]
 
 
 def _close_if(f: _Frame, choice: BranchChoice) -> None:
