@@ -38,6 +38,8 @@ _LAUNCH_HINT = re.compile(r"(^|\s)(python[0-9.]*|sglang|docker|srun|bash|sh|expo
 _FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(?:.*\r?\n){0,200}?---[ \t]*\r?\n")
 _MARKDOWN_BODY = re.compile(r"(?m)^\s{0,3}(```|~~~|#{1,6} |[-*] \S|\d+\. \S|>)")
 MARKDOWN_SUFFIXES = (".md", ".mdx", ".markdown")
+# a Kubernetes object's top-level keys: a first document holding them is a manifest, not front matter
+_MANIFEST_KEYS = re.compile(r"(?m)^(apiVersion|kind):")
 
 
 def _front_matter_page(name: str, text: str) -> bool:
@@ -46,7 +48,14 @@ def _front_matter_page(name: str, text: str) -> bool:
     m = _FRONT_MATTER.match(text)
     if not m:
         return False
-    return name.lower().endswith(MARKDOWN_SUFFIXES) or bool(_MARKDOWN_BODY.search(text, m.end()))
+    if _MANIFEST_KEYS.search(m.group(0)):  # ``helm template``'s ``---`` / ``# Source:`` / ``apiVersion:`` stream
+        return False
+    if name.lower().endswith(MARKDOWN_SUFFIXES):
+        return True
+    rest = text[m.end() :].lstrip("\r\n\t ")
+    if rest.startswith("---") or _YAMLISH.match(rest):  # another document, or a key: a YAML stream
+        return False
+    return bool(_MARKDOWN_BODY.search(text, m.end()))
 
 
 def _looks_like_yaml(text: str, name: str = "") -> bool:
