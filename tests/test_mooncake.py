@@ -53,9 +53,11 @@ def _script(tmp: Path, prefill: str, decode: str, env: str = "") -> int | dict:
 
 
 def _ids(report: dict) -> list[str]:
-    if "findings" in report:
-        return [f["id"] for f in report["findings"]]
-    return [f["id"] for pair in report["pairs"] for f in pair["findings"]] + [f["id"] for f in report.get("findings", [])]
+    """Every finding id of a pair report (``findings``) or an -f report (each pair's, then
+    the deployment's own)."""
+    return [f["id"] for pair in report.get("pairs") or [] for f in pair["findings"]] + [
+        f["id"] for f in report.get("findings", [])
+    ]
 
 
 def test_sglang_pp_test_passes_on_both_input_paths(tmp_path):
@@ -157,6 +159,76 @@ def test_conformance_with_sglang_transfer_worker():
         assert proc.returncode == 0, proc.stderr[-3000:]
         res = json.loads(proc.stdout.strip().splitlines()[-1])
         assert res["imported"] == release and res["n_disagreements"] == 0, res["disagreements"][:3]
+
+
+DSV4_FLAGS = [
+    ({"tp_size": 4}, {"tp_size": 4}, 1),
+    ({"tp_size": 8}, {"tp_size": 1}, 1),
+    ({"tp_size": 4, "speculative_algorithm": "NEXTN"}, {"tp_size": 8, "speculative_algorithm": "NEXTN"}, 1),
+    ({"tp_size": 4, "enable_deepseek_v4_fp4_indexer": True}, {"tp_size": 4}, 1),
+]
+
+
+def _dsv4_geometries(pf: dict, df: dict):
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_dsv4_preflight import V4
+
+    from kvcheck.sglang.args import ServerArgs
+    from kvcheck.sglang.geometry import derive_geometry
+    from kvcheck.sglang.model import parse_model_config
+    from kvcheck.sides import Side
+
+    def side(role, flags):
+        args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="mooncake", **flags)
+        return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(V4), origin=f"{role}.yaml",
+                    gpu="h200", gpu_source="--gpu", env={})
+
+    return derive_geometry(side("prefill", pf)), derive_geometry(side("decode", df))
+
+
+@pytest.mark.parametrize("pf,df,heads", DSV4_FLAGS)
+def test_dsv4_kv_entries_conform_to_sglangs_transfer_worker(pf, df, heads):
+    """DeepSeek V4 on Mooncake: its ratio-grouped KV entries (C4 KV, C4 indexer, C128 KV)
+    go through ``get_mla_kv_ptrs_with_pp``'s equal-length fast path, entry i -> i at the
+    prefill's item length; SGLang 0.5.23's own transfer worker issues the same writes, and
+    an indexer of another item length on one side is the same silent corruption."""
+    pytest.importorskip("sglang")
+    sys.path.insert(0, str(REPO / "tests"))
+    import mooncake_conformance_worker as w
+
+    from kvcheck.sglang import mooncake as mc
+    from kvcheck.sglang import mooncake_runtime as rk
+
+    prefill, decode = _dsv4_geometries(pf, df)
+    assert prefill.pool == decode.pool == "DSV4" and prefill.n == decode.n == 9
+    out = {"pairs": 0, "rank_pairs": 0, "not_modeled": 0, "outcomes": {}, "disagreements": [], "n_disagreements": 0}
+    w.compare_pair(rk, mc, mc.behaviour("0.5.23"), prefill, decode, 0, heads, out)
+    assert out["n_disagreements"] == 0 and out["pairs"] == 1, out["disagreements"]
+    corrupt = "enable_deepseek_v4_fp4_indexer" in pf
+    assert any(k.startswith("SilentCorruption") for k in out["outcomes"]) == corrupt, out["outcomes"]
+
+
+@pytest.mark.parametrize("fp4", [False, True])
+def test_dsv4_mooncake_pair_is_decided_on_both_input_paths(tmp_path, fp4):
+    """A DeepSeek V4 Pro Mooncake pair (the model named by its Hub id, from kvcheck's
+    catalog) is decided, not unchecked: twins pass, and a prefill that alone packs its
+    indexer as FP4 fails with the silent corruption, as a pair and as a script."""
+    extra = " --enable-deepseek-v4-fp4-indexer" if fp4 else ""
+    lines = [f"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --disaggregation-mode {role} "
+             f"--tp 8 --port {port}{extra if role == 'prefill' else ''} &\n" for role, port in (("prefill", 30000), ("decode", 30001))]
+    script = tmp_path / "pd.sh"
+    script.write_text("".join(lines))
+    for role in ("prefill", "decode"):
+        (tmp_path / f"{role}.sh").write_text(lines[role == "decode"])
+    runs = [run_cli("preflight", "-f", str(script), "--format", "json", "--sglang-version", "0.5.23"),
+            run_cli("preflight", "--prefill", str(tmp_path / "prefill.sh"), "--decode", str(tmp_path / "decode.sh"),
+                    "--format", "json", "--sglang-version", "0.5.23")]
+    for proc in runs:
+        assert proc.stdout, proc.stderr
+        report = json.loads(proc.stdout)
+        assert (proc.returncode, report["verdict"]) == ((1, "fail") if fp4 else (0, "pass")), _ids(report)
+        assert ("mooncake-silent-corruption" in _ids(report)) == fp4
+        assert "mooncake-unchecked" not in _ids(report)
 
 
 @pytest.mark.runtime

@@ -510,11 +510,21 @@ def decide(
         )
     if not flat and not total_kv_heads:
         return _not_modeled(plan, "head-sliced transfer with an unknown KV head count")
-    if prefill.pool in ("DSV4", "MINIMAX_SPARSE"):
+    if prefill.pool == "MINIMAX_SPARSE":
         return _not_modeled(
             plan,
-            f"the {prefill.pool} pool's KV entries (compression-ratio groups, published layer ids) are not restated "
-            "for Mooncake",
+            "the MINIMAX_SPARSE pool's KV entries (published layer ids) are not restated for Mooncake",
+        )
+    if (prefill.pool == "DSV4") != (decode.pool == "DSV4"):
+        return _not_modeled(plan, f"a {prefill.pool} prefill pool against a {decode.pool} decode pool")
+    if prefill.pool == "DSV4" and (prefill.n != decode.n or prefill.pp_size != 1 or decode.pp_size != 1):
+        # get_mla_kv_ptrs_with_pp (disaggregation/common/conn.py): equal entry counts take
+        # the whole lists, i -> i; otherwise kv_args.mla_compression_ratios re-slice the
+        # ratio groups per stage (_mla_slice_ptrs_for_pp), which is not restated.
+        return _not_modeled(
+            plan,
+            f"DeepSeek V4's ratio-grouped KV entries re-sliced across {prefill.n} -> {decode.n} entries "
+            "(_mla_slice_ptrs_for_pp) are not restated for Mooncake",
         )
     fn = "send_kvcache" if flat else "send_kvcache_slice"
     for src_rank, dst_rank in (

@@ -328,6 +328,10 @@ def read_json_args(
     return parse_for_release(lambda v: args_from_mapping(data, str(path), v), choice, str(path)), env
 
 
+_CONTROL = frozenset({"&", "&&", ";", "||", "|", "|&", ";;"})
+_REDIRECT = re.compile(r"^(\d*>>?|&>>?|\d*<|\d*>&\d*-?)")
+
+
 def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str]]:
     """A launch command (``[VAR=value ...] python -m sglang.launch_server --flag ...``,
     backslash continuations and comments allowed) -> (flag argv, env assignments)."""
@@ -349,6 +353,12 @@ def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str
             env[name] = value
         i += 1
     rest = tokens[i:]
+    # the command ends at a shell control operator or redirection (``... --port 30000 &``,
+    # ``> prefill.log 2>&1``, ``; wait``), as the -f script reader ends it
+    for k, t in enumerate(rest):
+        if t in _CONTROL or _REDIRECT.match(t):
+            rest = rest[:k]
+            break
     for launcher in LAUNCHERS:
         n = len(launcher)
         if tuple(t.rsplit("/", 1)[-1] for t in rest[:n]) == launcher:
