@@ -422,3 +422,42 @@ def test_a_guard_that_exits_does_not_hide_the_servers_after_it(tmp_path, guard):
     ))
     (dep,) = read_deployments([p])
     assert _roles_and_tp(dep) == [("decode", "4"), ("prefill", "2")]
+
+
+def test_launch_lines_given_as_inline_code_on_a_docs_page(tmp_path):
+    """A page that gives its two launch lines as inline code (no fenced block launches a
+    server): the spans are the servers (B2; before, the page was refused as launching none)."""
+    p = write(tmp_path, "pd.md", """
+        # PD on two nodes
+
+        On node 1 run `python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2`
+        and on node 2 run `python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 4`.
+
+        ```bash
+        pip install sglang==0.5.23
+        ```
+        """)
+    (dep,) = read_deployments([p])
+    assert _roles_and_tp(dep) == [("decode", "4"), ("prefill", "2")]
+
+
+def test_inline_code_does_not_add_servers_beside_fenced_launches(tmp_path):
+    """Where a fenced block launches the servers, a prose mention in inline code is not one
+    more server; and a shell script's comment in backticks is never read as a launch."""
+    page = write(tmp_path, "pd.md", """
+        Start the prefill (`python3 -m sglang.launch_server --disaggregation-mode prefill ...`):
+
+        ```bash
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2 &
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 2 &
+        ```
+        """)
+    (dep,) = read_deployments([page])
+    assert _roles_and_tp(dep) == [("decode", "2"), ("prefill", "2")]
+    script = write(tmp_path, "pd.sh", """
+        # the decode is `python3 -m sglang.launch_server --disaggregation-mode decode --tp-size 8` on node 2
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2 &
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 2 &
+        """)
+    (dep,) = read_deployments([script])
+    assert _roles_and_tp(dep) == [("decode", "2"), ("prefill", "2")]

@@ -142,7 +142,7 @@ def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_env
     run once per node, the role picked by a condition) are merged into one deployment;
     readings that each hold the same roles are alternatives, one ``Deployment`` each,
     ``variant`` naming the branches."""
-    blocks = markdown_blocks(text)
+    blocks = markdown_blocks(text, markdown=path.suffix.lower() in (".md", ".mdx", ".markdown"))
     if blocks is not None and len(blocks) > 1:
         # a docs page with several self-contained examples (a Mooncake pair, a NIXL
         # pair...): each fenced block that launches both roles, else each section (the

@@ -61,9 +61,11 @@ class Word:
     file: str | None = None  # set when the word comes from another file (a --config YAML)
 
 
-def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
+def markdown_blocks(text: str, *, markdown: bool = False) -> list[tuple[int, str]] | None:
     """``(first line, block text)`` for each shell-like fenced block, or None when the
-    text has no fences (then it is a plain script)."""
+    text has no fences (then it is a plain script). On a Markdown page (fences, or
+    ``markdown``: a ``.md`` file) where no fenced block launches a server, the inline code
+    spans that launch a PD server are the blocks."""
     lines = text.splitlines()
     blocks: list[tuple[int, str]] = []
     i = 0
@@ -80,7 +82,38 @@ def markdown_blocks(text: str) -> list[tuple[int, str]] | None:
             cleaned = [re.sub(r"^(\s*)\$ ", r"\1", ln) for ln in body]
             blocks.append((i + 2, "\n".join(cleaned)))
         i = j + 1
+    if (found or markdown) and not any(_INLINE_LAUNCH.search(b) for _, b in blocks):
+        inline = _inline_launches(lines)
+        if inline:
+            return blocks + inline
     return blocks if found else None
+
+
+# a launch line a page gives as inline code (``Run `python -m sglang.launch_server ...
+# --disaggregation-mode prefill` on the first node``), read only where no fenced block of
+# the page launches a server
+_INLINE_LAUNCH = re.compile(
+    r"(-m\s+(sglang\.launch_server|dynamo\.sglang)|\bsglang\s+serve)\b[^\n]*--disaggregation-mode"
+)
+_INLINE_CODE = re.compile(r"(?<!`)`([^`\n]{20,4000})`(?!`)")
+
+
+def _inline_launches(lines: list[str]) -> list[tuple[int, str]]:
+    """``(line, command)`` of each inline code span outside fences that launches a PD server."""
+    out: list[tuple[int, str]] = []
+    in_fence = None
+    for n, line in enumerate(lines, 1):
+        m = _FENCE.match(line)
+        if m:
+            in_fence = None if in_fence and line.strip().startswith(in_fence) else (in_fence or m.group("fence")[:3])
+            continue
+        if in_fence:
+            continue
+        for span in _INLINE_CODE.finditer(line):
+            code = re.sub(r"^\s*\$ ", "", span.group(1))
+            if _INLINE_LAUNCH.search(code):
+                out.append((n, code))
+    return out
 
 
 def markdown_yaml_blocks(text: str) -> list[tuple[int, str]]:
