@@ -151,7 +151,10 @@ def check_deployments(
     validate_ignore(opts.ignore, own)
     pair_ignore = tuple(i for i in opts.ignore if i not in own)
     caches = _Caches()
-    results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
+    from kvcheck.memo import side_memo
+
+    with side_memo():  # each side's start-up outcome and known-issue matches, once per run
+        results = [_check_one(d, opts, caches, pair_ignore, own) for d in deployments]
     kernel = next((p.report.kernel for r in results for p in r.pairs if p.report is not None), "builtin")
     from kvcheck.release.version import version_key
 
