@@ -23,7 +23,11 @@ measures the compiler). CPU = user + system time of the process (``wait4``); on 
 Reported per variant: median CPU, quartiles, min/max, the median over bare; goals (issue
 15): pair <= 0.10 s and file <= 0.15 s of CPU over bare. Also: the variants' verdict and
 exit status (they must agree with the baseline), and whether the static pair imported
-torch, nixl, sglang, rich or httpx (it must not).
+torch, nixl, sglang, rich or httpx (it must not). And where this tree's CPU goes, as
+more variants in the same interleaved runs: ``typer`` (``import typer``), ``pydantic``
+(one ``BaseModel`` subclass built and validated: pydantic's import and first schema),
+``typer+pydantic``, and ``pair-imports`` / ``file-imports`` (every kvcheck module the
+command imported, imported alone: the cost of the imports without the run).
 
 Usage: python benchmarks/bench_preflight.py [--runs N] [--base REV|''] [--json]
 """
@@ -78,17 +82,26 @@ def base_tree(rev: str, dest: Path) -> str:
     return commit
 
 
-def heavy_modules(env: dict[str, str]) -> list[str]:
-    """Which of ``HEAVY`` the static pair imports (run in process, after the command)."""
+def loaded_modules(env: dict[str, str], args: list[str]) -> list[str]:
+    """Every module ``kvcheck preflight ARGS`` has imported when it ends (run in process)."""
     code = (
-        f"import sys\nsys.argv = ['kvcheck', 'preflight', *{PAIR!r}]\n"
+        f"import sys\nsys.argv = ['kvcheck', 'preflight', *{args!r}]\n"
         "import kvcheck.cli as c\n"
         "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
-        f"sys.stderr.write('HEAVY ' + ' '.join(sorted(m for m in {HEAVY!r} if m in sys.modules)) + '\\n')\n"
+        "sys.stderr.write('LOADED ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
     )
     proc = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, cwd=REPO, env=env)
-    line = next((x for x in proc.stderr.splitlines() if x.startswith("HEAVY")), "HEAVY ?")
+    line = next((x for x in proc.stderr.splitlines() if x.startswith("LOADED")), "LOADED")
     return line.split()[1:]
+
+
+# Where a cold run's CPU goes (this tree only): the CLI framework and the model library
+# alone, and every module the run imports without running anything.
+PARTS = {
+    "typer": "import typer",
+    "pydantic": "from pydantic import BaseModel\nclass A(BaseModel):\n    x: int = 1\nA(x=2)",
+    "typer+pydantic": "import typer\nfrom pydantic import BaseModel\nclass A(BaseModel):\n    x: int = 1\nA(x=2)",
+}
 
 
 def main() -> int:
@@ -128,12 +141,20 @@ def main() -> int:
         for tag in roots:
             variants["pair" + tag] = (kv + PAIR, envs[tag])
             variants["file" + tag] = (kv + FILE, envs[tag])
+        parts = dict(PARTS)
+        loaded = {k: loaded_modules(envs[""], a) for k, a in (("pair", PAIR), ("file", FILE))}
+        for k, mods in loaded.items():
+            # kvcheck's own modules bring every library the run uses (typer, pydantic, yaml...)
+            own = sorted(m for m in mods if m.startswith("kvcheck.") and m != "kvcheck.__main__")
+            parts[f"{k}-imports"] = "import " + ", ".join(own + [m for m in ("yaml",) if m in mods])
+        for name, code in parts.items():
+            variants[name] = ([sys.executable, "-P", "-c", code], envs[""])
         answers: dict[str, tuple[int, str | None]] = {}
         for name, (cmd, env) in variants.items():  # write the bytecode caches, warm the file cache
             for _ in range(2):
                 _, rc, out = timed(cmd, env)
             verdict = None
-            if name != "bare":
+            if name in ("pair", "file") or name.endswith("@base"):
                 try:
                     verdict = json.loads(out).get("verdict")
                 except ValueError:
@@ -168,18 +189,21 @@ def main() -> int:
             "ratio_to_base_over_bare": {
                 k: round(over[k]["median"] / over[k + "@base"]["median"], 3) for k in GOALS if k + "@base" in over
             },
-            "exit_and_verdict": {k: list(v) for k, v in answers.items() if k != "bare"},
+            "parts_over_bare_s": {k: over[k]["median"] for k in parts},
+            "exit_and_verdict": {k: list(v) for k, v in answers.items() if v[1] is not None},
             "same_answer_as_base": {k: answers[k] == answers[k + "@base"] for k in GOALS if k + "@base" in answers},
-            "heavy_modules_imported_by_pair": heavy_modules(envs[""]),
+            "heavy_modules_imported_by_pair": sorted(m for m in HEAVY if m in loaded["pair"]),
+            "modules_imported": {k: len(v) for k, v in loaded.items()},
         }
         if args.json:
             print(json.dumps(fig, indent=2))
         else:
-            print(f"{'variant':10} {'CPU median':>10} {'q1':>7} {'q3':>7} {'over bare':>10}  exit verdict")
+            print(f"{'variant':15} {'CPU median':>10} {'q1':>7} {'q3':>7} {'over bare':>10}  exit verdict")
             for k, s in fig["cpu_s"].items():
-                extra = f"{over[k]['median']:10.4f}  {answers[k][0]} {answers[k][1]}" if k in over else ""
-                print(f"{k:10} {s['median']:10.4f} {s['q1']:7.4f} {s['q3']:7.4f} {extra}")
-            for k in ("goals_over_bare_s", "goal_met", "ratio_to_base_over_bare", "same_answer_as_base"):
+                extra = f"{over[k]['median']:10.4f}  {answers[k][0]} {answers[k][1] or ''}" if k in over else ""
+                print(f"{k:15} {s['median']:10.4f} {s['q1']:7.4f} {s['q3']:7.4f} {extra}")
+            shown = ("goals_over_bare_s", "goal_met", "ratio_to_base_over_bare", "same_answer_as_base")
+            for k in (*shown, "parts_over_bare_s", "modules_imported"):
                 print(f"{k}: {fig[k]}")
             print(f"heavy modules imported by the static pair: {fig['heavy_modules_imported_by_pair'] or 'none'}")
         return 0
