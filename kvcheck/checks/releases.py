@@ -243,7 +243,12 @@ def known_issue(chk, ctx: CheckContext) -> list[Finding]:
         for side in (ctx.prefill, ctx.decode):
             if role and side.role != role:
                 continue
-            floor = None if entry.get("effect") == "refuse" else floors.setdefault(side.role, running_nixl_floor(side))
+            if entry.get("effect") == "refuse":
+                floor = None
+            else:
+                if side.role not in floors:
+                    floors[side.role] = running_nixl_floor(side)
+                floor = floors[side.role]
             ok, why, unknown = match_entry(entry, side, floor)
             if ok:
                 hits.append((side, why, unknown))
