@@ -23,7 +23,8 @@ measures the compiler). CPU = user + system time of the process (``wait4``); on 
 Reported per variant: median CPU, quartiles, min/max, the median over bare; goals (issue
 15): pair <= 0.10 s and file <= 0.15 s of CPU over bare. Also: the variants' verdict and
 exit status (they must agree with the baseline), and whether the static pair imported
-torch, nixl, sglang, rich or httpx (it must not). And where this tree's CPU goes, as
+torch, nixl, sglang, rich, httpx or typer (it must not: a plain command line is read
+without typer). And where this tree's CPU goes, as
 more variants in the same interleaved runs: ``typer`` (``import typer``), ``pydantic``
 (one ``BaseModel`` subclass built and validated: pydantic's import and first schema),
 ``typer+pydantic``, and ``pair-imports`` / ``file-imports`` (every kvcheck module the
@@ -50,7 +51,7 @@ DEFAULT_BASE = "69863e6"
 PAIR = ["--prefill", "configs/aligned/prefill.yaml", "--decode", "configs/aligned/decode.yaml", "-o", "json"]
 FILE = ["-f", "configs/deployments/llama-nixl-1p2d.yaml", "-o", "json"]
 GOALS = {"pair": 0.10, "file": 0.15}
-HEAVY = ("torch", "nixl", "nixl_cu12", "sglang", "rich", "httpx")
+HEAVY = ("torch", "nixl", "nixl_cu12", "sglang", "rich", "httpx", "typer")
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:

@@ -7,8 +7,9 @@ and help live here once. Options whose help differs per command stay in the comm
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -55,3 +56,49 @@ def seconds_option(flag: str, help: str) -> typer.models.OptionInfo:
 def limit_option(flag: str, help: str) -> typer.models.OptionInfo:
     """One of preflight's input caps (``kvcheck.sources.limits.set_caps``)."""
     return typer.Option(flag, metavar="N", help=help)
+
+
+def typer_command(name: str, options: Sequence[Any], run: Callable[..., Any], doc: str) -> Callable[..., Any]:
+    """A typer command function for a command whose options are declared without typer
+    (``kvcheck.cli.preflight.Opt``): one parameter per option, in order, with its flags,
+    help, metavar, environment variable and ``seconds`` validation, calling ``run``
+    with every option by name. ``doc`` is the command's help."""
+    import inspect
+
+    kinds: dict[str, Any] = {
+        "str": str,
+        "path": Path,
+        "int": int,
+        "float": float,
+        "bool": bool,
+        "strs": list[str],
+        "paths": list[Path],
+    }
+    params = []
+    annotations: dict[str, Any] = {}
+    for opt in options:
+        annotation = kinds[opt.kind] if opt.default is not None else kinds[opt.kind] | None
+        extra: dict[str, Any] = {}
+        if opt.metavar:
+            extra["metavar"] = opt.metavar
+        if opt.envvar:
+            extra["envvar"] = opt.envvar
+        if not opt.show_default:
+            extra["show_default"] = False
+        if opt.seconds:
+            extra["callback"] = seconds
+        default = list(opt.default) if isinstance(opt.default, list) else opt.default
+        info = typer.Option(default, *opt.decls, help=opt.help, **extra)
+        params.append(
+            inspect.Parameter(opt.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=info, annotation=annotation)
+        )
+        annotations[opt.name] = annotation
+
+    def command(**kwargs: Any) -> None:
+        run(**kwargs)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = annotations
+    command.__doc__ = doc
+    command.__name__ = command.__qualname__ = name
+    return command

@@ -8,20 +8,14 @@ checked), 3 a live source could not be reached in time, 4 unchecked (0 with
 
 from __future__ import annotations
 
+import os
+import re
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
-
-from kvcheck.cli.options import (
-    DecodeSglangVersion,
-    PairModelConfig,
-    PrefillSglangVersion,
-    api_key_option,
-    limit_option,
-    seconds_option,
-)
 from kvcheck.cli.output import State, write_report
 from kvcheck.errors import KvcheckError
 
@@ -40,228 +34,494 @@ EPILOG = (
 )
 
 
-def preflight(
-    files: list[Path] = typer.Option(
+@dataclass(frozen=True)
+class Opt:
+    """One option of ``kvcheck preflight``: the parameter ``name`` of ``run``, its flags,
+    its ``kind`` (``str``, ``path``, ``int``, ``float``, ``bool``; ``strs``/``paths``:
+    repeatable), its default, help and typer display settings; ``seconds``: a duration
+    validated by ``kvcheck.cli.options.seconds`` (finite, above 0, at most a day).
+
+    Declared here without typer so that ``parse_fast`` can read a plain command line
+    without importing the CLI framework; ``kvcheck.cli.options.typer_command`` builds the
+    typer command (help, errors, every other form) from the same table."""
+
+    name: str
+    decls: tuple[str, ...]
+    kind: str
+    default: Any
+    help: str
+    metavar: str | None = None
+    envvar: str | None = None
+    show_default: bool = True
+    seconds: bool = False
+
+
+OPTIONS: tuple[Opt, ...] = (
+    Opt(
+        "files",
+        ("--file", "-f"),
+        "paths",
         [],
-        "--file",
-        "-f",
+        "A deployment as published (repeatable, kubectl style): a Kubernetes manifest (multi-document, "
+        "List; Deployment, StatefulSet, Job, LeaderWorkerSet, DynamoGraphDeployment, RoleBasedGroup, OME "
+        "runtimes, llm-d, AIBrix), an srt-slurm recipe, or a shell script / docs block of launch lines. "
+        "Every prefill and decode instance is checked, grouped into classes. Not with --prefill/--decode.",
         metavar="FILE",
-        help="A deployment as published (repeatable, kubectl style): a Kubernetes manifest (multi-document, List; "
-        "Deployment, StatefulSet, Job, LeaderWorkerSet, DynamoGraphDeployment, RoleBasedGroup, OME runtimes, "
-        "llm-d, AIBrix), an srt-slurm recipe, or a shell script / docs block of launch lines. Every prefill "
-        "and decode instance is checked, grouped into classes. Not with --prefill/--decode.",
     ),
-    prefill: str | None = typer.Option(
+    Opt(
+        "prefill",
+        ("--prefill", "-p"),
+        "str",
         None,
-        "--prefill",
-        "-p",
+        "Prefill server args: --config YAML, command-line file, JSON args, or a live server URL (one "
+        "pair; not with -f).",
         metavar="FILE|URL",
-        help="Prefill server args: --config YAML, command-line file, JSON args, or a live server URL (one pair; not "
-        "with -f).",
     ),
-    decode: str | None = typer.Option(
-        None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."
+    Opt(
+        "decode",
+        ("--decode", "-d"),
+        "str",
+        None,
+        "Decode server args, in any of the same forms.",
+        metavar="FILE|URL",
     ),
-    format: str = typer.Option(
+    Opt(
+        "format",
+        ("--format", "-o"),
+        "str",
         "table",
-        "--format",
-        "-o",
+        "Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub "
+        "Actions annotations). The exit status is the same for every format.",
         metavar="table|json|junit|github",
-        help="Output: table (for people), json (the documented contract), junit (JUnit XML), github (GitHub Actions "
-        "annotations). The exit status is the same for every format.",
     ),
-    env_file: Path | None = typer.Option(
+    Opt(
+        "env_file",
+        ("--env",),
+        "path",
         None,
-        "--env",
+        "VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files.",
         metavar="FILE",
-        help="VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files.",
     ),
-    inherit_env: bool = typer.Option(
+    Opt(
+        "inherit_env",
+        ("--inherit-env",),
+        "bool",
         False,
-        "--inherit-env",
-        help="Fill a -f script's $VAR that the file, its container and --env leave unset from kvcheck's own "
-        "environment, as the shell that runs it would. Off by default: a verdict never rests on what the machine "
-        "running kvcheck happens to export (an unset variable is reported as unresolved-variable).",
+        "Fill a -f script's $VAR that the file, its container and --env leave unset from kvcheck's own "
+        "environment, as the shell that runs it would. Off by default: a verdict never rests on what the "
+        "machine running kvcheck happens to export (an unset variable is reported as "
+        "unresolved-variable).",
     ),
-    values: list[Path] = typer.Option(
+    Opt(
+        "values",
+        ("--values",),
+        "paths",
         [],
-        "--values",
+        "A values file for a Helm chart directory given to -f (helm template -f FILE; repeatable, in order).",
         metavar="FILE",
-        help="A values file for a Helm chart directory given to -f (helm template -f FILE; repeatable, in order).",
     ),
-    config_file: list[str] = typer.Option(
+    Opt(
+        "config_file",
+        ("--config-file",),
+        "strs",
         [],
-        "--config-file",
+        "A local copy of a config file that a -f launch line names inside the image (--config "
+        "/etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server "
+        "is unchecked.",
         metavar="IMAGE_PATH=LOCAL_PATH",
-        help="A local copy of a config file that a -f launch line names inside the image (--config "
-        "/etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server is "
-        "unchecked.",
     ),
-    models_dir: Path | None = typer.Option(
+    Opt(
+        "models_dir",
+        ("--models",),
+        "path",
         None,
-        "--models",
+        "A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub "
+        "id; HF_HUB_CACHE / HF_HOME are also read.",
         metavar="DIR",
-        help="A Hugging Face cache (models--ORG--NAME/snapshots/*/config.json) to find model configs by hub id; "
-        "HF_HUB_CACHE / HF_HOME are also read.",
     ),
-    allow_unchecked: bool = typer.Option(
+    Opt(
+        "allow_unchecked",
+        ("--allow-unchecked",),
+        "bool",
         False,
-        "--allow-unchecked",
-        help="An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, "
+        "An 'unchecked' verdict (a pair kvcheck cannot decide: unknown model, unmodeled pool or backend, "
         "unresolved variable) exits 0 instead of 4; the output still says unchecked.",
     ),
-    kernel: str = typer.Option(
+    Opt(
+        "kernel",
+        ("--kernel",),
+        "str",
         "builtin",
-        "--kernel",
+        "Decision code: builtin (kvcheck's restatement of each modeled SGLang release's decisions; no "
+        "torch), runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto "
+        "(runtime when SGLang is importable, else builtin).",
         metavar="builtin|runtime|auto",
-        help="Decision code: builtin (kvcheck's restatement of each modeled SGLang release's decisions; no torch), "
-        "runtime (the installed SGLang's own code driven on CPU; imports torch, seconds), auto (runtime when SGLang "
-        "is importable, else builtin).",
     ),
-    ignore: list[str] = typer.Option(
+    Opt(
+        "ignore",
+        ("--ignore",),
+        "strs",
         [],
-        "--ignore",
+        "Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the "
+        "output, marked ignored.",
         metavar="ID",
-        help="Accept a finding by check id (repeatable). Findings that predict a runtime error stay in the output, "
-        "marked ignored.",
     ),
-    prefill_env: Path | None = typer.Option(
+    Opt(
+        "prefill_env",
+        ("--prefill-env",),
+        "path",
         None,
-        "--prefill-env",
-        help="VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, "
+        "VAR=value file with the prefill's environment (SGLANG_DISAGGREGATION_NIXL_BACKEND, "
         "SGLANG_PP_LAYER_PARTITION, UCX_NET_DEVICES, ...).",
     ),
-    decode_env: Path | None = typer.Option(None, "--decode-env", help="VAR=value file with the decode's environment."),
-    model_config: PairModelConfig = None,
-    prefill_model_config: Path | None = typer.Option(
-        None, "--prefill-model-config", help="The prefill's model config.json (overrides --model-config)."
-    ),
-    decode_model_config: Path | None = typer.Option(
-        None, "--decode-model-config", help="The decode's model config.json (overrides --model-config)."
-    ),
-    draft_model_config: Path | None = typer.Option(
+    Opt(
+        "decode_env",
+        ("--decode-env",),
+        "path",
         None,
-        "--draft-model-config",
-        help="The draft model's config.json when speculative-draft-model-path is a hub id.",
+        "VAR=value file with the decode's environment.",
     ),
-    api_key: Annotated[
-        str | None,
-        api_key_option(
-            "Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps)."
-        ),
-    ] = None,
-    bootstrap: str | None = typer.Option(
+    Opt(
+        "model_config",
+        ("--model-config",),
+        "path",
         None,
-        "--bootstrap",
-        help="A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port).",
+        "The model's config.json, for both sides, when model-path is a hub id.",
     ),
-    connect_timeout: Annotated[
-        float, seconds_option("--connect-timeout", "Seconds to wait for each TCP/TLS connect to a live server.")
-    ] = 3.0,
-    deadline: Annotated[
-        float,
-        seconds_option(
-            "--deadline",
-            "Seconds a live source may take in all, retries included (a prefill not fully registered answers 503 "
-            "until then); two live sides are read side by side. Past it: exit 3.",
-        ),
-    ] = 10.0,
-    prefill_agent: str | None = typer.Option(
+    Opt(
+        "prefill_model_config",
+        ("--prefill-model-config",),
+        "path",
         None,
-        "--prefill-agent",
-        help="A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a saved "
-        "blob. Its live regions are compared with the args.",
+        "The prefill's model config.json (overrides --model-config).",
     ),
-    decode_agent: str | None = typer.Option(
-        None, "--decode-agent", help="A kvcheck NIXL agent of the decode role (same forms). Needed by --probe."
+    Opt(
+        "decode_model_config",
+        ("--decode-model-config",),
+        "path",
+        None,
+        "The decode's model config.json (overrides --model-config).",
     ),
-    probe: bool = typer.Option(
+    Opt(
+        "draft_model_config",
+        ("--draft-model-config",),
+        "path",
+        None,
+        "The draft model's config.json when speculative-draft-model-path is a hub id.",
+    ),
+    Opt(
+        "api_key",
+        ("--api-key",),
+        "str",
+        None,
+        "Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps).",
+        envvar="KVCHECK_API_KEY",
+        show_default=False,
+    ),
+    Opt(
+        "bootstrap",
+        ("--bootstrap",),
+        "str",
+        None,
+        "A live prefill's bootstrap server URL (default: http://PREFILL-HOST:disaggregation_bootstrap_port).",
+    ),
+    Opt(
+        "connect_timeout",
+        ("--connect-timeout",),
+        "float",
+        3.0,
+        "Seconds to wait for each TCP/TLS connect to a live server.",
+        seconds=True,
+    ),
+    Opt(
+        "deadline",
+        ("--deadline",),
+        "float",
+        10.0,
+        "Seconds a live source may take in all, retries included (a prefill not fully registered answers "
+        "503 until then); two live sides are read side by side. Past it: exit 3.",
+        seconds=True,
+    ),
+    Opt(
+        "prefill_agent",
+        ("--prefill-agent",),
+        "str",
+        None,
+        "A kvcheck NIXL agent of the prefill role: HOST:PORT (listener), etcd://HOST:PORT/NAME, or a "
+        "saved blob. Its live regions are compared with the args.",
+    ),
+    Opt(
+        "decode_agent",
+        ("--decode-agent",),
+        "str",
+        None,
+        "A kvcheck NIXL agent of the decode role (same forms). Needed by --probe.",
+    ),
+    Opt(
+        "probe",
+        ("--probe",),
+        "bool",
         False,
-        "--probe",
-        help="Move real bytes along each segment of the plan from a prefill-role agent started here to "
+        "Move real bytes along each segment of the plan from a prefill-role agent started here to "
         "--decode-agent, and verify them.",
     ),
-    timeout: Annotated[
-        float,
-        seconds_option(
-            "--timeout",
-            "Seconds each agent read and each probe wait may take; on expiry the step is named in a finding.",
-        ),
-    ] = 5.0,
-    probe_pages: int = typer.Option(
-        4, "--probe-pages", help="Pages per region the probe writes (capped by what the decode agent registered)."
+    Opt(
+        "timeout",
+        ("--timeout",),
+        "float",
+        5.0,
+        "Seconds each agent read and each probe wait may take; on expiry the step is named in a finding.",
+        seconds=True,
     ),
-    gpu: str | None = typer.Option(
+    Opt(
+        "probe_pages",
+        ("--probe-pages",),
+        "int",
+        4,
+        "Pages per region the probe writes (capped by what the decode agent registered).",
+    ),
+    Opt(
+        "gpu",
+        ("--gpu",),
+        "str",
         None,
-        "--gpu",
-        metavar="GPU",
-        help="The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, "
+        "The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, "
         "attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output.",
+        metavar="GPU",
     ),
-    prefill_gpu: str | None = typer.Option(
-        None, "--prefill-gpu", metavar="GPU", help="The prefill's GPU (overrides --gpu)."
-    ),
-    decode_gpu: str | None = typer.Option(
-        None, "--decode-gpu", metavar="GPU", help="The decode's GPU (overrides --gpu)."
-    ),
-    sglang_version: str | None = typer.Option(
+    Opt(
+        "prefill_gpu",
+        ("--prefill-gpu",),
+        "str",
         None,
-        "--sglang-version",
+        "The prefill's GPU (overrides --gpu).",
+        metavar="GPU",
+    ),
+    Opt(
+        "decode_gpu",
+        ("--decode-gpu",),
+        "str",
+        None,
+        "The decode's GPU (overrides --gpu).",
+        metavar="GPU",
+    ),
+    Opt(
+        "sglang_version",
+        ("--sglang-version",),
+        "str",
+        None,
+        "The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what the input says (an "
+        "image tag, /server_info's version). Default: the releases the input and its flags allow; the "
+        "pair is decided on each (the output names the window).",
         metavar="VERSION",
-        help="The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what the input says (an image "
-        "tag, /server_info's version). Default: the releases the input and its flags allow; the pair is "
-        "decided on each (the output names the window).",
     ),
-    prefill_sglang_version: PrefillSglangVersion = None,
-    decode_sglang_version: DecodeSglangVersion = None,
-    root: Path | None = typer.Option(
+    Opt(
+        "prefill_sglang_version",
+        ("--prefill-sglang-version",),
+        "str",
         None,
-        "--root",
-        metavar="DIR",
-        help="The directory files named inside the inputs (a --config in a launch line, a model-path directory) may "
-        "be read from; default: each input file's own directory. Nothing outside it is read, by '..' or "
-        "symlink.",
+        "The prefill's SGLang release (overrides --sglang-version).",
+        metavar="VERSION",
     ),
-    max_instances: Annotated[
-        int | None,
-        limit_option(
-            "--max-instances",
-            "Most server instances (replicas and nodes included) one deployment may expand to before it is refused "
-            "(default 4096).",
-        ),
-    ] = None,
-    max_nodes: Annotated[
-        int | None,
-        limit_option(
-            "--max-nodes",
-            "Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096).",
-        ),
-    ] = None,
-    max_variants: Annotated[
-        int | None,
-        limit_option(
-            "--max-variants",
-            "Most sweep/override variants one srt-slurm recipe may expand to (default 256).",
-        ),
-    ] = None,
-    max_containers: Annotated[
-        int | None,
-        limit_option(
-            "--max-containers",
-            "Most SGLang containers (launch lines) read from one deployment file (default 2048).",
-        ),
-    ] = None,
-    max_classes: Annotated[
-        int | None,
-        limit_option(
-            "--max-classes",
-            "Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64).",
-        ),
-    ] = None,
-) -> None:
-    """Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided
-    once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime
-    errors."""
+    Opt(
+        "decode_sglang_version",
+        ("--decode-sglang-version",),
+        "str",
+        None,
+        "The decode's SGLang release (overrides --sglang-version).",
+        metavar="VERSION",
+    ),
+    Opt(
+        "root",
+        ("--root",),
+        "path",
+        None,
+        "The directory files named inside the inputs (a --config in a launch line, a model-path "
+        "directory) may be read from; default: each input file's own directory. Nothing outside it is "
+        "read, by '..' or symlink.",
+        metavar="DIR",
+    ),
+    Opt(
+        "max_instances",
+        ("--max-instances",),
+        "int",
+        None,
+        "Most server instances (replicas and nodes included) one deployment may expand to before it is "
+        "refused (default 4096).",
+        metavar="N",
+    ),
+    Opt(
+        "max_nodes",
+        ("--max-nodes",),
+        "int",
+        None,
+        "Most nodes one deployment (or one multi-node instance) may span before it is refused (default 4096).",
+        metavar="N",
+    ),
+    Opt(
+        "max_variants",
+        ("--max-variants",),
+        "int",
+        None,
+        "Most sweep/override variants one srt-slurm recipe may expand to (default 256).",
+        metavar="N",
+    ),
+    Opt(
+        "max_containers",
+        ("--max-containers",),
+        "int",
+        None,
+        "Most SGLang containers (launch lines) read from one deployment file (default 2048).",
+        metavar="N",
+    ),
+    Opt(
+        "max_classes",
+        ("--max-classes",),
+        "int",
+        None,
+        "Most instance classes (distinct KV-relevant arg sets) checked per deployment (default 64).",
+        metavar="N",
+    ),
+)
+
+
+# The command's help (typer shows it under the usage line).
+DOC = (
+    "Check a whole deployment (-f: every prefill and decode instance, grouped into classes, each class pair decided\n"
+    "once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime\n"
+    "errors."
+)
+
+_BY_FLAG = {d: o for o in OPTIONS for d in o.decls}
+_INT = re.compile(r"0|-?[1-9][0-9]*")
+_FLOAT = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def parse_fast(argv: list[str], environ: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
+    """``run``'s keyword arguments for ``kvcheck preflight ARGV`` when ARGV is plainly
+    well formed, else None (then typer parses it: help, usage errors and every unusual
+    form keep typer's own handling). Plain: every token is a known flag of ``OPTIONS``
+    (``--flag VALUE``, ``--flag=VALUE``, ``-f VALUE``, ``-fVALUE``, bare boolean flags),
+    no value is empty or starts with ``-`` (``-`` alone, standard input, is a value),
+    integers and numbers of seconds are plain decimals and the seconds are in range.
+    Values are converted as typer converts them (``Path(text)``, ``int``, ``float``);
+    an option given twice keeps the last value, a repeatable one keeps them all, and
+    ``--api-key`` falls back to ``KVCHECK_API_KEY``. ``tests/test_cli_input.py`` holds
+    this parse equal to typer's over every option."""
+    values: dict[str, Any] = {o.name: list(o.default) if isinstance(o.default, list) else o.default for o in OPTIONS}
+    given: set[str] = set()
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        i += 1
+        if tok.startswith("--"):
+            flag, eq, attached = tok.partition("=")
+            has_value = bool(eq)
+        elif tok.startswith("-") and len(tok) > 1:
+            flag, attached = tok[:2], tok[2:]
+            has_value = bool(attached)
+        else:
+            return None  # a positional word, or '-' where a flag belongs
+        opt = _BY_FLAG.get(flag)
+        if opt is None or tok == "--":
+            return None
+        if opt.kind == "bool":
+            if has_value:
+                return None
+            values[opt.name] = True
+            given.add(opt.name)
+            continue
+        if not has_value:
+            if i >= len(argv):
+                return None
+            attached = argv[i]
+            i += 1
+        value = _convert(opt, attached)
+        if value is None:
+            return None
+        if isinstance(values[opt.name], list):
+            values[opt.name].append(value)
+        else:
+            values[opt.name] = value
+        given.add(opt.name)
+    for opt in OPTIONS:
+        if opt.envvar and opt.name not in given and opt.envvar in environ:
+            value = _convert(opt, environ[opt.envvar])
+            if value is None:
+                return None
+            values[opt.name] = value
+    for opt in OPTIONS:
+        if opt.seconds and not 0 < values[opt.name] <= 86400:
+            return None
+    return values
+
+
+def _convert(opt: Opt, text: str) -> Any:
+    """``text`` as ``opt``'s value, or None where typer might read it otherwise."""
+    if not text or (text.startswith("-") and text != "-") or text.startswith("="):
+        return None
+    if opt.kind in ("str", "strs"):
+        return text
+    if opt.kind in ("path", "paths"):
+        return Path(text)
+    if opt.kind == "int":
+        return int(text) if _INT.fullmatch(text) else None
+    if opt.kind == "float":
+        return float(text) if _FLOAT.fullmatch(text) else None
+    return None
+
+
+def _say(text: str) -> None:
+    """One line on stderr beside the output."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def run(
+    *,
+    files: list[Path],
+    prefill: str | None,
+    decode: str | None,
+    format: str,
+    env_file: Path | None,
+    inherit_env: bool,
+    values: list[Path],
+    config_file: list[str],
+    models_dir: Path | None,
+    allow_unchecked: bool,
+    kernel: str,
+    ignore: list[str],
+    prefill_env: Path | None,
+    decode_env: Path | None,
+    model_config: Path | None,
+    prefill_model_config: Path | None,
+    decode_model_config: Path | None,
+    draft_model_config: Path | None,
+    api_key: str | None,
+    bootstrap: str | None,
+    connect_timeout: float,
+    deadline: float,
+    prefill_agent: str | None,
+    decode_agent: str | None,
+    probe: bool,
+    timeout: float,
+    probe_pages: int,
+    gpu: str | None,
+    prefill_gpu: str | None,
+    decode_gpu: str | None,
+    sglang_version: str | None,
+    prefill_sglang_version: str | None,
+    decode_sglang_version: str | None,
+    root: Path | None,
+    max_instances: int | None,
+    max_nodes: int | None,
+    max_variants: int | None,
+    max_containers: int | None,
+    max_classes: int | None,
+) -> NoReturn:
+    """``kvcheck preflight`` with its options (``OPTIONS``): typer's command and
+    ``parse_fast`` both call this. Ends with ``SystemExit`` (the exit status); raises
+    ``KvcheckError`` for bad input. The command's help is ``DOC``."""
     from kvcheck.report import FORMATS
 
     if format not in FORMATS:
@@ -373,10 +633,10 @@ def preflight(
         )
     if allow_unchecked and report.verdict == "unchecked":
         report.extra["allow_unchecked"] = True
-        typer.echo("kvcheck: verdict unchecked, accepted with --allow-unchecked (exit 0)", err=True)
+        _say("kvcheck: verdict unchecked, accepted with --allow-unchecked (exit 0)")
     State.decided_exit = 0 if allow_unchecked and report.verdict == "unchecked" else report.exit_code
     write_report(lambda: _render_pair(report, format))
-    raise typer.Exit(State.decided_exit)
+    raise SystemExit(State.decided_exit)
 
 
 def _augment_live(report, p, d, *, prefill_agent, decode_agent, probe, timeout, pages, ignore, show_progress) -> None:
@@ -503,8 +763,8 @@ def _preflight_deployments(
     State.decided_exit = report.exit_code
     write_report(lambda: _render_deployments(report, format))
     if common["allow_unchecked"] and report.verdict == "unchecked":
-        typer.echo("kvcheck: verdict unchecked, accepted with --allow-unchecked (exit 0)", err=True)
-    raise typer.Exit(report.exit_code)
+        _say("kvcheck: verdict unchecked, accepted with --allow-unchecked (exit 0)")
+    raise SystemExit(report.exit_code)
 
 
 def _render_deployments(report, format: str) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import typer
 
 # name -> (module, function, epilog attribute of the module or None), in the order
-# ``kvcheck --help`` lists them.
+# ``kvcheck --help`` lists them. preflight's function is built from its option table
+# (``kvcheck.cli.preflight.OPTIONS``, declared without typer: ``preflight.parse_fast``).
 COMMANDS: dict[str, tuple[str, str, str | None]] = {
-    "preflight": ("kvcheck.cli.preflight", "preflight", "EPILOG"),
+    "preflight": ("kvcheck.cli.preflight", "OPTIONS", "EPILOG"),
     "snapshot": ("kvcheck.cli.live", "snapshot", None),
     "agent": ("kvcheck.cli.live", "agent", None),
     "inspect": ("kvcheck.cli.live", "inspect_agent", None),
@@ -82,5 +83,11 @@ def make_app(only: str | None = None) -> typer.Typer:
         if only is not None and name != only:
             continue
         module = importlib.import_module(module_name)
-        app.command(name, epilog=getattr(module, epilog) if epilog else None)(getattr(module, function))
+        if function == "OPTIONS":
+            from kvcheck.cli.options import typer_command
+
+            command = typer_command(name, module.OPTIONS, module.run, module.DOC)
+        else:
+            command = getattr(module, function)
+        app.command(name, epilog=getattr(module, epilog) if epilog else None)(command)
     return app
