@@ -269,7 +269,7 @@ def test_static_pair_imports_only_what_it_uses():
     loaded = next(ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED")).split()[1:]
     assert '"verdict"' in proc.stdout
     # a plain command line is read without typer (kvcheck.cli.preflight.parse_fast)
-    assert set(loaded) <= {"kvcheck.cli.output", "kvcheck.cli.preflight"}, loaded
+    assert set(loaded) <= {"kvcheck.cli.output", "kvcheck.cli.preflight", "kvcheck.cli.preflight_options"}, loaded
 
 
 def test_top_level_help_names_the_backends_and_the_modeled_window():

@@ -78,7 +78,7 @@ def main() -> None:
             # A plainly well-formed preflight command line is read without typer (its
             # import and per-option validators cost more than the pair's own checks);
             # anything else (help, usage errors) goes to typer below.
-            from kvcheck.cli.preflight import parse_fast, run
+            from kvcheck.cli.preflight import parse_fast, run  # parse_fast: preflight_options
 
             options = parse_fast(argv[1:])
             if options is not None:

@@ -5,7 +5,7 @@ metadata)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -159,52 +159,28 @@ def agent(
     and remote keys of the registered buffers) is readable by anyone who can reach the
     listener or etcd; bind to loopback or a private interface.
     """
-    if backend.lower() == "mooncake":
-        from kvcheck.mooncake.agent import run_agent as run_mooncake_agent
-
-        raise typer.Exit(
-            run_mooncake_agent(
-                role=role,
-                config=config,
-                ttl=ttl,
-                pages=pages,
-                listen=listen,
-                protocol=protocol,
-                device=ib_device,
-                metadata=metadata_server,
-                env_file=env_file,
-                model_config=model_config,
-                draft_model_config=draft_model_config,
-                name=name,
-                max_memory_gib=max_memory,
-                sglang_version=(
-                    prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None
-                )
-                or sglang_version,
-            )
-        )
-    from kvcheck.nixl.commands import run_agent
-
-    rc = run_agent(
+    # What both agents take alike; the side's release: --prefill-/--decode-sglang-version
+    # for that role, else --sglang-version.
+    common: dict[str, Any] = dict(
         role=role,
         config=config,
         ttl=ttl,
         pages=pages,
         listen=listen,
-        etcd=etcd,
-        backend=backend,
-        gpu=gpu,
         env_file=env_file,
         model_config=model_config,
         draft_model_config=draft_model_config,
         name=name,
         max_memory_gib=max_memory,
-        sglang_version=(
-            prefill_sglang_version if role == "prefill" else decode_sglang_version if role == "decode" else None
-        )
-        or sglang_version,
+        sglang_version={"prefill": prefill_sglang_version, "decode": decode_sglang_version}.get(role) or sglang_version,
     )
-    raise typer.Exit(rc)
+    if backend.lower() == "mooncake":
+        from kvcheck.mooncake.agent import run_agent as run_mooncake_agent
+
+        raise typer.Exit(run_mooncake_agent(**common, protocol=protocol, device=ib_device, metadata=metadata_server))
+    from kvcheck.nixl.commands import run_agent
+
+    raise typer.Exit(run_agent(**common, etcd=etcd, backend=backend, gpu=gpu))
 
 
 def inspect_agent(
