@@ -37,7 +37,8 @@ def disaggregation_mode(chk, ctx: CheckContext) -> list[Finding]:
         "model, "
         "DeepSeek V4 ratio-1/2 compressed layers and V4.1's kv_source pools, DSA with compressed index-K pooling, "
         "FP4 KV variants, hybrid layer_types kvcheck has not verified, and architectures SGLang does not serve "
-        "(kvcheck/sglang/model.py NOT_MODELED_ARCHITECTURES). SWA, Mamba/linear-attention hybrids, DeepSeek V4 and "
+        "(kvcheck/sglang/model_archs.py NOT_MODELED_ARCHITECTURES). SWA, Mamba/linear-attention hybrids, DeepSeek V4 "
+        "and "
         "MiniMax sparse pools are modeled (kvcheck/sglang/pools/, geometry.py, states.py, dsv4.py)."
     ),
     why="kvcheck never guesses a geometry: no plan is computed for such a pair.",

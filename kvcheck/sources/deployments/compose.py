@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kvcheck.sources.deployments.instance import Deployment, Location
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, router_from_launch
+from kvcheck.sources.deployments.launch import find_launches, instance_from_launch
+from kvcheck.sources.deployments.router import link_router, router_from_launch
 from kvcheck.sources.deployments.shell import Word, words_of
 from kvcheck.sources.deployments.sourcing import non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, expand

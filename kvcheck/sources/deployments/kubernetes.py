@@ -39,16 +39,11 @@ from typing import Any
 
 from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
+from kvcheck.sources.deployments.addresses import rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import (
-    find_launches,
-    instance_from_launch,
-    link_router,
-    option_value,
-    rank_is_symbolic,
-    router_from_launch,
-    set_node_rank,
-)
+from kvcheck.sources.deployments.launch import find_launches, instance_from_launch
+from kvcheck.sources.deployments.launch_options import option_value
+from kvcheck.sources.deployments.router import link_router, router_from_launch
 from kvcheck.sources.deployments.shell import Word, placeholders
 from kvcheck.sources.deployments.sourcing import non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand

@@ -15,19 +15,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kvcheck.sources.deployments.addresses import merge_multinode, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.branches import MAX_READINGS, BranchChoice, branch_filter
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import (
-    find_launches,
-    handle_assignments,
-    instance_from_launch,
-    link_router,
-    merge_multinode,
-    option_value,
-    rank_is_symbolic,
-    router_from_launch,
-    set_node_rank,
-)
+from kvcheck.sources.deployments.launch import find_launches, handle_assignments, instance_from_launch
+from kvcheck.sources.deployments.launch_options import option_value
+from kvcheck.sources.deployments.router import link_router, router_from_launch
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
 from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources, non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, VarDef
