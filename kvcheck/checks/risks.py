@@ -408,19 +408,6 @@ def hicache_no_effect(chk, ctx: CheckContext) -> list[Finding]:
     ]
 
 
-# State components whose transfer kvcheck's decision does not cover yet. "dsa" (index-K
-# per layer, paired with the KV regions layer by layer) is decided with the KV regions.
-_UNDECIDED_STATE_TYPES = (
-    "swa",
-    "mamba",
-    "block_scale",
-    "block_scale_swa",
-    "minimax_index_k",
-    "minimax_dense_kv",
-    "c128_state",
-)
-
-
 @check(
     "state-components",
     Severity.UNCHECKED,
@@ -455,10 +442,15 @@ def state_components(chk, ctx: CheckContext) -> list[Finding]:
                     chk.finding(f"state component {d.index} ({d.state_type}, {d.n_entries} entries): {d.unchecked}")
                 )
         return out
+    # No decision made: the components the state decision covers stay unchecked
+    # (``DECIDED_STATE_TYPES``), but "dsa" (index-K per layer, paired with the KV regions
+    # layer by layer), which is decided with the KV regions.
+    from kvcheck.sglang.states_base import DECIDED_STATE_TYPES
+
     for g in (ctx.prefill_geometry, ctx.decode_geometry):
         if g is None or g.pool == NOT_MODELED:
             continue
-        todo_idx = [i for i, t in enumerate(g.state_types) if t in _UNDECIDED_STATE_TYPES]
+        todo_idx = [i for i, t in enumerate(g.state_types) if t in DECIDED_STATE_TYPES and t != "dsa"]
         todo = [g.state_types[i] for i in todo_idx]
         if todo:
             # By component index: a type can occur twice (DeepSeek V4's target and draft "swa").

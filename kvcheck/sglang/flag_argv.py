@@ -81,29 +81,9 @@ def parse_argv(
     with_defaults: bool = False,
     check_required: bool = False,
 ) -> dict[str, Any]:
-    """Parse the flags of a launch command line into ``{dest: typed value}``.
-
-    ``argv``: the tokens after the program (``python -m sglang.launch_server`` or
-    ``sglang serve``; for ``sglang serve`` the caller also drops ``--model-type X``
-    and turns a leading positional model into ``--model-path``, as
-    ``sglang/cli/serve.py`` does). ``config``: the mapping SGLang would read from the
-    ``--config`` YAML file; merged exactly like ``prepare_server_args`` (only when
-    ``--config`` is its own token; ``--config=f.yaml`` or an abbreviation is parsed
-    as a plain flag and SGLang then ignores the file). Without ``config`` a
-    ``--config PATH`` just lands in ``result["config"]``: see ``config_path``.
-
-    Returns only the dests the command line set (later occurrences win), unless
-    ``with_defaults``. ``check_required`` adds argparse's required-flag error
-    (``--model-path``).
-
-    Mirrors Python 3.11 ``argparse.ArgumentParser.parse_args`` on SGLang's parser:
-    ``--flag value``, ``--flag=value``, unique prefixes, bare store_true flags,
-    ``--x/--no-x``, nargs lists that stop at the next option-like token, negative
-    numbers as values. Raises ``InputError`` with argparse's message: ``argument
-    --tp-size/--tensor-parallel-size: invalid int value: 'x'``, ``expected one
-    argument``, ``ambiguous option: ...``, ``unrecognized arguments: ...; did you
-    mean ...?``, and SGLang's own config-merge errors.
-    """
+    """``table.parse_argv(argv, ...)``: the flags of a launch command line -> ``{dest: typed
+    value}``. Arguments, result and the errors raised (``InputError`` with argparse's
+    message): ``FlagTable.parse_argv``, the public entry."""
     argv = [str(a) for a in argv]
     if config is not None and "--config" in argv and table.config_merger != "none":
         argv = table.merge_config(argv, config, source)

@@ -35,7 +35,7 @@ from kvcheck.sglang.model_archs import (
     SWA_PATTERN_ARCHS,
     SWA_STEP_ARCHS,
 )
-from kvcheck.sglang.model_fields import FIELD_RANGES, MAX_MODEL_DIM, _dtype, _optional_int, _require_int
+from kvcheck.sglang.model_fields import FIELD_RANGES, MAX_MODEL_DIM, _dtype, _optional_int, _require_int, _sub_config
 from kvcheck.sglang.model_hybrid import _linear_fields, _swa_split
 
 # The tables and field readers moved to model_archs / model_fields, re-exported here.
@@ -301,13 +301,7 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
                 swa_v_head_dim=_optional_int(cfg, "swa_v_head_dim", source, None),
             )
     elif arch in MINIMAX_SPARSE_ARCHS:
-        sc = cfg.get("sparse_attention_config")
-        if not isinstance(sc, dict) or not isinstance(sc.get("sparse_attention_freq"), list):
-            raise InputError(
-                "config.json needs 'sparse_attention_config' with a 'sparse_attention_freq' list",
-                source=source,
-                field="sparse_attention_config",
-            )
+        sc = _sub_config(cfg, "sparse_attention_config", "sparse_attention_freq", source)
         freq = sc["sparse_attention_freq"]
         disable = sc.get("sparse_disable_index_value") or []
         if not isinstance(disable, list):

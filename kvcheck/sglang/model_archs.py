@@ -11,6 +11,8 @@ the torch dtype name SGLang runs. ``kvcheck.sglang.model`` reads a config throug
 
 from __future__ import annotations
 
+from kvcheck.sources.limits import MODEL_DTYPES as TORCH_DTYPE_NAMES
+
 # ModelConfig.__init__ sets AttentionArch.MLA for these architectures (0.5.23).
 MLA_ARCHITECTURES = frozenset(
     {
@@ -209,17 +211,8 @@ MODEL_DTYPES = {
     "fp16": "float16",
     "fp32": "float32",
 }
-# Every torch dtype name a config may carry (kvcheck.sources.limits.MODEL_DTYPES).
-MODEL_DTYPES_ACCEPTED = frozenset(MODEL_DTYPES) | {
-    "float64",
-    "double",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "int8",
-    "uint8",
-    "auto",
-}
+# Every dtype name a config may carry: the torch dtype names (``kvcheck.sources.limits.
+# MODEL_DTYPES``, the one list) and the names above.
+MODEL_DTYPES_ACCEPTED = frozenset(MODEL_DTYPES) | TORCH_DTYPE_NAMES
 # Mamba SSM state dtypes (``mamba2_state_dtype``): unknown values fall back to float32.
 MAMBA_STATE_DTYPES = ("float32", "bfloat16", "float16")

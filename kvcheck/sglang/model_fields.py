@@ -113,3 +113,12 @@ def _dtype(cfg: dict[str, Any], source: str) -> str:
     if name in ("float32", "float64", "auto"):
         return "bfloat16" if str(cfg.get("model_type") or "").startswith("gemma") else "float16"
     return name
+
+
+def _sub_config(cfg: dict[str, Any], key: str, list_key: str, source: str, suffix: str = "") -> dict[str, Any]:
+    """``cfg[key]``, a nested config mapping that must hold a list under ``list_key``;
+    ``InputError`` naming ``key`` otherwise (``suffix`` ends the message)."""
+    sub = cfg.get(key)
+    if not isinstance(sub, dict) or not isinstance(sub.get(list_key), list):
+        raise InputError(f"config.json needs {key!r} with a {list_key!r} list{suffix}", source=source, field=key)
+    return sub

@@ -22,7 +22,7 @@ from kvcheck.sglang.model_archs import (
     SWA_PATTERN_ARCHS,
     SWA_STEP_ARCHS,
 )
-from kvcheck.sglang.model_fields import _optional_int, _require_int
+from kvcheck.sglang.model_fields import _optional_int, _require_int, _sub_config
 
 
 def _layer_types(cfg: dict[str, Any], key: str, layers: int, source: str) -> list[str]:
@@ -70,6 +70,24 @@ def _swa_split(arch: str, cfg: dict[str, Any], layers: int, source: str) -> tupl
     ]
 
 
+def _mamba2_params(
+    cfg: dict[str, Any], source: str, *, heads: str, head_dim: str, groups: str, state: str, conv: str
+) -> dict[str, Any]:
+    """The Mamba2 state parameters a config class reads from its own keys (one per field,
+    each a required integer): intermediate size = heads x head_dim, as
+    ``Qwen3NextConfig`` / ``NemotronHConfig.mamba2_cache_params`` (0.5.23) compute it."""
+    nh = _require_int(cfg, heads, source)
+    hd = _require_int(cfg, head_dim, source)
+    return dict(
+        mamba_intermediate_size=nh * hd,
+        mamba_n_groups=_require_int(cfg, groups, source),
+        mamba_num_heads=nh,
+        mamba_head_dim=hd,
+        mamba_state_size=_require_int(cfg, state, source),
+        mamba_conv_kernel=_require_int(cfg, conv, source),
+    )
+
+
 def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> dict[str, Any]:
     """Layer split and Mamba2 state parameters of a linear-attention hybrid, as the
     model's SGLang config class computes ``mamba2_cache_params`` (0.5.23):
@@ -83,15 +101,14 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
         interval = _optional_int(cfg, "full_attention_interval", source, 4)
         full = [i for i in range(layers) if (i + 1) % interval == 0]
         mamba = [i for i in range(layers) if (i + 1) % interval != 0]
-        vh = _require_int(cfg, "linear_num_value_heads", source)
-        vd = _require_int(cfg, "linear_value_head_dim", source)
-        params: dict[str, Any] = dict(
-            mamba_intermediate_size=vh * vd,
-            mamba_n_groups=_require_int(cfg, "linear_num_key_heads", source),
-            mamba_num_heads=vh,
-            mamba_head_dim=vd,
-            mamba_state_size=_require_int(cfg, "linear_key_head_dim", source),
-            mamba_conv_kernel=_require_int(cfg, "linear_conv_kernel_dim", source),
+        params: dict[str, Any] = _mamba2_params(
+            cfg,
+            source,
+            heads="linear_num_value_heads",
+            head_dim="linear_value_head_dim",
+            groups="linear_num_key_heads",
+            state="linear_key_head_dim",
+            conv="linear_conv_kernel_dim",
         )
     elif arch in NEMOTRON_H_ARCHS:
         pattern = cfg.get("hybrid_override_pattern")
@@ -107,24 +124,17 @@ def _linear_fields(arch: str, cfg: dict[str, Any], layers: int, source: str) -> 
         layers = len(pattern)  # NemotronHConfig.num_hidden_layers = len(layers_block_type)
         full = [i for i, c in enumerate(pattern) if c == "*"]
         mamba = [i for i, c in enumerate(pattern) if c == "M"]
-        nh = _require_int(cfg, "mamba_num_heads", source)
-        hd = _require_int(cfg, "mamba_head_dim", source)
-        params = dict(
-            mamba_intermediate_size=nh * hd,
-            mamba_n_groups=_require_int(cfg, "n_groups", source),
-            mamba_num_heads=nh,
-            mamba_head_dim=hd,
-            mamba_state_size=_require_int(cfg, "ssm_state_size", source),
-            mamba_conv_kernel=_require_int(cfg, "conv_kernel", source),
+        params = _mamba2_params(
+            cfg,
+            source,
+            heads="mamba_num_heads",
+            head_dim="mamba_head_dim",
+            groups="n_groups",
+            state="ssm_state_size",
+            conv="conv_kernel",
         )
     elif arch in KDA_ARCHS:
-        lac = cfg.get("linear_attn_config")
-        if not isinstance(lac, dict) or not isinstance(lac.get("kda_layers"), list):
-            raise InputError(
-                "config.json needs 'linear_attn_config' with a 'kda_layers' list for Kimi Linear",
-                source=source,
-                field="linear_attn_config",
-            )
+        lac = _sub_config(cfg, "linear_attn_config", "kda_layers", source, " for Kimi Linear")
         kda = set(lac["kda_layers"])
         full = [i for i in range(layers) if (i + 1) not in kda]
         mamba = [i for i in range(layers) if (i + 1) in kda]

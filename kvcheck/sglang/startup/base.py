@@ -24,18 +24,25 @@ class Refusal:
     type: str
     message: str
 
-    def prediction(self, side: Side) -> RuntimeErrorPrediction:
+    def raised_by(self, side: Side) -> str:
+        """Where the runtime raises it: the server's argument validation or resolution."""
         validation = self.hook.startswith("validate_hisparse") or self.hook in (
             "check_pipeline_parallel_compat",
             "check_server_args",
         )
         stage = "argument validation" if validation else "argument resolution"
+        return f"{side.role}: server start-up ({stage}: {self.hook})"
+
+    def operator_sees(self) -> str:
+        return OPERATOR_SEES
+
+    def prediction(self, side: Side) -> RuntimeErrorPrediction:
         return RuntimeErrorPrediction(
             type=self.type,
             message=self.message,
-            raised_by=f"{side.role}: server start-up ({stage}: {self.hook})",
+            raised_by=self.raised_by(side),
             when="start-up",
-            operator_sees=OPERATOR_SEES,
+            operator_sees=self.operator_sees(),
         )
 
 

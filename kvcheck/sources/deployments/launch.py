@@ -35,6 +35,7 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from kvcheck.sources.deployments.addresses import (
     ADDRESS_DESTS,
@@ -43,7 +44,7 @@ from kvcheck.sources.deployments.addresses import (
     set_node_rank,
     settle_addresses,
 )
-from kvcheck.sources.deployments.instance import Instance, Location, Problem, Unresolved
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem, Unresolved
 from kvcheck.sources.deployments.launch_options import (
     CONFIG_FILES,
     DYNAMO_FLAGS,
@@ -89,6 +90,7 @@ __all__ = [
     "set_node_rank",
     "settle_addresses",
     "split_dynamo",
+    "take_launch",
 ]
 
 SERVER_MODULES = ("sglang.launch_server",)
@@ -422,6 +424,35 @@ def instance_from_launch(
         node_locations=[loc],
     )
     return inst, config_problem
+
+
+def take_launch(
+    launch: Launch,
+    dep: Deployment,
+    non_pd: list[Location],
+    *,
+    file: str,
+    router_name: str,
+    router_image: str | None = None,
+    **instance_args: Any,
+) -> Instance | None:
+    """One launch a reader found, into ``dep``: a PD router joins ``dep.routers``
+    (``router_from_launch``, named ``router_name``); a server becomes an ``Instance``
+    (``instance_from_launch(launch, file=file, **instance_args)``), returned for the
+    reader to place. A problem it raises joins ``dep.problems``; a server outside PD
+    (no ``--disaggregation-mode prefill|decode``, no problem) is noted in ``non_pd``.
+    Returns None for a router or a launch that is no PD server."""
+    if launch.kind == "router":
+        r = router_from_launch(launch, file=file, name=router_name, image=router_image)
+        if r is not None:
+            dep.routers.append(r)
+        return None
+    inst, problem = instance_from_launch(launch, file=file, **instance_args)
+    if problem:
+        dep.problems.append(problem)
+    if inst is None and problem is None:
+        non_pd.append(Location(file, launch.line))
+    return inst
 
 
 def _written(name: str, text: str) -> str:
