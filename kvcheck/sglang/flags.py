@@ -182,7 +182,6 @@ def _entry_lines() -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-@functools.cache
 def modeled_releases() -> tuple[str, ...]:
     """Every SGLang release kvcheck has a flag table for, oldest first
     (``("0.5.0rc2", "0.5.1", ..., "0.5.23")``)."""
