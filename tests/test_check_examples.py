@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from kvcheck.checks.examples import EXAMPLES_DIR, load_examples
-from kvcheck.checks.ids import all_checks, check_of
+from kvcheck.checks.ids import all_checks, all_finding_ids, check_of, find_check
 
 TESTS = Path(__file__).resolve().parent
 EXAMPLES = load_examples()
@@ -70,6 +71,7 @@ def test_example_fires_its_id(eid, monkeypatch):
     assert res.exit_code in (0, 1, 4), (eid, res.output[-2000:], res.exception)
     found = _findings(json.loads(res.stdout), set())
     assert (ex.fires, ex.severity) in found, (eid, sorted(found))
+    assert set(ex.also) <= found, (eid, sorted(set(ex.also) - found))
     assert res.exit_code in EXIT_FOR[ex.severity], (eid, res.exit_code, sorted(found))
 
 
@@ -101,22 +103,37 @@ def test_live_example_names_the_test_that_proves_it(eid):
 def test_every_check_has_an_example():
     checks = {c["id"]: c for c in all_checks()}
     assert len(checks) > 70  # the registry is read (the test would pass vacuously otherwise)
-    covered = set(EXAMPLES)  # each named by its check (test_each_example_is_named_by_the_check_it_shows)
+    covered = set(EXAMPLES)  # each named by its check or finding id (test_each_example_is_named_by_the_id_it_shows)
     missing = sorted(set(checks) - covered - set(DEAD))
     assert not missing, f"checks without an example in kvcheck/checks/examples/: {missing}"
     for cid in DEAD:
         assert cid in checks and cid not in covered, cid  # still registered, still without an example
 
 
-def test_each_example_is_named_by_the_check_it_shows():
-    """``<id>.*`` fires ``id`` or one of the finding ids of check ``id``, at a severity
-    kvcheck reports; ids are unique."""
+def test_each_example_is_named_by_the_id_it_shows():
+    """``<id>.*`` is a check's example (it fires ``id`` or one of the finding ids of check
+    ``id``) or a finding id's own (it fires ``id``), at a severity kvcheck reports."""
     checks = {c["id"] for c in all_checks()}
     for eid, ex in EXAMPLES.items():
-        assert eid in checks, f"{ex.path.name}: {eid} is no check id"
-        assert ex.fires == eid or check_of(ex.fires) == eid, (eid, ex.fires)
+        if eid in checks:
+            assert ex.fires == eid or check_of(ex.fires) == eid, (eid, ex.fires)
+        else:
+            assert eid in all_finding_ids() and ex.fires == eid, f"{ex.path.name}: {eid} is no check or finding id"
         assert ex.severity in EXIT_FOR, (eid, ex.severity)
+        for fid, sev in ex.also:
+            assert find_check(fid) is not None and sev in EXIT_FOR, (eid, fid, sev)
         assert ex.command[:1] in (("preflight",), ("fabric",)), (eid, ex.command)
+
+
+def test_cited_runtime_cases_exist():
+    """An example taken from a case a runtime test verifies against SGLang's own code says
+    so (``tests/FILE.py's case NAME``); the case is still there."""
+    cited = 0
+    for eid, ex in EXAMPLES.items():
+        for file, case in re.findall(r"(tests/\w+\.py)'s case ([\w.-]+?)\.?(?:\s|$)", ex.note):
+            assert f'"{case}"' in (TESTS.parent / file).read_text(), (eid, file, case)
+            cited += 1
+    assert cited >= 20
 
 
 def test_kvcheck_checks_shows_the_example(monkeypatch):

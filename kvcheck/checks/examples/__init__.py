@@ -7,13 +7,15 @@ files, when it needs several, sit in the directory ``<id>/`` beside it. The file
 a header of ``#`` comment lines:
 
     # example: FIRES SEVERITY
+    # also: ID SEVERITY, ID SEVERITY            (optional: other ids it makes kvcheck emit)
     # run: kvcheck preflight -f ID.sh --sglang-version 0.5.23
     # proved-by: tests/test_x.py::test_y      (only where the id needs a live peer; "none"
     #                                          where no test makes it fire yet)
     # what the example shows, and the runtime rule it restates
 
 ``FIRES`` is the finding id kvcheck emits (the check's own id, or one of the finding ids the
-check emits, ``kvcheck.checks.ids.FINDING_IDS``) at ``SEVERITY``. The ``run`` line is the
+check emits, ``kvcheck.checks.ids.FINDING_IDS``) at ``SEVERITY``; ``also`` names other ids
+the same input makes kvcheck emit (each is checked too). The ``run`` line is the
 command, run in this directory. An id that fires only against a live server, a NIXL agent,
 the probe or a fabric of nodes names instead the real test that makes it fire
 (``proved-by``: the test drives the real peer on loopback); its ``run`` line shows the
@@ -49,6 +51,7 @@ class Example:
     note: str
     path: Path
     body: str
+    also: tuple[tuple[str, str], ...] = ()
 
     @property
     def live(self) -> bool:
@@ -79,15 +82,19 @@ def parse_example(path: Path) -> Example:
             break
         text = line[1:].strip()
         key, sep, value = text.partition(":")
-        if sep and key in ("example", "run", "proved-by"):
+        if sep and key in ("example", "also", "run", "proved-by"):
             fields[key] = value.strip()
         elif text:
             note.append(text)
     else:
         n = len(lines)
     head = fields.get("example", "").split()
-    if len(head) != 2 or "run" not in fields:
-        raise ValueError(f"{path}: the header needs '# example: ID SEVERITY' and '# run: kvcheck ...'")
+    also = [a.split() for a in fields.get("also", "").split(",") if a.strip()]
+    if len(head) != 2 or "run" not in fields or any(len(a) != 2 for a in also):
+        raise ValueError(
+            f"{path}: the header needs '# example: ID SEVERITY' and '# run: kvcheck ...' "
+            "(and '# also: ID SEVERITY, ...')"
+        )
     argv = shlex.split(fields["run"])
     if argv[:1] != ["kvcheck"]:
         raise ValueError(f"{path}: the run line starts with 'kvcheck'")
@@ -100,6 +107,7 @@ def parse_example(path: Path) -> Example:
         note=" ".join(note),
         path=path,
         body="\n".join(lines[n:]).strip("\n"),
+        also=tuple((a[0], a[1]) for a in also),
     )
 
 
@@ -114,13 +122,17 @@ def load_examples() -> dict[str, Example]:
 
 
 def example_for(check_id: str) -> Example | None:
-    """The example for ``check_id``: its own file, else (a check) an example that fires one
-    of the check's finding ids, else (a finding id) its check's example."""
+    """The example for ``check_id``: its own file, else one that makes kvcheck emit it (its
+    ``also`` line), else (a check) one that fires one of the check's finding ids, else (a
+    finding id) its check's example."""
     from kvcheck.checks.ids import check_of
 
     examples = load_examples()
     if check_id in examples:
         return examples[check_id]
+    for ex in examples.values():
+        if any(fid == check_id for fid, _ in ex.also):
+            return ex
     for ex in examples.values():
         if check_of(ex.fires) == check_id:
             return ex
@@ -139,7 +151,7 @@ def example_lines(check_id: str, max_lines: int = SHOWN_LINES) -> list[str]:
     out = [f"  example: {ex.note}" if ex.note else "  example:"]
     out.append(f"    $ cd {EXAMPLES_DIR}")
     out.append(f"    $ kvcheck {shlex.join(ex.command)}")
-    fires = f"    fires: {ex.fires} [{ex.severity}]"
+    fires = f"    fires: {ex.fires} [{ex.severity}]" + "".join(f", {fid} [{sev}]" for fid, sev in ex.also)
     if ex.live:
         proof = ex.proved_by if ex.proved_by != "none" else "no test proves it yet"
         fires += f" (needs live peers; {proof})"

@@ -1,4 +1,5 @@
 # example: item-length-larger error
+# also: dtype-under-auto error
 # run: kvcheck preflight -f item-length-larger.sh --sglang-version 0.5.23 --gpu h100
 # The decode's float32 KV items are twice the prefill's bfloat16 ones: the prefill writes
 # its items at the decode's stride without any error, and the decode reads garbage.

@@ -1,4 +1,5 @@
 # example: nixl-stateless-hang error
+# also: known-issue error
 # run: kvcheck preflight -f nixl-stateless-hang.sh --sglang-version 0.5.12 --gpu h100
 # SGLang 0.5.12's NIXL sender sends the last chunk's completion only for a request with state
 # indices: every request of a model without hybrid state (Llama) hangs. Fixed in 0.5.12.post1.

@@ -1,4 +1,5 @@
 # example: state-components-differ unchecked
+# also: kv-cache-dtype-mismatch error, state-components unchecked
 # run: kvcheck preflight -f state-components-differ.sh --sglang-version 0.5.23 --gpu b200
 # An MXFP8 KV cache registers its block scales as a state component; an fp8_e4m3 decode
 # registers none. NixlKVManager.maybe_send_extra pairs state components by index, and
