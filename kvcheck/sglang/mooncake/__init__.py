@@ -35,7 +35,7 @@ page 2) in a virtual address space shared with the runtime kernel
 what the regions hold (layer, K/V part, pool, heads, token): the conformance tests
 compare both the writes and the verdict with SGLang's own code.
 
-The package, by domain: ``behaviour`` (what each release does, the shared address space and
+The package, by domain: ``common`` (what each release does, the shared address space and
 the operator-facing texts), ``pairing`` (entry pairing helpers), ``writes`` (the writes of
 one request and their judgement), ``decide`` (the registration and send decision) and
 ``states`` (``maybe_send_extra``). Everything is re-exported here: ``from
@@ -44,7 +44,7 @@ kvcheck.sglang import mooncake as mc`` keeps working.
 
 from __future__ import annotations
 
-from kvcheck.sglang.mooncake.behaviour import (
+from kvcheck.sglang.mooncake.common import (
     BOOTSTRAP_DIES,
     BOOTSTRAP_THREAD,
     CORRUPTS,

@@ -4,7 +4,7 @@ the send path and the writes of a request, per prefill PP stage."""
 from __future__ import annotations
 
 from kvcheck.sglang.geometry import SideGeometry
-from kvcheck.sglang.mooncake.behaviour import (
+from kvcheck.sglang.mooncake.common import (
     BOOTSTRAP_DIES,
     BOOTSTRAP_THREAD,
     CORRUPTS,

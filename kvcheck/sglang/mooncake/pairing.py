@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from kvcheck.sglang.mooncake.behaviour import MooncakeBehaviour
+from kvcheck.sglang.mooncake.common import MooncakeBehaviour
 
 
 def entry_pairs(

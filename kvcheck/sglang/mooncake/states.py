@@ -3,8 +3,24 @@
 from __future__ import annotations
 
 from kvcheck.sglang.geometry import SideGeometry
-from kvcheck.sglang.mooncake.behaviour import NEWEST, TRANSFER_WORKER, WORKER_DIES, at_least, behaviour
+from kvcheck.sglang.mooncake.common import (
+    CORRUPTS,
+    DST_PAGE,
+    NEWEST,
+    SRC_PAGE,
+    STRIDE,
+    TRANSFER_WORKER,
+    WORKER_DIES,
+    WRITES,
+    at_least,
+    behaviour,
+)
 from kvcheck.sglang.plan import RuntimeErrorPrediction
+
+# The virtual address space of the state buffers in ``simulate_state_writes`` (and in the
+# runtime kernel's ``run_state_request``): apart from the KV regions' (``SRC_BASE``/``DST_BASE``).
+SRC_STATE_BASE = 0x6F00_0000_0000
+DST_STATE_BASE = 0x6E00_0000_0000
 
 
 def decide_states(
@@ -86,11 +102,13 @@ def _decide_states_before_0517(
     same refusal moved into ``maybe_send_extra`` for SWA/NSA (0.5.13: DSA) states only, named
     by type ("... for non-MLA SWA hybrid models yet."); Mamba across TP is sliced
     (``_send_mamba_state_slice``, not restated). The send itself: one state type per pool
-    up to 0.5.12 (``kv_args.state_type``), a list from 0.5.13; Mamba buffers go i -> i at
+    up to 0.5.11 (``kv_args.state_type``), a list from 0.5.12 (``kv_args.state_types``,
+    ``setup_state_kv_args``); Mamba buffers go i -> i at
     the source item length (``_send_mamba_state``), SWA/NSA through ``_send_kvcache_generic``
     over the state buffer lists. Restated as certain only for twin layouts at PP 1 (the
     generic path slices state lists by the stage's start layer, not restated for PP > 1):
-    every buffer pairs with its twin at its own stride."""
+    every buffer pairs with its twin at its own stride. DeepSeek V4 on 0.5.12 ..
+    0.5.13.post1 (one ``swa`` component, an MLA pool): ``legacy_dsv4_state_send``."""
 
     def worker_dies(msg: str) -> RuntimeErrorPrediction:
         return RuntimeErrorPrediction(
@@ -111,7 +129,7 @@ def _decide_states_before_0517(
             f"the two sides register different state components (prefill {prefill.state_types}, decode "
             f"{decode.state_types})",
         )
-    if len(types) > 1 and not at_least(version, "0.5.13"):
+    if len(types) > 1 and not at_least(version, "0.5.12"):
         return None, f"SGLang {version} sends one state type per pool; kvcheck's layout has {types}"
     handled = {"mamba", "swa", "dsa"}
     if any(t not in handled for t in types):
@@ -141,8 +159,75 @@ def _decide_states_before_0517(
     sig = [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in prefill.state_regions]
     if sig == [(r.state_type, r.layer_id, r.part, r.item_len, r.component) for r in decode.state_regions]:
         return None, None
+    if prefill.pool == decode.pool == "DSV4" and _legacy_dsv4(version):
+        return legacy_dsv4_state_send(prefill, decode, version)
     return (
         None,
         f"Mooncake's state transfer ({', '.join(kinds)}) between different state layouts on SGLang {version} is not "
         "restated",
     )
+
+
+def _legacy_dsv4(version: str) -> bool:
+    """0.5.12 .. 0.5.13.post1: DeepSeek V4's one ``swa`` state component (``kvcheck.sglang.dsv4``)."""
+    from kvcheck.sglang.dsv4 import LEGACY_END, LEGACY_FIRST
+
+    return at_least(version, LEGACY_FIRST) and not at_least(version, LEGACY_END)
+
+
+def legacy_dsv4_state_send(
+    prefill: SideGeometry, decode: SideGeometry, version: str
+) -> tuple[RuntimeErrorPrediction | None, str | None]:
+    """``maybe_send_extra``'s SWA branch on a DeepSeek V4 pool, 0.5.12 .. 0.5.13.post1, PP 1:
+    ``_send_kvcache_generic`` over the component's buffers with the PREFILL's item lengths;
+    the pool is an MLA backend, so ``get_mla_kv_ptrs_with_pp`` pairs the buffers i -> i
+    when both sides register as many, and each page is written at ``dst_ptr + dst_index *
+    prefill item length``. A decode buffer of another item length (the compress-state rings
+    of a side that alone runs a ``--speculative-algorithm``: 16 / 256 rows against 8 / 128)
+    takes the rows at the wrong offsets: nothing is raised (``SilentCorruption``). Unequal
+    buffer counts are re-sliced by ``_mla_slice_ptrs_for_pp``: not restated (unchecked).
+    Returns ``(error, unchecked reason)``."""
+    if prefill.state_types != ["swa"] or decode.state_types != ["swa"]:
+        return None, f"SGLang {version}'s DeepSeek V4 state components {prefill.state_types} -> {decode.state_types}"
+    n_src, n_dst = len(prefill.state_regions), len(decode.state_regions)
+    if n_src != n_dst:
+        return None, (
+            f"SGLang {version}'s DeepSeek V4 state buffers {n_src} -> {n_dst} (get_mla_kv_ptrs_with_pp re-slices "
+            "unequal lists by compress ratio; not restated)"
+        )
+    for a, c in zip(prefill.state_regions, decode.state_regions, strict=True):
+        if a.item_len != c.item_len or a.layer_id != c.layer_id:
+            what = (
+                f"prefill 'swa' state buffer {a.index} (layer {a.layer_id}, item length {a.item_len}) is written into "
+                f"decode buffer {c.index} (layer {c.layer_id}) at stride {a.item_len}, but the decode's item length "
+                f"there is {c.item_len}: rows land at the wrong offsets"
+            )
+            if a.item_len != c.item_len and a.layer_id == c.layer_id:
+                what += " (a --speculative-algorithm on one side only changes the compress-state ring sizes)"
+            return RuntimeErrorPrediction(
+                type="SilentCorruption",
+                message=what,
+                raised_by=WRITES.format(fn="maybe_send_extra -> _send_kvcache_generic"),
+                when="first request",
+                operator_sees=CORRUPTS,
+            ), None
+    return None, None
+
+
+def simulate_state_writes(
+    prefill: SideGeometry, decode: SideGeometry, *, src_index: int = SRC_PAGE, dst_index: int = DST_PAGE
+) -> list[tuple[int, int, int]]:
+    """The writes ``legacy_dsv4_state_send`` restates for one state page (prefill index
+    ``src_index`` to decode index ``dst_index``), in the state address space
+    (``SRC_STATE_BASE``/``DST_STATE_BASE`` + buffer x ``STRIDE``): (source, destination,
+    length) per buffer, the length and both offsets by the prefill's item length."""
+    out = []
+    for i, a in enumerate(prefill.state_regions[: len(decode.state_regions)]):
+        out.append(
+            (
+                SRC_STATE_BASE + i * STRIDE + src_index * a.item_len,
+                DST_STATE_BASE + i * STRIDE + dst_index * a.item_len,
+                a.item_len,
+            )
+        )
+    return sorted(out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvcheck.sglang.geometry import SideGeometry
-from kvcheck.sglang.mooncake.behaviour import (
+from kvcheck.sglang.mooncake.common import (
     DST_BASE,
     DST_PAGE,
     SESSION,
