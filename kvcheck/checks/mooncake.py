@@ -259,7 +259,19 @@ def mooncake_transfer(chk, ctx: CheckContext) -> list[Finding]:
             )
     for rank, (err, why) in enumerate(ctx.extra.get("backend_states") or []):
         where = f" (prefill PP stage {rank})" if len(stages) > 1 else ""
-        if err is not None and err.message not in seen:
+        if err is not None and err.message not in seen and err.type == "SilentCorruption":
+            seen.add(err.message)  # nothing is raised: the finding is the error
+            out.append(
+                Finding(
+                    id="mooncake-silent-corruption",
+                    severity=Severity.ERROR,
+                    message=f"Mooncake state transfer{where}: {err.message} ({err.operator_sees})",
+                    fix="Run both servers with the same speculative decoding flags (and state layout), so that every "
+                    "state buffer has the same item length on both sides.",
+                    runtime_error=None,
+                )
+            )
+        elif err is not None and err.message not in seen:
             seen.add(err.message)
             out.append(
                 Finding(

@@ -493,6 +493,7 @@ def read_manifest(
     for uri, where in _base_models(docs, file):
         for inst in dep.instances:
             inst.model_clues.append((uri, f"OME base model at {where}"))
+    _share_ome_served_names(dep)
     if (
         len(docs) == 1
         and isinstance(docs[0], dict)
@@ -501,6 +502,38 @@ def read_manifest(
     ):
         dep.name = str(docs[0]["metadata"]["name"])
     return dep
+
+
+def _share_ome_served_names(dep: Deployment) -> None:
+    """One OME runtime's components mount the same base model at ``$(MODEL_PATH)`` (the
+    controller sets it from the InferenceService's one base model for the engine, decoder
+    and their workers): a ``--served-model-name`` one component gives is a clue to the model
+    of the runtime's other ``$(MODEL_PATH)`` components, when the runtime gives one name."""
+    from kvcheck.sources.deployments.launch import option_value
+
+    by_runtime: dict[str, list] = {}
+    for inst in dep.instances:
+        if inst.kind in ("ClusterServingRuntime", "ServingRuntime") and option_value(inst.argv, "model_path") == (
+            "$(MODEL_PATH)"
+        ):
+            by_runtime.setdefault(inst.name.split("/", 1)[0], []).append(inst)
+    for members in by_runtime.values():
+        named = {
+            (served, m.name, m.arg_locations.get("--served-model-name"))
+            for m in members
+            if (served := option_value(m.argv, "served_model_name"))
+        }
+        if len({n for n, _, _ in named}) != 1:
+            continue
+        served, who, loc = sorted(named, key=str)[0]
+        for m in members:
+            if not option_value(m.argv, "served_model_name"):
+                m.model_clues.append(
+                    (
+                        served,
+                        f"--served-model-name of {who}" + (f" at {loc}" if loc else "") + " (the same $(MODEL_PATH))",
+                    )
+                )
 
 
 def _base_models(docs: list[Any], file: str) -> list[tuple[str, Location]]:
@@ -529,6 +562,22 @@ def injected(kind: str, rank: int, size: int) -> dict[str, VarDef]:
         out[f"{prefix}_LEADER_ADDRESS"] = VarDef(f"$({prefix}_LEADER_ADDRESS)", None, "literal")
         out[f"{prefix}_GROUP_SIZE"] = VarDef(str(size), None, "literal")
         out[f"{prefix}_WORKER_INDEX"] = VarDef(str(rank), None, "literal")
+    return out
+
+
+def _ome_injected(pod: Any, nodes: int) -> dict[str, VarDef]:
+    """What OME's controller puts in a runtime pod's container: ``MODEL_PATH`` (the base
+    model's path in the pod, named by the file elsewhere: kept a symbol), and
+    ``PARALLELISM_SIZE`` = the container's GPUs x the pods of its group (one leader or
+    runner plus the worker size; ``setParallelismEnvVarForEngine`` /
+    ``setParallelismEnvVarForDecoder``, sgl-project/ome
+    pkg/controller/v1beta1/inferenceservice/components/{engine,decoder}.go), when the
+    runtime's first container gives a GPU count."""
+    out = {"MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    gpus = _gpus(containers[0]) if isinstance(containers, list) and containers else None
+    if gpus:
+        out["PARALLELISM_SIZE"] = VarDef(str(gpus * max(1, nodes)), None, "literal")
     return out
 
 
@@ -597,7 +646,7 @@ def _read_group(
             found = None
             inject = injected(g.kind, rank, g.nodes) if multinode else None
             if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
-                inject = {**(inject or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
+                inject = {**(inject or {}), **_ome_injected(g.worker, g.nodes)}
             for _c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
                 for ln in launches:
                     if ln.kind == "server":
@@ -615,7 +664,7 @@ def _read_group(
         # OME's controller sets MODEL_PATH to the base model's storage path in the pod
         # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
         # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
-        inject0 = {**(inject0 or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
+        inject0 = {**(inject0 or {}), **_ome_injected(g.leader, g.nodes)}
     for c, launches, values, _unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
