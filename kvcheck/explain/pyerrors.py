@@ -1,0 +1,328 @@
+"""General rules for Python exceptions: a traceback, or an exception line pasted alone.
+
+What every such line still carries, from documented meanings only (``generic.yaml``):
+the exception type (code mismatch, lookup of a state that is gone, a broken invariant, a
+refusal with its message, network, GPU), the innermost frame of the engine's own code
+(SGLang: the module under ``sglang/srt/`` and its function, mapped to the subsystem), and
+from the functions on the stack the phase (an ``__init__``/registration at start-up, a
+bootstrap at the first request, a transfer worker on a KV transfer). A NIXL status names
+its API step; an import that fails names the package (missing, a broken install, a wheel
+for another CUDA major); an API called with arguments it does not take names the two
+packages of releases that do not go together.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvcheck.explain.native import _NIXL_ERR
+from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
+
+_EXC = re.compile(
+    r"^(?P<qual>(?:[\w]+\.)*)(?P<type>[A-Za-z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$"
+)
+_NIXL_EXC = re.compile(r"\bnixl(?P<name>[A-Z]\w*)Error\b")
+_INIT_FUNC = re.compile(
+    r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$"
+)
+_BOOT_FUNC = re.compile(r"bootstrap|_route|parallel_info|handshake|connect|ensure_parallel")
+_LOOP_FUNC = re.compile(
+    r"^event_loop\w*|^process_\w+|^run_batch$|^transfer_worker$|^send_kv\w*|^poll$|^recv\w*|^step$|^execute_model$"
+    r"|^update_from_output$|^run_busy_loop$|^run_engine_core$"
+)
+# functions that move KV between the processes (SGLang's, vLLM's and TRT-LLM's connectors):
+# a failure under them happens on a KV transfer
+_XFER_FUNC = re.compile(
+    r"^_?read_blocks$|^start_load_kv$|^_?nixl_handshake$|^add_remote_agent$|^_?background_nixl_handshake$"
+    r"|^wait_for_save$|^get_finished$|^_?send_kv\w*$|^_?recv_kv\w*$|^transfer_worker$|^_?send_kvcache\w*$"
+    r"|^_?pop_done_transfers$|^check_transfer_done$|^respond_and_return_transfer$|^_?transfer_kv\w*$"
+)
+# functions that only run while serving (statistics, metrics of finished steps)
+_SERVE_FUNC = re.compile(r"^update_from_output$|^get_kv_connector_stats$|^\w*log_stats\w*$|^record_\w+stats\w*$")
+# a refusal of the configuration (the message names what is unsupported and what to use)
+_CONFIG_REFUSAL = re.compile(
+    r"does not support|not supported|unsupported|please (?:use|set)|must be|is not compatible|incompatible", re.I
+)
+# the advice a refusal message gives ("..., please use trtllm on blackwell")
+_ADVICE = re.compile(r"\b(?:[Pp]lease|[Tt]ry|[Cc]onsider) [^.;]{4,200}|(?<=[,;:] )(?:use|set|pass|add) [^.;]{4,200}")
+# a C++ assertion as TRT-LLM, NIXL and others print it, with its source file
+# a shared library a module needs is not on the host (``ImportError: libcudart.so.12: cannot open ...``)
+_LIB_MISSING = re.compile(r"(?P<lib>lib[\w+-]+?\.so(?:\.(?P<major>\d+))?[\d.]*): cannot open shared object file")
+# the statement that imported it (the source line under a frame, or a REPL line)
+_IMPORT_STMT = re.compile(r"^\s*(?:>>>\s*)?(?:from\s+(?P<a>[\w.]+)\s+import\b|import\s+(?P<b>[\w.]+))")
+# an import that fails: the package is not installed in this interpreter's environment
+_NO_MODULE = re.compile(r"No module named '(?P<mod>[\w.]+)'")
+# the PyPI package of a module people import (where the names differ)
+_PKG_OF = {
+    "sgl_kernel": "sgl-kernel",
+    "mooncake": "mooncake-transfer-engine",
+    "flashinfer": "flashinfer-python",
+    "deep_ep": "deep-ep",
+    "vllm_ascend": "vllm-ascend",
+    "tensorrt_llm": "tensorrt-llm",
+    "mori": "mori",
+    "nixl": "nixl",
+    "lmcache": "lmcache",
+    "ucx_py": "ucx-py",
+}
+
+
+def traceback_finding(
+    frames: list[tuple[str, str, str]],
+    tb_line: int,
+    lineno: int,
+    ex: re.Match[str] | None,
+    src: str,
+    last_import: str = "",
+) -> GenericFinding | None:
+    """The general finding of a traceback (``frames``: (path, line, function), outermost
+    first; ``ex``: its ``Type: message`` line matched by ``_EXC``; ``src``: the source line
+    shown under the innermost frame; ``last_import``: the module the last import statement
+    before it named), located at lines ``tb_line``..``lineno``."""
+    R = rules()
+    etype = ex.group("type") if ex else ""
+    msg = (ex.group("msg") or "").strip() if ex else ""
+    own = [f for f in frames if engine_of_module(f[0]) not in ("", "nixl")] or frames or [("", "", "")]
+    path, ln, func = own[-1]
+    engine = engine_of_module(path) or ("python" if path else "")
+    sub = sglang_subsystem(path) if engine == "sglang" else ""
+    where = f"{re.split(r'(?:site|dist)-packages/|/python/', path)[-1]}:{ln} in {func}" if path else "(no frame shown)"
+    funcs = [f[2] for f in frames] + re.findall(r"(\w+)\(", src)[:1]  # and what the innermost line calls
+    phase = ""
+    if any(_XFER_FUNC.match(f) for f in funcs):
+        phase = "first-transfer"
+    elif any(_SERVE_FUNC.match(f) for f in funcs):
+        phase = "serving"
+    elif any(_INIT_FUNC.match(f) for f in funcs) and not any(_LOOP_FUNC.match(f) for f in funcs):
+        phase = "startup"
+    elif any(_BOOT_FUNC.search(f) for f in funcs):
+        phase = "first-request"
+    kind = R["_exc_kind"].get(etype, "refusal" if etype else "")
+    if not phase and not frames and kind == "refusal" and _CONFIG_REFUSAL.search(msg):
+        phase = "startup"  # a configuration refused, pasted alone: raised while the engine is built
+    lm = _LIB_MISSING.search(msg) if etype in ("ImportError", "OSError") else None
+    if lm is not None:
+        ims = _IMPORT_STMT.match(src)
+        mod = (ims.group("a") or ims.group("b") or "") if ims else ""
+        mod = mod or last_import or next((e for e in (engine_of_module(f[0]) for f in reversed(frames)) if e), "")
+        return _library_missing(lm, mod, engine, where, tb_line, lineno, ex.group(0) if ex else "")
+    nm = _NO_MODULE.search(msg) if etype in ("ModuleNotFoundError", "ImportError") else None
+    if nm is not None:
+        return _module_missing(nm.group("mod"), engine, where, tb_line, lineno, ex.group(0) if ex else "")
+    nixl = _NIXL_ERR.search(msg) or (_NIXL_EXC.search(ex.group(0)) if ex else None)
+    if nixl is not None:
+        step, ph = nixl_step(" ".join(funcs))
+        code = nixl.group(0) if nixl.group(0).startswith("NIXL_ERR") else _nixl_code(nixl.group("name"))
+        meaning = R["nixl_status"].get(code, "")
+        return GenericFinding(
+            id="nixl-status-generic",
+            title=f"{code} from NIXL" + (f" during {step}" if step else ""),
+            engine="nixl",
+            line=tb_line,
+            phase=ph or phase,
+            component=f"NIXL ({step})" if step else "NIXL",
+            text=ex.group(0)[:300] if ex else "",
+            cause=f"{code}: {meaning}. Raised at {where}.",
+            checks=[
+                "the backend's own error line just before the traceback (UCX/LIBFABRIC)",
+                "python -c 'import nixl_cu12, nixl_cu13' and pip list | grep -i nixl (one NIXL, matching CUDA)",
+            ],
+            fix="Explain the backend line that precedes it; it names the cause NIXL reports as " + code + ".",
+            lines=[tb_line, lineno],
+        )
+        return
+    what = {
+        "code": "a code-level mismatch: the code calls an attribute/argument/name that does not exist there — a "
+        "bug on a path few configurations reach, or two packages of different releases (the engine vs. "
+        "its wrapper/connector/library)",
+        "state": "a lookup of a state that is not (or no longer) there: a request, room, agent or block removed "
+        "before it was used, a duplicate, or a peer that restarted",
+        "invariant": "an internal invariant broken: the code's assumption about the configuration or the peer's "
+        "state does not hold (compare both sides' flags)",
+        "refusal": "an error the code raised on purpose: its message is the cause",
+        "network": "a network failure between the processes (address, port, firewall, a peer down)",
+        "gpu": "a GPU memory/driver failure",
+    }.get(kind, "the traceback was cut before its exception line")
+    head = f"{etype}: {msg}"[:200] if etype else "traceback without its exception line"
+    mm = _API_MISMATCH.match(msg) if etype == "TypeError" else None
+    callee = _callee_engine(mm.group("callee"), path) if mm else ""
+    if mm and callee and callee != engine:
+        arg = mm.group("arg") or ""
+        who = engine or "the caller (its frames are not shown)"
+        return GenericFinding(
+            id="api-version-mismatch",
+            title=f"{who} calls {mm.group('callee')}() of {callee} with arguments it does not take",
+            engine=engine or callee,
+            line=tb_line,
+            phase=phase,
+            component=f"{engine or 'caller'} -> {callee} API",
+            text=ex.group(0)[:300] if ex else "",
+            lines=[tb_line, lineno] if lineno else [tb_line],
+            cause=f"{head} at {where}: {who} calls {callee}'s {mm.group('callee')}()"
+            + (f" with '{arg}'" if arg else "")
+            + f", which the installed {callee} does not accept: the two are of releases that do not go "
+            f"together ({callee} older or newer than the caller expects).",
+            checks=[
+                f"pip show {engine or '<caller>'} {callee}   # the versions installed",
+                f"the caller's requirements for {callee} (its release notes / pyproject pin)",
+            ],
+            fix=f"Install the {callee} release the caller was built against (or the caller's release "
+            f"matching the installed {callee}).",
+        )
+        return
+    if engine == "sglang":
+        comp = f"SGLang, {sub}" if sub else "SGLang"
+    else:
+        comp = engine
+    checks = [
+        f"the release: pip show {'sglang' if engine == 'sglang' else engine}; the line numbers ({where}) against "
+        "that release's source"
+    ]
+    if kind == "code":
+        checks.append(
+            f"the release notes / issues of {engine} for {func} and {etype}: a later release may fix it; the "
+            f"flags that reach {sub or func}"
+        )
+    elif kind == "state":
+        checks.append(
+            "what removed it first: an earlier error, a timeout, an abort, or the peer restarting (read the "
+            "lines before)"
+        )
+    elif not etype:
+        checks.insert(0, "the traceback's last line (Type: message), which the paste does not show")
+    return GenericFinding(
+        id="python-exception-generic",
+        title=f"{engine} traceback: {head}",
+        engine=engine,
+        line=tb_line,
+        phase=phase,
+        component=comp,
+        text=ex.group(0)[:300] if ex else "",
+        lines=[tb_line, lineno] if lineno else [tb_line],
+        cause=f"{head} at {where}" + (f" ({sub})" if sub else "") + f": {what}.",
+        checks=checks,
+        fix=(
+            "Upgrade to a release that fixes it, or avoid the flag that reaches it; report it with the "
+            "traceback and the release."
+            if kind == "code"
+            else f"What the message itself asks: {advice.group(0).rstrip('.')}."
+            if (advice := _ADVICE.search(msg)) is not None
+            else "Find and fix what the exception reports (see the checks)."
+        ),
+    )
+
+
+_API_MISMATCH = re.compile(
+    r"(?P<callee>[\w.]+)\(\) (?:got an unexpected keyword argument '(?P<arg>\w+)'|missing \d+ required "
+    r"(?:positional|keyword-only) arguments?|takes \d+ positional arguments? but \d+ were given)"
+)
+_CALLEE_PKG = (
+    ("nixl", "nixl"),
+    ("TransferEngine", "mooncake"),
+    ("mooncake", "mooncake"),
+    ("lmcache", "lmcache"),
+    ("LMCache", "lmcache"),
+)
+
+
+def _callee_engine(callee: str, caller_path: str) -> str:
+    """The package whose API the call names: by the callee's own name, or, for a Dynamo
+    handler, the engine it hosts (its ``engine`` object)."""
+    for token, pkg in _CALLEE_PKG:
+        if token in callee:
+            return pkg
+    p = caller_path.replace("\\", "/")
+    if "/dynamo/" in p and re.match(r"(?:Engine|AsyncLLM|LLM|AsyncEngine|engine)\b", callee):
+        for eng in ("sglang", "vllm", "trtllm"):
+            if f"/dynamo/{eng}/" in p:
+                return eng
+    return ""
+
+
+def _library_missing(
+    m: re.Match[str], mod: str, engine: str, where: str, tb_line: int, lineno: int, text: str
+) -> GenericFinding:
+    """``ImportError: libX.so.N: cannot open shared object file`` while importing ``mod``:
+    the module's package was built against a library the host lacks; for the CUDA
+    libraries, a wheel for another CUDA major."""
+    lib, major = m.group("lib"), m.group("major")
+    top = mod.split(".")[0] if mod else ""
+    pkg = _PKG_OF.get(top, top.replace("_", "-")) if top else ""
+    cuda = bool(re.match(r"lib(?:cudart|cublas\w*|cufft|curand|cusparse|cusolver|nvrtc|nvJitLink|cuda)\b", lib))
+    who = f"the package {pkg} (import {mod})" if pkg else "the module being imported"
+    if cuda and major:
+        fid = f"{top.replace('_', '-')}-cuda-major-wheel-mismatch" if top else "cuda-major-wheel-mismatch"
+        cause = (
+            f"{who} is a build for CUDA {major} (it links {lib}) and this host/image has no CUDA {major} runtime: "
+            f"the wheel of another CUDA major was installed."
+        )
+        fix = f"Install the build of {pkg or 'the package'} for the CUDA major of the image (e.g. its -cu13 / cu12 "
+        fix += "wheel or extra), or add the CUDA runtime it was built for."
+    else:
+        fid = "native-library-missing"
+        cause = f"{who} needs {lib}, which the dynamic loader cannot find (not installed, or not on LD_LIBRARY_PATH)."
+        fix = f"Install the library that provides {lib} (or fix LD_LIBRARY_PATH) for {pkg or 'the module'}."
+    return GenericFinding(
+        id=fid,
+        title=f"import of {mod or 'a module'} fails: {lib} missing",
+        engine=engine if engine not in ("", "python") else (top or "python"),
+        line=tb_line,
+        phase="startup",
+        component="shared libraries of an installed package",
+        text=text[:300],
+        lines=[tb_line, lineno] if lineno else [tb_line],
+        cause=cause,
+        checks=[
+            f"python -m pip show {pkg or '<package>'}  # which build (cu12 / cu13) is installed",
+            "nvidia-smi; ls /usr/local/cuda*/lib64/libcudart.so*  # the CUDA the image has",
+        ],
+        fix=fix,
+    )
+
+
+# symbol prefixes -> the library family that exports them
+
+
+def _module_missing(mod: str, engine: str, where: str, tb_line: int, lineno: int, text: str) -> GenericFinding:
+    """``No module named 'X'``: X's package is not installed for this interpreter (or,
+    for a submodule of an installed package, the install is partial / for another platform)."""
+    top = mod.split(".")[0]
+    pkg = _PKG_OF.get(top, top.replace("_", "-"))
+    sub = "." in mod and top in _PKG_OF
+    who = engine if engine not in ("", "python") else "the process"
+    if sub:
+        cause = (
+            f"{who} imports {mod}: the package {pkg} is there but its module {mod} is not — a partial install, "
+            f"or a wheel built for another Python/CUDA (its compiled part missing)."
+        )
+        fix = f"Reinstall {pkg} for this interpreter and CUDA (pip install --force-reinstall {pkg})."
+        fid = f"{top.replace('_', '-')}-install-broken"
+    else:
+        cause = (
+            f"{who} imports {top} ({where}) and the package {pkg} is not installed in the Python environment "
+            f"this process runs (or is installed for another interpreter / virtual env)."
+        )
+        fix = f"pip install {pkg} in the environment that runs the server (the same python -m pip)." + (
+            " NIXL: pip install nixl (it pulls the wheel matching CUDA 12/13)." if top == "nixl" else ""
+        )
+        fid = f"{top.replace('_', '-')}-not-installed"
+    return GenericFinding(
+        id=fid,
+        title=f"module {mod} not found: {pkg} " + ("install broken" if sub else "not installed"),
+        engine=engine or "python",
+        line=tb_line,
+        phase="startup",
+        component="Python environment (installed packages)",
+        text=text[:300],
+        lines=[tb_line, lineno] if lineno else [tb_line],
+        cause=cause,
+        checks=[
+            f"python -c 'import {mod}' with the server's interpreter",
+            f"python -m pip show {pkg}; which python",
+        ],
+        fix=fix,
+    )
+
+
+def _nixl_code(name: str) -> str:
+    return "NIXL_ERR_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper().replace("CANCELLED", "CANCELED")
