@@ -63,6 +63,10 @@ class FormatMatch:
         path = self.module.removeprefix("sglang.").replace(".", "/") + ".py"
         return f"{path} {self.function}" if self.function else path
 
+    def path(self) -> str:
+        """The module as a path: ``sglang/srt/disaggregation/nixl/conn.py``."""
+        return self.module.replace(".", "/") + ".py"
+
     def span(self, all_releases: list[str]) -> str:
         """The releases as ranges: ``0.5.10 .. 0.5.23`` (or ``every scanned release``)."""
         if self.releases == all_releases:

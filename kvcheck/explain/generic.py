@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 
 from kvcheck.explain.native import _GLOG, _NATIVE_ASSERT, NativeAssert, NativeStack, NodeState, native_line
-from kvcheck.explain.pyerrors import _EXC, _IMPORT_STMT, traceback_finding
+from kvcheck.explain.pyerrors import _EXC, _IMPORT_STMT, nixl_status_finding, traceback_finding
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 __all__ = ["GenericFinding", "GenericReader", "engine_of_module", "nixl_step", "rules", "sglang_subsystem"]
@@ -81,6 +81,29 @@ _HINTS = (
 )
 
 
+# a NIXL API call in a line (a traceback's source line, or code pasted with the error)
+_NIXL_CALL = re.compile(
+    r"\b(?:add_remote_agent|register_memory|registerMem|get_reg_descs|prep_xfer_dlist|prepXferDlist"
+    r"|make_prepped_xfer|makeXferReq|initialize_xfer|transfer|postXferReq|check_xfer_state|getXferStatus"
+    r"|loadRemoteMD|fetch_remote_metadata|send_notif|genNotif|get_new_notifs|getNotifs|create_backend"
+    r"|createBackend|nixl_agent)\("
+)
+_CALL_HINTS = (
+    "remote_agent",
+    "egisterMem",
+    "register_memory",
+    "xfer",
+    "Xfer",
+    "RemoteMD",
+    "otif",
+    "ackend",
+    "nixl_agent",
+)
+_CALL_REACH = 12  # lines between a NIXL call shown and the status it returned
+# a line that starts a log record of its own (a level, a date, a glog header)
+_LOG_START = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} ")
+
+
 def _strip(line: str) -> str:
     m = _PREFIXES.match(line)
     while m is not None and m.end() > 0:
@@ -103,6 +126,7 @@ class GenericReader:
         self.node = NodeState()
         self.stack = NativeStack()
         self._last_import = ""  # the module the last import statement seen named
+        self._last_call: tuple[int, str] = (0, "")  # the last NIXL API call a line showed (line, text)
         self.asserts = NativeAssert()
 
     # ------------------------------------------------------------------ per line
@@ -118,6 +142,8 @@ class GenericReader:
         if self._lone is not None:
             if self._continue_lone(line):
                 return
+        if "(" in line and any(k in line for k in _CALL_HINTS) and _NIXL_CALL.search(line):
+            self._last_call = (lineno, line.strip()[:200])
         if not self._tb_line and (not any(k in line for k in _HINTS) or "batch, #" in line):
             return  # one search per line outside a traceback; batch statistics never fail
         s = _strip(line).rstrip()
@@ -173,6 +199,8 @@ class GenericReader:
                     self._add(g)
                 return
             got = native_line(lineno, s, self._seen)
+            if got is None and "NIXL_ERR_" in s and lineno - self._last_call[0] <= _CALL_REACH:
+                got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is not None:
                 self._add(got)
 
@@ -193,10 +221,14 @@ class GenericReader:
 
     def _continue_lone(self, line: str) -> bool:
         """Whether ``line`` continues the pending lone exception message (same indentation,
-        plain text); closes it otherwise."""
+        plain text, no log line of its own: a message of several sentences, or one wrapped
+        over lines); closes it otherwise."""
         assert self._lone is not None
         lineno, text, indent, n = self._lone
-        s = _strip(line).rstrip()
+        if _strip(line) != line:
+            self._flush_lone()  # a line with its own log prefix is another message
+            return False
+        s = line.rstrip()
         st = s.strip()
         if (
             st
@@ -206,8 +238,9 @@ class GenericReader:
             and not _FRAME.match(s)
             and not _TB.search(s)
             and not _GLOG.match(s)
-            and not st.startswith(("[", "(", "#", "$"))
-            and not text.endswith((".", "!"))
+            and not _LOG_START.match(st)
+            and not st.startswith(("[", "(", "#", "$", "{", "<"))
+            and (not text.endswith((".", "!")) or st[:1].isupper())
         ):
             self._lone = (lineno, text + " " + st, indent, n + 1)
             return True
@@ -242,7 +275,8 @@ class GenericReader:
             return
         frames, tb_line = self._frames, self._tb_line
         self._tb_line, self._frames = 0, []
-        got = traceback_finding(frames, tb_line, lineno, ex, src, self._last_import)
+        call = self._last_call[1] if lineno - self._last_call[0] <= _CALL_REACH else ""
+        got = traceback_finding(frames, tb_line, lineno, ex, src, self._last_import, call)
         if got is not None:
             self._add(got)
 

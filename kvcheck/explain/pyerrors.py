@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
 from kvcheck.explain.native import _NIXL_ERR
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
@@ -41,10 +42,23 @@ _XFER_FUNC = re.compile(
 _SERVE_FUNC = re.compile(r"^update_from_output$|^get_kv_connector_stats$|^\w*log_stats\w*$|^record_\w+stats\w*$")
 # a refusal of the configuration (the message names what is unsupported and what to use)
 _CONFIG_REFUSAL = re.compile(
-    r"does not support|not supported|unsupported|please (?:use|set)|must be|is not compatible|incompatible", re.I
+    r"does not support|not supported|unsupported|please (?:use|set)|must (?:explicitly )?(?:be|provide|set|use)"
+    r"|is not compatible|incompatible",
+    re.I,
 )
 # the advice a refusal message gives ("..., please use trtllm on blackwell")
-_ADVICE = re.compile(r"\b(?:[Pp]lease|[Tt]ry|[Cc]onsider) [^.;]{4,200}|(?<=[,;:] )(?:use|set|pass|add) [^.;]{4,200}")
+_ADVICE = re.compile(
+    r"\b(?:[Pp]lease|[Tt]ry|[Cc]onsider) [^.;]{4,200}|(?<=[,;:] )(?:use|set|pass|add) [^.;]{4,200}"
+    r"|\b[Yy]ou (?:must|need to|should) (?:explicitly )?(?:provide|set|use|pass|specify|add|enable|disable) "
+    r"[^.;]{3,200}"
+)
+# the flags a message names (``--page-size``, ``--disaggregation-ib-device``)
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+|(?<![\w-])--[a-z]{2,}\b")
+# an errno as Python prints it (``[Errno 98] Address already in use``)
+_ERRNO = re.compile(r"\[Errno (?P<no>\d+)\]")
+# exception kinds whose message the interpreter or the OS writes, not the code: their text
+# is in no release's source whoever raised them
+_RUNTIME_WORDED = {"code", "state", "network", "gpu"}
 # a C++ assertion as TRT-LLM, NIXL and others print it, with its source file
 # a shared library a module needs is not on the host (``ImportError: libcudart.so.12: cannot open ...``)
 _LIB_MISSING = re.compile(r"(?P<lib>lib[\w+-]+?\.so(?:\.(?P<major>\d+))?[\d.]*): cannot open shared object file")
@@ -74,11 +88,13 @@ def traceback_finding(
     ex: re.Match[str] | None,
     src: str,
     last_import: str = "",
+    recent_call: str = "",
 ) -> GenericFinding | None:
     """The general finding of a traceback (``frames``: (path, line, function), outermost
     first; ``ex``: its ``Type: message`` line matched by ``_EXC``; ``src``: the source line
     shown under the innermost frame; ``last_import``: the module the last import statement
-    before it named), located at lines ``tb_line``..``lineno``."""
+    before it named; ``recent_call``: a NIXL API call a line shortly before showed),
+    located at lines ``tb_line``..``lineno``."""
     R = rules()
     etype = ex.group("type") if ex else ""
     msg = (ex.group("msg") or "").strip() if ex else ""
@@ -98,8 +114,28 @@ def traceback_finding(
     elif any(_BOOT_FUNC.search(f) for f in funcs):
         phase = "first-request"
     kind = R["_exc_kind"].get(etype, "refusal" if etype else "")
+    # the message as SGLang formats it in its own source, release by release
+    fm = sglang_format(etype, msg) if etype and msg and kind not in _RUNTIME_WORDED else None
+    fmt_note = ""
+    if fm is not None and (not path or engine == "sglang"):
+        span = fm.span(load_formats().releases)
+        if not path:
+            engine, sub, where = "sglang", sglang_subsystem(fm.path()), fm.where()
+            fmt_note = f"the message is SGLang's, in releases {span}"
+        else:
+            fmt_note = f"SGLang raises it in {fm.where()} (the message is in releases {span})"
+        phase = phase or phase_of_function(fm.function, fm.module)
+    elif etype and msg and not path and kind not in _RUNTIME_WORDED and len(msg.split()) >= 3:
+        fmt_note = (
+            f"no SGLang release ({load_formats().releases[0]} .. {load_formats().releases[-1]}) formats this "
+            "message in its source: it is not SGLang's own text (a wrapper such as Dynamo, a connector or a "
+            "library raised it)"
+        )
     if not phase and not frames and kind == "refusal" and _CONFIG_REFUSAL.search(msg):
         phase = "startup"  # a configuration refused, pasted alone: raised while the engine is built
+    eno = _errno(msg) if etype else None
+    if eno is not None:
+        return _errno_finding(eno, etype, msg, engine, where, phase, tb_line, lineno, ex.group(0) if ex else "")
     lm = _LIB_MISSING.search(msg) if etype in ("ImportError", "OSError") else None
     if lm is not None:
         ims = _IMPORT_STMT.match(src)
@@ -111,26 +147,11 @@ def traceback_finding(
         return _module_missing(nm.group("mod"), engine, where, tb_line, lineno, ex.group(0) if ex else "")
     nixl = _NIXL_ERR.search(msg) or (_NIXL_EXC.search(ex.group(0)) if ex else None)
     if nixl is not None:
-        step, ph = nixl_step(" ".join(funcs))
         code = nixl.group(0) if nixl.group(0).startswith("NIXL_ERR") else _nixl_code(nixl.group("name"))
-        meaning = R["nixl_status"].get(code, "")
-        return GenericFinding(
-            id="nixl-status-generic",
-            title=f"{code} from NIXL" + (f" during {step}" if step else ""),
-            engine="nixl",
-            line=tb_line,
-            phase=ph or phase,
-            component=f"NIXL ({step})" if step else "NIXL",
-            text=ex.group(0)[:300] if ex else "",
-            cause=f"{code}: {meaning}. Raised at {where}.",
-            checks=[
-                "the backend's own error line just before the traceback (UCX/LIBFABRIC)",
-                "python -c 'import nixl_cu12, nixl_cu13' and pip list | grep -i nixl (one NIXL, matching CUDA)",
-            ],
-            fix="Explain the backend line that precedes it; it names the cause NIXL reports as " + code + ".",
-            lines=[tb_line, lineno],
-        )
-        return
+        step, ph = nixl_step(" ".join(funcs))
+        if not step and recent_call:
+            step, ph = nixl_step(recent_call)
+        return _nixl_status(code, step, ph or phase, where, tb_line, lineno, ex.group(0) if ex else "")
     what = {
         "code": "a code-level mismatch: the code calls an attribute/argument/name that does not exist there — a "
         "bug on a path few configurations reach, or two packages of different releases (the engine vs. "
@@ -169,19 +190,25 @@ def traceback_finding(
             fix=f"Install the {callee} release the caller was built against (or the caller's release "
             f"matching the installed {callee}).",
         )
-        return
     if engine == "sglang":
         comp = f"SGLang, {sub}" if sub else "SGLang"
     else:
-        comp = engine
-    checks = [
-        f"the release: pip show {'sglang' if engine == 'sglang' else engine}; the line numbers ({where}) against "
-        "that release's source"
-    ]
+        comp = engine or "an unnamed package (no frame shown)"
+    flags = list(dict.fromkeys(_FLAG.findall(msg)))
+    if fm is not None and kind == "refusal" and (fm.module.endswith("server_args") or ".arg_groups." in fm.module):
+        what = "the server refuses its own arguments at start-up: the message says which and why"
+    checks = (
+        [
+            f"the release: pip show {'sglang' if engine == 'sglang' else engine}; the line numbers ({where}) "
+            "against that release's source"
+        ]
+        if engine and engine != "python"
+        else ["the full traceback (its frames name the package that raised it) and that package's release"]
+    )
     if kind == "code":
         checks.append(
-            f"the release notes / issues of {engine} for {func} and {etype}: a later release may fix it; the "
-            f"flags that reach {sub or func}"
+            f"the release notes / issues of {engine or 'the package'} for {func or etype} and {etype}: a later "
+            f"release may fix it; the flags that reach {sub or func or 'it'}"
         )
     elif kind == "state":
         checks.append(
@@ -190,24 +217,146 @@ def traceback_finding(
         )
     elif not etype:
         checks.insert(0, "the traceback's last line (Type: message), which the paste does not show")
+    if fm is None and fmt_note:
+        checks.insert(0, "which process printed it (the wrapper's or connector's own log and release)")
+    advice = _ADVICE.search(msg)
+    if kind == "code":
+        fix = (
+            "Upgrade to a release that fixes it, or avoid the flag that reaches it; report it with the traceback "
+            "and the release."
+        )
+    elif advice is not None:
+        fix = f"What the message itself asks: {advice.group(0).rstrip('.')}."
+    else:
+        fix = "Find and fix what the exception reports (see the checks)."
+    if flags and kind == "refusal":
+        fix += f" The flags it names: {', '.join(flags)}."
+    if engine == "sglang":
+        title = f"SGLang {'traceback' if frames else 'exception'}: {head}"
+    elif engine:
+        title = f"{engine} {'traceback' if frames else 'exception'}: {head}"
+    else:
+        title = f"exception (not SGLang's text): {head}" if fmt_note else f"Python exception: {head}"
     return GenericFinding(
         id="python-exception-generic",
-        title=f"{engine} traceback: {head}",
+        title=title,
         engine=engine,
         line=tb_line,
         phase=phase,
         component=comp,
         text=ex.group(0)[:300] if ex else "",
         lines=[tb_line, lineno] if lineno else [tb_line],
-        cause=f"{head} at {where}" + (f" ({sub})" if sub else "") + f": {what}.",
+        cause=f"{head} at {where}"
+        + (f" ({sub})" if sub else "")
+        + f": {what}."
+        + (f" {fmt_note[:1].upper()}{fmt_note[1:]}." if fmt_note else ""),
         checks=checks,
+        fix=fix,
+    )
+
+
+def nixl_status_finding(line: str, lineno: int, recent_call: str) -> GenericFinding | None:
+    """A NIXL status printed outside a traceback (``error: NIXL_ERR_BACKEND``) with the NIXL
+    call a line shortly before showed: the status's meaning in that API step."""
+    nixl = _NIXL_ERR.search(line)
+    step, ph = nixl_step(recent_call)
+    if nixl is None or not step:
+        return None
+    return _nixl_status(nixl.group(0), step, ph, f"the call {recent_call[:120]}", lineno, lineno, line.strip())
+
+
+# what a NIXL status means in each API step (the operation the backend failed)
+_STEP_CAUSE = {
+    "metadata exchange with the peer agent": "loading the peer agent's metadata makes the backend connect to "
+    "the peer's addresses: it failed to reach or accept them (the network between the two nodes, "
+    "UCX_NET_DEVICES / UCX_TLS excluding the path the peer advertises, or two NIXL/UCX builds that disagree)",
+    "memory registration of the KV regions": "the backend could not register the memory: for VRAM, UCX "
+    "without its CUDA transports (cuda_copy) or no GPUDirect RDMA; for DRAM, the locked-memory limit",
+    "backend creation (plugins, UCX context)": "the backend could not start: its plugin or UCX library is "
+    "missing or of another build, or UCX has no transport it may use",
+    "preparing/posting a transfer": "the transfer was refused when posted: descriptors of unregistered "
+    "memory, or a peer whose metadata is stale or gone",
+    "a transfer's completion": "a posted transfer failed on the wire: the peer vanished or the path dropped",
+    "notifications between agents": "the notification could not reach the peer agent (it is gone or unreachable)",
+}
+
+
+def _nixl_status(code: str, step: str, phase: str, where: str, tb_line: int, lineno: int, text: str) -> GenericFinding:
+    meaning = rules()["nixl_status"].get(code, "")
+    in_step = _STEP_CAUSE.get(step, "") if code in ("NIXL_ERR_BACKEND", "NIXL_ERR_UNKNOWN") else ""
+    return GenericFinding(
+        id="nixl-status-generic",
+        title=f"{code} from NIXL" + (f" during {step}" if step else ""),
+        engine="nixl",
+        line=tb_line,
+        phase=phase,
+        component=f"NIXL ({step})" if step else "NIXL",
+        text=text[:300],
+        cause=f"{code}: {meaning}. Raised at {where}." + (f" In {step}: {in_step}." if in_step else ""),
+        checks=[
+            "the backend's own error line just before it (UCX/LIBFABRIC: UCX_LOG_LEVEL=info)",
+            "python -c 'import nixl_cu12, nixl_cu13' and pip list | grep -i nixl (one NIXL, matching CUDA)",
+        ]
+        + (
+            ["ping / nc from this node to the peer's address; UCX_NET_DEVICES and UCX_TLS on both sides"]
+            if step.startswith("metadata")
+            else []
+        ),
         fix=(
-            "Upgrade to a release that fixes it, or avoid the flag that reaches it; report it with the "
-            "traceback and the release."
-            if kind == "code"
-            else f"What the message itself asks: {advice.group(0).rstrip('.')}."
-            if (advice := _ADVICE.search(msg)) is not None
-            else "Find and fix what the exception reports (see the checks)."
+            f"Fix what {step} needs (see the checks); the backend line before it names the cause."
+            if step
+            else "Explain the backend line that precedes it; it names the cause NIXL reports as " + code + "."
+        ),
+        lines=[tb_line, lineno],
+    )
+
+
+def sglang_format(etype: str, msg: str) -> FormatMatch | None:
+    """The SGLang message format an exception's message is, or None: its raise or assert
+    must be of the same type, or the format must carry 30+ characters of literal text (a
+    message re-raised under another type, or logged)."""
+    fm = load_formats().match(msg)
+    if fm is None:
+        return None
+    t = fm.exception_type
+    if t == etype or fm.literal >= 30 or (etype == "AssertionError" and fm.kind == "assert"):
+        return fm
+    return None
+
+
+def _errno(msg: str) -> str | None:
+    m = _ERRNO.search(msg)
+    if m is not None and m.group("no") in rules()["os_errno"]:
+        return m.group("no")
+    for text, no in rules()["os_errno_text"].items():
+        if text in msg:
+            return str(no)
+    return None
+
+
+def _errno_finding(
+    no: str, etype: str, msg: str, engine: str, where: str, phase: str, tb_line: int, lineno: int, text: str
+) -> GenericFinding:
+    """An OS error by its errno: what the call met (a port taken, nobody listening, no
+    route ...), from ``generic.yaml`` (``os_errno``)."""
+    name, meaning, look = rules()["os_errno"][no]
+    bind = name == "EADDRINUSE"
+    return GenericFinding(
+        id=f"os-{name.lower()}",
+        title=f"{etype}: {msg[:120]} ({name})",
+        engine=engine or "python",
+        line=tb_line,
+        phase=phase or ("startup" if bind else ""),
+        component="sockets / the OS" if name not in ("ENOSPC", "ENOENT", "EMFILE") else "the OS",
+        text=text[:300],
+        lines=[tb_line, lineno] if lineno else [tb_line],
+        cause=f"{etype}: {msg[:200]} at {where}: {name} — {meaning}.",
+        checks=[look],
+        fix=(
+            "Give each server on the host its own ports (--port, --disaggregation-bootstrap-port, "
+            "--dist-init-addr/--nccl-port), or stop the process that holds it."
+            if bind
+            else "Fix what the OS reports (see the checks); retrying does not help until it is fixed."
         ),
     )
 

@@ -242,7 +242,8 @@ class LogReader:
                     id=e.id,
                     title=title,
                     engine="nixl" if e.type.startswith("nixl") else "sglang",
-                    host=(info.host if info else "") or ("sglang" if ctx in ("sglang", "") else ctx),
+                    host=(info.host if info else "")
+                    or ("sglang" if ctx == "sglang" or (ctx == "" and not e.type.startswith("nixl")) else ctx),
                     process=(info.process if info else "") or (e.process if e.process != "both" else ""),
                     role=role,
                     cause=e.meaning,
@@ -261,6 +262,7 @@ class LogReader:
                     and any(abs(f.first_line - c.first_line) <= 60 for c in crashes)
                 )
             ]
+        _backend_first(findings)
         _narrow_by_messages(rep, hits)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         rep.findings = findings
@@ -272,9 +274,10 @@ class LogReader:
         """The general rules' findings (``generic.py``) on lines no specific cause covers."""
         covered: set[int] = set()
         for f in findings:
-            if f.role == "cause" and not f.id.endswith("-generic"):
+            if f.role == "cause" and not f.id.endswith("-generic") and not (f.kind == "catalog" and f.engine == "nixl"):
                 # a wrapper or time-out does not explain the traceback it wraps, nor does a
-                # signal handler's generic header the stack below it
+                # signal handler's generic header the stack below it, nor a NIXL status code
+                # alone the step it failed in
                 covered.update(range(f.first_line, min(f.last_line, f.first_line + 200) + 1))
         out: list[Finding] = []
         same: dict[tuple[str, str], Finding] = {}
@@ -385,6 +388,22 @@ def _narrow_by_messages(rep: LogReport, hits: list) -> None:
             rep.release.release = rep.release.candidates[0]
 
 
+_BACKEND_ENGINES = {"ucx", "libfabric", "mooncake"}
+
+
+def _backend_first(findings: list[Finding]) -> None:
+    """A NIXL status follows from the backend's own error line before it (NIXL reports the
+    backend's failure as ``NIXL_ERR_BACKEND``): the status becomes what followed, the
+    backend line (within 40 lines before it) the cause."""
+    backend = [f.first_line for f in findings if f.role == "cause" and f.engine in _BACKEND_ENGINES]
+    if not backend:
+        return
+    for f in findings:
+        if f.id == "nixl-status-generic" or (f.kind == "catalog" and f.engine == "nixl"):
+            if any(0 <= f.first_line - b <= 40 for b in backend):
+                f.role = "consequence"
+
+
 def _fill(text: str, values: dict[str, str]) -> str:
     for k, v in values.items():
         text = text.replace("{" + k + "}", v)
@@ -397,7 +416,11 @@ def _rank(f: Finding) -> float:
     (component, phase); 2: consequences (time-outs, wrappers); 3: warnings."""
     if f.precondition:
         return 1.6  # the node's state: first only where it explains the failures (``_chain``) or alone
+    if f.kind == "catalog" and f.engine == "nixl" and f.role == "cause":
+        return 1.2  # a NIXL status code alone: what failed, not in which step or why
     if f.role == "cause" and f.kind == "generic":
+        if f.id == "nixl-status-generic" and "(" in f.values.get("component", ""):
+            return 1  # the status with the API step it failed in
         return 1.5 if f.id.endswith("-generic") else 1
     if (
         f.role == "cause"
