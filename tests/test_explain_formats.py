@@ -110,3 +110,20 @@ def test_the_backend_line_before_a_nixl_status_is_the_cause():
     rep = _report(text)
     assert rep.first_cause.engine == "ucx" and rep.first_cause.first_line == 1
     assert any(f.id == "nixl-status-generic" and f.role == "consequence" for f in rep.then)
+
+
+def test_an_errno_inside_a_native_or_an_error_log_line_is_read_too():
+    native = (
+        "E0101 10:00:00.000001  42 transfer_metadata_plugin.cpp:909] SocketHandShakePlugin: connect()10.0.0.9:15000: "
+        "Connection refused [111]\n"
+    )
+    f = _report(native).first_cause
+    assert f.engine == "mooncake" and "ECONNREFUSED" in f.title and "nothing listens" in f.cause
+    line = (
+        "(Worker_DP0_TP0 pid=7) ERROR 01-01 10:00:00 [kv_sender.py:12] Sending thread exception: Address already "
+        "in use (addr='tcp://10.0.0.9:20000')\n"
+    )
+    g = _report(line).first_cause
+    assert g.id == "os-eaddrinuse" and g.phase == "startup"
+    bind = _report("zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.0.0.9:5600')\n").first_cause
+    assert bind.id == "os-eaddrnotavail" and "not an address of this host" in bind.cause

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 
 from kvcheck.explain.native import _GLOG, _NATIVE_ASSERT, NativeAssert, NativeStack, NodeState, native_line
-from kvcheck.explain.pyerrors import _EXC, _IMPORT_STMT, nixl_status_finding, traceback_finding
+from kvcheck.explain.pyerrors import _EXC, _IMPORT_STMT, errno_line_finding, nixl_status_finding, traceback_finding
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 __all__ = ["GenericFinding", "GenericReader", "engine_of_module", "nixl_step", "rules", "sglang_subsystem"]
@@ -201,6 +201,8 @@ class GenericReader:
             got = native_line(lineno, s, self._seen)
             if got is None and "NIXL_ERR_" in s and lineno - self._last_call[0] <= _CALL_REACH:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
+            if got is None and not self._tb_line:
+                got = errno_line_finding(lineno, s)
             if got is not None:
                 self._add(got)
 

@@ -460,6 +460,10 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
             if k in text:
                 code, meaning = uname, umean
                 break
+        if not code:
+            no = errno_in(text)
+            if no:
+                code, meaning = R["os_errno"][no][0], R["os_errno"][no][1]
         step, ph = nixl_step(text) if c["engine"] == "nixl" else ("", "")
         comp = c["component"] + (f", {step}" if step else "")
         phase = ph or (c["phase"] if c["phase"] != "any" else "")
@@ -585,6 +589,24 @@ def _undefined_symbol(m: re.Match[str], lineno: int, s: str) -> GenericFinding |
         fix=f"Use one {name}: remove the other installation or point LD_LIBRARY_PATH at the one the binary was built "
         "with (or rebuild it against the installed one).",
     )
+
+
+_ERRNO_NO = re.compile(r"\[(?:Errno )?(?P<no>\d{1,3})\]|\(value: (?P<v>\d{1,3})\)|\berrno[ =:]+(?P<e>\d{1,3})\b")
+
+
+def errno_in(text: str) -> str | None:
+    """The errno (``generic.yaml`` ``os_errno``) a text reports: by number (``[111]``,
+    ``[Errno 98]``, ``(value: 14)``, ``errno 110``) or by its strerror text."""
+    table = rules()["os_errno"]
+    m = _ERRNO_NO.search(text)
+    if m is not None:
+        no = m.group("no") or m.group("v") or m.group("e")
+        if no in table:
+            return no
+    for t, no in rules()["os_errno_text"].items():
+        if t in text:
+            return str(no)
+    return None
 
 
 def _engine_of_native(s: str) -> str:

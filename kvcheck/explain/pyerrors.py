@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
-from kvcheck.explain.native import _NIXL_ERR
+from kvcheck.explain.native import _NIXL_ERR, errno_in
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 _EXC = re.compile(
@@ -325,13 +325,25 @@ def sglang_format(etype: str, msg: str) -> FormatMatch | None:
 
 
 def _errno(msg: str) -> str | None:
-    m = _ERRNO.search(msg)
-    if m is not None and m.group("no") in rules()["os_errno"]:
-        return m.group("no")
-    for text, no in rules()["os_errno_text"].items():
-        if text in msg:
-            return str(no)
-    return None
+    return errno_in(msg)
+
+
+# an error log line (any engine's format) that reports an OS error in its text
+_ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\bfailed\b|\bError:")
+
+
+def errno_line_finding(lineno: int, line: str) -> GenericFinding | None:
+    """An OS error reported inside an error log line, outside a traceback (``ERROR ...
+    [mooncake_connector.py:246] ... exception: Address already in use (addr=...)``)."""
+    if not _ERROR_LINE.search(line):
+        return None
+    no = errno_in(line)
+    if no is None:
+        return None
+    text = line.strip()
+    m = re.search(r"(?:exception|Error|error|failed)[:,]?\s*(?P<msg>.+)$", text)
+    msg = m.group("msg") if m else text
+    return _errno_finding(no, "error", msg, "", "this line", "", lineno, lineno, text)
 
 
 def _errno_finding(
