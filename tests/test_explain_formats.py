@@ -127,3 +127,15 @@ def test_an_errno_inside_a_native_or_an_error_log_line_is_read_too():
     assert g.id == "os-eaddrinuse" and g.phase == "startup"
     bind = _report("zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.0.0.9:5600')\n").first_cause
     assert bind.id == "os-eaddrnotavail" and "not an address of this host" in bind.cause
+
+
+def test_the_fix_names_the_lines_of_the_given_configs_that_set_the_flags(tmp_path):
+    from kvcheck.explain.render import render_explanation
+
+    cfg = tmp_path / "prefill.yaml"
+    cfg.write_text("model-path: /m\ndisaggregation-mode: prefill\nep-size: 1\nspeculative-moe-a2a-backend: deepep\n")
+    result = explain_text(DEEPEP_SPEC, source="log")
+    result.configs = {"prefill": str(cfg)}
+    text = " ".join(render_explanation(result).split())  # the renderer wraps long lines
+    assert f"{cfg}:3: ep-size: 1" in text and f"{cfg}:4: speculative-moe-a2a-backend: deepep" in text
+    assert "(e.g., --ep-size 8)" in text  # the advice is read whole, past its abbreviations

@@ -47,10 +47,12 @@ _CONFIG_REFUSAL = re.compile(
     re.I,
 )
 # the advice a refusal message gives ("..., please use trtllm on blackwell")
+_S = r"(?:[^.;]|\.(?!\s|$))"  # a sentence's character: a dot inside it (e.g., 0.5.10) does not end it
 _ADVICE = re.compile(
-    r"\b(?:[Pp]lease|[Tt]ry|[Cc]onsider) [^.;]{4,200}|(?<=[,;:] )(?:use|set|pass|add) [^.;]{4,200}"
+    r"\b(?:[Pp]lease|[Tt]ry|[Cc]onsider) " + _S + r"{4,240}|(?<=[,;:] )(?:use|set|pass|add) " + _S + r"{4,240}"
     r"|\b[Yy]ou (?:must|need to|should) (?:explicitly )?(?:provide|set|use|pass|specify|add|enable|disable) "
-    r"[^.;]{3,200}"
+    + _S
+    + r"{3,240}"
 )
 # the flags a message names (``--page-size``, ``--disaggregation-ib-device``)
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+|(?<![\w-])--[a-z]{2,}\b")
@@ -164,7 +166,7 @@ def traceback_finding(
         "network": "a network failure between the processes (address, port, firewall, a peer down)",
         "gpu": "a GPU memory/driver failure",
     }.get(kind, "the traceback was cut before its exception line")
-    head = f"{etype}: {msg}"[:200] if etype else "traceback without its exception line"
+    head = f"{etype}: {msg}"[:300] if etype else "traceback without its exception line"
     mm = _API_MISMATCH.match(msg) if etype == "TypeError" else None
     callee = _callee_engine(mm.group("callee"), path) if mm else ""
     if mm and callee and callee != engine:
