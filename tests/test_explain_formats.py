@@ -139,3 +139,21 @@ def test_the_fix_names_the_lines_of_the_given_configs_that_set_the_flags(tmp_pat
     text = " ".join(render_explanation(result).split())  # the renderer wraps long lines
     assert f"{cfg}:3: ep-size: 1" in text and f"{cfg}:4: speculative-moe-a2a-backend: deepep" in text
     assert "(e.g., --ep-size 8)" in text  # the advice is read whole, past its abbreviations
+
+
+def test_a_line_sglang_logs_at_error_level_is_located_and_dates_the_release():
+    rep = _report("[2026-01-01 10:00:00 TP0] Deferred KV release failed for room 4242\n")
+    f = rep.first_cause
+    assert (f.id, f.engine) == ("sglang-error-log-generic", "sglang")
+    assert "DecodeTransferQueue.resolve_deferred_releases" in f.cause
+    assert "Deferred KV release failed for room" in _installed_source("sglang.srt.disaggregation.decode")
+    clue = next(c for c in rep.release.clues if c.kind == "message format")
+    assert clue.releases[-1] == "0.5.23" and "0.5.10" not in clue.releases  # the message is younger
+    assert rep.release.candidates == clue.releases  # the only clue the line gives
+
+
+def test_another_engines_line_is_never_read_as_an_sglang_format():
+    # the same text in a vLLM worker's line: vLLM's, not SGLang's
+    line = "(Worker_TP0 pid=5) ERROR 01-01 10:00:00 [x.py:1] Deferred KV release failed for room 4242\n"
+    rep = _report(line)
+    assert all(f.engine != "sglang" for f in rep.findings)

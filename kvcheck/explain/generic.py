@@ -35,8 +35,16 @@ from __future__ import annotations
 
 import re
 
+from kvcheck.explain.formats import FormatMatch, load_formats
 from kvcheck.explain.native import _GLOG, _NATIVE_ASSERT, NativeAssert, NativeStack, NodeState, native_line
-from kvcheck.explain.pyerrors import _EXC, _IMPORT_STMT, errno_line_finding, nixl_status_finding, traceback_finding
+from kvcheck.explain.pyerrors import (
+    _EXC,
+    _IMPORT_STMT,
+    errno_line_finding,
+    nixl_status_finding,
+    sglang_log_finding,
+    traceback_finding,
+)
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 __all__ = ["GenericFinding", "GenericReader", "engine_of_module", "nixl_step", "rules", "sglang_subsystem"]
@@ -99,7 +107,13 @@ _CALL_HINTS = (
     "ackend",
     "nixl_agent",
 )
-_CALL_REACH = 12  # lines between a NIXL call shown and the status it returned
+_CALL_REACH = 12
+_ERROR_LOGS = (
+    "log:error",
+    "log:exception",
+    "log:critical",
+    "log:fatal",
+)  # lines between a NIXL call shown and the status it returned
 # a line that starts a log record of its own (a level, a date, a glog header)
 _LOG_START = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} ")
 
@@ -128,9 +142,15 @@ class GenericReader:
         self._last_import = ""  # the module the last import statement seen named
         self._last_call: tuple[int, str] = (0, "")  # the last NIXL API call a line showed (line, text)
         self.asserts = NativeAssert()
+        self._foreign_at = -(10**9)  # the last line another engine wrote
+        self.format_hits: list[tuple[int, FormatMatch]] = []  # SGLang formats matched on log lines (50 at most)
 
     # ------------------------------------------------------------------ per line
-    def feed(self, lineno: int, line: str) -> None:
+    def feed(self, lineno: int, line: str, sglang_formats: bool = True) -> None:
+        """Read one line; ``sglang_formats``: whether it may be one of SGLang's own
+        messages (False for a line another engine wrote)."""
+        if not sglang_formats:
+            self._foreign_at = lineno
         if self.stack.head_line or "ig" in line or "ault" in line or "bort" in line or "gdb" in line or "atal" in line:
             got = self.stack.feed(lineno, line)
             if got is not None:
@@ -203,6 +223,12 @@ class GenericReader:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is None and not self._tb_line:
                 got = errno_line_finding(lineno, s)
+            if got is None and sglang_formats and not self._tb_line and len(self.format_hits) < 50:
+                fm = load_formats().match(s)
+                if fm is not None:
+                    self.format_hits.append((lineno, fm))
+                    if fm.kind in _ERROR_LOGS:
+                        got = sglang_log_finding(fm, lineno, s)
             if got is not None:
                 self._add(got)
 
@@ -278,7 +304,8 @@ class GenericReader:
         frames, tb_line = self._frames, self._tb_line
         self._tb_line, self._frames = 0, []
         call = self._last_call[1] if lineno - self._last_call[0] <= _CALL_REACH else ""
-        got = traceback_finding(frames, tb_line, lineno, ex, src, self._last_import, call)
+        sglang_ok = self._foreign_at < tb_line  # no line of the traceback was another engine's
+        got = traceback_finding(frames, tb_line, lineno, ex, src, self._last_import, call, sglang_ok=sglang_ok)
         if got is not None:
             self._add(got)
 

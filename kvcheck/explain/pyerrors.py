@@ -91,11 +91,13 @@ def traceback_finding(
     src: str,
     last_import: str = "",
     recent_call: str = "",
+    sglang_ok: bool = True,
 ) -> GenericFinding | None:
     """The general finding of a traceback (``frames``: (path, line, function), outermost
     first; ``ex``: its ``Type: message`` line matched by ``_EXC``; ``src``: the source line
     shown under the innermost frame; ``last_import``: the module the last import statement
-    before it named; ``recent_call``: a NIXL API call a line shortly before showed),
+    before it named; ``recent_call``: a NIXL API call a line shortly before showed;
+    ``sglang_ok``: False when another engine wrote its lines, so never read as SGLang's),
     located at lines ``tb_line``..``lineno``."""
     R = rules()
     etype = ex.group("type") if ex else ""
@@ -117,7 +119,7 @@ def traceback_finding(
         phase = "first-request"
     kind = R["_exc_kind"].get(etype, "refusal" if etype else "")
     # the message as SGLang formats it in its own source, release by release
-    fm = sglang_format(etype, msg) if etype and msg and kind not in _RUNTIME_WORDED else None
+    fm = sglang_format(etype, msg) if sglang_ok and etype and msg and kind not in _RUNTIME_WORDED else None
     fmt_note = ""
     if fm is not None and (not path or engine == "sglang"):
         span = fm.span(load_formats().releases)
@@ -127,7 +129,7 @@ def traceback_finding(
         else:
             fmt_note = f"SGLang raises it in {fm.where()} (the message is in releases {span})"
         phase = phase or phase_of_function(fm.function, fm.module)
-    elif etype and msg and not path and kind not in _RUNTIME_WORDED and len(msg.split()) >= 3:
+    elif sglang_ok and etype and msg and not path and kind not in _RUNTIME_WORDED and len(msg.split()) >= 3:
         fmt_note = (
             f"no SGLang release ({load_formats().releases[0]} .. {load_formats().releases[-1]}) formats this "
             "message in its source: it is not SGLang's own text (a wrapper such as Dynamo, a connector or a "
@@ -233,6 +235,7 @@ def traceback_finding(
         fix = "Find and fix what the exception reports (see the checks)."
     if flags and kind == "refusal":
         fix += f" The flags it names: {', '.join(flags)}."
+    releases = fm.releases if fm is not None and engine == "sglang" else []
     if engine == "sglang":
         title = f"SGLang {'traceback' if frames else 'exception'}: {head}"
     elif engine:
@@ -254,6 +257,29 @@ def traceback_finding(
         + (f" {fmt_note[:1].upper()}{fmt_note[1:]}." if fmt_note else ""),
         checks=checks,
         fix=fix,
+        releases=releases,
+    )
+
+
+def sglang_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFinding:
+    """A line SGLang logged at error level (``logger.error``/``exception``), matched whole
+    by its format: where SGLang logs it, in which releases, and the phase its function
+    runs in; the message says what failed."""
+    span = fm.span(load_formats().releases)
+    sub = sglang_subsystem(fm.path())
+    return GenericFinding(
+        id="sglang-error-log-generic",
+        title=f"SGLang logged: {fm.text[:160]}",
+        engine="sglang",
+        line=lineno,
+        phase=phase_of_function(fm.function, fm.module),
+        component=f"SGLang, {sub}" if sub else "SGLang",
+        text=line.strip()[:300],
+        cause=f"SGLang logs this at {fm.kind[4:]} level in {fm.where()} (the message is in releases {span}): "
+        "what it names failed there; the lines before it say why.",
+        checks=["the lines just before it in the same process (the first error of the sequence)"],
+        fix="Find and fix what the message names (see the checks).",
+        releases=fm.releases,
     )
 
 

@@ -149,7 +149,9 @@ class LogReader:
                 e.processes[info.process] = e.processes.get(info.process, 0) + 1
         self.timeline.feed(lineno, line)
         self.release.feed(lineno, line)
-        self.generic.feed(lineno, line)
+        # another engine's line is never read as one of SGLang's formats
+        foreign = info.engine in PROCESS_ENGINES - {"sglang"} or info.host in PROCESS_ENGINES - {"sglang"}
+        self.generic.feed(lineno, line, sglang_formats=not foreign)
         done = self.sigs.feed(
             lineno,
             line,
@@ -263,7 +265,9 @@ class LogReader:
                 )
             ]
         _backend_first(findings)
-        _narrow_by_messages(rep, hits)
+        fmts = [(ln, fm.releases, fm.where()) for ln, fm in self.generic.format_hits]
+        fmts += [(g.line, g.releases, "an exception's message") for g in self.generic.found if g.releases]
+        _narrow_by_messages(rep, hits, fmts)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         rep.findings = findings
         rep.first_cause, rep.then = _chain(findings)
@@ -352,9 +356,12 @@ _CONSEQUENCES = {
 }
 
 
-def _narrow_by_messages(rep: LogReport, hits: list) -> None:
-    """Messages that exist only in some releases (``releases.json``, each release's own
-    source) are release evidence too: the process printing one runs one of them."""
+def _narrow_by_messages(rep: LogReport, hits: list, formats: list[tuple[int, list[str], str]] | None = None) -> None:
+    """Messages that exist only in some releases are release evidence too: the process
+    printing one runs one of them. ``hits``: catalog messages (``releases.json``);
+    ``formats``: (line, releases, where) of the lines matched whole by a release's message
+    format (``formats.json.gz``, every release's own source). A message only releases
+    older than the modeled window have is said (a clue) and narrows nothing."""
     from kvcheck.explain.logrelease import ReleaseClue
     from kvcheck.explain.releases import load_message_releases
     from kvcheck.sglang.releases import release_key
@@ -362,6 +369,7 @@ def _narrow_by_messages(rep: LogReport, hits: list) -> None:
     data = load_message_releases()
     allrel = data["releases"]
     cands: set[str] | None = None
+    evidence: list[tuple[str, str, int, set[str]]] = []
     for hit in hits:
         if hit.match != "full":
             continue
@@ -369,13 +377,26 @@ def _narrow_by_messages(rep: LogReport, hits: list) -> None:
         if not isinstance(rng, list) or not rng:
             continue
         ok = {v for v in allrel if any(release_key(a) <= release_key(v) <= release_key(b) for a, b in rng)}
+        evidence.append(("message text", hit.entry_id, hit.first_line, ok))
+    seen: set[tuple[str, ...]] = set()
+    for line, rels, where in formats or []:
+        key = tuple(rels)
+        if key in seen or not rels:
+            continue
+        seen.add(key)
+        ok = set(rels) & set(allrel)
+        if not ok:  # only releases before the modeled window have it
+            rep.release.clues.append(
+                ReleaseClue(kind="message format", value=f"{where} (releases {rels[0]} .. {rels[-1]})", line=line)
+            )
+            continue
+        evidence.append(("message format", where, line, ok))
+    for kind, value, line, ok in evidence:
         if ok == set(allrel):
             continue
-        rep.release.clues.append(
-            ReleaseClue(
-                kind="message text", value=hit.entry_id, line=hit.first_line, releases=sorted(ok, key=release_key)
-            )
-        )
+        rep.release.clues.append(ReleaseClue(kind=kind, value=value, line=line, releases=sorted(ok, key=release_key)))
+        if cands is not None and not (cands & ok):
+            continue  # evidence that contradicts the rest (a patched build): said, not intersected
         cands = ok if cands is None else cands & ok
     if cands is None or rep.release.release:
         return

@@ -46,6 +46,8 @@ class GenericFinding:
     role: str = "cause"
     lines: list[int] = field(default_factory=list)
     node: bool = False  # from a node command's output pasted with the log (a precondition)
+    # the SGLang releases whose source formats the message (``formats``), [] when not SGLang's
+    releases: list[str] = field(default_factory=list)
 
 
 def engine_of_module(path: str) -> str:
