@@ -135,7 +135,9 @@ def build(test: dict, parser) -> dict:
                 argv = ["--trust-remote-code", "--disaggregation-mode", role]
                 if not test.get("no_bootstrap_port"):
                     if not hasattr(cls, "bootstrap_port"):
-                        out["why"] = f"the test passes cls.bootstrap_port, which the release's {base.__name__} does not set"
+                        out["why"] = (
+                            f"the test passes cls.bootstrap_port, which the release's {base.__name__} does not set"
+                        )
                         return out
                     argv += ["--disaggregation-bootstrap-port", cls.bootstrap_port]
                 argv += shlex.split(test["own"][role].format(draft=draft))
@@ -183,7 +185,11 @@ def main() -> None:
         try:
             r = build(t, parser)
         except Exception as e:  # a base class this recorder cannot drive: said, not hidden
-            r = {"name": t["name"], "applies": False, "why": f"the base class could not be driven: {type(e).__name__}: {e}"}
+            r = {
+                "name": t["name"],
+                "applies": False,
+                "why": f"the base class could not be driven: {type(e).__name__}: {e}",
+            }
         r["release"] = release
         results.append(r)
     print(json.dumps(results))

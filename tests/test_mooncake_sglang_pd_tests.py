@@ -52,8 +52,14 @@ def _worker(release: str, tests: list[dict], tmp: Path) -> list[dict]:
     src = tmp / f"pd_tests_{release}.json"
     src.write_text(json.dumps(tests))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "sglang_pd_tests_worker.py"), str(src)],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "sglang_pd_tests_worker.py"), str(src)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -66,7 +72,9 @@ def _script(rec: dict, model_path: str, tmp: Path, local: dict[str, str]) -> Pat
         side = rec[role]
         env = "".join(f"{k}={shlex.quote(str(v))} " for k, v in sorted(side["env"].items()))
         argv = " ".join(shlex.quote(local.get(a, a)) for a in side["argv"])
-        lines.append(f"{env}python3 -m sglang.launch_server --model-path {model_path} --host 127.0.0.1 --port {port} {argv} &\n")
+        lines.append(
+            f"{env}python3 -m sglang.launch_server --model-path {model_path} --host 127.0.0.1 --port {port} {argv} &\n"
+        )
     path = tmp / f"{rec['name']}.{rec['release']}.sh"
     path.write_text("".join(lines))
     return path
@@ -74,8 +82,28 @@ def _script(rec: dict, model_path: str, tmp: Path, local: dict[str, str]) -> Pat
 
 def _kvcheck(script: Path, release: str, gpu: str) -> tuple[int, dict]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "-f", str(script), "--sglang-version", release,
-                           "--gpu", gpu, "--kernel", "builtin", "--format", "json"], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvcheck",
+            "preflight",
+            "-f",
+            str(script),
+            "--sglang-version",
+            release,
+            "--gpu",
+            gpu,
+            "--kernel",
+            "builtin",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.stdout, proc.stderr[-2000:]
     return proc.returncode, json.loads(proc.stdout)
 
@@ -105,7 +133,9 @@ def run_release(release: str, tmp: Path) -> list[dict]:
             continue
         model = spec["models"].get(rec["model"])
         if model is None:
-            row.update(outcome="skipped", why=f"model {rec['model']} is neither in kvcheck's catalog nor given a stand-in")
+            row.update(
+                outcome="skipped", why=f"model {rec['model']} is neither in kvcheck's catalog nor given a stand-in"
+            )
             continue
         path = model.get("standin", rec["model"])
         row["model"] = rec["model"] + (f" (stand-in {path})" if path != rec["model"] else "")
@@ -119,7 +149,9 @@ def run_release(release: str, tmp: Path) -> list[dict]:
                     shutil.copytree(REPO / v["path"], dst)
                 local[k] = str(dst)
         if rec.get("draft") and rec["draft"] not in local and rec["draft"] not in spec["models"]:
-            row.update(outcome="skipped", why=f"draft model {rec['draft']} is neither in kvcheck's catalog nor given a config")
+            row.update(
+                outcome="skipped", why=f"draft model {rec['draft']} is neither in kvcheck's catalog nor given a config"
+            )
             continue
         jobs.append((row, t, _script(rec, path, tmp, local)))
 
@@ -155,7 +187,9 @@ def run_release(release: str, tmp: Path) -> list[dict]:
 def _releases() -> list[str]:
     asked = os.environ.get("KVCHECK_PD_TESTS_RELEASES", "").strip()
     if asked == "all":
-        return [INSTALLED] + sorted((p.name for p in RELEASES_DIR.iterdir() if p.name[0].isdigit()), key=Version, reverse=True)
+        return [INSTALLED] + sorted(
+            (p.name for p in RELEASES_DIR.iterdir() if p.name[0].isdigit()), key=Version, reverse=True
+        )
     return asked.split() if asked else list(CI_RELEASES)
 
 

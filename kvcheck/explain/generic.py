@@ -144,6 +144,7 @@ class GenericReader:
         self.asserts = NativeAssert()
         self._foreign_at = -(10**9)  # the last line another engine wrote
         self.format_hits: list[tuple[int, FormatMatch]] = []  # SGLang formats matched on log lines (50 at most)
+        self._fmt_budget = 2000  # lines tried against SGLang's formats at most
 
     # ------------------------------------------------------------------ per line
     def feed(self, lineno: int, line: str, sglang_formats: bool = True) -> None:
@@ -223,9 +224,10 @@ class GenericReader:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is None and not self._tb_line:
                 got = errno_line_finding(lineno, s)
-            if got is None and sglang_formats and not self._tb_line and len(self.format_hits) < 50:
+            if got is None and sglang_formats and not self._tb_line and self._fmt_budget > 0:
+                self._fmt_budget -= 1  # bounded work: the first lines that may fail are read, not all
                 fm = load_formats().match(s)
-                if fm is not None:
+                if fm is not None and len(self.format_hits) < 50:
                     self.format_hits.append((lineno, fm))
                     if fm.kind in _ERROR_LOGS:
                         got = sglang_log_finding(fm, lineno, s)
