@@ -170,23 +170,6 @@ _NOISE = re.compile(
     r"|ucm_|pthread_|start_thread|clone|sigtramp|\?\?)"
 )
 _NOISE_LIB = re.compile(r"lib(?:c|pthread|gcc_s|stdc\+\+|unwind|python[\d.]*|dl|m|ucs|ucm)[.-]|/python\d|ld-linux")
-# (pattern on the function or library, engine, component); the first that matches names it
-_NATIVE_PLACES = [
-    (r"mooncake::(?P<cls>\w+)|libtransfer_engine|mooncake", "mooncake", ""),
-    (r"nixlUcx|libplugin_UCX|ucx_backend", "nixl", "NIXL UCX backend"),
-    (r"nixl\w*|libnixl", "nixl", "NIXL agent"),
-    (r"uct_(?:rc|dc|ud|ib)\w*|libuct_ib", "ucx", "UCX InfiniBand/RoCE transport (RDMA)"),
-    (r"uct_tcp\w*", "ucx", "UCX TCP transport"),
-    (r"uct_cuda\w*|libuct_cuda", "ucx", "UCX CUDA transports (cuda_copy / cuda_ipc)"),
-    (r"uct_\w+|ucp_\w+|libuc[pt]", "ucx", "UCX protocol layer (ucp)"),
-    (r"tensorrt_llm::(?P<tcls>[\w:]+)", "trtllm", "TensorRT-LLM"),
-    (r"libcuda\.|cu[A-Z]\w+$", "cuda", "the CUDA driver"),
-    (r"nccl\w*|libnccl", "nccl", "NCCL"),
-    (r"deep_ep|hybrid_ep|libdeep_ep", "deepep", "DeepEP"),
-    (r"c10::|at::|torch::|libtorch|libc10", "torch", "PyTorch"),
-    (r"fi_\w+|libfabric|efa_\w+", "libfabric", "libfabric / EFA"),
-]
-_NATIVE_PLACES_RX = [(re.compile(p), e, c) for p, e, c in _NATIVE_PLACES]
 
 
 def _snake(name: str) -> str:
@@ -240,7 +223,7 @@ class NativeStack:
             if lib and _NOISE_LIB.search(lib) and not func:
                 continue
             text = f"{func} {lib} {file}"
-            for rx, engine, comp in _NATIVE_PLACES_RX:
+            for rx, engine, comp in rules()["_places"]:
                 mm = rx.search(text)
                 if mm is None:
                     continue

@@ -451,21 +451,18 @@ def _library_missing(
         fid = "native-library-missing"
         cause = f"{who} needs {lib}, which the dynamic loader cannot find (not installed, or not on LD_LIBRARY_PATH)."
         fix = f"Install the library that provides {lib} (or fix LD_LIBRARY_PATH) for {pkg or 'the module'}."
-    return GenericFinding(
-        id=fid,
-        title=f"import of {mod or 'a module'} fails: {lib} missing",
-        engine=engine if engine not in ("", "python") else (top or "python"),
-        line=tb_line,
-        phase="startup",
-        component="shared libraries of an installed package",
-        text=text[:300],
-        lines=[tb_line, lineno] if lineno else [tb_line],
-        cause=cause,
-        checks=[
+    return _env_finding(
+        fid,
+        f"import of {mod or 'a module'} fails: {lib} missing",
+        engine if engine not in ("", "python") else (top or "python"),
+        "shared libraries of an installed package",
+        (tb_line, lineno, text),
+        cause,
+        [
             f"python -m pip show {pkg or '<package>'}  # which build (cu12 / cu13) is installed",
             "nvidia-smi; ls /usr/local/cuda*/lib64/libcudart.so*  # the CUDA the image has",
         ],
-        fix=fix,
+        fix,
     )
 
 
@@ -495,20 +492,35 @@ def _module_missing(mod: str, engine: str, where: str, tb_line: int, lineno: int
             " NIXL: pip install nixl (it pulls the wheel matching CUDA 12/13)." if top == "nixl" else ""
         )
         fid = f"{top.replace('_', '-')}-not-installed"
+    return _env_finding(
+        fid,
+        f"module {mod} not found: {pkg} " + ("install broken" if sub else "not installed"),
+        engine or "python",
+        "Python environment (installed packages)",
+        (tb_line, lineno, text),
+        cause,
+        [f"python -c 'import {mod}' with the server's interpreter", f"python -m pip show {pkg}; which python"],
+        fix,
+    )
+
+
+def _env_finding(
+    fid: str, title: str, engine: str, component: str, at: tuple[int, int, str], cause: str, checks: list[str], fix: str
+) -> GenericFinding:
+    """A start-up finding about the Python environment (a package or library missing or
+    of another build), at (traceback line, exception line, its text)."""
+    tb_line, lineno, text = at
     return GenericFinding(
         id=fid,
-        title=f"module {mod} not found: {pkg} " + ("install broken" if sub else "not installed"),
-        engine=engine or "python",
+        title=title,
+        engine=engine,
         line=tb_line,
         phase="startup",
-        component="Python environment (installed packages)",
+        component=component,
         text=text[:300],
         lines=[tb_line, lineno] if lineno else [tb_line],
         cause=cause,
-        checks=[
-            f"python -c 'import {mod}' with the server's interpreter",
-            f"python -m pip show {pkg}; which python",
-        ],
+        checks=checks,
         fix=fix,
     )
 

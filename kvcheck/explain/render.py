@@ -95,13 +95,7 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
         lines.extend(_para("meaning:", e.meaning))
         lines.extend(_para("triggered by:", e.triggers))
         lines.extend(_para("you see:", e.operator_sees))
-        fix, dropped = consistent_fix(e.fix, refused)
-        if fix:
-            lines.extend(_para("fix:", fix))
-        if dropped:
-            lines.extend(
-                _para("not proposed:", f"{'; '.join(dropped)} (the log shows {', '.join(sorted(refused))} refused)")
-            )
+        lines.extend(_fix_lines(e.fix, refused))
         lines.extend(_para("predicted by:", predicted_by(e.check)))
         for path, n, text in _config_lines(explanation, e, hit):
             lines.extend(_para("change:", f"{path}:{n}: {text}"))
@@ -187,13 +181,7 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
         for c in f.checks:
             out.extend(_para("check:", c))
         if f.kind in ("signature", "generic"):
-            fix, dropped = consistent_fix(f.fix, refused)
-            if fix:
-                out.extend(_para("fix:", fix))
-            if dropped:
-                out.extend(
-                    _para("not proposed:", f"{'; '.join(dropped)} (the log shows {', '.join(sorted(refused))} refused)")
-                )
+            out.extend(_fix_lines(f.fix, refused))
             for path, n, text in _first_cause_lines(configs, f):
                 out.extend(_para("change:", f"{path}:{n}: {text}"))
             if f.predicted_by and not f.predicted_by.startswith("kvcheck agent"):
@@ -246,6 +234,15 @@ def _command(predicted: str, process: str) -> str:
             f"({predicted[len('kvcheck agent') :].strip(' ()')}; on the failing node)"
         )
     return predicted
+
+
+def _fix_lines(fix: str, refused: set[str]) -> list[str]:
+    """``fix:`` without the alternatives the log shows refused, and ``not proposed:`` for those."""
+    kept, dropped = consistent_fix(fix, refused)
+    out = _para("fix:", kept) if kept else []
+    if dropped:
+        out += _para("not proposed:", f"{'; '.join(dropped)} (the log shows {', '.join(sorted(refused))} refused)")
+    return out
 
 
 def _first_cause_lines(configs: dict[str, str], f) -> list[tuple[str, int, str]]:

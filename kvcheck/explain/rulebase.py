@@ -28,6 +28,7 @@ def rules() -> dict[str, Any]:
     data["_modules"] = [(re.compile(m["re"]), m["subsystem"]) for m in data["sglang_modules"]]
     data["_api"] = [(re.compile(a["re"]), a) for a in data["nixl_api"]]
     data["_exc_kind"] = {t: k for k, ts in data["python_exceptions"].items() for t in ts}
+    data["_places"] = [(re.compile(p["re"]), p["engine"], p["component"]) for p in data["native_places"]]
     return data
 
 
