@@ -18,7 +18,9 @@ replaced) and ``<corpus>/<id>/key.yaml``::
     established: weak                  # the thread points at the cause without confirming it
 
 Grades (per log, automatic; ``<corpus>/GRADES.yaml`` holds the manual grade where a
-reading of kvcheck's answer differs, ``{id: {grade: ..., note: ...}}``):
+reading of kvcheck's answer differs, ``{id: {grade: ..., first: <first cause id it was
+given for>, title: <the start of its title>, note: ...}}``, applied with ``--manual``
+while the first cause is the same):
 
 - ``right``: kvcheck's first cause (its title and cause text) matches every ``expect``;
 - ``partial``: another finding matches every ``expect``, or the first cause matches some;
@@ -160,8 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for key, log in load(args.corpus, ids, args.round):
         r = grade_one(key, log)
-        if key["id"] in manual and manual[key["id"]].get("grade"):
-            r["auto"], r["grade"] = r["grade"], manual[key["id"]]["grade"]
+        m = manual.get(key["id"]) or {}
+        # a manual grade holds for the answer it was given to: the same first cause (``first``,
+        # its id) with a title that starts the same (``title``)
+        same = (not m.get("first") or r["first"].split(" [")[0] == m["first"]) and r["first_title"].startswith(
+            m.get("title", "")
+        )
+        if m.get("grade") and same:
+            r["auto"], r["grade"] = r["grade"], m["grade"]
         rows.append(r)
         if args.v:
             flags = ("S" if r["seen"] else "-") + ("w" if r["weak"] else "-")

@@ -157,3 +157,35 @@ def test_another_engines_line_is_never_read_as_an_sglang_format():
     line = "(Worker_TP0 pid=5) ERROR 01-01 10:00:00 [x.py:1] Deferred KV release failed for room 4242\n"
     rep = _report(line)
     assert all(f.engine != "sglang" for f in rep.findings)
+
+
+def test_a_registration_errno_with_its_access_flags_and_a_full_send_queue():
+    reg = (
+        "[io] [error] RegisterRdmaMemoryRegion failed! addr:0x7f0000000000, size:1048576, accessFlag:15, errno:22 "
+        "(Invalid argument)\n"
+    )
+    f = _report(reg).first_cause
+    assert f.id == "rdma-register-gpu-memory" and "EINVAL" in f.title
+    assert "REMOTE_ATOMIC" in f.cause  # bit 8 of ibv_access_flags: the NIC may lack atomics
+    sq = _report("SQ full (batch): ep=0 depth=1024 requested=1 max=1024\n").first_cause
+    assert (sq.id, sq.phase) == ("rdma-send-queue-full", "serving")
+
+
+def test_an_os_error_inside_a_message_sglang_logs_is_read_with_its_place():
+    line = (
+        "[2026-01-01 10:00:00] Error fetching prefill parallel info from bootstrap: "
+        "HTTPConnectionPool(host='10.0.0.5', "
+        "port=8998): Max retries exceeded with url: /route (Caused by NewConnectionError('<x>: Failed to establish a "
+        "new "
+        "connection: [Errno 111] Connection refused'))\n"
+    )
+    rep = _report(line)
+    f = rep.first_cause
+    assert (f.id, f.engine) == ("os-econnrefused", "sglang")
+    assert "_get_prefill_parallel_info_from_server" in f.cause and f.phase == "first-request"
+    # a message of older releases only (0.5.10 renamed it): the installed 0.5.23 has not this text,
+    # and the log's release window ends where the text does
+    assert "Error fetching prefill parallel info from bootstrap" not in _installed_source(
+        "sglang.srt.disaggregation.common.conn"
+    )
+    assert rep.release.candidates and rep.release.candidates[-1] == "0.5.9"

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 
-from kvcheck.explain.formats import FormatMatch, load_formats
+from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
 from kvcheck.explain.native import _GLOG, _NATIVE_ASSERT, NativeAssert, NativeStack, NodeState, native_line
 from kvcheck.explain.pyerrors import (
     _EXC,
@@ -86,6 +86,7 @@ _HINTS = (
     "max locked memory",
     "undefined symbol",
     "import ",
+    "full",
 )
 
 
@@ -224,13 +225,17 @@ class GenericReader:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is None and not self._tb_line:
                 got = errno_line_finding(lineno, s)
-            if got is None and sglang_formats and not self._tb_line and self._fmt_budget > 0:
+            if (got is None or got.id.startswith("os-")) and sglang_formats and not self._tb_line and self._fmt_budget:
                 self._fmt_budget -= 1  # bounded work: the first lines that may fail are read, not all
                 fm = load_formats().match(s)
                 if fm is not None and len(self.format_hits) < 50:
                     self.format_hits.append((lineno, fm))
-                    if fm.kind in _ERROR_LOGS:
-                        got = sglang_log_finding(fm, lineno, s)
+                if fm is not None and got is not None:  # the OS error inside a message SGLang logs
+                    got.engine = "sglang"
+                    got.cause += f" SGLang logs it in {fm.where()}."
+                    got.phase = got.phase or phase_of_function(fm.function, fm.module)
+                elif fm is not None and fm.kind in _ERROR_LOGS:
+                    got = sglang_log_finding(fm, lineno, s)
             if got is not None:
                 self._add(got)
 

@@ -359,6 +359,8 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
             found = [(got, e) for e in catalog.entries if (got := _prefix_partial(line, e) or _field_partial(line, e))]
             if not found:
                 continue
+            if _whole_format(line, [e for _, e in found]):
+                continue  # the line is another message, whole: a stretch it shares with an entry is not that entry
             if len(found) > 1 and funcs:
                 by_frame = [
                     (g, e)
@@ -386,6 +388,17 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     result.report = reader.report(ordered, catalog)
     result._blank = blank
     return result
+
+
+def _whole_format(line: str, entries: list[Entry]) -> bool:
+    """Whether ``line`` is, whole, a message format of some SGLang release other than the
+    ``entries`` a stretch of it partly matches (``formats``)."""
+    from kvcheck.explain.formats import load_formats
+
+    fm = load_formats().match(line)
+    if fm is None:
+        return False
+    return not any(fm.text in e.template or e.regex.search(fm.text) for e in entries)
 
 
 def _record(

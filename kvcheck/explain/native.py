@@ -41,6 +41,17 @@ _REG = re.compile(
     r"(?:[Rr]egister(?:ing)? memory|ibv_reg_mr|reg_mr|registerMem|memory "
     r"registration)[^\n]*?(?::|failed:?)\s*(?P<str>[A-Z][a-z]+(?: [a-z]+)*)\s*\[(?P<no>\d+)\]"
 )
+# a registration reported with errno as ``errno:22 (Invalid argument)`` / ``errno=12`` (MoRI,
+# custom RDMA code): "Register...MemoryRegion failed! ... errno:22"
+_REG_ERRNO = re.compile(
+    r"(?:[Rr]egister\w*(?:Memory|MemoryRegion|Mr|MR)\w*|ibv_reg_\w+|reg_mr)\b[^\n]*?(?:failed|error)[^\n]*?"
+    r"errno\s*[:=]\s*(?P<no>\d+)(?:\s*\((?P<str>[A-Za-z ]+)\))?"
+)
+# ibv_access_flags bits (verbs.h), to say which access a registration asked for
+_ACCESS_BITS = ((1, "LOCAL_WRITE"), (2, "REMOTE_WRITE"), (4, "REMOTE_READ"), (8, "REMOTE_ATOMIC"), (16, "MW_BIND"))
+_ACCESS = re.compile(r"\baccess(?:_?[Ff]lags?)?\s*[:=]\s*(?P<v>0x[0-9a-fA-F]+|\d+)")
+# a verbs send queue with no room for another work request (max_send_wr reached)
+_SQ_FULL = re.compile(r"\bSQ (?:is )?full\b|\bsend queue (?:is )?full\b|\bsq_full\b", re.I)
 _REG_BARE = re.compile(
     r"(?P<call>ibv_(?:reg|create|alloc)_\w+|reg_mr|mlx5dv_\w+)\([^)]*\) failed(?:, syndrome \w+)?: (?P<str>Cannot "
     r"allocate memory|Bad address|Invalid argument|Operation "
@@ -270,7 +281,11 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
             seen.add(got.id)
             return got
         return None
-    m = (_REG.search(s) or _REG_BARE.search(s)) if ("egister" in s or "reg_mr" in s or "ibv_" in s) else None
+    m = (
+        (_REG.search(s) or _REG_BARE.search(s) or _REG_ERRNO.search(s))
+        if ("egister" in s or "reg_mr" in s or "ibv_" in s)
+        else None
+    )
     if m:
         no = m.groupdict().get("no") or {
             "Cannot allocate memory": "12",
@@ -288,10 +303,20 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
             if verbs:  # a verbs object (CQ, QP, PD ...) also pins memory: the same limit
                 meaning = "locked-memory limit: " + call + " pins its queue memory, which counts against "
                 meaning += "RLIMIT_MEMLOCK (ulimit -l, the container's memlock) like a registration does"
+            acc = _ACCESS.search(s)
+            if acc is not None and name == "EINVAL":
+                bits = int(acc.group("v"), 0)
+                asked = [n for b, n in _ACCESS_BITS if bits & b]
+                meaning = (
+                    f"the access asked for ({' | '.join(asked)}) includes one the NIC does not support"
+                    + (" (REMOTE_ATOMIC: a NIC without atomic capability refuses it)" if bits & 8 else "")
+                    + ", or "
+                    + meaning
+                )
             return GenericFinding(
                 id=fid,
                 title=(f"{call}() failed" if verbs else "memory registration for RDMA failed")
-                + f" with {name} ({m.group('str')})",
+                + f" with {name} ({m.group('str') or name})",
                 engine=_engine_of_native(s),
                 line=lineno,
                 phase="startup",
@@ -350,6 +375,25 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
             "library; on a host without CUDA, a build without the CUDA plugins.",
         )
         return None
+    if "full" in s and _SQ_FULL.search(s):
+        return GenericFinding(
+            id="rdma-send-queue-full",
+            title="RDMA send queue full: a transfer cannot be posted",
+            engine=_engine_of_native(s) or "rdma",
+            line=lineno,
+            phase="serving",
+            component="RDMA transfer (posting work requests)",
+            text=s[:300],
+            cause="The queue pair's send queue holds as many work requests as it may (its max_send_wr, the NIC's "
+            "limit): transfers are posted faster than the NIC completes them (many requests transferring at "
+            "once), so every further post fails until completions drain it.",
+            checks=[
+                "ibv_devinfo -v | grep max_qp_wr   # the NIC's queue depth",
+                "how many transfers run at once (concurrency, chunk/page counts per request) when it starts",
+            ],
+            fix="Post fewer work requests at once (lower concurrency or batch more pages per request), spread "
+            "them over more QPs or NICs; the depth itself is the NIC's limit.",
+        )
     w = _WC.search(s) if ("cqe" in s or "ompletion" in s or "exceeded" in s or "error" in s or "Error" in s) else None
     if w:
         rows = R["wc_status"]

@@ -357,7 +357,7 @@ def _errno(msg: str) -> str | None:
 
 
 # an error log line (any engine's format) that reports an OS error in its text
-_ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\bfailed\b|\bError:")
+_ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\b[Ff]ailed\b|\bError\b|Error\(|Error:")
 
 
 def errno_line_finding(lineno: int, line: str) -> GenericFinding | None:
