@@ -937,7 +937,7 @@ def fabric(
 @app.command("checks")
 def list_checks(check_id: str | None = typer.Argument(None, help="Show one check's documentation.")) -> None:
     """List every check (pair, start-up, cluster, live, and the pipeline's own findings): id, severity, what it
-    catches, why the runtime breaks, the fix."""
+    catches, why the runtime breaks, the fix; with an ID, also an example input that makes kvcheck emit it."""
     from kvcheck.checks.ids import all_checks, find_check
 
     items = all_checks()
@@ -952,6 +952,11 @@ def list_checks(check_id: str | None = typer.Argument(None, help="Show one check
         )
         typer.echo(f"  what: {chk['what']}")
         typer.echo(f"  why:  {chk['why']}")
+        if check_id:
+            from kvcheck.checks.examples import example_lines
+
+            for line in example_lines(check_id):
+                typer.echo(line)
         typer.echo(f"  fix:  {chk['fix']}")
         if chk["finding_ids"]:
             typer.echo(f"  finding ids: {', '.join(chk['finding_ids'])}")

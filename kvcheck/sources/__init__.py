@@ -56,7 +56,7 @@ def read_model_file(path: Path, field: str = "--model-config", override_args: An
     (``override_args``) applied first; ``InputError`` naming the file otherwise
     (missing, too large, not JSON, nested too deep, values out of range)."""
     from kvcheck.sglang.model import parse_model_config
-    from kvcheck.sources.files import read_text
+    from kvcheck.sources.files import load_json, read_text
 
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -68,15 +68,7 @@ def read_model_file(path: Path, field: str = "--model-config", override_args: An
         path = path / "config.json"
     if not path.exists():
         raise InputError("model config file not found", source=str(path), field=field)
-    text = read_text(path)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)
-        ) from None
-    except RecursionError:
-        raise InputError("JSON nested too deep to be a model config", source=str(path)) from None
+    raw = load_json(read_text(path), str(path), "a model config")
     return parse_model_config(raw, source=str(path), override_args=override_args)
 
 

@@ -39,16 +39,11 @@ from typing import Any
 
 from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
+from kvcheck.sources.deployments.addresses import rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import (
-    find_launches,
-    instance_from_launch,
-    link_router,
-    option_value,
-    rank_is_symbolic,
-    router_from_launch,
-    set_node_rank,
-)
+from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, take_launch
+from kvcheck.sources.deployments.launch_options import option_value
+from kvcheck.sources.deployments.router import link_router
 from kvcheck.sources.deployments.shell import Word, placeholders
 from kvcheck.sources.deployments.sourcing import non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
@@ -624,14 +619,13 @@ def _read_group(
     for c, launches, values, _unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
-            if ln.kind == "router":
-                r = router_from_launch(ln, file=file, name=g.name, image=c.get("image"))
-                if r is not None:
-                    dep.routers.append(r)
-                continue
-            inst, problem = instance_from_launch(
+            inst = take_launch(
                 ln,
+                dep,
+                non_pd,
                 file=file,
+                router_name=g.name,
+                router_image=c.get("image"),
                 name=g.name if not cname or g.kind in ("DynamoGraphDeployment",) else f"{g.name}/{cname}",
                 kind=g.kind,
                 env=values,
@@ -644,11 +638,7 @@ def _read_group(
                 hosts=[],
                 host_network=host_network,
             )
-            if problem:
-                dep.problems.append(problem)
             if inst is None:
-                if problem is None:
-                    non_pd.append(Location(file, ln.line))
                 continue
             if g.nodes > 1:
                 # the worker pods run the worker template's line (ranks 1..nodes-1)
