@@ -18,10 +18,7 @@ LINE = "python -m sglang.launch_server --model-path {m} --disaggregation-mode {r
 
 
 def _script(tmp_path, prefix: str = "", extra: str = "") -> str:
-    body = "\n".join(
-        prefix + LINE.format(m=MODEL, role=r, extra=extra) + (" --port 30001" if r == "decode" else "")
-        for r in ("prefill", "decode")
-    )
+    body = "\n".join(prefix + LINE.format(m=MODEL, role=r, extra=extra) + (" --port 30001" if r == "decode" else "") for r in ("prefill", "decode"))
     path = tmp_path / "pd.sh"
     path.write_text(body + "\n")
     return str(path)
@@ -45,13 +42,10 @@ def _gpu_findings(proc) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize(
-    ("prefix", "extra", "clue"),
-    [
-        ("HIP_VISIBLE_DEVICES=0,1 ", "", "env HIP_VISIBLE_DEVICES"),
-        ("", " --device npu", "--device npu"),
-    ],
-)
+@pytest.mark.parametrize(("prefix", "extra", "clue"), [
+    ("HIP_VISIBLE_DEVICES=0,1 ", "", "env HIP_VISIBLE_DEVICES"),
+    ("", " --device npu", "--device npu"),
+])
 def test_off_cuda_is_unchecked(tmp_path, prefix, extra, clue):
     proc = run_cli("preflight", "-f", _script(tmp_path, prefix, extra), "--sglang-version", "0.5.23", "-o", "json")
     found = _gpu_findings(proc)
@@ -59,17 +53,7 @@ def test_off_cuda_is_unchecked(tmp_path, prefix, extra, clue):
 
 
 def test_a_named_nvidia_gpu_wins_over_env_clues(tmp_path):
-    proc = run_cli(
-        "preflight",
-        "-f",
-        _script(tmp_path, "HIP_VISIBLE_DEVICES=0 "),
-        "--sglang-version",
-        "0.5.23",
-        "--gpu",
-        "h100",
-        "-o",
-        "json",
-    )
+    proc = run_cli("preflight", "-f", _script(tmp_path, "HIP_VISIBLE_DEVICES=0 "), "--sglang-version", "0.5.23", "--gpu", "h100", "-o", "json")
     assert proc.returncode == 0 and _gpu_findings(proc) == []
 
 

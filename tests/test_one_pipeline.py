@@ -78,15 +78,8 @@ def test_a_mooncake_pair_gets_one_answer_on_both_paths(tmp_path):
 
 
 def test_a_nixl_backend_the_runtime_does_not_have_fails_on_both_paths(tmp_path):
-    pair, dep = _both(
-        tmp_path,
-        "llama-3.1-8b",
-        NIXL,
-        NIXL,
-        "--sglang-version",
-        "0.5.23",
-        p_env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "NOPE"},
-    )
+    pair, dep = _both(tmp_path, "llama-3.1-8b", NIXL, NIXL, "--sglang-version", "0.5.23",
+                      p_env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "NOPE"})
     _same(pair, dep)
     assert pair[0] == 1 and pair[1] == "fail"
 
@@ -96,11 +89,7 @@ def test_a_typo_inside_the_file_is_that_servers_start_up_refusal_at_its_line(tmp
     case = tmp_path / "typo"
     case.mkdir()
     good = f"--disaggregation-transfer-backend nixl --page-size 16"
-    p_line = (
-        f"{LAUNCH} --model-path {model_dir('llama-3.1-8b')} "
-        + (typo if "mdoe" in typo else f"--disaggregation-mode prefill {typo}")
-        + f" {good}"
-    )
+    p_line = f"{LAUNCH} --model-path {model_dir('llama-3.1-8b')} " + (typo if "mdoe" in typo else f"--disaggregation-mode prefill {typo}") + f" {good}"
     d_line = _line("llama-3.1-8b", "decode", good + " --port 30001")
     (case / "deploy.sh").write_text(f"# two servers\n{p_line}\n{d_line}\n")
     (case / "prefill.sh").write_text(p_line + "\n")
@@ -118,21 +107,12 @@ def test_a_typo_inside_the_file_is_that_servers_start_up_refusal_at_its_line(tmp
 # A generated set: every combination is a deployment someone could write; a fixed seed
 # keeps the draw (and the CI cost) the same on every run.
 # (Aligned choices are listed more than once so that about half the draws pass.)
-_MODELS = [("llama-3.1-8b", "llama-3.1-8b")] * 2 + [
-    ("qwen3-8b", "qwen3-8b"),
-    ("deepseek-v3", "deepseek-v3"),
-    ("llama-3.1-8b", "qwen3-8b"),
-]
+_MODELS = [("llama-3.1-8b", "llama-3.1-8b")] * 2 + [("qwen3-8b", "qwen3-8b"), ("deepseek-v3", "deepseek-v3"), ("llama-3.1-8b", "qwen3-8b")]
 _TP = [(1, 1), (2, 2), (2, 2), (1, 2)]
 _PAGE = [(16, 16), (16, 16), (16, 64), (None, None)]
 _BACKEND = [("nixl", "nixl")] * 3 + [("nixl", "mooncake"), ("mooncake", "mooncake")]
 _DTYPE = [(None, None)] * 3 + [("fp8_e4m3", "fp8_e4m3"), ("fp8_e4m3", None)]
-_RELEASE = [
-    ("--sglang-version", "0.5.23"),
-    ("--sglang-version", "0.5.12.post1"),
-    ("--prefill-sglang-version", "0.5.22"),
-    None,
-]
+_RELEASE = [("--sglang-version", "0.5.23"), ("--sglang-version", "0.5.12.post1"), ("--prefill-sglang-version", "0.5.22"), None]
 _ENV = [None, {"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"}]
 
 
@@ -154,13 +134,9 @@ def test_generated_pairs_agree_as_a_pair_and_as_an_f_script(tmp_path, n):
     extra = list(release) if release else []
     if release and release[0] == "--prefill-sglang-version":
         extra += ["--decode-sglang-version", "0.5.23"]
-    pair, dep = _both(
-        tmp_path, pm, _flags(ptp, pp, pb, pdt), _flags(dtp, dp, db, ddt), *extra, decode_model=dm, d_env=env
-    )
+    pair, dep = _both(tmp_path, pm, _flags(ptp, pp, pb, pdt), _flags(dtp, dp, db, ddt), *extra, decode_model=dm, d_env=env)
     _same(pair, dep)
     # The pair JSON contract (DESIGN.md Part 3) holds on the pair path.
     report = pair[3]
     assert set(report) >= {"verdict", "plan", "findings"} and "pairs" not in report
-    assert {"path", "n_src", "n_dst", "segments"} <= set(
-        report["plan"] or {"path": 0, "n_src": 0, "n_dst": 0, "segments": 0}
-    )
+    assert {"path", "n_src", "n_dst", "segments"} <= set(report["plan"] or {"path": 0, "n_src": 0, "n_dst": 0, "segments": 0})
