@@ -249,9 +249,8 @@ def test_unknown_architecture_is_unchecked_never_a_guessed_pass(tmp_path):
 
 
 def test_static_pair_imports_only_what_it_uses():
-    """The static pair (-o json) imports neither the CLI framework (a plain command line is
-    read by ``parse_fast``), another command's module, nor what only a table, a live server
-    or explain needs (issue 15: import only what the path uses)."""
+    """The static pair (-o json) imports neither another command's module nor what only a
+    table, a live server or explain needs (issue 15: import only what the path uses)."""
     import subprocess
     import sys
 
@@ -268,8 +267,15 @@ def test_static_pair_imports_only_what_it_uses():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     loaded = next(ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED")).split()[1:]
     assert '"verdict"' in proc.stdout
-    # a plain command line is read without typer (kvcheck.cli.preflight.parse_fast)
-    assert set(loaded) <= {"kvcheck.cli.output", "kvcheck.cli.preflight", "kvcheck.cli.preflight_options"}, loaded
+    # typer parses the command line (its click); no other command, no rich, httpx, explain, NIXL
+    kept = {m for m in loaded if m.split(".")[0] not in ("typer", "click")}
+    assert kept <= {
+        "kvcheck.cli.output",
+        "kvcheck.cli.preflight",
+        "kvcheck.cli.preflight_options",
+        "kvcheck.cli.options",
+        "kvcheck.cli.root",
+    }, kept
 
 
 def test_top_level_help_names_the_backends_and_the_modeled_window():
@@ -286,92 +292,3 @@ def test_top_level_help_names_the_backends_and_the_modeled_window():
     assert f"releases {pd[0]} to {pd[-1]}" in text
     assert "milliseconds" not in text
 
-
-def _typer_parse(argv, env=None):
-    """The keyword arguments typer's own preflight command passes for ``argv`` (its
-    options built from the same table), or the exit status when typer refuses them."""
-    import typer
-    from typer.testing import CliRunner
-
-    from kvcheck.cli.options import typer_command
-    from kvcheck.cli.preflight import DOC, OPTIONS
-
-    seen = {}
-    app = typer.Typer(add_completion=False)
-    app.callback()(lambda: None)
-    app.command("preflight")(typer_command("preflight", OPTIONS, lambda **kw: seen.update(kw), DOC))
-    res = CliRunner().invoke(app, ["preflight", *argv], env=env or {"KVCHECK_API_KEY": None})
-    return seen if res.exit_code == 0 else res.exit_code
-
-
-# Command lines parse_fast reads itself: every option, each spelling click accepts.
-FAST_ARGVS = [
-    [],
-    ["--prefill", "p.yaml", "--decode", "d.yaml", "-o", "json"],
-    ["-p", "p.yaml", "-d", "d.yaml", "-ojson", "--format=junit"],
-    ["-f", "a.yaml", "--file", "b.yaml", "--file=c.yaml", "-fd.yaml", "-f", "-"],
-    ["-f", "x.sh", "--env", "e.env", "--inherit-env", "--values", "v1.yaml", "--values=v2.yaml"],
-    ["-f", "x.sh", "--config-file", "/etc/a.yaml=./a.yaml", "--config-file=/b=c", "--models", "hub"],
-    ["-f", "x.sh", "--allow-unchecked", "--kernel", "runtime", "--ignore", "page-size", "--ignore=known-issue"],
-    ["-p", "p", "-d", "d", "--prefill-env", "pe", "--decode-env", "de", "--model-config", "m.json"],
-    ["-p", "p", "-d", "d", "--prefill-model-config", "a", "--decode-model-config", "b", "--draft-model-config", "c"],
-    ["-p", "http://h:1", "-d", "http://h:2", "--api-key", "tok", "--bootstrap", "http://h:3"],
-    ["-p", "p", "-d", "d", "--connect-timeout", "1.5", "--deadline=20", "--timeout", "86400"],
-    ["-p", "p", "-d", "d", "--prefill-agent", "h:1", "--decode-agent", "etcd://h:2/n", "--probe", "--probe-pages", "8"],
-    ["-p", "p", "-d", "d", "--gpu", "b200", "--prefill-gpu", "h100", "--decode-gpu=sm90"],
-    ["-p", "p", "-d", "d", "--sglang-version", "0.5.9", "--prefill-sglang-version", "0.5.8", "--decode-sglang-version", "x"],
-    ["-f", "x", "--root", "/r", "--max-instances", "10", "--max-nodes", "0", "--max-variants", "3"],
-    ["-f", "x", "--max-containers", "7", "--max-classes", "2", "--format", "table", "--format", "github"],
-]
-
-
-@pytest.mark.parametrize("argv", FAST_ARGVS, ids=lambda a: " ".join(a)[:40] or "none")
-def test_fast_preflight_parse_is_typers_parse(argv):
-    """``kvcheck preflight`` reads a plain command line without typer (``parse_fast``);
-    what it reads is exactly what typer passes, option by option."""
-    from kvcheck.cli.preflight import parse_fast
-
-    fast = parse_fast(argv, {})
-    assert fast is not None, argv
-    assert fast == _typer_parse(argv), argv
-
-
-def test_fast_preflight_parse_reads_the_api_key_variable_as_typer_does():
-    from kvcheck.cli.preflight import parse_fast
-
-    argv = ["-p", "http://h:1", "-d", "http://h:2"]
-    env = {"KVCHECK_API_KEY": "s3cret"}
-    assert parse_fast(argv, env)["api_key"] == "s3cret"
-    assert parse_fast(argv, env) == _typer_parse(argv, env)
-    assert parse_fast([*argv, "--api-key", "flag"], env)["api_key"] == "flag"
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--help"],
-        ["--nope"],
-        ["extra-word"],
-        ["--prefill"],
-        ["--prefill", "--decode", "d"],
-        ["--probe=1"],
-        ["--deadline", "-1"],
-        ["--deadline", "0"],
-        ["--deadline", "1e3"],
-        ["--timeout", "86401"],
-        ["--max-classes", "x"],
-        ["--max-classes", "+3"],
-        ["--max-classes", "03"],
-        ["--prefill", ""],
-        ["--", "-f", "x"],
-        ["-f=x"],
-        ["--fil", "x"],
-    ],
-    ids=lambda a: " ".join(a) or "none",
-)
-def test_fast_preflight_parse_leaves_the_rest_to_typer(argv):
-    """Help, usage errors and every form the fast parse does not read plainly go to typer
-    (its messages and exit statuses stay the same)."""
-    from kvcheck.cli.preflight import parse_fast
-
-    assert parse_fast(argv, {}) is None

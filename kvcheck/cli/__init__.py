@@ -4,10 +4,9 @@ One module per command (``preflight``, ``explain``, ``live``: snapshot/agent/ins
 ``fabric``, ``checks``), the typer application in ``root`` (``make_app``), shared options
 in ``options``, and the output boundary (secret scrubbing, one-line errors) in ``output``.
 ``main`` is the console script; ``app`` (the whole typer application, built on first use)
-is what ``typer.testing.CliRunner`` drives. ``preflight``'s options are a table declared
-without typer (``preflight.OPTIONS``): a plainly well-formed preflight command line is
-read from it directly (``preflight.parse_fast``, held equal to typer's parse by
-``tests/test_cli_input.py``), every other command line by typer from the same table.
+is what ``typer.testing.CliRunner`` drives. ``preflight``'s options are one table
+(``preflight.OPTIONS``) from which typer's command is built; typer parses every
+command line.
 
 Exit statuses: 0 pass (warnings allowed), 1 fail, 2 bad input or usage (nothing
 checked), 3 a live source could not be reached in time, 4 unchecked (0 with
@@ -74,15 +73,6 @@ def main() -> None:
     if not isinstance(sys.stderr, ScrubbingStream):
         sys.stderr = ScrubbingStream(sys.stderr)
     try:
-        if argv[:1] == ["preflight"]:
-            # A plainly well-formed preflight command line is read without typer (its
-            # import and per-option validators cost more than the pair's own checks);
-            # anything else (help, usage errors) goes to typer below.
-            from kvcheck.cli.preflight import parse_fast, run  # parse_fast: preflight_options
-
-            options = parse_fast(argv[1:])
-            if options is not None:
-                run(**options)
         from kvcheck.cli.root import COMMANDS, make_app
 
         command = _command_of(argv)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from kvcheck.cli.output import State, write_report
-from kvcheck.cli.preflight_options import DOC, OPTIONS, parse_fast  # noqa: F401  (the command's table)
+from kvcheck.cli.preflight_options import DOC, OPTIONS  # noqa: F401  (the command's table)
 from kvcheck.errors import KvcheckError
 
 if TYPE_CHECKING:
@@ -79,8 +79,8 @@ def run(
     max_containers: int | None,
     max_classes: int | None,
 ) -> NoReturn:
-    """``kvcheck preflight`` with its options (``OPTIONS``): typer's command and
-    ``parse_fast`` both call this. Ends with ``SystemExit`` (the exit status); raises
+    """``kvcheck preflight`` with its options (``OPTIONS``): typer's command calls
+    this. Ends with ``SystemExit`` (the exit status); raises
     ``KvcheckError`` for bad input. The command's help is ``DOC``."""
     from kvcheck.report import FORMATS
 

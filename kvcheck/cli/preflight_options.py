@@ -1,20 +1,13 @@
-"""``kvcheck preflight``'s options, declared without typer, and the plain command-line
-reader that uses them (``parse_fast``).
+"""``kvcheck preflight``'s options as one table.
 
 ``OPTIONS`` is the one declaration of preflight's options: ``kvcheck.cli.options.
-typer_command`` builds typer's command from it (help, usage errors, every spelling), and
-``parse_fast`` reads a plainly well-formed command line from it without importing typer
-(the framework's import and its per-option validators cost more than a pinned pair's
-own checks). ``tests/test_cli_input.py`` holds the two parses equal.
+typer_command`` builds typer's command from it, and typer parses every command line
+(help, usage errors, every spelling click accepts).
 """
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 
@@ -25,9 +18,7 @@ class Opt:
     repeatable), its default, help and typer display settings; ``seconds``: a duration
     validated by ``kvcheck.cli.options.seconds`` (finite, above 0, at most a day).
 
-    Declared here without typer so that ``parse_fast`` can read a plain command line
-    without importing the CLI framework; ``kvcheck.cli.options.typer_command`` builds the
-    typer command (help, errors, every other form) from the same table."""
+    ``kvcheck.cli.options.typer_command`` builds the typer command from the table."""
 
     name: str
     decls: tuple[str, ...]
@@ -375,81 +366,3 @@ DOC = (
     "once, plus cluster-wide checks) or one prefill/decode pair: KV regions, transfer path, and the exact runtime\n"
     "errors."
 )
-
-_BY_FLAG = {d: o for o in OPTIONS for d in o.decls}
-_INT = re.compile(r"0|-?[1-9][0-9]*")
-_FLOAT = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-
-
-def parse_fast(argv: list[str], environ: Mapping[str, str] = os.environ) -> dict[str, Any] | None:
-    """``run``'s keyword arguments for ``kvcheck preflight ARGV`` when ARGV is plainly
-    well formed, else None (then typer parses it: help, usage errors and every unusual
-    form keep typer's own handling). Plain: every token is a known flag of ``OPTIONS``
-    (``--flag VALUE``, ``--flag=VALUE``, ``-f VALUE``, ``-fVALUE``, bare boolean flags),
-    no value is empty or starts with ``-`` (``-`` alone, standard input, is a value),
-    integers and numbers of seconds are plain decimals and the seconds are in range.
-    Values are converted as typer converts them (``Path(text)``, ``int``, ``float``);
-    an option given twice keeps the last value, a repeatable one keeps them all, and
-    ``--api-key`` falls back to ``KVCHECK_API_KEY``. ``tests/test_cli_input.py`` holds
-    this parse equal to typer's over every option."""
-    values: dict[str, Any] = {o.name: list(o.default) if isinstance(o.default, list) else o.default for o in OPTIONS}
-    given: set[str] = set()
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        i += 1
-        if tok.startswith("--"):
-            flag, eq, attached = tok.partition("=")
-            has_value = bool(eq)
-        elif tok.startswith("-") and len(tok) > 1:
-            flag, attached = tok[:2], tok[2:]
-            has_value = bool(attached)
-        else:
-            return None  # a positional word, or '-' where a flag belongs
-        opt = _BY_FLAG.get(flag)
-        if opt is None or tok == "--":
-            return None
-        if opt.kind == "bool":
-            if has_value:
-                return None
-            values[opt.name] = True
-            given.add(opt.name)
-            continue
-        if not has_value:
-            if i >= len(argv):
-                return None
-            attached = argv[i]
-            i += 1
-        value = _convert(opt, attached)
-        if value is None:
-            return None
-        if isinstance(values[opt.name], list):
-            values[opt.name].append(value)
-        else:
-            values[opt.name] = value
-        given.add(opt.name)
-    for opt in OPTIONS:
-        if opt.envvar and opt.name not in given and opt.envvar in environ:
-            value = _convert(opt, environ[opt.envvar])
-            if value is None:
-                return None
-            values[opt.name] = value
-    for opt in OPTIONS:
-        if opt.seconds and not 0 < values[opt.name] <= 86400:
-            return None
-    return values
-
-
-def _convert(opt: Opt, text: str) -> Any:
-    """``text`` as ``opt``'s value, or None where typer might read it otherwise."""
-    if not text or (text.startswith("-") and text != "-") or text.startswith("="):
-        return None
-    if opt.kind in ("str", "strs"):
-        return text
-    if opt.kind in ("path", "paths"):
-        return Path(text)
-    if opt.kind == "int":
-        return int(text) if _INT.fullmatch(text) else None
-    if opt.kind == "float":
-        return float(text) if _FLOAT.fullmatch(text) else None
-    return None

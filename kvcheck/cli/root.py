@@ -12,7 +12,7 @@ import typer
 
 # name -> (module, function, epilog attribute of the module or None), in the order
 # ``kvcheck --help`` lists them. preflight's function is built from its option table
-# (``kvcheck.cli.preflight_options.OPTIONS``, declared without typer for ``parse_fast``).
+# (``kvcheck.cli.preflight_options.OPTIONS``, the one declaration typer's command is built from).
 COMMANDS: dict[str, tuple[str, str, str | None]] = {
     "preflight": ("kvcheck.cli.preflight", "OPTIONS", "EPILOG"),
     "snapshot": ("kvcheck.cli.live", "snapshot", None),
