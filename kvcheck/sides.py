@@ -28,6 +28,13 @@ RELEVANT_ENV = (
     "PYTORCH_CUDA_ALLOC_CONF",
     "PYTORCH_ALLOC_CONF",
 )
+KV_ENV_PREFIXES = ("SGLANG_", "UCX_", "NIXL_")
+
+
+def kv_relevant_env(name: str) -> bool:
+    """Whether a server's environment variable ``name`` is one a side keeps (and a pair's
+    decision may read): ``RELEVANT_ENV``, or any ``SGLANG_``/``UCX_``/``NIXL_`` variable."""
+    return name in RELEVANT_ENV or name.startswith(KV_ENV_PREFIXES)
 
 
 class Side(BaseModel):

@@ -30,6 +30,9 @@ RUNNABLE = sorted(i for i, ex in EXAMPLES.items() if not ex.live)
 DEAD = {
     "deployment-problem": "the pipeline reports a reader's Problem under its own id (p.id or 'deployment-problem'), "
     "and every Problem a reader builds names one; nothing else emits this id",
+    "kv-dtype-gpu": "the pipeline decides a side whose GPU is not given on Hopper and on Blackwell "
+    "(kvcheck.cluster.decide._assumed_gpus), so no command line hands run_preflight an assumed GPU any more; the "
+    "check stays for direct run_preflight callers (tests/test_resolved_kv_dtype.py)",
 }
 # Examples that need live peers and that no test makes fire yet (proved-by: none): the
 # fabric ids whose faults the loopback and network-namespace labs do not build.

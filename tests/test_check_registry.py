@@ -22,6 +22,30 @@ def test_every_check_has_what_why_and_fix():
     assert len(ids) == len(set(ids))
 
 
+def test_no_start_up_refusal_or_other_finding_id_is_another_checks_id():
+    # `kv-dtype-gpu` was both the check "the KV dtype comparison does not rest on an
+    # assumed GPU" (unchecked) and the start-up refusal of a KV dtype a GPU cannot use
+    # (error): one --ignore hid both, and `kvcheck checks` documented one. A refusal id
+    # (and any id a check emits beside its own) names exactly one thing.
+    from kvcheck.checks import REGISTRY
+    from kvcheck.checks.ids import FINDING_IDS, PIPELINE_DOCS
+    from kvcheck.sglang.startup import CONNECTOR_REFUSAL_IDS, REFUSAL_IDS
+
+    checks = [c["id"] for c in all_checks()]
+    assert "kv-dtype-gpu" in checks and "kv-dtype-gpu-refused" in REFUSAL_IDS
+    own = set(REGISTRY) | set(CLUSTER_CHECKS) | set(PIPELINE_DOCS)
+    assert not set(REFUSAL_IDS) & own, sorted(set(REFUSAL_IDS) & own)
+    assert not set(CONNECTOR_REFUSAL_IDS) & (own - {"connector-startup"}), sorted(set(CONNECTOR_REFUSAL_IDS) & own)
+    owners: dict[str, str] = {}
+    for check, ids in FINDING_IDS.items():
+        for fid in ids:
+            if check == "pipeline":  # the pipeline's own ids, each documented as itself
+                assert fid in PIPELINE_DOCS and fid not in set(REGISTRY) | set(CLUSTER_CHECKS), fid
+            else:
+                assert fid == check or fid not in own, f"{check} emits {fid}, which is another check's id"
+            assert owners.setdefault(fid, check) == check, f"{fid}: emitted by {owners[fid]} and {check}"
+
+
 def test_every_finding_id_resolves_to_its_check():
     for fid in list(all_finding_ids()) + list(CLUSTER_CHECKS):
         assert find_check(fid) is not None, fid

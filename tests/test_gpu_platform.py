@@ -60,3 +60,84 @@ def test_a_named_nvidia_gpu_wins_over_env_clues(tmp_path):
 def test_cuda_script_has_no_platform_finding(tmp_path):
     proc = run_cli("preflight", "-f", _script(tmp_path), "--sglang-version", "0.5.23", "-o", "json")
     assert proc.returncode == 0 and _gpu_findings(proc) == []
+
+
+# --- a GPU the deployment names but kvcheck cannot place --------------------------------
+
+_K8S = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {role}}}
+spec:
+  template:
+    spec:
+{placement}
+      containers:
+      - name: sglang
+        image: lmsysorg/sglang:v0.5.23
+        command: ["python3", "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct",
+                  "--disaggregation-mode", "{role}", "--disaggregation-transfer-backend", "nixl", "--page-size", "16"]
+"""
+_H100 = "      nodeSelector: {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}"
+
+
+def _preflight_inproc(path, *extra):
+    from typer.testing import CliRunner
+
+    from kvcheck.cli import app
+
+    res = CliRunner().invoke(app, ["preflight", "-f", str(path), "-o", "json", *extra], catch_exceptions=False)
+    report = json.loads(res.stdout)
+    return res.exit_code, [f for pr in report["pairs"] for f in pr["findings"]]
+
+
+@pytest.mark.parametrize("placement, named", [
+    ("      nodeSelector: {amd.com/gpu.product-name: AMD-Instinct-MI999X}", "AMD-Instinct-MI999X"),
+    ("      nodeSelector: {nvidia.com/gpu.product: NVIDIA-X999-SXM}", "NVIDIA-X999-SXM"),
+    ("      nodeSelector: {node.kubernetes.io/instance-type: zz9.48xlarge}", "zz9.48xlarge"),
+    ("      affinity:\n        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n"
+     "            nodeSelectorTerms:\n            - matchExpressions:\n"
+     "              - {key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-H100-80GB-HBM3, NVIDIA-X999-SXM]}",
+     "NVIDIA-X999-SXM"),
+])
+def test_a_gpu_label_kvcheck_cannot_place_is_unknown_gpu_never_hopper(tmp_path, placement, named):
+    # was: the label dropped, the pair decided as CUDA on Hopper -> PASS
+    (tmp_path / "pd.yaml").write_text(_K8S.format(role="prefill", placement=placement) + "---\n"
+                                      + _K8S.format(role="decode", placement=_H100))
+    rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23")
+    (f,) = [f for f in findings if f["id"] == "unknown-gpu"]
+    assert rc == 4 and f["severity"] == "unchecked" and named in f["message"] and "--prefill-gpu" in f["fix"]
+    # the option decides where the user names the GPU, and the disagreement is said
+    rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23", "--prefill-gpu", "h100")
+    ids = {f["id"]: f for f in findings}
+    assert rc == 0 and "unknown-gpu" not in ids and named in ids["gpu-clues-disagree"]["message"]
+
+
+def test_a_gpu_label_that_names_no_model_is_no_unknown_gpu(tmp_path):
+    placement = '      nodeSelector: {nvidia.com/gpu.present: "true"}'
+    (tmp_path / "pd.yaml").write_text(_K8S.format(role="prefill", placement=placement) + "---\n"
+                                      + _K8S.format(role="decode", placement=_H100))
+    rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23")
+    assert rc == 0 and not [f for f in findings if f["id"] == "unknown-gpu"]
+
+
+def test_an_srt_slurm_gpu_type_kvcheck_cannot_place_is_unknown_gpu(tmp_path):
+    (tmp_path / "recipe.yaml").write_text(
+        'name: "pd"\nmodel:\n  path: "hf:meta-llama/Llama-3.1-8B-Instruct"\n  container: "lmsysorg/sglang:v0.5.23"\n'
+        "resources:\n  gpu_type: x999\n  gpus_per_node: 8\n  prefill_nodes: 1\n  decode_nodes: 1\n"
+        "  prefill_workers: 1\n  decode_workers: 1\nfrontend:\n  type: sglang\n"
+        "backend:\n  type: sglang\n  sglang_config:\n    prefill: {disaggregation-transfer-backend: nixl, page-size: 16}\n"
+        "    decode: {disaggregation-transfer-backend: nixl, page-size: 16}\n"
+    )
+    rc, findings = _preflight_inproc(tmp_path / "recipe.yaml")
+    assert rc == 4 and any(f["id"] == "unknown-gpu" and "x999" in f["message"] for f in findings)
+
+
+def test_a_gpu_option_that_disagrees_with_the_manifest_is_a_warning_naming_both(tmp_path):
+    (tmp_path / "pd.yaml").write_text(_K8S.format(role="prefill", placement=_H100) + "---\n"
+                                      + _K8S.format(role="decode", placement=_H100))
+    rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23", "--gpu", "b200")
+    warned = [f for f in findings if f["id"] == "gpu-clues-disagree"]
+    assert rc == 0 and len(warned) == 2 and all("b200" in f["message"] and "h100" in f["message"] for f in warned)
+    rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23", "--gpu", "h100")
+    assert rc == 0 and not [f for f in findings if f["id"] == "gpu-clues-disagree"]

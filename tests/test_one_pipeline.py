@@ -16,7 +16,7 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-from helpers import model_dir
+from helpers import REPO, model_dir
 
 from kvcheck.cli import app
 
@@ -140,3 +140,94 @@ def test_generated_pairs_agree_as_a_pair_and_as_an_f_script(tmp_path, n):
     report = pair[3]
     assert set(report) >= {"verdict", "plan", "findings"} and "pairs" not in report
     assert {"path", "n_src", "n_dst", "segments"} <= set(report["plan"] or {"path": 0, "n_src": 0, "n_dst": 0, "segments": 0})
+
+
+# --- options and environments mean the same on every path (issue 15) -------------------
+
+def test_a_scripts_export_is_the_servers_environment_as_prefill_env_is(tmp_path):
+    # `export VAR=v` before a launch is that server's environment (POSIX shell); the pair
+    # path says the same with --prefill-env. Both fail: 0.5.23's NixlKVManager creates
+    # only the backend SGLANG_DISAGGREGATION_NIXL_BACKEND names, and NOPE is none.
+    pair, _ = _both(tmp_path, "llama-3.1-8b", NIXL, NIXL, "--sglang-version", "0.5.23",
+                    p_env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "NOPE"})
+    p_line, d_line = _line("llama-3.1-8b", "prefill", NIXL), _line("llama-3.1-8b", "decode", NIXL + " --port 30001")
+    script = tmp_path / "export.sh"
+    script.write_text(f"export SGLANG_DISAGGREGATION_NIXL_BACKEND=NOPE\n{p_line}\n"
+                      f"unset SGLANG_DISAGGREGATION_NIXL_BACKEND\n{d_line}\n")
+    rc, dep = _run("-f", str(script), "--sglang-version", "0.5.23")
+    _same(pair, (rc, dep["verdict"], _ids(dep)))
+    assert rc == 1 and "nixl-backend" in _ids(dep)
+
+
+DSV3_BF16 = "--disaggregation-transfer-backend nixl --page-size 64 --tp-size 8 --kv-cache-dtype bfloat16"
+
+
+@pytest.mark.parametrize("gpus, rc", [
+    (("--prefill-gpu", "h100"), 4),  # the decode's GPU not given: Hopper starts, Blackwell refuses
+    (("--gpu", "h100"), 0),
+    (("--prefill-gpu", "h100", "--decode-gpu", "b200"), 1),
+    ((), 4),
+])
+def test_a_side_whose_gpu_is_not_given_is_decided_on_every_gpu_on_both_paths(tmp_path, gpus, rc):
+    # DeepSeek-V3 on Blackwell defaults to trtllm_mla, whose start-up check
+    # (_mla_kv_cache_dtype_checks, sglang/srt/arg_groups/overrides.py, 0.5.23) refuses the
+    # spelling bfloat16: "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3,
+    # bf16, or auto." On Hopper the decode starts. A verdict never rests on the assumed GPU.
+    pair, dep = _both(tmp_path, "deepseek-v3", DSV3_BF16, DSV3_BF16, "--sglang-version", "0.5.23", *gpus)
+    _same(pair, dep)
+    assert pair[0] == rc, pair[3]["findings"]
+    text = "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto."
+    if rc == 4:
+        window = pair[3]["release_window"]
+        assert window["gpus_decided"] == ["h100", "b200"]
+        outcomes = {o["verdict"]: o for o in window["outcomes"]}
+        assert set(outcomes) == {"pass", "fail"} and text in outcomes["fail"]["headline"]
+        assert "release-window" in pair[2] and "startup-gpu-dependent" not in pair[2]
+    if rc == 1:
+        assert any((f.get("runtime_error") or {}).get("message") == text for f in pair[3]["findings"])
+
+
+SNAPSHOTS = REPO / "kvcheck" / "checks" / "examples" / "snapshots"
+
+
+def _snapshot_pair(*extra: str) -> tuple[int, dict]:
+    return _run("--prefill", str(SNAPSHOTS / "prefill.json"), "--decode", str(SNAPSHOTS / "decode.json"),
+                "--model-config", str(model_dir("llama-3.1-8b") / "config.json"), *extra)
+
+
+@pytest.mark.parametrize("gpus, expect", [
+    (("--gpu", "b200"), {"prefill": ("b200", "--gpu"), "decode": ("b200", "--gpu")}),
+    (("--decode-gpu", "b200"), {"prefill": ("h100/b200", "no GPU given: decided on each"), "decode": ("b200", "--gpu")}),
+    ((), {"prefill": ("h100/b200", "no GPU given: decided on each"), "decode": ("h100/b200", "no GPU given: decided on each")}),
+])
+def test_gpu_options_reach_snapshot_sides_as_they_reach_files(tmp_path, gpus, expect):
+    # once ignored for live servers and snapshots ("Hopper assumed" with --gpu b200)
+    rc, report = _snapshot_pair(*gpus)
+    assert rc == 0, report["findings"]
+    got = {role: (g["gpu"], g["source"]) for role, g in report["gpu"].items()}
+    assert got == expect
+    # the same options on an -f script: each class on the GPU given, or decided on each
+    case = tmp_path / "f"
+    case.mkdir()
+    (case / "deploy.sh").write_text(_line("llama-3.1-8b", "prefill", NIXL) + "\n"
+                                    + _line("llama-3.1-8b", "decode", NIXL + " --port 30001") + "\n")
+    rc_f, dep = _run("-f", str(case / "deploy.sh"), "--sglang-version", "0.5.23", *gpus)
+    decided = dep["pairs"][0]["releases"].get("gpus_decided") or []
+    for c in dep["classes"]:
+        gpu, source = expect[c["role"]]
+        if source == "--gpu":
+            assert (c["gpu"], c["gpu_source"]) == (gpu, "--gpu")
+        else:
+            assert c["gpu_source"].startswith("default") and decided == ["h100", "b200"]
+
+
+def test_a_servers_own_version_wins_over_sglang_version_and_the_disagreement_is_said():
+    # /server_info's version is the code that runs (0.5.23 in these snapshots): the
+    # option naming another release is set aside, with a warning naming both
+    rc, report = _snapshot_pair("--gpu", "h100", "--sglang-version", "0.5.22")
+    assert rc == 0
+    assert {s["role"]: s["sglang_version"] for s in report["sides"]} == {"prefill": "0.5.23", "decode": "0.5.23"}
+    warned = [f for f in report["findings"] if f["id"] == "release-clues-disagree"]
+    assert len(warned) == 2 and all("0.5.22" in f["message"] and "0.5.23" in f["message"] for f in warned)
+    rc, report = _snapshot_pair("--gpu", "h100", "--sglang-version", "0.5.23")
+    assert rc == 0 and "release-clues-disagree" not in _ids(report)

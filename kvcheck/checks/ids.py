@@ -50,9 +50,18 @@ PIPELINE_DOCS = {
     ),
     "release-clues-disagree": (
         "warning",
-        "Clues to a side's release (image tag, recipe pin, pip line, --sglang-version) that name different releases.",
-        "The strongest clue decides; the others may be stale.",
+        "Clues to a side's release (image tag, recipe pin, pip line, /server_info's version, --sglang-version) that "
+        "name different releases.",
+        "The strongest clue decides (a live server's own /server_info version, else --sglang-version, else the "
+        "input's); the others may be stale.",
         "Make them name one release.",
+    ),
+    "gpu-clues-disagree": (
+        "warning",
+        "A GPU option (--gpu, --prefill-gpu, --decode-gpu) that names another GPU than the input does (a "
+        "Kubernetes node selector, an srt-slurm gpu_type, a kvcheck-gpu key).",
+        "The option decides; the input's GPU may be where the server really runs.",
+        "Make the option and the input name one GPU.",
     ),
     "not-disaggregated": (
         "warning",

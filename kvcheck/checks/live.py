@@ -56,10 +56,12 @@ def live_role(chk, ctx: CheckContext) -> list[Finding]:
     "live-version",
     Severity.WARNING,
     "A live server runs the SGLang version kvcheck models",
-    what="/server_info reports an SGLang version other than 0.5.23.",
-    why="kvcheck restates SGLang 0.5.23's decision code; another version may register other regions or raise other "
-    "errors.",
-    fix="Run SGLang 0.5.23 on both sides, or check this pair on a staging deployment.",
+    what="/server_info reports an SGLang version other than the release kvcheck judged the server as: a version "
+    "kvcheck does not model (a dev build, a newer release), judged as the modeled release --sglang-version names.",
+    why="kvcheck restates each modeled release's decision code; the version the server runs may register other "
+    "regions or raise other errors than the release it was judged as.",
+    fix="Check this pair on a staging deployment running the release it was judged as, or run a release kvcheck "
+    "models.",
 )
 def live_version(chk, ctx: CheckContext) -> list[Finding]:
     return _from_live(chk, ctx)

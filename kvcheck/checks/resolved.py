@@ -4,6 +4,9 @@
   strings after the release resolves them, and a DeepSeek DSA ``auto`` resolves by GPU
   (``fp8_e4m3`` from SM100, ``bfloat16`` below). When a side's GPU was only assumed and
   the comparison passes on one GPU kind and fails on another, the pair is not judged.
+  The pipeline (``kvcheck.cluster.decide._assumed_gpus``) decides such a side on each GPU
+  itself, so this fires only for a ``run_preflight`` caller that hands it an assumed GPU.
+  (The start-up refusal of a KV dtype a GPU cannot use is ``kv-dtype-gpu-refused``.)
 """
 
 from __future__ import annotations

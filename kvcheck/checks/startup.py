@@ -44,7 +44,7 @@ _WHAT = {
     "attention-backend-gpu": "an attention backend this GPU (or this use of it) does not support",
     "attention-kv-dtype": "a --kv-cache-dtype spelling the attention backend refuses (trtllm_mla takes fp8_e4m3, "
     "bf16 or auto; not bfloat16)",
-    "kv-dtype-gpu": "a KV cache dtype this GPU or PD cannot use (mxfp8 needs Blackwell; nvfp4 needs SM100/SM120 and "
+    "kv-dtype-gpu-refused": "a KV cache dtype this GPU or PD cannot use (mxfp8 needs Blackwell; nvfp4 needs SM100/SM120 and "
     "is refused in PD on SM100; FP4 KV refuses --enable-unified-memory)",
     "kv4-backend": "FP4 KV (nvfp4 off SM100, fp4_mx_block16) with an attention backend outside "
     "handle_kv4_compatibility's lists (MHA: triton/torch_native/flex_attention/trtllm_mha; MLA: "
@@ -107,7 +107,7 @@ _FIX = {
     "choose), and name the GPU with --gpu/--prefill-gpu/--decode-gpu.",
     "attention-kv-dtype": "Write the KV dtype the backend accepts (e.g. --kv-cache-dtype bf16, not bfloat16, with "
     "trtllm_mla) on both servers.",
-    "kv-dtype-gpu": "Use --kv-cache-dtype fp8_e4m3 or bf16 on this GPU / in PD.",
+    "kv-dtype-gpu-refused": "Use --kv-cache-dtype fp8_e4m3 or bf16 on this GPU / in PD.",
     "kv4-backend": "With FP4 KV pick an attention backend from the message's list (e.g. --attention-backend triton "
     "for MHA, flashinfer for MLA) on this GPU, or use --kv-cache-dtype fp8_e4m3.",
     "hicache-dcp": "Run HiCache with --dcp-size 1, or on an MLA model without speculative decoding (DSPARK only) or "

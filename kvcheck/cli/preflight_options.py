@@ -260,8 +260,10 @@ OPTIONS: tuple[Opt, ...] = (
         ("--gpu",),
         "str",
         None,
-        "The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100). Page sizes, "
-        "attention/DSA backends and KV dtypes depend on it. Default: Hopper, said in the output.",
+        "The GPU both sides run on (h100, h200, b200, gb200, gb300, ... or sm90/sm100), on every input "
+        "(files, -f, live servers, snapshots); it wins over a manifest's GPU (a disagreement is a warning). "
+        "Page sizes, attention/DSA backends and KV dtypes depend on it. Default: the input's GPU, else "
+        "the side is decided on Hopper and on Blackwell (unchecked when they differ).",
         metavar="GPU",
     ),
     Opt(
@@ -285,9 +287,10 @@ OPTIONS: tuple[Opt, ...] = (
         ("--sglang-version",),
         "str",
         None,
-        "The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what the input says (an "
-        "image tag, /server_info's version). Default: the releases the input and its flags allow; the "
-        "pair is decided on each (the output names the window).",
+        "The SGLang release both sides run (0.5.0rc2 ... 0.5.23); it wins over what a file says (an "
+        "image tag, a recipe pin, a kvcheck-sglang-version key), not over a live server's or snapshot's "
+        "own /server_info version (the running code; a disagreement is a warning). Default: the releases "
+        "the input and its flags allow; the pair is decided on each (the output names the window).",
         metavar="VERSION",
     ),
     Opt(

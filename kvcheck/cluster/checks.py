@@ -66,6 +66,21 @@ def _arg(ir: InstanceResult, dest: str, default: Any = None) -> Any:
     return (ir.args or {}).get(dest, default)
 
 
+def _known(ir: InstanceResult, *dests: str) -> bool:
+    """Whether every one of ``dests`` is known for ``ir``: its args were read and each is
+    given on its line or, when all its args are known, SGLang's default. An instance
+    whose ``--config`` file kvcheck could not take (``args_partial``) lacking one is left
+    out of the check that reads it: its value may be in that file, and a check never
+    decides on a default it guessed (its ``config-not-read`` finding is unchecked)."""
+    return all(ir.known_arg(d)[0] for d in dests)
+
+
+# Reader problems behind which a server's role may be: a --config file not read, a role
+# behind an unset variable (``Problem.hides_role``), an unreadable sourced file that may
+# start servers, script branches not read.
+ROLE_HIDING = ("servers-not-read", "conditional-branches")
+
+
 def _loc(ir: InstanceResult, *flags: str) -> Location:
     for f in flags:
         if f in ir.instance.arg_locations:
@@ -98,17 +113,25 @@ def missing_role(dep: Deployment, instances: list[InstanceResult]) -> list[Locat
     for have, lack in (("prefill", "decode"), ("decode", "prefill")):
         if have in roles and lack not in roles:
             n = sum(1 for ir in instances if ir.instance.role == have)
-            hidden = [p for p in dep.problems if p.id == "unresolved-variable"]
+            hidden = [p for p in dep.problems if p.hides_role or p.id == "unresolved-variable" or p.id in ROLE_HIDING]
             if hidden:
-                # A server whose --disaggregation-mode is behind an unset variable may be the
+                # A server whose --disaggregation-mode is behind an unset variable, in a
+                # --config file kvcheck could not take, or in what was not read may be the
                 # missing role: kvcheck cannot tell, so the deployment is unchecked, not failed.
+                what = (
+                    "behind an unresolved variable"
+                    if hidden[0].id == "unresolved-variable"
+                    else f"in what kvcheck could not read ({hidden[0].id})"
+                )
                 return [
                     finding(
                         chk.id,
                         Severity.UNCHECKED,
-                        f"{dep.name}: {n} {have} instance(s) and no {lack} found, but a server's role is behind an "
-                        f"unresolved variable ({hidden[0].message})",
-                        "Pass --env FILE with the variable's value so every server's --disaggregation-mode is known.",
+                        f"{dep.name}: {n} {have} instance(s) and no {lack} found, but a server's role may be {what} "
+                        f"({hidden[0].message})",
+                        "Pass --env FILE with the variable's value so every server's --disaggregation-mode is known."
+                        if hidden[0].id == "unresolved-variable"
+                        else (hidden[0].fix or "Give kvcheck what it could not read."),
                         hidden[0].location,
                     )
                 ]
@@ -157,6 +180,10 @@ def bootstrap_port_clash(dep: Deployment, instances: list[InstanceResult]) -> li
         host = _bootstrap_host(ir)
         if host is None or ir.args is None:
             continue
+        if not _known(ir, "disaggregation_bootstrap_port", "enable_pd_role_switch") or (
+            getattr(ir.instance, "port", None) is None and not _known(ir, "port")
+        ):
+            continue  # a port in a --config file kvcheck could not read
         ports = [(int(getattr(ir.instance, "port", None) or _arg(ir, "port", DEFAULT_HTTP_PORT)), "--port")]
         if ir.instance.role == "prefill" or _arg(ir, "enable_pd_role_switch"):
             ports.insert(
@@ -226,6 +253,8 @@ def router_bootstrap_port(dep: Deployment, instances: list[InstanceResult]) -> l
     ``CommonKVReceiver`` in sglang/srt/disaggregation/common/conn.py, 0.5.23). A port the
     prefill does not serve leaves the decode without a peer: requests time out."""
     chk = CLUSTER_CHECKS["router-bootstrap-port"]
+    if any(ir.args is not None and not _known(ir, "port", "disaggregation_bootstrap_port") for ir in instances):
+        return []  # a server's ports are in a --config file kvcheck could not read
     prefills = [ir for ir in instances if ir.instance.role == "prefill" and ir.args is not None]
     out: list[Located] = []
     decodes = [ir for ir in instances if ir.instance.role == "decode" and ir.args is not None]
@@ -330,7 +359,9 @@ def dp_rank_mapping(dep: Deployment, instances: list[InstanceResult]) -> list[Lo
         return []
     out = []
     for ir in instances:
-        if ir.instance.role != "prefill" or ir.args is None or int(_arg(ir, "dp_size", 1)) <= 1:
+        if ir.instance.role != "prefill" or not _known(ir, "dp_size", "load_balance_method"):
+            continue
+        if int(_arg(ir, "dp_size", 1)) <= 1:
             continue
         lbm = _arg(ir, "load_balance_method", "auto")
         if lbm in ("auto", "follow_bootstrap_room") and not force(ir):
@@ -390,7 +421,7 @@ def one_backend(dep: Deployment, instances: list[InstanceResult]) -> list[Locate
     chk = CLUSTER_CHECKS["one-backend"]
     by: dict[str, InstanceResult] = {}
     for ir in instances:
-        if ir.args is not None:
+        if _known(ir, "disaggregation_transfer_backend"):
             by.setdefault(str(_arg(ir, "disaggregation_transfer_backend", "mooncake")), ir)
     if len(by) <= 1:
         return []
@@ -427,6 +458,8 @@ def multinode_args(dep: Deployment, instances: list[InstanceResult]) -> list[Loc
         argvs = inst.node_argvs or [inst.argv]
         if len(argvs) <= 1 and inst.nodes <= 1:
             continue
+        if ir.args_partial:
+            continue  # its nodes' --nnodes, ranks and sizes may be in a --config file not read
         parsed = [p for p in (_node_args(a, str(inst.location)) for a in argvs) if p is not None]
         if len(parsed) != len(argvs):  # a node's flags do not parse
             continue

@@ -33,6 +33,7 @@ def group_classes(instances: list[InstanceResult], opts: ClusterOptions, caches:
             if pre is not None:
                 cls.side = pre
                 cls.window = _pinned_window(pre)
+                cls.build_for = _prebuilt_builder(pre)
             elif build is not None and not build[4]:
                 cls.window = build[5]
                 cls.build_for = _side_builder(ir, caches, build)
@@ -52,6 +53,22 @@ def _pinned_window(side: Any) -> Any:
     if not manifest.is_modeled(v):
         return None
     return SideRelease(releases=(v,), pinned=True, how=side.version_source)
+
+
+def _prebuilt_builder(side: Any):
+    """``(release, assumed_gpu) -> Side`` for a live server or snapshot: its release is
+    the one ``/server_info`` pins; its GPU, when no option names it, is any the pair is
+    decided on (``kvcheck.cluster.decide._assumed_gpus``): the same side on that GPU."""
+    from kvcheck.checks.startup import gpu_given
+
+    def build_for(release: str, assumed_gpu: str | None = None):
+        if assumed_gpu is None or gpu_given(side):
+            return side
+        return side.model_copy(
+            update={"gpu": assumed_gpu, "gpu_source": f"assumed for the GPU window: {assumed_gpu} (no GPU given)"}
+        )
+
+    return build_for
 
 
 def _side_builder(ir: InstanceResult, caches: Caches, build: tuple):

@@ -97,19 +97,25 @@ def _refused_pair_findings(p: ClassResult, d: ClassResult) -> list[Located]:
 
 
 def _assumed_gpus(p: ClassResult, d: ClassResult) -> tuple[str, ...] | None:
-    """The GPUs to decide the pair on when neither side's GPU is given (``--gpu``, the
-    manifest, a ``kvcheck-gpu`` key): Hopper and Blackwell (``ASSUMED_GPUS``), whatever the
-    flags pin, since the attention backend, the page size it picks, the DSA KV dtype and
-    the FP4/MXFP8 KV rules all follow the GPU (a verdict never rests on an assumed GPU).
-    Releases and GPUs that decide alike are still decided once. None when a GPU is given
-    or the classes cannot build a side per GPU."""
+    """The GPUs to decide the pair on when a side's GPU is not given (``--gpu`` or the
+    per-side option, the manifest, a ``kvcheck-gpu`` key): Hopper and Blackwell
+    (``ASSUMED_GPUS``), whatever the flags pin, since the attention backend, the page size
+    it picks, the DSA KV dtype, the FP4/MXFP8 KV rules and start-up refusals all follow
+    the GPU (a verdict never rests on an assumed GPU). A side whose GPU is given keeps it
+    (``ClassResult.side_for`` ignores the assumed GPU for it); with neither given both are
+    taken on the same GPU. Releases and GPUs that decide alike are still decided once.
+    None when every GPU is given or a class cannot build a side per GPU."""
     from kvcheck.release.window import ASSUMED_GPUS
 
     if p.build_for is None or d.build_for is None:
         return None
-    if not (str(p.side.gpu_source).startswith("default") and str(d.side.gpu_source).startswith("default")):
+    if not (_gpu_assumed(p) or _gpu_assumed(d)):
         return None
     return ASSUMED_GPUS
+
+
+def _gpu_assumed(c: ClassResult) -> bool:
+    return str(c.side.gpu_source).startswith("default")
 
 
 def decide_one(
@@ -221,8 +227,12 @@ def _decide_window(
     final = combine_verdicts([g.outcome[0] for g in groups])
     multi_gpu = len(gpus) > 1
     findings = _merge_group_findings(merged, final, multi_gpu) + advisories
+    unnamed = " and ".join(c.role for c in (p, d) if _gpu_assumed(c))
     window = releases_label(cands) + (
-        f"; no GPU given: decided on {' and '.join(gpu_label(g) for g in gpus)}" if multi_gpu else ""
+        f"; {'no GPU' if ' and ' in unnamed else f'the {unnamed} GPU not'} given: decided on "
+        f"{' and '.join(gpu_label(g) for g in gpus)}"
+        if multi_gpu
+        else ""
     )
     what = "release and GPU" if multi_gpu else "release"
     if len(merged) == 1:
@@ -245,7 +255,13 @@ def _decide_window(
                 f"{window_table(_table_groups(groups))}",
                 "Pin the image tag (lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or "
                 "--prefill-/--decode-sglang-version) with the release the servers run"
-                + (", and --gpu with the GPU they run on." if multi_gpu else "."),
+                + (
+                    f", and --gpu (or --{unnamed}-gpu) with the GPU they run on."
+                    if multi_gpu and " and " not in unnamed
+                    else ", and --gpu with the GPU they run on."
+                    if multi_gpu
+                    else "."
+                ),
                 d.first.instance.location,
             )
         )
@@ -433,9 +449,13 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     if pa is None or da is None:
         return []
     out: list[Located] = []
-    pb = pa.get("disaggregation_transfer_backend", "mooncake")
-    db = da.get("disaggregation_transfer_backend", "mooncake")
-    if pb != db and pb == "nixl":
+    # a side whose --config file kvcheck could not take knows only its line's flags: an
+    # absent one is unknown (``known_arg``), never SGLang's default
+    (pk, pb), (dk, db) = (
+        p.first.known_arg("disaggregation_transfer_backend", "mooncake"),
+        d.first.known_arg("disaggregation_transfer_backend", "mooncake"),
+    )
+    if pk and dk and pb != db and pb == "nixl":
         rt = backend_mismatch_error(pb, db, hang_text({"bootstrap_timeout_s": 300, "waiting_timeout_s": 300}))
         f = Finding(
             id="transfer-backend",
@@ -445,8 +465,9 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
             fix="Set --disaggregation-transfer-backend nixl on both servers.",
         )
         out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
-    pp, dp = int(pa.get("pp_size") or 1), int(da.get("pp_size") or 1)
-    if dp not in (pp, 1):
+    (ppk, pp), (dpk, dp) = p.first.known_arg("pp_size", 1), d.first.known_arg("pp_size", 1)
+    pp, dp = int(pp or 1), int(dp or 1)
+    if ppk and dpk and dp not in (pp, 1):
         # The decode's own PP check (plan.bootstrap_checks), on sides that agree in
         # everything else it compares, so that only the PP assert can fire.
         same: dict[str, Any] = dict(page_size=1, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1)

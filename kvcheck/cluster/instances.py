@@ -27,13 +27,19 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
     for u in inst.unresolved:
         shown = getattr(u, "shown", None) or f"${{{u.variable}}}"
         where = f"`{u.flag} {shown}`: " if u.flag else f"`{shown}` in {inst.name}: "
+        fix = (
+            f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
+            "pass --inherit-env (kvcheck's own environment is not read without it)."
+        )
+        if u.env_var:  # the server's own environment variable: its value decides the pair
+            where += f"the server's {u.env_var} is not known: "
+            fix += f" Or give the server's {u.env_var} with --{inst.role}-env FILE."
         out.append(
             finding(
                 "unresolved-variable",
                 Severity.UNCHECKED,
                 f"{where}{u.variable} is not set; pass --env FILE or set it",
-                f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
-                "pass --inherit-env (kvcheck's own environment is not read without it).",
+                fix,
                 u.location,
             )
         )
@@ -168,11 +174,29 @@ def read_instance(inst: Instance, opts: ClusterOptions, caches: Caches) -> Insta
                 # the unresolved value is what does not parse: unchecked, not bad input
                 ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
                 return ir
+    hidden = getattr(inst, "args_hidden", None)
+    if hidden is not None:
+        # a --config file kvcheck could not take: what the line gives is known, the rest
+        # is not; the instance's pairs are unchecked (no side on guessed args) and the
+        # cluster checks take only the flags the line gives (``InstanceResult.known_arg``)
+        from kvcheck.cluster.pipeline import PROBLEM_SEVERITY
+
+        ir.args_partial = True
+        ir.findings.append(
+            finding(
+                hidden.id,
+                PROBLEM_SEVERITY.get(hidden.id, Severity.UNCHECKED),
+                f"{inst.name}: {hidden.message}",
+                hidden.fix or "Give kvcheck a copy of the file (--config-file IMAGE_PATH=LOCAL_PATH).",
+                hidden.location,
+            )
+        )
     pre = getattr(inst, "prebuilt_side", None)
     if pre is not None:  # a live server or snapshot, read by kvcheck.sources.live
         ir.args, ir.release, ir.release_source = dict(pre.raw_args), pre.sglang_version, pre.version_source
         ir.model, ir.model_source = pre.args.model_path, "live server"
         ir._key, ir._prebuilt = ("prebuilt", id(inst)), pre  # type: ignore[attr-defined]
+        ir.findings += _live_release_disagreement(inst, pre, opts)
         return ir
     sig = (
         inst.role,
@@ -184,6 +208,8 @@ def read_instance(inst: Instance, opts: ClusterOptions, caches: Caches) -> Insta
         inst.location.file,
         getattr(inst, "model", None),
         bool(inst.unresolved),
+        tuple(sorted({u.env_var for u in inst.unresolved if u.env_var})),
+        getattr(inst, "args_hidden", None) is not None,
     )
     derived = caches.argv.get(sig)
     if derived is None:
@@ -200,7 +226,13 @@ def read_instance(inst: Instance, opts: ClusterOptions, caches: Caches) -> Insta
         if (
             fid == "unknown-model"
             and flag == "--model-path"
-            and (model_unset or ("no --model-path given" in msg and any(u.flag is None for u in inst.unresolved)))
+            and (
+                model_unset
+                or (
+                    "no --model-path given" in msg
+                    and any(u.flag is None and u.env_var is None for u in inst.unresolved)
+                )
+            )
         ):
             # `--model-path ${MODEL_PATH}` unset (or `sglang serve <model_path>`, an unset
             # $ARGS that may hold it): its unresolved-variable says it, once
@@ -214,6 +246,37 @@ def read_instance(inst: Instance, opts: ClusterOptions, caches: Caches) -> Insta
     if inst.unresolved:  # its own class: the finding names this instance's variable
         ir._key = derived.key + (("unresolved", id(inst)),)  # type: ignore[attr-defined]
     return ir
+
+
+def _live_release_disagreement(inst: Instance, side: Any, opts: ClusterOptions) -> list[Located]:
+    """``release-clues-disagree`` (warning) for a live server or snapshot whose own
+    ``/server_info`` version, a release kvcheck models, is not the one ``--sglang-version``
+    (or the per-side option) names: the server's word is the stronger clue (it is the code
+    that runs), so the side is judged as its own release and the option is set aside, said
+    here. (A version kvcheck does not model yields to the option: ``live-version`` says so.)"""
+    from kvcheck.sglang.releases import parse_release
+
+    per_side = opts.prefill_sglang_version if inst.role == "prefill" else opts.decode_sglang_version
+    option = f"--{inst.role}-sglang-version" if per_side else "--sglang-version"
+    given = per_side or opts.sglang_version
+    reported = (side.live or {}).get("version")
+    if not given or not reported or side.version_source == option or side.sglang_version != reported:
+        return []
+    named = parse_release(given) or given
+    if named == reported:
+        return []
+    return [
+        finding(
+            "release-clues-disagree",
+            Severity.WARNING,
+            f"{inst.name}: {option} {given} names another release than the server reports (SGLang {reported}, "
+            f"{side.version_source}); the {inst.role} is judged as SGLang {reported}, the running server's own "
+            "version",
+            f"Drop {option} for a live server or snapshot (its /server_info version decides), or read the server "
+            "that runs the release you meant.",
+            inst.location,
+        )
+    ]
 
 
 def _refused(ir: InstanceResult, sr: Any) -> InstanceResult:
@@ -392,7 +455,7 @@ def manifest_newest() -> str:
 def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
     from kvcheck.release import manifest
     from kvcheck.release.window import side_window
-    from kvcheck.sides import RELEVANT_ENV
+    from kvcheck.sides import kv_relevant_env
 
     notes: list[tuple] = []
     options = _option_words(inst)
@@ -488,6 +551,10 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
             notes.append(_unknown_model(typed.speculative_draft_model_path, "--speculative-draft-model-path", dsrc))
     cli_gpu = (opts.prefill_gpu if inst.role == "prefill" else opts.decode_gpu) or opts.gpu
     gpu = cli_gpu or inst.gpu_type
+    if cli_gpu and inst.gpu_type:
+        disagree = _gpu_disagreement(cli_gpu, inst.gpu_type, inst.gpu_source, inst.role, opts)
+        if disagree is not None:
+            notes.append(disagree)
     if gpu is not None and cli_gpu is None:
         from kvcheck.sglang.gpu import resolve_gpu
 
@@ -498,9 +565,12 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
                 (
                     "unknown-gpu",
                     Severity.UNCHECKED,
-                    f"GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes and "
-                    "attention backends depend on it",
-                    "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).",
+                    f"GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes, "
+                    "attention backends and start-up refusals depend on it, so the pair is not decided on a GPU "
+                    "it assumed",
+                    f"Pass --{inst.role}-gpu NAME (or --gpu) with the GPU that label stands for if kvcheck knows "
+                    "it (h100, h200, b200, gb200, ... or smXX); a GPU kvcheck does not model is checked on a staging "
+                    "deployment.",
                     None,
                 )
             )
@@ -519,10 +589,12 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
                 None,
             )
         )
-    env = tuple(
-        sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_")))
-    )
-    unchecked = cfg is None or draft_missing
+    env = tuple(sorted((k, v) for k, v in inst.env.items() if kv_relevant_env(k)))
+    # A KV-relevant variable of the server's environment whose value is not known (its
+    # unresolved-variable finding says which): no side is built on a guessed value
+    env_unknown = any(u.env_var for u in inst.unresolved)
+    args_hidden = getattr(inst, "args_hidden", None) is not None  # a --config not read: args not all known
+    unchecked = cfg is None or draft_missing or env_unknown or args_hidden
     window = release if sr.problem is not None else sr.releases
     key = (
         inst.role,
@@ -544,6 +616,34 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
         (cfg, draft_cfg, gpu, dict(inst.env), unchecked, sr, table),
         key,
         notes,
+    )
+
+
+def _gpu_option(role: str, opts: ClusterOptions) -> str:
+    """The option that named ``role``'s GPU (``--prefill-gpu`` over ``--gpu``)."""
+    return f"--{role}-gpu" if (opts.prefill_gpu if role == "prefill" else opts.decode_gpu) else "--gpu"
+
+
+def _gpu_disagreement(cli: str, named: str, source: str, role: str, opts: ClusterOptions) -> tuple | None:
+    """A ``gpu-clues-disagree`` note when the GPU option and the input's own GPU are two
+    GPUs (as kvcheck resolves them: ``h100`` and ``H100-SXM`` are one; a label kvcheck
+    cannot place is another GPU too); None when they agree. The option decides."""
+    from kvcheck.sglang.gpu import normalize_gpu_name, resolve_gpu
+
+    try:
+        a = resolve_gpu(cli).name
+    except InputError:
+        return None  # the option itself is refused elsewhere (exit 2)
+    if normalize_gpu_name(named) == a:
+        return None
+    option = _gpu_option(role, opts)
+    return (
+        "gpu-clues-disagree",
+        Severity.WARNING,
+        f"{option} {cli} names another GPU than the input does ({named}, {source or 'the deployment file'}); the "
+        f"{role} is checked on {a}, as the option says",
+        f"Make {option} and the input name one GPU (drop the option if the input's {named} is where the {role} runs).",
+        None,
     )
 
 

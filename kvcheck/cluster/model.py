@@ -59,6 +59,20 @@ class InstanceResult:
     model: str | None = None
     model_source: str = ""
     findings: list[Located] = field(default_factory=list)
+    # ``args`` holds only what the launch line gives: the rest is in a --config file
+    # kvcheck could not take (``Instance.args_hidden``). A dest absent from ``args`` is
+    # then unknown, never SGLang's default (``known_arg``).
+    args_partial: bool = False
+
+    def known_arg(self, dest: str, default: Any = None) -> tuple[bool, Any]:
+        """(whether ``dest``'s value is known, the value): a flag the line gives, else
+        SGLang's ``default`` when every arg is known; (False, None) for an absent dest of
+        an instance with ``args_partial`` or with no args read."""
+        if self.args is None:
+            return False, None
+        if dest in self.args:
+            return True, self.args[dest]
+        return (False, None) if self.args_partial else (True, default)
 
     def contract(self) -> dict[str, Any]:
         inst = self.instance

@@ -348,8 +348,9 @@ def pair_report(cluster: Any) -> Any:
         if c.side is not None:
             gpus[c.role] = {"gpu": c.side.gpu, "source": c.side.gpu_source}
     decided = (pr.releases or {}).get("gpus_decided") if pr is not None else None
-    if decided:
-        gpus = {role: {"gpu": "/".join(decided), "source": "no GPU given: decided on each"} for role in gpus}
+    if decided:  # the sides whose GPU was not given: decided on each GPU of the window
+        each = {"gpu": "/".join(decided), "source": "no GPU given: decided on each"}
+        gpus = {role: each if str(g["source"]).startswith("default") else g for role, g in gpus.items()}
     if gpus:
         extra["gpu"] = gpus
     from kvcheck.report.model import verdict_of

@@ -52,6 +52,7 @@ PIPELINE_FINDING_IDS = (
     "deployment-problem",
     "release-window",
     "release-clues-disagree",
+    "gpu-clues-disagree",
 )
 
 # What a reader's ``Problem`` weighs. Default: unchecked (the reader could not take part
@@ -214,6 +215,8 @@ def _check_one(
         extra_env = opts.prefill_env if inst.role == "prefill" else opts.decode_env
         if extra_env:
             inst.env = {**inst.env, **extra_env}
+            # a variable whose value the file leaves unknown, given here: known now
+            inst.unresolved = [u for u in inst.unresolved if u.env_var is None or u.env_var not in extra_env]
     instances = [read_instance(inst, opts, caches) for inst in dep.instances]
     classes = group_classes(instances, opts, caches)
     check_cap(

@@ -218,7 +218,9 @@ def render_cluster_terminal(report, console: Console) -> None:
     }
     windows = {tuple((p.releases or {}).get("gpus_decided") or ()) for d in report.deployments for p in d.pairs}
     if len(windows) == 1 and next(iter(windows)):
-        gpus = {"all": {"gpu": "/".join(next(iter(windows))), "source": "no GPU given: decided on each"}}
+        # the sides whose GPU was not given were decided on each GPU of the window
+        each = {"gpu": "/".join(next(iter(windows))), "source": "no GPU given: decided on each"}
+        gpus = {k: each if str(g["source"]).startswith("default") else g for k, g in gpus.items()}
     head.append(f"  [{report.runtime}, {report.kernel} kernel{gpu_label(gpus)}]", style="dim")
     console.print(head)
     if report.verdict == "unchecked":

@@ -169,7 +169,9 @@ def build_side(
     catalog or Hugging Face cache lookup); when given, no file is read for it.
 
     ``gpu``: the GPU named on the command line (``--gpu``/``--prefill-gpu``...); it wins
-    over a ``kvcheck-gpu`` key in the file. Neither -> Hopper, said in ``gpu_source``.
+    over a ``kvcheck-gpu`` key in the file. Neither -> Hopper, marked ``default`` in
+    ``gpu_source`` (the pipeline then decides the side on Hopper and on Blackwell:
+    ``kvcheck.cluster.decide._assumed_gpus``).
 
     The side's SGLang release (``Side.sglang_version``/``version_source``): ``release``
     (a ``kvcheck.sglang.releases.ReleaseChoice`` the caller already made), else the
@@ -183,7 +185,7 @@ def build_side(
     from kvcheck.sglang.args import build_server_args
     from kvcheck.sglang.gpu import DEFAULT_GPU, resolve_gpu
     from kvcheck.sglang.releases import choose_release, release_from_image
-    from kvcheck.sides import RELEVANT_ENV, Side
+    from kvcheck.sides import Side, kv_relevant_env
     from kvcheck.sources.files import GPU_ENV, VERSION_ENV, VERSION_KEY
 
     env = dict(env)
@@ -233,7 +235,7 @@ def build_side(
         role=role,
         args=typed,
         raw_args=args,
-        env={k: v for k, v in env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_"))},
+        env={k: v for k, v in env.items() if kv_relevant_env(k)},
         model=model,
         draft_model=draft,
         origin=origin,
@@ -324,6 +326,7 @@ def load_side(
             model_config=model_config,
             draft_model_config=draft_model_config,
             env_file=env_file,
+            gpu=gpu,
             sglang_version=sglang_version,
             **live_options,
         )
@@ -348,6 +351,7 @@ def load_side(
                 model_config=model_config,
                 draft_model_config=draft_model_config,
                 env_file=env_file,
+                gpu=gpu,
                 sglang_version=sglang_version,
             )
         args, env = read_json_args(path, data, sglang_version)

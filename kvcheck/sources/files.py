@@ -27,7 +27,8 @@ from kvcheck.sglang.flags import FlagTable, config_path
 ENV_KEY = "kvcheck-env"
 # Likewise the GPU the side runs on (``h100``, ``b200``, ``sm90``...): kvcheck.sglang.gpu.
 GPU_KEY = "kvcheck-gpu"
-# Likewise the SGLang release the side runs (``0.5.8``); it wins over --sglang-version.
+# Likewise the SGLang release the side runs (``0.5.8``); --sglang-version wins over it
+# (``release-clues-disagree`` says so: kvcheck.sources.release_clues).
 VERSION_KEY = "kvcheck-sglang-version"
 VERSION_ENV = "kvcheck-sglang-version"
 

@@ -208,6 +208,7 @@ def load_live_side(
     model_config: Path | None = None,
     draft_model_config: Path | None = None,
     env_file: Path | None = None,
+    gpu: str | None = None,
     sglang_version: str | None = None,
     **live_options: Any,
 ) -> Side:
@@ -237,6 +238,7 @@ def load_live_side(
         model_config=model_config,
         draft_model_config=draft_model_config,
         env_file=env_file,
+        gpu=gpu,
         sglang_version=sglang_version,
     )
 
@@ -249,6 +251,7 @@ def load_snapshot_side(
     model_config: Path | None = None,
     draft_model_config: Path | None = None,
     env_file: Path | None = None,
+    gpu: str | None = None,
     sglang_version: str | None = None,
 ) -> Side:
     """A ``Side`` from a saved ``kvcheck snapshot`` file (already parsed: ``data``), offline.
@@ -273,6 +276,7 @@ def load_snapshot_side(
         draft_model_config=draft_model_config,
         env_file=env_file,
         snapshot_path=str(path),
+        gpu=gpu,
         sglang_version=sglang_version,
     )
 
@@ -336,9 +340,16 @@ def side_from_snapshot(
     draft_model_config: Path | None = None,
     env_file: Path | None = None,
     snapshot_path: str | None = None,
+    gpu: str | None = None,
     sglang_version: str | None = None,
 ) -> Side:
     """Build the ``Side`` from a (redacted) snapshot dict; shared by live and offline use.
+
+    ``gpu``: ``--gpu``/``--prefill-gpu``/``--decode-gpu``, as on every other input path.
+    SGLang's ``/server_info`` names no GPU model (0.5.23 ``build_server_info``: the resolved
+    args, scheduler info, ``version``), so nothing from the server can disagree with it;
+    without it the side's GPU is not known (decided over Hopper and Blackwell by the
+    pipeline, ``kvcheck.cluster.decide``).
 
     The side's release is the server's own ``version`` (``/server_info``) when kvcheck
     models it, else ``sglang_version`` (``--sglang-version``), see
@@ -385,6 +396,7 @@ def side_from_snapshot(
         draft_model_config=draft_model_config,
         live=live,
         release=release,
+        gpu=gpu,
     )
     assert side.live is not None  # build_side(live=...) keeps it
     side.live["findings"] = live_findings(side)  # Side copies the dict: set it on the side

@@ -59,7 +59,9 @@ def live_findings(side: Side) -> list[dict[str, str]]:
     """Finding dicts (``id``, ``severity``, ``message``, ``fix``) for a live/snapshot side:
 
     * ``live-role`` (warning): the server's ``disaggregation_mode`` is not the CLI role;
-    * ``live-version`` (warning): the server is not SGLang 0.5.23;
+    * ``live-version`` (warning): the server's ``/server_info`` version is not the release
+      kvcheck judged it as (a version kvcheck does not model, judged as the modeled
+      release ``--sglang-version`` names: ``kvcheck.sglang.releases.choose_release``);
     * ``live-model`` (warning): ``/model_info`` architectures do not include the model
       config's architecture (a ``--model-config`` for another model?);
     * ``live-route`` (error): the bootstrap server reports a value that differs from

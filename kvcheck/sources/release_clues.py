@@ -16,8 +16,11 @@ A ``ReleaseClue`` says which releases one piece of evidence allows:
   Dockerfile -> X; a range (``"sglang[all]>=0.5.9"``) -> the modeled releases in it
   (``beyond_newest`` when it is open above the newest modeled release);
 * a dated nightly tag -> the releases on either side of its date (several, ``window``);
-* a live server's ``/server_info`` ``version`` -> that one;
-* ``--sglang-version`` (and the per-side forms) -> that one; it wins over the others.
+* ``--sglang-version`` (and the per-side forms) -> that one; it wins over the others;
+* a live server's ``/server_info`` ``version`` -> that one, and it wins over
+  ``--sglang-version`` when kvcheck models it: the running server's own word is the
+  strongest clue (``kvcheck.sources.live``; a disagreeing option is a
+  ``release-clues-disagree`` warning, ``kvcheck.cluster.instances``).
 
 ``releases`` is empty when the clue names a release kvcheck does not model (``named``
 then says which) or names none it can read (``problem`` says why): such a side is

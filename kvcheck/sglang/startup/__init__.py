@@ -183,7 +183,7 @@ REFUSAL_IDS = (
     "nvfp4-prefill-dequant",
     "attention-backend-gpu",
     "attention-kv-dtype",
-    "kv-dtype-gpu",
+    "kv-dtype-gpu-refused",
     "kv4-backend",
     "hicache-dcp",
     "dp-size",
@@ -209,7 +209,7 @@ GPU_DEPENDENT_IDS = frozenset(
     {
         "attention-backend-gpu",
         "attention-kv-dtype",
-        "kv-dtype-gpu",
+        "kv-dtype-gpu-refused",
         "kv4-backend",
         "nvfp4-prefill-dequant",
         "hisparse-dsa-backend",

@@ -431,7 +431,7 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
             return Stop("FP4 KV on a non-NVIDIA GPU: handle_kv4_compatibility's platform branch is not restated")
         if kv == "nvfp4" and not _gpu_is(gpu, 10, 12):
             return Refusal(
-                "kv-dtype-gpu",
+                "kv-dtype-gpu-refused",
                 "handle_kv4_compatibility",
                 "RuntimeError",
                 "--kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. "
@@ -439,7 +439,7 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
             )
         if _raw(side, "enable_unified_memory", False):
             return Refusal(
-                "kv-dtype-gpu",
+                "kv-dtype-gpu-refused",
                 "handle_kv4_compatibility",
                 "ValueError",
                 "FP4 KV cache does not yet support --enable-unified-memory: the unified MHA pool does not "
@@ -453,14 +453,14 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
         algo = a.speculative_algorithm.upper() if a.speculative_algorithm is not None else None
         if algo in ("DFLASH", "DSPARK"):
             return Refusal(
-                "kv-dtype-gpu",
+                "kv-dtype-gpu-refused",
                 hook,
                 "ValueError",
                 f"SM100 native NVFP4 speculative decoding does not yet support {algo}; use EAGLE/NEXTN or NGRAM.",
             )
         if algo is not None and algo not in ("EAGLE", "EAGLE3", "NEXTN", "NGRAM"):
             return Refusal(
-                "kv-dtype-gpu",
+                "kv-dtype-gpu-refused",
                 hook,
                 "ValueError",
                 "SM100 native NVFP4 speculative decoding supports EAGLE, EAGLE3, NEXTN, and breadth-1 NGRAM; got "
@@ -468,7 +468,7 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
             )
         if algo == "NGRAM" and int(_raw(side, "speculative_ngram_max_bfs_breadth", 10)) != 1:
             return Refusal(
-                "kv-dtype-gpu",
+                "kv-dtype-gpu-refused",
                 hook,
                 "ValueError",
                 "SM100 native NVFP4 NGRAM speculative decoding requires --speculative-ngram-max-bfs-breadth=1 "
@@ -478,7 +478,7 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
         draft_backend = _raw(side, "speculative_draft_attention_backend")
         if algo not in (None, "NGRAM") and draft_backend not in (None, "trtllm_mha"):
             return Refusal(
-                "kv-dtype-gpu",
+                "kv-dtype-gpu-refused",
                 hook,
                 "ValueError",
                 "SM100 native NVFP4 speculative decoding requires --speculative-draft-attention-backend=trtllm_mha "
@@ -486,7 +486,7 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
             )
         if a.disaggregation_mode != "null":
             return Refusal(
-                "kv-dtype-gpu",
+                "kv-dtype-gpu-refused",
                 hook,
                 "ValueError",
                 "SM100 native NVFP4 with trtllm_mha does not yet support PD disaggregation because its physical "
@@ -495,7 +495,7 @@ def kv_dtype_gpu(side: Side, gpu: Gpu) -> Outcome:
         return Stop("NVFP4 KV outside PD: not restated")
     if kv == "mxfp8" and not _gpu_is(gpu, 10, 11, 12):
         return Refusal(
-            "kv-dtype-gpu",
+            "kv-dtype-gpu-refused",
             "handle_mxfp8_kv_cache_compatibility",
             "ValueError",
             "--kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled operands "

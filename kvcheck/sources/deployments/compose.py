@@ -6,7 +6,9 @@ without running one), ``environment`` (a mapping or ``KEY=VALUE`` list),
 ``network_mode: host``, ``deploy.replicas`` (or ``scale``) and GPUs from
 ``deploy.resources.reservations.devices[].count`` / ``device_ids``. ``${VAR}`` and
 ``${VAR:-default}`` are Compose interpolation: resolved from ``--env FILE`` and kvcheck's
-environment (not from the service's own ``environment``, as Compose does).
+environment (not from the service's own ``environment``, as Compose does), in the
+command and in ``environment`` values; an ``environment`` name with no value takes the
+caller's (``--env``), else a KV-relevant one is an unresolved variable.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcheck.sources.deployments.instance import Deployment, Location
-from kvcheck.sources.deployments.launch import find_launches, take_launch
+from kvcheck.sources.deployments.launch import env_unresolved, find_launches, take_launch
 from kvcheck.sources.deployments.router import link_router
 from kvcheck.sources.deployments.shell import Word, words_of
 from kvcheck.sources.deployments.sourcing import non_pd_problem
@@ -73,12 +75,29 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
     for sname, svc in doc["services"].items():
         envd = svc.get("environment")
         values: dict[str, str] = {}
+        unknown: dict[str, tuple[str, ...]] = {}
+        items: list[tuple[str, Any]] = []
         if isinstance(envd, dict):
-            values = {str(k): "" if v is None else str(v) for k, v in envd.items()}
+            items = [(str(k), v) for k, v in envd.items()]
         elif isinstance(envd, list):
-            for item in envd:
-                k, _, v = str(item).partition("=")
-                values[k] = v
+            items = [(str(i).partition("=")[0], str(i).partition("=")[2] if "=" in str(i) else None) for i in envd]
+        at = Location(file, svc.line_of("environment") if "environment" in svc else getattr(svc, "line", 1))
+        for k, raw in items:
+            if raw is None:
+                # `- NAME` / `NAME:`: the value of the shell Compose runs in (compose-spec
+                # "environment": a variable with no value is taken from it)
+                given = scope.lookup(k, at)
+                if given is None:
+                    unknown[k] = ()
+                else:
+                    values[k] = given
+                continue
+            miss: list[str] = []
+            values[k] = expand(
+                str(raw).lower() if isinstance(raw, bool) else str(raw), scope, at, miss, syntax="envsubst"
+            )
+            if miss:
+                unknown[k] = tuple(miss)
         deploy = sub_map(svc, "deploy")
         replicas = deploy.get("replicas", svc.get("scale", 1))
         replicas = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
@@ -102,6 +121,7 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
                 host_network=svc.get("network_mode") == "host",
             )
             if inst is not None:
+                inst.unresolved += env_unresolved(unknown, inst.env, at)
                 dep.instances.append(inst)
     if (
         not dep.instances

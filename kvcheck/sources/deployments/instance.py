@@ -40,6 +40,10 @@ class Unresolved:
     # the reference as the file writes it (``${PREFILL_PORT}``, ``$(MODEL_PATH)``,
     # ``<NODE_RANK>``), for messages; empty: ``${variable}``
     written: str = ""
+    # the server's environment variable whose value it leaves unknown (``export
+    # UCX_TLS=$TLS``, a Kubernetes ``valueFrom`` Secret); --prefill-env/--decode-env
+    # giving that variable settles it
+    env_var: str | None = None
 
     @property
     def shown(self) -> str:
@@ -82,7 +86,9 @@ class Instance:
     ``model_clues``: ``(name, clue)`` pairs a reader found for the model beside
     ``--model-path`` (srt-slurm ``identity.model.repo``, an OME base model...); ``model``
     and ``model_clue`` are then set to the hub id a clue names and which clue it was
-    (``kvcheck.sources.models.clues``), tried when ``--model-path`` names nothing kvcheck has.
+    (``kvcheck.sources.models.clues``), tried when ``--model-path`` names nothing kvcheck has;
+    ``args_hidden``: the ``config-not-read``/``config-refused`` problem of a ``--config``
+    file kvcheck could not take (the args beyond the line's are then unknown).
     """
 
     role: Role
@@ -110,6 +116,10 @@ class Instance:
     node_locations: list[Location] = field(default_factory=list)
     release_clues: list = field(default_factory=list)
     model_clues: list = field(default_factory=list)
+    # a --config file of the launch line kvcheck could not take (``config-not-read``,
+    # ``config-refused``): the args the line does not give itself are unknown, so no
+    # check may fill them in with SGLang's defaults
+    args_hidden: Problem | None = None
     model_clue: str = ""
     # the first hub id the file names that kvcheck's catalog does not hold: (name, clue)
     model_named: tuple = ()
@@ -157,6 +167,9 @@ class Problem:
     message: str
     location: Location
     fix: str = ""
+    # the server it is about was dropped because its role may be in what was not read
+    # (a --config file inside the image, an unset variable): a missing role is unknown
+    hides_role: bool = False
 
 
 @dataclass

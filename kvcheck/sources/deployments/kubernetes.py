@@ -41,7 +41,7 @@ from kvcheck.sglang.gpu import normalize_gpu_name
 from kvcheck.sources.deployments import rbg
 from kvcheck.sources.deployments.addresses import rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, take_launch
+from kvcheck.sources.deployments.launch import env_unresolved, find_launches, instance_from_launch, take_launch
 from kvcheck.sources.deployments.launch_options import option_value
 from kvcheck.sources.deployments.router import link_router
 from kvcheck.sources.deployments.shell import Word, placeholders
@@ -133,10 +133,27 @@ def _pod_spec(template: Any) -> Any:
     return None
 
 
+def _names_gpu(key: str) -> bool:
+    """Whether a node label key names the GPU model (``nvidia.com/gpu.product``,
+    ``amd.com/gpu.product-name``, a cloud's accelerator or instance type...), so that a
+    value kvcheck cannot place is a GPU it does not know, never no GPU at all. (Other keys
+    with ``gpu`` in them, ``nvidia.com/gpu.present: "true"``, only help when their value
+    names a GPU.)"""
+    k = key.lower()
+    return any(k == g or k.endswith("/" + g) for g in _GPU_LABEL_KEYS) or k.endswith("/instance-type")
+
+
 def _gpu_type(spec: Any) -> tuple[str | None, str]:
-    """GPU kind from a pod spec's node selector, node affinity and tolerations."""
+    """GPU kind from a pod spec's node selector, node affinity and tolerations.
+
+    A label that names the GPU model (``_names_gpu``) with a value kvcheck cannot place
+    (``amd.com/gpu.product-name: AMD-Instinct-MI999X``, a product kvcheck does not know) is
+    returned as written: the pipeline reports it as ``unknown-gpu`` (unchecked, naming the
+    label), never drops it for the Hopper/Blackwell window of a GPU not given. A known GPU
+    named by any label wins over it."""
     if not isinstance(spec, dict):
         return None, ""
+    unknown: tuple[str, str] | None = None
     sel = spec.get("nodeSelector")
     if isinstance(sel, dict):
         for k, v in sel.items():
@@ -149,6 +166,8 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
                 g = _gpu_name(v)
                 if g:
                     return g, f"nodeSelector {k}={v}"
+                if unknown is None and _names_gpu(str(k)) and v.strip():
+                    unknown = (v, f"nodeSelector {k}={v}")
     aff: Any = spec.get("affinity")  # YAML: read inside the try below
     terms: list[Any] = []
     try:
@@ -172,8 +191,14 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
                 or "instance-type" in key.lower()
                 or "instance-family" in key.lower()
             ):
-                kinds = {_gpu_name(str(v)) for v in vals} - {None}
-                if len(kinds) == 1:
+                named = [_gpu_name(str(v)) for v in vals]
+                kinds = set(named) - {None}
+                if None in named and vals and _names_gpu(key):
+                    # the pod may land on a GPU kvcheck cannot place
+                    if unknown is None:
+                        odd = [str(v) for v, n in zip(vals, named, strict=True) if n is None]
+                        unknown = (", ".join(odd), f"node affinity {key} in {list(vals)}")
+                elif len(kinds) == 1:
                     g = kinds.pop()
                     return g, f"node affinity {key} in {list(vals)}"
     for tol in spec.get("tolerations") or []:
@@ -183,7 +208,7 @@ def _gpu_type(spec: Any) -> tuple[str | None, str]:
                     g = normalize_gpu_name(part)
                     if g and ("gpu" in str(tol.get("key", "")).lower() or g in part.lower()):
                         return g, f"toleration {tol.get('key')}={tol.get('value')}"
-    return None, ""
+    return unknown if unknown is not None else (None, "")
 
 
 def _gpus(container: Any) -> int | None:
@@ -665,7 +690,7 @@ def _read_group(
         # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
         # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
         inject0 = {**(inject0 or {}), **_ome_injected(g.leader, g.nodes)}
-    for c, launches, values, _unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
+    for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
             inst = take_launch(
@@ -689,6 +714,8 @@ def _read_group(
             )
             if inst is None:
                 continue
+            # a KV-relevant variable from a Secret/ConfigMap (valueFrom): its value is unknown
+            inst.unresolved += env_unresolved({n: () for n in unknown if n not in inst.env}, inst.env, inst.location)
             if g.nodes > 1:
                 # the worker pods run the worker template's line (ranks 1..nodes-1)
                 if len(worker_argvs) == g.nodes - 1:
@@ -709,7 +736,7 @@ def _read_group(
                         f"{inst.location}: {inst.name} takes environment variables from envFrom (a ConfigMap or "
                         "Secret) that kvcheck cannot read",
                         inst.location,
-                        "pass the variables that matter with --env FILE",
+                        f"pass the KV-relevant variables it sets (SGLANG_*, UCX_*, NIXL_*) with --{inst.role}-env FILE",
                     )
                 )
             dep.instances.append(inst)

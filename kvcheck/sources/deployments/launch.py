@@ -76,6 +76,7 @@ __all__ = [
     "SGLANG_DEFAULT_PORT",
     "Launch",
     "find_launches",
+    "env_unresolved",
     "handle_assignments",
     "instance_from_launch",
     "link_router",
@@ -123,6 +124,8 @@ class Launch:
     image: str | None = None
     hosts: list[str] = field(default_factory=list)
     host_network: bool | None = None
+    # env names whose value holds references set nowhere -> those references
+    env_unresolved: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _base(word: str) -> str:
@@ -151,6 +154,27 @@ def _program_at(words: list[Word], i: int) -> tuple[str, str, int] | None:
     return None
 
 
+def _boundaries(texts: list[str]) -> list[int]:
+    """Indexes of the prefix words past which the shell's environment does not reach the
+    program: ``docker|podman|... run`` (a container starts with the image's environment
+    and only what ``-e``/``--env`` pass), ``ssh`` (the remote command runs in a fresh login
+    environment), ``env -i`` (``--ignore-environment``, ``env -``)."""
+    out = []
+    for k, t in enumerate(texts):
+        b = _base(t)
+        if b in _CONTAINER_RT and k + 1 < len(texts) and texts[k + 1] == "run":
+            out.append(k + 1)
+        elif b == "ssh":
+            out.append(k)
+        elif b == "env":
+            j = k + 1
+            while j < len(texts) and texts[j].startswith("-"):
+                if texts[j] in ("-i", "--ignore-environment", "-"):
+                    out.append(j)
+                j += 1
+    return out
+
+
 def _prefix_facts(prefix: list[Word]) -> tuple[dict[str, str], str | None, list[str], bool | None]:
     env: dict[str, str] = {}
     hosts: list[str] = []
@@ -161,10 +185,12 @@ def _prefix_facts(prefix: list[Word]) -> tuple[dict[str, str], str | None, list[
         (k for k, t in enumerate(texts) if _base(t) in _CONTAINER_RT and k + 1 < len(texts) and texts[k + 1] == "run"),
         None,
     )
+    cut = max(_boundaries(texts), default=-1)
     for k, t in enumerate(texts):
         if _ASSIGN.match(t):
-            name, _, value = t.partition("=")
-            env[name] = value
+            if k > cut:  # `X=1 docker run ...`: the docker client's variable, not the server's
+                name, _, value = t.partition("=")
+                env[name] = value
         elif t.startswith("--env=") and "=" in t[6:]:
             name, _, value = t[6:].partition("=")
             env[name] = value
@@ -184,6 +210,48 @@ def _prefix_facts(prefix: list[Word]) -> tuple[dict[str, str], str | None, list[
         if texts and not texts[-1].startswith("-") and len(texts) - 1 > rt + 1:
             image = texts[-1]
     return env, image, hosts, host_network
+
+
+def _passed_env(
+    prefix: list[Word], scope: Scope, where: Location, unresolved: dict[str, tuple[str, ...]] | None = None
+) -> dict[str, str]:
+    """What the shell's exported environment (``Scope.environment``) passes to a program
+    started after the wrapper words ``prefix``: all of it through ``nohup``, ``srun``
+    (``--export=ALL``, its default), ``numactl``, ``env VAR=v``...; none past a boundary
+    (``_boundaries``), but the names a container runtime passes on by name (``docker run
+    -e VAR``, ``--env VAR``: the value the shell exports); ``env -u VAR`` removes one.
+    ``unresolved``: filled for the names passed whose value is not known (then the
+    prefix words' own ``VAR=$UNSET``)."""
+    texts = [w.text for w in prefix]
+    unknown: dict[str, tuple[str, ...]] = {}
+    exported = scope.environment(where, unknown)
+    env = dict(exported)
+    bounds = set(_boundaries(texts))
+    in_container = False
+    for k, t in enumerate(texts):
+        if k in bounds:
+            env, in_container = {}, _base(texts[k - 1]) in _CONTAINER_RT if k else False
+            continue
+        if in_container and t in ("-e", "--env") and k + 1 < len(texts) and "=" not in texts[k + 1]:
+            if texts[k + 1] in exported:
+                env[texts[k + 1]] = exported[texts[k + 1]]
+        elif in_container and t.startswith("--env=") and "=" not in t[6:] and t[6:] in exported:
+            env[t[6:]] = exported[t[6:]]
+        elif t == "-u" and k + 1 < len(texts) and any(_base(x) == "env" for x in texts[:k]):
+            env.pop(texts[k + 1], None)
+        elif t.startswith("--unset="):
+            env.pop(t[8:], None)
+    if unresolved is not None:
+        unresolved.update({n: refs for n, refs in unknown.items() if n in env})
+        cut = max(bounds, default=-1)
+        for k, w in enumerate(prefix):
+            if k > cut and _ASSIGN.match(w.text):
+                name = w.text.split("=", 1)[0]
+                if w.unresolved:
+                    unresolved[name] = tuple(dict.fromkeys(w.unresolved))
+                else:
+                    unresolved.pop(name, None)
+    return env
 
 
 def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) -> list[Launch]:
@@ -211,7 +279,9 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
         if prog:
             kind, launcher, a = prog
             env, image, hosts, hn = _prefix_facts(words[:i])
-            return [Launch(kind, launcher, words[a:], words[i].line, env, image, hosts, hn)]
+            unknown: dict[str, tuple[str, ...]] = {}
+            env = {**_passed_env(words[:i], scope, Location(file, words[i].line), unknown), **env}
+            return [Launch(kind, launcher, words[a:], words[i].line, env, image, hosts, hn, unknown)]
         if _base(words[i].text) in _SHELLS:
             j = i + 1
             while j < len(words) and words[j].text.startswith("-") and "c" not in words[j].text[1:]:
@@ -235,10 +305,12 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
                     k += 1  # bash -lc -- SCRIPT, bash -c -e SCRIPT: options end before the script
                 script = words[k]
                 env, image, hosts, hn = _prefix_facts(words[:i])
-                # the inner shell sees the wrapper's environment
+                # the inner shell sees the wrapper's environment; it exports what it was
+                # passed (the outer shell's exports that reach it, and the prefixes)
                 inner_scope = scope.child(
                     {k: VarDef(v, Location(file, script.line), "literal") for k, v in env.items()}
                 )
+                inner_scope.exported = set(_passed_env(words[:i], scope, Location(file, script.line))) | set(env)
                 out: list[Launch] = []
                 for stmt, _ in words_of(script.text, file, script.line, inner_scope):
                     handle_assignments(stmt, inner_scope, file)
@@ -253,22 +325,58 @@ def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) ->
 
 
 def handle_assignments(words: list[Word], scope: Scope, file: str) -> bool:
-    """``VAR=v ...`` alone, ``export VAR=v``, ``declare/local/readonly/typeset VAR=v``:
-    record the variables in ``scope`` and return True. A value that still holds an
-    unresolved reference is kept raw and expanded when used (so cycles are found)."""
+    """The shell statements that set or export variables, recorded in ``scope``; True when
+    ``words`` is one (it starts no program):
+
+    * ``VAR=v ...`` alone, ``export VAR=v``, ``declare/local/readonly/typeset VAR=v``:
+      the variable. A value that still holds an unresolved reference is kept raw and
+      expanded when used (so cycles are found);
+    * exports (POSIX ``export``; bash's ``declare -x``/``typeset -x``/``local -x``; ``set
+      -a``/``set -o allexport``, under which every assignment is exported): the name joins
+      ``scope.exported``, the environment of every process started after it
+      (``Scope.environment``). ``export VAR`` alone exports the variable's current (or
+      later) value; ``export -n VAR`` / ``declare +x VAR`` take it back out;
+    * ``unset [-v] VAR...``: the script's own assignment and its export are gone.
+    A plain ``VAR=v`` of a name not exported stays a shell variable (no process sees it)."""
     if not words:
         return False
     texts = [w.text for w in words]
+    head = texts[0]
+    if head == "set":
+        return _handle_set(texts[1:], scope)
+    if head == "unset":
+        if any(t.startswith("-") and "f" in t for t in texts[1:]):
+            return True  # unset -f NAME: a function, not a variable
+        for t in texts[1:]:
+            if not t.startswith("-"):
+                scope.layers[0].pop(t, None)
+                scope.exported.discard(t)
+        return True
     start = 0
-    if texts[0] in ("export", "declare", "local", "readonly", "typeset"):
+    export: bool | None = None  # True: export the names; False: take them out; None: as they are
+    if head in ("export", "declare", "local", "readonly", "typeset"):
         start = 1
-        while start < len(texts) and texts[start].startswith("-"):
+        export = True if head == "export" else None
+        while start < len(texts) and texts[start][:1] in ("-", "+") and not _ASSIGN.match(texts[start]):
+            opt = texts[start]
+            if head == "export" and opt.startswith("-") and "n" in opt[1:]:
+                export = False
+            elif head != "export" and "x" in opt[1:]:
+                export = opt.startswith("-")
+            if "f" in opt[1:]:
+                return True  # export -f / declare -f: functions, not variables
             start += 1
     elif not all(_ASSIGN.match(t) for t in texts):
         return False
     done = False
     for w in words[start:]:
         if not _ASSIGN.match(w.text):
+            if start and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", w.text):
+                if export is True:
+                    scope.exported.add(w.text)  # export VAR: its value, now or once assigned
+                elif export is False:
+                    scope.exported.discard(w.text)
+                done = True
             continue
         name, _, value = w.text.partition("=")
         loc = Location(w.file or file, w.line)
@@ -279,8 +387,25 @@ def handle_assignments(words: list[Word], scope: Scope, file: str) -> bool:
             scope.layers[0][name] = VarDef(value, loc, "partial", tuple(dict.fromkeys(w.unresolved)))
         else:
             scope.layers[0][name] = VarDef(value, loc, "literal")
+        if export is True or (export is None and scope.allexport):
+            scope.exported.add(name)
+        elif export is False:
+            scope.exported.discard(name)
         done = True
     return done
+
+
+def _handle_set(args: list[str], scope: Scope) -> bool:
+    """``set -a`` / ``set -o allexport`` (and ``+``, turning it off) among ``set``'s options
+    (``set -euxa``): ``scope.allexport``. Any ``set`` statement starts no program."""
+    for k, t in enumerate(args):
+        if t == "--":
+            break
+        if t in ("-o", "+o") and k + 1 < len(args) and args[k + 1] == "allexport":
+            scope.allexport = t == "-o"
+        elif re.fullmatch(r"[-+][a-zA-Z]+", t) and "a" in t[1:]:
+            scope.allexport = t.startswith("-")
+    return True
 
 
 def instance_from_launch(
@@ -358,7 +483,10 @@ def instance_from_launch(
                     "server's role (prefill or decode) is unknown; pass --env or set it",
                     Location(file, value_word.line),
                     f"set {names} in the file, or pass it with --env FILE",
+                    hides_role=True,
                 )
+        if config_problem is not None:
+            config_problem.hides_role = True  # --disaggregation-mode may be in the file not read
         return None, config_problem
     arg_locations: dict[str, Location] = {}
     for w in args:
@@ -392,6 +520,7 @@ def instance_from_launch(
     if loose:
         args = [w for k, w in enumerate(args) if k not in loose]
         argv = [w.text for w in args]
+    unresolved += env_unresolved(launch.env_unresolved, launch.env, loc)
     argv, unresolved, symbolic = settle_addresses(args, argv, unresolved)
     port: int | None = None
     if any(u.flag and _dest(u.flag) == "port" for u in symbolic):
@@ -422,8 +551,29 @@ def instance_from_launch(
         host_network=host_network if host_network is not None else launch.host_network,
         kind=kind,
         node_locations=[loc],
+        args_hidden=config_problem,
     )
-    return inst, config_problem
+    # the server is kept: the pipeline reports the file it could not take as this
+    # instance's (its args beyond the line's are unknown, kvcheck.cluster.instances)
+    return inst, None
+
+
+def env_unresolved(refs: dict[str, tuple[str, ...]], env: dict[str, str], at: Location) -> list[Unresolved]:
+    """An ``Unresolved`` per KV-relevant environment variable of a server whose value is
+    not known (``kvcheck.sides.kv_relevant_env``: the NIXL backend, UCX transports...):
+    ``refs`` maps each such name to the references its value holds that are set nowhere
+    (a ``VAR=$UNSET`` prefix, ``export VAR=$UNSET``). Others never reach a decision."""
+    from kvcheck.sides import kv_relevant_env
+
+    out = []
+    for name, missing in refs.items():
+        if kv_relevant_env(name):
+            # a name set with no value in the file at all: a Kubernetes ``valueFrom``
+            # Secret/ConfigMap, a Compose ``environment: [NAME]`` taken from the caller
+            shown = f"{name}={env[name]}" if name in env else f"{name} (its value is not in the file)"
+            for v in missing or (name,):
+                out.append(Unresolved(v, None, at, shown, env_var=name))
+    return out
 
 
 def take_launch(

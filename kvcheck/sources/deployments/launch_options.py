@@ -278,17 +278,19 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
         return args, Problem("config-not-read", f"{loc}: --config {raw}: not a YAML mapping of flags", loc, "")
     table = _table()
     words: list[Word] = []
-    try:
-        for key, value in data.items():
-            line = data.line_of(key) if isinstance(data, LMap) else 1
+    for key, value in data.items():
+        line = data.line_of(key) if isinstance(data, LMap) else 1
+        try:
             words.extend(
                 Word(t, line, [], True, False, str(found)) for t in table.config_to_argv({key: value}, str(found))
             )
-    except InputError:
-        pass
+        except InputError:
+            continue  # the key SGLang refuses (reported below); the others still say what they say
     problem = inner_config_problem(table, data, str(found))  # names the key, never the value
     if problem is not None:
-        return args, Problem(
+        # the keys it takes (the role among them) are merged; the server is the file's
+        # ``config-refused`` (its args are not all known, ``Instance.args_hidden``)
+        return words + args[:k] + args[k + 2 :], Problem(
             "config-refused", f"{loc}: --config {raw}: {problem}", loc, "fix the --config file as SGLang's message says"
         )
     return words + args[:k] + args[k + 2 :], None

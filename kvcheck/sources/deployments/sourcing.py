@@ -154,7 +154,11 @@ def helper_variables(
     finally:
         PRELUDE.reset(t1)
         SCRIPT_PATH.reset(t2)
-    return {**prelude, **scope.layers[0]}, problems
+    import dataclasses
+
+    # what the helper exports stays exported in the scripts read after it (as if sourced)
+    left = {**prelude, **scope.layers[0]}
+    return {n: dataclasses.replace(d, exported=n in scope.exported) for n, d in left.items()}, problems
 
 
 class NoServers(InputError):

@@ -29,7 +29,9 @@ Mirrors NVIDIA/srt-slurm (``src/srtctl``, commit c88ef731 and its neighbours):
 
 Node names are ``node0``, ``node1``... (the real ones come from Slurm at run time). The
 container (``model.container``: an image or a cluster alias such as ``0.5.6.post2``)
-goes to ``Instance.image``; the model alias (``model.path``) to ``Instance.model``.
+goes to ``Instance.image``; the model alias (``model.path``) to ``Instance.model``. A
+worker's environment: its mode's (``backend.<mode>_environment``, ``roles.<mode>.env``),
+then the recipe's top-level ``environment`` over it.
 """
 
 from __future__ import annotations
@@ -415,10 +417,16 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
             served = served or c.get("served-model-name") or c.get("served_model_name")
     if not served:
         served = Path(mpath[3:] if is_hf else mpath).name or "model"
+    # the recipe's top-level ``environment`` joins every worker's, after the mode's own
+    # (``worker_stage.py`` ``_start_worker``: ``get_environment_for_mode(mode)``, then
+    # ``runtime.environment``, which is ``config.environment``; c88ef731)
+    all_env = cfg.get("environment") if isinstance(cfg.get("environment"), dict) else {}
     use_sglang = str(frontend.get("type", "dynamo")) in ("sglang", "sidecar")
     launcher = "sglang.launch_server" if use_sglang else DYNAMO_MODULE
     gpu_raw = res.get("gpu_type") or backend.get("gpu_type")
-    gpu_type = normalize_gpu_name(str(gpu_raw)) if gpu_raw else None
+    # a gpu_type kvcheck cannot place stays as written: the pipeline's unknown-gpu, never
+    # no GPU at all (which would be decided on Hopper and Blackwell)
+    gpu_type = (normalize_gpu_name(str(gpu_raw)) or str(gpu_raw)) if gpu_raw else None
     model_line = model.line_of("path") if isinstance(model, LMap) else res_line
     image = model.get("container")
     dep = Deployment(
@@ -490,7 +498,7 @@ def _render(path: Path, cfg: Any, variant: str | None) -> Deployment:
             name=f"{dep.name}/{mode}_{index}",
             kind="srt-slurm",
             location=Location(file, line0),
-            env={str(k): str(v) for k, v in (menv or {}).items()},
+            env={str(k): str(v) for k, v in {**(menv or {}), **all_env}.items()},
             image=str(cont) if cont is not None else None,
             replicas=1,
             nodes=len(nodes),

@@ -66,6 +66,9 @@ class VarDef:
     # ``X="$X --more"``: in order, never recursively), whose text still holds these
     # references that were unset at that point; they stay unresolved wherever it is used
     missing: tuple = ()
+    # set by ``export``/``declare -x``/``set -a`` (a helper script's variables carry it
+    # into the scripts read after it, kvcheck.sources.deployments.sourcing)
+    exported: bool = False
 
 
 @dataclass
@@ -81,6 +84,10 @@ class Scope:
     # the script's path as kvcheck was given it: ``$0`` / ``${BASH_SOURCE[0]}``, so that
     # ``source "$(dirname "$0")/common.sh"`` names a file (kvcheck.sources.deployments.sourcing)
     script: str | None = None
+    # names the shell exports (``export VAR``, ``declare -x``, ``set -a`` then ``VAR=v``):
+    # the environment of every process it starts after that (``environment``)
+    exported: set[str] = field(default_factory=set)
+    allexport: bool = False  # ``set -a``: every later assignment is exported
 
     @classmethod
     def build(
@@ -101,17 +108,44 @@ class Scope:
             # variables of the helper scripts given with -f (a 00_common.sh): as if each
             # script sourced them first, so its own assignments win, --env comes after
             layers.insert(2, dict(prelude))
-        return cls(layers=layers, use_os_environ=use_os_environ, script=SCRIPT_PATH.get())
+        exported = {n for n, d in (prelude or {}).items() if d.exported}
+        return cls(layers=layers, use_os_environ=use_os_environ, script=SCRIPT_PATH.get(), exported=exported)
 
     def child(self, container: dict[str, VarDef]) -> Scope:
         """A scope for a new process: its own (empty) script layer on top of ``container``
-        variables, then this scope's layers."""
+        variables, then this scope's layers. The process's environment is what this shell
+        exports plus ``container`` (a ``bash -c`` started with ``VAR=v`` prefixes); a new
+        shell exports all of it in turn."""
         return Scope(
             layers=[{}, container, *self.layers],
             use_os_environ=self.use_os_environ,
             arrays=self.arrays,
             script=self.script,
+            exported=set(self.exported) | set(container),
         )
+
+    def environment(self, where: Location, unresolved: dict[str, tuple[str, ...]] | None = None) -> dict[str, str]:
+        """The environment a process started here gets from the shell (POSIX ``export``:
+        the exported variables, with their values at this point; a plain ``VAR=v`` is a
+        shell variable only). A value with a reference left unresolved keeps it as
+        written (as a ``VAR=v`` prefix word does). Names exported but never set are not in
+        it (bash: ``export VAR`` alone marks it; it is passed once it has a value).
+        ``unresolved``: when given, each name whose value holds references set nowhere ->
+        those references."""
+        out: dict[str, str] = {}
+        for name in sorted(self.exported):
+            missing: list[str] = []
+            v = self.lookup(name, where, missing)
+            if v is None:
+                d = next((layer[name] for layer in self.layers if name in layer), None)
+                if d is not None:
+                    v = d.value
+                    missing.extend(d.missing or re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", d.value) or [name])
+            if v is not None:
+                out[name] = v
+                if missing and unresolved is not None:
+                    unresolved[name] = tuple(dict.fromkeys(missing))
+        return out
 
     def assign(self, name: str, value: str, location: Location | None) -> None:
         self.layers[0][name] = VarDef(value, location, "literal")
@@ -395,7 +429,8 @@ def container_env(
 
     ``value`` entries may reference earlier ones with ``$(VAR)``; ``valueFrom``
     (secrets, config maps, field refs) cannot be read from the manifest: the name stays
-    unresolved unless ``--env`` or kvcheck's environment sets it."""
+    unresolved (in ``unknown``) unless ``--env`` or kvcheck's environment sets it, whose
+    value is then the server's too."""
     defs: dict[str, VarDef] = {}
     values: dict[str, str] = {}
     unknown: list[str] = []
@@ -416,7 +451,11 @@ def container_env(
                 # kept as a symbol so "--host $(POD_IP)" is not an unresolved variable
                 defs[name] = VarDef(f"$({name})", loc, "literal")
             else:
-                unknown.append(name)
+                given = scope.lookup(name, loc)  # --env FILE names its value
+                if given is not None:
+                    values[name] = given
+                else:
+                    unknown.append(name)
     local = scope.child(defs)
     for name, d in defs.items():
         miss: list[str] = []
