@@ -44,7 +44,8 @@ _WHAT = {
     "attention-backend-gpu": "an attention backend this GPU (or this use of it) does not support",
     "attention-kv-dtype": "a --kv-cache-dtype spelling the attention backend refuses (trtllm_mla takes fp8_e4m3, "
     "bf16 or auto; not bfloat16)",
-    "kv-dtype-gpu-refused": "a KV cache dtype this GPU or PD cannot use (mxfp8 needs Blackwell; nvfp4 needs SM100/SM120 and "
+    "kv-dtype-gpu-refused": "a KV cache dtype this GPU or PD cannot use (mxfp8 needs Blackwell; nvfp4 needs "
+    "SM100/SM120 and "
     "is refused in PD on SM100; FP4 KV refuses --enable-unified-memory)",
     "kv4-backend": "FP4 KV (nvfp4 off SM100, fp4_mx_block16) with an attention backend outside "
     "handle_kv4_compatibility's lists (MHA: triton/torch_native/flex_attention/trtllm_mha; MLA: "
