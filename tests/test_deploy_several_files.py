@@ -222,6 +222,29 @@ def test_nodes_sharing_a_rendezvous_with_different_nnodes_are_one_instance(tmp_p
     assert "two-node.sh:1): 1" in msg and "two-node.sh:2): 2" in msg
 
 
+def test_nodes_of_one_instance_with_different_rendezvous_addresses_are_one_instance(tmp_path):
+    # the prefill's node 1 names another --dist-init-addr than its node 0: each node joins
+    # torch.distributed at its own address (0.5.23 _resolve_dist_init_method), so the two
+    # never form the group; once read as two instances of one node each, nothing was said
+    def node(role, addr, rank, port):
+        return (f"{LAUNCH} --model-path {_model()} --tp-size 16 --host 10.0.0.{rank + 1} --dist-init-addr {addr}:5000 "
+                f"--nnodes 2 --node-rank {rank} --disaggregation-mode {role} --page-size 16 --port {port}\n")
+
+    script = _write(tmp_path, "split.sh", node("prefill", "10.0.0.1", 0, 30000) + node("prefill", "10.0.0.2", 1, 30000)
+                    + node("decode", "10.0.0.3", 0, 30001) + node("decode", "10.0.0.3", 1, 30001))
+    r = _run([script])
+    assert r.exit_code == 1
+    insts = r.deployments[0].instances
+    assert [(i.instance.role, i.instance.nodes, len(i.instance.node_argvs)) for i in insts] == [("prefill", 2, 2), ("decode", 2, 2)]
+    (msg,) = [x.finding.message for _, x in r.all_findings() if x.finding.id == "multinode-args"]
+    assert "disagree on --dist-init-addr" in msg and "split.sh:1): 10.0.0.1:5000" in msg and "split.sh:2): 10.0.0.2:5000" in msg
+    # two instances whose node 0 lines name their own addresses stay two (their ranks overlap)
+    two = _write(tmp_path, "two.sh", node("prefill", "10.0.0.1", 0, 30000) + node("prefill", "10.0.0.2", 0, 30000)
+                 + node("decode", "10.0.0.3", 0, 30001) + node("decode", "10.0.0.3", 1, 30001))
+    r = _run([two])
+    assert [i.instance.role for i in r.deployments[0].instances] == ["prefill", "prefill", "decode"]
+
+
 # -- J: the written syntax of an unresolved value ---------------------------------------
 
 

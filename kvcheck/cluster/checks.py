@@ -478,6 +478,13 @@ def multinode_args(dep: Deployment, instances: list[InstanceResult]) -> list[Loc
                     for i, v in enumerate(vals)
                 )
                 why = ""
+                if dest == "dist_init_addr":
+                    # SGLang 0.5.23 _resolve_dist_init_method (srt/distributed/bootstrap.py):
+                    # each node joins torch.distributed at tcp://<its own --dist-init-addr>
+                    why = (
+                        "; each node joins the torch.distributed rendezvous at its own --dist-init-addr (SGLang's "
+                        "_resolve_dist_init_method), so the nodes never form one group and the launch hangs at init"
+                    )
                 if dest == "nnodes":
                     # SGLang 0.5.23 _calculate_rank_ranges (srt/entrypoints/engine.py): each
                     # node starts ranks from its own --nnodes, so the nodes claim overlapping

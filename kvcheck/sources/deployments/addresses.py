@@ -92,7 +92,9 @@ def rank_is_symbolic(inst: Instance) -> bool:
 def merge_multinode(instances: list[Instance]) -> list[Instance]:
     """Launch lines that are the node ranks of one multi-node instance (same role,
     ``--dist-init-addr`` and ``--nnodes`` > 1, different ``--node-rank``) -> one
-    ``Instance`` with ``nodes`` = ``--nnodes`` and one argv per node, rank order."""
+    ``Instance`` with ``nodes`` = ``--nnodes`` and one argv per node, rank order. Lines
+    of one instance split by a ``--dist-init-addr`` that differs between its nodes are
+    joined too (``_one_instance_apart``), so that the disagreement is checked."""
     groups: dict[tuple, list[tuple[int, Instance]]] = {}
     out: list[Instance] = []
     # the rendezvous addresses some line of several nodes names: a line with the same
@@ -116,6 +118,8 @@ def merge_multinode(instances: list[Instance]) -> list[Instance]:
                 out.append(inst)
             continue
         out.append(inst)
+    for lost in _one_instance_apart(groups):
+        out = [i for i in out if i is not lost]
     for members in groups.values():
         members.sort(key=lambda m: m[0])
         head = members[0][1]
@@ -132,3 +136,56 @@ def merge_multinode(instances: list[Instance]) -> list[Instance]:
                 if h not in head.hosts:
                     head.hosts.append(h)
     return out
+
+
+# Flags a node's line may set for itself: which node it is, where it finds node 0, where it listens.
+_PER_NODE = frozenset({"node_rank", "dist_init_addr", "host"})
+
+
+def _without(argv: list[str], dests: frozenset[str]) -> tuple[str, ...]:
+    """``argv`` without the options of ``dests`` (and their values)."""
+    out: list[str] = []
+    k = 0
+    while k < len(argv):
+        tok = argv[k]
+        if tok.startswith("--") and _dest(tok.split("=", 1)[0]) in dests:
+            k += 1 if "=" in tok else 2
+            continue
+        out.append(tok)
+        k += 1
+    return tuple(out)
+
+
+def _one_instance_apart(groups: dict[tuple, list[tuple[int, Instance]]]) -> list[Instance]:
+    """Merge, in place, the groups of node lines that are one instance's nodes split by a
+    ``--dist-init-addr`` that differs between them: same role and launcher, the same
+    ``--nnodes`` N > 1, every other flag equal, fewer than N lines each and node ranks
+    that do not overlap. (Two instances would each have all their N ranks; lines that
+    share a rank are two instances.) SGLang's nodes find node rank 0 at their own
+    ``--dist-init-addr`` (``ServerArgs.dist_init_addr``, the torch.distributed rendezvous
+    every node joins, 0.5.x): nodes that name two addresses never form the group, which
+    the ``multinode-args`` check then says. Returns the head instances merged away (the
+    caller drops them from its output)."""
+    buckets: dict[tuple, list[tuple]] = {}
+    for key, members in groups.items():
+        head = members[0][1]
+        nn = option_value(head.argv, "nnodes") or ""
+        if not nn.isdigit() or len(members) >= int(nn):
+            continue
+        shape = (head.role, head.launcher, nn, _without(head.argv, _PER_NODE))
+        if all(_without(m.argv, _PER_NODE) == shape[3] for _, m in members):
+            buckets.setdefault(shape, []).append(key)
+    lost: list[Instance] = []
+    for shape, keys in buckets.items():
+        if len(keys) < 2:
+            continue
+        first = keys[0]
+        ranks = {r for r, _ in groups[first]}
+        for key in keys[1:]:
+            mine = {r for r, _ in groups[key]}
+            if ranks & mine or len(groups[first]) + len(groups[key]) > int(shape[2]):
+                continue
+            ranks |= mine
+            lost.append(groups[key][0][1])
+            groups[first].extend(groups.pop(key))
+    return lost
