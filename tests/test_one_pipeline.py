@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from helpers import REPO, model_dir
 
 from kvcheck.cli import app
+from kvcheck.errors import KvcheckError
 
 LAUNCH = "python -m sglang.launch_server"
 
@@ -231,3 +232,50 @@ def test_a_servers_own_version_wins_over_sglang_version_and_the_disagreement_is_
     assert len(warned) == 2 and all("0.5.22" in f["message"] and "0.5.23" in f["message"] for f in warned)
     rc, report = _snapshot_pair("--gpu", "h100", "--sglang-version", "0.5.23")
     assert rc == 0 and "release-clues-disagree" not in _ids(report)
+
+
+def test_a_launch_line_files_variables_and_config_read_as_on_the_f_path(tmp_path):
+    # A pair's launch-line file is a -f script of one line: `$PS` takes --env's value, and
+    # unset it is unresolved-variable (it was parsed as the literal '$PS': a false
+    # start-up refusal); a --config inside the image is config-not-read, read through
+    # --config-file when given (it was bad input, exit 2).
+    model = model_dir("llama-3.1-8b")
+    p_line = f"{LAUNCH} --model-path {model} --disaggregation-mode prefill --disaggregation-transfer-backend nixl --page-size $PS"
+    d_line = (f"{LAUNCH} --model-path {model} --disaggregation-mode decode --disaggregation-transfer-backend nixl "
+              "--port 30001 --config /etc/sglang/decode.yaml")
+    (tmp_path / "prefill.sh").write_text(p_line + "\n")
+    (tmp_path / "decode.sh").write_text(d_line + "\n")
+    (tmp_path / "deploy.sh").write_text(p_line + "\n" + d_line + "\n")
+    (tmp_path / "v.env").write_text("PS=16\n")
+    (tmp_path / "decode.yaml").write_text("page-size: 16\n")
+    pair_args = ["--prefill", str(tmp_path / "prefill.sh"), "--decode", str(tmp_path / "decode.sh")]
+    f_args = ["-f", str(tmp_path / "deploy.sh")]
+    common = ["--sglang-version", "0.5.23", "--gpu", "h100"]
+    copy = ["--config-file", f"/etc/sglang/decode.yaml={tmp_path / 'decode.yaml'}"]
+    for extra, rc, must in (
+        ([], 4, {"unresolved-variable", "config-not-read"}),
+        (["--env", str(tmp_path / "v.env")], 4, {"config-not-read"}),
+        (["--env", str(tmp_path / "v.env"), *copy], 0, set()),
+    ):
+        rc_p, pair = _run(*pair_args, *common, *extra)
+        rc_f, dep = _run(*f_args, *common, *extra)
+        assert (rc_p, pair["verdict"]) == (rc_f, dep["verdict"]) and rc_p == rc, (extra, _ids(pair), _ids(dep))
+        assert must <= set(_ids(pair)) and must <= set(_ids(dep)) and "startup-argparse" not in _ids(pair)
+
+
+def test_a_snapshots_hub_id_model_is_found_as_a_files_is():
+    # the snapshot's model_path is a hub id: the catalog holds it, as for a file or -f
+    # input (it needed --model-config on this path only)
+    rc, report = _run("--prefill", str(SNAPSHOTS / "prefill.json"), "--decode", str(SNAPSHOTS / "decode.json"),
+                      "--gpu", "h100")
+    assert rc == 0 and report["plan"]["n_src"] == report["plan"]["n_dst"] == 64  # Llama-3.1-8B: 2 x 32 layers
+
+
+@pytest.mark.parametrize("option", [["--probe"], ["--decode-agent", "127.0.0.1:1"], ["--bootstrap", "http://x:1"]])
+def test_a_live_only_option_with_f_is_bad_usage_not_silently_dropped(tmp_path, option):
+    (tmp_path / "deploy.sh").write_text(_line("llama-3.1-8b", "prefill", NIXL) + "\n"
+                                        + _line("llama-3.1-8b", "decode", NIXL + " --port 30001") + "\n")
+    res = CliRunner().invoke(app, ["preflight", "-f", str(tmp_path / "deploy.sh"), *option])
+    # kvcheck's own usage error (kvcheck.cli.main makes it exit 2), raised before reading
+    assert isinstance(res.exception, KvcheckError) and res.exception.exit_code == 2
+    assert option[0] in str(res.exception)

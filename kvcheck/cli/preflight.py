@@ -120,6 +120,19 @@ def run(
             raise KvcheckError(
                 "give -f FILE (a whole deployment) or --prefill/--decode (one pair), not both", field="-f"
             )
+        # options that act on live servers only: -f reads none, so they would do nothing
+        for given, option in (
+            (prefill_agent, "--prefill-agent"),
+            (decode_agent, "--decode-agent"),
+            (probe, "--probe"),
+            (bootstrap, "--bootstrap"),
+        ):
+            if given:
+                raise KvcheckError(
+                    f"{option} acts on a live pair (--prefill/--decode); -f reads deployment files, not live "
+                    "servers, so it would do nothing",
+                    field=option,
+                )
         _preflight_deployments(
             files,
             common,
@@ -135,6 +148,10 @@ def run(
         raise KvcheckError(
             "give -f FILE (a deployment manifest, recipe or launch script), or both --prefill and --decode",
             field="--prefill/--decode" if (prefill or decode) else "-f",
+        )
+    if values:
+        raise KvcheckError(
+            "--values is for a Helm chart directory given to -f; a pair's inputs are no chart", field="--values"
         )
     from kvcheck.cluster import ClusterOptions
     from kvcheck.cluster.pair_input import run_pair
@@ -159,6 +176,7 @@ def run(
             draft_model_config=draft_model_config,
             gpu=per_role[2] or gpu,
             sglang_version=per_role[3] or sglang_version,
+            models_dir=models_dir,
             **extra,
             **live,
         )
@@ -168,13 +186,21 @@ def run(
         prefill_env=read_env_file(prefill_env) if prefill_env is not None and not is_live_spec(prefill) else None,
         decode_env=read_env_file(decode_env) if decode_env is not None and not is_live_spec(decode) else None,
     )
-    report, p, d = run_pair(
-        prefill,
-        decode,
-        opts,
-        load_live=load_live,
-        read_pair=lambda rp, rd: _read_pair(rp, rd, both_live=is_live_spec(prefill) and is_live_spec(decode)),
-    )
+    # a launch-line file's $VARs and --config read as a -f script's (one pipeline)
+    from kvcheck.sources.deployments.launch_options import CONFIG_FILES
+
+    token = CONFIG_FILES.set(_config_files(config_file))
+    try:
+        report, p, d = run_pair(
+            prefill,
+            decode,
+            opts,
+            load_live=load_live,
+            read_pair=lambda rp, rd: _read_pair(rp, rd, both_live=is_live_spec(prefill) and is_live_spec(decode)),
+            variables=(read_env_file(env_file) if env_file is not None else None, inherit_env),
+        )
+    finally:
+        CONFIG_FILES.reset(token)
     if p is None or d is None:
         prefill_agent = decode_agent = None
         probe = False
@@ -298,19 +324,10 @@ def _preflight_deployments(
     from kvcheck.sources.files import read_env_file
 
     env = read_env_file(env_file) if env_file is not None else None
-    config_files: dict[str, str] = {}
-    for item in config_file or []:
-        image_path, eq, local = item.partition("=")
-        if not eq or not image_path or not local:
-            raise KvcheckError(
-                f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)",
-                field="--config-file",
-            )
-        config_files[image_path] = local
     deployments = read_deployments(
         list(files),
         env=env,
-        config_files=config_files,
+        config_files=_config_files(config_file),
         helm_values=[str(v) for v in values or ()],
         inherit_env=inherit_env,
     )
@@ -325,6 +342,21 @@ def _preflight_deployments(
     if common["allow_unchecked"] and report.verdict == "unchecked":
         _say("kvcheck: verdict unchecked, accepted with --allow-unchecked (exit 0)")
     raise SystemExit(report.exit_code)
+
+
+def _config_files(config_file: list[str] | None) -> dict[str, str]:
+    """``--config-file IMAGE_PATH=LOCAL_PATH`` options -> ``{IMAGE_PATH: LOCAL_PATH}``
+    (the same on ``-f`` and on a pair's launch-line files)."""
+    out: dict[str, str] = {}
+    for item in config_file or []:
+        image_path, eq, local = item.partition("=")
+        if not eq or not image_path or not local:
+            raise KvcheckError(
+                f"{item!r}: expected IMAGE_PATH=LOCAL_PATH (the path the launch line's --config names, = a local copy)",
+                field="--config-file",
+            )
+        out[image_path] = local
+    return out
 
 
 def _render_deployments(report, format: str) -> None:

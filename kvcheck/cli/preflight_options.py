@@ -74,7 +74,8 @@ OPTIONS: tuple[Opt, ...] = (
         ("--env",),
         "path",
         None,
-        "VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files.",
+        "VAR=value file: values for the $VAR / ${VAR} / $(VAR) variables of the -f files (and of a "
+        "launch-line file given to --prefill/--decode).",
         metavar="FILE",
     ),
     Opt(
@@ -82,7 +83,8 @@ OPTIONS: tuple[Opt, ...] = (
         ("--inherit-env",),
         "bool",
         False,
-        "Fill a -f script's $VAR that the file, its container and --env leave unset from kvcheck's own "
+        "Fill a -f script's (or a pair's launch-line file's) $VAR that the file, its container and --env "
+        "leave unset from kvcheck's own "
         "environment, as the shell that runs it would. Off by default: a verdict never rests on what the "
         "machine running kvcheck happens to export (an unset variable is reported as "
         "unresolved-variable).",
@@ -100,7 +102,8 @@ OPTIONS: tuple[Opt, ...] = (
         ("--config-file",),
         "strs",
         [],
-        "A local copy of a config file that a -f launch line names inside the image (--config "
+        "A local copy of a config file that a launch line (-f, or a pair's launch-line file) names inside "
+        "the image (--config "
         "/etc/sglang/decode.yaml): read LOCAL_PATH for IMAGE_PATH (repeatable). Without it such a server "
         "is unchecked.",
         metavar="IMAGE_PATH=LOCAL_PATH",

@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from kvcheck.sides import Role
 
 
-def side_instance(spec: str, role: Role, load_live: Any) -> Instance:
-    """One side of a pair as an ``Instance`` (see the module docstring)."""
+def side_instance(spec: str, role: Role, load_live: Any, variables: Any = None) -> Instance:
+    """One side of a pair as an ``Instance`` (see the module docstring). ``variables``:
+    ``(--env values or None, --inherit-env)`` for the ``$VAR`` references of a launch-line
+    file, read as the ``-f`` script reader reads them."""
     from kvcheck.sources import is_live_spec
 
     if is_live_spec(spec):
@@ -55,7 +57,7 @@ def side_instance(spec: str, role: Role, load_live: Any) -> Instance:
         if isinstance(data, dict) and "server_info" in data:
             return _prebuilt(spec, role, load_live(spec, role))
         return _json_instance(path, spec, role, data, text)
-    return _command_line_instance(path, spec, role)
+    return _command_line_instance(path, spec, role, variables)
 
 
 def _prebuilt(spec: str, role: Role, side: Any) -> Instance:
@@ -203,10 +205,17 @@ def _json_instance(path: Path, spec: str, role: Role, data: Any, text: str) -> I
     return inst
 
 
-def _command_line_instance(path: Path, spec: str, role: Role) -> Instance:
+def _command_line_instance(path: Path, spec: str, role: Role, variables: Any = None) -> Instance:
     """A launch-line file, read as ``kvcheck.sources.files.read_command_line`` reads it
     (a ``--config`` inside it through the same root-confined inner-file reader), with the
-    per-release parse left to the release stage."""
+    per-release parse left to the release stage.
+
+    As a ``-f`` script's line (one pipeline, issue 15): ``$VAR`` references take their
+    values from ``--env`` (and kvcheck's environment with ``--inherit-env``), one set
+    nowhere is an ``unresolved-variable`` (never the literal text parsed as a value); a
+    ``--config`` file read through ``--config-file`` when it maps it, and one kvcheck
+    cannot read (inside the image, outside the read root) is that server's
+    ``config-not-read`` (``Instance.args_hidden``: its other args are unknown)."""
     from kvcheck.errors import ArgparseRefusal
     from kvcheck.sglang.flags import FlagTable, config_path
     from kvcheck.sources.files import (
@@ -218,7 +227,6 @@ def _command_line_instance(path: Path, spec: str, role: Role) -> Instance:
         _take_gpu_key,
         _take_version_key,
         check_inner_config,
-        inner_path,
         mask_inner_values,
         read_text,
         split_command_line,
@@ -228,16 +236,20 @@ def _command_line_instance(path: Path, spec: str, role: Role) -> Instance:
     text = read_text(path)
     argv, env = split_command_line(text, spec)
     register_secrets(secrets_from_argv(argv) | collect_secrets(dict(env)))  # before any error can quote one
+    line = _line_of(text, argv[0]) if argv else None
+    argv, env, unresolved = _expand_variables(argv, env, variables, Location(spec, line))
     cfg = config_path(argv, spec)
     config = None
     cfg_path = None
+    hidden = None
     kw: dict[str, Any] = {}
     clues = []
     if cfg:
         # --config FILE inside a command: SGLang puts the file's flags before the
         # command line's, so the command line wins (ConfigArgumentMerger).
-        cfg_path = inner_path(cfg, path.parent)
-        config = _load_inner_yaml(cfg_path, path.parent, source=spec)
+        cfg_path, base, hidden = _config_file(cfg, path, spec, Location(spec, _line_of(text, "--config") or line))
+    if cfg_path is not None and hidden is None:
+        config = _load_inner_yaml(cfg_path, base, source=spec)
         env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
         _take_gpu_key(config, env, str(cfg_path))
         _take_version_key(config, env, str(cfg_path))
@@ -251,13 +263,15 @@ def _command_line_instance(path: Path, spec: str, role: Role) -> Instance:
     inst = Instance(
         role=role,
         name=role,
-        location=Location(spec, _line_of(text, argv[0]) if argv else None),
+        location=Location(spec, line),
         argv=list(argv),
         node_argvs=[list(argv)],
         env=env,
         arg_locations=_locations(text, path, options),
         release_clues=clues,
         kind="command line",
+        unresolved=unresolved,
+        args_hidden=hidden,
         **kw,
     )
 
@@ -278,14 +292,94 @@ def _command_line_instance(path: Path, spec: str, role: Role) -> Instance:
     return inst
 
 
-def run_pair(prefill: str, decode: str, opts: Any, *, load_live: Any, read_pair: Any = None) -> tuple[Any, Any, Any]:
+def _expand_variables(
+    argv: list[str], env: dict[str, str], variables: Any, where: Location
+) -> tuple[list[str], dict[str, str], list[Any]]:
+    """``$VAR`` references of a launch-line file's words and ``VAR=v`` prefixes, expanded
+    as the ``-f`` script reader expands them (``kvcheck.sources.deployments.variables``:
+    ``--env`` values, then kvcheck's environment with ``--inherit-env``) -> (argv, env,
+    ``Unresolved``s). A word whose reference is set nowhere stays as written; the flag it
+    is the value of is named (the pipeline's ``unresolved-variable``)."""
+    from kvcheck.sources.deployments.instance import Unresolved
+    from kvcheck.sources.deployments.launch import env_unresolved
+    from kvcheck.sources.deployments.launch_options import _is_option, _takes_value
+    from kvcheck.sources.deployments.variables import Scope, expand
+
+    if not any("$" in t for t in argv) and not any("$" in v for v in env.values()):
+        return argv, env, []
+    values, inherit = variables if variables is not None else (None, False)
+    scope = Scope.build(env=dict(values or {}), use_os_environ=bool(inherit))
+    out: list[str] = []
+    unresolved: list[Any] = []
+    for k, tok in enumerate(argv):
+        missing: list[str] = []
+        new = expand(tok, scope, where, missing, syntax="shell") if "$" in tok else tok
+        if missing:
+            if tok.startswith("--") and "=" in tok:
+                flag: str | None = tok.split("=", 1)[0]
+            elif k and _is_option(argv[k - 1]) and "=" not in argv[k - 1] and _takes_value(argv[k - 1]):
+                flag = argv[k - 1]
+            else:
+                flag = None
+            unresolved += [Unresolved(v, flag, where, tok) for v in dict.fromkeys(missing)]
+            new = tok
+        out.append(new)
+    refs: dict[str, tuple[str, ...]] = {}
+    for name, value in list(env.items()):
+        missing = []
+        env[name] = expand(value, scope, where, missing, syntax="shell")
+        if missing:
+            refs[name] = tuple(dict.fromkeys(missing))
+    return out, env, unresolved + env_unresolved(refs, env, where)
+
+
+def _config_file(cfg: str, path: Path, spec: str, at: Location) -> tuple[Path | None, Path, Any]:
+    """Where a launch-line file's ``--config`` is read (``--config-file IMAGE=LOCAL``
+    first, as for ``-f``), the directory it is confined to, and the ``config-not-read``
+    problem when kvcheck cannot read it (None when it can): a file inside the image, or
+    outside the read root, as the ``-f`` reader says it
+    (``kvcheck.sources.deployments.launch_options.merge_config_file``)."""
+    from kvcheck.sources.deployments.instance import Problem
+    from kvcheck.sources.deployments.launch_options import CONFIG_FILES
+    from kvcheck.sources.files import inner_path, within_root
+
+    mapped = CONFIG_FILES.get().get(cfg)
+    if mapped is not None:
+        if not Path(mapped).is_file():
+            raise InputError(f"--config-file {cfg}={mapped}: {mapped} is not a readable file", source=spec)
+        return Path(mapped), Path(mapped).parent, None
+    cfg_path = inner_path(cfg, path.parent)
+    # the root first: whether a file outside it exists is never told
+    if not within_root(cfg_path, path.parent):
+        why = "the file is outside the directory kvcheck may read (or only inside the image)"
+    elif not cfg_path.is_file():
+        why = "the file is inside the image (not here)"
+    else:
+        return cfg_path, path.parent, None
+    return (
+        None,
+        path.parent,
+        Problem(
+            "config-not-read",
+            f"{at}: --config {cfg}: {why}; the server args in it, and so this server, are not checked",
+            at,
+            f"give kvcheck a copy: --config-file {cfg}=LOCAL_PATH (or keep it beside the launch-line file, or pass "
+            "--root DIR holding both)",
+        ),
+    )
+
+
+def run_pair(
+    prefill: str, decode: str, opts: Any, *, load_live: Any, read_pair: Any = None, variables: Any = None
+) -> tuple[Any, Any, Any]:
     """Check the pair ``prefill``/``decode`` through the pipeline: (pair ``Report``,
     prefill ``Side``, decode ``Side``; a side is None where its server refuses its flags).
-    ``read_pair(read_prefill, read_decode)`` reads both sides (default: one after the other)."""
+    ``read_pair(read_prefill, read_decode)`` reads both sides (default: one after the other).
+    ``variables``: ``(--env values, --inherit-env)`` for launch-line files' ``$VAR``s."""
     from kvcheck.cluster.pipeline import check_deployments
 
     def reader(spec: str, role: Role):
-        return lambda: side_instance(spec, role, load_live)
+        return lambda: side_instance(spec, role, load_live, variables)
 
     read_pair = read_pair or (lambda rp, rd: (rp(), rd()))
     pi, di = read_pair(reader(prefill, "prefill"), reader(decode, "decode"))

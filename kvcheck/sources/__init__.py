@@ -302,6 +302,7 @@ def load_side(
     draft_model_config: Path | None = None,
     gpu: str | None = None,
     sglang_version: str | None = None,
+    models_dir: Path | None = None,
     **live_options: Any,
 ) -> Side:
     """Read one side from ``spec`` (a file path or a live server URL).
@@ -328,6 +329,7 @@ def load_side(
             env_file=env_file,
             gpu=gpu,
             sglang_version=sglang_version,
+            models_dir=models_dir,
             **live_options,
         )
     path = Path(spec)
@@ -353,6 +355,7 @@ def load_side(
                 env_file=env_file,
                 gpu=gpu,
                 sglang_version=sglang_version,
+                models_dir=models_dir,
             )
         args, env = read_json_args(path, data, sglang_version)
     else:

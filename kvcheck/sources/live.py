@@ -210,6 +210,7 @@ def load_live_side(
     env_file: Path | None = None,
     gpu: str | None = None,
     sglang_version: str | None = None,
+    models_dir: Path | None = None,
     **live_options: Any,
 ) -> Side:
     """A ``Side`` from a running server at ``spec`` (``http(s)://host:port``).
@@ -240,6 +241,7 @@ def load_live_side(
         env_file=env_file,
         gpu=gpu,
         sglang_version=sglang_version,
+        models_dir=models_dir,
     )
 
 
@@ -253,6 +255,7 @@ def load_snapshot_side(
     env_file: Path | None = None,
     gpu: str | None = None,
     sglang_version: str | None = None,
+    models_dir: Path | None = None,
 ) -> Side:
     """A ``Side`` from a saved ``kvcheck snapshot`` file (already parsed: ``data``), offline.
 
@@ -278,6 +281,7 @@ def load_snapshot_side(
         snapshot_path=str(path),
         gpu=gpu,
         sglang_version=sglang_version,
+        models_dir=models_dir,
     )
 
 
@@ -342,8 +346,13 @@ def side_from_snapshot(
     snapshot_path: str | None = None,
     gpu: str | None = None,
     sglang_version: str | None = None,
+    models_dir: Path | None = None,
 ) -> Side:
     """Build the ``Side`` from a (redacted) snapshot dict; shared by live and offline use.
+
+    The served model's config: ``--model-config``, else its ``model_path`` read where
+    every other input reads it (a local directory, ``--models`` / the Hugging Face cache,
+    kvcheck's catalog by hub id: ``kvcheck.sources.models.resolve_model_config``).
 
     ``gpu``: ``--gpu``/``--prefill-gpu``/``--decode-gpu``, as on every other input path.
     SGLang's ``/server_info`` names no GPU model (0.5.23 ``build_server_info``: the resolved
@@ -368,7 +377,11 @@ def side_from_snapshot(
     args, dropped = server_args_from_info(info, origin, release.table)
     env = read_env_file(env_file) if env_file is not None else {}
     model_info = snap.get("model_info") or {}
-    _require_model(args, model_info, origin, model_config, draft_model_config)
+    model = None
+    if model_config is None:
+        model = _served_model(args, models_dir)
+    if model is None:
+        _require_model(args, model_info, origin, model_config, draft_model_config)
     live: dict[str, Any] = {
         "url": snap.get("url"),
         "snapshot": snapshot_path,
@@ -397,10 +410,32 @@ def side_from_snapshot(
         live=live,
         release=release,
         gpu=gpu,
+        model=model,
     )
     assert side.live is not None  # build_side(live=...) keeps it
     side.live["findings"] = live_findings(side)  # Side copies the dict: set it on the side
     return side
+
+
+def _served_model(args: dict[str, Any], models_dir: Path | None) -> Any:
+    """The served model's ``ModelConfig`` when its ``model_path`` is no local directory but
+    a hub id kvcheck finds (the Hugging Face cache, ``--models``, the catalog), as for a file
+    or ``-f`` input; None otherwise (a local directory is read by ``build_side``)."""
+    mp = args.get("model_path")
+    if not isinstance(mp, str) or not mp:
+        return None
+    try:
+        if Path(os.path.expanduser(mp)).exists():
+            return None
+    except (OSError, ValueError):
+        return None
+    from kvcheck.sglang.model import parse_model_config
+    from kvcheck.sources.models import resolve_model_config
+
+    ms = resolve_model_config(mp, models_dir=models_dir)
+    if ms is None:
+        return None
+    return parse_model_config(ms.raw, source=ms.source, override_args=args.get("json_model_override_args"))
 
 
 def _require_model(
@@ -425,7 +460,8 @@ def _require_model(
     raise InputError(
         f"the server serves model_path {clip(repr(mp))} ({arch}), which is not readable from where kvcheck runs, so "
         "there is no "
-        "model config.json to read: pass --model-config FILE (or --prefill-model-config/--decode-model-config) with "
+        "model config.json to read (not a local directory, not in a Hugging Face cache or --models DIR, not in "
+        "kvcheck's catalog): pass --model-config FILE (or --prefill-model-config/--decode-model-config) with "
         "that "
         "model's config.json, or mount the model at the same path",
         source=origin,
