@@ -30,7 +30,9 @@ EXPECT = {  # reproduction -> (exit status, words the one error line must hold)
     "config-outside-root": (4, []),
     "config-dotdot": (4, []),
     "config-symlink": (4, []),
-    "config-pair-mode": (2, ["--config", "--root"]),
+    # a pair's launch-line file is read as a -f line (one pipeline): its --config outside
+    # the root is that server's config-not-read (unchecked), never read, as with -f
+    "config-pair-mode": (4, []),
     "model-config-symlink": (4, []),
     "dev-zero": (2, ["not a regular file"]),
     "dev-urandom": (2, ["not a regular file"]),
