@@ -247,7 +247,9 @@ def _command_line_instance(path: Path, spec: str, role: Role, variables: Any = N
     if cfg:
         # --config FILE inside a command: SGLang puts the file's flags before the
         # command line's, so the command line wins (ConfigArgumentMerger).
-        cfg_path, base, hidden = _config_file(cfg, path, spec, Location(spec, _line_of(text, "--config") or line))
+        from kvcheck.sources.deployments.launch_options import find_config_file
+
+        cfg_path, base, hidden = find_config_file(cfg, spec, Location(spec, _line_of(text, "--config") or line))
     if cfg_path is not None and hidden is None:
         config = _load_inner_yaml(cfg_path, base, source=spec)
         env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
@@ -331,42 +333,6 @@ def _expand_variables(
         if missing:
             refs[name] = tuple(dict.fromkeys(missing))
     return out, env, unresolved + env_unresolved(refs, env, where)
-
-
-def _config_file(cfg: str, path: Path, spec: str, at: Location) -> tuple[Path | None, Path, Any]:
-    """Where a launch-line file's ``--config`` is read (``--config-file IMAGE=LOCAL``
-    first, as for ``-f``), the directory it is confined to, and the ``config-not-read``
-    problem when kvcheck cannot read it (None when it can): a file inside the image, or
-    outside the read root, as the ``-f`` reader says it
-    (``kvcheck.sources.deployments.launch_options.merge_config_file``)."""
-    from kvcheck.sources.deployments.instance import Problem
-    from kvcheck.sources.deployments.launch_options import CONFIG_FILES
-    from kvcheck.sources.files import inner_path, within_root
-
-    mapped = CONFIG_FILES.get().get(cfg)
-    if mapped is not None:
-        if not Path(mapped).is_file():
-            raise InputError(f"--config-file {cfg}={mapped}: {mapped} is not a readable file", source=spec)
-        return Path(mapped), Path(mapped).parent, None
-    cfg_path = inner_path(cfg, path.parent)
-    # the root first: whether a file outside it exists is never told
-    if not within_root(cfg_path, path.parent):
-        why = "the file is outside the directory kvcheck may read (or only inside the image)"
-    elif not cfg_path.is_file():
-        why = "the file is inside the image (not here)"
-    else:
-        return cfg_path, path.parent, None
-    return (
-        None,
-        path.parent,
-        Problem(
-            "config-not-read",
-            f"{at}: --config {cfg}: {why}; the server args in it, and so this server, are not checked",
-            at,
-            f"give kvcheck a copy: --config-file {cfg}=LOCAL_PATH (or keep it beside the launch-line file, or pass "
-            "--root DIR holding both)",
-        ),
-    )
 
 
 def run_pair(

@@ -17,6 +17,7 @@ import contextvars
 import functools
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Location, Problem
@@ -238,38 +239,13 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
         return args, None
     k = idx[0]
     raw = args[k + 1].text
-    from pathlib import Path
-
     from kvcheck.sources.deployments.yamlnodes import LMap, load_documents
-    from kvcheck.sources.files import inner_config_problem, read_inner_text, within_root
+    from kvcheck.sources.files import inner_config_problem, read_inner_text
 
-    mapped = CONFIG_FILES.get().get(raw)
-    if mapped is not None:
-        cands = [Path(mapped)]
-    else:
-        cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
-    found = next((c for c in cands if c.is_file()), None)
     loc = Location(file, args[k].line)
-    root = found.parent if (found is not None and mapped is not None) else Path(file).parent
-    if found is not None and not within_root(found, root):
-        return args, Problem(
-            "config-not-read",
-            f"{loc}: --config: the file is outside the directory kvcheck may read; the server args in it are not "
-            "checked",
-            loc,
-            "keep the config file beside the deployment file, or pass --root DIR (a directory holding both)",
-        )
-    if found is None:
-        if mapped is not None:
-            raise InputError(f"--config-file {raw}={mapped}: {mapped} is not a readable file", source=file)
-        return args, Problem(
-            "config-not-read",
-            f"{loc}: --config {raw}: the file is inside the image (not here); the server args in it, and so this "
-            "server, are not checked",
-            loc,
-            f"give kvcheck a copy: --config-file {raw}=LOCAL_PATH (or keep it beside the deployment file, same "
-            "relative path)",
-        )
+    found, root, not_read = find_config_file(raw, file, loc)
+    if not_read is not None or found is None:
+        return args, not_read
     docs = load_documents(
         read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found)
     )
@@ -294,6 +270,54 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
             "config-refused", f"{loc}: --config {raw}: {problem}", loc, "fix the --config file as SGLang's message says"
         )
     return words + args[:k] + args[k + 2 :], None
+
+
+def find_config_file(raw: str, file: str, loc: Location) -> tuple[Any, Any, Problem | None]:
+    """Where the ``--config RAW`` of a launch line in ``file`` is read: ``(path, the
+    directory it is confined to, None)``, or ``(None, dir, problem)`` with the
+    ``config-not-read`` problem when kvcheck cannot read it: a path inside the image (not
+    here), or outside the read root. ``--config-file RAW=LOCAL`` (``CONFIG_FILES``) is read
+    first; a mapping to no file is bad input (``InputError``). Shared by the ``-f`` reader
+    and a pair's launch-line file (``kvcheck.cluster.pair_input``)."""
+    from pathlib import Path
+
+    from kvcheck.sources.files import within_root
+
+    mapped = CONFIG_FILES.get().get(raw)
+    if mapped is not None:
+        cands = [Path(mapped)]
+    else:
+        cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
+    found = next((c for c in cands if c.is_file()), None)
+    root = found.parent if (found is not None and mapped is not None) else Path(file).parent
+    if found is not None and not within_root(found, root):
+        return (
+            None,
+            root,
+            Problem(
+                "config-not-read",
+                f"{loc}: --config: the file is outside the directory kvcheck may read; the server args in it are not "
+                "checked",
+                loc,
+                "keep the config file beside the deployment file, or pass --root DIR (a directory holding both)",
+            ),
+        )
+    if found is None:
+        if mapped is not None:
+            raise InputError(f"--config-file {raw}={mapped}: {mapped} is not a readable file", source=file)
+        return (
+            None,
+            root,
+            Problem(
+                "config-not-read",
+                f"{loc}: --config {raw}: the file is inside the image (not here); the server args in it, and so this "
+                "server, are not checked",
+                loc,
+                f"give kvcheck a copy: --config-file {raw}=LOCAL_PATH (or keep it beside the deployment file, same "
+                "relative path)",
+            ),
+        )
+    return found, root, None
 
 
 def _takes_value(tok: str) -> bool:
