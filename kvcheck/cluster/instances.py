@@ -7,9 +7,10 @@ release), its release window (``kvcheck.release.window``), its GPU, its model co
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kvcheck.checks.base import Finding, Severity
 from kvcheck.cluster.model import InstanceResult, Located, finding
@@ -20,6 +21,7 @@ from kvcheck.sources.deployments.instance import Instance
 # Typed args that never change a pair's decision: instances differing only in them share
 # a class. The bootstrap port is checked per instance by the cluster checks.
 NOT_IN_CLASS_KEY = {"disaggregation_bootstrap_port"}
+_T = TypeVar("_T")
 
 
 def _unresolved_findings(inst: Instance) -> list[Located]:
@@ -46,35 +48,46 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
     return out
 
 
+def _once(cache: dict[tuple, Any], inst: Instance, table: str | None, compute: Callable[[], _T]) -> _T:
+    """``compute()`` once per argv (per instance for a pair file's own parser) and release
+    ``table``: its result, or the ``InputError`` it raised, is kept in ``cache`` and
+    returned (raised) again on the next call."""
+    key = (id(inst) if getattr(inst, "parse_for", None) else tuple(inst.argv), table)
+    hit = cache.get(key)
+    if hit is None:
+        try:
+            hit = compute()
+        except InputError as exc:
+            hit = exc
+        cache[key] = hit
+    if isinstance(hit, InputError):
+        raise hit
+    return hit
+
+
 def parsed_flags(inst: Instance, caches: Caches, table: str | None = None) -> dict[str, Any]:
     """``inst``'s flags (dest -> value) as release ``table``'s own argument parser reads them
     (default: the newest modeled), cached per argv and release. Raises ``InputError``
     (``ArgparseRefusal``) where that parser refuses them: the release stage narrows the
     side's window with it."""
-    custom = getattr(inst, "parse_for", None)  # a pair file read by kvcheck.cluster.pair_input
-    key = (id(inst) if custom else tuple(inst.argv), table)
-    hit = caches.flags.get(key)
-    if hit is None:
+
+    def parse() -> dict[str, Any]:
         from kvcheck.sglang.flags import FlagTable
         from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
 
         # Before anything can echo a token (an error line quoting a bad value): every
         # secret the launch line or its environment holds is scrubbed from all output.
         register_secrets(secrets_from_argv(inst.argv) | collect_secrets(dict(inst.env)))
-        source = f"{inst.location} ({inst.name})"
-        try:
-            if custom is not None:
-                args = dict(custom(table or FlagTable.load().version))
-            else:
-                args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
-            args.pop("config", None)
-            hit = args
-        except InputError as exc:
-            hit = exc
-        caches.flags[key] = hit
-    if isinstance(hit, InputError):
-        raise hit
-    return hit
+        custom = getattr(inst, "parse_for", None)  # a pair file read by kvcheck.cluster.pair_input
+        if custom is not None:
+            args = dict(custom(table or FlagTable.load().version))
+        else:
+            source = f"{inst.location} ({inst.name})"
+            args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
+        args.pop("config", None)
+        return args
+
+    return _once(caches.flags, inst, table, parse)
 
 
 def _parses(inst: Instance, caches: Caches, table: str) -> bool:
@@ -89,22 +102,15 @@ def _parse(inst: Instance, caches: Caches, table: str | None = None) -> tuple[di
     """(args dest -> value, typed ServerArgs, class-key dump) of ``inst`` read with release
     ``table``'s flags. Raises ``InputError``: the parser's refusal, or kvcheck's own typing
     refusing a value (a page size of 0: bad input, exit 2)."""
-    custom = getattr(inst, "parse_for", None)
-    key = (id(inst) if custom else tuple(inst.argv), table)
-    hit = caches.parsed.get(key)
-    if hit is None:
+
+    def parse() -> tuple[dict[str, Any], Any, str]:
         from kvcheck.sglang.args import build_server_args
 
         args = parsed_flags(inst, caches, table)
-        try:
-            typed = build_server_args(args, f"{inst.location} ({inst.name})")
-            hit = (args, typed, repr(sorted(typed.model_dump(exclude=NOT_IN_CLASS_KEY).items())))
-        except InputError as exc:
-            hit = exc
-        caches.parsed[key] = hit
-    if isinstance(hit, InputError):
-        raise hit
-    return hit
+        typed = build_server_args(args, f"{inst.location} ({inst.name})")
+        return args, typed, repr(sorted(typed.model_dump(exclude=NOT_IN_CLASS_KEY).items()))
+
+    return _once(caches.parsed, inst, table, parse)
 
 
 def _resolve_model(
