@@ -33,6 +33,7 @@ from typing import Any
 _MIN_TOKEN = 5  # characters of a format's token (shorter words are everywhere)
 _MAX_CANDIDATES = 64  # formats tried per line at most (the longest tokens first)
 _ERROR_LEVELS = ("log:error", "log:exception", "log:critical", "log:fatal")
+_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "nixl": "NIXL", "ucx": "UCX", "mooncake": "Mooncake"}
 
 
 @dataclass
@@ -46,6 +47,8 @@ class FormatMatch:
     text: str  # the matched text
     values: dict[str, str] = field(default_factory=dict)
     literal: int = 0  # characters of literal text matched
+    engine: str = "sglang"  # whose source formats it (``engine_formats.json.gz`` for the others)
+    same_file: bool = False  # the format's file is the one the line's prefix names
 
     @property
     def is_error(self) -> bool:
@@ -59,13 +62,33 @@ class FormatMatch:
         return "AssertionError" if self.kind == "assert" else ""
 
     def where(self) -> str:
-        """``module.function`` as people read it: ``disaggregation/nixl/conn.py NixlKVManager.f``."""
+        """``module.function`` as people read it: ``disaggregation/nixl/conn.py NixlKVManager.f``
+        (another project's: its source path, ``src/core/nixl_agent.cpp nixlAgent::registerMem``)."""
+        if self.engine != "sglang":
+            return f"{self.module} {self.function}" if self.function else self.module
         path = self.module.removeprefix("sglang.").replace(".", "/") + ".py"
         return f"{path} {self.function}" if self.function else path
 
     def path(self) -> str:
         """The module as a path: ``sglang/srt/disaggregation/nixl/conn.py``."""
+        if self.engine != "sglang":
+            return self.module
         return self.module.replace(".", "/") + ".py"
+
+    @property
+    def engine_name(self) -> str:
+        """The project's name as people write it."""
+        return _NAMES.get(self.engine, self.engine)
+
+    @property
+    def all_releases(self) -> list[str]:
+        """Every release of the project the index was built from."""
+        return (load_formats() if self.engine == "sglang" else load_engine_formats()[self.engine]).releases
+
+    @property
+    def level(self) -> str:
+        """The log level (``error``, ``warning`` ...), ``raise``/``assert`` for an exception."""
+        return self.kind[4:] if self.kind.startswith("log:") else self.kind.split(":")[0]
 
     def span(self, all_releases: list[str]) -> str:
         """The releases as ranges: ``0.5.10 .. 0.5.23`` (or ``every scanned release``)."""
@@ -87,7 +110,8 @@ class FormatMatch:
 class FormatIndex:
     """The formats of ``formats.json.gz`` indexed by token (see the module docstring)."""
 
-    def __init__(self, data: dict[str, Any]):
+    def __init__(self, data: dict[str, Any], engine: str = "sglang"):
+        self.engine = engine
         self.releases: list[str] = data["releases"]
         self.modules: list[str] = data["modules"]
         self.kinds: list[str] = data["kinds"]
@@ -98,6 +122,7 @@ class FormatIndex:
             if f[7]:
                 self.by_token.setdefault(f[7], []).append(i)
         self.tokens = frozenset(self.by_token)
+        self.files = frozenset(m.rsplit("/", 1)[-1] for m in self.modules)
         self._rx: dict[int, re.Pattern[str] | None] = {}
 
     def _regex(self, i: int) -> re.Pattern[str] | None:
@@ -105,8 +130,10 @@ class FormatIndex:
             self._rx[i] = _compile(self.formats[i][0])
         return self._rx[i]
 
-    def match(self, text: str) -> FormatMatch | None:
-        """The format of ``text`` with the most literal text, or None."""
+    def match(self, text: str, file: str = "") -> FormatMatch | None:
+        """The format of ``text`` with the most literal text, or None; ``file``: the
+        source file the line's own prefix names (glog ``rdma_endpoint.cpp:385]``), whose
+        formats rank first (two projects may print the same words)."""
         words = self.tokens.intersection(text.split())
         if not words:
             words = self.tokens.intersection(re.findall(r"[\w.:=/'-]+", text))
@@ -117,7 +144,7 @@ class FormatIndex:
             cands.extend(self.by_token[w])
             if len(cands) >= _MAX_CANDIDATES:
                 break
-        best: tuple[tuple[int, int], int, re.Match[str]] | None = None
+        best: tuple[tuple[bool, int, int], int, re.Match[str]] | None = None
         for i in cands:
             rx = self._regex(i)
             if rx is None:
@@ -126,13 +153,15 @@ class FormatIndex:
             if m is None:
                 continue
             f = self.formats[i]
-            # the most literal text; of equals, the format more releases have
-            rank = (sum(len(p) for p in f[0]), sum(b - a + 1 for a, b in f[6]))
+            # the prefix's file first; then the most literal text; of equals, the format
+            # more releases have
+            same = bool(file) and self.modules[f[3]].rsplit("/", 1)[-1] == file
+            rank = (same, sum(len(p) for p in f[0]), sum(b - a + 1 for a, b in f[6]))
             if best is None or rank > best[0]:
                 best = (rank, i, m)
         if best is None:
             return None
-        (lit, _), i, m = best
+        (same, lit, _), i, m = best
         f = self.formats[i]
         names = f[1]
         values: dict[str, str] = {}
@@ -147,6 +176,8 @@ class FormatIndex:
             text=m.group(0)[:500],
             values=values,
             literal=lit,
+            engine=self.engine,
+            same_file=same,
         )
 
     def exists_anywhere(self, text: str) -> bool:
@@ -202,6 +233,62 @@ def load_formats() -> FormatIndex:
     """The format index shipped with kvcheck (cached)."""
     blob = resources.files("kvcheck.explain").joinpath("formats.json.gz").read_bytes()
     return FormatIndex(json.loads(gzip.decompress(blob)))
+
+
+@functools.lru_cache(maxsize=1)
+def load_engine_formats() -> dict[str, FormatIndex]:
+    """The formats of the other projects (``engine_formats.json.gz``, written by
+    ``scripts/gen_engine_formats.py`` from each project's release tags): engine -> index
+    (``vllm``, ``nixl``, ``ucx``, ``mooncake``)."""
+    blob = resources.files("kvcheck.explain").joinpath("engine_formats.json.gz").read_bytes()
+    data = json.loads(gzip.decompress(blob))
+    return {name: FormatIndex(d, engine=name) for name, d in data["engines"].items()}
+
+
+# a line's text matched against every project's formats, once (the attribution and the
+# general rules both ask); at most this many distinct texts are kept
+_LINE_CACHE = 4096
+
+
+# the native source file a line's prefix names: glog/absl ``file.cpp:N]``, UCX ``file.c:N  UCX``
+_SRC_FILE = re.compile(r"\b(\w+\.(?:cpp|cc|c|h|hpp|inl)):\d+(?:\]|\s+UCX\b)")
+
+
+@functools.lru_cache(maxsize=_LINE_CACHE)
+def match_line(text: str) -> tuple[FormatMatch | None, FormatMatch | None]:
+    """(SGLang's format of ``text``, the best other project's format of it): each the
+    format with the most literal text, or None."""
+    fm_ = _SRC_FILE.search(text) if (":" in text and "." in text) else None
+    file = fm_.group(1) if fm_ else ""
+    sg = None if file else load_formats().match(text)
+    best: FormatMatch | None = None
+    for idx in load_engine_formats().values():
+        fm = idx.match(text, file)
+        if fm is not None and (best is None or (fm.same_file, fm.literal) > (best.same_file, best.literal)):
+            best = fm
+    if (
+        best is not None
+        and file
+        and not best.same_file
+        and any(file in i.files for i in load_engine_formats().values())
+    ):
+        best = None  # the line is that file's (a message of it not matched whole), not another file's
+    return sg, best
+
+
+def whose(text: str, context: str = "") -> FormatMatch | None:
+    """The project whose message ``text`` is, matched whole by its format: the format with
+    the most literal text; where SGLang's and another project's format match the same
+    text alike (shared or copied code), the project the log shows (``context``) decides,
+    SGLang where it shows none. None when no project formats it."""
+    sg, other = match_line(text)
+    if sg is None or other is None:
+        return sg or other
+    if other.literal > sg.literal + 4:
+        return other
+    if sg.literal > other.literal + 4:
+        return sg
+    return other if context and context != "sglang" and context.startswith(other.engine) else sg
 
 
 # function names -> the phase they run in (SGLang's own naming)

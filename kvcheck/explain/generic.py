@@ -34,12 +34,14 @@ rank below every specific cause, so a specific signature always wins.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
+from kvcheck.explain.formats import FormatMatch, match_line, phase_of_function, whose
 from kvcheck.explain.native import _GLOG, _NATIVE_ASSERT, NativeAssert, NativeStack, NodeState, native_line
 from kvcheck.explain.pyerrors import (
     _EXC,
     _IMPORT_STMT,
+    engine_log_finding,
     errno_line_finding,
     nixl_status_finding,
     sglang_log_finding,
@@ -145,12 +147,16 @@ class GenericReader:
         self.asserts = NativeAssert()
         self._foreign_at = -(10**9)  # the last line another engine wrote
         self.format_hits: list[tuple[int, FormatMatch]] = []  # SGLang formats matched on log lines (50 at most)
-        self._fmt_budget = 2000  # lines tried against SGLang's formats at most
+        self._fmt_budget = 2000  # lines tried against the formats at most
+        self.engine_hits: list[tuple[int, FormatMatch]] = []  # other projects' formats matched (200 at most)
+        # the process engine the log shows most so far (the attribution's ``context_engine``)
+        self.context: Callable[[], str] = lambda: ""
 
     # ------------------------------------------------------------------ per line
-    def feed(self, lineno: int, line: str, sglang_formats: bool = True) -> None:
+    def feed(self, lineno: int, line: str, sglang_formats: bool = True, engine: str = "") -> None:
         """Read one line; ``sglang_formats``: whether it may be one of SGLang's own
-        messages (False for a line another engine wrote)."""
+        messages (False for a line another engine's process wrote); ``engine``: whose
+        text the attribution says it is ('' unplaced)."""
         if not sglang_formats:
             self._foreign_at = lineno
         if self.stack.head_line or "ig" in line or "ault" in line or "bort" in line or "gdb" in line or "atal" in line:
@@ -225,19 +231,51 @@ class GenericReader:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is None and not self._tb_line:
                 got = errno_line_finding(lineno, s)
-            if (got is None or got.id.startswith("os-")) and sglang_formats and not self._tb_line and self._fmt_budget:
+            if (
+                (got is None or got.id.startswith("os-") or got.id == "native-error-generic")
+                and not self._tb_line
+                and self._fmt_budget
+            ):
                 self._fmt_budget -= 1  # bounded work: the first lines that may fail are read, not all
-                fm = load_formats().match(s)
-                if fm is not None and len(self.format_hits) < 50:
-                    self.format_hits.append((lineno, fm))
-                if fm is not None and got is not None:  # the OS error inside a message SGLang logs
-                    got.engine = "sglang"
-                    got.cause += f" SGLang logs it in {fm.where()}."
-                    got.phase = got.phase or phase_of_function(fm.function, fm.module)
-                elif fm is not None and fm.kind in _ERROR_LOGS:
-                    got = sglang_log_finding(fm, lineno, s)
+                fm = self._format_of(s, sglang_formats, engine)
+                if fm is not None and fm.engine != "sglang":
+                    if len(self.engine_hits) < 200:
+                        self.engine_hits.append((lineno, fm))
+                    got = self._engine_format(fm, got, lineno, s)
+                elif fm is not None:
+                    if len(self.format_hits) < 50:
+                        self.format_hits.append((lineno, fm))
+                    if got is not None and got.id.startswith("os-"):  # the OS error inside a message SGLang logs
+                        got.engine = "sglang"
+                        got.cause += f" SGLang logs it in {fm.where()}."
+                        got.phase = got.phase or phase_of_function(fm.function, fm.module)
+                    elif got is None and fm.kind in _ERROR_LOGS:
+                        got = sglang_log_finding(fm, lineno, s)
             if got is not None:
                 self._add(got)
+
+    def _format_of(self, s: str, sglang_formats: bool, engine: str) -> FormatMatch | None:
+        """The format of line ``s``: SGLang's or another project's (``formats.match_line``);
+        a line another engine's process wrote is never read as one of SGLang's."""
+        sg, other = match_line(s)
+        if not sglang_formats:
+            return other if other is not None and other.engine != "sglang" else None
+        if engine and engine not in ("sglang", "python", "native") and other is not None:
+            return other  # the line is placed as that project's (its prefix or its file)
+        return whose(s, self.context())
+
+    def _engine_format(self, fm: FormatMatch, got: GenericFinding | None, lineno: int, s: str) -> GenericFinding | None:
+        """What a line another project formats adds: where it prints it and in which of
+        its releases (to a native line's or an OS error's finding), or, for an error
+        level line no rule read, the project's own message located."""
+        if got is not None:
+            got.cause += f" {fm.engine_name} prints it in {fm.where()} (its releases {fm.span(fm.all_releases)})."
+            if got.id.startswith("os-"):
+                got.engine = fm.engine
+            return got
+        if fm.is_error and fm.level not in ("diag", "print"):
+            return engine_log_finding(fm, lineno, s)
+        return None
 
     def finish(self) -> list[GenericFinding]:
         got = self.stack.close()

@@ -283,6 +283,78 @@ def sglang_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFindin
     )
 
 
+# what kvcheck says for each project's own messages (it models SGLang's PD path only)
+_PROJECT = {
+    "vllm": ("vLLM", "vLLM's own message (kvcheck does not model vLLM's KV connectors; it is not SGLang's)"),
+    "nixl": ("NIXL", "NIXL's own message"),
+    "ucx": ("UCX", "UCX's own message"),
+    "mooncake": ("Mooncake", "Mooncake's own message"),
+}
+
+
+def meaning_of_text(text: str, engine: str = "") -> tuple[str, str]:
+    """(code, meaning) of the status a message carries: a NIXL status, a UCX status string,
+    an errno (``generic.yaml``), or ('', '')."""
+    R = rules()
+    nx = _NIXL_ERR.search(text)
+    if nx:
+        return nx.group(0), R["nixl_status"].get(nx.group(0), "")
+    for k, (uname, umean) in R["ucx_status"].items():
+        if k in text:
+            return uname, umean
+    no = errno_in(text)
+    if no:
+        return R["os_errno"][no][0], R["os_errno"][no][1]
+    return "", ""
+
+
+def engine_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFinding:
+    """A line another project (vLLM, NIXL, UCX, Mooncake) prints at error level, matched
+    whole by a format of that project's own source (``engine_formats.json.gz``): whose it
+    is, the file and function that print it, the project's releases that have it, the
+    step the function belongs to (NIXL's API steps, Mooncake's and UCX's components by
+    file), and what a status, UCX status string or errno in it means."""
+    from kvcheck.explain.formats import load_engine_formats
+
+    name, whose_text = _PROJECT.get(fm.engine, (fm.engine, f"{fm.engine}'s own message"))
+    span = fm.span(load_engine_formats()[fm.engine].releases)
+    base = fm.module.rsplit("/", 1)[-1]
+    comp, phase = "", ""
+    for rx, c in rules()["_components"]:
+        if rx.match(base):
+            comp, phase = c["component"], (c["phase"] if c["phase"] != "any" else "")
+            break
+    step, ph = nixl_step(fm.function + " " + fm.text) if fm.engine == "nixl" else ("", "")
+    if step:
+        comp, phase = (comp + ", " if comp else "NIXL, ") + step, ph
+    if not phase:
+        phase = phase_of_function(fm.function.replace("::", "."))
+    code, meaning = meaning_of_text(fm.text, fm.engine)
+    level = "raises" if fm.kind.startswith(("raise", "assert")) else f"logs at {fm.level} level"
+    cause = (
+        f"{whose_text}: {name} {level} in {fm.where()}"
+        + (f" ({comp})" if comp else "")
+        + f"; the message is in {name} releases {span}."
+        + (f" {code}: {meaning}." if meaning else " What it names failed there; the lines before it say why.")
+    )
+    return GenericFinding(
+        id=f"{fm.engine}-error-log-generic",
+        title=f"{name} logged: {fm.text[:160]}",
+        engine=fm.engine,
+        line=lineno,
+        phase=phase,
+        component=comp or f"{name}, {fm.where()}",
+        text=line.strip()[:300],
+        cause=cause,
+        checks=[
+            f"the {name} release in use (it decides which of the releases above printed it)",
+            "the lines just before it (the first error of the sequence)",
+        ],
+        fix=f"Fix what the message names in {name}'s terms (see the checks); kvcheck has no specific signature "
+        "for this text.",
+    )
+
+
 def nixl_status_finding(line: str, lineno: int, recent_call: str) -> GenericFinding | None:
     """A NIXL status printed outside a traceback (``error: NIXL_ERR_BACKEND``) with the NIXL
     call a line shortly before showed: the status's meaning in that API step."""

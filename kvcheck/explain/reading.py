@@ -126,6 +126,7 @@ class LogReader:
         self.timeline = Timeline()
         self.release = ReleaseReader()
         self.generic = GenericReader()
+        self.generic.context = self.attr.context_engine
         self.engines: dict[str, EngineLines] = {}
         self.infos: dict[int, LineInfo] = {}  # only lines that completed a signature
         self.hit_info: dict[int, LineInfo] = {}
@@ -151,7 +152,7 @@ class LogReader:
         self.release.feed(lineno, line)
         # another engine's line is never read as one of SGLang's formats
         foreign = info.engine in PROCESS_ENGINES - {"sglang"} or info.host in PROCESS_ENGINES - {"sglang"}
-        self.generic.feed(lineno, line, sglang_formats=not foreign)
+        self.generic.feed(lineno, line, sglang_formats=not foreign, engine=info.engine)
         done = self.sigs.feed(
             lineno,
             line,
