@@ -25,13 +25,17 @@ Written to ``kvcheck/explain/engine_formats.json.gz`` (gzip, no time stamp)::
     {"engines": {"nixl": {"releases": [...], "modules": [...], "kinds": [...],
                           "formats": [[p, f, k, m, q, l, r, t], ...]}, ...}}
 
-with the rows of ``formats.json.gz`` (``m``: the source file path in the project).
+with the rows of ``formats.json.gz`` (``m``: the source file path in the project), and
+``"codes": {NAME: [value, meaning]}`` where a project documents its status codes (Mooncake's
+``ErrorCode`` and ``ERR_*``, UCX's ``ucs_status_string`` texts).
 
-Sources: ``--vllm DIR`` (``DIR/<version>/vllm/...``: wheels unpacked, ``pip download
---no-deps vllm==X``), ``--git NAME=REPO[:TAG_RE]`` (a git directory of the project, e.g.
-from ``git clone --bare``; the release tags matching ``TAG_RE`` are read).
+Sources: ``--py NAME=DIR:PKG`` (``DIR/<version>/PKG/...``: wheels unpacked, ``pip download
+--no-deps vllm==X``; vLLM and LMCache), ``--git NAME=REPO[:TAG_RE]`` (a git directory of the project, e.g.
+from ``git clone --bare``; the release tags matching ``TAG_RE`` are read, and the head as
+``main@<date>``: messages not in a release yet).
 
-Usage: python scripts/gen_engine_formats.py --vllm /tmp/vllmsrc \\
+Usage: python scripts/gen_engine_formats.py --py vllm=/tmp/vllmsrc:vllm --py lmcache=/tmp/lmcachesrc:lmcache \\
+    --git vllm-ascend=/path/vllm-ascend.git \\
     --git nixl=/path/nixl.git --git ucx=/path/ucx.git --git mooncake=/path/Mooncake.git
 """
 
@@ -68,14 +72,21 @@ PROJECTS = {
         "files": r"^mooncake-(?:transfer-engine|store|integration|common|p2p-store)/.*\.(?:cpp|cc|h|hpp|py)$",
         "skip": r"/tests?/|/example|/benchmark|_test\.|/tools/|/nvlink-allocator/",
     },
+    "vllm-ascend": {
+        # the final releases and the release candidates of releases never made final
+        "tags": r"^v0\.(?:9\.1|10\.2rc1|11\.0|12\.0rc1|13\.0|14\.0rc1|15\.0rc1|16\.0rc1|17\.0rc1|18\.0|19\.1rc1|20\.2rc1"
+        r"|21\.0rc1|22\.1rc1|23\.0|24\.0rc1|25\.1rc1)$",
+        "files": r"^vllm_ascend/.*\.py$",
+        "skip": r"/tests?/|/benchmarks?/",
+    },
     "ucx": {
         "tags": r"^v1\.(?:1[5-9]|2\d)\.\d+$",
         "files": r"^src/(?:ucs|uct|ucp|ucm)/.*\.(?:c|h|inl)$",
         "skip": r"/test",
     },
 }
-# vLLM: every module but the models' own code and the tests
-VLLM_SKIP = re.compile(r"/model_executor/models/|/tests?/|/benchmarks?/|/third_party/|/vllm_flash_attn/")
+# Python packages unpacked from their wheels: every module but models' own code and tests
+PY_SKIP = re.compile(r"/model_executor/models/|/tests?/|/benchmarks?/|/third_party/|/vllm_flash_attn/")
 
 
 def _vkey(v: str) -> tuple:
@@ -425,6 +436,8 @@ def _git(repo: str, *args: str) -> str:
 
 
 def git_release_files(repo: str, tag: str, files_re: str, skip_re: str) -> Iterator[tuple[str, str]]:
+    if tag.startswith("main@"):
+        tag = "HEAD"
     names = [
         p
         for p in _git(repo, "ls-tree", "-r", "--name-only", tag).splitlines()
@@ -452,10 +465,10 @@ def git_release_files(repo: str, tag: str, files_re: str, skip_re: str) -> Itera
         yield p, body.decode("utf-8", errors="replace")
 
 
-def vllm_release_files(root: Path) -> Iterator[tuple[str, str]]:
-    for p in sorted((root / "vllm").rglob("*.py")):
+def wheel_release_files(root: Path, pkg: str) -> Iterator[tuple[str, str]]:
+    for p in sorted((root / pkg).rglob("*.py")):
         rel = p.relative_to(root).as_posix()
-        if VLLM_SKIP.search("/" + rel):
+        if PY_SKIP.search("/" + rel):
             continue
         yield rel, p.read_text("utf-8", errors="replace")
 
@@ -487,29 +500,71 @@ def build_engine(releases: list[str], files_of) -> dict:
     return {"releases": releases, "modules": list(modules), "kinds": list(kinds), "formats": formats}
 
 
+# status codes with their documented meaning: (project, file at the head, regex of one code)
+CODES = {
+    "mooncake": [
+        # enum class ErrorCode (the store): ``NAME = -200,  ///< meaning``
+        ("mooncake-store/include/types.h", r"\b([A-Z][A-Z0-9_]+)\s*=\s*(-?\d+),?\s*///<\s*([^\n]+)"),
+        # the transfer engine's ``#define ERR_NAME (-n)``
+        ("mooncake-transfer-engine/include/error.h", r"#define\s+(ERR_[A-Z0-9_]+)\s+\((-?\d+)\)()"),
+    ],
+    "ucx": [
+        # ucs_status_string(): ``case UCS_ERR_X: return "text";``
+        ("src/ucs/type/status.c", r"case\s+(UCS_[A-Z0-9_]+):\s*return\s+\"([^\"]+)\";()"),
+    ],
+}
+
+
+def read_codes(name: str, repo: str) -> dict[str, list]:
+    """{code name: [value or status text, meaning]} of a project's status codes (its head)."""
+    out: dict[str, list] = {}
+    for path, rx in CODES.get(name, []):
+        try:
+            text = _git(repo, "show", f"HEAD:{path}")
+        except subprocess.CalledProcessError:
+            continue
+        for m in re.finditer(rx, text):
+            code, val, meaning = m.group(1), m.group(2), m.group(3).strip()
+            out.setdefault(code, [val, meaning])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--vllm", type=Path, help="DIR/<version>/vllm/... (wheels unpacked)")
+    ap.add_argument("--py", action="append", default=[], help="NAME=DIR:PKG (DIR/<version>/PKG/...: wheels unpacked)")
     ap.add_argument("--git", action="append", default=[], help="NAME=GITDIR[:TAG_RE]")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     engines: dict[str, dict] = {}
-    if args.vllm:
-        rels = sorted((d.name for d in args.vllm.iterdir() if (d / "vllm").is_dir()), key=_vkey)
-        print("vllm", file=sys.stderr)
-        engines["vllm"] = build_engine(rels, lambda v: vllm_release_files(args.vllm / v))
+    for spec in args.py:
+        name, _, rest = spec.partition("=")
+        root_s, _, pkg = rest.rpartition(":")
+        root = Path(root_s)
+        rels = sorted((d.name for d in root.iterdir() if (d / pkg).is_dir()), key=_vkey)
+        print(name, rels, file=sys.stderr)
+
+        def py_files(v: str, root: Path = root, pkg: str = pkg) -> Iterator[tuple[str, str]]:
+            return wheel_release_files(root / v, pkg)
+
+        engines[name] = build_engine(rels, py_files)
     for spec in args.git:
         name, _, rest = spec.partition("=")
         repo, _, tag_re = rest.partition(":")
         proj = PROJECTS[name]
         tag_re = tag_re or proj["tags"]
         tags = sorted((t for t in _git(repo, "tag").split() if re.match(tag_re, t)), key=_vkey)
+        # the development head after the newest tag: messages not yet released
+        day = _git(repo, "log", "-1", "--format=%cs", "HEAD").strip()
+        tags.append(f"main@{day}")
         print(name, tags, file=sys.stderr)
 
         def files_of(tag: str, repo: str = repo, proj: dict = proj) -> Iterator[tuple[str, str]]:
             return git_release_files(repo, tag, proj["files"], proj["skip"])
 
         engines[name] = build_engine(tags, files_of)
+        codes = read_codes(name, repo)
+        if codes:
+            engines[name]["codes"] = codes
     data = {"generated_by": "scripts/gen_engine_formats.py", "engines": engines}
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n"
     args.out.write_bytes(gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0))

@@ -36,11 +36,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from kvcheck.explain.formats import FormatMatch, match_line, phase_of_function, whose
-from kvcheck.explain.native import _GLOG, _NATIVE_ASSERT, NativeAssert, NativeStack, NodeState, native_line
+from kvcheck.explain.formats import FormatMatch, line_level, match_line, phase_of_function, whose
+from kvcheck.explain.native import (
+    _GLOG,
+    _NATIVE_ASSERT,
+    NativeAssert,
+    NativeStack,
+    NodeState,
+    native_line,
+    ucx_transport_line,
+)
 from kvcheck.explain.pyerrors import (
     _EXC,
     _IMPORT_STMT,
+    attribute_mismatch,
     engine_log_finding,
     errno_line_finding,
     nixl_status_finding,
@@ -89,6 +98,10 @@ _HINTS = (
     "undefined symbol",
     "import ",
     "full",
+    "ERROR",
+    "FATAL",
+    "Fatal",
+    "xpired",
 )
 
 
@@ -121,6 +134,10 @@ _ERROR_LOGS = (
 _LOG_START = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} ")
 
 
+# a line saying GPU memory registration through dma-buf is on (libfabric's hmem, UCX, NCCL)
+_DMABUF_ON = re.compile(r"use_dmabuf\s*[=:]\s*(?:1|true|yes)|dmabuf support status: 1|[Gg]et dma ?buf handle with fd")
+
+
 def _strip(line: str) -> str:
     m = _PREFIXES.match(line)
     while m is not None and m.end() > 0:
@@ -148,6 +165,7 @@ class GenericReader:
         self._foreign_at = -(10**9)  # the last line another engine wrote
         self.format_hits: list[tuple[int, FormatMatch]] = []  # SGLang formats matched on log lines (50 at most)
         self._fmt_budget = 2000  # lines tried against the formats at most
+        self._dmabuf = 0  # the line that showed dma-buf registration of GPU memory enabled
         self.engine_hits: list[tuple[int, FormatMatch]] = []  # other projects' formats matched (200 at most)
         # the process engine the log shows most so far (the attribution's ``context_engine``)
         self.context: Callable[[], str] = lambda: ""
@@ -167,6 +185,8 @@ class GenericReader:
             got = self.node.feed(lineno, line)
             if got is not None:
                 self._add(got)
+        if "dma" in line and not self._dmabuf and _DMABUF_ON.search(line):
+            self._dmabuf = lineno
         if self._lone is not None:
             if self._continue_lone(line):
                 return
@@ -226,22 +246,27 @@ class GenericReader:
                 for g in self.asserts.feed(lineno, s):
                     self._add(g)
                 return
-            got = native_line(lineno, s, self._seen)
+            got = ucx_transport_line(lineno, s, self._seen) or native_line(lineno, s, self._seen)
             if got is None and "NIXL_ERR_" in s and lineno - self._last_call[0] <= _CALL_REACH:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is None and not self._tb_line:
                 got = errno_line_finding(lineno, s)
+            if got is None and not self._tb_line and "object has no attribute" in s:
+                got = attribute_mismatch(
+                    s, engine if engine not in ("", "native") else "", "this line", "", (lineno, 0, s)
+                )
             if (
                 (got is None or got.id.startswith("os-") or got.id == "native-error-generic")
                 and not self._tb_line
                 and self._fmt_budget
             ):
                 self._fmt_budget -= 1  # bounded work: the first lines that may fail are read, not all
-                fm = self._format_of(s, sglang_formats, engine)
+                level = line_level(line)
+                fm = self._format_of(s, sglang_formats, engine, level)
                 if fm is not None and fm.engine != "sglang":
                     if len(self.engine_hits) < 200:
                         self.engine_hits.append((lineno, fm))
-                    got = self._engine_format(fm, got, lineno, s)
+                    got = self._engine_format(fm, got, lineno, s, level)
                 elif fm is not None:
                     if len(self.format_hits) < 50:
                         self.format_hits.append((lineno, fm))
@@ -254,17 +279,19 @@ class GenericReader:
             if got is not None:
                 self._add(got)
 
-    def _format_of(self, s: str, sglang_formats: bool, engine: str) -> FormatMatch | None:
+    def _format_of(self, s: str, sglang_formats: bool, engine: str, level: str = "") -> FormatMatch | None:
         """The format of line ``s``: SGLang's or another project's (``formats.match_line``);
         a line another engine's process wrote is never read as one of SGLang's."""
-        sg, other = match_line(s)
+        sg, other = match_line(s, level)
         if not sglang_formats:
             return other if other is not None and other.engine != "sglang" else None
         if engine and engine not in ("sglang", "python", "native") and other is not None:
             return other  # the line is placed as that project's (its prefix or its file)
-        return whose(s, self.context())
+        return whose(s, self.context(), level)
 
-    def _engine_format(self, fm: FormatMatch, got: GenericFinding | None, lineno: int, s: str) -> GenericFinding | None:
+    def _engine_format(
+        self, fm: FormatMatch, got: GenericFinding | None, lineno: int, s: str, level: str = ""
+    ) -> GenericFinding | None:
         """What a line another project formats adds: where it prints it and in which of
         its releases (to a native line's or an OS error's finding), or, for an error
         level line no rule read, the project's own message located."""
@@ -273,7 +300,9 @@ class GenericReader:
             if got.id.startswith("os-"):
                 got.engine = fm.engine
             return got
-        if fm.is_error and fm.level not in ("diag", "print"):
+        # the line's own level where it shows one (the same text is logged at other levels elsewhere)
+        error = fm.is_error and fm.level not in ("diag", "print") and level not in ("info", "warning")
+        if error or level in ("error", "fatal", "critical"):
             return engine_log_finding(fm, lineno, s)
         return None
 
@@ -285,6 +314,19 @@ class GenericReader:
             self._flush_lone()
         for g in self.asserts.finish():
             self._add(g)
+        if self._dmabuf:  # the log shows GPU memory registration through dma-buf was on
+            for g in self.found:
+                if (
+                    g.id == "rdma-register-gpu-memory"
+                    and g.line > self._dmabuf
+                    and "dma-buf registration" not in g.cause
+                ):
+                    g.cause += (
+                        f" The log shows dma-buf registration of GPU memory enabled/supported (line {self._dmabuf}), "
+                        "yet this registration failed as a plain registration of the GPU address does: the "
+                        "provider/driver did not take its dma-buf path for this region (a libfabric/EFA or kernel "
+                        "release whose dma-buf path this platform does not get)."
+                    )
         if self.node.memlock:  # the ulimit output pasted with the log says which limit
             for g in self.found:
                 if g.id == "rdma-register-enomem" and "max locked memory" not in g.cause:

@@ -399,7 +399,9 @@ class Attributor:
                 host=self.block_engine or self.context_engine(),
                 kind="exception" if "Error" in line else "plain",
             )
-        if "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line):
+        if s.startswith("libfabric:") or (
+            "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line)
+        ):
             return LineInfo("libfabric", host=self.context_engine())
         if (
             "mori" in line
@@ -456,8 +458,8 @@ class Attributor:
         if fm.engine == "sglang":
             return LineInfo("sglang", host="sglang" if not self.block_engine else self.block_engine)
         host = self.block_engine or self.context_engine()
-        if fm.engine == "vllm":
-            host = "vllm"
+        if fm.engine in ("vllm", "vllm-ascend", "lmcache"):  # a process's own message: it ran in that engine
+            host = "vllm" if fm.engine == "lmcache" and not host else (host if fm.engine == "lmcache" else fm.engine)
         return LineInfo(fm.engine, host=host)
 
     def _ascend_hint(self, rest: str) -> str:

@@ -19,6 +19,7 @@ what followed from it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -266,6 +267,7 @@ class LogReader:
                 )
             ]
         _backend_first(findings)
+        _after_reconnect(findings, self.timeline.reconnects)
         fmts = [(ln, fm.releases, fm.where()) for ln, fm in self.generic.format_hits]
         fmts += [(g.line, g.releases, "an exception's message") for g in self.generic.found if g.releases]
         _narrow_by_messages(rep, hits, fmts)
@@ -424,6 +426,36 @@ def _backend_first(findings: list[Finding]) -> None:
         if f.id == "nixl-status-generic" or (f.kind == "catalog" and f.engine == "nixl"):
             if any(0 <= f.first_line - b <= 40 for b in backend):
                 f.role = "consequence"
+
+
+# a failure on the wire of an established connection (RDMA completion errors, UCX's
+# transport retries)
+_WIRE = re.compile(
+    r"retry (?:count(?:er)? )?exceeded|RETRY_EXC|REM_ACCESS|remote access error|Transport retry count|"
+    r"WR_FLUSH|Endpoint timeout|ENDPOINT_TIMEOUT",
+    re.I,
+)
+
+
+def _after_reconnect(findings: list[Finding], reconnects: list[int]) -> None:
+    """Wire failures that follow a rebuilt connection (the log shows the endpoint
+    re-established or reset before them): said, since after a reconnect the two sides may
+    disagree on the queue pair (a stale handshake reply, the peer still on the old QP),
+    which a faulty NIC does not explain."""
+    if not reconnects:
+        return
+    for f in findings:
+        if f.role != "cause" or not _WIRE.search(f.title + " " + f.cause):
+            continue
+        before = [ln for ln in reconnects if ln < f.first_line]
+        if not before:
+            continue
+        f.cause += (
+            f" The log shows the connection to the peer re-established (the endpoint reset) at line {before[-1]}, "
+            "before these failures: work requests failing right after a reconnect point to the two sides "
+            "disagreeing on the queue pair (a stale handshake reply of the earlier connection, or the peer "
+            "still using the old QP: a reconnect race) rather than to a faulty NIC."
+        )
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
