@@ -74,8 +74,8 @@ PROJECTS = {
     },
     "vllm-ascend": {
         # the final releases and the release candidates of releases never made final
-        "tags": r"^v0\.(?:9\.1|10\.2rc1|11\.0|12\.0rc1|13\.0|14\.0rc1|15\.0rc1|16\.0rc1|17\.0rc1|18\.0|19\.1rc1|20\.2rc1"
-        r"|21\.0rc1|22\.1rc1|23\.0|24\.0rc1|25\.1rc1)$",
+        "tags": r"^v0\.(?:9\.1|10\.2rc1|11\.0|12\.0rc1|13\.0|14\.0rc1|15\.0rc1|16\.0rc1|17\.0rc1|18\.0"
+        r"|19\.1rc1|20\.2rc1|21\.0rc1|22\.1rc1|23\.0|24\.0rc1|25\.1rc1)$",
         "files": r"^vllm_ascend/.*\.py$",
         "skip": r"/tests?/|/benchmarks?/",
     },
