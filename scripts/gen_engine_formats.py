@@ -13,8 +13,11 @@ said to be that project's, with the file and function that print it:
   ``NIXL_ERROR_FUNC`` which prints the function's name and ``": "`` first;
 - Mooncake (C++, glog): ``LOG(ERROR|WARNING|INFO|FATAL) << ...``, ``PLOG(...)`` (glog appends
   ``": <strerror> [errno]"``), ``LOG_IF``/``LOG_FIRST_N``/``LOG_EVERY_N``;
+- libfabric (C): ``FI_WARN/FI_INFO(prov, subsys, fmt, ...)``, ``EFA_WARN/EFA_INFO(subsys, fmt, ...)``
+  and ``fprintf(stderr, fmt, ...)``;
 - UCX (C): ``ucs_error/ucs_warn/ucs_diag/ucs_fatal/ucs_info/ucs_log_fatal_error(fmt, ...)``
-  (printf: each conversion, and each format macro between literals, is a field).
+  and ``fprintf(stderr, fmt, ...)`` (printf: each conversion, and each format macro between
+  literals, is a field).
 
 A stream's string literals are its literal text; every other operand is a field named
 after its last identifier. Debug/trace levels are left out. Messages with little literal
@@ -79,8 +82,13 @@ PROJECTS = {
         "files": r"^vllm_ascend/.*\.py$",
         "skip": r"/tests?/|/benchmarks?/",
     },
+    "libfabric": {
+        "tags": r"^v(?:1\.(?:18|20|22)|2\.[0246])\.0$",
+        "files": r"^(?:prov/(?:efa|verbs|rxm|util|shm|hook)|src)/.*\.(?:c|h)$",
+        "skip": r"/test|/fabtests?/",
+    },
     "ucx": {
-        "tags": r"^v1\.(?:1[5-9]|2\d)\.\d+$",
+        "tags": r"^v1\.(?:[89]|1\d|2\d)\.\d+$",
         "files": r"^src/(?:ucs|uct|ucp|ucm)/.*\.(?:c|h|inl)$",
         "skip": r"/test",
     },
@@ -265,6 +273,10 @@ def _printf(toks: list[tuple[str, str, int]]) -> pyfmt._Msg | None:
     k = 0
     for kind, t, _ in fmt:
         if kind != "str":
+            if kind == "id" and t.startswith(("PRI", "SCN")):
+                # ``"%" PRIx64``: the conversion's start is in the literal before the macro
+                msg.parts[-1] = re.sub(r"%[-+ #0]*\d*(?:\.\d+)?$", "", msg.parts[-1])
+                k += 1
             msg.field(t.lower() if kind == "id" else "value")
             continue
         s = _unquote(t)
@@ -293,6 +305,17 @@ _NIXL_MACROS = {
     "NIXL_FATAL": "fatal",
     "NIXL_PFATAL": "fatal",
 }
+# libfabric's logging macros: the format is the first argument that is a string
+_FI_MACROS = {
+    "FI_WARN": "warning",
+    "FI_WARN_ONCE": "warning",
+    "EFA_WARN": "warning",
+    "EFA_WARN_ONCE": "warning",
+    "FI_INFO": "info",
+    "EFA_INFO": "info",
+    "VRB_WARN": "warning",
+    "VERBS_WARN": "warning",
+}
 _GLOG_LEVELS = {"ERROR": "error", "WARNING": "warning", "INFO": "info", "FATAL": "fatal"}
 _UCS_FUNCS = {
     "ucs_error": "error",
@@ -302,6 +325,7 @@ _UCS_FUNCS = {
     "ucs_info": "info",
     "ucs_log_fatal_error": "fatal",
     "ucs_print": "print",
+    "fprintf": "error",
 }
 
 
@@ -369,7 +393,7 @@ def scan_c(text: str) -> Iterator[tuple[str, pyfmt._Msg, str, int]]:
                         msg.field("errno")
                         msg.lit("]")
                     got = (f"log:{_GLOG_LEVELS[lvl]}", msg)
-            elif t in _UCS_FUNCS and nxt == "(":
+            elif (t in _UCS_FUNCS or t in _FI_MACROS) and nxt == "(":
                 depth, j = 0, i + 1
                 while j < n:
                     if toks[j][1] == "(":
@@ -379,9 +403,21 @@ def scan_c(text: str) -> Iterator[tuple[str, pyfmt._Msg, str, int]]:
                         if depth == 0:
                             break
                     j += 1
-                pm = _printf(toks[i + 2 : j])
+                args = toks[i + 2 : j]
+                level = _UCS_FUNCS.get(t) or _FI_MACROS[t]
+                if t in _FI_MACROS:  # FI_WARN(prov, subsys, fmt, ...) / EFA_WARN(subsys, fmt, ...)
+                    parts = _split(args, ",")
+                    k0 = next((k for k, a in enumerate(parts) if any(kk == "str" for kk, _, _ in a)), None)
+                    args = [tok for a in parts[k0:] for tok in [*a, ("op", ",", 0)]][:-1] if k0 is not None else []
+                if t == "fprintf":  # a message to stderr (printed before the log is set up)
+                    if not args or args[0][1] != "stderr":
+                        args = []
+                    else:
+                        args = args[2:]  # past ``stderr ,``
+                        level = "error"
+                pm = _printf(args) if args else None
                 if pm is not None:
-                    got = (f"log:{_UCS_FUNCS[t]}", pm)
+                    got = (f"log:{level}", pm)
                 end = i + 1
             if got is not None:
                 yield got[0], got[1], scopes.current(), line

@@ -34,7 +34,7 @@ _MIN_TOKEN = 5  # characters of a format's token (shorter words are everywhere)
 _MAX_CANDIDATES = 64  # formats tried per line at most (the longest tokens first)
 # the interpreter's own exception texts (CPython's wording), copied by code that re-raises them
 _BUILTIN = re.compile(
-    r"object has no attribute|got an unexpected keyword argument|missing \d* ?required positional argument"
+    r"has no attribute|got an unexpected keyword argument|missing \d* ?required positional argument"
     r"|(?:list|tuple|string) index out of range|is not defined\x00|^No module named|object is not "
     r"(?:callable|subscriptable|iterable)"
     r"|takes \d+ positional arguments? but|cannot access local variable"
@@ -46,7 +46,9 @@ _NAMES = {
     "vllm": "vLLM",
     "vllm-ascend": "vLLM-Ascend",
     "lmcache": "LMCache",
+    "dynamo": "Dynamo",
     "nixl": "NIXL",
+    "libfabric": "libfabric",
     "ucx": "UCX",
     "mooncake": "Mooncake",
 }
@@ -165,6 +167,8 @@ class FormatIndex:
         message, not a sibling that shares a word)."""
         best = None
         for i in cands:
+            if self._regex(i) is None:  # the interpreter's wording, or too little text
+                continue
             parts = self.formats[i][0]
             for k in range(len(parts) - 1, 0, -1):
                 head = parts[:k]
@@ -311,7 +315,7 @@ def load_formats() -> FormatIndex:
 def load_engine_formats() -> dict[str, FormatIndex]:
     """The formats of the other projects (``engine_formats.json.gz``, written by
     ``scripts/gen_engine_formats.py`` from each project's releases): engine -> index
-    (``vllm``, ``vllm-ascend``, ``lmcache``, ``nixl``, ``ucx``, ``mooncake``)."""
+    (``vllm``, ``vllm-ascend``, ``lmcache``, ``dynamo``, ``nixl``, ``ucx``, ``mooncake``)."""
     blob = resources.files("kvcheck.explain").joinpath("engine_formats.json.gz").read_bytes()
     data = json.loads(gzip.decompress(blob))
     return {name: FormatIndex(d, engine=name) for name, d in data["engines"].items()}
@@ -327,6 +331,10 @@ _LINE_CACHE = 4096
 _LINE_LEVEL = re.compile(
     r"^\s*(?:\([^)]*pid=\d+[^)]*\)\s*)*(?P<py>ERROR|WARNING|INFO|CRITICAL)\s+\d\d-\d\d|^(?P<glog>[EWIF])\d{4}|"
     r"\bUCX\s+(?P<ucx>ERROR|WARN|FATAL|Fatal)\b|\bLMCache (?P<lmc>ERROR|WARNING|INFO)\b"
+    # Dynamo's Rust tracing lines, TensorRT-LLM's ``[TRT-LLM] [E]``
+    r"|^\d{4}-\d\d-\d\dT[\d:.]+Z\s+(?P<tr>ERROR|WARN|INFO)\s|\[TRT-LLM\]\s*\[(?P<trt>[EWI])\]"
+    # libfabric's ``func():N<warn>``
+    r"|\(\):\d+<(?P<lf>warn|info)>"
 )
 _GLOG_LEVEL = {"E": "error", "W": "warning", "I": "info", "F": "fatal"}
 
@@ -336,9 +344,9 @@ def line_level(line: str) -> str:
     m = _LINE_LEVEL.search(line)
     if m is None:
         return ""
-    if m.group("glog"):
-        return _GLOG_LEVEL[m.group("glog")]
-    v = (m.group("py") or m.group("ucx") or m.group("lmc") or "").lower()
+    if m.group("glog") or m.group("trt"):
+        return _GLOG_LEVEL[m.group("glog") or m.group("trt")]
+    v = (m.group("py") or m.group("ucx") or m.group("lmc") or m.group("tr") or m.group("lf") or "").lower()
     return {"warn": "warning"}.get(v, v)
 
 
@@ -347,13 +355,15 @@ _SRC_FILE = re.compile(r"\b(\w+\.(?:cpp|cc|c|h|hpp|inl)):\d+(?:\]|\s+UCX\b)")
 
 
 @functools.lru_cache(maxsize=_LINE_CACHE)
-def match_line(text: str, level: str = "") -> tuple[FormatMatch | None, FormatMatch | None]:
+def match_line(text: str, level: str = "", file: str = "") -> tuple[FormatMatch | None, FormatMatch | None]:
     """(SGLang's format of ``text``, the best other project's format of it): each the
     format with the most literal text, or None; ``level``: the level the line's own
-    prefix showed (``error``), '' when not known."""
-    fm_ = _SRC_FILE.search(text) if (":" in text and "." in text) else None
-    file = fm_.group(1) if fm_ else ""
-    sg = None if file else load_formats().match(text, level=level)
+    prefix showed (``error``), '' when not known; ``file``: the source file its prefix
+    named (vLLM's ``[nixl_connector.py:548]``), else the native one the text names."""
+    if not file:
+        fm_ = _SRC_FILE.search(text) if (":" in text and "." in text) else None
+        file = fm_.group(1) if fm_ else ""
+    sg = None if file and not file.endswith(".py") else load_formats().match(text, file, level)
     best: FormatMatch | None = None
     for idx in load_engine_formats().values():
         fm = idx.match(text, file, level)

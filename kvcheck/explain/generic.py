@@ -37,6 +37,7 @@ import re
 from collections.abc import Callable
 
 from kvcheck.explain.formats import FormatMatch, line_level, match_line, phase_of_function, whose
+from kvcheck.explain.lines import ENGINE_NAMES
 from kvcheck.explain.native import (
     _GLOG,
     _NATIVE_ASSERT,
@@ -50,8 +51,10 @@ from kvcheck.explain.pyerrors import (
     _EXC,
     _IMPORT_STMT,
     attribute_mismatch,
+    class_line_finding,
     engine_log_finding,
     errno_line_finding,
+    message_class,
     nixl_status_finding,
     sglang_log_finding,
     traceback_finding,
@@ -99,6 +102,10 @@ _HINTS = (
     "import ",
     "full",
     "ERROR",
+    "WARN",
+    "nvalid",
+    "required",
+    "not provided",
     "FATAL",
     "Fatal",
     "xpired",
@@ -134,6 +141,16 @@ _ERROR_LOGS = (
 _LOG_START = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} ")
 
 
+# a raise statement with a literal message (``raise ValueError("...")``)
+_RAISE_SRC = re.compile(r"raise (?P<type>[A-Z]\w*(?:Error|Exception))\(\s*f?(?P<q>[\"'])(?P<msg>.+?)(?P=q)\s*\)?\s*$")
+
+# processes whose own messages kvcheck has no formats for (their lines are said as theirs)
+_UNMODELED = {"dynamo", "trtllm", "sglang-router", "dynamo-vllm"}
+
+# the Python source file a process's log prefix names (vLLM's ``[nixl_connector.py:548]``)
+_PY_FILE = re.compile(r"\[(\w+\.py):\d+\]")
+_MAX_WARNINGS = 20  # other projects' warnings kept as findings, at most
+
 # a line saying GPU memory registration through dma-buf is on (libfabric's hmem, UCX, NCCL)
 _DMABUF_ON = re.compile(r"use_dmabuf\s*[=:]\s*(?:1|true|yes)|dmabuf support status: 1|[Gg]et dma ?buf handle with fd")
 
@@ -166,6 +183,7 @@ class GenericReader:
         self.format_hits: list[tuple[int, FormatMatch]] = []  # SGLang formats matched on log lines (50 at most)
         self._fmt_budget = 2000  # lines tried against the formats at most
         self._dmabuf = 0  # the line that showed dma-buf registration of GPU memory enabled
+        self._warnings = 0  # other projects' warnings read so far
         self.engine_hits: list[tuple[int, FormatMatch]] = []  # other projects' formats matched (200 at most)
         # the process engine the log shows most so far (the attribution's ``context_engine``)
         self.context: Callable[[], str] = lambda: ""
@@ -262,7 +280,8 @@ class GenericReader:
             ):
                 self._fmt_budget -= 1  # bounded work: the first lines that may fail are read, not all
                 level = line_level(line)
-                fm = self._format_of(s, sglang_formats, engine, level)
+                pyf = _PY_FILE.search(line) if ".py:" in line else None
+                fm = self._format_of(s, sglang_formats, engine, level, pyf.group(1) if pyf else "")
                 if fm is not None and fm.engine != "sglang":
                     if len(self.engine_hits) < 200:
                         self.engine_hits.append((lineno, fm))
@@ -276,13 +295,48 @@ class GenericReader:
                         got.phase = got.phase or phase_of_function(fm.function, fm.module)
                     elif got is None and fm.kind in _ERROR_LOGS:
                         got = sglang_log_finding(fm, lineno, s)
+            if got is None and not self._tb_line:
+                got = class_line_finding(lineno, s, engine if engine not in ("python", "native") else "")
+            if got is None and not self._tb_line and engine in _UNMODELED and self._fmt_budget:
+                got = self._unmodeled_line(lineno, s, engine, line_level(line))
             if got is not None:
                 self._add(got)
 
-    def _format_of(self, s: str, sglang_formats: bool, engine: str, level: str = "") -> FormatMatch | None:
+    def _unmodeled_line(self, lineno: int, s: str, engine: str, level: str) -> GenericFinding | None:
+        """An error (or, few, a warning) of a process kvcheck has no message formats for
+        (Dynamo's Rust runtime, TensorRT-LLM, the router): said as that process's own words,
+        and that kvcheck explains nothing more of it."""
+        if level not in ("error", "fatal", "critical", "warning"):
+            return None
+        warning = level == "warning"
+        if warning:
+            if self._warnings >= _MAX_WARNINGS:
+                return None
+            self._warnings += 1
+        name = ENGINE_NAMES.get(engine, engine)
+        text = s.strip()
+        return GenericFinding(
+            id=f"{engine}-{'warning' if warning else 'error'}-log-generic",
+            title=f"{name} {'warned' if warning else 'logged an error'}: {text[:160]}",
+            engine=engine,
+            line=lineno,
+            component=name,
+            text=text[:300],
+            role="warning" if warning else "cause",
+            cause=f"{name}'s own {'warning' if warning else 'error'} line: {text[:240]}. kvcheck has no message "
+            f"formats for {name} (it reads SGLang's, vLLM's, vLLM-Ascend's, LMCache's, Dynamo's Python workers', "
+            "NIXL's, UCX's and Mooncake's): the line's words are all it says"
+            + (" (a warning: the cause only where the log shows no error)." if warning else "."),
+            checks=[f"{name}'s documentation/issues for this text, and its release"],
+            fix=f"Act on what the line names in {name}'s terms.",
+        )
+
+    def _format_of(
+        self, s: str, sglang_formats: bool, engine: str, level: str = "", file: str = ""
+    ) -> FormatMatch | None:
         """The format of line ``s``: SGLang's or another project's (``formats.match_line``);
         a line another engine's process wrote is never read as one of SGLang's."""
-        sg, other = match_line(s, level)
+        sg, other = match_line(s, level, file)
         if not sglang_formats:
             return other if other is not None and other.engine != "sglang" else None
         if engine and engine not in ("sglang", "python", "native") and other is not None:
@@ -295,15 +349,19 @@ class GenericReader:
         """What a line another project formats adds: where it prints it and in which of
         its releases (to a native line's or an OS error's finding), or, for an error
         level line no rule read, the project's own message located."""
-        if got is not None:
+        if got is not None and not message_class(fm.text):
             got.cause += f" {fm.engine_name} prints it in {fm.where()} (its releases {fm.span(fm.all_releases)})."
             if got.id.startswith("os-"):
                 got.engine = fm.engine
             return got
         # the line's own level where it shows one (the same text is logged at other levels elsewhere)
         error = fm.is_error and fm.level not in ("diag", "print") and level not in ("info", "warning")
-        if error or level in ("error", "fatal", "critical"):
+        if error or level in ("error", "fatal", "critical") or got is not None:
             return engine_log_finding(fm, lineno, s)
+        if (level == "warning" or fm.level == "warning") and self._warnings < _MAX_WARNINGS and level != "info":
+            # a warning of that project: what the log has when it shows no error (kept few)
+            self._warnings += 1
+            return engine_log_finding(fm, lineno, s, warning=True)
         return None
 
     def finish(self) -> list[GenericFinding]:
@@ -383,6 +441,11 @@ class GenericReader:
         if ex is None and self._frames and src.startswith("assert "):
             # a traceback cut after its failing assert: the assert statement is the message
             ex = _EXC.match("AssertionError: " + src)
+        elif ex is None and self._frames and src.startswith("raise "):
+            # a traceback cut after its raise statement: the raise names the exception and its message
+            rm = _RAISE_SRC.match(src)
+            if rm is not None:
+                ex = _EXC.match(f"{rm.group('type')}: {rm.group('msg')}")
         elif ex is not None and ex.group("type") == "AssertionError" and not ex.group("msg") and src:
             ex = _EXC.match("AssertionError: " + src)  # a bare AssertionError: the statement says what
         if not self._tb_line or (not self._frames and ex is None) or (not self._frames and not lone):

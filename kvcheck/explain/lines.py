@@ -399,7 +399,7 @@ class Attributor:
                 host=self.block_engine or self.context_engine(),
                 kind="exception" if "Error" in line else "plain",
             )
-        if s.startswith("libfabric:") or (
+        if s.startswith(("libfabric:", "Libfabric ", "EFA internal error")) or (
             "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line)
         ):
             return LineInfo("libfabric", host=self.context_engine())
@@ -458,6 +458,8 @@ class Attributor:
         if fm.engine == "sglang":
             return LineInfo("sglang", host="sglang" if not self.block_engine else self.block_engine)
         host = self.block_engine or self.context_engine()
+        if fm.engine == "dynamo":
+            return LineInfo("dynamo", host="dynamo")
         if fm.engine in ("vllm", "vllm-ascend", "lmcache"):  # a process's own message: it ran in that engine
             host = "vllm" if fm.engine == "lmcache" and not host else (host if fm.engine == "lmcache" else fm.engine)
         return LineInfo(fm.engine, host=host)

@@ -31,7 +31,7 @@ _GLOG = re.compile(
 _WC = re.compile(
     r"(?:cqe|completion|wc)\w* with (?:error|status)[ =:]*(?P<no>\d+)|\b(?P<str>transport retry counter "
     r"exceeded|local protection error|Work Request Flushed Error|remote access error|remote invalid request "
-    r"error|RNR retry counter exceeded)\b",
+    r"error|RNR retry counter exceeded|local length error|local QP operation error)\b",
     re.I,
 )
 _UCXLINE = re.compile(r"\b(?P<file>\w+\.c):\d+\s+UCX\s+(?:ERROR|FATAL)\s+(?P<text>.*)")
@@ -168,7 +168,8 @@ class NodeState:
 # ---------------------------------------------------------------- native stacks
 # a crash header: the stack that follows it says where the process died
 _CRASH_HEAD = re.compile(
-    r"Caught signal (?P<sig>\d+) \((?P<what>[^):]*)|Segmentation fault|SIGSEGV|SIGABRT|SIGBUS|Aborted \(core dumped\)"
+    r"Caught signal (?P<sig>\d+) \((?P<what>[^):]*)|Segmentation fault|Segfault encountered|SIGSEGV|SIGABRT|SIGBUS"
+    r"|Aborted \(core dumped\)"
     r"|terminate called after throwing|\(gdb\) (?:bt|backtrace|thread apply all bt)|^Thread \d+ \(Thread 0x"
     r"|Fatal Python error: (?P<fatal>\w[\w ]*)"
 )
@@ -180,6 +181,8 @@ _NFRAME = re.compile(
     r"(?P<glib>\S+)))?"
     r"|^\s*\d+\s+(?P<blib>[$/~.\w][^\s(]*?\.so[\w.]*)\((?P<bfunc>[\w:.~]*)(?:\+0x[0-9a-f]+)?\)"
     r"|^\s*\d+\s+0x[0-9a-f]+ (?P<cfunc>[\w:~]+)\("
+    # a native frame in a Python fault dump with native symbols (``File "<unknown>", line 0, in ns::f()``)
+    r"|^\s*File \"<unknown>\", line \d+, in (?P<ffunc>[\w:~]+)"
 )
 _NOISE = re.compile(
     r"^(?:__|_Unwind|_ZN?\d*__cxa|raise$|abort$|syscall$|killpg$|gsignal$|ucs_(?:handle_error|debug|error|log|fatal)"
@@ -221,7 +224,7 @@ class NativeStack:
         m = _NFRAME.match(s)
         if m is not None:
             if len(self.frames) < 32:
-                func = m.group("gfunc") or m.group("bfunc") or m.group("cfunc") or ""
+                func = m.group("gfunc") or m.group("bfunc") or m.group("cfunc") or m.group("ffunc") or ""
                 self.frames.append((func, m.group("gfile") or "", m.group("glib") or m.group("blib") or ""))
         self.left -= 1
         if self.left <= 0:
@@ -304,6 +307,11 @@ def status_meaning(text: str) -> tuple[str, str]:
                 if row and row[1]:
                     note = R["code_notes"].get(w, "")
                     return w, f"{row[1].rstrip('.')} ({name}'s {w} = {row[0]})" + (f": {note}" if note else "")
+    if "End of file" in text:  # asio/stream EOF (its ``value: 2`` is no errno)
+        return "EOF", (
+            "the peer closed the connection: its process went away, or the connection reached another process "
+            "than the one meant (a port reused by a restarted process, or two processes given the same port)"
+        )
     no = errno_in(text)
     if no:
         return R["os_errno"][no][0], R["os_errno"][no][1]

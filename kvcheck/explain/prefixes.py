@@ -33,6 +33,8 @@ _COLLECTOR = re.compile(
     r"|\[(?:pod/)?(?P<role>[\w.-]*(?:prefill|decode|router)[\w./-]*)\] "
     # grep -H / -n over log files: ``decode_0.log:`` / ``prefill.log:1234:``
     r"|(?P<gfile>[\w.-]+\.(?:log|txt|out|err)(?:\.\d+)?):(?:\d+[:-])?(?=\S)"
+    # a launcher's stream label (``[PYTHON3] ``, ``[stderr] ``) and a terminal UI's frame (``│ ``)
+    r"|\[(?:PYTHON\d?|STDOUT|STDERR|stdout|stderr)\] ?|[│┃] ?"
     # a GitHub reply's quote
     r"|> ?",
     re.I,
@@ -45,7 +47,7 @@ _LABEL = re.compile(
 )
 _ROLE = re.compile(r"prefill|decode|router", re.I)
 # a first character any prefix above can start with (one test per line before the regex)
-_STARTS = frozenset("0123456789>ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz[")
+_STARTS = frozenset("0123456789>ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz[│┃")
 _OWN = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* +" + _LEVELS + r"\s")
 
 
@@ -60,6 +62,8 @@ def strip_collector(line: str) -> tuple[str, str]:
         line = _ANSI.sub("", line)
     if "[]" in line:
         line = _GH_BRACKET.sub(r"[\1]", line)
+    if line.endswith(("│", "┃", "│ ")):  # the right border of a terminal UI's frame
+        line = line.rstrip(" │┃").rstrip()
     if not line or line[0] not in _STARTS or _OWN.match(line):
         return line, ""
     role = ""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
+from kvcheck.explain.formats import _SRC_FILE, FormatMatch, load_formats, phase_of_function
 from kvcheck.explain.native import _NIXL_ERR, errno_in, status_meaning
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
@@ -154,9 +154,10 @@ def traceback_finding(
         phase = phase or phase_of_function(ofm.function.replace("::", "."))
     elif sglang_ok and etype and msg and not path and kind not in _RUNTIME_WORDED and len(msg.split()) >= 3:
         fmt_note = (
-            f"no SGLang release ({load_formats().releases[0]} .. {load_formats().releases[-1]}) formats this "
-            "message in its source: it is not SGLang's own text (a wrapper such as Dynamo, a connector or a "
-            "library raised it)"
+            f"no SGLang release scanned ({load_formats().releases[0]} .. {load_formats().releases[-1]}) formats "
+            "this message in its source, nor any release of vLLM, NIXL, UCX or Mooncake kvcheck read: it is another "
+            "project's text (a wrapper such as Dynamo, a connector or a library raised it), or a release newer "
+            f"than {load_formats().releases[-1]}'s"
         )
     if not phase and not frames and kind == "refusal" and _CONFIG_REFUSAL.search(msg):
         phase = "startup"  # a configuration refused, pasted alone: raised while the engine is built
@@ -193,6 +194,23 @@ def traceback_finding(
     }.get(kind, "the traceback was cut before its exception line")
     head = f"{etype}: {msg}"[:300] if etype else "traceback without its exception line"
     qual = ex.group("qual") if ex else ""
+    cls = message_class(msg) if msg else None
+    if cls is not None:
+        return GenericFinding(
+            id=cls["id"],
+            title=cls["title"],
+            engine=engine or "python",
+            line=tb_line,
+            phase=cls.get("phase") or phase,
+            component=engine or "the process",
+            text=ex.group(0)[:300] if ex else "",
+            lines=[tb_line, lineno] if lineno else [tb_line],
+            cause=f"{head[:200]} at {where}: "
+            + cls["cause"]
+            + (f" {fmt_note[:1].upper()}{fmt_note[1:]}." if fmt_note else ""),
+            checks=[f"the {engine or 'engine'} release in use and its notes for this message"],
+            fix=cls["fix"],
+        )
     for trx, mrx, x in R["_library_exceptions"] if etype else ():
         if trx.fullmatch(etype) and (mrx.search(qual) or any(mrx.search(f[0]) for f in frames)):
             return GenericFinding(
@@ -314,6 +332,21 @@ def sglang_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFindin
     runs in; the message says what failed."""
     span = fm.span(load_formats().releases)
     sub = sglang_subsystem(fm.path())
+    cls = message_class(fm.text)
+    if cls is not None:
+        return GenericFinding(
+            id=cls["id"],
+            title=cls["title"],
+            engine="sglang",
+            line=lineno,
+            phase=cls.get("phase") or phase_of_function(fm.function, fm.module),
+            component=f"SGLang, {sub}" if sub else "SGLang",
+            text=line.strip()[:300],
+            cause=cls["cause"] + f" SGLang logs it in {fm.where()} (releases {span}).",
+            checks=["the router/proxy in front of the servers and the path it sends this request by"],
+            fix=cls["fix"],
+            releases=fm.releases,
+        )
     return GenericFinding(
         id="sglang-error-log-generic",
         title=f"SGLang logged: {fm.text[:160]}",
@@ -332,21 +365,46 @@ def sglang_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFindin
 
 # an environment variable's name (a setting a message prints as its value)
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*_[A-Z0-9_]+$")
-# the native source file a line's own prefix names
-_SRC_FILE = re.compile(r"\b(\w+\.(?:cpp|cc|c|h|hpp|inl)):\d+(?:\]|\s+UCX\b)")
 
 # what kvcheck says for each project's own messages (it models SGLang's PD path only)
 _PROJECT = {
     "vllm": ("vLLM", "vLLM's own message (kvcheck does not model vLLM's KV connectors; it is not SGLang's)"),
     "vllm-ascend": ("vLLM-Ascend", "vLLM-Ascend's own message (kvcheck does not model vLLM-Ascend; not SGLang's)"),
     "lmcache": ("LMCache", "LMCache's own message (kvcheck does not model LMCache; not SGLang's)"),
+    "dynamo": ("Dynamo", "Dynamo's own message (its Python workers; kvcheck does not model Dynamo; not SGLang's)"),
     "nixl": ("NIXL", "NIXL's own message"),
     "ucx": ("UCX", "UCX's own message"),
     "mooncake": ("Mooncake", "Mooncake's own message"),
 }
 
 
-def engine_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFinding:
+def class_line_finding(lineno: int, line: str, engine: str) -> GenericFinding | None:
+    """A line no format matched whose text is of a known class (``message_classes``): a
+    message pasted inside another (an HTTP error body, a wrapper's log line)."""
+    cls = message_class(line)
+    if cls is None:
+        return None
+    name = _PROJECT.get(engine, (engine, ""))[0] if engine else ""
+    return GenericFinding(
+        id=cls["id"],
+        title=cls["title"],
+        engine=engine or "python",
+        line=lineno,
+        phase=cls.get("phase", ""),
+        component=name or "the process",
+        text=line.strip()[:300],
+        cause=cls["cause"] + f" The line: {line.strip()[:160]}",
+        checks=["which process printed it and its release"],
+        fix=cls["fix"],
+    )
+
+
+def message_class(text: str) -> dict | None:
+    """The class of message ``text`` is (``generic.yaml`` ``message_classes``), or None."""
+    return next((c for rx, c in rules()["_message_classes"] if rx.search(text)), None)
+
+
+def engine_log_finding(fm: FormatMatch, lineno: int, line: str, warning: bool = False) -> GenericFinding:
     """A line another project (vLLM, NIXL, UCX, Mooncake) prints at error level, matched
     whole by a format of that project's own source (``engine_formats.json.gz``): whose it
     is, the file and function that print it, the project's releases that have it, the
@@ -381,14 +439,14 @@ def engine_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFindin
         + f"; the message is in {name} releases {span}."
         + (f" The setting it prints: {', '.join(knobs)}." if knobs else "")
     )
-    cls = next((c for rx, c in rules()["_connector_classes"] if rx.search(fm.text)), None)
+    cls = message_class(fm.text)
     if cls is not None:
         return GenericFinding(
             id=cls["id"],
             title=cls["title"],
             engine=fm.engine,
             line=lineno,
-            phase=phase or "serving",
+            phase=cls.get("phase") or phase,
             component=comp or f"{name}, {fm.where()}",
             text=line.strip()[:300],
             cause=cls["cause"] + " " + cause,
@@ -396,6 +454,21 @@ def engine_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFindin
             fix=cls["fix"],
         )
     cause += f" {code}: {meaning}." if meaning else " What it names failed there; the lines before it say why."
+    if warning:
+        return GenericFinding(
+            id=f"{fm.engine}-warning-log-generic",
+            title=f"{name} warned: {fm.text[:160]}",
+            engine=fm.engine,
+            line=lineno,
+            phase=phase,
+            component=comp or f"{name}, {fm.where()}",
+            text=line.strip()[:300],
+            role="warning",
+            cause=cause.replace(" What it names failed there; the lines before it say why.", "")
+            + " A warning: the cause only where the log shows no error.",
+            checks=[f"whether what it warns about is what failed (the {name} release in use)"],
+            fix=f"Act on what the warning names where nothing else failed (see {fm.where()}).",
+        )
     return GenericFinding(
         id=f"{fm.engine}-error-log-generic",
         title=f"{name} logged: {fm.text[:160]}",
@@ -573,7 +646,7 @@ def _errno(msg: str) -> str | None:
 
 
 # an error log line (any engine's format) that reports an OS error in its text
-_ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\b[Ff]ailed\b|\bError\b|Error\(|Error:")
+_ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\b[Ff]ailed\b|\bError\b|Error\(|Error:|\b[Ee]rror: \(-?\d+\)")
 
 
 def errno_line_finding(lineno: int, line: str) -> GenericFinding | None:

@@ -32,7 +32,7 @@ def rules() -> dict[str, Any]:
     data["_library_exceptions"] = [
         (re.compile(x["type"]), re.compile(x["module"]), x) for x in data["library_exceptions"]
     ]
-    data["_connector_classes"] = [(re.compile(c["re"]), c) for c in data["connector_classes"]]
+    data["_message_classes"] = [(re.compile(c["re"]), c) for c in data["message_classes"]]
     data["_crash_steps"] = [(re.compile(c["re"]), c["step"], c["phase"]) for c in data["crash_steps"]]
     data["_ucx_transport"] = [(re.compile(t["re"]), re.compile(t["need"]), t) for t in data["ucx_transport"]]
     return data
