@@ -130,6 +130,9 @@ _CALL_HINTS = (
     "ackend",
     "nixl_agent",
 )
+# the hints as one search each (a C loop over the line, not a Python loop over the words)
+_HINT_RX = re.compile("|".join(re.escape(k) for k in _HINTS))
+_CALL_HINT_RX = re.compile("|".join(re.escape(k) for k in _CALL_HINTS))
 _CALL_REACH = 12
 _ERROR_LOGS = (
     "log:error",
@@ -208,9 +211,9 @@ class GenericReader:
         if self._lone is not None:
             if self._continue_lone(line):
                 return
-        if "(" in line and any(k in line for k in _CALL_HINTS) and _NIXL_CALL.search(line):
+        if "(" in line and _CALL_HINT_RX.search(line) and _NIXL_CALL.search(line):
             self._last_call = (lineno, line.strip()[:200])
-        if not self._tb_line and (not any(k in line for k in _HINTS) or "batch, #" in line):
+        if not self._tb_line and (not _HINT_RX.search(line) or "batch, #" in line):
             return  # one search per line outside a traceback; batch statistics never fail
         s = _strip(line).rstrip()
         if not s:
@@ -295,7 +298,7 @@ class GenericReader:
                         got.phase = got.phase or phase_of_function(fm.function, fm.module)
                     elif got is None and fm.kind in _ERROR_LOGS:
                         got = sglang_log_finding(fm, lineno, s)
-            if got is None and not self._tb_line:
+            if got is None and not self._tb_line and self._fmt_budget:
                 got = class_line_finding(lineno, s, engine if engine not in ("python", "native") else "")
             if got is None and not self._tb_line and engine in _UNMODELED and self._fmt_budget:
                 got = self._unmodeled_line(lineno, s, engine, line_level(line))
