@@ -253,34 +253,58 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
         regions += [dict(kind="VRAM", item_len=c128_page, layer_id=i, part="KV", pool="target") for i in c128]
 
     if legacy:
-        legacy_states, legacy_types = _legacy_states(side, stage, c4, c128, ratios_all, notes)
-        if hisparse_decode:
-            notes.append(
-                f"HiSparse decode: the {len(c4)} C4 KV regions are the host pool (DRAM); C4 indexer and C128 regions "
-                "stay VRAM"
-            )
+        states, state_types = _legacy_states(side, stage, c4, c128, ratios_all, notes)
+        draft_layers = 0
+    else:
+        states, state_types, draft_layers = _states(
+            side, main, stage, c4, c128, last_stage=pp_rank == len(stages) - 1, notes=notes
+        )
+    if hisparse_decode:
+        notes.append(
+            f"HiSparse decode: the {len(c4)} C4 KV regions are the host pool (DRAM); C4 indexer and C128 regions "
+            "stay VRAM"
+        )
+    kv_regions = f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions"
+    if legacy:
         notes.append(
             f"DeepSeek V4 pool (SGLang {side.sglang_version}): page 256, KV layout "
             f"{pd_kv_layout(main, compressed, ratios_all)}; "
-            f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions; one 'swa' state component "
-            f"({len(legacy_states)} buffers)"
+            f"{kv_regions}; one 'swa' state component ({len(states)} buffers)"
         )
-        return SideGeometry(
-            **base,
-            pool=DSV4,
-            is_mla=True,
-            kv_cache_dtype=args.kv_cache_dtype,
-            bytes_per_element=1,
-            regions=[Region(index=i, **r) for i, r in enumerate(regions)],
-            num_draft_regions=0,
-            stage_layers=stages,
-            notes=notes,
-            state_types=legacy_types,
-            state_regions=[StateRegion(index=i, **r) for i, r in enumerate(legacy_states)],
-            kv_layout=pd_kv_layout(main, compressed, ratios_all),
-            draft_page_size=None,
+    else:
+        notes.append(
+            f"DeepSeek V4 pool: page 256, KV layout {pd_kv_layout(main, compressed, ratios_all)}; "
+            f"{kv_regions}, {len(stage)} SWA layers as the 'swa' state component"
         )
-    # setup_state_kv_args: "swa" = get_state_buf_infos, "c128_state" = request state.
+    return SideGeometry(
+        **base,
+        pool=DSV4,
+        is_mla=True,
+        kv_cache_dtype=args.kv_cache_dtype,
+        bytes_per_element=1,
+        regions=[Region(index=i, **r) for i, r in enumerate(regions)],
+        num_draft_regions=0,
+        stage_layers=stages,
+        notes=notes,
+        state_types=state_types,
+        state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
+        kv_layout=pd_kv_layout(main, compressed, ratios_all),
+        draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,
+    )
+
+
+def _states(
+    side: Side, main: str, stage: list[int], c4: list[int], c128: list[int], *, last_stage: bool, notes: list[str]
+) -> tuple[list[dict], list[str], int]:
+    """The state components of 0.5.14 and later (``setup_state_kv_args``): ``swa``
+    (``get_state_buf_infos``: the SWA KV of every stage layer, then the C4 attention and C4
+    indexer compress states, overlap rings of ``SGLANG_DSV4_COMPRESS_STATE_DTYPE`` rows),
+    ``c128_state`` (request-scoped, when the stage has C128 layers), and the NextN draft's
+    SWA KV as a second ``swa`` component (a prefill's draft only on its last PP stage:
+    ``last_stage``). ``main``: the SWA KV layout. Returns (state region dicts, state types, draft layers)."""
+    args = side.args
+    model = side.model
+    ihd = model.index_head_dim or 128
     env = side.env or {}
     state_bytes = (
         2 if str(env.get("SGLANG_DSV4_COMPRESS_STATE_DTYPE", "float32")).strip().lower() in ("bfloat16", "bf16") else 4
@@ -318,7 +342,7 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
     # The NextN draft pool (compress ratio 0 on every layer): no KV region, its SWA KV
     # as a second "swa" component; a prefill's draft only on its last PP stage.
     draft_layers = 0
-    if args.has_draft_worker and (side.role == "decode" or pp_rank == len(stages) - 1):
+    if args.has_draft_worker and (side.role == "decode" or last_stage):
         # ModelConfig(is_draft_model=True): DeepseekV4ForCausalLMNextN with num_nextn_predict_layers layers.
         draft_src = side.draft_model if side.draft_model is not None else model
         draft_layers = max(1, draft_src.num_nextn_predict_layers)
@@ -333,31 +357,7 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
             f"DeepSeek V4 NextN draft: {draft_layers} SWA-only layer(s), no KV region; its SWA KV is a second 'swa' "
             "state component"
         )
-    if hisparse_decode:
-        notes.append(
-            f"HiSparse decode: the {len(c4)} C4 KV regions are the host pool (DRAM); C4 indexer and C128 regions "
-            "stay VRAM"
-        )
-    notes.append(
-        f"DeepSeek V4 pool: page 256, KV layout {pd_kv_layout(main, compressed, ratios_all)}; "
-        f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions, {len(stage)} SWA layers as the 'swa' "
-        "state component"
-    )
-    return SideGeometry(
-        **base,
-        pool=DSV4,
-        is_mla=True,
-        kv_cache_dtype=args.kv_cache_dtype,
-        bytes_per_element=1,
-        regions=[Region(index=i, **r) for i, r in enumerate(regions)],
-        num_draft_regions=0,
-        stage_layers=stages,
-        notes=notes,
-        state_types=state_types,
-        state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
-        kv_layout=pd_kv_layout(main, compressed, ratios_all),
-        draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,
-    )
+    return states, state_types, draft_layers
 
 
 def _legacy_states(

@@ -8,6 +8,8 @@ launch command line.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import re
@@ -250,22 +252,35 @@ def release_defaults(args: dict[str, Any], version: str) -> dict[str, Any]:
     args leave unset whose default differs from 0.5.23's (the model's defaults). A
     field whose flag that release lacks keeps the model's default (the feature is off).
     Mirrors ``argparse`` defaults of that release's parser (the flag table)."""
-    from kvcheck.sglang.args import ServerArgs
     from kvcheck.sglang.flags import DEFAULT_VERSION, FlagTable
 
     if version == DEFAULT_VERSION:
         return args
     table = FlagTable.load(version)
     args = table.to_fields(args)  # ServerArgs.from_cli_args renames (tp_size ...) before 0.5.14
+    out = dict(args)
+    for name, value in _changed_defaults(version):
+        if name not in args:
+            out[name] = copy.deepcopy(value) if isinstance(value, (list, dict)) else value
+    return out
+
+
+@functools.cache
+def _changed_defaults(version: str) -> tuple[tuple[str, Any], ...]:
+    """The ``ServerArgs`` fields whose default in release ``version``'s parser differs from
+    the model's (0.5.23's), with that release's default; once per release and process (a
+    window builds each side once per release)."""
+    from kvcheck.sglang.args import ServerArgs
+    from kvcheck.sglang.flags import DEFAULT_VERSION, FlagTable
+
+    table = FlagTable.load(version)
     own = table.to_fields(table.defaults())
     base = FlagTable.load(DEFAULT_VERSION).defaults()
-    out = dict(args)
-    for name in ServerArgs.model_fields:
-        if name in args or name not in own or name not in base:
-            continue
-        if own[name] != base[name]:
-            out[name] = own[name]
-    return out
+    return tuple(
+        (name, own[name])
+        for name in ServerArgs.model_fields
+        if name in own and name in base and own[name] != base[name]
+    )
 
 
 def is_live_spec(spec: str) -> bool:

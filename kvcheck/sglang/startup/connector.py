@@ -130,8 +130,14 @@ def connector_outcome(side: Side, gpu: Gpu | None = None) -> ConnectorRefusal | 
     ``DecodePreallocQueue._init_kv_manager``: decode host receive (threshold < 1) needs a
     manager with ``supports_host_destination``, which none has in 0.5.23.
     ``UCX_NET_DEVICES`` makes the runtime ignore the ib device (a warning, see
-    ``kvcheck.checks.nixl_env``)."""
+    ``kvcheck.checks.nixl_env``). Computed once per side and GPU inside
+    ``kvcheck.memo.side_memo()``."""
+    from kvcheck.memo import remembered
 
+    return remembered("connector_outcome", side, getattr(gpu, "name", gpu), lambda: _connector_outcome(side, gpu))
+
+
+def _connector_outcome(side: Side, gpu: Gpu | None) -> ConnectorRefusal | Stop | None:
     a = side.args
     if a.disaggregation_mode not in ("prefill", "decode"):
         return None
