@@ -10,7 +10,8 @@ module's syntax tree and collect the text of every message the runtime formats:
 - ``logger.<level>(<msg>, *args)`` (``debug`` is left out: not shown by default).
 
 A message is a string constant, an f-string, ``"..." % args``, ``"...".format(...)`` or a
-concatenation of those: its literal text is kept and each value becomes a field (named
+concatenation of those, or a variable the function set to one of them before: its
+literal text is kept and each value becomes a field (named
 after the expression: ``{self.page_size}`` -> ``page_size``). Messages with little literal
 text (under 14 characters or 2 words) are left out: they cannot be told apart from any
 other text. Identical formats of different releases are one entry, with the releases
@@ -197,11 +198,32 @@ class _Visitor(ast.NodeVisitor):
     def __init__(self) -> None:
         self.stack: list[str] = []
         self.found: list[tuple[str, _Msg, str, int]] = []  # kind, message, qualname, line
+        # per function: the messages built into a variable first (``msg = f"..."`` then
+        # ``logger.error(msg)`` / ``raise T(msg)``)
+        self.assigned: list[dict[str, _Msg]] = [{}]
 
     def _scope(self, node: ast.AST) -> None:
         self.stack.append(node.name)  # type: ignore[attr-defined]
+        self.assigned.append({})
         self.generic_visit(node)
+        self.assigned.pop()
         self.stack.pop()
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            m = message(node.value)
+            if m is not None:
+                self.assigned[-1][node.targets[0].id] = m
+            else:
+                self.assigned[-1].pop(node.targets[0].id, None)
+        self.generic_visit(node)
+
+    def _message(self, expr: ast.AST, printf_args: list[ast.AST] | None = None) -> _Msg | None:
+        """``message``, or the message the function built into the variable ``expr`` names."""
+        m = message(expr, printf_args)
+        if m is None and isinstance(expr, ast.Name) and not printf_args:
+            m = self.assigned[-1].get(expr.id)
+        return m
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scope
 
@@ -214,7 +236,7 @@ class _Visitor(ast.NodeVisitor):
         if isinstance(exc, ast.Call) and exc.args:
             t = _call_name(exc.func)
             if t and t[:1].isupper():
-                self._add(f"raise:{t}", message(exc.args[0]), node.lineno)
+                self._add(f"raise:{t}", self._message(exc.args[0]), node.lineno)
         self.generic_visit(node)
 
     def visit_Assert(self, node: ast.Assert) -> None:
@@ -225,7 +247,7 @@ class _Visitor(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if _is_logger(node.func) and node.args:
             level = node.func.attr.replace("_once", "").replace("warn", "warning").replace("warninging", "warning")  # type: ignore[attr-defined]
-            self._add(f"log:{level}", message(node.args[0], list(node.args[1:])), node.lineno)
+            self._add(f"log:{level}", self._message(node.args[0], list(node.args[1:])), node.lineno)
         self.generic_visit(node)
 
 

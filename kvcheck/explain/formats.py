@@ -32,7 +32,26 @@ from typing import Any
 
 _MIN_TOKEN = 5  # characters of a format's token (shorter words are everywhere)
 _MAX_CANDIDATES = 64  # formats tried per line at most (the longest tokens first)
+# the interpreter's own exception texts (CPython's wording), copied by code that re-raises them
+_BUILTIN = re.compile(
+    r"has no attribute|got an unexpected keyword argument|missing \d* ?required positional argument"
+    r"|(?:list|tuple|string) index out of range|is not defined\x00|^No module named|object is not "
+    r"(?:callable|subscriptable|iterable)"
+    r"|takes \d+ positional arguments? but|cannot access local variable"
+)
+_MIN_TRUNCATED = 40  # literal characters a message cut short in the paste must still show
 _ERROR_LEVELS = ("log:error", "log:exception", "log:critical", "log:fatal")
+_NAMES = {
+    "sglang": "SGLang",
+    "vllm": "vLLM",
+    "vllm-ascend": "vLLM-Ascend",
+    "lmcache": "LMCache",
+    "dynamo": "Dynamo",
+    "nixl": "NIXL",
+    "libfabric": "libfabric",
+    "ucx": "UCX",
+    "mooncake": "Mooncake",
+}
 
 
 @dataclass
@@ -46,6 +65,9 @@ class FormatMatch:
     text: str  # the matched text
     values: dict[str, str] = field(default_factory=dict)
     literal: int = 0  # characters of literal text matched
+    engine: str = "sglang"  # whose source formats it (``engine_formats.json.gz`` for the others)
+    same_file: bool = False  # the format's file is the one the line's prefix names
+    truncated: bool = False  # the line ends inside the message (a paste cut short): its opening matched
 
     @property
     def is_error(self) -> bool:
@@ -59,13 +81,33 @@ class FormatMatch:
         return "AssertionError" if self.kind == "assert" else ""
 
     def where(self) -> str:
-        """``module.function`` as people read it: ``disaggregation/nixl/conn.py NixlKVManager.f``."""
+        """``module.function`` as people read it: ``disaggregation/nixl/conn.py NixlKVManager.f``
+        (another project's: its source path, ``src/core/nixl_agent.cpp nixlAgent::registerMem``)."""
+        if self.engine != "sglang":
+            return f"{self.module} {self.function}" if self.function else self.module
         path = self.module.removeprefix("sglang.").replace(".", "/") + ".py"
         return f"{path} {self.function}" if self.function else path
 
     def path(self) -> str:
         """The module as a path: ``sglang/srt/disaggregation/nixl/conn.py``."""
+        if self.engine != "sglang":
+            return self.module
         return self.module.replace(".", "/") + ".py"
+
+    @property
+    def engine_name(self) -> str:
+        """The project's name as people write it."""
+        return _NAMES.get(self.engine, self.engine)
+
+    @property
+    def all_releases(self) -> list[str]:
+        """Every release of the project the index was built from."""
+        return (load_formats() if self.engine == "sglang" else load_engine_formats()[self.engine]).releases
+
+    @property
+    def level(self) -> str:
+        """The log level (``error``, ``warning`` ...), ``raise``/``assert`` for an exception."""
+        return self.kind[4:] if self.kind.startswith("log:") else self.kind.split(":")[0]
 
     def span(self, all_releases: list[str]) -> str:
         """The releases as ranges: ``0.5.10 .. 0.5.23`` (or ``every scanned release``)."""
@@ -87,7 +129,8 @@ class FormatMatch:
 class FormatIndex:
     """The formats of ``formats.json.gz`` indexed by token (see the module docstring)."""
 
-    def __init__(self, data: dict[str, Any]):
+    def __init__(self, data: dict[str, Any], engine: str = "sglang"):
+        self.engine = engine
         self.releases: list[str] = data["releases"]
         self.modules: list[str] = data["modules"]
         self.kinds: list[str] = data["kinds"]
@@ -97,16 +140,60 @@ class FormatIndex:
         for i, f in enumerate(self.formats):
             if f[7]:
                 self.by_token.setdefault(f[7], []).append(i)
+            # and under the longest word of its opening: a message cut short in the paste
+            # keeps its opening, not always its longest word
+            h = _head_token(f[0])
+            if h and h != f[7]:
+                self.by_token.setdefault(h, []).append(i)
         self.tokens = frozenset(self.by_token)
+        self.files = frozenset(m.rsplit("/", 1)[-1] for m in self.modules)
+        # status codes the project documents: name -> [value, meaning] (``gen_engine_formats.CODES``)
+        self.codes: dict[str, list[str]] = data.get("codes", {})
         self._rx: dict[int, re.Pattern[str] | None] = {}
+        self._prefix_rx: dict[tuple[int, int], re.Pattern[str] | None] = {}
 
     def _regex(self, i: int) -> re.Pattern[str] | None:
         if i not in self._rx:
-            self._rx[i] = _compile(self.formats[i][0])
+            parts = self.formats[i][0]
+            # a message worded as Python's own (``'X' object has no attribute 'y'``) is the
+            # interpreter's wherever it is printed: it says nothing of whose code raised it
+            self._rx[i] = None if _BUILTIN.search("\x00".join(parts)) else _compile(parts)
         return self._rx[i]
 
-    def match(self, text: str) -> FormatMatch | None:
-        """The format of ``text`` with the most literal text, or None."""
+    def _truncated(self, text: str, cands: list[int]) -> tuple[tuple[bool, bool, int, int], int, re.Match[str]] | None:
+        """A message cut short in the paste (the line ends inside it): the candidate whose
+        first literals, with their fields, match up to the line's end, with at least
+        ``_MIN_TRUNCATED`` characters of its literal text (an opening that long is the
+        message, not a sibling that shares a word)."""
+        best = None
+        for i in cands:
+            if self._regex(i) is None:  # the interpreter's wording, or too little text
+                continue
+            parts = self.formats[i][0]
+            for k in range(len(parts) - 1, 0, -1):
+                head = parts[:k]
+                lit = sum(len(p) for p in head)
+                if lit < _MIN_TRUNCATED:
+                    break
+                key = (i, k)
+                if key not in self._prefix_rx:
+                    self._prefix_rx[key] = _compile(head[:-1] + [head[-1].rstrip(), ""])
+                rx = self._prefix_rx[key]
+                m = rx.search(text) if rx is not None else None
+                if m is None:
+                    continue
+                rank = (False, False, lit, 0)
+                if best is None or rank > best[0]:
+                    best = (rank, i, m)
+                break
+        return best
+
+    def match(self, text: str, file: str = "", level: str = "") -> FormatMatch | None:
+        """The format of ``text`` with the most literal text, or None; ``file``: the
+        source file the line's own prefix names (glog ``rdma_endpoint.cpp:385]``), whose
+        formats rank first (two projects may print the same words); ``level``: the log
+        level the line's prefix shows (``error``), whose formats rank next (one text
+        logged at two levels in two places)."""
         words = self.tokens.intersection(text.split())
         if not words:
             words = self.tokens.intersection(re.findall(r"[\w.:=/'-]+", text))
@@ -117,7 +204,7 @@ class FormatIndex:
             cands.extend(self.by_token[w])
             if len(cands) >= _MAX_CANDIDATES:
                 break
-        best: tuple[tuple[int, int], int, re.Match[str]] | None = None
+        best: tuple[tuple[bool, bool, int, int], int, re.Match[str]] | None = None
         for i in cands:
             rx = self._regex(i)
             if rx is None:
@@ -126,13 +213,20 @@ class FormatIndex:
             if m is None:
                 continue
             f = self.formats[i]
-            # the most literal text; of equals, the format more releases have
-            rank = (sum(len(p) for p in f[0]), sum(b - a + 1 for a, b in f[6]))
+            # the prefix's file first; then the most literal text; of equals, the format
+            # more releases have
+            same = bool(file) and self.modules[f[3]].rsplit("/", 1)[-1] == file
+            lvl = bool(level) and self.kinds[f[2]] == "log:" + level
+            rank = (same, lvl, sum(len(p) for p in f[0]), sum(b - a + 1 for a, b in f[6]))
             if best is None or rank > best[0]:
                 best = (rank, i, m)
+        truncated = False
         if best is None:
-            return None
-        (lit, _), i, m = best
+            got = self._truncated(text, cands) if len(text) >= _MIN_TRUNCATED else None
+            if got is None:
+                return None
+            best, truncated = got, True
+        (same, _lvl, lit, _), i, m = best
         f = self.formats[i]
         names = f[1]
         values: dict[str, str] = {}
@@ -147,6 +241,9 @@ class FormatIndex:
             text=m.group(0)[:500],
             values=values,
             literal=lit,
+            engine=self.engine,
+            same_file=same,
+            truncated=truncated,
         )
 
     def exists_anywhere(self, text: str) -> bool:
@@ -167,6 +264,16 @@ def token(parts: list[str]) -> str:
         words += toks
         if j == 0 and "\n" in stretch:
             break
+    words = [w for w in words if len(w) >= _MIN_TOKEN]
+    return max(words, key=len) if words else ""
+
+
+def _head_token(parts: list[str]) -> str:
+    """The longest whole word of a format's first literal (its opening)."""
+    first = parts[0].split("\n")[0]
+    words = first.split()
+    if words and len(parts) > 1 and not first[-1:].isspace():
+        words = words[:-1]  # glued to the value after it
     words = [w for w in words if len(w) >= _MIN_TOKEN]
     return max(words, key=len) if words else ""
 
@@ -202,6 +309,86 @@ def load_formats() -> FormatIndex:
     """The format index shipped with kvcheck (cached)."""
     blob = resources.files("kvcheck.explain").joinpath("formats.json.gz").read_bytes()
     return FormatIndex(json.loads(gzip.decompress(blob)))
+
+
+@functools.lru_cache(maxsize=1)
+def load_engine_formats() -> dict[str, FormatIndex]:
+    """The formats of the other projects (``engine_formats.json.gz``, written by
+    ``scripts/gen_engine_formats.py`` from each project's releases): engine -> index
+    (``vllm``, ``vllm-ascend``, ``lmcache``, ``dynamo``, ``nixl``, ``ucx``, ``mooncake``)."""
+    blob = resources.files("kvcheck.explain").joinpath("engine_formats.json.gz").read_bytes()
+    data = json.loads(gzip.decompress(blob))
+    return {name: FormatIndex(d, engine=name) for name, d in data["engines"].items()}
+
+
+# a line's text matched against every project's formats, once (the attribution and the
+# general rules both ask); at most this many distinct texts are kept
+_LINE_CACHE = 4096
+
+
+# the level a log line's own prefix shows: vLLM/Python ``ERROR 08-29``, glog ``E0821``, UCX
+# ``UCX  ERROR``, LMCache ``LMCache ERROR:``
+_LINE_LEVEL = re.compile(
+    r"^\s*(?:\([^)]*pid=\d+[^)]*\)\s*)*(?P<py>ERROR|WARNING|INFO|CRITICAL)\s+\d\d-\d\d|^(?P<glog>[EWIF])\d{4}|"
+    r"\bUCX\s+(?P<ucx>ERROR|WARN|FATAL|Fatal)\b|\bLMCache (?P<lmc>ERROR|WARNING|INFO)\b"
+    # Dynamo's Rust tracing lines, TensorRT-LLM's ``[TRT-LLM] [E]``
+    r"|^\d{4}-\d\d-\d\dT[\d:.]+Z\s+(?P<tr>ERROR|WARN|INFO)\s|\[TRT-LLM\]\s*\[(?P<trt>[EWI])\]"
+    # libfabric's ``func():N<warn>``
+    r"|\(\):\d+<(?P<lf>warn|info)>"
+)
+_GLOG_LEVEL = {"E": "error", "W": "warning", "I": "info", "F": "fatal"}
+
+
+def line_level(line: str) -> str:
+    """The log level a line's own prefix shows (``error`` ...), or ''."""
+    m = _LINE_LEVEL.search(line)
+    if m is None:
+        return ""
+    if m.group("glog") or m.group("trt"):
+        return _GLOG_LEVEL[m.group("glog") or m.group("trt")]
+    v = (m.group("py") or m.group("ucx") or m.group("lmc") or m.group("tr") or m.group("lf") or "").lower()
+    return {"warn": "warning"}.get(v, v)
+
+
+# the native source file a line's prefix names: glog/absl ``file.cpp:N]``, UCX ``file.c:N  UCX``
+_SRC_FILE = re.compile(r"\b(\w+\.(?:cpp|cc|c|h|hpp|inl)):\d+(?:\]|\s+UCX\b)")
+
+
+@functools.lru_cache(maxsize=_LINE_CACHE)
+def match_line(text: str, level: str = "", file: str = "") -> tuple[FormatMatch | None, FormatMatch | None]:
+    """(SGLang's format of ``text``, the best other project's format of it): each the
+    format with the most literal text, or None; ``level``: the level the line's own
+    prefix showed (``error``), '' when not known; ``file``: the source file its prefix
+    named (vLLM's ``[nixl_connector.py:548]``), else the native one the text names."""
+    if not file:
+        fm_ = _SRC_FILE.search(text) if (":" in text and "." in text) else None
+        file = fm_.group(1) if fm_ else ""
+    sg = None if file and not file.endswith(".py") else load_formats().match(text, file, level)
+    best: FormatMatch | None = None
+    for idx in load_engine_formats().values():
+        fm = idx.match(text, file, level)
+        if fm is not None and (best is None or (fm.same_file, fm.literal) > (best.same_file, best.literal)):
+            best = fm
+    if best is not None and file and not best.same_file:
+        owners = [name for name, i in load_engine_formats().items() if file in i.files]
+        if owners and best.engine not in owners:
+            best = None  # that project's file's line (a message not matched whole), not another project's
+    return sg, best
+
+
+def whose(text: str, context: str = "", level: str = "") -> FormatMatch | None:
+    """The project whose message ``text`` is, matched whole by its format: the format with
+    the most literal text; where SGLang's and another project's format match the same
+    text alike (shared or copied code), the project the log shows (``context``) decides,
+    SGLang where it shows none. None when no project formats it."""
+    sg, other = match_line(text, level)
+    if sg is None or other is None:
+        return sg or other
+    if other.literal > sg.literal + 4:
+        return other
+    if sg.literal > other.literal + 4:
+        return sg
+    return other if context and context != "sglang" and context.startswith(other.engine) else sg
 
 
 # function names -> the phase they run in (SGLang's own naming)

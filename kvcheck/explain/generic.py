@@ -34,13 +34,27 @@ rank below every specific cause, so a specific signature always wins.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
-from kvcheck.explain.native import _GLOG, _NATIVE_ASSERT, NativeAssert, NativeStack, NodeState, native_line
+from kvcheck.explain.formats import FormatMatch, line_level, match_line, phase_of_function, whose
+from kvcheck.explain.lines import ENGINE_NAMES
+from kvcheck.explain.native import (
+    _GLOG,
+    _NATIVE_ASSERT,
+    NativeAssert,
+    NativeStack,
+    NodeState,
+    native_line,
+    ucx_transport_line,
+)
 from kvcheck.explain.pyerrors import (
     _EXC,
     _IMPORT_STMT,
+    attribute_mismatch,
+    class_line_finding,
+    engine_log_finding,
     errno_line_finding,
+    message_class,
     nixl_status_finding,
     sglang_log_finding,
     traceback_finding,
@@ -87,6 +101,14 @@ _HINTS = (
     "undefined symbol",
     "import ",
     "full",
+    "ERROR",
+    "WARN",
+    "nvalid",
+    "required",
+    "not provided",
+    "FATAL",
+    "Fatal",
+    "xpired",
 )
 
 
@@ -108,6 +130,9 @@ _CALL_HINTS = (
     "ackend",
     "nixl_agent",
 )
+# the hints as one search each (a C loop over the line, not a Python loop over the words)
+_HINT_RX = re.compile("|".join(re.escape(k) for k in _HINTS))
+_CALL_HINT_RX = re.compile("|".join(re.escape(k) for k in _CALL_HINTS))
 _CALL_REACH = 12
 _ERROR_LOGS = (
     "log:error",
@@ -117,6 +142,20 @@ _ERROR_LOGS = (
 )  # lines between a NIXL call shown and the status it returned
 # a line that starts a log record of its own (a level, a date, a glog header)
 _LOG_START = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} ")
+
+
+# a raise statement with a literal message (``raise ValueError("...")``)
+_RAISE_SRC = re.compile(r"raise (?P<type>[A-Z]\w*(?:Error|Exception))\(\s*f?(?P<q>[\"'])(?P<msg>.+?)(?P=q)\s*\)?\s*$")
+
+# processes whose own messages kvcheck has no formats for (their lines are said as theirs)
+_UNMODELED = {"dynamo", "trtllm", "sglang-router", "dynamo-vllm"}
+
+# the Python source file a process's log prefix names (vLLM's ``[nixl_connector.py:548]``)
+_PY_FILE = re.compile(r"\[(\w+\.py):\d+\]")
+_MAX_WARNINGS = 20  # other projects' warnings kept as findings, at most
+
+# a line saying GPU memory registration through dma-buf is on (libfabric's hmem, UCX, NCCL)
+_DMABUF_ON = re.compile(r"use_dmabuf\s*[=:]\s*(?:1|true|yes)|dmabuf support status: 1|[Gg]et dma ?buf handle with fd")
 
 
 def _strip(line: str) -> str:
@@ -145,12 +184,18 @@ class GenericReader:
         self.asserts = NativeAssert()
         self._foreign_at = -(10**9)  # the last line another engine wrote
         self.format_hits: list[tuple[int, FormatMatch]] = []  # SGLang formats matched on log lines (50 at most)
-        self._fmt_budget = 2000  # lines tried against SGLang's formats at most
+        self._fmt_budget = 2000  # lines tried against the formats at most
+        self._dmabuf = 0  # the line that showed dma-buf registration of GPU memory enabled
+        self._warnings = 0  # other projects' warnings read so far
+        self.engine_hits: list[tuple[int, FormatMatch]] = []  # other projects' formats matched (200 at most)
+        # the process engine the log shows most so far (the attribution's ``context_engine``)
+        self.context: Callable[[], str] = lambda: ""
 
     # ------------------------------------------------------------------ per line
-    def feed(self, lineno: int, line: str, sglang_formats: bool = True) -> None:
+    def feed(self, lineno: int, line: str, sglang_formats: bool = True, engine: str = "") -> None:
         """Read one line; ``sglang_formats``: whether it may be one of SGLang's own
-        messages (False for a line another engine wrote)."""
+        messages (False for a line another engine's process wrote); ``engine``: whose
+        text the attribution says it is ('' unplaced)."""
         if not sglang_formats:
             self._foreign_at = lineno
         if self.stack.head_line or "ig" in line or "ault" in line or "bort" in line or "gdb" in line or "atal" in line:
@@ -161,12 +206,14 @@ class GenericReader:
             got = self.node.feed(lineno, line)
             if got is not None:
                 self._add(got)
+        if "dma" in line and not self._dmabuf and _DMABUF_ON.search(line):
+            self._dmabuf = lineno
         if self._lone is not None:
             if self._continue_lone(line):
                 return
-        if "(" in line and any(k in line for k in _CALL_HINTS) and _NIXL_CALL.search(line):
+        if "(" in line and _CALL_HINT_RX.search(line) and _NIXL_CALL.search(line):
             self._last_call = (lineno, line.strip()[:200])
-        if not self._tb_line and (not any(k in line for k in _HINTS) or "batch, #" in line):
+        if not self._tb_line and (not _HINT_RX.search(line) or "batch, #" in line):
             return  # one search per line outside a traceback; batch statistics never fail
         s = _strip(line).rstrip()
         if not s:
@@ -220,24 +267,105 @@ class GenericReader:
                 for g in self.asserts.feed(lineno, s):
                     self._add(g)
                 return
-            got = native_line(lineno, s, self._seen)
+            got = ucx_transport_line(lineno, s, self._seen) or native_line(lineno, s, self._seen)
             if got is None and "NIXL_ERR_" in s and lineno - self._last_call[0] <= _CALL_REACH:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is None and not self._tb_line:
                 got = errno_line_finding(lineno, s)
-            if (got is None or got.id.startswith("os-")) and sglang_formats and not self._tb_line and self._fmt_budget:
+            if got is None and not self._tb_line and "object has no attribute" in s:
+                got = attribute_mismatch(
+                    s, engine if engine not in ("", "native") else "", "this line", "", (lineno, 0, s)
+                )
+            if (
+                (got is None or got.id.startswith("os-") or got.id == "native-error-generic")
+                and not self._tb_line
+                and self._fmt_budget
+            ):
                 self._fmt_budget -= 1  # bounded work: the first lines that may fail are read, not all
-                fm = load_formats().match(s)
-                if fm is not None and len(self.format_hits) < 50:
-                    self.format_hits.append((lineno, fm))
-                if fm is not None and got is not None:  # the OS error inside a message SGLang logs
-                    got.engine = "sglang"
-                    got.cause += f" SGLang logs it in {fm.where()}."
-                    got.phase = got.phase or phase_of_function(fm.function, fm.module)
-                elif fm is not None and fm.kind in _ERROR_LOGS:
-                    got = sglang_log_finding(fm, lineno, s)
+                level = line_level(line)
+                pyf = _PY_FILE.search(line) if ".py:" in line else None
+                fm = self._format_of(s, sglang_formats, engine, level, pyf.group(1) if pyf else "")
+                if fm is not None and fm.engine != "sglang":
+                    if len(self.engine_hits) < 200:
+                        self.engine_hits.append((lineno, fm))
+                    got = self._engine_format(fm, got, lineno, s, level)
+                elif fm is not None:
+                    if len(self.format_hits) < 50:
+                        self.format_hits.append((lineno, fm))
+                    if got is not None and got.id.startswith("os-"):  # the OS error inside a message SGLang logs
+                        got.engine = "sglang"
+                        got.cause += f" SGLang logs it in {fm.where()}."
+                        got.phase = got.phase or phase_of_function(fm.function, fm.module)
+                    elif got is None and fm.kind in _ERROR_LOGS:
+                        got = sglang_log_finding(fm, lineno, s)
+            if got is None and not self._tb_line and self._fmt_budget:
+                got = class_line_finding(lineno, s, engine if engine not in ("python", "native") else "")
+            if got is None and not self._tb_line and engine in _UNMODELED and self._fmt_budget:
+                got = self._unmodeled_line(lineno, s, engine, line_level(line))
             if got is not None:
                 self._add(got)
+
+    def _unmodeled_line(self, lineno: int, s: str, engine: str, level: str) -> GenericFinding | None:
+        """An error (or, few, a warning) of a process kvcheck has no message formats for
+        (Dynamo's Rust runtime, TensorRT-LLM, the router): said as that process's own words,
+        and that kvcheck explains nothing more of it."""
+        if level not in ("error", "fatal", "critical", "warning"):
+            return None
+        warning = level == "warning"
+        if warning:
+            if self._warnings >= _MAX_WARNINGS:
+                return None
+            self._warnings += 1
+        name = ENGINE_NAMES.get(engine, engine)
+        text = s.strip()
+        return GenericFinding(
+            id=f"{engine}-{'warning' if warning else 'error'}-log-generic",
+            title=f"{name} {'warned' if warning else 'logged an error'}: {text[:160]}",
+            engine=engine,
+            line=lineno,
+            component=name,
+            text=text[:300],
+            role="warning" if warning else "cause",
+            cause=f"{name}'s own {'warning' if warning else 'error'} line: {text[:240]}. kvcheck has no message "
+            f"formats for {name} (it reads SGLang's, vLLM's, vLLM-Ascend's, LMCache's, Dynamo's Python workers', "
+            "NIXL's, UCX's and Mooncake's): the line's words are all it says"
+            + (" (a warning: the cause only where the log shows no error)." if warning else "."),
+            checks=[f"{name}'s documentation/issues for this text, and its release"],
+            fix=f"Act on what the line names in {name}'s terms.",
+        )
+
+    def _format_of(
+        self, s: str, sglang_formats: bool, engine: str, level: str = "", file: str = ""
+    ) -> FormatMatch | None:
+        """The format of line ``s``: SGLang's or another project's (``formats.match_line``);
+        a line another engine's process wrote is never read as one of SGLang's."""
+        sg, other = match_line(s, level, file)
+        if not sglang_formats:
+            return other if other is not None and other.engine != "sglang" else None
+        if engine and engine not in ("sglang", "python", "native") and other is not None:
+            return other  # the line is placed as that project's (its prefix or its file)
+        return whose(s, self.context(), level)
+
+    def _engine_format(
+        self, fm: FormatMatch, got: GenericFinding | None, lineno: int, s: str, level: str = ""
+    ) -> GenericFinding | None:
+        """What a line another project formats adds: where it prints it and in which of
+        its releases (to a native line's or an OS error's finding), or, for an error
+        level line no rule read, the project's own message located."""
+        if got is not None and not message_class(fm.text):
+            got.cause += f" {fm.engine_name} prints it in {fm.where()} (its releases {fm.span(fm.all_releases)})."
+            if got.id.startswith("os-"):
+                got.engine = fm.engine
+            return got
+        # the line's own level where it shows one (the same text is logged at other levels elsewhere)
+        error = fm.is_error and fm.level not in ("diag", "print") and level not in ("info", "warning")
+        if error or level in ("error", "fatal", "critical") or got is not None:
+            return engine_log_finding(fm, lineno, s)
+        if (level == "warning" or fm.level == "warning") and self._warnings < _MAX_WARNINGS and level != "info":
+            # a warning of that project: what the log has when it shows no error (kept few)
+            self._warnings += 1
+            return engine_log_finding(fm, lineno, s, warning=True)
+        return None
 
     def finish(self) -> list[GenericFinding]:
         got = self.stack.close()
@@ -247,6 +375,19 @@ class GenericReader:
             self._flush_lone()
         for g in self.asserts.finish():
             self._add(g)
+        if self._dmabuf:  # the log shows GPU memory registration through dma-buf was on
+            for g in self.found:
+                if (
+                    g.id == "rdma-register-gpu-memory"
+                    and g.line > self._dmabuf
+                    and "dma-buf registration" not in g.cause
+                ):
+                    g.cause += (
+                        f" The log shows dma-buf registration of GPU memory enabled/supported (line {self._dmabuf}), "
+                        "yet this registration failed as a plain registration of the GPU address does: the "
+                        "provider/driver did not take its dma-buf path for this region (a libfabric/EFA or kernel "
+                        "release whose dma-buf path this platform does not get)."
+                    )
         if self.node.memlock:  # the ulimit output pasted with the log says which limit
             for g in self.found:
                 if g.id == "rdma-register-enomem" and "max locked memory" not in g.cause:
@@ -303,6 +444,11 @@ class GenericReader:
         if ex is None and self._frames and src.startswith("assert "):
             # a traceback cut after its failing assert: the assert statement is the message
             ex = _EXC.match("AssertionError: " + src)
+        elif ex is None and self._frames and src.startswith("raise "):
+            # a traceback cut after its raise statement: the raise names the exception and its message
+            rm = _RAISE_SRC.match(src)
+            if rm is not None:
+                ex = _EXC.match(f"{rm.group('type')}: {rm.group('msg')}")
         elif ex is not None and ex.group("type") == "AssertionError" and not ex.group("msg") and src:
             ex = _EXC.match("AssertionError: " + src)  # a bare AssertionError: the statement says what
         if not self._tb_line or (not self._frames and ex is None) or (not self._frames and not lone):

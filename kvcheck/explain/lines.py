@@ -36,6 +36,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kvcheck.explain.formats import whose
+
 # Display names; "support" is what kvcheck explains for that engine.
 ENGINE_NAMES = {
     "sglang": "SGLang",
@@ -153,6 +155,7 @@ _DYNAMO_HOST = re.compile(
     r"agent|^VllmWorker has been initialized|\badd_remote_nixl_metadata\b|\bDynamoNixlConnector\b|^Loaded "
     r"nixl metadata from engine"
 )
+_WORDS = re.compile(r"[A-Za-z]{3,}\W+[A-Za-z]{2,}")
 _GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?\S")
 _MORI = re.compile(
     r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py|\bmori::io\b|\bControlPlaneServer::\w+|MessageType::RegEndpoint",
@@ -254,6 +257,7 @@ class Attributor:
     block_kind: str = ""
     seen: dict[str, int] = field(default_factory=dict)
     under_dynamo: bool = False  # the log shows Dynamo hosting the vLLM worker
+    format_budget: int = 3000  # unplaced lines still matched against the projects' formats
 
     def context_engine(self) -> str:
         """The process engine the log shows most (sglang first among equals), or ''."""
@@ -395,7 +399,9 @@ class Attributor:
                 host=self.block_engine or self.context_engine(),
                 kind="exception" if "Error" in line else "plain",
             )
-        if "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line):
+        if s.startswith(("libfabric:", "Libfabric ", "EFA internal error")) or (
+            "fi_" in line and re.search(r"\b(?:libfabric|EFA internal error|prov/efa|fi_\w+\(\))", line)
+        ):
             return LineInfo("libfabric", host=self.context_engine())
         if (
             "mori" in line
@@ -437,7 +443,26 @@ class Attributor:
             return LineInfo(eng or "", host=eng, kind="exception")
         if self.in_block and (line.startswith((" ", "\t")) or s.startswith(("^", "~"))):
             return LineInfo(self.block_engine or self.context_engine(), kind="traceback")
-        return LineInfo("")  # unattributed: an SGLang message pasted alone, or plain text
+        return self._by_format(s)
+
+    def _by_format(self, s: str) -> LineInfo:
+        """A line no prefix places: the project whose message format it is, matched whole
+        (``formats.whose``: SGLang's releases, vLLM's, NIXL's, UCX's, Mooncake's), or
+        unattributed (plain text). Bounded: the first ``_FORMAT_LINES`` such lines."""
+        if self.format_budget <= 0 or len(s) < 14 or not _WORDS.search(s):
+            return LineInfo("")
+        self.format_budget -= 1
+        fm = whose(s, self.context_engine())
+        if fm is None:
+            return LineInfo("")
+        if fm.engine == "sglang":
+            return LineInfo("sglang", host="sglang" if not self.block_engine else self.block_engine)
+        host = self.block_engine or self.context_engine()
+        if fm.engine == "dynamo":
+            return LineInfo("dynamo", host="dynamo")
+        if fm.engine in ("vllm", "vllm-ascend", "lmcache"):  # a process's own message: it ran in that engine
+            host = "vllm" if fm.engine == "lmcache" and not host else (host if fm.engine == "lmcache" else fm.engine)
+        return LineInfo(fm.engine, host=host)
 
     def _ascend_hint(self, rest: str) -> str:
         return "ascend" if (self.seen.get("vllm-ascend") or "ascend" in rest.lower()) else ""

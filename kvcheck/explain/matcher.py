@@ -396,7 +396,7 @@ def _whole_format(line: str, entries: list[Entry]) -> bool:
     from kvcheck.explain.formats import load_formats
 
     fm = load_formats().match(line)
-    if fm is None:
+    if fm is None or fm.truncated:  # a message cut short is no whole message of its own
         return False
     return not any(fm.text in e.template or e.regex.search(fm.text) for e in entries)
 

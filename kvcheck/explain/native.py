@@ -31,7 +31,7 @@ _GLOG = re.compile(
 _WC = re.compile(
     r"(?:cqe|completion|wc)\w* with (?:error|status)[ =:]*(?P<no>\d+)|\b(?P<str>transport retry counter "
     r"exceeded|local protection error|Work Request Flushed Error|remote access error|remote invalid request "
-    r"error|RNR retry counter exceeded)\b",
+    r"error|RNR retry counter exceeded|local length error|local QP operation error)\b",
     re.I,
 )
 _UCXLINE = re.compile(r"\b(?P<file>\w+\.c):\d+\s+UCX\s+(?:ERROR|FATAL)\s+(?P<text>.*)")
@@ -57,6 +57,12 @@ _REG_BARE = re.compile(
     r"allocate memory|Bad address|Invalid argument|Operation "
     r"not permitted)"
 )
+# libfabric's providers (``efa_mr_reg_impl(): Unable to register MR of N bytes: Bad address``)
+_REG_MR = re.compile(
+    r"(?P<call>fi_mr_reg\w*|efa_mr_reg\w*)?[^\n]*?[Uu]nable to register MR[^:\n]*:\s*(?P<str>Bad address|Invalid "
+    r"argument|Cannot allocate memory|Operation not permitted)"
+)
+_LIBFABRIC_LOG = re.compile(r"^libfabric:.*?:(?P<prov>\w+):(?P<sub>\w+):(?P<func>\w+)\(\):\d+<(?P<lvl>\w+)>")
 _SO = re.compile(r"(?P<obj>[\w.+-]+\.so)\S*: (?P<lib>lib[\w.+-]+?\.so[\d.]*): cannot open shared object file")
 _NODEV = re.compile(
     r"No IB devices found|ibv_get_device_list failed|Device path /dev/infiniband/\S+ does not exist|No available "
@@ -162,7 +168,8 @@ class NodeState:
 # ---------------------------------------------------------------- native stacks
 # a crash header: the stack that follows it says where the process died
 _CRASH_HEAD = re.compile(
-    r"Caught signal (?P<sig>\d+) \((?P<what>[^):]*)|Segmentation fault|SIGSEGV|SIGABRT|SIGBUS|Aborted \(core dumped\)"
+    r"Caught signal (?P<sig>\d+) \((?P<what>[^):]*)|Segmentation fault|Segfault encountered|SIGSEGV|SIGABRT|SIGBUS"
+    r"|Aborted \(core dumped\)"
     r"|terminate called after throwing|\(gdb\) (?:bt|backtrace|thread apply all bt)|^Thread \d+ \(Thread 0x"
     r"|Fatal Python error: (?P<fatal>\w[\w ]*)"
 )
@@ -172,8 +179,10 @@ _CRASH_HEAD = re.compile(
 _NFRAME = re.compile(
     r"^\s*#\d+\s+(?:0x[0-9a-f]+ in )?(?P<gfunc>[\w:~.<>]+?)(?:<[^(]*>)?\s*\((?:.*\)\s*(?:at (?P<gfile>\S+?):\d+|from "
     r"(?P<glib>\S+)))?"
-    r"|^\s*\d+\s+(?P<blib>/\S+?\.so[\w.]*)\((?P<bfunc>[\w:.~]*)(?:\+0x[0-9a-f]+)?\)"
+    r"|^\s*\d+\s+(?P<blib>[$/~.\w][^\s(]*?\.so[\w.]*)\((?P<bfunc>[\w:.~]*)(?:\+0x[0-9a-f]+)?\)"
     r"|^\s*\d+\s+0x[0-9a-f]+ (?P<cfunc>[\w:~]+)\("
+    # a native frame in a Python fault dump with native symbols (``File "<unknown>", line 0, in ns::f()``)
+    r"|^\s*File \"<unknown>\", line \d+, in (?P<ffunc>[\w:~]+)"
 )
 _NOISE = re.compile(
     r"^(?:__|_Unwind|_ZN?\d*__cxa|raise$|abort$|syscall$|killpg$|gsignal$|ucs_(?:handle_error|debug|error|log|fatal)"
@@ -215,7 +224,7 @@ class NativeStack:
         m = _NFRAME.match(s)
         if m is not None:
             if len(self.frames) < 32:
-                func = m.group("gfunc") or m.group("bfunc") or m.group("cfunc") or ""
+                func = m.group("gfunc") or m.group("bfunc") or m.group("cfunc") or m.group("ffunc") or ""
                 self.frames.append((func, m.group("gfile") or "", m.group("glib") or m.group("blib") or ""))
         self.left -= 1
         if self.left <= 0:
@@ -247,16 +256,21 @@ class NativeStack:
                         f"Mooncake {cls or 'transfer engine'}",
                     )
                 where = func or lib.split("/")[-1]
+                step, phase = crash_step(frames)
                 return GenericFinding(
                     id="native-crash-generic",
-                    title=f"native crash in {where} ({comp})",
+                    title=f"native crash in {where} ({comp})" + (f" while {step}" if step else ""),
                     engine=engine,
                     line=line,
+                    phase=phase,
                     component=comp,
                     text=head,
                     cause=f"The process died in native code: the first frame outside the C library, the unwinder and "
-                    f"the signal handler is {where}" + (f" ({file})" if file else "") + f", in {comp}. The crash is "
-                    f"that component's, not the Python code's above it.",
+                    f"the signal handler is {where}"
+                    + (f" ({file})" if file else "")
+                    + f", in {comp}"
+                    + (f"; the stack shows it was {step}" if step else "")
+                    + ". The crash is that component's, not the Python code's above it.",
                     checks=[
                         f"the release of {engine} (pip show / the image) and its issues for a crash in {where}",
                         "what the process was doing then (the log lines just before: start-up, a transfer, a peer)",
@@ -268,6 +282,51 @@ class NativeStack:
                 continue  # an unnamed frame of a library kvcheck does not place
             return None  # a named frame kvcheck cannot place: say nothing rather than guess
         return None
+
+
+_CODE_WORD = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]{3,}\b")
+
+
+def status_meaning(text: str) -> tuple[str, str]:
+    """(code, meaning) of the status a message carries: a NIXL status, a UCX status
+    string, a code a project documents (Mooncake's ``ErrorCode`` / ``ERR_*``, from its
+    source: ``engine_formats.json.gz`` ``codes``), an errno (``generic.yaml``); or ('', '')."""
+    R = rules()
+    nx = _NIXL_ERR.search(text)
+    if nx:
+        return nx.group(0), R["nixl_status"].get(nx.group(0), "")
+    for k, (uname, umean) in R["ucx_status"].items():
+        if k in text:
+            return uname, umean
+    if "_" in text:
+        from kvcheck.explain.formats import load_engine_formats
+
+        for w in _CODE_WORD.findall(text):
+            for name, idx in load_engine_formats().items():
+                row = idx.codes.get(w)
+                if row and row[1]:
+                    note = R["code_notes"].get(w, "")
+                    return w, f"{row[1].rstrip('.')} ({name}'s {w} = {row[0]})" + (f": {note}" if note else "")
+    if "End of file" in text:  # asio/stream EOF (its ``value: 2`` is no errno)
+        return "EOF", (
+            "the peer closed the connection: its process went away, or the connection reached another process "
+            "than the one meant (a port reused by a restarted process, or two processes given the same port)"
+        )
+    no = errno_in(text)
+    if no:
+        return R["os_errno"][no][0], R["os_errno"][no][1]
+    return "", ""
+
+
+def crash_step(frames: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """(what the process was doing, the phase) by the frames of a crash stack: the first
+    row of ``generic.yaml`` ``crash_steps`` any frame matches (a rendezvous frame over an
+    ``rkey_destroy`` inside it), or ('', '')."""
+    funcs = [f for f, _file, _lib in frames if f and not _NOISE.match(f)]
+    for rx, step, phase in rules()["_crash_steps"]:  # in the table's order: the activity before the detail
+        if any(rx.search(f) for f in funcs):
+            return step, phase
+    return "", ""
 
 
 def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
@@ -282,7 +341,7 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
             return got
         return None
     m = (
-        (_REG.search(s) or _REG_BARE.search(s) or _REG_ERRNO.search(s))
+        (_REG.search(s) or _REG_BARE.search(s) or _REG_ERRNO.search(s) or _REG_MR.search(s))
         if ("egister" in s or "reg_mr" in s or "ibv_" in s)
         else None
     )
@@ -297,7 +356,10 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
         if row:
             name, fid, meaning = row
             call = m.groupdict().get("call") or ""
-            verbs = bool(call) and not call.endswith("reg_mr") and "reg_" not in call
+            verbs = bool(call) and not call.endswith("reg_mr") and "reg_" not in call and "mr_reg" not in call
+            lf = _LIBFABRIC_LOG.match(s.strip())
+            if lf is not None and not call:
+                call = f"libfabric {lf.group('prov')} {lf.group('func')}()"
             if verbs and name != "ENOMEM":
                 return None
             if verbs:  # a verbs object (CQ, QP, PD ...) also pins memory: the same limit
@@ -479,18 +541,7 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
                 break
         else:
             return None
-        meaning, code = "", ""
-        nx = _NIXL_ERR.search(text)
-        if nx:
-            code, meaning = nx.group(0), R["nixl_status"].get(nx.group(0), "")
-        for k, (uname, umean) in R["ucx_status"].items():
-            if k in text:
-                code, meaning = uname, umean
-                break
-        if not code:
-            no = errno_in(text)
-            if no:
-                code, meaning = R["os_errno"][no][0], R["os_errno"][no][1]
+        code, meaning = status_meaning(text)
         step, ph = nixl_step(text) if c["engine"] == "nixl" else ("", "")
         comp = c["component"] + (f", {step}" if step else "")
         phase = ph or (c["phase"] if c["phase"] != "any" else "")
@@ -644,6 +695,8 @@ def _engine_of_native(s: str) -> str:
                 return c["engine"]
     if "UCX" in s:
         return "ucx"
+    if s.lstrip().startswith("libfabric:") or "fi_mr_reg" in s:
+        return "libfabric"
     if "nixl" in s.lower():
         return "nixl"
     if "mooncake" in s.lower() or "transfer_engine" in s:
@@ -666,3 +719,32 @@ def _question(engine: str, comp: str) -> str:
         "ucx_info -d (the transports and devices UCX sees); UCX_TLS / UCX_NET_DEVICES on both sides; ucx_info -v "
         "(one UCX)"
     )
+
+
+# words one of the ``ucx_transport`` rules needs (the per-line prefilter)
+_TRANSPORT_HINTS = ("process_vm", "cma", "attach", "/proc/", "shm", "sysv", "QP", "qp", "ipc mem handle", "posix")
+
+
+def ucx_transport_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
+    """A UCX transport failing on what the node allows (``generic.yaml`` ``ucx_transport``:
+    CMA without ptrace, posix attach across namespaces, /dev/shm or SysV limits, QPs
+    exhausted, a CUDA IPC handle already open), once per rule."""
+    if not any(h in s for h in _TRANSPORT_HINTS):
+        return None
+    for rx, need, t in rules()["_ucx_transport"]:
+        if t["id"] in seen or rx.search(s) is None or need.search(s) is None:
+            continue
+        seen.add(t["id"])
+        return GenericFinding(
+            id=t["id"],
+            title=t["title"],
+            engine="ucx",
+            line=lineno,
+            phase=t["phase"],
+            component=t["component"],
+            text=s.strip()[:300],
+            cause=t["cause"] + f" The line: {s.strip()[:160]}",
+            checks=list(t["checks"]),
+            fix=t["fix"],
+        )
+    return None

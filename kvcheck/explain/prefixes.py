@@ -2,7 +2,8 @@
 
 A pasted log is rarely the process's own output: ``kubectl logs --timestamps`` puts an
 RFC 3339 time in front of every line, ``docker compose logs`` the service name and a
-``|``, journald the date, host and unit, ``srun --label`` / ``pdsh`` the rank or host, a
+``|``, ``grep -H`` the file name and a ``:``,
+journald the date, host and unit, ``srun --label`` / ``pdsh`` the rank or host, a
 GitHub reply quotes with ``>``, and terminals keep the ANSI colour codes. Every format
 kvcheck reads (SGLang's ``[time TPn]``, vLLM's ``(Worker pid=N)``, glog, UCX, tracebacks)
 starts at column 0, so with such a prefix nothing is attributed and tracebacks are not
@@ -30,6 +31,10 @@ _COLLECTOR = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<host>[\w.-]+) [\w./@-]+(?:\[\d+\])?: "
     # a role label in brackets: ``[decode-0] msg`` (kubectl logs --prefix: ``[pod/decode-0/c] msg``)
     r"|\[(?:pod/)?(?P<role>[\w.-]*(?:prefill|decode|router)[\w./-]*)\] "
+    # grep -H / -n over log files: ``decode_0.log:`` / ``prefill.log:1234:``
+    r"|(?P<gfile>[\w.-]+\.(?:log|txt|out|err)(?:\.\d+)?):(?:\d+[:-])?(?=\S)"
+    # a launcher's stream label (``[PYTHON3] ``, ``[stderr] ``) and a terminal UI's frame (``│ ``)
+    r"|\[(?:PYTHON\d?|STDOUT|STDERR|stdout|stderr)\] ?|[│┃] ?"
     # a GitHub reply's quote
     r"|> ?",
     re.I,
@@ -42,7 +47,7 @@ _LABEL = re.compile(
 )
 _ROLE = re.compile(r"prefill|decode|router", re.I)
 # a first character any prefix above can start with (one test per line before the regex)
-_STARTS = frozenset("0123456789>ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz[")
+_STARTS = frozenset("0123456789>ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz[│┃")
 _OWN = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* +" + _LEVELS + r"\s")
 
 
@@ -57,6 +62,8 @@ def strip_collector(line: str) -> tuple[str, str]:
         line = _ANSI.sub("", line)
     if "[]" in line:
         line = _GH_BRACKET.sub(r"[\1]", line)
+    if line.endswith(("│", "┃", "│ ")):  # the right border of a terminal UI's frame
+        line = line.rstrip(" │┃").rstrip()
     if not line or line[0] not in _STARTS or _OWN.match(line):
         return line, ""
     role = ""
@@ -68,7 +75,7 @@ def strip_collector(line: str) -> tuple[str, str]:
                 break
             label = m.group("lab")
         else:
-            label = m.group("svc") or m.group("host") or m.group("role") or ""
+            label = m.group("svc") or m.group("host") or m.group("role") or m.group("gfile") or ""
         if not role and label:
             r = _ROLE.search(label)
             if r:

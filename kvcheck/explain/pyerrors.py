@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
-from kvcheck.explain.native import _NIXL_ERR, errno_in
+from kvcheck.explain.formats import _SRC_FILE, FormatMatch, load_formats, phase_of_function
+from kvcheck.explain.native import _NIXL_ERR, errno_in, status_meaning
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 _EXC = re.compile(
@@ -63,7 +63,18 @@ _ERRNO = re.compile(r"\[Errno (?P<no>\d+)\]")
 _RUNTIME_WORDED = {"code", "state", "network", "gpu"}
 # a C++ assertion as TRT-LLM, NIXL and others print it, with its source file
 # a shared library a module needs is not on the host (``ImportError: libcudart.so.12: cannot open ...``)
-_LIB_MISSING = re.compile(r"(?P<lib>lib[\w+-]+?\.so(?:\.(?P<major>\d+))?[\d.]*): cannot open shared object file")
+_LIB_MISSING = re.compile(
+    r"(?P<lib>(?<![\w.+-])[\w+-]+?\.so(?:\.(?P<major>\d+))?[\d.]*): cannot open shared object file"
+)
+# the project a shared library's name says it belongs to (a library no package names)
+_LIB_OWNER = (
+    (re.compile(r"^(?:ascend_transport|libtransfer_engine|libmooncake|libasio|libetcd)"), "mooncake"),
+    (re.compile(r"^(?:libnixl|libplugin_|libserdes|libstream)"), "nixl"),
+    (re.compile(r"^libuc[pstm]\b|^libuct_"), "ucx"),
+    (re.compile(r"^(?:libibverbs|librdmacm|libmlx5|libefa)"), "rdma-core"),
+    (re.compile(r"^libfabric"), "libfabric"),
+    (re.compile(r"^(?:libascend|libhccl|libacl|libge_|libtorch_npu|libruntime)"), "the Ascend CANN toolkit"),
+)
 # the statement that imported it (the source line under a frame, or a REPL line)
 _IMPORT_STMT = re.compile(r"^\s*(?:>>>\s*)?(?:from\s+(?P<a>[\w.]+)\s+import\b|import\s+(?P<b>[\w.]+))")
 # an import that fails: the package is not installed in this interpreter's environment
@@ -129,11 +140,24 @@ def traceback_finding(
         else:
             fmt_note = f"SGLang raises it in {fm.where()} (the message is in releases {span})"
         phase = phase or phase_of_function(fm.function, fm.module)
+    elif (ofm := other_format(etype, msg) if etype and msg and kind not in _RUNTIME_WORDED else None) is not None and (
+        not path or engine in ("python", ofm.engine)
+    ):
+        # another project's own message (vLLM, NIXL, Mooncake, LMCache ...), read from its source
+        span = ofm.span(ofm.all_releases)
+        if not path:
+            engine, where = ofm.engine, ofm.where()
+        fmt_note = (
+            f"the message is {ofm.engine_name}'s own: {ofm.engine_name} raises it in {ofm.where()} (its "
+            f"releases {span})"
+        )
+        phase = phase or phase_of_function(ofm.function.replace("::", "."))
     elif sglang_ok and etype and msg and not path and kind not in _RUNTIME_WORDED and len(msg.split()) >= 3:
         fmt_note = (
-            f"no SGLang release ({load_formats().releases[0]} .. {load_formats().releases[-1]}) formats this "
-            "message in its source: it is not SGLang's own text (a wrapper such as Dynamo, a connector or a "
-            "library raised it)"
+            f"no SGLang release scanned ({load_formats().releases[0]} .. {load_formats().releases[-1]}) formats "
+            "this message in its source, nor any release of vLLM, NIXL, UCX or Mooncake kvcheck read: it is another "
+            "project's text (a wrapper such as Dynamo, a connector or a library raised it), or a release newer "
+            f"than {load_formats().releases[-1]}'s"
         )
     if not phase and not frames and kind == "refusal" and _CONFIG_REFUSAL.search(msg):
         phase = "startup"  # a configuration refused, pasted alone: raised while the engine is built
@@ -169,6 +193,47 @@ def traceback_finding(
         "gpu": "a GPU memory/driver failure",
     }.get(kind, "the traceback was cut before its exception line")
     head = f"{etype}: {msg}"[:300] if etype else "traceback without its exception line"
+    qual = ex.group("qual") if ex else ""
+    cls = message_class(msg) if msg else None
+    if cls is not None:
+        return GenericFinding(
+            id=cls["id"],
+            title=cls["title"],
+            engine=engine or "python",
+            line=tb_line,
+            phase=cls.get("phase") or phase,
+            component=engine or "the process",
+            text=ex.group(0)[:300] if ex else "",
+            lines=[tb_line, lineno] if lineno else [tb_line],
+            cause=f"{head[:200]} at {where}: "
+            + cls["cause"]
+            + (f" {fmt_note[:1].upper()}{fmt_note[1:]}." if fmt_note else ""),
+            checks=[f"the {engine or 'engine'} release in use and its notes for this message"],
+            fix=cls["fix"],
+        )
+    for trx, mrx, x in R["_library_exceptions"] if etype else ():
+        if trx.fullmatch(etype) and (mrx.search(qual) or any(mrx.search(f[0]) for f in frames)):
+            return GenericFinding(
+                id=x["id"],
+                title=x["title"],
+                engine=engine or "python",
+                line=tb_line,
+                phase=phase,
+                component=x["component"],
+                text=ex.group(0)[:300] if ex else "",
+                lines=[tb_line, lineno] if lineno else [tb_line],
+                cause=f"{head[:160]} at {where}: " + x["cause"],
+                checks=list(x["checks"]),
+                fix=x["fix"],
+            )
+    if etype == "AttributeError":
+        got = attribute_mismatch(msg, engine, where, phase, (tb_line, lineno, ex.group(0) if ex else ""))
+        if got is not None:
+            return got
+    if etype == "IndexError":
+        got = config_list_short(src, engine, where, phase, (tb_line, lineno, ex.group(0) if ex else ""))
+        if got is not None:
+            return got
     mm = _API_MISMATCH.match(msg) if etype == "TypeError" else None
     callee = _callee_engine(mm.group("callee"), path) if mm else ""
     if mm and callee and callee != engine:
@@ -267,6 +332,21 @@ def sglang_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFindin
     runs in; the message says what failed."""
     span = fm.span(load_formats().releases)
     sub = sglang_subsystem(fm.path())
+    cls = message_class(fm.text)
+    if cls is not None:
+        return GenericFinding(
+            id=cls["id"],
+            title=cls["title"],
+            engine="sglang",
+            line=lineno,
+            phase=cls.get("phase") or phase_of_function(fm.function, fm.module),
+            component=f"SGLang, {sub}" if sub else "SGLang",
+            text=line.strip()[:300],
+            cause=cls["cause"] + f" SGLang logs it in {fm.where()} (releases {span}).",
+            checks=["the router/proxy in front of the servers and the path it sends this request by"],
+            fix=cls["fix"],
+            releases=fm.releases,
+        )
     return GenericFinding(
         id="sglang-error-log-generic",
         title=f"SGLang logged: {fm.text[:160]}",
@@ -280,6 +360,130 @@ def sglang_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFindin
         checks=["the lines just before it in the same process (the first error of the sequence)"],
         fix="Find and fix what the message names (see the checks).",
         releases=fm.releases,
+    )
+
+
+# an environment variable's name (a setting a message prints as its value)
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*_[A-Z0-9_]+$")
+
+# what kvcheck says for each project's own messages (it models SGLang's PD path only)
+_PROJECT = {
+    "vllm": ("vLLM", "vLLM's own message (kvcheck does not model vLLM's KV connectors; it is not SGLang's)"),
+    "vllm-ascend": ("vLLM-Ascend", "vLLM-Ascend's own message (kvcheck does not model vLLM-Ascend; not SGLang's)"),
+    "lmcache": ("LMCache", "LMCache's own message (kvcheck does not model LMCache; not SGLang's)"),
+    "dynamo": ("Dynamo", "Dynamo's own message (its Python workers; kvcheck does not model Dynamo; not SGLang's)"),
+    "nixl": ("NIXL", "NIXL's own message"),
+    "ucx": ("UCX", "UCX's own message"),
+    "mooncake": ("Mooncake", "Mooncake's own message"),
+}
+
+
+def class_line_finding(lineno: int, line: str, engine: str) -> GenericFinding | None:
+    """A line no format matched whose text is of a known class (``message_classes``): a
+    message pasted inside another (an HTTP error body, a wrapper's log line)."""
+    cls = message_class(line)
+    if cls is None:
+        return None
+    name = _PROJECT.get(engine, (engine, ""))[0] if engine else ""
+    return GenericFinding(
+        id=cls["id"],
+        title=cls["title"],
+        engine=engine or "python",
+        line=lineno,
+        phase=cls.get("phase", ""),
+        component=name or "the process",
+        text=line.strip()[:300],
+        cause=cls["cause"] + f" The line: {line.strip()[:160]}",
+        checks=["which process printed it and its release"],
+        fix=cls["fix"],
+    )
+
+
+def message_class(text: str) -> dict | None:
+    """The class of message ``text`` is (``generic.yaml`` ``message_classes``), or None."""
+    return next((c for rx, c in rules()["_message_classes"] if rx.search(text)), None)
+
+
+def engine_log_finding(fm: FormatMatch, lineno: int, line: str, warning: bool = False) -> GenericFinding:
+    """A line another project (vLLM, NIXL, UCX, Mooncake) prints at error level, matched
+    whole by a format of that project's own source (``engine_formats.json.gz``): whose it
+    is, the file and function that print it, the project's releases that have it, the
+    step the function belongs to (NIXL's API steps, Mooncake's and UCX's components by
+    file), and what a status, UCX status string or errno in it means."""
+    from kvcheck.explain.formats import load_engine_formats
+
+    name, whose_text = _PROJECT.get(fm.engine, (fm.engine, f"{fm.engine}'s own message"))
+    span = fm.span(load_engine_formats()[fm.engine].releases)
+    base = fm.module.rsplit("/", 1)[-1]
+    comp, phase = "", ""
+    for rx, c in rules()["_components"]:
+        if rx.match(base):
+            comp, phase = c["component"], (c["phase"] if c["phase"] != "any" else "")
+            break
+    step, ph = nixl_step(fm.function + " " + fm.text) if fm.engine == "nixl" else ("", "")
+    if step:
+        comp, phase = (comp + ", " if comp else "NIXL, ") + step, ph
+    if not phase:
+        phase = phase_of_function(fm.function.replace("::", "."))
+    code, meaning = status_meaning(fm.text)
+    level = "raises" if fm.kind.startswith(("raise", "assert")) else f"logs at {fm.level} level"
+    own = _SRC_FILE.search(line)
+    other_file = own is not None and not fm.same_file and own.group(1) != fm.module.rsplit("/", 1)[-1]
+    # the settings the message prints (an environment variable passed as its value)
+    knobs = [f"{k}={v}" if v else k for k, v in fm.values.items() if _ENV_NAME.match(k)]
+    cause = (
+        f"{whose_text}: "
+        + (f"{own.group(1)} prints the message {name} " if other_file and own else f"{name} ")
+        + f"{level} in {fm.where()}"
+        + (f" ({comp})" if comp else "")
+        + f"; the message is in {name} releases {span}."
+        + (f" The setting it prints: {', '.join(knobs)}." if knobs else "")
+    )
+    cls = message_class(fm.text)
+    if cls is not None:
+        return GenericFinding(
+            id=cls["id"],
+            title=cls["title"],
+            engine=fm.engine,
+            line=lineno,
+            phase=cls.get("phase") or phase,
+            component=comp or f"{name}, {fm.where()}",
+            text=line.strip()[:300],
+            cause=cls["cause"] + " " + cause,
+            checks=[f"the {name} release in use and its release notes for this message"],
+            fix=cls["fix"],
+        )
+    cause += f" {code}: {meaning}." if meaning else " What it names failed there; the lines before it say why."
+    if warning:
+        return GenericFinding(
+            id=f"{fm.engine}-warning-log-generic",
+            title=f"{name} warned: {fm.text[:160]}",
+            engine=fm.engine,
+            line=lineno,
+            phase=phase,
+            component=comp or f"{name}, {fm.where()}",
+            text=line.strip()[:300],
+            role="warning",
+            cause=cause.replace(" What it names failed there; the lines before it say why.", "")
+            + " A warning: the cause only where the log shows no error.",
+            checks=[f"whether what it warns about is what failed (the {name} release in use)"],
+            fix=f"Act on what the warning names where nothing else failed (see {fm.where()}).",
+        )
+    return GenericFinding(
+        id=f"{fm.engine}-error-log-generic",
+        title=f"{name} logged: {fm.text[:160]}",
+        engine=fm.engine,
+        line=lineno,
+        phase=phase,
+        component=comp or f"{name}, {fm.where()}",
+        text=line.strip()[:300],
+        cause=cause,
+        checks=[
+            f"the {name} release in use (it decides which of the releases above printed it)",
+            "the lines just before it (the first error of the sequence)",
+        ],
+        fix=f"Fix what the message names in {name}'s terms (see the checks); kvcheck has no specific signature "
+        "for this text.",
     )
 
 
@@ -339,6 +543,91 @@ def _nixl_status(code: str, step: str, phase: str, where: str, tb_line: int, lin
     )
 
 
+def other_format(etype: str, msg: str) -> FormatMatch | None:
+    """Another project's message format an exception's message is (``formats.match_line``:
+    vLLM, NIXL, Mooncake, LMCache ...), under the same rule as ``sglang_format``."""
+    from kvcheck.explain.formats import match_line
+
+    fm = match_line(msg)[1]
+    if fm is None:
+        return None
+    if fm.exception_type == etype or fm.literal >= 30 or (etype == "AssertionError" and fm.kind == "assert"):
+        return fm
+    return None
+
+
+# CPython's AttributeError on an instance: ``'pkg.mod.Class' object has no attribute 'name'``
+_NO_ATTR = re.compile(r"'(?P<cls>[\w.]+)' object has no attribute '(?P<attr>\w+)'")
+
+
+def attribute_mismatch(
+    msg: str, engine: str, where: str, phase: str, at: tuple[int, int, str]
+) -> GenericFinding | None:
+    """``'<package>.<Class>' object has no attribute '<name>'`` where the class is of another
+    package than the caller: the caller uses an API the installed package does not have —
+    two packages of releases that do not go together."""
+    m = _NO_ATTR.search(msg)
+    if m is None or "." not in m.group("cls"):
+        return None
+    cls, attr = m.group("cls"), m.group("attr")
+    owner = engine_of_module("/" + cls.replace(".", "/") + "/") or cls.split(".")[0]
+    if owner in ("", "builtins", "torch") or owner == engine:
+        return None
+    pkg = _PKG_OF.get(cls.split(".")[0], cls.split(".")[0])
+    who = engine if engine and engine != "python" else "the caller"
+    return GenericFinding(
+        id="api-version-mismatch",
+        title=f"{who} calls {cls.rsplit('.', 1)[-1]}.{attr}, which the installed {owner} does not have",
+        engine=engine or owner,
+        line=at[0],
+        phase=phase,
+        component=f"{who} -> {owner} API",
+        text=at[2][:300],
+        lines=[at[0], at[1]] if at[1] else [at[0]],
+        cause=f"{msg[:200]} at {where}: {who} uses {attr} of {owner}'s {cls}, which the installed {owner} "
+        f"does not provide: the two packages are of releases that do not go together (the caller expects a "
+        f"newer or older {owner} API).",
+        checks=[
+            f"pip show {pkg} {engine if engine not in ('', 'python') else ''}".rstrip() + "   # the versions",
+            f"which {pkg} release added (or removed) {attr}: its changelog / source",
+        ],
+        fix=f"Upgrade (or pin) {pkg} to the release the caller was made for, or use the caller's release made "
+        f"for the installed {pkg}; or turn off the feature that calls {attr}.",
+    )
+
+
+# a list indexed by a process's own rank (``config.worker_ports[self.worker_id]``)
+_RANK_INDEX = re.compile(
+    r"(?P<list>[\w.]*?(?P<name>\w+))\[\s*(?:self\.)?(?P<idx>worker_id|rank|local_rank|tp_rank|dp_rank|pp_rank"
+    r"|global_rank|device_id|gpu_id|local_gpu_id|node_rank|worker_rank|tp_rank_id)\s*\]"
+)
+
+
+def config_list_short(src: str, engine: str, where: str, phase: str, at: tuple[int, int, str]) -> GenericFinding | None:
+    """``IndexError`` on a list indexed by the process's own rank: the configured list has
+    fewer entries than there are processes (one per rank/worker is needed)."""
+    m = _RANK_INDEX.search(src)
+    if m is None:
+        return None
+    name, idx = m.group("name"), m.group("idx")
+    return GenericFinding(
+        id="config-list-shorter-than-ranks",
+        title=f"{name} has fewer entries than the processes that index it by {idx}",
+        engine=engine or "python",
+        line=at[0],
+        phase=phase or "startup",
+        component=f"{engine or 'the process'} configuration ({name})",
+        text=at[2][:300],
+        lines=[at[0], at[1]] if at[1] else [at[0]],
+        cause=f"IndexError at {where}: `{src.strip()[:120]}` indexes the list {name} by the process's {idx}; "
+        f"a worker's {idx} is past its end, so the list has fewer entries than there are workers (it needs one "
+        f"per rank: the tensor-parallel size x the other parallel sizes on the node).",
+        checks=[f"the length of {name} in the configuration against the number of workers (TP x DP x PP per node)"],
+        fix=f"Give {name} one entry per worker (as many as the tensor-parallel size and the other parallel sizes "
+        f"make), or lower the parallel size to the entries it has.",
+    )
+
+
 def sglang_format(etype: str, msg: str) -> FormatMatch | None:
     """The SGLang message format an exception's message is, or None: its raise or assert
     must be of the same type, or the format must carry 30+ characters of literal text (a
@@ -357,7 +646,7 @@ def _errno(msg: str) -> str | None:
 
 
 # an error log line (any engine's format) that reports an OS error in its text
-_ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\b[Ff]ailed\b|\bError\b|Error\(|Error:")
+_ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\b[Ff]ailed\b|\bError\b|Error\(|Error:|\b[Ee]rror: \(-?\d+\)")
 
 
 def errno_line_finding(lineno: int, line: str) -> GenericFinding | None:
@@ -435,6 +724,9 @@ def _library_missing(
     the module's package was built against a library the host lacks; for the CUDA
     libraries, a wheel for another CUDA major."""
     lib, major = m.group("lib"), m.group("major")
+    owner = next((o for rx, o in _LIB_OWNER if rx.search(lib)), "")
+    if not mod and owner in ("mooncake", "nixl"):
+        mod = owner
     top = mod.split(".")[0] if mod else ""
     pkg = _PKG_OF.get(top, top.replace("_", "-")) if top else ""
     cuda = bool(re.match(r"lib(?:cudart|cublas\w*|cufft|curand|cusparse|cusolver|nvrtc|nvJitLink|cuda)\b", lib))
@@ -449,7 +741,11 @@ def _library_missing(
         fix += "wheel or extra), or add the CUDA runtime it was built for."
     else:
         fid = "native-library-missing"
-        cause = f"{who} needs {lib}, which the dynamic loader cannot find (not installed, or not on LD_LIBRARY_PATH)."
+        of = f" ({owner}'s library)" if owner and owner != top else ""
+        cause = (
+            f"{who} needs {lib}{of}, which the dynamic loader cannot find: not installed, or installed in a "
+            "directory that is not on the loader path (LD_LIBRARY_PATH / ldconfig)."
+        )
         fix = f"Install the library that provides {lib} (or fix LD_LIBRARY_PATH) for {pkg or 'the module'}."
     return _env_finding(
         fid,

@@ -19,6 +19,7 @@ what followed from it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +127,7 @@ class LogReader:
         self.timeline = Timeline()
         self.release = ReleaseReader()
         self.generic = GenericReader()
+        self.generic.context = self.attr.context_engine
         self.engines: dict[str, EngineLines] = {}
         self.infos: dict[int, LineInfo] = {}  # only lines that completed a signature
         self.hit_info: dict[int, LineInfo] = {}
@@ -151,7 +153,7 @@ class LogReader:
         self.release.feed(lineno, line)
         # another engine's line is never read as one of SGLang's formats
         foreign = info.engine in PROCESS_ENGINES - {"sglang"} or info.host in PROCESS_ENGINES - {"sglang"}
-        self.generic.feed(lineno, line, sglang_formats=not foreign)
+        self.generic.feed(lineno, line, sglang_formats=not foreign, engine=info.engine)
         done = self.sigs.feed(
             lineno,
             line,
@@ -265,6 +267,7 @@ class LogReader:
                 )
             ]
         _backend_first(findings)
+        _after_reconnect(findings, self.timeline.reconnects)
         fmts = [(ln, fm.releases, fm.where()) for ln, fm in self.generic.format_hits]
         fmts += [(g.line, g.releases, "an exception's message") for g in self.generic.found if g.releases]
         _narrow_by_messages(rep, hits, fmts)
@@ -283,10 +286,18 @@ class LogReader:
                 # signal handler's generic header the stack below it, nor a NIXL status code
                 # alone the step it failed in
                 covered.update(range(f.first_line, min(f.last_line, f.first_line + 200) + 1))
+        # a line the catalog already reads as SGLang's wrapper of another failure (a consequence)
+        wrapped = [f for f in findings if f.kind == "catalog" and f.role == "consequence"]
+        wrapped_lines = {f.first_line for f in wrapped}
+        wrapped_heads = {f.text.strip()[:30] for f in wrapped if len(f.text.strip()) >= 30}
         out: list[Finding] = []
         same: dict[tuple[str, str], Finding] = {}
         for g in self.generic.finish():
             if any(n in covered for n in (g.lines or [g.line])):
+                continue
+            if g.id == "sglang-error-log-generic" and (
+                g.line in wrapped_lines or any(h in g.text for h in wrapped_heads)
+            ):
                 continue
             prev = same.get((g.id, g.cause[:80]))
             if prev is not None:  # the same failure again (another rank, another device)
@@ -410,6 +421,8 @@ def _narrow_by_messages(rep: LogReport, hits: list, formats: list[tuple[int, lis
 
 
 _BACKEND_ENGINES = {"ucx", "libfabric", "mooncake"}
+# processes whose lines kvcheck has no message formats for (``generic._UNMODELED``)
+_UNMODELED_ENGINES = {"dynamo", "trtllm", "sglang-router", "dynamo-vllm"}
 
 
 def _backend_first(findings: list[Finding]) -> None:
@@ -423,6 +436,36 @@ def _backend_first(findings: list[Finding]) -> None:
         if f.id == "nixl-status-generic" or (f.kind == "catalog" and f.engine == "nixl"):
             if any(0 <= f.first_line - b <= 40 for b in backend):
                 f.role = "consequence"
+
+
+# a failure on the wire of an established connection (RDMA completion errors, UCX's
+# transport retries)
+_WIRE = re.compile(
+    r"retry (?:count(?:er)? )?exceeded|RETRY_EXC|REM_ACCESS|remote access error|Transport retry count|"
+    r"WR_FLUSH|Endpoint timeout|ENDPOINT_TIMEOUT|local length error|LOC_LEN_ERR",
+    re.I,
+)
+
+
+def _after_reconnect(findings: list[Finding], reconnects: list[int]) -> None:
+    """Wire failures that follow a rebuilt connection (the log shows the endpoint
+    re-established or reset before them): said, since after a reconnect the two sides may
+    disagree on the queue pair (a stale handshake reply, the peer still on the old QP),
+    which a faulty NIC does not explain."""
+    if not reconnects:
+        return
+    for f in findings:
+        if f.role != "cause" or not _WIRE.search(f.title + " " + f.cause):
+            continue
+        before = [ln for ln in reconnects if ln < f.first_line]
+        if not before:
+            continue
+        f.cause += (
+            f" The log shows the connection to the peer re-established (the endpoint reset) at line {before[-1]}, "
+            "before these failures: work requests failing right after a reconnect point to the two sides "
+            "disagreeing on the queue pair (a stale handshake reply of the earlier connection, or the peer "
+            "still using the old QP: a reconnect race) rather than to a faulty NIC."
+        )
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -440,6 +483,8 @@ def _rank(f: Finding) -> float:
     if f.kind == "catalog" and f.engine == "nixl" and f.role == "cause":
         return 1.2  # a NIXL status code alone: what failed, not in which step or why
     if f.role == "cause" and f.kind == "generic":
+        if f.id.endswith("-error-log-generic") and f.engine in _UNMODELED_ENGINES:
+            return 1.7  # a process's own words kvcheck has no formats for: below any located cause
         if f.id == "nixl-status-generic" and "(" in f.values.get("component", ""):
             return 1  # the status with the API step it failed in
         return 1.5 if f.id.endswith("-generic") else 1
@@ -456,6 +501,10 @@ def _rank(f: Finding) -> float:
     return 2
 
 
+# findings that are a process dying (signal handlers, fault dumps, crash stacks)
+_CRASH = re.compile(r"segv|segfault|crash|signal|abort", re.I)
+_CRASH_AFTER = 30  # lines between an error and the crash it led to, at most
+
 _REQUEST_PHASES = {"first-request", "first-transfer", "serving", "after-peer-restart"}
 
 
@@ -467,6 +516,20 @@ def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:
     if best == 3 and any(f.role == "consequence" for f in findings):
         best = 2
     first = next(f for f in findings if _rank(f) == best)
+    if _CRASH.search(first.id):
+        # a crash right after an error line of the same log: the error is the first cause,
+        # the crash what followed (an error path that dies, a library aborting on it)
+        before = [
+            f
+            for f in findings
+            if f.role == "cause"
+            and f is not first
+            and not _CRASH.search(f.id)
+            and 0 < first.first_line - f.first_line <= _CRASH_AFTER
+            and _rank(f) <= 1.5
+        ]
+        if before:
+            first = before[0]
     pre = next((f for f in findings if f.precondition and f.role == "cause"), None)
     if pre is not None and first is not pre and first.phase in _REQUEST_PHASES:
         # a node without what the transfer needs (no RDMA device, a small memlock limit)

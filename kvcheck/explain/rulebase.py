@@ -29,6 +29,12 @@ def rules() -> dict[str, Any]:
     data["_api"] = [(re.compile(a["re"]), a) for a in data["nixl_api"]]
     data["_exc_kind"] = {t: k for k, ts in data["python_exceptions"].items() for t in ts}
     data["_places"] = [(re.compile(p["re"]), p["engine"], p["component"]) for p in data["native_places"]]
+    data["_library_exceptions"] = [
+        (re.compile(x["type"]), re.compile(x["module"]), x) for x in data["library_exceptions"]
+    ]
+    data["_message_classes"] = [(re.compile(c["re"]), c) for c in data["message_classes"]]
+    data["_crash_steps"] = [(re.compile(c["re"]), c["step"], c["phase"]) for c in data["crash_steps"]]
+    data["_ucx_transport"] = [(re.compile(t["re"]), re.compile(t["need"]), t) for t in data["ucx_transport"]]
     return data
 
 

@@ -65,6 +65,14 @@ _HINT = re.compile(
 )
 
 
+# a transfer engine rebuilding its connection to a peer (Mooncake's rdma_endpoint
+# ``Re-establish connection`` / ``Successfully reset the endpoint``, UCX/NIXL reconnects)
+RECONNECT = re.compile(
+    r"Re-?establish(?:ing|ed)? (?:the )?connection|Successfully reset the endpoint|\b[Rr]econnect(?:ing|ed)?\b(?! "
+    r"failed)"
+)
+
+
 @dataclass
 class Event:
     line: int
@@ -83,6 +91,7 @@ class Timeline:
     _requests: int = 0
     _done: bool = False
     _restarted: bool = False
+    reconnects: list[int] = field(default_factory=list)  # lines where a connection to a peer was rebuilt
 
     def _enter(self, lineno: int, phase: str, kind: str, text: str) -> None:
         if phase == self._phase:
@@ -94,6 +103,9 @@ class Timeline:
             self.events.append(Event(lineno, kind, text.strip()[:200]))
 
     def feed(self, lineno: int, line: str) -> None:
+        if ("stablish" in line or "econnect" in line or "reset the endpoint" in line) and RECONNECT.search(line):
+            if len(self.reconnects) < 50:
+                self.reconnects.append(lineno)
         if not line or len(line) < 8 or not _HINT.search(line):
             return
         warm = WARMUP.search(line)
