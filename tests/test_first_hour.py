@@ -24,6 +24,12 @@ def test_version_names_kvcheck_and_the_modeled_sglang_release():
         from kvcheck.sglang.releases import describe_modeled, modeled
 
         assert proc.stdout.startswith(f"kvcheck {__version__} ") and f"SGLang {describe_modeled()}" in proc.stdout
+        # the top-level help's range (the PD path) is said too, as such
+        from kvcheck.release.manifest import pd_releases
+
+        pd = pd_releases()
+        assert f"the PD path of {pd[0]} to {pd[-1]} ({len(pd)} releases)" in proc.stdout
+        assert f"releases {pd[0]} to {pd[-1]}" in " ".join(run_cli("--help").stdout.split())
         assert RUNTIME_VERSION == modeled()[-1] and RUNTIME_VERSION in proc.stdout
 
 
