@@ -2,6 +2,7 @@
 
 Usage:
     python benchmarks/published.py [CORPUS_DIR] [--timeout S] [--jobs N] [--json OUT] [--only SOURCE]
+                                   [--split SPLIT.txt --part dev|heldout]
 
 CORPUS_DIR (default /work/corpus/deployments) holds one folder per deployment, grouped by
 source: CORPUS_DIR/<source>/<name>/ with the published file(s), unchanged, and a meta.json:
@@ -24,7 +25,13 @@ and sorted into one outcome:
 
 "read" is every outcome but refused/other: kvcheck found the prefill and decode launch lines
 (refused-flags counts as read: the launch lines were found and parsed up to a flag).
-The table is printed by source and by format, then the unchecked reasons and the refusals.
+The table is printed by source and by format, then the unchecked reasons and the refusals,
+then the decided share: decided = pass / warn / fail (exit 0 or 1), against unchecked (exit 4),
+with every unchecked deployment listed with its reasons and the first unchecked message.
+
+``--split FILE --part NAME`` runs only the deployments the split file puts in that part (lines
+``<part> <source>/<name>``, ``#`` comments): a held-out part measured at the start and the end
+of a change that was made from the other part only.
 """
 from __future__ import annotations
 
@@ -89,6 +96,9 @@ def run_one(folder: Path, timeout: float, kvcheck: list[str]) -> dict:
         return {**row, "outcome": "other", "detail": "stdout is not one JSON object"}
     findings = _findings(report)
     unchecked = sorted({_reason(f) for f in findings if f.get("severity") == "unchecked"})
+    first = next((f for f in findings if f.get("severity") == "unchecked"), None)
+    if first is not None:
+        row["detail"] = str(first.get("message") or "")[:300]
     row["model_source"] = sorted({str(i.get("model_source")) for i in report.get("instances") or []})
     outcome = {0: "decided", 1: "failed", 4: "unchecked"}.get(proc.returncode, "other")
     if outcome == "failed":
@@ -126,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", help="write every row to this file")
     ap.add_argument("--only", help="only this source folder")
+    ap.add_argument("--split", help="a split file: lines '<part> <source>/<name>'")
+    ap.add_argument("--part", help="with --split: run only the deployments of this part (dev, heldout)")
     ap.add_argument("--from-json", help="tabulate the rows of an earlier --json run instead of running")
     ap.add_argument("--kvcheck", default=f"{sys.executable} -m kvcheck", help="command that runs kvcheck")
     args = ap.parse_args(argv)
@@ -137,6 +149,14 @@ def main(argv: list[str] | None = None) -> int:
                 r["outcome"] = "refused-flags" if RELEASE_REFUSAL.search(r["detail"]) else "refused"
         return report(rows, root, args)
     folders = sorted(p.parent for p in root.glob("*/*/meta.json") if not args.only or p.parent.parent.name == args.only)
+    if args.split:
+        part = args.part or "dev"
+        names = {
+            line.split()[1]
+            for line in Path(args.split).read_text().splitlines()
+            if line.strip() and not line.startswith("#") and line.split()[0] == part
+        }
+        folders = [f for f in folders if f"{f.parent.name}/{f.name}" in names]
     if not folders:
         print(f"no deployments under {root} (expected <source>/<name>/meta.json)", file=sys.stderr)
         return 2
@@ -162,6 +182,18 @@ def report(rows: list[dict], root: Path, args: argparse.Namespace) -> int:
     for r in rows:
         if r["outcome"] in ("refused", "other", "refused-flags"):
             print(f"- {r['name']} [{r['format']}] exit {r['exit']}: {r['detail']}")
+    decided = [r for r in rows if r["outcome"] in ("decided", "failed")]
+    unchecked = [r for r in rows if r["outcome"] == "unchecked"]
+    n = len(decided) + len(unchecked)
+    print(f"\n## Decided (pass / warn / fail) vs unchecked\n\n{len(decided)} of {n} decided "
+          f"({100 * len(decided) / max(n, 1):.0f}%), {len(unchecked)} unchecked; "
+          f"{len(rows) - n} not read (refused / other) of {len(rows)}\n")
+    by_reason: collections.Counter = collections.Counter(x for r in unchecked for x in r["reasons"])
+    for reason, k in by_reason.most_common():
+        print(f"- {k:4d}  {reason}")
+    print("\n## Each unchecked deployment\n")
+    for r in sorted(unchecked, key=lambda r: (r["reasons"], r["name"])):
+        print(f"- {r['name']}: {', '.join(r['reasons'])}: {r['detail']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

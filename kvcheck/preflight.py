@@ -213,7 +213,7 @@ def _decide_states(
     (``kvcheck.sglang.states.StateDecision`` per prefill component) and
     ``extra["states_decided"]`` (True when none is left undecided). The runtime kernel
     drives ``maybe_send_extra`` itself; the builtin kernel restates it."""
-    from kvcheck.sglang import states
+    from kvcheck.sglang import states, states_pp
 
     inp = states.state_inputs(prefill, decode, prepared)
 
@@ -221,7 +221,7 @@ def _decide_states(
         return states.mamba_dims(side.model, g.attn_tp_size) if "mamba" in g.state_types else None
 
     pp_p, pp_d = max(1, prefill.args.pp_size), max(1, decode.args.pp_size)
-    why = states.unpaired_pp(pp_p, pp_d)
+    why = states_pp.unpaired_pp(pp_p, pp_d)
     per_stage = []
     # Each prefill PP stage sends its own entries: to the decode's stage of the same rank
     # (decode PP = prefill PP) or to the whole model (decode PP 1).
@@ -232,7 +232,7 @@ def _decide_states(
         per_stage.append(stage)
         if why:
             break
-    decisions = states.merge_stages(per_stage)
+    decisions = states_pp.merge_stages(per_stage)
     if why:
         for d in decisions:
             d.path, d.error, d.corruption, d.unchecked = None, None, None, why

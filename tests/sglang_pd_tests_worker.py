@@ -13,6 +13,14 @@ the base's own ``start_prefill``/``start_decode`` has them called with the relea
 parsed by the release's own ``ServerArgs.add_cli_args`` parser: a flag the release does not
 know means the test is not in this release's form (``applies`` false, with the reason).
 The model comes from the release's ``test_utils`` constant the test names.
+
+What binds a test's form to a release (the code store has no tag index, so the file read
+is not tied to a tag): everything the test takes from the release must be there. The
+base class (and its module's helpers in ``requires``), the ``test_utils`` constants, the
+class attributes the test sets on the base (a base that does not read
+``prefill_tp_size`` would launch another pair than the test means), the keyword arguments
+of its ``register_cuda_ci`` call (``register``), every ``module:name`` it imports from
+SGLang (``imports``), and the release's ``ServerArgs`` parser accepting both argvs.
 """
 
 from __future__ import annotations
@@ -77,6 +85,53 @@ def _refused(parser, argv: list[str]) -> str | None:
     return None
 
 
+def _top_level_names(tree) -> set[str]:
+    """The names a module defines or imports at its top level (``ast`` of its source)."""
+    import ast
+
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _missing_imports(test: dict) -> str | None:
+    """The first ``module:name`` of ``imports`` the release lacks, or a ``register_cuda_ci``
+    call the release's signature refuses, as a reason; ``None`` when all are there."""
+    import ast
+    import importlib.util
+    import inspect
+
+    for ref in test.get("imports") or []:
+        # read, not imported: a module whose own imports need a GPU package still ships
+        mod_name, _, name = ref.partition(":")
+        try:
+            spec = importlib.util.find_spec(mod_name)
+        except ImportError:
+            spec = None
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            return f"the release ships no {mod_name}"
+        if name and name not in _top_level_names(ast.parse(open(spec.origin, encoding="utf-8").read())):
+            return f"the release's {mod_name} has no {name}"
+    reg = test.get("register")
+    if reg is not None:
+        try:
+            from sglang.test.ci.ci_register import register_cuda_ci
+        except ImportError:
+            return "the release ships no sglang.test.ci.ci_register"
+        try:
+            inspect.signature(register_cuda_ci).bind(**reg)
+        except TypeError as e:
+            return f"the release's register_cuda_ci refuses {sorted(reg)}: {e}"
+    return None
+
+
 def build(test: dict, parser) -> dict:
     import sglang.test.test_utils as tu
 
@@ -85,6 +140,15 @@ def build(test: dict, parser) -> dict:
     if base is None:
         out["why"] = why
         return out
+    why = _missing_imports(test)
+    if why:
+        out["why"] = why
+        return out
+    for ref in test.get("requires") or []:
+        # a helper of the base's module or an attribute of the base class the test uses
+        if not hasattr(mod, ref) and not hasattr(base, ref):
+            out["why"] = f"the release's {mod.__name__} has no {ref}"
+            return out
     model = test["model"]
     if "/" not in model:
         if not hasattr(tu, model):
@@ -111,7 +175,10 @@ def build(test: dict, parser) -> dict:
 
     attrs = {"model": model}
     for key, val in (test.get("base") or {}).items():
-        attrs[key] = shlex.split(val.format(draft=draft)) if isinstance(val, str) else val
+        if not hasattr(base, key):
+            out["why"] = f"the release's {base.__name__} has no {key} (the test sets it)"
+            return out
+        attrs[key] = shlex.split(val.replace("{draft}", str(draft))) if isinstance(val, str) else val
     cls = type("Rebuilt", (base,), attrs)
     orig = getattr(mod, "popen_launch_pd_server", None)
     mod.popen_launch_pd_server = record
@@ -121,7 +188,12 @@ def build(test: dict, parser) -> dict:
         cls.model = model
         if test.get("backend"):
             cls.transfer_backend = ["--disaggregation-transfer-backend", test["backend"]]
+        for key, val in (test.get("after_setup") or {}).items():
+            # what the test's setUpClass sets after the base's (e.g. bootstrap_port: "@prefill_port")
+            setattr(cls, key, getattr(cls, val[1:]) if isinstance(val, str) and val.startswith("@") else val)
         if "base" in test:
+            if test.get("ib") == "none":
+                cls.rdma_devices = []  # configure_nixl_pd_backend: no Mooncake device lists
             for role in ("prefill", "decode"):
                 fn = getattr(cls, f"start_{role}", None)
                 if fn is None:
@@ -135,10 +207,12 @@ def build(test: dict, parser) -> dict:
                 argv = ["--trust-remote-code", "--disaggregation-mode", role]
                 if not test.get("no_bootstrap_port"):
                     if not hasattr(cls, "bootstrap_port"):
-                        out["why"] = f"the test passes cls.bootstrap_port, which the release's {base.__name__} does not set"
+                        out["why"] = (
+                            f"the test passes cls.bootstrap_port, which the release's {base.__name__} does not set"
+                        )
                         return out
                     argv += ["--disaggregation-bootstrap-port", cls.bootstrap_port]
-                argv += shlex.split(test["own"][role].format(draft=draft))
+                argv += shlex.split(test["own"][role].replace("{draft}", str(draft)))
                 argv += list(cls.transfer_backend)
                 if ib == "rdma_devices":
                     argv += list(cls.rdma_devices)
@@ -156,7 +230,7 @@ def build(test: dict, parser) -> dict:
         if rec is None:
             out["why"] = f"the base class launched no {role}"
             return out
-        rec["env"] = {**rec["env"], **(test.get("env") or {})}
+        rec["env"] = {**rec["env"], **(test.get("env") or {}), **(test.get(f"env_{role}") or {})}
         refused = _refused(parser, ["--model-path", model, *rec["argv"]])
         if refused:
             out["why"] = f"the release's ServerArgs refuses the {role}'s argv: {refused}"
@@ -183,7 +257,11 @@ def main() -> None:
         try:
             r = build(t, parser)
         except Exception as e:  # a base class this recorder cannot drive: said, not hidden
-            r = {"name": t["name"], "applies": False, "why": f"the base class could not be driven: {type(e).__name__}: {e}"}
+            r = {
+                "name": t["name"],
+                "applies": False,
+                "why": f"the base class could not be driven: {type(e).__name__}: {e}",
+            }
         r["release"] = release
         results.append(r)
     print(json.dumps(results))

@@ -246,3 +246,49 @@ def test_unknown_architecture_is_unchecked_never_a_guessed_pass(tmp_path):
     assert proc.returncode == 4, proc.stderr
     # (plus the info line every PD decode logs at start-up: decode-radix-disabled)
     assert report["verdict"] == "unchecked" and [f["id"] for f in report["findings"] if f["severity"] != "info"] == ["architecture-assumed"]
+
+
+def test_static_pair_imports_only_what_it_uses():
+    """The static pair (-o json) imports neither another command's module nor what only a
+    table, a live server or explain needs (issue 15: import only what the path uses)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.argv = ['kvcheck', 'preflight', '--prefill', 'configs/aligned/prefill.yaml', '--decode', "
+        "'configs/aligned/decode.yaml', '-o', 'json', '--sglang-version', '0.5.23']\n"
+        "from kvcheck.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write('LOADED ' + ' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('rich', 'httpx', 'torch', 'sglang', 'nixl', 'typer', 'click') or m.startswith(('kvcheck.explain', 'kvcheck.cli.', "
+        "'kvcheck.nixl', 'kvcheck.fabric.command', 'kvcheck.mooncake.probe')))) + '\\n')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    loaded = next(ln for ln in proc.stderr.splitlines() if ln.startswith("LOADED")).split()[1:]
+    assert '"verdict"' in proc.stdout
+    # typer parses the command line (its click); no other command, no rich, httpx, explain, NIXL
+    kept = {m for m in loaded if m.split(".")[0] not in ("typer", "click")}
+    assert kept <= {
+        "kvcheck.cli.output",
+        "kvcheck.cli.preflight",
+        "kvcheck.cli.preflight_options",
+        "kvcheck.cli.options",
+        "kvcheck.cli.root",
+    }, kept
+
+
+def test_top_level_help_names_the_backends_and_the_modeled_window():
+    """``kvcheck --help`` says what kvcheck decides: NIXL and Mooncake pairs, over the
+    releases whose PD path it models (from the release manifest), with no speed claim the
+    benchmarks do not support."""
+    from kvcheck.release import manifest
+
+    proc = run_cli("--help")
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 0
+    pd = manifest.pd_releases()
+    assert "NIXL" in text and "Mooncake" in text
+    assert f"releases {pd[0]} to {pd[-1]}" in text
+    assert "milliseconds" not in text
+

@@ -11,8 +11,8 @@ Files each recipe touches (the recipe's own list, counted here):
 - add a release: 6 (flag store ``r/<release>.json`` + ``entries.jsonl``, ``pd_facts.json``,
   ``release/manifest.py``, ``sglang/startup/gate.py``, ``explain/releases.json``);
 - add a deployment format: 2 in kvcheck (the reader, ``reader.py``) + its test;
-- add a check: 1 or 2 in kvcheck (the check module; ``checks/__init__.py`` for a new
-  module) + its test;
+- add a check: 2 or 3 in kvcheck (the check module and its example; ``checks/__init__.py``
+  for a new module) + its test;
 - add a KV pool: 3 in kvcheck (``pools/<pool>.py``, ``pools/base.py``,
   ``pools/__init__.py``) + decisions/states where they differ + its test.
 """
@@ -291,7 +291,30 @@ def test_recipe_add_a_check(copy: Path, tmp_path: Path):
     init = copy / "kvcheck/checks/__init__.py"
     fabric_line = next(line for line in init.read_text().splitlines(keepends=True) if line.startswith("from kvcheck.checks import fabric"))
     edit(init, fabric_line, fabric_line + "from kvcheck.checks import toy  # noqa: F401  (registration)\n")
-    # 3. It fires on an input written in the test; the registry knows its id and docs.
+    # 3. Its example in kvcheck/checks/examples/<id>.sh, headed by its example and run lines.
+    examples = copy / "kvcheck/checks/examples"
+    missing = py(copy, "from kvcheck.checks.examples import example_for; print(example_for('toy-page-size-one'))")
+    assert missing.stdout.strip() == "None"  # tests/test_check_examples.py fails until it is written
+    (examples / "toy-page-size-one.sh").write_text(
+        "# example: toy-page-size-one warning\n"
+        "# run: kvcheck preflight -f toy-page-size-one.sh --sglang-version 0.5.23\n"
+        "# Both servers page one token at a time.\n"
+        f"{LAUNCH} --model-path {model_dir('llama-3.1-8b')} --disaggregation-mode prefill "
+        "--disaggregation-transfer-backend nixl --page-size 1 &\n"
+        f"{LAUNCH} --model-path {model_dir('llama-3.1-8b')} --disaggregation-mode decode "
+        "--disaggregation-transfer-backend nixl --page-size 1 --port 30001 &\n"
+    )
+    shown = py(copy, "from kvcheck.checks.examples import example_for; print(' '.join(example_for('toy-page-size-one').command))")
+    run = subprocess.run(  # as its run line says, in that directory
+        [sys.executable, "-m", "kvcheck", *shown.stdout.split(), "--format", "json"],
+        env=dict(os.environ, PYTHONPATH=str(copy)),
+        cwd=examples,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "toy-page-size-one" in ids(json.loads(run.stdout)), run.stderr[-2000:]
+    # 4. It fires on an input written in the test; the registry knows its id and docs.
     rc, rep = kvcheck(copy, "preflight", "--prefill", str(p), "--decode", str(d), "--sglang-version", "0.5.23")
     assert "toy-page-size-one" in ids(rep), rep
     env = dict(os.environ, PYTHONPATH=str(copy))
@@ -304,6 +327,7 @@ def test_recipe_add_a_check(copy: Path, tmp_path: Path):
         timeout=60,
     )
     assert docs.returncode == 0 and "Every token is its own descriptor" in docs.stdout
+    assert "fires: toy-page-size-one [warning]" in docs.stdout and "--page-size 1" in docs.stdout
     ignored = subprocess.run(
         [
             sys.executable,

@@ -173,3 +173,28 @@ def test_probe_through_an_etcd_metadata_server(pair, tmp_path):
             agent.communicate(timeout=30)
     finally:
         etcd.close()
+
+
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        (("--name", "kvcheck-a/b"), "--name"),
+        (("--name", "kvcheck-" + "x" * 200), "--name"),
+        (("--max-memory", "0"), "--max-memory"),
+        (("--max-memory", "nan"), "--max-memory"),
+        (("--pages", "65537"), "--pages"),
+    ],
+)
+def test_mooncake_agent_refuses_what_the_nixl_agent_refuses(pair, extra, field):
+    """Both agents take their arguments through one check (``nixl.commands.check_agent_args``):
+    a name that is no kvcheck agent's or would split an etcd key, a memory cap that is not a
+    finite number of GiB in (0, 4096], and pages past the Mooncake agent's cap are exit 2
+    before anything is allocated or registered."""
+    _, d = pair
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvcheck", "agent", "--backend", "mooncake", "--role", "decode", "-c", str(d),
+         "--ttl", "5", *extra],
+        capture_output=True, text=True, env=ENV, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert field in proc.stderr and "Traceback" not in proc.stderr

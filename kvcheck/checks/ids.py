@@ -14,119 +14,6 @@ from collections.abc import Iterable
 from kvcheck.sglang import plan as builtin
 from kvcheck.sglang.startup import REFUSAL_IDS as STARTUP_REFUSAL_IDS
 
-# Finding ids that a check may emit beside its own id (for --ignore and the docs).
-FINDING_IDS = {
-    "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
-    "startup": list(STARTUP_REFUSAL_IDS)
-    + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "startup-argparse", "pair-not-checked"],
-    "transfer-decision": [
-        "head-slice-assert",
-        "region-count",
-        "hisparse-decode-only-spec",
-        "hetero-tp-direct-to-host",
-        "hetero-tp-mixed-kinds",
-        "dcp-mixed-kinds",
-        "dcp-topology",
-        "dcp-geometry",
-        "item-stride",
-        "pp-layer-pairing",
-        "source-mixed-kinds",
-        "head-slice-overrun",
-        "runtime-error",
-    ],
-    "connector-startup": [
-        "connector-startup",
-        "staging-mla",
-        "staging-chunk-size",
-        "nixl-ib-device",
-        "decode-host-destination",
-        "minimax-index-value",
-        "hisparse-host-as-vram",
-    ],
-    "startup-log": ["decode-radix-disabled"],
-    # backend hook (mooncake branch): kvcheck.checks.mooncake
-    "mooncake-transfer": [
-        "mooncake-silent-corruption",
-        "mooncake-send-fails",
-        "mooncake-worker-dies",
-        "mooncake-dcp-topology",
-        "mooncake-runtime-error",
-        "mooncake-unchecked",
-    ],
-    "mooncake-startup": [
-        "mooncake-ib-device",
-        "mooncake-ib-device-file",
-        "mooncake-efa",
-        "mooncake-session-probe",
-        "mooncake-thread-pool",
-        "mooncake-custom-pool",
-        "mooncake-tcp",
-        "mooncake-protocol",
-    ],
-    "backend-unchecked": ["backend-mismatch"],
-    # The pipeline's own findings (kvcheck.cluster.pipeline / decide).
-    "pipeline": [
-        "unresolved-variable",
-        "unknown-model",
-        "unknown-gpu",
-        "deployment-problem",
-        "release-window",
-        "release-clues-disagree",
-        "not-disaggregated",
-        "env-from",
-    ],
-    "agents": [
-        "agent-geometry",
-        "agent-no-common-backend",
-        "agent-register-failed",
-        "agent-alloc-failed",
-        "agent-vram-untested",
-        "agent-publish-failed",
-    ],
-    "probe": [
-        "probe-unreachable",
-        "probe-timeout",
-        "probe-peer-lost",
-        "probe-no-common-backend",
-        "probe-remote-unregistered",
-        "probe-remote-kind",
-        "probe-data-mismatch",
-        "probe-registration-failed",
-        "probe-tcp-fallback",
-        "probe-error",
-        "probe-not-kvcheck",
-        "probe-skipped",
-        "probe-peer-restarted",
-        "probe-unconfirmed",
-        "probe-unconfirmed-region",
-    ],
-}
-
-
-def all_finding_ids() -> list[str]:
-    """Every id a check emits beside its own."""
-    return [i for ids in FINDING_IDS.values() for i in ids]
-
-
-def check_of(finding_id: str) -> str:
-    """The check that emits ``finding_id`` (itself when it is a check's own id)."""
-    for chk, ids in FINDING_IDS.items():
-        if finding_id in ids:
-            return chk
-    return finding_id
-
-
-def apply_ignore(findings, ignore) -> None:
-    """Mark every finding whose id, or whose check's id, is in ``ignore`` as ignored (the
-    one place ``--ignore`` is applied: pair, start-up, cluster, live-agent, probe)."""
-    ignore = set(ignore)
-    if not ignore:
-        return
-    for f in findings:
-        if f.id in ignore or check_of(f.id) in ignore:
-            f.ignored = True
-
-
 # The pipeline's own findings (kvcheck.cluster.pipeline / decide / pair_input): documented
 # here so that ``kvcheck checks ID`` answers for every id kvcheck prints.
 PIPELINE_DOCS = {
@@ -179,7 +66,154 @@ PIPELINE_DOCS = {
         "Variables from it may change the transfer.",
         "Pass the variables with --env FILE.",
     ),
+    # What a deployment reader could not take as written (kvcheck.sources.deployments:
+    # ``Problem``; the pipeline reports each under its own id).
+    "config-not-read": (
+        "unchecked",
+        "A --config YAML named in a launch line that kvcheck cannot read: inside the image, outside the directory "
+        "kvcheck may read, or not a YAML mapping of flags.",
+        "The server args in it, and so that server, are not checked.",
+        "Give kvcheck a copy (--config-file IMAGE_PATH=LOCAL_PATH), keep it beside the deployment file, or pass "
+        "--root DIR holding both.",
+    ),
+    "config-refused": (
+        "unchecked",
+        "A --config YAML whose keys SGLang's config merger refuses (ConfigArgumentMerger, as the server's release "
+        "merges the file).",
+        "The server does not start with that file; its args are not checked.",
+        "Fix the --config file as SGLang's message says.",
+    ),
+    "conditional-branches": (
+        "unchecked",
+        "A script whose if/case branches combine in more ways than kvcheck reads; the first combinations are read.",
+        "The servers the other combinations start are not checked.",
+        "Split the script per role, or check the remaining branches by hand.",
+    ),
+    "source-not-read": (
+        "info",
+        "A script's `source FILE` (or `. FILE`) that kvcheck could not read (missing, outside the read root, too "
+        "large).",
+        "The variables it sets stay unresolved: flags that use them are unresolved-variable findings.",
+        "Give the sourced file with -f too (or keep it beside the script), or pass its variables with --env FILE.",
+    ),
+    "servers-not-read": (
+        "unchecked",
+        "A script with no SGLang launch line of its own that sources a file kvcheck could not read.",
+        "The servers it may start from the sourced file are not checked.",
+        "Give the sourced file with -f too, or pass --root DIR holding it, so its launch lines are read.",
+    ),
+    "unresolved-address": (
+        "info",
+        "An address, port or node-rank option whose value is filled in at run time (--host ${POD_IP}, --port "
+        "$PORT, --node-rank $RANK).",
+        "An address, port or rank shapes no KV transfer: it is checked only for agreement across an instance's nodes.",
+        "Nothing to do; pass --env FILE with its value to have port clashes checked too.",
+    ),
 }
+
+# Finding ids that a check may emit beside its own id (for --ignore and the docs).
+FINDING_IDS = {
+    "bootstrap": list(builtin.BOOTSTRAP_CHECK_IDS),
+    "startup": list(STARTUP_REFUSAL_IDS)
+    + ["startup-unchecked", "startup-gpu-dependent", "prefill-dcp-warning", "startup-argparse", "pair-not-checked"],
+    "transfer-decision": [
+        "head-slice-assert",
+        "region-count",
+        "hisparse-decode-only-spec",
+        "hetero-tp-direct-to-host",
+        "hetero-tp-mixed-kinds",
+        "dcp-mixed-kinds",
+        "dcp-topology",
+        "dcp-geometry",
+        "item-stride",
+        "pp-layer-pairing",
+        "source-mixed-kinds",
+        "head-slice-overrun",
+        "runtime-error",
+    ],
+    "connector-startup": [
+        "connector-startup",
+        "staging-mla",
+        "staging-chunk-size",
+        "nixl-ib-device",
+        "decode-host-destination",
+        "minimax-index-value",
+        "hisparse-host-as-vram",
+    ],
+    "startup-log": ["decode-radix-disabled"],
+    # backend hook (mooncake branch): kvcheck.checks.mooncake
+    "mooncake-transfer": [
+        "mooncake-silent-corruption",
+        "mooncake-send-fails",
+        "mooncake-worker-dies",
+        "mooncake-dcp-topology",
+        "mooncake-runtime-error",
+        "mooncake-unchecked",
+    ],
+    "mooncake-startup": [
+        "mooncake-ib-device",
+        "mooncake-ib-device-file",
+        "mooncake-efa",
+        "mooncake-session-probe",
+        "mooncake-thread-pool",
+        "mooncake-custom-pool",
+        "mooncake-tcp",
+        "mooncake-protocol",
+    ],
+    "backend-unchecked": ["backend-mismatch"],
+    # The pipeline's own findings (kvcheck.cluster.pipeline / decide), documented above.
+    "pipeline": list(PIPELINE_DOCS),
+    "agents": [
+        "agent-geometry",
+        "agent-no-common-backend",
+        "agent-register-failed",
+        "agent-alloc-failed",
+        "agent-vram-untested",
+        "agent-publish-failed",
+    ],
+    "probe": [
+        "probe-unreachable",
+        "probe-timeout",
+        "probe-peer-lost",
+        "probe-no-common-backend",
+        "probe-remote-unregistered",
+        "probe-remote-kind",
+        "probe-data-mismatch",
+        "probe-registration-failed",
+        "probe-tcp-fallback",
+        "probe-error",
+        "probe-not-kvcheck",
+        "probe-skipped",
+        "probe-peer-restarted",
+        "probe-unconfirmed",
+        "probe-unconfirmed-region",
+        "probe-ok",  # the Mooncake probe's report of a verified transfer (info)
+    ],
+}
+
+
+def all_finding_ids() -> list[str]:
+    """Every id a check emits beside its own."""
+    return [i for ids in FINDING_IDS.values() for i in ids]
+
+
+def check_of(finding_id: str) -> str:
+    """The check that emits ``finding_id`` (itself when it is a check's own id)."""
+    for chk, ids in FINDING_IDS.items():
+        if finding_id in ids:
+            return chk
+    return finding_id
+
+
+def apply_ignore(findings, ignore) -> None:
+    """Mark every finding whose id, or whose check's id, is in ``ignore`` as ignored (the
+    one place ``--ignore`` is applied: pair, start-up, cluster, live-agent, probe)."""
+    ignore = set(ignore)
+    if not ignore:
+        return
+    for f in findings:
+        if f.id in ignore or check_of(f.id) in ignore:
+            f.ignored = True
 
 
 def all_checks() -> list[dict]:

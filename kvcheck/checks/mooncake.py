@@ -78,24 +78,17 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: Pair
     for rank in range(max(1, prefill.args.pp_size)):
         sp = pg if rank == 0 else derive_geometry(prefill, pp_rank=rank)
         sd = dg if rank == 0 or not same_pp else derive_geometry(decode, pp_rank=rank)
+        unmodeled = kernel_unchecked
         if prefill.args.attn_cp_size > 1 or prefill.args.enable_kv_cache_sharding:
             # Which prefill CP ranks / KV shards send which pages (the decode's rank
             # mapping, _get_dsa_cache_transfer_skip_flags, filter_kv_indices_for_shard_rank)
             # is not restated for Mooncake.
-            plan = Plan(
-                path="not_modeled",
-                n_src=sp.n,
-                n_dst=sd.n,
-                not_modeled_reason=(
-                    "a prefill with attention context parallelism or KV cache sharding: which of its ranks send "
-                    "which pages is not restated for Mooncake"
-                ),
+            unmodeled = (
+                "a prefill with attention context parallelism or KV cache sharding: which of its ranks send "
+                "which pages is not restated for Mooncake"
             )
-            stages.append(plan)
-            states.append((None, None))
-            continue
-        if kernel_unchecked:
-            stages.append(Plan(path="not_modeled", n_src=sp.n, n_dst=sd.n, not_modeled_reason=kernel_unchecked))
+        if unmodeled:
+            stages.append(Plan(path="not_modeled", n_src=sp.n, n_dst=sd.n, not_modeled_reason=unmodeled))
             states.append((None, None))
             continue
         try:
@@ -259,7 +252,19 @@ def mooncake_transfer(chk, ctx: CheckContext) -> list[Finding]:
             )
     for rank, (err, why) in enumerate(ctx.extra.get("backend_states") or []):
         where = f" (prefill PP stage {rank})" if len(stages) > 1 else ""
-        if err is not None and err.message not in seen:
+        if err is not None and err.message not in seen and err.type == "SilentCorruption":
+            seen.add(err.message)  # nothing is raised: the finding is the error
+            out.append(
+                Finding(
+                    id="mooncake-silent-corruption",
+                    severity=Severity.ERROR,
+                    message=f"Mooncake state transfer{where}: {err.message} ({err.operator_sees})",
+                    fix="Run both servers with the same speculative decoding flags (and state layout), so that every "
+                    "state buffer has the same item length on both sides.",
+                    runtime_error=None,
+                )
+            )
+        elif err is not None and err.message not in seen:
             seen.add(err.message)
             out.append(
                 Finding(

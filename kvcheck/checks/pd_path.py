@@ -238,31 +238,26 @@ def registration_frames(chk, ctx: CheckContext) -> list[Finding]:
         f"frames 0..{reads}"
     )
     if b_p.gpu_id_frame != b_d.gpu_id_frame:
-        rt = None
+        raised = None  # (exception type, message) KVArgsRegisterInfo.from_zmq raises
         d_info = (ctx.extra.get("pair_info") or (None, None))[1]
         if b_p.gpu_id_frame == 7 and d_info is not None and not d_info.state_types:
             # A 0.5.9+ decode without state sends b'' at frame 7, which a 0.5.5..0.5.8 prefill reads as gpu_id.
-            rt = RuntimeErrorPrediction(
-                type="ValueError",
-                message="invalid literal for int() with base 10: ''",
-                raised_by="prefill: NIXL bootstrap thread (KVArgsRegisterInfo.from_zmq)",
-                when="decode registration",
-                operator_sees="HANG",
-            )
+            raised = ("ValueError", "invalid literal for int() with base 10: ''")
         elif b_p.gpu_id_frame == 8 and b_p.registration_reads >= 18:
             # An 11-frame (<= 0.5.8) registration: a 0.5.13+ prefill reads dst_kv_item_len at frame 11.
-            rt = RuntimeErrorPrediction(
-                type="IndexError",
-                message="list index out of range",
-                raised_by="prefill: NIXL bootstrap thread (KVArgsRegisterInfo.from_zmq)",
-                when="decode registration",
-                operator_sees="HANG",
-            )
-        if rt is not None:
+            raised = ("IndexError", "list index out of range")
+        rt = None
+        if raised is not None:
             from kvcheck.preflight import hang_text
 
-            rt.operator_sees = hang_text(
-                ctx.extra.get("timeouts") or {"bootstrap_timeout_s": 300, "waiting_timeout_s": 300}
+            rt = RuntimeErrorPrediction(
+                type=raised[0],
+                message=raised[1],
+                raised_by="prefill: NIXL bootstrap thread (KVArgsRegisterInfo.from_zmq)",
+                when="decode registration",
+                operator_sees=hang_text(
+                    ctx.extra.get("timeouts") or {"bootstrap_timeout_s": 300, "waiting_timeout_s": 300}
+                ),
             )
         out.append(
             chk.finding(

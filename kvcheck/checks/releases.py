@@ -88,7 +88,21 @@ def match_entry(
     """Whether ``side`` matches ``entry``: (matches, reasons it matched, conditions kvcheck
     could not see). A side on an unmodeled release never matches an SGLang range.
     ``nixl_floor``: (release, why) the oldest NIXL the side can run at all (its SGLang
-    refuses to start with an older one, ``running_nixl_floor``)."""
+    refuses to start with an older one, ``running_nixl_floor``). Computed once per entry,
+    side and floor inside ``kvcheck.memo.side_memo()``."""
+    from kvcheck.memo import remembered
+
+    seen, (ok, why, unknown) = remembered(
+        "known_issue_match", side, (entry.get("id"), nixl_floor), lambda: (entry, _match_entry(entry, side, nixl_floor))
+    )
+    if seen is not entry:  # another mapping with the same id (a test's, or a narrowed copy)
+        ok, why, unknown = _match_entry(entry, side, nixl_floor)
+    return ok, list(why), list(unknown)
+
+
+def _match_entry(
+    entry: dict[str, Any], side: Side, nixl_floor: tuple[str, str] | None
+) -> tuple[bool, list[str], list[str]]:
     m = entry.get("match", {})
     why: list[str] = []
     unknown: list[str] = []
@@ -164,6 +178,12 @@ def running_nixl_floor(side: Side) -> tuple[str, str] | None:
     that its SGLang stops at start-up with a NIXL older than X, so every other known issue
     is decided over NIXL >= X only (e.g. SGLang 0.5.15 on imports NIXL 1.1.0's
     ``nixl_thread_sync_t``). None when no such entry matches."""
+    from kvcheck.memo import remembered
+
+    return remembered("running_nixl_floor", side, None, lambda: _running_nixl_floor(side))
+
+
+def _running_nixl_floor(side: Side) -> tuple[str, str] | None:
     from kvcheck.sglang.releases import release_key
 
     best: tuple[str, str] | None = None
@@ -173,7 +193,7 @@ def running_nixl_floor(side: Side) -> tuple[str, str] | None:
         if entry.get("effect") != "refuse" or not ranges or any(lo is not None or hi is None for lo, hi in ranges):
             continue
         rest = {**entry, "match": {k: v for k, v in m.items() if k != "nixl"}}
-        ok, _, unseen = match_entry(rest, side)
+        ok, _, unseen = _match_entry(rest, side, None)
         if not ok or unseen:
             continue
         floor = max((hi for _, hi in ranges), key=release_key)
@@ -223,7 +243,12 @@ def known_issue(chk, ctx: CheckContext) -> list[Finding]:
         for side in (ctx.prefill, ctx.decode):
             if role and side.role != role:
                 continue
-            floor = None if entry.get("effect") == "refuse" else floors.setdefault(side.role, running_nixl_floor(side))
+            if entry.get("effect") == "refuse":
+                floor = None
+            else:
+                if side.role not in floors:
+                    floors[side.role] = running_nixl_floor(side)
+                floor = floors[side.role]
             ok, why, unknown = match_entry(entry, side, floor)
             if ok:
                 hits.append((side, why, unknown))

@@ -37,7 +37,8 @@ def disaggregation_mode(chk, ctx: CheckContext) -> list[Finding]:
         "model, "
         "DeepSeek V4 ratio-1/2 compressed layers and V4.1's kv_source pools, DSA with compressed index-K pooling, "
         "FP4 KV variants, hybrid layer_types kvcheck has not verified, and architectures SGLang does not serve "
-        "(kvcheck/sglang/model.py NOT_MODELED_ARCHITECTURES). SWA, Mamba/linear-attention hybrids, DeepSeek V4 and "
+        "(kvcheck/sglang/model_archs.py NOT_MODELED_ARCHITECTURES). SWA, Mamba/linear-attention hybrids, DeepSeek V4 "
+        "and "
         "MiniMax sparse pools are modeled (kvcheck/sglang/pools/, geometry.py, states.py, dsv4.py)."
     ),
     why="kvcheck never guesses a geometry: no plan is computed for such a pair.",
@@ -407,19 +408,6 @@ def hicache_no_effect(chk, ctx: CheckContext) -> list[Finding]:
     ]
 
 
-# State components whose transfer kvcheck's decision does not cover yet. "dsa" (index-K
-# per layer, paired with the KV regions layer by layer) is decided with the KV regions.
-_UNDECIDED_STATE_TYPES = (
-    "swa",
-    "mamba",
-    "block_scale",
-    "block_scale_swa",
-    "minimax_index_k",
-    "minimax_dense_kv",
-    "c128_state",
-)
-
-
 @check(
     "state-components",
     Severity.UNCHECKED,
@@ -454,10 +442,15 @@ def state_components(chk, ctx: CheckContext) -> list[Finding]:
                     chk.finding(f"state component {d.index} ({d.state_type}, {d.n_entries} entries): {d.unchecked}")
                 )
         return out
+    # No decision made: the components the state decision covers stay unchecked
+    # (``DECIDED_STATE_TYPES``), but "dsa" (index-K per layer, paired with the KV regions
+    # layer by layer), which is decided with the KV regions.
+    from kvcheck.sglang.states_base import DECIDED_STATE_TYPES
+
     for g in (ctx.prefill_geometry, ctx.decode_geometry):
         if g is None or g.pool == NOT_MODELED:
             continue
-        todo_idx = [i for i, t in enumerate(g.state_types) if t in _UNDECIDED_STATE_TYPES]
+        todo_idx = [i for i, t in enumerate(g.state_types) if t in DECIDED_STATE_TYPES and t != "dsa"]
         todo = [g.state_types[i] for i in todo_idx]
         if todo:
             # By component index: a type can occur twice (DeepSeek V4's target and draft "swa").

@@ -14,6 +14,7 @@ Both input paths (``--prefill/--decode`` and ``-f``) reach this module through
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -139,8 +140,6 @@ def signature(ps: Any, ds: Any) -> tuple:
 
 
 def _side_signature(side: Any) -> tuple:
-    import dataclasses
-
     from kvcheck.checks import REGISTRY
     from kvcheck.checks.releases import load_known_issues, match_entry
     from kvcheck.checks.startup import side_findings
@@ -148,10 +147,7 @@ def _side_signature(side: Any) -> tuple:
     from kvcheck.sglang.pd_release import behaviour
 
     v = side.sglang_version
-    b = behaviour(v)
-    pd = tuple((k, val) for k, val in dataclasses.asdict(b).items() if k != "version") + (
-        ("stateless_hang", b.nixl_stateless_hang),
-    )
+    pd = _behaviour_signature(behaviour(v))
     subsystems = tuple(manifest.verified(s, v) for s in manifest.SUBSYSTEMS)
     from kvcheck.sglang.startup import connector_outcome
 
@@ -162,6 +158,17 @@ def _side_signature(side: Any) -> tuple:
     connector = repr(connector_outcome(side))
     issues = tuple(e.get("id") for e in load_known_issues() if match_entry(e, side)[0])
     return (pd, manifest.epoch(v), subsystems, startup, connector, issues, repr(sorted(side.args.model_dump().items())))
+
+
+@functools.cache
+def _behaviour_signature(b: Any) -> tuple:
+    """A ``PDBehaviour``'s variants (not its name), as the signature compares them."""
+    import dataclasses
+
+    # its fields are scalars and tuples (the signature is a dict key): shallow is asdict
+    return tuple((f.name, getattr(b, f.name)) for f in dataclasses.fields(b) if f.name != "version") + (
+        ("stateless_hang", b.nixl_stateless_hang),
+    )
 
 
 def _outcome(located: list[Located]) -> tuple[str, tuple[str, ...]]:

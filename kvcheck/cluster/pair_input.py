@@ -20,6 +20,7 @@ contract (top-level ``verdict``/``plan``/``findings``, ``sides``; DESIGN.md Part
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,9 +126,34 @@ def _locations(text: str, path: Path, options: list[str]) -> dict[str, Location]
     return out
 
 
+def _mapping_instance(
+    path: Path, spec: str, role: Role, data: dict, text: str, kind: str, keys: Callable[[dict], list[str]]
+) -> Instance:
+    """The ``Instance`` of a mapping of flags (a ``--config`` YAML, JSON args) before its
+    per-release parse: kvcheck's own keys taken out (``kvcheck-env``, ``kvcheck-gpu``,
+    ``kvcheck-sglang-version``), each flag located at its line (``keys(data)``: the options
+    the mapping's keys stand for)."""
+    from kvcheck.sources.files import ENV_KEY, _env_mapping
+
+    env = _env_mapping(data.pop(ENV_KEY, None), spec)
+    kw: dict[str, Any] = {}
+    clues = _keys_and_clues(data, env, path, text, kw)
+    return Instance(
+        role=role,
+        name=role,
+        location=Location(spec),
+        argv=[],
+        env=env,
+        arg_locations=_locations(text, path, keys(data)),
+        release_clues=clues,
+        kind=kind,
+        **kw,
+    )
+
+
 def _yaml_instance(path: Path, spec: str, role: Role) -> Instance:
     from kvcheck.sglang.flags import FlagTable
-    from kvcheck.sources.files import ENV_KEY, _env_mapping, _load_yaml, read_text
+    from kvcheck.sources.files import _load_yaml, read_text
 
     text = read_text(path)
     data = _load_yaml(text, path)
@@ -135,44 +161,26 @@ def _yaml_instance(path: Path, spec: str, role: Role) -> Instance:
         data = {}
     if not isinstance(data, dict):
         raise InputError(f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=spec)
-    env = _env_mapping(data.pop(ENV_KEY, None), spec)
-    kw: dict[str, Any] = {}
-    clues = _keys_and_clues(data, env, path, text, kw)
-    keys = [f"--{k}" for k in data if isinstance(k, str)]
-    inst = Instance(
-        role=role,
-        name=role,
-        location=Location(spec),
-        argv=[],
-        env=env,
-        arg_locations={**{k: loc for k, loc in _locations(text, path, keys).items()}},
-        release_clues=clues,
-        kind="config",
-        **kw,
+    inst = _mapping_instance(
+        path, spec, role, data, text, "config", lambda d: [f"--{k}" for k in d if isinstance(k, str)]
     )
     inst.parse_for = lambda v: FlagTable.load(v).parse_config(data, spec)  # type: ignore[attr-defined]
     return inst
 
 
 def _json_instance(path: Path, spec: str, role: Role, data: Any, text: str) -> Instance:
-    from kvcheck.sources.files import ENV_KEY, _env_mapping, args_from_mapping
+    from kvcheck.sources.files import args_from_mapping
 
     if not isinstance(data, dict):
         raise InputError(f"expected a JSON object of server args, got {type(data).__name__}", source=spec)
-    env = _env_mapping(data.pop(ENV_KEY, None), spec)
-    kw: dict[str, Any] = {}
-    clues = _keys_and_clues(data, env, path, text, kw)
-    keys = [k if str(k).startswith("--") else f"--{str(k).replace('_', '-')}" for k in data]
-    inst = Instance(
-        role=role,
-        name=role,
-        location=Location(spec),
-        argv=[],
-        env=env,
-        arg_locations=_locations(text, path, keys),
-        release_clues=clues,
-        kind="json",
-        **kw,
+    inst = _mapping_instance(
+        path,
+        spec,
+        role,
+        data,
+        text,
+        "json",
+        lambda d: [k if str(k).startswith("--") else f"--{str(k).replace('_', '-')}" for k in d],
     )
 
     def parse_for(v: str) -> dict[str, Any]:

@@ -11,12 +11,24 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr
 
 from kvcheck.explain.catalog import RUNTIME, Catalog, Entry, load_catalog
 from kvcheck.explain.engines import ForeignLines
+from kvcheck.explain.scan import (
+    _MAX_HIT_TEXT,
+    _MAX_PARTIAL_LINES,
+    _WRAP,
+    _field_partial,
+    _join,
+    _prefix_partial,
+    _scanner,
+    _uncollect,
+)
+from kvcheck.explain.scan import _Scanner as _Scanner  # re-exported: tests patch it here
+from kvcheck.explain.scan import iter_log_blocks as iter_log_blocks  # re-exported for the CLI
 
 # explain's exit statuses (documented in `kvcheck explain --help`).
 EXIT_RECOGNIZED = 0
@@ -101,122 +113,9 @@ class Explanation(BaseModel):
         }
 
 
-_MIN_PARTIAL = 24  # characters of literal text needed for a partial recognition
-_MAX_PARTIAL_LINES = 50  # partial recognition is for pasted messages, not whole logs
-_MAX_HIT_TEXT = 2000  # characters of a hit's text and values kept for the report
-_WRAP = 3  # lines before and after a line that a wrapped message may span
-_ANCHOR_LEN = 24  # characters of a literal stretch searched as a substring
-
-
-class _Scanner:
-    """The catalog compiled for streaming. Each entry gets one *token*: the longest
-    whitespace-delimited word inside its template's literal text that a value cannot
-    touch (``registered`` for "... decode registered fewer KV regions ({n}) ..."); a
-    line is split into words once and intersected with the set of tokens (a hash
-    lookup per word, in C), so a line holding no entry's token costs almost nothing.
-    Entries without such a word (``NIXL_ERR_BACKEND``) are found by substring. Only
-    candidate entries' own regexes run on a line.
-    """
-
-    def __init__(self, catalog: Catalog):
-        from kvcheck.explain.catalog import _PLACEHOLDER
-
-        self.entries = list(catalog.entries)
-        self.by_token: dict[str, list[int]] = {}
-        subs: list[tuple[int, str]] = []
-        for i, entry in enumerate(self.entries):
-            parts = _PLACEHOLDER.split(entry.template.rstrip())
-            words: list[str] = []
-            for j in range(0, len(parts), 2):
-                stretch = parts[j]
-                toks = stretch.split()
-                if toks and not stretch[:1].isspace():
-                    toks = toks[1:]  # may be glued to a value or to what precedes the message
-                if toks and not stretch[-1:].isspace():
-                    toks = toks[:-1]
-                words += toks
-            if words:
-                self.by_token.setdefault(max(words, key=len), []).append(i)
-            else:
-                stretches = [p.strip() for p in entry.literal_parts if p.strip()]
-                subs.append((i, max(stretches, key=len)[:_ANCHOR_LEN] if stretches else ""))
-        self.tokens = frozenset(self.by_token)
-        self.match_all = [i for i, a in subs if not a]
-        self.subs = [(i, a) for i, a in subs if a]
-        self.sub_re = (
-            re.compile("|".join(sorted({re.escape(a) for _, a in self.subs}, key=len, reverse=True)))
-            if self.subs
-            else None
-        )
-
-    def candidates(self, line: str) -> list[Entry]:
-        """Entries that may match ``line``, in catalog order."""
-        found: set[int] = set(self.match_all)
-        for tok in self.tokens.intersection(line.split()):
-            found.update(self.by_token[tok])
-        if self.sub_re is not None and self.sub_re.search(line) is not None:
-            found.update(i for i, a in self.subs if a in line)
-        return [self.entries[i] for i in sorted(found)]
-
-
-_SCANNERS: dict[int, tuple[Catalog, _Scanner]] = {}
-
-
-def _scanner(catalog: Catalog) -> _Scanner:
-    """The compiled scanner of ``catalog`` (cached per catalog object)."""
-    got = _SCANNERS.get(id(catalog))
-    if got is None or got[0] is not catalog:
-        got = _SCANNERS[id(catalog)] = (catalog, _Scanner(catalog))
-    return got[1]
-
-
 _FRAME_FUNC = re.compile(r'File "[^"]+", line \d+,? in (\w+)|\bin (\w+)$')
 _EXC = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): ")
-_BLOCK = 1 << 20  # bytes of a log read at a time
 _BATCH = 8192  # lines of an iterable handled at a time
-
-
-def iter_log_blocks(stream: BinaryIO, *, block: int = _BLOCK) -> Iterator[list[str]]:
-    """A binary log stream as lists of lines (UTF-8, bad bytes replaced, no line ends),
-    read ``block`` bytes at a time; each line cut to ``MAX_LOG_LINE`` characters. At
-    most ``block`` + ``4 x MAX_LOG_LINE`` bytes are held, however long a line is (the
-    rest of an over-long line is read and dropped)."""
-    from kvcheck.sources.limits import MAX_LOG_LINE
-
-    limit = MAX_LOG_LINE * 4  # UTF-8 bytes for MAX_LOG_LINE characters
-    carry = b""
-    dropping = False
-    while True:
-        data = stream.read(block)
-        if not data:
-            break
-        if dropping:
-            nl = data.find(b"\n")
-            if nl < 0:
-                continue
-            data, dropping = data[nl + 1 :], False
-        data = carry + data if carry else data
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            carry = data
-        else:
-            carry = data[cut + 1 :]
-            yield _lines_of(data[:cut], limit, MAX_LOG_LINE)
-        if len(carry) > limit:
-            yield _lines_of(carry[:limit], limit, MAX_LOG_LINE)
-            carry, dropping = b"", True
-    if carry:
-        yield _lines_of(carry, limit, MAX_LOG_LINE)
-
-
-def _lines_of(data: bytes, byte_limit: int, char_limit: int) -> list[str]:
-    text = data.decode("utf-8", "replace")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").removesuffix("\r").replace("\r", "\n")
-    lines = text.split("\n")
-    if max(map(len, lines)) > char_limit:
-        lines = [ln[:char_limit] for ln in lines]
-    return lines
 
 
 def explain_text(
@@ -460,6 +359,8 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
             found = [(got, e) for e in catalog.entries if (got := _prefix_partial(line, e) or _field_partial(line, e))]
             if not found:
                 continue
+            if _whole_format(line, [e for _, e in found]):
+                continue  # the line is another message, whole: a stretch it shares with an entry is not that entry
             if len(found) > 1 and funcs:
                 by_frame = [
                     (g, e)
@@ -489,96 +390,15 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     return result
 
 
-def _uncollect(block: list[str]) -> tuple[list[str], list[str]]:
-    """The block's lines without their log collectors' prefixes (``prefixes``), and the
-    role each prefix named."""
-    from kvcheck.explain.prefixes import strip_collector
+def _whole_format(line: str, entries: list[Entry]) -> bool:
+    """Whether ``line`` is, whole, a message format of some SGLang release other than the
+    ``entries`` a stretch of it partly matches (``formats``)."""
+    from kvcheck.explain.formats import load_formats
 
-    out, roles = [], []
-    for ln in block:
-        got, role = strip_collector(ln)
-        out.append(got)
-        roles.append(role)
-    return out, roles
-
-
-def _prefix_partial(line: str, entry: Entry) -> str | None:
-    """The part of ``line`` that is the start of ``entry``'s message: a prefix of the
-    template's first literal stretch, at least ``_MIN_PARTIAL`` characters, cut at a word
-    boundary, starting at a word boundary of the line, and either the whole first stretch
-    or running to the end of the line (a truncated paste). None otherwise."""
-    from kvcheck.explain.catalog import _PLACEHOLDER
-
-    p0 = _PLACEHOLDER.split(entry.template.rstrip())[0]
-    if len(p0.strip()) < _MIN_PARTIAL:
-        return None
-    for k in range(len(p0), _MIN_PARTIAL - 1, -1):
-        if k < len(p0) and _is_word(p0[k - 1]) and _is_word(p0[k]):
-            continue
-        pre = p0[:k]
-        i = line.find(pre)
-        while i >= 0 and i > 0 and _is_word(line[i - 1]) and _is_word(pre[0]):
-            i = line.find(pre, i + 1)
-        if i < 0:
-            continue
-        if k == len(p0) or not line[i + k :].strip():
-            return line[i : i + k]
-        return None
-    return None
-
-
-def _field_partial(line: str, entry: Entry) -> str | None:
-    """The part of ``line`` that reproduces a stretch of ``entry``'s message around one of
-    its fields (an int, float, word or list value with the literal text on both sides,
-    at least ``_MIN_PARTIAL`` literal characters in all): a paste that starts or ends
-    inside the message but keeps its structure. Literal words alone never qualify."""
-    from kvcheck.explain.catalog import _PLACEHOLDER, FIELD_PATTERNS
-
-    parts = _PLACEHOLDER.split(entry.template.rstrip())
-    for i in range(1, len(parts), 2):
-        shape = entry.fields.get(parts[i], "text")
-        if shape == "text":
-            continue
-        left, right = parts[i - 1], parts[i + 1] if i + 1 < len(parts) else ""
-        if len(left) < 4:
-            continue
-        rx = re.compile(
-            re.escape(left[-4:]) + "(" + FIELD_PATTERNS[shape] + ")" + (re.escape(right[:1]) if right else "")
-        )
-        for m in rx.finditer(line):
-            a = m.start() + 4
-            k = 0  # literal characters matched leftwards from the field
-            while k < len(left) and a - k - 1 >= 0 and line[a - k - 1] == left[len(left) - k - 1]:
-                k += 1
-            start = a - k
-            if start > 0 and _is_word(line[start - 1]) and _is_word(line[start]):
-                continue
-            b = m.end(1)
-            r = 0
-            while r < len(right) and b + r < len(line) and line[b + r] == right[r]:
-                r += 1
-            if k + r >= _MIN_PARTIAL:
-                return line[start : b + r]
-    return None
-
-
-def _is_word(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
-
-
-def _join(lines: list[str]) -> tuple[str, list[int]]:
-    """The lines stripped and joined by one space (a message wrapped over several lines
-    reads as one), and the offset in that text where each line starts (line N starts at
-    ``starts[N - 1]``), to map a match back to the lines it spans."""
-    starts: list[int] = []
-    parts: list[str] = []
-    offset = 0
-    for line in lines:
-        starts.append(offset)
-        part = line.strip()
-        parts.append(part)
-        offset += len(part) + 1
-    return " ".join(parts), starts
+    fm = load_formats().match(line)
+    if fm is None:
+        return False
+    return not any(fm.text in e.template or e.regex.search(fm.text) for e in entries)
 
 
 def _record(

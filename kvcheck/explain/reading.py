@@ -149,7 +149,9 @@ class LogReader:
                 e.processes[info.process] = e.processes.get(info.process, 0) + 1
         self.timeline.feed(lineno, line)
         self.release.feed(lineno, line)
-        self.generic.feed(lineno, line)
+        # another engine's line is never read as one of SGLang's formats
+        foreign = info.engine in PROCESS_ENGINES - {"sglang"} or info.host in PROCESS_ENGINES - {"sglang"}
+        self.generic.feed(lineno, line, sglang_formats=not foreign)
         done = self.sigs.feed(
             lineno,
             line,
@@ -242,7 +244,8 @@ class LogReader:
                     id=e.id,
                     title=title,
                     engine="nixl" if e.type.startswith("nixl") else "sglang",
-                    host=(info.host if info else "") or ("sglang" if ctx in ("sglang", "") else ctx),
+                    host=(info.host if info else "")
+                    or ("sglang" if ctx == "sglang" or (ctx == "" and not e.type.startswith("nixl")) else ctx),
                     process=(info.process if info else "") or (e.process if e.process != "both" else ""),
                     role=role,
                     cause=e.meaning,
@@ -261,7 +264,10 @@ class LogReader:
                     and any(abs(f.first_line - c.first_line) <= 60 for c in crashes)
                 )
             ]
-        _narrow_by_messages(rep, hits)
+        _backend_first(findings)
+        fmts = [(ln, fm.releases, fm.where()) for ln, fm in self.generic.format_hits]
+        fmts += [(g.line, g.releases, "an exception's message") for g in self.generic.found if g.releases]
+        _narrow_by_messages(rep, hits, fmts)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         rep.findings = findings
         rep.first_cause, rep.then = _chain(findings)
@@ -272,9 +278,10 @@ class LogReader:
         """The general rules' findings (``generic.py``) on lines no specific cause covers."""
         covered: set[int] = set()
         for f in findings:
-            if f.role == "cause" and not f.id.endswith("-generic"):
+            if f.role == "cause" and not f.id.endswith("-generic") and not (f.kind == "catalog" and f.engine == "nixl"):
                 # a wrapper or time-out does not explain the traceback it wraps, nor does a
-                # signal handler's generic header the stack below it
+                # signal handler's generic header the stack below it, nor a NIXL status code
+                # alone the step it failed in
                 covered.update(range(f.first_line, min(f.last_line, f.first_line + 200) + 1))
         out: list[Finding] = []
         same: dict[tuple[str, str], Finding] = {}
@@ -349,9 +356,12 @@ _CONSEQUENCES = {
 }
 
 
-def _narrow_by_messages(rep: LogReport, hits: list) -> None:
-    """Messages that exist only in some releases (``releases.json``, each release's own
-    source) are release evidence too: the process printing one runs one of them."""
+def _narrow_by_messages(rep: LogReport, hits: list, formats: list[tuple[int, list[str], str]] | None = None) -> None:
+    """Messages that exist only in some releases are release evidence too: the process
+    printing one runs one of them. ``hits``: catalog messages (``releases.json``);
+    ``formats``: (line, releases, where) of the lines matched whole by a release's message
+    format (``formats.json.gz``, every release's own source). A message only releases
+    older than the modeled window have is said (a clue) and narrows nothing."""
     from kvcheck.explain.logrelease import ReleaseClue
     from kvcheck.explain.releases import load_message_releases
     from kvcheck.sglang.releases import release_key
@@ -359,6 +369,7 @@ def _narrow_by_messages(rep: LogReport, hits: list) -> None:
     data = load_message_releases()
     allrel = data["releases"]
     cands: set[str] | None = None
+    evidence: list[tuple[str, str, int, set[str]]] = []
     for hit in hits:
         if hit.match != "full":
             continue
@@ -366,13 +377,26 @@ def _narrow_by_messages(rep: LogReport, hits: list) -> None:
         if not isinstance(rng, list) or not rng:
             continue
         ok = {v for v in allrel if any(release_key(a) <= release_key(v) <= release_key(b) for a, b in rng)}
+        evidence.append(("message text", hit.entry_id, hit.first_line, ok))
+    seen: set[tuple[str, ...]] = set()
+    for line, rels, where in formats or []:
+        key = tuple(rels)
+        if key in seen or not rels:
+            continue
+        seen.add(key)
+        ok = set(rels) & set(allrel)
+        if not ok:  # only releases before the modeled window have it
+            rep.release.clues.append(
+                ReleaseClue(kind="message format", value=f"{where} (releases {rels[0]} .. {rels[-1]})", line=line)
+            )
+            continue
+        evidence.append(("message format", where, line, ok))
+    for kind, value, line, ok in evidence:
         if ok == set(allrel):
             continue
-        rep.release.clues.append(
-            ReleaseClue(
-                kind="message text", value=hit.entry_id, line=hit.first_line, releases=sorted(ok, key=release_key)
-            )
-        )
+        rep.release.clues.append(ReleaseClue(kind=kind, value=value, line=line, releases=sorted(ok, key=release_key)))
+        if cands is not None and not (cands & ok):
+            continue  # evidence that contradicts the rest (a patched build): said, not intersected
         cands = ok if cands is None else cands & ok
     if cands is None or rep.release.release:
         return
@@ -383,6 +407,22 @@ def _narrow_by_messages(rep: LogReport, hits: list) -> None:
         rep.release.older_possible = False
         if len(narrowed) == 1 and not rep.release.dev_build:
             rep.release.release = rep.release.candidates[0]
+
+
+_BACKEND_ENGINES = {"ucx", "libfabric", "mooncake"}
+
+
+def _backend_first(findings: list[Finding]) -> None:
+    """A NIXL status follows from the backend's own error line before it (NIXL reports the
+    backend's failure as ``NIXL_ERR_BACKEND``): the status becomes what followed, the
+    backend line (within 40 lines before it) the cause."""
+    backend = [f.first_line for f in findings if f.role == "cause" and f.engine in _BACKEND_ENGINES]
+    if not backend:
+        return
+    for f in findings:
+        if f.id == "nixl-status-generic" or (f.kind == "catalog" and f.engine == "nixl"):
+            if any(0 <= f.first_line - b <= 40 for b in backend):
+                f.role = "consequence"
 
 
 def _fill(text: str, values: dict[str, str]) -> str:
@@ -397,7 +437,11 @@ def _rank(f: Finding) -> float:
     (component, phase); 2: consequences (time-outs, wrappers); 3: warnings."""
     if f.precondition:
         return 1.6  # the node's state: first only where it explains the failures (``_chain``) or alone
+    if f.kind == "catalog" and f.engine == "nixl" and f.role == "cause":
+        return 1.2  # a NIXL status code alone: what failed, not in which step or why
     if f.role == "cause" and f.kind == "generic":
+        if f.id == "nixl-status-generic" and "(" in f.values.get("component", ""):
+            return 1  # the status with the API step it failed in
         return 1.5 if f.id.endswith("-generic") else 1
     if (
         f.role == "cause"

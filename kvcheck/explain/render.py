@@ -95,13 +95,7 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
         lines.extend(_para("meaning:", e.meaning))
         lines.extend(_para("triggered by:", e.triggers))
         lines.extend(_para("you see:", e.operator_sees))
-        fix, dropped = consistent_fix(e.fix, refused)
-        if fix:
-            lines.extend(_para("fix:", fix))
-        if dropped:
-            lines.extend(
-                _para("not proposed:", f"{'; '.join(dropped)} (the log shows {', '.join(sorted(refused))} refused)")
-            )
+        lines.extend(_fix_lines(e.fix, refused))
         lines.extend(_para("predicted by:", predicted_by(e.check)))
         for path, n, text in _config_lines(explanation, e, hit):
             lines.extend(_para("change:", f"{path}:{n}: {text}"))
@@ -160,6 +154,8 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
     f = rep.first_cause
     if f is None:
         return out
+    refused = refused_values(rep.findings, catalog)
+    configs = getattr(explanation, "configs", None) or {}
     out.append("")
     if f.role == "consequence":
         out.append(f"no first cause in this text: line {f.first_line} is a consequence ({f.title}).")
@@ -185,7 +181,11 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
         for c in f.checks:
             out.extend(_para("check:", c))
         if f.kind in ("signature", "generic"):
-            out.extend(_para("fix:", f.fix))
+            out.extend(_fix_lines(f.fix, refused))
+            for path, n, text in _first_cause_lines(configs, f):
+                out.extend(_para("change:", f"{path}:{n}: {text}"))
+            if f.predicted_by and not f.predicted_by.startswith("kvcheck agent"):
+                out.extend(_para("predicted by:", predicted_by(f.predicted_by)))
         if f.issues:
             out.extend(_para("known issue:", ", ".join(f.issues)))
         if f.fixed_in:
@@ -234,6 +234,30 @@ def _command(predicted: str, process: str) -> str:
             f"({predicted[len('kvcheck agent') :].strip(' ()')}; on the failing node)"
         )
     return predicted
+
+
+def _fix_lines(fix: str, refused: set[str]) -> list[str]:
+    """``fix:`` without the alternatives the log shows refused, and ``not proposed:`` for those."""
+    kept, dropped = consistent_fix(fix, refused)
+    out = _para("fix:", kept) if kept else []
+    if dropped:
+        out += _para("not proposed:", f"{'; '.join(dropped)} (the log shows {', '.join(sorted(refused))} refused)")
+    return out
+
+
+def _first_cause_lines(configs: dict[str, str], f) -> list[tuple[str, int, str]]:
+    """Lines of the given config files (``--prefill``/``--decode``/``-f``) that set the
+    flags the first cause's fix or cause names, on the side that printed it when known."""
+    if not configs:
+        return []
+    flags = flags_in(f.fix + " " + f.cause)
+    if not flags:
+        return []
+    out: list[tuple[str, int, str]] = []
+    for role, path in configs.items():
+        if f.process in (role, "") or role not in ("prefill", "decode"):
+            out.extend(flag_lines(path, flags))
+    return out[:6]
 
 
 def _config_lines(explanation: Explanation, entry, hit) -> list[tuple[str, int, str]]:

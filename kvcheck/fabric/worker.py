@@ -10,7 +10,7 @@ address for region confirmation), and reports ``node/<node>``: the agent, its
 registration issues, the UCX environment and the node's NICs, RDMA devices and GPUs.
 
 A decode node then only serves (drives UCX progress). A prefill node runs each probe the
-coordinator puts in ``cmd/<node>`` with its own agent (``kvcheck.nixl.probe.
+coordinator puts in ``cmd/<node>`` with its own agent (``kvcheck.nixl.probe_child.
 probe_with_agent``: confirmed regions only, real bytes, read back, a deadline on every
 wait) and writes ``result/<node>/<seq>``, with the UCX lanes the connection used (UCX's
 debug log of the endpoint's wire-up, kept in a file of the worker's own, never printed).
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
         ):
             record["status"] = "registration-failed"
     if role == "prefill":
-        import kvcheck.nixl.probe  # noqa: F401  (imported before joining: the first probe is timed like the others)
+        import kvcheck.nixl.probe_child  # noqa: F401  (imported before joining: the first probe is timed like the others)
     log.take()
     etcd_ok = {"at": time.monotonic()}
     try:
@@ -297,7 +297,7 @@ def _reexec(a, agent, log, seq: int, argv) -> None:
 def _probe(agent, job: dict, log, lanes_used, events: list | None = None) -> dict:
     """Run one probe; the events reduced to a result dict, with the lanes UCX used."""
     from kvcheck.fabric.nodeinfo import counter_delta, loss_counters
-    from kvcheck.nixl.probe import probe_with_agent
+    from kvcheck.nixl.probe_child import probe_with_agent
 
     events = events if events is not None else []
     log.take()

@@ -143,15 +143,10 @@ def run_agent(
     """Serve a Mooncake agent of ``role`` with ``config``'s geometry until ``ttl`` seconds
     (or SIGTERM/SIGINT). Prints ``{"event": "ready", ...}`` then ``{"event": "stopped"}``."""
     from kvcheck.nixl.agent import check_ttl
-    from kvcheck.nixl.commands import load_agent_side, parse_listen
+    from kvcheck.nixl.commands import check_agent_args, load_agent_side, parse_listen
 
     ttl = check_ttl(ttl)
-    if role not in ("prefill", "decode"):
-        raise InputError("--role must be prefill or decode", field="--role")
-    if not 1 <= pages <= 1 << 16:
-        raise InputError(f"--pages must be between 1 and 65536, got {pages}", field="--pages")
-    if name is not None and not name.startswith("kvcheck-"):
-        raise InputError("--name must start with 'kvcheck-'", field="--name")
+    check_agent_args(role, name, pages, max_memory_gib, max_pages=1 << 16)
     side, geometry = load_agent_side(
         config,
         role,

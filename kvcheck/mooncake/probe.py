@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from kvcheck.checks.base import Finding, Severity
 
@@ -112,6 +113,20 @@ def run_probe(job: dict, timeout: float, python: str | None = None) -> dict:
     return json.loads(lines[-1])
 
 
+def _write_by(deadline: float, write: Callable[[], int]) -> tuple[int | None, float]:
+    """Run ``write`` (a blocking ``batch_transfer_sync_write``) in a daemon thread and wait
+    for it until ``deadline`` (``time.monotonic()``; at least 0.1 s). Returns (its return
+    code, or None when it has not returned by then; the seconds waited). Raises
+    ``IndexError`` when the write raised instead of returning."""
+    result: list[int] = []
+    th = threading.Thread(target=lambda: result.append(write()), daemon=True)
+    t0 = time.perf_counter()
+    th.start()
+    th.join(max(0.1, deadline - time.monotonic()))
+    seconds = time.perf_counter() - t0
+    return (None if th.is_alive() else result[0]), seconds
+
+
 def _child(job: dict) -> dict:
     """In the child: engine, source buffers, writes, digests."""
     from kvcheck.mooncake.engine import Arena, start_engine
@@ -154,42 +169,26 @@ def _child(job: dict) -> dict:
     srcs = [arena.addr(si, soff) for si, soff, _, _, _ in job["writes"]]
     dsts = [regions[dj]["addr"] + doff for _, _, dj, doff, _ in job["writes"]]
     lens = [n for *_, n in job["writes"]]
-    result: list = []
     # The first write to a session opens it (P2P handshake, the peer's segment
     # descriptor): timed apart, so that the bandwidth is the KV writes' own.
-    th = threading.Thread(
-        target=lambda: result.append(
-            engine.batch_transfer_sync_write(agent["session_id"], srcs[:1], dsts[:1], lens[:1])
-        ),
-        daemon=True,
+    first, connect_s = _write_by(
+        deadline, lambda: engine.batch_transfer_sync_write(agent["session_id"], srcs[:1], dsts[:1], lens[:1])
     )
-    t0 = time.perf_counter()
-    th.start()
-    th.join(max(0.1, deadline - time.monotonic()))
-    connect_s = time.perf_counter() - t0
-    if th.is_alive():
+    if first is None:
         return {
             "error": "probe-timeout",
             "message": f"the first write to {agent['session_id']} did not return in {job['timeout']:g} s (session "
             "open)",
             **info,
         }
-    if result[0] != 0:
+    if first != 0:
         return {
             "error": "probe-error",
-            "message": f"Mooncake could not open session {agent['session_id']} (first write returned {result[0]})",
+            "message": f"Mooncake could not open session {agent['session_id']} (first write returned {first})",
             **info,
         }
-    result.clear()
-    t0 = time.perf_counter()
-    th = threading.Thread(
-        target=lambda: result.append(engine.batch_transfer_sync_write(agent["session_id"], srcs, dsts, lens)),
-        daemon=True,
-    )
-    th.start()
-    th.join(max(0.1, deadline - time.monotonic()))
-    seconds = time.perf_counter() - t0
-    if th.is_alive():
+    ret, seconds = _write_by(deadline, lambda: engine.batch_transfer_sync_write(agent["session_id"], srcs, dsts, lens))
+    if ret is None:
         return {
             "error": "probe-timeout",
             "message": f"batch_transfer_sync_write to {agent['session_id']} did not return in {job['timeout']:g} s",
@@ -207,10 +206,10 @@ def _child(job: dict) -> dict:
         "connect_seconds": round(connect_s, 6),
         "gbps": round(total * 8 / seconds / 1e9, 3) if seconds > 0 else None,
     }
-    if result[0] != 0:
+    if ret != 0:
         return {
             "error": "probe-error",
-            "message": f"Mooncake batch_transfer_sync_write returned {result[0]} (the runtime then fails the "
+            "message": f"Mooncake batch_transfer_sync_write returned {ret} (the runtime then fails the "
             "request: 'Failed to send kv chunk')",
             **base,
         }

@@ -55,6 +55,32 @@ def load_agent_side(
     return side, geometry
 
 
+def check_agent_args(role: str, name: str | None, pages: int, max_memory_gib: float, *, max_pages: int) -> None:
+    """The arguments every kvcheck agent (NIXL and Mooncake) refuses before loading anything:
+    ``role`` other than prefill/decode, ``max_memory_gib`` not a finite number of GiB in
+    (0, 4096], ``pages`` outside [1, ``max_pages``], and a ``name`` that does not start with
+    ``kvcheck-`` (the probe only writes into kvcheck agents), holds ``/`` (agent names are
+    etcd key parts) or is over 200 printable characters. Raises ``InputError`` (exit 2)."""
+    import math
+
+    if role not in ("prefill", "decode"):
+        raise InputError("--role must be prefill or decode", field="--role")
+    if not (isinstance(max_memory_gib, (int, float)) and math.isfinite(max_memory_gib) and 0 < max_memory_gib <= 4096):
+        raise InputError(
+            f"--max-memory must be a number of GiB in (0, 4096], got {max_memory_gib!r}", field="--max-memory"
+        )
+    if name is not None and (
+        not name.startswith("kvcheck-") or len(name) > 200 or not name.isprintable() or "/" in name
+    ):
+        raise InputError(
+            "--name must start with 'kvcheck-' (the probe only writes into kvcheck agents), have no '/', and be at "
+            "most 200 printable characters",
+            field="--name",
+        )
+    if not 1 <= pages <= max_pages:
+        raise InputError(f"--pages must be between 1 and {max_pages}, got {pages}", field="--pages")
+
+
 def run_agent(
     *,
     role: str,
@@ -84,27 +110,10 @@ def run_agent(
     ``max_memory_gib`` GiB (checked before allocating), or a ``name`` not starting with
     ``kvcheck-``. Returns the exit status: 1 when a memory kind failed to register, else 0.
     """
-    import math
-
     from kvcheck.nixl.agent import KvAgent, Layout, check_memory_cap, check_ttl
 
     ttl = check_ttl(ttl)
-    if not (isinstance(max_memory_gib, (int, float)) and math.isfinite(max_memory_gib) and 0 < max_memory_gib <= 4096):
-        raise InputError(
-            f"--max-memory must be a number of GiB in (0, 4096], got {max_memory_gib!r}", field="--max-memory"
-        )
-    if name is not None and (
-        not name.startswith("kvcheck-") or len(name) > 200 or not name.isprintable() or "/" in name
-    ):
-        raise InputError(
-            "--name must start with 'kvcheck-' (the probe only writes into kvcheck agents), have no '/', and be at "
-            "most 200 printable characters",
-            field="--name",
-        )
-    if not 1 <= pages <= 1 << 20:
-        raise InputError(f"--pages must be between 1 and {1 << 20}, got {pages}", field="--pages")
-    if role not in ("prefill", "decode"):
-        raise InputError("--role must be prefill or decode", field="--role")
+    check_agent_args(role, name, pages, max_memory_gib, max_pages=1 << 20)
     if gpu not in ("auto", "off"):
         raise InputError("--gpu must be auto or off", field="--gpu")
     _, geometry = load_agent_side(

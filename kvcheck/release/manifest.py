@@ -76,13 +76,24 @@ def verified(subsystem: str, release: str | None) -> bool:
             return release in listed
         return version_key(release) >= version_key(startup_verified_from())
     if subsystem == "explain":
-        from kvcheck.explain.releases import load_message_releases
-
-        return release in load_message_releases().get("releases", ())
+        return release in _explain_releases()
     from kvcheck.sglang.pd_release import behaviour
 
     b = behaviour(release)
     return {"bootstrap": b.bootstrap_modeled, "decision": b.decision_modeled, "states": b.states_modeled}[subsystem]
+
+
+@functools.cache
+def _explain_releases() -> frozenset[str]:
+    """The releases ``kvcheck/explain/releases.json`` was scanned on (what
+    ``kvcheck.explain.releases.load_message_releases()["releases"]`` holds), read without
+    importing ``kvcheck.explain`` (its catalog and matcher): a pair's release window asks
+    this for every release it decides."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "explain" / "releases.json"
+    return frozenset(json.loads(path.read_text("utf-8")).get("releases", ()))
 
 
 def is_modeled(release: str | None) -> bool:

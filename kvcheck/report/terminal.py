@@ -153,7 +153,7 @@ class PipeSafeConsole(Console):
         except (AttributeError, ValueError):
             tty = False
         # No highlighting: styles inserted inside a value would split a secret value
-        # and hide it from the scrub at the output boundary (kvcheck.cli._ScrubbingStream).
+        # and hide it from the scrub at the output boundary (kvcheck.cli.output.ScrubbingStream).
         kwargs.setdefault("highlight", False)
         if not tty and "width" not in kwargs:  # COLUMNS is for terminals (test runners export 80)
             kwargs["width"] = self.PIPE_WIDTH

@@ -4,7 +4,8 @@ registered model overrides that pick them from the GPU), and the GPU a side runs
 
 from __future__ import annotations
 
-from kvcheck.sglang.model import DEEPSEEK_FAMILY_ARCHS, ModelConfig
+from kvcheck.sglang.model import ModelConfig
+from kvcheck.sglang.model_archs import DEEPSEEK_FAMILY_ARCHS
 from kvcheck.sides import Side
 
 

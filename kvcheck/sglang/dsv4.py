@@ -26,6 +26,17 @@ tokens takes ``ceil(p * bytes_per_token / page_align) * page_align`` bytes; V4: 
 token (448 fp8 nope + 64 bf16 rope + 7 scale bytes + 1 pad), pages padded to 576 B;
 V4.1 (SM100 only, ``SGLANG_DSV4_KV_LAYOUT=v41|v41_new|auto``): 528 B per token, padded
 to 512 (v41) or 528 (v41_new); the fp4 compressed layout 288 B per token, padded to 256 / 288.
+Releases 0.5.12 .. 0.5.13.post1 (``LEGACY_FIRST`` .. ``LEGACY_END``) build the V4 pool
+with the V4 layout only (no ``SGLANG_DSV4_*`` layout variables, no SM120 direct SWA KV)
+and register one state component: ``setup_state_kv_args`` appends
+``get_state_buf_infos()`` as ``StateType.SWA`` (the SWA KV of every stage layer, then
+one ``CompressStatePool`` per nonzero-ratio stage layer in layer order (C4: last dim
+4 x head_dim, C128: 2 x head_dim, online C128: 3 x head_dim), then the C4 indexer
+compress states (4 x index_head_dim)), each item ``ring_size`` rows of fp32
+(``get_compress_state_ring_size``: 8 / 128 rows, 16 / 256 with any
+``--speculative-algorithm``, 1 for online C128); a NextN draft pool registers neither KV
+regions (ratio 0 on every layer) nor states (the draft is appended for DSA pools only).
+Before 0.5.12 SGLang has no DeepSeek V4 model: such a side is ``not_modeled``.
 What kvcheck does not restate (trtllm's uniform-FP8 pool, which SGLang refuses under PD;
 a bf16 KV dtype; prefill/attention CP, decode DCP and PP > 1 with their ratio-grouped
 re-slicing; online C128 state under speculation; DSpark) is returned as ``not_modeled``
@@ -46,6 +57,10 @@ _LAYOUT_BYTES = {
     "v41_fp4_new": (288, 288),
 }
 DSV4_PAGE_SIZE = 256
+# DeepseekV4ForCausalLM's first release, and the release whose state registration
+# changed (the legacy single-component layout is 0.5.12 .. 0.5.13.post1).
+LEGACY_FIRST = "0.5.12"
+LEGACY_END = "0.5.14"
 DSV4_INDEXER_QUANT_BLOCK = 128
 _TRUE = ("1", "true", "yes", "on")
 
@@ -102,9 +117,22 @@ def pd_kv_layout(main: str, compressed: str, ratios: list[int]) -> str:
     return ",".join([main, *(f"c{r}:{compressed}" for r in sorted(set(ratios) - {0}))])
 
 
+def is_legacy(side: Side) -> bool:
+    """The side runs a release of the single-state-component layout (0.5.12 .. 0.5.13.post1)."""
+    from kvcheck.sglang.pd_release import at_least
+
+    v = side.sglang_version
+    return v is not None and at_least(v, LEGACY_FIRST) and not at_least(v, LEGACY_END)
+
+
 def unmodeled_reason(side: Side) -> str | None:
     """Why kvcheck does not derive this DeepSeek V4 side's pool (None: it does)."""
+    from kvcheck.sglang.pd_release import at_least
+
     a = side.args
+    v = side.sglang_version
+    if v is not None and not at_least(v, LEGACY_FIRST):
+        return f"SGLang {v} has no DeepSeek V4 model (DeepseekV4ForCausalLM arrived in {LEGACY_FIRST})"
     raw = side.raw_args or {}
     algo = (a.speculative_algorithm or "").upper()
     backend = str(raw.get("dsv4_attn_backend") or "auto")
@@ -136,7 +164,7 @@ def unmodeled_reason(side: Side) -> str | None:
         and not _env_bool(side, "SGLANG_EXPERIMENTAL_ONLINE_C128_MTP")
     ):
         return "online C128 compression with speculative decoding (a start-up assertion)"
-    layouts = resolve_layouts(side)
+    layouts = ("v4", "v4") if is_legacy(side) else resolve_layouts(side)
     if isinstance(layouts, str):
         return layouts
     if a.enable_hisparse and layouts[1] != "v4":
@@ -178,7 +206,8 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
             bytes_per_element=1,
             notes=notes,
         )
-    layouts = resolve_layouts(side)
+    legacy = is_legacy(side)
+    layouts = ("v4", "v4") if legacy else resolve_layouts(side)
     if isinstance(layouts, str):  # unmodeled_reason already said it; kept for the type
         return SideGeometry(
             **base,
@@ -191,7 +220,7 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
         )
     main, compressed = layouts
     mode = str((side.env or {}).get("SGLANG_DSV4_KV_LAYOUT", "v4")).strip().lower()
-    if mode == "auto" and base.get("gpu_assumed"):
+    if mode == "auto" and base.get("gpu_assumed") and not legacy:
         notes.append(
             "SGLANG_DSV4_KV_LAYOUT=auto picks the KV layout by GPU (V4.1 on SM100, V4 elsewhere); the GPU was not "
             "given, "
@@ -223,7 +252,59 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
         c128_page = page_bytes(compressed, DSV4_PAGE_SIZE // 128)
         regions += [dict(kind="VRAM", item_len=c128_page, layer_id=i, part="KV", pool="target") for i in c128]
 
-    # setup_state_kv_args: "swa" = get_state_buf_infos, "c128_state" = request state.
+    if legacy:
+        states, state_types = _legacy_states(side, stage, c4, c128, ratios_all, notes)
+        draft_layers = 0
+    else:
+        states, state_types, draft_layers = _states(
+            side, main, stage, c4, c128, last_stage=pp_rank == len(stages) - 1, notes=notes
+        )
+    if hisparse_decode:
+        notes.append(
+            f"HiSparse decode: the {len(c4)} C4 KV regions are the host pool (DRAM); C4 indexer and C128 regions "
+            "stay VRAM"
+        )
+    kv_regions = f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions"
+    if legacy:
+        notes.append(
+            f"DeepSeek V4 pool (SGLang {side.sglang_version}): page 256, KV layout "
+            f"{pd_kv_layout(main, compressed, ratios_all)}; "
+            f"{kv_regions}; one 'swa' state component ({len(states)} buffers)"
+        )
+    else:
+        notes.append(
+            f"DeepSeek V4 pool: page 256, KV layout {pd_kv_layout(main, compressed, ratios_all)}; "
+            f"{kv_regions}, {len(stage)} SWA layers as the 'swa' state component"
+        )
+    return SideGeometry(
+        **base,
+        pool=DSV4,
+        is_mla=True,
+        kv_cache_dtype=args.kv_cache_dtype,
+        bytes_per_element=1,
+        regions=[Region(index=i, **r) for i, r in enumerate(regions)],
+        num_draft_regions=0,
+        stage_layers=stages,
+        notes=notes,
+        state_types=state_types,
+        state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
+        kv_layout=pd_kv_layout(main, compressed, ratios_all),
+        draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,
+    )
+
+
+def _states(
+    side: Side, main: str, stage: list[int], c4: list[int], c128: list[int], *, last_stage: bool, notes: list[str]
+) -> tuple[list[dict], list[str], int]:
+    """The state components of 0.5.14 and later (``setup_state_kv_args``): ``swa``
+    (``get_state_buf_infos``: the SWA KV of every stage layer, then the C4 attention and C4
+    indexer compress states, overlap rings of ``SGLANG_DSV4_COMPRESS_STATE_DTYPE`` rows),
+    ``c128_state`` (request-scoped, when the stage has C128 layers), and the NextN draft's
+    SWA KV as a second ``swa`` component (a prefill's draft only on its last PP stage:
+    ``last_stage``). ``main``: the SWA KV layout. Returns (state region dicts, state types, draft layers)."""
+    args = side.args
+    model = side.model
+    ihd = model.index_head_dim or 128
     env = side.env or {}
     state_bytes = (
         2 if str(env.get("SGLANG_DSV4_COMPRESS_STATE_DTYPE", "float32")).strip().lower() in ("bfloat16", "bf16") else 4
@@ -261,7 +342,7 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
     # The NextN draft pool (compress ratio 0 on every layer): no KV region, its SWA KV
     # as a second "swa" component; a prefill's draft only on its last PP stage.
     draft_layers = 0
-    if args.has_draft_worker and (side.role == "decode" or pp_rank == len(stages) - 1):
+    if args.has_draft_worker and (side.role == "decode" or last_stage):
         # ModelConfig(is_draft_model=True): DeepseekV4ForCausalLMNextN with num_nextn_predict_layers layers.
         draft_src = side.draft_model if side.draft_model is not None else model
         draft_layers = max(1, draft_src.num_nextn_predict_layers)
@@ -276,28 +357,53 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
             f"DeepSeek V4 NextN draft: {draft_layers} SWA-only layer(s), no KV region; its SWA KV is a second 'swa' "
             "state component"
         )
-    if hisparse_decode:
+    return states, state_types, draft_layers
+
+
+def _legacy_states(
+    side: Side, stage: list[int], c4: list[int], c128: list[int], ratios: list[int], notes: list[str]
+) -> tuple[list[dict], list[str]]:
+    """The one ``swa`` state component of 0.5.12 .. 0.5.13.post1
+    (``DeepSeekV4TokenToKVPool.get_state_buf_infos``): the SWA KV of every stage layer
+    (one 256-token page), the compress state of every nonzero-ratio stage layer in layer
+    order, then the C4 indexer compress states; compress items are ``ring_size`` fp32 rows
+    (``get_compress_state_ring_size`` with ``is_speculative`` = any
+    ``--speculative-algorithm``; online C128 (``SGLANG_OPT_USE_ONLINE_COMPRESS``): one row
+    of 3 x head_dim). Returns (state region dicts, state types)."""
+    args = side.args
+    latent = side.model.head_dim or 512
+    ihd = side.model.index_head_dim or 128
+    fp32 = 4
+    speculative = args.speculative_algorithm is not None
+    online_c128 = _env_bool(side, "SGLANG_OPT_USE_ONLINE_COMPRESS")
+
+    def ring(ratio: int) -> int:
+        if ratio == 128 and online_c128:
+            return 1
+        return (16 if ratio == 4 else 256) if speculative else (8 if ratio == 4 else 128)
+
+    swa_item = page_bytes("v4", DSV4_PAGE_SIZE)
+    states = [dict(state_type="swa", component=None, item_len=swa_item, layer_id=i, part="KV") for i in stage]
+    for i in stage:
+        r = ratios[i]
+        if r == 0:
+            continue
+        last = 3 * latent if (r == 128 and online_c128) else 2 * (1 + (r == 4)) * latent
+        states.append(dict(state_type="swa", component=None, item_len=last * fp32 * ring(r), layer_id=i, part="KV"))
+    states += [
+        dict(state_type="swa", component=None, item_len=4 * ihd * fp32 * ring(4), layer_id=i, part="KV") for i in c4
+    ]
+    if args.has_draft_worker:
         notes.append(
-            f"HiSparse decode: the {len(c4)} C4 KV regions are the host pool (DRAM); C4 indexer and C128 regions "
-            "stay VRAM"
+            f"DeepSeek V4 NextN draft (SGLang {side.sglang_version}): its pool registers no KV region and no state "
+            "(setup_state_kv_args appends a draft's states for DSA pools only)"
         )
-    notes.append(
-        f"DeepSeek V4 pool: page 256, KV layout {pd_kv_layout(main, compressed, ratios_all)}; "
-        f"{len(c4)} C4 + {len(c4)} C4-indexer + {len(c128)} C128 KV regions, {len(stage)} SWA layers as the 'swa' "
-        "state component"
-    )
-    return SideGeometry(
-        **base,
-        pool=DSV4,
-        is_mla=True,
-        kv_cache_dtype=args.kv_cache_dtype,
-        bytes_per_element=1,
-        regions=[Region(index=i, **r) for i, r in enumerate(regions)],
-        num_draft_regions=0,
-        stage_layers=stages,
-        notes=notes,
-        state_types=state_types,
-        state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
-        kv_layout=pd_kv_layout(main, compressed, ratios_all),
-        draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,
-    )
+    env = side.env or {}
+    ignored = [
+        k
+        for k in ("SGLANG_DSV4_KV_LAYOUT", "SGLANG_DSV4_COMPRESSED_KV_LAYOUT", "SGLANG_DSV4_COMPRESS_STATE_DTYPE")
+        if k in env
+    ]
+    if ignored:
+        notes.append(f"SGLang {side.sglang_version} does not read {', '.join(ignored)}: the V4 layout and fp32 states")
+    return states, ["swa"]

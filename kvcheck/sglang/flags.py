@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kvcheck.errors import ArgparseRefusal, InputError
+from kvcheck.errors import InputError
 from kvcheck.release.manifest import NEWEST as DEFAULT_VERSION
+from kvcheck.sglang import flag_argv
+from kvcheck.sglang.flag_argv import _NEGATIVE_NUMBER, _NOTHING  # noqa: F401  (re-exported)
 from kvcheck.sglang.flag_config import _ACTION_CLASS, config_key_sets, config_path, config_to_argv  # noqa: F401
 from kvcheck.sglang.flag_values import (  # noqa: F401  (re-exported)
     _TYPE_FUNC_NAME,
@@ -83,8 +84,6 @@ FROM_CLI_RENAMES = _FROM_CLI_RENAMES = {
     "attention_context_parallel_size": "attn_cp_size",
     "moe_data_parallel_size": "moe_dp_size",
 }
-_NOTHING = object()  # an action that stores nothing (a warning-only deprecated flag)
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,50 +439,9 @@ class FlagTable:
         return _typed_scalar(f, value, source)
 
     def _apply(self, f: Flag, option_string: str, args: list[str], source: str | None) -> Any:
-        """argparse ``_get_values`` + the action's ``__call__`` for one occurrence."""
-        a = f.action
-        if a in ("store_true", "deprecated_store_true"):
-            return True
-        if a == "deprecated":
-            # a retired flag: SGLang raises (ValueError(help) before 0.5.23's
-            # parser.error(error_message)) before any server starts
-            raise InputError(
-                f"argument {f.display}: SGLang {self.version} refuses this retired flag: "
-                f"{f.deprecated or f.help or 'deprecated'}",
-                source=source,
-                field=f.dest,
-            )
-        if a == "deprecated_warn":
-            return _NOTHING
-        if a in ("store_const", "deprecated_store_const") and f.nargs == 0:
-            return f.const
-        if a == "store_false":
-            return False
-        if a == "boolean_optional":
-            return not option_string.startswith("--no-")
-        if a == "help":
-            raise InputError(
-                f"{option_string}: SGLang prints its help and exits; this starts no server",
-                source=source,
-                field=f.dest,
-            )
-        if f.nargs == "?" and not args:
-            value = f.const
-            if isinstance(value, str):
-                value = _convert(f, value, source)
-            _check_choice(f, value, source)
-        elif f.nargs in ("*", "+") or (f.action == "lora_paths"):
-            value = [_convert(f, s, source) for s in args]
-            for v in value:
-                _check_choice(f, v, source)
-        else:
-            value = _convert(f, args[0], source)
-            _check_choice(f, value, source)
-        if a == "deprecated_store_const":
-            return f.const
-        if a == "lora_paths":
-            return _lora_paths(f, value, source)
-        return value
+        """argparse ``_get_values`` + the action's ``__call__`` for one occurrence
+        (``kvcheck.sglang.flag_argv.apply_action``)."""
+        return flag_argv.apply_action(self, f, option_string, args, source)
 
     # -- command lines ----------------------------------------------------------------
     def parse_argv(
@@ -518,135 +476,14 @@ class FlagTable:
         argument``, ``ambiguous option: ...``, ``unrecognized arguments: ...; did you
         mean ...?``, and SGLang's own config-merge errors.
         """
-        argv = [str(a) for a in argv]
-        if config is not None and "--config" in argv and self.config_merger != "none":
-            argv = self.merge_config(argv, config, source)
-        # classify every token first, as argparse does ('O' optional, 'A' argument)
-        kinds: list[tuple[str, Any]] = []
-        after_dashdash = False
-        for tok in argv:
-            if after_dashdash:
-                kinds.append(("A", None))
-            elif tok == "--":
-                after_dashdash = True
-                kinds.append(("-", None))
-            else:
-                opt = self._parse_optional(tok, source)
-                kinds.append(("A", None) if opt is None else ("O", opt))
-
-        result: dict[str, Any] = {}
-        seen: set[str] = set()
-        extras: list[str] = []
-        i = 0
-        while i < len(argv):
-            kind, opt = kinds[i]
-            if kind == "-":
-                i += 1
-                continue
-            if kind == "A":
-                extras.append(argv[i])
-                i += 1
-                continue
-            f, option_string, explicit = opt
-            if f is None:
-                extras.append(argv[i])
-                i += 1
-                continue
-            if explicit is not None:
-                if not f.takes_value:
-                    raise _arg_error(f, f"ignored explicit argument {explicit!r}", source)
-                args = [explicit]
-                i += 1
-            else:
-                j = i + 1
-                while j < len(argv) and kinds[j][0] == "A":
-                    j += 1
-                avail = argv[i + 1 : j]
-                if not f.takes_value:
-                    n = 0
-                elif f.nargs is None:
-                    if not avail:
-                        raise _arg_error(f, "expected one argument", source)
-                    n = 1
-                elif f.nargs == "?":
-                    n = min(1, len(avail))
-                elif f.nargs == "*":
-                    n = len(avail)
-                elif f.nargs == "+":
-                    if not avail:
-                        raise _arg_error(f, "expected at least one argument", source)
-                    n = len(avail)
-                elif isinstance(f.nargs, int):
-                    if len(avail) < f.nargs:
-                        raise _arg_error(f, f"expected {f.nargs} arguments", source)
-                    n = f.nargs
-                else:  # pragma: no cover - not used by SGLang 0.5.23
-                    raise InputError(f"unsupported nargs {f.nargs!r} for {f.display}", source=source)
-                args = avail[:n]
-                i = i + 1 + n
-            value = self._apply(f, option_string, args, source)
-            if value is _NOTHING:
-                pass  # a warning only: nothing stored
-            elif f.action == "append":
-                result[f.dest] = list(result.get(f.dest) or _copy(f.default) or []) + [value]
-            else:
-                result[f.dest] = value
-            seen.add(f.dest)
-        if check_required:
-            missing = [f.display for f in self._ordered if f.required and f.dest not in seen]
-            if missing:
-                raise InputError("the following arguments are required: " + ", ".join(missing), source=source)
-        if extras:
-            raise self.unrecognized(extras, source=source)
-        if with_defaults:
-            merged = self.defaults()
-            merged.update(result)
-            return merged
-        return result
+        return flag_argv.parse_argv(
+            self, argv, source, config=config, with_defaults=with_defaults, check_required=check_required
+        )
 
     def _parse_optional(self, tok: str, source: str | None) -> tuple[Flag | None, str, str | None] | None:
-        """argparse ``_parse_optional``: None for a positional, else (flag|None, option, explicit)."""
-        if not tok or tok[0] != "-":
-            return None
-        if tok in self._by_option:
-            return self._by_option[tok], tok, None
-        if len(tok) == 1:
-            return None
-        explicit: str | None
-        if "=" in tok:
-            head, explicit = tok.split("=", 1)
-            if head in self._by_option:
-                return self._by_option[head], head, explicit
-        if tok[1] == "-":
-            head, explicit = tok.split("=", 1) if "=" in tok else (tok, None)
-            matches = [(o, f) for o, f in self._by_option.items() if o.startswith(head)]
-        else:
-            # single-dash: "-hX" is -h with explicit "X"; else prefixes of "-..." options
-            head, explicit = tok, None
-            matches = []
-            for o, f in self._by_option.items():
-                if o == tok[:2]:
-                    matches.append((o, f))
-                    explicit = tok[2:]
-                elif o.startswith(tok):
-                    matches.append((o, f))
-        if len(matches) > 1:
-            # argparse's own error: the server exits at start-up (ArgparseRefusal, exit 1
-            # in preflight; any other reader treats it as bad input).
-            raise ArgparseRefusal(
-                f"ambiguous option: {tok} could match " + ", ".join(o for o, _ in matches),
-                option=tok,
-                source=source,
-                field=tok,
-            )
-        if len(matches) == 1:
-            o, f = matches[0]
-            return f, o, explicit
-        if _NEGATIVE_NUMBER.match(tok):
-            return None  # SGLang has no negative-number-like options
-        if " " in tok:
-            return None
-        return None, tok, None
+        """argparse ``_parse_optional``: None for a positional, else (flag|None, option, explicit)
+        (``kvcheck.sglang.flag_argv.parse_optional``)."""
+        return flag_argv.parse_optional(self, tok, source)
 
     # -- --config YAML ------------------------------------------------------------------
     @property

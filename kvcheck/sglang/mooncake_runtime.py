@@ -29,14 +29,11 @@ from typing import Any
 
 from kvcheck.sglang import mooncake as mc
 from kvcheck.sglang.geometry import SideGeometry
+from kvcheck.sglang.runtime_kernel.driver import OneItemQueue, StopWorker
 
 
 class KernelSetupError(RuntimeError):
     """The stand-in manager lacks something the release reads (not a runtime verdict)."""
-
-
-class _Stop(BaseException):
-    """Ends the worker loop after the one chunk (the worker catches ``Exception`` only)."""
 
 
 @lru_cache(maxsize=1)
@@ -246,23 +243,11 @@ def run_request(
     )
     chunk = sg.Chunk(**{k: v for k, v in cvals.items() if k in cnames})
 
-    class Queue:
-        def __init__(self):
-            self.items = [chunk]
-
-        def get(self, *a, **k):
-            if self.items:
-                return self.items.pop()
-            raise _Stop()
-
-        def put(self, item):
-            self.items.append(item)
-
     out: dict[str, Any] = {"writes": [], "failure": None, "worker_error": None}
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         try:
-            mgr.transfer_worker(Queue(), ex)  # (queue, executor[, staging buffer, worker index])
-        except _Stop:
+            mgr.transfer_worker(OneItemQueue(chunk), ex)  # (queue, executor[, staging buffer, worker index])
+        except StopWorker:
             pass
         except AttributeError as exc:
             raise KernelSetupError(

@@ -102,7 +102,12 @@ def modeled() -> tuple[str, ...]:
 
 def is_modeled(version: str | None) -> bool:
     """Whether ``version`` is one of ``modeled()``."""
-    return bool(version) and version in modeled()
+    return bool(version) and version in _modeled_set()
+
+
+@functools.cache
+def _modeled_set() -> frozenset[str]:
+    return frozenset(modeled())
 
 
 def side_release(side) -> tuple[str | None, bool]:

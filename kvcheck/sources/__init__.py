@@ -8,6 +8,8 @@ launch command line.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import re
@@ -56,7 +58,7 @@ def read_model_file(path: Path, field: str = "--model-config", override_args: An
     (``override_args``) applied first; ``InputError`` naming the file otherwise
     (missing, too large, not JSON, nested too deep, values out of range)."""
     from kvcheck.sglang.model import parse_model_config
-    from kvcheck.sources.files import read_text
+    from kvcheck.sources.files import load_json, read_text
 
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -68,15 +70,7 @@ def read_model_file(path: Path, field: str = "--model-config", override_args: An
         path = path / "config.json"
     if not path.exists():
         raise InputError("model config file not found", source=str(path), field=field)
-    text = read_text(path)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)
-        ) from None
-    except RecursionError:
-        raise InputError("JSON nested too deep to be a model config", source=str(path)) from None
+    raw = load_json(read_text(path), str(path), "a model config")
     return parse_model_config(raw, source=str(path), override_args=override_args)
 
 
@@ -258,22 +252,35 @@ def release_defaults(args: dict[str, Any], version: str) -> dict[str, Any]:
     args leave unset whose default differs from 0.5.23's (the model's defaults). A
     field whose flag that release lacks keeps the model's default (the feature is off).
     Mirrors ``argparse`` defaults of that release's parser (the flag table)."""
-    from kvcheck.sglang.args import ServerArgs
     from kvcheck.sglang.flags import DEFAULT_VERSION, FlagTable
 
     if version == DEFAULT_VERSION:
         return args
     table = FlagTable.load(version)
     args = table.to_fields(args)  # ServerArgs.from_cli_args renames (tp_size ...) before 0.5.14
+    out = dict(args)
+    for name, value in _changed_defaults(version):
+        if name not in args:
+            out[name] = copy.deepcopy(value) if isinstance(value, (list, dict)) else value
+    return out
+
+
+@functools.cache
+def _changed_defaults(version: str) -> tuple[tuple[str, Any], ...]:
+    """The ``ServerArgs`` fields whose default in release ``version``'s parser differs from
+    the model's (0.5.23's), with that release's default; once per release and process (a
+    window builds each side once per release)."""
+    from kvcheck.sglang.args import ServerArgs
+    from kvcheck.sglang.flags import DEFAULT_VERSION, FlagTable
+
+    table = FlagTable.load(version)
     own = table.to_fields(table.defaults())
     base = FlagTable.load(DEFAULT_VERSION).defaults()
-    out = dict(args)
-    for name in ServerArgs.model_fields:
-        if name in args or name not in own or name not in base:
-            continue
-        if own[name] != base[name]:
-            out[name] = own[name]
-    return out
+    return tuple(
+        (name, own[name])
+        for name in ServerArgs.model_fields
+        if name in own and name in base and own[name] != base[name]
+    )
 
 
 def is_live_spec(spec: str) -> bool:

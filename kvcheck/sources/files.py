@@ -306,20 +306,25 @@ def _load_yaml(text: str, path: Path) -> Any:
         raise InputError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
 
 
+def load_json(text: str, source: str, what: str) -> Any:
+    """``json.loads(text)``; ``InputError`` (exit 2) naming ``source`` for a syntax error (its
+    line and column) or a document nested too deep to be ``what`` (``RecursionError``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=source
+        ) from None
+    except RecursionError:
+        raise InputError(f"JSON nested too deep to be {what}", source=source) from None
+
+
 def read_json_args(
     path: Path, data: Any | None = None, version: str | None = None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """A JSON object of args (flag names or dest names as keys)."""
     if data is None:
-        text = read_text(path)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"JSON syntax error at line {exc.lineno}, column {exc.colno}: {exc.msg}", source=str(path)
-            ) from None
-        except RecursionError:
-            raise InputError("JSON nested too deep to be server args", source=str(path)) from None
+        data = load_json(read_text(path), str(path), "server args")
     if not isinstance(data, dict):
         raise InputError(f"expected a JSON object of server args, got {type(data).__name__}", source=str(path))
     env = _env_mapping(data.pop(ENV_KEY, None), str(path))

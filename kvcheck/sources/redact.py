@@ -25,6 +25,7 @@ field but not searched for elsewhere (that would mangle unrelated text).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -93,6 +94,12 @@ def is_secret_key(name: Any) -> bool:
     ``ssl_keyfile`` or ``num_key_value_heads``."""
     if not isinstance(name, str) or not name:
         return False
+    return _is_secret_name(name)
+
+
+@functools.lru_cache(maxsize=8192)
+def _is_secret_name(name: str) -> bool:
+    """``is_secret_key`` of a non-empty string, once per name and process."""
     if name.lstrip("-").replace("-", "_").lower() in SECRET_KEYS:
         return True
     squashed = _NOT_SECRET_PARTS.sub("", _squash(name))
@@ -294,7 +301,27 @@ def _shape_secrets(text: str, found: set[str]) -> None:
 
 
 def _text_secrets(text: str, found: set[str]) -> None:
-    """Secret values that ``text`` itself marks (see the module doc)."""
+    """Secret values that ``text`` itself marks (see the module doc). Short strings are
+    looked at once per process: an unpinned deployment builds each server's side once per
+    release of its window, from the same strings."""
+    if len(text) <= _CACHED_TEXT_LEN:
+        found.update(_short_text_secrets(text))
+    else:
+        _scan_text_secrets(text, found)
+
+
+# Strings up to this length have their secrets remembered (``_short_text_secrets``).
+_CACHED_TEXT_LEN = 4096
+
+
+@functools.lru_cache(maxsize=8192)
+def _short_text_secrets(text: str) -> frozenset[str]:
+    found: set[str] = set()
+    _scan_text_secrets(text, found)
+    return frozenset(found)
+
+
+def _scan_text_secrets(text: str, found: set[str]) -> None:
     if len(text) > _MAX_JSON_IN_STRING:
         text = text[:_MAX_JSON_IN_STRING]
     for m in _URL_PASSWORD.finditer(text):

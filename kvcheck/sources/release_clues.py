@@ -102,12 +102,29 @@ def clue_from_release(
     ``identity.frameworks.sglang``, ``/server_info`` ``version``); None when absent."""
     if version is None or not str(version).strip():
         return None
-    from kvcheck.sglang.releases import is_modeled, parse_release
+    from kvcheck.sglang.releases import parse_release
 
     raw = str(version).strip()
     rel = parse_release(raw)
     if rel is None:
         return ReleaseClue((), text, raw, location, strength, f"{text}: {raw!r} is not an SGLang release number")
+    return _one_release(rel, text, location, strength)
+
+
+def clue_from_cli(version: str | None, option: str = "--sglang-version") -> ReleaseClue | None:
+    """The clue ``--sglang-version`` (or a per-side option) gives."""
+    if not version:
+        return None
+    from kvcheck.sglang.releases import parse_release
+
+    return _one_release(parse_release(version) or version.strip(), option, None, STRENGTH_CLI)
+
+
+def _one_release(rel: str, text: str, location: str | None, strength: int) -> ReleaseClue:
+    """The clue naming release ``rel`` (said by ``text``): that release when kvcheck models
+    it, else no release and the problem saying so."""
+    from kvcheck.sglang.releases import is_modeled
+
     ok = is_modeled(rel)
     return ReleaseClue(
         (rel,) if ok else (),
@@ -116,24 +133,6 @@ def clue_from_release(
         location,
         strength,
         None if ok else f"SGLang {rel} ({text}) is not a release kvcheck models",
-    )
-
-
-def clue_from_cli(version: str | None, option: str = "--sglang-version") -> ReleaseClue | None:
-    """The clue ``--sglang-version`` (or a per-side option) gives."""
-    if not version:
-        return None
-    from kvcheck.sglang.releases import is_modeled, parse_release
-
-    rel = parse_release(version) or version.strip()
-    ok = is_modeled(rel)
-    return ReleaseClue(
-        (rel,) if ok else (),
-        option,
-        rel,
-        None,
-        STRENGTH_CLI,
-        None if ok else f"SGLang {rel} ({option}) is not a release kvcheck models",
     )
 
 
@@ -161,7 +160,7 @@ def clues_from_text(text: str, file: str) -> list[ReleaseClue]:
 
 
 def _pip_clue(spec: str, token: str, location: str) -> ReleaseClue:
-    from kvcheck.sglang.releases import is_modeled, modeled, parse_release
+    from kvcheck.sglang.releases import modeled, parse_release
 
     what = f"pip install {token}"
     if not spec:
@@ -185,15 +184,7 @@ def _pip_clue(spec: str, token: str, location: str) -> ReleaseClue:
                 STRENGTH_INPUT,
                 f"{what}: {spec!r} is not an SGLang release number",
             )
-        ok = is_modeled(rel)
-        return ReleaseClue(
-            (rel,) if ok else (),
-            what,
-            rel,
-            location,
-            STRENGTH_INPUT,
-            None if ok else f"SGLang {rel} ({what}) is not a release kvcheck models",
-        )
+        return _one_release(rel, what, location, STRENGTH_INPUT)
     try:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
     except ImportError:  # pragma: no cover - packaging ships with pip

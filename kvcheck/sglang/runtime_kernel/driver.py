@@ -156,5 +156,26 @@ class _RecordingAgent:
         return [list(map(int, r)) for r in self.prepared[handle - 1][1].tolist()]
 
 
+class StopWorker(BaseException):
+    """Ends a release's ``transfer_worker`` loop driven on a ``OneItemQueue`` (raised by the
+    queue's second ``get``, outside the loop's ``except Exception``)."""
+
+
+class OneItemQueue:
+    """A stand-in for the worker's ``queue.Queue``: ``get`` hands out ``item`` once, then
+    raises ``StopWorker``; ``put`` queues an item again."""
+
+    def __init__(self, item: Any):
+        self.items = [item]
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        if self.items:
+            return self.items.pop()
+        raise StopWorker
+
+    def put(self, item: Any) -> None:
+        self.items.append(item)
+
+
 def _fake_ptrs(base: int, n: int) -> list[int]:
     return [base + i * _PTR_STRIDE for i in range(n)]

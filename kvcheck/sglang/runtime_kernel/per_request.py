@@ -25,6 +25,8 @@ from kvcheck.sglang.runtime_kernel.driver import (
     _PTR_STRIDE,
     NUM_SLOTS,
     KernelSetupError,
+    OneItemQueue,
+    StopWorker,
     _fake_ptrs,
     _RecordingAgent,
     raised,
@@ -94,11 +96,6 @@ def _v1_registration(sg: SimpleNamespace, decode: SideGeometry) -> list[bytes]:
     return frames
 
 
-class _StopWorker(BaseException):
-    """Ends the release's ``transfer_worker`` loop after one chunk (raised by the queue's
-    second ``get``, outside the loop's ``except Exception``)."""
-
-
 def _run_transfer_worker(sg: SimpleNamespace, mgr, room: int):
     """Run the 0.5.12 release's own ``NixlKVManager.transfer_worker`` on one non-last
     chunk (prefill page 1, no staging) from a one-item stand-in queue; returns the
@@ -118,18 +115,9 @@ def _run_transfer_worker(sg: SimpleNamespace, mgr, room: int):
         state_indices=None,
     )
 
-    class OneChunk:
-        def __init__(self):
-            self.items = [chunk]
-
-        def get(self, *args, **kwargs):
-            if self.items:
-                return self.items.pop()
-            raise _StopWorker
-
     try:
-        mgr.transfer_worker(OneChunk())
-    except _StopWorker:
+        mgr.transfer_worker(OneItemQueue(chunk))
+    except StopWorker:
         pass
     exc = mgr.exceptions.get(room)
     if isinstance(exc, AttributeError):  # a gap in the stand-in, not the runtime's verdict

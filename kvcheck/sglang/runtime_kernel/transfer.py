@@ -32,24 +32,33 @@ from kvcheck.sglang.runtime_kernel.driver import (
 from kvcheck.sglang.runtime_kernel.per_request import _decide_per_request
 
 
+def _kv_args(sg: SimpleNamespace, g: SideGeometry, ptr_base: int):
+    """SGLang's own ``KVArgs`` with what both sides' ``NixlKVManager`` set alike: one
+    stand-in pointer per KV region from ``ptr_base``, item lengths (bytes per page), data
+    lengths (``NUM_SLOTS`` items a region), no layer ids or aux buffers, GPU 0, engine
+    rank 0, the side's page size."""
+    kv_args = sg.KVArgs()
+    kv_args.kv_data_ptrs = _fake_ptrs(ptr_base, g.n)
+    kv_args.kv_item_lens = list(g.item_lens)
+    kv_args.kv_data_lens = [item * NUM_SLOTS for item in g.item_lens]
+    kv_args.kv_layer_ids = []
+    kv_args.aux_data_ptrs = []
+    kv_args.gpu_id = 0
+    kv_args.engine_rank = 0
+    kv_args.page_size = g.page_size
+    return kv_args
+
+
 def _registration(sg: SimpleNamespace, decode: SideGeometry, decode_dcp_size: int):
     """The decode's registration frames, built by its own ``build_receiver_registration_message``
     and parsed by the prefill's ``KVArgsRegisterInfo.from_zmq``."""
-    kv_args = sg.KVArgs()
-    kv_args.kv_data_ptrs = _fake_ptrs(_PTR_BASE_DST, decode.n)
-    kv_args.kv_item_lens = list(decode.item_lens)
-    kv_args.kv_data_lens = [item * NUM_SLOTS for item in decode.item_lens]
+    kv_args = _kv_args(sg, decode, _PTR_BASE_DST)
     kv_args.kv_data_mem_kinds = list(decode.kinds)
-    kv_args.kv_layer_ids = []
-    kv_args.aux_data_ptrs = []
     kv_args.state_data_ptrs = []
     kv_args.state_item_lens = []
     kv_args.state_data_lens = []
     kv_args.state_dim_per_tensor = []
     kv_args.state_layer_ids = []
-    kv_args.gpu_id = 0
-    kv_args.engine_rank = 0
-    kv_args.page_size = decode.page_size
     mgr = object.__new__(sg.nixl.NixlKVManager)
     mgr.kv_args = kv_args
     mgr.agent = _RecordingAgent(_PEER_NAME)
@@ -139,16 +148,8 @@ def _prefill_manager(sg: SimpleNamespace, prefill: SideGeometry, pp_rank: int):
     """A prefill manager with what ``NixlKVManager.__init__`` sets for a prefill. May raise
     the runtime's start-up error (mixed source kinds)."""
     n = prefill.n
-    kv_args = sg.KVArgs()
-    kv_args.kv_data_ptrs = _fake_ptrs(_PTR_BASE_SRC, n)
-    kv_args.kv_item_lens = list(prefill.item_lens)
-    kv_args.kv_data_lens = [item * NUM_SLOTS for item in prefill.item_lens]
-    kv_args.kv_layer_ids = []
-    kv_args.aux_data_ptrs = []
+    kv_args = _kv_args(sg, prefill, _PTR_BASE_SRC)
     kv_args.state_types = []
-    kv_args.gpu_id = 0
-    kv_args.engine_rank = 0
-    kv_args.page_size = prefill.page_size
     kv_args.num_draft_entries = prefill.num_draft_regions
     kv_args.mla_compression_ratios = None
     stages = prefill.stage_layers or [(0, n)]

@@ -224,7 +224,14 @@ def first_outcome(side: Side, gpu: Gpu | None = None) -> Outcome:
     A side on a release whose start-up kvcheck has not verified (``STARTUP_VERIFIED_RELEASES``:
     older than 0.5.5, newer than the newest modeled, or not modeled), or whose flags reach a
     step its release runs differently from the restatement (``gate.unrestated_steps``), gets a
-    ``ReleaseStop`` (unchecked), never another release's answer."""
+    ``ReleaseStop`` (unchecked), never another release's answer. Computed once per side
+    and GPU inside ``kvcheck.memo.side_memo()``."""
+    from kvcheck.memo import remembered
+
+    return remembered("first_outcome", side, getattr(gpu, "name", gpu), lambda: _first_outcome(side, gpu))
+
+
+def _first_outcome(side: Side, gpu: Gpu | None) -> Outcome:
     gate = release_gate(side)
     if gate is not None:
         return gate

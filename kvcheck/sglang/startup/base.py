@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcheck.sglang.gpu import Gpu, resolve_gpu
-from kvcheck.sglang.model import DEEPSEEK_FAMILY_ARCHS
+from kvcheck.sglang.model_archs import DEEPSEEK_FAMILY_ARCHS
 from kvcheck.sglang.plan import RuntimeErrorPrediction
 from kvcheck.sides import Side
 
@@ -24,18 +24,25 @@ class Refusal:
     type: str
     message: str
 
-    def prediction(self, side: Side) -> RuntimeErrorPrediction:
+    def raised_by(self, side: Side) -> str:
+        """Where the runtime raises it: the server's argument validation or resolution."""
         validation = self.hook.startswith("validate_hisparse") or self.hook in (
             "check_pipeline_parallel_compat",
             "check_server_args",
         )
         stage = "argument validation" if validation else "argument resolution"
+        return f"{side.role}: server start-up ({stage}: {self.hook})"
+
+    def operator_sees(self) -> str:
+        return OPERATOR_SEES
+
+    def prediction(self, side: Side) -> RuntimeErrorPrediction:
         return RuntimeErrorPrediction(
             type=self.type,
             message=self.message,
-            raised_by=f"{side.role}: server start-up ({stage}: {self.hook})",
+            raised_by=self.raised_by(side),
             when="start-up",
-            operator_sees=OPERATOR_SEES,
+            operator_sees=self.operator_sees(),
         )
 
 
@@ -54,7 +61,7 @@ Outcome = Refusal | Stop | None
 DEEPSEEK_V4_ARCHS = frozenset({"DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", "DeepseekV4ForCausalLMDSpark"})
 MINIMAX_SPARSE_ARCHS = frozenset({"MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration"})
 # model_overrides/deepseek_v2._deepseek_family_overrides is registered for these (it calls
-# _dsa_dcp_overrides when the model is DSA): one list, kvcheck.sglang.model.DEEPSEEK_FAMILY_ARCHS.
+# _dsa_dcp_overrides when the model is DSA): one list, kvcheck.sglang.model_archs.DEEPSEEK_FAMILY_ARCHS.
 DSA_OVERRIDE_ARCHS = DEEPSEEK_FAMILY_ARCHS
 # model_hook.handle_model_specific_adjustments runs the DSA KV-dtype / split-backend passes
 # for these DSA architectures (its list intersected with overrides._DEEPSEEK_FAMILY_ARCHS).

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcheck.sglang.gpu import Gpu
-from kvcheck.sglang.plan import RuntimeErrorPrediction
 from kvcheck.sglang.startup.backends import resolved_page_size
 from kvcheck.sglang.startup.base import (
     Refusal,
@@ -32,14 +31,11 @@ class ConnectorRefusal(Refusal):
     """A refusal raised while the scheduler builds its PD queue and KV manager (after the
     model and the KV pools are allocated), not while resolving args."""
 
-    def prediction(self, side: Side) -> RuntimeErrorPrediction:
-        return RuntimeErrorPrediction(
-            type=self.type,
-            message=self.message,
-            raised_by=f"{side.role}: scheduler start-up ({self.hook})",
-            when="start-up",
-            operator_sees=OPERATOR_SEES_SCHEDULER,
-        )
+    def raised_by(self, side: Side) -> str:
+        return f"{side.role}: scheduler start-up ({self.hook})"
+
+    def operator_sees(self) -> str:
+        return OPERATOR_SEES_SCHEDULER
 
 
 def _local_gpu_ids(side: Side) -> list[int]:
@@ -134,8 +130,14 @@ def connector_outcome(side: Side, gpu: Gpu | None = None) -> ConnectorRefusal | 
     ``DecodePreallocQueue._init_kv_manager``: decode host receive (threshold < 1) needs a
     manager with ``supports_host_destination``, which none has in 0.5.23.
     ``UCX_NET_DEVICES`` makes the runtime ignore the ib device (a warning, see
-    ``kvcheck.checks.nixl_env``)."""
+    ``kvcheck.checks.nixl_env``). Computed once per side and GPU inside
+    ``kvcheck.memo.side_memo()``."""
+    from kvcheck.memo import remembered
 
+    return remembered("connector_outcome", side, getattr(gpu, "name", gpu), lambda: _connector_outcome(side, gpu))
+
+
+def _connector_outcome(side: Side, gpu: Gpu | None) -> ConnectorRefusal | Stop | None:
     a = side.args
     if a.disaggregation_mode not in ("prefill", "decode"):
         return None

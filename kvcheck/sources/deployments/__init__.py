@@ -5,7 +5,8 @@ Dynamo DynamoGraphDeployment, RBG RoleBasedGroup, OME ClusterServingRuntime/Serv
 AIBrix StormService, and any other object or Helm values holding pod specs, llm-d's
 included), srt-slurm recipes (sweeps and overrides), Docker Compose files, and shell
 scripts / Markdown docs blocks (``reader``, ``kubernetes``, ``srtslurm``, ``compose``,
-``scripts``; shared: ``launch``, ``shell``, ``variables``, ``yamlnodes``). Each
+``scripts``; shared: ``launch``, ``launch_options``, ``addresses``, ``router``, ``shell``,
+``variables``, ``yamlnodes``). Each
 reader finds SGLang launch lines, resolves variables, and returns ``Instance`` objects
 (``kvcheck.sources.deployments.instance``); the cluster pipeline (``kvcheck.cluster``)
 groups them into classes and decides each prefill class x decode class pair once.

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kvcheck.sources.deployments.instance import Deployment, Location
-from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, link_router, router_from_launch
+from kvcheck.sources.deployments.launch import find_launches, take_launch
+from kvcheck.sources.deployments.router import link_router
 from kvcheck.sources.deployments.shell import Word, words_of
 from kvcheck.sources.deployments.sourcing import non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, expand
@@ -85,14 +86,13 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
 
         check_cap("replicas", replicas, field=f"services.{sname}.deploy.replicas", source=file)
         for ln in find_launches(_words(svc, file, scope), file, scope):
-            if ln.kind == "router":
-                r = router_from_launch(ln, file=file, name=str(sname), image=svc.get("image"))
-                if r is not None:
-                    dep.routers.append(r)
-                continue
-            inst, problem = instance_from_launch(
+            inst = take_launch(
                 ln,
+                dep,
+                non_pd,
                 file=file,
+                router_name=str(sname),
+                router_image=svc.get("image"),
                 name=str(sname),
                 kind="compose",
                 env=values,
@@ -101,13 +101,8 @@ def read_compose(path: Path, doc: LMap, env: dict[str, str] | None, *, use_os_en
                 gpus=_gpus(svc),
                 host_network=svc.get("network_mode") == "host",
             )
-            if problem:
-                dep.problems.append(problem)
-            if inst is None:
-                if problem is None:
-                    non_pd.append(Location(file, ln.line))
-                continue
-            dep.instances.append(inst)
+            if inst is not None:
+                dep.instances.append(inst)
     if (
         not dep.instances
         and not dep.routers

@@ -63,7 +63,7 @@ class Instance:
     that are not SGLang's; ``hosts``: node / host names when known (for port clashes);
     ``unresolved``: variables left unresolved in this instance's args;
     ``symbolic``: unresolved values of address, port and rank options (``--host``,
-    ``--dist-init-addr``, ``--port``, ``--node-rank``...; ``launch.ADDRESS_DESTS``): filled
+    ``--dist-init-addr``, ``--port``, ``--node-rank``...; ``addresses.ADDRESS_DESTS``): filled
     in at run time, they shape no KV transfer, so they are info, not unchecked.
 
     Added by the readers (``kvcheck.sources.deployments.read_deployments``):

@@ -1,28 +1,9 @@
 """Kubernetes manifests -> ``Deployment``: every workload whose containers launch SGLang.
 
-Objects read (single or multi-document YAML, ``kind: List`` included):
-
-* ``Pod``; ``Deployment``, ``StatefulSet``, ``ReplicaSet``, ``DaemonSet`` (``spec.replicas``,
-  ``spec.template.spec``); ``Job`` (``spec.parallelism``);
-* ``LeaderWorkerSet`` (leaderworkerset.x-k8s.io): ``spec.replicas`` groups of
-  ``spec.leaderWorkerTemplate.size`` pods, the leader from ``leaderTemplate`` (else the
-  worker template), the others from ``workerTemplate``: one instance of ``size`` nodes;
-* Dynamo ``DynamoGraphDeployment`` (nvidia.com): ``spec.services.<name>`` with
-  ``replicas``, ``multinode.nodeCount``, ``resources.limits.gpu``, ``envs`` and
-  ``extraPodSpec`` (pod fields plus ``mainContainer``);
-* RBG ``RoleBasedGroup`` (workloads.x-k8s.io v1alpha1/v1alpha2): ``spec.roles[]`` with
-  ``replicas`` and ``template`` / ``standalonePattern.template`` /
-  ``leaderWorkerPattern`` (``size``, ``template``, leader/worker template patches) /
-  v1alpha1 ``leaderWorkerSet`` (``size``, ``patchLeaderTemplate``/``patchWorkerTemplate``);
-* OME ``ClusterServingRuntime`` / ``ServingRuntime`` (ome.io): ``spec.engineConfig``
-  (prefill or single engine), ``spec.decoderConfig``, ``spec.routerConfig``, each with a
-  ``runner`` container, optional ``leader``/``worker`` (``worker.size`` extra pods) and
-  pod fields, ``minReplicas``;
-* AIBrix ``StormService``: ``spec.template.spec.roles[]`` (``replicas``, ``template``);
-* LWS ``DisaggregatedSet`` (disaggregatedset.x-k8s.io; llm-d's SGLang P/D guide):
-  ``spec.roles[]``, each ``name`` + a LeaderWorkerSet ``spec``, times ``spec.slices``;
-* anything else (llm-d charts' output, other CRDs): every pod spec (a mapping with a
-  ``containers`` list) found inside, with the nearest ``replicas`` above it.
+Objects read (single or multi-document YAML, ``kind: List`` included): the workload kinds
+of ``kvcheck.sources.deployments.workloads`` (Pods, Deployments and the like,
+LeaderWorkerSet, Dynamo, RBG, OME, AIBrix, DisaggregatedSet, any other CRD's pod specs),
+each read into ``Group``s: a leader pod spec, an optional worker pod spec, replicas, nodes.
 
 A container's ``command`` + ``args`` are joined; ``$(VAR)`` references are expanded from
 the container's ``env`` the way the kubelet does; a ``bash -c`` / ``sh -c`` script is read
@@ -33,26 +14,21 @@ from ``nvidia.com/gpu`` / ``amd.com/gpu`` / Dynamo ``gpu`` limits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kvcheck.sglang.gpu import normalize_gpu_name
-from kvcheck.sources.deployments import rbg
+from kvcheck.sources.deployments.addresses import rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import (
-    find_launches,
-    instance_from_launch,
-    link_router,
-    option_value,
-    rank_is_symbolic,
-    router_from_launch,
-    set_node_rank,
-)
+from kvcheck.sources.deployments.launch import find_launches, instance_from_launch, take_launch
+from kvcheck.sources.deployments.launch_options import option_value
+from kvcheck.sources.deployments.rbg import _int  # an integer field of a manifest, read as RBG reads it
+from kvcheck.sources.deployments.router import link_router
 from kvcheck.sources.deployments.shell import Word, placeholders
 from kvcheck.sources.deployments.sourcing import non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, VarDef, container_env, expand
-from kvcheck.sources.deployments.yamlnodes import LMap, LSeq, sub_map
+from kvcheck.sources.deployments.workloads import Group, groups
+from kvcheck.sources.deployments.yamlnodes import LMap, LSeq
 
 _GPU_LABEL_KEYS = (
     "nvidia.com/gpu.product",
@@ -103,39 +79,6 @@ def _gpu_name(value: str) -> str | None:
 
 
 _GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu", "habana.ai/gaudi")
-_POD_KINDS = {"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", "Job"}
-
-
-@dataclass
-class Group:
-    """One instance definition: a leader pod spec (node rank 0), an optional worker pod
-    spec (ranks 1..nodes-1), how many copies, and overrides from the CRD."""
-
-    kind: str
-    name: str
-    leader: Any
-    worker: Any = None
-    replicas: int = 1
-    nodes: int = 1
-    gpus: int | None = None
-    extra_env: Any = None
-    line: int = 0
-    containers_key: str = "containers"
-
-
-_int = rbg._int  # an integer field of a manifest (replicas, size), read as RBG reads it
-
-
-def _pod_spec(template: Any) -> Any:
-    """A PodTemplateSpec (``{metadata, spec}``) or a pod spec -> the pod spec."""
-    if isinstance(template, dict):
-        if isinstance(template.get("spec"), dict) and "containers" in template["spec"]:
-            return template["spec"]
-        if "containers" in template:
-            return template
-        if isinstance(template.get("spec"), dict):
-            return template["spec"]
-    return None
 
 
 def _gpu_type(spec: Any) -> tuple[str | None, str]:
@@ -233,198 +176,6 @@ def _words(container: dict[str, Any], file: str, scope: Scope) -> list[Word]:
     return words
 
 
-def _groups(obj: Any, file: str) -> list[Group]:
-    """Instance definitions inside one Kubernetes object."""
-    if not isinstance(obj, dict):
-        return []
-    kind = str(obj.get("kind", ""))
-    meta = sub_map(obj, "metadata")
-    name = str(meta.get("name", kind or "object"))
-    spec = sub_map(obj, "spec")
-    line = obj.line if isinstance(obj, LMap) else 0
-    if kind == "List" or (isinstance(obj.get("items"), list) and not spec):
-        out: list[Group] = []
-        for item in obj.get("items") or []:
-            out.extend(_groups(item, file))
-        return out
-    if kind == "Pod":
-        return [Group(kind, name, spec, line=line)]
-    if kind in _POD_KINDS:
-        reps = _int(spec.get("parallelism" if kind == "Job" else "replicas"), 1)
-        return [Group(kind, name, _pod_spec(spec.get("template")), replicas=reps, line=line)]
-    if kind == "LeaderWorkerSet":
-        lwt = spec.get("leaderWorkerTemplate") or {}
-        worker = _pod_spec(lwt.get("workerTemplate"))
-        leader = _pod_spec(lwt.get("leaderTemplate")) or worker
-        return [
-            Group(
-                kind,
-                name,
-                leader,
-                worker,
-                replicas=_int(spec.get("replicas"), 1),
-                nodes=_int(lwt.get("size"), 1),
-                line=line,
-            )
-        ]
-    if kind == "DisaggregatedSet":
-        # LWS's DisaggregatedSet (disaggregatedset.x-k8s.io/v1, api/disaggregatedset/v1):
-        # ``spec.roles[]`` each a LeaderWorkerSet spec under its ``name``; ``spec.slices``
-        # (default 1) independent copies of the whole role topology
-        out = []
-        slices = _int(spec.get("slices"), 1)
-        for role in spec.get("roles") or []:
-            if not isinstance(role, dict):
-                continue
-            rspec: dict[str, Any] = role["spec"] if isinstance(role.get("spec"), dict) else {}
-            lwt = rspec.get("leaderWorkerTemplate") or {}
-            worker = _pod_spec(lwt.get("workerTemplate"))
-            leader = _pod_spec(lwt.get("leaderTemplate")) or worker
-            nodes = _int(lwt.get("size"), 1)
-            out.append(
-                Group(
-                    "LeaderWorkerSet",
-                    f"{name}/{role.get('name', '?')}",
-                    leader,
-                    worker if nodes > 1 else None,
-                    replicas=slices * _int(rspec.get("replicas"), 1),
-                    nodes=nodes,
-                    line=getattr(role, "line", line),
-                )
-            )
-        return out
-    if kind == "DynamoGraphDeployment":
-        out = []
-        services = sub_map(spec, "services")
-        for sname, svc in services.items():
-            if not isinstance(svc, dict):
-                continue
-            eps = sub_map(svc, "extraPodSpec", LMap())
-            pod = LMap({k: v for k, v in eps.items() if k != "mainContainer"})
-            pod.line = getattr(eps, "line", 0)
-            main = eps.get("mainContainer")
-            containers = LSeq([main] if isinstance(main, dict) else [])
-            containers.lines = [getattr(main, "line", 0)]
-            pod["containers"] = containers + [c for c in (eps.get("containers") or []) if isinstance(c, dict)]
-            limits = (
-                ((svc.get("resources") or {}).get("limits") or {}) if isinstance(svc.get("resources"), dict) else {}
-            )
-            gpus = _int(limits.get("gpu"), -1) if isinstance(limits, dict) else -1
-            nodes = _int(
-                ((svc.get("multinode") or {}) if isinstance(svc.get("multinode"), dict) else {}).get("nodeCount"), 1
-            )
-            out.append(
-                Group(
-                    kind,
-                    f"{name}/{sname}",
-                    pod,
-                    pod if nodes > 1 else None,
-                    replicas=_int(svc.get("replicas"), 1),
-                    nodes=nodes,
-                    gpus=gpus if gpus >= 0 else None,
-                    extra_env=svc.get("envs"),
-                    line=getattr(svc, "line", line),
-                )
-            )
-        return out
-    if kind == "RoleBasedGroup":
-        # roles composed as RBG's controller does (inline templates, roleTemplates +
-        # templateRef patches, leader/worker patches; see kvcheck.sources.deployments.rbg)
-        return [
-            Group(
-                kind,
-                r.name,
-                _pod_spec(r.leader),
-                _pod_spec(r.worker) if r.worker is not None else None,
-                replicas=r.replicas,
-                nodes=r.nodes,
-                line=r.line,
-            )
-            for r in rbg.roles(spec, name, line)
-        ]
-    if kind in ("ClusterServingRuntime", "ServingRuntime"):
-        out = []
-        for key in ("engineConfig", "decoderConfig", "routerConfig"):
-            cfg = spec.get(key)
-            if not isinstance(cfg, dict):
-                continue
-            reps = _int(cfg.get("minReplicas"), 1)
-            leader_cfg = sub_map(cfg, "leader", None)
-            worker_cfg = sub_map(cfg, "worker", None)
-
-            def pod_of(part: Any, runner_from: Any, cfg: Any = cfg) -> LMap:
-                pod = LMap({k: v for k, v in cfg.items() if k not in ("runner", "leader", "worker")})
-                pod.line = getattr(cfg, "line", 0)
-                if isinstance(part, dict):
-                    pod.update({k: v for k, v in part.items() if k not in ("runner", "size")})
-                runner = runner_from.get("runner") if isinstance(runner_from, dict) else None
-                cs = LSeq([runner] if isinstance(runner, dict) else [])
-                cs.lines = [getattr(runner, "line", 0)]
-                pod["containers"] = cs + [c for c in (pod.get("containers") or []) if isinstance(c, dict)]
-                return pod
-
-            if leader_cfg or worker_cfg:
-                leader = pod_of(leader_cfg, leader_cfg if leader_cfg and leader_cfg.get("runner") else cfg)
-                worker = pod_of(worker_cfg, worker_cfg) if worker_cfg else None
-                nodes = 1 + _int((worker_cfg or {}).get("size"), 0)
-                out.append(
-                    Group(
-                        kind,
-                        f"{name}/{key}",
-                        leader,
-                        worker,
-                        replicas=reps,
-                        nodes=nodes,
-                        line=getattr(cfg, "line", line),
-                    )
-                )
-            else:
-                out.append(
-                    Group(kind, f"{name}/{key}", pod_of(None, cfg), replicas=reps, line=getattr(cfg, "line", line))
-                )
-        return out
-    if kind == "StormService":
-        out = []
-        tmpl = sub_map(spec, "template")
-        tspec = sub_map(tmpl, "spec")
-        outer = _int(spec.get("replicas"), 1)
-        for role in tspec.get("roles") or []:
-            if isinstance(role, dict):
-                size = _int(role.get("podGroupSize"), 1)
-                pod = _pod_spec(role.get("template"))
-                out.append(
-                    Group(
-                        kind,
-                        f"{name}/{role.get('name', '?')}",
-                        pod,
-                        pod if size > 1 else None,
-                        replicas=outer * _int(role.get("replicas"), 1),
-                        nodes=size,
-                        line=getattr(role, "line", line),
-                    )
-                )
-        return out
-    # anything else: every pod spec inside, with the nearest replicas above it
-    out = []
-
-    def visit(node: Any, reps: int, path: str) -> None:
-        if isinstance(node, dict):
-            reps = _int(node.get("replicas"), reps)
-            if isinstance(node.get("containers"), list) and any(isinstance(c, dict) for c in node["containers"]):
-                out.append(
-                    Group(kind or "object", f"{name}{path}", node, replicas=reps, line=getattr(node, "line", line))
-                )
-                return
-            for k, v in node.items():
-                visit(v, reps, f"{path}/{k}" if k not in ("spec", "template") else path)
-        elif isinstance(node, list):
-            for v in node:
-                visit(v, reps, path)
-
-    visit(spec if spec else obj, 1, "")
-    return out
-
-
 def _check_group_caps(g: Group, file: str, so_far: int) -> None:
     """A group's replicas and nodes (LeaderWorkerSet ``size``, ``nodeCount``...) and the
     instances read so far against kvcheck's caps, before any node is expanded."""
@@ -467,7 +218,7 @@ def read_manifest(
     for doc in docs:
         if isinstance(doc, dict) and doc.get("kind"):
             kinds.append(str(doc["kind"]))
-        for g in _groups(doc, file):
+        for g in groups(doc):
             _read_group(g, file, env, use_os_environ, dep, non_pd)
     if (
         not dep.instances
@@ -498,6 +249,7 @@ def read_manifest(
     for uri, where in _base_models(docs, file):
         for inst in dep.instances:
             inst.model_clues.append((uri, f"OME base model at {where}"))
+    _share_ome_served_names(dep)
     if (
         len(docs) == 1
         and isinstance(docs[0], dict)
@@ -506,6 +258,38 @@ def read_manifest(
     ):
         dep.name = str(docs[0]["metadata"]["name"])
     return dep
+
+
+def _share_ome_served_names(dep: Deployment) -> None:
+    """One OME runtime's components mount the same base model at ``$(MODEL_PATH)`` (the
+    controller sets it from the InferenceService's one base model for the engine, decoder
+    and their workers): a ``--served-model-name`` one component gives is a clue to the model
+    of the runtime's other ``$(MODEL_PATH)`` components, when the runtime gives one name."""
+    from kvcheck.sources.deployments.launch import option_value
+
+    by_runtime: dict[str, list] = {}
+    for inst in dep.instances:
+        if inst.kind in ("ClusterServingRuntime", "ServingRuntime") and option_value(inst.argv, "model_path") == (
+            "$(MODEL_PATH)"
+        ):
+            by_runtime.setdefault(inst.name.split("/", 1)[0], []).append(inst)
+    for members in by_runtime.values():
+        named = {
+            (served, m.name, m.arg_locations.get("--served-model-name"))
+            for m in members
+            if (served := option_value(m.argv, "served_model_name"))
+        }
+        if len({n for n, _, _ in named}) != 1:
+            continue
+        served, who, loc = sorted(named, key=str)[0]
+        for m in members:
+            if not option_value(m.argv, "served_model_name"):
+                m.model_clues.append(
+                    (
+                        served,
+                        f"--served-model-name of {who}" + (f" at {loc}" if loc else "") + " (the same $(MODEL_PATH))",
+                    )
+                )
 
 
 def _base_models(docs: list[Any], file: str) -> list[tuple[str, Location]]:
@@ -534,6 +318,22 @@ def injected(kind: str, rank: int, size: int) -> dict[str, VarDef]:
         out[f"{prefix}_LEADER_ADDRESS"] = VarDef(f"$({prefix}_LEADER_ADDRESS)", None, "literal")
         out[f"{prefix}_GROUP_SIZE"] = VarDef(str(size), None, "literal")
         out[f"{prefix}_WORKER_INDEX"] = VarDef(str(rank), None, "literal")
+    return out
+
+
+def _ome_injected(pod: Any, nodes: int) -> dict[str, VarDef]:
+    """What OME's controller puts in a runtime pod's container: ``MODEL_PATH`` (the base
+    model's path in the pod, named by the file elsewhere: kept a symbol), and
+    ``PARALLELISM_SIZE`` = the container's GPUs x the pods of its group (one leader or
+    runner plus the worker size; ``setParallelismEnvVarForEngine`` /
+    ``setParallelismEnvVarForDecoder``, sgl-project/ome
+    pkg/controller/v1beta1/inferenceservice/components/{engine,decoder}.go), when the
+    runtime's first container gives a GPU count."""
+    out = {"MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    gpus = _gpus(containers[0]) if isinstance(containers, list) and containers else None
+    if gpus:
+        out["PARALLELISM_SIZE"] = VarDef(str(gpus * max(1, nodes)), None, "literal")
     return out
 
 
@@ -602,7 +402,7 @@ def _read_group(
             found = None
             inject = injected(g.kind, rank, g.nodes) if multinode else None
             if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
-                inject = {**(inject or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
+                inject = {**(inject or {}), **_ome_injected(g.worker, g.nodes)}
             for _c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
                 for ln in launches:
                     if ln.kind == "server":
@@ -620,18 +420,17 @@ def _read_group(
         # OME's controller sets MODEL_PATH to the base model's storage path in the pod
         # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
         # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
-        inject0 = {**(inject0 or {}), "MODEL_PATH": VarDef("$(MODEL_PATH)", None, "literal")}
+        inject0 = {**(inject0 or {}), **_ome_injected(g.leader, g.nodes)}
     for c, launches, values, _unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
-            if ln.kind == "router":
-                r = router_from_launch(ln, file=file, name=g.name, image=c.get("image"))
-                if r is not None:
-                    dep.routers.append(r)
-                continue
-            inst, problem = instance_from_launch(
+            inst = take_launch(
                 ln,
+                dep,
+                non_pd,
                 file=file,
+                router_name=g.name,
+                router_image=c.get("image"),
                 name=g.name if not cname or g.kind in ("DynamoGraphDeployment",) else f"{g.name}/{cname}",
                 kind=g.kind,
                 env=values,
@@ -644,11 +443,7 @@ def _read_group(
                 hosts=[],
                 host_network=host_network,
             )
-            if problem:
-                dep.problems.append(problem)
             if inst is None:
-                if problem is None:
-                    non_pd.append(Location(file, ln.line))
                 continue
             if g.nodes > 1:
                 # the worker pods run the worker template's line (ranks 1..nodes-1)

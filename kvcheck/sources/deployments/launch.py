@@ -12,7 +12,8 @@ Programs recognised:
 * ``python -m dynamo.sglang``: Dynamo's SGLang worker. Dynamo parses its own flags
   first (``parse_known_args`` in ``components/src/dynamo/sglang/args.py``) and hands
   the rest to SGLang's ``ServerArgs``; the flags of Dynamo's runtime and SGLang groups
-  (``DYNAMO_FLAGS``, from ``runtime_args.py`` / ``backend_args.py``) go to
+  (``DYNAMO_FLAGS``, from ``runtime_args.py`` / ``backend_args.py``; split by
+  ``launch_options.split_dynamo``) go to
   ``Instance.launcher_args``, anything else stays in ``argv`` for SGLang's own checks.
   Note: when ``--disaggregation-bootstrap-port`` is not given, Dynamo's worker reserves
   a free port itself (``_reserve_disaggregation_bootstrap_port`` in ``args.py``), so
@@ -22,30 +23,75 @@ Programs recognised:
 
 The role comes from ``--disaggregation-mode`` only (matched with argparse's prefix
 rules through kvcheck's flag table), never from a name.
+
+Beside this module: ``launch_options`` (what an option token means: ``resolve_option``,
+``option_value``, ``--config`` merging, Dynamo's flags), ``addresses`` (address, port and
+node-rank options; multi-node instances), ``router`` (router launches and linking).
 """
 
 from __future__ import annotations
 
-import contextvars
 import difflib
-import functools
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from types import MappingProxyType
-from urllib.parse import urlsplit
+from typing import Any
 
-from kvcheck.errors import InputError
-from kvcheck.sources.deployments.instance import Instance, Location, Problem, Router, RouterPrefill, Unresolved
+from kvcheck.sources.deployments.addresses import (
+    ADDRESS_DESTS,
+    merge_multinode,
+    rank_is_symbolic,
+    set_node_rank,
+    settle_addresses,
+)
+from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem, Unresolved
+from kvcheck.sources.deployments.launch_options import (
+    CONFIG_FILES,
+    DYNAMO_FLAGS,
+    MAX_CONFIG_BYTES,
+    _dest,
+    _is_option,
+    _mode_word,
+    _takes_value,
+    merge_config_file,
+    misspelled_mode,
+    mode_refusal,
+    option_value,
+    resolve_option,
+    split_dynamo,
+)
+from kvcheck.sources.deployments.router import link_router, router_from_launch
 from kvcheck.sources.deployments.shell import Word, words_of
 from kvcheck.sources.deployments.variables import Scope, VarDef
 
-# ``--config-file IMAGE_PATH=LOCAL_PATH``: copies of config files that sit inside the
-# image (``--config /etc/sglang/decode.yaml``), set by ``read_deployments``
-CONFIG_FILES: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
-    "kvcheck_config_files", default=MappingProxyType({})
-)
+# Names that moved to the modules beside this one, re-exported for the old import path.
+__all__ = [
+    "ADDRESS_DESTS",
+    "CONFIG_FILES",
+    "DYNAMO_FLAGS",
+    "DYNAMO_MODULE",
+    "MAX_CONFIG_BYTES",
+    "ROUTER_MODULES",
+    "SERVER_MODULES",
+    "SGLANG_DEFAULT_PORT",
+    "Launch",
+    "find_launches",
+    "handle_assignments",
+    "instance_from_launch",
+    "link_router",
+    "merge_config_file",
+    "merge_multinode",
+    "misspelled_mode",
+    "mode_refusal",
+    "option_value",
+    "rank_is_symbolic",
+    "resolve_option",
+    "router_from_launch",
+    "set_node_rank",
+    "settle_addresses",
+    "split_dynamo",
+    "take_launch",
+]
 
 SERVER_MODULES = ("sglang.launch_server",)
 ROUTER_MODULES = (
@@ -55,71 +101,6 @@ ROUTER_MODULES = (
 )
 DYNAMO_MODULE = "dynamo.sglang"
 SGLANG_DEFAULT_PORT = 30000  # ServerArgs.port default (sglang/srt/server_args.py, 0.5.x)
-
-# Dynamo worker flags (value-taking: True; bare or --x/--no-x: False), from ai-dynamo/dynamo
-# components/src/dynamo/common/configuration/groups/runtime_args.py and
-# components/src/dynamo/sglang/backend_args.py (2025-2026 releases). --connector and
-# --output-modalities take several values (nargs="*").
-DYNAMO_FLAGS: dict[str, bool | str] = {
-    "--namespace": True,
-    "--endpoint": True,
-    "--kv-state-endpoint": True,
-    "--discovery-backend": True,
-    "--request-plane": True,
-    "--response-plane": True,
-    "--event-plane": True,
-    "--fpm-trace": False,
-    "--connector": "*",
-    "--dyn-tool-call-parser": True,
-    "--dyn-reasoning-parser": True,
-    "--dyn-default-thinking-mode": True,
-    "--exclude-tools-when-tool-choice-none": False,
-    "--dyn-enable-structural-tag": False,
-    "--dyn-structural-tag-scope": True,
-    "--dyn-structural-tag-schema": True,
-    "--dyn-structural-tag": "?",
-    "--custom-jinja-template": True,
-    "--endpoint-types": True,
-    "--dyn-endpoint-types": True,
-    "--dump-config-to": True,
-    "--multimodal-embedding-cache-capacity-gb": True,
-    "--multimodal-embedding-cache-publisher": False,
-    "--output-modalities": "*",
-    "--media-output-fs-url": True,
-    "--media-output-http-url": True,
-    "--health-check-payload": True,
-    "--engine-request-limit": True,
-    "--tcp-tls-cert-path": True,
-    "--tcp-tls-key-path": True,
-    "--tcp-tls-ca-cert-path": True,
-    "--tcp-tls-insecure": False,
-    "--tcp-tls-server-name": True,
-    "--tcp-tls-handshake-timeout": True,
-    "--tcp-tls-client-cert-path": True,
-    "--tcp-tls-client-key-path": True,
-    "--tcp-tls-client-ca-cert-path": True,
-    "--nats-tls-ca-cert-path": True,
-    "--nats-tls-insecure": False,
-    "--nats-tls-client-cert-path": True,
-    "--nats-tls-client-key-path": True,
-    "--use-sglang-tokenizer": False,
-    "--multimodal-processor": False,
-    "--multimodal-encode-worker": False,
-    "--multimodal-worker": False,
-    "--embedding-worker": False,
-    "--image-diffusion-worker": False,
-    "--disagg-config": True,
-    "--disagg-config-key": True,
-    "--video-generation-worker": False,
-    "--afd-attention-ratio": True,
-    "--afd-ffn-endpoint": True,
-    "--afd-microbatch-size": True,
-    "--afd-sync-timeout-ms": True,
-    "--migration-limit": True,
-    "--store-kv": True,
-    "--dyn-tool-call-parser-name": True,
-    "--use-kv-events": False,
-}
 
 _PYTHON = re.compile(r"python[0-9.]*")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -302,221 +283,6 @@ def handle_assignments(words: list[Word], scope: Scope, file: str) -> bool:
     return done
 
 
-# -- options ---------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1)
-def _table():
-    from kvcheck.sglang.flags import FlagTable
-
-    return FlagTable.load()
-
-
-def resolve_option(token: str):
-    """The SGLang ``Flag`` a ``--option`` (or ``--option=value``) token means under
-    argparse's prefix rules, or None when SGLang has no such (unique) option."""
-    return _resolve_name(token.split("=", 1)[0])
-
-
-@functools.lru_cache(maxsize=4096)
-def _resolve_name(name: str):
-    try:
-        return _table().resolve(name, underscores=False)
-    except InputError:
-        return None
-    except Exception:
-        return None
-
-
-def misspelled_mode(argv: list[str]) -> str | None:
-    """``prefill``/``decode`` when ``argv`` gives that value to an option SGLang does not
-    have whose name is a near miss of ``--disaggregation-mode``, else None."""
-    import difflib
-
-    for k, tok in enumerate(argv):
-        if not tok.startswith("--") or resolve_option(tok) is not None:
-            continue
-        name, _, value = tok.partition("=")
-        if not value and k + 1 < len(argv):
-            value = argv[k + 1]
-        if (
-            value in ("prefill", "decode")
-            and difflib.SequenceMatcher(None, name, "--disaggregation-mode").ratio() >= 0.8
-        ):
-            return value
-    return None
-
-
-def _mode_word(args: list[Word]) -> Word | None:
-    """The word holding ``--disaggregation-mode``'s (last) value."""
-    out = None
-    for k, w in enumerate(args):
-        flag = resolve_option(w.text) if w.text.startswith("--") else None
-        if flag is not None and flag.dest == "disaggregation_mode":
-            out = w if "=" in w.text else (args[k + 1] if k + 1 < len(args) else None)
-    return out
-
-
-@functools.lru_cache(maxsize=64)
-def mode_refusal(mode: str) -> tuple[str, str] | None:
-    """(releases, the parser's text) when every modeled release's argument parser refuses
-    ``--disaggregation-mode MODE`` (its ``choices``: ``null``, ``prefill``, ``decode`` in
-    every release 0.5.0rc2 .. 0.5.23, ``server_args.py`` / ``ServerArgs`` field metadata);
-    None when some release accepts it (a server outside PD there)."""
-    from kvcheck.release.version import span
-    from kvcheck.sglang.flags import FlagTable, modeled_releases
-
-    releases = list(modeled_releases())
-    text = None
-    for v in releases:
-        table = FlagTable.load(v)
-        flag = table.resolve("--disaggregation-mode", underscores=False)
-        if flag is None or not flag.choices or mode in flag.choices:
-            return None
-        if text is None or v == releases[-1]:
-            try:
-                table.parse_argv(["--disaggregation-mode", mode], "")
-            except InputError as exc:
-                text = str(exc).split("field 'disaggregation_mode': ", 1)[-1]
-    if text is None:
-        return None
-    return (f"every modeled release (SGLang {span(releases)})", text)
-
-
-def option_value(argv: list[str], dest: str) -> str | None:
-    """The last value given to the SGLang option storing into ``dest`` in ``argv``."""
-    value = None
-    for k, tok in enumerate(argv):
-        if not tok.startswith("--"):
-            continue
-        flag = resolve_option(tok)
-        if flag is None or flag.dest != dest:
-            continue
-        if "=" in tok:
-            value = tok.split("=", 1)[1]
-        elif flag.takes_value and k + 1 < len(argv):
-            value = argv[k + 1]
-        else:
-            value = "true"
-    return value
-
-
-def split_dynamo(words: list[Word]) -> tuple[list[Word], list[str]]:
-    """Dynamo worker args -> (SGLang args, Dynamo's own args), as Dynamo's
-    ``parse_known_args`` splits them (``DYNAMO_FLAGS``, ``--dyn-*``, ``--no-<flag>``)."""
-    sg: list[Word] = []
-    dyn: list[str] = []
-    k = 0
-    while k < len(words):
-        tok = words[k].text
-        name = tok.split("=", 1)[0]
-        base = "--" + name[5:] if name.startswith("--no-") else name
-        arity = DYNAMO_FLAGS.get(name, DYNAMO_FLAGS.get(base))
-        if arity is None and name.startswith(("--dyn-", "--no-dyn-")):
-            arity = True if name.startswith("--dyn-") else False
-        if arity is None or (
-            name.startswith("--no-") and base not in DYNAMO_FLAGS and not name.startswith("--no-dyn-")
-        ):
-            sg.append(words[k])
-            k += 1
-            continue
-        dyn.append(tok)
-        k += 1
-        if "=" in tok or arity is False:
-            continue
-        if arity is True:
-            if k < len(words):
-                dyn.append(words[k].text)
-                k += 1
-        else:  # "*" / "?": values until the next option
-            while k < len(words) and not words[k].text.startswith("-"):
-                dyn.append(words[k].text)
-                k += 1
-                if arity == "?":
-                    break
-    return sg, dyn
-
-
-def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem | None]:
-    """``--config PATH`` (its own token, as SGLang requires) -> the args SGLang makes of
-    that YAML file, first, then the rest of the line (``ConfigArgumentMerger.
-    merge_config_with_args``, restated by ``FlagTable.config_to_argv``), each config arg
-    located at its key's line in the config file. PATH is looked up as written, then
-    beside the deployment file; when it cannot be read (a path inside the image) the
-    line is kept as is and a ``config-not-read`` problem says the args in it are unknown."""
-    idx = [k for k, w in enumerate(args) if w.text == "--config"]
-    if len(idx) != 1 or idx[0] + 1 >= len(args):
-        return args, None
-    k = idx[0]
-    raw = args[k + 1].text
-    from pathlib import Path
-
-    from kvcheck.sources.deployments.yamlnodes import LMap, load_documents
-    from kvcheck.sources.files import inner_config_problem, read_inner_text, within_root
-
-    mapped = CONFIG_FILES.get().get(raw)
-    if mapped is not None:
-        cands = [Path(mapped)]
-    else:
-        cands = [Path(raw)] if Path(raw).is_absolute() else [Path(file).parent / raw, Path(raw)]
-    found = next((c for c in cands if c.is_file()), None)
-    loc = Location(file, args[k].line)
-    root = found.parent if (found is not None and mapped is not None) else Path(file).parent
-    if found is not None and not within_root(found, root):
-        return args, Problem(
-            "config-not-read",
-            f"{loc}: --config: the file is outside the directory kvcheck may read; the server args in it are not "
-            "checked",
-            loc,
-            "keep the config file beside the deployment file, or pass --root DIR (a directory holding both)",
-        )
-    if found is None:
-        if mapped is not None:
-            raise InputError(f"--config-file {raw}={mapped}: {mapped} is not a readable file", source=file)
-        return args, Problem(
-            "config-not-read",
-            f"{loc}: --config {raw}: the file is inside the image (not here); the server args in it, and so this "
-            "server, are not checked",
-            loc,
-            f"give kvcheck a copy: --config-file {raw}=LOCAL_PATH (or keep it beside the deployment file, same "
-            "relative path)",
-        )
-    docs = load_documents(
-        read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found)
-    )
-    data = docs[0] if docs else LMap()
-    if not isinstance(data, dict):
-        return args, Problem("config-not-read", f"{loc}: --config {raw}: not a YAML mapping of flags", loc, "")
-    table = _table()
-    words: list[Word] = []
-    try:
-        for key, value in data.items():
-            line = data.line_of(key) if isinstance(data, LMap) else 1
-            words.extend(
-                Word(t, line, [], True, False, str(found)) for t in table.config_to_argv({key: value}, str(found))
-            )
-    except InputError:
-        pass
-    problem = inner_config_problem(table, data, str(found))  # names the key, never the value
-    if problem is not None:
-        return args, Problem(
-            "config-refused", f"{loc}: --config {raw}: {problem}", loc, "fix the --config file as SGLang's message says"
-        )
-    return words + args[:k] + args[k + 2 :], None
-
-
-def _takes_value(tok: str) -> bool:
-    f = resolve_option(tok)
-    return True if f is None else bool(getattr(f, "takes_value", True))
-
-
-MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a --config YAML named in a launch line (kvcheck.sources.limits.MAX_FILE_BYTES)
-
-
-def _is_option(tok: str) -> bool:
-    return tok.startswith("--") or (len(tok) == 2 and tok[0] == "-" and tok[1].isalpha())
-
-
 def instance_from_launch(
     launch: Launch,
     *,
@@ -660,27 +426,33 @@ def instance_from_launch(
     return inst, config_problem
 
 
-# Options whose value is where a server listens or finds its peers, or which node it is:
-# filled in at run time (a pod IP, a node rank from the scheduler), they shape no KV
-# region and no transfer decision. Unresolved, they are checked for consistency across
-# an instance's nodes (the same symbol on every node) and reported as info, not unchecked.
-ADDRESS_DESTS = frozenset(
-    {
-        "host",
-        "port",
-        "dist_init_addr",
-        "node_rank",
-        "nccl_port",
-        "disaggregation_bootstrap_port",
-        "grpc_port",
-        "engine_info_bootstrap_port",
-        "encoder_bootstrap_port",
-        "gated_launch_port",
-        "smg_http_sidecar_port",
-    }
-)
-# of these, the ones SGLang reads as integers: an unresolved one cannot be parsed as written
-_INT_ADDRESS_DESTS = ADDRESS_DESTS - {"host", "dist_init_addr"}
+def take_launch(
+    launch: Launch,
+    dep: Deployment,
+    non_pd: list[Location],
+    *,
+    file: str,
+    router_name: str,
+    router_image: str | None = None,
+    **instance_args: Any,
+) -> Instance | None:
+    """One launch a reader found, into ``dep``: a PD router joins ``dep.routers``
+    (``router_from_launch``, named ``router_name``); a server becomes an ``Instance``
+    (``instance_from_launch(launch, file=file, **instance_args)``), returned for the
+    reader to place. A problem it raises joins ``dep.problems``; a server outside PD
+    (no ``--disaggregation-mode prefill|decode``, no problem) is noted in ``non_pd``.
+    Returns None for a router or a launch that is no PD server."""
+    if launch.kind == "router":
+        r = router_from_launch(launch, file=file, name=router_name, image=router_image)
+        if r is not None:
+            dep.routers.append(r)
+        return None
+    inst, problem = instance_from_launch(launch, file=file, **instance_args)
+    if problem:
+        dep.problems.append(problem)
+    if inst is None and problem is None:
+        non_pd.append(Location(file, launch.line))
+    return inst
 
 
 def _written(name: str, text: str) -> str:
@@ -696,235 +468,3 @@ def _written(name: str, text: str) -> str:
         text,
     )
     return m.group(0) if m else ""
-
-
-def _dest(flag: str) -> str | None:
-    f = resolve_option(flag)
-    return f.dest if f is not None else None
-
-
-def settle_addresses(
-    args: list[Word], argv: list[str], unresolved: list[Unresolved]
-) -> tuple[list[str], list[Unresolved], list[Unresolved]]:
-    """Split the unresolved values of address, port and rank options (``ADDRESS_DESTS``)
-    from the rest -> (argv, unresolved, symbolic). A textual one (``--host ${POD_IP}``,
-    ``--dist-init-addr <ADDR>:5000``) stays as written: the same symbol on every node is
-    consistent; an integer one is taken out of ``argv`` (``--port $PORT``: unknown), except
-    ``--node-rank``, which becomes 0 (``argv`` is node rank 0's; the readers give the other
-    nodes their ranks)."""
-    if not unresolved:
-        return argv, unresolved, []
-    symbolic = [u for u in unresolved if u.flag and _dest(u.flag) in ADDRESS_DESTS]
-    if not symbolic:
-        return argv, unresolved, []
-    rest = [u for u in unresolved if u not in symbolic]
-    drop = {u.flag for u in symbolic if _dest(u.flag or "") in _INT_ADDRESS_DESTS}
-    out: list[str] = []
-    k = 0
-    while k < len(argv):
-        tok = argv[k]
-        name = tok.split("=", 1)[0]
-        if name in drop and tok.startswith("--"):
-            has_eq = "=" in tok
-            value_word = args[k] if has_eq else (args[k + 1] if k + 1 < len(args) else None)
-            if value_word is not None and value_word.unresolved:
-                if _dest(name) == "node_rank":
-                    out += [f"{name}=0"] if has_eq else [name, "0"]
-                k += 1 if has_eq else 2
-                continue
-        out.append(tok)
-        k += 1
-    return out, rest, symbolic
-
-
-def set_node_rank(argv: list[str], rank: int) -> list[str]:
-    """``argv`` with its ``--node-rank`` value set to ``rank`` (added when absent)."""
-    out = list(argv)
-    for k, tok in enumerate(out):
-        if tok.startswith("--") and _dest(tok.split("=", 1)[0]) == "node_rank":
-            if "=" in tok:
-                out[k] = tok.split("=", 1)[0] + f"={rank}"
-            elif k + 1 < len(out):
-                out[k + 1] = str(rank)
-            return out
-    return out + ["--node-rank", str(rank)]
-
-
-def rank_is_symbolic(inst: Instance) -> bool:
-    return any(u.flag and _dest(u.flag) == "node_rank" for u in inst.symbolic)
-
-
-def router_from_launch(launch: Launch, *, file: str, name: str = "", image: str | None = None) -> Router | None:
-    """A ``Router`` for a router launch with ``--pd-disaggregation`` (or the mini load
-    balancer, PD by construction); None for a router that is not PD."""
-    argv = [w.text for w in launch.args]
-    pd = launch.launcher != "sglang_router.launch_router" or any(
-        t == "--pd-disaggregation" or t.startswith("--pd-dis") for t in argv
-    )
-    if not pd:
-        return None
-    router = Router(location=Location(file, launch.line), argv=argv, name=name, image=image or launch.image)
-    mini_ports: list[str] = []
-    k = 0
-    while k < len(argv):
-        tok = argv[k]
-        opt, eq, val = tok.partition("=")
-        if opt in ("--prefill", "--prefill-url", "--prefill-urls"):
-            urls: list[str] = [val] if eq else []
-            k += 1
-            while not eq and k < len(argv) and not argv[k].startswith("--"):
-                urls.append(argv[k])
-                k += 1
-            # --prefill URL [BOOTSTRAP_PORT]: a bare port (or "none") follows its URL
-            i = 0
-            while i < len(urls):
-                url = urls[i]
-                bp = None
-                if i + 1 < len(urls) and (urls[i + 1].isdigit() or urls[i + 1].lower() == "none"):
-                    bp = int(urls[i + 1]) if urls[i + 1].isdigit() else None
-                    i += 1
-                router.prefills.append(RouterPrefill(url=url, bootstrap_port=bp))
-                i += 1
-            continue
-        if opt in ("--decode", "--decode-url", "--decode-urls"):
-            vals = [val] if eq else []
-            k += 1
-            while not eq and k < len(argv) and not argv[k].startswith("--"):
-                vals.append(argv[k])
-                k += 1
-            router.decodes.extend(vals)
-            continue
-        if opt == "--prefill-bootstrap-ports":
-            # the older mini load balancer: one port per --prefill URL, in order
-            k += 1
-            vals = [val] if eq else []
-            while not eq and k < len(argv) and not argv[k].startswith("--"):
-                vals.append(argv[k])
-                k += 1
-            mini_ports.extend(vals)
-            continue
-        if opt == "--service-discovery":
-            router.service_discovery = True
-        k += 1
-    for p, port in zip(router.prefills, mini_ports, strict=False):
-        if p.bootstrap_port is None and port.isdigit():
-            p.bootstrap_port = int(port)
-    return router
-
-
-# -- linking and multi-node ----------------------------------------------------------
-
-
-def _host_port(url: str) -> tuple[str, int | None]:
-    try:
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-    except ValueError:  # "http://${URLS[$i]}:8000": brackets that are no IPv6 address
-        return "", None
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        port = 443 if parts.scheme == "https" else 80
-    return (parts.hostname or ""), port
-
-
-_LOCAL = {"127.0.0.1", "localhost", "0.0.0.0", "::1", ""}
-
-
-def link_router(router: Router, instances: list[Instance]) -> None:
-    """Fill ``RouterPrefill.instance`` and ``Router.decode_instances`` by matching each
-    URL's port to an instance's ``port`` (role-aware), then its host to the instance's
-    hosts or name; left None when ambiguous or not found."""
-
-    def pick(url: str, role: str) -> str | None:
-        host, port = _host_port(url)
-        cands = [i for i in instances if i.role == role and (i.port == port or i.port is None)]
-        if not cands:
-            return None
-        label = host.split(".")[0]
-
-        def names(i: Instance) -> list[str]:
-            # a workload's DNS names start with its name: "pd-prefill-0.s-pd-prefill"
-            # for RBG role "prefill" of group "pd"; a Service named like the Deployment
-            parts = i.name.split("/")
-            return ["-".join(parts[:k]) for k in range(len(parts), 0, -1)]
-
-        by_host = [
-            i
-            for i in cands
-            if host in i.hosts or (label and any(label.startswith(h.split(".")[0]) for h in i.hosts if h))
-        ]
-        if not by_host and label:
-            # most specific name first: "pd-prefill-engine", then "pd-prefill", then "pd"
-            for level in range(3):
-                hit = [
-                    i
-                    for i in cands
-                    if level < len(names(i)) and (label == names(i)[level] or label.startswith(names(i)[level] + "-"))
-                ]
-                if len(hit) == 1:
-                    by_host = hit
-                    break
-        if len(by_host) == 1:
-            return by_host[0].name
-        if host in _LOCAL:
-            local = [i for i in cands if not i.hosts or any(h in _LOCAL for h in i.hosts)]
-            exact = [i for i in local if i.port == port]
-            if len(exact) == 1:
-                return exact[0].name
-        exact = [i for i in cands if i.port == port]
-        if len(exact) == 1:
-            return exact[0].name
-        if len(cands) == 1:
-            return cands[0].name
-        return None
-
-    for p in router.prefills:
-        p.instance = pick(p.url, "prefill")
-    router.decode_instances = [pick(u, "decode") for u in router.decodes]
-
-
-def merge_multinode(instances: list[Instance]) -> list[Instance]:
-    """Launch lines that are the node ranks of one multi-node instance (same role,
-    ``--dist-init-addr`` and ``--nnodes`` > 1, different ``--node-rank``) -> one
-    ``Instance`` with ``nodes`` = ``--nnodes`` and one argv per node, rank order."""
-    groups: dict[tuple, list[tuple[int, Instance]]] = {}
-    out: list[Instance] = []
-    # the rendezvous addresses some line of several nodes names: a line with the same
-    # --dist-init-addr but another --nnodes (1, or none) is a node of that instance whose
-    # flags disagree (the multinode-args check names it), never an instance of its own
-    multi = {
-        (i.role, option_value(i.argv, "dist_init_addr"), i.launcher)
-        for i in instances
-        if (option_value(i.argv, "nnodes") or "").isdigit() and int(option_value(i.argv, "nnodes") or 0) > 1
-    }
-    for inst in instances:
-        if inst.nodes > 1 and len(inst.node_argvs) == inst.nodes:
-            out.append(inst)  # already one argv per node (a line run on every node)
-            continue
-        addr = option_value(inst.argv, "dist_init_addr")
-        rank = option_value(inst.argv, "node_rank")
-        key = (inst.role, addr, inst.launcher)
-        if addr and key in multi:
-            groups.setdefault(key, []).append((int(rank) if rank and rank.isdigit() else 0, inst))
-            if len(groups[key]) == 1:
-                out.append(inst)
-            continue
-        out.append(inst)
-    for members in groups.values():
-        members.sort(key=lambda m: m[0])
-        head = members[0][1]
-        counts = [int(n) for n in (option_value(m[1].argv, "nnodes") or "1" for m in members) if n.isdigit()]
-        head.nodes = max(counts or [1])
-        head.argv = members[0][1].argv
-        head.node_argvs = [m[1].argv for m in members]
-        head.node_locations = [m[1].location for m in members]
-        for _, m in members[1:]:
-            for k, v in m.arg_locations.items():
-                head.arg_locations.setdefault(k, v)
-            head.unresolved.extend(u for u in m.unresolved if u not in head.unresolved)
-            for h in m.hosts:
-                if h not in head.hosts:
-                    head.hosts.append(h)
-    return out

@@ -322,7 +322,7 @@ def _add_markdown_manifests(
     """A docs page's ```` ```yaml ```` blocks that are Kubernetes manifests: their SGLang
     workloads join the page's deployment (lines kept: each block is read at its place)."""
     from kvcheck.sources.deployments import kubernetes
-    from kvcheck.sources.deployments.launch import link_router
+    from kvcheck.sources.deployments.router import link_router
     from kvcheck.sources.deployments.shell import markdown_yaml_blocks
 
     found = False
@@ -399,7 +399,7 @@ def read_deployments(
     nesting, a manifest with no SGLang container, a recipe without prefill or decode
     workers, a variable that refers to itself.
     """
-    from kvcheck.sources.deployments.launch import CONFIG_FILES
+    from kvcheck.sources.deployments.launch_options import CONFIG_FILES
 
     out: list[Deployment] = []
     from kvcheck.sources.deployments.render import HELM_VALUES
@@ -494,7 +494,7 @@ def name_model(inst) -> None:
     """``Instance.model`` / ``model_clue`` from what the file says besides ``--model-path``
     (``kvcheck.sources.models.clues``): set only when ``--model-path`` is not itself a
     model kvcheck has and a clue is."""
-    from kvcheck.sources.deployments.launch import option_value
+    from kvcheck.sources.deployments.launch_options import option_value
     from kvcheck.sources.models import clues
 
     written = option_value(inst.argv, "model_path")
@@ -562,7 +562,7 @@ def _link_across_files(deps: list[Deployment]) -> None:
     """A router in one file whose URLs name servers of other files read with it
     (``-f prefill.yaml -f decode.yaml -f router.yaml``): link what the file alone could
     not, against every non-variant deployment's instances."""
-    from kvcheck.sources.deployments.launch import link_router
+    from kvcheck.sources.deployments.router import link_router
 
     plain = [d for d in deps if d.variant is None]
     if len(plain) < 2:

@@ -15,19 +15,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kvcheck.sources.deployments.addresses import merge_multinode, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.branches import MAX_READINGS, BranchChoice, branch_filter
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
-from kvcheck.sources.deployments.launch import (
-    find_launches,
-    handle_assignments,
-    instance_from_launch,
-    link_router,
-    merge_multinode,
-    option_value,
-    rank_is_symbolic,
-    router_from_launch,
-    set_node_rank,
-)
+from kvcheck.sources.deployments.launch import find_launches, handle_assignments, take_launch
+from kvcheck.sources.deployments.launch_options import option_value
+from kvcheck.sources.deployments.router import link_router
 from kvcheck.sources.deployments.shell import Word, markdown_blocks, words_of
 from kvcheck.sources.deployments.sourcing import drop_reruns, follow_sources, non_pd_problem
 from kvcheck.sources.deployments.variables import Scope, VarDef
@@ -355,21 +348,18 @@ def _read_once(
             if handle_assignments(words, scope, file):
                 continue
             for launch in find_launches(words, file, scope):
-                if launch.kind == "router":
-                    r = router_from_launch(launch, file=file, name=f"router@{path.name}:{launch.line}")
-                    if r is not None:
-                        dep.routers.append(r)
-                    continue
                 hn = launch.host_network if launch.host_network is not None else True
-                inst, problem = instance_from_launch(
-                    launch, file=file, name=f"{path.name}:{launch.line}", kind="script", host_network=hn
+                inst = take_launch(
+                    launch,
+                    dep,
+                    non_pd,
+                    file=file,
+                    router_name=f"router@{path.name}:{launch.line}",
+                    name=f"{path.name}:{launch.line}",
+                    kind="script",
+                    host_network=hn,
                 )
-                if problem:
-                    dep.problems.append(problem)
-                if inst is None:
-                    if problem is None:
-                        non_pd.append(Location(file, launch.line))
-                else:
+                if inst is not None:
                     inst.name = f"{inst.role}@{path.name}:{launch.line}"
                     _expand_ranks(inst)
                     instances.append(inst)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvcheck.sources.deployments.instance import Location
-from kvcheck.sources.deployments.variables import Scope, expand
+from kvcheck.sources.deployments.variables import Scope, bracket_end, expand
 
 # a fence, also inside a block quote (a GitHub reply quoting the post: ``> ```shell``); the
 # quote markers (group ``quote``) are taken off each line of the block as Markdown does
@@ -155,16 +155,7 @@ _REDIRECT = re.compile(r"(\d*)(>>|>&|<<<|<<-|<<|<&|<>|>\||>|<|&>>|&>)")
 def _expansion_end(s: str, j: int) -> int:
     """The index just past the ``${...}`` / ``$(...)`` that starts at ``s[j]`` (``$``), nested
     braces or parentheses of the same kind counted; ``len(s)`` when it is not closed."""
-    close = "}" if s[j + 1] == "{" else ")"
-    openc = s[j + 1]
-    depth, k = 1, j + 2
-    while k < len(s) and depth:
-        if s[k] == openc:
-            depth += 1
-        elif s[k] == close:
-            depth -= 1
-        k += 1
-    return k
+    return bracket_end(s, j + 2, s[j + 1], "}" if s[j + 1] == "{" else ")")[0]
 
 
 class Lexer:

@@ -248,6 +248,19 @@ def _nested(where: Location):
         _DEPTH.n = depth - 1
 
 
+def bracket_end(text: str, start: int, opening: str, closing: str) -> tuple[int, int]:
+    """(the index just past the ``closing`` bracket that matches an ``opening`` one before
+    ``start``, nesting counted; the depth left open at the end of ``text``, 0 when matched)."""
+    depth, j = 1, start
+    while j < len(text) and depth:
+        if text[j] == opening:
+            depth += 1
+        elif text[j] == closing:
+            depth -= 1
+        j += 1
+    return j, depth
+
+
 def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax: str) -> str:
     out: list[str] = []
     i, n = 0, len(text)
@@ -280,13 +293,7 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
             continue
         # shell
         if nxt == "{":
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text[j] == "{":
-                    depth += 1
-                elif text[j] == "}":
-                    depth -= 1
-                j += 1
+            j, depth = bracket_end(text, i + 2, "{", "}")
             if depth:
                 out.append(text[i:])
                 break
@@ -295,13 +302,7 @@ def _expand(text: str, scope: Scope, where: Location, missing: list[str], syntax
             i = j
             continue
         if nxt == "(":
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text[j] == "(":
-                    depth += 1
-                elif text[j] == ")":
-                    depth -= 1
-                j += 1
+            j, _ = bracket_end(text, i + 2, "(", ")")
             inner = text[i + 2 : j - 1]
             path = _path_command(inner, scope, where)
             if path is not None:

@@ -1,0 +1,11 @@
+# example: hisparse-spec-topk error
+# run: kvcheck preflight -f hisparse-spec-topk.sh --sglang-version 0.5.23 --gpu h100
+# The decode refuses to start (--enable-hisparse with speculative --speculative-eagle-topk
+# other than 1); SGLang 0.5.23's own start-up refuses these flags in
+# tests/test_startup.py's case hisparse-spec-topk.
+python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3.2 \
+  --disaggregation-mode prefill --disaggregation-transfer-backend nixl --port 30000 &
+python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3.2 \
+  --disaggregation-mode decode --disaggregation-transfer-backend nixl --enable-hisparse \
+  --attention-backend fa3 --speculative-algorithm EAGLE --speculative-eagle-topk 2 \
+  --speculative-num-steps 3 --speculative-num-draft-tokens 4 --port 30001 &

@@ -1,0 +1,179 @@
+"""``kvcheck explain``: a runtime message or a server log, explained (``kvcheck.explain``),
+optionally pointed at the preflight finding that predicts it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from kvcheck.cli.options import DecodeSglangVersion, PairModelConfig, PrefillSglangVersion
+from kvcheck.errors import KvcheckError
+
+if TYPE_CHECKING:
+    from kvcheck.sides import Role
+
+EPILOG = (
+    "Examples:\n\n"
+    "  kvcheck preflight -f configs/deployments/llama-nixl-1p2d.yaml\n\n"
+    "  kvcheck preflight -f prefill.yaml -f decode.yaml -o json --env prod.env --models ~/.cache/huggingface/hub\n\n"
+    '  kvcheck explain "ValueError: NIXL KV transfer has no KV memory segments"\n\n'
+    "  kvcheck explain --log prefill.log --prefill p.yaml --decode d.yaml\n\n"
+    "  kubectl logs prefill-0 | kvcheck explain -o json\n\n"
+    "  kvcheck explain --log decode.log -f deploy/pd.yaml\n\n"
+    "Exit status: 0 at least one known message was recognized, 1 nothing was recognized, "
+    "2 bad input or usage (no message, unreadable log, configs that cannot be checked). "
+    "With --prefill/--decode the exit status still says whether a message was recognized; "
+    "the preflight's own verdict is in the output."
+)
+
+
+def explain(
+    message: str | None = typer.Argument(
+        None,
+        help="The runtime message (e.g. the 'Type: message' line of a traceback). Without it and without --log, "
+        "stdin is read as a log.",
+    ),
+    log: Path | None = typer.Option(
+        None, "--log", "-l", help="A server log to scan: every known message, with counts and first/last line numbers."
+    ),
+    prefill: str | None = typer.Option(
+        None,
+        "--prefill",
+        "-p",
+        help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the "
+        "message.",
+    ),
+    decode: str | None = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
+    model_config: PairModelConfig = None,
+    format: str = typer.Option(
+        "table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."
+    ),
+    files: list[Path] = typer.Option(
+        [],
+        "--file",
+        "-f",
+        metavar="FILE",
+        help="The deployment the log came from, as preflight -f reads it (repeatable): its preflight runs and each "
+        "message points to the finding and the config line to change. (-f table|json, the old spelling of -o, "
+        "still works but is deprecated.)",
+    ),
+    list_all: bool = typer.Option(False, "--list", help="List every message kvcheck knows, then exit 0."),
+    sglang_version: str | None = typer.Option(
+        None,
+        "--sglang-version",
+        metavar="VERSION",
+        help="The SGLang release the message came from: the explanation says whether the message exists and is "
+        "reachable there. Default: the version the log shows, else the newest scanned release (said as "
+        "assumed; never the SGLang installed here).",
+    ),
+    prefill_sglang_version: PrefillSglangVersion = None,
+    decode_sglang_version: DecodeSglangVersion = None,
+) -> None:
+    """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what
+    you see, the fix, and the preflight check that predicts it."""
+    import json as _json
+
+    from kvcheck.explain import attach_preflight, explain_text
+    from kvcheck.explain.render import render_catalog, render_explanation
+
+    deployment_files = []
+    for f in files:
+        if str(f) in ("table", "json") and not f.exists():
+            typer.echo(
+                f"kvcheck explain: -f {f} is deprecated for the output format: use -o {f} (or --format {f}); -f now "
+                "names a deployment file, as for preflight",
+                err=True,
+            )
+            format = str(f)
+        else:
+            deployment_files.append(f)
+    if list_all:
+        typer.echo(render_catalog(format))
+        raise typer.Exit(0)
+    if deployment_files and prefill is not None:
+        raise KvcheckError("give -f FILE (the deployment) or --prefill/--decode (one pair), not both", field="-f")
+    if format not in ("table", "json"):
+        raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
+    if (prefill is None) != (decode is None):
+        raise KvcheckError("give both --prefill and --decode, or neither", field="--prefill/--decode")
+    if message is not None and log is not None:
+        raise KvcheckError("give a MESSAGE or --log FILE, not both")
+    if message is not None:
+        if not message.strip():
+            raise KvcheckError("nothing to explain: the message is empty")
+        result = explain_text(message, source="message", sglang_version=sglang_version)
+    else:
+        # A log is streamed line by line (linear time, bounded memory, long lines cut).
+        from kvcheck.explain.matcher import VersionSniffer, annotate_release, explain_blocks, iter_log_blocks
+
+        if log is not None:
+            from kvcheck.sources.files import open_regular
+
+            fh = open_regular(log)  # regular files only (O_NONBLOCK + fstat: a FIFO cannot block); '-' is stdin
+            source = f"log {log}" if str(log) != "-" else "log <stdin>"
+        else:
+            if sys.stdin.isatty():
+                raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
+            fh, source = sys.stdin.buffer, "log <stdin>"
+        sniffer = VersionSniffer(iter_log_blocks(fh))
+        try:
+            result = explain_blocks(sniffer, source=source)
+        except OSError as exc:
+            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=source) from exc
+        finally:
+            if log is not None:
+                fh.close()
+        if result.blank:
+            raise KvcheckError(f"nothing to explain: the {source} is empty")
+        annotate_release(result, sglang_version, sniffer.version)
+    if prefill is not None and decode is not None:  # both or neither (checked above)
+        # The same pipeline as ``preflight`` (one answer for one pair, on every path).
+        from kvcheck.cluster import ClusterOptions
+        from kvcheck.cluster.pair_input import run_pair
+        from kvcheck.sources import load_side
+
+        def load_live(spec: str, role: Role):
+            return load_side(
+                spec,
+                role,
+                model_config=model_config,
+                sglang_version=(prefill_sglang_version if role == "prefill" else decode_sglang_version)
+                or sglang_version,
+            )
+
+        opts = ClusterOptions(
+            model_config=model_config,
+            sglang_version=sglang_version,
+            prefill_sglang_version=prefill_sglang_version,
+            decode_sglang_version=decode_sglang_version,
+        )
+        report, _, _ = run_pair(prefill, decode, opts, load_live=load_live)
+        attach_preflight(result, report)
+        result.configs = {"prefill": prefill, "decode": decode}
+    if deployment_files:
+        from kvcheck.explain.matcher import attach_deployment_preflight
+
+        try:
+            from kvcheck.cluster import ClusterOptions, check_deployments
+            from kvcheck.sources.deployments import read_deployments
+        except ImportError:
+            raise KvcheckError(
+                "this kvcheck build has no deployment readers; use --prefill/--decode", field="-f"
+            ) from None
+        deployments = read_deployments(list(deployment_files))
+        attach_deployment_preflight(
+            result,
+            check_deployments(deployments, ClusterOptions(model_config=model_config, sglang_version=sglang_version)),
+        )
+        result.configs = {f"file {i + 1}": str(f) for i, f in enumerate(deployment_files)}
+    if format == "json":
+        typer.echo(_json.dumps(result.contract(), indent=2))
+    else:
+        typer.echo(render_explanation(result))
+    raise typer.Exit(result.exit_code)
+
+
+# The exit status already decided when output is being written: a reader that closes

@@ -1,0 +1,633 @@
+"""The instances stage of ``kvcheck.cluster.pipeline``: every ``Instance`` becomes an
+``InstanceResult``: its flags parsed by each release's own parser (cached per argv and
+release), its release window (``kvcheck.release.window``), its GPU, its model config
+(``kvcheck.sources.models``) and its findings (``unresolved-variable``, ``unknown-model``,
+``unknown-gpu``, a start-up refusal while parsing: ``refusal_finding``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kvcheck.checks.base import Finding, Severity
+from kvcheck.cluster.model import InstanceResult, Located, finding
+from kvcheck.cluster.options import Caches, ClusterOptions
+from kvcheck.errors import ArgparseRefusal, InputError
+from kvcheck.sources.deployments.instance import Instance
+
+# Typed args that never change a pair's decision: instances differing only in them share
+# a class. The bootstrap port is checked per instance by the cluster checks.
+NOT_IN_CLASS_KEY = {"disaggregation_bootstrap_port"}
+_T = TypeVar("_T")
+
+
+def _unresolved_findings(inst: Instance) -> list[Located]:
+    out = []
+    for u in inst.unresolved:
+        shown = getattr(u, "shown", None) or f"${{{u.variable}}}"
+        where = f"`{u.flag} {shown}`: " if u.flag else f"`{shown}` in {inst.name}: "
+        out.append(
+            finding(
+                "unresolved-variable",
+                Severity.UNCHECKED,
+                f"{where}{u.variable} is not set; pass --env FILE or set it",
+                f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
+                "pass --inherit-env (kvcheck's own environment is not read without it).",
+                u.location,
+            )
+        )
+    return out
+
+
+def _once(cache: dict[tuple, Any], inst: Instance, table: str | None, compute: Callable[[], _T]) -> _T:
+    """``compute()`` once per argv (per instance for a pair file's own parser) and release
+    ``table``: its result, or the ``InputError`` it raised, is kept in ``cache`` and
+    returned (raised) again on the next call."""
+    key = (id(inst) if getattr(inst, "parse_for", None) else tuple(inst.argv), table)
+    hit = cache.get(key)
+    if hit is None:
+        try:
+            hit = compute()
+        except InputError as exc:
+            hit = exc
+        cache[key] = hit
+    if isinstance(hit, InputError):
+        raise hit
+    return hit
+
+
+def parsed_flags(inst: Instance, caches: Caches, table: str | None = None) -> dict[str, Any]:
+    """``inst``'s flags (dest -> value) as release ``table``'s own argument parser reads them
+    (default: the newest modeled), cached per argv and release. Raises ``InputError``
+    (``ArgparseRefusal``) where that parser refuses them: the release stage narrows the
+    side's window with it."""
+
+    def parse() -> dict[str, Any]:
+        from kvcheck.sglang.flags import FlagTable
+        from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
+
+        # Before anything can echo a token (an error line quoting a bad value): every
+        # secret the launch line or its environment holds is scrubbed from all output.
+        register_secrets(secrets_from_argv(inst.argv) | collect_secrets(dict(inst.env)))
+        custom = getattr(inst, "parse_for", None)  # a pair file read by kvcheck.cluster.pair_input
+        if custom is not None:
+            args = dict(custom(table or FlagTable.load().version))
+        else:
+            source = f"{inst.location} ({inst.name})"
+            args = (FlagTable.load(table) if table else FlagTable.load()).parse_argv(list(inst.argv), source)
+        args.pop("config", None)
+        return args
+
+    return _once(caches.flags, inst, table, parse)
+
+
+def _parses(inst: Instance, caches: Caches, table: str) -> bool:
+    try:
+        _parse(inst, caches, table)
+        return True
+    except InputError:
+        return False
+
+
+def _parse(inst: Instance, caches: Caches, table: str | None = None) -> tuple[dict[str, Any], Any, str]:
+    """(args dest -> value, typed ServerArgs, class-key dump) of ``inst`` read with release
+    ``table``'s flags. Raises ``InputError``: the parser's refusal, or kvcheck's own typing
+    refusing a value (a page size of 0: bad input, exit 2)."""
+
+    def parse() -> tuple[dict[str, Any], Any, str]:
+        from kvcheck.sglang.args import build_server_args
+
+        args = parsed_flags(inst, caches, table)
+        typed = build_server_args(args, f"{inst.location} ({inst.name})")
+        return args, typed, repr(sorted(typed.model_dump(exclude=NOT_IN_CLASS_KEY).items()))
+
+    return _once(caches.parsed, inst, table, parse)
+
+
+def _resolve_model(
+    name: str | None,
+    inst: Instance,
+    opts: ClusterOptions,
+    caches: Caches,
+    *,
+    draft: bool = False,
+    overrides: Any = None,
+    override: Path | None = None,
+):
+    """(ModelConfig or None, source text, id) for ``name``, cached; ``overrides`` is the
+    instance's ``--json-model-override-args`` (applied before parsing, as SGLang does)."""
+    from kvcheck.sglang.model import parse_model_config
+    from kvcheck.sources.models import resolve_model_config
+
+    base = Path(inst.location.file).parent
+    override = override or (None if draft else opts.model_config)
+    overrides = overrides if overrides not in (None, "", "{}", {}) else None
+    okey = overrides if isinstance(overrides, str) or overrides is None else repr(overrides)
+    key = (name, str(base), override, draft, okey)
+    if key not in caches.models:
+        ms = resolve_model_config(name, override=override, models_dir=opts.models_dir, base=base, environ=opts.environ)
+        if ms is None:
+            caches.models[key] = (None, "", None)
+        else:
+            cfg = caches.parsed_models.get((ms.source, okey))
+            if cfg is None:
+                try:
+                    cfg = caches.parsed_models[(ms.source, okey)] = parse_model_config(
+                        ms.raw, source=str(ms.path) if ms.path else ms.source, override_args=overrides
+                    )
+                except InputError as exc:
+                    if ms.kind != "catalog":
+                        raise  # the user's own file: bad input (exit 2)
+                    caches.models[key] = (None, f"{ms.source}: not usable ({exc})", None)
+                    return caches.models[key]
+            caches.models[key] = (cfg, ms.source, ms.source)
+    return caches.models[key]
+
+
+@dataclass
+class _Derived:
+    """What an instance's inputs give, shared by every instance with the same inputs:
+    args, release, model/draft configs, GPU, class key, and the findings to write
+    (as ``(id, severity, message-suffix, fix, flag)``; the instance name is prefixed)."""
+
+    args: dict[str, Any]
+    release: str | None
+    release_source: str
+    model: str | None
+    model_source: str
+    build: tuple
+    key: tuple
+    notes: list[tuple] = field(default_factory=list)
+
+
+def read_instance(inst: Instance, opts: ClusterOptions, caches: Caches) -> InstanceResult:
+    ir = InstanceResult(inst)
+    if inst.unresolved:
+        ir.findings += _unresolved_findings(inst)
+        if any(u.flag for u in inst.unresolved):
+            from kvcheck.release import manifest
+
+            if not any(_parses(inst, caches, v) for v in reversed(manifest.pd_releases())):
+                # the unresolved value is what does not parse: unchecked, not bad input
+                ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
+                return ir
+    pre = getattr(inst, "prebuilt_side", None)
+    if pre is not None:  # a live server or snapshot, read by kvcheck.sources.live
+        ir.args, ir.release, ir.release_source = dict(pre.raw_args), pre.sglang_version, pre.version_source
+        ir.model, ir.model_source = pre.args.model_path, "live server"
+        ir._key, ir._prebuilt = ("prebuilt", id(inst)), pre  # type: ignore[attr-defined]
+        return ir
+    sig = (
+        inst.role,
+        id(inst) if getattr(inst, "parse_for", None) else tuple(inst.argv),
+        tuple(map(repr, inst.release_clues)),
+        inst.image,
+        inst.gpu_type,
+        tuple(sorted(inst.env.items())),
+        inst.location.file,
+        getattr(inst, "model", None),
+        bool(inst.unresolved),
+    )
+    derived = caches.argv.get(sig)
+    if derived is None:
+        try:
+            derived = caches.argv[sig] = _derive(inst, opts, caches)
+        except _Refused as exc:
+            return _refused(ir, exc.sr)
+        except _Unmodeled as exc:
+            return _unmodeled(ir, exc.sr, exc.why)
+    ir.args, ir.release, ir.release_source = derived.args, derived.release, derived.release_source
+    ir.model, ir.model_source = derived.model, derived.model_source
+    model_unset = any(u.flag and u.flag.split("=", 1)[0] in ("--model-path", "--model") for u in inst.unresolved)
+    for fid, sev, msg, fix, flag in derived.notes:
+        if (
+            fid == "unknown-model"
+            and flag == "--model-path"
+            and (model_unset or ("no --model-path given" in msg and any(u.flag is None for u in inst.unresolved)))
+        ):
+            # `--model-path ${MODEL_PATH}` unset (or `sglang serve <model_path>`, an unset
+            # $ARGS that may hold it): its unresolved-variable says it, once
+            continue
+        ir.findings.append(
+            finding(
+                fid, sev, f"{inst.name}: {msg}", fix, (inst.arg_locations.get(flag) if flag else None) or inst.location
+            )
+        )
+    ir._key, ir._build = derived.key, derived.build  # type: ignore[attr-defined]
+    if inst.unresolved:  # its own class: the finding names this instance's variable
+        ir._key = derived.key + (("unresolved", id(inst)),)  # type: ignore[attr-defined]
+    return ir
+
+
+def _refused(ir: InstanceResult, sr: Any) -> InstanceResult:
+    """An instance whose flags no release it may run accepts (``sr``: its
+    ``SideRelease`` with ``refusal`` set): the server refuses them at start-up, so the
+    instance gets the ``startup-argparse`` error at the refused flag's line and its own
+    class with no side (its pairs fail on it; nothing else about them is judged)."""
+    inst = ir.instance
+    release, exc = sr.refusal
+    f = refusal_finding(inst.role, inst.name, str(inst.location), sr, exc)
+    option = getattr(exc, "option", None) or _refused_option(exc)
+    ir.release, ir.release_source = None, sr.how
+    ir.findings.append(Located(f, inst.arg_locations.get(option or "") or inst.location))
+    if sr.conflict:
+        ir.findings.append(
+            finding(
+                "release-clues-disagree",
+                Severity.WARNING,
+                f"{inst.name}: {sr.conflict}",
+                "Make the image tag, recipe pins and --sglang-version name one release.",
+                inst.location,
+            )
+        )
+    ir._key = ("argparse-refused", inst.role, tuple(inst.argv), release)  # type: ignore[attr-defined]
+    return ir
+
+
+def _unmodeled(ir: InstanceResult, sr: Any, why: str) -> InstanceResult:
+    """An instance on a release kvcheck does not model whose flags that release may read
+    (``_Unmodeled``): an ``unknown-release`` finding and its own class with no side (its
+    pairs are unchecked)."""
+    inst = ir.instance
+    ir.release, ir.release_source = sr.named, sr.how
+    ir.findings.append(
+        finding(
+            "unknown-release",
+            Severity.UNCHECKED,
+            f"{inst.name}: the {inst.role} runs an SGLang release kvcheck does not model ({sr.how}): {why}; this "
+            "pair is not judged",
+            f"Give the {inst.role}'s release with --{inst.role}-sglang-version VERSION (or pin the image tag), or "
+            "run a modeled release (0.5.5 or newer).",
+            inst.location,
+        )
+    )
+    ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
+    return ir
+
+
+def _refused_option(exc: Exception) -> str | None:
+    """The flag an ``InputError`` of the flag parser names (``unrecognized arguments:
+    --page-sise 16`` -> ``--page-sise``; ``field '--page-size'`` -> ``--page-size``)."""
+    text = str(exc)
+    m = re.search(r"unrecognized arguments: (\S+)", text)
+    if m:
+        return m.group(1).split("=", 1)[0]
+    field_ = getattr(exc, "field", None)
+    return field_ if isinstance(field_, str) and field_.startswith("--") else None
+
+
+def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -> Finding:
+    """The ``startup-argparse`` error of a server whose flags every release it may run
+    refuses while parsing (``prepare_server_args`` -> ``argparse``: usage, ``error: ...``,
+    exit status 2)."""
+    from kvcheck.checks.startup import ARGPARSE_OPERATOR_SEES, argparse_finding
+    from kvcheck.release.version import span
+    from kvcheck.sglang.plan import RuntimeErrorPrediction
+
+    tried = list(sr.refused_on)
+    on = f"SGLang {tried[0]}" if len(tried) == 1 else f"every release it may run (SGLang {span(tried)}; {sr.how})"
+    if sr.problem is not None and len(tried) > 1:
+        # the side's own release has no table (``sr.problem``): the refusal is one that
+        # holds on every release kvcheck has a parser for, whatever the release
+        on = (
+            f"every release kvcheck has a parser for (SGLang {span(tried)}), a refusal that does not depend on the "
+            "release "
+            f"(the side's own: {sr.problem})"
+        )
+    if isinstance(exc, ArgparseRefusal):
+        exc.release, exc.version_source = tried[-1] if tried else None, sr.how
+        f = argparse_finding(role, exc)
+        f.message = f"{name}: {f.message}" + ("" if len(tried) <= 1 else f"; refused by {on}")
+        return f
+    text = str(exc)
+    source = getattr(exc, "source", None)
+    for prefix in ([f"{source}: "] if source else []) + [f"field {getattr(exc, 'field', None)!r}: "]:
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    argparse_text, _, hint = text.partition("; did you mean")
+    return Finding(
+        id="startup-argparse",
+        severity=Severity.ERROR,
+        message=f"{name}: the {role} server refuses to start ({where}): the argument parser of {on} refuses its "
+        f"flags: {text}",
+        fix=(f"Did you mean{hint.rstrip('?')}? " if hint else "")
+        + "Fix the flag (a typo, or a flag of another release): the server exits while parsing its flags.",
+        runtime_error=RuntimeErrorPrediction(
+            type="SystemExit",
+            message=argparse_text.strip(),
+            raised_by=f"{role}: server start-up (argument parsing: prepare_server_args -> argparse)",
+            when="start-up",
+            operator_sees=ARGPARSE_OPERATOR_SEES,
+        ),
+    )
+
+
+def _clues(inst: Instance, opts: ClusterOptions) -> list:
+    """The release clues of ``inst``: what its input says (``clues_for_instance``), and
+    ``--sglang-version`` / the per-side option (the strongest)."""
+    from kvcheck.sources.release_clues import clue_from_cli, clues_for_instance
+
+    clues = list(clues_for_instance(inst))
+    per_side = opts.prefill_sglang_version if inst.role == "prefill" else opts.decode_sglang_version
+    cli = clue_from_cli(per_side, f"--{inst.role}-sglang-version") if per_side else clue_from_cli(opts.sglang_version)
+    if cli is not None:
+        clues.append(cli)
+    return clues
+
+
+class _Refused(Exception):
+    def __init__(self, sr: Any):
+        self.sr = sr
+
+
+class _Unmodeled(Exception):
+    """A side whose flags no release kvcheck has a table for reads, on a release kvcheck
+    does not model that may read them (``why``): unchecked, never a refusal."""
+
+    def __init__(self, sr: Any, why: str):
+        self.sr, self.why = sr, why
+
+
+def _option_words(inst: Instance) -> list[str]:
+    """The ``--option`` words of an instance: its launch line's, or a config file's keys
+    (``arg_locations``) for pair inputs read by their own ``parse_for``."""
+    words = [t for t in inst.argv if isinstance(t, str) and t.startswith("--")]
+    return words or [k for k in inst.arg_locations if isinstance(k, str) and k.startswith("--")]
+
+
+def _unmodeled_reading(sr: Any, options: list[str]) -> str | None:
+    """Why a side on a release kvcheck has no table for (``sr.named``, or a tag that
+    names none) may read flags that every table refuses by name, else None (the refusal
+    holds whatever the release: a value, a stray word, a flag that release lacks).
+
+    A named release older than the tables: its own option names (``kvcheck.release.older``)
+    take every flag -> unchecked; they lack one -> refused. A release newer than the
+    newest modeled, or one no clue names: a flag refused by name may be one that release
+    added -> unchecked."""
+    from kvcheck.release import older
+    from kvcheck.release.window import name_refusal
+
+    release, exc = sr.refusal
+    refused = name_refusal(exc)
+    if refused is None:
+        return None
+    named = sr.named
+    if named and older.is_older(named):
+        if named in older.releases() and named in older.accepting(options):
+            return (
+                f"SGLang {named} (before kvcheck's flag tables) registers every flag of this server ({refused} "
+                "included): kvcheck does not model it"
+            )
+        return None
+    what = f"SGLang {named}" if named else "the release the image runs, which no clue names,"
+    return (
+        f"{refused} is refused by every release kvcheck has tables for (newest {manifest_newest()}: {str(exc)[:160]}), "
+        f"but {what} may have added it: unless it did, the server refuses it at start-up"
+    )
+
+
+def manifest_newest() -> str:
+    from kvcheck.release import manifest
+
+    return manifest.NEWEST
+
+
+def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
+    from kvcheck.release import manifest
+    from kvcheck.release.window import side_window
+    from kvcheck.sides import RELEVANT_ENV
+
+    notes: list[tuple] = []
+    options = _option_words(inst)
+    sr = side_window(_clues(inst, opts), lambda v: parsed_flags(inst, caches, v), options)
+    if sr.refusal is not None:
+        raise _Refused(sr)
+    if sr.problem is not None:
+        # A release kvcheck does not model (or cannot read): never judged with another
+        # release's answers. Its flags are read with the newest table that reads them
+        # (the unknown-release check makes every pair with it unchecked).
+        table = None
+        for v in reversed(manifest.flag_releases()):
+            try:
+                parsed_flags(inst, caches, v)
+                table = v
+                break
+            except InputError:
+                continue
+        if table is None:
+            sr.refused_on = manifest.flag_releases()
+            try:
+                parsed_flags(inst, caches, manifest.NEWEST)
+            except InputError as exc:
+                sr.refusal = (manifest.NEWEST, exc)
+            why = sr.older or (_unmodeled_reading(sr, options) if sr.refusal is not None else None)
+            if why is not None:
+                raise _Unmodeled(sr, why)
+            raise _Refused(sr)
+        release, release_source = sr.named, sr.problem
+    else:
+        table = sr.releases[-1]
+        release, release_source = sr.releases[0] if sr.pinned else None, sr.how
+    if sr.conflict:
+        notes.append(
+            (
+                "release-clues-disagree",
+                Severity.WARNING,
+                sr.conflict,
+                "Make the image tag, recipe pins and --sglang-version name one release.",
+                None,
+            )
+        )
+    args, typed, dump = _parse(inst, caches, table)
+    model_path = typed.model_path or getattr(inst, "model", None)  # srt-slurm's model.path alias
+    if typed.model_path is None and model_path:
+        args = {**args, "model_path": model_path}
+    overrides = args.get("json_model_override_args")
+    override = opts.prefill_model_config if inst.role == "prefill" else opts.decode_model_config
+    cfg, src, mid = _resolve_model(model_path, inst, opts, caches, overrides=overrides, override=override)
+    clue = getattr(inst, "model", None)
+    if cfg is None and clue and clue != model_path:
+        # --model-path is a path inside the image: the model the file names elsewhere
+        # (--served-model-name, a recipe's identity, an env default; readers, issue 16)
+        ccfg, csrc, cmid = _resolve_model(clue, inst, opts, caches, overrides=overrides)
+        if ccfg is not None:
+            cfg, mid, model_path = ccfg, cmid, clue
+            args = {**args, "model_path": clue}  # the model both sides are compared by
+            src = f"{csrc}; named by {getattr(inst, 'model_clue', '') or 'the deployment file'}"
+    if cfg is None:
+        note = _unknown_model(model_path, "--model-path", src)
+        named = tuple(getattr(inst, "model_named", ()) or ())
+        if named and named[0] != model_path:
+            from kvcheck.sources.limits import clip
+
+            # the file names a hub id that kvcheck's catalog does not hold: say which, so
+            # the reader can tell "named, not in the catalog" from "named nowhere"
+            note = (
+                note[0],
+                note[1],
+                f"{note[2]}; the file names {clip(named[0])!r} ({named[1]}), which is not in kvcheck's catalog either",
+                f"{note[3]} (kvcheck's catalog holds only configs read from public copies; kvcheck never guesses a "
+                "geometry)",
+                note[4],
+            )
+        notes.append(note)
+    draft_cfg, draft_id, draft_missing = None, None, False
+    if (
+        typed.has_draft_worker
+        and (typed.speculative_draft_model_path or opts.draft_model_config)
+        and (opts.draft_model_config is not None or typed.speculative_draft_model_path != model_path)
+    ):
+        draft_cfg, dsrc, draft_id = _resolve_model(
+            typed.speculative_draft_model_path,
+            inst,
+            opts,
+            caches,
+            draft=True,
+            overrides=overrides,
+            override=opts.draft_model_config,
+        )
+        if draft_cfg is None:
+            draft_missing = True
+            notes.append(_unknown_model(typed.speculative_draft_model_path, "--speculative-draft-model-path", dsrc))
+    cli_gpu = (opts.prefill_gpu if inst.role == "prefill" else opts.decode_gpu) or opts.gpu
+    gpu = cli_gpu or inst.gpu_type
+    if gpu is not None and cli_gpu is None:
+        from kvcheck.sglang.gpu import resolve_gpu
+
+        try:
+            resolve_gpu(gpu, source=str(inst.location), field="gpu")
+        except InputError:
+            notes.append(
+                (
+                    "unknown-gpu",
+                    Severity.UNCHECKED,
+                    f"GPU {gpu!r} ({inst.gpu_source or 'manifest'}) is not one kvcheck knows; page sizes and "
+                    "attention backends depend on it",
+                    "Pass --gpu NAME (h100, h200, b200, gb200, ... or smXX).",
+                    None,
+                )
+            )
+            gpu = None
+    platform = non_cuda_platform(inst, args, gpu)
+    if platform is not None:
+        notes.append(
+            (
+                "unknown-gpu",
+                Severity.UNCHECKED,
+                f"the server runs SGLang on {platform[0]} ({platform[1]}); kvcheck restates SGLang's CUDA start-up, "
+                "attention "
+                "backends and page sizes only, so neither a Hopper nor a Blackwell answer holds for it",
+                "Check this pair on a staging deployment, or pass --gpu NAME if the server in fact runs on an NVIDIA "
+                "GPU.",
+                None,
+            )
+        )
+    env = tuple(
+        sorted((k, v) for k, v in inst.env.items() if k in RELEVANT_ENV or k.startswith(("SGLANG_", "UCX_", "NIXL_")))
+    )
+    unchecked = cfg is None or draft_missing
+    window = release if sr.problem is not None else sr.releases
+    key = (
+        inst.role,
+        mid,
+        draft_id,
+        dump,
+        env,
+        gpu,
+        window,
+        str(args.get("load_balance_method")),
+        "unchecked" if unchecked else "",
+    )
+    return _Derived(
+        args,
+        release,
+        release_source,
+        model_path,
+        src or "not found",
+        (cfg, draft_cfg, gpu, dict(inst.env), unchecked, sr, table),
+        key,
+        notes,
+    )
+
+
+_PLATFORM_ENV = {
+    "HIP_VISIBLE_DEVICES": "ROCm (AMD GPUs)",
+    "ROCR_VISIBLE_DEVICES": "ROCm (AMD GPUs)",
+    "SGLANG_USE_AITER": "ROCm (AMD GPUs)",
+    "ASCEND_RT_VISIBLE_DEVICES": "Ascend NPUs",
+    "ZE_AFFINITY_MASK": "Intel XPUs",
+}
+_PLATFORM_DEVICE = {"npu": "Ascend NPUs", "xpu": "Intel XPUs", "hpu": "Gaudi HPUs", "cpu": "CPUs", "mps": "Apple MPS"}
+
+
+def non_cuda_platform(inst: Any, args: dict[str, Any], gpu: str | None) -> tuple[str, str] | None:
+    """(platform, the clue) when the instance runs SGLang off CUDA, else None.
+
+    Clues, in order: a GPU kvcheck resolved to a non-NVIDIA vendor (``mi300x``); SGLang's
+    ``--device`` (``npu``, ``xpu``, ``hpu``, ``cpu``; ``cuda``/unset is CUDA); the image
+    (``rocm`` in its name or tag, as ``rocm/sgl-dev:...`` and ``lmsysorg/sglang:...-rocm630``;
+    ``npu``/``ascend``; ``xpu``); the platform's own device variables (``HIP_VISIBLE_DEVICES``,
+    ``SGLANG_USE_AITER``, ``ASCEND_RT_VISIBLE_DEVICES``). An explicit NVIDIA GPU (``--gpu``,
+    a manifest's node selector) wins over the image and env clues."""
+    from kvcheck.sglang.gpu import resolve_gpu
+
+    if gpu is not None:
+        try:
+            g = resolve_gpu(gpu)
+        except InputError:
+            g = None
+        if g is not None:
+            return (f"{g.vendor.upper()} GPUs (ROCm)", f"GPU {gpu}") if g.vendor != "nvidia" else None
+    device = str(args.get("device") or "").lower()
+    if device in _PLATFORM_DEVICE:
+        return _PLATFORM_DEVICE[device], f"--device {device}"
+    image = str(getattr(inst, "image", None) or "")
+    low = image.lower()
+    if re.search(r"(^|[/:_.-])rocm", low):
+        return "ROCm (AMD GPUs)", f"image {image}"
+    if re.search(r"(^|[/:_.-])(npu|ascend)", low):
+        return "Ascend NPUs", f"image {image}"
+    if re.search(r"(^|[/:_.-])xpu", low):
+        return "Intel XPUs", f"image {image}"
+    env = getattr(inst, "env", None) or {}
+    for key, platform in _PLATFORM_ENV.items():
+        if key in env:
+            return platform, f"env {key}"
+    return None
+
+
+def _unknown_model(name: str | None, flag: str, why: str = "") -> tuple:
+    """An ``unknown-model`` note (see ``_Derived.notes``)."""
+    from kvcheck.sources.limits import clip
+
+    option = "--draft-model-config" if flag == "--speculative-draft-model-path" else "--model-config"
+    if name:
+        name = clip(name)  # a 10 MB model path is named, not echoed whole
+    if why:
+        return (
+            "unknown-model",
+            Severity.UNCHECKED,
+            f"model {name!r} ({flag}): {why}",
+            f"Pass {option} FILE with the model's config.json.",
+            flag,
+        )
+    if not name:
+        return (
+            "unknown-model",
+            Severity.UNCHECKED,
+            f"no {flag} given, so there is no model config to read",
+            f"Add {flag}, or pass --model-config FILE.",
+            flag,
+        )
+    return (
+        "unknown-model",
+        Severity.UNCHECKED,
+        f"model {name!r} ({flag}) has no config.json kvcheck can read: not a local directory, not in a Hugging Face "
+        "cache, not in kvcheck's catalog",
+        f"Pass {option} FILE with the model's config.json, or --models DIR holding a Hugging Face cache "
+        "(models--ORG--NAME/snapshots/REV/config.json).",
+        flag,
+    )

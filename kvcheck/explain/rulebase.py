@@ -1,0 +1,84 @@
+"""What every general rule of ``kvcheck explain`` shares: the documented meanings
+(``generic.yaml``), the finding a rule yields, and where a path or a NIXL call belongs.
+
+``rules()`` loads ``generic.yaml`` (NIXL status codes, UCX status strings, errno of memory
+registration and of sockets, RDMA work-completion statuses, the component of each native
+source file, the subsystem of each SGLang module, the kind of each Python exception).
+``GenericFinding`` is what a rule says: what failed (component, phase), the cause where
+the meaning decides it, the commands to run and the fix.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+@functools.lru_cache(maxsize=1)
+def rules() -> dict[str, Any]:
+    """``generic.yaml`` with its patterns compiled (cached)."""
+    text = resources.files("kvcheck.explain").joinpath("generic.yaml").read_text(encoding="utf-8")
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    data["_components"] = [(re.compile(c["re"]), c) for c in data["components"]]
+    data["_modules"] = [(re.compile(m["re"]), m["subsystem"]) for m in data["sglang_modules"]]
+    data["_api"] = [(re.compile(a["re"]), a) for a in data["nixl_api"]]
+    data["_exc_kind"] = {t: k for k, ts in data["python_exceptions"].items() for t in ts}
+    data["_places"] = [(re.compile(p["re"]), p["engine"], p["component"]) for p in data["native_places"]]
+    return data
+
+
+@dataclass
+class GenericFinding:
+    id: str
+    title: str
+    engine: str
+    line: int
+    phase: str = ""  # '' = the caller's timeline decides
+    component: str = ""
+    cause: str = ""
+    checks: list[str] = field(default_factory=list)
+    fix: str = ""
+    text: str = ""
+    role: str = "cause"
+    lines: list[int] = field(default_factory=list)
+    node: bool = False  # from a node command's output pasted with the log (a precondition)
+    # the SGLang releases whose source formats the message (``formats``), [] when not SGLang's
+    releases: list[str] = field(default_factory=list)
+
+
+def engine_of_module(path: str) -> str:
+    p = path.replace("\\", "/")
+    for eng, key in (
+        ("dynamo", "/dynamo/"),
+        ("sglang", "/sglang/"),
+        ("vllm-ascend", "/vllm_ascend/"),
+        ("vllm", "/vllm/"),
+        ("trtllm", "/tensorrt_llm/"),
+        ("lmcache", "/lmcache/"),
+        ("nixl", "/nixl"),
+        ("mooncake", "/mooncake/"),
+    ):
+        if key in p:
+            return eng
+    return ""
+
+
+def sglang_subsystem(path: str) -> str:
+    p = path.replace("\\", "/")
+    for rx, sub in rules()["_modules"]:
+        m = rx.search(p)
+        if m:
+            return sub.format(**{k: v for k, v in m.groupdict().items() if v})
+    return ""
+
+
+def nixl_step(text: str) -> tuple[str, str]:
+    for rx, a in rules()["_api"]:
+        if rx.search(text):
+            return a["step"], a["phase"]
+    return "", ""
