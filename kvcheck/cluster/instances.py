@@ -25,26 +25,35 @@ _T = TypeVar("_T")
 
 
 def _unresolved_findings(inst: Instance) -> list[Located]:
+    """An ``unresolved-variable`` per value the file leaves to run time. The reference is
+    quoted only under ``kvcheck.sources.quoting.reference_shown``'s rule: a command
+    substitution (``$(cat FILE)``, backticks) is named as one, never quoted."""
+    from kvcheck.sources.quoting import COMMAND_SUBSTITUTION, is_command_substitution, reference_shown, shown
+
     out = []
     for u in inst.unresolved:
-        shown = getattr(u, "shown", None) or f"${{{u.variable}}}"
-        where = f"`{u.flag} {shown}`: " if u.flag else f"`{shown}` in {inst.name}: "
-        fix = (
-            f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
-            "pass --inherit-env (kvcheck's own environment is not read without it)."
-        )
-        if u.env_var:  # the server's own environment variable: its value decides the pair
-            where += f"the server's {u.env_var} is not known: "
-            fix += f" Or give the server's {u.env_var} with --{inst.role}-env FILE."
-        out.append(
-            finding(
-                "unresolved-variable",
-                Severity.UNCHECKED,
-                f"{where}{u.variable} is not set; pass --env FILE or set it",
-                fix,
-                u.location,
+        ref = reference_shown(getattr(u, "shown", None) or f"${{{u.variable}}}")
+        where = f"`{u.flag} {ref}`: " if u.flag else f"`{ref}` in {inst.name}: "
+        if is_command_substitution(u.variable):
+            what = (
+                f"a command substitution ({COMMAND_SUBSTITUTION}): kvcheck never runs commands, so its output is "
+                "not known"
             )
-        )
+            fix = (
+                "Write the value itself in the file, or a variable kvcheck can read (in the file, --env FILE, or "
+                "kvcheck's environment with --inherit-env): kvcheck never runs commands."
+            )
+        else:
+            name = reference_shown(u.variable)
+            what = f"{name} is not set; pass --env FILE or set it"
+            fix = (
+                f"Give {name} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
+                "pass --inherit-env (kvcheck's own environment is not read without it)."
+            )
+        if u.env_var:  # the server's own environment variable: its value decides the pair
+            where += f"the server's {shown(u.env_var)} is not known: "
+            fix += f" Or give the server's {shown(u.env_var)} with --{inst.role}-env FILE."
+        out.append(finding("unresolved-variable", Severity.UNCHECKED, f"{where}{what}", fix, u.location))
     return out
 
 
@@ -292,7 +301,7 @@ def _refused(ir: InstanceResult, sr: Any) -> InstanceResult:
     class with no side (its pairs fail on it; nothing else about them is judged)."""
     inst = ir.instance
     release, exc = sr.refusal
-    f = refusal_finding(inst.role, inst.name, str(inst.location), sr, exc)
+    f = refusal_finding(inst.role, inst.name, str(inst.location), sr, exc, inst.inner_values)
     option = getattr(exc, "option", None) or _refused_option(exc)
     ir.release, ir.release_source = None, sr.how
     ir.findings.append(Located(f, inst.arg_locations.get(option or "") or inst.location))
@@ -342,13 +351,18 @@ def _refused_option(exc: Exception) -> str | None:
     return field_ if isinstance(field_, str) and field_.startswith("--") else None
 
 
-def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -> Finding:
+def refusal_finding(
+    role: str, name: str, where: str, sr: Any, exc: Exception, inner_values: frozenset[str] = frozenset()
+) -> Finding:
     """The ``startup-argparse`` error of a server whose flags every release it may run
     refuses while parsing (``prepare_server_args`` -> ``argparse``: usage, ``error: ...``,
-    exit status 2)."""
+    exit status 2). The parser's text quotes the input only under
+    ``kvcheck.sources.quoting.argparse_shown``'s rule (``inner_values``: the values the
+    instance took from a file named inside its input, never shown)."""
     from kvcheck.checks.startup import ARGPARSE_OPERATOR_SEES, argparse_finding
     from kvcheck.release.version import span
     from kvcheck.sglang.plan import RuntimeErrorPrediction
+    from kvcheck.sources.quoting import argparse_shown, shown
 
     tried = list(sr.refused_on)
     on = f"SGLang {tried[0]}" if len(tried) == 1 else f"every release it may run (SGLang {span(tried)}; {sr.how})"
@@ -362,6 +376,8 @@ def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -
         )
     if isinstance(exc, ArgparseRefusal):
         exc.release, exc.version_source = tried[-1] if tried else None, sr.how
+        exc.argparse_message = argparse_shown(exc.argparse_message, inner_values)
+        exc.option = shown(exc.option) if exc.option not in inner_values else "<value from --config>"
         f = argparse_finding(role, exc)
         f.message = f"{name}: {f.message}" + ("" if len(tried) <= 1 else f"; refused by {on}")
         return f
@@ -370,6 +386,7 @@ def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -
     for prefix in ([f"{source}: "] if source else []) + [f"field {getattr(exc, 'field', None)!r}: "]:
         if text.startswith(prefix):
             text = text[len(prefix) :]
+    text = argparse_shown(text, inner_values)
     argparse_text, _, hint = text.partition("; did you mean")
     return Finding(
         id="startup-argparse",

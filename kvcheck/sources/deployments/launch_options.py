@@ -246,9 +246,13 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     found, root, not_read = find_config_file(raw, file, loc)
     if not_read is not None or found is None:
         return args, not_read
+    from kvcheck.sources.deployments.sourcing import note_read_inside
+
+    dups: list = []
     docs = load_documents(
-        read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found)
+        read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found), dups
     )
+    note_read_inside(found)
     data = docs[0] if docs else LMap()
     if not isinstance(data, dict):
         return args, Problem("config-not-read", f"{loc}: --config {raw}: not a YAML mapping of flags", loc, "")
