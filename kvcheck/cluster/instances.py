@@ -189,6 +189,13 @@ def read_instance(inst: Instance, opts: ClusterOptions, caches: Caches) -> Insta
                 # the unresolved value is what does not parse: unchecked, not bad input
                 ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
                 return ir
+    if inst.read_notes:
+        from kvcheck.cluster.pipeline import PROBLEM_SEVERITY
+
+        ir.findings += [
+            finding(n.id, PROBLEM_SEVERITY.get(n.id, Severity.UNCHECKED), n.message, n.fix, n.location)
+            for n in inst.read_notes
+        ]
     hidden = getattr(inst, "args_hidden", None)
     if hidden is not None:
         # a --config file kvcheck could not take: what the line gives is known, the rest

@@ -62,6 +62,7 @@ PIPELINE_FINDING_IDS = (
 PROBLEM_SEVERITY = {
     "not-disaggregated": Severity.WARNING,
     "env-from": Severity.WARNING,
+    "duplicate-key": Severity.WARNING,
     "unresolved-address": Severity.INFO,
     "source-not-read": Severity.INFO,
     "startup-argparse": Severity.ERROR,

@@ -439,7 +439,8 @@ def instance_from_launch(
     mode is ``null``/absent, so the caller decides whether that matters)."""
     args = launch.args
     given = {id(w) for w in args}
-    args, config_problem = merge_config_file(args, file)
+    notes: list[Problem] = []
+    args, config_problem = merge_config_file(args, file, notes)
     inner = frozenset(w.text for w in args if id(w) not in given and not w.text.startswith("--"))
     launcher_args: list[str] = []
     if launch.launcher == DYNAMO_MODULE:
@@ -570,6 +571,7 @@ def instance_from_launch(
         node_locations=[loc],
         args_hidden=config_problem,
         inner_values=inner,
+        read_notes=notes,
     )
     # the server is kept: the pipeline reports the file it could not take as this
     # instance's (its args beyond the line's are unknown, kvcheck.cluster.instances)

@@ -613,7 +613,7 @@ def _each_file_counts(
             # read inside another -f file: a sourced script, a launch line's --config.
             # An SGLang --config file is that line's server, not one more server.
             for d in deps:
-                if d.instances and all(i.kind == "config" for i in d.instances):
+                if all(i.kind == "config" for i in d.instances) and (d.instances or not (d.routers or d.problems)):
                     drop.add(id(d))
             continue
         if p in helpers:

@@ -27,6 +27,8 @@ from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
 from kvcheck.sources.deployments.yamlnodes import Duplicate, LMap
 
+# who reads an SGLang --config file, and how (a key written twice: the later value)
+MERGER = "SGLang's --config merger (ConfigArgumentMerger: yaml.safe_load)"
 # kvcheck's own keys of a --config YAML (kvcheck.sources.files)
 _OWN_KEYS = ("kvcheck-env", "kvcheck-gpu", "kvcheck-sglang-version")
 
@@ -134,16 +136,19 @@ def read_server_config(
     finally:
         SIDE_ROLE.reset(token)
     dep = Deployment(name=path.name, source=Location(file, first))
-    dep.problems.extend(duplicate_problems(duplicates or [], file, "SGLang's --config merger (yaml.safe_load)"))
+    dep.problems.extend(duplicate_problems(duplicates or [], file, MERGER))
     if inst is None:
         if problem is not None:
             dep.problems.append(problem)
             return dep
+        # a --config file runs no server itself: the launch line that names it does. With
+        # no role of its own, which server it configures is not known (-f reads it
+        # inside the launch line that names it with --config; otherwise exit 2)
         raise NoServers(
-            "an SGLang --config file without disaggregation-mode: prefill|decode (a server that takes no part in KV "
-            "transfer); kvcheck checks prefill/decode deployments",
+            "an SGLang --config file without disaggregation-mode: prefill|decode, and no launch line among the -f "
+            "files names it with --config, so kvcheck cannot tell which server it configures; name it on that "
+            "server's launch line (--config FILE) or give it disaggregation-mode",
             source=file,
-            non_pd=[Location(file, first)],
         )
     inst.name = f"{inst.role}@{path.name}"
     inst.env = {**inst.env, **env}
