@@ -174,6 +174,17 @@ def test_a_pair_side_script_and_config_yaml_get_the_answer_f_gives(tmp_path):
     assert "prefill --page-size=64, decode --page-size=16" in pair.stdout
 
 
+@pytest.mark.runtime
+def test_a_pair_side_of_bare_args_over_several_lines_is_one_servers_args(tmp_path):
+    from kvcheck.cluster.pair_input import side_instance
+
+    bare = _write(tmp_path, "decode.args", f"# decode\n--model-path {MODEL} --disaggregation-mode decode  # role\n\n  --page-size 64\n")
+    inst = side_instance(str(bare), "decode", load_live=None)
+    real = _sglang_args(inst.argv)
+    assert (real.page_size, real.disaggregation_mode) == (64, "decode")  # no line dropped
+    assert inst.arg_locations["--page-size"].line == 4
+
+
 def test_an_empty_pair_side_is_exit_2_naming_it(tmp_path):
     empty = _write(tmp_path, "prefill.sh", "")
     decode = _write(tmp_path, "decode.yaml", f"model-path: {MODEL}\ndisaggregation-mode: decode\n")

@@ -100,8 +100,9 @@ def _file_instance(path: Path, spec: str, role: Role, variables: Any = None) -> 
 
 def _bare_args(path: Path, values: Any, inherit: bool, role: Role) -> list[Deployment] | None:
     """A pair side's file whose first command is server args without a launcher
-    (``--model-path X --tp 2 ...``): read as the line ``python -m sglang.launch_server``
-    followed by them, at their own lines. None when it is not such a file."""
+    (``--model-path X --tp 2 ...``, on one line or several): read as the line
+    ``python -m sglang.launch_server`` followed by all of them, each at its own line.
+    None when it is not such a file."""
     from kvcheck.sources.deployments import scripts
     from kvcheck.sources.deployments.launch import SIDE_ROLE
     from kvcheck.sources.deployments.reader import read_text
@@ -112,6 +113,18 @@ def _bare_args(path: Path, values: Any, inherit: bool, role: Role) -> list[Deplo
     if k is None or not re.match(r"\s*--?[A-Za-z]", lines[k]):
         return None
     lines[k] = "python -m sglang.launch_server " + lines[k]
+    # every line of the file is args of that one command, as the pair path has always read
+    # it (one argv, lines joined): each line ends in a continuation, a comment or blank
+    # line between them is one (``\`` alone), so each word stays at its own line
+    last = max(n for n, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#"))
+    for n in range(k, last):
+        body = lines[n].rstrip("\r\n")
+        if "'" not in body and '"' not in body:
+            body = re.sub(r"\s+#.*$", "", body)  # a trailing comment would swallow the continuation
+        if not body.strip() or body.lstrip().startswith("#"):
+            lines[n] = "\\\n"
+        elif not body.endswith("\\"):
+            lines[n] = body + " \\\n"
     token = SIDE_ROLE.set(role)
     try:
         return scripts.read_script(path, "".join(lines), values, use_os_environ=inherit)
