@@ -69,6 +69,7 @@ def _fragments(template: str) -> list[str]:
 
 
 WINDOW = 30
+BLOCK = WINDOW // 2
 
 
 def present(entry: dict, files: list[str], loose: bool = False) -> bool:
@@ -83,6 +84,11 @@ def present(entry: dict, files: list[str], loose: bool = False) -> bool:
         if f in text:
             return True
         if not loose or len(f) <= WINDOW:
+            return False
+        # Every WINDOW-long stretch of f holds one of its aligned BLOCK-long pieces whole
+        # (BLOCK <= (WINDOW + 1) // 2): a text with none of them has none of the windows
+        # (the same answer as the window scan alone, which is 10-20 times slower).
+        if not any(f[k:k + BLOCK] in text for k in range(0, len(f) - BLOCK + 1, BLOCK)):
             return False
         return any(f[i:i + WINDOW] in text for i in range(0, len(f) - WINDOW + 1))
 

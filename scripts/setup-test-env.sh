@@ -81,9 +81,15 @@ for dep in openai distro jiter sniffio partial_json_parser fastapi xgrammar open
   [ -d ".venv/sglang-releases/_deps/$dep" ] || { "${PIP[@]}" --no-deps --target .venv/sglang-releases/_deps \
     openai==3.57.0 distro jiter sniffio partial_json_parser fastapi==0.165.0 xgrammar==0.2.9 opentelemetry-api; break; }
 done
+# Four at a time (each is one wheel, --no-deps, into a folder of its own): the download and
+# unpacking of eleven wheels one after the other was most of this step's time.
+missing=()
 for v in $RELEASES; do
-  [ -f ".venv/sglang-releases/$v/sglang/__init__.py" ] || "${PIP[@]}" --no-deps --target ".venv/sglang-releases/$v" "sglang==$v"
+  [ -f ".venv/sglang-releases/$v/sglang/__init__.py" ] || missing+=("$v")
 done
+if [ "${#missing[@]}" -gt 0 ]; then
+  printf '%s\n' "${missing[@]}" | xargs -P 4 -I{} "${PIP[@]}" --no-deps --target ".venv/sglang-releases/{}" "sglang=={}"
+fi
 # Mooncake's transfer engine (requirements/mooncake.txt) links libibverbs, even for TCP.
 # Debian's libibverbs1 (+ libnl) is unpacked into .venv/lib/mooncake-ibverbs, not installed:
 # in the loader's path it makes NIXL's UCX crash at process exit on hosts without RDMA

@@ -46,3 +46,32 @@ def _hermetic_environment() -> None:
 
 
 _hermetic_environment()
+
+
+# The costliest test files (CPU and waits, on a 2-core machine), costliest first. Under
+# pytest-xdist (scripts/test.sh: one file per worker at a time) they are handed out first,
+# so that no worker starts a long file when the others are about to finish; the other
+# files keep their order. Only the order changes; a file missing here just runs later.
+HEAVY_FIRST = (
+    "test_conformance_releases.py",
+    "test_pd_old_releases.py",
+    "test_startup_releases.py",
+    "test_nixl_hardening.py",
+    "test_fabric_netns.py",
+    "test_mooncake_sglang_pd_tests.py",
+    "test_startup_corpus.py",
+    "test_contributing_recipes.py",
+    "test_hostile.py",
+    "test_incidents.py",
+    "test_live_deadlines.py",
+    "test_mooncake.py",
+    "test_corpus_kinds.py",
+    "test_nixl_live.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if not hasattr(config, "workerinput"):  # not an xdist worker: collection order
+        return
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files and tests keep their order

@@ -146,4 +146,34 @@ def test_kvcheck_checks_answers_every_id():
     for fid in sorted(ids):
         res = runner.invoke(app, ["checks", fid])
         assert res.exit_code == 0, (fid, res.output, res.exception)
-        assert res.output.startswith(f"{find_check(fid)['id']} ["), (fid, res.output)
+        owner = find_check(fid)["id"]
+        first, _, rest = res.output.partition("\n")
+        # the id asked for heads the answer: the check itself, or a finding id said as one
+        # of its owning check's, whose block follows
+        assert first.startswith((f"{fid} [", f"{fid}: ")), (fid, first)
+        if owner != fid:
+            assert f"a finding id of check {owner}" in first and rest.startswith(f"{owner} ["), (fid, res.output)
+
+
+def test_kvcheck_checks_shows_each_id_at_the_severity_its_examples_emit_it():
+    """``kvcheck checks ID`` names ID at the severity kvcheck emits it with: for every
+    example, the id it fires and each id of its ``also`` line (``backend-mismatch`` was
+    shown as ``backend-unchecked [unchecked]`` while its example fired it as an error). A
+    check that emits its own id at another severity too says when in its ``what``."""
+    from typer.testing import CliRunner
+
+    from kvcheck.checks.examples import load_examples
+    from kvcheck.cli import app
+
+    runner = CliRunner()
+    shown: dict[str, str] = {}
+    for eid, ex in sorted(load_examples().items()):
+        for fid, sev in [(ex.fires, ex.severity), *ex.also]:
+            if fid not in shown:
+                shown[fid] = runner.invoke(app, ["checks", fid]).output.partition("\n")[0]
+            if shown[fid].startswith(f"{fid} [{sev}]"):
+                continue
+            chk = find_check(fid)
+            assert chk is not None and chk["id"] == fid and shown[fid].startswith(f"{fid} ["), (eid, fid, shown[fid])
+            assert re.search(rf"\b{sev}\b", chk["what"]), (eid, fid, sev, "the check's what does not say when")
+    assert len(shown) > 100

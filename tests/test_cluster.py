@@ -278,6 +278,25 @@ def test_terminal_lists_instances_classes_pairs_findings():
         assert word in text
 
 
+def test_terminal_header_says_no_gpu_was_assumed_when_no_pair_was_decided():
+    # A side without a GPU is decided on Hopper and on Blackwell (ASSUMED_GPUS), never on
+    # its placeholder: with no pair, nothing was decided on a GPU, and the header says so
+    # (it said "GPU h100 (assumed ...)")
+    from rich.console import Console
+
+    from kvcheck.release.window import ASSUMED_GPUS
+    from kvcheck.report.terminal import render_cluster_terminal
+
+    r = check_deployments([dep(inst("prefill", "p0"), inst("prefill", "p1"))])
+    assert r.deployments[0].pairs == [] and any(c.side is not None for c in r.deployments[0].classes)
+    console = Console(record=True, width=300)
+    render_cluster_terminal(r, console)
+    head = console.export_text().splitlines()[0]
+    assert "0 pair(s)" in head and "assumed" not in head
+    assert f"GPU not given (no pair was decided on a GPU; a pair's side without one is decided on {' and '.join(ASSUMED_GPUS)})" in head
+    assert ASSUMED_GPUS == ("h100", "b200")
+
+
 def test_single_role_files_are_combined_complete_ones_are_not():
     p, d = dep(inst("prefill", "p0"), name="prefill.yaml"), dep(inst("decode", "d0"), name="decode.yaml")
     r = check_deployments([p, d])

@@ -127,11 +127,18 @@ def kvcheck(*args, timeout=120):
 
 
 def test_plan_of_a_deployment(tmp_path):
-    proc = kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--plan")
+    proc = kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--plan", "-o", "json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     assert [n["name"] for n in plan["nodes"]] == ["t-prefill-0", "t-prefill-1", "t-decode-0", "t-decode-1", "t-decode-2", "t-decode-3"]
     assert len(plan["pairs"]) == 8 and len(plan["rounds"]) == 4
+    # the default is a table, as for every command; the same plan
+    table = kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--plan")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].endswith(": 6 node(s), 8 required pair(s), 4 round(s)")
+    assert sum(ln.startswith("  round ") for ln in lines) == 4 and all(f"  {n['name']} " in table.stdout for n in plan["nodes"])
+    assert kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--plan", "-o", "junit").returncode == 2
 
 
 def test_emit_k8s_keeps_placement_and_devices(tmp_path):

@@ -24,6 +24,12 @@ def test_version_names_kvcheck_and_the_modeled_sglang_release():
         from kvcheck.sglang.releases import describe_modeled, modeled
 
         assert proc.stdout.startswith(f"kvcheck {__version__} ") and f"SGLang {describe_modeled()}" in proc.stdout
+        # the top-level help's range (the PD path) is said too, as such
+        from kvcheck.release.manifest import pd_releases
+
+        pd = pd_releases()
+        assert f"the PD path of {pd[0]} to {pd[-1]} ({len(pd)} releases)" in proc.stdout
+        assert f"releases {pd[0]} to {pd[-1]}" in " ".join(run_cli("--help").stdout.split())
         assert RUNTIME_VERSION == modeled()[-1] and RUNTIME_VERSION in proc.stdout
 
 
@@ -95,3 +101,14 @@ def test_the_ci_example_installs_kvcheck_from_its_repository_not_pypi():
     # or a checkout of it), never a package name on PyPI.
     assert re.search(r"pip install (-e )?\.(\s|$)", install), install
     assert not re.search(r"pip install\s+kvcheck\b", install)
+
+
+def test_the_api_key_option_lines_up_in_help_after_the_secret_scrubber():
+    # every output line passes the secret scrubber, which wrote "<redacted>" over the
+    # option's metavar after the columns were laid out ("--api-key <redacted>      Bearer")
+    for cmd in ("preflight", "snapshot"):
+        lines = run_cli(cmd, "--help").stdout.splitlines()
+        i = next(k for k, ln in enumerate(lines) if ln.lstrip().startswith("--api-key"))
+        key, more = lines[i], lines[i + 1]  # the help text wraps onto the next line, at its column
+        assert key.lstrip().startswith("--api-key <redacted> ")
+        assert key.index("Bearer") == len(more) - len(more.lstrip()), (cmd, key, more)

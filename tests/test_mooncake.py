@@ -110,6 +110,33 @@ def test_other_backends_are_unchecked_and_mismatch_fails(tmp_path):
     assert "prefill mooncake, decode nixl" in f["message"]
 
 
+def test_a_mooncake_prefill_and_a_nixl_decode_fail_whatever_the_model(tmp_path):
+    """The decode's first ZMQ message reaches the Mooncake prefill's bootstrap thread
+    whatever the model is: with a model kvcheck cannot read the pair is unchecked, and the
+    backend mismatch still fails it, on the pair path as on -f (one id: backend-mismatch)."""
+    p, d = tmp_path / "p.yaml", tmp_path / "d.yaml"
+    p.write_text("model-path: acme/no-such-model\ndisaggregation-mode: prefill\npage-size: 16\n")
+    d.write_text(
+        "model-path: acme/no-such-model\ndisaggregation-mode: decode\npage-size: 16\n"
+        "disaggregation-transfer-backend: nixl\n"
+    )
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "-o", "json", "--sglang-version", "0.5.23")
+    assert proc.returncode == 1, proc.stderr
+    ids = {f["id"]: f for f in json.loads(proc.stdout)["findings"]}
+    assert "unknown-model" in ids and ids["backend-mismatch"]["severity"] == "error"
+    assert "prefill mooncake, decode nixl" in ids["backend-mismatch"]["message"]
+    sh = tmp_path / "pd.sh"
+    sh.write_text(
+        "python3 -m sglang.launch_server --model-path acme/no-such-model --disaggregation-mode prefill --page-size 16 &\n"
+        "python3 -m sglang.launch_server --model-path acme/no-such-model --disaggregation-mode decode --page-size 16 "
+        "--disaggregation-transfer-backend nixl &\n"
+    )
+    proc = run_cli("preflight", "-f", str(sh), "-o", "json", "--sglang-version", "0.5.23")
+    assert proc.returncode == 1, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert {"backend-mismatch", "one-backend"} <= set(_ids(rep)), _ids(rep)
+
+
 def test_ib_device_mapping_missing_a_gpu_refuses_start(tmp_path):
     ib = '{"0": "mlx5_0", "1": "mlx5_1"}'
     rc, rep = _pair(tmp_path, {"tp-size": 4, "disaggregation-ib-device": ib}, {"tp-size": 4})

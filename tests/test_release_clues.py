@@ -200,6 +200,11 @@ def test_known_issue_takes_the_nixl_of_the_image_not_of_this_venv(tmp_path):
     unseen = found(None)  # nothing says: named, and what to pin
     assert unseen and unseen[0].severity == "info" and "the prefill's NIXL is < 1.1.0" in unseen[0].message
     assert "NIXL_VERSION" in unseen[0].fix
+    # the check documents the rule these three answers follow (it is listed as [error])
+    what = " ".join(REGISTRY["known-issue"].what.split())
+    assert REGISTRY["known-issue"].severity == "error"
+    assert "error when the defect is an error and every condition it depends on was seen" in what
+    assert "info for a start-up refusal that depends only on a NIXL release kvcheck cannot see" in what
 
 
 def test_deployment_file_image_decides_the_nixl_issue(tmp_path):

@@ -177,7 +177,6 @@ FINDING_IDS = {
         "mooncake-tcp",
         "mooncake-protocol",
     ],
-    "backend-unchecked": ["backend-mismatch"],
     # The pipeline's own findings (kvcheck.cluster.pipeline / decide), documented above.
     "pipeline": list(PIPELINE_DOCS),
     "agents": [

@@ -507,8 +507,8 @@ def mooncake_startup(chk, ctx: CheckContext) -> list[Finding]:
     "backend-unchecked",
     Severity.UNCHECKED,
     "kvcheck decides the pair's transfer backend",
-    what="A side uses a transfer backend kvcheck does not restate (MORI, Ascend, fake), or the two sides use "
-    "different backends.",
+    what="A side uses a transfer backend kvcheck does not restate (MORI, Ascend, fake). (Two sides on different "
+    "backends: backend-mismatch, or transfer-backend when the prefill runs NIXL.)",
     why="Every backend has its own connector threads, messages and transfer rules: answering with NIXL's or "
     "Mooncake's would be a guess.",
     fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly.",
@@ -525,26 +525,42 @@ def backend_unchecked(chk, ctx: CheckContext) -> list[Finding]:
                     "(the decode's bootstrap checks, which every backend runs, were)"
                 )
             )
-    if pb != db and pb != "nixl":
-        what = {
-            ("mooncake", "nixl"): (
-                "the NIXL decode's first ZMQ message (b'NixlMsgGuard', ...) reaches the Mooncake prefill's bootstrap "
-                "thread, which takes "
-                "the guard for a room id and dies on it (int() of a non-number); every later request to that prefill "
-                "rank stays in "
-                "KVPoll.Bootstrapping and times out"
-            ),
-        }.get(
-            (pb, db),
-            f"the {db} decode's registration is not a message the {pb} prefill's connector reads: KV never moves and "
-            "requests time out",
-        )
-        out.append(
-            Finding(
-                id="backend-mismatch",
-                severity=Severity.ERROR,
-                message=f"transfer backends differ: prefill {pb}, decode {db}: {what}",
-                fix="Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake).",
-            )
-        )
     return out
+
+
+@check(
+    "backend-mismatch",
+    Severity.ERROR,
+    "A prefill that does not run NIXL and its decode use one transfer backend",
+    what="The prefill runs a transfer backend other than NIXL (Mooncake, SGLang's default when the flag is unset; "
+    "MORI, Ascend, fake) and the decode another --disaggregation-transfer-backend. (A NIXL prefill with another "
+    "backend's decode: transfer-backend.)",
+    why="Each backend's connector reads only its own bootstrap messages: a NIXL decode's first ZMQ message "
+    "(b'NixlMsgGuard', ...) reaches a Mooncake prefill's bootstrap thread, which takes the guard for a room id "
+    "and dies on it; KV never moves and every request to that prefill rank times out in KVPoll.Bootstrapping.",
+    fix="Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake).",
+)
+def backend_mismatch(chk, ctx: CheckContext) -> list[Finding]:
+    pb, db = _backend(ctx.prefill), _backend(ctx.decode)
+    if pb != db and pb != "nixl":
+        return [chk.finding(backend_mismatch_text(pb, db))]
+    return []
+
+
+def backend_mismatch_text(prefill_backend: str, decode_backend: str) -> str:
+    """The ``backend-mismatch`` finding's message: a prefill on ``prefill_backend`` (not
+    NIXL) and a decode on another backend, and what the prefill's connector does with the
+    decode's first message (SGLang 0.5.23 ``MooncakeKVManager`` bootstrap thread for a
+    NIXL decode)."""
+    what = {
+        ("mooncake", "nixl"): (
+            "the NIXL decode's first ZMQ message (b'NixlMsgGuard', ...) reaches the Mooncake prefill's bootstrap "
+            "thread, which takes the guard for a room id and dies on it (int() of a non-number); every later request "
+            "to that prefill rank stays in KVPoll.Bootstrapping and times out"
+        ),
+    }.get(
+        (prefill_backend, decode_backend),
+        f"the {decode_backend} decode's registration is not a message the {prefill_backend} prefill's connector "
+        "reads: KV never moves and requests time out",
+    )
+    return f"transfer backends differ: prefill {prefill_backend}, decode {decode_backend}: {what}"

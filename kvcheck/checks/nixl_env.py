@@ -138,7 +138,9 @@ UCX_NET_DEVICES_WARNING = (
         "of the page size (-1: chunking off), or with PP on a non-Mooncake prefill; "
         "--disaggregation-ib-device with port suffixes (mlx5_0:1), a per-GPU JSON mapping that is invalid or misses "
         "a GPU the server binds, or a device_list in SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS that disagrees with it; "
-        "UCX_NET_DEVICES overriding --disaggregation-ib-device (warning)."
+        "UCX_NET_DEVICES overriding --disaggregation-ib-device (warning). A side whose PD start-up kvcheck cannot "
+        "fully predict (a release whose connector start-up it has not measured, an input it cannot read) is "
+        "connector-startup at unchecked."
     ),
     why=(
         "PrefillBootstrapQueue/DecodePreallocQueue and NixlKVManager.__init__ (SGLang 0.5.23) raise these after the "

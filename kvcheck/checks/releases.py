@@ -220,7 +220,11 @@ def _decode_replicates_kv_heads(ctx: CheckContext, several: bool = False) -> boo
     "No side runs a release combination with a known PD-path defect",
     what="A side whose SGLang / NIXL release, transfer backend, GPU, model and environment match a known defect on "
     "the PD path (kvcheck/sglang/known_issues.yaml: hangs, crashes, start-up refusals), each with its public "
-    "source.",
+    "source. Severity: error when the defect is an error and every condition it depends on was seen; warning when "
+    "one was not (the finding says 'applies only if ...'); info for a start-up refusal that depends only on a NIXL "
+    "release kvcheck cannot see (NIXL < 1.1 under SGLang 0.5.15+: set NIXL_VERSION with --prefill-env/--decode-env "
+    "to decide it), and for a release advisory of a deployment that pins no release (the finding names the "
+    "releases that carry the defect).",
     why="These defects are in the releases themselves: the configuration is valid and the pair still hangs or "
     "crashes (e.g. SGLang 0.5.12 with NIXL hangs every request of a dense model).",
     fix="Move to the release that fixed it (named in the finding), or apply the workaround given.",

@@ -18,6 +18,16 @@ def list_checks(check_id: str | None = typer.Argument(None, help="Show one check
         if hit is None:
             raise KvcheckError(f"unknown check id {check_id!r}; run 'kvcheck checks' for the list")
         items = [hit]
+        if hit["id"] != check_id:
+            # a finding id another check emits: said as such before the check's own block
+            # (whose severity, what and fix are the check's, not this finding's)
+            from kvcheck.checks.examples import example_severity
+
+            sev = example_severity(check_id)
+            typer.echo(
+                f"{check_id}{f' [{sev}]' if sev else ''}: a finding id of check {hit['id']} (documented below: the "
+                f"severity, what, why and fix there are the check's; the finding's own message and fix say more)"
+            )
     for chk in items:
         typer.echo(
             f"{chk['id']} [{chk['severity']}] {chk['title']}" + ("" if chk["scope"] == "pair" else f" ({chk['scope']})")

@@ -23,9 +23,10 @@ EPILOG = (
     "  kvcheck explain --log prefill.log --prefill p.yaml --decode d.yaml\n\n"
     "  kubectl logs prefill-0 | kvcheck explain -o json\n\n"
     "  kvcheck explain --log decode.log -f deploy/pd.yaml\n\n"
-    "Exit status: 0 at least one known message was recognized, 1 nothing was recognized, "
-    "2 bad input or usage (no message, unreadable log, configs that cannot be checked). "
-    "With --prefill/--decode the exit status still says whether a message was recognized; "
+    "Exit status: 0 something was explained (a catalog message, a known signature, or a general rule that reads "
+    "the line's cause), 1 nothing was (lines only named as another engine's, UCX's, NIXL's... and not explained "
+    "count as nothing: the output says 'not explained'), 2 bad input or usage (no message, unreadable log, configs "
+    "that cannot be checked). With --prefill/--decode the exit status still says whether something was explained; "
     "the preflight's own verdict is in the output."
 )
 

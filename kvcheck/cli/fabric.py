@@ -37,7 +37,11 @@ def fabric(
         "--emit",
         help="k8s: write the Jobs running one worker per node; slurm: write the srun lines. Nothing is probed.",
     ),
-    plan_only: bool = typer.Option(False, "--plan", help="Print the nodes, required pairs and rounds (JSON) and exit."),
+    plan_only: bool = typer.Option(
+        False,
+        "--plan",
+        help="Print the nodes, required pairs and rounds (a table; -o json: the plan as JSON) and exit.",
+    ),
     format: str = typer.Option("terminal", "--format", "-o", help="terminal, json or junit."),
     output: Path | None = typer.Option(
         None, "--output", help="Write the report (or --emit / --plan output) to this file."

@@ -39,13 +39,30 @@ DecodeSglangVersion = Annotated[
 ]
 PairModelConfig = Annotated[
     Path | None,
-    typer.Option("--model-config", help="The model's config.json, for both sides, when model-path is a hub id."),
+    typer.Option(
+        "--model-config",
+        help="The model's config.json (or its directory), for both sides: over the model-path lookup (a local "
+        "directory, a Hugging Face cache, kvcheck's catalog of public configs).",
+    ),
 ]
+
+
+# ``--api-key``'s metavar: every output line passes through the secret scrubber, which
+# replaces the word after a secret flag with ``<redacted>`` (``sources.redact.REDACTED``);
+# a metavar of that very text is left as it is, so the help's columns stay aligned
+API_KEY_METAVAR = "<redacted>"
 
 
 def api_key_option(help: str) -> typer.models.OptionInfo:
     """``--api-key`` (also read from ``KVCHECK_API_KEY``, never shown as a default)."""
-    return typer.Option("--api-key", envvar="KVCHECK_API_KEY", show_default=False, show_envvar=True, help=help)
+    return typer.Option(
+        "--api-key",
+        envvar="KVCHECK_API_KEY",
+        show_default=False,
+        show_envvar=True,
+        metavar=API_KEY_METAVAR,
+        help=help,
+    )
 
 
 def seconds_option(flag: str, help: str) -> typer.models.OptionInfo:

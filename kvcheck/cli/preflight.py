@@ -26,8 +26,9 @@ EPILOG = (
     "  kvcheck preflight --prefill configs/aligned/prefill.yaml --decode configs/aligned/decode.yaml\n\n"
     "  kvcheck preflight --prefill p.yaml --decode d.yaml --format json --ignore page-size-unpinned\n\n"
     "PREFILL/DECODE: a SGLang --config YAML (dash keys, as sglang.launch_server takes them), a file "
-    "holding the launch command line, or a JSON object of args. The model's config.json is read from "
-    "the model-path directory, or from --model-config FILE when model-path is a hub id."
+    "holding the launch command line, or a JSON file holding an object of args. The model's config.json: "
+    "--model-config FILE, else the model-path directory, a Hugging Face cache (--models DIR) or kvcheck's "
+    "catalog of public configs (a hub id needs no option)."
 )
 
 

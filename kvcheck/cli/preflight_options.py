@@ -164,7 +164,8 @@ OPTIONS: tuple[Opt, ...] = (
         ("--model-config",),
         "path",
         None,
-        "The model's config.json, for both sides, when model-path is a hub id.",
+        "The model's config.json (or its directory), for both sides: over the model-path lookup (a local "
+        "directory, a Hugging Face cache, kvcheck's catalog of public configs).",
     ),
     Opt(
         "prefill_model_config",
@@ -193,6 +194,7 @@ OPTIONS: tuple[Opt, ...] = (
         "str",
         None,
         "Bearer token for live servers' HTTP APIs (prefer the KVCHECK_API_KEY variable: a flag shows in ps).",
+        metavar="<redacted>",  # as kvcheck.cli.options.API_KEY_METAVAR: the scrubber leaves it, the columns align
         envvar="KVCHECK_API_KEY",
         show_default=False,
     ),

@@ -46,10 +46,14 @@ def _version(value: bool) -> None:
     """``--version``: kvcheck's version and the SGLang releases it models, then exit 0."""
     if value:
         from kvcheck import __version__
+        from kvcheck.release import manifest
         from kvcheck.sglang.releases import describe_modeled
 
-        releases = describe_modeled()
-        typer.echo(f"kvcheck {__version__} (models SGLang {releases}; NIXL probe: nixl-cu12 1.5.1)")
+        pd = manifest.pd_releases()
+        typer.echo(
+            f"kvcheck {__version__} (models SGLang {describe_modeled()}: their flags; the PD path of {pd[0]} to "
+            f"{pd[-1]} ({len(pd)} releases); NIXL probe: nixl-cu12 1.5.1)"
+        )
         raise typer.Exit(0)
 
 
@@ -60,7 +64,7 @@ def _root(
         "-V",
         callback=_version,
         is_eager=True,
-        help="Print kvcheck's version and the SGLang releases it models, then exit.",
+        help="Print kvcheck's version and the SGLang releases it models (flags; the PD path), then exit.",
     ),
 ) -> None:
     """The root options (the help is ``app_help()``)."""

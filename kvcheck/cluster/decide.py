@@ -438,7 +438,8 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     """Failures of a pair that hold whatever the model is, for a class kvcheck cannot
     build a side for (unknown model, unresolved variable in another flag): transfer
     backends that differ with NIXL on the prefill (the decode's first ZMQ message kills
-    the prefill's NIXL bootstrap thread: ``transfer-backend``), and a decode PP size that
+    the prefill's NIXL bootstrap thread: ``transfer-backend``) or with another backend on
+    it (``backend-mismatch``), and a decode PP size that
     is neither the prefill's nor 1 (``_resolve_rank_mapping``'s assert, 0.5.23)."""
     from kvcheck.checks.transfer import _BOOTSTRAP_FIX, backend_mismatch_error, backend_mismatch_message
     from kvcheck.preflight import hang_text
@@ -463,6 +464,16 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
             runtime_error=rt,
             message=backend_mismatch_message(pb, db) + " (whatever the model)",
             fix="Set --disaggregation-transfer-backend nixl on both servers.",
+        )
+        out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
+    elif pk and dk and pb != db:
+        from kvcheck.checks.mooncake import backend_mismatch_text
+
+        f = Finding(
+            id="backend-mismatch",
+            severity=Severity.ERROR,
+            message=backend_mismatch_text(str(pb), str(db)) + " (whatever the model)",
+            fix="Set the same --disaggregation-transfer-backend on both servers (SGLang's default is mooncake).",
         )
         out.append(Located(f, _flag_location("--disaggregation-transfer-backend", d) or d.first.instance.location, []))
     (ppk, pp), (dpk, dp) = p.first.known_arg("pp_size", 1), d.first.known_arg("pp_size", 1)

@@ -160,12 +160,17 @@ class FormatIndex:
             self._rx[i] = None if _BUILTIN.search("\x00".join(parts)) else _compile(parts)
         return self._rx[i]
 
-    def _truncated(self, text: str, cands: list[int]) -> tuple[tuple[bool, bool, int, int], int, re.Match[str]] | None:
+    def _truncated(
+        self, text: str, cands: list[int]
+    ) -> tuple[tuple[tuple[bool, bool, int, int], int, re.Match[str]], list[int]] | None:
         """A message cut short in the paste (the line ends inside it): the candidate whose
         first literals, with their fields, match up to the line's end, with at least
         ``_MIN_TRUNCATED`` characters of its literal text (an opening that long is the
-        message, not a sibling that shares a word)."""
+        message, not a sibling that shares a word), and every candidate whose opening the
+        line matches so (the formats the cut text may be: the same opening with other
+        endings, in other releases or functions)."""
         best = None
+        fits: list[int] = []
         for i in cands:
             if self._regex(i) is None:  # the interpreter's wording, or too little text
                 continue
@@ -183,10 +188,11 @@ class FormatIndex:
                 if m is None:
                     continue
                 rank = (False, False, lit, 0)
+                fits.append(i)
                 if best is None or rank > best[0]:
                     best = (rank, i, m)
                 break
-        return best
+        return (best, fits) if best is not None else None
 
     def match(self, text: str, file: str = "", level: str = "") -> FormatMatch | None:
         """The format of ``text`` with the most literal text, or None; ``file``: the
@@ -221,11 +227,12 @@ class FormatIndex:
             if best is None or rank > best[0]:
                 best = (rank, i, m)
         truncated = False
+        fits: list[int] = []
         if best is None:
             got = self._truncated(text, cands) if len(text) >= _MIN_TRUNCATED else None
             if got is None:
                 return None
-            best, truncated = got, True
+            (best, fits), truncated = got, True
         (same, _lvl, lit, _), i, m = best
         f = self.formats[i]
         names = f[1]
@@ -233,11 +240,15 @@ class FormatIndex:
         for k, g in enumerate(m.groups()):
             if g is not None and k < len(names):
                 values.setdefault(names[k], g[:300])
+        # a message cut short is any format with that opening: its releases are theirs
+        # together (what the paste lacks cannot rule a release out)
+        spans = [r for j in (fits or [i]) for r in self.formats[j][6]]
+        rel = sorted({j for a, b in spans for j in range(a, b + 1)})
         return FormatMatch(
             kind=self.kinds[f[2]],
             module=self.modules[f[3]],
             function=f[4],
-            releases=[self.releases[j] for a, b in f[6] for j in range(a, b + 1)],
+            releases=[self.releases[j] for j in rel],
             text=m.group(0)[:500],
             values=values,
             literal=lit,
@@ -355,24 +366,45 @@ _SRC_FILE = re.compile(r"\b(\w+\.(?:cpp|cc|c|h|hpp|inl)):\d+(?:\]|\s+UCX\b)")
 
 
 @functools.lru_cache(maxsize=_LINE_CACHE)
-def match_line(text: str, level: str = "", file: str = "") -> tuple[FormatMatch | None, FormatMatch | None]:
+def match_line(
+    text: str, level: str = "", file: str = "", engine: str = ""
+) -> tuple[FormatMatch | None, FormatMatch | None]:
     """(SGLang's format of ``text``, the best other project's format of it): each the
     format with the most literal text, or None; ``level``: the level the line's own
     prefix showed (``error``), '' when not known; ``file``: the source file its prefix
-    named (vLLM's ``[nixl_connector.py:548]``), else the native one the text names."""
+    named (vLLM's ``[nixl_connector.py:548]``), else the native one the text names;
+    ``engine``: the project the line's own prefix names (``vllm`` for vLLM's process
+    prefix), '' when none.
+
+    A line that names its file was printed by a project that has a file of that name:
+    only those projects' formats are its text, and a format of another file only the
+    prefix's own project's (``nixl_connector.py`` is vLLM's, LMCache's and Dynamo's: a
+    vLLM-prefixed line from it is vLLM's, never LMCache's message from another file that
+    shares its words; a plugin printing under vLLM's prefix, vLLM-Ascend, is still matched
+    by its own file's format). None when no format of theirs matches it whole."""
     if not file:
         fm_ = _SRC_FILE.search(text) if (":" in text and "." in text) else None
         file = fm_.group(1) if fm_ else ""
     sg = None if file and not file.endswith(".py") else load_formats().match(text, file, level)
-    best: FormatMatch | None = None
-    for idx in load_engine_formats().values():
+    indices = load_engine_formats()
+    owners = [name for name, i in indices.items() if file in i.files] if file else []
+    found: list[FormatMatch] = []
+    for name, idx in indices.items():
+        if owners and name not in owners:
+            continue  # that project's file's line, not another project's message
         fm = idx.match(text, file, level)
-        if fm is not None and (best is None or (fm.same_file, fm.literal) > (best.same_file, best.literal)):
+        if fm is not None:
+            found.append(fm)
+    if owners and engine in owners and not any(fm.same_file for fm in found):
+        found = [fm for fm in found if fm.engine == engine]  # another file: only the prefix's project's
+    best: FormatMatch | None = None
+    for fm in found:
+        if best is None or (fm.same_file, fm.engine == engine, fm.literal) > (
+            best.same_file,
+            best.engine == engine,
+            best.literal,
+        ):
             best = fm
-    if best is not None and file and not best.same_file:
-        owners = [name for name, i in load_engine_formats().items() if file in i.files]
-        if owners and best.engine not in owners:
-            best = None  # that project's file's line (a message not matched whole), not another project's
     return sg, best
 
 

@@ -339,7 +339,7 @@ class GenericReader:
     ) -> FormatMatch | None:
         """The format of line ``s``: SGLang's or another project's (``formats.match_line``);
         a line another engine's process wrote is never read as one of SGLang's."""
-        sg, other = match_line(s, level, file)
+        sg, other = match_line(s, level, file, engine if engine not in ("sglang", "python", "native") else "")
         if not sglang_formats:
             return other if other is not None and other.engine != "sglang" else None
         if engine and engine not in ("sglang", "python", "native") and other is not None:

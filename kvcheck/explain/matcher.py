@@ -23,6 +23,7 @@ from kvcheck.explain.scan import (
     _WRAP,
     _field_partial,
     _join,
+    _opening,
     _prefix_partial,
     _scanner,
     _uncollect,
@@ -38,8 +39,10 @@ EXIT_NOT_RECOGNIZED = 1
 class Hit(BaseModel):
     """One catalog entry found in the text: how often, where, and the values it carried
     the first time. ``match`` is ``full`` (the template matched) or ``partial`` (only a
-    long literal stretch of it was found: a truncated or reworded message) or ``id`` (the
-    entry was named by its catalog id: no count, no line numbers)."""
+    long literal stretch of it was found: a truncated or reworded message) or ``opening``
+    (the text pasted alone is the message's first few whole words, distinctive to it:
+    ``scan._opening``; lower confidence) or ``id`` (the entry was named by its catalog id:
+    no count, no line numbers)."""
 
     entry_id: str
     match: str = "full"
@@ -81,18 +84,33 @@ class Explanation(BaseModel):
 
     @property
     def recognized(self) -> bool:
-        """Whether at least one catalog message, a known signature, or a line of another
-        engine or of the NIXL/UCX libraries, was found."""
-        return bool(self.hits) or bool(self.foreign) or bool(self.report is not None and self.report.findings)
+        """Whether something was explained: a catalog message, a known signature, or a
+        general rule that reads the line's cause (``reading.Finding.explains``). A line only
+        attributed to an engine (a UCX or vLLM line no signature or rule reads, a process
+        kvcheck has no formats for) is named, not explained: not recognized."""
+        return bool(self.hits) or bool(self.report is not None and any(f.explains for f in self.report.findings))
+
+    @property
+    def attributed_only(self) -> list[str]:
+        """The names of the engines whose lines were attributed (whose they are) and not
+        explained, when nothing was (``recognized`` False); [] otherwise."""
+        if self.recognized:
+            return []
+        if self.report is not None and self.report.engines:
+            return [e.name for e in self.report.engines if e.engine not in ("python", "native")]
+        return [f.name for f in self.foreign]
 
     @property
     def exit_code(self) -> int:
-        """0 when something was recognized, 1 when nothing was."""
+        """0 when something was explained (``recognized``), 1 when nothing was (lines only
+        attributed to an engine included)."""
         return EXIT_RECOGNIZED if self.recognized else EXIT_NOT_RECOGNIZED
 
     def contract(self, catalog: Catalog | None = None) -> dict[str, Any]:
-        """The JSON form: ``recognized``, ``runtime``, ``source``, ``lines``, ``hits``
-        (each with its catalog entry), and ``preflight`` when configs were given."""
+        """The JSON form: ``recognized`` (something was explained; the exit status),
+        ``attributed_only`` (engines whose lines were named but not explained, when nothing
+        was), ``runtime``, ``source``, ``lines``, ``hits`` (each with its catalog entry), and
+        ``preflight`` when configs were given."""
         catalog = catalog or load_catalog()
         hits = []
         for h in self.hits:
@@ -101,6 +119,7 @@ class Explanation(BaseModel):
             hits.append(d)
         return {
             "recognized": self.recognized,
+            "attributed_only": self.attributed_only,
             "runtime": self.runtime,
             "release": self.release,
             "release_source": self.release_source,
@@ -358,6 +377,9 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
                 continue
             found = [(got, e) for e in catalog.entries if (got := _prefix_partial(line, e) or _field_partial(line, e))]
             if not found:
+                opening = _opening(line, catalog) if lone else None
+                if opening is not None:  # a distinctive opening pasted alone: lower confidence
+                    _record(hits, opening[1], lineno, opening[0], {}, match="opening")
                 continue
             if _whole_format(line, [e for _, e in found]):
                 continue  # the line is another message, whole: a stretch it shares with an entry is not that entry

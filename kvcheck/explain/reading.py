@@ -51,7 +51,7 @@ _PHASE_WORDS = {
     "startup": "startup",
     "first request": "first-request",
     "transfer": "first-transfer",
-    "decode registration": "first-request",
+    "decode registration": "decode-registration",
     "first contact": "first-request",
     "serving": "serving",
 }
@@ -95,6 +95,18 @@ class Finding(BaseModel):
     # the node's state shown by a command pasted with the log (ibv_devices, ulimit): a
     # precondition of the processes, older than any of the log's lines
     precondition: bool = False
+
+    @property
+    def explains(self) -> bool:
+        """Whether the finding says more than the line's own words: False for an error or
+        warning line of a process kvcheck has no message formats for (Dynamo's Rust
+        runtime, TensorRT-LLM, the router: ``generic.GenericReader._unmodeled_line``),
+        which is attributed to that process and repeated, not explained."""
+        return not (
+            self.kind == "generic"
+            and self.engine in _UNMODELED_ENGINES
+            and self.id.endswith(("-error-log-generic", "-warning-log-generic"))
+        )
 
 
 @dataclass
@@ -343,10 +355,14 @@ class LogReader:
 
     def _phase(self, lineno: int, default: str) -> tuple[str, str]:
         p = self.timeline.phase_at(lineno)
+        if default == "decode-registration" and p != "after-peer-restart":
+            # the message itself says when it runs (the decode's registration reaching the
+            # prefill's bootstrap thread), more exactly than the log's request phase does
+            return default, "message"
         if p:
             if p == "first-request" and default == "first-transfer":
                 return "first-transfer", "log"
-            if p == "startup" and default in ("first-request", "first-transfer", "serving", "after-peer-restart"):
+            if p == "startup" and default in _REQUEST_PHASES:
                 # no request seen yet does not make a failure that only a transfer (or a
                 # peer) can cause a start-up one: the message's own phase stands
                 return default, "message"
@@ -505,7 +521,7 @@ def _rank(f: Finding) -> float:
 _CRASH = re.compile(r"segv|segfault|crash|signal|abort", re.I)
 _CRASH_AFTER = 30  # lines between an error and the crash it led to, at most
 
-_REQUEST_PHASES = {"first-request", "first-transfer", "serving", "after-peer-restart"}
+_REQUEST_PHASES = {"first-request", "decode-registration", "first-transfer", "serving", "after-peer-restart"}
 
 
 def _chain(findings: list[Finding]) -> tuple[Finding | None, list[Finding]]:

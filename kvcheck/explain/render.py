@@ -28,6 +28,12 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
     catalog = catalog or load_catalog()
     lines: list[str] = []
     rep = explanation.report
+    if rep is not None and not explanation.recognized and rep.engines:
+        # lines attributed to an engine, none explained: said plainly (exit status 1)
+        lines.extend(render_overview(explanation, catalog))
+        lines.append("")
+        lines.extend(_not_explained(explanation, catalog))
+        return "\n".join(lines)
     if rep is None or not explanation.recognized:
         for f in explanation.foreign:
             where = f"line {f.first_line}" if f.first_line == f.last_line else f"lines {f.first_line}..{f.last_line}"
@@ -53,30 +59,48 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
             "--list' shows what is known."
         )
         return "\n".join(lines)
+    # the catalog restates one release's code; the release the text is explained against
+    # may be another: said, so the two never read as contradicting each other
+    other = (
+        f" (kvcheck's catalog is written from that release's code; for SGLang {explanation.release}, the release "
+        f"this text is explained against, each message's 'SGLang {explanation.release}:' line says whether it exists "
+        "and is reachable there)"
+        if explanation.release and f"sglang {explanation.release}" != catalog.runtime
+        else ""
+    )
     if all(h.match == "id" for h in explanation.hits):
         lines.append(
-            f"catalog entry {', '.join(h.entry_id for h in explanation.hits)}, explained from {catalog.runtime}'s code"
+            f"catalog entry {', '.join(h.entry_id for h in explanation.hits)}, explained from {catalog.runtime}'s "
+            f"code{other}"
         )
     else:
         lines.append(
             f"recognized {len(explanation.hits)} message(s) in the {explanation.source} ({explanation.lines} "
-            f"line(s)), explained from {catalog.runtime}'s code"
+            f"line(s)), explained from {catalog.runtime}'s code{other}"
         )
     refused = refused_values(rep.findings, catalog) if rep is not None else set()
     for hit in explanation.hits:
         e = catalog.get(hit.entry_id)
         lines.append("")
         if hit.match == "id":
-            lines.append(f"{e.id}  [{e.severity}] {e.type}  ({e.process}, {e.when})  catalog entry, looked up by id")
+            lines.append(
+                f"{e.id}  [{e.severity}] {e.type}  ({e.process}, {when_words(e.when)})  catalog entry, looked up by id"
+            )
         else:
             where = (
                 f"line {hit.first_line}"
                 if hit.first_line == hit.last_line
                 else f"lines {hit.first_line}..{hit.last_line}"
             )
-            lines.append(f"{e.id}  [{e.severity}] {e.type}  ({e.process}, {e.when})  x{hit.count}, first/last {where}")
+            head = f"{e.id}  [{e.severity}] {e.type}  ({e.process}, {when_words(e.when)})"
+            lines.append(f"{head}  x{hit.count}, first/last {where}")
         if hit.match == "partial":
             lines.append("  (partial match: only part of the message was found)")
+        elif hit.match == "opening":
+            lines.append(
+                "  (opening only, lower confidence: the text is this message's first words and nothing more; no "
+                "other message kvcheck has read starts so, but one of a release or project it has not read may)"
+            )
         if hit.release_info is not None:
             lines.extend(
                 _para(
@@ -117,14 +141,52 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
     return "\n".join(lines)
 
 
+def _not_explained(explanation: Explanation, catalog: Catalog) -> list[str]:
+    """The plain statement for a text whose lines kvcheck attributes but does not explain."""
+    names = ", ".join(explanation.attributed_only) or "no engine"
+    return [
+        f"not explained: kvcheck names whose lines these are ({names}), but no catalog "
+        f"message ({catalog.runtime}, {len(catalog.entries)} messages), known signature or general rule of kvcheck "
+        "explains them (exit status 1).",
+        "  Pass the whole log (--log FILE) for the lines around it; 'kvcheck explain --list' shows the SGLang "
+        "messages kvcheck knows.",
+    ]
+
+
 PHASE_WORDS = {
     "startup": "at start-up",
     "first-request": "on the first request",
+    # SGLang 0.5.23: the decode's receiver registers its KV args with a prefill rank once,
+    # on the first request it routes to that rank (CommonKVReceiver.init ->
+    # _setup_bootstrap_infos -> _register_kv_args, common/conn.py); the prefill's bootstrap
+    # thread takes the registration (NixlKVManager._start_bootstrap_thread, room "None")
+    # and decides the transfer there (_add_remote_peer -> _prepare_payload_xfer, nixl/conn.py)
+    "decode-registration": "at decode registration (the decode's first request to this prefill rank, on the "
+    "prefill's bootstrap thread)",
     "first-transfer": "on the first KV transfer",
     "serving": "during serving",
     "after-peer-restart": "after a peer restart or loss",
     "shutdown": "at shutdown",
 }
+# a catalog message's own phase said without the log (``Entry.when`` -> words): what the
+# message tells of itself, so a transfer message is "on a KV transfer", not the first one
+_MESSAGE_PHASE_WORDS = {**PHASE_WORDS, "first-transfer": "on a KV transfer"}
+
+
+def phase_words(phase: str, phase_from: str = "message") -> str:
+    """The words for a phase key (``reading.Finding.phase``): from the message itself
+    (``phase_from`` ``message``) or from the log's own milestones (``log``)."""
+    if phase_from == "log":
+        return PHASE_WORDS.get(phase, "phase not shown") + " (from the log)"
+    return _MESSAGE_PHASE_WORDS.get(phase, "phase not shown")
+
+
+def when_words(when: str) -> str:
+    """A catalog entry's ``when`` in the words the first-cause line uses for it."""
+    from kvcheck.explain.reading import _PHASE_WORDS
+
+    key = _PHASE_WORDS.get(when.split(" (")[0].strip())
+    return phase_words(key) if key else when
 
 
 def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
@@ -132,6 +194,10 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
     first cause and what followed."""
     rep = explanation.report
     out = [f"read {explanation.lines} line(s) of the {explanation.source}"]
+    # engines some finding that says more than the line's words is about (its text or its process)
+    explained = {x for f in rep.findings if f.explains for x in (f.engine, f.host) if x}
+    if explanation.hits:
+        explained.add("sglang")
     if rep.engines:
         out.append("  lines by engine:")
         for e in rep.engines:
@@ -140,6 +206,8 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
             out.append(f"    {e.name}: {e.count} ({where}){' - ' + procs if procs else ''}")
             if e.engine != "sglang" and e.support:
                 out.extend("      " + ln for ln in textwrap.wrap(e.support, width=_WIDTH - 6))
+            if e.engine not in ("sglang", "python", "native") and e.engine not in explained:
+                out.append("      named, not explained: no signature, rule or message of kvcheck reads these lines")
     rel = rep.release.text()
     out.append(
         f"  SGLang release shown: {rel}"
@@ -167,7 +235,7 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
             else (", the process that printed it not shown" if not f.host and f.engine != "sglang" else "")
         )
         proc = f", {f.process}" if f.process else ""
-        phase = PHASE_WORDS.get(f.phase, "phase not shown") + (" (from the log)" if f.phase_from == "log" else "")
+        phase = phase_words(f.phase, f.phase_from)
         out.append(f"first cause: line {f.first_line} [{whose}{proc}, {phase}]: {f.title}")
         out.extend(_para("text:", f.text))
         if f.kind == "generic":  # a general rule: no specific signature knows this text

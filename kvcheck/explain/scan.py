@@ -171,6 +171,57 @@ def _prefix_partial(line: str, entry: Entry) -> str | None:
     return None
 
 
+_MIN_OPENING_WORDS = 3  # whole words a pasted opening must have
+_MIN_OPENING = 12  # and characters
+_EXC_PREFIX = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning):\s+")
+
+
+def _opening(line: str, catalog: Catalog) -> tuple[str, Entry] | None:
+    """The catalog entry whose message ``line`` is the opening of, and nothing more: the
+    line (an exception type before it allowed) is the first whole words of one entry's
+    template, at least ``_MIN_OPENING_WORDS`` words and ``_MIN_OPENING`` characters, ending
+    at a word's end (``Page size mismatch`` of ``Page size mismatch: prefill server has
+    page_size=...``). The opening must be distinctive: no other catalog entry, no other
+    message format of any scanned SGLang release and no format of the projects next to it
+    (vLLM, LMCache, NIXL, UCX, Mooncake ...) starts with it. A stretch from a message's
+    middle, or words inside a longer line, never qualify (the fragment problem: issue 20).
+    Returns (the opening as pasted, the entry) or None."""
+    from kvcheck.explain.catalog import _PLACEHOLDER
+
+    text = _EXC_PREFIX.sub("", line, count=1).strip()
+    if len(text) < _MIN_OPENING or len(text.split()) < _MIN_OPENING_WORDS or not _is_word(text[-1]):
+        text = text.rstrip(":.,;")
+        if len(text) < _MIN_OPENING or len(text.split()) < _MIN_OPENING_WORDS or not _is_word(text[-1]):
+            return None
+    starts = []
+    for e in catalog.entries:
+        t = e.template.rstrip()
+        if t.startswith(text) and t != text and (len(t) == len(text) or not _is_word(t[len(text)])):
+            starts.append(e)
+    if len(starts) != 1:
+        return None
+    entry = starts[0]
+    own = _PLACEHOLDER.split(entry.template.rstrip())[0].strip()
+    if _formats_start_with(text, own):
+        return None
+    return text, entry
+
+
+def _formats_start_with(text: str, own: str) -> bool:
+    """Whether a message format other than ``own`` (the entry's first literal text) starts
+    with ``text`` at a word's end: any SGLang release's, or another project's."""
+    from kvcheck.explain.formats import load_engine_formats, load_formats
+
+    for index in (load_formats(), *load_engine_formats().values()):
+        for f in index.formats:
+            first = f[0][0].lstrip() if f[0] else ""
+            if not first.startswith(text) or first.strip() == own:
+                continue
+            if len(first) == len(text) or not _is_word(first[len(text)]):
+                return True
+    return False
+
+
 def _field_partial(line: str, entry: Entry) -> str | None:
     """The part of ``line`` that reproduces a stretch of ``entry``'s message around one of
     its fields (an int, float, word or list value with the literal text on both sides,

@@ -35,7 +35,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-Phase = Literal["startup", "first-request", "first-transfer", "serving", "after-peer-restart", "shutdown", "any"]
+Phase = Literal[
+    "startup",
+    "first-request",
+    "decode-registration",
+    "first-transfer",
+    "serving",
+    "after-peer-restart",
+    "shutdown",
+    "any",
+]
 
 
 # a server log's bulk (batch statistics, HTTP access lines): no signature reads them

@@ -61,7 +61,10 @@ def run_command(
         raise InputError("the deployment has no prefill or no decode node: nothing to probe", source=str(files[0]))
     run = run or f"run-{uuid.uuid4().hex[:10]}"
     if plan_only:
-        _write(json.dumps(plan.contract(), indent=2) + "\n", output)
+        if fmt == "junit":
+            raise InputError("--plan prints a table (-o terminal) or JSON (-o json), not junit", field="--format")
+        contract = plan.contract()
+        _write(json.dumps(contract, indent=2) + "\n" if fmt == "json" else render_plan(contract), output)
         return 0
     if emit:
         from kvcheck.fabric.emit import emit_k8s, emit_slurm
@@ -129,6 +132,41 @@ def run_command(
 def _progress(kind: str, data: dict) -> None:
     if kind == "round":
         sys.stderr.write(f"kvcheck fabric: {data['kind']} round {data['index'] + 1}: {len(data['pairs'])} pair(s)\n")
+
+
+def render_plan(contract: dict) -> str:
+    """``kvcheck fabric --plan``'s table (the default format, as every command's): the
+    nodes, the required prefill -> decode pairs by round, the class pairs not probed and
+    the notes; ``contract`` is ``FabricPlan.contract()`` (what ``-o json`` prints)."""
+    nodes, pairs, rounds = contract["nodes"], contract["pairs"], contract["rounds"]
+    out = [
+        f"fabric plan of {contract['deployment']}: {len(nodes)} node(s), {len(pairs)} required pair(s), "
+        f"{len(rounds)} round(s)",
+        "nodes",
+    ]
+    rows = [("node", "role", "instance", "replica", "node rank", "host", "asked devices")]
+    for n in nodes:
+        asked = ",".join(n["asked_devices"]) + (f" ({n['asked_source']})" if n["asked_source"] else "")
+        rows.append(
+            (
+                n["name"],
+                n["role"],
+                n["instance"],
+                str(n["replica"]),
+                str(n["node_rank"]),
+                n["host"] or "-",
+                asked or "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    out.append("pairs by round (prefill -> decode; no node is in two probes of a round)")
+    for i, rnd in enumerate(rounds, start=1):
+        out.append(f"  round {i}: " + ", ".join(f"{p} -> {d}" for p, d in rnd))
+    for sk in contract["skipped"]:
+        out.append(f"not probed: {sk['prefill_class']} x {sk['decode_class']}: {sk['why']}")
+    out += [f"note: {n}" for n in contract["notes"]]
+    return "\n".join(out) + "\n"
 
 
 def _write(text: str, output: Path | None) -> None:

@@ -216,11 +216,26 @@ def render_cluster_terminal(report, console: Console) -> None:
         for c in d.classes
         if c.side is not None
     }
-    windows = {tuple((p.releases or {}).get("gpus_decided") or ()) for d in report.deployments for p in d.pairs}
-    if len(windows) == 1 and next(iter(windows)):
-        # the sides whose GPU was not given were decided on each GPU of the window
-        each = {"gpu": "/".join(next(iter(windows))), "source": "no GPU given: decided on each"}
-        gpus = {k: each if str(g["source"]).startswith("default") else g for k, g in gpus.items()}
+    # the sides whose GPU was not given are decided on each GPU of their pair's window
+    # (kvcheck.cluster.decide._assumed_gpus), never on the side's placeholder GPU: said so,
+    # also when no pair was decided on a GPU (no pair, or none built)
+    from kvcheck.release.window import ASSUMED_GPUS
+
+    decided = {g for d in report.deployments for p in d.pairs for g in (p.releases or {}).get("gpus_decided") or ()}
+    order = {g: i for i, g in enumerate(ASSUMED_GPUS)}
+    each = (
+        {
+            "gpu": "/".join(sorted(decided, key=lambda g: (order.get(g, len(order)), g))),
+            "source": "no GPU given: decided on each",
+        }
+        if decided
+        else {
+            "gpu": "not given",
+            "source": "no pair was decided on a GPU; a pair's side without one is decided on "
+            + " and ".join(ASSUMED_GPUS),
+        }
+    )
+    gpus = {k: each if str(g["source"]).startswith("default") else g for k, g in gpus.items()}
     head.append(f"  [{report.runtime}, {report.kernel} kernel{gpu_label(gpus)}]", style="dim")
     console.print(head)
     if report.verdict == "unchecked":

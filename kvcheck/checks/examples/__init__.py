@@ -140,6 +140,18 @@ def example_for(check_id: str) -> Example | None:
     return examples.get(owner) if owner != check_id else None
 
 
+def example_severity(finding_id: str) -> str | None:
+    """The severity an example makes kvcheck emit ``finding_id`` at (its ``example:`` or
+    ``also:`` line), None when no example emits it."""
+    for ex in load_examples().values():
+        if ex.fires == finding_id:
+            return ex.severity
+        for fid, sev in ex.also:
+            if fid == finding_id:
+                return sev
+    return None
+
+
 def example_lines(check_id: str, max_lines: int = SHOWN_LINES) -> list[str]:
     """``kvcheck checks ID``'s example block: what the example shows, the command and
     where to run it, the id it fires, and its files (the header file without its header;
