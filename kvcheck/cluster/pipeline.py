@@ -35,9 +35,10 @@ from typing import Any
 
 from kvcheck.checks.base import Severity
 from kvcheck.cluster.classes import group_classes
-from kvcheck.cluster.instances import read_instance, refusal_finding
+from kvcheck.cluster.instances import read_instance
 from kvcheck.cluster.model import ClusterReport, DeploymentResult, finding
 from kvcheck.cluster.options import Caches, ClusterOptions
+from kvcheck.cluster.refusals import refusal_finding
 from kvcheck.errors import InputError
 from kvcheck.report.model import verdict_of
 from kvcheck.sources.deployments.instance import Deployment
