@@ -107,6 +107,19 @@ def test_a_config_yaml_beside_a_script_that_names_no_role_is_exit_2_naming_it(tm
     assert proc.returncode == 2 and "extra.yaml" in proc.stderr and proc.stdout == ""
 
 
+def test_every_f_file_contributes_or_is_exit_2_naming_it(tmp_path):
+    script = _write(tmp_path, "launch.sh", f"{LAUNCH} --disaggregation-mode prefill --tp $TP\n{LAUNCH} --disaggregation-mode decode --port 30001 --tp $TP\n")
+    used = _write(tmp_path, "common.sh", "TP=1\n")
+    unused = _write(tmp_path, "other.sh", "LOG_DIR=/var/log/sglang\n")
+    notes = _write(tmp_path, "notes.md", "# How we deploy\n\nAsk the platform team.\n")
+    r = _run(used, script)
+    assert r.exit_code == 0 and {a["tp_size"] for a in _args(r).values()} == {1}  # common.sh's TP reached both
+    for extra, why in ((unused, "it sets LOG_DIR, which no other -f file uses"), (notes, "found nothing in it to check")):
+        with pytest.raises(InputError) as exc:
+            read_deployments([used, script, extra])
+        assert exc.value.exit_code == 2 and str(exc.value).startswith(f"{extra}:") and why in str(exc.value)
+
+
 @pytest.mark.runtime
 def test_a_config_yaml_that_says_its_role_is_a_server_with_sglangs_values(tmp_path):
     script = _write(tmp_path, "launch.sh", f"{LAUNCH} --disaggregation-mode prefill --page-size 16\n{LAUNCH} --disaggregation-mode decode --port 30001 --page-size 16\n")
