@@ -45,7 +45,7 @@ class ArgparseRefusal(InputError):
     --page-size, ...``): the server prints its usage and exits with status 2 at start-up.
 
     Raised while a side is read. ``kvcheck preflight`` reports it as that side's start-up
-    refusal (an error finding, exit 1, see ``kvcheck.cluster.instances.refusal_finding``), since the
+    refusal (an error finding, exit 1, see ``kvcheck.cluster.refusals.refusal_finding``), since the
     input itself is readable and the runtime's answer is certain; any caller that does not
     handle it treats it as bad input (exit 2), as before.
 

@@ -75,6 +75,14 @@ PIPELINE_DOCS = {
         "Variables from it may change the transfer.",
         "Pass the variables with --env FILE.",
     ),
+    "duplicate-key": (
+        "warning",
+        "A key written twice in one mapping of a YAML file read with PyYAML's rule, last value wins (an SGLang "
+        "--config file: ConfigArgumentMerger's yaml.safe_load; an srt-slurm recipe; Helm values). A Kubernetes "
+        "manifest or Compose file with one is refused instead (exit 2): kubectl and Compose refuse it.",
+        "The earlier value is dropped without a word: the server runs with the later one, which kvcheck checks.",
+        "Keep one of the two keys.",
+    ),
     # What a deployment reader could not take as written (kvcheck.sources.deployments:
     # ``Problem``; the pipeline reports each under its own id).
     "config-not-read": (

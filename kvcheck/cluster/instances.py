@@ -2,7 +2,8 @@
 ``InstanceResult``: its flags parsed by each release's own parser (cached per argv and
 release), its release window (``kvcheck.release.window``), its GPU, its model config
 (``kvcheck.sources.models``) and its findings (``unresolved-variable``, ``unknown-model``,
-``unknown-gpu``, a start-up refusal while parsing: ``refusal_finding``)."""
+``unknown-gpu``; a start-up refusal while parsing and a release kvcheck does not model are
+``kvcheck.cluster.refusals``)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kvcheck.checks.base import Finding, Severity
+from kvcheck.checks.base import Severity
 from kvcheck.cluster.model import InstanceResult, Located, finding
 from kvcheck.cluster.options import Caches, ClusterOptions
-from kvcheck.errors import ArgparseRefusal, InputError
+from kvcheck.cluster.refusals import (
+    Refused,
+    Unmodeled,
+    option_words,
+    refused,
+    unmodeled,
+    unmodeled_reading,
+)
+from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Instance
 
 # Typed args that never change a pair's decision: instances differing only in them share
@@ -25,26 +34,35 @@ _T = TypeVar("_T")
 
 
 def _unresolved_findings(inst: Instance) -> list[Located]:
+    """An ``unresolved-variable`` per value the file leaves to run time. The reference is
+    quoted only under ``kvcheck.sources.quoting.reference_shown``'s rule: a command
+    substitution (``$(cat FILE)``, backticks) is named as one, never quoted."""
+    from kvcheck.sources.quoting import COMMAND_SUBSTITUTION, is_command_substitution, reference_shown, shown
+
     out = []
     for u in inst.unresolved:
-        shown = getattr(u, "shown", None) or f"${{{u.variable}}}"
-        where = f"`{u.flag} {shown}`: " if u.flag else f"`{shown}` in {inst.name}: "
-        fix = (
-            f"Give {u.variable} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
-            "pass --inherit-env (kvcheck's own environment is not read without it)."
-        )
-        if u.env_var:  # the server's own environment variable: its value decides the pair
-            where += f"the server's {u.env_var} is not known: "
-            fix += f" Or give the server's {u.env_var} with --{inst.role}-env FILE."
-        out.append(
-            finding(
-                "unresolved-variable",
-                Severity.UNCHECKED,
-                f"{where}{u.variable} is not set; pass --env FILE or set it",
-                fix,
-                u.location,
+        ref = reference_shown(getattr(u, "shown", None) or f"${{{u.variable}}}")
+        where = f"`{u.flag} {ref}`: " if u.flag else f"`{ref}` in {inst.name}: "
+        if is_command_substitution(u.variable):
+            what = (
+                f"a command substitution ({COMMAND_SUBSTITUTION}): kvcheck never runs commands, so its output is "
+                "not known"
             )
-        )
+            fix = (
+                "Write the value itself in the file, or a variable kvcheck can read (in the file, --env FILE, or "
+                "kvcheck's environment with --inherit-env): kvcheck never runs commands."
+            )
+        else:
+            name = reference_shown(u.variable)
+            what = f"{name} is not set; pass --env FILE or set it"
+            fix = (
+                f"Give {name} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
+                "pass --inherit-env (kvcheck's own environment is not read without it)."
+            )
+        if u.env_var:  # the server's own environment variable: its value decides the pair
+            where += f"the server's {shown(u.env_var)} is not known: "
+            fix += f" Or give the server's {shown(u.env_var)} with --{inst.role}-env FILE."
+        out.append(finding("unresolved-variable", Severity.UNCHECKED, f"{where}{what}", fix, u.location))
     return out
 
 
@@ -180,6 +198,13 @@ def read_instance(inst: Instance, opts: ClusterOptions, caches: Caches) -> Insta
                 # the unresolved value is what does not parse: unchecked, not bad input
                 ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
                 return ir
+    if inst.read_notes:
+        from kvcheck.cluster.pipeline import PROBLEM_SEVERITY
+
+        ir.findings += [
+            finding(n.id, PROBLEM_SEVERITY.get(n.id, Severity.UNCHECKED), n.message, n.fix, n.location)
+            for n in inst.read_notes
+        ]
     hidden = getattr(inst, "args_hidden", None)
     if hidden is not None:
         # a --config file kvcheck could not take: what the line gives is known, the rest
@@ -221,10 +246,10 @@ def read_instance(inst: Instance, opts: ClusterOptions, caches: Caches) -> Insta
     if derived is None:
         try:
             derived = caches.argv[sig] = _derive(inst, opts, caches)
-        except _Refused as exc:
-            return _refused(ir, exc.sr)
-        except _Unmodeled as exc:
-            return _unmodeled(ir, exc.sr, exc.why)
+        except Refused as exc:
+            return refused(ir, exc.sr)
+        except Unmodeled as exc:
+            return unmodeled(ir, exc.sr, exc.why)
     ir.args, ir.release, ir.release_source = derived.args, derived.release, derived.release_source
     ir.model, ir.model_source = derived.model, derived.model_source
     model_unset = any(u.flag and u.flag.split("=", 1)[0] in ("--model-path", "--model") for u in inst.unresolved)
@@ -285,109 +310,6 @@ def _live_release_disagreement(inst: Instance, side: Any, opts: ClusterOptions) 
     ]
 
 
-def _refused(ir: InstanceResult, sr: Any) -> InstanceResult:
-    """An instance whose flags no release it may run accepts (``sr``: its
-    ``SideRelease`` with ``refusal`` set): the server refuses them at start-up, so the
-    instance gets the ``startup-argparse`` error at the refused flag's line and its own
-    class with no side (its pairs fail on it; nothing else about them is judged)."""
-    inst = ir.instance
-    release, exc = sr.refusal
-    f = refusal_finding(inst.role, inst.name, str(inst.location), sr, exc)
-    option = getattr(exc, "option", None) or _refused_option(exc)
-    ir.release, ir.release_source = None, sr.how
-    ir.findings.append(Located(f, inst.arg_locations.get(option or "") or inst.location))
-    if sr.conflict:
-        ir.findings.append(
-            finding(
-                "release-clues-disagree",
-                Severity.WARNING,
-                f"{inst.name}: {sr.conflict}",
-                "Make the image tag, recipe pins and --sglang-version name one release.",
-                inst.location,
-            )
-        )
-    ir._key = ("argparse-refused", inst.role, tuple(inst.argv), release)  # type: ignore[attr-defined]
-    return ir
-
-
-def _unmodeled(ir: InstanceResult, sr: Any, why: str) -> InstanceResult:
-    """An instance on a release kvcheck does not model whose flags that release may read
-    (``_Unmodeled``): an ``unknown-release`` finding and its own class with no side (its
-    pairs are unchecked)."""
-    inst = ir.instance
-    ir.release, ir.release_source = sr.named, sr.how
-    ir.findings.append(
-        finding(
-            "unknown-release",
-            Severity.UNCHECKED,
-            f"{inst.name}: the {inst.role} runs an SGLang release kvcheck does not model ({sr.how}): {why}; this "
-            "pair is not judged",
-            f"Give the {inst.role}'s release with --{inst.role}-sglang-version VERSION (or pin the image tag), or "
-            "run a modeled release (0.5.5 or newer).",
-            inst.location,
-        )
-    )
-    ir._key = ("blocked", inst.role, id(inst))  # type: ignore[attr-defined]
-    return ir
-
-
-def _refused_option(exc: Exception) -> str | None:
-    """The flag an ``InputError`` of the flag parser names (``unrecognized arguments:
-    --page-sise 16`` -> ``--page-sise``; ``field '--page-size'`` -> ``--page-size``)."""
-    text = str(exc)
-    m = re.search(r"unrecognized arguments: (\S+)", text)
-    if m:
-        return m.group(1).split("=", 1)[0]
-    field_ = getattr(exc, "field", None)
-    return field_ if isinstance(field_, str) and field_.startswith("--") else None
-
-
-def refusal_finding(role: str, name: str, where: str, sr: Any, exc: Exception) -> Finding:
-    """The ``startup-argparse`` error of a server whose flags every release it may run
-    refuses while parsing (``prepare_server_args`` -> ``argparse``: usage, ``error: ...``,
-    exit status 2)."""
-    from kvcheck.checks.startup import ARGPARSE_OPERATOR_SEES, argparse_finding
-    from kvcheck.release.version import span
-    from kvcheck.sglang.plan import RuntimeErrorPrediction
-
-    tried = list(sr.refused_on)
-    on = f"SGLang {tried[0]}" if len(tried) == 1 else f"every release it may run (SGLang {span(tried)}; {sr.how})"
-    if sr.problem is not None and len(tried) > 1:
-        # the side's own release has no table (``sr.problem``): the refusal is one that
-        # holds on every release kvcheck has a parser for, whatever the release
-        on = (
-            f"every release kvcheck has a parser for (SGLang {span(tried)}), a refusal that does not depend on the "
-            "release "
-            f"(the side's own: {sr.problem})"
-        )
-    if isinstance(exc, ArgparseRefusal):
-        exc.release, exc.version_source = tried[-1] if tried else None, sr.how
-        f = argparse_finding(role, exc)
-        f.message = f"{name}: {f.message}" + ("" if len(tried) <= 1 else f"; refused by {on}")
-        return f
-    text = str(exc)
-    source = getattr(exc, "source", None)
-    for prefix in ([f"{source}: "] if source else []) + [f"field {getattr(exc, 'field', None)!r}: "]:
-        if text.startswith(prefix):
-            text = text[len(prefix) :]
-    argparse_text, _, hint = text.partition("; did you mean")
-    return Finding(
-        id="startup-argparse",
-        severity=Severity.ERROR,
-        message=f"{name}: the {role} server refuses to start ({where}): the argument parser of {on} refuses its "
-        f"flags: {text}",
-        fix=(f"Did you mean{hint.rstrip('?')}? " if hint else "")
-        + "Fix the flag (a typo, or a flag of another release): the server exits while parsing its flags.",
-        runtime_error=RuntimeErrorPrediction(
-            type="SystemExit",
-            message=argparse_text.strip(),
-            raised_by=f"{role}: server start-up (argument parsing: prepare_server_args -> argparse)",
-            when="start-up",
-            operator_sees=ARGPARSE_OPERATOR_SEES,
-        ),
-    )
-
-
 def _clues(inst: Instance, opts: ClusterOptions) -> list:
     """The release clues of ``inst``: what its input says (``clues_for_instance``), and
     ``--sglang-version`` / the per-side option (the strongest)."""
@@ -401,73 +323,16 @@ def _clues(inst: Instance, opts: ClusterOptions) -> list:
     return clues
 
 
-class _Refused(Exception):
-    def __init__(self, sr: Any):
-        self.sr = sr
-
-
-class _Unmodeled(Exception):
-    """A side whose flags no release kvcheck has a table for reads, on a release kvcheck
-    does not model that may read them (``why``): unchecked, never a refusal."""
-
-    def __init__(self, sr: Any, why: str):
-        self.sr, self.why = sr, why
-
-
-def _option_words(inst: Instance) -> list[str]:
-    """The ``--option`` words of an instance: its launch line's, or a config file's keys
-    (``arg_locations``) for pair inputs read by their own ``parse_for``."""
-    words = [t for t in inst.argv if isinstance(t, str) and t.startswith("--")]
-    return words or [k for k in inst.arg_locations if isinstance(k, str) and k.startswith("--")]
-
-
-def _unmodeled_reading(sr: Any, options: list[str]) -> str | None:
-    """Why a side on a release kvcheck has no table for (``sr.named``, or a tag that
-    names none) may read flags that every table refuses by name, else None (the refusal
-    holds whatever the release: a value, a stray word, a flag that release lacks).
-
-    A named release older than the tables: its own option names (``kvcheck.release.older``)
-    take every flag -> unchecked; they lack one -> refused. A release newer than the
-    newest modeled, or one no clue names: a flag refused by name may be one that release
-    added -> unchecked."""
-    from kvcheck.release import older
-    from kvcheck.release.window import name_refusal
-
-    release, exc = sr.refusal
-    refused = name_refusal(exc)
-    if refused is None:
-        return None
-    named = sr.named
-    if named and older.is_older(named):
-        if named in older.releases() and named in older.accepting(options):
-            return (
-                f"SGLang {named} (before kvcheck's flag tables) registers every flag of this server ({refused} "
-                "included): kvcheck does not model it"
-            )
-        return None
-    what = f"SGLang {named}" if named else "the release the image runs, which no clue names,"
-    return (
-        f"{refused} is refused by every release kvcheck has tables for (newest {manifest_newest()}: {str(exc)[:160]}), "
-        f"but {what} may have added it: unless it did, the server refuses it at start-up"
-    )
-
-
-def manifest_newest() -> str:
-    from kvcheck.release import manifest
-
-    return manifest.NEWEST
-
-
 def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
     from kvcheck.release import manifest
     from kvcheck.release.window import side_window
     from kvcheck.sides import kv_relevant_env
 
     notes: list[tuple] = []
-    options = _option_words(inst)
+    options = option_words(inst)
     sr = side_window(_clues(inst, opts), lambda v: parsed_flags(inst, caches, v), options)
     if sr.refusal is not None:
-        raise _Refused(sr)
+        raise Refused(sr)
     if sr.problem is not None:
         # A release kvcheck does not model (or cannot read): never judged with another
         # release's answers. Its flags are read with the newest table that reads them
@@ -486,10 +351,10 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
                 parsed_flags(inst, caches, manifest.NEWEST)
             except InputError as exc:
                 sr.refusal = (manifest.NEWEST, exc)
-            why = sr.older or (_unmodeled_reading(sr, options) if sr.refusal is not None else None)
+            why = sr.older or (unmodeled_reading(sr, options) if sr.refusal is not None else None)
             if why is not None:
-                raise _Unmodeled(sr, why)
-            raise _Refused(sr)
+                raise Unmodeled(sr, why)
+            raise Refused(sr)
         release, release_source = sr.named, sr.problem
     else:
         table = sr.releases[-1]

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 def side_instance(spec: str, role: Role, load_live: Any, variables: Any = None) -> Instance:
     """One side of a pair as an ``Instance`` (see the module docstring). ``variables``:
-    ``(--env values or None, --inherit-env)`` for the ``$VAR`` references of a launch-line
-    file, read as the ``-f`` script reader reads them."""
+    ``(--env values or None, --inherit-env)`` for the ``$VAR`` references of a script,
+    read as the ``-f`` reader reads them (it is that reader)."""
     from kvcheck.sources import is_live_spec
 
     if is_live_spec(spec):
@@ -47,17 +47,89 @@ def side_instance(spec: str, role: Role, load_live: Any, variables: Any = None) 
         raise InputError(f"file not found{hint}", source=clip(spec))
     if path.is_dir():
         raise InputError("is a directory, expected a file", source=spec)
-    suffix = path.suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        return _yaml_instance(path, spec, role)
-    if suffix == ".json":
+    if path.suffix.lower() == ".json":
         from kvcheck.sources import read_json_input
 
         data, text = read_json_input(path, spec)
         if isinstance(data, dict) and "server_info" in data:
             return _prebuilt(spec, role, load_live(spec, role))
-        return _json_instance(path, spec, role, data, text)
-    return _command_line_instance(path, spec, role, variables)
+        if not (isinstance(data, dict) and (data.get("kind") or data.get("apiVersion"))):
+            return _json_instance(path, spec, role, data, text)
+    return _file_instance(path, spec, role, variables)
+
+
+def _file_instance(path: Path, spec: str, role: Role, variables: Any = None) -> Instance:
+    """The ``role`` server of a pair side's file, read by the ``-f`` readers
+    (``kvcheck.sources.deployments.reader.read_deployment_file``): an SGLang ``--config``
+    YAML (any mapping of server-arg keys), a Kubernetes manifest, an srt-slurm recipe, a
+    script or docs page of launch lines (its own assignments, exports, ``${VAR:-default}``
+    and ``--config`` read as ``-f`` reads them), or a file of bare server args
+    (``--model-path X --tp 2``, read as ``python -m sglang.launch_server`` followed by
+    them). The file must hold one server of that role (``sglang_config.one_instance_of``:
+    else exit 2 saying how many, and to use ``-f``). The reader's problems about that
+    server and the file (not about its other servers) go with it
+    (``Instance.side_problems``, joined to the pair's deployment by ``run_pair``)."""
+    from kvcheck.sources.deployments.reader import read_deployment_file
+    from kvcheck.sources.deployments.sglang_config import one_instance_of
+    from kvcheck.sources.deployments.sourcing import NoServers
+    from kvcheck.sources.limits import MAX_FILE_BYTES
+
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:  # a pair side's file: the server-arg cap (SECURITY.md), before one byte is read
+        raise InputError(
+            f"file is {size} bytes; kvcheck reads a pair side's file up to {MAX_FILE_BYTES} bytes (is this the right "
+            "file?)",
+            source=spec,
+        )
+    values, inherit = variables if variables is not None else (None, False)
+    try:
+        deps = read_deployment_file(path, env=dict(values) if values else None, use_os_environ=bool(inherit), side=role)
+    except NoServers:
+        bare = _bare_args(path, values, bool(inherit), role)
+        if bare is None:
+            raise
+        deps = bare
+    inst = one_instance_of(deps, role, spec)
+    inst.name = role
+    others = {i.location for d in deps for i in d.instances if i is not inst}
+    inst.side_problems = [  # type: ignore[attr-defined]
+        p for d in deps for p in d.problems if p.id != "not-disaggregated" and p.location not in others
+    ]
+    return inst
+
+
+def _bare_args(path: Path, values: Any, inherit: bool, role: Role) -> list[Deployment] | None:
+    """A pair side's file whose first command is server args without a launcher
+    (``--model-path X --tp 2 ...``, on one line or several): read as the line
+    ``python -m sglang.launch_server`` followed by all of them, each at its own line.
+    None when it is not such a file."""
+    from kvcheck.sources.deployments import scripts
+    from kvcheck.sources.deployments.launch import SIDE_ROLE
+    from kvcheck.sources.deployments.reader import read_text
+
+    text = read_text(path)
+    lines = text.splitlines(keepends=True)
+    k = next((n for n, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")), None)
+    if k is None or not re.match(r"\s*--?[A-Za-z]", lines[k]):
+        return None
+    lines[k] = "python -m sglang.launch_server " + lines[k]
+    # every line of the file is args of that one command, as the pair path has always read
+    # it (one argv, lines joined): each line ends in a continuation, a comment or blank
+    # line between them is one (``\`` alone), so each word stays at its own line
+    last = max(n for n, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#"))
+    for n in range(k, last):
+        body = lines[n].rstrip("\r\n")
+        if "'" not in body and '"' not in body:
+            body = re.sub(r"\s+#.*$", "", body)  # a trailing comment would swallow the continuation
+        if not body.strip() or body.lstrip().startswith("#"):
+            lines[n] = "\\\n"
+        elif not body.endswith("\\"):
+            lines[n] = body + " \\\n"
+    token = SIDE_ROLE.set(role)
+    try:
+        return scripts.read_script(path, "".join(lines), values, use_os_environ=inherit)
+    finally:
+        SIDE_ROLE.reset(token)
 
 
 def _prebuilt(spec: str, role: Role, side: Any) -> Instance:
@@ -153,23 +225,6 @@ def _mapping_instance(
     )
 
 
-def _yaml_instance(path: Path, spec: str, role: Role) -> Instance:
-    from kvcheck.sglang.flags import FlagTable
-    from kvcheck.sources.files import _load_yaml, read_text
-
-    text = read_text(path)
-    data = _load_yaml(text, path)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise InputError(f"a SGLang --config file must hold a mapping of flags, got {type(data).__name__}", source=spec)
-    inst = _mapping_instance(
-        path, spec, role, data, text, "config", lambda d: [f"--{k}" for k in d if isinstance(k, str)]
-    )
-    inst.parse_for = lambda v: FlagTable.load(v).parse_config(data, spec)  # type: ignore[attr-defined]
-    return inst
-
-
 def _json_instance(path: Path, spec: str, role: Role, data: Any, text: str) -> Instance:
     from kvcheck.sources.files import args_from_mapping
 
@@ -205,136 +260,6 @@ def _json_instance(path: Path, spec: str, role: Role, data: Any, text: str) -> I
     return inst
 
 
-def _command_line_instance(path: Path, spec: str, role: Role, variables: Any = None) -> Instance:
-    """A launch-line file, read as ``kvcheck.sources.files.read_command_line`` reads it
-    (a ``--config`` inside it through the same root-confined inner-file reader), with the
-    per-release parse left to the release stage.
-
-    As a ``-f`` script's line (one pipeline, issue 15): ``$VAR`` references take their
-    values from ``--env`` (and kvcheck's environment with ``--inherit-env``), one set
-    nowhere is an ``unresolved-variable`` (never the literal text parsed as a value); a
-    ``--config`` file read through ``--config-file`` when it maps it, and one kvcheck
-    cannot read (inside the image, outside the read root) is that server's
-    ``config-not-read`` (``Instance.args_hidden``: its other args are unknown)."""
-    from kvcheck.errors import ArgparseRefusal
-    from kvcheck.sglang.flags import FlagTable, config_path
-    from kvcheck.sources.files import (
-        ENV_KEY,
-        GPU_ENV,
-        VERSION_ENV,
-        _env_mapping,
-        _load_inner_yaml,
-        _take_gpu_key,
-        _take_version_key,
-        check_inner_config,
-        mask_inner_values,
-        read_text,
-        split_command_line,
-    )
-    from kvcheck.sources.redact import collect_secrets, register_secrets, secrets_from_argv
-
-    text = read_text(path)
-    argv, env = split_command_line(text, spec)
-    register_secrets(secrets_from_argv(argv) | collect_secrets(dict(env)))  # before any error can quote one
-    line = _line_of(text, argv[0]) if argv else None
-    argv, env, unresolved = _expand_variables(argv, env, variables, Location(spec, line))
-    cfg = config_path(argv, spec)
-    config = None
-    cfg_path = None
-    hidden = None
-    kw: dict[str, Any] = {}
-    clues = []
-    if cfg:
-        # --config FILE inside a command: SGLang puts the file's flags before the
-        # command line's, so the command line wins (ConfigArgumentMerger).
-        from kvcheck.sources.deployments.launch_options import find_config_file
-
-        cfg_path, base, hidden = find_config_file(cfg, spec, Location(spec, _line_of(text, "--config") or line))
-    if cfg_path is not None and hidden is None:
-        config = _load_inner_yaml(cfg_path, base, source=spec)
-        env = {**_env_mapping(config.pop(ENV_KEY, None), str(cfg_path)), **env}
-        _take_gpu_key(config, env, str(cfg_path))
-        _take_version_key(config, env, str(cfg_path))
-    version = env.pop(VERSION_ENV, None)
-    if version:
-        clues.append(_version_clue(version, path, text))
-    gpu = env.pop(GPU_ENV, None)
-    if gpu is not None:
-        kw["gpu_type"], kw["gpu_source"] = gpu, "kvcheck-gpu"
-    options = [t.split("=", 1)[0] for t in argv if t.startswith("--")]
-    inst = Instance(
-        role=role,
-        name=role,
-        location=Location(spec, line),
-        argv=list(argv),
-        node_argvs=[list(argv)],
-        env=env,
-        arg_locations=_locations(text, path, options),
-        release_clues=clues,
-        kind="command line",
-        unresolved=unresolved,
-        args_hidden=hidden,
-        **kw,
-    )
-
-    def parse_for(v: str) -> dict[str, Any]:
-        table = FlagTable.load(v)
-        if config:
-            check_inner_config(table, config, str(cfg_path))
-        try:
-            args = table.parse_argv(argv, spec, config=config)
-        except ArgparseRefusal:
-            raise
-        except InputError as exc:
-            raise mask_inner_values(exc, config) from None
-        args.pop("config", None)
-        return args
-
-    inst.parse_for = parse_for  # type: ignore[attr-defined]
-    return inst
-
-
-def _expand_variables(
-    argv: list[str], env: dict[str, str], variables: Any, where: Location
-) -> tuple[list[str], dict[str, str], list[Any]]:
-    """``$VAR`` references of a launch-line file's words and ``VAR=v`` prefixes, expanded
-    as the ``-f`` script reader expands them (``kvcheck.sources.deployments.variables``:
-    ``--env`` values, then kvcheck's environment with ``--inherit-env``) -> (argv, env,
-    ``Unresolved``s). A word whose reference is set nowhere stays as written; the flag it
-    is the value of is named (the pipeline's ``unresolved-variable``)."""
-    from kvcheck.sources.deployments.instance import Unresolved
-    from kvcheck.sources.deployments.launch import env_unresolved
-    from kvcheck.sources.deployments.launch_options import _is_option, _takes_value
-    from kvcheck.sources.deployments.variables import Scope, expand
-
-    if not any("$" in t for t in argv) and not any("$" in v for v in env.values()):
-        return argv, env, []
-    values, inherit = variables if variables is not None else (None, False)
-    scope = Scope.build(env=dict(values or {}), use_os_environ=bool(inherit))
-    out: list[str] = []
-    unresolved: list[Any] = []
-    for k, tok in enumerate(argv):
-        missing: list[str] = []
-        new = expand(tok, scope, where, missing, syntax="shell") if "$" in tok else tok
-        if missing:
-            if tok.startswith("--") and "=" in tok:
-                flag: str | None = tok.split("=", 1)[0]
-            elif k and _is_option(argv[k - 1]) and "=" not in argv[k - 1] and _takes_value(argv[k - 1]):
-                flag = argv[k - 1]
-            else:
-                flag = None
-            unresolved += [Unresolved(v, flag, where, tok) for v in dict.fromkeys(missing)]
-            new = tok
-        out.append(new)
-    refs: dict[str, tuple[str, ...]] = {}
-    for name, value in list(env.items()):
-        missing = []
-        env[name] = expand(value, scope, where, missing, syntax="shell")
-        if missing:
-            refs[name] = tuple(dict.fromkeys(missing))
-    return out, env, unresolved + env_unresolved(refs, env, where)
-
-
 def run_pair(
     prefill: str, decode: str, opts: Any, *, load_live: Any, read_pair: Any = None, variables: Any = None
 ) -> tuple[Any, Any, Any]:
@@ -349,7 +274,11 @@ def run_pair(
 
     read_pair = read_pair or (lambda rp, rd: (rp(), rd()))
     pi, di = read_pair(reader(prefill, "prefill"), reader(decode, "decode"))
-    deployment = Deployment(name=f"{prefill} + {decode}", source=pi.location, instances=[pi, di])
+    problems = [p for inst in (pi, di) for p in getattr(inst, "side_problems", [])]
+    deployment = Deployment(name=f"{prefill} + {decode}", source=pi.location, instances=[pi, di], problems=problems)
+    from kvcheck.sources.deployments.reader import settle
+
+    settle([deployment])
     cluster = check_deployments([deployment], opts)
     p, d = pair_sides(cluster)
     return pair_report(cluster), p, d

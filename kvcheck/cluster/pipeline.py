@@ -35,9 +35,10 @@ from typing import Any
 
 from kvcheck.checks.base import Severity
 from kvcheck.cluster.classes import group_classes
-from kvcheck.cluster.instances import read_instance, refusal_finding
+from kvcheck.cluster.instances import read_instance
 from kvcheck.cluster.model import ClusterReport, DeploymentResult, finding
 from kvcheck.cluster.options import Caches, ClusterOptions
+from kvcheck.cluster.refusals import refusal_finding
 from kvcheck.errors import InputError
 from kvcheck.report.model import verdict_of
 from kvcheck.sources.deployments.instance import Deployment
@@ -62,6 +63,7 @@ PIPELINE_FINDING_IDS = (
 PROBLEM_SEVERITY = {
     "not-disaggregated": Severity.WARNING,
     "env-from": Severity.WARNING,
+    "duplicate-key": Severity.WARNING,
     "unresolved-address": Severity.INFO,
     "source-not-read": Severity.INFO,
     "startup-argparse": Severity.ERROR,
@@ -121,10 +123,22 @@ def combine_partial(deployments: list[Deployment]) -> list[Deployment]:
     server whose role is unreadable) are one deployment: merge them, in order, into one.
     Deployments with both roles and sweep variants stay as they are (two complete
     deployments given together are never cross-paired); helpers given with them join
-    them (``_attach_helpers``)."""
+    them (``_attach_helpers``). Files of one role beside exactly one complete deployment
+    (and no recipe variants) are part of it: ``-f launch.sh -f extra-decode.yaml``."""
     # files that are each part of a deployment: one role, or none readable (a server that
     # refuses its --disaggregation-mode, a role behind an unset variable), a router, variables
     partial = [d for d in deployments if d.variant is None and len({i.role for i in d.instances}) < 2]
+    complete = [d for d in deployments if not any(d is p for p in partial)]
+    if len(complete) == 1 and complete[0].variant is None and any(d.instances for d in partial):
+        # one whole deployment and files of one role beside it (-f launch.sh -f
+        # extra-decode.yaml): the extra servers are part of it, paired with its servers
+        host = complete[0]
+        for d in partial:
+            host.instances.extend(d.instances)
+            host.routers.extend(d.routers)
+            host.problems.extend(d.problems)
+            host.name = f"{host.name} + {d.name}"
+        return [host]
     if len(partial) < 2 or not any(d.instances or d.problems for d in partial):
         return _attach_helpers(deployments)
     merged = Deployment(

@@ -301,10 +301,9 @@ def _load_yaml(text: str, path: Path) -> Any:
     except RecursionError:
         raise InputError("YAML refused: nested too deep", source=str(path)) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"YAML syntax error{where}: {problem}", source=str(path)) from None
+        from kvcheck.sources.deployments.yamlnodes import syntax_error
+
+        raise syntax_error(exc, str(path)) from None
 
 
 def load_json(text: str, source: str, what: str) -> Any:
@@ -371,10 +370,14 @@ def split_command_line(text: str, source: str) -> tuple[list[str], dict[str, str
             return rest[n:], env
     if rest and rest[0].startswith("-"):
         return rest, env
-    got = " ".join(rest[:3]) if rest else "nothing"
+    from kvcheck.sources.quoting import shown_tokens
+
+    # the words found are quoted only under kvcheck.sources.quoting's rule: a file that
+    # is no launch command (/etc/passwd) is never shown
+    got = f"'{shown_tokens(rest[:3])}'" if rest else "nothing"
     raise InputError(
         "not a SGLang launch command: expected '[VAR=value ...] python -m sglang.launch_server --flag ...' (or "
-        f"'sglang serve ...'), found {got!r}",
+        f"'sglang serve ...'), found {got}",
         source=source,
     )
 
@@ -438,14 +441,13 @@ def _load_inner_yaml(cfg_path: Path, base: Path, *, source: str) -> dict[str, An
     return config
 
 
-_FLAG_LIKE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]{0,63}")
-
-
 def check_inner_config(table: FlagTable, config: dict[str, Any], source: str) -> None:
     """Each key of a ``--config`` file named inside an input, on its own, read by SGLang's
     parser; a refusal names the key only, never the value (the file may be one kvcheck
     was not meant to show: it is the input's choice, not the user's). An ambiguous
     abbreviation (``ArgparseRefusal``) is the server's own start-up refusal and is kept."""
+
+    from kvcheck.sources.quoting import has_arg_shape
 
     for key, value in config.items():
         try:
@@ -453,7 +455,7 @@ def check_inner_config(table: FlagTable, config: dict[str, Any], source: str) ->
         except ArgparseRefusal:
             raise
         except InputError:
-            if isinstance(key, str) and _FLAG_LIKE.fullmatch(key):
+            if has_arg_shape(key):
                 what, field = f"key {key!r}", key
             else:  # not a flag name at all: the key may be the file's content (a shadow line)
                 what, field = "a key that is not a flag name", None

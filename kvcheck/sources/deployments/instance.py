@@ -123,6 +123,12 @@ class Instance:
     model_clue: str = ""
     # the first hub id the file names that kvcheck's catalog does not hold: (name, clue)
     model_named: tuple = ()
+    # the values this server takes from a file named inside its input (a launch line's
+    # --config): never shown in a message (SECURITY.md, promise 3)
+    inner_values: frozenset[str] = frozenset()
+    # warnings about a file read for this server beside its own line (a ``duplicate-key``
+    # of its --config), reported with its findings (``kvcheck.cluster.instances``)
+    read_notes: list[Problem] = field(default_factory=list)
 
 
 @dataclass

@@ -31,6 +31,7 @@ node-rank options; multi-node instances), ``router`` (router launches and linkin
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -408,6 +409,14 @@ def _handle_set(args: list[str], scope: Scope) -> bool:
     return True
 
 
+# A pair side's file (``--prefill/--decode FILE``, ``kvcheck.cluster.pair_input``): the role
+# the user names it as. A server in it whose --disaggregation-mode is not prefill or decode
+# (absent, null, a typo, another mode) is kept as an instance of that role, so that the
+# pair path reports it as before (the ``disaggregation-mode`` check, the server's own
+# start-up refusal) instead of dropping it. None on the ``-f`` path.
+SIDE_ROLE: contextvars.ContextVar[str | None] = contextvars.ContextVar("kvcheck_side_role", default=None)
+
+
 def instance_from_launch(
     launch: Launch,
     *,
@@ -429,7 +438,10 @@ def instance_from_launch(
     server (no ``--disaggregation-mode prefill|decode``; ``problem`` is None when the
     mode is ``null``/absent, so the caller decides whether that matters)."""
     args = launch.args
-    args, config_problem = merge_config_file(args, file)
+    given = {id(w) for w in args}
+    notes: list[Problem] = []
+    args, config_problem = merge_config_file(args, file, notes)
+    inner = frozenset(w.text for w in args if id(w) not in given and not w.text.startswith("--"))
     launcher_args: list[str] = []
     if launch.launcher == DYNAMO_MODULE:
         args, launcher_args = split_dynamo(args)
@@ -443,6 +455,9 @@ def instance_from_launch(
         # (issue 14/15), not a missing role.
         mode = misspelled_mode(argv)
     words_unresolved = [w for w in args if w.unresolved]
+    side = SIDE_ROLE.get()
+    if side is not None and mode not in ("prefill", "decode"):
+        mode = side
     if mode not in (None, "prefill", "decode", "null"):
         word = _mode_word(args)
         if word is not None and not word.unresolved:
@@ -476,11 +491,14 @@ def instance_from_launch(
                 continue
             value_word = w if "=" in w.text else (args[k + 1] if k + 1 < len(args) else None)
             if value_word is not None and value_word.unresolved:
-                names = ", ".join(value_word.unresolved)
+                from kvcheck.sources.quoting import reference_shown
+
+                names = ", ".join(reference_shown(n) for n in value_word.unresolved)
                 return None, Problem(
                     "unresolved-variable",
-                    f"{Location(file, value_word.line)}: `{w.text} {value_word.text}`: {names} is not set, so the "
-                    "server's role (prefill or decode) is unknown; pass --env or set it",
+                    f"{Location(file, value_word.line)}: `{w.text.split('=', 1)[0]} "
+                    f"{reference_shown(value_word.text.split('=', 1)[-1] if value_word is w else value_word.text)}"
+                    f"`: {names} is not set, so the server's role (prefill or decode) is unknown; pass --env or set it",
                     Location(file, value_word.line),
                     f"set {names} in the file, or pass it with --env FILE",
                     hides_role=True,
@@ -552,6 +570,8 @@ def instance_from_launch(
         kind=kind,
         node_locations=[loc],
         args_hidden=config_problem,
+        inner_values=inner,
+        read_notes=notes,
     )
     # the server is kept: the pipeline reports the file it could not take as this
     # instance's (its args beyond the line's are unknown, kvcheck.cluster.instances)

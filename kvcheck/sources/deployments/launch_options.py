@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Mapping
+from pathlib import PurePath
 from types import MappingProxyType
 from typing import Any
 
@@ -227,13 +228,18 @@ def split_dynamo(words: list[Word]) -> tuple[list[Word], list[str]]:
     return sg, dyn
 
 
-def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem | None]:
+def merge_config_file(
+    args: list[Word], file: str, notes: list[Problem] | None = None
+) -> tuple[list[Word], Problem | None]:
     """``--config PATH`` (its own token, as SGLang requires) -> the args SGLang makes of
     that YAML file, first, then the rest of the line (``ConfigArgumentMerger.
     merge_config_with_args``, restated by ``FlagTable.config_to_argv``), each config arg
     located at its key's line in the config file. PATH is looked up as written, then
     beside the deployment file; when it cannot be read (a path inside the image) the
-    line is kept as is and a ``config-not-read`` problem says the args in it are unknown."""
+    line is kept as is and a ``config-not-read`` problem says the args in it are unknown.
+    A key written twice in the file keeps its later value (SGLang 0.5.23's
+    ``ConfigArgumentMerger._parse_yaml_config``: ``yaml.safe_load``); each is a
+    ``duplicate-key`` warning appended to ``notes`` when given."""
     idx = [k for k, w in enumerate(args) if w.text == "--config"]
     if len(idx) != 1 or idx[0] + 1 >= len(args):
         return args, None
@@ -243,12 +249,32 @@ def merge_config_file(args: list[Word], file: str) -> tuple[list[Word], Problem 
     from kvcheck.sources.files import inner_config_problem, read_inner_text
 
     loc = Location(file, args[k].line)
+    if PurePath(raw).suffix.lower() not in (".yaml", ".yml"):
+        # SGLang refuses it before reading it (ConfigArgumentMerger._validate_yaml_file,
+        # 0.5.3-0.5.23: ValueError "Config file must be YAML format"): never read here
+        from kvcheck.sources.quoting import shown
+
+        return args, Problem(
+            "config-refused",
+            f"{loc}: --config {shown(raw)}: SGLang's config merger refuses a file whose name does not end in .yaml or "
+            ".yml (ConfigArgumentMerger._validate_yaml_file: ValueError at start-up); kvcheck does not read it",
+            loc,
+            "Give --config a .yaml (or .yml) file.",
+        )
     found, root, not_read = find_config_file(raw, file, loc)
     if not_read is not None or found is None:
         return args, not_read
+    from kvcheck.sources.deployments.sourcing import note_read_inside
+
+    dups: list = []
     docs = load_documents(
-        read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found)
+        read_inner_text(found, root, field="--config", source=file, limit=MAX_CONFIG_BYTES), str(found), dups
     )
+    note_read_inside(found)
+    if notes is not None and dups:
+        from kvcheck.sources.deployments.sglang_config import MERGER, duplicate_problems
+
+        notes.extend(duplicate_problems(dups, str(found), MERGER))
     data = docs[0] if docs else LMap()
     if not isinstance(data, dict):
         return args, Problem("config-not-read", f"{loc}: --config {raw}: not a YAML mapping of flags", loc, "")

@@ -21,10 +21,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from kvcheck.errors import InputError
 from kvcheck.sources.deployments.instance import Deployment, Location
-from kvcheck.sources.deployments.yamlnodes import check_size, load_documents
+from kvcheck.sources.deployments.yamlnodes import Duplicate, check_size, load_documents
 
 _YAMLISH = re.compile(r"^(---\s*$|apiVersion:|kind:|[A-Za-z_][A-Za-z0-9_.-]*:(\s|$))")
 _LAUNCH_LINE = re.compile(
@@ -129,10 +130,27 @@ def read_text(path: Path) -> str:
 
 
 def read_deployment_file(
-    path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = False
+    path: Path, *, env: dict[str, str] | None = None, use_os_environ: bool = False, side: str | None = None
 ) -> list[Deployment]:
-    """One file -> its deployments (several for a recipe with sweeps/overrides)."""
-    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm
+    """One file -> its deployments (several for a recipe with sweeps/overrides).
+
+    ``side``: the file is a pair side (``--prefill/--decode FILE``,
+    ``kvcheck.cluster.pair_input``) of that role: a YAML mapping of other keys is that
+    server's ``--config`` file, and a server without a PD role is kept as that role
+    (``kvcheck.sources.deployments.launch.SIDE_ROLE``)."""
+    from kvcheck.sources.deployments.launch import SIDE_ROLE
+
+    token = SIDE_ROLE.set(side)
+    try:
+        return _read_deployment_file(path, env, use_os_environ, side)
+    finally:
+        SIDE_ROLE.reset(token)
+
+
+def _read_deployment_file(
+    path: Path, env: dict[str, str] | None, use_os_environ: bool, side: str | None
+) -> list[Deployment]:
+    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, sglang_config, srtslurm
 
     if str(path) != STDIN and path.is_dir():
         # a kustomization or a chart: rendered as it is deployed (kvcheck.sources.deployments.render)
@@ -153,13 +171,14 @@ def read_deployment_file(
     _check_shape(text, file, yamlish)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
+    dups: list[Duplicate] = []
     if re.match(r"\s*(\{\s*\"|\{\s*\}|\[\s*[\{\]])", text):
         # JSON (``kubectl get -o json``, a .json manifest): YAML's flow syntax reads it
         # with its lines; JSON that YAML refuses (tabs, say) is read as JSON
-        docs = _json_documents(text, file)
+        docs = _json_documents(text, file, dups)
     elif yamlish:
         try:
-            docs = load_documents(text, file)
+            docs = load_documents(text, file, dups)
         except InputError as exc:
             # a docs page whose first line happens to read "Note: ..." is not YAML; a
             # manifest or recipe with a syntax error is reported as one
@@ -171,23 +190,34 @@ def read_deployment_file(
         docs = list(docs[0])  # a JSON array of objects
     if docs and all(isinstance(d, dict) for d in docs):
         if any(d.get("kind") or d.get("apiVersion") for d in docs):
+            refuse_duplicates(dups, file, KUBERNETES_STRICT)
             return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
         if len(docs) == 1 and srtslurm.is_recipe(docs[0]):
-            return srtslurm.read_recipe(path, docs[0], env)
+            return _warn_duplicates(srtslurm.read_recipe(path, docs[0], env), dups, file, SRT_SLURM_LOADER)
         if len(docs) == 1 and dynamosdk.is_graph_config(docs[0]):
-            return [dynamosdk.read_graph_config(path, docs[0])]
+            return _warn_duplicates([dynamosdk.read_graph_config(path, docs[0])], dups, file, PYYAML_LOADER)
         if len(docs) == 1 and compose.is_compose(docs[0]):
+            refuse_duplicates(dups, file, COMPOSE_STRICT)
             return [compose.read_compose(path, docs[0], env, use_os_environ=use_os_environ)]
+        if len(docs) == 1 and sglang_config.is_server_config(docs[0]):
+            return [sglang_config.read_server_config(path, docs[0], duplicates=dups, side=side)]
         if has_launch:
             # Helm values and other YAML holding pod specs ("containers" lists)
             try:
-                return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
+                return _warn_duplicates(
+                    [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)], dups, file, HELM_LOADER
+                )
             except InputError:
                 pass
+        if side is not None and len(docs) == 1 and sglang_config.is_server_config(docs[0], side=True):
+            # a pair side (--prefill/--decode FILE) that is no other format: the server's
+            # --config file, as the pair path has always read a YAML mapping
+            return [sglang_config.read_server_config(path, docs[0], duplicates=dups, side=side)]
         if not has_launch:
             raise InputError(
-                "a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion) nor an srt-slurm recipe "
-                "(no backend.sglang_config)",
+                "a YAML mapping that is neither a Kubernetes manifest (no kind/apiVersion), an srt-slurm recipe "
+                "(no backend.sglang_config) nor an SGLang --config file (a mapping of server-arg keys such as "
+                "model-path and disaggregation-mode)",
                 source=file,
             )
     from kvcheck.sources.deployments.variables import SCRIPT_PATH
@@ -346,11 +376,11 @@ def _add_markdown_manifests(
             link_router(r, dep.instances)
 
 
-def _json_documents(text: str, file: str) -> list:
+def _json_documents(text: str, file: str, dups: list[Duplicate] | None = None) -> list:
     import json
 
     try:
-        return load_documents(text, file)
+        return load_documents(text, file, dups)
     except InputError as yaml_exc:
         try:
             data = json.loads(text)
@@ -369,6 +399,45 @@ def _json_documents(text: str, file: str) -> list:
 
     docs = data if isinstance(data, list) and all(isinstance(d, dict) for d in data) else [data]
     return [wrap(d) for d in docs]
+
+
+# What each consumer of a YAML format does with a key written twice in one mapping.
+KUBERNETES_STRICT = (
+    "Kubernetes refuses a manifest with a duplicate field: kubectl apply (--validate=strict, its default) and the "
+    "API server's strict field validation fail the request"
+)
+COMPOSE_STRICT = "Docker Compose refuses it (its YAML decoder: mapping key already defined)"
+# srt-slurm's srtctl.core.config.load_config (NVIDIA/srt-slurm, 020fbc6c): yaml.safe_load
+SRT_SLURM_LOADER = "srt-slurm's recipe loader (srtctl load_config: yaml.safe_load)"
+PYYAML_LOADER = "a PyYAML loader (yaml.safe_load)"
+HELM_LOADER = "Helm's values loader"
+
+
+def refuse_duplicates(dups: list[Duplicate], file: str, consumer: str) -> None:
+    """``InputError`` (exit 2) naming ``file``:line and the key of the first key written
+    twice in one mapping, for a format whose consumer refuses it (``consumer`` says who)."""
+    if not dups:
+        return
+    from kvcheck.sources.quoting import quoted
+
+    d = dups[0]
+    more = f" ({len(dups) - 1} more)" if len(dups) > 1 else ""
+    raise InputError(
+        f"line {d.again}: key {quoted(d.key)} is written twice in one mapping (first at line {d.first}){more}; "
+        f"{consumer}. Keep one.",
+        source=file,
+    )
+
+
+def _warn_duplicates(deps: list[Deployment], dups: list[Duplicate], file: str, consumer: str) -> list[Deployment]:
+    """A ``duplicate-key`` warning on each deployment read from a file whose consumer keeps
+    the later of two values (as ``yaml.safe_load``): the verdict is on what runs."""
+    if dups:
+        from kvcheck.sources.deployments.sglang_config import duplicate_problems
+
+        for dep in deps:
+            dep.problems.extend(duplicate_problems(dups, file, consumer))
+    return deps
 
 
 def read_deployments(
@@ -403,7 +472,7 @@ def read_deployments(
 
     out: list[Deployment] = []
     from kvcheck.sources.deployments.render import HELM_VALUES
-    from kvcheck.sources.deployments.sourcing import GIVEN_FILES, NoServers, non_pd_problem
+    from kvcheck.sources.deployments.sourcing import GIVEN_FILES, READ_INSIDE, NoServers, non_pd_problem
     from kvcheck.sources.deployments.variables import PRELUDE
     from kvcheck.sources.limits import check_cap
 
@@ -420,59 +489,82 @@ def read_deployments(
     given = GIVEN_FILES.set(frozenset(os.path.realpath(str(p)) for p in paths if str(p) != STDIN))
     prelude_token = None
     first_empty: NoServers | None = None
+    inside: set[str] = set()
+    inside_token = READ_INSIDE.set(inside)
+    per_file: list[tuple[Path, list[Deployment], NoServers | None]] = []
     try:
-        helpers, prelude = _helpers(paths, env, inherit_env) if several else ({}, {})
+        helpers, prelude, defined = _helpers(paths, env, inherit_env) if several else ({}, {}, {})
         prelude_token = PRELUDE.set(prelude)
         for p in paths:
             if p in helpers:
                 # a file of variables among several (-f 00_common.sh): what it sets feeds
-                # the other scripts; by itself it is no error
-                out.append(Deployment(name=p.name, source=Location(str(p), 1), problems=helpers[p]))
+                # the other scripts (checked below: something must use it)
+                dep = Deployment(name=p.name, source=Location(str(p), 1), problems=helpers[p])
+                out.append(dep)
+                per_file.append((p, [dep], None))
                 continue
             try:
-                out.extend(read_deployment_file(p, env=env, use_os_environ=inherit_env))
+                deps = read_deployment_file(p, env=env, use_os_environ=inherit_env)
+                empty = None
             except NoServers as exc:
                 if not several:
                     raise
                 # a helper file (router-only scripts are read as routers; this one has
                 # neither): it contributes the non-PD servers it starts, if any
                 first_empty = first_empty or exc
-                out.append(
+                deps = [
                     Deployment(
                         name=p.name, source=Location(str(p), 1), problems=[non_pd_problem(loc) for loc in exc.non_pd]
                     )
-                )
+                ]
+                empty = None if exc.non_pd else exc
+            out.extend(deps)
+            per_file.append((p, deps, empty))
             check_cap("variants", len(out), field="deployments (files and recipe variants)", source=str(p))
     finally:
         CONFIG_FILES.reset(token)
         HELM_VALUES.reset(values_token)
         GIVEN_FILES.reset(given)
+        READ_INSIDE.reset(inside_token)
         if prelude_token is not None:
             PRELUDE.reset(prelude_token)
+    if several and any(_has_servers(d) for d in out):
+        out = _each_file_counts(per_file, helpers, defined, inside, out)
     if several and not any(_has_servers(d) for d in out):
         raise first_empty or InputError(
             "none of the -f files launches an SGLang server or PD router", source=str(paths[0])
         )
     _link_across_files(out)
-    for dep in out:
+    settle(out)
+    return out
+
+
+def settle(deployments: list[Deployment]) -> None:
+    """What every reading ends with (``-f`` files and a pair's two sides alike): each
+    instance's model named from the file's clues (``name_model``), and an
+    ``unresolved-address`` info per address filled in at run time."""
+    for dep in deployments:
         _note_symbolic(dep)
         for inst in dep.instances:
             name_model(inst)
-    return out
 
 
 def _has_servers(dep: Deployment) -> bool:
     return bool(dep.instances or dep.routers or any(p.id in (*ROLE_HIDDEN, "startup-argparse") for p in dep.problems))
 
 
-def _helpers(paths: list[Path], env: dict[str, str] | None, inherit_env: bool = False) -> tuple[dict[Path, list], dict]:
+def _helpers(
+    paths: list[Path], env: dict[str, str] | None, inherit_env: bool = False
+) -> tuple[dict[Path, list], dict, dict[Path, dict]]:
     """Of several ``-f`` files, the shell files with no SGLang launch line (a sourced
-    ``00_common.sh``): each one's problems, and the variables they set, read in the
-    order given (``kvcheck.sources.deployments.sourcing.helper_variables``)."""
+    ``00_common.sh``): each one's problems, the variables they set, read in the order
+    given (``kvcheck.sources.deployments.sourcing.helper_variables``), and each one's own
+    (name -> ``VarDef``) for ``_each_file_counts``."""
     from kvcheck.sources.deployments.sourcing import helper_variables
 
     helpers: dict[Path, list] = {}
     prelude: dict = {}
+    defined: dict[Path, dict] = {}
     for p in paths:
         if str(p) == STDIN or p.is_dir():
             continue
@@ -482,9 +574,72 @@ def _helpers(paths: list[Path], env: dict[str, str] | None, inherit_env: bool = 
             continue  # reported when the file itself is read
         if _LAUNCH_LINE.search(text) or _looks_like_yaml(text) or re.match(r"\s*[\[{]", text):
             continue
+        before = dict(prelude)
         prelude, problems = helper_variables(p, text, env, prelude, use_os_environ=inherit_env)
         helpers[p] = problems
-    return helpers, prelude
+        defined[p] = {n: d for n, d in prelude.items() if before.get(n) != d}
+    return helpers, prelude, defined
+
+
+def _uses(text: str, name: str) -> bool:
+    """Whether ``text`` refers to the variable ``name`` (``$NAME``, ``${NAME...}``, ``$(NAME)``)."""
+    return re.search(r"\$(\{|\()?" + re.escape(name) + r"(?![A-Za-z0-9_])", text) is not None
+
+
+def _each_file_counts(
+    per_file: list[tuple[Path, list[Deployment], Any]],
+    helpers: dict[Path, list],
+    defined: dict[Path, dict],
+    inside: set[str],
+    out: list[Deployment],
+) -> list[Deployment]:
+    """Of several ``-f`` files, each must contribute something kvcheck names: servers or a
+    router (read), a reader problem about a server, the variables a file of assignments
+    sets that another file uses (or exports to the servers read after it), or the file
+    another one sources or names with ``--config`` (then read there, and not a second time
+    as a server of its own). A file that contributes nothing is kvcheck's bad input
+    (exit 2 naming it and what kvcheck expected), never silently nothing."""
+    texts: dict[Path, str] = {}
+    for p, _, _ in per_file:
+        if str(p) != STDIN and p.is_file():
+            try:
+                texts[p] = read_text(p)
+            except InputError:
+                texts[p] = ""
+    drop: set[int] = set()
+    for p, deps, empty in per_file:
+        real = os.path.realpath(str(p)) if str(p) != STDIN else None
+        if real in inside:
+            # read inside another -f file: a sourced script, a launch line's --config.
+            # An SGLang --config file is that line's server, not one more server.
+            for d in deps:
+                if all(i.kind == "config" for i in d.instances) and (d.instances or not (d.routers or d.problems)):
+                    drop.add(id(d))
+            continue
+        if p in helpers:
+            names = defined.get(p, {})
+            others = [t for q, t in texts.items() if q != p]
+            if any(d.exported for d in names.values()) or any(_uses(t, n) for n in names for t in others):
+                continue
+            what = (
+                f"it sets {', '.join(sorted(names)[:5])}{' ...' if len(names) > 5 else ''}, which no other -f file uses"
+                if names
+                else "it sets no variable"
+            )
+            raise InputError(
+                "given with -f, but kvcheck found nothing in it to check: no SGLang launch line (python -m "
+                "sglang.launch_server, sglang serve, python -m dynamo.sglang) or PD router, no Kubernetes manifest, "
+                f"srt-slurm recipe or SGLang --config mapping, and {what}; no other -f file sources it or names it "
+                "with --config",
+                source=str(p),
+            )
+        if empty is not None:
+            raise InputError(
+                f"{str(empty).split(': ', 1)[-1]}; given with -f, it contributes nothing: no other -f file sources "
+                "it, names it with --config or uses a variable it sets",
+                source=str(p),
+            )
+    return [d for d in out if id(d) not in drop]
 
 
 _MODEL_ENV_DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?-([^}]+)\}")

@@ -419,6 +419,16 @@ class Lexer:
                         buf.append(s[j:k])
                         j = k
                         continue
+                    if s[j] == "`":
+                        # a command substitution inside double quotes ("`cat f`"): its
+                        # output is not known (never run, its target never read)
+                        k = s.find("`", j + 1)
+                        k = n if k < 0 else k
+                        unresolved.append(s[j : k + 1])
+                        buf.append(s[j : k + 1])
+                        self.line += s.count("\n", j, k)
+                        j = k + 1
+                        continue
                     if s[j] == "\n":
                         self.line += 1
                     buf.append(s[j])

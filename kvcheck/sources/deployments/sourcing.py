@@ -31,6 +31,19 @@ from kvcheck.sources.deployments.variables import Scope, VarDef
 
 # realpaths of the -f files (set by read_deployments): a file the user named is read
 GIVEN_FILES: contextvars.ContextVar[frozenset] = contextvars.ContextVar("kvcheck_given_files", default=frozenset())
+# realpaths of the files read from inside others while -f files are read (a sourced
+# script, a launch line's --config): a -f file among them contributes what it holds
+# there (read_deployments), and is not read a second time as its own deployment
+READ_INSIDE: contextvars.ContextVar[set | None] = contextvars.ContextVar("kvcheck_read_inside", default=None)
+
+
+def note_read_inside(path: Path | str) -> None:
+    """Record that ``path`` was read from inside another input (``READ_INSIDE``)."""
+    seen = READ_INSIDE.get()
+    if seen is not None:
+        seen.add(_realpath(str(path)))
+
+
 MAX_SOURCE_DEPTH = 8
 MAX_SOURCED_BYTES = 16 * 1024 * 1024  # a script's sourced files, all reads together (scripts are 4 MiB at most)
 
@@ -129,7 +142,9 @@ def _read(path: Path, file: str, stack: tuple[str, ...]) -> tuple[str | None, st
         return None, f"`source {path}`: no such file here (a file inside the image?)"
     try:
         data = read_bytes_bounded(path, limit=MAX_SCRIPT_BYTES, what="sourced script")
-        return data.decode("utf-8-sig"), ""
+        text = data.decode("utf-8-sig")
+        note_read_inside(path)
+        return text, ""
     except (InputError, UnicodeDecodeError, OSError) as exc:
         return None, f"`source {path}`: not readable ({str(exc).splitlines()[0][:200]})"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -90,11 +90,26 @@ def check_size(path: Path) -> None:
         )
 
 
+class Duplicate(NamedTuple):
+    """A key written twice in one YAML mapping: ``key`` (as parsed), the 1-based lines of
+    its first and of its later occurrence. PyYAML (and so ``yaml.safe_load``) keeps the
+    later value; the reader of each format decides what that means
+    (``kvcheck.sources.deployments.reader``)."""
+
+    key: Any
+    first: int
+    again: int
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _Builder:
     def __init__(self, loader: _Loader, source: str):
         self.loader = loader
         self.source = source
         self.count = 0
+        self.duplicates: list[Duplicate] = []
 
     def build(self, node: yaml.Node, depth: int = 0) -> Any:
         self.count += 1
@@ -110,13 +125,26 @@ class _Builder:
                 source=self.source,
             )
         if isinstance(node, yaml.MappingNode):
+            # keys written in this mapping (not merged in with ``<<``, which a written key
+            # overrides by design): a key written twice is a duplicate
+            written = {id(k) for k, _ in node.value if k.tag != _MERGE_TAG}
             self.loader.flatten_mapping(node)
             out = LMap()
             out.line = node.start_mark.line + 1
+            first: dict[Any, int] = {}
             for knode, vnode in node.value:
                 key = self.build(knode, depth + 1)
                 if isinstance(key, (dict, list)):
                     key = str(key)
+                if id(knode) in written:
+                    at = knode.start_mark.line + 1
+                    try:
+                        if key in first:
+                            self.duplicates.append(Duplicate(key, first[key], at))
+                        else:
+                            first[key] = at
+                    except TypeError:  # an unhashable key is refused below, as PyYAML refuses it
+                        pass
                 out[key] = self.build(vnode, depth + 1)
                 out.lines[key] = _content_line(vnode)
             return out
@@ -195,16 +223,28 @@ def _expanded_size(root: yaml.Node, source: str) -> int:
     return memo[id(root)]
 
 
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.){0,200})'")
+_CHAR_NAMES = {"\\t": "a tab", " ": "a space", "\\x00": "a NUL byte"}
+
+
 def syntax_error(exc: yaml.YAMLError, source: str) -> InputError:
-    """A PyYAML error -> one-line ``InputError`` naming the file and line."""
+    """A PyYAML error -> one-line ``InputError`` naming the file, line and column and
+    PyYAML's kind of problem. What PyYAML quotes of the input (a character, an alias or
+    tag name) is shown only under ``kvcheck.sources.quoting``'s rule; PyYAML's context
+    snippet (the offending line) never is."""
+    from kvcheck.sources.quoting import quoted
+
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or type(exc).__name__
+    problem = _QUOTED.sub(lambda m: _CHAR_NAMES.get(m.group(1)) or quoted(m.group(1)), str(problem).splitlines()[0])
     return InputError(f"YAML syntax error{where}: {problem}", source=source)
 
 
-def load_documents(text: str, source: str) -> list[Any]:
+def load_documents(text: str, source: str, duplicates: list[Duplicate] | None = None) -> list[Any]:
     """Every document of a YAML stream as ``LMap``/``LSeq``/scalars (empty ones dropped).
+    A key written twice in one mapping keeps its later value, as ``yaml.safe_load`` does;
+    each such key is appended to ``duplicates`` when given (``Duplicate``).
 
     Raises ``InputError`` (exit 2) on a syntax error (with its line), on alias bombs,
     on too many nodes and on too deep nesting."""
@@ -244,6 +284,8 @@ def load_documents(text: str, source: str) -> list[Any]:
                     source=source,
                 )
             docs.append(builder.build(node))
+        if duplicates is not None:
+            duplicates.extend(builder.duplicates)
     except yaml.YAMLError as exc:
         raise syntax_error(exc, source) from None
     except RecursionError:
