@@ -264,3 +264,29 @@ def test_the_pair_path_decides_a_partly_refused_value_the_same(tmp_path):
     ids = {f["id"] for f in report["findings"]}
     # no clue to the release: every modeled release, refused up to 0.5.11, fails from 0.5.12
     assert code == 1 and report["verdict"] == "fail" and {"startup-argparse", "page-size-mismatch"} <= ids, ids
+
+
+# An open pip range (``sglang[all]>=0.5.9``) allows the releases after the newest modeled
+# one too: a pair that passes on every modeled release in the range is not judged on those,
+# so it is unchecked; one that fails on every modeled release fails; a bounded range passes.
+PIP_SCRIPT = """\
+pip install "sglang[all]{spec}"
+python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --page-size 16 &
+python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --page-size {decode_page}
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "decode_page", "code", "verdict"),
+    [(">=0.5.9", 16, 4, "unchecked"), (">=0.5.9", 64, 1, "fail"), (">=0.5.9,<0.5.20", 16, 0, "pass")],
+)
+def test_an_open_pip_range_never_passes_on_the_modeled_releases_alone(tmp_path, spec, decode_page, code, verdict):
+    script = tmp_path / "pd.sh"
+    script.write_text(PIP_SCRIPT.format(spec=spec, decode_page=decode_page))
+    got, report = _run_json("preflight", "-f", str(script), "--gpu", "h100")
+    assert (got, report["pairs"][0]["verdict"]) == (code, verdict), [(f["id"], f["severity"]) for f in _pair_findings(report)]
+    open_above = [f for f in _pair_findings(report) if f["id"] == "release-window" and "newer than" in f["message"]]
+    assert len(open_above) == (1 if verdict == "unchecked" else 0)
+    if open_above:
+        assert "pip install sglang[all]>=0.5.9 (the prefill and decode)" in open_above[0]["message"]
+        assert f"newer than {manifest.NEWEST}" in open_above[0]["message"] and "--sglang-version" in open_above[0]["fix"]

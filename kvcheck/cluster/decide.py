@@ -68,8 +68,40 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
             p, d, verdict_of([x.finding for x in located + class_findings]), report, located + list(class_findings)
         )
         pr.releases = _releases_contract(p, d, cands, None)
+        return _open_above(pr, p, d)
+    return _open_above(_decide_window(p, d, cands, opts, ignore, class_findings, gpus or (None,), refusing), p, d)
+
+
+def _open_above(pr: PairResult, p: ClassResult, d: ClassResult) -> PairResult:
+    """A pair that passes on every modeled release it may run, where a side's clue also
+    allows releases newer than the newest modeled one (``SideRelease.beyond_newest``: an
+    open pip range): those releases are not decided, so the pair is ``unchecked`` (a
+    ``release-window`` finding says so and what to pin). A fail stays a fail: it fails on
+    every release kvcheck decides (``combine_verdicts``)."""
+    from kvcheck.release import manifest
+
+    open_sides = [(c, c.window.beyond_newest) for c in (p, d) if c.window is not None and c.window.beyond_newest]
+    if not open_sides or pr.verdict not in ("pass", "warn"):
         return pr
-    return _decide_window(p, d, cands, opts, ignore, class_findings, gpus or (None,), refusing)
+    by_text: dict[str, list[str]] = {}
+    for c, text in open_sides:
+        by_text.setdefault(text, []).append(c.role)
+    said = "; ".join(f"{text} (the {' and '.join(roles)})" for text, roles in by_text.items())
+    f = finding(
+        "release-window",
+        Severity.UNCHECKED,
+        f"{p.id} x {d.id}: passes on every modeled release the sides may run, but {said} also allows SGLang "
+        f"releases newer than {manifest.NEWEST}, which kvcheck does not model: the pair is not judged there",
+        "Pin the release (sglang==X, an image tag lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or "
+        "--prefill-/--decode-sglang-version) with the release the servers run.",
+        open_sides[0][0].first.instance.location,
+    )
+    pr.findings.append(f)
+    pr.verdict = verdict_of([x.finding for x in pr.findings])
+    if pr.report is not None:
+        pr.report.findings.append(f.finding)
+        pr.report.verdict = pr.verdict
+    return pr
 
 
 def _refusal_group(p: ClassResult, d: ClassResult, pairs: list[tuple[str, str]]) -> Any:

@@ -54,6 +54,9 @@ class SideRelease:
     set with ``problem`` when no release of the window reads the flags but releases kvcheck
     does not model the PD path of do (0.5.0rc2-0.5.4.post3 by their own tables, 0.4.x by
     their option names, ``kvcheck.release.older``): the side runs one of those.
+    ``beyond_newest``: the clue that also allows releases newer than the newest modeled
+    one (an open pip range, ``sglang>=0.5.9``), else None: the side may run a release
+    kvcheck does not model, so the pair never passes on the modeled ones alone.
     ``value_refused``: release -> the parser's error, for the releases of the window whose
     parser refuses a flag's VALUE (a type or choice that changed) while others accept the
     flags: on those the server exits at start-up, on ``releases`` it starts; the pair is
@@ -72,6 +75,7 @@ class SideRelease:
     clues: list = field(default_factory=list)
     older: str | None = None
     value_refused: dict[str, Exception] = field(default_factory=dict)
+    beyond_newest: str | None = None
 
     @property
     def label(self) -> str:
@@ -146,6 +150,7 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
                 out.conflict = (out.conflict + "; " if out.conflict else "") + f"{texts} wins over {said}"
             candidates = tuple(allowed)
             how = texts
+            out.beyond_newest = next((c.text for c in readable if getattr(c, "beyond_newest", False)), None)
         else:
             c = unreadable[0]
             out.problem = c.problem or f"{c.text} names no release kvcheck models"
