@@ -169,3 +169,124 @@ def test_no_gpu_given_decides_on_hopper_and_blackwell(tmp_path):
     assert rc == 0 and report["pairs"][0]["releases"]["gpus_decided"] == ["h100", "b200"]
     rc, report = _run("-f", str(script), "--sglang-version", "0.5.23", "--gpu", "b200")
     assert rc == 0 and report["pairs"][0]["releases"].get("gpus_decided") is None
+
+
+# A window whose older release's parser refuses a flag's VALUE (here a tool-call parser
+# choice added in 0.5.12) while the newer accepts it: the server exits at start-up on the
+# one and starts on the other. Both are possible, so the pair is decided over both: it
+# fails on every release when the releases it starts on fail too, and is unchecked when
+# they pass (it fails or passes by the release). Written for kvcheck's tests in the
+# srt-slurm shape: a dated nightly image (a build between 0.5.11 and 0.5.12).
+NIGHTLY_RECIPE = """\
+name: nightly-window
+model:
+  path: qwen3-8b
+  container: lmsysorg/sglang:nightly-dev-cu13-20260510-2473659e
+  precision: bf16
+resources:
+  gpu_type: h100
+  gpus_per_node: 8
+  prefill_nodes: 1
+  prefill_workers: 1
+  decode_nodes: 1
+  decode_workers: 1
+backend:
+  type: sglang
+  sglang_config:
+    prefill:
+      served-model-name: Qwen/Qwen3-8B
+      model-path: /model/
+      disaggregation-mode: prefill
+      page-size: 16
+      tool-call-parser: deepseekv4
+    decode:
+      served-model-name: Qwen/Qwen3-8B
+      model-path: /model/
+      disaggregation-mode: decode
+      page-size: {decode_page}
+      tool-call-parser: deepseekv4
+"""
+
+
+def _run_json(*args: str) -> tuple[int, dict]:
+    from helpers import run_cli
+
+    proc = run_cli(*args, "--format", "json", pin=False)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def _pair_findings(report: dict) -> list[dict]:
+    return [f for p in report.get("pairs") or [] for f in p["findings"]] or report.get("findings", [])
+
+
+def test_a_value_refused_by_part_of_the_window_is_decided_over_both(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(NIGHTLY_RECIPE.format(decode_page=64))
+    code, report = _run_json("preflight", "-f", str(recipe))
+    found = _pair_findings(report)
+    assert code == 1 and report["pairs"][0]["verdict"] == "fail", [(f["id"], f["severity"]) for f in found]
+    refused = [f for f in found if f["id"] == "startup-argparse"]
+    assert {f["severity"] for f in refused} == {"error"} and len(refused) == 2
+    assert sorted(f["message"].split(": ", 2)[1].split(":")[0] for f in refused) == ["nightly-window/decode_0", "nightly-window/prefill_0"]
+    assert all("on SGLang 0.5.11 only" in f["message"] and "invalid choice: 'deepseekv4'" in f["message"] for f in refused)
+    assert any(f["id"] == "page-size-mismatch" and "on SGLang 0.5.12 only" in f["message"] for f in found)
+    window = report["pairs"][0]["releases"]
+    assert {o["verdict"] for o in window["outcomes"]} == {"fail"}
+    assert window["prefill"]["refuses_to_start_on"] == ["0.5.11"] and window["prefill"]["releases"] == ["0.5.12"]
+    # the newer end of the window starts: SGLang's own parser (0.5.23, installed) reads the value
+    pytest.importorskip("sglang.srt.server_args")
+    from sglang.srt.server_args import prepare_server_args
+
+    args = prepare_server_args(["--model-path", "Qwen/Qwen3-8B", "--tool-call-parser", "deepseekv4"])
+    assert args.tool_call_parser == "deepseekv4"
+
+
+def test_a_value_refused_by_part_of_the_window_is_unchecked_when_the_rest_passes(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(NIGHTLY_RECIPE.format(decode_page=16))
+    code, report = _run_json("preflight", "-f", str(recipe))
+    found = _pair_findings(report)
+    assert code == 4 and report["pairs"][0]["verdict"] == "unchecked"
+    (window,) = [f for f in found if f["id"] == "release-window"]
+    assert "fails on 0.5.11: startup-argparse: argument --tool-call-parser: invalid choice: 'deepseekv4'" in window["message"]
+    assert "passes on 0.5.12" in window["message"]
+
+
+def test_the_pair_path_decides_a_partly_refused_value_the_same(tmp_path):
+    for role, page in (("prefill", 16), ("decode", 64)):
+        (tmp_path / f"{role}.sh").write_text(
+            f"python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode {role} "
+            f"--page-size {page} --tool-call-parser deepseekv4 --gpu-id-step 1\n"
+        )
+    code, report = _run_json(
+        "preflight", "--prefill", str(tmp_path / "prefill.sh"), "--decode", str(tmp_path / "decode.sh"), "--gpu", "h100"
+    )
+    ids = {f["id"] for f in report["findings"]}
+    # no clue to the release: every modeled release, refused up to 0.5.11, fails from 0.5.12
+    assert code == 1 and report["verdict"] == "fail" and {"startup-argparse", "page-size-mismatch"} <= ids, ids
+
+
+# An open pip range (``sglang[all]>=0.5.9``) allows the releases after the newest modeled
+# one too: a pair that passes on every modeled release in the range is not judged on those,
+# so it is unchecked; one that fails on every modeled release fails; a bounded range passes.
+PIP_SCRIPT = """\
+pip install "sglang[all]{spec}"
+python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --page-size 16 &
+python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --page-size {decode_page}
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "decode_page", "code", "verdict"),
+    [(">=0.5.9", 16, 4, "unchecked"), (">=0.5.9", 64, 1, "fail"), (">=0.5.9,<0.5.20", 16, 0, "pass")],
+)
+def test_an_open_pip_range_never_passes_on_the_modeled_releases_alone(tmp_path, spec, decode_page, code, verdict):
+    script = tmp_path / "pd.sh"
+    script.write_text(PIP_SCRIPT.format(spec=spec, decode_page=decode_page))
+    got, report = _run_json("preflight", "-f", str(script), "--gpu", "h100")
+    assert (got, report["pairs"][0]["verdict"]) == (code, verdict), [(f["id"], f["severity"]) for f in _pair_findings(report)]
+    open_above = [f for f in _pair_findings(report) if f["id"] == "release-window" and "newer than" in f["message"]]
+    assert len(open_above) == (1 if verdict == "unchecked" else 0)
+    if open_above:
+        assert "pip install sglang[all]>=0.5.9 (the prefill and decode)" in open_above[0]["message"]
+        assert f"newer than {manifest.NEWEST}" in open_above[0]["message"] and "--sglang-version" in open_above[0]["fix"]

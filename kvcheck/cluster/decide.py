@@ -21,6 +21,7 @@ from typing import Any
 from kvcheck.checks.base import Finding, Severity
 from kvcheck.cluster.model import ClassResult, Located, PairResult, finding
 from kvcheck.errors import InputError
+from kvcheck.release.version import version_key
 from kvcheck.report.model import Report, verdict_of
 from kvcheck.sources.deployments.instance import Instance, Location
 
@@ -50,10 +51,13 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
         for n, e in enumerate(predicted, start=1):
             e.order, e.first = n, n == 1
         return PairResult(p, d, verdict_of([x.finding for x in findings]), None, findings)
+    from kvcheck.release.window import refusal_pairs
+
     pw, dw = p.window, d.window
     cands = pair_candidates(pw, dw) if pw is not None and dw is not None and pw.releases and dw.releases else []
+    refusing = refusal_pairs(pw, dw) if cands else []
     gpus = _assumed_gpus(p, d) if cands else None
-    if len(cands) <= 1 and gpus is None:
+    if len(cands) <= 1 and gpus is None and not refusing:
         if cands:
             rp, rd = cands[0]
             ps, ds = p.side_for(rp), d.side_for(rd)
@@ -64,8 +68,69 @@ def decide(p: ClassResult, d: ClassResult, opts: Any, ignore: tuple[str, ...]) -
             p, d, verdict_of([x.finding for x in located + class_findings]), report, located + list(class_findings)
         )
         pr.releases = _releases_contract(p, d, cands, None)
+        return _open_above(pr, p, d)
+    return _open_above(_decide_window(p, d, cands, opts, ignore, class_findings, gpus or (None,), refusing), p, d)
+
+
+def _open_above(pr: PairResult, p: ClassResult, d: ClassResult) -> PairResult:
+    """A pair that passes on every modeled release it may run, where a side's clue also
+    allows releases newer than the newest modeled one (``SideRelease.beyond_newest``: an
+    open pip range): those releases are not decided, so the pair is ``unchecked`` (a
+    ``release-window`` finding says so and what to pin). A fail stays a fail: it fails on
+    every release kvcheck decides (``combine_verdicts``)."""
+    from kvcheck.release import manifest
+
+    open_sides = [(c, c.window.beyond_newest) for c in (p, d) if c.window is not None and c.window.beyond_newest]
+    if not open_sides or pr.verdict not in ("pass", "warn"):
         return pr
-    return _decide_window(p, d, cands, opts, ignore, class_findings, gpus or (None,))
+    by_text: dict[str, list[str]] = {}
+    for c, text in open_sides:
+        by_text.setdefault(text, []).append(c.role)
+    said = "; ".join(f"{text} (the {' and '.join(roles)})" for text, roles in by_text.items())
+    f = finding(
+        "release-window",
+        Severity.UNCHECKED,
+        f"{p.id} x {d.id}: passes on every modeled release the sides may run, but {said} also allows SGLang "
+        f"releases newer than {manifest.NEWEST}, which kvcheck does not model: the pair is not judged there",
+        "Pin the release (sglang==X, an image tag lmsysorg/sglang:vX.Y.Z) or pass --sglang-version (or "
+        "--prefill-/--decode-sglang-version) with the release the servers run.",
+        open_sides[0][0].first.instance.location,
+    )
+    pr.findings.append(f)
+    pr.verdict = verdict_of([x.finding for x in pr.findings])
+    if pr.report is not None:
+        pr.report.findings.append(f.finding)
+        pr.report.verdict = pr.verdict
+    return pr
+
+
+def _refusal_group(p: ClassResult, d: ClassResult, pairs: list[tuple[str, str]]) -> Any:
+    """The window's group of releases on which a side's own parser refuses a flag's value
+    (``SideRelease.value_refused``): that server exits at start-up (``prepare_server_args``
+    -> argparse, status 2), so the pair fails there, whatever its KV layout. Its findings:
+    each refusing side's ``startup-argparse`` error (the newest refusing release's parser
+    text) at the refused flag's line."""
+    from types import SimpleNamespace
+
+    from kvcheck.cluster.instances import _refused_option, refusal_finding
+    from kvcheck.release.window import Group
+
+    located: list[Located] = []
+    for c, i in ((p, 0), (d, 1)):
+        rels = sorted({pr[i] for pr in pairs if pr[i] in c.window.value_refused}, key=version_key)
+        if not rels:
+            continue
+        inst = c.first.instance
+        exc = c.window.value_refused[rels[-1]]
+        sr = SimpleNamespace(refused_on=tuple(rels), how=c.window.how, problem=None)
+        f = refusal_finding(inst.role, inst.name, str(inst.location), sr, exc)
+        option = getattr(exc, "option", None) or _refused_option(exc)
+        located.append(Located(f, inst.arg_locations.get(option or "") or inst.location))
+    g = Group(pairs=sorted(pairs, key=lambda t: (version_key(t[0]), version_key(t[1]))))
+    g.result = (None, located)
+    g.outcome = _outcome(located)
+    g.text = _headline(located)
+    return g
 
 
 def _refused_pair_findings(p: ClassResult, d: ClassResult) -> list[Located]:
@@ -203,6 +268,7 @@ def _decide_window(
     ignore: tuple[str, ...],
     class_findings: list[Located],
     gpus: tuple[str | None, ...] = (None,),
+    refusing: list[tuple[str, str]] | None = None,
 ) -> PairResult:
     from kvcheck.release.window import group_by, merge_outcomes, releases_label, window_table
 
@@ -220,6 +286,10 @@ def _decide_window(
         g.result = (report, located)
         g.outcome = _outcome(located)
         g.text = _headline(located) if g.outcome[0] in ("fail", "unchecked") else ""
+    if refusing:
+        # The releases on which a side refuses to start: a fail there, decided after the
+        # others (the newest group that starts keeps the plan).
+        groups.append(_refusal_group(p, d, refusing))
     from kvcheck.release.window import gpu_label
 
     merged = merge_outcomes(groups)
@@ -228,7 +298,8 @@ def _decide_window(
     multi_gpu = len(gpus) > 1
     findings = _merge_group_findings(merged, final, multi_gpu) + advisories
     unnamed = " and ".join(c.role for c in (p, d) if _gpu_assumed(c))
-    window = releases_label(cands) + (
+    every = cands + list(refusing or [])
+    window = releases_label(every) + (
         f"; {'no GPU' if ' and ' in unnamed else f'the {unnamed} GPU not'} given: decided on "
         f"{' and '.join(gpu_label(g) for g in gpus)}"
         if multi_gpu
@@ -272,11 +343,11 @@ def _decide_window(
         findings=[x.finding for x in findings],
         sides=newest_report.sides,
         kernel=newest_report.kernel,
-        runtime=f"sglang {releases_label(cands)}" + (" (window)" if len(cands) > 1 else ""),
+        runtime=f"sglang {releases_label(every)}" + (" (window)" if len(every) > 1 else ""),
         extra=dict(newest_report.extra),
     )
     pr = PairResult(p, d, verdict, report, findings + list(class_findings))
-    pr.releases = _releases_contract(p, d, cands, merged, len(groups))
+    pr.releases = _releases_contract(p, d, every, merged, len(groups))
     pr.releases["gpus_decided"] = [g for g in gpus if g]
     report.extra["release_window"] = pr.releases
     return pr
@@ -346,8 +417,6 @@ def _table_groups(groups: list) -> list:
             rows[key] = Group(pairs=list(g.pairs), outcome=g.outcome, text=g.text, gpu=g.gpu)
         else:
             row.pairs += g.pairs
-    from kvcheck.release.version import version_key
-
     for row in rows.values():
         row.pairs.sort(key=lambda t: (version_key(t[0]), version_key(t[1])))
     return list(rows.values())

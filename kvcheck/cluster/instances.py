@@ -466,7 +466,8 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
     env_unknown = any(u.env_var for u in inst.unresolved)
     args_hidden = getattr(inst, "args_hidden", None) is not None  # a --config not read: args not all known
     unchecked = cfg is None or draft_missing or env_unknown or args_hidden
-    window = release if sr.problem is not None else sr.releases
+    # the releases it starts on, and those on which it refuses a flag's value at start-up
+    window = release if sr.problem is not None else (sr.releases, tuple(sorted(sr.value_refused)))
     key = (
         inst.role,
         mid,

@@ -53,7 +53,14 @@ class SideRelease:
     the window leaves out and why (``"0.5.0rc2-0.5.4.post3 (no PD model)"``). ``older``:
     set with ``problem`` when no release of the window reads the flags but releases kvcheck
     does not model the PD path of do (0.5.0rc2-0.5.4.post3 by their own tables, 0.4.x by
-    their option names, ``kvcheck.release.older``): the side runs one of those."""
+    their option names, ``kvcheck.release.older``): the side runs one of those.
+    ``beyond_newest``: the clue that also allows releases newer than the newest modeled
+    one (an open pip range, ``sglang>=0.5.9``), else None: the side may run a release
+    kvcheck does not model, so the pair never passes on the modeled ones alone.
+    ``value_refused``: release -> the parser's error, for the releases of the window whose
+    parser refuses a flag's VALUE (a type or choice that changed) while others accept the
+    flags: on those the server exits at start-up, on ``releases`` it starts; the pair is
+    decided over both (``kvcheck.cluster.decide``: a start-up refusal is a fail there)."""
 
     releases: tuple[str, ...] = ()
     pinned: bool = False
@@ -67,6 +74,8 @@ class SideRelease:
     outside: str = ""
     clues: list = field(default_factory=list)
     older: str | None = None
+    value_refused: dict[str, Exception] = field(default_factory=dict)
+    beyond_newest: str | None = None
 
     @property
     def label(self) -> str:
@@ -95,6 +104,7 @@ class SideRelease:
             "conflict": self.conflict,
             "refused_on": list(self.refused_on),
             "outside": self.outside or None,
+            "refuses_to_start_on": sorted(self.value_refused, key=version_key),
         }
 
 
@@ -140,6 +150,7 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
                 out.conflict = (out.conflict + "; " if out.conflict else "") + f"{texts} wins over {said}"
             candidates = tuple(allowed)
             how = texts
+            out.beyond_newest = next((c.text for c in readable if getattr(c, "beyond_newest", False)), None)
         else:
             c = unreadable[0]
             out.problem = c.problem or f"{c.text} names no release kvcheck models"
@@ -153,6 +164,7 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
         how = "no clue to the release (no image tag, recipe pin, pip line or --sglang-version)"
     accepted, refused = [], []
     errors: dict[str, str] = {}
+    excs: dict[str, Exception] = {}
     last_error: tuple[str, Exception] | None = None
     for v in candidates:
         try:
@@ -167,6 +179,7 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
                 raise
             refused.append(v)
             errors[v] = str(exc)
+            excs[v] = exc
             last_error = (v, exc)
     out.refused_on = tuple(refused)
     if (
@@ -205,16 +218,17 @@ def side_window(clues: Iterable, parse: Callable[[str], Any], options: Iterable[
     if by_value:
         # A flag's VALUE that some releases' parsers refuse (a type that changed, e.g.
         # --preferred-sampling-params type=str before json.loads) does not tell the release:
-        # the server refuses to start on those releases and starts on the others.
+        # the server refuses to start on those releases and starts on the others. Both are
+        # possible: the pair is decided over both (the refusal is a fail on its releases).
         v = by_value[-1]
-        out.problem = (
-            f"the server refuses to start on SGLang {span(by_value) if len(by_value) > 1 else v} "
-            f"({errors[v]}) and its parser accepts the flags on {span(accepted)}: the answer depends on the release"
+        out.value_refused = {r: excs[r] for r in by_value}
+        how += (
+            f"; the server refuses to start on SGLang {span(by_value) if len(by_value) > 1 else v} "
+            f"({errors[v]}) and its parser accepts the flags on {span(accepted)}"
         )
-        out.how = how
-        return out
+        refused = [r for r in refused if r not in out.value_refused]
     out.releases = tuple(accepted)
-    out.pinned = len(accepted) == 1 and bool(strong)
+    out.pinned = len(accepted) == 1 and bool(strong) and not out.value_refused
     if refused:
         how += f"; the flags are refused by {span(refused) if len(refused) > 1 else refused[0]}'s parser"
         if not strong:
@@ -317,6 +331,21 @@ def pair_candidates(p: SideRelease, d: SideRelease) -> list[tuple[str, str]]:
     if common:
         return [(r, r) for r in common]
     return [(a, b) for a in p.releases for b in d.releases]
+
+
+def refusal_pairs(p: SideRelease, d: SideRelease) -> list[tuple[str, str]]:
+    """The (prefill release, decode release) pairs of the two windows, taken whole (the
+    releases each side starts on and those whose parser refuses a flag's value:
+    ``value_refused``), on which a side refuses to start; the pairs of ``pair_candidates``
+    are those on which both start."""
+    if not p.value_refused and not d.value_refused:
+        return []
+    from dataclasses import replace
+
+    def whole(s: SideRelease) -> SideRelease:
+        return replace(s, releases=tuple(sorted({*s.releases, *s.value_refused}, key=version_key)))
+
+    return [(a, b) for a, b in pair_candidates(whole(p), whole(d)) if a in p.value_refused or b in d.value_refused]
 
 
 @dataclass
