@@ -2,8 +2,10 @@
 
 ``GenericReader`` reads the log line by line (bounded state: the open traceback, a lone
 exception message being joined, a native stack, a C++ assertion, the node's command
-outputs) and hands each to its rule: Python exceptions in ``pyerrors``, native lines and
-crashes in ``native``; what they share is in ``rulebase``.
+outputs) and hands each to its rule: Python exceptions in ``pyerrors`` (imports that fail in
+``pyenv``), error log lines in ``errorlogs``, native lines in ``native``, native crash stacks
+and C++ assertions in ``crashes``, the node's command outputs in ``nodestate``; what they
+share is in ``rulebase``.
 
 Specific signatures (``signatures.yaml``) name one known failure. A log from a fault not
 seen before has none, and "not recognized" tells the on-call engineer nothing. These
@@ -36,29 +38,21 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from kvcheck.explain.formats import FormatMatch, line_level, match_line, phase_of_function, whose
-from kvcheck.explain.lines import ENGINE_NAMES
-from kvcheck.explain.native import (
-    _GLOG,
-    _NATIVE_ASSERT,
-    NativeAssert,
-    NativeStack,
-    NodeState,
-    native_line,
-    ucx_transport_line,
-)
-from kvcheck.explain.pyerrors import (
-    _EXC,
-    _IMPORT_STMT,
-    attribute_mismatch,
+from kvcheck.explain.crashes import _NATIVE_ASSERT, NativeAssert, NativeStack
+from kvcheck.explain.errorlogs import (
     class_line_finding,
     engine_log_finding,
     errno_line_finding,
     message_class,
     nixl_status_finding,
     sglang_log_finding,
-    traceback_finding,
 )
+from kvcheck.explain.formats import FormatMatch, line_level, match_line, phase_of_function, whose
+from kvcheck.explain.lines import ENGINE_NAMES
+from kvcheck.explain.native import _GLOG, native_line, ucx_transport_line
+from kvcheck.explain.nodestate import NodeState
+from kvcheck.explain.pyenv import _IMPORT_STMT
+from kvcheck.explain.pyerrors import _EXC, attribute_mismatch, traceback_finding
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 __all__ = ["GenericFinding", "GenericReader", "engine_of_module", "nixl_step", "rules", "sglang_subsystem"]
