@@ -115,6 +115,21 @@ class NativeStack:
                     )
                 where = func or lib.split("/")[-1]
                 step, phase = crash_step(frames)
+                known = next((c for rx, c in rules()["_known_crashes"] if func and rx.search(func)), None)
+                if known is not None:  # a crash the project fixed (``known_crashes``)
+                    return GenericFinding(
+                        id=known["id"],
+                        title=known["title"].replace("{func}", func),
+                        engine=engine,
+                        line=line,
+                        phase=phase,
+                        component=comp,
+                        text=head,
+                        cause=known["cause"].replace("{func}", func)
+                        + (f" The stack shows it was {step}." if step else ""),
+                        checks=list(known["checks"]),
+                        fix=known["fix"],
+                    )
                 return GenericFinding(
                     id="native-crash-generic",
                     title=f"native crash in {where} ({comp})" + (f" while {step}" if step else ""),

@@ -6,7 +6,9 @@
   matched whole by a format of its own source;
 - a line of a known message class (``generic.yaml`` ``message_classes``);
 - a NIXL status in the API step of the NIXL call shown before it;
-- an OS error (errno) reported inside an error line.
+- an OS error (errno) reported inside an error line;
+- a message whose meaning its project states (``generic.yaml`` ``known_messages``), matched
+  whole by its format.
 """
 
 from __future__ import annotations
@@ -282,3 +284,52 @@ def _errno_finding(
 
 def _nixl_code(name: str) -> str:
     return "NIXL_ERR_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper().replace("CANCELLED", "CANCELED")
+
+
+_FIELD = re.compile(r"\{(\d)\}")
+_EMPTY_PAREN = re.compile(r" \((?:[\w ]+: )?\{(\d)\}\)")
+
+
+def _arg(args: list[str], i: int) -> str:
+    return args[i].strip()[:160] if i < len(args) else ""
+
+
+def known_message_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFinding | None:
+    """The cause a project's message states (``generic.yaml`` ``known_messages``), when the
+    line is that message WHOLE: ``fm``'s format (its literal text with fields, as the
+    project's source writes it) is the table's, and each field ``when`` names has a value
+    its pattern matches; None otherwise. ``{N}`` in the texts: field N's value. The
+    finding says where the project prints it and in which of its releases."""
+    rows = rules()["_known_messages"].get((fm.engine, fm.fmt)) if fm.fmt else None
+    if not rows:
+        return None
+    args = fm.args
+    for when, k in rows:
+        if any(i >= len(args) or rx.search(args[i].strip()) is None for i, rx in when.items()):
+            continue
+
+        def fill(t: str) -> str:
+            # a field the paste does not show (cut, or on the next line): its parenthesis goes
+            t = _EMPTY_PAREN.sub(lambda m: "" if not _arg(args, int(m.group(1))) else m.group(0), t)
+            return _FIELD.sub(lambda m: _arg(args, int(m.group(1))), t)
+
+        if fm.engine == "sglang":
+            span = fm.span(load_formats().releases)
+        else:
+            from kvcheck.explain.formats import load_engine_formats
+
+            span = fm.span(load_engine_formats()[fm.engine].releases)
+        return GenericFinding(
+            id=k["id"],
+            title=fill(k["title"]),
+            engine=fm.engine,
+            line=lineno,
+            phase=k.get("phase") or phase_of_function(fm.function.replace("::", "."), fm.module),
+            component=k["component"],
+            text=line.strip()[:300],
+            cause=fill(k["cause"]) + f" {fm.engine_name} prints it in {fm.where()} (its releases {span}).",
+            checks=list(k.get("checks") or []),
+            fix=fill(k["fix"]),
+            releases=fm.releases if fm.engine == "sglang" else [],
+        )
+    return None

@@ -175,7 +175,8 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
                     "EACCES": "Run with the privilege the RDMA driver needs (root or CAP_IPC_LOCK).",
                 }.get(
                     name,
-                    "Enable GPUDirect RDMA (nvidia_peermem or dma-buf) or register host memory; do not use "
+                    "Enable GPUDirect RDMA (the peer-memory module, nvidia_peermem / amdgpu_peermem, or a "
+                    "dma-buf registration) or register host memory; do not use "
                     "expandable_segments for the KV pool.",
                 ),
             )
@@ -183,6 +184,26 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
     m = _SO.search(s) if "shared object" in s else None
     if m:
         lib = m.group("lib")
+        if re.match(r"lib(?:plugin_|nixl)", lib):  # another of NIXL's own libraries (its plugin directory)
+            return GenericFinding(
+                id="nixl-plugin-dependency-not-found",
+                title=f"{m.group('obj')} cannot load: NIXL's own {lib} not found",
+                engine="nixl",
+                line=lineno,
+                phase="startup",
+                component="NIXL plugin loading",
+                text=s[:300],
+                cause=f"The plugin {m.group('obj')} links another of NIXL's own libraries, {lib}, which sits in "
+                "NIXL's plugin directory; the loader finds it only when that directory is on its search path: "
+                "NIXL builds before 0.5.0 gave the plugins no rpath to their own directory (fixed by nixl PR "
+                "#612), so the plugin fails to load unless LD_LIBRARY_PATH (or NIXL_PLUGIN_DIR) names it.",
+                checks=[
+                    f"ldd <plugin dir>/{m.group('obj')} | grep 'not found'",
+                    "pip show nixl | grep Version; the plugin directory (.nixl.mesonpy.libs/plugins in the wheel)",
+                ],
+                fix="Upgrade NIXL to 0.5.0 or later, or add NIXL's plugin directory to LD_LIBRARY_PATH (and set "
+                "NIXL_PLUGIN_DIR to it).",
+            )
         why = (
             "the CUDA runtime/driver this build needs is not on the host (a CUDA build on a non-CUDA host, or a "
             "cu12 wheel on a CUDA-13-only host)"

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from kvcheck.explain.generic import GenericReader
 from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
 from kvcheck.explain.logrelease import LogRelease, ReleaseReader
+from kvcheck.explain.rulebase import rules
 from kvcheck.explain.signatures import SignatureScanner, signature
 from kvcheck.explain.timeline import Timeline
 
@@ -268,7 +269,8 @@ class LogReader:
                 )
             )
         findings.extend(self._generic(findings, ctx))
-        crashes = [f for f in findings if f.id == "native-crash-generic"]
+        stacks = {"native-crash-generic"} | {c["id"] for _rx, c in rules()["_known_crashes"]}
+        crashes = [f for f in findings if f.id in stacks]
         if crashes:  # the stack named where it died: the bare "a crash happened" headers say less
             findings = [
                 f
