@@ -424,7 +424,7 @@ class GenericReader:
                 if (
                     g.id == "rdma-register-gpu-memory"
                     and g.line > self._dmabuf
-                    and "dma-buf registration" not in g.cause
+                    and "The log shows dma-buf" not in g.cause
                 ):
                     g.cause += (
                         f" The log shows dma-buf registration of GPU memory enabled/supported (line {self._dmabuf}), "
