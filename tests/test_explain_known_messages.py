@@ -239,3 +239,34 @@ def test_gpu_memory_registration_refused_names_the_peer_memory_modules(errno, na
     f, _ = first([f"[mori][error] RegisterRdmaMemoryRegion failed! addr:0x7f1, size:1048576, errno:{errno} ({text})"])
     assert f.id == "rdma-register-gpu-memory" and name in f.title
     assert "amdgpu_peermem" in f.cause and "dma-buf" in f.cause
+
+
+def test_a_mooncake_bridge_interface_is_said_as_a_warning_only_for_a_bridge():
+    f, _ = first(
+        [
+            "I1203 13:00:00.000100 61 transfer_metadata_plugin.cpp:1127] Found active interface docker0 with IP "
+            "172.30.0.1",
+            "I1203 13:00:00.000200 61 transfer_metadata_plugin.cpp:1127] Found active interface ens5 with IP 192.0.2.5",
+        ]
+    )
+    assert f.id == "mooncake-bridge-interface-address" and f.role == "warning" and "docker0" in f.title
+    assert "MC_TCP_BIND_ADDRESS" in f.cause + f.fix
+    g, _ = first(
+        ["I1203 13:00:00.000200 61 transfer_metadata_plugin.cpp:1127] Found active interface ens5 with IP 192.0.2.5"]
+    )
+    assert g is None or g.id != "mooncake-bridge-interface-address"
+
+
+def test_the_mamba_speculative_radix_refusal_names_the_pd_decode_order():
+    # SGLang 0.5.10 .. 0.5.13.post1 raise this in ServerArgs._handle_mamba_radix_cache
+    line = (
+        "ValueError: Speculative decoding for FalconH1ForCausalLM is not compatible with radix cache when using "
+        "--mamba-scheduler-strategy no_buffer.To use radix cache with speculative decoding, please use "
+        "--mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1."
+    )
+    f, rep = first([line])
+    assert f.id == "sglang-mamba-spec-radix-refusal" and f.engine == "sglang" and f.phase == "startup"
+    assert "FalconH1ForCausalLM" in f.title and "0.5.11" in f.cause and "--disable-radix-cache" in f.fix
+    fm = load_formats().match(line.split(": ", 1)[1])
+    assert fm is not None and fm.function == "ServerArgs._handle_mamba_radix_cache"
+    assert "0.5.10" in fm.releases and "0.5.23" not in fm.releases

@@ -330,6 +330,7 @@ def known_message_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFin
             cause=fill(k["cause"]) + f" {fm.engine_name} prints it in {fm.where()} (its releases {span}).",
             checks=list(k.get("checks") or []),
             fix=fill(k["fix"]),
+            role=k.get("role", "cause"),
             releases=fm.releases if fm.engine == "sglang" else [],
         )
     return None

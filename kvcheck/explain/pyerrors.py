@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from kvcheck.explain.errorlogs import _errno_finding, _nixl_code, _nixl_status, message_class
+from kvcheck.explain.errorlogs import _errno_finding, _nixl_code, _nixl_status, known_message_finding, message_class
 from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
 from kvcheck.explain.native import _NIXL_ERR, errno_in
 from kvcheck.explain.pyenv import _IMPORT_STMT, _LIB_MISSING, _NO_MODULE, _PKG_OF, _library_missing, _module_missing
@@ -103,6 +103,10 @@ def traceback_finding(
     # the message as SGLang formats it in its own source, release by release
     fm = sglang_format(etype, msg) if sglang_ok and etype and msg and kind not in _RUNTIME_WORDED else None
     fmt_note = ""
+    known = known_message_finding(fm, tb_line, ex.group(0)) if fm is not None and ex is not None else None
+    if known is not None and (not path or engine == "sglang"):  # a message whose meaning is known
+        known.lines = [tb_line, lineno] if lineno else [tb_line]
+        return known
     if fm is not None and (not path or engine == "sglang"):
         span = fm.span(load_formats().releases)
         if not path:
