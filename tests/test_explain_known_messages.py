@@ -270,3 +270,18 @@ def test_the_mamba_speculative_radix_refusal_names_the_pd_decode_order():
     fm = load_formats().match(line.split(": ", 1)[1])
     assert fm is not None and fm.function == "ServerArgs._handle_mamba_radix_cache"
     assert "0.5.10" in fm.releases and "0.5.23" not in fm.releases
+
+
+def test_a_wire_error_followed_by_rebuilt_connections_is_a_reconnect_loop():
+    lines = ["[Tue Mar  3 09:00:00 2026] mlx5_7/1: QP 4242 error: local length error (0x8e 0x0 0x0)"]
+    lines += [
+        f"W0303 09:0{i}:00.000000 88 rdma_endpoint.cpp:692] Re-establish connection: EndPoint: local "
+        f"node-a:13001@mlx5_7, peer node-b:13002@mlx5_{i}"
+        for i in range(3)
+    ]
+    f, _ = first(lines)
+    assert f.id == "rdma-wc-loc-len-err" and "rebuilt 3 times (lines 2..4)" in f.cause and "reconnect loop" in f.cause
+    assert "PR #3387" in f.cause  # the rebuilds are Mooncake's (its rdma_endpoint's words)
+    # two rebuilds are not a loop
+    g, _ = first(lines[:3])
+    assert "reconnect loop" not in g.cause
