@@ -285,3 +285,23 @@ def test_a_wire_error_followed_by_rebuilt_connections_is_a_reconnect_loop():
     # two rebuilds are not a loop
     g, _ = first(lines[:3])
     assert "reconnect loop" not in g.cause
+
+
+def test_a_refused_mooncake_handshake_says_nothing_listens_at_the_peer():
+    f, _ = first(
+        [
+            "E0310 08:00:01.000001 3131 transfer_metadata_plugin.cpp:909] SocketHandShakePlugin: connect()"
+            "192.0.2.31:17001: Connection refused [111]",
+            "E0310 08:00:01.000050 3131 transfer_task.cpp:572] Failed to open segment for endpoint='192.0.2.31:17001'",
+        ]
+    )
+    assert f.id == "mooncake-handshake-refused" and f.first_line == 1
+    assert "192.0.2.31:17001" in f.title and "not up yet" in f.cause and "SocketHandShakePlugin" not in f.fix
+    # another errno of the same message is not a refusal
+    g, _ = first(
+        [
+            "E0310 08:00:01.000001 3131 transfer_metadata_plugin.cpp:909] SocketHandShakePlugin: connect()"
+            "192.0.2.31:17001: No route to host [113]"
+        ]
+    )
+    assert g is not None and g.id != "mooncake-handshake-refused"

@@ -324,7 +324,7 @@ def known_message_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFin
             title=fill(k["title"]),
             engine=fm.engine,
             line=lineno,
-            phase=k.get("phase") or phase_of_function(fm.function.replace("::", "."), fm.module),
+            phase=k.get("phase", ""),  # '' = the log's timeline decides
             component=k["component"],
             text=line.strip()[:300],
             cause=fill(k["cause"]) + f" {fm.engine_name} prints it in {fm.where()} (its releases {span}).",
