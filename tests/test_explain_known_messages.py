@@ -305,3 +305,14 @@ def test_a_refused_mooncake_handshake_says_nothing_listens_at_the_peer():
         ]
     )
     assert g is not None and g.id != "mooncake-handshake-refused"
+
+
+def test_mooncake_nvlink_address_not_found_in_its_own_words_names_host_memory():
+    # NvlinkTransport prints the range: "Requested address <from> to <to> not found!"
+    f, _ = first(
+        [
+            "E0311 10:00:00.000001 77 nvlink_transport.cpp:497] Requested address 0x7f3a00000000 to 0x7f3a00100000 "
+            "not found!"
+        ]
+    )
+    assert f.id == "mooncake-nvlink-fallback-address" and "pinned CPU" in f.cause and "RDMA" in f.cause
