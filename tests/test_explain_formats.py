@@ -184,8 +184,11 @@ def test_an_os_error_inside_a_message_sglang_logs_is_read_with_its_place():
     )
     rep = _report(line)
     f = rep.first_cause
-    assert (f.id, f.engine) == ("os-econnrefused", "sglang")
+    # the message's own meaning (the decode's GET /route to the prefill's bootstrap server), with
+    # the OS error the line carries
+    assert (f.id, f.engine) == ("sglang-bootstrap-unreachable", "sglang")
     assert "_get_prefill_parallel_info_from_server" in f.cause and f.phase == "first-request"
+    assert "nothing listens" in f.cause and "(ECONNREFUSED)" in f.cause and "--host 0.0.0.0" in f.fix
     # a message of older releases only (0.5.10 renamed it): the installed 0.5.23 has not this text,
     # and the log's release window ends where the text does
     assert "Error fetching prefill parallel info from bootstrap" not in _installed_source(

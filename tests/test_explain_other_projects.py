@@ -226,11 +226,11 @@ def test_native_frames_of_a_python_fault_dump_name_the_library():
     f, _ = first(
         [
             "!!!!!!! Segfault encountered !!!!!!!",
-            '  File "<unknown>", line 0, in mooncake::Session::writeBody()',
+            '  File "<unknown>", line 0, in mooncake::RdmaEndPoint::submitPostSend()',
             '  File "<unknown>", line 0, in asio::detail::scheduler::run()',
         ]
     )
-    assert f is not None and f.id == "native-crash-generic" and "writeBody" in f.title and f.engine == "mooncake"
+    assert f is not None and f.id == "native-crash-generic" and "submitPostSend" in f.title and f.engine == "mooncake"
 
 
 def test_a_crash_right_after_an_error_line_follows_from_it():

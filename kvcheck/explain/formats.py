@@ -68,6 +68,8 @@ class FormatMatch:
     engine: str = "sglang"  # whose source formats it (``engine_formats.json.gz`` for the others)
     same_file: bool = False  # the format's file is the one the line's prefix names
     truncated: bool = False  # the line ends inside the message (a paste cut short): its opening matched
+    fmt: str = ""  # the format as its source writes it: the literals with each field as ``{}``
+    args: list[str] = field(default_factory=list)  # the fields' values, in the format's order ('' unmatched)
 
     @property
     def is_error(self) -> bool:
@@ -175,6 +177,7 @@ class FormatIndex:
             if self._regex(i) is None:  # the interpreter's wording, or too little text
                 continue
             parts = self.formats[i][0]
+            found = False
             for k in range(len(parts) - 1, 0, -1):
                 head = parts[:k]
                 lit = sum(len(p) for p in head)
@@ -191,8 +194,42 @@ class FormatIndex:
                 fits.append(i)
                 if best is None or rank > best[0]:
                     best = (rank, i, m)
+                found = True
                 break
+            if not found:
+                got = self._cut_in_literal(text, i, parts)
+                if got is not None:
+                    fits.append(i)
+                    if best is None or got[0] > best[0]:
+                        best = (got[0], i, got[1])
         return (best, fits) if best is not None else None
+
+    def _cut_in_literal(
+        self, text: str, i: int, parts: list[str]
+    ) -> tuple[tuple[bool, bool, int, int], re.Match[str]] | None:
+        """A message cut inside one of its literals (``... retiring it for the new conn...``):
+        the literals before it matched with their fields, the line's end (an ellipsis taken
+        off) the literal's first 8+ characters, ``_MIN_TRUNCATED`` literal characters in all."""
+        end = text.rstrip().removesuffix("...").removesuffix("\u2026").rstrip()
+        for k in range(len(parts), 1, -1):
+            before = sum(len(p) for p in parts[: k - 1])
+            if before + len(parts[k - 1].strip()) < _MIN_TRUNCATED:
+                break
+            key = (i, -k)
+            if key not in self._prefix_rx:
+                self._prefix_rx[key] = _compile(parts[: k - 1] + [""])
+            rx = self._prefix_rx[key]
+            m = rx.search(end) if rx is not None else None
+            if m is None:
+                continue
+            tail, lit = m.group(m.lastindex or 0), parts[k - 1]
+            for j in range(len(lit) - 1, 7, -1):
+                if before + j >= _MIN_TRUNCATED and tail.endswith(lit[:j].rstrip()) and lit[:j].strip():
+                    # again with the literal's opening, so the fields hold their values only
+                    exact = _compile(parts[: k - 1] + [lit[:j].rstrip()])
+                    m2 = exact.search(end) if exact is not None else None
+                    return ((False, False, before + j, 0), m2) if m2 is not None else None
+        return None
 
     def match(self, text: str, file: str = "", level: str = "") -> FormatMatch | None:
         """The format of ``text`` with the most literal text, or None; ``file``: the
@@ -255,6 +292,8 @@ class FormatIndex:
             engine=self.engine,
             same_file=same,
             truncated=truncated,
+            fmt="{}".join(f[0]),
+            args=[(g or "")[:300] for g in m.groups()],
         )
 
     def exists_anywhere(self, text: str) -> bool:

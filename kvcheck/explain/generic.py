@@ -2,8 +2,10 @@
 
 ``GenericReader`` reads the log line by line (bounded state: the open traceback, a lone
 exception message being joined, a native stack, a C++ assertion, the node's command
-outputs) and hands each to its rule: Python exceptions in ``pyerrors``, native lines and
-crashes in ``native``; what they share is in ``rulebase``.
+outputs) and hands each to its rule: Python exceptions in ``pyerrors`` (imports that fail in
+``pyenv``), error log lines in ``errorlogs``, native lines in ``native``, native crash stacks
+and C++ assertions in ``crashes``, the node's command outputs in ``nodestate``; what they
+share is in ``rulebase``.
 
 Specific signatures (``signatures.yaml``) name one known failure. A log from a fault not
 seen before has none, and "not recognized" tells the on-call engineer nothing. These
@@ -33,32 +35,26 @@ rank below every specific cause, so a specific signature always wins.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
-from kvcheck.explain.formats import FormatMatch, line_level, match_line, phase_of_function, whose
-from kvcheck.explain.lines import ENGINE_NAMES
-from kvcheck.explain.native import (
-    _GLOG,
-    _NATIVE_ASSERT,
-    NativeAssert,
-    NativeStack,
-    NodeState,
-    native_line,
-    ucx_transport_line,
-)
-from kvcheck.explain.pyerrors import (
-    _EXC,
-    _IMPORT_STMT,
-    attribute_mismatch,
+from kvcheck.explain.crashes import _NATIVE_ASSERT, NativeAssert, NativeStack
+from kvcheck.explain.errorlogs import (
     class_line_finding,
     engine_log_finding,
     errno_line_finding,
+    known_message_finding,
     message_class,
     nixl_status_finding,
     sglang_log_finding,
-    traceback_finding,
 )
+from kvcheck.explain.formats import FormatMatch, line_level, match_line, phase_of_function, whose
+from kvcheck.explain.lines import ENGINE_NAMES
+from kvcheck.explain.native import _GLOG, native_line, ucx_transport_line
+from kvcheck.explain.nodestate import NodeState
+from kvcheck.explain.pyenv import _IMPORT_STMT
+from kvcheck.explain.pyerrors import _EXC, attribute_mismatch, traceback_finding
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 __all__ = ["GenericFinding", "GenericReader", "engine_of_module", "nixl_step", "rules", "sglang_subsystem"]
@@ -130,8 +126,17 @@ _CALL_HINTS = (
     "ackend",
     "nixl_agent",
 )
-# the hints as one search each (a C loop over the line, not a Python loop over the words)
-_HINT_RX = re.compile("|".join(re.escape(k) for k in _HINTS))
+
+
+# the hints as one search each (a C loop over the line, not a Python loop over the words);
+# with the opening words of every message ``known_messages`` names (read when the first
+# reader is made)
+@functools.lru_cache(maxsize=1)
+def _hint_rx() -> re.Pattern[str]:
+    heads = {fmt.split("{}")[0].strip()[:24] for _e, fmt in rules()["_known_messages"]}
+    return re.compile("|".join(re.escape(k) for k in [*_HINTS, *sorted(h for h in heads if len(h) >= 8)]))
+
+
 _CALL_HINT_RX = re.compile("|".join(re.escape(k) for k in _CALL_HINTS))
 _CALL_REACH = 12
 _ERROR_LOGS = (
@@ -166,6 +171,14 @@ def _strip(line: str) -> str:
     return line
 
 
+def _with_os_error(known: GenericFinding, got: GenericFinding | None) -> GenericFinding:
+    """A known message's finding with the OS error the same line carries (``got``, an
+    ``os-*`` finding: its errno and what it means) said in its cause."""
+    if got is not None and got.id.startswith("os-") and " — " in got.cause:
+        known.cause += f" The OS error in the line: {got.cause.split(' — ', 1)[1].rstrip('.')} ({got.id[3:].upper()})."
+    return known
+
+
 class GenericReader:
     """Line-by-line, bounded state: the open traceback (its frames, at most 64 kept)."""
 
@@ -185,6 +198,10 @@ class GenericReader:
         self._foreign_at = -(10**9)  # the last line another engine wrote
         self.format_hits: list[tuple[int, FormatMatch]] = []  # SGLang formats matched on log lines (50 at most)
         self._fmt_budget = 2000  # lines tried against the formats at most
+        self._hints = _hint_rx()  # the per-line prefilter
+        # a native error line no format matched (line, its message): the paste may have wrapped
+        # it, its message going on over the next, indented line
+        self._open_native: tuple[int, str] | None = None
         self._dmabuf = 0  # the line that showed dma-buf registration of GPU memory enabled
         self._warnings = 0  # other projects' warnings read so far
         self.engine_hits: list[tuple[int, FormatMatch]] = []  # other projects' formats matched (200 at most)
@@ -198,6 +215,8 @@ class GenericReader:
         text the attribution says it is ('' unplaced)."""
         if not sglang_formats:
             self._foreign_at = lineno
+        if self._open_native is not None:
+            self._wrapped_native(lineno, line)
         if self.stack.head_line or "ig" in line or "ault" in line or "bort" in line or "gdb" in line or "atal" in line:
             got = self.stack.feed(lineno, line)
             if got is not None:
@@ -213,7 +232,7 @@ class GenericReader:
                 return
         if "(" in line and _CALL_HINT_RX.search(line) and _NIXL_CALL.search(line):
             self._last_call = (lineno, line.strip()[:200])
-        if not self._tb_line and (not _HINT_RX.search(line) or "batch, #" in line):
+        if not self._tb_line and (not self._hints.search(line) or "batch, #" in line):
             return  # one search per line outside a traceback; batch statistics never fail
         s = _strip(line).rstrip()
         if not s:
@@ -285,6 +304,9 @@ class GenericReader:
                 level = line_level(line)
                 pyf = _PY_FILE.search(line) if ".py:" in line else None
                 fm = self._format_of(s, sglang_formats, engine, level, pyf.group(1) if pyf else "")
+                if fm is None and got is not None and got.id == "native-error-generic":
+                    gl = _GLOG.match(s)
+                    self._open_native = (lineno, gl.group("text")) if gl else None
                 if fm is not None and fm.engine != "sglang":
                     if len(self.engine_hits) < 200:
                         self.engine_hits.append((lineno, fm))
@@ -292,7 +314,10 @@ class GenericReader:
                 elif fm is not None:
                     if len(self.format_hits) < 50:
                         self.format_hits.append((lineno, fm))
-                    if got is not None and got.id.startswith("os-"):  # the OS error inside a message SGLang logs
+                    known = known_message_finding(fm, lineno, s)
+                    if known is not None:
+                        got = _with_os_error(known, got)
+                    elif got is not None and got.id.startswith("os-"):  # the OS error inside a message SGLang logs
                         got.engine = "sglang"
                         got.cause += f" SGLang logs it in {fm.where()}."
                         got.phase = got.phase or phase_of_function(fm.function, fm.module)
@@ -304,6 +329,21 @@ class GenericReader:
                 got = self._unmodeled_line(lineno, s, engine, line_level(line))
             if got is not None:
                 self._add(got)
+
+    def _wrapped_native(self, lineno: int, line: str) -> None:
+        """The line after a native error line no format matched: when it is indented, the
+        paste wrapped that message over it; the two read together as one message of a
+        known meaning (``known_messages``) are its cause."""
+        at, head = self._open_native or (0, "")
+        self._open_native = None
+        if lineno != at + 1 or line[:1] not in (" ", "\t") or not line.strip():
+            return
+        text = head.rstrip() + " " + line.strip()
+        fm = self._format_of(text, False, "")
+        got = known_message_finding(fm, at, text) if fm is not None else None
+        if got is not None:
+            got.lines = [at, lineno]
+            self._add(got)
 
     def _unmodeled_line(self, lineno: int, s: str, engine: str, level: str) -> GenericFinding | None:
         """An error (or, few, a warning) of a process kvcheck has no message formats for
@@ -351,7 +391,11 @@ class GenericReader:
     ) -> GenericFinding | None:
         """What a line another project formats adds: where it prints it and in which of
         its releases (to a native line's or an OS error's finding), or, for an error
-        level line no rule read, the project's own message located."""
+        level line no rule read, the project's own message located; a message whose
+        meaning the project states (``known_messages``) is that cause, at any level."""
+        known = known_message_finding(fm, lineno, s)
+        if known is not None:
+            return _with_os_error(known, got)
         if got is not None and not message_class(fm.text):
             got.cause += f" {fm.engine_name} prints it in {fm.where()} (its releases {fm.span(fm.all_releases)})."
             if got.id.startswith("os-"):
@@ -380,7 +424,7 @@ class GenericReader:
                 if (
                     g.id == "rdma-register-gpu-memory"
                     and g.line > self._dmabuf
-                    and "dma-buf registration" not in g.cause
+                    and "The log shows dma-buf" not in g.cause
                 ):
                     g.cause += (
                         f" The log shows dma-buf registration of GPU memory enabled/supported (line {self._dmabuf}), "

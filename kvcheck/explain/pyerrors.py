@@ -6,17 +6,19 @@ refusal with its message, network, GPU), the innermost frame of the engine's own
 (SGLang: the module under ``sglang/srt/`` and its function, mapped to the subsystem), and
 from the functions on the stack the phase (an ``__init__``/registration at start-up, a
 bootstrap at the first request, a transfer worker on a KV transfer). A NIXL status names
-its API step; an import that fails names the package (missing, a broken install, a wheel
-for another CUDA major); an API called with arguments it does not take names the two
-packages of releases that do not go together.
+its API step; an API called with arguments it does not take names the two packages of
+releases that do not go together. Imports that fail are read in ``pyenv.py``; the
+findings shared with log lines (errno, NIXL statuses, message classes) in ``errorlogs.py``.
 """
 
 from __future__ import annotations
 
 import re
 
-from kvcheck.explain.formats import _SRC_FILE, FormatMatch, load_formats, phase_of_function
-from kvcheck.explain.native import _NIXL_ERR, errno_in, status_meaning
+from kvcheck.explain.errorlogs import _errno_finding, _nixl_code, _nixl_status, known_message_finding, message_class
+from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
+from kvcheck.explain.native import _NIXL_ERR, errno_in
+from kvcheck.explain.pyenv import _IMPORT_STMT, _LIB_MISSING, _NO_MODULE, _PKG_OF, _library_missing, _module_missing
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 _EXC = re.compile(
@@ -61,37 +63,6 @@ _ERRNO = re.compile(r"\[Errno (?P<no>\d+)\]")
 # exception kinds whose message the interpreter or the OS writes, not the code: their text
 # is in no release's source whoever raised them
 _RUNTIME_WORDED = {"code", "state", "network", "gpu"}
-# a C++ assertion as TRT-LLM, NIXL and others print it, with its source file
-# a shared library a module needs is not on the host (``ImportError: libcudart.so.12: cannot open ...``)
-_LIB_MISSING = re.compile(
-    r"(?P<lib>(?<![\w.+-])[\w+-]+?\.so(?:\.(?P<major>\d+))?[\d.]*): cannot open shared object file"
-)
-# the project a shared library's name says it belongs to (a library no package names)
-_LIB_OWNER = (
-    (re.compile(r"^(?:ascend_transport|libtransfer_engine|libmooncake|libasio|libetcd)"), "mooncake"),
-    (re.compile(r"^(?:libnixl|libplugin_|libserdes|libstream)"), "nixl"),
-    (re.compile(r"^libuc[pstm]\b|^libuct_"), "ucx"),
-    (re.compile(r"^(?:libibverbs|librdmacm|libmlx5|libefa)"), "rdma-core"),
-    (re.compile(r"^libfabric"), "libfabric"),
-    (re.compile(r"^(?:libascend|libhccl|libacl|libge_|libtorch_npu|libruntime)"), "the Ascend CANN toolkit"),
-)
-# the statement that imported it (the source line under a frame, or a REPL line)
-_IMPORT_STMT = re.compile(r"^\s*(?:>>>\s*)?(?:from\s+(?P<a>[\w.]+)\s+import\b|import\s+(?P<b>[\w.]+))")
-# an import that fails: the package is not installed in this interpreter's environment
-_NO_MODULE = re.compile(r"No module named '(?P<mod>[\w.]+)'")
-# the PyPI package of a module people import (where the names differ)
-_PKG_OF = {
-    "sgl_kernel": "sgl-kernel",
-    "mooncake": "mooncake-transfer-engine",
-    "flashinfer": "flashinfer-python",
-    "deep_ep": "deep-ep",
-    "vllm_ascend": "vllm-ascend",
-    "tensorrt_llm": "tensorrt-llm",
-    "mori": "mori",
-    "nixl": "nixl",
-    "lmcache": "lmcache",
-    "ucx_py": "ucx-py",
-}
 
 
 def traceback_finding(
@@ -132,6 +103,10 @@ def traceback_finding(
     # the message as SGLang formats it in its own source, release by release
     fm = sglang_format(etype, msg) if sglang_ok and etype and msg and kind not in _RUNTIME_WORDED else None
     fmt_note = ""
+    known = known_message_finding(fm, tb_line, ex.group(0)) if fm is not None and ex is not None else None
+    if known is not None and (not path or engine == "sglang"):  # a message whose meaning is known
+        known.lines = [tb_line, lineno] if lineno else [tb_line]
+        return known
     if fm is not None and (not path or engine == "sglang"):
         span = fm.span(load_formats().releases)
         if not path:
@@ -326,223 +301,6 @@ def traceback_finding(
     )
 
 
-def sglang_log_finding(fm: FormatMatch, lineno: int, line: str) -> GenericFinding:
-    """A line SGLang logged at error level (``logger.error``/``exception``), matched whole
-    by its format: where SGLang logs it, in which releases, and the phase its function
-    runs in; the message says what failed."""
-    span = fm.span(load_formats().releases)
-    sub = sglang_subsystem(fm.path())
-    cls = message_class(fm.text)
-    if cls is not None:
-        return GenericFinding(
-            id=cls["id"],
-            title=cls["title"],
-            engine="sglang",
-            line=lineno,
-            phase=cls.get("phase") or phase_of_function(fm.function, fm.module),
-            component=f"SGLang, {sub}" if sub else "SGLang",
-            text=line.strip()[:300],
-            cause=cls["cause"] + f" SGLang logs it in {fm.where()} (releases {span}).",
-            checks=["the router/proxy in front of the servers and the path it sends this request by"],
-            fix=cls["fix"],
-            releases=fm.releases,
-        )
-    return GenericFinding(
-        id="sglang-error-log-generic",
-        title=f"SGLang logged: {fm.text[:160]}",
-        engine="sglang",
-        line=lineno,
-        phase=phase_of_function(fm.function, fm.module),
-        component=f"SGLang, {sub}" if sub else "SGLang",
-        text=line.strip()[:300],
-        cause=f"SGLang logs this at {fm.kind[4:]} level in {fm.where()} (the message is in releases {span}): "
-        "what it names failed there; the lines before it say why.",
-        checks=["the lines just before it in the same process (the first error of the sequence)"],
-        fix="Find and fix what the message names (see the checks).",
-        releases=fm.releases,
-    )
-
-
-# an environment variable's name (a setting a message prints as its value)
-_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*_[A-Z0-9_]+$")
-
-# what kvcheck says for each project's own messages (it models SGLang's PD path only)
-_PROJECT = {
-    "vllm": ("vLLM", "vLLM's own message (kvcheck does not model vLLM's KV connectors; it is not SGLang's)"),
-    "vllm-ascend": ("vLLM-Ascend", "vLLM-Ascend's own message (kvcheck does not model vLLM-Ascend; not SGLang's)"),
-    "lmcache": ("LMCache", "LMCache's own message (kvcheck does not model LMCache; not SGLang's)"),
-    "dynamo": ("Dynamo", "Dynamo's own message (its Python workers; kvcheck does not model Dynamo; not SGLang's)"),
-    "nixl": ("NIXL", "NIXL's own message"),
-    "ucx": ("UCX", "UCX's own message"),
-    "mooncake": ("Mooncake", "Mooncake's own message"),
-}
-
-
-def class_line_finding(lineno: int, line: str, engine: str) -> GenericFinding | None:
-    """A line no format matched whose text is of a known class (``message_classes``): a
-    message pasted inside another (an HTTP error body, a wrapper's log line)."""
-    cls = message_class(line)
-    if cls is None:
-        return None
-    name = _PROJECT.get(engine, (engine, ""))[0] if engine else ""
-    return GenericFinding(
-        id=cls["id"],
-        title=cls["title"],
-        engine=engine or "python",
-        line=lineno,
-        phase=cls.get("phase", ""),
-        component=name or "the process",
-        text=line.strip()[:300],
-        cause=cls["cause"] + f" The line: {line.strip()[:160]}",
-        checks=["which process printed it and its release"],
-        fix=cls["fix"],
-    )
-
-
-def message_class(text: str) -> dict | None:
-    """The class of message ``text`` is (``generic.yaml`` ``message_classes``), or None."""
-    return next((c for rx, c in rules()["_message_classes"] if rx.search(text)), None)
-
-
-def engine_log_finding(fm: FormatMatch, lineno: int, line: str, warning: bool = False) -> GenericFinding:
-    """A line another project (vLLM, NIXL, UCX, Mooncake) prints at error level, matched
-    whole by a format of that project's own source (``engine_formats.json.gz``): whose it
-    is, the file and function that print it, the project's releases that have it, the
-    step the function belongs to (NIXL's API steps, Mooncake's and UCX's components by
-    file), and what a status, UCX status string or errno in it means."""
-    from kvcheck.explain.formats import load_engine_formats
-
-    name, whose_text = _PROJECT.get(fm.engine, (fm.engine, f"{fm.engine}'s own message"))
-    span = fm.span(load_engine_formats()[fm.engine].releases)
-    base = fm.module.rsplit("/", 1)[-1]
-    comp, phase = "", ""
-    for rx, c in rules()["_components"]:
-        if rx.match(base):
-            comp, phase = c["component"], (c["phase"] if c["phase"] != "any" else "")
-            break
-    step, ph = nixl_step(fm.function + " " + fm.text) if fm.engine == "nixl" else ("", "")
-    if step:
-        comp, phase = (comp + ", " if comp else "NIXL, ") + step, ph
-    if not phase:
-        phase = phase_of_function(fm.function.replace("::", "."))
-    code, meaning = status_meaning(fm.text)
-    level = "raises" if fm.kind.startswith(("raise", "assert")) else f"logs at {fm.level} level"
-    own = _SRC_FILE.search(line)
-    other_file = own is not None and not fm.same_file and own.group(1) != fm.module.rsplit("/", 1)[-1]
-    # the settings the message prints (an environment variable passed as its value)
-    knobs = [f"{k}={v}" if v else k for k, v in fm.values.items() if _ENV_NAME.match(k)]
-    cause = (
-        f"{whose_text}: "
-        + (f"{own.group(1)} prints the message {name} " if other_file and own else f"{name} ")
-        + f"{level} in {fm.where()}"
-        + (f" ({comp})" if comp else "")
-        + f"; the message is in {name} releases {span}."
-        + (f" The setting it prints: {', '.join(knobs)}." if knobs else "")
-    )
-    cls = message_class(fm.text)
-    if cls is not None:
-        return GenericFinding(
-            id=cls["id"],
-            title=cls["title"],
-            engine=fm.engine,
-            line=lineno,
-            phase=cls.get("phase") or phase,
-            component=comp or f"{name}, {fm.where()}",
-            text=line.strip()[:300],
-            cause=cls["cause"] + " " + cause,
-            checks=[f"the {name} release in use and its release notes for this message"],
-            fix=cls["fix"],
-        )
-    cause += f" {code}: {meaning}." if meaning else " What it names failed there; the lines before it say why."
-    if warning:
-        return GenericFinding(
-            id=f"{fm.engine}-warning-log-generic",
-            title=f"{name} warned: {fm.text[:160]}",
-            engine=fm.engine,
-            line=lineno,
-            phase=phase,
-            component=comp or f"{name}, {fm.where()}",
-            text=line.strip()[:300],
-            role="warning",
-            cause=cause.replace(" What it names failed there; the lines before it say why.", "")
-            + " A warning: the cause only where the log shows no error.",
-            checks=[f"whether what it warns about is what failed (the {name} release in use)"],
-            fix=f"Act on what the warning names where nothing else failed (see {fm.where()}).",
-        )
-    return GenericFinding(
-        id=f"{fm.engine}-error-log-generic",
-        title=f"{name} logged: {fm.text[:160]}",
-        engine=fm.engine,
-        line=lineno,
-        phase=phase,
-        component=comp or f"{name}, {fm.where()}",
-        text=line.strip()[:300],
-        cause=cause,
-        checks=[
-            f"the {name} release in use (it decides which of the releases above printed it)",
-            "the lines just before it (the first error of the sequence)",
-        ],
-        fix=f"Fix what the message names in {name}'s terms (see the checks); kvcheck has no specific signature "
-        "for this text.",
-    )
-
-
-def nixl_status_finding(line: str, lineno: int, recent_call: str) -> GenericFinding | None:
-    """A NIXL status printed outside a traceback (``error: NIXL_ERR_BACKEND``) with the NIXL
-    call a line shortly before showed: the status's meaning in that API step."""
-    nixl = _NIXL_ERR.search(line)
-    step, ph = nixl_step(recent_call)
-    if nixl is None or not step:
-        return None
-    return _nixl_status(nixl.group(0), step, ph, f"the call {recent_call[:120]}", lineno, lineno, line.strip())
-
-
-# what a NIXL status means in each API step (the operation the backend failed)
-_STEP_CAUSE = {
-    "metadata exchange with the peer agent": "loading the peer agent's metadata makes the backend connect to "
-    "the peer's addresses: it failed to reach or accept them (the network between the two nodes, "
-    "UCX_NET_DEVICES / UCX_TLS excluding the path the peer advertises, or two NIXL/UCX builds that disagree)",
-    "memory registration of the KV regions": "the backend could not register the memory: for VRAM, UCX "
-    "without its CUDA transports (cuda_copy) or no GPUDirect RDMA; for DRAM, the locked-memory limit",
-    "backend creation (plugins, UCX context)": "the backend could not start: its plugin or UCX library is "
-    "missing or of another build, or UCX has no transport it may use",
-    "preparing/posting a transfer": "the transfer was refused when posted: descriptors of unregistered "
-    "memory, or a peer whose metadata is stale or gone",
-    "a transfer's completion": "a posted transfer failed on the wire: the peer vanished or the path dropped",
-    "notifications between agents": "the notification could not reach the peer agent (it is gone or unreachable)",
-}
-
-
-def _nixl_status(code: str, step: str, phase: str, where: str, tb_line: int, lineno: int, text: str) -> GenericFinding:
-    meaning = rules()["nixl_status"].get(code, "")
-    in_step = _STEP_CAUSE.get(step, "") if code in ("NIXL_ERR_BACKEND", "NIXL_ERR_UNKNOWN") else ""
-    return GenericFinding(
-        id="nixl-status-generic",
-        title=f"{code} from NIXL" + (f" during {step}" if step else ""),
-        engine="nixl",
-        line=tb_line,
-        phase=phase,
-        component=f"NIXL ({step})" if step else "NIXL",
-        text=text[:300],
-        cause=f"{code}: {meaning}. Raised at {where}." + (f" In {step}: {in_step}." if in_step else ""),
-        checks=[
-            "the backend's own error line just before it (UCX/LIBFABRIC: UCX_LOG_LEVEL=info)",
-            "python -c 'import nixl_cu12, nixl_cu13' and pip list | grep -i nixl (one NIXL, matching CUDA)",
-        ]
-        + (
-            ["ping / nc from this node to the peer's address; UCX_NET_DEVICES and UCX_TLS on both sides"]
-            if step.startswith("metadata")
-            else []
-        ),
-        fix=(
-            f"Fix what {step} needs (see the checks); the backend line before it names the cause."
-            if step
-            else "Explain the backend line that precedes it; it names the cause NIXL reports as " + code + "."
-        ),
-        lines=[tb_line, lineno],
-    )
-
-
 def other_format(etype: str, msg: str) -> FormatMatch | None:
     """Another project's message format an exception's message is (``formats.match_line``:
     vLLM, NIXL, Mooncake, LMCache ...), under the same rule as ``sglang_format``."""
@@ -645,51 +403,6 @@ def _errno(msg: str) -> str | None:
     return errno_in(msg)
 
 
-# an error log line (any engine's format) that reports an OS error in its text
-_ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\b[Ff]ailed\b|\bError\b|Error\(|Error:|\b[Ee]rror: \(-?\d+\)")
-
-
-def errno_line_finding(lineno: int, line: str) -> GenericFinding | None:
-    """An OS error reported inside an error log line, outside a traceback (``ERROR ...
-    [mooncake_connector.py:246] ... exception: Address already in use (addr=...)``)."""
-    if not _ERROR_LINE.search(line):
-        return None
-    no = errno_in(line)
-    if no is None:
-        return None
-    text = line.strip()
-    m = re.search(r"(?:exception|Error|error|failed)[:,]?\s*(?P<msg>.+)$", text)
-    msg = m.group("msg") if m else text
-    return _errno_finding(no, "error", msg, "", "this line", "", lineno, lineno, text)
-
-
-def _errno_finding(
-    no: str, etype: str, msg: str, engine: str, where: str, phase: str, tb_line: int, lineno: int, text: str
-) -> GenericFinding:
-    """An OS error by its errno: what the call met (a port taken, nobody listening, no
-    route ...), from ``generic.yaml`` (``os_errno``)."""
-    name, meaning, look = rules()["os_errno"][no]
-    bind = name == "EADDRINUSE"
-    return GenericFinding(
-        id=f"os-{name.lower()}",
-        title=f"{etype}: {msg[:120]} ({name})",
-        engine=engine or "python",
-        line=tb_line,
-        phase=phase or ("startup" if bind else ""),
-        component="sockets / the OS" if name not in ("ENOSPC", "ENOENT", "EMFILE") else "the OS",
-        text=text[:300],
-        lines=[tb_line, lineno] if lineno else [tb_line],
-        cause=f"{etype}: {msg[:200]} at {where}: {name} — {meaning}.",
-        checks=[look],
-        fix=(
-            "Give each server on the host its own ports (--port, --disaggregation-bootstrap-port, "
-            "--dist-init-addr/--nccl-port), or stop the process that holds it."
-            if bind
-            else "Fix what the OS reports (see the checks); retrying does not help until it is fixed."
-        ),
-    )
-
-
 _API_MISMATCH = re.compile(
     r"(?P<callee>[\w.]+)\(\) (?:got an unexpected keyword argument '(?P<arg>\w+)'|missing \d+ required "
     r"(?:positional|keyword-only) arguments?|takes \d+ positional arguments? but \d+ were given)"
@@ -715,111 +428,3 @@ def _callee_engine(callee: str, caller_path: str) -> str:
             if f"/dynamo/{eng}/" in p:
                 return eng
     return ""
-
-
-def _library_missing(
-    m: re.Match[str], mod: str, engine: str, where: str, tb_line: int, lineno: int, text: str
-) -> GenericFinding:
-    """``ImportError: libX.so.N: cannot open shared object file`` while importing ``mod``:
-    the module's package was built against a library the host lacks; for the CUDA
-    libraries, a wheel for another CUDA major."""
-    lib, major = m.group("lib"), m.group("major")
-    owner = next((o for rx, o in _LIB_OWNER if rx.search(lib)), "")
-    if not mod and owner in ("mooncake", "nixl"):
-        mod = owner
-    top = mod.split(".")[0] if mod else ""
-    pkg = _PKG_OF.get(top, top.replace("_", "-")) if top else ""
-    cuda = bool(re.match(r"lib(?:cudart|cublas\w*|cufft|curand|cusparse|cusolver|nvrtc|nvJitLink|cuda)\b", lib))
-    who = f"the package {pkg} (import {mod})" if pkg else "the module being imported"
-    if cuda and major:
-        fid = f"{top.replace('_', '-')}-cuda-major-wheel-mismatch" if top else "cuda-major-wheel-mismatch"
-        cause = (
-            f"{who} is a build for CUDA {major} (it links {lib}) and this host/image has no CUDA {major} runtime: "
-            f"the wheel of another CUDA major was installed."
-        )
-        fix = f"Install the build of {pkg or 'the package'} for the CUDA major of the image (e.g. its -cu13 / cu12 "
-        fix += "wheel or extra), or add the CUDA runtime it was built for."
-    else:
-        fid = "native-library-missing"
-        of = f" ({owner}'s library)" if owner and owner != top else ""
-        cause = (
-            f"{who} needs {lib}{of}, which the dynamic loader cannot find: not installed, or installed in a "
-            "directory that is not on the loader path (LD_LIBRARY_PATH / ldconfig)."
-        )
-        fix = f"Install the library that provides {lib} (or fix LD_LIBRARY_PATH) for {pkg or 'the module'}."
-    return _env_finding(
-        fid,
-        f"import of {mod or 'a module'} fails: {lib} missing",
-        engine if engine not in ("", "python") else (top or "python"),
-        "shared libraries of an installed package",
-        (tb_line, lineno, text),
-        cause,
-        [
-            f"python -m pip show {pkg or '<package>'}  # which build (cu12 / cu13) is installed",
-            "nvidia-smi; ls /usr/local/cuda*/lib64/libcudart.so*  # the CUDA the image has",
-        ],
-        fix,
-    )
-
-
-# symbol prefixes -> the library family that exports them
-
-
-def _module_missing(mod: str, engine: str, where: str, tb_line: int, lineno: int, text: str) -> GenericFinding:
-    """``No module named 'X'``: X's package is not installed for this interpreter (or,
-    for a submodule of an installed package, the install is partial / for another platform)."""
-    top = mod.split(".")[0]
-    pkg = _PKG_OF.get(top, top.replace("_", "-"))
-    sub = "." in mod and top in _PKG_OF
-    who = engine if engine not in ("", "python") else "the process"
-    if sub:
-        cause = (
-            f"{who} imports {mod}: the package {pkg} is there but its module {mod} is not — a partial install, "
-            f"or a wheel built for another Python/CUDA (its compiled part missing)."
-        )
-        fix = f"Reinstall {pkg} for this interpreter and CUDA (pip install --force-reinstall {pkg})."
-        fid = f"{top.replace('_', '-')}-install-broken"
-    else:
-        cause = (
-            f"{who} imports {top} ({where}) and the package {pkg} is not installed in the Python environment "
-            f"this process runs (or is installed for another interpreter / virtual env)."
-        )
-        fix = f"pip install {pkg} in the environment that runs the server (the same python -m pip)." + (
-            " NIXL: pip install nixl (it pulls the wheel matching CUDA 12/13)." if top == "nixl" else ""
-        )
-        fid = f"{top.replace('_', '-')}-not-installed"
-    return _env_finding(
-        fid,
-        f"module {mod} not found: {pkg} " + ("install broken" if sub else "not installed"),
-        engine or "python",
-        "Python environment (installed packages)",
-        (tb_line, lineno, text),
-        cause,
-        [f"python -c 'import {mod}' with the server's interpreter", f"python -m pip show {pkg}; which python"],
-        fix,
-    )
-
-
-def _env_finding(
-    fid: str, title: str, engine: str, component: str, at: tuple[int, int, str], cause: str, checks: list[str], fix: str
-) -> GenericFinding:
-    """A start-up finding about the Python environment (a package or library missing or
-    of another build), at (traceback line, exception line, its text)."""
-    tb_line, lineno, text = at
-    return GenericFinding(
-        id=fid,
-        title=title,
-        engine=engine,
-        line=tb_line,
-        phase="startup",
-        component=component,
-        text=text[:300],
-        lines=[tb_line, lineno] if lineno else [tb_line],
-        cause=cause,
-        checks=checks,
-        fix=fix,
-    )
-
-
-def _nixl_code(name: str) -> str:
-    return "NIXL_ERR_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper().replace("CANCELLED", "CANCELED")

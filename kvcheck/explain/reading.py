@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from kvcheck.explain.generic import GenericReader
 from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
 from kvcheck.explain.logrelease import LogRelease, ReleaseReader
+from kvcheck.explain.rulebase import rules
 from kvcheck.explain.signatures import SignatureScanner, signature
 from kvcheck.explain.timeline import Timeline
 
@@ -268,7 +269,8 @@ class LogReader:
                 )
             )
         findings.extend(self._generic(findings, ctx))
-        crashes = [f for f in findings if f.id == "native-crash-generic"]
+        stacks = {"native-crash-generic"} | {c["id"] for _rx, c in rules()["_known_crashes"]}
+        crashes = [f for f in findings if f.id in stacks]
         if crashes:  # the stack named where it died: the bare "a crash happened" headers say less
             findings = [
                 f
@@ -279,7 +281,7 @@ class LogReader:
                 )
             ]
         _backend_first(findings)
-        _after_reconnect(findings, self.timeline.reconnects)
+        _after_reconnect(findings, self.timeline.reconnects, self.timeline.mooncake_reconnects)
         fmts = [(ln, fm.releases, fm.where()) for ln, fm in self.generic.format_hits]
         fmts += [(g.line, g.releases, "an exception's message") for g in self.generic.found if g.releases]
         _narrow_by_messages(rep, hits, fmts)
@@ -463,7 +465,10 @@ _WIRE = re.compile(
 )
 
 
-def _after_reconnect(findings: list[Finding], reconnects: list[int]) -> None:
+_LOOP = 3  # connections rebuilt after a wire failure that make a reconnect loop
+
+
+def _after_reconnect(findings: list[Finding], reconnects: list[int], mooncake: bool = False) -> None:
     """Wire failures that follow a rebuilt connection (the log shows the endpoint
     re-established or reset before them): said, since after a reconnect the two sides may
     disagree on the queue pair (a stale handshake reply, the peer still on the old QP),
@@ -474,6 +479,20 @@ def _after_reconnect(findings: list[Finding], reconnects: list[int]) -> None:
         if f.role != "cause" or not _WIRE.search(f.title + " " + f.cause):
             continue
         before = [ln for ln in reconnects if ln < f.first_line]
+        after = [ln for ln in reconnects if ln > f.first_line]
+        if len(after) >= _LOOP and not before:
+            f.cause += (
+                f" After it the log shows the connection rebuilt {len(after)} times (lines {after[0]}..{after[-1]}): "
+                "a reconnect loop, the rebuilt queue pairs failing again the same way, so the fault stays on that "
+                "path (the sizes or MTU the two sides use, the NIC pair) and is not transient"
+                + (
+                    "; Mooncake releases before its reconnect-storm fix (PR #3387, after v0.3.12) retire and rebuild "
+                    "the endpoint on every such error instead of marking the peer's path failed."
+                    if mooncake
+                    else "."
+                )
+            )
+            continue
         if not before:
             continue
         f.cause += (

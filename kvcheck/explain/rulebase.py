@@ -35,6 +35,13 @@ def rules() -> dict[str, Any]:
     data["_message_classes"] = [(re.compile(c["re"]), c) for c in data["message_classes"]]
     data["_crash_steps"] = [(re.compile(c["re"]), c["step"], c["phase"]) for c in data["crash_steps"]]
     data["_ucx_transport"] = [(re.compile(t["re"]), re.compile(t["need"]), t) for t in data["ucx_transport"]]
+    known: dict[tuple[str, str], list[tuple[dict[int, re.Pattern[str]], dict]]] = {}
+    for k in data["known_messages"]:
+        when = {int(i): re.compile(rx) for i, rx in (k.get("when") or {}).items()}
+        for fmt in k.get("formats") or [k["format"]]:
+            known.setdefault((k["engine"], fmt), []).append((when, k))
+    data["_known_messages"] = known
+    data["_known_crashes"] = [(re.compile(c["re"]), c) for c in data["known_crashes"]]
     return data
 
 

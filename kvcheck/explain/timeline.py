@@ -92,6 +92,7 @@ class Timeline:
     _done: bool = False
     _restarted: bool = False
     reconnects: list[int] = field(default_factory=list)  # lines where a connection to a peer was rebuilt
+    mooncake_reconnects: bool = False  # some of them in Mooncake's words (its rdma_endpoint's)
 
     def _enter(self, lineno: int, phase: str, kind: str, text: str) -> None:
         if phase == self._phase:
@@ -106,6 +107,7 @@ class Timeline:
         if ("stablish" in line or "econnect" in line or "reset the endpoint" in line) and RECONNECT.search(line):
             if len(self.reconnects) < 50:
                 self.reconnects.append(lineno)
+            self.mooncake_reconnects = self.mooncake_reconnects or "stablish" in line or "reset the endpoint" in line
         if not line or len(line) < 8 or not _HINT.search(line):
             return
         warm = WARMUP.search(line)
