@@ -19,28 +19,13 @@ def side(role, *, is_mla, tp, pp, stages, page, kinds, items, n_draft=0):
     rpl = 1 if is_mla else 2
     n = len(kinds)
     regions = [
-        Region(
-            index=i,
-            kind=k,
-            item_len=l,
-            layer_id=i if is_mla else i % max(1, (n - n_draft) // 2),
-            part="KV" if is_mla else ("K" if i < n // 2 else "V"),
-            pool="draft" if i >= n - n_draft else "target",
-        )
+        Region(index=i, kind=k, item_len=l, layer_id=i if is_mla else i % max(1, (n - n_draft) // 2),
+               part="KV" if is_mla else ("K" if i < n // 2 else "V"), pool="draft" if i >= n - n_draft else "target")
         for i, (k, l) in enumerate(zip(kinds, items))
     ]
     return SideGeometry(
-        role=role,
-        pool="MLA" if is_mla else "MHA",
-        is_mla=is_mla,
-        attn_tp_size=tp,
-        pp_size=pp,
-        page_size=page,
-        page_size_pinned=True,
-        kv_cache_dtype="auto",
-        bytes_per_element=2,
-        regions=regions,
-        num_draft_regions=n_draft,
+        role=role, pool="MLA" if is_mla else "MHA", is_mla=is_mla, attn_tp_size=tp, pp_size=pp, page_size=page,
+        page_size_pinned=True, kv_cache_dtype="auto", bytes_per_element=2, regions=regions, num_draft_regions=n_draft,
         stage_layers=stages,
     )
 
@@ -88,28 +73,10 @@ def transfer_pair(rng: random.Random, vram_only: bool = False, dcp: bool = True)
         d_items[j] = rng.choice([d_items[j] // 2 or 1, d_items[j] * 2, d_items[j] * 4])
     p_mode = "vram" if vram_only else rng.choice(["vram"] * 10 + ["dram", "mixed"])
     d_mode = "vram" if vram_only else rng.choice(["vram", "vram", "dram", "hisparse", "mixed"])
-    prefill = side(
-        "prefill",
-        is_mla=is_mla,
-        tp=p_tp,
-        pp=p_pp,
-        stages=stages,
-        page=page,
-        kinds=_kinds(rng, n_src, p_mode, p_draft),
-        items=p_items,
-        n_draft=p_draft,
-    )
+    prefill = side("prefill", is_mla=is_mla, tp=p_tp, pp=p_pp, stages=stages, page=page,
+                   kinds=_kinds(rng, n_src, p_mode, p_draft), items=p_items, n_draft=p_draft)
     d_pp = 1 if d_layers != layers else p_pp
-    decode = side(
-        "decode",
-        is_mla=is_mla,
-        tp=d_tp,
-        pp=d_pp,
-        stages=[(0, d_layers)],
-        page=page,
-        kinds=_kinds(rng, n_dst, d_mode, d_draft),
-        items=d_items,
-        n_draft=d_draft,
-    )
+    decode = side("decode", is_mla=is_mla, tp=d_tp, pp=d_pp, stages=[(0, d_layers)], page=page,
+                  kinds=_kinds(rng, n_dst, d_mode, d_draft), items=d_items, n_draft=d_draft)
     dcp = 1 if vram_only or not dcp else rng.choice([1] * 6 + [2, 4])
     return prefill, decode, dcp, pp_rank, heads

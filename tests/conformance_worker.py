@@ -97,18 +97,8 @@ def route_part(rk, b, out: dict) -> None:
     if fields != list(b.route_accepts):
         out["disagreements"].append({"part": "route_fields", "runtime": fields, "facts": list(b.route_accepts)})
         out["n_disagreements"] += 1
-    values = dict(
-        attn_tp_size=1,
-        attn_cp_size=1,
-        dp_size=1,
-        pp_size=1,
-        page_size=16,
-        kv_cache_dtype="auto",
-        follow_bootstrap_room=True,
-        enable_dsa_cache_layer_split=False,
-        enable_kv_cache_sharding=False,
-        decode_allocation_policy="early",
-    )
+    values = dict(attn_tp_size=1, attn_cp_size=1, dp_size=1, pp_size=1, page_size=16, kv_cache_dtype="auto", follow_bootstrap_room=True,
+                  enable_dsa_cache_layer_split=False, enable_kv_cache_sharding=False, decode_allocation_policy="early")
     logger = logging.getLogger("sglang.srt.disaggregation.common.conn")
     n = 0
     for other in known_releases():
@@ -128,9 +118,7 @@ def route_part(rk, b, out: dict) -> None:
             info = PairInfo(page_size=16, kv_cache_dtype_str="auto", attn_tp_size=1, attn_cp_size=1, pp_size=1)
             mgr = rk._decode_manager(sg, info)
             real = sg.common.requests
-            sg.common.requests = type(
-                "R", (), {"get": staticmethod(lambda url, timeout=None: rk._RouteResponse(payload))}
-            )
+            sg.common.requests = type("R", (), {"get": staticmethod(lambda url, timeout=None: rk._RouteResponse(payload))})
             try:
                 ok = mgr.try_ensure_parallel_info("kvcheck.invalid:1")
             finally:
@@ -138,11 +126,7 @@ def route_part(rk, b, out: dict) -> None:
         finally:
             logger.removeHandler(handler)
             logger.setLevel(old)
-        runtime = (
-            None
-            if ok
-            else next((r.split("bootstrap: ", 1)[1] for r in records if "Error fetching prefill server info" in r), "?")
-        )
+        runtime = None if ok else next((r.split("bootstrap: ", 1)[1] for r in records if "Error fetching prefill server info" in r), "?")
         ctx = type("Ctx", (), {})()
         ctx.extra = {"pd_behaviour": (bp, b), "pair_info": (info, info)}
         findings = REGISTRY["route-compat"].run(ctx) if bp.version != b.version else []
@@ -192,14 +176,10 @@ def registration_part(rk, b, out: dict) -> None:
         predicted = [findings[0].runtime_error.type, findings[0].runtime_error.message] if findings else None
         n += 1
         if predicted is not None and runtime != predicted:
-            out["disagreements"].append(
-                {"part": "registration", "decode": other, "runtime": runtime, "builtin": predicted}
-            )
+            out["disagreements"].append({"part": "registration", "decode": other, "runtime": runtime, "builtin": predicted})
             out["n_disagreements"] += 1
         if predicted is None and runtime is None:
-            out["disagreements"].append(
-                {"part": "registration", "decode": other, "note": "frame layouts differ but this release parsed it"}
-            )
+            out["disagreements"].append({"part": "registration", "decode": other, "note": "frame layouts differ but this release parsed it"})
             out["n_disagreements"] += 1
     out["registration"] = n
 
@@ -213,39 +193,24 @@ def transfer_part(rk, b, n: int, rng: random.Random, out: dict) -> None:
     outcomes = out.setdefault("transfer_outcomes", {})
     for _ in range(n):
         # 0.5.5 .. 0.5.14 know no memory kinds: VRAM-only pairs; decode DCP from 0.5.17
-        prefill, decode, dcp, pp_rank, heads = transfer_pair(
-            rng, vram_only=b.per_request_decision or b.decision_variant == "0.5.13", dcp=b.dcp_relayout
-        )
+        prefill, decode, dcp, pp_rank, heads = transfer_pair(rng, vram_only=b.per_request_decision or b.decision_variant == "0.5.13", dcp=b.dcp_relayout)
         try:
             want = rk.decide_transfer(prefill, decode, decode_dcp_size=dcp, pp_rank=pp_rank, total_kv_heads=heads)
         except rk.KernelSetupError as exc:
             out["transfer_skipped"] = str(exc)
             return
-        got = builtin.decide_transfer(
-            prefill, decode, decode_dcp_size=dcp, pp_rank=pp_rank, total_kv_heads=heads, behaviour=b
-        )
+        got = builtin.decide_transfer(prefill, decode, decode_dcp_size=dcp, pp_rank=pp_rank, total_kv_heads=heads, behaviour=b)
         if got.path == "not_modeled":  # kvcheck reports unchecked for it: nothing to compare
             out["transfer_not_modeled"] = out.get("transfer_not_modeled", 0) + 1
             continue
         done += 1
         key = want.path or (want.error.type + ":" + want.error.message[:40] if want.error else "?")
         outcomes[key] = outcomes.get(key, 0) + 1
-        same = (
-            want.contract() == got.contract()
-            and _err(want.error) == _err(got.error)
-            and (want.path is None or want.dst_indices == got.dst_indices)
-        )
-        if (
-            b.per_request_decision and want.path is not None
-        ):  # 0.5.5 .. 0.5.12.post1: the bytes of each first descriptor too
+        same = want.contract() == got.contract() and _err(want.error) == _err(got.error) and (want.path is None or want.dst_indices == got.dst_indices)
+        if b.per_request_decision and want.path is not None:  # 0.5.5 .. 0.5.12.post1: the bytes of each first descriptor too
             same = same and want.write_lens == got.write_lens
         if not same:
-            bad.append(
-                {
-                    "runtime": [want.contract(), _err(want.error), want.dst_indices],
-                    "builtin": [got.contract(), _err(got.error), got.dst_indices],
-                }
-            )
+            bad.append({"runtime": [want.contract(), _err(want.error), want.dst_indices], "builtin": [got.contract(), _err(got.error), got.dst_indices]})
     out["transfer"] = done
     out["disagreements"] += bad[:20]
     out["n_disagreements"] += len(bad)
@@ -262,13 +227,7 @@ def main() -> int:
     from kvcheck.sglang import runtime_kernel as rk
     from kvcheck.sglang.pd_release import behaviour
 
-    out = {
-        "release": a.release,
-        "imported": rk.runtime_version(),
-        "sglang_file": None,
-        "disagreements": [],
-        "n_disagreements": 0,
-    }
+    out = {"release": a.release, "imported": rk.runtime_version(), "sglang_file": None, "disagreements": [], "n_disagreements": 0}
     import sglang
 
     out["sglang_file"] = sglang.__file__

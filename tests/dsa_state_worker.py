@@ -49,19 +49,10 @@ def _peer(sg, n_dst_kv: int, dst_state: list[int], per_component: bool):
     names = {f.name for f in dataclasses.fields(cls)}
     ptrs = [STATE_BASE_DST + i * (1 << 32) for i in range(len(dst_state))]
     values = {
-        "room": "None",
-        "endpoint": "127.0.0.1",
-        "dst_port": 0,
-        "agent_name": "kvcheck-decode",
-        "agent_metadata": b"",
-        "dst_kv_ptrs": [0x7E00_0000_0000 + i * (1 << 32) for i in range(n_dst_kv)],
-        "dst_aux_ptrs": [0x4E00_0000_0000],
-        "dst_state_data_ptrs": [ptrs] if per_component else ptrs,
-        "gpu_id": 0,
-        "decode_tp_size": 1,
-        "decode_tp_rank": 0,
-        "dst_kv_item_len": KV_ITEM,
-        "dst_state_item_lens": [dst_state] if per_component else dst_state,
+        "room": "None", "endpoint": "127.0.0.1", "dst_port": 0, "agent_name": "kvcheck-decode", "agent_metadata": b"",
+        "dst_kv_ptrs": [0x7E00_0000_0000 + i * (1 << 32) for i in range(n_dst_kv)], "dst_aux_ptrs": [0x4E00_0000_0000],
+        "dst_state_data_ptrs": [ptrs] if per_component else ptrs, "gpu_id": 0, "decode_tp_size": 1, "decode_tp_rank": 0,
+        "dst_kv_item_len": KV_ITEM, "dst_state_item_lens": [dst_state] if per_component else dst_state,
         "dst_state_dim_per_tensor": [[]] if per_component else [],
     }
     return cls(**{k: v for k, v in values.items() if k in names})
@@ -73,8 +64,7 @@ def drive(sg, agent_cls, src_state: list[int], dst_state: list[int]) -> dict:
     mgr_cls = sg.nixl.NixlKVManager
     # 0.5.12 on: one list per state component (``List[List[int]]`` in maybe_send_extra's signature)
     per_component = hasattr(mgr_cls, "maybe_send_extra") and "List[List" in str(
-        inspect.signature(mgr_cls.maybe_send_extra).parameters["prefill_state_indices"].annotation
-    )
+        inspect.signature(mgr_cls.maybe_send_extra).parameters["prefill_state_indices"].annotation)
     kv_args = sg.KVArgs()
     n_kv = len(src_state)
     kv_args.kv_data_ptrs = [0x7F00_0000_0000 + i * (1 << 32) for i in range(n_kv)]
@@ -114,21 +104,9 @@ def drive(sg, agent_cls, src_state: list[int], dst_state: list[int]) -> dict:
             mgr._add_remote_peer(peer)
             ti_cls = sg.nixl.TransferInfo
             names = {f.name for f in dataclasses.fields(ti_cls)}
-            ti = ti_cls(
-                **{
-                    k: v
-                    for k, v in {
-                        "room": 1,
-                        "endpoint": "127.0.0.1",
-                        "dst_port": 0,
-                        "agent_name": peer.agent_name,
-                        "dst_kv_indices": np.array([PAGE_DST], dtype=np.int32),
-                        "dst_aux_index": 0,
-                        "required_dst_info_num": 1,
-                    }.items()
-                    if k in names
-                }
-            )
+            ti = ti_cls(**{k: v for k, v in {
+                "room": 1, "endpoint": "127.0.0.1", "dst_port": 0, "agent_name": peer.agent_name, "dst_kv_indices": np.array([PAGE_DST], dtype=np.int32),
+                "dst_aux_index": 0, "required_dst_info_num": 1}.items() if k in names})
             mgr.transfer_infos[1] = {peer.agent_name: ti}
             mgr.add_transfer_request(1, np.array([PAGE_SRC], dtype=np.int32), slice(0, 1), True, 0, aux_index=0)
     except Exception as exc:  # noqa: BLE001  (the release's own exception, compared by the caller)
@@ -155,31 +133,13 @@ def main() -> int:
     b = behaviour(release)
     res = {"imported": sg.version, "cases": {}}
     for name, src, dst in cases():
-
         def geo(role, items):
-            return SideGeometry(
-                role=role,
-                pool="DSA",
-                is_mla=True,
-                attn_tp_size=1,
-                pp_size=1,
-                page_size=64,
-                page_size_pinned=True,
-                kv_cache_dtype="bfloat16",
-                bytes_per_element=2,
-                stage_layers=[(0, 4)],
-                state_types=["dsa"],
-                state_regions=[
-                    StateRegion(index=i, state_type="dsa", item_len=x, layer_id=i, part="KV")
-                    for i, x in enumerate(items)
-                ],
-            )
-
+            return SideGeometry(role=role, pool="DSA", is_mla=True, attn_tp_size=1, pp_size=1, page_size=64, page_size_pinned=True,
+                                kv_cache_dtype="bfloat16", bytes_per_element=2, stage_layers=[(0, 4)], state_types=["dsa"],
+                                state_regions=[StateRegion(index=i, state_type="dsa", item_len=x, layer_id=i, part="KV") for i, x in enumerate(items)])
         d = legacy_dsa_states(geo("prefill", src), geo("decode", dst), b, b)[0]
-        res["cases"][name] = {
-            "runtime": drive(sg, _DescRecordingAgent, src, dst),
-            "kvcheck": {"path": d.path, "corruption": d.corruption is not None, "unchecked": d.unchecked is not None},
-        }
+        res["cases"][name] = {"runtime": drive(sg, _DescRecordingAgent, src, dst),
+                              "kvcheck": {"path": d.path, "corruption": d.corruption is not None, "unchecked": d.unchecked is not None}}
     print(json.dumps(res))
     return 0
 

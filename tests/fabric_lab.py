@@ -30,25 +30,7 @@ def has_netem() -> bool:
         return False
     try:
         _run("ip", "-n", probe, "link", "set", "lo", "up", check=False)
-        return (
-            _run(
-                "ip",
-                "netns",
-                "exec",
-                probe,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                "lo",
-                "root",
-                "netem",
-                "delay",
-                "1ms",
-                check=False,
-            ).returncode
-            == 0
-        )
+        return _run("ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms", check=False).returncode == 0
     finally:
         _run("ip", "netns", "del", probe, check=False)
 
@@ -128,51 +110,16 @@ class Lab:
         _run(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", f"1:{cls}", "htb", "rate", r, "ceil", r)
         if netem:
             _run(*tc, "qdisc", "add", "dev", dev, "parent", f"1:{cls}", "handle", f"{cls}0:", "netem", *netem.split())
-        _run(
-            *tc,
-            "filter",
-            "add",
-            "dev",
-            dev,
-            "parent",
-            "1:",
-            "protocol",
-            "ip",
-            "prio",
-            "1",
-            "u32",
-            "match",
-            "ip",
-            "dst",
-            f"{self.ips[peer]}/32",
-            "flowid",
-            f"1:{cls}",
-        )
+        _run(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+             "match", "ip", "dst", f"{self.ips[peer]}/32", "flowid", f"1:{cls}")
 
     def loss(self, i: int, peer: int, probability: float) -> None:
         """Lose that share of node i's packets to ``peer`` on the way (an iptables statistic
         match in the peer's INPUT chain: the sender sees no ACK and retransmits, as on a
         lossy wire; a drop in the sender's own OUTPUT chain would be reported to its TCP
         stack as a local error instead)."""
-        _run(
-            "ip",
-            "netns",
-            "exec",
-            self.ns[peer],
-            "iptables",
-            "-A",
-            "INPUT",
-            "-s",
-            self.ips[i],
-            "-m",
-            "statistic",
-            "--mode",
-            "random",
-            "--probability",
-            str(probability),
-            "-j",
-            "DROP",
-        )
+        _run("ip", "netns", "exec", self.ns[peer], "iptables", "-A", "INPUT", "-s", self.ips[i], "-m", "statistic", "--mode", "random",
+             "--probability", str(probability), "-j", "DROP")
 
     def drop(self, i: int, peer: int) -> None:
         """Drop every packet between node i and node ``peer`` (iptables in node i)."""

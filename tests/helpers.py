@@ -41,17 +41,10 @@ _RELEASE_OPTIONS = ("--sglang-version", "--prefill-sglang-version", "--decode-sg
 def run_cli(*args: str, cwd: Path = REPO, timeout: float = 60, pin: bool = True) -> subprocess.CompletedProcess:
     """Run ``python -m kvcheck ARGS`` in a fresh process, as a user would."""
     args = tuple(args)
-    if (
-        pin
-        and args[:1] in (("preflight",), ("explain",))
-        and ("--prefill" in args or "-p" in args)
-        and not any(a.split("=")[0] in _RELEASE_OPTIONS for a in args)
-    ):
+    if pin and args[:1] in (("preflight",), ("explain",)) and ("--prefill" in args or "-p" in args) and not any(a.split("=")[0] in _RELEASE_OPTIONS for a in args):
         if not any(_names_release(a) for a in args):
             args = args + ("--sglang-version", PAIR_TEST_RELEASE)
-    return subprocess.run(
-        [sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout
-    )
+    return subprocess.run([sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
 
 
 def _names_release(arg: str) -> bool:
@@ -69,15 +62,11 @@ def _names_release(arg: str) -> bool:
     return False
 
 
-def preflight_json(
-    tmp: Path, model: str, prefill: dict, decode: dict, *extra: str, decode_model: str | None = None
-) -> tuple[int, dict]:
+def preflight_json(tmp: Path, model: str, prefill: dict, decode: dict, *extra: str, decode_model: str | None = None) -> tuple[int, dict]:
     """Run ``kvcheck preflight --format json`` on a generated pair; (exit status, report)."""
     p = write_config(tmp, "prefill", model, prefill)
     d = write_config(tmp, "decode", decode_model or model, decode)
-    proc = run_cli(
-        "preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--kernel", "builtin", *extra
-    )
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--kernel", "builtin", *extra)
     assert proc.stdout, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -101,37 +90,9 @@ def flags_argv(flags: dict) -> list[str]:
 
 # The platform facts SGLang's ``override_platform`` takes for a Hopper (sm90) and a
 # Blackwell (sm100) GPU, for tests that run the runtime's resolution on CPU.
-HOPPER = dict(
-    capability=(9, 0),
-    facts=dict(
-        is_cuda=True,
-        is_hip=False,
-        is_sm90=True,
-        is_hopper_with_cuda_12_3=True,
-        is_sm100=False,
-        is_sm100_or_sm110=False,
-        is_sm110=False,
-        is_sm120=False,
-        is_blackwell=False,
-        has_flashinfer=True,
-        device_capability=(9, 0),
-        device_sm=90,
-    ),
-)
-BLACKWELL = dict(
-    capability=(10, 0),
-    facts=dict(
-        is_cuda=True,
-        is_hip=False,
-        is_sm90=False,
-        is_hopper_with_cuda_12_3=False,
-        is_sm100=True,
-        is_sm100_or_sm110=True,
-        is_sm110=False,
-        is_sm120=False,
-        is_blackwell=True,
-        has_flashinfer=True,
-        device_capability=(10, 0),
-        device_sm=100,
-    ),
-)
+HOPPER = dict(capability=(9, 0), facts=dict(is_cuda=True, is_hip=False, is_sm90=True, is_hopper_with_cuda_12_3=True, is_sm100=False,
+                                             is_sm100_or_sm110=False, is_sm110=False, is_sm120=False, is_blackwell=False, has_flashinfer=True,
+                                             device_capability=(9, 0), device_sm=90))
+BLACKWELL = dict(capability=(10, 0), facts=dict(is_cuda=True, is_hip=False, is_sm90=False, is_hopper_with_cuda_12_3=False, is_sm100=True,
+                                                is_sm100_or_sm110=True, is_sm110=False, is_sm120=False, is_blackwell=True, has_flashinfer=True,
+                                                device_capability=(10, 0), device_sm=100))

@@ -53,11 +53,7 @@ class LoopbackServer:
             def _any(self) -> None:
                 outer.seen.append(Seen(self.command, self.path, dict(self.headers)))
                 path = self.path.split("?", 1)[0]
-                if (
-                    outer.require_token
-                    and path != "/health"
-                    and self.headers.get("Authorization") != f"Bearer {outer.require_token}"
-                ):
+                if outer.require_token and path != "/health" and self.headers.get("Authorization") != f"Bearer {outer.require_token}":
                     reply = Reply(401, {"error": "Unauthorized"})
                 elif path in outer.routes:
                     r = outer.routes[path]

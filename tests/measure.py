@@ -54,8 +54,6 @@ def run_measured(*args: str, timeout: float = 300) -> tuple[subprocess.Completed
                 proc.wait()
             took = time.monotonic() - start
             out.seek(0), err.seek(0)
-            result = subprocess.CompletedProcess(
-                proc.args, proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
-            )
+            result = subprocess.CompletedProcess(proc.args, proc.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
         rss = int(hwm.read_text()) / 1024.0 if hwm.exists() else float("nan")
     return result, took, rss

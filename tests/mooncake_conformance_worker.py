@@ -44,28 +44,15 @@ def _side(role, *, mla, tp, pp, stages, stage, page, item, n_draft=0, pool=None,
         add(layers, "V", v_item or item, "target")
         add(draft, "K", item, "draft")
         add(draft, "V", v_item or item, "draft")
-    return SideGeometry(
-        role=role,
-        pool=pool or ("MLA" if mla else "MHA"),
-        is_mla=mla,
-        attn_tp_size=tp,
-        pp_size=pp,
-        page_size=page,
-        page_size_pinned=True,
-        kv_cache_dtype="auto",
-        bytes_per_element=2,
-        regions=regs,
-        num_draft_regions=n_draft * (1 if mla else 2),
-        stage_layers=stages,
-    )
+    return SideGeometry(role=role, pool=pool or ("MLA" if mla else "MHA"), is_mla=mla, attn_tp_size=tp, pp_size=pp, page_size=page,
+                        page_size_pinned=True, kv_cache_dtype="auto", bytes_per_element=2, regions=regs, num_draft_regions=n_draft * (1 if mla else 2),
+                        stage_layers=stages)
 
 
 def _stages(rng, layers, pp):
     if pp == 1:
         return [(0, layers)]
-    cuts = (
-        sorted(rng.sample(range(1, layers), pp - 1)) if rng.random() < 0.3 else [layers * k // pp for k in range(1, pp)]
-    )
+    cuts = sorted(rng.sample(range(1, layers), pp - 1)) if rng.random() < 0.3 else [layers * k // pp for k in range(1, pp)]
     b = [0] + cuts + [layers]
     return [(b[k], b[k + 1]) for k in range(pp)]
 
@@ -99,40 +86,14 @@ def random_pair(rng: random.Random):
     d_draft = p_draft if rng.random() < 0.7 else rng.choice([0, 1, 2])
     hybrid = not mla and rng.random() < 0.25
     pool = "HYBRID_LINEAR" if hybrid else None
-    prefill = _side(
-        "prefill",
-        mla=mla,
-        tp=p_tp,
-        pp=p_pp,
-        stages=p_stages,
-        stage=pp_rank,
-        page=page,
-        item=item(p_tp),
-        n_draft=p_draft,
-        pool=pool,
-    )
-    decode = _side(
-        "decode",
-        mla=mla,
-        tp=d_tp,
-        pp=d_pp,
-        stages=d_stages,
-        stage=d_stage,
-        page=page,
-        item=d_item,
-        n_draft=d_draft,
-        pool=pool,
-    )
+    prefill = _side("prefill", mla=mla, tp=p_tp, pp=p_pp, stages=p_stages, stage=pp_rank, page=page, item=item(p_tp), n_draft=p_draft, pool=pool)
+    decode = _side("decode", mla=mla, tp=d_tp, pp=d_pp, stages=d_stages, stage=d_stage, page=page, item=d_item, n_draft=d_draft, pool=pool)
     return prefill, decode, pp_rank, (heads if not mla else None)
 
 
 def compare_pair(rk, mc, b, prefill, decode, pp_rank, heads, out) -> None:
     plan = mc.decide(prefill, decode, pp_rank=pp_rank, total_kv_heads=heads, release=b.version)
-    key = plan.path or (
-        plan.error.type
-        + ":"
-        + plan.error.message.split(" is written")[0].split(" (item")[0][:40].rstrip("0123456789) ")
-    )
+    key = plan.path or (plan.error.type + ":" + plan.error.message.split(" is written")[0].split(" (item")[0][:40].rstrip("0123456789) ") )
     out["outcomes"][key] = out["outcomes"].get(key, 0) + 1
     if plan.path == "not_modeled":
         out["not_modeled"] += 1
@@ -141,52 +102,24 @@ def compare_pair(rk, mc, b, prefill, decode, pp_rank, heads, out) -> None:
     flat = prefill.is_mla or prefill.attn_tp_size == decode.attn_tp_size
     runtime_verdict = None
     for s, d in mc.rank_pairs(prefill.attn_tp_size, decode.attn_tp_size, heads) if not flat else [(0, 0)]:
-        got = rk.run_request(
-            prefill, decode, pp_rank=pp_rank, total_kv_heads=heads, src_rank=s, dst_rank=d, publish_ids=ids
-        )
+        got = rk.run_request(prefill, decode, pp_rank=pp_rank, total_kv_heads=heads, src_rank=s, dst_rank=d, publish_ids=ids)
         try:
             w = mc.simulate_writes(prefill, decode, pp_rank=pp_rank, total_kv_heads=heads, src_rank=s, dst_rank=d, b=b)
             mine = {"writes": sorted(w.writes), "failure": None, "worker_error": None}
         except mc.SendFailed:
-            mine = {
-                "writes": [],
-                "failure": f"Failed to send kv chunk of {mc.ROOM} to {mc.DECODE_ENDPOINT[0]}:{mc.DECODE_ENDPOINT[1]}",
-                "worker_error": None,
-            }
+            mine = {"writes": [], "failure": f"Failed to send kv chunk of {mc.ROOM} to {mc.DECODE_ENDPOINT[0]}:{mc.DECODE_ENDPOINT[1]}", "worker_error": None}
             w = None
         except Exception as exc:
-            mine = {
-                "writes": [],
-                "failure": None,
-                "worker_error": f"Transfer thread failed because of {exc}. Prefill instance with bootstrap_port=8998 is dead.",
-            }
+            mine = {"writes": [], "failure": None, "worker_error": f"Transfer thread failed because of {exc}. Prefill instance with bootstrap_port=8998 is dead."}
             w = None
         if got["worker_error"] or got["failure"]:
             # the verdict is the text; writes issued before a worker dies (0.5.17's
             # per-layer slice loop) change nothing the operator sees
             got = {**got, "writes": []}
         if got != mine:
-            out["disagreements"].append(
-                {
-                    "part": "writes",
-                    "ranks": [s, d],
-                    "prefill": prefill.model_dump(
-                        include={
-                            "is_mla",
-                            "attn_tp_size",
-                            "pp_size",
-                            "stage_layers",
-                            "page_size",
-                            "num_draft_regions",
-                            "pool",
-                        }
-                    ),
-                    "decode": decode.model_dump(include={"is_mla", "attn_tp_size", "pp_size", "num_draft_regions"}),
-                    "pp_rank": pp_rank,
-                    "runtime": {k: (v[:3] if k == "writes" else v) for k, v in got.items()},
-                    "builtin": {k: (v[:3] if k == "writes" else v) for k, v in mine.items()},
-                }
-            )
+            out["disagreements"].append({"part": "writes", "ranks": [s, d], "prefill": prefill.model_dump(include={"is_mla", "attn_tp_size", "pp_size", "stage_layers", "page_size", "num_draft_regions", "pool"}),
+                                         "decode": decode.model_dump(include={"is_mla", "attn_tp_size", "pp_size", "num_draft_regions"}), "pp_rank": pp_rank,
+                                         "runtime": {k: (v[:3] if k == "writes" else v) for k, v in got.items()}, "builtin": {k: (v[:3] if k == "writes" else v) for k, v in mine.items()}})
             out["n_disagreements"] += 1
             return
         if runtime_verdict is None:
@@ -217,16 +150,8 @@ def main() -> int:
     from kvcheck.sglang import mooncake as mc
     from kvcheck.sglang import mooncake_runtime as rk
 
-    out = {
-        "release": a.release,
-        "imported": rk.runtime_version(),
-        "pairs": 0,
-        "rank_pairs": 0,
-        "not_modeled": 0,
-        "outcomes": {},
-        "disagreements": [],
-        "n_disagreements": 0,
-    }
+    out = {"release": a.release, "imported": rk.runtime_version(), "pairs": 0, "rank_pairs": 0, "not_modeled": 0, "outcomes": {},
+           "disagreements": [], "n_disagreements": 0}
     out["import_seconds"] = round(time.perf_counter() - t0, 2)
     b = mc.behaviour(a.release)
     rng = random.Random(a.seed)

@@ -30,12 +30,7 @@ def write_pair(tmp: Path, model: str, prefill: dict, decode: dict) -> tuple[Path
     """Write prefill.yaml/decode.yaml around a bundled model; returns their paths."""
     out = []
     for role, args in (("prefill", prefill), ("decode", decode)):
-        data = {
-            "model-path": str(MODELS / model),
-            "disaggregation-mode": role,
-            "disaggregation-transfer-backend": "nixl",
-            **args,
-        }
+        data = {"model-path": str(MODELS / model), "disaggregation-mode": role, "disaggregation-transfer-backend": "nixl", **args}
         path = tmp / f"{role}.yaml"
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         out.append(path)
@@ -46,45 +41,18 @@ UNIFORM = ("llama-3.1-8b", {"tp-size": 2, "page-size": 16}, {"tp-size": 2, "page
 MIXED = (
     "deepseek-v3.2",
     {"tp-size": 8, "page-size": 64, "kv-cache-dtype": "bfloat16", "speculative-algorithm": "EAGLE"},
-    {
-        "tp-size": 8,
-        "page-size": 64,
-        "kv-cache-dtype": "bfloat16",
-        "speculative-algorithm": "EAGLE",
-        "enable-hisparse": True,
-        "disable-radix-cache": True,
-    },
+    {"tp-size": 8, "page-size": 64, "kv-cache-dtype": "bfloat16", "speculative-algorithm": "EAGLE", "enable-hisparse": True, "disable-radix-cache": True},
 )
 
 
 class AgentProc:
     """A ``kvcheck agent`` child process; ``info`` is its ready line."""
 
-    def __init__(
-        self, role: str, config: Path, *extra: str, ttl: float = 60, timeout: float = 60, env: dict | None = None
-    ):
-        cmd = [
-            sys.executable,
-            "-m",
-            "kvcheck",
-            "agent",
-            "--role",
-            role,
-            "--config",
-            str(config),
-            "--ttl",
-            str(ttl),
-            *extra,
-        ]
+    def __init__(self, role: str, config: Path, *extra: str, ttl: float = 60, timeout: float = 60, env: dict | None = None):
+        cmd = [sys.executable, "-m", "kvcheck", "agent", "--role", role, "--config", str(config), "--ttl", str(ttl), *extra]
         self.stderr_file = tempfile.TemporaryFile(mode="w+")  # never a pipe nobody drains
-        self.proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr_file,
-            text=True,
-            cwd=REPO,
-            env={**os.environ, "UCX_LOG_LEVEL": "error", **(env or {})},
-        )
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr_file, text=True, cwd=REPO,
+                                     env={**os.environ, "UCX_LOG_LEVEL": "error", **(env or {})})
         deadline = time.monotonic() + timeout
         line = ""
         while time.monotonic() < deadline:
@@ -196,7 +164,7 @@ class StallServer:
             for i in range(len(data)):
                 if self._stop.is_set():
                     return
-                conn.sendall(data[i : i + 1])
+                conn.sendall(data[i:i + 1])
                 time.sleep(self.every)
         except OSError:
             return
@@ -233,26 +201,10 @@ class Etcd:
         self.port, peer = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [
-                binary,
-                "--data-dir",
-                self.dir,
-                "--name",
-                "kvcheck-test",
-                "--listen-client-urls",
-                self.url,
-                "--advertise-client-urls",
-                self.url,
-                "--listen-peer-urls",
-                f"http://127.0.0.1:{peer}",
-                "--initial-advertise-peer-urls",
-                f"http://127.0.0.1:{peer}",
-                "--initial-cluster",
-                f"kvcheck-test=http://127.0.0.1:{peer}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+            [binary, "--data-dir", self.dir, "--name", "kvcheck-test", "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-cluster", f"kvcheck-test=http://127.0.0.1:{peer}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import httpx
 
         deadline = time.monotonic() + 15
@@ -276,22 +228,11 @@ class Etcd:
 
 def run_kvcheck(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """``python -m kvcheck ARGS`` in a fresh process."""
-    return subprocess.run(
-        [sys.executable, "-m", "kvcheck", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=timeout,
-        env={**os.environ, "UCX_LOG_LEVEL": "error"},
-    )
+    return subprocess.run([sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout,
+                          env={**os.environ, "UCX_LOG_LEVEL": "error"})
 
 
-def build_blob(
-    name: bytes = b"agent",
-    backends=((b"UCX", b"conn"),),
-    sections=((b"UCX", 0, ((1, 2, 0, b"k"),)),),
-    kind_width: int = 4,
-) -> bytes:
+def build_blob(name: bytes = b"agent", backends=((b"UCX", b"conn"),), sections=((b"UCX", 0, ((1, 2, 0, b"k"),)),), kind_width: int = 4) -> bytes:
     """A synthetic NIXL metadata blob (same field layout as nixl 1.5.1)."""
     import struct
 

@@ -17,12 +17,7 @@ from conformance_pairs import side
 
 
 def _plan(p):
-    return {
-        "path": p.path,
-        "dst_indices": p.dst_indices,
-        "write_lens": p.write_lens,
-        "error": [p.error.type, p.error.message] if p.error else None,
-    }
+    return {"path": p.path, "dst_indices": p.dst_indices, "write_lens": p.write_lens, "error": [p.error.type, p.error.message] if p.error else None}
 
 
 def cases():
@@ -31,47 +26,23 @@ def cases():
     mha = dict(is_mla=False, pp=1, stages=[(0, 4)], page=16)
     return [
         # a prefill-only MTP draft region: 5 MLA regions into 4 (get_mla_kv_ptrs_with_pp slices 4)
-        (
-            "mla_prefill_only_draft",
-            side("prefill", tp=8, kinds=["VRAM"] * 5, items=[73728] * 5, n_draft=1, **mla),
-            side("decode", tp=8, kinds=["VRAM"] * 4, items=[73728] * 4, **mla),
-            None,
-        ),
+        ("mla_prefill_only_draft", side("prefill", tp=8, kinds=["VRAM"] * 5, items=[73728] * 5, n_draft=1, **mla),
+         side("decode", tp=8, kinds=["VRAM"] * 4, items=[73728] * 4, **mla), None),
         # a decode-only draft (K, V) on MHA: 0.5.8's offset branch (3 decode layers per half, 2 on the prefill)
-        (
-            "mha_decode_only_draft",
-            side("prefill", tp=2, kinds=["VRAM"] * 4, items=[4096] * 4, **mha),
-            side("decode", tp=2, kinds=["VRAM"] * 6, items=[4096] * 6, n_draft=2, **mha),
-            8,
-        ),
+        ("mha_decode_only_draft", side("prefill", tp=2, kinds=["VRAM"] * 4, items=[4096] * 4, **mha),
+         side("decode", tp=2, kinds=["VRAM"] * 6, items=[4096] * 6, n_draft=2, **mha), 8),
         # 8 KV heads, prefill TP 1 -> decode TP 16: kv_head_num * 1 // 16 == 0 heads per decode rank
-        (
-            "mha_decode_replicates_heads",
-            side("prefill", tp=1, kinds=["VRAM"] * 4, items=[16 * 8 * 256] * 4, **mha),
-            side("decode", tp=16, kinds=["VRAM"] * 4, items=[16 * 1 * 256] * 4, **mha),
-            8,
-        ),
+        ("mha_decode_replicates_heads", side("prefill", tp=1, kinds=["VRAM"] * 4, items=[16 * 8 * 256] * 4, **mha),
+         side("decode", tp=16, kinds=["VRAM"] * 4, items=[16 * 1 * 256] * 4, **mha), 8),
         # 8 KV heads, prefill TP 2 -> decode TP 4: 2 of the prefill's 4 heads per token
-        (
-            "mha_head_slices",
-            side("prefill", tp=2, kinds=["VRAM"] * 4, items=[16 * 4 * 256] * 4, **mha),
-            side("decode", tp=4, kinds=["VRAM"] * 4, items=[16 * 2 * 256] * 4, **mha),
-            8,
-        ),
+        ("mha_head_slices", side("prefill", tp=2, kinds=["VRAM"] * 4, items=[16 * 4 * 256] * 4, **mha),
+         side("decode", tp=4, kinds=["VRAM"] * 4, items=[16 * 2 * 256] * 4, **mha), 8),
         # a longer decode item (float32 vs bfloat16): written at the prefill's stride
-        (
-            "mha_longer_decode_item",
-            side("prefill", tp=2, kinds=["VRAM"] * 4, items=[4096] * 4, **mha),
-            side("decode", tp=2, kinds=["VRAM"] * 4, items=[8192] * 4, **mha),
-            8,
-        ),
+        ("mha_longer_decode_item", side("prefill", tp=2, kinds=["VRAM"] * 4, items=[4096] * 4, **mha),
+         side("decode", tp=2, kinds=["VRAM"] * 4, items=[8192] * 4, **mha), 8),
         # a shorter decode item (bfloat16 vs float32): also written at the prefill's stride, unchecked
-        (
-            "mha_shorter_decode_item",
-            side("prefill", tp=2, kinds=["VRAM"] * 4, items=[8192] * 4, **mha),
-            side("decode", tp=2, kinds=["VRAM"] * 4, items=[4096] * 4, **mha),
-            8,
-        ),
+        ("mha_shorter_decode_item", side("prefill", tp=2, kinds=["VRAM"] * 4, items=[8192] * 4, **mha),
+         side("decode", tp=2, kinds=["VRAM"] * 4, items=[4096] * 4, **mha), 8),
     ]
 
 
@@ -93,17 +64,11 @@ def main() -> int:
     pairs = {
         "page_size": (PairInfo(page_size=16, **base), PairInfo(page_size=64, **base)),
         "pp_size": (PairInfo(page_size=16, **base), PairInfo(page_size=16, **{**base, "pp_size": 4})),
-        "accepted": (
-            PairInfo(page_size=16, **base),
-            PairInfo(page_size=16, **{**base, "attn_tp_size": 4, "pp_size": 1}),
-        ),
+        "accepted": (PairInfo(page_size=16, **base), PairInfo(page_size=16, **{**base, "attn_tp_size": 4, "pp_size": 1})),
     }
     for name, (p, d) in pairs.items():
         rt, bi = rk.bootstrap_error(p, d), builtin.bootstrap_error(p, d, b)
-        out["bootstrap"][name] = {
-            "runtime": [rt.type, rt.message] if rt else None,
-            "builtin": [bi.type, bi.message] if bi else None,
-        }
+        out["bootstrap"][name] = {"runtime": [rt.type, rt.message] if rt else None, "builtin": [bi.type, bi.message] if bi else None}
     print(json.dumps(out))
     return 0
 

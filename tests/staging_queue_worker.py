@@ -33,9 +33,7 @@ def outcome(model_dir: Path, flags: dict, env: dict):
     from sglang.srt.server_args import prepare_server_args
 
     with startup_corpus.gpu_facts((9, 0)), startup_corpus._env(env):
-        server_args = prepare_server_args(
-            ["--model-path", str(model_dir), "--device", "cuda"] + startup_corpus.argv(flags)
-        )
+        server_args = prepare_server_args(["--model-path", str(model_dir), "--device", "cuda"] + startup_corpus.argv(flags))
         try:
             server_args.resolve_once()
             server_args.check_server_args()
@@ -45,30 +43,19 @@ def outcome(model_dir: Path, flags: dict, env: dict):
         chunk = resolution_result(server_args, "chunked_prefill_size")
         scheduler = types.SimpleNamespace(
             token_to_kv_pool_allocator=types.SimpleNamespace(page_size=page),
-            tp_worker=types.SimpleNamespace(
-                model_runner=types.SimpleNamespace(effective_logical_max_total_num_tokens=1 << 20)
-            ),
+            tp_worker=types.SimpleNamespace(model_runner=types.SimpleNamespace(effective_logical_max_total_num_tokens=1 << 20)),
             kv_shard_widening=1,
         )
         parallel = types.SimpleNamespace(tp_rank=0, pp_rank=0, pp_size=int(flags.get("pp_size", 1)))
-        with (
-            mock.patch.object(prefill_mod, "get_parallel", lambda: parallel),
-            mock.patch.object(prefill_mod, "get_schedule", lambda: types.SimpleNamespace(chunked_prefill_size=chunk)),
-            mock.patch.object(prefill_mod, "is_mla_backend", lambda pool: False),
-            mock.patch.object(prefill_mod.PrefillBootstrapQueue, "_init_kv_manager", side_effect=_StopAfterChecks),
-        ):
+        with mock.patch.object(prefill_mod, "get_parallel", lambda: parallel), \
+                mock.patch.object(prefill_mod, "get_schedule", lambda: types.SimpleNamespace(chunked_prefill_size=chunk)), \
+                mock.patch.object(prefill_mod, "is_mla_backend", lambda pool: False), \
+                mock.patch.object(prefill_mod.PrefillBootstrapQueue, "_init_kv_manager", side_effect=_StopAfterChecks):
             try:
                 prefill_mod.PrefillBootstrapQueue(
-                    token_to_kv_pool=None,
-                    draft_token_to_kv_pool=None,
-                    req_to_metadata_buffer_idx_allocator=None,
-                    metadata_buffers=None,
-                    gpu_id=0,
-                    bootstrap_port=8998,
-                    max_total_num_tokens=1 << 20,
-                    scheduler=scheduler,
-                    scheduler_stage_metrics=None,
-                    transfer_backend=TransferBackend(flags["disaggregation_transfer_backend"]),
+                    token_to_kv_pool=None, draft_token_to_kv_pool=None, req_to_metadata_buffer_idx_allocator=None,
+                    metadata_buffers=None, gpu_id=0, bootstrap_port=8998, max_total_num_tokens=1 << 20, scheduler=scheduler,
+                    scheduler_stage_metrics=None, transfer_backend=TransferBackend(flags["disaggregation_transfer_backend"]),
                 )
             except _StopAfterChecks:
                 return None

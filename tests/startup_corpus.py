@@ -39,22 +39,10 @@ def gpu_facts(capability: tuple[int, int]) -> Iterator[None]:
 
     m = capability[0]
     facts = dict(
-        is_cuda=True,
-        is_hip=False,
-        is_npu=False,
-        is_xpu=False,
-        is_musa=False,
-        is_mps=False,
-        is_sm90=m == 9,
-        is_sm100=m == 10,
-        is_sm110=m == 11,
-        is_sm120=m == 12,
-        is_sm100_or_sm110=m in (10, 11),
-        is_blackwell=m in (10, 11, 12),
-        is_hopper_with_cuda_12_3=m == 9,
-        has_flashinfer=True,
-        device_sm=m * 10 + capability[1],
-        device_capability=capability,
+        is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
+        is_sm90=m == 9, is_sm100=m == 10, is_sm110=m == 11, is_sm120=m == 12, is_sm100_or_sm110=m in (10, 11),
+        is_blackwell=m in (10, 11, 12), is_hopper_with_cuda_12_3=m == 9, has_flashinfer=True,
+        device_sm=m * 10 + capability[1], device_capability=capability,
     )
     saved = torch.cuda.get_device_capability
     torch.cuda.get_device_capability = lambda device=None: capability
@@ -66,26 +54,12 @@ def gpu_facts(capability: tuple[int, int]) -> Iterator[None]:
 
 
 QWEN4_EXP_TEXT = {
-    "model_type": "qwen4_exp_text",
-    "hidden_size": 2048,
-    "num_hidden_layers": 8,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 2,
-    "head_dim": 256,
-    "linear_num_key_heads": 16,
-    "linear_num_value_heads": 32,
-    "linear_key_head_dim": 128,
-    "linear_value_head_dim": 128,
-    "linear_conv_kernel_dim": 4,
-    "full_attention_interval": 4,
-    "vocab_size": 151936,
-    "num_experts": 64,
-    "num_experts_per_tok": 8,
-    "moe_intermediate_size": 512,
-    "shared_expert_intermediate_size": 512,
-    "intermediate_size": 5120,
-    "max_position_embeddings": 32768,
-    "torch_dtype": "bfloat16",
+    "model_type": "qwen4_exp_text", "hidden_size": 2048, "num_hidden_layers": 8, "num_attention_heads": 16,
+    "num_key_value_heads": 2, "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+    "full_attention_interval": 4, "vocab_size": 151936, "num_experts": 64, "num_experts_per_tok": 8,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "intermediate_size": 5120,
+    "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
 }
 VARIANT_MODELS = ("qwen4-exp", "deepseek-v3.2-nextn")
 
@@ -96,12 +70,8 @@ def variant_config(name: str) -> dict:
     prefill CP shares the TP group) and ``deepseek-v3.2-nextn`` (the bundled DeepSeek V3.2
     config under the DSA NextN architecture DeepseekV3ForCausalLMNextN)."""
     if name == "qwen4-exp":
-        return {
-            "architectures": ["Qwen4ExpForConditionalGeneration"],
-            "model_type": "qwen4_exp",
-            "text_config": dict(QWEN4_EXP_TEXT),
-            "torch_dtype": "bfloat16",
-        }
+        return {"architectures": ["Qwen4ExpForConditionalGeneration"], "model_type": "qwen4_exp",
+                "text_config": dict(QWEN4_EXP_TEXT), "torch_dtype": "bfloat16"}
     if name == "deepseek-v3.2-nextn":
         cfg = json.loads((MODELS / "deepseek-v3.2" / "config.json").read_text())
         cfg["architectures"] = ["DeepseekV3ForCausalLMNextN"]
@@ -148,9 +118,8 @@ def _env(env: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def runtime_outcome(
-    model_dir: Path, flags: dict[str, Any], capability: tuple[int, int], env: Optional[dict[str, str]] = None
-):
+def runtime_outcome(model_dir: Path, flags: dict[str, Any], capability: tuple[int, int],
+                    env: Optional[dict[str, str]] = None):
     """What SGLang 0.5.23 does at start-up: ``None`` or (exception class name, str(exc),
     the function that raised)."""
     from sglang.srt.server_args import prepare_server_args
@@ -168,18 +137,8 @@ def runtime_outcome(
 SPEC_CHOICES = (
     {},
     {},
-    {
-        "speculative_algorithm": "NEXTN",
-        "speculative_num_steps": 1,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 2,
-    },
-    {
-        "speculative_algorithm": "EAGLE",
-        "speculative_num_steps": 1,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 2,
-    },
+    {"speculative_algorithm": "NEXTN", "speculative_num_steps": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2},
+    {"speculative_algorithm": "EAGLE", "speculative_num_steps": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2},
 )
 
 
@@ -198,9 +157,7 @@ def draw(rng: random.Random) -> tuple[str, str, dict[str, Any], dict[str, str]]:
     f["pp_size"] = rng.choice((None, None, None, 2))
     f["page_size"] = rng.choice((None, None, 1, 16, 32, 64))
     f["kv_cache_dtype"] = rng.choice((None, None, "auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4"))
-    backend = rng.choice(
-        (None, None, None, "fa3", "flashinfer", "triton", "trtllm_mla", "trtllm_mha", "flashmla", "cutedsl_mla", "fa4")
-    )
+    backend = rng.choice((None, None, None, "fa3", "flashinfer", "triton", "trtllm_mla", "trtllm_mha", "flashmla", "cutedsl_mla", "fa4"))
     slot = rng.random()
     if backend is not None:
         if slot < 0.6:
@@ -229,15 +186,8 @@ def kv_side(role: str, model_dir: Path, flags: dict[str, Any], gpu: str, env: Op
     from kvcheck.sides import Side
 
     raw = json.loads((model_dir / "config.json").read_text())
-    return Side(
-        role=role,
-        args=ServerArgs(model_path=str(model_dir), **flags),
-        raw_args=dict(flags),
-        env=dict(env or {}),
-        model=parse_model_config(raw, str(model_dir / "config.json")),
-        origin=f"{role} corpus flags",
-        gpu=gpu,
-    )
+    return Side(role=role, args=ServerArgs(model_path=str(model_dir), **flags), raw_args=dict(flags), env=dict(env or {}),
+                model=parse_model_config(raw, str(model_dir / "config.json")), origin=f"{role} corpus flags", gpu=gpu)
 
 
 def compare(outcome, predicted) -> Optional[str]:
@@ -248,9 +198,7 @@ def compare(outcome, predicted) -> Optional[str]:
     if not isinstance(predicted, Refusal) and predicted is not None:
         return None
     if outcome is None:
-        return (
-            None if predicted is None else f"runtime starts, kvcheck predicts {predicted.type}: {predicted.message!r}"
-        )
+        return None if predicted is None else f"runtime starts, kvcheck predicts {predicted.type}: {predicted.message!r}"
     rt_type, rt_message, rt_function = outcome
     if predicted is None:
         return f"runtime refuses {rt_type}: {rt_message!r} ({rt_function}); kvcheck predicts a start"
@@ -272,9 +220,7 @@ def draw_sharded_prefill(rng: random.Random) -> tuple[str, str, dict[str, Any], 
     f["attn_cp_size"] = rng.choice((None, None, 2))
     f["page_size"] = rng.choice((None, 1, 16, 32, 64, 128))
     f["kv_cache_dtype"] = rng.choice((None, "bf16", "fp8_e4m3", "fp8_e5m2"))
-    f["attention_backend"] = rng.choice(
-        (None, None, "fa3", "trtllm_mla", "flashinfer", "triton", "flashmla", "fa4", "trtllm_mha")
-    )
+    f["attention_backend"] = rng.choice((None, None, "fa3", "trtllm_mla", "flashinfer", "triton", "flashmla", "fa4", "trtllm_mha"))
     f["disable_chunked_prefix_cache"] = rng.random() < 0.15
     f["enable_two_batch_overlap"] = rng.random() < 0.08
     env = {"SGLANG_DISAGG_STAGING_BUFFER": "1"} if rng.random() < 0.1 else {}

@@ -39,26 +39,12 @@ GPU_MEMORY_MB = 81559  # an 80 GB GPU as nvidia-smi reports it (MiB)
 def _probe_answers(capability: tuple[int, int]) -> dict[str, Any]:
     m, n = capability
     return {
-        "is_cuda": True,
-        "is_cuda_alike": True,
-        "is_hip": False,
-        "is_npu": False,
-        "is_xpu": False,
-        "is_musa": False,
-        "is_hpu": False,
-        "is_mps": False,
-        "is_cpu": False,
-        "is_sm90_supported": m == 9,
-        "is_sm100_supported": m == 10,
-        "is_sm120_supported": m == 12,
-        "is_sm100_or_sm110_supported": m in (10, 11),
-        "is_blackwell_supported": m in (10, 11, 12),
-        "is_blackwell": m in (10, 11, 12),
-        "is_hopper_with_cuda_12_3": m == 9,
-        "is_flashinfer_available": True,
-        "get_device_sm": m * 10 + n,
-        "get_device_capability": capability,
-        "get_nvgpu_memory_capacity": GPU_MEMORY_MB,
+        "is_cuda": True, "is_cuda_alike": True, "is_hip": False, "is_npu": False, "is_xpu": False, "is_musa": False,
+        "is_hpu": False, "is_mps": False, "is_cpu": False,
+        "is_sm90_supported": m == 9, "is_sm100_supported": m == 10, "is_sm120_supported": m == 12,
+        "is_sm100_or_sm110_supported": m in (10, 11), "is_blackwell_supported": m in (10, 11, 12),
+        "is_blackwell": m in (10, 11, 12), "is_hopper_with_cuda_12_3": m == 9, "is_flashinfer_available": True,
+        "get_device_sm": m * 10 + n, "get_device_capability": capability, "get_nvgpu_memory_capacity": GPU_MEMORY_MB,
         "get_device_memory_capacity": GPU_MEMORY_MB,
     }
 
@@ -78,20 +64,11 @@ def gpu_facts(capability: tuple[int, int]) -> Iterator[None]:
             cur = d.get(fn)
             if callable(cur) and not inspect.isclass(cur):
                 saved.append((mod, fn, cur))
-                setattr(mod, fn, (lambda v: lambda *a, **k: v)(value))
-        for flag, fn in (
-            ("_is_cuda", "is_cuda"),
-            ("_is_hip", "is_hip"),
-            ("_is_npu", "is_npu"),
-            ("_is_xpu", "is_xpu"),
-            ("_is_cpu", "is_cpu"),
-            ("_is_musa", "is_musa"),
-            ("_is_blackwell", "is_blackwell_supported"),
-            ("_is_sm100_supported", "is_sm100_supported"),
-            ("_is_sm90_supported", "is_sm90_supported"),
-            ("_is_sm120_supported", "is_sm120_supported"),
-            ("_is_flashinfer_available", "is_flashinfer_available"),
-        ):
+                setattr(mod, fn, (lambda v: (lambda *a, **k: v))(value))
+        for flag, fn in (("_is_cuda", "is_cuda"), ("_is_hip", "is_hip"), ("_is_npu", "is_npu"), ("_is_xpu", "is_xpu"),
+                         ("_is_cpu", "is_cpu"), ("_is_musa", "is_musa"), ("_is_blackwell", "is_blackwell_supported"),
+                         ("_is_sm100_supported", "is_sm100_supported"), ("_is_sm90_supported", "is_sm90_supported"),
+                         ("_is_sm120_supported", "is_sm120_supported"), ("_is_flashinfer_available", "is_flashinfer_available")):
             if isinstance(d.get(flag), bool):
                 saved.append((mod, flag, d[flag]))
                 setattr(mod, flag, answers[fn])
@@ -103,24 +80,10 @@ def gpu_facts(capability: tuple[int, int]) -> Iterator[None]:
 
         if hasattr(rc, "_PlatformOverride") and hasattr(rc, "_PLATFORM_PROBES"):
             m = capability[0]
-            facts = dict(
-                is_cuda=True,
-                is_hip=False,
-                is_npu=False,
-                is_xpu=False,
-                is_musa=False,
-                is_mps=False,
-                is_sm90=m == 9,
-                is_sm100=m == 10,
-                is_sm110=m == 11,
-                is_sm120=m == 12,
-                is_sm100_or_sm110=m in (10, 11),
-                is_blackwell=m in (10, 11, 12),
-                is_hopper_with_cuda_12_3=m == 9,
-                has_flashinfer=True,
-                device_sm=m * 10 + capability[1],
-                device_capability=capability,
-            )
+            facts = dict(is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
+                         is_sm90=m == 9, is_sm100=m == 10, is_sm110=m == 11, is_sm120=m == 12, is_sm100_or_sm110=m in (10, 11),
+                         is_blackwell=m in (10, 11, 12), is_hopper_with_cuda_12_3=m == 9, has_flashinfer=True,
+                         device_sm=m * 10 + capability[1], device_capability=capability)
             known = set(rc._PLATFORM_PROBES) | set(getattr(rc, "_PLATFORM_VALUES", {}))
             override = rc._PlatformOverride(**{k: v for k, v in facts.items() if k in known})
     except ImportError:
@@ -251,11 +214,7 @@ def warm_up(dirs: dict[str, Path]) -> None:
 
     from sglang.srt.server_args import prepare_server_args
 
-    for name in (
-        "sglang.srt.configs.model_config",
-        "sglang.srt.layers.quantization",
-        "sglang.srt.model_executor.model_runner",
-    ):
+    for name in ("sglang.srt.configs.model_config", "sglang.srt.layers.quantization", "sglang.srt.model_executor.model_runner"):
         with contextlib.suppress(Exception):
             importlib.import_module(name)
     for d in dirs.values():
@@ -274,34 +233,20 @@ def draw_plain(rng: random.Random):
     run on the four GPUs by the caller (``--plain-draws``)."""
     model = rng.choice(C.MODEL_NAMES[:3])  # no DSA model
     role = rng.choice(("prefill", "decode"))
-    f = {
-        "disaggregation_mode": role,
-        "disaggregation_transfer_backend": rng.choice(("nixl", "mooncake")),
-        "tp_size": rng.choice((1, 2, 3, 4, 8)),
-        "page_size": rng.choice((None, 1, 16, 32, 64)),
-    }
+    f = {"disaggregation_mode": role, "disaggregation_transfer_backend": rng.choice(("nixl", "mooncake")),
+         "tp_size": rng.choice((1, 2, 3, 4, 8)), "page_size": rng.choice((None, 1, 16, 32, 64))}
     if rng.random() < 0.4:
         f["dp_size"] = rng.choice((1, 2, 4, 8))
         f["enable_dp_attention"] = rng.random() < 0.7
     f["nnodes"] = rng.choice((None, None, None, 2, 3))
     backend = rng.choice((None, None, "fa3", "flashinfer", "triton", "trtllm_mla", "trtllm_mha"))
     if backend is not None:
-        f[
-            rng.choice(
-                ("attention_backend", "attention_backend", "decode_attention_backend", "prefill_attention_backend")
-            )
-        ] = backend
+        f[rng.choice(("attention_backend", "attention_backend", "decode_attention_backend", "prefill_attention_backend"))] = backend
     f["kv_cache_dtype"] = rng.choice((None, None, "auto", "fp8_e4m3", "bf16", "bfloat16", "fp8_e5m2"))
     f["chunked_prefill_size"] = rng.choice((None, None, 4096, 8192, 16384, 1000))
     if model == "deepseek-v3" and rng.random() < 0.4:
-        f.update(
-            {
-                "speculative_algorithm": rng.choice(("EAGLE", "NEXTN")),
-                "speculative_num_steps": rng.choice((1, 3)),
-                "speculative_eagle_topk": 1,
-                "speculative_num_draft_tokens": rng.choice((2, 4)),
-            }
-        )
+        f.update({"speculative_algorithm": rng.choice(("EAGLE", "NEXTN")), "speculative_num_steps": rng.choice((1, 3)),
+                  "speculative_eagle_topk": 1, "speculative_num_draft_tokens": rng.choice((2, 4))})
     if rng.random() < 0.15:
         f["enable_two_batch_overlap"] = True
         f["moe_a2a_backend"] = rng.choice(("none", "deepep"))
@@ -316,13 +261,9 @@ def draw_hicache(rng: random.Random):
     page size, attention backend and KV dtype around them (``--hicache-draws``)."""
     model = rng.choice(C.MODEL_NAMES[:3])
     role = rng.choice(("prefill", "prefill", "decode"))
-    f = {
-        "disaggregation_mode": role,
-        "disaggregation_transfer_backend": rng.choice(("nixl", "nixl", "mooncake")),
-        "tp_size": rng.choice((1, 2, 4, 8)),
-        "page_size": rng.choice((None, 1, 16, 64)),
-        "enable_hierarchical_cache": rng.random() < 0.9,
-    }
+    f = {"disaggregation_mode": role, "disaggregation_transfer_backend": rng.choice(("nixl", "nixl", "mooncake")),
+         "tp_size": rng.choice((1, 2, 4, 8)), "page_size": rng.choice((None, 1, 16, 64)),
+         "enable_hierarchical_cache": rng.random() < 0.9}
     f["hicache_ratio"] = rng.choice((None, None, 1.5, 2.0, 0.5))
     f["hicache_size"] = rng.choice((None, None, None, 64))
     f["hicache_io_backend"] = rng.choice((None, None, "direct", "kernel"))
@@ -344,27 +285,16 @@ def draw_hisparse(rng: random.Random):
     dtypes, the radix cache, DSA backends, page size, speculation and mixed chunk (``--hisparse-draws``)."""
     model = "deepseek-v3.2" if rng.random() < 0.8 else rng.choice(C.MODEL_NAMES[:3])
     role = rng.choice(("decode", "decode", "prefill"))
-    f = {
-        "disaggregation_mode": role,
-        "disaggregation_transfer_backend": rng.choice(("nixl", "nixl", "mooncake")),
-        "tp_size": rng.choice((1, 4, 8, 8)),
-        "page_size": rng.choice((None, None, 1, 64)),
-        "enable_hisparse": rng.random() < 0.9,
-        "disable_radix_cache": rng.random() < 0.7,
-    }
+    f = {"disaggregation_mode": role, "disaggregation_transfer_backend": rng.choice(("nixl", "nixl", "mooncake")),
+         "tp_size": rng.choice((1, 4, 8, 8)), "page_size": rng.choice((None, None, 1, 64)),
+         "enable_hisparse": rng.random() < 0.9, "disable_radix_cache": rng.random() < 0.7}
     f["kv_cache_dtype"] = rng.choice((None, "auto", "bf16", "bfloat16", "bfloat16", "fp8_e4m3", "fp8_e5m2"))
     backend = rng.choice((None, None, None, "flashmla_sparse", "flashmla_kv", "tilelang", "fa3", "trtllm"))
     if backend is not None:
         f[rng.choice(("dsa_prefill_backend", "dsa_decode_backend"))] = backend
     if rng.random() < 0.25:
-        f.update(
-            {
-                "speculative_algorithm": rng.choice(("EAGLE", "NEXTN")),
-                "speculative_num_steps": rng.choice((1, 3)),
-                "speculative_eagle_topk": rng.choice((1, 1, 2)),
-                "speculative_num_draft_tokens": rng.choice((2, 4)),
-            }
-        )
+        f.update({"speculative_algorithm": rng.choice(("EAGLE", "NEXTN")), "speculative_num_steps": rng.choice((1, 3)),
+                  "speculative_eagle_topk": rng.choice((1, 1, 2)), "speculative_num_draft_tokens": rng.choice((2, 4))})
     f["enable_mixed_chunk"] = rng.random() < 0.1
     if rng.random() < 0.2:
         f["dp_size"] = rng.choice((2, 8))
@@ -390,11 +320,8 @@ def main() -> int:
     ap.add_argument("--hisparse-draws", type=int, default=0)
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tmp", required=True)
-    ap.add_argument(
-        "--steps-only",
-        action="store_true",
-        help="compare the restated steps alone (no release gate): where the restatement differs",
-    )
+    ap.add_argument("--steps-only", action="store_true",
+                    help="compare the restated steps alone (no release gate): where the restatement differs")
     a = ap.parse_args()
     t0 = time.perf_counter()
     import logging
@@ -403,20 +330,9 @@ def main() -> int:
     import sglang
     from kvcheck.sglang.startup import Refusal, Stop, first_outcome
 
-    out: dict[str, Any] = {
-        "release": a.release,
-        "imported": sglang.__version__,
-        "sglang_file": sglang.__file__,
-        "compared": 0,
-        "parser_refused": 0,
-        "runtime_refusals": 0,
-        "runtime_starts": 0,
-        "stops": 0,
-        "n_disagreements": 0,
-        "disagreements": [],
-        "stop_reasons": {},
-        "setup_errors": 0,
-    }
+    out: dict[str, Any] = {"release": a.release, "imported": sglang.__version__, "sglang_file": sglang.__file__,
+                           "compared": 0, "parser_refused": 0, "runtime_refusals": 0, "runtime_starts": 0, "stops": 0,
+                           "n_disagreements": 0, "disagreements": [], "stop_reasons": {}, "setup_errors": 0}
     dirs = C.model_dirs(Path(a.tmp))
     install_kernel_stubs()
     known = release_dests()

@@ -91,29 +91,15 @@ def test_model_dir_without_config_json(tmp_path):
 
 def test_hub_id_needs_model_config_and_then_works(tmp_path):
     p = tmp_path / "prefill.yaml"
-    p.write_text(
-        "model-path: meta-llama/Llama-3.1-8B-Instruct\ndisaggregation-mode: prefill\ndisaggregation-transfer-backend: nixl\npage-size: 16\n"
-    )
+    p.write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\ndisaggregation-mode: prefill\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
     d = tmp_path / "decode.yaml"
-    d.write_text(
-        "model-path: meta-llama/Llama-3.1-8B-Instruct\ndisaggregation-mode: decode\ndisaggregation-transfer-backend: nixl\npage-size: 16\n"
-    )
+    d.write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\ndisaggregation-mode: decode\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
     # As with -f: a hub id is found in kvcheck's catalog (its config.json read from the
     # public repository), and the source is said.
     proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["plan"]["segments"] == [[0, 64, "VRAM", "VRAM"]]
-    proc = run_cli(
-        "preflight",
-        "--prefill",
-        str(p),
-        "--decode",
-        str(d),
-        "--model-config",
-        str(model_dir("llama-3.1-8b") / "config.json"),
-        "--format",
-        "json",
-    )
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--model-config", str(model_dir("llama-3.1-8b") / "config.json"), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["plan"]["segments"] == [[0, 64, "VRAM", "VRAM"]]
 
@@ -144,9 +130,7 @@ def test_bad_pp_partition_uses_the_runtime_wording(tmp_path):
 def test_unknown_ignore_id_and_unknown_format(tmp_path):
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", PREFILL)
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    _assert_input_error(
-        run_cli("preflight", "-p", str(p), "-d", str(d), "--ignore", "no-such-check"), "--ignore", "no-such-check"
-    )
+    _assert_input_error(run_cli("preflight", "-p", str(p), "-d", str(d), "--ignore", "no-such-check"), "--ignore", "no-such-check")
     _assert_input_error(run_cli("preflight", "-p", str(p), "-d", str(d), "--format", "xml"), "--format")
 
 
@@ -173,9 +157,7 @@ def test_ignored_runtime_error_stays_visible_and_exit_follows_the_rest(tmp_path)
 
 @pytest.mark.parametrize("pair", ["aligned", "hisparse", "failing"])
 def test_readme_examples(pair):
-    proc = run_cli(
-        "preflight", "--prefill", f"configs/{pair}/prefill.yaml", "--decode", f"configs/{pair}/decode.yaml", cwd=REPO
-    )
+    proc = run_cli("preflight", "--prefill", f"configs/{pair}/prefill.yaml", "--decode", f"configs/{pair}/decode.yaml", cwd=REPO)
     assert proc.returncode == (1 if pair == "failing" else 0), proc.stderr
     assert proc.stdout.splitlines()[0].startswith("FAIL" if pair == "failing" else "PASS")
 
@@ -194,29 +176,20 @@ def test_command_line_file_with_env_prefix(tmp_path):
 
 
 def test_usage_errors_exit_2_without_traceback(tmp_path):
-    for argv in (
-        ["preflight", "-p", "x.yaml", "--foo"],
-        ["preflight", "-p"],
-        ["no-such-command"],
-        ["preflight", "-p", "a", "-d", "b", "--deadline", "nan"],
-    ):
+    for argv in (["preflight", "-p", "x.yaml", "--foo"], ["preflight", "-p"], ["no-such-command"], ["preflight", "-p", "a", "-d", "b", "--deadline", "nan"]):
         proc = run_cli(*argv)
         assert proc.returncode == 2, (argv, proc.stderr)
         assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize(
-    "flag,value", [("tp-size", 0), ("tp-size", -4), ("page-size", 0), ("pp-size", -1), ("tp-size", 10**23)]
-)
+@pytest.mark.parametrize("flag,value", [("tp-size", 0), ("tp-size", -4), ("page-size", 0), ("pp-size", -1), ("tp-size", 10**23)])
 def test_nonsense_sizes_are_refused(tmp_path, flag, value):
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, flag: value})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
     _assert_input_error(run_cli("preflight", "-p", str(p), "-d", str(d)), f"--{flag}")
 
 
-@pytest.mark.parametrize(
-    "field,value", [("num_hidden_layers", 0), ("num_hidden_layers", 10**30), ("num_attention_heads", 0)]
-)
+@pytest.mark.parametrize("field,value", [("num_hidden_layers", 0), ("num_hidden_layers", 10**30), ("num_attention_heads", 0)])
 def test_nonsense_model_config_values_are_refused(tmp_path, field, value):
     mdir = tmp_path / "model"
     mdir.mkdir()
@@ -265,20 +238,14 @@ def test_unknown_architecture_is_unchecked_never_a_guessed_pass(tmp_path):
     cfg["architectures"] = ["FooForCausalLM"]
     (mdir / "config.json").write_text(json.dumps(cfg))
     p = tmp_path / "prefill.yaml"
-    p.write_text(
-        f"model-path: {mdir}\ndisaggregation-mode: prefill\ndisaggregation-transfer-backend: nixl\npage-size: 16\n"
-    )
+    p.write_text(f"model-path: {mdir}\ndisaggregation-mode: prefill\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
     d = tmp_path / "decode.yaml"
-    d.write_text(
-        f"model-path: {mdir}\ndisaggregation-mode: decode\ndisaggregation-transfer-backend: nixl\npage-size: 16\n"
-    )
+    d.write_text(f"model-path: {mdir}\ndisaggregation-mode: decode\ndisaggregation-transfer-backend: nixl\npage-size: 16\n")
     proc = run_cli("preflight", "-p", str(p), "-d", str(d), "--format", "json")
     report = json.loads(proc.stdout)
     assert proc.returncode == 4, proc.stderr
     # (plus the info line every PD decode logs at start-up: decode-radix-disabled)
-    assert report["verdict"] == "unchecked" and [f["id"] for f in report["findings"] if f["severity"] != "info"] == [
-        "architecture-assumed"
-    ]
+    assert report["verdict"] == "unchecked" and [f["id"] for f in report["findings"] if f["severity"] != "info"] == ["architecture-assumed"]
 
 
 def test_static_pair_imports_only_what_it_uses():
@@ -324,3 +291,4 @@ def test_top_level_help_names_the_backends_and_the_modeled_window():
     assert "NIXL" in text and "Mooncake" in text
     assert f"releases {pd[0]} to {pd[-1]}" in text
     assert "milliseconds" not in text
+

@@ -29,9 +29,7 @@ def inst(role, name, *extra, model=LLAMA, backend="nixl", line=1, image=IMAGE, *
         argv += ["--disaggregation-transfer-backend", backend]
     argv += list(extra)
     locs = kw.pop("arg_locations", {})
-    return Instance(
-        role=role, name=name, location=Location("deploy.yaml", line), argv=argv, image=image, arg_locations=locs, **kw
-    )
+    return Instance(role=role, name=name, location=Location("deploy.yaml", line), argv=argv, image=image, arg_locations=locs, **kw)
 
 
 def dep(*instances, routers=(), name="d"):
@@ -54,9 +52,7 @@ def test_identical_instances_form_one_class_and_each_pair_is_decided_once(monkey
 
     monkeypatch.setattr(pf, "run_preflight", counting)
     prefills = [inst("prefill", f"p{i}") for i in range(40)]
-    decodes = [inst("decode", f"d{i}") for i in range(30)] + [
-        inst("decode", "d-odd", "--page-size", "32", arg_locations={"--page-size": Location("deploy.yaml", 77)})
-    ]
+    decodes = [inst("decode", f"d{i}") for i in range(30)] + [inst("decode", "d-odd", "--page-size", "32", arg_locations={"--page-size": Location("deploy.yaml", 77)})]
     # The GPU given: one decision per class pair (without it, one per GPU of the window).
     r = check_deployments([dep(*prefills, *decodes)], ClusterOptions(gpu="h100"))
     d = r.deployments[0]
@@ -86,13 +82,7 @@ def test_json_contract_keys_and_lead_plan():
     assert c["pairs"][0]["prefill_class"] == "prefill-1" and c["pairs"][0]["decode_class"] == "decode-1"
     assert c["plan"] == c["pairs"][0]["plan"]
     i0 = c["instances"][0]
-    assert (i0["role"], i0["name"], i0["file"], i0["line"], i0["sglang_release"]) == (
-        "prefill",
-        "p0",
-        "deploy.yaml",
-        1,
-        "0.5.23",
-    )
+    assert (i0["role"], i0["name"], i0["file"], i0["line"], i0["sglang_release"]) == ("prefill", "p0", "deploy.yaml", 1, "0.5.23")
     assert i0["kv_args"]["tp_size"] == 2 and i0["kv_args"]["page_size"] == 16
     assert i0["model_source"].startswith("kvcheck catalog: meta-llama/Meta-Llama-3.1-8B")
 
@@ -130,9 +120,7 @@ def test_mooncake_pair_is_decided_and_keeps_bootstrap_errors():
     mori = check_deployments([dep(inst("prefill", "p0", backend="mori"), inst("decode", "d0", backend="mori"))])
     pair = mori.deployments[0].pairs[0]
     assert pair.verdict == "unchecked" and "backend-unchecked" in ids(pair.findings)
-    mismatch = check_deployments(
-        [dep(inst("prefill", "p0", backend=None), inst("decode", "d0", "--page-size", "64", backend="mooncake"))]
-    )
+    mismatch = check_deployments([dep(inst("prefill", "p0", backend=None), inst("decode", "d0", "--page-size", "64", backend="mooncake"))])
     pair = mismatch.deployments[0].pairs[0]
     # The decode's page-size comparison runs for every backend (CommonKVReceiver, 0.5.23).
     assert pair.verdict == "fail" and "page-size-mismatch" in ids(pair.findings)
@@ -152,41 +140,21 @@ def test_missing_role():
 
 
 def test_bootstrap_port_clash_on_a_shared_host():
-    a = inst(
-        "prefill",
-        "p0",
-        "--disaggregation-bootstrap-port",
-        "9000",
-        hosts=["node1"],
-        arg_locations={"--disaggregation-bootstrap-port": Location("run.sh", 3)},
-    )
-    b = inst(
-        "prefill",
-        "p1",
-        "--disaggregation-bootstrap-port",
-        "9000",
-        "--port",
-        "30001",
-        hosts=["node1"],
-        arg_locations={"--disaggregation-bootstrap-port": Location("run.sh", 9)},
-    )
+    a = inst("prefill", "p0", "--disaggregation-bootstrap-port", "9000", hosts=["node1"], arg_locations={"--disaggregation-bootstrap-port": Location("run.sh", 3)})
+    b = inst("prefill", "p1", "--disaggregation-bootstrap-port", "9000", "--port", "30001", hosts=["node1"], arg_locations={"--disaggregation-bootstrap-port": Location("run.sh", 9)})
     c = inst("prefill", "p2", "--disaggregation-bootstrap-port", "9000", hosts=["node2"])
     r = check_deployments([dep(a, b, c, inst("decode", "d0", hosts=["node1"]))])
     clash = [x for x in r.deployments[0].findings if x.finding.id == "bootstrap-port-clash"]
     assert len(clash) == 1 and "host node1" in clash[0].finding.message and clash[0].location == Location("run.sh", 9)
     # The decode (no bootstrap server: start_disagg_service starts it on a prefill only) shares node1 at 30000 with p0: no clash.
-    ok = check_deployments(
-        [dep(a, inst("decode", "d0", hosts=["node1"], line=5), inst("decode", "d1", "--port", "8998", hosts=["node1"]))]
-    )
+    ok = check_deployments([dep(a, inst("decode", "d0", hosts=["node1"], line=5), inst("decode", "d1", "--port", "8998", hosts=["node1"]))])
     assert "bootstrap-port-clash" not in ids(ok.deployments[0].findings)
 
 
 def test_router_bootstrap_port_must_be_the_prefills():
     p = inst("prefill", "prefill-0", "--disaggregation-bootstrap-port", "8999")
     router_loc = Location("router.yaml", 20)
-    bad = Router(
-        location=router_loc, prefills=[RouterPrefill("http://prefill-0:30000", 8998)], decodes=["http://decode-0:30000"]
-    )
+    bad = Router(location=router_loc, prefills=[RouterPrefill("http://prefill-0:30000", 8998)], decodes=["http://decode-0:30000"])
     r = check_deployments([dep(p, inst("decode", "decode-0"), routers=[bad])])
     f = [x for x in r.deployments[0].findings if x.finding.id == "router-bootstrap-port"]
     assert len(f) == 1 and f[0].location == router_loc and "8999" in f[0].finding.message
@@ -226,9 +194,7 @@ def test_multinode_args_must_agree():
 def test_release_from_image_and_sglang_version_option():
     import kvcheck.sglang.releases as releases
 
-    r = check_deployments(
-        [dep(inst("prefill", "p0", image="nvcr.io/nvidia/ai-dynamo/sglang-runtime:9.0.0"), inst("decode", "d0"))]
-    )
+    r = check_deployments([dep(inst("prefill", "p0", image="nvcr.io/nvidia/ai-dynamo/sglang-runtime:9.0.0"), inst("decode", "d0"))])
     f = next(x.finding for x in r.deployments[0].pairs[0].findings if x.finding.id == "unknown-release")
     assert "--sglang-version" in f.fix
     if hasattr(releases, "choose_release"):  # the per-release model: an unknown release is never judged
@@ -236,10 +202,7 @@ def test_release_from_image_and_sglang_version_option():
     else:  # before it: checked as the newest modeled release, said
         assert f.severity == Severity.WARNING and r.deployments[0].instances[0].release == "0.5.23"
     assert r.deployments[0].instances[1].release == "0.5.23"  # lmsysorg/sglang:v0.5.23-cu129
-    r = check_deployments(
-        [dep(inst("prefill", "p0", image=None), inst("decode", "d0", image=None))],
-        ClusterOptions(sglang_version="0.5.23"),
-    )
+    r = check_deployments([dep(inst("prefill", "p0", image=None), inst("decode", "d0", image=None))], ClusterOptions(sglang_version="0.5.23"))
     assert "unknown-release" not in ids(r.deployments[0].pairs[0].findings)
     assert r.deployments[0].classes[0].side.version_source == "--sglang-version"
 
@@ -284,17 +247,9 @@ def test_junit_one_suite_per_pair_plus_cluster():
     root = ET.fromstring(render_cluster_junit(r))
     names = [s.get("name") for s in root.iter("testsuite")]
     assert names == ["kvcheck pair prefill-1 x decode-1", "kvcheck pair prefill-1 x decode-2", "kvcheck cluster"]
-    failing = [
-        c.get("name")
-        for s in root.iter("testsuite")
-        if s.get("name").endswith("decode-2")
-        for c in s.iter("testcase")
-        if c.find("failure") is not None
-    ]
+    failing = [c.get("name") for s in root.iter("testsuite") if s.get("name").endswith("decode-2") for c in s.iter("testcase") if c.find("failure") is not None]
     assert "bootstrap" in failing
-    cluster_cases = [
-        c.get("name") for s in root.iter("testsuite") if s.get("name") == "kvcheck cluster" for c in s.iter("testcase")
-    ]
+    cluster_cases = [c.get("name") for s in root.iter("testsuite") if s.get("name") == "kvcheck cluster" for c in s.iter("testcase")]
     assert set(CLUSTER_CHECKS) <= set(cluster_cases)
 
 
@@ -338,10 +293,7 @@ def test_terminal_header_says_no_gpu_was_assumed_when_no_pair_was_decided():
     render_cluster_terminal(r, console)
     head = console.export_text().splitlines()[0]
     assert "0 pair(s)" in head and "assumed" not in head
-    assert (
-        f"GPU not given (no pair was decided on a GPU; a pair's side without one is decided on {' and '.join(ASSUMED_GPUS)})"
-        in head
-    )
+    assert f"GPU not given (no pair was decided on a GPU; a pair's side without one is decided on {' and '.join(ASSUMED_GPUS)})" in head
     assert ASSUMED_GPUS == ("h100", "b200")
 
 
@@ -360,15 +312,8 @@ def test_reader_problems_become_named_findings():
     from kvcheck.sources.deployments.instance import Problem
 
     d = dep(inst("prefill", "p0"), inst("decode", "d0"))
-    d.problems = [
-        Problem(
-            "not-disaggregated",
-            "x.yaml:3: an SGLang server without --disaggregation-mode",
-            Location("x.yaml", 3),
-            "add it",
-        ),
-        Problem("unresolved-role", "x.yaml:9: --disaggregation-mode $ROLE", Location("x.yaml", 9), "pass --env"),
-    ]
+    d.problems = [Problem("not-disaggregated", "x.yaml:3: an SGLang server without --disaggregation-mode", Location("x.yaml", 3), "add it"),
+                  Problem("unresolved-role", "x.yaml:9: --disaggregation-mode $ROLE", Location("x.yaml", 9), "pass --env")]
     r = check_deployments([d])
     sev = {x.finding.id: x.finding.severity for x in r.deployments[0].findings}
     assert sev == {"not-disaggregated": Severity.WARNING, "unresolved-role": Severity.UNCHECKED}

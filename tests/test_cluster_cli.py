@@ -30,25 +30,13 @@ def kvcheck(*args, cwd=None, env=None):
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join([str(ROOT), e.get("PYTHONPATH", "")])
     e.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "kvcheck", "preflight", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd or ROOT,
-        env=e,
-        timeout=120,
-    )
+    return subprocess.run([sys.executable, "-m", "kvcheck", "preflight", *map(str, args)], capture_output=True, text=True, cwd=cwd or ROOT, env=e, timeout=120)
 
 
-def k8s(
-    name, role, *args, replicas=1, image="lmsysorg/sglang:v0.5.23-cu129", model="meta-llama/Meta-Llama-3.1-8B", env=()
-):
-    arg_lines = "\n".join(
-        f"            - {a}" for a in (f"--model-path={model}", f"--disaggregation-mode={role}", *args)
-    )
-    env_lines = "".join(f'\n            - name: {k}\n              value: "{v}"' for k, v in env)
-    return (
-        textwrap.dedent(f"""\
+def k8s(name, role, *args, replicas=1, image="lmsysorg/sglang:v0.5.23-cu129", model="meta-llama/Meta-Llama-3.1-8B", env=()):
+    arg_lines = "\n".join(f"            - {a}" for a in (f"--model-path={model}", f"--disaggregation-mode={role}", *args))
+    env_lines = "".join(f"\n            - name: {k}\n              value: \"{v}\"" for k, v in env)
+    return textwrap.dedent(f"""\
         apiVersion: apps/v1
         kind: Deployment
         metadata:
@@ -66,11 +54,7 @@ def k8s(
                   image: {image}
                   command: ["python3", "-m", "sglang.launch_server"]
                   args:
-        """)
-        + textwrap.indent(arg_lines, "      ")
-        + ("\n                  env:" + textwrap.indent(env_lines, "      ") if env else "")
-        + "\n"
-    )
+        """) + textwrap.indent(arg_lines, "      ") + ("\n                  env:" + textwrap.indent(env_lines, "      ") if env else "") + "\n"
 
 
 NIXL = ("--disaggregation-transfer-backend=nixl", "--tp-size=2", "--page-size=16")
@@ -87,10 +71,7 @@ def test_bundled_deployment_passes_as_the_readme_says():
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)
     assert c["verdict"] == "pass"
-    assert [(i["role"], i["replicas"], i["gpus"], i["sglang_release"]) for i in c["instances"]] == [
-        ("prefill", 1, 2, "0.5.23"),
-        ("decode", 2, 2, "0.5.23"),
-    ]
+    assert [(i["role"], i["replicas"], i["gpus"], i["sglang_release"]) for i in c["instances"]] == [("prefill", 1, 2, "0.5.23"), ("decode", 2, 2, "0.5.23")]
     assert [p["verdict"] for p in c["pairs"]] == ["pass"]
     # Llama 3.1 8B: 32 layers -> 64 K/V regions, one VRAM -> VRAM segment.
     assert c["plan"]["segments"] == [[0, 64, "VRAM", "VRAM"]]
@@ -108,9 +89,7 @@ def test_bundled_failing_deployment_points_at_the_decode_line():
 
 
 def test_bundled_mooncake_script_is_decided_and_allow_unchecked_exits_0(tmp_path):
-    r = kvcheck(
-        "-f", BUNDLED / "qwen3-mooncake.sh", "-o", "json", "--sglang-version", "0.5.23"
-    )  # the release this rested on (was assumed)
+    r = kvcheck("-f", BUNDLED / "qwen3-mooncake.sh", "-o", "json", "--sglang-version", "0.5.23")  # the release this rested on (was assumed)
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)
     # the two prefills differ only in ports: one class (the bootstrap ports are checked per instance)
@@ -120,11 +99,7 @@ def test_bundled_mooncake_script_is_decided_and_allow_unchecked_exits_0(tmp_path
     assert [f["id"] for f in c["pairs"][0]["findings"] if f["severity"] == "warning"] == ["hetero-tp-performance"]
     # MORI is not modeled: unchecked (exit 4), accepted with --allow-unchecked
     mori = tmp_path / "mori.sh"
-    mori.write_text(
-        (BUNDLED / "qwen3-mooncake.sh")
-        .read_text()
-        .replace("--disaggregation-mode", "--disaggregation-transfer-backend mori --disaggregation-mode")
-    )
+    mori.write_text((BUNDLED / "qwen3-mooncake.sh").read_text().replace("--disaggregation-mode", "--disaggregation-transfer-backend mori --disaggregation-mode"))
     r = kvcheck("-f", mori, "-o", "json")
     assert r.returncode == 4 and json.loads(r.stdout)["verdict"] == "unchecked"
     r = kvcheck("-f", mori, "-o", "json", "--allow-unchecked")
@@ -134,24 +109,12 @@ def test_bundled_mooncake_script_is_decided_and_allow_unchecked_exits_0(tmp_path
 
 def test_replicas_and_classes_from_two_files(tmp_path):
     p = write(tmp_path, "prefill.yaml", k8s("p", "prefill", *NIXL, replicas=3))
-    d = write(
-        tmp_path,
-        "decode.yaml",
-        k8s("d-a", "decode", *NIXL, replicas=4),
-        k8s("d-b", "decode", "--disaggregation-transfer-backend=nixl", "--tp-size=2", "--page-size=32"),
-    )
+    d = write(tmp_path, "decode.yaml", k8s("d-a", "decode", *NIXL, replicas=4), k8s("d-b", "decode", "--disaggregation-transfer-backend=nixl", "--tp-size=2", "--page-size=32"))
     r = kvcheck("-f", p, "-f", d, "-o", "json")
     assert r.returncode == 1, r.stderr
     c = json.loads(r.stdout)
-    assert [(i["name"].split("/")[0], i["replicas"], i["class"]) for i in c["instances"]] == [
-        ("p", 3, "prefill-1"),
-        ("d-a", 4, "decode-1"),
-        ("d-b", 1, "decode-2"),
-    ]
-    assert [(x["prefill_class"], x["decode_class"], x["verdict"]) for x in c["pairs"]] == [
-        ("prefill-1", "decode-1", "pass"),
-        ("prefill-1", "decode-2", "fail"),
-    ]
+    assert [(i["name"].split("/")[0], i["replicas"], i["class"]) for i in c["instances"]] == [("p", 3, "prefill-1"), ("d-a", 4, "decode-1"), ("d-b", 1, "decode-2")]
+    assert [(x["prefill_class"], x["decode_class"], x["verdict"]) for x in c["pairs"]] == [("prefill-1", "decode-1", "pass"), ("prefill-1", "decode-2", "fail")]
     assert c["plan"] == c["pairs"][1]["plan"]  # the first failing pair's
 
 
@@ -164,17 +127,10 @@ def test_junit_one_suite_per_pair(tmp_path):
 
 
 def test_unresolved_variable_then_env_file(tmp_path):
-    f = write(
-        tmp_path,
-        "vars.yaml",
-        k8s("p", "prefill", "--disaggregation-transfer-backend=nixl", "--tp-size=$(TP)", "--page-size=16"),
-        k8s("d", "decode", *NIXL),
-    )
+    f = write(tmp_path, "vars.yaml", k8s("p", "prefill", "--disaggregation-transfer-backend=nixl", "--tp-size=$(TP)", "--page-size=16"), k8s("d", "decode", *NIXL))
     r = kvcheck("-f", f, "-o", "json")
     assert r.returncode == 4, r.stderr
-    msgs = [
-        x["message"] for p in json.loads(r.stdout)["pairs"] for x in p["findings"] if x["id"] == "unresolved-variable"
-    ]
+    msgs = [x["message"] for p in json.loads(r.stdout)["pairs"] for x in p["findings"] if x["id"] == "unresolved-variable"]
     assert msgs and "TP is not set" in msgs[0]
     env = tmp_path / "prod.env"
     env.write_text("TP=2\n")
@@ -183,32 +139,13 @@ def test_unresolved_variable_then_env_file(tmp_path):
 
 
 def test_unknown_model_then_models_dir(tmp_path):
-    f = write(
-        tmp_path,
-        "m.yaml",
-        k8s("p", "prefill", *NIXL, model="acme/Tiny-1B"),
-        k8s("d", "decode", *NIXL, model="acme/Tiny-1B"),
-    )
+    f = write(tmp_path, "m.yaml", k8s("p", "prefill", *NIXL, model="acme/Tiny-1B"), k8s("d", "decode", *NIXL, model="acme/Tiny-1B"))
     r = kvcheck("-f", f, "-o", "json", env={"HF_HOME": str(tmp_path / "nohf"), "HF_HUB_CACHE": ""})
     assert r.returncode == 4
-    assert any(
-        x["id"] == "unknown-model" and "acme/Tiny-1B" in x["message"]
-        for x in json.loads(r.stdout)["pairs"][0]["findings"]
-    )
+    assert any(x["id"] == "unknown-model" and "acme/Tiny-1B" in x["message"] for x in json.loads(r.stdout)["pairs"][0]["findings"])
     snap = tmp_path / "hub" / "models--acme--Tiny-1B" / "snapshots" / "abc"
     snap.mkdir(parents=True)
-    (snap / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["LlamaForCausalLM"],
-                "num_hidden_layers": 4,
-                "num_attention_heads": 8,
-                "num_key_value_heads": 2,
-                "hidden_size": 512,
-                "torch_dtype": "bfloat16",
-            }
-        )
-    )
+    (snap / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512, "torch_dtype": "bfloat16"}))
     r = kvcheck("-f", f, "-o", "json", "--models", tmp_path / "hub")
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)
@@ -230,16 +167,8 @@ def test_usage_errors_exit_2(tmp_path):
 
 
 def test_single_pair_contract_unchanged_with_o():
-    r = kvcheck(
-        "--prefill",
-        ROOT / "configs/aligned/prefill.yaml",
-        "--decode",
-        ROOT / "configs/aligned/decode.yaml",
-        "-o",
-        "json",
-        "--sglang-version",
-        "0.5.23",
-    )  # the release the old pair path assumed (installed SGLang)
+    r = kvcheck("--prefill", ROOT / "configs/aligned/prefill.yaml", "--decode", ROOT / "configs/aligned/decode.yaml", "-o", "json",
+                "--sglang-version", "0.5.23")  # the release the old pair path assumed (installed SGLang)
     assert r.returncode == 0
     c = json.loads(r.stdout)
     assert set(c) >= {"verdict", "plan", "findings"} and "pairs" not in c
@@ -251,10 +180,8 @@ def test_a_start_up_refusal_of_the_prefill_points_at_the_prefill_line(tmp_path):
     # annotation names the prefill's, not the decode's.
     launch = "python -m sglang.launch_server --model-path meta-llama/Meta-Llama-3.1-8B --disaggregation-transfer-backend nixl --page-size 16"
     script = tmp_path / "run.sh"
-    script.write_text(
-        f"{launch} --disaggregation-mode decode --tp-size 2 --port 30001\n"
-        f"{launch} --disaggregation-mode prefill --tp-size 3 --dp-size 2 --enable-dp-attention\n"
-    )
+    script.write_text(f"{launch} --disaggregation-mode decode --tp-size 2 --port 30001\n"
+                      f"{launch} --disaggregation-mode prefill --tp-size 3 --dp-size 2 --enable-dp-attention\n")
     r = kvcheck("-f", script, "-o", "github", "--sglang-version", "0.5.23")  # the release this rested on (was assumed)
     assert r.returncode == 1, r.stdout
     line = next(x for x in r.stdout.splitlines() if "tp-attn-dp-cp" in x)

@@ -43,9 +43,7 @@ def test_dockerfile_builds_from_the_repository_as_non_root():
     assert re.search(r"^RUN python -m pip install .*--prefix=/install \.$", text, re.M)  # the checked-out repository
     assert re.search(r"^COPY kvcheck \./kvcheck$", text, re.M) and re.search(r"^COPY pyproject.toml", text, re.M)
     user = re.findall(r"^USER (\S+)", text, re.M)
-    assert (
-        user and user[-1].split(":")[0].isdigit() and user[-1].split(":")[0] != "0"
-    )  # numeric: runAsNonRoot can verify it
+    assert user and user[-1].split(":")[0].isdigit() and user[-1].split(":")[0] != "0"  # numeric: runAsNonRoot can verify it
     assert re.search(r'^ENTRYPOINT \["kvcheck"\]$', text, re.M)
     assert f"docker build -t {IMAGE} ." in text
 
@@ -58,11 +56,7 @@ def test_every_kvcheck_container_has_command_image_and_restricted_security_conte
         assert c["command"] == ["kvcheck"], name
         assert c["args"][0] == "preflight", name
         sc = c["securityContext"]
-        assert (
-            sc["runAsNonRoot"] is True
-            and sc["readOnlyRootFilesystem"] is True
-            and sc["allowPrivilegeEscalation"] is False
-        ), name
+        assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False, name
         assert sc["capabilities"]["drop"] == ["ALL"], name
         seccomp = sc.get("seccompProfile") or spec.get("securityContext", {}).get("seccompProfile")
         assert seccomp == {"type": "RuntimeDefault"}, name
@@ -104,12 +98,8 @@ def test_workflow_gate_step_runs_as_written(tmp_path):
     shim.mkdir()
     (shim / "kvcheck").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kvcheck "$@"\n')
     (shim / "kvcheck").chmod(0o755)
-    env = dict(
-        os.environ,
-        PATH=f"{shim}:{os.environ['PATH']}",
-        DEPLOY_FILES=data["env"]["DEPLOY_FILES"],
-        PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    )
+    env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}", DEPLOY_FILES=data["env"]["DEPLOY_FILES"],
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run(["bash", "-e", "-c", gate], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1].startswith("::notice title=kvcheck verdict::PASS")

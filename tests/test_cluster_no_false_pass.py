@@ -23,10 +23,8 @@ def _script(tmp_path, *lines: str, name: str = "deploy.sh"):
 
 def _pair(model: str, extra_p: str = "", extra_d: str = "") -> tuple[str, str]:
     common = "--disaggregation-transfer-backend nixl --page-size 16"
-    return (
-        f"{LAUNCH} --model-path {model} --disaggregation-mode prefill {common} {extra_p}",
-        f"{LAUNCH} --model-path {model} --disaggregation-mode decode {common} {extra_d} --port 30001",
-    )
+    return (f"{LAUNCH} --model-path {model} --disaggregation-mode prefill {common} {extra_p}",
+            f"{LAUNCH} --model-path {model} --disaggregation-mode decode {common} {extra_d} --port 30001")
 
 
 def _json(proc):
@@ -43,10 +41,7 @@ def test_sglang_version_reaches_the_deployment_path(tmp_path):
     # each instance exits at start-up, a start-up refusal with argparse's text (exit 1), not bad input
     new = run_cli("preflight", "-f", str(f), "--sglang-version", "0.5.23", "-o", "json")
     assert new.returncode == 1, new.stderr
-    assert (
-        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
-        in new.stdout
-    )
+    assert "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill" in new.stdout
     assert '"startup-argparse"' in new.stdout
 
 
@@ -73,23 +68,13 @@ def test_a_role_behind_an_unset_variable_is_unchecked_not_a_missing_role_failure
     d = f"{LAUNCH} --model-path {LLAMA} --disaggregation-mode $MODE --disaggregation-transfer-backend nixl --page-size 16 --port 30001"
     proc = run_cli("preflight", "-f", str(_script(tmp_path, p, d)), "-o", "json")
     assert proc.returncode == 4, proc.stderr
-    assert [(f["id"], f["severity"]) for f in _json(proc)["findings"] if f["id"] == "missing-role"] == [
-        ("missing-role", "unchecked")
-    ]
+    assert [(f["id"], f["severity"]) for f in _json(proc)["findings"] if f["id"] == "missing-role"] == [("missing-role", "unchecked")]
 
 
 def test_one_model_config_for_two_model_paths_is_unchecked(tmp_path):
     p = f"{LAUNCH} --model-path meta-llama/Meta-Llama-3.1-8B --disaggregation-mode prefill --disaggregation-transfer-backend nixl --page-size 16"
     d = f"{LAUNCH} --model-path Qwen/Qwen3-8B --disaggregation-mode decode --disaggregation-transfer-backend nixl --page-size 16 --port 30001"
-    proc = run_cli(
-        "preflight",
-        "-f",
-        str(_script(tmp_path, p, d)),
-        "--model-config",
-        str(model_dir("llama-3.1-8b") / "config.json"),
-        "-o",
-        "json",
-    )
+    proc = run_cli("preflight", "-f", str(_script(tmp_path, p, d)), "--model-config", str(model_dir("llama-3.1-8b") / "config.json"), "-o", "json")
     assert proc.returncode == 4, proc.stdout
     pair = _json(proc)["pairs"][0]
     assert any(f["id"] == "same-model" and f["severity"] == "unchecked" for f in pair["findings"])
@@ -97,9 +82,7 @@ def test_one_model_config_for_two_model_paths_is_unchecked(tmp_path):
 
 def test_model_config_may_be_a_model_directory_with_f(tmp_path):
     f = _script(tmp_path, *_pair("meta-llama/Meta-Llama-3.1-8B"))
-    proc = run_cli(
-        "preflight", "-f", str(f), "--model-config", LLAMA, "--sglang-version", "0.5.23"
-    )  # the release this rested on (was assumed)
+    proc = run_cli("preflight", "-f", str(f), "--model-config", LLAMA, "--sglang-version", "0.5.23")  # the release this rested on (was assumed)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -147,9 +130,5 @@ def test_allow_unchecked_never_lets_a_decode_pp_size_failure_pass(tmp_path):
     proc = run_cli("preflight", "-f", str(_script(tmp_path, p, d)), "--allow-unchecked", "-o", "json")
     assert proc.returncode == 1, proc.stdout
     found = [f for f in _json(proc)["pairs"][0]["findings"] if f["id"] == "pp-size-mismatch"]
-    assert (
-        found
-        and found[0]["runtime_error"]["message"]
-        == "('Decode pp size (4) should be equal to prefill pp size (2) or 1',)"
-    )
+    assert found and found[0]["runtime_error"]["message"] == "('Decode pp size (4) should be equal to prefill pp size (2) or 1',)"
     assert found[0]["runtime_error"]["type"] == "AssertionError"

@@ -30,10 +30,7 @@ pytest.importorskip("sglang")
 pytestmark = [pytest.mark.runtime, pytest.mark.timeout(1800)]
 
 ROOT = Path(os.environ.get("KVCHECK_SGLANG_RELEASES_DIR") or (Path(sys.prefix) / "sglang-releases"))
-INSTALLED = sorted(
-    (p.name for p in ROOT.glob("0.*") if (p / "sglang" / "__init__.py").exists()),
-    key=lambda v: [int(x) for x in v.replace("post", ".").split(".") if x],
-)
+INSTALLED = sorted((p.name for p in ROOT.glob("0.*") if (p / "sglang" / "__init__.py").exists()), key=lambda v: [int(x) for x in v.replace("post", ".").split(".") if x])
 SCALE = float(os.environ.get("KVCHECK_CONFORMANCE_PAIRS", "1"))
 BOOTSTRAP_PAIRS = int(1200 * SCALE)
 TRANSFER_PAIRS = int(4000 * SCALE)  # the installed release; a quarter for other releases with a modeled decision
@@ -41,23 +38,9 @@ TRANSFER_PAIRS = int(4000 * SCALE)  # the installed release; a quarter for other
 
 def _run(release: str, path: str | None, seed: int) -> dict:
     env = dict(os.environ)
-    parts = ([path] if path else []) + [
-        str(ROOT / "_deps"),
-        str(REPO),
-        str(REPO / "tests"),
-        str(REPO / "tests" / "stubs"),
-    ]
+    parts = ([path] if path else []) + [str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")]
     env["PYTHONPATH"] = os.pathsep.join(parts)
-    cmd = [
-        sys.executable,
-        str(REPO / "tests" / "conformance_worker.py"),
-        "--release",
-        release,
-        "--pairs",
-        str(BOOTSTRAP_PAIRS),
-        "--seed",
-        str(seed),
-    ]
+    cmd = [sys.executable, str(REPO / "tests" / "conformance_worker.py"), "--release", release, "--pairs", str(BOOTSTRAP_PAIRS), "--seed", str(seed)]
     # the prefill decision, where kvcheck restates it (0.5.5 .. 0.5.23): the worker skips it elsewhere
     cmd += ["--transfer-pairs", str(TRANSFER_PAIRS if path is None else TRANSFER_PAIRS // 4)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
@@ -93,10 +76,7 @@ def test_the_corpus_covers_the_releases_where_the_pd_path_changed(results):
     modeled = [v for v in results if "bootstrap" in results[v]]
     assert len(modeled) >= 4
     assert "0.5.23" in results and "0.5.8" in results  # the newest release and the oldest v1 /route decode with checks
-    total = sum(
-        r.get("bootstrap", 0) + r.get("route", 0) + r.get("registration", 0) + r.get("transfer", 0)
-        for r in results.values()
-    )
+    total = sum(r.get("bootstrap", 0) + r.get("route", 0) + r.get("registration", 0) + r.get("transfer", 0) for r in results.values())
     if SCALE >= 1:
         assert total >= 10_000, total
     # the oldest restated bootstrap variant (0.5.5) ran too, once scripts/setup-test-env.sh installed it
@@ -124,13 +104,9 @@ def test_each_modeled_prefill_decision_ran_against_its_release(results):
         if at_least(behaviour(v).decision_variant, "0.5.15"):  # memory kinds (0.5.15)
             assert {"direct_to_host", "mixed_segments"} <= set(outcomes), outcomes
         if behaviour(v).dcp_relayout:  # 0.5.17
-            assert "dcp_relayout" in outcomes and any(
-                k.startswith("RuntimeError:Unsupported PD DCP") for k in outcomes
-            ), outcomes
+            assert "dcp_relayout" in outcomes and any(k.startswith("RuntimeError:Unsupported PD DCP") for k in outcomes), outcomes
         if behaviour(v).pp_mla_offsets:  # 0.5.21
-            assert any(k.startswith("RuntimeError:PP-heterogeneous MLA") for k in outcomes) or "equal_tp" in outcomes, (
-                outcomes
-            )
+            assert any(k.startswith("RuntimeError:PP-heterogeneous MLA") for k in outcomes) or "equal_tp" in outcomes, outcomes
     for v in ("0.5.17", "0.5.21"):
         if v in results:
             assert behaviour(v).decision_modeled and results[v]["transfer"] >= 100, results[v]

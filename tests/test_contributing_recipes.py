@@ -231,9 +231,7 @@ def test_recipe_add_a_deployment_format(copy: Path, tmp_path: Path):
     toy.write_text(json.dumps({"toy-servers": servers}))
     rc, rep = kvcheck(copy, "preflight", "-f", str(toy), "--sglang-version", "0.5.23")
     # not a format kvcheck reads yet: no prefill/decode server is found in it
-    assert rc == 2 and (
-        "no SGLang launch line found" in rep["error"] or "found no prefill or decode server" in rep["error"]
-    ), rep
+    assert rc == 2 and ("no SGLang launch line found" in rep["error"] or "found no prefill or decode server" in rep["error"]), rep
 
     # 1. A reader in kvcheck/sources/deployments/ returning Deployments of Instances.
     (copy / "kvcheck/sources/deployments/toy.py").write_text(TOY_READER)
@@ -291,11 +289,7 @@ def test_recipe_add_a_check(copy: Path, tmp_path: Path):
     listed = py(copy, "import kvcheck.checks as c; print('toy-page-size-one' in c.REGISTRY)")
     assert listed.stdout.strip() == "False"  # a module nobody imports registers nothing
     init = copy / "kvcheck/checks/__init__.py"
-    fabric_line = next(
-        line
-        for line in init.read_text().splitlines(keepends=True)
-        if line.startswith("from kvcheck.checks import fabric")
-    )
+    fabric_line = next(line for line in init.read_text().splitlines(keepends=True) if line.startswith("from kvcheck.checks import fabric"))
     edit(init, fabric_line, fabric_line + "from kvcheck.checks import toy  # noqa: F401  (registration)\n")
     # 3. Its example in kvcheck/checks/examples/<id>.sh, headed by its example and run lines.
     examples = copy / "kvcheck/checks/examples"
@@ -310,10 +304,7 @@ def test_recipe_add_a_check(copy: Path, tmp_path: Path):
         f"{LAUNCH} --model-path {model_dir('llama-3.1-8b')} --disaggregation-mode decode "
         "--disaggregation-transfer-backend nixl --page-size 1 --port 30001 &\n"
     )
-    shown = py(
-        copy,
-        "from kvcheck.checks.examples import example_for; print(' '.join(example_for('toy-page-size-one').command))",
-    )
+    shown = py(copy, "from kvcheck.checks.examples import example_for; print(' '.join(example_for('toy-page-size-one').command))")
     run = subprocess.run(  # as its run line says, in that directory
         [sys.executable, "-m", "kvcheck", *shown.stdout.split(), "--format", "json"],
         env=dict(os.environ, PYTHONPATH=str(copy)),

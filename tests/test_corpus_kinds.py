@@ -85,9 +85,7 @@ def _release_env(release: str) -> dict[str, str] | None:
         return env
     if not (ROOT / release / "sglang").is_dir():
         return None
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT / release), str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / release), str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")])
     return env
 
 
@@ -96,26 +94,14 @@ def test_a_deprecated_flag_is_refused_or_accepted_as_that_releases_own_parser_do
     env = _release_env(release)
     if env is None:
         pytest.skip(f"SGLang {release} is not installed side by side ({ROOT})")
-    proc = subprocess.run(
-        [sys.executable, "-c", _DRIVE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=str(ROOT if release != "0.5.23" else REPO),
-    )
+    proc = subprocess.run([sys.executable, "-c", _DRIVE], env=env, capture_output=True, text=True, timeout=240, cwd=str(ROOT if release != "0.5.23" else REPO))
     assert proc.returncode == 0, proc.stderr[-2000:]
     runtime = json.loads(proc.stdout.strip().splitlines()[-1])
     table = FlagTable.load(release)
     for opt, outcome in runtime.items():
         flag = table.get(opt)
         assert flag is not None, opt
-        assert flag.action == ("deprecated" if outcome == "refused" else "deprecated_warn"), (
-            release,
-            opt,
-            outcome,
-            flag.action,
-        )
+        assert flag.action == ("deprecated" if outcome == "refused" else "deprecated_warn"), (release, opt, outcome, flag.action)
         argv = ["--model-path", "m", opt]
         if outcome == "starts":
             table.parse_argv(argv)  # no refusal
@@ -170,12 +156,10 @@ def test_refusals_that_hold_whatever_the_release_fail_and_say_so():
 
 
 def test_an_image_that_names_no_release_is_unchecked_on_a_flag_name_and_fails_on_a_missing_value(tmp_path):
-    base = (
-        "services:\n  prefill:\n    image: myreg.io/team/sglang-pd:my-tag\n    command: python3 -m sglang.launch_server "
-        "--model-path Qwen/Qwen3-8B --disaggregation-mode prefill --disaggregation-transfer-backend nixl --page-size 16 {extra}\n"
-        "  decode:\n    image: myreg.io/team/sglang-pd:my-tag\n    command: python3 -m sglang.launch_server "
-        "--model-path Qwen/Qwen3-8B --disaggregation-mode decode --disaggregation-transfer-backend nixl --page-size 16 --port 30001\n"
-    )
+    base = ("services:\n  prefill:\n    image: myreg.io/team/sglang-pd:my-tag\n    command: python3 -m sglang.launch_server "
+            "--model-path Qwen/Qwen3-8B --disaggregation-mode prefill --disaggregation-transfer-backend nixl --page-size 16 {extra}\n"
+            "  decode:\n    image: myreg.io/team/sglang-pd:my-tag\n    command: python3 -m sglang.launch_server "
+            "--model-path Qwen/Qwen3-8B --disaggregation-mode decode --disaggregation-transfer-backend nixl --page-size 16 --port 30001\n")
     newer = tmp_path / "newer" / "compose.yaml"
     newer.parent.mkdir()
     newer.write_text(base.format(extra="--a-flag-a-newer-release-adds 1"))
@@ -187,9 +171,7 @@ def test_an_image_that_names_no_release_is_unchecked_on_a_flag_name_and_fails_on
     broken.write_text(base.format(extra="--disaggregation-bootstrap-port --port 30000"))
     c = _contract(broken)  # "expected one argument" on every release: refused
     assert c["exit_code"] == 1
-    assert any(
-        "expected one argument" in f["runtime_error"]["message"] for f in _findings(c) if f["id"] == "startup-argparse"
-    )
+    assert any("expected one argument" in f["runtime_error"]["message"] for f in _findings(c) if f["id"] == "startup-argparse")
 
 
 def test_the_older_flag_table_reads_releases_as_their_parsers_do():
@@ -225,14 +207,10 @@ def test_a_json_side_value_the_parser_refuses_is_that_servers_start_up_refusal(t
     base = {"model-path": model, "disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl"}
     (tmp_path / "prefill.json").write_text(json.dumps({**base, "page-size": "abc"}))
     (tmp_path / "prefill.yaml").write_text("".join(f"{k}: {v}\n" for k, v in {**base, "page-size": "abc"}.items()))
-    (tmp_path / "decode.json").write_text(
-        json.dumps({**base, "disaggregation-mode": "decode", "page-size": 16, "port": 30001})
-    )
+    (tmp_path / "decode.json").write_text(json.dumps({**base, "disaggregation-mode": "decode", "page-size": 16, "port": 30001}))
     got = {}
     for side in ("prefill.json", "prefill.yaml"):
-        rc, report, out = _run(
-            "--prefill", str(tmp_path / side), "--decode", str(tmp_path / "decode.json"), "--sglang-version", "0.5.23"
-        )
+        rc, report, out = _run("--prefill", str(tmp_path / side), "--decode", str(tmp_path / "decode.json"), "--sglang-version", "0.5.23")
         assert rc == 1, out
         f = next(f for f in report["findings"] if f["id"] == "startup-argparse")
         got[side] = f["runtime_error"]["message"]
@@ -241,15 +219,7 @@ def test_a_json_side_value_the_parser_refuses_is_that_servers_start_up_refusal(t
     (tmp_path / "twice.json").write_text(json.dumps({**base, "page-size": 16, "page_size": 16}))
     from helpers import run_cli
 
-    proc = run_cli(
-        "preflight",
-        "--prefill",
-        str(tmp_path / "twice.json"),
-        "--decode",
-        str(tmp_path / "decode.json"),
-        "--sglang-version",
-        "0.5.23",
-    )
+    proc = run_cli("preflight", "--prefill", str(tmp_path / "twice.json"), "--decode", str(tmp_path / "decode.json"), "--sglang-version", "0.5.23")
     assert proc.returncode == 2 and "given twice" in proc.stderr
 
 

@@ -16,17 +16,8 @@ from kvcheck.sources import load_side
 
 
 def _mla(role, n, *, pp=1, stages=None, kinds="VRAM", items=None, n_draft=0, page=16):
-    return side(
-        role,
-        is_mla=True,
-        tp=1,
-        pp=pp,
-        stages=stages or [(0, n)],
-        page=page,
-        kinds=[kinds] * n,
-        items=items or [page * 576] * n,
-        n_draft=n_draft,
-    )
+    return side(role, is_mla=True, tp=1, pp=pp, stages=stages or [(0, n)], page=page, kinds=[kinds] * n,
+                items=items or [page * 576] * n, n_draft=n_draft)
 
 
 def test_each_release_from_0_5_13_has_a_modeled_decision():
@@ -34,14 +25,7 @@ def test_each_release_from_0_5_13_has_a_modeled_decision():
     assert {behaviour(v).decision_variant for v in ("0.5.17", "0.5.18")} == {"0.5.17"}
     assert [behaviour(v).decision_variant for v in ("0.5.19", "0.5.20", "0.5.21")] == ["0.5.19", "0.5.20", "0.5.21"]
     assert sorted(set(DECISION_VARIANTS.values()), key=_vkey)[-7:] == [
-        "0.5.15",
-        "0.5.17",
-        "0.5.19",
-        "0.5.20",
-        "0.5.21",
-        "0.5.22",
-        "0.5.23",
-    ]
+        "0.5.15", "0.5.17", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"]
 
 
 def test_dcp_geometry_whole_list_before_0_5_20_per_entry_after():
@@ -52,16 +36,12 @@ def test_dcp_geometry_whole_list_before_0_5_20_per_entry_after():
     d = _mla("decode", 3, n_draft=1, items=[16 * 576, 16 * 576, 2 * 16 * 576])
     old = decide_transfer(p, d, decode_dcp_size=2, behaviour=behaviour("0.5.19"))
     assert (old.error.type, old.error.message) == (
-        "RuntimeError",
-        "PD DCP source/destination KV geometry differs: src=[576, 576, 576], dst=[576, 576, 1152]",
-    )
+        "RuntimeError", "PD DCP source/destination KV geometry differs: src=[576, 576, 576], dst=[576, 576, 1152]")
     new = decide_transfer(p, d, decode_dcp_size=2, behaviour=behaviour("0.5.20"))
     assert new.error is None and new.path == "dcp_relayout" and new.dst_indices == [0, 1, 2]
     # requires_dcp_relayout (0.5.17): a non-MLA prefill refuses decode DCP
     mha = side("prefill", is_mla=False, tp=1, pp=1, stages=[(0, 1)], page=16, kinds=["VRAM"] * 2, items=[4096] * 2)
-    r = decide_transfer(
-        mha, mha.model_copy(update={"role": "decode"}), decode_dcp_size=2, behaviour=behaviour("0.5.17")
-    )
+    r = decide_transfer(mha, mha.model_copy(update={"role": "decode"}), decode_dcp_size=2, behaviour=behaviour("0.5.17"))
     assert (r.error.type, r.error.message) == ("RuntimeError", "Unsupported PD DCP topology: 1 -> 2")
 
 
@@ -73,9 +53,7 @@ def test_pp_mla_offsets_from_0_5_21():
     d = _mla("decode", 4)
     old = decide_transfer(p, d, pp_rank=1, behaviour=behaviour("0.5.20"))
     assert (old.error.type, old.error.message) == (
-        "RuntimeError",
-        "PP-heterogeneous transfer requires layer ids on both peers; got src=2 dst=4 entries",
-    )
+        "RuntimeError", "PP-heterogeneous transfer requires layer ids on both peers; got src=2 dst=4 entries")
     new = decide_transfer(p, d, pp_rank=1, behaviour=behaviour("0.5.21"))
     assert new.path == "equal_tp" and new.dst_indices == [2, 3]
     # 0.5.15 .. 0.5.16 take the decode's first regions: what lands where is not modeled
@@ -91,16 +69,10 @@ def test_host_and_mixed_kinds_on_0_5_16():
     d = _mla("decode", 4).model_copy(deep=True)
     d.regions[2].kind = d.regions[3].kind = "DRAM"
     mixed = decide_transfer(p, d, behaviour=behaviour("0.5.16"))
-    assert mixed.path == "mixed_segments" and [s.as_list() for s in mixed.segments] == [
-        [0, 2, "VRAM", "VRAM"],
-        [2, 4, "VRAM", "DRAM"],
-    ]
+    assert mixed.path == "mixed_segments" and [s.as_list() for s in mixed.segments] == [[0, 2, "VRAM", "VRAM"], [2, 4, "VRAM", "DRAM"]]
     # decode-only draft with a host destination: the 0.5.15 HiSparse refusal
     spec = decide_transfer(p, _mla("decode", 5, kinds="DRAM"), behaviour=behaviour("0.5.15"))
-    assert (
-        spec.error.message
-        == "NIXL PD transfer does not support HiSparse combined with decode-only speculative decoding."
-    )
+    assert spec.error.message == "NIXL PD transfer does not support HiSparse combined with decode-only speculative decoding."
     # a decode DCP is not in 0.5.16's 19 registration frames: not modeled
     assert decide_transfer(p, _mla("decode", 4), decode_dcp_size=2, behaviour=behaviour("0.5.16")).path == "not_modeled"
 
@@ -108,9 +80,7 @@ def test_host_and_mixed_kinds_on_0_5_16():
 def _pair(tmp_path, pa, da, v):
     P = {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16}
     D = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 16}
-    p = load_side(
-        str(write_config(tmp_path, "prefill", "llama-3.1-8b", {**P, **pa})), "prefill", sglang_version="0.5.23"
-    )  # the release this rested on (was the installed SGLang)
+    p = load_side(str(write_config(tmp_path, "prefill", "llama-3.1-8b", {**P, **pa})), "prefill", sglang_version="0.5.23")  # the release this rested on (was the installed SGLang)
     d = load_side(str(write_config(tmp_path, "decode", "llama-3.1-8b", {**D, **da})), "decode", sglang_version="0.5.23")
     p.sglang_version = d.sglang_version = v
     return run_preflight(p, d, kernel="builtin")
@@ -142,8 +112,5 @@ def test_a_prefill_without_kv_regions_fails_to_start_on_0_5_16_only():
     p, d = _mla("prefill", 0), _mla("decode", 0)
     old = decide_transfer(p, d, behaviour=behaviour("0.5.16"))
     assert (old.error.type, old.error.message, old.error.when) == (
-        "NotImplementedError",
-        "NIXL source mixed KV memory kinds are not implemented safely yet: []",
-        "start-up",
-    )
+        "NotImplementedError", "NIXL source mixed KV memory kinds are not implemented safely yet: []", "start-up")
     assert decide_transfer(p, d, behaviour=behaviour("0.5.17")).path == "nothing_to_transfer"

@@ -31,14 +31,8 @@ def _env() -> dict[str, str]:
 
 
 def kvcheck(*args: str, stdin: bytes | None = None) -> tuple[int, dict | None, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvcheck", "preflight", *args, "--format", "json"],
-        input=stdin,
-        capture_output=True,
-        env=_env(),
-        timeout=240,
-        check=False,
-    )
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", *args, "--format", "json"], input=stdin,
+                          capture_output=True, env=_env(), timeout=240, check=False)
     out = proc.stdout.decode()
     report = json.loads(out) if out.strip().startswith("{") else None
     err = proc.stderr.decode()

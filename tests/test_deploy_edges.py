@@ -25,10 +25,7 @@ def _clean_env(monkeypatch):
 
 
 def test_kubernetes_env_cycle_is_input_error(tmp_path):
-    p = write(
-        tmp_path,
-        "cycle.yaml",
-        """
+    p = write(tmp_path, "cycle.yaml", """
         apiVersion: v1
         kind: Pod
         metadata: {name: p}
@@ -40,21 +37,16 @@ def test_kubernetes_env_cycle_is_input_error(tmp_path):
               env:
                 - {name: X, value: "$(Y)"}
                 - {name: Y, value: "$(X)"}
-        """,
-    )
+        """)
     with pytest.raises(InputError, match=r"cycle.yaml: variable [XY] refers to itself \((Y -> X -> Y|X -> Y -> X)\)"):
         read_deployments([p], env={})
 
 
 def test_role_behind_unset_variable_is_a_problem_not_a_skip(tmp_path):
-    p = write(
-        tmp_path,
-        "run.sh",
-        """
+    p = write(tmp_path, "run.sh", """
         python3 -m sglang.launch_server --model-path m --disaggregation-mode $MODE --port 30000
         python3 -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     assert [i.role for i in dep.instances] == ["decode"]
     (prob,) = dep.problems
@@ -64,31 +56,23 @@ def test_role_behind_unset_variable_is_a_problem_not_a_skip(tmp_path):
 
 
 def test_server_without_disaggregation_mode_among_pd_is_noted(tmp_path):
-    p = write(
-        tmp_path,
-        "mix.sh",
-        """
+    p = write(tmp_path, "mix.sh", """
         python -m sglang.launch_server --model-path m --disaggregation-mode prefill
         python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
         python -m sglang.launch_server --model-path m --port 30002
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     assert len(dep.instances) == 2
     assert [(x.id, x.location.line) for x in dep.problems] == [("not-disaggregated", 3)]
 
 
 def test_quoting_json_and_defaults(tmp_path):
-    p = write(
-        tmp_path,
-        "q.sh",
-        """
+    p = write(tmp_path, "q.sh", """
         TP=4
         python3 -m sglang.launch_server --model-path m \\
           --json-model-override-args '{"rope_scaling": {"factor": 4.0}}' \\
           --tp-size "${TP:-8}" --dp-size ${DP:-2} --disaggregation-mode=prefill # comment
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     (i,) = dep.instances
     assert i.argv[i.argv.index("--json-model-override-args") + 1] == '{"rope_scaling": {"factor": 4.0}}'
@@ -97,27 +81,20 @@ def test_quoting_json_and_defaults(tmp_path):
 
 
 def test_markdown_with_prose_that_looks_like_yaml(tmp_path):
-    p = write(
-        tmp_path,
-        "notes.md",
-        """
+    p = write(tmp_path, "notes.md", """
         Note: run both on one host.
 
         ```shell
         python -m sglang.launch_server --model-path m --disaggregation-mode prefill
         python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
         ```
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     assert [(i.role, i.location.line) for i in dep.instances] == [("prefill", 4), ("decode", 5)]
 
 
 def test_srt_slurm_roles_block(tmp_path):
-    p = write(
-        tmp_path,
-        "r.yaml",
-        """
+    p = write(tmp_path, "r.yaml", """
         name: roles
         model: {path: "hf:Qwen/Qwen3-8B", container: "lmsysorg/sglang:v0.5.23"}
         resources: {gpu_type: b200, gpus_per_node: 8}
@@ -133,8 +110,7 @@ def test_srt_slurm_roles_block(tmp_path):
             nodes: 1
             workers: 1
             args: {tp-size: 8}
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     pre = [i for i in dep.instances if i.role == "prefill"]
     dec = [i for i in dep.instances if i.role == "decode"]
@@ -151,10 +127,7 @@ def test_directory_and_missing_file_are_input_errors(tmp_path):
 
 
 def test_envsubst_placeholder_in_manifest_args(tmp_path):
-    p = write(
-        tmp_path,
-        "tmpl.yaml",
-        """
+    p = write(tmp_path, "tmpl.yaml", """
         apiVersion: apps/v1
         kind: Deployment
         metadata: {name: d}
@@ -166,8 +139,7 @@ def test_envsubst_placeholder_in_manifest_args(tmp_path):
                   image: lmsysorg/sglang:v0.5.23
                   args: [python3, -m, sglang.launch_server, --model-path, m, --tp-size, "${TP}",
                          --disaggregation-mode, decode]
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     (u,) = dep.instances[0].unresolved
     assert (u.variable, u.flag, u.location.line) == ("TP", "--tp-size", 10)
@@ -176,18 +148,14 @@ def test_envsubst_placeholder_in_manifest_args(tmp_path):
 
 
 def test_slurm_script_one_line_on_every_node(tmp_path):
-    p = write(
-        tmp_path,
-        "job.sbatch",
-        """
+    p = write(tmp_path, "job.sbatch", """
         #!/bin/bash
         #SBATCH --nodes=2
         srun --ntasks-per-node=1 python3 -m sglang.launch_server --model-path m --tp 16 \\
           --nnodes $SLURM_NNODES --node-rank $SLURM_NODEID --dist-init-addr 10.1.1.1:5000 \\
           --disaggregation-mode decode
         python3 -m sglang.launch_server --model-path m --disaggregation-mode prefill --host $SLURMD_NODENAME
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     d = next(i for i in dep.instances if i.role == "decode")
     assert d.nodes == 2 and d.unresolved == []
@@ -197,27 +165,19 @@ def test_slurm_script_one_line_on_every_node(tmp_path):
 
 
 def test_config_file_beside_the_script_is_merged(tmp_path):
-    write(
-        tmp_path,
-        "prefill.yaml",
-        """
+    write(tmp_path, "prefill.yaml", """
         model-path: deepseek-ai/DeepSeek-V3
         tp-size: 8
         disaggregation-mode: prefill
         page-size: 64
-        """,
-    )
-    p = write(
-        tmp_path,
-        "run.sh",
-        """
+        """)
+    p = write(tmp_path, "run.sh", """
         cat <<EOF > notes.txt
         python3 -m sglang.launch_server --disaggregation-mode decode
         EOF
         python3 -m sglang.launch_server --config prefill.yaml --page-size 32
         python3 -m sglang.launch_server --config /opt/inside/image.yaml --disaggregation-mode decode
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     pre = [i for i in dep.instances if i.role == "prefill"]
     dec = [i for i in dep.instances if i.role == "decode"]
@@ -235,30 +195,22 @@ def test_config_file_beside_the_script_is_merged(tmp_path):
 
 
 def test_mini_lb_bootstrap_ports(tmp_path):
-    p = write(
-        tmp_path,
-        "lb.sh",
-        """
+    p = write(tmp_path, "lb.sh", """
         python -m sglang.launch_server --model-path m --disaggregation-mode prefill --port 30000 --disaggregation-bootstrap-port 9000
         python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
         python -m sglang.srt.disaggregation.mini_lb --prefill http://127.0.0.1:30000 --prefill-bootstrap-ports 9000 --decode http://127.0.0.1:30001
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     (r,) = dep.routers
     assert [(x.bootstrap_port, x.instance) for x in r.prefills] == [(9000, "prefill@lb.sh:1")]
 
 
 def test_unquoted_expansion_is_split_into_args(tmp_path):
-    p = write(
-        tmp_path,
-        "split.sh",
-        """
+    p = write(tmp_path, "split.sh", """
         COMMON="--model-path m --tp-size 4"
         python3 -m sglang.launch_server $COMMON --disaggregation-mode prefill --served-model-name "a b"
         python3 -m sglang.launch_server "$COMMON" --disaggregation-mode decode
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     pre = next(i for i in dep.instances if i.role == "prefill")
     assert pre.argv[:4] == ["--model-path", "m", "--tp-size", "4"] and pre.argv[-1] == "a b"
@@ -276,10 +228,7 @@ def test_unquoted_expansion_is_split_into_args(tmp_path):
     ],
 )
 def test_gpu_kind_from_node_labels(tmp_path, label, value, gpu):
-    p = write(
-        tmp_path,
-        "g.yaml",
-        f"""
+    p = write(tmp_path, "g.yaml", f"""
         apiVersion: v1
         kind: Pod
         metadata: {{name: p}}
@@ -290,8 +239,7 @@ def test_gpu_kind_from_node_labels(tmp_path, label, value, gpu):
             - name: s
               image: lmsysorg/sglang:v0.5.23
               command: [python3, -m, sglang.launch_server, --model-path, m, --disaggregation-mode, prefill]
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     assert dep.instances[0].gpu_type == gpu and value in dep.instances[0].gpu_source
 
@@ -331,31 +279,16 @@ spec:
 
 
 def test_router_file_links_to_servers_in_other_files(tmp_path):
-    pre = write(
-        tmp_path,
-        "prefill.sh",
-        "python -m sglang.launch_server --model-path m --disaggregation-mode prefill --port 30000\n",
-    )
-    dec = write(
-        tmp_path,
-        "decode.sh",
-        "python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001\n",
-    )
-    rt = write(
-        tmp_path,
-        "router.sh",
-        "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n",
-    )
+    pre = write(tmp_path, "prefill.sh", "python -m sglang.launch_server --model-path m --disaggregation-mode prefill --port 30000\n")
+    dec = write(tmp_path, "decode.sh", "python -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001\n")
+    rt = write(tmp_path, "router.sh", "python -m sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 --decode http://127.0.0.1:30001\n")
     deps = read_deployments([pre, dec, rt], env={})
     (r,) = deps[2].routers
     assert r.prefills[0].instance == "prefill@prefill.sh:1" and r.decode_instances == ["decode@decode.sh:1"]
 
 
 def test_markdown_page_with_a_manifest_block(tmp_path):
-    p = write(
-        tmp_path,
-        "guide.md",
-        """
+    p = write(tmp_path, "guide.md", """
         # Guide
 
         Apply this:
@@ -377,8 +310,7 @@ def test_markdown_page_with_a_manifest_block(tmp_path):
         ```bash
         python3 -m sglang.launch_server --model-path m --disaggregation-mode decode --port 30001
         ```
-        """,
-    )
+        """)
     (dep,) = read_deployments([p], env={})
     roles = {i.role: i for i in dep.instances}
     assert set(roles) == {"prefill", "decode"}
@@ -409,10 +341,7 @@ def test_a_docs_page_with_front_matter_is_read_as_markdown(tmp_path, name):
               command: [python3, -m, sglang.launch_server, --model-path, Qwen/Qwen3-8B, --disaggregation-mode, {role}, --tp-size, "{tp}"]
         ```
         """
-    p = write(
-        tmp_path,
-        name,
-        """
+    p = write(tmp_path, name, """
         ---
         title: "Prefill/decode on two pods"
         sidebar_position: 3
@@ -420,23 +349,16 @@ def test_a_docs_page_with_front_matter_is_read_as_markdown(tmp_path, name):
         # Run it
 
         Image: `lmsysorg/sglang:latest`. The prefill:
-        """
-        + pod.format(role="prefill", tp=2)
-        + """
+        """ + pod.format(role="prefill", tp=2) + """
         Then the decode:
-        """
-        + pod.format(role="decode", tp=4),
-    )
+        """ + pod.format(role="decode", tp=4))
     (dep,) = read_deployments([p])
     assert _roles_and_tp(dep) == [("decode", "4"), ("prefill", "2")]
 
 
 def test_a_yaml_stream_starting_with_a_document_marker_is_still_yaml(tmp_path):
     """``---`` opening a manifest (no Markdown after the second marker) stays a YAML stream."""
-    p = write(
-        tmp_path,
-        "pods.yaml",
-        """
+    p = write(tmp_path, "pods.yaml", """
         ---
         apiVersion: v1
         kind: Pod
@@ -455,8 +377,7 @@ def test_a_yaml_stream_starting_with_a_document_marker_is_still_yaml(tmp_path):
             - name: s
               image: lmsysorg/sglang:v0.5.23
               command: [python3, -m, sglang.launch_server, --model-path, Qwen/Qwen3-8B, --disaggregation-mode, decode]
-        """,
-    )
+        """)
     (dep,) = read_deployments([p])
     assert _roles_and_tp(dep) == [("decode", None), ("prefill", None)]
 
@@ -465,10 +386,7 @@ def test_a_fenced_block_inside_a_block_quote_loses_its_quote_markers(tmp_path):
     """A GitHub reply quoting the post (``> ```shell`` ... ``> ```"): the commands are read
     without the ``>`` markers (before, ``>`` was an argument and the server a false
     argparse failure)."""
-    p = write(
-        tmp_path,
-        "reply.md",
-        """
+    p = write(tmp_path, "reply.md", """
         > I run the prefill with
         >
         > ```shell
@@ -482,8 +400,7 @@ def test_a_fenced_block_inside_a_block_quote_loses_its_quote_markers(tmp_path):
         > > ```
 
         Thanks, looking into it.
-        """,
-    )
+        """)
     (dep,) = read_deployments([p])
     assert _roles_and_tp(dep) == [("decode", "2"), ("prefill", "1")]
     assert not any(">" in w for i in dep.instances for w in i.argv)
@@ -502,15 +419,10 @@ def test_a_guard_that_exits_does_not_hide_the_servers_after_it(tmp_path, guard):
     servers when the guard's branch is not taken. Before, the reading that took the branch
     ended at ``exit`` with the ``if`` never closed, so its other alternative was never read
     and the file was refused as "no prefill or decode server"."""
-    p = write(
-        tmp_path,
-        "guarded.sh",
-        guard
-        + (
-            "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2 &\n"
-            "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 4\n"
-        ),
-    )
+    p = write(tmp_path, "guarded.sh", guard + (
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2 &\n"
+        "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 4\n"
+    ))
     (dep,) = read_deployments([p])
     assert _roles_and_tp(dep) == [("decode", "4"), ("prefill", "2")]
 
@@ -518,10 +430,7 @@ def test_a_guard_that_exits_does_not_hide_the_servers_after_it(tmp_path, guard):
 def test_launch_lines_given_as_inline_code_on_a_docs_page(tmp_path):
     """A page that gives its two launch lines as inline code (no fenced block launches a
     server): the spans are the servers (B2; before, the page was refused as launching none)."""
-    p = write(
-        tmp_path,
-        "pd.md",
-        """
+    p = write(tmp_path, "pd.md", """
         # PD on two nodes
 
         On node 1 run `python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2`
@@ -530,8 +439,7 @@ def test_launch_lines_given_as_inline_code_on_a_docs_page(tmp_path):
         ```bash
         pip install sglang==0.5.23
         ```
-        """,
-    )
+        """)
     (dep,) = read_deployments([p])
     assert _roles_and_tp(dep) == [("decode", "4"), ("prefill", "2")]
 
@@ -539,28 +447,20 @@ def test_launch_lines_given_as_inline_code_on_a_docs_page(tmp_path):
 def test_inline_code_does_not_add_servers_beside_fenced_launches(tmp_path):
     """Where a fenced block launches the servers, a prose mention in inline code is not one
     more server; and a shell script's comment in backticks is never read as a launch."""
-    page = write(
-        tmp_path,
-        "pd.md",
-        """
+    page = write(tmp_path, "pd.md", """
         Start the prefill (`python3 -m sglang.launch_server --disaggregation-mode prefill ...`):
 
         ```bash
         python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2 &
         python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 2 &
         ```
-        """,
-    )
+        """)
     (dep,) = read_deployments([page])
     assert _roles_and_tp(dep) == [("decode", "2"), ("prefill", "2")]
-    script = write(
-        tmp_path,
-        "pd.sh",
-        """
+    script = write(tmp_path, "pd.sh", """
         # the decode is `python3 -m sglang.launch_server --disaggregation-mode decode --tp-size 8` on node 2
         python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --tp-size 2 &
         python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --tp-size 2 &
-        """,
-    )
+        """)
     (dep,) = read_deployments([script])
     assert _roles_and_tp(dep) == [("decode", "2"), ("prefill", "2")]

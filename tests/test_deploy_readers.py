@@ -40,13 +40,7 @@ def by_role(dep, role):
 def test_multi_document_manifest_with_list():
     dep = one("multi-doc-list.yaml")
     (p,), (d,) = by_role(dep, "prefill"), by_role(dep, "decode")
-    assert (p.kind, p.replicas, p.gpus, p.gpu_type, p.image) == (
-        "Deployment",
-        4,
-        8,
-        "h100",
-        "lmsysorg/sglang:v0.5.23-cu129",
-    )
+    assert (p.kind, p.replicas, p.gpus, p.gpu_type, p.image) == ("Deployment", 4, 8, "h100", "lmsysorg/sglang:v0.5.23-cu129")
     assert "gpu.product" in p.gpu_source
     # $(MODEL) expanded from the container env, as the kubelet does
     assert p.argv[:2] == ["--model-path", "deepseek-ai/DeepSeek-V3"]
@@ -245,9 +239,7 @@ def test_published_deployments_read_unchanged(case):
     deps = read_deployments([folder / f for f in expect["inputs"]], env={})
     import re as _re
 
-    named = _re.search(r"\[([^\]]+\])\]\s*$", expect.get("source", "")) or _re.search(
-        r"\[([^\]]+)\]\s*$", expect.get("source", "")
-    )
+    named = _re.search(r"\[([^\]]+\])\]\s*$", expect.get("source", "")) or _re.search(r"\[([^\]]+)\]\s*$", expect.get("source", ""))
     if named and any(d.variant for d in deps):
         # a recipe with sweeps/overrides: the variant the expectation names
         deps = [d for d in deps if d.variant == named.group(1)] or deps
@@ -270,22 +262,14 @@ def test_published_deployments_read_unchanged(case):
             continue
         for i in inst:
             if i.role == role:
-                v = next(
-                    i.argv[k + 1] for k, t in enumerate(i.argv) if t in ("--tp", "--tp-size", "--tensor-parallel-size")
-                )
+                v = next(i.argv[k + 1] for k, t in enumerate(i.argv) if t in ("--tp", "--tp-size", "--tensor-parallel-size"))
                 assert v == tp.group(1)
 
 
 def test_docker_compose_services():
     dep = one("compose.yaml")
     (p,), (d,) = by_role(dep, "prefill"), by_role(dep, "decode")
-    assert (p.kind, p.image, p.gpus, p.host_network, p.env) == (
-        "compose",
-        "lmsysorg/sglang:v0.5.23",
-        2,
-        True,
-        {"NCCL_IB_DISABLE": "0"},
-    )
+    assert (p.kind, p.image, p.gpus, p.host_network, p.env) == ("compose", "lmsysorg/sglang:v0.5.23", 2, True, {"NCCL_IB_DISABLE": "0"})
     assert p.argv[:2] == ["--model-path", "Qwen/Qwen3-8B"]  # ${MODEL:-...} default
     assert d.env == {"UCX_TLS": "rc,cuda_copy"} and d.arg_locations["--base-gpu-id"].line == 23
     (r,) = dep.routers

@@ -61,29 +61,15 @@ def opt(argv: list[str], flag: str) -> str:
 
 
 def test_strategic_merge_as_kubernetes_does():
-    base = {
-        "spec": {
-            "containers": [
-                {
-                    "name": "a",
-                    "args": ["--x", "1", "--y"],
-                    "env": [{"name": "K", "value": "1"}, {"name": "M", "value": "old"}],
-                },
-                {"name": "side", "image": "busybox"},
-            ],
-            "volumes": [{"name": "v"}],
-        }
-    }
-    patch = {
-        "spec": {
-            "containers": [
-                {"name": "a", "args": ["--z"], "env": [{"name": "M", "value": "new"}]},
-                {"name": "side", "$patch": "delete"},
-                {"name": "b", "image": "new"},
-            ],
-            "volumes": None,
-        }
-    }
+    base = {"spec": {"containers": [
+        {"name": "a", "args": ["--x", "1", "--y"], "env": [{"name": "K", "value": "1"}, {"name": "M", "value": "old"}]},
+        {"name": "side", "image": "busybox"},
+    ], "volumes": [{"name": "v"}]}}
+    patch = {"spec": {"containers": [
+        {"name": "a", "args": ["--z"], "env": [{"name": "M", "value": "new"}]},
+        {"name": "side", "$patch": "delete"},
+        {"name": "b", "image": "new"},
+    ], "volumes": None}}
     out = strategic_merge(base, patch)
     a, b = out["spec"]["containers"]
     assert a["args"] == ["--z"]  # args: no patch strategy, replaced whole
@@ -101,16 +87,8 @@ def test_rbg_v1alpha2_role_templates_and_patches():
     # placeholder args are replaced by each role's patch, env merged by name
     assert len(dep.instances) == 2
     assert (p.launcher, p.replicas, p.nodes) == ("sglang.launch_server", 2, 1)
-    assert p.argv == [
-        "--model-path",
-        "Qwen/Qwen3-32B",
-        "--tp-size",
-        "2",
-        "--disaggregation-mode",
-        "prefill",
-        "--disaggregation-transfer-backend",
-        "nixl",
-    ]
+    assert p.argv == ["--model-path", "Qwen/Qwen3-32B", "--tp-size", "2", "--disaggregation-mode", "prefill",
+                      "--disaggregation-transfer-backend", "nixl"]
     assert p.env["KEEP"] == "1" and p.env["MODEL"] == "Qwen/Qwen3-32B"
     assert (d.launcher, d.nodes) == ("dynamo.sglang", 2)
     assert [opt(a, "--node-rank") for a in d.node_argvs] == ["0", "1"]
@@ -144,14 +122,8 @@ def test_kubectl_get_json_list_and_stdin():
     assert [i["line"] for i in contract["instances"]] == [20, 62]
     text = (DATA / "kubectl-get-list.json").read_text()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvcheck", "preflight", "-f", "-", "--format", "json"],
-        input=text,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "-f", "-", "--format", "json"], input=text,
+                          capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert '"location": "-:20"' in proc.stdout
 
@@ -205,10 +177,7 @@ def test_config_file_inside_the_image():
     assert contract["exit_code"] == 4
     msgs = [f["message"] for f in all_findings(contract) if f["id"] == "config-not-read"]
     assert len(msgs) == 2 and "/etc/sglang/prefill.yaml" in msgs[0]
-    mapping = {
-        "/etc/sglang/prefill.yaml": str(DATA / "config" / "prefill.yaml"),
-        "/etc/sglang/decode.yaml": str(DATA / "config" / "decode.yaml"),
-    }
+    mapping = {"/etc/sglang/prefill.yaml": str(DATA / "config" / "prefill.yaml"), "/etc/sglang/decode.yaml": str(DATA / "config" / "decode.yaml")}
     deps, contract = checked("dynamo-config-in-image.sh", config_files=mapping)
     assert sorted(i.role for i in deps[0].instances) == ["decode", "prefill"]
     assert opt(deps[0].instances[0].argv, "--tp-size") == "2"
@@ -244,11 +213,7 @@ def test_finding_about_the_prefill_points_at_the_prefill():
 
 
 def test_unknown_release_points_at_each_side(tmp_path):
-    src = (
-        (DATA / "kubectl-get-list.json")
-        .read_text()
-        .replace("lmsysorg/sglang:v0.5.23-cu129", "registry.example.com/sglang-custom:prod")
-    )
+    src = (DATA / "kubectl-get-list.json").read_text().replace("lmsysorg/sglang:v0.5.23-cu129", "registry.example.com/sglang-custom:prod")
     (tmp_path / "m.json").write_text(src)
     contract = check_deployments(read_deployments([tmp_path / "m.json"], env={}), ClusterOptions()).contract()
     lines = {f["message"].split()[1]: f["line"] for f in all_findings(contract) if f["id"] == "unknown-release"}
@@ -264,10 +229,7 @@ def test_kustomization_directory_rendered_with_kubectl():
     roles = {i.role: i for i in dep.instances}
     # kustomize applied the overlay's image and patches (replicas, args replaced)
     assert roles["prefill"].image == roles["decode"].image == "lmsysorg/sglang:v0.5.23-cu129"
-    assert (
-        roles["prefill"].replicas,
-        opt(roles["decode"].argv, "--page-size") if "--page-size" in roles["decode"].argv else None,
-    ) == (2, None)
+    assert (roles["prefill"].replicas, opt(roles["decode"].argv, "--page-size") if "--page-size" in roles["decode"].argv else None) == (2, None)
     assert "--page-size=16" in roles["decode"].argv
 
 
@@ -378,14 +340,9 @@ def test_notebook_cells_read_at_their_lines_one_deployment_per_section():
     single, two = deps
     # a Markdown cell's bash block and a %%bash code cell; the Python cell is not a launch
     assert [(i.role, i.location.line) for i in single.instances] == [("prefill", 19), ("decode", 32)]
-    assert [(i.role, i.location.line, opt(i.argv, "--tp-size")) for i in two.instances] == [
-        ("prefill", 62, "2"),
-        ("decode", 63, "2"),
-    ]
+    assert [(i.role, i.location.line, opt(i.argv, "--tp-size")) for i in two.instances] == [("prefill", 62, "2"), ("decode", 63, "2")]
     report = check_deployments(deps, ClusterOptions(sglang_version="0.5.23")).contract()
-    assert report["exit_code"] == 0 and "same-model" not in {
-        f["id"] for d in report["deployments"] for p in d["pairs"] for f in p["findings"]
-    }
+    assert report["exit_code"] == 0 and "same-model" not in {f["id"] for d in report["deployments"] for p in d["pairs"] for f in p["findings"]}
 
 
 def test_optional_args_empty_by_default_add_no_argument():

@@ -13,33 +13,16 @@ from kvcheck.sglang.model import parse_model_config
 from kvcheck.sides import Side
 
 V4 = {
-    "architectures": ["DeepseekV4ForCausalLM"],
-    "model_type": "deepseek_v4",
-    "num_hidden_layers": 8,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 1,
-    "head_dim": 512,
-    "qk_rope_head_dim": 64,
-    "index_head_dim": 128,
-    "sliding_window": 128,
-    "compress_ratios": [0, 0, 4, 128, 4, 128, 4, 128, 0],
-    "num_nextn_predict_layers": 1,
-    "hidden_size": 512,
+    "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "num_hidden_layers": 8, "num_attention_heads": 64,
+    "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "index_head_dim": 128, "sliding_window": 128,
+    "compress_ratios": [0, 0, 4, 128, 4, 128, 4, 128, 0], "num_nextn_predict_layers": 1, "hidden_size": 512,
 }
 
 
 def side(role: str, flags: dict, env: dict | None = None, gpu: str = "h200", cfg: dict | None = None) -> Side:
     args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="nixl", **flags)
-    return Side(
-        role=role,
-        args=args,
-        raw_args=dict(flags),
-        model=parse_model_config(cfg or V4),
-        origin=f"{role}.yaml",
-        gpu=gpu,
-        gpu_source="--gpu",
-        env=env or {},
-    )
+    return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(cfg or V4), origin=f"{role}.yaml", gpu=gpu,
+                gpu_source="--gpu", env=env or {})
 
 
 @pytest.mark.parametrize("tp", [(4, 4), (4, 8), (8, 1)])
@@ -56,18 +39,13 @@ def test_v4_hisparse_decode_on_nixl_is_the_runtime_refusal():
     ``pop_preallocated`` (decode.py, 0.5.23) sends device page ids for a
     DeepSeekV4TokenToKVPool and, on NIXL, raises NotImplementedError at the first request
     (with or without a draft)."""
-    rep = run_preflight(
-        side("prefill", {"tp_size": 4}),
-        side("decode", {"tp_size": 8, "enable_hisparse": True, "disable_radix_cache": True}),
-    )
+    rep = run_preflight(side("prefill", {"tp_size": 4}), side("decode", {"tp_size": 8, "enable_hisparse": True, "disable_radix_cache": True}))
     assert rep.plan.path == "mixed_segments"
     assert [s.as_list() for s in rep.plan.segments] == [[0, 3, "VRAM", "DRAM"], [3, 9, "VRAM", "VRAM"]]
     f = [f for f in rep.findings if f.id == "hisparse-draft-nixl"]
     assert rep.verdict == "fail" and f
     assert (f[0].runtime_error.type, f[0].runtime_error.message) == (
-        "NotImplementedError",
-        "HiSparse device-only PD transfer currently requires the Mooncake backend",
-    )
+        "NotImplementedError", "HiSparse device-only PD transfer currently requires the Mooncake backend")
     assert "mooncake" in f[0].fix and "speculative decoding does not help" in f[0].fix
 
 
@@ -79,42 +57,29 @@ def test_v4_kv_layout_mismatch_is_the_runtime_refusal():
     assert rep.verdict == "fail" and f
     assert f[0].runtime_error.message == (
         "KV layout mismatch: prefill server has kv_layout=v4,c4:v4,c128:v4, but decode server has "
-        "kv_layout=v41,c4:v41,c128:v41. Both servers must use the same --dsv4-attn-backend and SGLANG_DSV4_KV_LAYOUT."
-    )
+        "kv_layout=v41,c4:v41,c128:v41. Both servers must use the same --dsv4-attn-backend and SGLANG_DSV4_KV_LAYOUT.")
 
 
-@pytest.mark.parametrize(
-    "flags,env,cfg",
-    [
-        ({"tp_size": 4, "pp_size": 2}, None, None),
-        ({"tp_size": 4, "kv_cache_dtype": "bfloat16"}, None, None),
-        ({"tp_size": 4, "speculative_algorithm": "DSPARK"}, None, None),
-        (
-            {"tp_size": 4},
-            {"SGLANG_DSV4_KV_LAYOUT": "v41"},
-            None,
-        ),  # V4.1 layouts need SM100: a start-up assertion on Hopper
-        ({"tp_size": 4}, None, {**V4, "model_type": "deepseek_v41"}),
-        ({"tp_size": 4}, None, {**V4, "architectures": ["DeepseekV4ForCausalLMNextN"]}),
-    ],
-)
+@pytest.mark.parametrize("flags,env,cfg", [
+    ({"tp_size": 4, "pp_size": 2}, None, None),
+    ({"tp_size": 4, "kv_cache_dtype": "bfloat16"}, None, None),
+    ({"tp_size": 4, "speculative_algorithm": "DSPARK"}, None, None),
+    ({"tp_size": 4}, {"SGLANG_DSV4_KV_LAYOUT": "v41"}, None),  # V4.1 layouts need SM100: a start-up assertion on Hopper
+    ({"tp_size": 4}, None, {**V4, "model_type": "deepseek_v41"}),
+    ({"tp_size": 4}, None, {**V4, "architectures": ["DeepseekV4ForCausalLMNextN"]}),
+])
 def test_v4_unmodeled_variants_are_unchecked(flags, env, cfg):
     rep = run_preflight(side("prefill", flags, env, cfg=cfg), side("decode", flags, env, cfg=cfg))
     assert rep.verdict == "unchecked"
-    assert any(f.id == "not-modeled" for f in rep.findings) or any(
-        f.severity.value == "unchecked" for f in rep.findings
-    )
+    assert any(f.id == "not-modeled" for f in rep.findings) or any(f.severity.value == "unchecked" for f in rep.findings)
 
 
-@pytest.mark.parametrize(
-    "field,value,needle",
-    [
-        ("compress_ratios", [0, 4], "fewer than num_hidden_layers"),
-        ("compress_ratios", "4,128", "must be a list"),
-        ("compress_ratios", [0, 0, 3, 128, 4, 128, 4, 128], "Unsupported compression ratio: 3"),
-        ("head_dim", None, "head_dim"),
-    ],
-)
+@pytest.mark.parametrize("field,value,needle", [
+    ("compress_ratios", [0, 4], "fewer than num_hidden_layers"),
+    ("compress_ratios", "4,128", "must be a list"),
+    ("compress_ratios", [0, 0, 3, 128, 4, 128, 4, 128], "Unsupported compression ratio: 3"),
+    ("head_dim", None, "head_dim"),
+])
 def test_v4_malformed_config_is_bad_input(field, value, needle):
     from kvcheck.errors import InputError
 
@@ -129,8 +94,6 @@ def test_v4_malformed_config_is_bad_input(field, value, needle):
 def test_v4_layout_auto_without_gpu_is_noted():
     from kvcheck.sglang.geometry import derive_geometry
 
-    s = side("decode", {"tp_size": 4}, {"SGLANG_DSV4_KV_LAYOUT": "auto"}).model_copy(
-        update={"gpu": None, "gpu_source": "default (Hopper assumed)"}
-    )
+    s = side("decode", {"tp_size": 4}, {"SGLANG_DSV4_KV_LAYOUT": "auto"}).model_copy(update={"gpu": None, "gpu_source": "default (Hopper assumed)"})
     g = derive_geometry(s)
     assert g.kv_layout == "v4,c4:v4,c128:v4" and any("SGLANG_DSV4_KV_LAYOUT=auto" in n for n in g.notes)

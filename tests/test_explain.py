@@ -50,24 +50,12 @@ def test_every_entry_is_found_inside_a_log_line(entry):
 def test_catalog_ids_point_to_preflight_ids_used_by_the_lead():
     # Each finding id the transfer checks classify also has a catalog entry.
     checks = {e.check for e in CATALOG.entries}
-    for fid in (
-        "page-size-mismatch",
-        "kv-cache-dtype-mismatch",
-        "pp-size-mismatch",
-        "decode-cp-size",
-        "region-count",
-        "hisparse-decode-only-spec",
-        "hetero-tp-direct-to-host",
-        "hetero-tp-mixed-kinds",
-        "item-stride",
-        "transfer-backend",
-    ):
+    for fid in ("page-size-mismatch", "kv-cache-dtype-mismatch", "pp-size-mismatch", "decode-cp-size", "region-count",
+                "hisparse-decode-only-spec", "hetero-tp-direct-to-host", "hetero-tp-mixed-kinds", "item-stride", "transfer-backend"):
         assert fid in checks
 
 
-@pytest.mark.parametrize(
-    "case", [c for c in CASES if yaml.safe_load(c.read_text())["expect"].get("runtime_error")], ids=lambda p: p.stem
-)
+@pytest.mark.parametrize("case", [c for c in CASES if yaml.safe_load(c.read_text())["expect"].get("runtime_error")], ids=lambda p: p.stem)
 def test_handed_case_runtime_errors_are_recognized(case):
     data = yaml.safe_load(case.read_text())
     message = data["expect"]["runtime_error"]
@@ -88,12 +76,8 @@ def test_no_kv_memory_segments_is_unreachable_and_says_so():
 
 
 def test_timeouts_name_their_env_vars_and_300s():
-    for eid, env in (
-        ("bootstrap-timeout", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"),
-        ("waiting-timeout", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"),
-        ("bootstrap-timeout-warning", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"),
-        ("waiting-timeout-warning", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"),
-    ):
+    for eid, env in (("bootstrap-timeout", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"), ("waiting-timeout", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"),
+                     ("bootstrap-timeout-warning", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"), ("waiting-timeout-warning", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT")):
         e = CATALOG.get(eid)
         assert env in e.meaning + e.template and "300" in e.meaning + e.triggers + e.operator_sees
 
@@ -144,14 +128,7 @@ def test_stdin_is_read_as_a_log(tmp_path):
     from tests.helpers import REPO
 
     text = "x\nAssertionError: ('Decode pp size (4) should be equal to prefill pp size (2) or 1',)\n"
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvcheck", "explain", "--format", "json"],
-        input=text,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "explain", "--format", "json"], input=text, capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["source"] == "log <stdin>"
@@ -166,11 +143,7 @@ def test_unknown_message_is_not_recognized_exit_1():
     assert proc.returncode == 1
     assert proc.stdout.startswith("not recognized")
     proc = run_cli("explain", "--format", "json", "something else")
-    assert proc.returncode == 1 and json.loads(proc.stdout) == {
-        **json.loads(proc.stdout),
-        "recognized": False,
-        "hits": [],
-    }
+    assert proc.returncode == 1 and json.loads(proc.stdout) == {**json.loads(proc.stdout), "recognized": False, "hits": []}
 
 
 def test_recognized_exit_0_and_bad_input_exit_2(tmp_path):
@@ -199,18 +172,8 @@ def test_nixl_error_class_names_are_recognized():
 
 
 def test_with_configs_points_to_the_actual_cause(tmp_path):
-    p = write_config(
-        tmp_path,
-        "prefill",
-        "llama-3.1-8b",
-        {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 32},
-    )
-    d = write_config(
-        tmp_path,
-        "decode",
-        "llama-3.1-8b",
-        {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 64},
-    )
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 32})
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 64})
     msg = "RuntimeError: Page size mismatch: prefill server has page_size=32, but decode server has page_size=64. Both servers must use the same --page-size value."
     proc = run_cli("explain", msg, "--prefill", str(p), "--decode", str(d), "--format", "json")
     assert proc.returncode == 0, proc.stderr
@@ -226,16 +189,8 @@ def test_with_configs_that_do_not_predict_the_message(tmp_path):
     args = {"disaggregation-transfer-backend": "nixl", "page-size": 16}
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", {"disaggregation-mode": "prefill", **args})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", {"disaggregation-mode": "decode", **args})
-    proc = run_cli(
-        "explain",
-        "ValueError: NIXL PD transfer: decode registered fewer KV regions (61) than prefill (62); unexpected geometry",
-        "--prefill",
-        str(p),
-        "--decode",
-        str(d),
-        "--format",
-        "json",
-    )
+    proc = run_cli("explain", "ValueError: NIXL PD transfer: decode registered fewer KV regions (61) than prefill (62); unexpected geometry",
+                   "--prefill", str(p), "--decode", str(d), "--format", "json")
     data = json.loads(proc.stdout)
     assert proc.returncode == 0 and data["hits"][0]["cause"] is None
     assert data["preflight"]["verdict"] in ("pass", "warn")
@@ -250,15 +205,8 @@ def test_list_prints_every_entry():
 
 def _log_around(messages: dict[int, str], total: int) -> str:
     """A log of ``total`` lines with ``messages[n]`` on line n (1-based), noise elsewhere."""
-    return (
-        "\n".join(
-            f"[2026-01-02 10:11:{n:02d} TP0] {messages[n]}"
-            if n in messages
-            else f"[2026-01-02 10:11:{n:02d} TP0] INFO Decode batch. #running-req: 3"
-            for n in range(1, total + 1)
-        )
-        + "\n"
-    )
+    return "\n".join(f"[2026-01-02 10:11:{n:02d} TP0] {messages[n]}" if n in messages else f"[2026-01-02 10:11:{n:02d} TP0] INFO Decode batch. #running-req: 3"
+                     for n in range(1, total + 1)) + "\n"
 
 
 def test_log_reports_the_real_lines_of_each_message(tmp_path):
@@ -273,12 +221,7 @@ def test_log_reports_the_real_lines_of_each_message(tmp_path):
     }
     log = tmp_path / "server.log"
     log.write_text(_log_around(messages, 15))
-    want = {
-        "bootstrap-timeout-warning": (2, 6, 14),
-        "waiting-timeout-warning": (1, 9, 9),
-        "region-count": (2, 3, 12),
-        "hisparse-model": (1, 10, 10),
-    }
+    want = {"bootstrap-timeout-warning": (2, 6, 14), "waiting-timeout-warning": (1, 9, 9), "region-count": (2, 3, 12), "hisparse-model": (1, 10, 10)}
     by_id = {h.entry_id: h for h in explain_text(log.read_text(), source="log").hits}
     for eid, (count, first, last) in want.items():
         assert (by_id[eid].count, by_id[eid].first_line, by_id[eid].last_line) == (count, first, last), eid
@@ -292,12 +235,7 @@ def test_log_reports_the_real_lines_of_each_message(tmp_path):
     short.write_text(_log_around({6: "WARNING " + warning.rstrip()}, 7))
     proc = run_cli("explain", "--log", str(short), "--format", "json")
     hit = json.loads(proc.stdout)["hits"][0]
-    assert (hit["entry_id"], hit["count"], hit["first_line"], hit["last_line"]) == (
-        "bootstrap-timeout-warning",
-        1,
-        6,
-        6,
-    )
+    assert (hit["entry_id"], hit["count"], hit["first_line"], hit["last_line"]) == ("bootstrap-timeout-warning", 1, 6, 6)
     assert "x1, first/last line 6" in run_cli("explain", "--log", str(short)).stdout
 
 
@@ -339,9 +277,7 @@ def _emitted_ids() -> set[str]:
             if name == "check" and node.args and isinstance(node.args[0], ast.Constant):
                 ids.add(node.args[0].value)
             if name == "Finding":
-                ids.update(
-                    kw.value.value for kw in node.keywords if kw.arg == "id" and isinstance(kw.value, ast.Constant)
-                )
+                ids.update(kw.value.value for kw in node.keywords if kw.arg == "id" and isinstance(kw.value, ast.Constant))
     return ids
 
 
@@ -357,12 +293,7 @@ def _emitted_runtime_errors() -> list[tuple[str, str]]:
     out = []
     startup = [ast.parse(p.read_text()) for p in sorted((_PKG / "sglang" / "startup").glob("*.py"))]
     for node in (n for tree in startup for n in ast.walk(tree)):
-        if (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "id", None) == "Refusal"
-            and len(node.args) == 4
-            and isinstance(node.args[0], ast.Constant)
-        ):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Refusal" and len(node.args) == 4 and isinstance(node.args[0], ast.Constant):
             msg = _render(node.args[3])
             if msg:
                 out.append((node.args[0].value, msg))
@@ -371,11 +302,7 @@ def _emitted_runtime_errors() -> list[tuple[str, str]]:
         for fn in ast.parse(path.read_text()).body:
             if not isinstance(fn, ast.FunctionDef):
                 continue
-            ids = [
-                d.args[0].value
-                for d in fn.decorator_list
-                if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "check"
-            ]
+            ids = [d.args[0].value for d in fn.decorator_list if isinstance(d, ast.Call) and getattr(d.func, "id", None) == "check"]
             for node in ast.walk(fn):
                 if ids and isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RuntimeErrorPrediction":
                     for kw in node.keywords:
@@ -429,17 +356,12 @@ def test_entries_of_an_emitted_runtime_error_point_to_its_check():
 
 
 def test_predicted_by_names_the_checks_command():
-    proc = run_cli(
-        "explain", "NotImplementedError: HiSparse device-only PD transfer currently requires the Mooncake backend"
-    )
+    proc = run_cli("explain", "NotImplementedError: HiSparse device-only PD transfer currently requires the Mooncake backend")
     assert proc.returncode == 0
     assert "predicted by: kvcheck checks hisparse-draft-nixl" in proc.stdout
     assert "kvcheck check " not in proc.stdout
     proc = run_cli("explain", "AssertionError: Hierarchical sparse attention currently requires --disable-radix-cache.")
-    assert (
-        "predicted by: kvcheck checks hisparse-radix-cache (finding hisparse-radix-cache of check startup)"
-        in proc.stdout
-    )
+    assert "predicted by: kvcheck checks hisparse-radix-cache (finding hisparse-radix-cache of check startup)" in proc.stdout
     for cid in ("hisparse-draft-nixl", "hisparse-radix-cache"):
         docs = run_cli("checks", cid)
         assert docs.returncode == 0 and docs.stdout, docs.stderr
@@ -453,11 +375,7 @@ def test_list_json_shows_templates_checks_and_reachability():
     by_id = {e["id"]: e for e in data["entries"]}
     assert list(by_id) == [e.id for e in CATALOG.entries]
     for e in CATALOG.entries:
-        assert (
-            by_id[e.id]["template"] == e.template
-            and by_id[e.id]["check"] == e.check
-            and by_id[e.id]["reachable"] == e.reachable
-        )
+        assert by_id[e.id]["template"] == e.template and by_id[e.id]["check"] == e.check and by_id[e.id]["reachable"] == e.reachable
     table = run_cli("explain", "--list").stdout
     assert CATALOG.get("region-count").template in table
     assert run_cli("explain", "--list", "--format", "xml").returncode == 2

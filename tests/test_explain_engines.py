@@ -45,12 +45,7 @@ def test_a_log_mixing_sglang_and_vllm_lines_explains_only_sglangs():
     log = "\n".join([FOREIGN["vllm"], SGLANG_PAGE, FOREIGN["vllm"]])
     result = explain_text(log, source="log")
     assert [h.entry_id for h in result.hits] == ["page-size-mismatch"]
-    assert (
-        result.foreign[0].engine,
-        result.foreign[0].count,
-        result.foreign[0].first_line,
-        result.foreign[0].last_line,
-    ) == ("vllm", 2, 1, 3)
+    assert (result.foreign[0].engine, result.foreign[0].count, result.foreign[0].first_line, result.foreign[0].last_line) == ("vllm", 2, 1, 3)
 
 
 def test_a_fragment_of_a_variable_name_is_not_a_partial_message():
@@ -74,12 +69,7 @@ def test_a_message_cut_short_is_recognized_as_partial():
 
 
 def test_json_lists_foreign_lines():
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvcheck", "explain", FOREIGN["mooncake"], "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "explain", FOREIGN["mooncake"], "--format", "json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["recognized"] is True and out["hits"] == []

@@ -240,7 +240,7 @@ def test_gdb_stack_names_the_first_frame_outside_the_runtime():
         [
             "(gdb) bt",
             "#0  0x00007f00 in _Unwind_GetRegionStart () from /lib/x86_64-linux-gnu/libgcc_s.so.1",
-            '#1  0x00007f01 in asio::detail::do_throw_error (err=..., location=0x1 "connect") at /inc/asio/x.ipp:63',
+            "#1  0x00007f01 in asio::detail::do_throw_error (err=..., location=0x1 \"connect\") at /inc/asio/x.ipp:63",
             "#2  0x00007f02 in mooncake::TcpTransport::startTransfer (this=0x0, slice=0x1) at "
             "/src/transport/tcp_transport/tcp_transport.cpp:400",
         ]

@@ -60,16 +60,13 @@ def test_an_sglang_traceback_is_read_by_exception_type_and_the_subsystem_of_its_
     assert "code-level mismatch" in f.cause and f.checks
 
 
-@pytest.mark.parametrize(
-    "rel, expect",
-    [
-        ("srt/disaggregation/nixl/conn.py", "nixl KV transfer backend"),
-        ("srt/disaggregation/mooncake/conn.py", "mooncake KV transfer backend"),
-        ("srt/disaggregation/prefill.py", "PD prefill queues"),
-        ("srt/managers/scheduler.py", "the scheduler"),
-        ("srt/mem_cache/memory_pool.py", "KV cache pools"),
-    ],
-)
+@pytest.mark.parametrize("rel, expect", [
+    ("srt/disaggregation/nixl/conn.py", "nixl KV transfer backend"),
+    ("srt/disaggregation/mooncake/conn.py", "mooncake KV transfer backend"),
+    ("srt/disaggregation/prefill.py", "PD prefill queues"),
+    ("srt/managers/scheduler.py", "the scheduler"),
+    ("srt/mem_cache/memory_pool.py", "KV cache pools"),
+])
 def test_subsystems_are_those_of_modules_the_installed_sglang_has(rel, expect):
     path = _sglang_root() / rel
     assert path.is_file(), rel  # the map names SGLang's real modules
@@ -96,12 +93,10 @@ def test_a_call_into_nixl_with_an_argument_it_lacks_is_a_version_mismatch(monkey
 
 
 def test_an_internal_signature_bug_is_not_called_a_version_mismatch():
-    text = (
-        "Traceback (most recent call last):\n"
-        '  File "/usr/lib/python3/site-packages/sglang/srt/disaggregation/prefill.py", line 10, in send_kv_chunk\n'
-        "    req.sender.send(idx)\n"
-        "TypeError: WidgetSender.send() missing 1 required positional argument: 'last'\n"
-    )
+    text = ("Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3/site-packages/sglang/srt/disaggregation/prefill.py", line 10, in send_kv_chunk\n'
+            "    req.sender.send(idx)\n"
+            "TypeError: WidgetSender.send() missing 1 required positional argument: 'last'\n")
     f = _report(text).first_cause
     assert f.id == "python-exception-generic"
 
@@ -118,22 +113,18 @@ def test_every_nixl_error_class_of_the_installed_bindings_has_a_meaning():
 
 
 def test_a_nixl_status_in_a_traceback_names_the_api_step():
-    text = (
-        "Traceback (most recent call last):\n"
-        '  File "/x/site-packages/widgetengine/kv.py", line 3, in connect\n'
-        "    agent.add_remote_agent(md)\n"
-        '  File "/x/site-packages/nixl_cu12/_api.py", line 9, in add_remote_agent\n'
-        "nixl_cu12._bindings.nixlNotFoundError: NIXL_ERR_NOT_FOUND\n"
-    )
+    text = ("Traceback (most recent call last):\n"
+            '  File "/x/site-packages/widgetengine/kv.py", line 3, in connect\n'
+            "    agent.add_remote_agent(md)\n"
+            '  File "/x/site-packages/nixl_cu12/_api.py", line 9, in add_remote_agent\n'
+            "nixl_cu12._bindings.nixlNotFoundError: NIXL_ERR_NOT_FOUND\n")
     f = _report(text).first_cause
     assert (f.id, f.engine, f.phase) == ("nixl-status-generic", "nixl", "first-transfer")
     assert "metadata exchange" in f.title and "remote agent" in f.cause
 
 
-@pytest.mark.parametrize(
-    "errno_, fid, fmt",
-    [(12, "rdma-register-enomem", "glog"), (1, "rdma-register-eperm", "glog"), (14, "rdma-register-gpu-memory", "ucx")],
-)
+@pytest.mark.parametrize("errno_, fid, fmt", [
+    (12, "rdma-register-enomem", "glog"), (1, "rdma-register-eperm", "glog"), (14, "rdma-register-gpu-memory", "ucx")])
 def test_a_registration_errno_names_its_cause_class(errno_, fid, fmt):
     if fmt == "glog":  # Mooncake's rdma_context.cpp format
         line = f"E0102 03:04:05.000001  4242 rdma_context.cpp:250] Failed to register memory 0x7f00aa000000: {os.strerror(errno_)} [{errno_}]\n"
@@ -144,18 +135,14 @@ def test_a_registration_errno_names_its_cause_class(errno_, fid, fmt):
 
 
 def test_a_specific_signature_still_wins_over_the_errno_rule():
-    text = (
-        "E0102 03:04:05.000001  4242 rdma_context.cpp:203] Failed to register memory 0x7b0000000000: Invalid argument [22]\n"
-        "[2026-01-02 03:04:05 TP3] Mooncake memory registration failed.\n"
-    )
+    text = ("E0102 03:04:05.000001  4242 rdma_context.cpp:203] Failed to register memory 0x7b0000000000: Invalid argument [22]\n"
+            "[2026-01-02 03:04:05 TP3] Mooncake memory registration failed.\n")
     assert _report(text).first_cause.id == "mooncake-gpu-memory-registration"
 
 
 def test_rdma_completion_status_names_the_nic_path_and_a_flush_is_a_consequence():
-    text = (
-        "ionic_comp:1277: cqe with error 12 for qp 0x11 (local_nic: rdma3)\n"
-        "[1700000000.2] [hostx:11:0]     ib_log.c:100 UCX  ERROR  completion on qp 0x11 failed: Work Request Flushed Error\n"
-    )
+    text = ("ionic_comp:1277: cqe with error 12 for qp 0x11 (local_nic: rdma3)\n"
+            "[1700000000.2] [hostx:11:0]     ib_log.c:100 UCX  ERROR  completion on qp 0x11 failed: Work Request Flushed Error\n")
     rep = _report(text)
     assert rep.first_cause.id == "rdma-wc-retry-exc-err" and "rdma3" in rep.first_cause.cause
     flush = next(f for f in rep.findings if f.id == "rdma-wc-wr-flush-err")
@@ -163,28 +150,20 @@ def test_rdma_completion_status_names_the_nic_path_and_a_flush_is_a_consequence(
 
 
 def test_a_plugin_missing_its_library_and_devices_not_visible():
-    f = _report(
-        "E0101 00:00:01.5 9 nixl_plugin_manager.cpp:120] Failed to load plugin from /opt/p/libplugin_WIDGET.so: libcudart.so.12: cannot open shared object file: No such file or directory\n"
-    ).first_cause
+    f = _report("E0101 00:00:01.5 9 nixl_plugin_manager.cpp:120] Failed to load plugin from /opt/p/libplugin_WIDGET.so: libcudart.so.12: cannot open shared object file: No such file or directory\n").first_cause
     assert f.id == "native-plugin-missing-library" and "CUDA" in f.cause
     f = _report("W0101 00:00:01.0 9 topology.cpp:50] Device path /dev/infiniband/mlx5_7 does not exist\n").first_cause
     assert f.id == "rdma-devices-not-visible" and "uverbs" in f.cause
 
 
-@pytest.mark.parametrize(
-    "addr, hit", [("fd00:1:2:3:4:5:6:7:15001", True), ("[fd00:1:2:3:4:5:6:7]:15001", False), ("10.1.2.3:15001", False)]
-)
+@pytest.mark.parametrize("addr, hit", [("fd00:1:2:3:4:5:6:7:15001", True), ("[fd00:1:2:3:4:5:6:7]:15001", False), ("10.1.2.3:15001", False)])
 def test_only_an_unbracketed_ipv6_peer_address_is_blamed(addr, hit):
-    rep = _report(
-        f"E0101 00:00:02.0 9 transfer_metadata_plugin.cpp:900] handshake: failed to reach peer server {addr}: Connection refused [111]\n"
-    )
+    rep = _report(f"E0101 00:00:02.0 9 transfer_metadata_plugin.cpp:900] handshake: failed to reach peer server {addr}: Connection refused [111]\n")
     assert any(f.id == "peer-address-ipv6-literal" for f in rep.findings) is hit
 
 
 def test_a_native_line_without_signature_is_located_with_its_status_meaning():
-    rep = _report(
-        "[1700000000.1] [hostx:11:0]       wireup.c:1000 UCX  ERROR   no transport to reach the peer: Destination is unreachable\n"
-    )
+    rep = _report("[1700000000.1] [hostx:11:0]       wireup.c:1000 UCX  ERROR   no transport to reach the peer: Destination is unreachable\n")
     f = rep.first_cause
     assert (f.id, f.engine, f.phase) == ("native-error-generic", "ucx", "first-transfer")
     assert "UCS_ERR_UNREACHABLE" in f.cause
@@ -193,12 +172,10 @@ def test_a_native_line_without_signature_is_located_with_its_status_meaning():
 
 
 def test_another_engines_traceback_is_its_own_never_sglangs():
-    text = (
-        "(Worker_TP0 pid=5) ERROR 01-02 03:04:05 [worker.py:1] Traceback (most recent call last):\n"
-        '(Worker_TP0 pid=5) ERROR 01-02 03:04:05 [worker.py:1]   File "/opt/venv/lib/python3.12/site-packages/vllm/distributed/widget.py", line 7, in step\n'
-        "(Worker_TP0 pid=5) ERROR 01-02 03:04:05 [worker.py:1]     self.table[rid]\n"
-        "(Worker_TP0 pid=5) ERROR 01-02 03:04:05 [worker.py:1] KeyError: 'req-1'\n"
-    )
+    text = ("(Worker_TP0 pid=5) ERROR 01-02 03:04:05 [worker.py:1] Traceback (most recent call last):\n"
+            '(Worker_TP0 pid=5) ERROR 01-02 03:04:05 [worker.py:1]   File "/opt/venv/lib/python3.12/site-packages/vllm/distributed/widget.py", line 7, in step\n'
+            "(Worker_TP0 pid=5) ERROR 01-02 03:04:05 [worker.py:1]     self.table[rid]\n"
+            "(Worker_TP0 pid=5) ERROR 01-02 03:04:05 [worker.py:1] KeyError: 'req-1'\n")
     rep = _report(text)
     assert rep.first_cause.engine == "vllm"
     assert not [f for f in rep.findings if f.kind == "catalog" and f.engine == "sglang"]

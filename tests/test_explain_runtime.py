@@ -55,11 +55,7 @@ def _raise(fn, *args, **kwargs) -> str:
 def test_mem_kind_helpers_raise_recognized_text():
     from sglang.srt.disaggregation.nixl import conn
 
-    for context, eid in (
-        ("destination", "mixed-kinds-destination"),
-        ("source", "mixed-kinds-source"),
-        ("PD DCP destination", "mixed-kinds-dcp"),
-    ):
+    for context, eid in (("destination", "mixed-kinds-destination"), ("source", "mixed-kinds-source"), ("PD DCP destination", "mixed-kinds-dcp")):
         text = _raise(conn._homogeneous_kv_mem_kind, ["VRAM", "DRAM"], context)
         assert recognized_as(text)[0] == eid, text
         assert explain_text(text).hits[0].values == {"kinds": "['DRAM', 'VRAM']"}
@@ -85,59 +81,31 @@ def _peer(**kw):
 
 
 def test_prepare_payload_xfer_errors_are_recognized():
-    src = dict(
-        kv_args=types.SimpleNamespace(kv_item_lens=[1152] * 62, kv_data_mem_kinds=["VRAM"] * 62),
-        src_mem_kind="VRAM",
-        is_mla_backend=True,
-        is_hybrid_mla_backend=False,
-        attn_tp_size=8,
-        prep_handles={},
-    )
+    src = dict(kv_args=types.SimpleNamespace(kv_item_lens=[1152] * 62, kv_data_mem_kinds=["VRAM"] * 62), src_mem_kind="VRAM",
+               is_mla_backend=True, is_hybrid_mla_backend=False, attn_tp_size=8, prep_handles={})
     mgr = _manager(**src)
     text = _raise(mgr._prepare_payload_xfer, _peer(dst_kv_item_lens=[1152] * 61, dst_kv_mem_kinds=["VRAM"] * 61))
-    assert (
-        text
-        == "ValueError: NIXL PD transfer: decode registered fewer KV regions (61) than prefill (62); unexpected geometry"
-    )
+    assert text == "ValueError: NIXL PD transfer: decode registered fewer KV regions (61) than prefill (62); unexpected geometry"
     assert recognized_as(text) == ["region-count"]
 
     # HiSparse decode (DRAM target) with a decode-only draft region (VRAM).
-    mgr = _manager(
-        **{**src, "kv_args": types.SimpleNamespace(kv_item_lens=[1152] * 61, kv_data_mem_kinds=["VRAM"] * 61)}
-    )
-    text = _raise(
-        mgr._prepare_payload_xfer, _peer(dst_kv_item_lens=[1152] * 62, dst_kv_mem_kinds=["DRAM"] * 61 + ["VRAM"])
-    )
+    mgr = _manager(**{**src, "kv_args": types.SimpleNamespace(kv_item_lens=[1152] * 61, kv_data_mem_kinds=["VRAM"] * 61)})
+    text = _raise(mgr._prepare_payload_xfer, _peer(dst_kv_item_lens=[1152] * 62, dst_kv_mem_kinds=["DRAM"] * 61 + ["VRAM"]))
     assert recognized_as(text) == ["hisparse-decode-only-spec"]
 
     # Non-MLA, different attention TP, host destination.
-    gqa = dict(
-        kv_args=types.SimpleNamespace(kv_item_lens=[4096] * 64, kv_data_mem_kinds=["VRAM"] * 64),
-        src_mem_kind="VRAM",
-        is_mla_backend=False,
-        is_hybrid_mla_backend=False,
-        attn_tp_size=2,
-        prep_handles={},
-    )
-    text = _raise(
-        _manager(**gqa)._prepare_payload_xfer,
-        _peer(decode_tp_size=4, dst_kv_item_lens=[2048] * 64, dst_kv_mem_kinds=["DRAM"] * 64),
-    )
+    gqa = dict(kv_args=types.SimpleNamespace(kv_item_lens=[4096] * 64, kv_data_mem_kinds=["VRAM"] * 64), src_mem_kind="VRAM",
+               is_mla_backend=False, is_hybrid_mla_backend=False, attn_tp_size=2, prep_handles={})
+    text = _raise(_manager(**gqa)._prepare_payload_xfer, _peer(decode_tp_size=4, dst_kv_item_lens=[2048] * 64, dst_kv_mem_kinds=["DRAM"] * 64))
     assert recognized_as(text) == ["hetero-tp-direct-to-host"]
-    text = _raise(
-        _manager(**gqa)._prepare_payload_xfer,
-        _peer(decode_tp_size=4, dst_kv_item_lens=[2048] * 64, dst_kv_mem_kinds=["DRAM"] * 32 + ["VRAM"] * 32),
-    )
+    text = _raise(_manager(**gqa)._prepare_payload_xfer, _peer(decode_tp_size=4, dst_kv_item_lens=[2048] * 64, dst_kv_mem_kinds=["DRAM"] * 32 + ["VRAM"] * 32))
     assert recognized_as(text) == ["mixed-kinds-destination"]
 
 
 def test_prep_equal_tp_dlist_errors_are_recognized():
     mgr = _manager()
     text = _raise(mgr._prep_equal_tp_dlist, "peer", [1, 2], [100, 100], [1000, 1000], 0, kv_xfer_lens=[200, 100])
-    assert (
-        text
-        == "ValueError: NIXL prepared dlist transfer length exceeds item stride: xfer_len=200, item_len=100, mem_kind=VRAM"
-    )
+    assert text == "ValueError: NIXL prepared dlist transfer length exceeds item stride: xfer_len=200, item_len=100, mem_kind=VRAM"
     hit = explain_text(text).hits[0]
     assert hit.entry_id == "item-stride" and hit.values == {"xfer_len": "200", "item_len": "100", "mem_kind": "VRAM"}
     text = _raise(mgr._prep_equal_tp_dlist, "peer", [1], [100, 100], [1000], 0)
@@ -156,42 +124,21 @@ def _decode_manager(monkeypatch, route: dict, **kw):
 
     monkeypatch.setattr(common.requests, "get", lambda *a, **k: Resp())
     mgr = object.__new__(common.CommonKVManager)
-    base = dict(
-        kv_args=types.SimpleNamespace(page_size=16, state_types=[], engine_rank=0),
-        kv_cache_dtype_str="auto",
-        kv_layout=None,
-        is_mla_backend=False,
-        is_hybrid_mla_backend=False,
-        dcp_size=1,
-        attn_tp_size=2,
-        attn_cp_size=1,
-        pp_size=1,
-        prefill_info_table={},
-    )
+    base = dict(kv_args=types.SimpleNamespace(page_size=16, state_types=[], engine_rank=0), kv_cache_dtype_str="auto", kv_layout=None,
+                is_mla_backend=False, is_hybrid_mla_backend=False, dcp_size=1, attn_tp_size=2, attn_cp_size=1, pp_size=1,
+                prefill_info_table={})
     base.update(kw)
     mgr.__dict__.update(base)
     return mgr
 
 
-ROUTE = dict(
-    attn_tp_size=2,
-    attn_cp_size=1,
-    dp_size=1,
-    pp_size=1,
-    page_size=16,
-    kv_cache_dtype="auto",
-    follow_bootstrap_room=True,
-)
+ROUTE = dict(attn_tp_size=2, attn_cp_size=1, dp_size=1, pp_size=1, page_size=16, kv_cache_dtype="auto", follow_bootstrap_room=True)
 
 
 @pytest.mark.parametrize(
     "route, kw, eid",
     [
-        (
-            {"page_size": 32},
-            {"kv_args": types.SimpleNamespace(page_size=64, state_types=[], engine_rank=0)},
-            "page-size-mismatch",
-        ),
+        ({"page_size": 32}, {"kv_args": types.SimpleNamespace(page_size=64, state_types=[], engine_rank=0)}, "page-size-mismatch"),
         ({}, {"kv_cache_dtype_str": "bf16"}, "kv-cache-dtype-mismatch"),
         ({}, {"dcp_size": 2}, "decode-dcp-requires-mla"),
         ({"attn_cp_size": 2}, {"dcp_size": 2, "is_mla_backend": True}, "decode-dcp-prefill-cp"),
@@ -212,17 +159,8 @@ def test_rank_mapping_asserts_are_recognized():
     from sglang.srt.disaggregation.common import conn as common
 
     mgr = object.__new__(common.CommonKVManager)
-    mgr.__dict__.update(
-        kv_args=types.SimpleNamespace(engine_rank=0),
-        is_mla_backend=False,
-        is_hybrid_mla_backend=False,
-        attn_tp_size=2,
-        attn_cp_size=1,
-        attn_cp_rank=0,
-        pp_size=4,
-        pp_rank=0,
-        enable_all_cp_ranks_for_transfer=False,
-    )
+    mgr.__dict__.update(kv_args=types.SimpleNamespace(engine_rank=0), is_mla_backend=False, is_hybrid_mla_backend=False,
+                        attn_tp_size=2, attn_cp_size=1, attn_cp_rank=0, pp_size=4, pp_rank=0, enable_all_cp_ranks_for_transfer=False)
     info = common.PrefillServerInfo(**{**ROUTE, "pp_size": 2})
     text = _raise(mgr._resolve_rank_mapping, info)
     assert text == "AssertionError: ('Decode pp size (4) should be equal to prefill pp size (2) or 1',)"
@@ -238,12 +176,9 @@ def test_kv_transfer_error_and_timeouts_are_recognized():
     from sglang.srt.disaggregation.common.conn import CommonKVSender, KVTransferError
 
     records = {}
-    kv_mgr = types.SimpleNamespace(
-        bootstrap_timeout=300,
-        defer_decode_allocation=False,
-        record_failure=lambda room, reason: records.__setitem__(room, reason),
-        update_status=lambda room, status: None,
-    )
+    kv_mgr = types.SimpleNamespace(bootstrap_timeout=300, defer_decode_allocation=False,
+                                   record_failure=lambda room, reason: records.__setitem__(room, reason),
+                                   update_status=lambda room, status: None)
     sender = object.__new__(CommonKVSender)
     sender.__dict__.update(kv_mgr=kv_mgr, init_time=0.0, bootstrap_room=77, _prefill_complete_time=None)
     sender._check_bootstrap_timeout()
@@ -258,11 +193,5 @@ def test_handed_cases_messages_come_from_the_runtime_templates():
     # The lead's plan texts and the catalog agree with the runtime (already checked
     # above); here: the case texts are the catalog's formatted templates.
     e = CATALOG.get("region-count")
-    assert (
-        e.format(n_dst=61, n_src=62)
-        == "NIXL PD transfer: decode registered fewer KV regions (61) than prefill (62); unexpected geometry"
-    )
-    assert (
-        CATALOG.get("pp-size-mismatch").format(decode=4, prefill=2)
-        == "('Decode pp size (4) should be equal to prefill pp size (2) or 1',)"
-    )
+    assert e.format(n_dst=61, n_src=62) == "NIXL PD transfer: decode registered fewer KV regions (61) than prefill (62); unexpected geometry"
+    assert CATALOG.get("pp-size-mismatch").format(decode=4, prefill=2) == "('Decode pp size (4) should be equal to prefill pp size (2) or 1',)"

@@ -34,12 +34,7 @@ def test_streamed_blocks_find_what_the_whole_text_finds_whatever_the_block_size(
     lines = []
     for i, e in enumerate(CATALOG.entries):
         lines += [NOISE, f"[TP0] {e.example_text()}"]
-    lines += [
-        "noise",
-        "ValueError: NIXL PD transfer: decode registered fewer KV regions (61)",
-        "    than prefill (62); unexpected geometry",
-        "noise",
-    ]
+    lines += ["noise", "ValueError: NIXL PD transfer: decode registered fewer KV regions (61)", "    than prefill (62); unexpected geometry", "noise"]
     data = _log(lines)
     whole = explain_text(data.decode(), source="log")
     for block in (64, 1000, 1 << 20):
@@ -92,9 +87,7 @@ def test_a_50_mb_single_line_log_runs_in_bounded_memory(tmp_path):
 def test_an_empty_or_blank_log_is_exit_2(tmp_path):
     log = tmp_path / "blank.log"
     log.write_text("\n\n   \n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvcheck", "explain", "--log", str(log)], capture_output=True, text=True, cwd=REPO
-    )
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "explain", "--log", str(log)], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2 and "empty" in proc.stderr
 
 

@@ -15,18 +15,12 @@ import time
 import pytest
 import yaml
 
-pytest.importorskip(
-    "nixl_cu12._api", reason="nixl-cu12 is not installed (pip install nixl-cu12==1.5.1 --no-deps numpy)"
-)
+pytest.importorskip("nixl_cu12._api", reason="nixl-cu12 is not installed (pip install nixl-cu12==1.5.1 --no-deps numpy)")
 
 from tests.fabric_lab import Lab, lab_unavailable  # noqa: E402
 
 _why = lab_unavailable()
-pytestmark = [
-    pytest.mark.nixl,
-    pytest.mark.timeout(180),
-    pytest.mark.skipif(_why is not None, reason=f"network namespaces: {_why}"),
-]
+pytestmark = [pytest.mark.nixl, pytest.mark.timeout(180), pytest.mark.skipif(_why is not None, reason=f"network namespaces: {_why}")]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLAMA = os.path.join(REPO, "configs", "models", "llama-3.1-8b", "config.json")
@@ -46,40 +40,14 @@ def deployment(tmp, model: str, prefill: int, decode: int, env: dict) -> str:
     """A Kubernetes manifest: ``prefill`` prefill replicas and ``decode`` decode replicas, TP 1, NIXL."""
     docs = []
     for role, n in (("prefill", prefill), ("decode", decode)):
-        docs.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": f"tiny-{role}"},
-                "spec": {
-                    "replicas": n,
-                    "selector": {"matchLabels": {"r": role}},
-                    "template": {
-                        "metadata": {"labels": {"r": role}},
-                        "spec": {
-                            "hostNetwork": True,
-                            "nodeSelector": {"fabric/pool": role},
-                            "containers": [
-                                {
-                                    "name": "sglang",
-                                    "image": "lmsysorg/sglang:v0.5.23-cu129",
-                                    "command": ["python3", "-m", "sglang.launch_server"],
-                                    "args": [
-                                        f"--model-path={model}",
-                                        f"--disaggregation-mode={role}",
-                                        "--disaggregation-transfer-backend=nixl",
-                                        "--tp-size=1",
-                                        "--page-size=16",
-                                    ],
-                                    "env": [{"name": k, "value": v} for k, v in env.items()],
-                                    "resources": {"limits": {"nvidia.com/gpu": 1, "rdma/ib": 1}},
-                                }
-                            ],
-                        },
-                    },
-                },
-            }
-        )
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"tiny-{role}"},
+                     "spec": {"replicas": n, "selector": {"matchLabels": {"r": role}}, "template": {"metadata": {"labels": {"r": role}}, "spec": {
+                         "hostNetwork": True, "nodeSelector": {"fabric/pool": role},
+                         "containers": [{"name": "sglang", "image": "lmsysorg/sglang:v0.5.23-cu129", "command": ["python3", "-m", "sglang.launch_server"],
+                                         "args": [f"--model-path={model}", f"--disaggregation-mode={role}", "--disaggregation-transfer-backend=nixl",
+                                                  "--tp-size=1", "--page-size=16"],
+                                         "env": [{"name": k, "value": v} for k, v in env.items()],
+                                         "resources": {"limits": {"nvidia.com/gpu": 1, "rdma/ib": 1}}}]}}}})
     path = tmp / f"tiny-{prefill}p{decode}d.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     return str(path)
@@ -108,11 +76,7 @@ class Cluster:
     def hosts(self, names: list[str], env: dict | None = None, prefix: dict | None = None) -> dict:
         out = {}
         for i, name in enumerate(names):
-            out[name] = {
-                "prefix": (prefix or {}).get(name, self.lab.prefix(i)),
-                "listen_host": self.lab.ips[i],
-                "env": (env or {}).get(name, {}),
-            }
+            out[name] = {"prefix": (prefix or {}).get(name, self.lab.prefix(i)), "listen_host": self.lab.ips[i], "env": (env or {}).get(name, {})}
         return out
 
     def close(self) -> None:
@@ -146,9 +110,7 @@ def run(cluster, tmp, prefill, decode, *, env=None, node_env=None, prefix=None, 
     plan = build_plan(read_deployments([dep]), pages=opts.pop("pages", 4), timeout=opts.get("timeout", 3.0))
     names = plan.prefill_nodes + plan.decode_nodes
     launcher = Launcher(cluster.hosts(names, node_env, prefix))
-    o = FabricOptions(
-        etcd=cluster.url, join_timeout=opts.pop("join_timeout", 30), timeout=opts.pop("timeout", 3.0), **opts
-    )
+    o = FabricOptions(etcd=cluster.url, join_timeout=opts.pop("join_timeout", 30), timeout=opts.pop("timeout", 3.0), **opts)
     result = run_fabric(plan, o, launcher, on_event=on_event and (lambda k, d: on_event(k, d, launcher)))
     report = build_report(result, plan, min_fraction=MIN_FRACTION)
     return plan, result, report, names
@@ -170,53 +132,22 @@ def test_matrix_2x4_every_required_pair(cluster, tmp_path):
     dep = deployment(tmp_path, small_model(tmp_path), 2, 4, ENV)
     names = ["tiny-prefill-0", "tiny-prefill-1", "tiny-decode-0", "tiny-decode-1", "tiny-decode-2", "tiny-decode-3"]
     (tmp_path / "hosts.yaml").write_text(yaml.safe_dump(cluster.hosts(names)))
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvcheck",
-            "fabric",
-            "-f",
-            dep,
-            "--hosts",
-            str(tmp_path / "hosts.yaml"),
-            "--etcd",
-            cluster.url,
-            "--format",
-            "json",
-            "--timeout",
-            "3",
-            "--min-fraction",
-            str(MIN_FRACTION),
-            "--join-timeout",
-            "30",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=150,
-    )
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "fabric", "-f", dep, "--hosts", str(tmp_path / "hosts.yaml"), "--etcd", cluster.url,
+                           "--format", "json", "--timeout", "3", "--min-fraction", str(MIN_FRACTION), "--join-timeout", "30"],
+                          capture_output=True, text=True, cwd=REPO, timeout=150)
     report = json.loads(proc.stdout)
     assert report["required_pairs"] == 8 and report["planned_rounds"] == 4  # max(P, D) rounds
     for r in report["rounds"]:  # no node in two probes at once
         assert len({p for p, _ in r["pairs"]}) == len({d for _, d in r["pairs"]}) == len(r["pairs"])
     cells = [c for row in report["matrix"] for c in row["cells"]]
     assert len(cells) == 8 and all(c["reached"] and c["status"] == "ok" for c in cells), report["findings"]
-    assert all(
-        c["bytes_checked"] == 8 * 4 * 32768 for c in cells
-    )  # 8 regions x 4 pages x 32 KiB, read back and compared
-    assert all(
-        c["lanes"] == ["tcp/eth0"] and c["transport"] == ["tcp"] for c in cells
-    )  # the lanes UCX logged for the endpoint
+    assert all(c["bytes_checked"] == 8 * 4 * 32768 for c in cells)  # 8 regions x 4 pages x 32 KiB, read back and compared
+    assert all(c["lanes"] == ["tcp/eth0"] and c["transport"] == ["tcp"] for c in cells)  # the lanes UCX logged for the endpoint
     assert all(c["asked_devices"] == ["eth0"] and c["asked_source"] == "UCX_NET_DEVICES" for c in cells)
     assert all(c["bandwidth_Bps"] > 0 and c["latency_s"] > 0 for c in cells)
-    assert pair_findings(report) == [] and node_findings(report) == [], [
-        f["message"] for f in report["findings"] if f["pair"] or f["node"]
-    ]
+    assert pair_findings(report) == [] and node_findings(report) == [], [f["message"] for f in report["findings"] if f["pair"] or f["node"]]
     assert report["verdict"] == "pass" and proc.returncode == 0, proc.stderr
-    assert {n["name"]: (n["status"], n["guards_intact"]) for n in report["nodes"]} == {
-        n: ("ready", True) for n in names
-    }
+    assert {n["name"]: (n["status"], n["guards_intact"]) for n in report["nodes"]} == {n: ("ready", True) for n in names}
 
 
 def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
@@ -230,9 +161,9 @@ def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
         lab.shape(0, 2, netem="delay 60ms")  # p0 -> d0
     else:
         lab.shape(0, 2, rate="4mbit")
-    lab.shape(1, 3, rate="8mbit")  # p1 -> d1
-    lab.loss(0, 6, 0.1)  # p0 -> d4: 10% of the packets lost on the way
-    lab.drop(0, 4)  # p0 x d2
+    lab.shape(1, 3, rate="8mbit")          # p1 -> d1
+    lab.loss(0, 6, 0.1)                    # p0 -> d4: 10% of the packets lost on the way
+    lab.drop(0, 4)                          # p0 x d2
     try:
         node_env = {"tiny-decode-3": {"UCX_NET_DEVICES": "eth9"}, "tiny-decode-5": {"UCX_TLS": "rc"}}
         plan, result, report, names = run(cluster, tmp_path, 2, 6, node_env=node_env, timeout=4.0)
@@ -243,32 +174,17 @@ def test_faults_name_exactly_their_pair_or_node(cluster, tmp_path):
         lab.undrop(6, 0)
     nodes = node_findings(report)
     assert {n for _, n in nodes} == {"tiny-decode-3", "tiny-decode-5"}, nodes  # exactly the misconfigured nodes
-    assert [x for x in nodes if x[0] == "fabric-node-ucx"] == [
-        ("fabric-node-ucx", "tiny-decode-3"),
-        ("fabric-node-ucx", "tiny-decode-5"),
-    ]
+    assert [x for x in nodes if x[0] == "fabric-node-ucx"] == [("fabric-node-ucx", "tiny-decode-3"), ("fabric-node-ucx", "tiny-decode-5")]
     found = pair_findings(report)
     assert ("fabric-unreachable", ("tiny-prefill-0", "tiny-decode-2")) in found
     lossy = {p for fid, p in found if fid in ("fabric-lossy-link", "fabric-slow-link", "fabric-unreachable")}
-    assert ("tiny-prefill-0", "tiny-decode-4") in lossy, {
-        p: [a.get("counters") for a in r.attempts] for p, r in result.pairs.items()
-    }  # TCP retransmissions seen by the prefill node
+    assert ("tiny-prefill-0", "tiny-decode-4") in lossy, {p: [a.get("counters") for a in r.attempts] for p, r in result.pairs.items()}  # TCP retransmissions seen by the prefill node
     slow = {p for fid, p in found if fid == "fabric-slow-link"}
     assert {("tiny-prefill-0", "tiny-decode-0"), ("tiny-prefill-1", "tiny-decode-1")} <= slow, report["findings"]
     named = {p for _, p in found}
-    healthy = {
-        ("tiny-prefill-1", "tiny-decode-0"),
-        ("tiny-prefill-0", "tiny-decode-1"),
-        ("tiny-prefill-1", "tiny-decode-2"),
-        ("tiny-prefill-1", "tiny-decode-4"),
-    }
+    healthy = {("tiny-prefill-1", "tiny-decode-0"), ("tiny-prefill-0", "tiny-decode-1"), ("tiny-prefill-1", "tiny-decode-2"), ("tiny-prefill-1", "tiny-decode-4")}
     assert not named & healthy, found
-    assert named <= {
-        ("tiny-prefill-0", "tiny-decode-0"),
-        ("tiny-prefill-1", "tiny-decode-1"),
-        ("tiny-prefill-0", "tiny-decode-2"),
-        ("tiny-prefill-0", "tiny-decode-4"),
-    }
+    assert named <= {("tiny-prefill-0", "tiny-decode-0"), ("tiny-prefill-1", "tiny-decode-1"), ("tiny-prefill-0", "tiny-decode-2"), ("tiny-prefill-0", "tiny-decode-4")}
     ucx = [f for f in report["findings"] if f["id"] == "fabric-node-ucx"]
     assert "UCX_NET_DEVICES=eth9" in ucx[0]["message"] and "UCX_TLS=rc" in ucx[1]["message"]
     assert report["verdict"] == "fail" and report["exit_code"] == 1
@@ -287,17 +203,8 @@ def test_frozen_dead_and_missing_nodes_end_within_the_deadline(cluster, tmp_path
 
     silent = ["sh", "-c", "exec sleep 300", "--"]  # never runs the worker: the node never joins
     t0 = time.monotonic()
-    plan, result, report, names = run(
-        cluster,
-        tmp_path,
-        2,
-        4,
-        prefix={"tiny-decode-3": [*cluster.lab.prefix(5), *silent]},
-        on_event=on_event,
-        join_timeout=8,
-        lost_after=3.0,
-        deadline=120,
-    )
+    plan, result, report, names = run(cluster, tmp_path, 2, 4, prefix={"tiny-decode-3": [*cluster.lab.prefix(5), *silent]},
+                                      on_event=on_event, join_timeout=8, lost_after=3.0, deadline=120)
     took = time.monotonic() - t0
     nodes = node_findings(report)
     assert ("fabric-node-missing", "tiny-decode-3") in nodes
@@ -362,8 +269,6 @@ def test_listener_reachable_but_ucx_blocked_names_the_pair(cluster, tmp_path):
     finally:
         co.Coordinator._join = join
         lab.undrop(0, 1)
-    assert [(f["id"], f["pair"]) for f in report["findings"] if f["severity"] == "error"] == [
-        ("fabric-unreachable", ["tiny-prefill-0", "tiny-decode-0"])
-    ]
+    assert [(f["id"], f["pair"]) for f in report["findings"] if f["severity"] == "error"] == [("fabric-unreachable", ["tiny-prefill-0", "tiny-decode-0"])]
     assert any("did not return" in f["message"] and "load metadata" in f["message"] for f in report["findings"])
     assert result.lost == {} and result.seconds < 60

@@ -35,16 +35,8 @@ def _runtime_mapping(prefill: Parallel, decode: Parallel, tp_rank: int, pp_rank:
     mgr.pp_rank = pp_rank
     mgr.enable_all_cp_ranks_for_transfer = True
     mgr.kv_args = SimpleNamespace(engine_rank=tp_rank % decode.attn_tp)  # disaggregation/decode.py
-    info = conn.PrefillServerInfo(
-        attn_tp_size=prefill.attn_tp,
-        attn_cp_size=prefill.cp,
-        dp_size=prefill.dp,
-        pp_size=prefill.pp,
-        page_size=16,
-        kv_cache_dtype="auto",
-        follow_bootstrap_room=True,
-        enable_kv_cache_sharding=prefill.kv_sharding,
-    )
+    info = conn.PrefillServerInfo(attn_tp_size=prefill.attn_tp, attn_cp_size=prefill.cp, dp_size=prefill.dp, pp_size=prefill.pp,
+                                  page_size=16, kv_cache_dtype="auto", follow_bootstrap_room=True, enable_kv_cache_sharding=prefill.kv_sharding)
     mgr._resolve_rank_mapping(info)
     return info.target_tp_ranks, info.target_cp_ranks, info.target_pp_ranks
 
@@ -78,9 +70,7 @@ def test_decode_reads_what_the_runtime_reads(prefill, decode):
     for par in (prefill, decode):
         for tp_rank in range(par.tp):
             a, c, d = par.attention_ranks(tp_rank)
-            assert (a, d) == tuple(
-                derive_attention_ranks(tp_rank=tp_rank, attn_tp_size=par.attn_tp, attn_cp_size=par.cp)
-            )
+            assert (a, d) == tuple(derive_attention_ranks(tp_rank=tp_rank, attn_tp_size=par.attn_tp, attn_cp_size=par.cp))
 
 
 def test_node_pairs_follow_the_mapping():
@@ -105,11 +95,7 @@ def test_rounds_are_matchings_and_as_few_as_the_max_degree():
         assert sorted(x for r in rounds for x in r) == sorted(pairs)
         for r in rounds:
             assert len({p for p, _ in r}) == len(r) == len({d for _, d in r})
-        degree = max(
-            [sum(1 for x in pairs if x[0] == p) for p in range(P)]
-            + [sum(1 for x in pairs if x[1] == d) for d in range(D)]
-            + [0]
-        )
+        degree = max([sum(1 for x in pairs if x[0] == p) for p in range(P)] + [sum(1 for x in pairs if x[1] == d) for d in range(D)] + [0])
         assert len(rounds) == degree
     full = [(p, d) for p, d in itertools.product(range(8), range(8))]
     assert len(schedule(full)) == 8  # 64 pairs in 8 rounds of 8
@@ -122,144 +108,76 @@ def _deployment(tmp: Path, prefill: int = 2, decode: int = 4, env=None) -> Path:
     (tmp / "m" / "config.json").write_text(json.dumps(cfg))
     docs = []
     for role, n in (("prefill", prefill), ("decode", decode)):
-        docs.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": f"t-{role}"},
-                "spec": {
-                    "replicas": n,
-                    "template": {
-                        "spec": {
-                            "hostNetwork": True,
-                            "nodeSelector": {"pool": role},
-                            "tolerations": [{"key": "gpu", "operator": "Exists"}],
-                            "containers": [
-                                {
-                                    "name": "sglang",
-                                    "image": "lmsysorg/sglang:v0.5.23-cu129",
-                                    "command": ["python3", "-m", "sglang.launch_server"],
-                                    "args": [
-                                        f"--model-path={tmp / 'm'}",
-                                        f"--disaggregation-mode={role}",
-                                        "--disaggregation-transfer-backend=nixl",
-                                        "--tp-size=1",
-                                        "--page-size=16",
-                                    ],
-                                    "env": [{"name": k, "value": v} for k, v in (env or {"UCX_TLS": "tcp"}).items()],
-                                    "resources": {"limits": {"nvidia.com/gpu": 1, "rdma/ib": 1}},
-                                    "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
-                                }
-                            ],
-                        }
-                    },
-                },
-            }
-        )
+        docs.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"t-{role}"},
+                     "spec": {"replicas": n, "template": {"spec": {
+                         "hostNetwork": True, "nodeSelector": {"pool": role}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                         "containers": [{"name": "sglang", "image": "lmsysorg/sglang:v0.5.23-cu129", "command": ["python3", "-m", "sglang.launch_server"],
+                                         "args": [f"--model-path={tmp / 'm'}", f"--disaggregation-mode={role}", "--disaggregation-transfer-backend=nixl",
+                                                  "--tp-size=1", "--page-size=16"],
+                                         "env": [{"name": k, "value": v} for k, v in (env or {"UCX_TLS": "tcp"}).items()],
+                                         "resources": {"limits": {"nvidia.com/gpu": 1, "rdma/ib": 1}},
+                                         "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}}}]}}}})
     path = tmp / "dep.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     return path
 
 
 def kvcheck(*args, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout
-    )
+    return subprocess.run([sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout)
 
 
 def test_plan_of_a_deployment(tmp_path):
     proc = kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--plan", "-o", "json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
-    assert [n["name"] for n in plan["nodes"]] == [
-        "t-prefill-0",
-        "t-prefill-1",
-        "t-decode-0",
-        "t-decode-1",
-        "t-decode-2",
-        "t-decode-3",
-    ]
+    assert [n["name"] for n in plan["nodes"]] == ["t-prefill-0", "t-prefill-1", "t-decode-0", "t-decode-1", "t-decode-2", "t-decode-3"]
     assert len(plan["pairs"]) == 8 and len(plan["rounds"]) == 4
     # the default is a table, as for every command; the same plan
     table = kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--plan")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].endswith(": 6 node(s), 8 required pair(s), 4 round(s)")
-    assert sum(ln.startswith("  round ") for ln in lines) == 4 and all(
-        f"  {n['name']} " in table.stdout for n in plan["nodes"]
-    )
+    assert sum(ln.startswith("  round ") for ln in lines) == 4 and all(f"  {n['name']} " in table.stdout for n in plan["nodes"])
     assert kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--plan", "-o", "junit").returncode == 2
 
 
 def test_emit_k8s_keeps_placement_and_devices(tmp_path):
-    proc = kvcheck(
-        "fabric",
-        "-f",
-        str(_deployment(tmp_path, env={"UCX_TLS": "tcp", "HF_TOKEN": "hf_notarealtoken123"})),
-        "--emit",
-        "k8s",
-        "--start-etcd",
-        "0:0",
-        "--run",
-        "r1",
-    )
+    proc = kvcheck("fabric", "-f", str(_deployment(tmp_path, env={"UCX_TLS": "tcp", "HF_TOKEN": "hf_notarealtoken123"})), "--emit", "k8s",
+                   "--start-etcd", "0:0", "--run", "r1")
     assert proc.returncode == 0, proc.stderr
-    assert (
-        "hf_notarealtoken123" not in proc.stdout and "HF_TOKEN" not in proc.stdout
-    )  # only UCX/NIXL/disaggregation variables travel
+    assert "hf_notarealtoken123" not in proc.stdout and "HF_TOKEN" not in proc.stdout  # only UCX/NIXL/disaggregation variables travel
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     assert [d["kind"] for d in docs] == ["Deployment", "Service", "Job", "Job"]
     jobs = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Job"}
     dec = jobs["kvcheck-fabric-t-decode"]["spec"]
     assert dec["completions"] == dec["parallelism"] == 4 and dec["completionMode"] == "Indexed"
     pod = dec["template"]["spec"]
-    assert (
-        pod["nodeSelector"] == {"pool": "decode"}
-        and pod["hostNetwork"] is True
-        and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
-    )
+    assert pod["nodeSelector"] == {"pool": "decode"} and pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
     c = pod["containers"][0]
-    assert c["resources"] == {"limits": {"nvidia.com/gpu": 1, "rdma/ib": 1}} and c["securityContext"]["capabilities"][
-        "add"
-    ] == ["IPC_LOCK"]
+    assert c["resources"] == {"limits": {"nvidia.com/gpu": 1, "rdma/ib": 1}} and c["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
     assert {"name": "UCX_TLS", "value": "tcp"} in c["env"]
     cmd = c["command"][-1]
-    assert cmd.startswith(
-        "set -- t-decode-0 t-decode-1 t-decode-2 t-decode-3; shift $JOB_COMPLETION_INDEX;"
-    )  # index -> the plan's node name
+    assert cmd.startswith("set -- t-decode-0 t-decode-1 t-decode-2 t-decode-3; shift $JOB_COMPLETION_INDEX;")  # index -> the plan's node name
     assert "--run r1" in cmd and '--node "$1"' in cmd and "http://kvcheck-fabric-etcd:2379" in cmd
-    assert (
-        pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"]
-        == "kubernetes.io/hostname"
-    )
+    assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == "kubernetes.io/hostname"
 
 
 def test_emit_slurm(tmp_path):
-    proc = kvcheck(
-        "fabric", "-f", str(_deployment(tmp_path)), "--emit", "slurm", "--etcd", "http://etcd0:2379", "--run", "r2"
-    )
+    proc = kvcheck("fabric", "-f", str(_deployment(tmp_path)), "--emit", "slurm", "--etcd", "http://etcd0:2379", "--run", "r2")
     assert proc.returncode == 0, proc.stderr
     lines = [x for x in proc.stdout.splitlines() if x.startswith("srun")]
     assert len(lines) == 2 and "--nodes=2" in lines[0] and "--nodes=4" in lines[1]
-    assert all(
-        "--ntasks-per-node=1" in x
-        and "kvcheck.fabric.worker --etcd http://etcd0:2379 --run r2" in x
-        and "shift $SLURM_PROCID" in x
-        for x in lines
-    )
+    assert all("--ntasks-per-node=1" in x and "kvcheck.fabric.worker --etcd http://etcd0:2379 --run r2" in x and "shift $SLURM_PROCID" in x for x in lines)
 
 
-@pytest.mark.parametrize(
-    "args,needle",
-    [
-        ((), "-f"),
-        (("--min-fraction", "2"), "--min-fraction"),
-        (("--emit", "nomad"), "--emit"),
-        (("--format", "xml"), "--format"),
-        (("--local",), "--etcd"),
-    ],
-)
+@pytest.mark.parametrize("args,needle", [
+    ((), "-f"),
+    (("--min-fraction", "2"), "--min-fraction"),
+    (("--emit", "nomad"), "--emit"),
+    (("--format", "xml"), "--format"),
+    (("--local",), "--etcd"),
+])
 def test_bad_input_exits_2(tmp_path, args, needle):
     files = () if args == () else ("-f", str(_deployment(tmp_path)))
     proc = kvcheck("fabric", *files, *args)

@@ -35,9 +35,7 @@ def test_version_names_kvcheck_and_the_modeled_sglang_release():
 
 def test_piped_table_output_is_not_wrapped_at_80_columns():
     pair = REPO / "configs" / "failing"
-    proc = run_cli(
-        "preflight", "--prefill", str(pair / "prefill.yaml"), "--decode", str(pair / "decode.yaml")
-    )  # stdout is a pipe
+    proc = run_cli("preflight", "--prefill", str(pair / "prefill.yaml"), "--decode", str(pair / "decode.yaml"))  # stdout is a pipe
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     # The runtime error arrives on one line, whole (rich wrapped it at 80 columns before).
@@ -51,17 +49,7 @@ def test_model_config_accepts_a_model_directory(tmp_path):
     p.write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\n" + "".join(f"{k}: {v}\n" for k, v in PREFILL.items()))
     d = tmp_path / "decode.yaml"
     d.write_text("model-path: meta-llama/Llama-3.1-8B-Instruct\n" + "".join(f"{k}: {v}\n" for k, v in DECODE.items()))
-    proc = run_cli(
-        "preflight",
-        "--prefill",
-        str(p),
-        "--decode",
-        str(d),
-        "--model-config",
-        str(model_dir("llama-3.1-8b")),
-        "--format",
-        "json",
-    )
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--model-config", str(model_dir("llama-3.1-8b")), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["verdict"] == "pass"
     empty = tmp_path / "empty-model"
@@ -91,13 +79,8 @@ def test_env_file_keeps_unquoted_json_and_quoted_values(tmp_path):
 
 
 def test_a_draft_model_hub_id_is_told_to_use_draft_model_config(tmp_path):
-    spec = {
-        "speculative-algorithm": "EAGLE3",
-        "speculative-draft-model-path": "org/some-eagle3-draft",
-        "speculative-num-steps": 3,
-        "speculative-eagle-topk": 1,
-        "speculative-num-draft-tokens": 4,
-    }
+    spec = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "org/some-eagle3-draft",
+            "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4}
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, **spec})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", {**DECODE, **spec})
     proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d))

@@ -134,40 +134,15 @@ def test_defaults(table):
 
 def test_parse_argv_basic(table):
     got = table.parse_argv(
-        [
-            "--model",
-            "m",
-            "--tp",
-            "2",
-            "--page-size=64",
-            "--enable-dp-attention",
-            "--dp",
-            "2",
-            "--kv-cache-dtype",
-            "fp8_e4m3",
-            "--cuda-graph-bs-decode",
-            "1",
-            "2",
-            "4",
-            "--no-enable-tf32-matmul",
-            "--context-length",
-            "32k",
-            "--monokernel-backend",
-            "amd",
-        ],
+        ["--model", "m", "--tp", "2", "--page-size=64", "--enable-dp-attention", "--dp", "2",
+         "--kv-cache-dtype", "fp8_e4m3", "--cuda-graph-bs-decode", "1", "2", "4",
+         "--no-enable-tf32-matmul", "--context-length", "32k", "--monokernel-backend", "amd"],
         "cmd",
     )
     assert got == {
-        "model_path": "m",
-        "tp_size": 2,
-        "page_size": 64,
-        "enable_dp_attention": True,
-        "dp_size": 2,
-        "kv_cache_dtype": "fp8_e4m3",
-        "cuda_graph_bs_decode": [1, 2, 4],
-        "enable_tf32_matmul": False,
-        "context_length": 32000,
-        "enable_amd_monokernel": True,
+        "model_path": "m", "tp_size": 2, "page_size": 64, "enable_dp_attention": True, "dp_size": 2,
+        "kv_cache_dtype": "fp8_e4m3", "cuda_graph_bs_decode": [1, 2, 4], "enable_tf32_matmul": False,
+        "context_length": 32000, "enable_amd_monokernel": True,
     }
 
 
@@ -219,18 +194,13 @@ def test_coerce(table):
 
 def test_config_mapping(table):
     assert table.parse_config({"tp": 2, "enable-hisparse": True, "disable-radix-cache": False}) == {
-        "tp_size": 2,
-        "enable_hisparse": True,
+        "tp_size": 2, "enable_hisparse": True,
     }
     with pytest.raises(InputError, match="unrecognized arguments: --tp_size 2"):
         table.parse_config({"tp_size": 2})
-    with pytest.raises(
-        InputError, match="Unsupported config option 'enable_dp_attention' with action 'DeprecatedStoreTrueAction'"
-    ):
+    with pytest.raises(InputError, match="Unsupported config option 'enable_dp_attention' with action 'DeprecatedStoreTrueAction'"):
         table.parse_config({"enable-dp-attention": True})
-    with pytest.raises(
-        InputError, match="Unsupported config option 'enable_tf32_matmul' with action 'BooleanOptionalAction'"
-    ):
+    with pytest.raises(InputError, match="Unsupported config option 'enable_tf32_matmul' with action 'BooleanOptionalAction'"):
         table.parse_config({"enable-tf32-matmul": True})
     # an abbreviated store_true key is not recognised as boolean by the merger: "true" is left over
     with pytest.raises(InputError, match="unrecognized arguments: true"):
@@ -392,20 +362,8 @@ def test_resolve_matches_argparse_for_every_prefix(parser, table):
 @pytest.mark.runtime
 @pytest.mark.parametrize(
     "token",
-    [
-        "tp",
-        "tp_size",
-        "tensor_parallel_size",
-        "model",
-        "page_size",
-        "dp",
-        "ep",
-        "enable_dp_attention",
-        "disaggregation_transfer_backend",
-        "kv-cache",
-        "chunked-prefill",
-        "speculative-algo",
-    ],
+    ["tp", "tp_size", "tensor_parallel_size", "model", "page_size", "dp", "ep", "enable_dp_attention",
+     "disaggregation_transfer_backend", "kv-cache", "chunked-prefill", "speculative-algo"],
 )
 def test_resolve_lenient_gives_the_dest_of_the_dash_form(parser, table, token):
     dash = "--" + token.replace("_", "-")

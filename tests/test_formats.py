@@ -67,56 +67,28 @@ def test_junit_and_github_agree_with_json(tmp_path, case):
         assert any(f"title=kvcheck {f['id']}::" in ln for ln in errs)
         if f["runtime_error"]:
             assert any(escape_data(f["runtime_error"]["message"]) in ln for ln in errs)
-    assert lines[-1].startswith(
-        "::error title=kvcheck verdict::" if report["verdict"] == "fail" else "::notice title=kvcheck verdict::"
-    )
+    assert lines[-1].startswith("::error title=kvcheck verdict::" if report["verdict"] == "fail" else "::notice title=kvcheck verdict::")
     assert report["verdict"].upper() in lines[-1]
 
 
 def test_ignored_error_is_skipped_in_junit_and_a_notice_in_github(tmp_path):
     model = "llama-3.1-8b"
-    p = write_config(
-        tmp_path,
-        "prefill",
-        model,
-        {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 32},
-    )
-    d = write_config(
-        tmp_path,
-        "decode",
-        model,
-        {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 64},
-    )
-    rc_json, report = preflight_json(
-        tmp_path,
-        model,
-        {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 32},
-        {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 64},
-        "--ignore",
-        "page-size-mismatch",
-    )
+    p = write_config(tmp_path, "prefill", model, {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 32})
+    d = write_config(tmp_path, "decode", model, {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 64})
+    rc_json, report = preflight_json(tmp_path, model, {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 32},
+                                     {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 64}, "--ignore", "page-size-mismatch")
     junit = _run(p, d, "junit", "--ignore", "page-size-mismatch")
     assert junit.returncode == rc_json
     case = [c for c in ET.fromstring(junit.stdout).iter("testcase") if c.get("name") == "bootstrap"][0]
     assert case.find("failure") is None and case.find("skipped") is not None
     github = _run(p, d, "github", "--ignore", "page-size-mismatch")
     assert github.returncode == rc_json
-    assert any(
-        ln.startswith("::notice title=kvcheck page-size-mismatch (ignored)::") for ln in github.stdout.splitlines()
-    )
+    assert any(ln.startswith("::notice title=kvcheck page-size-mismatch (ignored)::") for ln in github.stdout.splitlines())
 
 
 def test_bad_input_exit_2_in_every_format(tmp_path):
     for fmt in ("json", "junit", "github"):
-        proc = run_cli(
-            "preflight",
-            "--prefill",
-            str(tmp_path / "nope.yaml"),
-            "--decode",
-            str(tmp_path / "nope.yaml"),
-            "--format",
-            fmt,
-        )
+        proc = run_cli("preflight", "--prefill", str(tmp_path / "nope.yaml"), "--decode", str(tmp_path / "nope.yaml"), "--format", fmt)
         assert proc.returncode == 2
     proc = run_cli("preflight", "--prefill", "a", "--decode", "b", "--format", "xml")
     assert proc.returncode == 2
@@ -142,9 +114,7 @@ def test_ci_workflow_is_valid_yaml_and_gates_on_github_format():
 
 
 def _skipped(root) -> dict[str, str]:
-    return {
-        c.get("name"): c.find("skipped").get("message") for c in root.iter("testcase") if c.find("skipped") is not None
-    }
+    return {c.get("name"): c.find("skipped").get("message") for c in root.iter("testcase") if c.find("skipped") is not None}
 
 
 def test_checks_that_did_not_run_are_skipped_in_junit(tmp_path):
@@ -172,10 +142,7 @@ def test_not_run_follows_live_sides_agents_and_probe(tmp_path):
     from kvcheck.report.model import Report, SideSummary
 
     def report(origins, **extra):
-        sides = [
-            SideSummary(role=r, origin=o, model="LlamaForCausalLM", pool="mha")
-            for r, o in zip(("prefill", "decode"), origins)
-        ]
+        sides = [SideSummary(role=r, origin=o, model="LlamaForCausalLM", pool="mha") for r, o in zip(("prefill", "decode"), origins)]
         return Report(verdict="pass", plan=None, findings=[], sides=sides, extra=extra)
 
     live = {"live-route", "live-role", "live-version", "live-model"}

@@ -17,15 +17,8 @@ def _pair(**kw):
 
 
 def test_fp4_mha_pair_fails_on_unsent_block_scales(tmp_path):
-    p, d = _pair(
-        **{
-            "kv-cache-dtype": "fp4_mx_block16",
-            "attention-backend": "triton",
-            "page-size": 16,
-            "tp-size": 2,
-            "kvcheck-gpu": "b200",
-        }
-    )
+    p, d = _pair(**{"kv-cache-dtype": "fp4_mx_block16", "attention-backend": "triton", "page-size": 16, "tp-size": 2,
+                    "kvcheck-gpu": "b200"})
     rc, report = preflight_json(tmp_path, "llama-3.1-8b", p, d)
     assert rc == 1 and report["verdict"] == "fail"
     errors = [f["id"] for f in report["findings"] if f["severity"] == "error"]
@@ -36,15 +29,8 @@ def test_fp4_mha_pair_fails_on_unsent_block_scales(tmp_path):
 
 
 def test_fp4_mla_pair_fails_on_unsent_block_scales(tmp_path):
-    p, d = _pair(
-        **{
-            "kv-cache-dtype": "fp4_mx_block16",
-            "attention-backend": "flashinfer",
-            "page-size": 64,
-            "tp-size": 8,
-            "kvcheck-gpu": "h100",
-        }
-    )
+    p, d = _pair(**{"kv-cache-dtype": "fp4_mx_block16", "attention-backend": "flashinfer", "page-size": 64, "tp-size": 8,
+                    "kvcheck-gpu": "h100"})
     rc, report = preflight_json(tmp_path, "deepseek-v3", p, d)
     assert rc == 1 and [f["id"] for f in report["findings"] if f["severity"] == "error"] == ["fp4-block-scales"]
     assert report["sides"][1]["item_lens"] == [64 * (512 + 64) // 2]
@@ -54,7 +40,5 @@ def test_fp4_default_backend_refused_at_start_up(tmp_path):
     p, d = _pair(**{"kv-cache-dtype": "fp4_mx_block16", "page-size": 16, "kvcheck-gpu": "h100"})
     rc, report = preflight_json(tmp_path, "llama-3.1-8b", p, d)
     assert rc == 1
-    assert (
-        "KV4 MHA expects attention_backend to be one of ['triton', 'torch_native', 'flex_attention', 'trtllm_mha'], but got fa3"
+    assert "KV4 MHA expects attention_backend to be one of ['triton', 'torch_native', 'flex_attention', 'trtllm_mha'], but got fa3" \
         in runtime_messages(report)
-    )

@@ -107,11 +107,7 @@ def test_dsa_page_size_forced_to_64():
 
 @pytest.mark.parametrize(
     "backend,flag,page",
-    [
-        ("flashmla", "attention_backend", 64),
-        ("trtllm_mla", "decode_attention_backend", 64),
-        ("fa3", "attention_backend", 16),
-    ],
+    [("flashmla", "attention_backend", 64), ("trtllm_mla", "decode_attention_backend", 64), ("fa3", "attention_backend", 16)],
 )
 def test_backend_page_constraints(backend, flag, page):
     g = derive_geometry(side("deepseek-v3", "decode", page_size=16, **{flag: backend}))
@@ -140,16 +136,8 @@ def test_mtp_draft_on_either_side(role):
 
 
 def test_draft_stays_vram_under_hisparse():
-    g = derive_geometry(
-        side(
-            "deepseek-v3.2",
-            "decode",
-            page_size=64,
-            kv_cache_dtype="bf16",
-            enable_hisparse=True,
-            speculative_algorithm="EAGLE",
-        )
-    )
+    g = derive_geometry(side("deepseek-v3.2", "decode", page_size=64, kv_cache_dtype="bf16", enable_hisparse=True,
+                             speculative_algorithm="EAGLE"))
     assert g.kinds == ["DRAM"] * 61 + ["VRAM"]
 
 
@@ -242,24 +230,12 @@ def test_json_model_override_args_reach_the_model(tmp_path):
 
     model = tmp_path / "m"
     model.mkdir()
-    (model / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["LlamaForCausalLM"],
-                "num_hidden_layers": 32,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "hidden_size": 4096,
-                "torch_dtype": "bfloat16",
-            }
-        )
-    )
-    args = {
-        "model_path": str(model),
-        "disaggregation_mode": "prefill",
-        "page_size": 16,
-        "json_model_override_args": '{"num_hidden_layers": 4, "num_key_value_heads": 2}',
-    }
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "hidden_size": 4096, "torch_dtype": "bfloat16",
+    }))
+    args = {"model_path": str(model), "disaggregation_mode": "prefill", "page_size": 16,
+            "json_model_override_args": '{"num_hidden_layers": 4, "num_key_value_heads": 2}'}
     side = build_side("prefill", args, {}, "cmd", sglang_version="0.5.23")
     assert side.model.num_hidden_layers == 4 and side.model.num_key_value_heads == 2
     geo = derive_geometry(side)
@@ -268,25 +244,13 @@ def test_json_model_override_args_reach_the_model(tmp_path):
 
 @pytest.mark.parametrize(
     "field,value",
-    [
-        ("head_dim", -5),
-        ("torch_dtype", "float7"),
-        ("num_hidden_layers", 0),
-        ("num_key_value_heads", "8"),
-        ("v_head_dim", 10**7),
-    ],
+    [("head_dim", -5), ("torch_dtype", "float7"), ("num_hidden_layers", 0), ("num_key_value_heads", "8"), ("v_head_dim", 10**7)],
 )
 def test_config_fields_out_of_range_are_input_errors(field, value):
     from kvcheck.errors import InputError
 
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "hidden_size": 4096,
-        field: value,
-    }
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096, field: value}
     with pytest.raises(InputError) as err:
         parse_model_config(cfg, source="config.json")
     assert err.value.field == field and field in str(err.value)
@@ -301,14 +265,8 @@ def test_bad_override_json_is_input_error():
 
 
 GPT_OSS_SHAPE = {
-    "architectures": ["GptOssForCausalLM"],
-    "num_hidden_layers": 4,
-    "num_attention_heads": 16,
-    "num_key_value_heads": 8,
-    "head_dim": 64,
-    "hidden_size": 512,
-    "sliding_window": 128,
-    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "architectures": ["GptOssForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 8,
+    "head_dim": 64, "hidden_size": 512, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 2,
 }
 
 
@@ -341,8 +299,7 @@ def test_swa_pair_states_decided_on_0_5_23_unchecked_before():
     report = run_preflight(old_p, old_d)
     assert report.verdict == "fail"
     assert [f.runtime_error.message for f in report.findings if f.id == "state-transfer"] == [
-        "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."
-    ]
+        "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."]
     assert any(f.id == "state-components" for f in report.findings)
 
 
@@ -353,13 +310,8 @@ def test_fp4_kv_registers_packed_data_only_and_fails():
     the decode reads the prompt with scales nobody wrote, so the pair fails."""
     from kvcheck.preflight import run_preflight
 
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "num_hidden_layers": 4,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "hidden_size": 4096,
-    }
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096}
     p = _pair_side("prefill", cfg, page_size=16, kv_cache_dtype="nvfp4")
     d = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="nvfp4")
     p.gpu = d.gpu = "rtx5090"
@@ -374,14 +326,8 @@ def test_fp4_kv_registers_packed_data_only_and_fails():
 def test_dcp_decode_draft_pages_are_page_size_times_dcp():
     """KVCacheConfigurator.loc_space_scale (0.5.23): a draft worker under attention DCP
     allocates pages of page_size * dcp_size tokens; the target keeps page_size."""
-    cfg = {
-        "architectures": ["DeepseekV3ForCausalLM"],
-        "num_hidden_layers": 4,
-        "num_attention_heads": 16,
-        "kv_lora_rank": 512,
-        "qk_rope_head_dim": 64,
-        "num_nextn_predict_layers": 1,
-    }
+    cfg = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 16,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_nextn_predict_layers": 1}
     side = _pair_side("decode", cfg, tp_size=8, dcp_size=4, page_size=64, speculative_algorithm="EAGLE")
     g = derive_geometry(side)
     assert g.draft_page_size == 256
@@ -392,18 +338,10 @@ def test_modelopt_kv_cache_scheme_fp8_makes_auto_fp8():
     """ModelOptFp4Config.from_config (layers/quantization/modelopt_quant.py, 0.5.23): a
     kv_cache_scheme of 8-bit floats is kv_cache_quant_algo FP8, so --kv-cache-dtype auto
     stores fp8_e4m3 (configure_kv_cache_dtype)."""
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "num_hidden_layers": 2,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "hidden_size": 4096,
-        "quantization_config": {
-            "quant_method": "modelopt",
-            "quant_algo": "NVFP4",
-            "kv_cache_scheme": {"type": "float", "num_bits": 8, "dynamic": False},
-        },
-    }
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096,
+           "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                   "kv_cache_scheme": {"type": "float", "num_bits": 8, "dynamic": False}}}
     side = _pair_side("prefill", cfg, page_size=16)
     assert side.model.kv_cache_quant_algo == "FP8"
     g = derive_geometry(side)
@@ -414,20 +352,11 @@ def test_fp4_on_other_releases_is_not_modeled():
     """FP4 pools are derived for 0.5.23 only (verified there); the fp4_e2m1 recipe of
     0.5.4.post3 .. 0.5.20 (its get_contiguous_buf_infos reads the dequantized views) is
     not modeled: unchecked, never a bad-input exit."""
-    cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "num_hidden_layers": 4,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "hidden_size": 4096,
-    }
-    old = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="fp4_e2m1").model_copy(
-        update={"sglang_version": "0.5.14"}
-    )
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "hidden_size": 4096}
+    old = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="fp4_e2m1").model_copy(update={"sglang_version": "0.5.14"})
     g = derive_geometry(old)
     assert g.pool == "not_modeled" and "fp4_e2m1" in g.not_modeled_reason
-    mid = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="nvfp4").model_copy(
-        update={"sglang_version": "0.5.18", "gpu": "rtx5090"}
-    )
+    mid = _pair_side("decode", cfg, page_size=16, kv_cache_dtype="nvfp4").model_copy(update={"sglang_version": "0.5.18", "gpu": "rtx5090"})
     g = derive_geometry(mid)
     assert g.pool == "not_modeled" and "0.5.23 only" in g.not_modeled_reason

@@ -39,57 +39,16 @@ GPUS = {"h200": HOPPER, "b200": BLACKWELL}
 # sliding_window 128, ratios 0,0 then 4/128 alternating, a trailing 0 for the NextN layer)
 # with 8 layers and tiny MoE/hidden sizes.
 V4_SMALL = {
-    "architectures": ["DeepseekV4ForCausalLM"],
-    "model_type": "deepseek_v4",
-    "hidden_size": 512,
-    "num_hidden_layers": 8,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 1,
-    "head_dim": 512,
-    "qk_rope_head_dim": 64,
-    "q_lora_rank": 128,
-    "o_lora_rank": 128,
-    "o_groups": 8,
-    "index_head_dim": 128,
-    "index_n_heads": 64,
-    "index_topk": 512,
-    "sliding_window": 128,
-    "compress_ratios": [0, 0, 4, 128, 4, 128, 4, 128, 0],
-    "num_nextn_predict_layers": 1,
-    "moe_intermediate_size": 256,
-    "n_routed_experts": 8,
-    "n_shared_experts": 1,
-    "num_experts_per_tok": 2,
-    "num_hash_layers": 1,
-    "hc_mult": 4,
-    "hc_sinkhorn_iters": 20,
-    "hc_eps": 1e-6,
-    "vocab_size": 1000,
-    "max_position_embeddings": 4096,
-    "rope_theta": 10000,
-    "compress_rope_theta": 160000,
-    "rope_scaling": {
-        "beta_fast": 32,
-        "beta_slow": 1,
-        "factor": 16,
-        "original_max_position_embeddings": 4096,
-        "type": "yarn",
-    },
-    "torch_dtype": "bfloat16",
-    "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
-    "scoring_func": "sqrtsoftplus",
-    "topk_method": "noaux_tc",
-    "routed_scaling_factor": 1.5,
-    "norm_topk_prob": True,
-    "swiglu_limit": 10.0,
-    "quantization_config": {
-        "activation_scheme": "dynamic",
-        "fmt": "e4m3",
-        "quant_method": "fp8",
-        "scale_fmt": "ue8m0",
-        "weight_block_size": [128, 128],
-    },
+    "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "hidden_size": 512, "num_hidden_layers": 8,
+    "num_attention_heads": 64, "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "q_lora_rank": 128,
+    "o_lora_rank": 128, "o_groups": 8, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 512, "sliding_window": 128,
+    "compress_ratios": [0, 0, 4, 128, 4, 128, 4, 128, 0], "num_nextn_predict_layers": 1, "moe_intermediate_size": 256,
+    "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2, "num_hash_layers": 1, "hc_mult": 4,
+    "hc_sinkhorn_iters": 20, "hc_eps": 1e-6, "vocab_size": 1000, "max_position_embeddings": 4096, "rope_theta": 10000,
+    "compress_rope_theta": 160000, "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 16, "original_max_position_embeddings": 4096, "type": "yarn"},
+    "torch_dtype": "bfloat16", "rms_norm_eps": 1e-6, "hidden_act": "silu", "scoring_func": "sqrtsoftplus", "topk_method": "noaux_tc",
+    "routed_scaling_factor": 1.5, "norm_topk_prob": True, "swiglu_limit": 10.0,
+    "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "scale_fmt": "ue8m0", "weight_block_size": [128, 128]},
 }
 
 
@@ -98,6 +57,8 @@ def model_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("dsv4")
     (root / "config.json").write_text(json.dumps(V4_SMALL))
     return root
+
+
 
 
 @pytest.fixture
@@ -117,16 +78,8 @@ def runtime(monkeypatch, model_dir):
         scope.install()
         scopes.append(scope)
         reset_context()
-        argv = [
-            "--model-path",
-            str(model_dir),
-            "--device",
-            "cuda",
-            "--disaggregation-mode",
-            role,
-            "--disaggregation-transfer-backend",
-            "nixl",
-        ]
+        argv = ["--model-path", str(model_dir), "--device", "cuda", "--disaggregation-mode", role,
+                "--disaggregation-transfer-backend", "nixl"]
         sa = prepare_server_args(argv + flags_argv(flags))
         sa.resolve_once()
         get_context().set_server_args(sa)
@@ -141,16 +94,7 @@ def runtime(monkeypatch, model_dir):
 def _side(model_dir, role: str, flags: dict, gpu: str = "h200", env: dict | None = None) -> Side:
     args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="nixl", **flags)
     model = parse_model_config(json.loads((model_dir / "config.json").read_text()))
-    return Side(
-        role=role,
-        args=args,
-        raw_args=dict(flags),
-        model=model,
-        origin="dsv4",
-        gpu=gpu,
-        gpu_source="--gpu",
-        env=env or {},
-    )
+    return Side(role=role, args=args, raw_args=dict(flags), model=model, origin="dsv4", gpu=gpu, gpu_source="--gpu", env=env or {})
 
 
 def _pool(sa, *, draft: bool = False):
@@ -177,35 +121,13 @@ def _pool(sa, *, draft: bool = False):
         kv_layout, compressed = select_dsv4_kv_layout()
     layers = 1 if draft else mc.num_hidden_layers
     return DeepSeekV4TokenToKVPool(
-        max_num_reqs=4,
-        num_req_slots=5,
-        swa_size=4 * page,
-        c4_size=4 * page // 4,
-        c128_size=8,
-        c4_state_pool_size=64,
-        c128_state_pool_size=64,
-        page_size=page,
-        swa_page_size=page,
-        sliding_window=mc.window_size,
-        dtype=torch.float8_e4m3fn,
-        c4_state_dtype=c4_dtype,
-        c128_state_dtype=c128_dtype,
-        qk_nope_head_dim=mc.qk_nope_head_dim,
-        qk_rope_head_dim=mc.qk_rope_head_dim,
-        indexer_head_dim=mc.index_head_dim,
-        layer_num=layers,
-        device="cpu",
-        enable_memory_saver=False,
-        compression_ratios=[COMPRESS_RATIO_NEXTN_LAYER] * layers if draft else mc.compress_ratios,
-        start_layer=0,
-        end_layer=layers,
-        enable_hisparse=get_memory().enable_hisparse and not draft,
-        online_mtp_max_draft_tokens=max_speculative_num_draft_tokens() or 0,
-        kv_source_layers=[],
-        full_size=4 * page,
-        is_draft_worker=draft,
-        kv_layout=kv_layout,
-        compressed_kv_layout=compressed,
+        max_num_reqs=4, num_req_slots=5, swa_size=4 * page, c4_size=4 * page // 4, c128_size=8, c4_state_pool_size=64,
+        c128_state_pool_size=64, page_size=page, swa_page_size=page, sliding_window=mc.window_size, dtype=torch.float8_e4m3fn,
+        c4_state_dtype=c4_dtype, c128_state_dtype=c128_dtype, qk_nope_head_dim=mc.qk_nope_head_dim, qk_rope_head_dim=mc.qk_rope_head_dim,
+        indexer_head_dim=mc.index_head_dim, layer_num=layers, device="cpu", enable_memory_saver=False,
+        compression_ratios=[COMPRESS_RATIO_NEXTN_LAYER] * layers if draft else mc.compress_ratios, start_layer=0, end_layer=layers,
+        enable_hisparse=get_memory().enable_hisparse and not draft, online_mtp_max_draft_tokens=max_speculative_num_draft_tokens() or 0,
+        kv_source_layers=[], full_size=4 * page, is_draft_worker=draft, kv_layout=kv_layout, compressed_kv_layout=compressed,
     )
 
 
@@ -226,17 +148,11 @@ def _registered(sa, role: str, *, with_draft: bool = False):
         # HiSparseCoordinator.__init__ (DSV4 branch) builds this host pool over the C4 pool;
         # DecodePreallocQueue._init_kv_manager registers it (DRAM), then device[c4_layers:].
         dev = pool.c4_kv_pool
-        host = DeepSeekV4PagedHostPool(
-            pool_name="dsv4_hisparse_c4",
-            device_buffers=dev.kv_buffer,
-            item_bytes=dev.bytes_per_page_padded,
-            num_host_pages=4,
-            slot_page_size=dev.page_size,
-            layout="layer_first",
-            pin_memory=False,
-        )  # no CUDA here: the runtime pins it
+        host = DeepSeekV4PagedHostPool(pool_name="dsv4_hisparse_c4", device_buffers=dev.kv_buffer, item_bytes=dev.bytes_per_page_padded,
+                                       num_host_pages=4, slot_page_size=dev.page_size, layout="layer_first",
+                                       pin_memory=False)  # no CUDA here: the runtime pins it
         _, _, host_items = host.get_contiguous_buf_infos()
-        items = list(host_items) + list(items[host.layer_num :])
+        items = list(host_items) + list(items[host.layer_num:])
         kinds = ["DRAM"] * len(host_items) + ["VRAM"] * (len(items) - len(host_items))
     if draft is not None:
         _, _, draft_items = draft.get_contiguous_buf_infos()
@@ -244,13 +160,7 @@ def _registered(sa, role: str, *, with_draft: bool = False):
         kinds += ["VRAM"] * len(draft_items)
     kv_args = KVArgs()
     setup_state_kv_args(kv_args, pool, draft, ModelConfig.from_server_args(sa).num_hidden_layers)
-    return (
-        list(items),
-        kinds,
-        [t.value for t in kv_args.state_types],
-        [list(x) for x in kv_args.state_item_lens],
-        get_pd_kv_layout(pool),
-    )
+    return list(items), kinds, [t.value for t in kv_args.state_types], [list(x) for x in kv_args.state_item_lens], get_pd_kv_layout(pool)
 
 
 def _compare(sa, side: Side, *, with_draft: bool = False):
@@ -295,41 +205,29 @@ def test_dsv4_hisparse_decode(runtime, model_dir, tp):
 
 @pytest.mark.parametrize("role", ["prefill", "decode"])
 def test_dsv4_nextn_draft(runtime, model_dir, role):
-    flags = dict(
-        tp_size=4,
-        speculative_algorithm="EAGLE",
-        speculative_num_steps=1,
-        speculative_eagle_topk=1,
-        speculative_num_draft_tokens=2,
-    )
+    flags = dict(tp_size=4, speculative_algorithm="EAGLE", speculative_num_steps=1, speculative_eagle_topk=1, speculative_num_draft_tokens=2)
     sa = runtime(role, flags)
     geo = _compare(sa, _side(model_dir, role, flags), with_draft=True)
     assert geo.state_types == ["swa", "c128_state", "swa"]
     assert geo.num_draft_regions == 0
 
 
-@pytest.mark.parametrize(
-    "env",
-    [
-        {"SGLANG_DSV4_COMPRESS_STATE_DTYPE": "bfloat16"},
-        {"SGLANG_DSV4_KV_LAYOUT": "auto"},
-    ],
-)
+@pytest.mark.parametrize("env", [
+    {"SGLANG_DSV4_COMPRESS_STATE_DTYPE": "bfloat16"},
+    {"SGLANG_DSV4_KV_LAYOUT": "auto"},
+])
 def test_dsv4_env_variants_hopper(runtime, model_dir, env):
     flags = dict(tp_size=4)
     sa = runtime("prefill", flags, "h200", env)
     _compare(sa, _side(model_dir, "prefill", flags, "h200", env))
 
 
-@pytest.mark.parametrize(
-    "env",
-    [
-        {"SGLANG_DSV4_KV_LAYOUT": "v41"},
-        {"SGLANG_DSV4_KV_LAYOUT": "v41_new"},
-        {"SGLANG_DSV4_KV_LAYOUT": "auto"},
-        {"SGLANG_DSV4_KV_LAYOUT": "v41", "SGLANG_DSV4_COMPRESSED_KV_LAYOUT": "fp4"},
-    ],
-)
+@pytest.mark.parametrize("env", [
+    {"SGLANG_DSV4_KV_LAYOUT": "v41"},
+    {"SGLANG_DSV4_KV_LAYOUT": "v41_new"},
+    {"SGLANG_DSV4_KV_LAYOUT": "auto"},
+    {"SGLANG_DSV4_KV_LAYOUT": "v41", "SGLANG_DSV4_COMPRESSED_KV_LAYOUT": "fp4"},
+])
 def test_dsv4_v41_layouts_blackwell(runtime, model_dir, env):
     flags = dict(tp_size=4)
     sa = runtime("decode", flags, "b200", env)

@@ -38,191 +38,67 @@ GPUS = {"h100": HOPPER, "b200": BLACKWELL}
 # Qwen3-Next-80B, Nemotron 3 Super, Qwen3.5) with fewer layers.
 CONFIGS = {
     "gpt-oss": {
-        "architectures": ["GptOssForCausalLM"],
-        "model_type": "gpt_oss",
-        "num_hidden_layers": 6,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 8,
-        "head_dim": 64,
-        "hidden_size": 512,
-        "sliding_window": 128,
-        "layer_types": ["sliding_attention", "full_attention"] * 3,
-        "vocab_size": 1000,
-        "intermediate_size": 512,
-        "num_local_experts": 4,
-        "num_experts_per_tok": 2,
-        "max_position_embeddings": 4096,
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 6, "num_attention_heads": 16,
+        "num_key_value_heads": 8, "head_dim": 64, "hidden_size": 512, "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 3, "vocab_size": 1000, "intermediate_size": 512,
+        "num_local_experts": 4, "num_experts_per_tok": 2, "max_position_embeddings": 4096,
     },
     "llama4": {
-        "architectures": ["Llama4ForConditionalGeneration"],
-        "model_type": "llama4",
-        "torch_dtype": "bfloat16",
-        "text_config": {
-            "model_type": "llama4_text",
-            "num_hidden_layers": 8,
-            "num_attention_heads": 8,
-            "num_key_value_heads": 8,
-            "head_dim": 128,
-            "hidden_size": 1024,
-            "attention_chunk_size": 8192,
-            "vocab_size": 1000,
-            "intermediate_size": 512,
-            "intermediate_size_mlp": 1024,
-            "num_local_experts": 4,
-            "torch_dtype": "bfloat16",
-        },
+        "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "torch_dtype": "bfloat16",
+        "text_config": {"model_type": "llama4_text", "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 8,
+                        "head_dim": 128, "hidden_size": 1024, "attention_chunk_size": 8192, "vocab_size": 1000,
+                        "intermediate_size": 512, "intermediate_size_mlp": 1024, "num_local_experts": 4, "torch_dtype": "bfloat16"},
         "vision_config": {"model_type": "llama4_vision_model"},
     },
     "qwen3-next": {
-        "architectures": ["Qwen3NextForCausalLM"],
-        "model_type": "qwen3_next",
-        "num_hidden_layers": 8,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "hidden_size": 1024,
-        "full_attention_interval": 4,
-        "linear_num_key_heads": 16,
-        "linear_num_value_heads": 32,
-        "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128,
-        "linear_conv_kernel_dim": 4,
-        "vocab_size": 1000,
-        "intermediate_size": 512,
-        "num_experts": 4,
-        "torch_dtype": "bfloat16",
+        "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "num_hidden_layers": 8, "num_attention_heads": 16,
+        "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 1024, "full_attention_interval": 4, "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+        "vocab_size": 1000, "intermediate_size": 512, "num_experts": 4, "torch_dtype": "bfloat16",
     },
     "nemotron-h": {
-        "architectures": ["NemotronHForCausalLM"],
-        "model_type": "nemotron_h",
-        "num_hidden_layers": 8,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 2,
-        "head_dim": 128,
-        "hidden_size": 1024,
-        "mamba_num_heads": 128,
-        "mamba_head_dim": 64,
-        "n_groups": 8,
-        "ssm_state_size": 128,
-        "conv_kernel": 4,
-        "hybrid_override_pattern": "MEM*EMEM",
-        "vocab_size": 1000,
-        "intermediate_size": 512,
-        "torch_dtype": "bfloat16",
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 2, "head_dim": 128, "hidden_size": 1024, "mamba_num_heads": 128, "mamba_head_dim": 64,
+        "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4, "hybrid_override_pattern": "MEM*EMEM", "vocab_size": 1000,
+        "intermediate_size": 512, "torch_dtype": "bfloat16",
     },
     "falcon-h1": {
-        "architectures": ["FalconH1ForCausalLM"],
-        "model_type": "falcon_h1",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "head_dim": 128,
-        "hidden_size": 1024,
-        "mamba_d_ssm": 1536,
-        "mamba_n_heads": 24,
-        "mamba_d_head": 64,
-        "mamba_n_groups": 1,
-        "mamba_d_state": 128,
-        "mamba_d_conv": 4,
-        "vocab_size": 1000,
-        "intermediate_size": 512,
-        "torch_dtype": "bfloat16",
+        "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "num_hidden_layers": 4, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 128, "hidden_size": 1024, "mamba_d_ssm": 1536, "mamba_n_heads": 24,
+        "mamba_d_head": 64, "mamba_n_groups": 1, "mamba_d_state": 128, "mamba_d_conv": 4, "vocab_size": 1000,
+        "intermediate_size": 512, "torch_dtype": "bfloat16",
     },
     "kimi-linear": {
-        "architectures": ["KimiLinearForCausalLM"],
-        "model_type": "kimi_linear",
-        "num_hidden_layers": 8,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "hidden_size": 1024,
-        "kv_lora_rank": 512,
-        "qk_rope_head_dim": 64,
-        "qk_nope_head_dim": 128,
-        "v_head_dim": 128,
-        "q_lora_rank": None,
-        "head_dim": 72,
-        "vocab_size": 1000,
-        "intermediate_size": 512,
-        "torch_dtype": "bfloat16",
-        "num_experts": 4,
-        "moe_intermediate_size": 256,
-        "linear_attn_config": {
-            "kda_layers": [1, 2, 3, 5, 6, 7],
-            "full_attn_layers": [4, 8],
-            "num_heads": 32,
-            "head_dim": 128,
-            "short_conv_kernel_size": 4,
-        },
+        "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 32, "hidden_size": 1024, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+        "v_head_dim": 128, "q_lora_rank": None, "head_dim": 72, "vocab_size": 1000, "intermediate_size": 512,
+        "torch_dtype": "bfloat16", "num_experts": 4, "moe_intermediate_size": 256,
+        "linear_attn_config": {"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8], "num_heads": 32, "head_dim": 128,
+                               "short_conv_kernel_size": 4},
     },
     "mimo-v2": {
-        "architectures": ["MiMoV2FlashForCausalLM"],
-        "model_type": "mimo_v2_flash",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 4,
-        "head_dim": 192,
-        "v_head_dim": 128,
-        "swa_num_key_value_heads": 8,
-        "swa_head_dim": 192,
-        "swa_v_head_dim": 128,
-        "hybrid_layer_pattern": [0, 1, 1, 0],
-        "sliding_window": 128,
-        "hidden_size": 1024,
-        "vocab_size": 1000,
-        "intermediate_size": 512,
-        "torch_dtype": "bfloat16",
+        "architectures": ["MiMoV2FlashForCausalLM"], "model_type": "mimo_v2_flash", "num_hidden_layers": 4, "num_attention_heads": 16,
+        "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
+        "swa_v_head_dim": 128, "hybrid_layer_pattern": [0, 1, 1, 0], "sliding_window": 128, "hidden_size": 1024,
+        "vocab_size": 1000, "intermediate_size": 512, "torch_dtype": "bfloat16",
     },
     "minimax-m3": {
-        "architectures": ["MiniMaxM3SparseForCausalLM"],
-        "model_type": "llama",
-        "num_hidden_layers": 6,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 4,
-        "head_dim": 128,
-        "hidden_size": 1024,
-        "vocab_size": 1000,
-        "intermediate_size": 512,
-        "torch_dtype": "bfloat16",
-        "sparse_attention_config": {
-            "sparse_attention_freq": [0, 0, 1, 1, 1, 1],
-            "sparse_disable_index_value": [0, 0, 1, 1, 1, 1],
-            "sparse_index_dim": 128,
-        },
+        "architectures": ["MiniMaxM3SparseForCausalLM"], "model_type": "llama", "num_hidden_layers": 6,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128, "hidden_size": 1024, "vocab_size": 1000,
+        "intermediate_size": 512, "torch_dtype": "bfloat16",
+        "sparse_attention_config": {"sparse_attention_freq": [0, 0, 1, 1, 1, 1], "sparse_disable_index_value": [0, 0, 1, 1, 1, 1],
+                                    "sparse_index_dim": 128},
     },
     "llama": {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "hidden_size": 4096,
-        "intermediate_size": 1024,
-        "vocab_size": 1000,
-        "torch_dtype": "bfloat16",
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "hidden_size": 4096, "intermediate_size": 1024, "vocab_size": 1000, "torch_dtype": "bfloat16",
     },
     "deepseek-v3": {
-        "architectures": ["DeepseekV3ForCausalLM"],
-        "model_type": "deepseek_v3",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 16,
-        "hidden_size": 1024,
-        "kv_lora_rank": 512,
-        "q_lora_rank": 1536,
-        "qk_rope_head_dim": 64,
-        "qk_nope_head_dim": 128,
-        "v_head_dim": 128,
-        "intermediate_size": 1024,
-        "moe_intermediate_size": 256,
-        "n_routed_experts": 8,
-        "num_experts_per_tok": 2,
-        "n_shared_experts": 1,
-        "first_k_dense_replace": 1,
-        "vocab_size": 1000,
-        "torch_dtype": "bfloat16",
-        "num_nextn_predict_layers": 1,
-        "n_group": 1,
-        "topk_group": 1,
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 4, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "hidden_size": 1024, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128, "v_head_dim": 128, "intermediate_size": 1024, "moe_intermediate_size": 256, "n_routed_experts": 8,
+        "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "vocab_size": 1000, "torch_dtype": "bfloat16",
+        "num_nextn_predict_layers": 1, "n_group": 1, "topk_group": 1,
     },
 }
 
@@ -234,6 +110,8 @@ def model_dirs(tmp_path_factory):
         (root / name).mkdir()
         (root / name / "config.json").write_text(json.dumps(cfg))
     return root
+
+
 
 
 @pytest.fixture
@@ -268,27 +146,14 @@ def runtime(monkeypatch, model_dirs):
     reset_context()
 
 
-def _side(
-    model_dirs: Path, model: str, role: str, flags: dict, gpu: str | None = "h100", env: dict | None = None
-) -> Side:
+def _side(model_dirs: Path, model: str, role: str, flags: dict, gpu: str | None = "h100", env: dict | None = None) -> Side:
     raw = json.loads((model_dirs / model / "config.json").read_text())
     args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="nixl", **flags)
     draft = None
     if flags.get("speculative_draft_model_path"):
-        draft = parse_model_config(
-            json.loads((Path(flags["speculative_draft_model_path"]) / "config.json").read_text())
-        )
-    return Side(
-        role=role,
-        args=args,
-        raw_args=dict(flags),
-        model=parse_model_config(raw),
-        origin=model,
-        gpu=gpu,
-        draft_model=draft,
-        gpu_source="--gpu" if gpu else "default (Hopper assumed)",
-        env=env or {},
-    )
+        draft = parse_model_config(json.loads((Path(flags["speculative_draft_model_path"]) / "config.json").read_text()))
+    return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(raw), origin=model, gpu=gpu, draft_model=draft,
+                gpu_source="--gpu" if gpu else "default (Hopper assumed)", env=env or {})
 
 
 def _resolved(sa, name):
@@ -301,12 +166,8 @@ def _kv_dtype(sa, mc):
     from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
 
     _, dtype = configure_kv_cache_dtype(
-        server_args_kv_cache_dtype=_resolved(sa, "kv_cache_dtype"),
-        model=None,
-        model_dtype=mc.dtype,
-        is_draft_worker=False,
-        is_dflash=False,
-        speculative_draft_attention_backend=None,
+        server_args_kv_cache_dtype=_resolved(sa, "kv_cache_dtype"), model=None, model_dtype=mc.dtype,
+        is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None,
     )
     return dtype
 
@@ -331,31 +192,16 @@ def _runtime_pool(sa, pp_rank: int = 0):
         own = range(start, end)
         kwargs = {}
         if mc.is_hybrid_swa_compress:  # _build_hybrid_swa_kv_pool's compressed-SWA kwargs
-            kwargs = dict(
-                swa_head_num=max(1, mc.hf_text_config.swa_num_key_value_heads // get_parallel().attn_tp_size),
-                swa_head_dim=mc.swa_head_dim,
-                swa_v_head_dim=mc.swa_v_head_dim,
-                v_head_dim=mc.v_head_dim,
-            )
-        return SWAKVPool(
-            **kwargs,
-            size=4 * page,
-            size_swa=4 * page,
-            page_size=page,
-            dtype=dtype,
-            head_num=heads,
-            head_dim=mc.head_dim,
+            kwargs = dict(swa_head_num=max(1, mc.hf_text_config.swa_num_key_value_heads // get_parallel().attn_tp_size),
+                          swa_head_dim=mc.swa_head_dim, swa_v_head_dim=mc.swa_v_head_dim, v_head_dim=mc.v_head_dim)
+        return SWAKVPool(**kwargs,
+            size=4 * page, size_swa=4 * page, page_size=page, dtype=dtype, head_num=heads, head_dim=mc.head_dim,
             swa_attention_layer_ids=[i for i in mc.swa_attention_layer_ids if i in own],
             full_attention_layer_ids=[i for i in mc.full_attention_layer_ids if i in own],
-            device="cpu",
-            enable_kv_cache_copy=False,
-            token_to_kv_pool_class=mha_cls,
-            enable_memory_saver=False,
+            device="cpu", enable_kv_cache_copy=False, token_to_kv_pool_class=mha_cls, enable_memory_saver=False,
         )
     from sglang.srt.configs.model_config import (
-        get_minimax_sparse_attention_config,
-        get_minimax_sparse_disable_value_layer_ids,
-        get_minimax_sparse_layer_ids,
+        get_minimax_sparse_attention_config, get_minimax_sparse_disable_value_layer_ids, get_minimax_sparse_layer_ids,
         is_minimax_sparse,
     )
 
@@ -368,64 +214,27 @@ def _runtime_pool(sa, pp_rank: int = 0):
         sc = get_minimax_sparse_attention_config(mc.hf_config)
         dense, sparse = get_minimax_sparse_layer_ids(sc)
         return MiniMaxSparseKVPool(
-            size=4 * page,
-            page_size=page,
-            dtype=dtype,
-            index_dtype=get_minimax_sparse_index_dtype(
-                fp8_attn_gemm=m3_fp8_attn_gemm_enabled(resolving_view(sa)), kv_cache_dtype=dtype, model_dtype=mc.dtype
-            ),
-            head_num=heads,
-            head_dim=mc.head_dim,
-            idx_head_dim=sc["sparse_index_dim"],
-            dense_layer_ids=dense,
-            sparse_layer_ids=sparse,
-            disable_value_sparse_layer_ids=get_minimax_sparse_disable_value_layer_ids(sc),
-            device="cpu",
-            enable_memory_saver=False,
-            start_layer=start,
-            end_layer=end,
+            size=4 * page, page_size=page, dtype=dtype,
+            index_dtype=get_minimax_sparse_index_dtype(fp8_attn_gemm=m3_fp8_attn_gemm_enabled(resolving_view(sa)), kv_cache_dtype=dtype, model_dtype=mc.dtype),
+            head_num=heads, head_dim=mc.head_dim, idx_head_dim=sc["sparse_index_dim"], dense_layer_ids=dense,
+            sparse_layer_ids=sparse, disable_value_sparse_layer_ids=get_minimax_sparse_disable_value_layer_ids(sc),
+            device="cpu", enable_memory_saver=False, start_layer=start, end_layer=end,
         )
     cfg = mambaish_config(mc)
     if cfg is not None:
         params = cfg.mamba2_cache_params
-        mamba_pool = MambaPool(
-            size=4,
-            spec_state_size=0,
-            cache_params=params,
-            mamba_layer_ids=[i for i in params.layers if start <= i < end],
-            device="cpu",
-        )
+        mamba_pool = MambaPool(size=4, spec_state_size=0, cache_params=params,
+                               mamba_layer_ids=[i for i in params.layers if start <= i < end], device="cpu")
         mla = mc.attention_arch.name == "MLA"
         extra = dict(kv_lora_rank=mc.kv_lora_rank, qk_rope_head_dim=mc.qk_rope_head_dim) if mla else {}
         return HybridLinearKVPool(
-            page_size=page,
-            size=4 * page,
-            dtype=dtype,
-            head_num=heads,
-            head_dim=mc.head_dim,
-            full_attention_layer_ids=[i for i in cfg.full_attention_layer_ids if start <= i < end],
-            device="cpu",
-            mamba_pool=mamba_pool,
-            enable_memory_saver=False,
-            enable_kv_cache_copy=False,
-            start_layer=start,
-            full_kv_pool_class=None if mla else mha_cls,
-            use_mla=mla,
-            **extra,
+            page_size=page, size=4 * page, dtype=dtype, head_num=heads, head_dim=mc.head_dim,
+            full_attention_layer_ids=[i for i in cfg.full_attention_layer_ids if start <= i < end], device="cpu",
+            mamba_pool=mamba_pool, enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=start,
+            full_kv_pool_class=None if mla else mha_cls, use_mla=mla, **extra,
         )
-    return mha_cls(
-        4 * page,
-        page_size=page,
-        dtype=dtype,
-        head_num=heads,
-        head_dim=mc.head_dim,
-        v_head_dim=mc.v_head_dim,
-        layer_num=end - start,
-        device="cpu",
-        enable_memory_saver=False,
-        start_layer=start,
-        end_layer=end - 1,
-    )
+    return mha_cls(4 * page, page_size=page, dtype=dtype, head_num=heads, head_dim=mc.head_dim, v_head_dim=mc.v_head_dim,
+                   layer_num=end - start, device="cpu", enable_memory_saver=False, start_layer=start, end_layer=end - 1)
 
 
 def _registered(sa, pp_rank: int = 0):
@@ -553,26 +362,10 @@ def test_linear_hybrid_pp_stages(runtime, model_dirs, pp_rank):
         ("mimo-v2", {}),
         ("minimax-m3", {}),
         ("minimax-m3", {"kv_cache_dtype": "fp8_e4m3"}),
-        (
-            "llama",
-            {
-                "speculative_algorithm": "EAGLE",
-                "speculative_eagle_topk": 4,
-                "speculative_num_steps": 3,
-                "speculative_num_draft_tokens": 8,
-                "speculative_draft_model_path": "DRAFT",
-            },
-        ),
-        (
-            "llama",
-            {
-                "speculative_algorithm": "EAGLE",
-                "speculative_eagle_topk": 1,
-                "speculative_num_steps": 3,
-                "speculative_num_draft_tokens": 4,
-                "speculative_draft_model_path": "DRAFT",
-            },
-        ),
+        ("llama", {"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 4, "speculative_num_steps": 3,
+                   "speculative_num_draft_tokens": 8, "speculative_draft_model_path": "DRAFT"}),
+        ("llama", {"speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1, "speculative_num_steps": 3,
+                   "speculative_num_draft_tokens": 4, "speculative_draft_model_path": "DRAFT"}),
         ("llama", {"kv_cache_dtype": "fp8_e5m2", "attention_backend": "fa3"}),
     ],
 )
@@ -609,9 +402,7 @@ def test_gpu_not_given_is_noted(model_dirs):
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "model", ["gpt-oss", "llama4", "mimo-v2", "qwen3-next", "nemotron-h", "falcon-h1", "kimi-linear"]
-)
+@pytest.mark.parametrize("model", ["gpt-oss", "llama4", "mimo-v2", "qwen3-next", "nemotron-h", "falcon-h1", "kimi-linear"])
 def test_model_config_layer_split_agrees(runtime, model_dirs, model):
     from sglang.srt.configs.hybrid_arch import mambaish_config
     from sglang.srt.configs.model_config import ModelConfig
@@ -636,15 +427,9 @@ def test_model_config_layer_split_agrees(runtime, model_dirs, model):
 
 @pytest.mark.parametrize(
     "model,field,value",
-    [
-        ("llama", "head_dim", -5),
-        ("llama", "torch_dtype", "float7"),
-        ("qwen3-next", "linear_conv_kernel_dim", 0),
-        ("nemotron-h", "hybrid_override_pattern", "MXM"),
-        ("gpt-oss", "layer_types", ["sliding_attention"]),
-        ("llama", "num_key_value_heads", 10**9),
-        ("deepseek-v3", "kv_lora_rank", "512"),
-    ],
+    [("llama", "head_dim", -5), ("llama", "torch_dtype", "float7"), ("qwen3-next", "linear_conv_kernel_dim", 0),
+     ("nemotron-h", "hybrid_override_pattern", "MXM"), ("gpt-oss", "layer_types", ["sliding_attention"]),
+     ("llama", "num_key_value_heads", 10**9), ("deepseek-v3", "kv_lora_rank", "512")],
 )
 def test_garbage_fields_are_input_errors(model, field, value):
     cfg = dict(CONFIGS[model], **{field: value})

@@ -43,6 +43,8 @@ HOPPER, BLACKWELL = (9, 0), (10, 0)
 # ---------------------------------------------------------------------------------------
 
 
+
+
 @pytest.fixture
 def runtime(monkeypatch):
     """publish(model, role, flags, gpu) -> the runtime's resolved ServerArgs, published."""
@@ -106,25 +108,12 @@ def _runtime_target_pool(sa, *, layers: tuple[int, int], hisparse_host: bool = F
     page = _resolved(sa, "page_size") or 1
     dtype = _kv_dtype(sa, mc)
     start, end = layers
-    common = dict(
-        size=_pages(page),
-        page_size=page,
-        dtype=dtype,
-        layer_num=end - start,
-        device="cpu",
-        enable_memory_saver=False,
-        start_layer=start,
-        end_layer=end - 1,
-    )
+    common = dict(size=_pages(page), page_size=page, dtype=dtype, layer_num=end - start, device="cpu",
+                  enable_memory_saver=False, start_layer=start, end_layer=end - 1)
     if mc.attention_arch.name == "MLA" and is_deepseek_dsa(mc.hf_config):
         kv_cache_dim = calculate_mla_kv_cache_dim(model_config=mc, kv_cache_dtype=dtype)
-        dsa = dict(
-            common,
-            kv_lora_rank=mc.kv_lora_rank,
-            qk_rope_head_dim=mc.qk_rope_head_dim,
-            index_head_dim=get_dsa_index_head_dim(mc.hf_config),
-            kv_cache_dim=kv_cache_dim,
-        )
+        dsa = dict(common, kv_lora_rank=mc.kv_lora_rank, qk_rope_head_dim=mc.qk_rope_head_dim,
+                   index_head_dim=get_dsa_index_head_dim(mc.hf_config), kv_cache_dim=kv_cache_dim)
         if hisparse_host:
             from sglang.srt.mem_cache.hisparse_memory_pool import HiSparseDSATokenToKVPool
             from sglang.srt.mem_cache.pool_host.mla import MLATokenToKVPoolHost
@@ -134,16 +123,10 @@ def _runtime_target_pool(sa, *, layers: tuple[int, int], hisparse_host: bool = F
             # decides whether cudaHostRegister runs (no GPU here), not the shapes.
             host = MLATokenToKVPoolHost(
                 buffer_info=device_pool.get_device_pool_infos()[0].buffer_info,
-                device_capacity_tokens=device_pool.size,
-                start_layer=device_pool.start_layer,
-                end_layer=device_pool.end_layer,
-                target_layer_num=device_pool.layer_num,
-                host_to_device_ratio=2,
-                host_size=0,
-                page_size=page,
-                layout="layer_first",
-                override_kv_cache_dim=device_pool.kv_cache_dim,
-                pin_memory=False,
+                device_capacity_tokens=device_pool.size, start_layer=device_pool.start_layer,
+                end_layer=device_pool.end_layer, target_layer_num=device_pool.layer_num,
+                host_to_device_ratio=2, host_size=0, page_size=page, layout="layer_first",
+                override_kv_cache_dim=device_pool.kv_cache_dim, pin_memory=False,
             )
             host.device_pool_for_state = device_pool  # setup_state_kv_args reads the device pool
             return host
@@ -151,11 +134,8 @@ def _runtime_target_pool(sa, *, layers: tuple[int, int], hisparse_host: bool = F
     if mc.attention_arch.name == "MLA":
         return MLATokenToKVPool(**common, kv_lora_rank=mc.kv_lora_rank, qk_rope_head_dim=mc.qk_rope_head_dim)
     return MHATokenToKVPool(
-        **common,
-        head_num=mc.get_num_kv_heads(get_parallel().attn_tp_size, get_parallel().attn_dcp_size),
-        head_dim=mc.head_dim,
-        v_head_dim=mc.v_head_dim,
-        enable_kv_cache_copy=False,
+        **common, head_num=mc.get_num_kv_heads(get_parallel().attn_tp_size, get_parallel().attn_dcp_size),
+        head_dim=mc.head_dim, v_head_dim=mc.v_head_dim, enable_kv_cache_copy=False,
     )
 
 
@@ -170,22 +150,12 @@ def _runtime_draft_pool(sa):
     assert mc.hf_config.architectures[0] == "DeepseekV3ForCausalLMNextN"
     page = _resolved(sa, "page_size") or 1
     dtype = _kv_dtype(sa, mc, draft=True)
-    common = dict(
-        size=_pages(page),
-        page_size=page,
-        dtype=dtype,
-        layer_num=mc.num_nextn_predict_layers,
-        device="cpu",
-        enable_memory_saver=False,
-        kv_lora_rank=mc.kv_lora_rank,
-        qk_rope_head_dim=mc.qk_rope_head_dim,
-    )
+    common = dict(size=_pages(page), page_size=page, dtype=dtype, layer_num=mc.num_nextn_predict_layers,
+                  device="cpu", enable_memory_saver=False, kv_lora_rank=mc.kv_lora_rank,
+                  qk_rope_head_dim=mc.qk_rope_head_dim)
     if is_deepseek_dsa(mc.hf_config):
-        return DSATokenToKVPool(
-            **common,
-            index_head_dim=get_dsa_index_head_dim(mc.hf_config),
-            kv_cache_dim=calculate_mla_kv_cache_dim(model_config=mc, kv_cache_dtype=dtype),
-        )
+        return DSATokenToKVPool(**common, index_head_dim=get_dsa_index_head_dim(mc.hf_config),
+                                kv_cache_dim=calculate_mla_kv_cache_dim(model_config=mc, kv_cache_dtype=dtype))
     return MLATokenToKVPool(**common)
 
 
@@ -335,9 +305,8 @@ def test_dsa_hisparse_decode(runtime, gpu, kv):
 @pytest.mark.parametrize("gpu", [HOPPER, BLACKWELL], ids=["hopper", "blackwell"])
 def test_dsa_hisparse_decode_with_mtp(runtime, gpu):
     """HiSparse host regions (DRAM) then the NextN draft's DSA pool (VRAM, plain DSA class)."""
-    flags = dict(
-        tp_size=8, page_size=64, kv_cache_dtype="fp8_e4m3", enable_hisparse=True, speculative_algorithm="EAGLE"
-    )
+    flags = dict(tp_size=8, page_size=64, kv_cache_dtype="fp8_e4m3", enable_hisparse=True,
+                 speculative_algorithm="EAGLE")
     sa = runtime("deepseek-v3.2", "decode", flags, gpu=gpu)
     flags["dsa_decode_backend"] = _resolved(sa, "dsa_decode_backend")
     geo, items = _compare(sa, "deepseek-v3.2", "decode", flags, hisparse=True, draft=True)

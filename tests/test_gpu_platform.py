@@ -18,10 +18,7 @@ LINE = "python -m sglang.launch_server --model-path {m} --disaggregation-mode {r
 
 
 def _script(tmp_path, prefix: str = "", extra: str = "") -> str:
-    body = "\n".join(
-        prefix + LINE.format(m=MODEL, role=r, extra=extra) + (" --port 30001" if r == "decode" else "")
-        for r in ("prefill", "decode")
-    )
+    body = "\n".join(prefix + LINE.format(m=MODEL, role=r, extra=extra) + (" --port 30001" if r == "decode" else "") for r in ("prefill", "decode"))
     path = tmp_path / "pd.sh"
     path.write_text(body + "\n")
     return str(path)
@@ -45,13 +42,10 @@ def _gpu_findings(proc) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize(
-    ("prefix", "extra", "clue"),
-    [
-        ("HIP_VISIBLE_DEVICES=0,1 ", "", "env HIP_VISIBLE_DEVICES"),
-        ("", " --device npu", "--device npu"),
-    ],
-)
+@pytest.mark.parametrize(("prefix", "extra", "clue"), [
+    ("HIP_VISIBLE_DEVICES=0,1 ", "", "env HIP_VISIBLE_DEVICES"),
+    ("", " --device npu", "--device npu"),
+])
 def test_off_cuda_is_unchecked(tmp_path, prefix, extra, clue):
     proc = run_cli("preflight", "-f", _script(tmp_path, prefix, extra), "--sglang-version", "0.5.23", "-o", "json")
     found = _gpu_findings(proc)
@@ -59,17 +53,7 @@ def test_off_cuda_is_unchecked(tmp_path, prefix, extra, clue):
 
 
 def test_a_named_nvidia_gpu_wins_over_env_clues(tmp_path):
-    proc = run_cli(
-        "preflight",
-        "-f",
-        _script(tmp_path, "HIP_VISIBLE_DEVICES=0 "),
-        "--sglang-version",
-        "0.5.23",
-        "--gpu",
-        "h100",
-        "-o",
-        "json",
-    )
+    proc = run_cli("preflight", "-f", _script(tmp_path, "HIP_VISIBLE_DEVICES=0 "), "--sglang-version", "0.5.23", "--gpu", "h100", "-o", "json")
     assert proc.returncode == 0 and _gpu_findings(proc) == []
 
 
@@ -107,25 +91,19 @@ def _preflight_inproc(path, *extra):
     return res.exit_code, [f for pr in report["pairs"] for f in pr["findings"]]
 
 
-@pytest.mark.parametrize(
-    "placement, named",
-    [
-        ("      nodeSelector: {amd.com/gpu.product-name: AMD-Instinct-MI999X}", "AMD-Instinct-MI999X"),
-        ("      nodeSelector: {nvidia.com/gpu.product: NVIDIA-X999-SXM}", "NVIDIA-X999-SXM"),
-        ("      nodeSelector: {node.kubernetes.io/instance-type: zz9.48xlarge}", "zz9.48xlarge"),
-        (
-            "      affinity:\n        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n"
-            "            nodeSelectorTerms:\n            - matchExpressions:\n"
-            "              - {key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-H100-80GB-HBM3, NVIDIA-X999-SXM]}",
-            "NVIDIA-X999-SXM",
-        ),
-    ],
-)
+@pytest.mark.parametrize("placement, named", [
+    ("      nodeSelector: {amd.com/gpu.product-name: AMD-Instinct-MI999X}", "AMD-Instinct-MI999X"),
+    ("      nodeSelector: {nvidia.com/gpu.product: NVIDIA-X999-SXM}", "NVIDIA-X999-SXM"),
+    ("      nodeSelector: {node.kubernetes.io/instance-type: zz9.48xlarge}", "zz9.48xlarge"),
+    ("      affinity:\n        nodeAffinity:\n          requiredDuringSchedulingIgnoredDuringExecution:\n"
+     "            nodeSelectorTerms:\n            - matchExpressions:\n"
+     "              - {key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-H100-80GB-HBM3, NVIDIA-X999-SXM]}",
+     "NVIDIA-X999-SXM"),
+])
 def test_a_gpu_label_kvcheck_cannot_place_is_unknown_gpu_never_hopper(tmp_path, placement, named):
     # was: the label dropped, the pair decided as CUDA on Hopper -> PASS
-    (tmp_path / "pd.yaml").write_text(
-        _K8S.format(role="prefill", placement=placement) + "---\n" + _K8S.format(role="decode", placement=_H100)
-    )
+    (tmp_path / "pd.yaml").write_text(_K8S.format(role="prefill", placement=placement) + "---\n"
+                                      + _K8S.format(role="decode", placement=_H100))
     rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23")
     (f,) = [f for f in findings if f["id"] == "unknown-gpu"]
     assert rc == 4 and f["severity"] == "unchecked" and named in f["message"] and "--prefill-gpu" in f["fix"]
@@ -137,9 +115,8 @@ def test_a_gpu_label_kvcheck_cannot_place_is_unknown_gpu_never_hopper(tmp_path, 
 
 def test_a_gpu_label_that_names_no_model_is_no_unknown_gpu(tmp_path):
     placement = '      nodeSelector: {nvidia.com/gpu.present: "true"}'
-    (tmp_path / "pd.yaml").write_text(
-        _K8S.format(role="prefill", placement=placement) + "---\n" + _K8S.format(role="decode", placement=_H100)
-    )
+    (tmp_path / "pd.yaml").write_text(_K8S.format(role="prefill", placement=placement) + "---\n"
+                                      + _K8S.format(role="decode", placement=_H100))
     rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23")
     assert rc == 0 and not [f for f in findings if f["id"] == "unknown-gpu"]
 
@@ -157,9 +134,8 @@ def test_an_srt_slurm_gpu_type_kvcheck_cannot_place_is_unknown_gpu(tmp_path):
 
 
 def test_a_gpu_option_that_disagrees_with_the_manifest_is_a_warning_naming_both(tmp_path):
-    (tmp_path / "pd.yaml").write_text(
-        _K8S.format(role="prefill", placement=_H100) + "---\n" + _K8S.format(role="decode", placement=_H100)
-    )
+    (tmp_path / "pd.yaml").write_text(_K8S.format(role="prefill", placement=_H100) + "---\n"
+                                      + _K8S.format(role="decode", placement=_H100))
     rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23", "--gpu", "b200")
     warned = [f for f in findings if f["id"] == "gpu-clues-disagree"]
     assert rc == 0 and len(warned) == 2 and all("b200" in f["message"] and "h100" in f["message"] for f in warned)

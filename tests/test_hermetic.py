@@ -28,7 +28,7 @@ import pytest
 
 from helpers import REPO, model_dir, write_config
 
-_FAKE = textwrap.dedent("""
+_FAKE = textwrap.dedent('''
     # kvcheck test host (tests/test_hermetic.py): see HOST below.
     import importlib.abc, importlib.metadata as md, importlib.util, os, sys
 
@@ -55,7 +55,7 @@ _FAKE = textwrap.dedent("""
                 raise md.PackageNotFoundError(dist)
             return _version(dist)
         md.version = version
-""")
+''')
 
 
 def _host(tmp: Path, name: str) -> dict[str, str]:
@@ -69,26 +69,16 @@ def _host(tmp: Path, name: str) -> dict[str, str]:
             info.mkdir(exist_ok=True)
             (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {ver}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NIXL_", "SGLANG_", "UCX_"))}
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(site), str(REPO), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     env["KVCHECK_TEST_HOST"] = name
     if name == "other":
-        env.update(
-            NIXL_VERSION="0.9.0", SGLANG_DISAGGREGATION_NIXL_BACKEND="NOPE", UCX_TLS="tcp", CUDA_VISIBLE_DEVICES="0"
-        )
+        env.update(NIXL_VERSION="0.9.0", SGLANG_DISAGGREGATION_NIXL_BACKEND="NOPE", UCX_TLS="tcp", CUDA_VISIBLE_DEVICES="0")
     return env
 
 
 def _answer(env: dict[str, str], *args: str) -> tuple:
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvcheck", *args, "-o", "json"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", *args, "-o", "json"], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=120)
     assert proc.stdout, proc.stderr
     rep = json.loads(proc.stdout)
     findings = list(rep.get("findings") or [])
@@ -143,12 +133,8 @@ def test_the_fake_hosts_are_what_they_claim(tmp_path):
         "        return None\n"
         "print(installed_release(), v('sglang'), v('nixl-cu12'), u.find_spec('sglang') is not None, u.find_spec('nixl') is not None)\n"
     )
-    out = {
-        h: subprocess.run(
-            [sys.executable, "-c", probe], capture_output=True, text=True, env=_host(tmp_path, h), timeout=60
-        ).stdout.split()
-        for h in ("other", "plain")
-    }
+    out = {h: subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=_host(tmp_path, h), timeout=60).stdout.split()
+           for h in ("other", "plain")}
     assert out["other"][:3] == ["0.5.9", "0.5.9", "0.9.0"], out
     assert out["plain"][1:] == ["None", "None", "False", "False"], out
 

@@ -70,17 +70,13 @@ def test_reproduction(name, tmp_path):
     if code == 4 and proc.stdout.startswith("{"):  # the deployment is read; the file outside the root is not
         report = json.loads(proc.stdout)
         text = json.dumps(report)
-        assert "config-not-read" in text or "not found" in text or "catalog" in text or "unknown" in text.lower(), text[
-            :2000
-        ]
+        assert "config-not-read" in text or "not found" in text or "catalog" in text or "unknown" in text.lower(), text[:2000]
 
 
 def test_a_config_inside_the_root_is_read_but_never_echoed(tmp_path):
     (tmp_path / "cfg.yaml").write_text(f"page-size: {CANARY}\nroot:$6$x$HASH{CANARY}: 1\n")
     f = tmp_path / "prefill.sh"
-    f.write_text(
-        f"python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode prefill --config cfg.yaml\n"
-    )
+    f.write_text(f"python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode prefill --config cfg.yaml\n")
     d = tmp_path / "decode.sh"
     d.write_text("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode decode\n")
     proc = run_cli("preflight", "--prefill", str(f), "--decode", str(d))
@@ -97,28 +93,18 @@ def test_root_flag_widens_the_read_root(tmp_path):
     d = tmp_path / "in"
     d.mkdir()
     f = d / "deploy.sh"
-    f.write_text(
-        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode prefill --config ../shared/cfg.yaml\n"
-        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode decode --config ../shared/cfg.yaml --port 30001\n"
-    )
+    f.write_text("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode prefill --config ../shared/cfg.yaml\n"
+                 "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode decode --config ../shared/cfg.yaml --port 30001\n")
     narrow = run_cli("preflight", "-f", str(f), "-o", "json")
     wide = run_cli("preflight", "-f", str(f), "-o", "json", "--root", str(tmp_path))
-    assert "config-not-read" in narrow.stdout and "config-not-read" not in wide.stdout, (
-        narrow.stdout[-800:],
-        wide.stdout[-800:],
-    )
+    assert "config-not-read" in narrow.stdout and "config-not-read" not in wide.stdout, (narrow.stdout[-800:], wide.stdout[-800:])
 
 
 def test_fifo_as_file_and_as_log_ends_at_once(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    for argv in (
-        ["preflight", "-f", str(fifo)],
-        ["explain", "--log", str(fifo)],
-        ["preflight", "--prefill", str(fifo), "--decode", str(fifo)],
-        ["inspect", str(fifo)],
-        ["preflight", "--prefill", str(fifo), "--decode", str(fifo), "--env", str(fifo)],
-    ):
+    for argv in (["preflight", "-f", str(fifo)], ["explain", "--log", str(fifo)], ["preflight", "--prefill", str(fifo), "--decode", str(fifo)],
+                 ["inspect", str(fifo)], ["preflight", "--prefill", str(fifo), "--decode", str(fifo), "--env", str(fifo)]):
         proc, took, _ = run_measured(*argv, timeout=30)
         assert proc.returncode == 2 and "not a regular file" in proc.stderr, (argv, proc.stderr)
         assert took < MAX_SECONDS
@@ -128,34 +114,18 @@ def test_stdin_dash_is_read_with_a_cap(tmp_path):
     import subprocess
     import sys
 
-    script = (
-        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode prefill\n"
-        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode decode --port 30001\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "kvcheck", "preflight", "-f", "-", "-o", "json"],
-        input=script,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    script = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode prefill\n" \
+             "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --disaggregation-mode decode --port 30001\n"
+    proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "-f", "-", "-o", "json"], input=script, capture_output=True, text=True, timeout=60)
     assert proc.returncode in (0, 4) and json.loads(proc.stdout)["instances"], proc.stderr
-    big = subprocess.run(
-        [sys.executable, "-m", "kvcheck", "explain", "--log", "-"],
-        input="x" * 10,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    big = subprocess.run([sys.executable, "-m", "kvcheck", "explain", "--log", "-"], input="x" * 10, capture_output=True, text=True, timeout=60)
     assert big.returncode in (0, 1), big.stderr
 
 
 def test_terminal_injection_in_the_instances_table_and_stderr(tmp_path):
     f = tmp_path / "esc.sh"
-    f.write_text(
-        "python -m sglang.launch_server --model-path '/m/x\x1b[2J\x1b]0;pwned\u202e' --disaggregation-mode prefill --served-model-name 'a\x1b]8;;http://x\x07'\n"
-        "python -m sglang.launch_server --model-path /m/y --disaggregation-mode decode --port 30001\n"
-    )
+    f.write_text("python -m sglang.launch_server --model-path '/m/x\x1b[2J\x1b]0;pwned\u202e' --disaggregation-mode prefill --served-model-name 'a\x1b]8;;http://x\x07'\n"
+                 "python -m sglang.launch_server --model-path /m/y --disaggregation-mode decode --port 30001\n")
     proc = run_cli("preflight", "-f", str(f))
     out = proc.stdout + proc.stderr
     assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
@@ -173,29 +143,20 @@ def test_escape_terminal_unit():
     assert escape_terminal("tab\tnew\nline") == "tab\tnew\nline"
 
 
-@pytest.mark.parametrize(
-    "text, secret",
-    [
-        (
-            "clone https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/o/r",
-            "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
-        ),
-        ("GET http://h/x?token=tok_123456&page=2", "tok_123456"),
-        ("sglang serve --api-ke SECRETVAL1 --page-size 16", "SECRETVAL1"),
-        ("unrecognized arguments: --api-kye SECRETVAL2", "SECRETVAL2"),
-        ("unrecognized arguments: --hf-tokn SECRETVAL3", "SECRETVAL3"),
-        ("key hf_abcdefghijklmnopqrstuvwx", "hf_abcdefghijklmnopqrstuvwx"),
-        ("openai sk-proj-abcdefghijklmnopqrstuv", "sk-proj-abcdefghijklmnopqrstuv"),
-        ("github_pat_11ABCDEFG0123456789_abcdefghij", "github_pat_11ABCDEFG0123456789_abcdefghij"),
-        ("slack xoxb-123456789-abcdefghij", "xoxb-123456789-abcdefghij"),
-        ("aws AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
-        (
-            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sflKxwRJSMeKKF2QT4fw",
-            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sflKxwRJSMeKKF2QT4fw",
-        ),
-        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXk"),
-    ],
-)
+@pytest.mark.parametrize("text, secret", [
+    ("clone https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/o/r", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("GET http://h/x?token=tok_123456&page=2", "tok_123456"),
+    ("sglang serve --api-ke SECRETVAL1 --page-size 16", "SECRETVAL1"),
+    ("unrecognized arguments: --api-kye SECRETVAL2", "SECRETVAL2"),
+    ("unrecognized arguments: --hf-tokn SECRETVAL3", "SECRETVAL3"),
+    ("key hf_abcdefghijklmnopqrstuvwx", "hf_abcdefghijklmnopqrstuvwx"),
+    ("openai sk-proj-abcdefghijklmnopqrstuv", "sk-proj-abcdefghijklmnopqrstuv"),
+    ("github_pat_11ABCDEFG0123456789_abcdefghij", "github_pat_11ABCDEFG0123456789_abcdefghij"),
+    ("slack xoxb-123456789-abcdefghij", "xoxb-123456789-abcdefghij"),
+    ("aws AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sflKxwRJSMeKKF2QT4fw", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sflKxwRJSMeKKF2QT4fw"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXk"),
+])
 def test_secret_shapes_are_scrubbed(text, secret):
     assert secret not in scrub(text)
     assert REDACTED in scrub(text)
@@ -208,19 +169,11 @@ def test_near_misses_and_abbreviations_but_not_real_flags():
 
     wrong = [o for o in FlagTable.load().option_strings if is_secret_flag(o)]
     assert sorted(wrong) == ["--admin-api-key", "--api-key", "--ssl-keyfile-password"], wrong
-    assert redact({"db_pass": "hunter2hunter2", "enable_forward_pass_metrics": "on"}) == {
-        "db_pass": REDACTED,
-        "enable_forward_pass_metrics": "on",
-    }
+    assert redact({"db_pass": "hunter2hunter2", "enable_forward_pass_metrics": "on"}) == {"db_pass": REDACTED, "enable_forward_pass_metrics": "on"}
 
 
 def _live(tmp_path, body, *extra, reason=None):
-    prefill = write_config(
-        tmp_path,
-        "prefill",
-        "llama-3.1-8b",
-        {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16},
-    )
+    prefill = write_config(tmp_path, "prefill", "llama-3.1-8b", {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16})
     with LoopbackServer({"/server_info": Reply(200, body)}) as srv:
         pre = run_cli("preflight", "--prefill", str(prefill), "--decode", srv.url, "-o", "json", *extra)
         snap = run_cli("snapshot", srv.url, "-o", str(tmp_path / "snap.json"))
@@ -230,27 +183,18 @@ def _live(tmp_path, body, *extra, reason=None):
 def _info(**kw):
     from helpers import model_dir
 
-    base = {
-        "model_path": str(model_dir("llama-3.1-8b")),
-        "disaggregation_mode": "decode",
-        "disaggregation_transfer_backend": "nixl",
-        "page_size": 16,
-        "version": "0.5.23",
-    }
+    base = {"model_path": str(model_dir("llama-3.1-8b")), "disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl", "page_size": 16, "version": "0.5.23"}
     return json.dumps({**base, **kw})
 
 
-@pytest.mark.parametrize(
-    "name, body",
-    [
-        ("page_size NaN", _info().replace('"page_size": 16', '"page_size": NaN')),
-        ("Infinity", _info()[:-1] + ', "x": Infinity}'),
-        ("1e400", _info()[:-1] + ', "x": 1e400}'),
-        ("duplicate key", _info()[:-1] + ', "page_size": 32}'),
-        ("lone surrogate", _info()[:-1] + ', "served_model_name": "\\ud800"}'),
-        ("model_path a list", _info(model_path=["/m"])),
-    ],
-)
+@pytest.mark.parametrize("name, body", [
+    ("page_size NaN", _info().replace('"page_size": 16', '"page_size": NaN')),
+    ("Infinity", _info()[:-1] + ', "x": Infinity}'),
+    ("1e400", _info()[:-1] + ', "x": 1e400}'),
+    ("duplicate key", _info()[:-1] + ', "page_size": 32}'),
+    ("lone surrogate", _info()[:-1] + ', "served_model_name": "\\ud800"}'),
+    ("model_path a list", _info(model_path=["/m"])),
+])
 def test_malformed_live_data_is_exit_3_naming_the_url_and_no_snapshot(tmp_path, name, body):
     pre, snap = _live(tmp_path, body)
     assert pre.returncode == 3, (name, pre.returncode, pre.stderr)
@@ -263,11 +207,8 @@ def test_malformed_live_data_is_exit_3_naming_the_url_and_no_snapshot(tmp_path, 
 
 
 def test_snapshot_is_strict_json_and_redacted_by_shape(tmp_path):
-    body = _info(
-        db_pass="hunter2hunter2",
-        launch_command=f"sglang serve --api-ke {CANARY} --page-size 16",
-        hicache_storage_backend_extra_config="https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@h/x?token=abcdef123",
-    )
+    body = _info(db_pass="hunter2hunter2", launch_command=f"sglang serve --api-ke {CANARY} --page-size 16",
+                 hicache_storage_backend_extra_config="https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@h/x?token=abcdef123")
     pre, snap = _live(tmp_path, body)
     assert snap.returncode == 0, snap.stderr
     text = (tmp_path / "snap.json").read_text()
@@ -299,24 +240,8 @@ def test_own_api_key_reflected_in_reason_phrase_and_header_is_scrubbed(tmp_path)
         import sys
 
         env = {**os.environ, "KVCHECK_API_KEY": key}
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "kvcheck",
-                "preflight",
-                "--prefill",
-                str(prefill),
-                "--decode",
-                f"http://127.0.0.1:{srv.server_port}",
-                "--deadline",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
+        proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "--prefill", str(prefill), "--decode", f"http://127.0.0.1:{srv.server_port}", "--deadline", "2"],
+                              capture_output=True, text=True, env=env, timeout=60)
     finally:
         srv.shutdown()
     assert proc.returncode == 3, proc.stderr
@@ -325,15 +250,7 @@ def test_own_api_key_reflected_in_reason_phrase_and_header_is_scrubbed(tmp_path)
 
 
 def test_strict_json_unit():
-    for bad in (
-        '{"a": NaN}',
-        "[Infinity]",
-        "[-Infinity]",
-        "[1e400]",
-        '{"a":1,"a":1}',
-        '["\\udc00"]',
-        "[" + "1" * 5000 + "]",
-    ):
+    for bad in ('{"a": NaN}', "[Infinity]", "[-Infinity]", "[1e400]", '{"a":1,"a":1}', '["\\udc00"]', "[" + "1" * 5000 + "]"):
         with pytest.raises(ValueError):
             strict_json_loads(bad)
     assert strict_json_loads('{"a": [1, 2.5, "\\u00e9"]}') == {"a": [1, 2.5, "é"]}
@@ -350,10 +267,7 @@ def test_found_by_the_unseen_round_env_files_and_compose_replicas(tmp_path):
     env.write_text("".join(f"V{i}=x\n" for i in range(200_000)))
     with pytest.raises(InputError, match="10000 variables"):
         read_env_file(env)
-    for name, words in (
-        ("compose-replicas-1e15.yaml", ["deploy.replicas", "--max-instances"]),
-        ("stormservice-replicas-product.yaml", ["replicas", "--max-instances"]),
-    ):
+    for name, words in (("compose-replicas-1e15.yaml", ["deploy.replicas", "--max-instances"]), ("stormservice-replicas-product.yaml", ["replicas", "--max-instances"])):
         proc = run_cli("preflight", "-f", str(Path(__file__).parent / "data" / "hostile" / name))
         assert proc.returncode == 2 and all(w in proc.stderr for w in words), proc.stderr
 
@@ -364,12 +278,7 @@ def test_a_heavy_body_is_cut_by_the_deadline(tmp_path):
     import time
 
     body = _info(x=["--api-key=a-b-c token=x://u:p@h"] * 200_000)
-    prefill = write_config(
-        tmp_path,
-        "prefill",
-        "llama-3.1-8b",
-        {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16},
-    )
+    prefill = write_config(tmp_path, "prefill", "llama-3.1-8b", {"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16})
     with LoopbackServer({"/server_info": Reply(200, body)}) as srv:
         t0 = time.monotonic()
         run_cli("--version")
@@ -386,9 +295,7 @@ def test_a_heavy_body_is_cut_by_the_deadline(tmp_path):
 def test_a_pairs_model_path_outside_its_directory_is_never_echoed_and_root_confines_it(tmp_path):
     out = tmp_path / "outside"
     out.mkdir()
-    (out / "config.json").write_text(
-        json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": CANARY, "hidden_size": CANARY})
-    )
+    (out / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": CANARY, "hidden_size": CANARY}))
     d = tmp_path / "in"
     d.mkdir()
     p = d / "prefill.sh"

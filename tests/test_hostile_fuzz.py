@@ -39,13 +39,8 @@ DATA = Path(__file__).parent / "data" / "hostile"
 SECRET = "sk_live_FUZZCANARY0123456789"
 OUTSIDE = Path("/tmp/kvcheck-fuzz-outside")  # the file no input may get read
 
-FUZZ = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
-)
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 
 _OPENED: list[str] = []
 _WATCH = {"on": False}
@@ -101,89 +96,24 @@ def _judge(fn, *, secret: str = SECRET) -> None:
 
 # -- building blocks -----------------------------------------------------------------
 
-NASTY = st.sampled_from(
-    [
-        "\x1b[2J",
-        "\x1b]0;title\x07",
-        "\x1b]0;unterminated",
-        "\u202e",
-        "\x00",
-        "\r",
-        "${A:-${A:-x}}",
-        "$(id)",
-        "`id`",
-        "'",
-        '"',
-        "\\",
-        "--api-key " + SECRET,
-        f"--api-ke {SECRET}",
-        f"--hf-tokn {SECRET}",
-        f"https://{SECRET}@h/x",
-        f"?token={SECRET}",
-        f"--config {OUTSIDE}/secret.yaml",
-        "--config ../../../../../tmp/kvcheck-fuzz-outside/secret.yaml",
-        f"--model-path {OUTSIDE}",
-        "--page-size NaN",
-        "--tp-size 1000000000000",
-        "--page-size -1",
-        "🙂",
-        "\ud7ff",
-        "*a",
-        "&a",
-        "{",
-        "[",
-        "---",
-        ":",
-        "- ",
-    ]
-)
-FLAGS = st.sampled_from(
-    [
-        "--model-path",
-        "--page-size",
-        "--tp-size",
-        "--disaggregation-mode",
-        "--disaggregation-transfer-backend",
-        "--kv-cache-dtype",
-        "--dp-size",
-        "--enable-dp-attention",
-        "--port",
-        "--config",
-        "--api-key",
-        "--nnodes",
-    ]
-)
-VALUES = st.one_of(
-    st.sampled_from(
-        ["prefill", "decode", "nixl", "mooncake", "16", "64", "1", "0", "fp8_e4m3", "meta-llama/Llama-3.1-8B", "true"]
-    ),
-    st.integers(-(2**70), 2**70).map(str),
-    NASTY,
-    st.text(max_size=12),
-)
+NASTY = st.sampled_from([
+    "\x1b[2J", "\x1b]0;title\x07", "\x1b]0;unterminated", "\u202e", "\x00", "\r", "${A:-${A:-x}}", "$(id)", "`id`", "'", '"', "\\",
+    "--api-key " + SECRET, f"--api-ke {SECRET}", f"--hf-tokn {SECRET}", f"https://{SECRET}@h/x", f"?token={SECRET}",
+    f"--config {OUTSIDE}/secret.yaml", "--config ../../../../../tmp/kvcheck-fuzz-outside/secret.yaml", f"--model-path {OUTSIDE}",
+    "--page-size NaN", "--tp-size 1000000000000", "--page-size -1", "🙂", "\ud7ff", "*a", "&a", "{", "[", "---", ":", "- ",
+])
+FLAGS = st.sampled_from(["--model-path", "--page-size", "--tp-size", "--disaggregation-mode", "--disaggregation-transfer-backend",
+                         "--kv-cache-dtype", "--dp-size", "--enable-dp-attention", "--port", "--config", "--api-key", "--nnodes"])
+VALUES = st.one_of(st.sampled_from(["prefill", "decode", "nixl", "mooncake", "16", "64", "1", "0", "fp8_e4m3", "meta-llama/Llama-3.1-8B", "true"]),
+                   st.integers(-2**70, 2**70).map(str), NASTY, st.text(max_size=12))
 WORD = st.one_of(FLAGS, VALUES, NASTY)
 LAUNCH = st.lists(WORD, max_size=14).map(lambda ws: "python -m sglang.launch_server " + " ".join(ws))
-BIG = st.one_of(
-    st.integers(-3, 5),
-    st.just(10**12),
-    st.just(10**9),
-    st.integers(0, 2**63),
-    st.text(max_size=5),
-    st.none(),
-    st.just([1, 2]),
-)
+BIG = st.one_of(st.integers(-3, 5), st.just(10**12), st.just(10**9), st.integers(0, 2**63), st.text(max_size=5), st.none(), st.just([1, 2]))
 
 
 def _recipe(res: dict, sweep: dict | None, p_cfg: dict) -> dict:
-    doc = {
-        "name": "fz",
-        "model": {"path": "hf:meta-llama/Llama-3.1-8B"},
-        "resources": res,
-        "backend": {
-            "type": "sglang",
-            "sglang_config": {"prefill": p_cfg, "decode": {"disaggregation-transfer-backend": "nixl"}},
-        },
-    }
+    doc = {"name": "fz", "model": {"path": "hf:meta-llama/Llama-3.1-8B"}, "resources": res,
+           "backend": {"type": "sglang", "sglang_config": {"prefill": p_cfg, "decode": {"disaggregation-transfer-backend": "nixl"}}}}
     if sweep is not None:
         doc["sweep"] = sweep
     return doc
@@ -191,61 +121,23 @@ def _recipe(res: dict, sweep: dict | None, p_cfg: dict) -> dict:
 
 RECIPES = st.builds(
     _recipe,
-    st.fixed_dictionaries(
-        {},
-        optional={
-            k: BIG
-            for k in (
-                "prefill_nodes",
-                "decode_nodes",
-                "prefill_workers",
-                "decode_workers",
-                "gpus_per_node",
-                "gpus_per_prefill",
-            )
-        },
-    ),
-    st.one_of(
-        st.none(),
-        st.dictionaries(
-            st.text("abcxyz", min_size=1, max_size=3), st.lists(st.integers(0, 9), max_size=40), max_size=12
-        ),
-    ),
-    st.dictionaries(
-        st.sampled_from(["page-size", "api-key", "tp-size", "mem-fraction-static", "config", "model-path"]),
-        st.one_of(VALUES, st.integers(), st.lists(VALUES, max_size=3)),
-        max_size=4,
-    ),
+    st.fixed_dictionaries({}, optional={k: BIG for k in ("prefill_nodes", "decode_nodes", "prefill_workers", "decode_workers", "gpus_per_node", "gpus_per_prefill")}),
+    st.one_of(st.none(), st.dictionaries(st.text("abcxyz", min_size=1, max_size=3), st.lists(st.integers(0, 9), max_size=40), max_size=12)),
+    st.dictionaries(st.sampled_from(["page-size", "api-key", "tp-size", "mem-fraction-static", "config", "model-path"]), st.one_of(VALUES, st.integers(), st.lists(VALUES, max_size=3)), max_size=4),
 )
 
 
 def _k8s(kind: str, replicas, size, args: list[str], containers: int) -> dict:
     cmd = ["python3", "-m", "sglang.launch_server", *args]
-    pod = {
-        "spec": {
-            "containers": [
-                {"name": f"c{i}", "image": "lmsysorg/sglang:v0.5.23\x1b]0;x", "command": cmd} for i in range(containers)
-            ]
-        }
-    }
+    pod = {"spec": {"containers": [{"name": f"c{i}", "image": "lmsysorg/sglang:v0.5.23\x1b]0;x", "command": cmd} for i in range(containers)]}}
     if kind == "LeaderWorkerSet":
-        spec = {
-            "replicas": replicas,
-            "leaderWorkerTemplate": {"size": size, "leaderTemplate": pod, "workerTemplate": pod},
-        }
+        spec = {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "leaderTemplate": pod, "workerTemplate": pod}}
     else:
         spec = {"replicas": replicas, "template": pod}
     return {"apiVersion": "v1", "kind": kind, "metadata": {"name": "fz"}, "spec": spec}
 
 
-MANIFESTS = st.builds(
-    _k8s,
-    st.sampled_from(["LeaderWorkerSet", "Deployment", "StatefulSet"]),
-    BIG,
-    BIG,
-    st.lists(st.one_of(FLAGS, VALUES), max_size=10),
-    st.integers(0, 4),
-)
+MANIFESTS = st.builds(_k8s, st.sampled_from(["LeaderWorkerSet", "Deployment", "StatefulSet"]), BIG, BIG, st.lists(st.one_of(FLAGS, VALUES), max_size=10), st.integers(0, 4))
 
 
 def _write(tmp: Path, name: str, data: str | bytes) -> Path:
@@ -288,12 +180,7 @@ def test_fuzz_manifests_and_recipes(tmp_path_factory, doc):
 
 
 @FUZZ
-@given(
-    st.lists(WORD, max_size=12),
-    st.one_of(
-        st.none(), st.dictionaries(st.one_of(FLAGS.map(lambda f: f[2:]), st.text(max_size=8)), VALUES, max_size=5)
-    ),
-)
+@given(st.lists(WORD, max_size=12), st.one_of(st.none(), st.dictionaries(st.one_of(FLAGS.map(lambda f: f[2:]), st.text(max_size=8)), VALUES, max_size=5)))
 def test_fuzz_pair_launch_line_with_config(tmp_path_factory, words, config):
     from kvcheck.sources import load_side
 
@@ -302,11 +189,7 @@ def test_fuzz_pair_launch_line_with_config(tmp_path_factory, words, config):
     if config is not None:
         _write(d, "cfg.yaml", _yaml(config))
         extra = ["--config", "cfg.yaml"]
-    path = _write(
-        d,
-        "prefill.sh",
-        "python -m sglang.launch_server --disaggregation-mode prefill " + " ".join(words + extra) + "\n",
-    )
+    path = _write(d, "prefill.sh", "python -m sglang.launch_server --disaggregation-mode prefill " + " ".join(words + extra) + "\n")
     from kvcheck.sources.files import set_read_root
 
     set_read_root(d)  # --root: a pair's model-path is confined too (without it, read as named; SECURITY.md)
@@ -317,21 +200,8 @@ def test_fuzz_pair_launch_line_with_config(tmp_path_factory, words, config):
 
 
 @FUZZ
-@given(
-    st.lists(
-        st.one_of(
-            st.builds(
-                lambda k, v: f"{k}={v}",
-                st.sampled_from(["SGLANG_X", "UCX_TLS", "export A", "HF_TOKEN", "1BAD", ""]),
-                VALUES,
-            ),
-            NASTY,
-            st.text(max_size=30),
-        ),
-        max_size=10,
-    ),
-    st.sampled_from([".env", ".yaml", ".json"]),
-)
+@given(st.lists(st.one_of(st.builds(lambda k, v: f"{k}={v}", st.sampled_from(["SGLANG_X", "UCX_TLS", "export A", "HF_TOKEN", "1BAD", ""]), VALUES),
+                          NASTY, st.text(max_size=30)), max_size=10), st.sampled_from([".env", ".yaml", ".json"]))
 def test_fuzz_env_files(tmp_path_factory, lines, suffix):
     from kvcheck.sources.files import read_env_file
 
@@ -340,34 +210,10 @@ def test_fuzz_env_files(tmp_path_factory, lines, suffix):
     _judge(lambda: read_env_file(path))
 
 
-JSONISH = st.recursive(
-    st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(-(2**80), 2**80),
-        st.floats(allow_nan=True, allow_infinity=True),
-        st.text(max_size=10),
-        NASTY,
-    ),
-    lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)),
-    max_leaves=20,
-)
-MODEL_KEYS = st.sampled_from(
-    [
-        "num_hidden_layers",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "hidden_size",
-        "kv_lora_rank",
-        "torch_dtype",
-        "architectures",
-        "model_type",
-        "text_config",
-        "qk_rope_head_dim",
-        "sliding_window",
-    ]
-)
+JSONISH = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2**80, 2**80), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=10), NASTY),
+                       lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=8), c, max_size=4)), max_leaves=20)
+MODEL_KEYS = st.sampled_from(["num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_size", "kv_lora_rank",
+                              "torch_dtype", "architectures", "model_type", "text_config", "qk_rope_head_dim", "sliding_window"])
 
 
 @FUZZ
@@ -384,52 +230,24 @@ def test_fuzz_model_config_json(tmp_path_factory, cfg, as_dir):
     _judge(lambda: read_model_file(d if as_dir else d / "config.json"))
 
 
-SERVER_KEYS = st.sampled_from(
-    [
-        "model_path",
-        "page_size",
-        "tp_size",
-        "disaggregation_mode",
-        "disaggregation_transfer_backend",
-        "kv_cache_dtype",
-        "api_key",
-        "db_pass",
-        "launch_command",
-        "version",
-        "served_model_name",
-        "dp_size",
-    ]
-)
+SERVER_KEYS = st.sampled_from(["model_path", "page_size", "tp_size", "disaggregation_mode", "disaggregation_transfer_backend", "kv_cache_dtype",
+                               "api_key", "db_pass", "launch_command", "version", "served_model_name", "dp_size"])
 
 
 @FUZZ
-@given(
-    st.dictionaries(SERVER_KEYS, JSONISH, max_size=8),
-    st.sampled_from(["", "NaN", "Infinity", "1e400", "dup", "surrogate"]),
-)
+@given(st.dictionaries(SERVER_KEYS, JSONISH, max_size=8), st.sampled_from(["", "NaN", "Infinity", "1e400", "dup", "surrogate"]))
 def test_fuzz_server_info(cfg, poison):
     from kvcheck.sources.limits import StrictJSONError, strict_json_loads
     from kvcheck.sources.live import server_args_from_info, _mistyped_fields
     from kvcheck.sources.redact import redact
 
-    info = {
-        "disaggregation_mode": "decode",
-        **cfg,
-        "launch_command": f"sglang serve --api-ke {SECRET}",
-        "db_pass": SECRET,
-    }
+    info = {"disaggregation_mode": "decode", **cfg, "launch_command": f"sglang serve --api-ke {SECRET}", "db_pass": SECRET}
     try:
         text = json.dumps(info)
     except ValueError:
         text = "{}"
-    text = {
-        "": text,
-        "NaN": text[:-1] + ', "n": NaN}',
-        "Infinity": text[:-1] + ', "n": Infinity}',
-        "1e400": text[:-1] + ', "n": 1e400}',
-        "dup": text[:-1] + ', "page_size": 1}',
-        "surrogate": text[:-1] + ', "s": "\\udc00"}',
-    }[poison]
+    text = {"": text, "NaN": text[:-1] + ', "n": NaN}', "Infinity": text[:-1] + ', "n": Infinity}', "1e400": text[:-1] + ', "n": 1e400}',
+            "dup": text[:-1] + ', "page_size": 1}', "surrogate": text[:-1] + ', "s": "\\udc00"}'}[poison]
 
     def run():
         try:
@@ -445,33 +263,16 @@ def test_fuzz_server_info(cfg, poison):
 
 
 @FUZZ
-@given(
-    st.one_of(
-        st.binary(max_size=300),
-        st.builds(
-            lambda a, b: a + b, st.sampled_from([b"", b"NIXL", b"\x00" * 8, b"\xff" * 8]), st.binary(max_size=200)
-        ),
-    )
-)
+@given(st.one_of(st.binary(max_size=300), st.builds(lambda a, b: a + b, st.sampled_from([b"", b"NIXL", b"\x00" * 8, b"\xff" * 8]), st.binary(max_size=200))))
 def test_fuzz_nixl_blobs(blob):
     from kvcheck.nixl.blob import parse_metadata
 
     _judge(lambda: parse_metadata(blob, source="fuzz"))
 
 
-LOG_LINES = st.one_of(
-    NASTY,
-    st.text(max_size=60),
-    st.sampled_from(
-        [
-            "ValueError: NIXL KV transfer has no KV memory segments",
-            "RuntimeError: NIXL_ERR_BACKEND",
-            "sglang 0.5.8",
-            "Traceback (most recent call last):",
-            "x" * 20000,
-        ]
-    ),
-)
+LOG_LINES = st.one_of(NASTY, st.text(max_size=60), st.sampled_from([
+    "ValueError: NIXL KV transfer has no KV memory segments", "RuntimeError: NIXL_ERR_BACKEND", "sglang 0.5.8", "Traceback (most recent call last):",
+    "x" * 20000]))
 
 
 @FUZZ

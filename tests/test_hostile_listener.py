@@ -44,9 +44,7 @@ def test_confirmations_get_through_while_hundreds_of_connections_are_held():
         t0 = time.monotonic()
         assert _ask(srv.port, b"NIXLCOMM:SEND") == b"NIXLCOMM:LOAD" + BLOB
         answer = _ask(srv.port, b"KVCHECK:CONFIRM" + bytes(range(16)))
-        assert answer.startswith(b"KVCHECK:REGIONS") and json.loads(answer[len(b"KVCHECK:REGIONS") :]) == {
-            "nonce": bytes(range(16)).hex()
-        }
+        assert answer.startswith(b"KVCHECK:REGIONS") and json.loads(answer[len(b"KVCHECK:REGIONS"):]) == {"nonce": bytes(range(16)).hex()}
         assert time.monotonic() - t0 < 2.0
     finally:
         for s in held:

@@ -44,27 +44,14 @@ QWEN35 = {
     "architectures": ["Qwen3_5MoeForConditionalGeneration"],
     "model_type": "qwen3_5_moe",
     "text_config": {
-        "model_type": "qwen3_5_moe_text",
-        "dtype": "bfloat16",
-        "hidden_size": 4096,
-        "num_hidden_layers": 8,
-        "full_attention_interval": 4,
+        "model_type": "qwen3_5_moe_text", "dtype": "bfloat16", "hidden_size": 4096,
+        "num_hidden_layers": 8, "full_attention_interval": 4,
         "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"],
-        "num_attention_heads": 32,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "linear_conv_kernel_dim": 4,
-        "linear_key_head_dim": 128,
-        "linear_num_key_heads": 16,
-        "linear_num_value_heads": 64,
-        "linear_value_head_dim": 128,
-        "mamba_ssm_dtype": "float32",
-        "num_experts": 64,
-        "num_experts_per_tok": 8,
-        "moe_intermediate_size": 512,
-        "shared_expert_intermediate_size": 512,
-        "vocab_size": 151936,
-        "max_position_embeddings": 32768,
+        "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 256,
+        "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+        "linear_num_value_heads": 64, "linear_value_head_dim": 128, "mamba_ssm_dtype": "float32",
+        "num_experts": 64, "num_experts_per_tok": 8, "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512, "vocab_size": 151936, "max_position_embeddings": 32768,
         "rms_norm_eps": 1e-6,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25},
     },
@@ -72,22 +59,11 @@ QWEN35 = {
 
 # gpt-oss-120b's KV shape: 8 KV heads of 64, sliding window 128 on every other layer.
 GPT_OSS = {
-    "architectures": ["GptOssForCausalLM"],
-    "model_type": "gpt_oss",
-    "num_hidden_layers": 4,
-    "layer_types": ["sliding_attention", "full_attention"] * 2,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 8,
-    "head_dim": 64,
-    "hidden_size": 2880,
-    "sliding_window": 128,
-    "num_local_experts": 32,
-    "experts_per_token": 4,
-    "intermediate_size": 2880,
-    "vocab_size": 201088,
-    "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 150000,
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+    "num_hidden_layers": 4, "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "hidden_size": 2880,
+    "sliding_window": 128, "num_local_experts": 32, "experts_per_token": 4, "intermediate_size": 2880,
+    "vocab_size": 201088, "max_position_embeddings": 131072, "rms_norm_eps": 1e-5, "rope_theta": 150000,
     "torch_dtype": "bfloat16",
 }
 
@@ -107,12 +83,7 @@ def _pair(tmp: Path, model: Path, prefill: dict, decode: dict, version: str, gpu
     sides = []
     for role, args in (("prefill", prefill), ("decode", decode)):
         path = tmp / f"{role}-{version}.yaml"
-        data = {
-            "model-path": str(model),
-            "disaggregation-mode": role,
-            "disaggregation-transfer-backend": "nixl",
-            **args,
-        }
+        data = {"model-path": str(model), "disaggregation-mode": role, "disaggregation-transfer-backend": "nixl", **args}
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         sides.append(load_side(str(path), role, gpu=gpu, sglang_version=version))
     return run_preflight(*sides), sides[0], sides[1]
@@ -135,13 +106,7 @@ def _conn(version: str) -> str:
 # pin trtllm_mha and page 64: left to SGLang on B200 the prefill resolves triton with
 # page 1 (radix cache on) and the decode trtllm_mha with page 64 - a page-size refusal
 # that the incident did not hit, since its first request reached the registration.
-Q35_PREFILL = {
-    "tp-size": 4,
-    "dp-size": 4,
-    "enable-dp-attention": True,
-    "attention-backend": "trtllm_mha",
-    "page-size": 64,
-}
+Q35_PREFILL = {"tp-size": 4, "dp-size": 4, "enable-dp-attention": True, "attention-backend": "trtllm_mha", "page-size": 64}
 # 0.5.22 on: --enable-dp-attention is deprecated and refused in a --config file;
 # --attn-dp-size 4 is the same layout (attention TP 1).
 Q35_PREFILL_NEW = {"tp-size": 4, "attn-dp-size": 4, "attention-backend": "trtllm_mha", "page-size": 64}
@@ -223,20 +188,8 @@ def test_qwen35_runtime_kernel_drives_the_release_and_agrees(tmp_path, version):
         pytest.skip(f"SGLang {version} is not installed beside this Python")
     model = _model(tmp_path, "qwen3.5", QWEN35)
     builtin, _, _ = _pair(tmp_path, model, Q35_PREFILL, Q35_DECODE, version, "b200")
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(
-            [str(RELEASES / version), str(RELEASES / "_deps"), str(REPO), str(REPO / "tests" / "stubs")]
-        ),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", _KERNEL_SNIPPET, str(tmp_path), version],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(RELEASES / version), str(RELEASES / "_deps"), str(REPO), str(REPO / "tests" / "stubs")]))
+    proc = subprocess.run([sys.executable, "-c", _KERNEL_SNIPPET, str(tmp_path), version], env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["imported"] == version
@@ -291,9 +244,7 @@ def test_real_nixl_refuses_a_local_descriptor_past_the_registered_region():
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"NIXL not installed: {exc}")
     env = dict(os.environ, UCX_LOG_LEVEL="error", PYTHONPATH=str(REPO))
-    proc = subprocess.run(
-        [sys.executable, "-c", _NIXL_SNIPPET], env=env, capture_output=True, text=True, timeout=120, cwd=REPO
-    )
+    proc = subprocess.run([sys.executable, "-c", _NIXL_SNIPPET], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["fits"] == ["ok", "ok"]
@@ -370,14 +321,11 @@ def test_explain_recognizes_both_incident_messages():
     from kvcheck.explain.matcher import explain_text
 
     assert [h.entry_id for h in explain_text(f"RuntimeError: {SWA_TEXT}").hits][0] == "state-tp-unsupported"
-    hits = explain_text(
-        "RuntimeError: PD Disaggregation does NOT support PD different TP sizes for hybrid mamba models yet."
-    ).hits
+    hits = explain_text("RuntimeError: PD Disaggregation does NOT support PD different TP sizes for hybrid mamba models yet.").hits
     assert hits[0].entry_id == "state-tp-unsupported-mamba"
 
 
 # -------------------------------------------- false alarms found while replaying incidents
-
 
 def test_0_5_21_host_receive_is_off_by_default(tmp_path):
     """0.5.21 introduced --disaggregation-decode-host-receive-threshold with default 0.0,
@@ -387,14 +335,7 @@ def test_0_5_21_host_receive_is_off_by_default(tmp_path):
     model = _model(tmp_path, "gpt-oss", GPT_OSS)
     report, _, _ = _pair(tmp_path, model, {"tp-size": 2}, {"tp-size": 2}, "0.5.21", "h200")
     assert not {"decode-host-destination", "decode-host-pool-role"} & set(_errors(report))
-    report, _, _ = _pair(
-        tmp_path,
-        model,
-        {"tp-size": 2},
-        {"tp-size": 2, "disaggregation-decode-host-receive-threshold": 0.5},
-        "0.5.21",
-        "h200",
-    )
+    report, _, _ = _pair(tmp_path, model, {"tp-size": 2}, {"tp-size": 2, "disaggregation-decode-host-receive-threshold": 0.5}, "0.5.21", "h200")
     rt = _errors(report)["decode-host-destination"].runtime_error
     assert rt.message == "Transfer backend does not support decode host KV destinations"
     report, _, _ = _pair(tmp_path, model, {"tp-size": 2}, {"tp-size": 2}, "0.5.23", "h200")
@@ -406,19 +347,14 @@ def test_0_5_21_host_receive_is_off_by_default(tmp_path):
     assert "disaggregation_decode_host_receive_threshold: A[" in fields
     block = fields.split("disaggregation_decode_host_receive_threshold: A[", 1)[1].split("\n    ]", 1)[1]
     assert block.lstrip().startswith("= 0.0")
-    assert (
-        "disaggregation_decode_host_receive_threshold > 0\n            and not kv_manager.supports_host_destination"
-        in (src / "disaggregation" / "decode.py").read_text()
-    )
+    assert "disaggregation_decode_host_receive_threshold > 0\n            and not kv_manager.supports_host_destination" in (src / "disaggregation" / "decode.py").read_text()
 
 
 def test_0_5_12_dense_hang_does_not_match_hybrid_models(tmp_path):
     """0.5.12 skips the aux notification only for requests without state indices (dense
     models); Qwen3.5 (Mamba state) and gpt-oss (SWA state) carry them."""
-    for name, config, args in (
-        ("qwen3.5", QWEN35, {"tp-size": 4, "attention-backend": "trtllm_mha", "page-size": 64}),
-        ("gpt-oss", GPT_OSS, {"tp-size": 4}),
-    ):
+    for name, config, args in (("qwen3.5", QWEN35, {"tp-size": 4, "attention-backend": "trtllm_mha", "page-size": 64}),
+                               ("gpt-oss", GPT_OSS, {"tp-size": 4})):
         model = _model(tmp_path, name, config)
         report, _, _ = _pair(tmp_path, model, args, args, "0.5.12", "b200")
         assert not any("0.5.12-nixl-dense-hang" in f.message for f in report.findings), name
@@ -446,37 +382,21 @@ def test_qwen35_dp_attention_prefill_on_b200_unpinned_resolves_unequal_page_size
     for role, extra in (("prefill", ["--tp-size", "4", "--attn-dp-size", "4"]), ("decode", ["--tp-size", "4"])):
         with gpu_facts((10, 0)):
             reset_context()
-            sa = prepare_server_args(
-                [
-                    "--model-path",
-                    str(model),
-                    "--device",
-                    "cuda",
-                    "--disaggregation-mode",
-                    role,
-                    "--disaggregation-transfer-backend",
-                    "nixl",
-                ]
-                + extra
-            )
+            sa = prepare_server_args(["--model-path", str(model), "--device", "cuda", "--disaggregation-mode", role,
+                                      "--disaggregation-transfer-backend", "nixl"] + extra)
             sa.resolve_once()
             runtime[role] = (resolution_result(sa, "attention_backend"), resolution_result(sa, "page_size") or 1)
         reset_context()
     assert runtime == {"prefill": ("triton", 1), "decode": ("trtllm_mha", 64)}
     report, _, _ = _pair(tmp_path, model, {"tp-size": 4, "attn-dp-size": 4}, {"tp-size": 4}, "0.5.23", "b200")
     rt = _errors(report)["page-size-mismatch"].runtime_error
-    assert rt.message == (
-        "Page size mismatch: prefill server has page_size=1, but decode server has page_size=64. "
-        "Both servers must use the same --page-size value."
-    )
+    assert rt.message == ("Page size mismatch: prefill server has page_size=1, but decode server has page_size=64. "
+                          "Both servers must use the same --page-size value.")
 
 
 # ------------------------------------------------------- dtype / page-size incidents
 
-
-@pytest.mark.parametrize(
-    ("version", "verdict"), [("0.5.9", "fail"), ("0.5.10", "fail"), ("0.5.16", "fail"), ("0.5.23", "fail")]
-)
+@pytest.mark.parametrize(("version", "verdict"), [("0.5.9", "fail"), ("0.5.10", "fail"), ("0.5.16", "fail"), ("0.5.23", "fail")])
 def test_kv_cache_dtype_differs_bf16_prefill_fp8_decode(tmp_path, version, verdict):
     """sgl-project/sglang#19398: prefill bf16 KV, decode fp8_e4m3 KV; the transfer strides
     the decode by the prefill's item length: corrupt output, NIXL_ERR_NOT_FOUND under load.
@@ -484,21 +404,14 @@ def test_kv_cache_dtype_differs_bf16_prefill_fp8_decode(tmp_path, version, verdi
     shorter items are overwritten (item-length-larger: silent corruption, an error)."""
     from helpers import model_dir
 
-    report, _, _ = _pair(
-        tmp_path,
-        model_dir("llama-3.1-8b"),
-        {"tp-size": 2, "page-size": 16, "kv-cache-dtype": "bfloat16"},
-        {"tp-size": 2, "page-size": 16, "kv-cache-dtype": "fp8_e4m3"},
-        version,
-        "h200",
-    )
+    report, _, _ = _pair(tmp_path, model_dir("llama-3.1-8b"), {"tp-size": 2, "page-size": 16, "kv-cache-dtype": "bfloat16"},
+                         {"tp-size": 2, "page-size": 16, "kv-cache-dtype": "fp8_e4m3"}, version, "h200")
     assert report.verdict == verdict
     if version == "0.5.9":
         assert "item-length-larger" in _errors(report)
     else:
         assert _errors(report)["kv-cache-dtype-mismatch"].runtime_error.message.startswith(
-            "KV cache dtype mismatch: prefill server has kv_cache_dtype=bfloat16, but decode server has kv_cache_dtype=fp8_e4m3"
-        )
+            "KV cache dtype mismatch: prefill server has kv_cache_dtype=bfloat16, but decode server has kv_cache_dtype=fp8_e4m3")
 
 
 @pytest.mark.runtime
@@ -553,11 +466,7 @@ def test_gpt_oss_guide_manifest_release_read_from_the_image(tmp_path, tag, exit_
     from kvcheck's catalog (openai/gpt-oss-120b)."""
     from helpers import run_cli
 
-    text = (
-        _GUIDE.format(role="prefill", replicas=8, tag=tag, tp=1)
-        + "---\n"
-        + _GUIDE.format(role="decode", replicas=2, tag=tag, tp=4)
-    )
+    text = _GUIDE.format(role="prefill", replicas=8, tag=tag, tp=1) + "---\n" + _GUIDE.format(role="decode", replicas=2, tag=tag, tp=4)
     path = tmp_path / "pd.yaml"
     path.write_text(text)
     proc = run_cli("preflight", "-f", str(path), "--gpu", "h200", "-o", "json", timeout=120)

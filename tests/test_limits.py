@@ -15,14 +15,7 @@ from measure import run_measured
 
 from kvcheck.errors import InputError
 from kvcheck.sglang.model import _text_config, parse_model_config
-from kvcheck.sources.limits import (
-    MAX_FILE_BYTES,
-    MODEL_FIELD_RANGES,
-    YamlLimitError,
-    check_model_config,
-    clip_line,
-    load_yaml_limited,
-)
+from kvcheck.sources.limits import MAX_FILE_BYTES, MODEL_FIELD_RANGES, YamlLimitError, check_model_config, clip_line, load_yaml_limited
 
 DECODE = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl", "page-size": 16}
 
@@ -33,15 +26,9 @@ def _run(*args: str) -> tuple[subprocess.CompletedProcess, float]:
     return proc, rss
 
 
-BOMB = (
-    "\n".join(
-        [
-            f"{chr(97 + i)}: &{chr(97 + i)} [" + ",".join([f"*{chr(96 + i)}"] * 9 if i else ['"lol"'] * 9) + "]"
-            for i in range(9)
-        ]
-    )
-    + "\n"
-)
+BOMB = "\n".join(
+    [f'{chr(97 + i)}: &{chr(97 + i)} [' + ",".join([f"*{chr(96 + i)}"] * 9 if i else ['"lol"'] * 9) + "]" for i in range(9)]
+) + "\n"
 
 
 def test_a_yaml_alias_bomb_is_refused_quickly_in_little_memory(tmp_path):
@@ -84,15 +71,7 @@ def test_deeply_nested_json_args_are_exit_2_not_a_recursion_error(tmp_path):
     assert proc.returncode == 2 and str(p) in proc.stderr and "nested" in proc.stderr, proc.stderr
     cfg = tmp_path / "config.json"
     cfg.write_text("[" * 100_000 + "]" * 100_000)
-    proc, _ = _run(
-        "preflight",
-        "--prefill",
-        str(REPO / "configs/aligned/prefill.yaml"),
-        "--decode",
-        str(d),
-        "--model-config",
-        str(cfg),
-    )
+    proc, _ = _run("preflight", "--prefill", str(REPO / "configs/aligned/prefill.yaml"), "--decode", str(d), "--model-config", str(cfg))
     assert proc.returncode == 2 and "nested" in proc.stderr, proc.stderr
 
 
@@ -102,17 +81,8 @@ def _llama() -> dict:
 
 @pytest.mark.parametrize(
     "field, value",
-    [
-        ("v_head_dim", -5),
-        ("num_hidden_layers", 1_000_000),
-        ("head_dim", 0),
-        ("num_key_value_heads", 10**9),
-        ("hidden_size", "4096"),
-        ("num_attention_heads", True),
-        ("torch_dtype", "float7"),
-        ("torch_dtype", 16),
-        ("kv_lora_rank", -1),
-    ],
+    [("v_head_dim", -5), ("num_hidden_layers", 1_000_000), ("head_dim", 0), ("num_key_value_heads", 10**9), ("hidden_size", "4096"),
+     ("num_attention_heads", True), ("torch_dtype", "float7"), ("torch_dtype", 16), ("kv_lora_rank", -1)],
 )
 def test_config_json_values_out_of_range_are_exit_2_naming_the_field(tmp_path, field, value):
     raw = _llama()
@@ -123,15 +93,7 @@ def test_config_json_values_out_of_range_are_exit_2_naming_the_field(tmp_path, f
         parse_model_config(raw, source=str(cfg))
     assert err.value.field == field
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    proc, rss = _run(
-        "preflight",
-        "--prefill",
-        str(REPO / "configs/aligned/prefill.yaml"),
-        "--decode",
-        str(d),
-        "--model-config",
-        str(cfg),
-    )
+    proc, rss = _run("preflight", "--prefill", str(REPO / "configs/aligned/prefill.yaml"), "--decode", str(d), "--model-config", str(cfg))
     assert proc.returncode == 2, proc.stderr
     assert f"'{field}'" in proc.stderr and str(cfg) in proc.stderr
 
@@ -153,11 +115,6 @@ def test_ranges_cover_what_released_models_use():
 def test_clip_line_cuts_huge_values_and_keeps_ordinary_lines():
     line = "kvcheck: error: x.yaml: model-path '" + "m" * 10_000_000 + "' is not a local directory"
     out = clip_line(line)
-    assert (
-        len(out) < 400
-        and out.startswith("kvcheck: error: x.yaml")
-        and "is not a local directory" in out
-        and "chars)" in out
-    )
+    assert len(out) < 400 and out.startswith("kvcheck: error: x.yaml") and "is not a local directory" in out and "chars)" in out
     ordinary = "kvcheck: error: " + "word " * 50
     assert clip_line(ordinary) == ordinary

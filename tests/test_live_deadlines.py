@@ -39,33 +39,13 @@ def _run(*args: str) -> tuple[subprocess.CompletedProcess, float, float]:
 def baseline() -> float:
     """Twice the seconds a static preflight takes here right now, in a fresh process
     (start-up and work): the machine's load moves both this and the command measured."""
-    _, took, _ = _run(
-        "preflight",
-        "--prefill",
-        str(REPO / "configs/aligned/prefill.yaml"),
-        "--decode",
-        str(REPO / "configs/aligned/decode.yaml"),
-        "--format",
-        "json",
-    )
+    _, took, _ = _run("preflight", "--prefill", str(REPO / "configs/aligned/prefill.yaml"), "--decode", str(REPO / "configs/aligned/decode.yaml"), "--format", "json")
     return 2 * took
 
 
 def _preflight(tmp_path, prefill: str) -> tuple[subprocess.CompletedProcess, float, float]:
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    return _run(
-        "preflight",
-        "--prefill",
-        prefill,
-        "--decode",
-        str(d),
-        "--format",
-        "json",
-        "--deadline",
-        str(DEADLINE),
-        "--connect-timeout",
-        "1",
-    )
+    return _run("preflight", "--prefill", prefill, "--decode", str(d), "--format", "json", "--deadline", str(DEADLINE), "--connect-timeout", "1")
 
 
 def _head(status: str = "200 OK", length: int | None = 1000, extra: str = "") -> bytes:
@@ -176,10 +156,7 @@ def endless_chunked(srv, conn):
 
 @pytest.mark.parametrize(
     "behaviour, says",
-    [
-        (gzip_bomb, f"more than {MAX_INFLATED_BYTES} bytes once inflated"),
-        (endless_chunked, f"more than {MAX_BODY_BYTES} bytes on the wire"),
-    ],
+    [(gzip_bomb, f"more than {MAX_INFLATED_BYTES} bytes once inflated"), (endless_chunked, f"more than {MAX_BODY_BYTES} bytes on the wire")],
     ids=["gzip-bomb", "endless-chunked"],
 )
 def test_bodies_are_capped_on_the_wire_and_once_inflated(tmp_path, behaviour, says):
@@ -188,9 +165,7 @@ def test_bodies_are_capped_on_the_wire_and_once_inflated(tmp_path, behaviour, sa
         proc, _, rss = _preflight(tmp_path, srv.url)
     assert proc.returncode == 3, proc.stderr
     assert says in proc.stderr
-    assert rss < 400 or rss != rss, (
-        rss
-    )  # MB (nan without /proc): the caps, not the body, bound the memory (was > 6 GiB)
+    assert rss < 400 or rss != rss, rss  # MB (nan without /proc): the caps, not the body, bound the memory (was > 6 GiB)
 
 
 def test_the_overall_deadline_is_one_per_source_not_per_read():
@@ -228,23 +203,11 @@ def test_two_live_sides_are_read_side_by_side_under_one_deadline(tmp_path, basel
         def handler(srv, conn):
             arrived.setdefault(name, time.monotonic())
             srv.stopped.wait(120)
-
         return handler
 
     with RawServer(stall_noting("prefill")) as p, RawServer(stall_noting("decode")) as d:
-        proc, took, _ = _run(
-            "preflight",
-            "--prefill",
-            p.url,
-            "--decode",
-            d.url,
-            "--format",
-            "json",
-            "--deadline",
-            str(DEADLINE),
-            "--connect-timeout",
-            "1",
-        )
+        proc, took, _ = _run("preflight", "--prefill", p.url, "--decode", d.url, "--format", "json",
+                             "--deadline", str(DEADLINE), "--connect-timeout", "1")
     assert proc.returncode == 3, proc.stderr
     assert set(arrived) == {"prefill", "decode"}
     # read in turn, the decode would be asked only after the prefill's 3 s deadline passed

@@ -23,9 +23,7 @@ DECODE = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "n
 
 def _preflight(tmp_path, prefill: str, *extra: str, env: dict | None = None):
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    return run_cli(
-        "preflight", "--prefill", prefill, "--decode", str(d), "--format", "json", "--kernel", "builtin", *extra
-    )
+    return run_cli("preflight", "--prefill", prefill, "--decode", str(d), "--format", "json", "--kernel", "builtin", *extra)
 
 
 def test_unreachable_port_is_exit_3_with_the_address_and_the_error(tmp_path):
@@ -51,9 +49,7 @@ def test_slow_server_past_the_deadline_is_exit_3_and_the_deadline_holds(tmp_path
         took = time.monotonic() - t0
     assert proc.returncode == 3, proc.stderr
     # The read timeout or the deadline's watchdog, whichever fires first: one status.
-    assert (
-        "read timeout" in proc.stderr or "waiting for the answer headers" in proc.stderr
-    ) and "within the 1 s deadline" in proc.stderr
+    assert ("read timeout" in proc.stderr or "waiting for the answer headers" in proc.stderr) and "within the 1 s deadline" in proc.stderr
     assert took < 1 + 2 + 3 * startup, (took, startup)
 
 
@@ -114,52 +110,19 @@ def test_bad_url_is_exit_2(tmp_path):
 
 
 def _mock(calls: list, route_replies: list[int]):
-    info = {
-        "model_path": "/nowhere",
-        "version": "0.5.23",
-        "disaggregation_mode": "prefill",
-        "disaggregation_bootstrap_port": 8998,
-        "port": 30000,
-        "api_key": "sk-in-info",
-    }
+    info = {"model_path": "/nowhere", "version": "0.5.23", "disaggregation_mode": "prefill", "disaggregation_bootstrap_port": 8998, "port": 30000, "api_key": "sk-in-info"}
 
     def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(
-            (
-                request.method,
-                request.url.host,
-                request.url.port,
-                request.url.path,
-                dict(request.url.params),
-                request.headers.get("authorization"),
-            )
-        )
+        calls.append((request.method, request.url.host, request.url.port, request.url.path, dict(request.url.params), request.headers.get("authorization")))
         if request.url.path == "/server_info":
             return httpx.Response(200, json=info)
         if request.url.path == "/model_info":
-            return httpx.Response(
-                200,
-                json={
-                    "model_path": "/nowhere",
-                    "architectures": ["LlamaForCausalLM"],
-                    "disaggregation_mode": "prefill",
-                },
-            )
+            return httpx.Response(200, json={"model_path": "/nowhere", "architectures": ["LlamaForCausalLM"], "disaggregation_mode": "prefill"})
         if request.url.path == "/route":
             status = route_replies.pop(0) if route_replies else 200
             if status == 503:
                 return httpx.Response(503, text="Prefill server not fully registered yet (1 workers registered).")
-            return httpx.Response(
-                200,
-                json={
-                    "attn_tp_size": 1,
-                    "attn_cp_size": 1,
-                    "dp_size": 1,
-                    "pp_size": 1,
-                    "page_size": 16,
-                    "kv_cache_dtype": "auto",
-                },
-            )
+            return httpx.Response(200, json={"attn_tp_size": 1, "attn_cp_size": 1, "dp_size": 1, "pp_size": 1, "page_size": 16, "kv_cache_dtype": "auto"})
         return httpx.Response(404)
 
     return httpx.MockTransport(handler)
@@ -167,19 +130,12 @@ def _mock(calls: list, route_replies: list[int]):
 
 def test_only_gets_are_sent_503_is_retried_and_the_token_stays_with_the_http_server():
     calls: list = []
-    snap = capture(
-        "http://prefill.example:30000", "prefill", api_key="sk-cli", transport=_mock(calls, [503, 503]), deadline=5
-    )
+    snap = capture("http://prefill.example:30000", "prefill", api_key="sk-cli", transport=_mock(calls, [503, 503]), deadline=5)
     assert {c[0] for c in calls} == {"GET"}
     routes = [c for c in calls if c[3] == "/route"]
     assert len(routes) == 3  # two 503s, then the topology
     assert routes[0][1:3] == ("prefill.example", 8998)
-    assert routes[0][4] == {
-        "prefill_dp_rank": "-1",
-        "prefill_cp_rank": "-1",
-        "target_tp_rank": "-1",
-        "target_pp_rank": "-1",
-    }
+    assert routes[0][4] == {"prefill_dp_rank": "-1", "prefill_cp_rank": "-1", "target_tp_rank": "-1", "target_pp_rank": "-1"}
     assert all(c[5] is None for c in routes), "the bearer token must not go to the bootstrap server"
     assert all(c[5] == "Bearer sk-cli" for c in calls if c[3] != "/route")
     assert snap["route"]["page_size"] == 16
@@ -195,9 +151,7 @@ def test_route_503_until_the_deadline_is_reported_as_not_fully_registered():
 
 def test_bootstrap_override_is_used():
     calls: list = []
-    capture(
-        "http://prefill.example:30000", "prefill", bootstrap="http://bootstrap.example:9100", transport=_mock(calls, [])
-    )
+    capture("http://prefill.example:30000", "prefill", bootstrap="http://bootstrap.example:9100", transport=_mock(calls, []))
     assert [c[1:3] for c in calls if c[3] == "/route"] == [("bootstrap.example", 9100)]
 
 

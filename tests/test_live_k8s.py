@@ -22,19 +22,13 @@ def test_manifests_use_only_existing_preflight_options():
         for doc in yaml.safe_load_all(path.read_text()):
             for c in _containers(doc):
                 args = c.get("args") or []
-                if (
-                    args[:1] != ["preflight"] or "-f" in args
-                ):  # -f: the static manifest Job (tests/test_cluster_gate.py)
+                if args[:1] != ["preflight"] or "-f" in args:  # -f: the static manifest Job (tests/test_cluster_gate.py)
                     continue
                 seen += 1
                 for a in args[1:]:
                     assert a.split("=", 1)[0] in help_text, (path.name, a)
-                assert any(a.startswith("--prefill=http") for a in args) and any(
-                    a.startswith("--decode=http") for a in args
-                )
-                assert any(
-                    e["name"] == "KVCHECK_API_KEY" and "secretKeyRef" in e["valueFrom"] for e in c.get("env", [])
-                )
+                assert any(a.startswith("--prefill=http") for a in args) and any(a.startswith("--decode=http") for a in args)
+                assert any(e["name"] == "KVCHECK_API_KEY" and "secretKeyRef" in e["valueFrom"] for e in c.get("env", []))
     assert seen == 2
 
 

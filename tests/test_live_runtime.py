@@ -79,9 +79,7 @@ def model_info_payload(info: dict) -> dict:
 
 
 def serve(info: dict, *, token: str | None = API_KEY) -> LoopbackServer:
-    return LoopbackServer(
-        {"/server_info": Reply(200, info), "/model_info": Reply(200, model_info_payload(info))}, require_token=token
-    )
+    return LoopbackServer({"/server_info": Reply(200, info), "/model_info": Reply(200, model_info_payload(info))}, require_token=token)
 
 
 def start_bootstrap(sglang, port: int):
@@ -108,22 +106,14 @@ def register_prefill_ranks(port: int, info: dict, **override) -> int:
         for tp_rank in range(info["tp_size"]):
             attn_tp_rank, attn_dp_rank = derive_attention_ranks(tp_rank=tp_rank, attn_tp_size=attn_tp, attn_cp_size=cp)
             payload = {
-                "attn_tp_size": attn_tp,
-                "attn_tp_rank": attn_tp_rank,
-                "attn_cp_size": cp,
-                "attn_cp_rank": (tp_rank // attn_tp) % cp,
-                "attn_dp_size": attn_dp,
-                "attn_dp_rank": attn_dp_rank,
-                "pp_size": pp,
-                "pp_rank": pp_rank,
-                "system_dp_size": info["dp_size"],
-                "system_dp_rank": 0,
-                "rank_ip": "127.0.0.1",
-                "rank_port": 41000 + n,
-                "page_size": info["page_size"],
-                "kv_cache_dtype": info["kv_cache_dtype"],
-                "kv_layout": None,
-                "dsv41_spec_layout": None,
+                "attn_tp_size": attn_tp, "attn_tp_rank": attn_tp_rank,
+                "attn_cp_size": cp, "attn_cp_rank": (tp_rank // attn_tp) % cp,
+                "attn_dp_size": attn_dp, "attn_dp_rank": attn_dp_rank,
+                "pp_size": pp, "pp_rank": pp_rank,
+                "system_dp_size": info["dp_size"], "system_dp_rank": 0,
+                "rank_ip": "127.0.0.1", "rank_port": 41000 + n,
+                "page_size": info["page_size"], "kv_cache_dtype": info["kv_cache_dtype"],
+                "kv_layout": None, "dsv41_spec_layout": None,
                 "load_balance_method": info.get("load_balance_method", "follow_bootstrap_room"),
                 "enable_dsa_cache_layer_split": False,
                 "enable_kv_cache_sharding": info["enable_kv_cache_sharding"],
@@ -140,27 +130,17 @@ def register_prefill_ranks(port: int, info: dict, **override) -> int:
 def prefill_args(bootstrap_port: int, **extra) -> dict:
     return {
         "model-path": str(REPO / "configs" / "models" / MODEL),
-        "disaggregation-mode": "prefill",
-        **NIXL,
-        "tp-size": 2,
-        "page-size": 16,
+        "disaggregation-mode": "prefill", **NIXL, "tp-size": 2, "page-size": 16,
         "disaggregation-bootstrap-port": bootstrap_port,
-        "api-key": API_KEY,
-        "admin-api-key": ADMIN_KEY,
-        **extra,
+        "api-key": API_KEY, "admin-api-key": ADMIN_KEY, **extra,
     }
 
 
 def decode_args(**extra) -> dict:
     return {
         "model-path": str(REPO / "configs" / "models" / MODEL),
-        "disaggregation-mode": "decode",
-        **NIXL,
-        "tp-size": 2,
-        "page-size": 16,
-        "api-key": API_KEY,
-        "admin-api-key": ADMIN_KEY,
-        **extra,
+        "disaggregation-mode": "decode", **NIXL, "tp-size": 2, "page-size": 16,
+        "api-key": API_KEY, "admin-api-key": ADMIN_KEY, **extra,
     }
 
 
@@ -178,9 +158,7 @@ def kv(*args: str, key: str | None = API_KEY, timeout: float = 60):
     env = {k: v for k, v in os.environ.items() if k != "KVCHECK_API_KEY"}
     if key:
         env["KVCHECK_API_KEY"] = key
-    return subprocess.run(
-        [sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env
-    )
+    return subprocess.run([sys.executable, "-m", "kvcheck", *args], capture_output=True, text=True, cwd=REPO, timeout=timeout, env=env)
 
 
 def assert_no_secrets(*texts: str) -> None:
@@ -190,11 +168,7 @@ def assert_no_secrets(*texts: str) -> None:
 
 
 def contract_core(report: dict) -> tuple:
-    return (
-        report["verdict"],
-        report["plan"],
-        sorted((f["id"], f["severity"], (f["runtime_error"] or {}).get("message")) for f in report["findings"]),
-    )
+    return report["verdict"], report["plan"], sorted((f["id"], f["severity"], (f["runtime_error"] or {}).get("message")) for f in report["findings"])
 
 
 @pytest.fixture
@@ -254,15 +228,7 @@ def test_live_pair_gives_the_same_verdict_as_the_equivalent_yaml_files(sglang, b
             if name == "aligned":
                 register_prefill_ranks(port, p_info)
             live = kv("preflight", "--prefill", p.url, "--decode", d.url, "--format", "json")
-        files = run_cli(
-            "preflight",
-            "--prefill",
-            str(yaml_of(tmp_path, "p-" + name, pa)),
-            "--decode",
-            str(yaml_of(tmp_path, "d-" + name, da)),
-            "--format",
-            "json",
-        )
+        files = run_cli("preflight", "--prefill", str(yaml_of(tmp_path, "p-" + name, pa)), "--decode", str(yaml_of(tmp_path, "d-" + name, da)), "--format", "json")
         assert live.returncode == files.returncode, (name, live.stderr, files.stderr)
         assert contract_core(json.loads(live.stdout)) == contract_core(json.loads(files.stdout)), name
         assert_no_secrets(live.stdout, live.stderr)
@@ -340,17 +306,7 @@ def test_model_not_readable_here_is_exit_2_and_says_so_then_model_config_works(s
     register_prefill_ranks(port, p_info)
     with p_srv as p, d_srv as d:
         missing = kv("preflight", "--prefill", p.url, "--decode", d.url, "--format", "json")
-        given = kv(
-            "preflight",
-            "--prefill",
-            p.url,
-            "--decode",
-            d.url,
-            "--format",
-            "json",
-            "--model-config",
-            str(REPO / "configs" / "models" / MODEL / "config.json"),
-        )
+        given = kv("preflight", "--prefill", p.url, "--decode", d.url, "--format", "json", "--model-config", str(REPO / "configs" / "models" / MODEL / "config.json"))
     assert missing.returncode == 2
     assert str(mdir) in missing.stderr and "LlamaForCausalLM" in missing.stderr and "--model-config" in missing.stderr
     assert given.returncode == 0, given.stderr

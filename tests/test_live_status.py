@@ -17,9 +17,7 @@ DECODE = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "n
 
 def _preflight(tmp_path, prefill: str, *extra: str):
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    return run_cli(
-        "preflight", "--prefill", prefill, "--decode", str(d), "--format", "json", "--deadline", "20", *extra
-    )
+    return run_cli("preflight", "--prefill", prefill, "--decode", str(d), "--format", "json", "--deadline", "20", *extra)
 
 
 @pytest.mark.parametrize(
@@ -49,14 +47,8 @@ def test_malformed_route_json_is_exit_3(tmp_path):
     from helpers import model_dir
 
     with LoopbackServer({"/route": Reply(200, b"[" * 50_000)}) as boot:
-        info = {
-            "model_path": str(model_dir("llama-3.1-8b")),
-            "version": "0.5.23",
-            "disaggregation_mode": "prefill",
-            "disaggregation_transfer_backend": "nixl",
-            "disaggregation_bootstrap_port": boot.port,
-            "page_size": 16,
-        }
+        info = {"model_path": str(model_dir("llama-3.1-8b")), "version": "0.5.23", "disaggregation_mode": "prefill",
+                "disaggregation_transfer_backend": "nixl", "disaggregation_bootstrap_port": boot.port, "page_size": 16}
         with LoopbackServer({"/server_info": Reply(200, info)}) as srv:
             proc = _preflight(tmp_path, srv.url)
     assert proc.returncode == 3, proc.stderr
@@ -65,9 +57,7 @@ def test_malformed_route_json_is_exit_3(tmp_path):
 
 def test_a_huge_model_path_is_clipped_in_the_message(tmp_path):
     huge = "/models/" + "m" * (5 * 1024 * 1024)  # under the body cap
-    with LoopbackServer(
-        {"/server_info": Reply(200, {"model_path": huge, "version": "0.5.23", "disaggregation_mode": "decode"})}
-    ) as srv:
+    with LoopbackServer({"/server_info": Reply(200, {"model_path": huge, "version": "0.5.23", "disaggregation_mode": "decode"})}) as srv:
         proc = _preflight(tmp_path, srv.url)
     assert proc.returncode == 2, proc.stderr[:500]
     assert len(proc.stderr) < 2000

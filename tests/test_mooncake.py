@@ -47,9 +47,7 @@ def _script(tmp: Path, prefill: str, decode: str, env: str = "") -> int | dict:
         f"{env}python3 -m sglang.launch_server --model-path {m} --disaggregation-mode decode {decode} --port 30001 &\n"
     )
     # the release the pair helper pins (helpers.PAIR_TEST_RELEASE): both paths on one release
-    proc = run_cli(
-        "preflight", "-f", str(path), "--format", "json", "--kernel", "builtin", "--sglang-version", "0.5.23"
-    )
+    proc = run_cli("preflight", "-f", str(path), "--format", "json", "--kernel", "builtin", "--sglang-version", "0.5.23")
     assert proc.stdout, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -66,38 +64,25 @@ def test_sglang_pp_test_passes_on_both_input_paths(tmp_path):
     """test_disaggregation_pp.py (0.5.23): TP2 PP2 prefill with --enable-dynamic-chunking into
     a TP2 decode. Mooncake slices the decode's K/V halves from the stage's start layer
     (get_mha_kv_ptrs_with_pp): both stages land on their layers."""
-    rc, rep = _pair(
-        tmp_path,
-        {"tp-size": 2, "pp-size": 2, "enable-dynamic-chunking": True, "disaggregation-ib-device": IB},
-        {"tp-size": 2, "base-gpu-id": 4, "disaggregation-ib-device": IB},
-    )
+    rc, rep = _pair(tmp_path, {"tp-size": 2, "pp-size": 2, "enable-dynamic-chunking": True, "disaggregation-ib-device": IB},
+                    {"tp-size": 2, "base-gpu-id": 4, "disaggregation-ib-device": IB})
     assert rc == 0, [f["message"] for f in rep["findings"]]
     assert "pp-layer-pairing" not in _ids(rep) and rep["plan"]["path"] == "equal_tp"
-    rc2, rep2 = _script(
-        tmp_path,
-        f"--tp-size 2 --pp-size 2 --enable-dynamic-chunking --disaggregation-ib-device {IB}",
-        f"--tp-size 2 --base-gpu-id 4 --disaggregation-ib-device {IB}",
-    )
+    rc2, rep2 = _script(tmp_path, f"--tp-size 2 --pp-size 2 --enable-dynamic-chunking --disaggregation-ib-device {IB}",
+                        f"--tp-size 2 --base-gpu-id 4 --disaggregation-ib-device {IB}")
     assert rc2 == 0, _ids(rep2)
     assert "backend-not-modeled" not in _ids(rep2)
 
 
-@pytest.mark.parametrize(
-    "prefill,decode,model,path",
-    [
-        ({"tp-size": 1}, {"tp-size": 1}, LLAMA, "equal_tp"),  # test_disaggregation.py: TP1 -> TP1
-        ({"tp-size": 2}, {"tp-size": 4}, LLAMA, "hetero_tp_slice"),  # test_disaggregation_different_tp.py (MHA): 2 -> 4
-        ({"tp-size": 4}, {"tp-size": 2}, LLAMA, "hetero_tp_slice"),  # and 4 -> 2
-        ({"tp-size": 2}, {"tp-size": 4}, "deepseek-v3", "mla"),  # the MLA variant (DeepSeek): latent KV replicated
-    ],
-)
+@pytest.mark.parametrize("prefill,decode,model,path", [
+    ({"tp-size": 1}, {"tp-size": 1}, LLAMA, "equal_tp"),  # test_disaggregation.py: TP1 -> TP1
+    ({"tp-size": 2}, {"tp-size": 4}, LLAMA, "hetero_tp_slice"),  # test_disaggregation_different_tp.py (MHA): 2 -> 4
+    ({"tp-size": 4}, {"tp-size": 2}, LLAMA, "hetero_tp_slice"),  # and 4 -> 2
+    ({"tp-size": 2}, {"tp-size": 4}, "deepseek-v3", "mla"),  # the MLA variant (DeepSeek): latent KV replicated
+])
 def test_sglang_pd_tests_pass(tmp_path, prefill, decode, model, path):
-    rc, rep = _pair(
-        tmp_path,
-        {**prefill, "page-size": 64, "disaggregation-ib-device": "mlx5_roce0,mlx5_roce4"},
-        {**decode, "page-size": 64, "disaggregation-ib-device": "mlx5_roce0,mlx5_roce4"},
-        model=model,
-    )
+    rc, rep = _pair(tmp_path, {**prefill, "page-size": 64, "disaggregation-ib-device": "mlx5_roce0,mlx5_roce4"},
+                    {**decode, "page-size": 64, "disaggregation-ib-device": "mlx5_roce0,mlx5_roce4"}, model=model)
     assert rc == 0, [f["message"] for f in rep["findings"]]
     assert rep["plan"]["path"] == path
 
@@ -107,21 +92,11 @@ def test_uneven_pp_split_is_silent_corruption(tmp_path):
     the stage's 17, so get_mha_kv_ptrs_with_pp takes the decode-only-draft branch and
     writes the stage's V halves into K regions (the conformance run shows SGLang's own
     worker writing those addresses). With the same split on a PP2 decode it passes."""
-    rc, rep = _script(
-        tmp_path,
-        "--tp-size 2 --pp-size 2 --page-size 16",
-        "--tp-size 2 --page-size 16",
-        env="SGLANG_PP_LAYER_PARTITION=17,15 ",
-    )
+    rc, rep = _script(tmp_path, "--tp-size 2 --pp-size 2 --page-size 16", "--tp-size 2 --page-size 16", env="SGLANG_PP_LAYER_PARTITION=17,15 ")
     assert rc == 1, _ids(rep)
     msgs = [f["message"] for pair in rep["pairs"] for f in pair["findings"] if f["id"] == "mooncake-silent-corruption"]
     assert msgs and "prefill region 17 (layer 0 V) is written into decode region 17 (layer 17 K)" in msgs[0]
-    rc, rep = _script(
-        tmp_path,
-        "--tp-size 2 --pp-size 2 --page-size 16",
-        "--tp-size 2 --pp-size 2 --page-size 16",
-        env="SGLANG_PP_LAYER_PARTITION=17,15 ",
-    )
+    rc, rep = _script(tmp_path, "--tp-size 2 --pp-size 2 --page-size 16", "--tp-size 2 --pp-size 2 --page-size 16", env="SGLANG_PP_LAYER_PARTITION=17,15 ")
     assert rc == 0, _ids(rep)
 
 
@@ -205,26 +180,9 @@ def test_conformance_with_sglang_transfer_worker():
     assert any(k.startswith("RuntimeError") for k in out["outcomes"])
     for release in os.environ.get("KVCHECK_MOONCAKE_RELEASES", "").split():
         base = REPO / ".venv" / "sglang-releases"
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(
-                [str(base / release), str(base / "_deps"), str(REPO), str(REPO / "tests" / "stubs")]
-            ),
-        }
-        proc = subprocess.run(
-            [
-                sys.executable,
-                str(REPO / "tests" / "mooncake_conformance_worker.py"),
-                "--release",
-                release,
-                "--pairs",
-                str(n),
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=900,
-        )
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(base / release), str(base / "_deps"), str(REPO), str(REPO / "tests" / "stubs")])}
+        proc = subprocess.run([sys.executable, str(REPO / "tests" / "mooncake_conformance_worker.py"), "--release", release, "--pairs", str(n)],
+                              capture_output=True, text=True, env=env, timeout=900)
         assert proc.returncode == 0, proc.stderr[-3000:]
         res = json.loads(proc.stdout.strip().splitlines()[-1])
         assert res["imported"] == release and res["n_disagreements"] == 0, res["disagreements"][:3]
@@ -249,16 +207,8 @@ def _dsv4_geometries(pf: dict, df: dict):
 
     def side(role, flags):
         args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="mooncake", **flags)
-        return Side(
-            role=role,
-            args=args,
-            raw_args=dict(flags),
-            model=parse_model_config(V4),
-            origin=f"{role}.yaml",
-            gpu="h200",
-            gpu_source="--gpu",
-            env={},
-        )
+        return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(V4), origin=f"{role}.yaml",
+                    gpu="h200", gpu_source="--gpu", env={})
 
     return derive_geometry(side("prefill", pf)), derive_geometry(side("decode", df))
 
@@ -291,29 +241,15 @@ def test_dsv4_mooncake_pair_is_decided_on_both_input_paths(tmp_path, fp4):
     catalog) is decided, not unchecked: twins pass, and a prefill that alone packs its
     indexer as FP4 fails with the silent corruption, as a pair and as a script."""
     extra = " --enable-deepseek-v4-fp4-indexer" if fp4 else ""
-    lines = [
-        f"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --disaggregation-mode {role} "
-        f"--tp 8 --port {port}{extra if role == 'prefill' else ''} &\n"
-        for role, port in (("prefill", 30000), ("decode", 30001))
-    ]
+    lines = [f"python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Pro --disaggregation-mode {role} "
+             f"--tp 8 --port {port}{extra if role == 'prefill' else ''} &\n" for role, port in (("prefill", 30000), ("decode", 30001))]
     script = tmp_path / "pd.sh"
     script.write_text("".join(lines))
     for role in ("prefill", "decode"):
         (tmp_path / f"{role}.sh").write_text(lines[role == "decode"])
-    runs = [
-        run_cli("preflight", "-f", str(script), "--format", "json", "--sglang-version", "0.5.23"),
-        run_cli(
-            "preflight",
-            "--prefill",
-            str(tmp_path / "prefill.sh"),
-            "--decode",
-            str(tmp_path / "decode.sh"),
-            "--format",
-            "json",
-            "--sglang-version",
-            "0.5.23",
-        ),
-    ]
+    runs = [run_cli("preflight", "-f", str(script), "--format", "json", "--sglang-version", "0.5.23"),
+            run_cli("preflight", "--prefill", str(tmp_path / "prefill.sh"), "--decode", str(tmp_path / "decode.sh"),
+                    "--format", "json", "--sglang-version", "0.5.23")]
     for proc in runs:
         assert proc.stdout, proc.stderr
         report = json.loads(proc.stdout)
@@ -323,18 +259,15 @@ def test_dsv4_mooncake_pair_is_decided_on_both_input_paths(tmp_path, fp4):
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize(
-    "ib,gpus",
-    [
-        ('{"0": "mlx5_0", "1": "mlx5_1"}', 4),
-        ('{"0": "mlx5_0", "x": "mlx5_1"}', 1),
-        ('{"0": 5}', 1),
-        ("{not json", 1),
-        ("[1, 2]", 1),
-        ('{"0": "mlx5_0", "1": "mlx5_1", "2": "a", "3": "b"}', 4),
-        ("mlx5_0,mlx5_1", 8),
-    ],
-)
+@pytest.mark.parametrize("ib,gpus", [
+    ('{"0": "mlx5_0", "1": "mlx5_1"}', 4),
+    ('{"0": "mlx5_0", "x": "mlx5_1"}', 1),
+    ('{"0": 5}', 1),
+    ("{not json", 1),
+    ("[1, 2]", 1),
+    ('{"0": "mlx5_0", "1": "mlx5_1", "2": "a", "3": "b"}', 4),
+    ("mlx5_0,mlx5_1", 8),
+])
 def test_ib_device_texts_are_sglangs(ib, gpus, monkeypatch):
     """kvcheck's --disaggregation-ib-device refusals against SGLang 0.5.23's own
     get_ib_devices_for_gpu, GPU by GPU (the first one that fails is the server's)."""
@@ -351,22 +284,17 @@ def test_ib_device_texts_are_sglangs(ib, gpus, monkeypatch):
         except (ValueError, RuntimeError) as exc:
             runtime = f"{type(exc).__name__}: {exc}"
             break
-    got = _ib_findings(
-        type("S", (), {"args": ServerArgs(tp_size=gpus, disaggregation_ib_device=ib), "env": {}, "raw_args": {}})()
-    )
+    got = _ib_findings(type("S", (), {"args": ServerArgs(tp_size=gpus, disaggregation_ib_device=ib), "env": {}, "raw_args": {}})())
     assert (got[0] if got else None) == runtime
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize(
-    "env",
-    [
-        {"MOONCAKE_PROTOCOL": "efa", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "NVLINK"},
-        {"MOONCAKE_PROTOCOL": "efa", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "true"},
-        {"MOONCAKE_PROTOCOL": "efa", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
-        {"MOONCAKE_PROTOCOL": "rdma", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "BAREX"},
-    ],
-)
+@pytest.mark.parametrize("env", [
+    {"MOONCAKE_PROTOCOL": "efa", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "NVLINK"},
+    {"MOONCAKE_PROTOCOL": "efa", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "true"},
+    {"MOONCAKE_PROTOCOL": "efa", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    {"MOONCAKE_PROTOCOL": "rdma", "SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "BAREX"},
+])
 def test_efa_texts_are_sglangs(env, monkeypatch):
     """The EFA start-up refusals against SGLang 0.5.23's _validate_efa_allocator_compatibility."""
     pytest.importorskip("sglang")
@@ -382,9 +310,7 @@ def test_efa_texts_are_sglangs(env, monkeypatch):
         runtime = None
     except ValueError as exc:
         runtime = f"ValueError: {exc}"
-    side = type(
-        "S", (), {"args": ServerArgs(), "env": dict(env), "raw_args": {}, "role": "decode", "sglang_version": "0.5.23"}
-    )()
+    side = type("S", (), {"args": ServerArgs(), "env": dict(env), "raw_args": {}, "role": "decode", "sglang_version": "0.5.23"})()
     got = [t for fid, t in startup_refusals(side) if fid == "mooncake-efa"]
     assert (got[0] if got else None) == runtime
 
@@ -400,37 +326,13 @@ def test_kernel_runtime_drives_sglangs_own_mooncake_worker(tmp_path):
     path = tmp_path / "pd.sh"
     path.write_text(
         f"SGLANG_PP_LAYER_PARTITION=17,15 python3 -m sglang.launch_server --model-path {m} --disaggregation-mode prefill --tp-size 2 --pp-size 2 --page-size 16 --port 30000 &\n"
-        f"python3 -m sglang.launch_server --model-path {m} --disaggregation-mode decode --tp-size 2 --page-size 16 --port 30001 &\n"
-    )
+        f"python3 -m sglang.launch_server --model-path {m} --disaggregation-mode decode --tp-size 2 --page-size 16 --port 30001 &\n")
 
     def run(kernel, release):
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "kvcheck",
-                "preflight",
-                "-f",
-                str(path),
-                "--format",
-                "json",
-                "--kernel",
-                kernel,
-                "--sglang-version",
-                release,
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            cwd=REPO,
-        )
+        proc = subprocess.run([sys.executable, "-m", "kvcheck", "preflight", "-f", str(path), "--format", "json", "--kernel", kernel, "--sglang-version", release],
+                              capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
         rep = json.loads(proc.stdout)
-        return (
-            proc.returncode,
-            rep,
-            [f for p in rep["pairs"] for f in p["findings"] if f["severity"] in ("error", "unchecked")],
-        )
+        return proc.returncode, rep, [f for p in rep["pairs"] for f in p["findings"] if f["severity"] in ("error", "unchecked")]
 
     rc, rep, bad = run("runtime", "0.5.23")
     assert rc == 1 and rep["kernel"] == "runtime", bad
@@ -438,29 +340,14 @@ def test_kernel_runtime_drives_sglangs_own_mooncake_worker(tmp_path):
     _, _, bad_b = run("builtin", "0.5.23")
     assert rt and rt == sorted(f["message"] for f in bad_b if f["id"] == "mooncake-silent-corruption")
     rc, rep, bad = run("runtime", "0.5.9")
-    assert rc == 4 and any(
-        f["id"] == "mooncake-unchecked"
-        and "--kernel runtime drives the installed SGLang 0.5.23, but the prefill runs 0.5.9" in f["message"]
-        for f in bad
-    ), bad
+    assert rc == 4 and any(f["id"] == "mooncake-unchecked" and "--kernel runtime drives the installed SGLang 0.5.23, but the prefill runs 0.5.9" in f["message"] for f in bad), bad
 
 
-@pytest.mark.parametrize(
-    "release,decode_tp,text",
-    [
-        ("0.5.9", 2, None),  # twin SWA layouts at PP 1: each state buffer goes to its twin
-        (
-            "0.5.9",
-            4,
-            "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet.",
-        ),  # maybe_send_extra
-        (
-            "0.5.7",
-            4,
-            "PD Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet.",
-        ),  # the worker's own check
-    ],
-)
+@pytest.mark.parametrize("release,decode_tp,text", [
+    ("0.5.9", 2, None),  # twin SWA layouts at PP 1: each state buffer goes to its twin
+    ("0.5.9", 4, "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."),  # maybe_send_extra
+    ("0.5.7", 4, "PD Disaggregation does NOT support PD different TP sizes for non-MLA hybrid models yet."),  # the worker's own check
+])
 def test_swa_states_before_0_5_17(tmp_path, release, decode_tp, text):
     """gpt-oss (SWA hybrid, MHA) on Mooncake before 0.5.17: maybe_send_extra's state send
     is decided for twin layouts and the releases' refusal across unequal TP kills the
@@ -468,29 +355,12 @@ def test_swa_states_before_0_5_17(tmp_path, release, decode_tp, text):
     path = tmp_path / "pd.sh"
     path.write_text(
         "python3 -m sglang.launch_server --model-path openai/gpt-oss-20b --disaggregation-mode prefill --tp-size 2 --page-size 64 --port 30000 &\n"
-        f"python3 -m sglang.launch_server --model-path openai/gpt-oss-20b --disaggregation-mode decode --tp-size {decode_tp} --page-size 64 --port 30001 &\n"
-    )
-    proc = run_cli(
-        "preflight",
-        "-f",
-        str(path),
-        "--format",
-        "json",
-        "--kernel",
-        "builtin",
-        "--sglang-version",
-        release,
-        "--gpu",
-        "h100",
-    )
+        f"python3 -m sglang.launch_server --model-path openai/gpt-oss-20b --disaggregation-mode decode --tp-size {decode_tp} --page-size 64 --port 30001 &\n")
+    proc = run_cli("preflight", "-f", str(path), "--format", "json", "--kernel", "builtin", "--sglang-version", release, "--gpu", "h100")
     rep = json.loads(proc.stdout)
     found = [f for p in rep["pairs"] for f in p["findings"] if f["severity"] in ("error", "unchecked")]
     if text is None:
         assert proc.returncode == 0, found
     else:
         f = next(f for f in found if f["id"] == "mooncake-worker-dies")
-        assert (
-            proc.returncode == 1
-            and f["message"]
-            == f"Transfer thread failed because of {text}. Prefill instance with bootstrap_port=8998 is dead."
-        )
+        assert proc.returncode == 1 and f["message"] == f"Transfer thread failed because of {text}. Prefill instance with bootstrap_port=8998 is dead."

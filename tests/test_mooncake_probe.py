@@ -21,37 +21,14 @@ try:
 
     load_engine()
 except Exception as exc:  # noqa: BLE001
-    pytest.skip(
-        f"Mooncake's transfer engine is not installed (scripts/setup-test-env.sh): {exc}", allow_module_level=True
-    )
+    pytest.skip(f"Mooncake's transfer engine is not installed (scripts/setup-test-env.sh): {exc}", allow_module_level=True)
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "GLOG_minloglevel": "2"}
 
 
 def _start_agent(cfg, *extra):
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kvcheck",
-            "agent",
-            "--backend",
-            "mooncake",
-            "--role",
-            "decode",
-            "-c",
-            str(cfg),
-            "--ttl",
-            "60",
-            "--pages",
-            "3",
-            *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=ENV,
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "kvcheck", "agent", "--backend", "mooncake", "--role", "decode", "-c", str(cfg), "--ttl", "60",
+                             "--pages", "3", *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV)
     deadline = time.monotonic() + 60
     line = ""
     while time.monotonic() < deadline:
@@ -76,25 +53,8 @@ def test_probe_writes_and_verifies_over_tcp(pair, tmp_path):
     agent, ready = _start_agent(d, "--protocol", "tcp")
     try:
         assert ready["protocol"] == "tcp" and ready["regions"] == 64
-        proc = run_cli(
-            "preflight",
-            "--prefill",
-            str(p),
-            "--decode",
-            str(d),
-            "--kernel",
-            "builtin",
-            "--format",
-            "json",
-            "--decode-agent",
-            ready["listen"],
-            "--probe",
-            "--probe-pages",
-            "3",
-            "--timeout",
-            "20",
-            timeout=120,
-        )
+        proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--kernel", "builtin", "--format", "json",
+                       "--decode-agent", ready["listen"], "--probe", "--probe-pages", "3", "--timeout", "20", timeout=120)
         rep = json.loads(proc.stdout)
         ids = [f["id"] for f in rep["findings"]]
         assert proc.returncode == 0 and "probe-ok" in ids, rep["findings"]
@@ -113,31 +73,12 @@ def test_probe_writes_and_verifies_over_tcp(pair, tmp_path):
 
 def test_probe_refuses_an_agent_of_another_geometry(pair, tmp_path):
     p, _ = pair
-    other = write_config(
-        tmp_path, "decode4", "llama-3.1-8b", {"disaggregation-mode": "decode", "tp-size": 4, "page-size": 16}
-    )
+    other = write_config(tmp_path, "decode4", "llama-3.1-8b", {"disaggregation-mode": "decode", "tp-size": 4, "page-size": 16})
     agent, ready = _start_agent(other, "--protocol", "tcp")
     try:
-        d = write_config(
-            tmp_path, "decode", "llama-3.1-8b", {"disaggregation-mode": "decode", "tp-size": 2, "page-size": 16}
-        )
-        proc = run_cli(
-            "preflight",
-            "--prefill",
-            str(p),
-            "--decode",
-            str(d),
-            "--kernel",
-            "builtin",
-            "--format",
-            "json",
-            "--decode-agent",
-            ready["listen"],
-            "--probe",
-            "--timeout",
-            "10",
-            timeout=120,
-        )
+        d = write_config(tmp_path, "decode", "llama-3.1-8b", {"disaggregation-mode": "decode", "tp-size": 2, "page-size": 16})
+        proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--kernel", "builtin", "--format", "json",
+                       "--decode-agent", ready["listen"], "--probe", "--timeout", "10", timeout=120)
         rep = json.loads(proc.stdout)
         f = next(f for f in rep["findings"] if f["id"] == "agent-geometry")
         assert "item length 8192" in f["message"] and "item length 16384" in f["message"]
@@ -150,23 +91,8 @@ def test_probe_refuses_an_agent_of_another_geometry(pair, tmp_path):
 def test_probe_unreachable_agent_has_a_deadline(pair):
     p, d = pair
     t0 = time.monotonic()
-    proc = run_cli(
-        "preflight",
-        "--prefill",
-        str(p),
-        "--decode",
-        str(d),
-        "--kernel",
-        "builtin",
-        "--format",
-        "json",
-        "--decode-agent",
-        "127.0.0.1:9",
-        "--probe",
-        "--timeout",
-        "2",
-        timeout=60,
-    )
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--kernel", "builtin", "--format", "json",
+                   "--decode-agent", "127.0.0.1:9", "--probe", "--timeout", "2", timeout=60)
     rep = json.loads(proc.stdout)
     assert "probe-unreachable" in [f["id"] for f in rep["findings"]] and proc.returncode == 4
     assert time.monotonic() - t0 < 40
@@ -180,12 +106,8 @@ def test_probe_through_an_http_metadata_server(pair, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    srv = subprocess.Popen(
-        [sys.executable, "-m", "mooncake.http_metadata_server", "--port", str(port), "--host", "127.0.0.1"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=ENV,
-    )
+    srv = subprocess.Popen([sys.executable, "-m", "mooncake.http_metadata_server", "--port", str(port), "--host", "127.0.0.1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     p, d = pair
     try:
         import httpx
@@ -199,25 +121,8 @@ def test_probe_through_an_http_metadata_server(pair, tmp_path):
                 time.sleep(0.3)
         agent, ready = _start_agent(d, "--protocol", "tcp", "--metadata-server", f"http://127.0.0.1:{port}/metadata")
         try:
-            proc = run_cli(
-                "preflight",
-                "--prefill",
-                str(p),
-                "--decode",
-                str(d),
-                "--kernel",
-                "builtin",
-                "--format",
-                "json",
-                "--decode-agent",
-                ready["listen"],
-                "--probe",
-                "--probe-pages",
-                "2",
-                "--timeout",
-                "20",
-                timeout=120,
-            )
+            proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--kernel", "builtin", "--format", "json",
+                           "--decode-agent", ready["listen"], "--probe", "--probe-pages", "2", "--timeout", "20", timeout=120)
             rep = json.loads(proc.stdout)
             assert "probe-ok" in [f["id"] for f in rep["findings"]], rep["findings"]
             assert rep["probe"]["metadata"].startswith("http://") and rep["probe"]["mismatched"] == 0
@@ -247,25 +152,8 @@ def test_probe_through_an_etcd_metadata_server(pair, tmp_path):
         agent, ready = _start_agent(d, "--protocol", "tcp", "--metadata-server", meta)
         try:
             assert ready["regions"] == 64
-            proc = run_cli(
-                "preflight",
-                "--prefill",
-                str(p),
-                "--decode",
-                str(d),
-                "--kernel",
-                "builtin",
-                "--format",
-                "json",
-                "--decode-agent",
-                ready["listen"],
-                "--probe",
-                "--probe-pages",
-                "2",
-                "--timeout",
-                "20",
-                timeout=120,
-            )
+            proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--kernel", "builtin", "--format", "json",
+                           "--decode-agent", ready["listen"], "--probe", "--probe-pages", "2", "--timeout", "20", timeout=120)
             rep = json.loads(proc.stdout)
             assert "probe-ok" in [f["id"] for f in rep["findings"]], rep["findings"]
             probe = rep["probe"]
@@ -276,19 +164,8 @@ def test_probe_through_an_etcd_metadata_server(pair, tmp_path):
 
             import httpx
 
-            keys = (
-                httpx.post(
-                    f"{etcd.url}/v3/kv/range",
-                    json={
-                        "key": base64.b64encode(b"\0").decode(),
-                        "range_end": base64.b64encode(b"\0").decode(),
-                        "keys_only": True,
-                    },
-                    timeout=5,
-                )
-                .json()
-                .get("kvs", [])
-            )
+            keys = httpx.post(f"{etcd.url}/v3/kv/range", json={"key": base64.b64encode(b"\0").decode(), "range_end": base64.b64encode(b"\0").decode(),
+                                                               "keys_only": True}, timeout=5).json().get("kvs", [])
             names = [base64.b64decode(k["key"]).decode(errors="replace") for k in keys]
             assert any("mooncake" in n for n in names), names
         finally:
@@ -315,25 +192,9 @@ def test_mooncake_agent_refuses_what_the_nixl_agent_refuses(pair, extra, field):
     before anything is allocated or registered."""
     _, d = pair
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kvcheck",
-            "agent",
-            "--backend",
-            "mooncake",
-            "--role",
-            "decode",
-            "-c",
-            str(d),
-            "--ttl",
-            "5",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=60,
+        [sys.executable, "-m", "kvcheck", "agent", "--backend", "mooncake", "--role", "decode", "-c", str(d),
+         "--ttl", "5", *extra],
+        capture_output=True, text=True, env=ENV, timeout=60,
     )
     assert proc.returncode == 2, proc.stderr
     assert field in proc.stderr and "Traceback" not in proc.stderr

@@ -15,13 +15,7 @@ from tests.nixl_helpers import build_blob
 
 
 def test_synthetic_blob_round_trip():
-    blob = build_blob(
-        b"kvcheck-decode-h-1",
-        sections=(
-            (b"UCX", 0, ((0x1000, 4096, 7, b"rkey"), (0x3000, 8192, 0, b""))),
-            (b"UCX", 1, ((0x9000, 64, 3, b"x"),)),
-        ),
-    )
+    blob = build_blob(b"kvcheck-decode-h-1", sections=((b"UCX", 0, ((0x1000, 4096, 7, b"rkey"), (0x3000, 8192, 0, b""))), (b"UCX", 1, ((0x9000, 64, 3, b"x"),))))
     m = parse_metadata(blob)
     assert m.name == "kvcheck-decode-h-1"
     assert m.backends == {"UCX": 4}
@@ -36,11 +30,7 @@ def test_kvcheck_dev_ids_give_region_order():
     from kvcheck.nixl.agent import dram_dev_id
 
     # Blob lists by address; dev ids carry the index (and the VRAM stand-in bit).
-    regs = (
-        (0x1000, 64, dram_dev_id(2, False), b""),
-        (0x2000, 64, dram_dev_id(0, True), b""),
-        (0x3000, 64, dram_dev_id(1, True), b""),
-    )
+    regs = ((0x1000, 64, dram_dev_id(2, False), b""), (0x2000, 64, dram_dev_id(0, True), b""), (0x3000, 64, dram_dev_id(1, True), b""))
     order = remote_regions(parse_metadata(build_blob(sections=((b"UCX", 0, regs),))))
     assert [(r.index, r.kind, r.addr) for r in order] == [(0, "VRAM", 0x2000), (1, "VRAM", 0x3000), (2, "DRAM", 0x1000)]
 
@@ -56,10 +46,7 @@ def test_kvcheck_dev_ids_give_region_order():
         (build_blob(name=b""), "empty agent name"),
         (build_blob(name=b"\xff\xfe"), "UTF-8"),
         (build_blob(sections=((b"UCX", 9, ((1, 2, 0, b""),)),)), "unknown memory kind 9"),
-        (
-            build_blob(sections=((b"UCX", 0, ((1, 2, 0, b""),)),)).replace(b"nixlSDList", b"nixlBDList"),
-            "expected b'nixlSDList'",
-        ),
+        (build_blob(sections=((b"UCX", 0, ((1, 2, 0, b""),)),)).replace(b"nixlSDList", b"nixlBDList"), "expected b'nixlSDList'"),
         (build_blob(sections=((b"UCX", 0, ((1, 2, 0, b""),)),)).replace(b"MemSection", b"MemSectioX"), "MemSection"),
     ],
 )
@@ -71,9 +58,7 @@ def test_malformed_blobs_raise_blob_error(blob, words):
 def test_huge_counts_do_not_allocate():
     # A descriptor count of 2**60 with no bytes behind it: rejected before any loop.
     blob = build_blob(sections=((b"UCX", 0, ()),))
-    huge = blob.replace(
-        b"n" + struct.pack("<Q", 8) + struct.pack("<Q", 0), b"n" + struct.pack("<Q", 8) + struct.pack("<Q", 1 << 60)
-    )
+    huge = blob.replace(b"n" + struct.pack("<Q", 8) + struct.pack("<Q", 0), b"n" + struct.pack("<Q", 8) + struct.pack("<Q", 1 << 60))
     with pytest.raises(BlobError, match="more than the"):
         parse_metadata(huge)
     # A length field pointing 2**63 bytes ahead.
@@ -111,7 +96,7 @@ def test_fuzz_mutated_valid_blob(data):
         if op == "flip":
             blob[pos] = data.draw(st.integers(0, 255))
         elif op == "cut":
-            del blob[pos : pos + data.draw(st.integers(1, 16))]
+            del blob[pos:pos + data.draw(st.integers(1, 16))]
         else:
             blob[pos:pos] = data.draw(st.binary(min_size=1, max_size=16))
         if not blob:

@@ -43,14 +43,8 @@ def test_backend_params_with_a_number_value_fail_at_start_up(tmp_path):
     assert f["runtime_error"]["type"] == "ValueError" and rc == 1
     conn = pytest.importorskip("sglang.srt.disaggregation.nixl.conn")
     source = " ".join(inspect.getsource(conn.NixlKVManager.__init__).split())
-    assert (
-        '"SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS must be a JSON object " "with string keys and string values"'
-        in source
-    )
-    assert (
-        f["runtime_error"]["message"]
-        == "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS must be a JSON object with string keys and string values"
-    )
+    assert '"SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS must be a JSON object " "with string keys and string values"' in source
+    assert f["runtime_error"]["message"] == "SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS must be a JSON object with string keys and string values"
 
 
 def test_different_backends_on_the_two_sides(tmp_path):

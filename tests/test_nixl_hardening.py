@@ -15,9 +15,7 @@ import time
 
 import pytest
 
-pytest.importorskip(
-    "nixl_cu12._api", reason="nixl-cu12 is not installed (pip install nixl-cu12==1.5.1 --no-deps numpy)"
-)
+pytest.importorskip("nixl_cu12._api", reason="nixl-cu12 is not installed (pip install nixl-cu12==1.5.1 --no-deps numpy)")
 
 from tests.nixl_helpers import UNIFORM, AgentProc, Etcd, StallServer, etcd_put, free_port, run_kvcheck, write_pair  # noqa: E402
 
@@ -43,19 +41,7 @@ def etcd():
 
 
 def preflight(pair, *extra, timeout=120):
-    return run_kvcheck(
-        "preflight",
-        "--prefill",
-        str(pair[0]),
-        "--decode",
-        str(pair[1]),
-        "--format",
-        "json",
-        "--kernel",
-        "builtin",
-        *extra,
-        timeout=timeout,
-    )
+    return run_kvcheck("preflight", "--prefill", str(pair[0]), "--decode", str(pair[1]), "--format", "json", "--kernel", "builtin", *extra, timeout=timeout)
 
 
 def ids(report):
@@ -68,13 +54,8 @@ def probe_job(pair, target, *, timeout=3.0, pages=2, hold=()):
     from kvcheck.sglang.geometry import derive_geometry
     from kvcheck.sources import load_side
 
-    p, d = (
-        load_side(str(pair[0]), "prefill", sglang_version="0.5.23"),
-        load_side(str(pair[1]), "decode", sglang_version="0.5.23"),
-    )
-    job = build_job(
-        run_preflight(p, d).plan, derive_geometry(p), derive_geometry(d), target, pages=pages, timeout=timeout
-    )
+    p, d = load_side(str(pair[0]), "prefill", sglang_version="0.5.23"), load_side(str(pair[1]), "decode", sglang_version="0.5.23")
+    job = build_job(run_preflight(p, d).plan, derive_geometry(p), derive_geometry(d), target, pages=pages, timeout=timeout)
     job["hold"] = list(hold)
     return job
 
@@ -82,7 +63,6 @@ def probe_job(pair, target, *, timeout=3.0, pages=2, hold=()):
 # ---------------------------------------------------------------------------------
 # 1. The probe cannot write outside memory a kvcheck agent allocated for it
 # ---------------------------------------------------------------------------------
-
 
 def _doctor(blob: bytes, which: str, agent: AgentProc) -> bytes:
     """Patch one region address of ``blob`` so it points ``which`` way."""
@@ -198,14 +178,10 @@ def test_a_listener_that_is_not_the_agent_cannot_confirm(uniform):
         host, port = agent.listen.rsplit(":", 1)
         blob = fetch_listener_blob(host, int(port))
         real = confirm_agent(host, int(port), 5).answer
-        victim = sorted(
-            (r for r in parse_metadata(blob).regions("DRAM") if r.dev_id != CONFIRM_DEV_ID), key=lambda r: r.addr
-        )[5]
+        victim = sorted((r for r in parse_metadata(blob).regions("DRAM") if r.dev_id != CONFIRM_DEV_ID), key=lambda r: r.addr)[5]
         new_addr = agent.info["guards"][1][0] + 4096
-        doctored = blob.replace(
-            struct.pack("<QQQ", victim.addr, victim.length, victim.dev_id),
-            struct.pack("<QQQ", new_addr, victim.length, victim.dev_id),
-        )
+        doctored = blob.replace(struct.pack("<QQQ", victim.addr, victim.length, victim.dev_id),
+                                struct.pack("<QQQ", new_addr, victim.length, victim.dev_id))
         regions = [dict(r, addr=new_addr) if r["addr"] == victim.addr else r for r in real["regions"]]
         fake = FakeConfirmListener(doctored, {**real, "regions": regions})
         guards = [(a, n, agent.read_mem(a, n)) for a, n in agent.info["guards"]]
@@ -251,9 +227,7 @@ def test_probe_through_etcd_confirms_and_passes(uniform, etcd):
     finally:
         lines = agent.stop()
     assert proc.returncode == 0 and report["probe"]["ok"], report
-    assert [x["message"] for x in lines if x["event"] == "notification"] == [
-        report["probe"]["segments"][0]["notification"]
-    ]
+    assert [x["message"] for x in lines if x["event"] == "notification"] == [report["probe"]["segments"][0]["notification"]]
     assert [x["guards_intact"] for x in lines if x["event"] == "stopped"] == [True]
 
 
@@ -277,14 +251,10 @@ def test_confirmation_is_nonce_bound(uniform):
 # 2. Deadlines that hold
 # ---------------------------------------------------------------------------------
 
-
 @pytest.mark.parametrize("mode", ["stall", "trickle"])
 def test_inspect_etcd_deadline_holds(mode):
     # trickle: a valid HTTP head, then a body one byte at a time
-    payload = (
-        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n"
-        + b"1\r\n \r\n" * 1000
-    )
+    payload = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n" + b"1\r\n \r\n" * 1000
     server = StallServer(mode, payload=payload, every=0.3)
     try:
         t0 = time.monotonic()
@@ -315,9 +285,7 @@ def test_preflight_probe_through_stalled_etcd_ends_in_time(uniform):
     server = StallServer("stall")
     try:
         t0 = time.monotonic()
-        proc = preflight(
-            uniform, "--decode-agent", f"etcd://127.0.0.1:{server.port}/kvcheck-decode-x-1", "--probe", "--timeout", "3"
-        )
+        proc = preflight(uniform, "--decode-agent", f"etcd://127.0.0.1:{server.port}/kvcheck-decode-x-1", "--probe", "--timeout", "3")
         took = time.monotonic() - t0
     finally:
         server.close()
@@ -343,7 +311,6 @@ def test_etcd_gateway_overall_deadline_not_per_read():
 # ---------------------------------------------------------------------------------
 # 3. Statuses and findings that match the fault
 # ---------------------------------------------------------------------------------
-
 
 @pytest.mark.parametrize("at", ["load metadata", "write segment 0", "read back segment 0"])
 def test_peer_killed_mid_probe_is_peer_lost(uniform, at):
@@ -418,27 +385,13 @@ def test_frozen_peer_gives_one_status(uniform, at, monkeypatch):
             def ev(e):
                 if e.get("type") == "hold":
                     os.kill(agent.pid, signal.SIGSTOP)
-
             return real(job, on_event=ev)
 
         monkeypatch.setattr(probe_mod, "run_probe", frozen_at)
-        p, d = (
-            load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"),
-            load_side(str(uniform[1]), "decode", sglang_version="0.5.23"),
-        )
+        p, d = load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"), load_side(str(uniform[1]), "decode", sglang_version="0.5.23")
         report = run_preflight(p, d)
         with pytest.raises(UnreachableError, match="probe-timeout") as err:
-            augment_preflight(
-                report,
-                p,
-                d,
-                prefill_agent=None,
-                decode_agent=agent.listen,
-                probe=True,
-                timeout=2,
-                pages=2,
-                show_progress=False,
-            )
+            augment_preflight(report, p, d, prefill_agent=None, decode_agent=agent.listen, probe=True, timeout=2, pages=2, show_progress=False)
         assert err.value.exit_code == 3
     finally:
         agent.kill()

@@ -11,9 +11,7 @@ import time
 
 import pytest
 
-pytest.importorskip(
-    "nixl_cu12._api", reason="nixl-cu12 is not installed (pip install nixl-cu12==1.5.1 --no-deps numpy)"
-)
+pytest.importorskip("nixl_cu12._api", reason="nixl-cu12 is not installed (pip install nixl-cu12==1.5.1 --no-deps numpy)")
 
 from tests.nixl_helpers import MIXED, UNIFORM, AgentProc, Etcd, free_port, run_kvcheck, write_pair  # noqa: E402
 
@@ -40,21 +38,7 @@ def decode_agent(uniform):
 
 
 def preflight(pair, *extra, timeout=60):
-    proc = run_kvcheck(
-        "preflight",
-        "--prefill",
-        str(pair[0]),
-        "--decode",
-        str(pair[1]),
-        "--format",
-        "json",
-        "--kernel",
-        "builtin",
-        "--sglang-version",
-        "0.5.23",
-        *extra,
-        timeout=timeout,
-    )
+    proc = run_kvcheck("preflight", "--prefill", str(pair[0]), "--decode", str(pair[1]), "--format", "json", "--kernel", "builtin", "--sglang-version", "0.5.23", *extra, timeout=timeout)
     assert proc.stdout, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -118,9 +102,7 @@ def test_probe_mixed_plan_segments_and_notifications(mixed):
         # SGLang 0.5.23 reaches mixed destination kinds only with a HiSparse decode that
         # also drafts, which its decode refuses on NIXL (hisparse-draft-nixl): accept that
         # known finding to exercise the mixed plan's segments on the wire.
-        rc, report = preflight(
-            mixed, "--decode-agent", agent.listen, "--probe", "--timeout", "5", "--ignore", "hisparse-draft-nixl"
-        )
+        rc, report = preflight(mixed, "--decode-agent", agent.listen, "--probe", "--timeout", "5", "--ignore", "hisparse-draft-nixl")
     finally:
         lines = agent.stop()
     assert [f["ignored"] for f in report["findings"] if f["id"] == "hisparse-draft-nixl"] == [True]
@@ -146,20 +128,8 @@ def test_live_agent_disagreeing_with_args_is_a_finding(uniform, mixed):
 
 
 def test_probe_port_nobody_listens_on(uniform):
-    proc = run_kvcheck(
-        "preflight",
-        "--prefill",
-        str(uniform[0]),
-        "--decode",
-        str(uniform[1]),
-        "--format",
-        "json",
-        "--decode-agent",
-        f"127.0.0.1:{free_port()}",
-        "--probe",
-        "--timeout",
-        "2",
-    )
+    proc = run_kvcheck("preflight", "--prefill", str(uniform[0]), "--decode", str(uniform[1]), "--format", "json",
+                       "--decode-agent", f"127.0.0.1:{free_port()}", "--probe", "--timeout", "2")
     assert proc.returncode == 3
     assert "no NIXL listener" in proc.stderr
 
@@ -168,19 +138,8 @@ def test_probe_frozen_peer_hits_the_deadline(uniform, decode_agent):
     os.kill(decode_agent.proc.pid, signal.SIGSTOP)
     try:
         t0 = time.monotonic()
-        proc = run_kvcheck(
-            "preflight",
-            "--prefill",
-            str(uniform[0]),
-            "--decode",
-            str(uniform[1]),
-            "--format",
-            "json",
-            "--decode-agent",
-            decode_agent.listen,
-            "--timeout",
-            "2",
-        )
+        proc = run_kvcheck("preflight", "--prefill", str(uniform[0]), "--decode", str(uniform[1]), "--format", "json",
+                           "--decode-agent", decode_agent.listen, "--timeout", "2")
         took = time.monotonic() - t0
     finally:
         os.kill(decode_agent.proc.pid, signal.SIGCONT)
@@ -197,10 +156,7 @@ def test_probe_frozen_peer_mid_probe_names_the_step(uniform, tmp_path):
         from kvcheck.sglang.geometry import derive_geometry
         from kvcheck.sources import load_side
 
-        p, d = (
-            load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"),
-            load_side(str(uniform[1]), "decode", sglang_version="0.5.23"),
-        )
+        p, d = load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"), load_side(str(uniform[1]), "decode", sglang_version="0.5.23")
         report = run_preflight(p, d)
         job = build_job(report.plan, derive_geometry(p), derive_geometry(d), agent.listen, pages=2, timeout=2)
         os.kill(agent.proc.pid, signal.SIGSTOP)
@@ -222,10 +178,7 @@ def test_probe_peer_killed_mid_probe(uniform):
     from kvcheck.sglang.geometry import derive_geometry
     from kvcheck.sources import load_side
 
-    p, d = (
-        load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"),
-        load_side(str(uniform[1]), "decode", sglang_version="0.5.23"),
-    )
+    p, d = load_side(str(uniform[0]), "prefill", sglang_version="0.5.23"), load_side(str(uniform[1]), "decode", sglang_version="0.5.23")
     report = run_preflight(p, d)
     job = build_job(report.plan, derive_geometry(p), derive_geometry(d), agent.listen, pages=64, timeout=3)
 
@@ -287,14 +240,7 @@ def test_inspect_over_etcd_and_withdraw(uniform):
         assert names == sorted([a.info["name"], b.info["name"]])
         one = run_kvcheck("inspect", f"etcd://{host}/{a.info['name']}", "--format", "json")
         assert json.loads(one.stdout)["kind_counts"] == {"DRAM": 65}  # + the confirmation page
-        rc, report = preflight(
-            uniform,
-            "--decode-agent",
-            f"etcd://{host}/{a.info['name']}",
-            "--prefill-agent",
-            f"etcd://{host}/{b.info['name']}",
-            "--probe",
-        )
+        rc, report = preflight(uniform, "--decode-agent", f"etcd://{host}/{a.info['name']}", "--prefill-agent", f"etcd://{host}/{b.info['name']}", "--probe")
         assert rc == 0 and report["probe"]["ok"], report
         assert len(report["agents"]) == 2
         a.stop()

@@ -79,15 +79,8 @@ def test_a_mooncake_pair_gets_one_answer_on_both_paths(tmp_path):
 
 
 def test_a_nixl_backend_the_runtime_does_not_have_fails_on_both_paths(tmp_path):
-    pair, dep = _both(
-        tmp_path,
-        "llama-3.1-8b",
-        NIXL,
-        NIXL,
-        "--sglang-version",
-        "0.5.23",
-        p_env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "NOPE"},
-    )
+    pair, dep = _both(tmp_path, "llama-3.1-8b", NIXL, NIXL, "--sglang-version", "0.5.23",
+                      p_env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "NOPE"})
     _same(pair, dep)
     assert pair[0] == 1 and pair[1] == "fail"
 
@@ -97,11 +90,7 @@ def test_a_typo_inside_the_file_is_that_servers_start_up_refusal_at_its_line(tmp
     case = tmp_path / "typo"
     case.mkdir()
     good = f"--disaggregation-transfer-backend nixl --page-size 16"
-    p_line = (
-        f"{LAUNCH} --model-path {model_dir('llama-3.1-8b')} "
-        + (typo if "mdoe" in typo else f"--disaggregation-mode prefill {typo}")
-        + f" {good}"
-    )
+    p_line = f"{LAUNCH} --model-path {model_dir('llama-3.1-8b')} " + (typo if "mdoe" in typo else f"--disaggregation-mode prefill {typo}") + f" {good}"
     d_line = _line("llama-3.1-8b", "decode", good + " --port 30001")
     (case / "deploy.sh").write_text(f"# two servers\n{p_line}\n{d_line}\n")
     (case / "prefill.sh").write_text(p_line + "\n")
@@ -119,21 +108,12 @@ def test_a_typo_inside_the_file_is_that_servers_start_up_refusal_at_its_line(tmp
 # A generated set: every combination is a deployment someone could write; a fixed seed
 # keeps the draw (and the CI cost) the same on every run.
 # (Aligned choices are listed more than once so that about half the draws pass.)
-_MODELS = [("llama-3.1-8b", "llama-3.1-8b")] * 2 + [
-    ("qwen3-8b", "qwen3-8b"),
-    ("deepseek-v3", "deepseek-v3"),
-    ("llama-3.1-8b", "qwen3-8b"),
-]
+_MODELS = [("llama-3.1-8b", "llama-3.1-8b")] * 2 + [("qwen3-8b", "qwen3-8b"), ("deepseek-v3", "deepseek-v3"), ("llama-3.1-8b", "qwen3-8b")]
 _TP = [(1, 1), (2, 2), (2, 2), (1, 2)]
 _PAGE = [(16, 16), (16, 16), (16, 64), (None, None)]
 _BACKEND = [("nixl", "nixl")] * 3 + [("nixl", "mooncake"), ("mooncake", "mooncake")]
 _DTYPE = [(None, None)] * 3 + [("fp8_e4m3", "fp8_e4m3"), ("fp8_e4m3", None)]
-_RELEASE = [
-    ("--sglang-version", "0.5.23"),
-    ("--sglang-version", "0.5.12.post1"),
-    ("--prefill-sglang-version", "0.5.22"),
-    None,
-]
+_RELEASE = [("--sglang-version", "0.5.23"), ("--sglang-version", "0.5.12.post1"), ("--prefill-sglang-version", "0.5.22"), None]
 _ENV = [None, {"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"}]
 
 
@@ -155,40 +135,26 @@ def test_generated_pairs_agree_as_a_pair_and_as_an_f_script(tmp_path, n):
     extra = list(release) if release else []
     if release and release[0] == "--prefill-sglang-version":
         extra += ["--decode-sglang-version", "0.5.23"]
-    pair, dep = _both(
-        tmp_path, pm, _flags(ptp, pp, pb, pdt), _flags(dtp, dp, db, ddt), *extra, decode_model=dm, d_env=env
-    )
+    pair, dep = _both(tmp_path, pm, _flags(ptp, pp, pb, pdt), _flags(dtp, dp, db, ddt), *extra, decode_model=dm, d_env=env)
     _same(pair, dep)
     # The pair JSON contract (DESIGN.md Part 3) holds on the pair path.
     report = pair[3]
     assert set(report) >= {"verdict", "plan", "findings"} and "pairs" not in report
-    assert {"path", "n_src", "n_dst", "segments"} <= set(
-        report["plan"] or {"path": 0, "n_src": 0, "n_dst": 0, "segments": 0}
-    )
+    assert {"path", "n_src", "n_dst", "segments"} <= set(report["plan"] or {"path": 0, "n_src": 0, "n_dst": 0, "segments": 0})
 
 
 # --- options and environments mean the same on every path (issue 15) -------------------
-
 
 def test_a_scripts_export_is_the_servers_environment_as_prefill_env_is(tmp_path):
     # `export VAR=v` before a launch is that server's environment (POSIX shell); the pair
     # path says the same with --prefill-env. Both fail: 0.5.23's NixlKVManager creates
     # only the backend SGLANG_DISAGGREGATION_NIXL_BACKEND names, and NOPE is none.
-    pair, _ = _both(
-        tmp_path,
-        "llama-3.1-8b",
-        NIXL,
-        NIXL,
-        "--sglang-version",
-        "0.5.23",
-        p_env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "NOPE"},
-    )
+    pair, _ = _both(tmp_path, "llama-3.1-8b", NIXL, NIXL, "--sglang-version", "0.5.23",
+                    p_env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "NOPE"})
     p_line, d_line = _line("llama-3.1-8b", "prefill", NIXL), _line("llama-3.1-8b", "decode", NIXL + " --port 30001")
     script = tmp_path / "export.sh"
-    script.write_text(
-        f"export SGLANG_DISAGGREGATION_NIXL_BACKEND=NOPE\n{p_line}\n"
-        f"unset SGLANG_DISAGGREGATION_NIXL_BACKEND\n{d_line}\n"
-    )
+    script.write_text(f"export SGLANG_DISAGGREGATION_NIXL_BACKEND=NOPE\n{p_line}\n"
+                      f"unset SGLANG_DISAGGREGATION_NIXL_BACKEND\n{d_line}\n")
     rc, dep = _run("-f", str(script), "--sglang-version", "0.5.23")
     _same(pair, (rc, dep["verdict"], _ids(dep)))
     assert rc == 1 and "nixl-backend" in _ids(dep)
@@ -197,15 +163,12 @@ def test_a_scripts_export_is_the_servers_environment_as_prefill_env_is(tmp_path)
 DSV3_BF16 = "--disaggregation-transfer-backend nixl --page-size 64 --tp-size 8 --kv-cache-dtype bfloat16"
 
 
-@pytest.mark.parametrize(
-    "gpus, rc",
-    [
-        (("--prefill-gpu", "h100"), 4),  # the decode's GPU not given: Hopper starts, Blackwell refuses
-        (("--gpu", "h100"), 0),
-        (("--prefill-gpu", "h100", "--decode-gpu", "b200"), 1),
-        ((), 4),
-    ],
-)
+@pytest.mark.parametrize("gpus, rc", [
+    (("--prefill-gpu", "h100"), 4),  # the decode's GPU not given: Hopper starts, Blackwell refuses
+    (("--gpu", "h100"), 0),
+    (("--prefill-gpu", "h100", "--decode-gpu", "b200"), 1),
+    ((), 4),
+])
 def test_a_side_whose_gpu_is_not_given_is_decided_on_every_gpu_on_both_paths(tmp_path, gpus, rc):
     # DeepSeek-V3 on Blackwell defaults to trtllm_mla, whose start-up check
     # (_mla_kv_cache_dtype_checks, sglang/srt/arg_groups/overrides.py, 0.5.23) refuses the
@@ -229,34 +192,15 @@ SNAPSHOTS = REPO / "kvcheck" / "checks" / "examples" / "snapshots"
 
 
 def _snapshot_pair(*extra: str) -> tuple[int, dict]:
-    return _run(
-        "--prefill",
-        str(SNAPSHOTS / "prefill.json"),
-        "--decode",
-        str(SNAPSHOTS / "decode.json"),
-        "--model-config",
-        str(model_dir("llama-3.1-8b") / "config.json"),
-        *extra,
-    )
+    return _run("--prefill", str(SNAPSHOTS / "prefill.json"), "--decode", str(SNAPSHOTS / "decode.json"),
+                "--model-config", str(model_dir("llama-3.1-8b") / "config.json"), *extra)
 
 
-@pytest.mark.parametrize(
-    "gpus, expect",
-    [
-        (("--gpu", "b200"), {"prefill": ("b200", "--gpu"), "decode": ("b200", "--gpu")}),
-        (
-            ("--decode-gpu", "b200"),
-            {"prefill": ("h100/b200", "no GPU given: decided on each"), "decode": ("b200", "--gpu")},
-        ),
-        (
-            (),
-            {
-                "prefill": ("h100/b200", "no GPU given: decided on each"),
-                "decode": ("h100/b200", "no GPU given: decided on each"),
-            },
-        ),
-    ],
-)
+@pytest.mark.parametrize("gpus, expect", [
+    (("--gpu", "b200"), {"prefill": ("b200", "--gpu"), "decode": ("b200", "--gpu")}),
+    (("--decode-gpu", "b200"), {"prefill": ("h100/b200", "no GPU given: decided on each"), "decode": ("b200", "--gpu")}),
+    ((), {"prefill": ("h100/b200", "no GPU given: decided on each"), "decode": ("h100/b200", "no GPU given: decided on each")}),
+])
 def test_gpu_options_reach_snapshot_sides_as_they_reach_files(tmp_path, gpus, expect):
     # once ignored for live servers and snapshots ("Hopper assumed" with --gpu b200)
     rc, report = _snapshot_pair(*gpus)
@@ -266,9 +210,8 @@ def test_gpu_options_reach_snapshot_sides_as_they_reach_files(tmp_path, gpus, ex
     # the same options on an -f script: each class on the GPU given, or decided on each
     case = tmp_path / "f"
     case.mkdir()
-    (case / "deploy.sh").write_text(
-        _line("llama-3.1-8b", "prefill", NIXL) + "\n" + _line("llama-3.1-8b", "decode", NIXL + " --port 30001") + "\n"
-    )
+    (case / "deploy.sh").write_text(_line("llama-3.1-8b", "prefill", NIXL) + "\n"
+                                    + _line("llama-3.1-8b", "decode", NIXL + " --port 30001") + "\n")
     rc_f, dep = _run("-f", str(case / "deploy.sh"), "--sglang-version", "0.5.23", *gpus)
     decided = dep["pairs"][0]["releases"].get("gpus_decided") or []
     for c in dep["classes"]:
@@ -298,10 +241,8 @@ def test_a_launch_line_files_variables_and_config_read_as_on_the_f_path(tmp_path
     # --config-file when given (it was bad input, exit 2).
     model = model_dir("llama-3.1-8b")
     p_line = f"{LAUNCH} --model-path {model} --disaggregation-mode prefill --disaggregation-transfer-backend nixl --page-size $PS"
-    d_line = (
-        f"{LAUNCH} --model-path {model} --disaggregation-mode decode --disaggregation-transfer-backend nixl "
-        "--port 30001 --config /etc/sglang/decode.yaml"
-    )
+    d_line = (f"{LAUNCH} --model-path {model} --disaggregation-mode decode --disaggregation-transfer-backend nixl "
+              "--port 30001 --config /etc/sglang/decode.yaml")
     (tmp_path / "prefill.sh").write_text(p_line + "\n")
     (tmp_path / "decode.sh").write_text(d_line + "\n")
     (tmp_path / "deploy.sh").write_text(p_line + "\n" + d_line + "\n")
@@ -325,17 +266,15 @@ def test_a_launch_line_files_variables_and_config_read_as_on_the_f_path(tmp_path
 def test_a_snapshots_hub_id_model_is_found_as_a_files_is():
     # the snapshot's model_path is a hub id: the catalog holds it, as for a file or -f
     # input (it needed --model-config on this path only)
-    rc, report = _run(
-        "--prefill", str(SNAPSHOTS / "prefill.json"), "--decode", str(SNAPSHOTS / "decode.json"), "--gpu", "h100"
-    )
+    rc, report = _run("--prefill", str(SNAPSHOTS / "prefill.json"), "--decode", str(SNAPSHOTS / "decode.json"),
+                      "--gpu", "h100")
     assert rc == 0 and report["plan"]["n_src"] == report["plan"]["n_dst"] == 64  # Llama-3.1-8B: 2 x 32 layers
 
 
 @pytest.mark.parametrize("option", [["--probe"], ["--decode-agent", "127.0.0.1:1"], ["--bootstrap", "http://x:1"]])
 def test_a_live_only_option_with_f_is_bad_usage_not_silently_dropped(tmp_path, option):
-    (tmp_path / "deploy.sh").write_text(
-        _line("llama-3.1-8b", "prefill", NIXL) + "\n" + _line("llama-3.1-8b", "decode", NIXL + " --port 30001") + "\n"
-    )
+    (tmp_path / "deploy.sh").write_text(_line("llama-3.1-8b", "prefill", NIXL) + "\n"
+                                        + _line("llama-3.1-8b", "decode", NIXL + " --port 30001") + "\n")
     res = CliRunner().invoke(app, ["preflight", "-f", str(tmp_path / "deploy.sh"), *option])
     # kvcheck's own usage error (kvcheck.cli.main makes it exit 2), raised before reading
     assert isinstance(res.exception, KvcheckError) and res.exception.exit_code == 2

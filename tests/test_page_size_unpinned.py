@@ -16,9 +16,7 @@ def _unpinned(report: dict) -> list[dict]:
 
 
 def test_no_gpu_given_names_what_the_page_size_resolves_to(tmp_path):
-    code, report = preflight_json(
-        tmp_path, "llama-3.1-8b", {**BASE, "disaggregation-mode": "prefill"}, {**BASE, "disaggregation-mode": "decode"}
-    )
+    code, report = preflight_json(tmp_path, "llama-3.1-8b", {**BASE, "disaggregation-mode": "prefill"}, {**BASE, "disaggregation-mode": "decode"})
     found = _unpinned(report)
     assert code == 0 and len(found) == 2
     prefill = next(f for f in found if "prefill: --page-size is not set" in f["message"])
@@ -27,12 +25,5 @@ def test_no_gpu_given_names_what_the_page_size_resolves_to(tmp_path):
 
 
 def test_both_gpus_given_no_risk_left(tmp_path):
-    code, report = preflight_json(
-        tmp_path,
-        "llama-3.1-8b",
-        {**BASE, "disaggregation-mode": "prefill"},
-        {**BASE, "disaggregation-mode": "decode"},
-        "--gpu",
-        "h100",
-    )
+    code, report = preflight_json(tmp_path, "llama-3.1-8b", {**BASE, "disaggregation-mode": "prefill"}, {**BASE, "disaggregation-mode": "decode"}, "--gpu", "h100")
     assert code == 0 and report["verdict"] == "pass" and _unpinned(report) == []

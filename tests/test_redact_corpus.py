@@ -58,9 +58,7 @@ def _server_info(boot_port: int) -> dict:
         "token_for_hub": HUB,
         "api_keys": list(LISTED),
         "hicache_storage_backend": "file",
-        "hicache_storage_backend_extra_config": json.dumps(
-            {"bucket": "kv", "aws_secret_access_key": AWS, "redis_url": f"redis://:{REDIS_PW}@cache:6379/0"}
-        ),
+        "hicache_storage_backend_extra_config": json.dumps({"bucket": "kv", "aws_secret_access_key": AWS, "redis_url": f"redis://:{REDIS_PW}@cache:6379/0"}),
         "launch_command": f"python -m sglang.launch_server --api-key {API_KEY} --ssl-keyfile-password={SSL_PW}",
     }
 
@@ -83,25 +81,10 @@ def _outputs(tmp_path, srv_url: str) -> list[str]:
 
 def test_no_secret_shape_reaches_any_output_format_or_snapshot(tmp_path):
     # /route echoes the SSL password as its kv-cache dtype: a live-route finding quotes it.
-    route = {
-        "attn_tp_size": 1,
-        "attn_cp_size": 1,
-        "dp_size": 1,
-        "pp_size": 1,
-        "page_size": 16,
-        "kv_cache_dtype": SSL_PW,
-        "prefill_http_port": None,
-    }
+    route = {"attn_tp_size": 1, "attn_cp_size": 1, "dp_size": 1, "pp_size": 1, "page_size": 16, "kv_cache_dtype": SSL_PW, "prefill_http_port": None}
     with LoopbackServer({"/route": Reply(200, route)}) as boot:
-        model_info = {
-            "model_path": str(model_dir("llama-3.1-8b")),
-            "served_model_name": f"llama ({HF})",
-            "architectures": ["LlamaForCausalLM"],
-            "disaggregation_mode": "prefill",
-        }
-        with LoopbackServer(
-            {"/server_info": Reply(200, _server_info(boot.port)), "/model_info": Reply(200, model_info)}
-        ) as srv:
+        model_info = {"model_path": str(model_dir("llama-3.1-8b")), "served_model_name": f"llama ({HF})", "architectures": ["LlamaForCausalLM"], "disaggregation_mode": "prefill"}
+        with LoopbackServer({"/server_info": Reply(200, _server_info(boot.port)), "/model_info": Reply(200, model_info)}) as srv:
             outs = _outputs(tmp_path, srv.url)
     text = "\n".join(outs)
     assert "live-route" in text  # the finding that used to carry the password is there
@@ -127,18 +110,10 @@ def test_a_503_body_is_never_printed(tmp_path):
 
 
 def test_secrets_given_in_files_are_scrubbed_from_every_output(tmp_path):
-    p = write_config(
-        tmp_path,
-        "prefill",
-        "llama-3.1-8b",
-        {
-            "disaggregation-mode": "prefill",
-            "disaggregation-transfer-backend": "nixl",
-            "page-size": 16,
-            "api-key": API_KEY,
-            "ssl-keyfile-password": SSL_PW,
-        },
-    )
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {
+        "disaggregation-mode": "prefill", "disaggregation-transfer-backend": "nixl", "page-size": 16,
+        "api-key": API_KEY, "ssl-keyfile-password": SSL_PW,
+    })
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
     for fmt in ("table", "json", "junit", "github"):
         proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", fmt)
@@ -146,54 +121,20 @@ def test_secrets_given_in_files_are_scrubbed_from_every_output(tmp_path):
         assert API_KEY not in proc.stdout + proc.stderr and SSL_PW not in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "hftoken",
-        "HF_TOKEN",
-        "hf-token",
-        "HfToken",
-        "dbpassword",
-        "DB_PASSWD",
-        "token_for_hub",
-        "api_keys",
-        "apiKey",
-        "aws_secret_access_key",
-        "AWS_ACCESS_KEY_ID",
-        "client_secret",
-        "ssl_keyfile_password",
-        "Authorization",
-        "auth",
-        "oauth_token",
-        "private_key",
-        "credentials",
-        "session_cookie",
-        "mysql_pwd",
-    ],
-)
+@pytest.mark.parametrize("name", [
+    "hftoken", "HF_TOKEN", "hf-token", "HfToken", "dbpassword", "DB_PASSWD", "token_for_hub", "api_keys", "apiKey",
+    "aws_secret_access_key", "AWS_ACCESS_KEY_ID", "client_secret", "ssl_keyfile_password", "Authorization", "auth", "oauth_token",
+    "private_key", "credentials", "session_cookie", "mysql_pwd",
+])
 def test_secret_names_in_any_spelling(name):
     assert is_secret_key(name)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "max_total_tokens",
-        "tokenizer_path",
-        "tokenizer_mode",
-        "speculative_token_map",
-        "speculative_num_draft_tokens",
-        "ssl_keyfile",
-        "ssl_certfile",
-        "num_key_value_heads",
-        "bucket_time_to_first_token",
-        "num_reserved_decode_tokens",
-        "author",
-        "page_size",
-        "skip_tokenizer_init",
-        "bucket_inter_token_latency",
-    ],
-)
+@pytest.mark.parametrize("name", [
+    "max_total_tokens", "tokenizer_path", "tokenizer_mode", "speculative_token_map", "speculative_num_draft_tokens", "ssl_keyfile",
+    "ssl_certfile", "num_key_value_heads", "bucket_time_to_first_token", "num_reserved_decode_tokens", "author", "page_size",
+    "skip_tokenizer_init", "bucket_inter_token_latency",
+])
 def test_field_names_that_are_not_secrets(name):
     assert not is_secret_key(name)
 

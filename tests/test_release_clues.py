@@ -89,12 +89,7 @@ def test_pip_install_lines():
     got = clues_from_text(text, "run.sh")
     assert [(c.releases, c.location) for c in got[:2]] == [(("0.5.9",), "run.sh:2"), (("0.5.8.post1",), "run.sh:3")]
     rng = got[2]
-    assert (
-        rng.location == "run.sh:4"
-        and rng.window
-        and rng.beyond_newest
-        and rng.releases == ("0.5.21", "0.5.22", "0.5.23")
-    )
+    assert rng.location == "run.sh:4" and rng.window and rng.beyond_newest and rng.releases == ("0.5.21", "0.5.22", "0.5.23")
     assert got[3].releases == ("0.5.10", "0.5.10.post1") and not got[3].beyond_newest
     assert got[4].releases == () and "names no version" in got[4].problem
     assert len(got) == 5  # sglang-router is another package
@@ -102,19 +97,16 @@ def test_pip_install_lines():
 
 def test_script_and_recipe_clues_reach_the_instances(tmp_path):
     script = tmp_path / "launch.sh"
-    script.write_text(
-        textwrap.dedent("""\
+    script.write_text(textwrap.dedent("""\
         pip install "sglang[all]==0.5.13"
         python3 -m sglang.launch_server --model-path /m --disaggregation-mode prefill --port 30000
         python3 -m sglang.launch_server --model-path /m --disaggregation-mode decode --port 30001
-        """)
-    )
+        """))
     dep = read_deployments([script])[0]
     for inst in dep.instances:
         assert [c.releases for c in clues_for_instance(inst)] == [("0.5.13",)]
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(
-        textwrap.dedent("""\
+    recipe.write_text(textwrap.dedent("""\
         name: two-clues
         model: {path: "hf:Qwen/Qwen3-8B", container: "lmsysorg/sglang:v0.5.12-cu130", precision: bf16}
         identity:
@@ -125,8 +117,7 @@ def test_script_and_recipe_clues_reach_the_instances(tmp_path):
           sglang_config:
             prefill: {tp-size: 8}
             decode: {tp-size: 8}
-        """)
-    )
+        """))
     inst = read_deployments([recipe])[0].instances[0]
     clues = clues_for_instance(inst)
     assert [c.releases for c in clues] == [("0.5.12",), ("0.5.11",)]  # both kept
@@ -137,8 +128,7 @@ def test_script_and_recipe_clues_reach_the_instances(tmp_path):
 
 def test_srt_slurm_dynamo_container_with_dynamo_version(tmp_path):
     recipe = tmp_path / "dyn.yaml"
-    recipe.write_text(
-        textwrap.dedent("""\
+    recipe.write_text(textwrap.dedent("""\
         name: dyn
         model: {path: "hf:Qwen/Qwen3-8B", container: dynamo-sglang, precision: bf16}
         dynamo: {version: "1.0.1"}
@@ -147,8 +137,7 @@ def test_srt_slurm_dynamo_container_with_dynamo_version(tmp_path):
           sglang_config:
             prefill: {tp-size: 8}
             decode: {tp-size: 8}
-        """)
-    )
+        """))
     inst = read_deployments([recipe])[0].instances[0]
     clues = clues_for_instance(inst)
     assert [c.releases for c in clues] == [("0.5.9",)] and "dynamo.version 1.0.1" in clues[0].text
@@ -196,25 +185,13 @@ def test_known_issue_takes_the_nixl_of_the_image_not_of_this_venv(tmp_path):
     from kvcheck.sources import load_side
 
     def side(role, image):
-        path = write_config(
-            tmp_path,
-            role,
-            "llama-3.1-8b",
-            {"disaggregation-mode": role, "disaggregation-transfer-backend": "nixl", "page-size": 16},
-        )
+        path = write_config(tmp_path, role, "llama-3.1-8b", {"disaggregation-mode": role, "disaggregation-transfer-backend": "nixl", "page-size": 16})
         s = load_side(str(path), role, sglang_version="0.5.15")
         s.image = image
         return s
 
     def found(image):
-        ctx = CheckContext(
-            prefill=side("prefill", image),
-            decode=side("decode", image),
-            prefill_geometry=None,
-            decode_geometry=None,
-            plan=None,
-            extra={},
-        )
+        ctx = CheckContext(prefill=side("prefill", image), decode=side("decode", image), prefill_geometry=None, decode_geometry=None, plan=None, extra={})
         return [f for f in REGISTRY["known-issue"].run(ctx) if "needs-nixl-1.1" in f.message]
 
     assert known_issue is not None and found("lmsysorg/sglang:v0.5.15-cu129") == []
@@ -235,8 +212,7 @@ def test_deployment_file_image_decides_the_nixl_issue(tmp_path):
     kvcheck's own CLI on an example deployment written here)."""
     model = write_config(tmp_path, "unused", "llama-3.1-8b", {}).read_text().split(": ", 1)[1].strip()
     script = tmp_path / "compose.yaml"
-    script.write_text(
-        textwrap.dedent(f"""\
+    script.write_text(textwrap.dedent(f"""\
         services:
           prefill:
             image: myreg.io/team/sglang-pd:v0.5.15-nixl-1.0
@@ -244,8 +220,7 @@ def test_deployment_file_image_decides_the_nixl_issue(tmp_path):
           decode:
             image: myreg.io/team/sglang-pd:v0.5.15-nixl-1.0
             command: python3 -m sglang.launch_server --model-path {model} --disaggregation-mode decode --disaggregation-transfer-backend nixl --page-size 16 --port 30001
-        """)
-    )
+        """))
     proc = run_cli("preflight", "-f", str(script), "--format", "json", "--gpu", "h100")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "sglang-0.5.15-needs-nixl-1.1" in proc.stdout and "myreg.io/team/sglang-pd:v0.5.15-nixl-1.0" in proc.stdout

@@ -39,7 +39,7 @@ def test_the_newest_release_is_written_once():
     hits = []
     for path in (REPO / "kvcheck").rglob("*.py"):
         for n, line in enumerate(path.read_text().splitlines(), 1):
-            if re.match(r"^[A-Z_]+ = \"" + re.escape(manifest.NEWEST) + '"', line):
+            if re.match(r"^[A-Z_]+ = \"" + re.escape(manifest.NEWEST) + "\"", line):
                 hits.append(f"{path.relative_to(REPO)}:{n}: {line}")
     others = [h for h in hits if "FP4_VERIFIED_RELEASE" not in h and "STARTUP_VERIFIED_FROM" not in h]
     assert len(others) == 1 and others[0].startswith("kvcheck/release/manifest.py:"), others
@@ -80,13 +80,8 @@ def test_a_release_after_the_newest_is_unchecked_in_start_up_too(tmp_path):
     from kvcheck.sources import build_side
     from kvcheck.sglang.releases import ReleaseChoice
 
-    side = build_side(
-        "prefill",
-        {"model_path": str(REPO / "configs/models/llama-3.1-8b"), "disaggregation_mode": "prefill"},
-        {},
-        "x",
-        release=ReleaseChoice("0.5.24", "--sglang-version", False, manifest.NEWEST),
-    )
+    side = build_side("prefill", {"model_path": str(REPO / "configs/models/llama-3.1-8b"), "disaggregation_mode": "prefill"}, {}, "x",
+                      release=ReleaseChoice("0.5.24", "--sglang-version", False, manifest.NEWEST))
     assert isinstance(release_gate(side), ReleaseStop)
 
 
@@ -128,9 +123,7 @@ def test_gpt_oss_tp1_into_tp4_with_no_release_named_never_passes(tmp_path):
     # release before the fix; the launch lines name no release.
     launch = "python -m sglang.launch_server --model-path openai/gpt-oss-120b --disaggregation-transfer-backend nixl --page-size 16"
     script = tmp_path / "run.sh"
-    script.write_text(
-        f"{launch} --disaggregation-mode prefill --tp-size 1\n{launch} --disaggregation-mode decode --tp-size 4 --port 30001\n"
-    )
+    script.write_text(f"{launch} --disaggregation-mode prefill --tp-size 1\n{launch} --disaggregation-mode decode --tp-size 4 --port 30001\n")
     rc, report = _run("-f", str(script), "--gpu", "h100")
     assert rc in (1, 4), report["verdict"]
     pair = report["pairs"][0]
@@ -147,10 +140,8 @@ def test_gpt_oss_tp1_into_tp4_with_no_release_named_never_passes(tmp_path):
 
 
 def test_a_flag_older_releases_accept_is_decided_on_them_not_refused(tmp_path):
-    launch = (
-        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-transfer-backend nixl "
-        "--page-size 16 --cuda-graph-max-bs 64"
-    )
+    launch = ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-transfer-backend nixl "
+              "--page-size 16 --cuda-graph-max-bs 64")
     script = tmp_path / "run.sh"
     script.write_text(f"{launch} --disaggregation-mode prefill\n{launch} --disaggregation-mode decode --port 30001\n")
     rc, report = _run("-f", str(script), "--gpu", "h100")

@@ -26,49 +26,11 @@ DECODE = {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "n
 # Every final release on PyPI from 0.5.1 to 0.5.23 (0.5.0 was never published as a final
 # release; its last candidate 0.5.0rc2 is modeled instead).
 PYPI_RELEASES = [
-    "0.5.0rc2",
-    "0.5.1",
-    "0.5.1.post1",
-    "0.5.1.post2",
-    "0.5.1.post3",
-    "0.5.2",
-    "0.5.3",
-    "0.5.3.post1",
-    "0.5.3.post2",
-    "0.5.3.post3",
-    "0.5.4",
-    "0.5.4.post1",
-    "0.5.4.post2",
-    "0.5.4.post3",
-    "0.5.5",
-    "0.5.5.post1",
-    "0.5.5.post2",
-    "0.5.5.post3",
-    "0.5.6",
-    "0.5.6.post1",
-    "0.5.6.post2",
-    "0.5.7",
-    "0.5.8",
-    "0.5.8.post1",
-    "0.5.9",
-    "0.5.10",
-    "0.5.10.post1",
-    "0.5.11",
-    "0.5.12",
-    "0.5.12.post1",
-    "0.5.13",
-    "0.5.13.post1",
-    "0.5.14",
-    "0.5.15",
-    "0.5.15.post1",
-    "0.5.16",
-    "0.5.17",
-    "0.5.18",
-    "0.5.19",
-    "0.5.20",
-    "0.5.21",
-    "0.5.22",
-    "0.5.23",
+    "0.5.0rc2", "0.5.1", "0.5.1.post1", "0.5.1.post2", "0.5.1.post3", "0.5.2", "0.5.3", "0.5.3.post1", "0.5.3.post2",
+    "0.5.3.post3", "0.5.4", "0.5.4.post1", "0.5.4.post2", "0.5.4.post3", "0.5.5", "0.5.5.post1", "0.5.5.post2",
+    "0.5.5.post3", "0.5.6", "0.5.6.post1", "0.5.6.post2", "0.5.7", "0.5.8", "0.5.8.post1", "0.5.9", "0.5.10",
+    "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.15.post1",
+    "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23",
 ]
 
 
@@ -118,10 +80,7 @@ def test_0_5_8_line_accepted_by_0_5_8_and_refused_by_0_5_23():
     # prefix matching finds two options
     with pytest.raises(InputError) as exc:
         FlagTable.load("0.5.23").parse_argv(OLD_LINE)
-    assert (
-        "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill"
-        in str(exc.value)
-    )
+    assert "ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill" in str(exc.value)
     # 0.5.19 keeps --cuda-graph-max-bs as an alias of --cuda-graph-max-bs-decode
     assert FlagTable.load("0.5.19").parse_argv(OLD_LINE)["cuda_graph_max_bs_decode"] == 256
 
@@ -133,38 +92,19 @@ def test_cli_sglang_version_reads_the_line_with_that_release(tmp_path):
         "--disaggregation-transfer-backend nixl --page-size 16 --cuda-graph-max-bs 256\n"
     )
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
-    ok = run_cli(
-        "preflight", "--prefill", str(line), "--decode", str(d), "--format", "json", "--sglang-version", "0.5.8"
-    )
+    ok = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--format", "json", "--sglang-version", "0.5.8")
     assert ok.returncode in (0, 1, 4), ok.stderr  # 4: a PD part the per-release model leaves unchecked
     report = json.loads(ok.stdout)
     assert report["runtime"] == "sglang 0.5.8"
-    assert (
-        report["sides"][0]["sglang_version"] == "0.5.8" and report["sides"][0]["version_source"] == "--sglang-version"
-    )
+    assert report["sides"][0]["sglang_version"] == "0.5.8" and report["sides"][0]["version_source"] == "--sglang-version"
     # removed in 0.5.20: 0.5.23's argparse refuses the abbreviation, so that prefill exits at
     # start-up (an error finding with argparse's text, exit 1), not bad input (exit 2)
-    bad = run_cli(
-        "preflight", "--prefill", str(line), "--decode", str(d), "--sglang-version", "0.5.23", "--format", "json"
-    )
+    bad = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--sglang-version", "0.5.23", "--format", "json")
     assert bad.returncode == 1, bad.stderr
     refused = [f for f in json.loads(bad.stdout)["findings"] if f["id"] == "startup-argparse"]
-    assert len(refused) == 1 and refused[0]["runtime_error"]["message"].startswith(
-        "ambiguous option: --cuda-graph-max-bs could match"
-    )
-    mixed = run_cli(
-        "preflight",
-        "--prefill",
-        str(line),
-        "--decode",
-        str(d),
-        "--format",
-        "json",
-        "--prefill-sglang-version",
-        "0.5.8",
-        "--decode-sglang-version",
-        "0.5.23",
-    )
+    assert len(refused) == 1 and refused[0]["runtime_error"]["message"].startswith("ambiguous option: --cuda-graph-max-bs could match")
+    mixed = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--format", "json",
+                    "--prefill-sglang-version", "0.5.8", "--decode-sglang-version", "0.5.23")
     assert json.loads(mixed.stdout)["runtime"] == "sglang 0.5.8 (prefill) / 0.5.23 (decode)"
 
 
@@ -209,9 +149,7 @@ def test_enable_dp_attention_in_config_refused_from_0_5_22(version):
     # 0.5.22: --enable-dp-attention became a DeprecatedStoreTrueAction, which is neither
     # _StoreTrueAction nor _StoreAction: ConfigArgumentMerger lists it as unsupported
     assert FlagTable.load(version).get("--enable-dp-attention").action == "deprecated_store_true"
-    with pytest.raises(
-        InputError, match="Unsupported config option 'enable_dp_attention' with action 'DeprecatedStoreTrueAction'"
-    ):
+    with pytest.raises(InputError, match="Unsupported config option 'enable_dp_attention' with action 'DeprecatedStoreTrueAction'"):
         FlagTable.load(version).parse_config({"enable-dp-attention": True})
 
 
@@ -222,14 +160,8 @@ def test_no_config_before_0_5_3():
 
 def test_dict_values_json_from_0_5_14():
     # ConfigArgumentMerger._convert_config_to_args: `elif isinstance(value, dict)` added in 0.5.14
-    assert FlagTable.load("0.5.13").config_to_argv({"json-model-override-args": {"a": 1}}) == [
-        "--json-model-override-args",
-        "{'a': 1}",
-    ]
-    assert FlagTable.load("0.5.14").config_to_argv({"json-model-override-args": {"a": 1}}) == [
-        "--json-model-override-args",
-        '{"a": 1}',
-    ]
+    assert FlagTable.load("0.5.13").config_to_argv({"json-model-override-args": {"a": 1}}) == ["--json-model-override-args", "{'a': 1}"]
+    assert FlagTable.load("0.5.14").config_to_argv({"json-model-override-args": {"a": 1}}) == ["--json-model-override-args", '{"a": 1}']
 
 
 # ---------------------------------------------------------------------------------------
@@ -297,47 +229,28 @@ def test_unknown_release_is_unchecked_exit_4(tmp_path):
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", PREFILL)
     d = write_config(tmp_path, "decode", "llama-3.1-8b", DECODE)
     for version in ("0.4.9", "0.6.0"):
-        proc = run_cli(
-            "preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", version
-        )
+        proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", version)
         assert proc.returncode == 4, proc.stderr
         report = json.loads(proc.stdout)
         assert report["verdict"] == "unchecked"
         ids = [f["id"] for f in report["findings"] if f["severity"] == "unchecked"]
         assert ids.count("unknown-release") == 2
     # a known version on one side leaves the other unknown side unchecked
-    proc = run_cli(
-        "preflight",
-        "--prefill",
-        str(p),
-        "--decode",
-        str(d),
-        "--sglang-version",
-        "0.6.0",
-        "--prefill-sglang-version",
-        "0.5.23",
-    )
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--sglang-version", "0.6.0", "--prefill-sglang-version", "0.5.23")
     assert proc.returncode == 4
 
 
 def test_the_release_key_in_yaml_names_the_release_and_sglang_version_wins_over_it(tmp_path):
     # Issue 14: --sglang-version (the user's explicit pin) wins over what the input says,
     # and the disagreement is said. (Before the release window the file's key won.)
-    p = write_config(
-        tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "kvcheck-sglang-version": "0.5.8", "cuda-graph-max-bs": 128}
-    )
+    p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "kvcheck-sglang-version": "0.5.8", "cuda-graph-max-bs": 128})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", {**DECODE, "kvcheck-sglang-version": "0.5.8"})
     proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json")
     assert proc.returncode in (0, 1, 4), proc.stderr
     report = json.loads(proc.stdout)
-    assert [s["version_source"] for s in report["sides"]] == [
-        f"kvcheck-sglang-version 0.5.8 in {p}",
-        f"kvcheck-sglang-version 0.5.8 in {d}",
-    ]
+    assert [s["version_source"] for s in report["sides"]] == [f"kvcheck-sglang-version 0.5.8 in {p}", f"kvcheck-sglang-version 0.5.8 in {d}"]
     assert report["release_window"]["decided"] == [{"prefill": "0.5.8", "decode": "0.5.8"}]
-    proc = run_cli(
-        "preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", "0.5.23"
-    )
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", "0.5.23")
     report = json.loads(proc.stdout)
     assert proc.returncode == 1  # 0.5.23's parser finds --cuda-graph-max-bs ambiguous: the prefill refuses to start
     ids = {f["id"] for f in report["findings"]}
@@ -377,9 +290,7 @@ def test_known_issue_0_5_12_nixl_dense_hang(tmp_path):
     rc, found = _known(tmp_path, "0.5.12")
     hits = [f for f in found if "sglang-0.5.12-nixl-dense-hang" in f["message"]]
     assert rc == 1 and hits and hits[0]["severity"] == "error"
-    assert (
-        "fixed in SGLang 0.5.12.post1" in hits[0]["message"] and "sgl-project/sglang/pull/25699" in hits[0]["message"]
-    )
+    assert "fixed in SGLang 0.5.12.post1" in hits[0]["message"] and "sgl-project/sglang/pull/25699" in hits[0]["message"]
     _, found = _known(tmp_path, "0.5.12.post1")
     assert not [f for f in found if "0.5.12-nixl-dense-hang" in f["message"]]
 
@@ -445,11 +356,7 @@ def test_known_issue_hetero_tp_mha_before_0_5_11(tmp_path):
     d = write_config(tmp_path, "decode", "llama-3.1-8b", {**DECODE, "tp-size": 1})
     found = []
     for version in ("0.5.10", "0.5.11"):
-        proc = run_cli(
-            "preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", version
-        )
+        proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", version)
         found.append([f for f in json.loads(proc.stdout)["findings"] if "hetero-tp-mha-before-0.5.11" in f["message"]])
-    assert (
-        found[0] and found[0][0]["severity"] == "warning" and "sgl-project/sglang/pull/22145" in found[0][0]["message"]
-    )
+    assert found[0] and found[0][0]["severity"] == "warning" and "sgl-project/sglang/pull/22145" in found[0][0]["message"]
     assert not found[1]

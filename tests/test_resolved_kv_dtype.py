@@ -68,10 +68,7 @@ def test_dsa_kv_dtype_is_the_runtimes(tmp_path, runtime_dtype, flag, gpu):
 
 
 @pytest.mark.parametrize("gpu", ["h100", "b200"])
-@pytest.mark.parametrize(
-    "p_flag,d_flag",
-    [("bf16", None), (None, "bfloat16"), ("fp8_e4m3", None), ("bf16", "bfloat16"), ("fp8_e4m3", "bf16")],
-)
+@pytest.mark.parametrize("p_flag,d_flag", [("bf16", None), (None, "bfloat16"), ("fp8_e4m3", None), ("bf16", "bfloat16"), ("fp8_e4m3", "bf16")])
 def test_dsa_pairs_match_the_runtime_check(tmp_path, runtime_dtype, p_flag, d_flag, gpu):
     """kvcheck's verdict on the dtype check equals the runtime's on the runtime's strings."""
     from kvcheck.sglang import runtime_kernel as rk
@@ -80,11 +77,7 @@ def test_dsa_pairs_match_the_runtime_check(tmp_path, runtime_dtype, p_flag, d_fl
     p, d = _side(tmp_path, "prefill", p_flag, gpu), _side(tmp_path, "decode", d_flag, gpu)
     p_info, d_info = pair_info(p, derive_geometry(p)), pair_info(d, derive_geometry(d))
     p_rt, d_rt = runtime_dtype(p_flag, GPUS[gpu]), runtime_dtype(d_flag, GPUS[gpu])
-    want = rk.bootstrap_error(
-        p_info.model_copy(update={"kv_cache_dtype_str": p_rt}),
-        d_info.model_copy(update={"kv_cache_dtype_str": d_rt}),
-        behaviour("0.5.23"),
-    )
+    want = rk.bootstrap_error(p_info.model_copy(update={"kv_cache_dtype_str": p_rt}), d_info.model_copy(update={"kv_cache_dtype_str": d_rt}), behaviour("0.5.23"))
     report = run_preflight(p, d, kernel="runtime")
     mismatch = [f for f in report.findings if f.id == "kv-cache-dtype-mismatch"]
     if want is None:
@@ -104,30 +97,16 @@ def test_bf16_vs_unset_passes_on_hopper_and_transfers_every_region(tmp_path):
 def test_unknown_gpu_decides_both_gpu_kinds(tmp_path, runtime_dtype):
     """No GPU given: bf16 against unset passes below SM100 and fails from SM100, so the
     pair is unchecked, never judged on the assumed Hopper; with both unset it passes on both."""
-
     def unassumed(role, flag):
-        path = write_config(
-            tmp_path,
-            f"{role}-{flag}-none",
-            "deepseek-v3.2",
-            {
-                "disaggregation-mode": role,
-                "disaggregation-transfer-backend": "nixl",
-                "tp-size": 8,
-                "page-size": 64,
-                **({"kv-cache-dtype": flag} if flag else {}),
-            },
-        )
+        path = write_config(tmp_path, f"{role}-{flag}-none", "deepseek-v3.2",
+                            {"disaggregation-mode": role, "disaggregation-transfer-backend": "nixl", "tp-size": 8, "page-size": 64, **({"kv-cache-dtype": flag} if flag else {})})
         return load_side(str(path), role, sglang_version="0.5.23")
 
     report = run_preflight(unassumed("prefill", "bf16"), unassumed("decode", None), kernel="builtin")
     f = [x for x in report.findings if x.id == "kv-dtype-gpu"]
     assert report.verdict == "unchecked" and f and not [x for x in report.findings if x.id == "kv-cache-dtype-mismatch"]
     blackwell = runtime_dtype(None, GPUS["b200"])
-    assert (
-        f"prefill server has kv_cache_dtype={runtime_dtype('bf16', GPUS['b200'])}, but decode server has kv_cache_dtype={blackwell}"
-        in f[0].message
-    )
+    assert f"prefill server has kv_cache_dtype={runtime_dtype('bf16', GPUS['b200'])}, but decode server has kv_cache_dtype={blackwell}" in f[0].message
     both = run_preflight(unassumed("prefill", None), unassumed("decode", None), kernel="builtin")
     assert not [x for x in both.findings if x.id in ("kv-dtype-gpu", "kv-cache-dtype-mismatch")]
 
@@ -192,12 +171,7 @@ def _release_function(root: Path, rel: str, name: str, **globals_):
     def fake_import(mod_name, *a, **k):
         return stubs[mod_name] if mod_name in stubs else builtins.__import__(mod_name, *a, **k)
 
-    g = {
-        "__builtins__": {**builtins.__dict__, "__import__": fake_import},
-        "logger": logging.getLogger("release"),
-        "Any": object,
-        **globals_,
-    }
+    g = {"__builtins__": {**builtins.__dict__, "__import__": fake_import}, "logger": logging.getLogger("release"), "Any": object, **globals_}
     exec(compile(ast.Module(body=[node], type_ignores=[]), str(root / rel), "exec"), g)  # noqa: S102 - the release's own function
     return g[name]
 
@@ -208,36 +182,17 @@ def _release_dtype(root: Path, hf, flag: str, cap: tuple[int, int]) -> str | Non
     torch_stub = SimpleNamespace(cuda=SimpleNamespace(get_device_capability=lambda *a, **k: cap))
     modules = {"torch": torch_stub, "sglang.srt.configs.model_config": SimpleNamespace(is_deepseek_dsa=lambda c: True)}
     platform = SimpleNamespace(is_npu=False, is_xpu=False)
-    fn = _release_function(
-        root,
-        "sglang/srt/arg_groups/overrides.py",
-        "_dsa_kv_cache_dtype_default",
-        modules=modules,
-        model_config_of=lambda view: SimpleNamespace(hf_config=hf),
-        get_platform=lambda: platform,
-        is_npu=lambda: False,
-        is_xpu=lambda: False,
-        _DEEPSEEK_FAMILY_ARCHS={hf.architectures[0]},
-    )
+    fn = _release_function(root, "sglang/srt/arg_groups/overrides.py", "_dsa_kv_cache_dtype_default", modules=modules,
+                           model_config_of=lambda view: SimpleNamespace(hf_config=hf), get_platform=lambda: platform,
+                           is_npu=lambda: False, is_xpu=lambda: False, _DEEPSEEK_FAMILY_ARCHS={hf.architectures[0]})
     if fn is not None:
-        view = SimpleNamespace(
-            kv_cache_dtype=flag,
-            dsa_prefill_backend=None,
-            dsa_decode_backend=None,
-            device="cuda",
-            get_model_config=lambda: SimpleNamespace(hf_config=hf),
-        )
+        view = SimpleNamespace(kv_cache_dtype=flag, dsa_prefill_backend=None, dsa_decode_backend=None, device="cuda",
+                               get_model_config=lambda: SimpleNamespace(hf_config=hf))
         return fn(view).get("kv_cache_dtype", flag)
     for name in ("_set_default_dsa_kv_cache_dtype", "_set_default_nsa_kv_cache_dtype"):
         fn = _release_function(root, "sglang/srt/server_args.py", name, modules=modules)
         if fn is not None:
-            me = SimpleNamespace(
-                kv_cache_dtype=flag,
-                nsa_prefill_backend=None,
-                nsa_decode_backend=None,
-                dsa_prefill_backend=None,
-                dsa_decode_backend=None,
-            )
+            me = SimpleNamespace(kv_cache_dtype=flag, nsa_prefill_backend=None, nsa_decode_backend=None, dsa_prefill_backend=None, dsa_decode_backend=None)
             import inspect
 
             fn(*[me, cap[0], None][: len(inspect.signature(fn).parameters)])
@@ -256,17 +211,7 @@ def v3_dsa_sides(tmp_path_factory):
     for cap, gpu in (((9, 0), "h100"), ((10, 0), "b200"), ((12, 0), "sm120")):
         for flag in ("auto", "bf16", "bfloat16", "fp8_e4m3"):
             path = tmp / f"{flag}-{gpu}.yaml"
-            path.write_text(
-                yaml.safe_dump(
-                    {
-                        "model-path": str(model),
-                        "disaggregation-mode": "prefill",
-                        "kv-cache-dtype": flag,
-                        "tp-size": 8,
-                        "page-size": 64,
-                    }
-                )
-            )
+            path.write_text(yaml.safe_dump({"model-path": str(model), "disaggregation-mode": "prefill", "kv-cache-dtype": flag, "tp-size": 8, "page-size": 64}))
             out[(flag, cap)] = load_side(str(path), "prefill", gpu=gpu, sglang_version="0.5.23")
     return SimpleNamespace(**json.loads((model / "config.json").read_text())), out
 
@@ -297,16 +242,10 @@ def _gate(root: Path) -> set[str] | None:
     src = (root / "sglang" / "srt" / "server_args.py").read_text()
     best = None
     for n in ast.walk(ast.parse(src)):
-        if (
-            isinstance(n, ast.If)
-            and isinstance(n.test, ast.Compare)
-            and getattr(n.test.left, "id", "") == "model_arch"
-            and isinstance(n.test.comparators[0], (ast.List, ast.Tuple))
-        ):
+        if isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and getattr(n.test.left, "id", "") == "model_arch" \
+                and isinstance(n.test.comparators[0], (ast.List, ast.Tuple)):
             seg = ast.get_source_segment(src, n)
-            if ("is_deepseek_nsa(" in seg or "is_deepseek_dsa(" in seg) and (
-                "KV cache dtype to" in seg or "_kv_cache_dtype(major" in seg
-            ):
+            if ("is_deepseek_nsa(" in seg or "is_deepseek_dsa(" in seg) and ("KV cache dtype to" in seg or "_kv_cache_dtype(major" in seg):
                 if best is None or len(seg) < best[0]:
                     best = (len(seg), {e.value for e in n.test.comparators[0].elts})
     return best[1] if best else None
@@ -318,9 +257,7 @@ def test_dsa_rewrite_gate_is_each_releases(release):
 
     gate = _gate(ROOT / release)
     for arch in resolved.DSA_REWRITE_ARCHS:
-        side = SimpleNamespace(
-            model=SimpleNamespace(dsa=True, architecture=arch), sglang_version=release, version_source=""
-        )
+        side = SimpleNamespace(model=SimpleNamespace(dsa=True, architecture=arch), sglang_version=release, version_source="")
         want = (arch in resolved._NSA_ARCHS) if gate is None else (arch in gate)
         assert resolved.dsa_rewrites(side, release) == want, (release, arch)
 
@@ -335,25 +272,11 @@ def test_unknown_gpu_without_the_dtype_check_decides_both_item_sizes(tmp_path):
 
     def side(role, flag):
         path = tmp_path / f"old-{role}-{flag}.yaml"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "model-path": str(model),
-                    "disaggregation-mode": role,
-                    "disaggregation-transfer-backend": "nixl",
-                    "tp-size": 8,
-                    "page-size": 64,
-                    **({"kv-cache-dtype": flag} if flag else {}),
-                }
-            )
-        )
+        path.write_text(yaml.safe_dump({"model-path": str(model), "disaggregation-mode": role, "disaggregation-transfer-backend": "nixl",
+                                        "tp-size": 8, "page-size": 64, **({"kv-cache-dtype": flag} if flag else {})}))
         return load_side(str(path), role, sglang_version="0.5.8")
 
     report = run_preflight(side("prefill", "bf16"), side("decode", None), kernel="builtin")
     f = [x for x in report.findings if x.id == "kv-dtype-gpu"]
-    assert (
-        f
-        and "bfloat16, 2 bytes per element, the decode's fp8_e4m3, 1 bytes per element: the item lengths differ"
-        in f[0].message
-    )
+    assert f and "bfloat16, 2 bytes per element, the decode's fp8_e4m3, 1 bytes per element: the item lengths differ" in f[0].message
     assert report.verdict in ("unchecked", "fail")

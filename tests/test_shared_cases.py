@@ -23,14 +23,7 @@ def test_every_shared_case_agrees_with_the_runtime_outcome():
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     # The cases state SGLang 0.5.23's outcome and their files name no release: pin it.
     pinned = f"{sys.executable} {REPO / 'tests' / 'pinned_kvcheck.py'}"
-    proc = subprocess.run(
-        [sys.executable, str(RUN_CASES), "--verbose", "--kvcheck", pinned],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=600,
-    )
+    proc = subprocess.run([sys.executable, str(RUN_CASES), "--verbose", "--kvcheck", pinned], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1].endswith(" 0 failed")
 
@@ -41,9 +34,7 @@ def test_unpinned_shared_cases_never_pass_a_failure():
     0.5.23 outcome is a failure is never passed (it fails, or is unchecked where an older
     release behaves otherwise), and the only disagreements are unchecked verdicts."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run(
-        [sys.executable, str(RUN_CASES)], capture_output=True, text=True, env=env, cwd=REPO, timeout=600
-    )
+    proc = subprocess.run([sys.executable, str(RUN_CASES)], capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
     bad = [line for line in proc.stdout.splitlines() if line.startswith("MISMATCH")]
     assert all("verdict 'unchecked'" in line for line in bad), bad
     assert proc.stdout.strip().splitlines()[-1].endswith(f" {len(bad)} failed")
@@ -80,12 +71,8 @@ def _unpinned(tmp_path, model, pa, da) -> tuple[int, dict]:
 def test_hicache_on_the_prefill_only_is_decided_on_every_release(tmp_path):
     """HiCache on the prefill only: its start-up is restated on 0.5.5 .. 0.5.23 (0.5.17 .. 0.5.21
     add only HiCache + DCP checks), so the unpinned pair passes over the whole window, VRAM to VRAM."""
-    rc, report = _unpinned(
-        tmp_path,
-        "llama-3.1-8b",
-        {**PREFILL, "page-size": 16, "enable-hierarchical-cache": True, "hicache-ratio": 2.0},
-        {**DECODE, "page-size": 16},
-    )
+    rc, report = _unpinned(tmp_path, "llama-3.1-8b", {**PREFILL, "page-size": 16, "enable-hierarchical-cache": True, "hicache-ratio": 2.0},
+                           {**DECODE, "page-size": 16})
     ids = [f["id"] for f in report["findings"]]
     assert rc == 0 and report["verdict"] == "pass", ids
     assert "startup-unchecked" not in ids and "release-window" not in ids
@@ -100,11 +87,7 @@ def test_hisparse_decode_over_nixl_release_by_release(tmp_path):
         r = _on(tmp_path, "deepseek-v3.2", {**PREFILL, **DSA}, {**DECODE, **DSA, **HISPARSE}, release)
         assert r.exit_code == 0 and r.plan.path == "direct_to_host", release
         assert [s.as_list() for s in r.plan.segments] == [[0, 61, "VRAM", "DRAM"]]
-    for release, nixl, verdict in (
-        ("0.5.12.post1", None, "unchecked"),
-        ("0.5.14", "1.2.0", "fail"),
-        ("0.5.10", "0.10.1", "unchecked"),
-    ):
+    for release, nixl, verdict in (("0.5.12.post1", None, "unchecked"), ("0.5.14", "1.2.0", "fail"), ("0.5.10", "0.10.1", "unchecked")):
         env = {"kvcheck-env": {"NIXL_VERSION": nixl}} if nixl else {}
         r = _on(tmp_path, "deepseek-v3.2", {**PREFILL, **DSA}, {**DECODE, **DSA, **HISPARSE, **env}, release)
         found = {f.id: f for f in r.findings}
@@ -125,8 +108,5 @@ def test_kv_dtype_strings_are_compared_from_0_5_10(tmp_path):
     assert _on(tmp_path, "llama-3.1-8b", p, d, "0.5.9").exit_code == 0
     r = _on(tmp_path, "llama-3.1-8b", p, d, "0.5.10")
     assert r.verdict == "fail" and any(
-        (f.runtime_error and f.runtime_error.message)
-        == "KV cache dtype mismatch: prefill server has kv_cache_dtype=auto, but decode "
-        "server has kv_cache_dtype=bf16. Both servers must use the same --kv-cache-dtype value."
-        for f in r.findings
-    )
+        (f.runtime_error and f.runtime_error.message) == "KV cache dtype mismatch: prefill server has kv_cache_dtype=auto, but decode "
+        "server has kv_cache_dtype=bf16. Both servers must use the same --kv-cache-dtype value." for f in r.findings)

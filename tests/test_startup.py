@@ -60,6 +60,8 @@ def sglang_cuda(request):
     return run, gpu
 
 
+
+
 def _model_dir(tmp_path: Path, model: str) -> Path:
     d = tmp_path / model
     d.mkdir(exist_ok=True)
@@ -90,328 +92,89 @@ def kv_side(role: str, model_dir: Path, flags: dict[str, Any], gpu: str | None =
 CASES = [
     ("hisparse-model-llama", "llama-3.1-8b", "decode", {**DECODE, "enable_hisparse": True}, "hisparse-model"),
     ("hisparse-model-v3-not-dsa", "deepseek-v3", "decode", {**DECODE, "enable_hisparse": True}, "hisparse-model"),
-    (
-        "hisparse-radix-prefill",
-        "deepseek-v3.2",
-        "prefill",
-        {**PREFILL, "enable_hisparse": True},
-        "hisparse-radix-cache",
-    ),
-    (
-        "decode-radix-hisparse",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "disaggregation_decode_enable_radix_cache": True},
-        "decode-radix-cache-incompatible",
-    ),
+    ("hisparse-radix-prefill", "deepseek-v3.2", "prefill", {**PREFILL, "enable_hisparse": True}, "hisparse-radix-cache"),
+    ("decode-radix-hisparse", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "disaggregation_decode_enable_radix_cache": True}, "decode-radix-cache-incompatible"),
     # the PD hook fires before validate_hisparse's model check
-    (
-        "decode-radix-hisparse-before-model",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "disaggregation_decode_enable_radix_cache": True},
-        "decode-radix-cache-incompatible",
-    ),
-    (
-        "decode-radix-fake",
-        "llama-3.1-8b",
-        "decode",
-        {
-            "disaggregation_mode": "decode",
-            "disaggregation_transfer_backend": "fake",
-            "disaggregation_decode_enable_radix_cache": True,
-        },
-        "decode-radix-cache-incompatible",
-    ),
-    (
-        "decode-radix-ngram",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "disaggregation_decode_enable_radix_cache": True, "speculative_algorithm": "ngram"},
-        "decode-radix-cache-incompatible",
-    ),
-    (
-        "decode-radix-ngram-dsa",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "disaggregation_decode_enable_radix_cache": True, "speculative_algorithm": "NGRAM"},
-        "decode-radix-cache-incompatible",
-    ),
-    (
-        "decode-radix-standalone",
-        "llama-3.1-8b",
-        "decode",
-        {
-            **DECODE,
-            "disaggregation_decode_enable_radix_cache": True,
-            "speculative_algorithm": "STANDALONE",
-            "speculative_draft_model_path": str(MODELS / "llama-3.1-8b"),
-        },
-        "decode-radix-cache-incompatible",
-    ),
-    (
-        "decode-radix-nextn-ok",
-        "llama-3.1-8b",
-        "decode",
-        {
-            **DECODE,
-            "disaggregation_decode_enable_radix_cache": True,
-            "speculative_algorithm": "nextn",
-            "speculative_draft_model_path": str(MODELS / "llama-3.1-8b"),
-        },
-        None,
-    ),
-    (
-        "dsa-kv-dtype-e5m2",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "fp8_e5m2"},
-        "dsa-kv-cache-dtype",
-    ),
-    (
-        "dsa-kv-dtype-nvfp4-prefill",
-        "deepseek-v3.2",
-        "prefill",
-        {**PREFILL, "kv_cache_dtype": "nvfp4"},
-        "dsa-kv-cache-dtype",
-    ),
-    (
-        "hisparse-spec-topk",
-        "deepseek-v3.2",
-        "decode",
-        {
-            **DECODE,
-            "enable_hisparse": True,
-            "attention_backend": "fa3",
-            "speculative_algorithm": "EAGLE",
-            "speculative_eagle_topk": 2,
-            "speculative_num_steps": 3,
-            "speculative_num_draft_tokens": 4,
-        },
-        "hisparse-spec-topk",
-    ),
+    ("decode-radix-hisparse-before-model", "llama-3.1-8b", "decode",
+     {**DECODE, "enable_hisparse": True, "disaggregation_decode_enable_radix_cache": True}, "decode-radix-cache-incompatible"),
+    ("decode-radix-fake", "llama-3.1-8b", "decode",
+     {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "fake", "disaggregation_decode_enable_radix_cache": True},
+     "decode-radix-cache-incompatible"),
+    ("decode-radix-ngram", "llama-3.1-8b", "decode",
+     {**DECODE, "disaggregation_decode_enable_radix_cache": True, "speculative_algorithm": "ngram"}, "decode-radix-cache-incompatible"),
+    ("decode-radix-ngram-dsa", "deepseek-v3.2", "decode",
+     {**DECODE, "disaggregation_decode_enable_radix_cache": True, "speculative_algorithm": "NGRAM"}, "decode-radix-cache-incompatible"),
+    ("decode-radix-standalone", "llama-3.1-8b", "decode",
+     {**DECODE, "disaggregation_decode_enable_radix_cache": True, "speculative_algorithm": "STANDALONE",
+      "speculative_draft_model_path": str(MODELS / "llama-3.1-8b")}, "decode-radix-cache-incompatible"),
+    ("decode-radix-nextn-ok", "llama-3.1-8b", "decode",
+     {**DECODE, "disaggregation_decode_enable_radix_cache": True, "speculative_algorithm": "nextn",
+      "speculative_draft_model_path": str(MODELS / "llama-3.1-8b")}, None),
+    ("dsa-kv-dtype-e5m2", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "fp8_e5m2"}, "dsa-kv-cache-dtype"),
+    ("dsa-kv-dtype-nvfp4-prefill", "deepseek-v3.2", "prefill", {**PREFILL, "kv_cache_dtype": "nvfp4"}, "dsa-kv-cache-dtype"),
+    ("hisparse-spec-topk", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "attention_backend": "fa3", "speculative_algorithm": "EAGLE",
+      "speculative_eagle_topk": 2, "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}, "hisparse-spec-topk"),
     # on the default DSA attention backend the EAGLE page-tree check fires first
-    (
-        "hisparse-spec-topk-dsa-backend",
-        "deepseek-v3.2",
-        "decode",
-        {
-            **DECODE,
-            "enable_hisparse": True,
-            "speculative_algorithm": "EAGLE",
-            "speculative_eagle_topk": 2,
-            "speculative_num_steps": 3,
-            "speculative_num_draft_tokens": 4,
-        },
-        "speculative-params",
-    ),
-    (
-        "hisparse-spec-topk-no-steps",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 2},
-        "speculative-params",
-    ),
-    (
-        "hisparse-spec-linear-ok",
-        "deepseek-v3.2",
-        "decode",
-        {
-            **DECODE,
-            "enable_hisparse": True,
-            "speculative_algorithm": "EAGLE",
-            "speculative_eagle_topk": 1,
-            "speculative_num_steps": 1,
-            "speculative_num_draft_tokens": 2,
-        },
-        None,
-    ),
-    (
-        "hisparse-spec-adaptive",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "speculative_algorithm": "EAGLE", "speculative_adaptive": True},
-        "hisparse-spec-adaptive",
-    ),
-    (
-        "hisparse-mixed-chunk",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "enable_mixed_chunk": True},
-        "hisparse-mixed-chunk",
-    ),
-    (
-        "hisparse-dsa-decode-backend-bf16",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bfloat16", "dsa_decode_backend": "flashmla_kv"},
-        "hisparse-dsa-backend",
-    ),
-    (
-        "hisparse-dsa-prefill-backend-bf16",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bf16", "dsa_prefill_backend": "fa3"},
-        "hisparse-dsa-backend",
-    ),
-    (
-        "hisparse-dsa-decode-backend-fp8",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "fp8_e4m3", "dsa_decode_backend": "flashmla_sparse"},
-        "hisparse-dsa-backend",
-    ),
-    (
-        "hisparse-dsa-tilelang-fp8",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "fp8_e4m3", "dsa_decode_backend": "tilelang"},
-        "hisparse-dsa-backend",
-    ),
-    (
-        "hisparse-dsa-triton",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bfloat16", "dsa_prefill_backend": "triton"},
-        "hisparse-dsa-backend",
-    ),
+    ("hisparse-spec-topk-dsa-backend", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "speculative_algorithm": "EAGLE",
+      "speculative_eagle_topk": 2, "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}, "speculative-params"),
+    ("hisparse-spec-topk-no-steps", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 2}, "speculative-params"),
+    ("hisparse-spec-linear-ok", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "speculative_algorithm": "EAGLE", "speculative_eagle_topk": 1,
+      "speculative_num_steps": 1, "speculative_num_draft_tokens": 2}, None),
+    ("hisparse-spec-adaptive", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "speculative_algorithm": "EAGLE", "speculative_adaptive": True}, "hisparse-spec-adaptive"),
+    ("hisparse-mixed-chunk", "deepseek-v3.2", "decode", {**DECODE, "enable_hisparse": True, "enable_mixed_chunk": True}, "hisparse-mixed-chunk"),
+    ("hisparse-dsa-decode-backend-bf16", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bfloat16", "dsa_decode_backend": "flashmla_kv"}, "hisparse-dsa-backend"),
+    ("hisparse-dsa-prefill-backend-bf16", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bf16", "dsa_prefill_backend": "fa3"}, "hisparse-dsa-backend"),
+    ("hisparse-dsa-decode-backend-fp8", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "fp8_e4m3", "dsa_decode_backend": "flashmla_sparse"}, "hisparse-dsa-backend"),
+    ("hisparse-dsa-tilelang-fp8", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "fp8_e4m3", "dsa_decode_backend": "tilelang"}, "hisparse-dsa-backend"),
+    ("hisparse-dsa-triton", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bfloat16", "dsa_prefill_backend": "triton"}, "hisparse-dsa-backend"),
     ("dsa-dcp-pd-decode", "deepseek-v3.2", "decode", {**DECODE, "tp_size": 2, "dcp_size": 2}, "dsa-dcp"),
     ("dsa-dcp-pd-prefill", "deepseek-v3.2", "prefill", {**PREFILL, "tp_size": 2, "dcp_size": 2}, "dsa-dcp"),
-    (
-        "dsa-dcp-hisparse",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "tp_size": 2, "dcp_size": 2, "enable_hisparse": True},
-        "dsa-dcp",
-    ),
-    (
-        "dsa-dcp-before-kv-dtype",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "tp_size": 2, "dcp_size": 2, "kv_cache_dtype": "fp8_e5m2"},
-        "dsa-dcp",
-    ),
+    ("dsa-dcp-hisparse", "deepseek-v3.2", "decode", {**DECODE, "tp_size": 2, "dcp_size": 2, "enable_hisparse": True}, "dsa-dcp"),
+    ("dsa-dcp-before-kv-dtype", "deepseek-v3.2", "decode",
+     {**DECODE, "tp_size": 2, "dcp_size": 2, "kv_cache_dtype": "fp8_e5m2"}, "dsa-dcp"),
     ("mla-dcp-decode-ok", "deepseek-v3", "decode", {**DECODE, "tp_size": 2, "dcp_size": 2}, None),
     ("mha-dcp-decode-ok", "llama-3.1-8b", "decode", {**DECODE, "tp_size": 2, "dcp_size": 2}, None),
     ("dcp-size-zero", "llama-3.1-8b", "decode", {**DECODE, "dcp_size": 0}, "dcp-size"),
-    (
-        "host-receive-range",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "disaggregation_decode_host_receive_threshold": 1.5},
-        "decode-host-receive-threshold",
-    ),
-    (
-        "host-receive-range-before-hisparse",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "disaggregation_decode_host_receive_threshold": 2},
-        "decode-host-receive-threshold",
-    ),
-    (
-        "host-receive-hisparse",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "disaggregation_decode_host_receive_threshold": 0.5},
-        "decode-host-receive-hisparse",
-    ),
-    (
-        "host-receive-hisparse-before-radix",
-        "llama-3.1-8b",
-        "decode",
-        {
-            **DECODE,
-            "enable_hisparse": True,
-            "disaggregation_decode_host_receive_threshold": 0.5,
-            "disaggregation_decode_enable_radix_cache": True,
-        },
-        "decode-host-receive-hisparse",
-    ),
-    (
-        "host-receive-cpu-tensor",
-        "llama-3.1-8b",
-        "decode",
-        {
-            **DECODE,
-            "disaggregation_decode_host_receive_threshold": 0.5,
-            "disaggregation_decode_retraction_backup": "cpu_tensor",
-        },
-        "decode-host-receive-retraction",
-    ),
-    (
-        "host-receive-ok",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "disaggregation_decode_host_receive_threshold": 0.5},
-        None,
-    ),
-    (
-        "host-receive-on-prefill",
-        "llama-3.1-8b",
-        "prefill",
-        {**PREFILL, "disaggregation_decode_host_receive_threshold": 0.5},
-        "decode-host-pool-role",
-    ),
-    (
-        "host-pool-on-prefill",
-        "llama-3.1-8b",
-        "prefill",
-        {**PREFILL, "disaggregation_decode_retraction_backup": "host_pool"},
-        "decode-host-pool-role",
-    ),
-    (
-        "host-receive-dcp",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "tp_size": 2, "dcp_size": 2, "disaggregation_decode_host_receive_threshold": 0.5},
-        "decode-host-pool-dcp",
-    ),
-    (
-        "host-pool-dcp",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "tp_size": 2, "dcp_size": 2, "disaggregation_decode_retraction_backup": "host_pool"},
-        "decode-host-pool-dcp",
-    ),
-    (
-        "prefill-complete-nixl",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "disaggregation_decode_allocation_policy": "prefill_complete"},
-        "decode-allocation-policy",
-    ),
-    (
-        "prefill-complete-many",
-        "deepseek-v3.2",
-        "prefill",
-        {
-            **PREFILL,
-            "tp_size": 2,
-            "pp_size": 2,
-            "enable_hisparse": True,
-            "disaggregation_decode_allocation_policy": "prefill_complete",
-        },
-        "decode-allocation-policy",
-    ),
-    (
-        "prefill-complete-mooncake-tcp-hisparse",
-        "llama-3.1-8b",
-        "prefill",
-        {
-            "disaggregation_mode": "prefill",
-            "disaggregation_transfer_backend": "mooncake_tcp",
-            "enable_hisparse": True,
-            "disaggregation_decode_allocation_policy": "prefill_complete",
-        },
-        "decode-allocation-policy",
-    ),
-    (
-        "prefill-fake",
-        "llama-3.1-8b",
-        "prefill",
-        {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "fake"},
-        "prefill-fake-backend",
-    ),
+    ("host-receive-range", "llama-3.1-8b", "decode", {**DECODE, "disaggregation_decode_host_receive_threshold": 1.5}, "decode-host-receive-threshold"),
+    ("host-receive-range-before-hisparse", "llama-3.1-8b", "decode",
+     {**DECODE, "enable_hisparse": True, "disaggregation_decode_host_receive_threshold": 2}, "decode-host-receive-threshold"),
+    ("host-receive-hisparse", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "disaggregation_decode_host_receive_threshold": 0.5}, "decode-host-receive-hisparse"),
+    ("host-receive-hisparse-before-radix", "llama-3.1-8b", "decode",
+     {**DECODE, "enable_hisparse": True, "disaggregation_decode_host_receive_threshold": 0.5,
+      "disaggregation_decode_enable_radix_cache": True}, "decode-host-receive-hisparse"),
+    ("host-receive-cpu-tensor", "llama-3.1-8b", "decode",
+     {**DECODE, "disaggregation_decode_host_receive_threshold": 0.5, "disaggregation_decode_retraction_backup": "cpu_tensor"},
+     "decode-host-receive-retraction"),
+    ("host-receive-ok", "llama-3.1-8b", "decode", {**DECODE, "disaggregation_decode_host_receive_threshold": 0.5}, None),
+    ("host-receive-on-prefill", "llama-3.1-8b", "prefill", {**PREFILL, "disaggregation_decode_host_receive_threshold": 0.5}, "decode-host-pool-role"),
+    ("host-pool-on-prefill", "llama-3.1-8b", "prefill", {**PREFILL, "disaggregation_decode_retraction_backup": "host_pool"}, "decode-host-pool-role"),
+    ("host-receive-dcp", "llama-3.1-8b", "decode",
+     {**DECODE, "tp_size": 2, "dcp_size": 2, "disaggregation_decode_host_receive_threshold": 0.5}, "decode-host-pool-dcp"),
+    ("host-pool-dcp", "llama-3.1-8b", "decode",
+     {**DECODE, "tp_size": 2, "dcp_size": 2, "disaggregation_decode_retraction_backup": "host_pool"}, "decode-host-pool-dcp"),
+    ("prefill-complete-nixl", "llama-3.1-8b", "decode", {**DECODE, "disaggregation_decode_allocation_policy": "prefill_complete"},
+     "decode-allocation-policy"),
+    ("prefill-complete-many", "deepseek-v3.2", "prefill",
+     {**PREFILL, "tp_size": 2, "pp_size": 2, "enable_hisparse": True, "disaggregation_decode_allocation_policy": "prefill_complete"},
+     "decode-allocation-policy"),
+    ("prefill-complete-mooncake-tcp-hisparse", "llama-3.1-8b", "prefill",
+     {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "mooncake_tcp", "enable_hisparse": True,
+      "disaggregation_decode_allocation_policy": "prefill_complete"}, "decode-allocation-policy"),
+    ("prefill-fake", "llama-3.1-8b", "prefill", {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "fake"},
+     "prefill-fake-backend"),
 ]
 
 
@@ -430,9 +193,7 @@ def test_startup_refusal_matches_runtime(sglang_cuda, tmp_path, name, model, rol
         assert expected_id is None
         return
     rt_type, rt_message, rt_function = outcome
-    assert predicted is not None, (
-        f"the runtime refuses with {rt_type}: {rt_message!r} ({rt_function}); kvcheck predicts nothing"
-    )
+    assert predicted is not None, f"the runtime refuses with {rt_type}: {rt_message!r} ({rt_function}); kvcheck predicts nothing"
     assert (predicted.type, predicted.message) == (rt_type, rt_message)
     assert predicted.when == "start-up"
     assert predicted.raised_by.startswith(f"{role}: server start-up (")
@@ -458,9 +219,7 @@ def test_handed_hisparse_pair_starts(sglang_cuda, tmp_path):
         assert runtime_outcome(sglang_cuda, model_dir, flags) is None
         sides[role] = kv_side(role, model_dir, flags, sglang_cuda[1])
         assert startup_error(sides[role]) is None
-    ctx = CheckContext(
-        prefill=sides["prefill"], decode=sides["decode"], prefill_geometry=None, decode_geometry=None, plan=None
-    )
+    ctx = CheckContext(prefill=sides["prefill"], decode=sides["decode"], prefill_geometry=None, decode_geometry=None, plan=None)
     assert REGISTRY["startup"].run(ctx) == []
 
 
@@ -469,13 +228,8 @@ def test_check_emits_one_finding_per_refusing_side(sglang_cuda, tmp_path):
     model_dir = _model_dir(tmp_path, "llama-3.1-8b")
     pflags = {**PREFILL, "enable_hisparse": True}
     dflags = {**DECODE, "disaggregation_decode_enable_radix_cache": True, "speculative_algorithm": "NGRAM"}
-    ctx = CheckContext(
-        prefill=kv_side("prefill", model_dir, pflags, sglang_cuda[1]),
-        decode=kv_side("decode", model_dir, dflags, sglang_cuda[1]),
-        prefill_geometry=None,
-        decode_geometry=None,
-        plan=None,
-    )
+    ctx = CheckContext(prefill=kv_side("prefill", model_dir, pflags, sglang_cuda[1]), decode=kv_side("decode", model_dir, dflags, sglang_cuda[1]),
+                       prefill_geometry=None, decode_geometry=None, plan=None)
     findings = REGISTRY["startup"].run(ctx)
     assert [f.id for f in findings] == ["hisparse-model", "decode-radix-cache-incompatible"]
     for f, flags in zip(findings, (pflags, dflags)):
@@ -486,302 +240,59 @@ def test_check_emits_one_finding_per_refusing_side(sglang_cuda, tmp_path):
 
 # (case name, model, role, flags, GPU, the refusal id kvcheck must name): refusals the GPU decides.
 GPU_CASES = [
-    (
-        "trtllm-mla-on-hopper",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "attention_backend": "trtllm_mla"},
-        "h100",
-        "attention-backend-gpu",
-    ),
-    (
-        "trtllm-mla-on-blackwell-ok",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "attention_backend": "trtllm_mla"},
-        "b200",
-        None,
-    ),
-    (
-        "trtllm-mla-bfloat16-spelling",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "kv_cache_dtype": "bfloat16"},
-        "b200",
-        "attention-kv-dtype",
-    ),
+    ("trtllm-mla-on-hopper", "deepseek-v3", "decode", {**DECODE, "attention_backend": "trtllm_mla"}, "h100", "attention-backend-gpu"),
+    ("trtllm-mla-on-blackwell-ok", "deepseek-v3", "decode", {**DECODE, "attention_backend": "trtllm_mla"}, "b200", None),
+    ("trtllm-mla-bfloat16-spelling", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "bfloat16"}, "b200", "attention-kv-dtype"),
     ("trtllm-mla-bf16-spelling-ok", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "bf16"}, "b200", None),
     ("fa3-default-bfloat16-ok", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "bfloat16"}, "h100", None),
-    (
-        "dsa-trtllm-mla-bf16",
-        "deepseek-v3.2",
-        "prefill",
-        {**PREFILL, "attention_backend": "trtllm_mla", "kv_cache_dtype": "bf16"},
-        "b200",
-        "attention-kv-dtype",
-    ),
-    (
-        "cutedsl-decode-hopper",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "decode_attention_backend": "cutedsl_mla"},
-        "h100",
-        "attention-backend-gpu",
-    ),
-    (
-        "cutedsl-prefill",
-        "deepseek-v3",
-        "prefill",
-        {**PREFILL, "prefill_attention_backend": "cutedsl_mla"},
-        "b200",
-        "attention-backend-gpu",
-    ),
-    (
-        "trtllm-mha-ampere",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "attention_backend": "trtllm_mha"},
-        "a100",
-        "attention-backend-gpu",
-    ),
-    (
-        "trtllm-mha-sm120-fp8",
-        "llama-3.1-8b",
-        "prefill",
-        {**PREFILL, "attention_backend": "trtllm_mha", "kv_cache_dtype": "fp8_e4m3"},
-        "rtx5090",
-        "attention-kv-dtype",
-    ),
+    ("dsa-trtllm-mla-bf16", "deepseek-v3.2", "prefill", {**PREFILL, "attention_backend": "trtllm_mla", "kv_cache_dtype": "bf16"}, "b200", "attention-kv-dtype"),
+    ("cutedsl-decode-hopper", "deepseek-v3", "decode", {**DECODE, "decode_attention_backend": "cutedsl_mla"}, "h100", "attention-backend-gpu"),
+    ("cutedsl-prefill", "deepseek-v3", "prefill", {**PREFILL, "prefill_attention_backend": "cutedsl_mla"}, "b200", "attention-backend-gpu"),
+    ("trtllm-mha-ampere", "llama-3.1-8b", "decode", {**DECODE, "attention_backend": "trtllm_mha"}, "a100", "attention-backend-gpu"),
+    ("trtllm-mha-sm120-fp8", "llama-3.1-8b", "prefill", {**PREFILL, "attention_backend": "trtllm_mha", "kv_cache_dtype": "fp8_e4m3"}, "rtx5090", "attention-kv-dtype"),
     ("mxfp8-hopper", "qwen3-8b", "decode", {**DECODE, "kv_cache_dtype": "mxfp8"}, "h100", "kv-dtype-gpu-refused"),
     ("nvfp4-hopper", "llama-3.1-8b", "decode", {**DECODE, "kv_cache_dtype": "nvfp4"}, "h100", "kv-dtype-gpu-refused"),
-    (
-        "nvfp4-blackwell-pd",
-        "llama-3.1-8b",
-        "prefill",
-        {**PREFILL, "kv_cache_dtype": "nvfp4"},
-        "b200",
-        "kv-dtype-gpu-refused",
-    ),
-    (
-        "nvfp4-deepseek-blackwell",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "kv_cache_dtype": "nvfp4"},
-        "b200",
-        "nvfp4-prefill-dequant",
-    ),
-    (
-        "nvfp4-native-prefill-hopper",
-        "llama-3.1-8b",
-        "prefill",
-        {**PREFILL, "kv_cache_dtype": "nvfp4", "prefill_attention_backend": "trtllm_mha"},
-        "h100",
-        "nvfp4-prefill-dequant",
-    ),
-    (
-        "dsa-auto-kv-blackwell-hisparse-bf16-backend",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "dsa_decode_backend": "flashmla_sparse"},
-        "b200",
-        "hisparse-dsa-backend",
-    ),
-    (
-        "dsa-auto-kv-hopper-hisparse-bf16-backend-ok",
-        "deepseek-v3.2",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "dsa_decode_backend": "flashmla_sparse"},
-        "h100",
-        None,
-    ),
-    (
-        "tp-not-divisible-attn-dp",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "tp_size": 4, "attn_dp_size": 8},
-        "h100",
-        "tp-attn-dp-cp",
-    ),
-    (
-        "tp-not-divisible-attn-dp-cp",
-        "qwen3-8b",
-        "prefill",
-        {**PREFILL, "tp_size": 4, "attn_dp_size": 4, "attn_cp_size": 2},
-        "h100",
-        "tp-attn-dp-cp",
-    ),
-    (
-        "dp-and-attn-dp",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "tp_size": 8, "dp_size": 2, "attn_dp_size": 4},
-        "h100",
-        "dp-size",
-    ),
-    (
-        "deprecated-dp-attention-ok",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True},
-        "h100",
-        None,
-    ),
-    (
-        "pp-mtp-decode",
-        "deepseek-v3",
-        "decode",
-        {
-            **DECODE,
-            "pp_size": 2,
-            "speculative_algorithm": "NEXTN",
-            "speculative_num_steps": 1,
-            "speculative_eagle_topk": 1,
-            "speculative_num_draft_tokens": 2,
-        },
-        "h100",
-        "pp-speculative",
-    ),
-    (
-        "pp-mtp-prefill-ok",
-        "deepseek-v3",
-        "prefill",
-        {
-            **PREFILL,
-            "pp_size": 2,
-            "speculative_algorithm": "NEXTN",
-            "speculative_num_steps": 1,
-            "speculative_eagle_topk": 1,
-            "speculative_num_draft_tokens": 2,
-        },
-        "h100",
-        None,
-    ),
-    (
-        "hicache-on-pd-decode",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "enable_hierarchical_cache": True},
-        "h100",
-        "hicache-radix-cache",
-    ),
-    (
-        "hicache-on-pd-decode-radix-ok",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "enable_hierarchical_cache": True, "disaggregation_decode_enable_radix_cache": True},
-        "h100",
-        None,
-    ),
-    (
-        "hicache-dcp-mha",
-        "llama-3.1-8b",
-        "decode",
-        {
-            **DECODE,
-            "tp_size": 2,
-            "dcp_size": 2,
-            "enable_hierarchical_cache": True,
-            "disaggregation_decode_enable_radix_cache": True,
-        },
-        "h100",
-        "hicache-dcp",
-    ),
-    (
-        "kv-sharding-decode",
-        "deepseek-v3",
-        "decode",
-        {**DECODE, "enable_kv_cache_sharding": True},
-        "h100",
-        "kv-sharding",
-    ),
-    (
-        "decode-offload-no-storage",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "disaggregation_decode_enable_offload_kvcache": True},
-        "h100",
-        "decode-offload-kvcache",
-    ),
+    ("nvfp4-blackwell-pd", "llama-3.1-8b", "prefill", {**PREFILL, "kv_cache_dtype": "nvfp4"}, "b200", "kv-dtype-gpu-refused"),
+    ("nvfp4-deepseek-blackwell", "deepseek-v3", "decode", {**DECODE, "kv_cache_dtype": "nvfp4"}, "b200", "nvfp4-prefill-dequant"),
+    ("nvfp4-native-prefill-hopper", "llama-3.1-8b", "prefill",
+     {**PREFILL, "kv_cache_dtype": "nvfp4", "prefill_attention_backend": "trtllm_mha"}, "h100", "nvfp4-prefill-dequant"),
+    ("dsa-auto-kv-blackwell-hisparse-bf16-backend", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "dsa_decode_backend": "flashmla_sparse"}, "b200", "hisparse-dsa-backend"),
+    ("dsa-auto-kv-hopper-hisparse-bf16-backend-ok", "deepseek-v3.2", "decode",
+     {**DECODE, "enable_hisparse": True, "dsa_decode_backend": "flashmla_sparse"}, "h100", None),
+    ("tp-not-divisible-attn-dp", "deepseek-v3", "decode", {**DECODE, "tp_size": 4, "attn_dp_size": 8}, "h100", "tp-attn-dp-cp"),
+    ("tp-not-divisible-attn-dp-cp", "qwen3-8b", "prefill", {**PREFILL, "tp_size": 4, "attn_dp_size": 4, "attn_cp_size": 2}, "h100", "tp-attn-dp-cp"),
+    ("dp-and-attn-dp", "deepseek-v3", "decode", {**DECODE, "tp_size": 8, "dp_size": 2, "attn_dp_size": 4}, "h100", "dp-size"),
+    ("deprecated-dp-attention-ok", "deepseek-v3", "decode", {**DECODE, "tp_size": 8, "dp_size": 8, "enable_dp_attention": True}, "h100", None),
+    ("pp-mtp-decode", "deepseek-v3", "decode", {**DECODE, "pp_size": 2, "speculative_algorithm": "NEXTN", "speculative_num_steps": 1,
+     "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}, "h100", "pp-speculative"),
+    ("pp-mtp-prefill-ok", "deepseek-v3", "prefill", {**PREFILL, "pp_size": 2, "speculative_algorithm": "NEXTN", "speculative_num_steps": 1,
+     "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}, "h100", None),
+    ("hicache-on-pd-decode", "llama-3.1-8b", "decode", {**DECODE, "enable_hierarchical_cache": True}, "h100", "hicache-radix-cache"),
+    ("hicache-on-pd-decode-radix-ok", "llama-3.1-8b", "decode",
+     {**DECODE, "enable_hierarchical_cache": True, "disaggregation_decode_enable_radix_cache": True}, "h100", None),
+    ("hicache-dcp-mha", "llama-3.1-8b", "decode", {**DECODE, "tp_size": 2, "dcp_size": 2, "enable_hierarchical_cache": True,
+     "disaggregation_decode_enable_radix_cache": True}, "h100", "hicache-dcp"),
+    ("kv-sharding-decode", "deepseek-v3", "decode", {**DECODE, "enable_kv_cache_sharding": True}, "h100", "kv-sharding"),
+    ("decode-offload-no-storage", "llama-3.1-8b", "decode", {**DECODE, "disaggregation_decode_enable_offload_kvcache": True}, "h100",
+     "decode-offload-kvcache"),
 ]
 GPU_CASES += [
     ("tp-nnodes", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "nnodes": 3}, "h100", "nodes"),
-    (
-        "dp-replicas-multi-node",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "tp_size": 2, "dp_size": 2, "nnodes": 2},
-        "h100",
-        "nodes",
-    ),
-    (
-        "chunk-not-page-multiple",
-        "llama-3.1-8b",
-        "prefill",
-        {**PREFILL, "page_size": 64, "chunked_prefill_size": 1000},
-        "h100",
-        "chunked-prefill-page",
-    ),
-    (
-        "chunk-on-decode-ok",
-        "llama-3.1-8b",
-        "decode",
-        {**DECODE, "page_size": 64, "chunked_prefill_size": 1000},
-        "h100",
-        None,
-    ),
+    ("dp-replicas-multi-node", "llama-3.1-8b", "decode", {**DECODE, "tp_size": 2, "dp_size": 2, "nnodes": 2}, "h100", "nodes"),
+    ("chunk-not-page-multiple", "llama-3.1-8b", "prefill", {**PREFILL, "page_size": 64, "chunked_prefill_size": 1000}, "h100", "chunked-prefill-page"),
+    ("chunk-on-decode-ok", "llama-3.1-8b", "decode", {**DECODE, "page_size": 64, "chunked_prefill_size": 1000}, "h100", None),
     # trtllm_mla (DeepSeek V3 on SM100) snaps the page to 64; 4096 / attention DP 8 = 512 is fine, 1000 is not
-    (
-        "chunk-trtllm-page-blackwell",
-        "deepseek-v3",
-        "prefill",
-        {**PREFILL, "chunked_prefill_size": 1000},
-        "b200",
-        "chunked-prefill-page",
-    ),
+    ("chunk-trtllm-page-blackwell", "deepseek-v3", "prefill", {**PREFILL, "chunked_prefill_size": 1000}, "b200", "chunked-prefill-page"),
     ("chunk-page-one-hopper-ok", "deepseek-v3", "prefill", {**PREFILL, "chunked_prefill_size": 1000}, "h100", None),
-    (
-        "chunk-attn-dp-ok",
-        "deepseek-v3",
-        "prefill",
-        {**PREFILL, "tp_size": 8, "attn_dp_size": 8, "chunked_prefill_size": 4096},
-        "b200",
-        None,
-    ),
+    ("chunk-attn-dp-ok", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "attn_dp_size": 8, "chunked_prefill_size": 4096}, "b200", None),
 ]
 GPU_CASES += [
     # EAGLE without --speculative-num-steps: _auto_choose_speculative_params gives DSA models topk 1
-    (
-        "hisparse-eagle-auto-params-ok",
-        "deepseek-v3.2",
-        "decode",
-        {
-            **DECODE,
-            "tp_size": 8,
-            "page_size": 64,
-            "kv_cache_dtype": "bfloat16",
-            "speculative_algorithm": "EAGLE",
-            "enable_hisparse": True,
-            "disable_radix_cache": True,
-        },
-        "h100",
-        None,
-    ),
-    (
-        "hisparse-eagle-auto-params-b200-ok",
-        "deepseek-v3.2",
-        "decode",
-        {
-            **DECODE,
-            "tp_size": 8,
-            "page_size": 64,
-            "kv_cache_dtype": "bfloat16",
-            "speculative_algorithm": "EAGLE",
-            "enable_hisparse": True,
-            "disable_radix_cache": True,
-        },
-        "b200",
-        None,
-    ),
+    ("hisparse-eagle-auto-params-ok", "deepseek-v3.2", "decode", {**DECODE, "tp_size": 8, "page_size": 64, "kv_cache_dtype": "bfloat16",
+     "speculative_algorithm": "EAGLE", "enable_hisparse": True, "disable_radix_cache": True}, "h100", None),
+    ("hisparse-eagle-auto-params-b200-ok", "deepseek-v3.2", "decode", {**DECODE, "tp_size": 8, "page_size": 64, "kv_cache_dtype": "bfloat16",
+     "speculative_algorithm": "EAGLE", "enable_hisparse": True, "disable_radix_cache": True}, "b200", None),
 ]
 GPU_CAPS = {"h100": (9, 0), "b200": (10, 0), "a100": (8, 0), "rtx5090": (12, 0)}
 
@@ -814,9 +325,7 @@ def test_gpu_not_given_says_when_blackwell_refuses(tmp_path):
     def run(pflags, dflags, gpu, source):
         p, d = kv_side("prefill", model_dir, pflags, gpu), kv_side("decode", model_dir, dflags, gpu)
         p.gpu_source = d.gpu_source = source
-        return REGISTRY["startup"].run(
-            CheckContext(prefill=p, decode=d, prefill_geometry=None, decode_geometry=None, plan=None)
-        )
+        return REGISTRY["startup"].run(CheckContext(prefill=p, decode=d, prefill_geometry=None, decode_geometry=None, plan=None))
 
     findings = [f for f in run(PREFILL, bf, "h100", "default (Hopper assumed)") if f.id == "startup-gpu-dependent"]
     assert len(findings) == 1 and findings[0].severity.value == "warning"
@@ -832,7 +341,6 @@ def test_gpu_not_given_says_when_blackwell_refuses(tmp_path):
 # Start-up refusals on architectures the bundled configs do not cover: a Qwen4Exp hybrid
 # (CP-TP group sharing, SGLang 0.5.23) and a DSA NextN architecture (HiSparse KV dtype).
 # The configs are written here in the shape of the real ones (config.json only).
-
 
 def variant_model_dir(tmp_path: Path, name: str) -> Path:
     """A model directory holding ``startup_corpus.variant_config(name)``."""
@@ -857,30 +365,12 @@ VARIANT_CASES = [
     ("cp-tp-a2a", "qwen4-exp", "prefill", {**CPTP, "moe_a2a_backend": "deepep"}, STAGING, "cp-tp-group-sharing"),
     ("cp-tp-pp", "qwen4-exp", "prefill", {**CPTP, "pp_size": 2}, STAGING, "cp-tp-group-sharing"),
     ("cp-tp-decode", "qwen4-exp", "decode", {**CPTP, "disaggregation_mode": "decode"}, STAGING, "cp-tp-group-sharing"),
-    (
-        "hisparse-kv-bf16-nextn",
-        "deepseek-v3.2-nextn",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bf16"},
-        {},
-        "hisparse-kv-dtype",
-    ),
-    (
-        "hisparse-kv-e5m2-nextn",
-        "deepseek-v3.2-nextn",
-        "prefill",
-        {**PREFILL, "enable_hisparse": True, "disable_radix_cache": True, "kv_cache_dtype": "fp8_e5m2"},
-        {},
-        "hisparse-kv-dtype",
-    ),
-    (
-        "hisparse-kv-bfloat16-nextn-ok",
-        "deepseek-v3.2-nextn",
-        "decode",
-        {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bfloat16"},
-        {},
-        None,
-    ),
+    ("hisparse-kv-bf16-nextn", "deepseek-v3.2-nextn", "decode", {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bf16"}, {},
+     "hisparse-kv-dtype"),
+    ("hisparse-kv-e5m2-nextn", "deepseek-v3.2-nextn", "prefill",
+     {**PREFILL, "enable_hisparse": True, "disable_radix_cache": True, "kv_cache_dtype": "fp8_e5m2"}, {}, "hisparse-kv-dtype"),
+    ("hisparse-kv-bfloat16-nextn-ok", "deepseek-v3.2-nextn", "decode", {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bfloat16"}, {},
+     None),
     ("hisparse-kv-auto-nextn-ok", "deepseek-v3.2-nextn", "decode", {**DECODE, "enable_hisparse": True}, {}, None),
 ]
 
@@ -923,13 +413,9 @@ def test_new_startup_steps_are_gated_by_release(tmp_path):
     qwen = variant_model_dir(tmp_path, "qwen4-exp")
     hs = startup_corpus.kv_side("decode", nextn, {**DECODE, "enable_hisparse": True, "kv_cache_dtype": "bf16"}, "h100")
     cp = startup_corpus.kv_side("prefill", qwen, CPTP, "h100", STAGING)
-    for release, hs_id, cp_refused in (
-        ("0.5.23", "hisparse-kv-dtype", True),
-        ("0.5.22", "hisparse-kv-dtype", False),
-        ("0.5.14", "hisparse-kv-dtype", False),
-        ("0.5.13", "hisparse-kv-dtype", False),
-        ("0.5.10", None, False),
-    ):
+    for release, hs_id, cp_refused in (("0.5.23", "hisparse-kv-dtype", True), ("0.5.22", "hisparse-kv-dtype", False),
+                                       ("0.5.14", "hisparse-kv-dtype", False), ("0.5.13", "hisparse-kv-dtype", False),
+                                       ("0.5.10", None, False)):
         hs.sglang_version = cp.sglang_version = release
         got = steps(hs)
         assert (got.id if isinstance(got, Refusal) else None) == hs_id, (release, got)

@@ -92,9 +92,7 @@ def test_preflight_reports_it_as_the_sides_startup_refusal(tmp_path):
     assert real is not None and real.startswith("ambiguous option: --page could match --page-size")
     p = write_config(tmp_path, "prefill", "llama-3.1-8b", {**PREFILL, "page": 16})
     d = write_config(tmp_path, "decode", "llama-3.1-8b", {**DECODE, "page-size": 16})
-    proc = run_cli(
-        "preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", "0.5.23"
-    )
+    proc = run_cli("preflight", "--prefill", str(p), "--decode", str(d), "--format", "json", "--sglang-version", "0.5.23")
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)
     assert report["verdict"] == "fail"
@@ -107,14 +105,9 @@ def test_preflight_reports_it_as_the_sides_startup_refusal(tmp_path):
     assert report["sides"][0]["sglang_version"] == "0.5.23" and report["sides"][1]["model"] == "LlamaForCausalLM"
     # both sides refused: one finding each
     d2 = write_config(tmp_path, "decode2", "llama-3.1-8b", {**DECODE, "page": 16})
-    both = run_cli(
-        "preflight", "--prefill", str(p), "--decode", str(d2), "--format", "json", "--sglang-version", "0.5.23"
-    )
+    both = run_cli("preflight", "--prefill", str(p), "--decode", str(d2), "--format", "json", "--sglang-version", "0.5.23")
     assert both.returncode == 1
-    assert [f["id"] for f in json.loads(both.stdout)["findings"] if f["severity"] == "error"] == [
-        "startup-argparse",
-        "startup-argparse",
-    ]
+    assert [f["id"] for f in json.loads(both.stdout)["findings"] if f["severity"] == "error"] == ["startup-argparse", "startup-argparse"]
 
 
 def test_a_misspelled_flag_is_that_servers_start_up_refusal(tmp_path):
@@ -143,19 +136,9 @@ def _release_parser_error(release: str, argv: list[str]) -> str | None:
         "else:\n"
         "    print('OK')\n"
     )
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(
-            [str(RELEASES_DIR / release), str(RELEASES_DIR / "_deps"), str(REPO / "tests" / "stubs")]
-        ),
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, "--model-path", str(model_dir("llama-3.1-8b"))] + argv,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(RELEASES_DIR / release), str(RELEASES_DIR / "_deps"), str(REPO / "tests" / "stubs")]))
+    proc = subprocess.run([sys.executable, "-c", code, "--model-path", str(model_dir("llama-3.1-8b"))] + argv,
+                          env=env, capture_output=True, text=True, timeout=300)
     out = proc.stdout.strip().splitlines()
     assert out, proc.stderr[-2000:]
     return out[-1][4:] if out[-1].startswith("ERR ") else None
@@ -174,16 +157,10 @@ def test_each_release_refuses_as_its_own_parser_does(release, tmp_path):
     real = _release_parser_error(release, argv)
     assert _ours(argv, release) == real
     line = tmp_path / "prefill.sh"
-    line.write_text(
-        f"python -m sglang.launch_server --model-path {model_dir('llama-3.1-8b')} --disaggregation-mode prefill "
-        "--disaggregation-transfer-backend nixl --cuda-graph-max-bs 256\n"
-    )
-    d = write_config(
-        tmp_path, "decode", "llama-3.1-8b", {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl"}
-    )
-    proc = run_cli(
-        "preflight", "--prefill", str(line), "--decode", str(d), "--format", "json", "--sglang-version", release
-    )
+    line.write_text(f"python -m sglang.launch_server --model-path {model_dir('llama-3.1-8b')} --disaggregation-mode prefill "
+                    "--disaggregation-transfer-backend nixl --cuda-graph-max-bs 256\n")
+    d = write_config(tmp_path, "decode", "llama-3.1-8b", {"disaggregation-mode": "decode", "disaggregation-transfer-backend": "nixl"})
+    proc = run_cli("preflight", "--prefill", str(line), "--decode", str(d), "--format", "json", "--sglang-version", release)
     ids = [f["id"] for f in json.loads(proc.stdout)["findings"]]
     assert ("startup-argparse" in ids) == (real is not None), (release, real, ids)
     if real is not None:

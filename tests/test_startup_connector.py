@@ -25,14 +25,8 @@ MODELS = Path(__file__).resolve().parent.parent / "configs" / "models"
 def side(role: str, model: str, flags: dict, env: dict | None = None) -> Side:
     cfg = MODELS / model / "config.json"
     flags = {"disaggregation_mode": role, "disaggregation_transfer_backend": "nixl", **flags}
-    return Side(
-        role=role,
-        args=ServerArgs(model_path=str(MODELS / model), **flags),
-        raw_args=dict(flags),
-        env=dict(env or {}),
-        model=parse_model_config(json.loads(cfg.read_text()), str(cfg)),
-        origin=f"{role} test flags",
-    )
+    return Side(role=role, args=ServerArgs(model_path=str(MODELS / model), **flags), raw_args=dict(flags), env=dict(env or {}),
+                model=parse_model_config(json.loads(cfg.read_text()), str(cfg)), origin=f"{role} test flags")
 
 
 IB_DEVICES = [
@@ -83,39 +77,17 @@ def test_ucx_device_list_matches_runtime(ib, tp):
 def test_conflicting_device_list_in_params():
     env = {"SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS": json.dumps({"device_list": "mlx5_1"})}
     r = connector_outcome(side("prefill", "llama-3.1-8b", {"disaggregation_ib_device": "mlx5_0"}, env))
-    assert (
-        isinstance(r, ConnectorRefusal)
-        and r.id == "nixl-ib-device"
-        and r.message.startswith("Conflicting NIXL UCX device_list")
-    )
+    assert isinstance(r, ConnectorRefusal) and r.id == "nixl-ib-device" and r.message.startswith("Conflicting NIXL UCX device_list")
     same = {"SGLANG_DISAGGREGATION_NIXL_BACKEND_PARAMS": json.dumps({"device_list": "mlx5_0,mlx5_1"})}
-    assert (
-        connector_outcome(side("prefill", "llama-3.1-8b", {"disaggregation_ib_device": "mlx5_0, mlx5_1"}, same)) is None
-    )
+    assert connector_outcome(side("prefill", "llama-3.1-8b", {"disaggregation_ib_device": "mlx5_0, mlx5_1"}, same)) is None
     # another backend, or UCX_NET_DEVICES, and the runtime never reads the ib device for NIXL
-    assert (
-        connector_outcome(
-            side(
-                "prefill",
-                "llama-3.1-8b",
-                {"disaggregation_ib_device": "mlx5_0:1"},
-                {"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"},
-            )
-        )
-        is None
-    )
-    assert (
-        connector_outcome(
-            side("prefill", "llama-3.1-8b", {"disaggregation_ib_device": "mlx5_0:1"}, {"UCX_NET_DEVICES": "mlx5_0:1"})
-        )
-        is None
-    )
+    assert connector_outcome(side("prefill", "llama-3.1-8b", {"disaggregation_ib_device": "mlx5_0:1"},
+                                  {"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"})) is None
+    assert connector_outcome(side("prefill", "llama-3.1-8b", {"disaggregation_ib_device": "mlx5_0:1"}, {"UCX_NET_DEVICES": "mlx5_0:1"})) is None
 
 
 def test_json_file_is_unchecked():
-    assert isinstance(
-        connector_outcome(side("decode", "llama-3.1-8b", {"disaggregation_ib_device": "/etc/ib.json"})), Stop
-    )
+    assert isinstance(connector_outcome(side("decode", "llama-3.1-8b", {"disaggregation_ib_device": "/etc/ib.json"})), Stop)
 
 
 def test_staging_buffer_on_mla():
@@ -131,17 +103,10 @@ def test_staging_buffer_on_mla():
 def test_check_reports_each_side_and_the_ucx_override():
     p = side("prefill", "llama-3.1-8b", {"disaggregation_ib_device": "mlx5_0:1"})
     d = side("decode", "llama-3.1-8b", {"disaggregation_ib_device": "mlx5_0"}, {"UCX_NET_DEVICES": "mlx5_1:1"})
-    findings = REGISTRY["connector-startup"].run(
-        CheckContext(prefill=p, decode=d, prefill_geometry=None, decode_geometry=None, plan=None)
-    )
-    assert [(f.id, f.severity) for f in findings] == [
-        ("nixl-ib-device", Severity.ERROR),
-        ("connector-startup", Severity.WARNING),
-    ]
-    assert findings[0].runtime_error.message == (
-        "NIXL UCX --disaggregation-ib-device requires HCA names without port suffixes "
-        "(e.g. mlx5_0); NIXL appends port 1."
-    )
+    findings = REGISTRY["connector-startup"].run(CheckContext(prefill=p, decode=d, prefill_geometry=None, decode_geometry=None, plan=None))
+    assert [(f.id, f.severity) for f in findings] == [("nixl-ib-device", Severity.ERROR), ("connector-startup", Severity.WARNING)]
+    assert findings[0].runtime_error.message == ("NIXL UCX --disaggregation-ib-device requires HCA names without port suffixes "
+                                                 "(e.g. mlx5_0); NIXL appends port 1.")
     assert findings[0].runtime_error.when == "start-up"
 
 
@@ -153,36 +118,26 @@ def test_no_kv_manager_accepts_decode_host_destinations():
     pytest.importorskip("sglang")
     import importlib
 
-    for module, cls in (
-        ("sglang.srt.disaggregation.nixl.conn", "NixlKVManager"),
-        ("sglang.srt.disaggregation.mooncake.conn", "MooncakeKVManager"),
-        ("sglang.srt.disaggregation.fake.conn", "FakeKVManager"),
-    ):
+    for module, cls in (("sglang.srt.disaggregation.nixl.conn", "NixlKVManager"),
+                        ("sglang.srt.disaggregation.mooncake.conn", "MooncakeKVManager"),
+                        ("sglang.srt.disaggregation.fake.conn", "FakeKVManager")):
         try:
             manager = getattr(importlib.import_module(module), cls)
         except ImportError:
             continue
         assert manager.supports_host_destination is False
     for backend in ("nixl", "mooncake"):
-        r = connector_outcome(
-            side(
-                "decode",
-                "llama-3.1-8b",
-                {"disaggregation_transfer_backend": backend, "disaggregation_decode_host_receive_threshold": 0.5},
-            )
-        )
+        r = connector_outcome(side("decode", "llama-3.1-8b", {"disaggregation_transfer_backend": backend,
+                                                               "disaggregation_decode_host_receive_threshold": 0.5}))
         assert isinstance(r, ConnectorRefusal) and r.id == "decode-host-destination"
         assert r.message == "Transfer backend does not support decode host KV destinations"
 
 
-@pytest.mark.parametrize(
-    "ib,tp,entry",
-    [
-        ("mlx5_0:1", 1, "ib-device-port-suffix"),
-        ('{"0": "mlx5_0"}', 2, "ib-device-no-gpu"),
-        ("{0: mlx5_0}", 1, "ib-device-invalid-json"),
-    ],
-)
+@pytest.mark.parametrize("ib,tp,entry", [
+    ("mlx5_0:1", 1, "ib-device-port-suffix"),
+    ('{"0": "mlx5_0"}', 2, "ib-device-no-gpu"),
+    ("{0: mlx5_0}", 1, "ib-device-invalid-json"),
+])
 def test_predicted_ib_device_refusal_is_explained(ib, tp, entry):
     """The predicted text is recognized by `kvcheck explain` as the entry whose check is nixl-ib-device."""
     from kvcheck.explain import explain_text, load_catalog
@@ -201,21 +156,13 @@ STAGING_ENV = {"SGLANG_DISAGG_STAGING_BUFFER": "1"}
 STAGING_CHUNK_CASES = [
     ("chunk-off", {"chunked_prefill_size": -1, "page_size": 64}, "staging-chunk-size"),
     ("chunk-off-page-1", {"chunked_prefill_size": -1}, "staging-chunk-size"),
-    (
-        "chunk-off-attn-dp",
-        {"chunked_prefill_size": -1, "tp_size": 2, "attn_dp_size": 2, "page_size": 16},
-        "staging-chunk-size",
-    ),
+    ("chunk-off-attn-dp", {"chunked_prefill_size": -1, "tp_size": 2, "attn_dp_size": 2, "page_size": 16}, "staging-chunk-size"),
     ("chunk-aligned", {"chunked_prefill_size": 4096, "page_size": 64}, None),
     ("chunk-default", {"page_size": 64}, None),
     ("chunk-zero-is-8192", {"chunked_prefill_size": 0, "page_size": 64}, None),
     ("chunk-off-pp", {"chunked_prefill_size": -1, "pp_size": 2}, "staging-chunk-size"),
     ("chunk-aligned-pp-nixl", {"chunked_prefill_size": 4096, "pp_size": 2, "page_size": 16}, "staging-mla"),
-    (
-        "chunk-aligned-pp-mooncake",
-        {"chunked_prefill_size": 4096, "pp_size": 2, "disaggregation_transfer_backend": "mooncake"},
-        None,
-    ),
+    ("chunk-aligned-pp-mooncake", {"chunked_prefill_size": 4096, "pp_size": 2, "disaggregation_transfer_backend": "mooncake"}, None),
 ]
 
 
@@ -241,19 +188,10 @@ def staging_runtime(tmp_path_factory) -> dict:
     model_dir = tmp_path_factory.mktemp("staging") / "llama-3.1-8b"
     model_dir.mkdir()
     shutil.copy(MODELS / "llama-3.1-8b" / "config.json", model_dir / "config.json")
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join([str(repo), str(repo / "tests"), str(repo / "tests" / "stubs"), str(deps)]),
-    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(repo), str(repo / "tests"), str(repo / "tests" / "stubs"), str(deps)]))
     cases = {name: _flags(flags) for name, flags, _ in STAGING_CHUNK_CASES}
-    proc = subprocess.run(
-        [sys.executable, str(repo / "tests" / "staging_queue_worker.py"), str(model_dir)],
-        input=json.dumps({"cases": cases, "env": STAGING_ENV}),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = subprocess.run([sys.executable, str(repo / "tests" / "staging_queue_worker.py"), str(model_dir)],
+                          input=json.dumps({"cases": cases, "env": STAGING_ENV}), env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode == 3:
         pytest.skip(proc.stdout.strip().splitlines()[-1])
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -290,15 +228,9 @@ def test_staging_chunk_grid_by_release():
     PP with staging is not restated (unchecked, never a pass)."""
     s = side("prefill", "llama-3.1-8b", {"chunked_prefill_size": -1}, STAGING_ENV)
     pp = side("prefill", "llama-3.1-8b", {"chunked_prefill_size": 4096, "pp_size": 2}, STAGING_ENV)
-    for release, chunk_id, pp_out in (
-        (
-            "0.5.23",
-            "staging-chunk-size",
-            "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake.",
-        ),
-        ("0.5.17", "staging-chunk-size", "SGLANG_DISAGG_STAGING_BUFFER does not support pp_size > 1."),
-        ("0.5.16", None, Stop),
-    ):
+    for release, chunk_id, pp_out in (("0.5.23", "staging-chunk-size", "SGLANG_DISAGG_STAGING_BUFFER with pp_size > 1 is only supported by Mooncake."),
+                                      ("0.5.17", "staging-chunk-size", "SGLANG_DISAGG_STAGING_BUFFER does not support pp_size > 1."),
+                                      ("0.5.16", None, Stop)):
         s.sglang_version = pp.sglang_version = release
         r = connector_outcome(s)
         assert (r.id if isinstance(r, ConnectorRefusal) else None) == chunk_id, (release, r)

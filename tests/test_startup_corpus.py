@@ -64,12 +64,7 @@ def test_gpu_decides_trtllm_mla():
     from pathlib import Path
 
     d = C.model_dirs(Path(tempfile.mkdtemp()))["deepseek-v3"]
-    for kv, gpu, refused in (
-        ("bfloat16", "h100", False),
-        ("bfloat16", "b200", True),
-        ("bf16", "b200", False),
-        ("bf16", "h100", False),
-    ):
+    for kv, gpu, refused in (("bfloat16", "h100", False), ("bfloat16", "b200", True), ("bf16", "b200", False), ("bf16", "h100", False)):
         flags = {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl", "kv_cache_dtype": kv}
         outcome = C.runtime_outcome(d, flags, C.GPUS.get(gpu, (9, 0)))
         predicted = first_outcome(C.kv_side("decode", d, flags, gpu))

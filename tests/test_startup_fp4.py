@@ -21,18 +21,7 @@ pytestmark = pytest.mark.runtime
 
 SEED = 777
 DRAWS = 100  # x 4 GPUs
-BACKENDS = (
-    None,
-    None,
-    "triton",
-    "fa3",
-    "flashinfer",
-    "fa4",
-    "trtllm_mha",
-    "torch_native",
-    "trtllm_mla",
-    "flex_attention",
-)
+BACKENDS = (None, None, "triton", "fa3", "flashinfer", "fa4", "trtllm_mha", "torch_native", "trtllm_mla", "flex_attention")
 
 
 @pytest.fixture(scope="module")
@@ -85,27 +74,14 @@ def test_fp4_startup_agrees_with_the_runtime(dirs):
     assert stops < total // 10, (stops, total)
 
 
-@pytest.mark.parametrize(
-    "gpu,expected",
-    [
-        (
-            "h100",
-            "KV4 MHA expects attention_backend to be one of ['triton', 'torch_native', 'flex_attention', 'trtllm_mha'], but got fa3",
-        ),
-        (
-            "rtx5090",
-            "KV4 MHA expects attention_backend to be one of ['triton', 'torch_native', 'flex_attention', 'trtllm_mha'], but got flashinfer",
-        ),
-    ],
-)
+@pytest.mark.parametrize("gpu,expected", [
+    ("h100", "KV4 MHA expects attention_backend to be one of ['triton', 'torch_native', 'flex_attention', 'trtllm_mha'], but got fa3"),
+    ("rtx5090", "KV4 MHA expects attention_backend to be one of ['triton', 'torch_native', 'flex_attention', 'trtllm_mha'], but got flashinfer"),
+])
 def test_fp4_mx_block16_default_backend_is_refused(dirs, gpu, expected):
     """fp4_mx_block16 with no backend flag: the GPU default (fa3 on Hopper, flashinfer on
     SM120) is not in the KV4 MHA list; the runtime asserts at start-up."""
-    flags = {
-        "disaggregation_mode": "decode",
-        "disaggregation_transfer_backend": "nixl",
-        "kv_cache_dtype": "fp4_mx_block16",
-    }
+    flags = {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl", "kv_cache_dtype": "fp4_mx_block16"}
     rt = C.runtime_outcome(dirs["llama-3.1-8b"], flags, C.GPUS[gpu])
     assert rt is not None and rt[:2] == ("AssertionError", expected)
     ours = first_outcome(C.kv_side("decode", dirs["llama-3.1-8b"], flags, gpu))
@@ -113,12 +89,8 @@ def test_fp4_mx_block16_default_backend_is_refused(dirs, gpu, expected):
 
 
 def test_fp4_with_triton_starts(dirs):
-    flags = {
-        "disaggregation_mode": "prefill",
-        "disaggregation_transfer_backend": "nixl",
-        "kv_cache_dtype": "fp4_mx_block16",
-        "attention_backend": "triton",
-    }
+    flags = {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "nixl", "kv_cache_dtype": "fp4_mx_block16",
+             "attention_backend": "triton"}
     for gpu, cap in C.GPUS.items():
         assert C.runtime_outcome(dirs["llama-3.1-8b"], flags, cap) is None
         assert first_outcome(C.kv_side("prefill", dirs["llama-3.1-8b"], flags, gpu)) is None

@@ -38,27 +38,10 @@ RUNS = (("0.5.5", 8, 0, 8, 0, 0), ("0.5.8", 8, 0, 8, 0, 0), ("0.5.17", 8, 2, 8, 
 
 def _run(release: str, draws: int, sharded: int, plain: int, hicache: int, hisparse: int, tmp: Path) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT / release), str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")]
-    )
-    cmd = [
-        sys.executable,
-        str(REPO / "tests" / "startup_worker.py"),
-        "--release",
-        release,
-        "--draws",
-        str(draws),
-        "--sharded-draws",
-        str(sharded),
-        "--plain-draws",
-        str(plain),
-        "--hicache-draws",
-        str(hicache),
-        "--hisparse-draws",
-        str(hisparse),
-        "--tmp",
-        str(tmp / release),
-    ]
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / release), str(ROOT / "_deps"), str(REPO), str(REPO / "tests"), str(REPO / "tests" / "stubs")])
+    cmd = [sys.executable, str(REPO / "tests" / "startup_worker.py"), "--release", release, "--draws", str(draws),
+           "--sharded-draws", str(sharded), "--plain-draws", str(plain), "--hicache-draws", str(hicache),
+           "--hisparse-draws", str(hisparse), "--tmp", str(tmp / release)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -77,11 +60,9 @@ def results(tmp_path_factory) -> dict[str, dict]:
         futures = {r[0]: pool.submit(_run, *r, tmp) for r in runs}
         out = {v: f.result() for v, f in futures.items()}
     for v, r in out.items():
-        print(
-            f"startup sglang {v}: compared {r['compared']} (parser refused {r['parser_refused']}), runtime refusals "
-            f"{r['runtime_refusals']}, starts {r['runtime_starts']}, kvcheck unchecked {r['stops']}, "
-            f"disagreements {r['n_disagreements']} in {r['seconds']} s"
-        )
+        print(f"startup sglang {v}: compared {r['compared']} (parser refused {r['parser_refused']}), runtime refusals "
+              f"{r['runtime_refusals']}, starts {r['runtime_starts']}, kvcheck unchecked {r['stops']}, "
+              f"disagreements {r['n_disagreements']} in {r['seconds']} s")
     return out
 
 
@@ -106,18 +87,8 @@ def test_plain_deployments_are_decided_on_every_release(results):
             assert reason.startswith(f"SGLang {release}: its start-up refusals") or "not restated" in reason, reason
 
 
-@pytest.mark.parametrize(
-    "release,verified",
-    [
-        ("0.5.5", True),
-        ("0.5.8.post1", True),
-        ("0.5.13.post1", True),
-        ("0.5.23", True),
-        ("0.5.24", False),
-        ("0.6.0", False),
-        ("0.5.4", False),
-    ],
-)
+@pytest.mark.parametrize("release,verified", [("0.5.5", True), ("0.5.8.post1", True), ("0.5.13.post1", True), ("0.5.23", True),
+                                              ("0.5.24", False), ("0.6.0", False), ("0.5.4", False)])
 def test_unverified_releases_fail_closed(tmp_path, release, verified):
     """A release outside ``STARTUP_VERIFIED_RELEASES`` (newer than the newest modeled, or not
     verified) is a ``ReleaseStop`` whatever its flags, never another release's answer; a
@@ -126,12 +97,7 @@ def test_unverified_releases_fail_closed(tmp_path, release, verified):
     from kvcheck.sglang.startup import STARTUP_VERIFIED_RELEASES, ReleaseStop, first_outcome
 
     d = C.model_dirs(tmp_path)["qwen3-8b"]
-    side = C.kv_side(
-        "prefill",
-        d,
-        {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "nixl", "tp_size": 2},
-        "h100",
-    )
+    side = C.kv_side("prefill", d, {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "nixl", "tp_size": 2}, "h100")
     side.sglang_version = release
     out = first_outcome(side)
     assert (release in STARTUP_VERIFIED_RELEASES) == verified

@@ -28,161 +28,65 @@ from kvcheck.sglang import runtime_kernel as rk  # noqa: E402
 CONFIGS = {
     # gpt-oss-120b: 8 KV heads of 64, alternating sliding/full layers.
     "gpt-oss": {
-        "architectures": ["GptOssForCausalLM"],
-        "model_type": "gpt_oss",
-        "num_hidden_layers": 6,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 8,
-        "head_dim": 64,
-        "hidden_size": 512,
-        "sliding_window": 128,
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 6, "num_attention_heads": 16,
+        "num_key_value_heads": 8, "head_dim": 64, "hidden_size": 512, "sliding_window": 128,
         "layer_types": ["sliding_attention", "full_attention"] * 3,
     },
     # Qwen3.5 / Qwen3-Next: gated-delta-net linear attention, every 4th layer full attention, 2 KV heads.
     "qwen3.5": {
-        "architectures": ["Qwen3NextForCausalLM"],
-        "model_type": "qwen3_next",
-        "num_hidden_layers": 8,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 2,
-        "head_dim": 256,
-        "hidden_size": 1024,
-        "full_attention_interval": 4,
-        "linear_num_key_heads": 16,
-        "linear_num_value_heads": 64,
-        "linear_key_head_dim": 128,
-        "linear_value_head_dim": 128,
-        "linear_conv_kernel_dim": 4,
+        "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 1024, "full_attention_interval": 4, "linear_num_key_heads": 16,
+        "linear_num_value_heads": 64, "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
     },
     "nemotron-h": {
-        "architectures": ["NemotronHForCausalLM"],
-        "model_type": "nemotron_h",
-        "num_hidden_layers": 8,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 2,
-        "head_dim": 128,
-        "hidden_size": 1024,
-        "mamba_num_heads": 128,
-        "mamba_head_dim": 64,
-        "n_groups": 8,
-        "ssm_state_size": 128,
-        "conv_kernel": 4,
-        "hybrid_override_pattern": "MEM*EMEM",
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 2, "head_dim": 128, "hidden_size": 1024, "mamba_num_heads": 128, "mamba_head_dim": 64,
+        "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4, "hybrid_override_pattern": "MEM*EMEM",
     },
     # A Mamba2 hybrid with one B/C group (as Falcon-H1 and Mamba-Codestral): the groups are
     # widened to the TP size, so the conv state's size does not scale with TP.
     "nemotron-h-g1": {
-        "architectures": ["NemotronHForCausalLM"],
-        "model_type": "nemotron_h",
-        "num_hidden_layers": 8,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 2,
-        "head_dim": 128,
-        "hidden_size": 1024,
-        "mamba_num_heads": 64,
-        "mamba_head_dim": 64,
-        "n_groups": 1,
-        "ssm_state_size": 128,
-        "conv_kernel": 4,
-        "hybrid_override_pattern": "MEM*EMEM",
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 2, "head_dim": 128, "hidden_size": 1024, "mamba_num_heads": 64, "mamba_head_dim": 64,
+        "n_groups": 1, "ssm_state_size": 128, "conv_kernel": 4, "hybrid_override_pattern": "MEM*EMEM",
     },
     "kimi-linear": {
-        "architectures": ["KimiLinearForCausalLM"],
-        "model_type": "kimi_linear",
-        "num_hidden_layers": 8,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "hidden_size": 1024,
-        "kv_lora_rank": 512,
-        "qk_rope_head_dim": 64,
-        "qk_nope_head_dim": 128,
-        "v_head_dim": 128,
-        "q_lora_rank": None,
-        "head_dim": 72,
-        "linear_attn_config": {
-            "kda_layers": [1, 2, 3, 5, 6, 7],
-            "full_attn_layers": [4, 8],
-            "num_heads": 32,
-            "head_dim": 128,
-            "short_conv_kernel_size": 4,
-        },
+        "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "num_hidden_layers": 8, "num_attention_heads": 32,
+        "num_key_value_heads": 32, "hidden_size": 1024, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+        "v_head_dim": 128, "q_lora_rank": None, "head_dim": 72,
+        "linear_attn_config": {"kda_layers": [1, 2, 3, 5, 6, 7], "full_attn_layers": [4, 8], "num_heads": 32, "head_dim": 128,
+                               "short_conv_kernel_size": 4},
     },
     # DeepSeek V3.2-shaped DSA (MLA + index-K per layer, the "dsa" state component).
     "dsa": {
-        "architectures": ["DeepseekV32ForCausalLM"],
-        "model_type": "deepseek_v32",
-        "num_hidden_layers": 6,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 16,
-        "hidden_size": 1024,
-        "kv_lora_rank": 512,
-        "qk_rope_head_dim": 64,
-        "qk_nope_head_dim": 128,
-        "v_head_dim": 128,
-        "q_lora_rank": 256,
-        "index_topk": 256,
-        "index_head_dim": 128,
-        "index_n_heads": 16,
+        "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32", "num_hidden_layers": 6, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "hidden_size": 1024, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+        "v_head_dim": 128, "q_lora_rank": 256, "index_topk": 256, "index_head_dim": 128, "index_n_heads": 16,
     },
     "mimo-v2": {
-        "architectures": ["MiMoV2FlashForCausalLM"],
-        "model_type": "mimo_v2_flash",
-        "num_hidden_layers": 4,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 4,
-        "head_dim": 192,
-        "v_head_dim": 128,
-        "swa_num_key_value_heads": 8,
-        "swa_head_dim": 192,
-        "swa_v_head_dim": 128,
-        "hybrid_layer_pattern": [0, 1, 1, 0],
-        "sliding_window": 128,
-        "hidden_size": 1024,
+        "architectures": ["MiMoV2FlashForCausalLM"], "model_type": "mimo_v2_flash", "num_hidden_layers": 4, "num_attention_heads": 16,
+        "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128, "swa_num_key_value_heads": 8, "swa_head_dim": 192,
+        "swa_v_head_dim": 128, "hybrid_layer_pattern": [0, 1, 1, 0], "sliding_window": 128, "hidden_size": 1024,
     },
     "minimax-m3": {
-        "architectures": ["MiniMaxM3SparseForCausalLM"],
-        "model_type": "llama",
-        "num_hidden_layers": 6,
-        "num_attention_heads": 16,
-        "num_key_value_heads": 4,
-        "head_dim": 128,
-        "hidden_size": 1024,
-        "sparse_attention_config": {
-            "sparse_attention_freq": [0, 0, 1, 1, 1, 1],
-            "sparse_disable_index_value": [0, 0, 1, 1, 1, 1],
-            "sparse_index_dim": 128,
-        },
+        "architectures": ["MiniMaxM3SparseForCausalLM"], "model_type": "llama", "num_hidden_layers": 6,
+        "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128, "hidden_size": 1024,
+        "sparse_attention_config": {"sparse_attention_freq": [0, 0, 1, 1, 1, 1], "sparse_disable_index_value": [0, 0, 1, 1, 1, 1],
+                                    "sparse_index_dim": 128},
     },
     # DeepSeek-V4-Flash's KV shape with 8 layers (C4/C128 alternating, a NextN layer).
     "dsv4": {
-        "architectures": ["DeepseekV4ForCausalLM"],
-        "model_type": "deepseek_v4",
-        "num_hidden_layers": 8,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 1,
-        "head_dim": 512,
-        "qk_rope_head_dim": 64,
-        "index_head_dim": 128,
-        "sliding_window": 128,
-        "compress_ratios": [0, 0, 4, 128, 4, 128, 4, 128, 0],
-        "num_nextn_predict_layers": 1,
-        "hidden_size": 512,
+        "architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "num_hidden_layers": 8, "num_attention_heads": 64,
+        "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "index_head_dim": 128, "sliding_window": 128,
+        "compress_ratios": [0, 0, 4, 128, 4, 128, 4, 128, 0], "num_nextn_predict_layers": 1, "hidden_size": 512,
     },
 }
 
 
 def side(model: str, role: str, flags: dict, env: dict | None = None, gpu: str = "h100") -> Side:
     args = ServerArgs(disaggregation_mode=role, disaggregation_transfer_backend="nixl", **flags)
-    return Side(
-        role=role,
-        args=args,
-        raw_args=dict(flags),
-        model=parse_model_config(CONFIGS[model]),
-        origin=model,
-        gpu=gpu,
-        gpu_source="--gpu",
-        env=env or {},
-    )
+    return Side(role=role, args=args, raw_args=dict(flags), model=parse_model_config(CONFIGS[model]), origin=model, gpu=gpu,
+                gpu_source="--gpu", env=env or {})
 
 
 def _dims(s: Side, g):
@@ -208,13 +112,7 @@ def stages(p: Side, d: Side, prepared: bool = True):
 
 
 def key(d) -> tuple:
-    return (
-        d.state_type,
-        d.path,
-        d.error.type if d.error else None,
-        d.error.message if d.error else None,
-        d.corruption is not None,
-    )
+    return (d.state_type, d.path, d.error.type if d.error else None, d.error.message if d.error else None, d.corruption is not None)
 
 
 # ---- the two production cases -----------------------------------------------------------
@@ -226,24 +124,16 @@ def test_gpt_oss_tp1_prefill_tp4_decode():
     production failure 'PD Disaggregation does NOT support PD different TP sizes for
     non-MLA SWA hybrid models yet.' is raised by releases 0.5.9 .. 0.5.21, before the head
     slice: states.legacy_hetero_tp_refusals; see tests/test_incidents.py.)"""
-    p, d = (
-        side("gpt-oss", "prefill", {"tp_size": 1, "page_size": 16}),
-        side("gpt-oss", "decode", {"tp_size": 4, "page_size": 16}),
-    )
+    p, d = side("gpt-oss", "prefill", {"tp_size": 1, "page_size": 16}), side("gpt-oss", "decode", {"tp_size": 4, "page_size": 16})
     b, r = both(p, d)
     assert [key(x) for x in r] == [("swa", "swa_head_slice", None, None, False)]
     assert [key(x) for x in b] == [key(x) for x in r]
     rep = run_preflight(p, d, kernel="runtime")
     assert rep.verdict in ("pass", "warn") and rep.extra["state_components"][0]["path"] == "swa_head_slice"
-    old = run_preflight(
-        p.model_copy(update={"sglang_version": "0.5.21"}), d.model_copy(update={"sglang_version": "0.5.21"})
-    )
+    old = run_preflight(p.model_copy(update={"sglang_version": "0.5.21"}), d.model_copy(update={"sglang_version": "0.5.21"}))
     assert old.verdict == "fail"
     f = [f for f in old.findings if f.id == "state-transfer"]
-    assert (
-        f[0].runtime_error.message
-        == "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."
-    )
+    assert f[0].runtime_error.message == "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."
 
 
 def test_gpt_oss_tp1_to_tp4_with_hnd_layout_fails():
@@ -255,27 +145,18 @@ def test_gpt_oss_tp1_to_tp4_with_hnd_layout_fails():
     assert [key(x) for x in b] == [key(x) for x in r]
     rep = run_preflight(p, d, kernel="builtin")
     f = [f for f in rep.findings if f.id == "state-transfer"]
-    assert (
-        rep.verdict == "fail"
-        and f[0].runtime_error.message == r[0].error.message
-        and "SGLANG_USE_HND_KVCACHE" in f[0].fix
-    )
+    assert rep.verdict == "fail" and f[0].runtime_error.message == r[0].error.message and "SGLANG_USE_HND_KVCACHE" in f[0].fix
 
 
 def test_qwen35_attention_tp1_into_tp4():
     """Qwen3.5-shaped linear hybrid, attention TP 1 -> 4: the 'mamba' component takes
     _send_mamba_state_slice (conv and temporal state sliced on their head axis)."""
-    p, d = (
-        side("qwen3.5", "prefill", {"tp_size": 1, "page_size": 16}),
-        side("qwen3.5", "decode", {"tp_size": 4, "page_size": 16}),
-    )
+    p, d = side("qwen3.5", "prefill", {"tp_size": 1, "page_size": 16}), side("qwen3.5", "decode", {"tp_size": 4, "page_size": 16})
     b, r = both(p, d)
     assert [key(x) for x in r] == [("mamba", "mamba_slice", None, None, False)]
     assert [key(x) for x in b] == [key(x) for x in r]
     rep = run_preflight(p, d, kernel="runtime")
-    assert rep.verdict != "unchecked" and not [
-        f for f in rep.findings if f.id in ("state-transfer", "state-components")
-    ]
+    assert rep.verdict != "unchecked" and not [f for f in rep.findings if f.id in ("state-transfer", "state-components")]
 
 
 def test_qwen35_ssm_dtype_differs():
@@ -285,27 +166,18 @@ def test_qwen35_ssm_dtype_differs():
     p = side("qwen3.5", "prefill", {"tp_size": 2, "page_size": 16})
     d = side("qwen3.5", "decode", {"tp_size": 2, "page_size": 16}, env={"SGLANG_MAMBA_SSM_DTYPE": "bfloat16"})
     b, r = both(p, d)
-    assert r[0].error is not None and r[0].error.message.startswith(
-        "NIXL state layout rejected for <decode agent>: NIXL prepared state component 0 (StateType.MAMBA) stride mismatch"
-    )
+    assert r[0].error is not None and r[0].error.message.startswith("NIXL state layout rejected for <decode agent>: NIXL prepared state component 0 (StateType.MAMBA) stride mismatch")
     assert [key(x) for x in b] == [key(x) for x in r]
-    p2 = side(
-        "qwen3.5", "prefill", {"tp_size": 2, "page_size": 16}, env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"}
-    )
+    p2 = side("qwen3.5", "prefill", {"tp_size": 2, "page_size": 16}, env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"})
     b, r = both(p2, d)
     assert r[0].error is None and r[0].corruption
     assert [key(x) for x in b] == [key(x) for x in r]
     rep = run_preflight(p2, d)
-    assert rep.verdict == "fail" and any(
-        f.id == "state-transfer" and "SGLANG_MAMBA_SSM_DTYPE" in f.fix for f in rep.findings
-    )
+    assert rep.verdict == "fail" and any(f.id == "state-transfer" and "SGLANG_MAMBA_SSM_DTYPE" in f.fix for f in rep.findings)
 
 
 def test_minimax_unequal_tp_refused():
-    p, d = (
-        side("minimax-m3", "prefill", {"tp_size": 2, "page_size": 16}),
-        side("minimax-m3", "decode", {"tp_size": 4, "page_size": 16}),
-    )
+    p, d = side("minimax-m3", "prefill", {"tp_size": 2, "page_size": 16}), side("minimax-m3", "decode", {"tp_size": 4, "page_size": 16})
     b, r = both(p, d)
     msgs = {x.error.message for x in r if x.error}
     assert msgs == {"PD disagg: heterogeneous TP not supported for MiniMax state yet."}
@@ -325,10 +197,7 @@ def test_nemotron_h_unequal_tp_misplaces_conv_channels():
         assert r[0].corruption and "Mamba conv entry 0" in r[0].corruption
         assert [key(x) for x in b] == [key(x) for x in r]
     for model in ("qwen3.5", "kimi-linear"):
-        p, d = (
-            side(model, "prefill", {"tp_size": 1, "page_size": 16}),
-            side(model, "decode", {"tp_size": 2, "page_size": 16}),
-        )
+        p, d = side(model, "prefill", {"tp_size": 1, "page_size": 16}), side(model, "decode", {"tp_size": 2, "page_size": 16})
         b, r = both(p, d)
         assert [key(x) for x in r] == [("mamba", "mamba_slice", None, None, False)] == [key(x) for x in b]
     p = side("nemotron-h", "prefill", {"tp_size": 1, "page_size": 16})
@@ -395,9 +264,7 @@ def test_gpt_oss_stage_without_sliding_layers_raises():
     """SGLANG_PP_LAYER_PARTITION=1,1,4 puts only full-attention layer 1 on stage 1: its SWA
     component has no entries, and get_mha_kv_ptrs_with_pp divides the decode's 3 sliding
     layers by 0."""
-    p = side(
-        "gpt-oss", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 3}, env={"SGLANG_PP_LAYER_PARTITION": "1,1,4"}
-    )
+    p = side("gpt-oss", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 3}, env={"SGLANG_PP_LAYER_PARTITION": "1,1,4"})
     d = side("gpt-oss", "decode", {"tp_size": 2, "page_size": 16})
     keys = pp_keys(p, d)
     assert keys[1] == [("swa", None, "ZeroDivisionError", states._zero_division_text(), False)]
@@ -422,33 +289,20 @@ def test_qwen35_pp_partitions_differ():
     stage 0 (Mamba layers 0, 1) finds them in decode stage 0 (layers 0..3); prefill stage 1
     (layers 2..7) holds Mamba layer 2, which decode stage 1 (layers 4..7) lacks: the
     runtime's build_transfer_entry_pairs raises."""
-    p = side(
-        "qwen3.5", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2}, env={"SGLANG_PP_LAYER_PARTITION": "2,6"}
-    )
+    p = side("qwen3.5", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2}, env={"SGLANG_PP_LAYER_PARTITION": "2,6"})
     d = side("qwen3.5", "decode", {"tp_size": 2, "page_size": 16, "pp_size": 2})
     keys = pp_keys(p, d)
     assert keys[0] == [("mamba", "whole_generic", None, None, False)]
-    assert keys[1] == [
-        ("mamba", None, "RuntimeError", "Decode peer is missing a transfer entry for model layer 2", False)
-    ]
+    assert keys[1] == [("mamba", None, "RuntimeError", "Decode peer is missing a transfer entry for model layer 2", False)]
     # The decode's stage 1 holding only full-attention layer 7: no Mamba entries, no layer ids.
-    d2 = side(
-        "qwen3.5", "decode", {"tp_size": 2, "page_size": 16, "pp_size": 2}, env={"SGLANG_PP_LAYER_PARTITION": "7,1"}
-    )
+    d2 = side("qwen3.5", "decode", {"tp_size": 2, "page_size": 16, "pp_size": 2}, env={"SGLANG_PP_LAYER_PARTITION": "7,1"})
     p2 = side("qwen3.5", "prefill", {"tp_size": 2, "page_size": 16, "pp_size": 2})
-    assert pp_keys(p2, d2)[1] == [
-        ("mamba", None, "RuntimeError", "Layer metadata must be provided by both PD peers or neither", False)
-    ]
+    assert pp_keys(p2, d2)[1] == [("mamba", None, "RuntimeError", "Layer metadata must be provided by both PD peers or neither", False)]
 
 
 # ---- DeepSeek V4: "swa" (SWA KV + C4 compress states), "c128_state", the NextN draft's "swa" --
 
-MTP = {
-    "speculative_algorithm": "EAGLE",
-    "speculative_num_steps": 1,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 2,
-}
+MTP = {"speculative_algorithm": "EAGLE", "speculative_num_steps": 1, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}
 
 
 @pytest.mark.parametrize("tp", [(4, 4), (4, 8), (8, 2)])
@@ -457,10 +311,7 @@ def test_dsv4_states_whole_slots_any_tp(tp, backend):
     """DeepSeekV4TokenToKVPool is an MLA backend for PD: every component moves whole
     slots whatever the attention TP sizes (prepared on UCX, generic elsewhere)."""
     env = {"SGLANG_DISAGGREGATION_NIXL_BACKEND": backend}
-    p, d = (
-        side("dsv4", "prefill", {"tp_size": tp[0], **MTP}, env=env),
-        side("dsv4", "decode", {"tp_size": tp[1], **MTP}, env=env),
-    )
+    p, d = side("dsv4", "prefill", {"tp_size": tp[0], **MTP}, env=env), side("dsv4", "decode", {"tp_size": tp[1], **MTP}, env=env)
     b, r = both(p, d)
     path = "whole_prepared" if backend == "UCX" else "whole_generic"
     assert [key(x) for x in r] == [(t, path, None, None, False) for t in ("swa", "c128_state", "swa")]
@@ -478,17 +329,11 @@ def test_dsv4_compress_state_dtype_differs():
     d = side("dsv4", "decode", {"tp_size": 4}, env={"SGLANG_DSV4_COMPRESS_STATE_DTYPE": "bfloat16"})
     b, r = both(p, d)
     assert r[0].error is not None and r[0].error.message.startswith(
-        "NIXL state layout rejected for <decode agent>: NIXL prepared state component 0 (StateType.SWA) stride mismatch"
-    )
+        "NIXL state layout rejected for <decode agent>: NIXL prepared state component 0 (StateType.SWA) stride mismatch")
     assert "(StateType.DSV4_REQUEST_STATE)" in r[0].error.message
     assert [key(x) for x in b] == [key(x) for x in r]
     p2 = side("dsv4", "prefill", {"tp_size": 4}, env={"SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"})
-    d2 = side(
-        "dsv4",
-        "decode",
-        {"tp_size": 4},
-        env={"SGLANG_DSV4_COMPRESS_STATE_DTYPE": "bfloat16", "SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"},
-    )
+    d2 = side("dsv4", "decode", {"tp_size": 4}, env={"SGLANG_DSV4_COMPRESS_STATE_DTYPE": "bfloat16", "SGLANG_DISAGGREGATION_NIXL_BACKEND": "LIBFABRIC"})
     b, r = both(p2, d2)
     assert [x.error for x in r] == [None, None] and all(x.corruption for x in r)
     assert [key(x) for x in b] == [key(x) for x in r]
@@ -600,20 +445,7 @@ def test_corpus_builtin_agrees_with_runtime():
                     pp_seen.add((y.state_type, outcome))
                 if key(x) != key(y):
                     disagreements += 1
-                    bad.append(
-                        (
-                            p.origin,
-                            rank,
-                            p.args.pp_size,
-                            d.args.pp_size,
-                            p.args.tp_size,
-                            d.args.tp_size,
-                            p.env,
-                            d.env,
-                            key(x),
-                            key(y),
-                        )
-                    )
+                    bad.append((p.origin, rank, p.args.pp_size, d.args.pp_size, p.args.tp_size, d.args.tp_size, p.env, d.env, key(x), key(y)))
     print(
         f"states corpus: {compared} pairs ({pp_pairs} with a PP>1 prefill), {decided} stage components compared "
         f"({pp_decided} of PP>1 prefills), {skipped} skipped (bad input), {disagreements} disagreements"
@@ -625,12 +457,7 @@ def test_corpus_builtin_agrees_with_runtime():
     assert {"swa_head_slice", "mamba_slice", "whole_prepared", "whole_generic"} <= seen_paths, seen_paths
     # PP>1 prefills: Mamba paired by layer id, SWA moved whole, misplaced SWA layers, and
     # the runtime's own refusals.
-    assert {
-        ("mamba", "whole_generic"),
-        ("mamba", "mamba_slice"),
-        ("swa", "corruption"),
-        ("dsa", "whole_generic"),
-    } <= pp_seen, pp_seen
+    assert {("mamba", "whole_generic"), ("mamba", "mamba_slice"), ("swa", "corruption"), ("dsa", "whole_generic")} <= pp_seen, pp_seen
 
 
 def test_cli_exit_status_for_state_refusal(tmp_path):
@@ -649,26 +476,10 @@ def test_cli_exit_status_for_state_refusal(tmp_path):
     env.write_text("SGLANG_USE_HND_KVCACHE=1\n")
     paths = {}
     for role, tp in (("prefill", 1), ("decode", 4)):
-        cfg = {
-            "model-path": str(model),
-            "tp-size": tp,
-            "page-size": 16,
-            "disaggregation-mode": role,
-            "disaggregation-transfer-backend": "nixl",
-        }
+        cfg = {"model-path": str(model), "tp-size": tp, "page-size": 16, "disaggregation-mode": role, "disaggregation-transfer-backend": "nixl"}
         paths[role] = tmp_path / f"{role}.yaml"
         paths[role].write_text(yaml.safe_dump(cfg))
-    base = [
-        "preflight",
-        "--prefill",
-        str(paths["prefill"]),
-        "--decode",
-        str(paths["decode"]),
-        "--format",
-        "json",
-        "--kernel",
-        "builtin",
-    ]
+    base = ["preflight", "--prefill", str(paths["prefill"]), "--decode", str(paths["decode"]), "--format", "json", "--kernel", "builtin"]
     ok = run_cli(*base)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "swa_head_slice" in ok.stdout

@@ -55,9 +55,7 @@ def test_a_role_in_a_config_file_not_read_is_no_missing_role_failure(tmp_path):
 
 
 def test_a_backend_in_a_config_file_not_read_is_never_the_default(tmp_path):
-    script = (
-        f"{PREFILL} &\n{LAUNCH} --disaggregation-mode decode --page-size 16 --port 30001 --config {IMAGE_CONFIG} &\n"
-    )
+    script = f"{PREFILL} &\n{LAUNCH} --disaggregation-mode decode --page-size 16 --port 30001 --config {IMAGE_CONFIG} &\n"
     rc, sev, _ = _run(tmp_path, script)
     # was: one-backend and transfer-backend errors from the default backend (mooncake)
     assert rc == 4 and sev["config-not-read"] == "unchecked"
@@ -84,18 +82,14 @@ def test_ports_in_a_config_file_not_read_clash_with_nothing(tmp_path):
     # two prefills on one host: the second's ports may be in the file (0.5.23's
     # start_disagg_service binds --disaggregation-bootstrap-port, default 8998)
     second = f"ssh node1 {LAUNCH} --disaggregation-mode prefill --port 30002 --config {IMAGE_CONFIG} &\n"
-    decode = (
-        f"ssh node2 {LAUNCH} --disaggregation-mode decode --disaggregation-transfer-backend nixl --page-size 16 &\n"
-    )
+    decode = f"ssh node2 {LAUNCH} --disaggregation-mode decode --disaggregation-transfer-backend nixl --page-size 16 &\n"
     script = f"ssh node1 {PREFILL} &\n{second}{decode}"
     rc, sev, _ = _run(tmp_path, script)
     assert rc == 4 and "bootstrap-port-clash" not in sev
     clash = _copy(tmp_path, "disaggregation-transfer-backend: nixl\npage-size: 16\n")
     rc, sev, _ = _run(tmp_path, script, "--config-file", clash)
     assert rc == 1 and sev["bootstrap-port-clash"] == "error"
-    apart = _copy(
-        tmp_path, "disaggregation-transfer-backend: nixl\npage-size: 16\ndisaggregation-bootstrap-port: 9000\n"
-    )
+    apart = _copy(tmp_path, "disaggregation-transfer-backend: nixl\npage-size: 16\ndisaggregation-bootstrap-port: 9000\n")
     rc, sev, _ = _run(tmp_path, script, "--config-file", apart)
     assert rc == 0 and "bootstrap-port-clash" not in sev
 

@@ -39,9 +39,7 @@ class _StubLoader(importlib.abc.Loader):
     def create_module(self, spec):
         mod = types.ModuleType(spec.name)
         mod.__path__ = []
-        mod.__getattr__ = lambda item, _n=spec.name: (
-            (_ for _ in ()).throw(AttributeError(item)) if item.startswith("__") else _Placeholder(f"{_n}.{item}")
-        )
+        mod.__getattr__ = lambda item, _n=spec.name: (_ for _ in ()).throw(AttributeError(item)) if item.startswith("__") else _Placeholder(f"{_n}.{item}")
         return mod
 
     def exec_module(self, module):
