@@ -112,7 +112,7 @@ def _refusal_group(p: ClassResult, d: ClassResult, pairs: list[tuple[str, str]])
     text) at the refused flag's line."""
     from types import SimpleNamespace
 
-    from kvcheck.cluster.instances import _refused_option, refusal_finding
+    from kvcheck.cluster.refusals import refusal_finding, refused_option
     from kvcheck.release.window import Group
 
     located: list[Located] = []
@@ -124,7 +124,7 @@ def _refusal_group(p: ClassResult, d: ClassResult, pairs: list[tuple[str, str]])
         exc = c.window.value_refused[rels[-1]]
         sr = SimpleNamespace(refused_on=tuple(rels), how=c.window.how, problem=None)
         f = refusal_finding(inst.role, inst.name, str(inst.location), sr, exc)
-        option = getattr(exc, "option", None) or _refused_option(exc)
+        option = getattr(exc, "option", None) or refused_option(exc)
         located.append(Located(f, inst.arg_locations.get(option or "") or inst.location))
     g = Group(pairs=sorted(pairs, key=lambda t: (version_key(t[0]), version_key(t[1]))))
     g.result = (None, located)
