@@ -239,8 +239,8 @@ def test_recipe_add_a_deployment_format(copy: Path, tmp_path: Path):
     reader = copy / "kvcheck/sources/deployments/reader.py"
     edit(
         reader,
-        "    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm\n",
-        "    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, srtslurm, toy\n",
+        "    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, sglang_config, srtslurm\n",
+        "    from kvcheck.sources.deployments import compose, dynamosdk, kubernetes, scripts, sglang_config, srtslurm, toy\n",
     )
     edit(
         reader,
