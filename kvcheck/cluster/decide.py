@@ -295,7 +295,12 @@ def _decide_window(
     merged = merge_outcomes(groups)
     newest_report, _ = groups[0].result
     final = combine_verdicts([g.outcome[0] for g in groups])
-    if refusing and final == "fail" and len(groups) > 1 and combine_verdicts([g.outcome[0] for g in groups[:-1]]) != "fail":
+    if (
+        refusing
+        and final == "fail"
+        and len(groups) > 1
+        and combine_verdicts([g.outcome[0] for g in groups[:-1]]) != "fail"
+    ):
         # A refusal on part of the window fails only if the servers run one of those
         # releases; where the releases that start them are unchecked, nothing says the
         # pair fails on the release that runs (a MORI pair: 0.5.5-0.5.8 refuse 'mori',
