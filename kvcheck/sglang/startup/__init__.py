@@ -39,6 +39,9 @@ that applies is predicted; ``ORDER`` lists the restated steps in the runtime's o
 * ``speculative_hook.handle_speculative_decoding`` (decode radix cache; DSA EAGLE params);
 * ``kv_cache_hook.handle_cache_compatibility`` (host pool, HiCache vs the radix cache a PD
   decode turns off, decode KV offload);
+* ``kv_cache_hook.handle_page_major_kv_layout`` and ``handle_unified_memory_pool``
+  (page-major without unified memory; unified memory's attention backends and, in PD, its
+  Mooncake-only transfer);
 * ``check_server_args``: node split, ``check_pipeline_parallel_compat`` (PP + MTP only on a
   prefill), DP replicas across nodes, chunked prefill vs the resolved page size, and
   ``validate_hisparse``.
@@ -135,6 +138,7 @@ from kvcheck.sglang.startup.resolution import (
     dsa_hisparse_backends,
     dsa_kv_cache_dtype,
     hicache_compatibility,
+    page_major_unified_memory,
     pd_disaggregation,
     speculative,
     validate_hisparse,
@@ -158,6 +162,7 @@ ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
     speculative,  # handle_speculative_decoding
     cache_compatibility,  # handle_cache_compatibility
     hicache_compatibility,  #   (same hook, later checks)
+    page_major_unified_memory,  # handle_page_major_kv_layout, handle_unified_memory_pool
     server_args_nodes,  # check_server_args: nnodes
     pipeline_parallel,  # check_server_args: check_pipeline_parallel_compat
     server_args_layout,  # check_server_args: DP replicas across nodes, chunked prefill vs page
@@ -194,6 +199,7 @@ REFUSAL_IDS = (
     "decode-host-pool-dcp",
     "hicache-radix-cache",
     "decode-offload-kvcache",
+    "unified-memory",
     "nodes",
     "pp-speculative",
     "chunked-prefill-page",
