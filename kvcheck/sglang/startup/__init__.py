@@ -46,6 +46,10 @@ that applies is predicted; ``ORDER`` lists the restated steps in the runtime's o
   prefill), DP replicas across nodes, chunked prefill vs the resolved page size, and
   ``validate_hisparse``.
 
+Last, ``unrestated.unrestated_flag``: a flag value that 0.5.23 refuses at start-up by a check
+kvcheck does not restate (measured one flag at a time on plain PD servers) stops prediction
+(``startup-unchecked``) rather than pass.
+
 The GPU decides some of these: every step takes the side's ``Gpu`` (``Side.gpu``; Hopper
 when not given). Where the next refusal depends on something kvcheck does not restate, a
 step returns a ``Stop`` with the reason; the ``startup`` check reports it as ``unchecked``.
@@ -143,6 +147,7 @@ from kvcheck.sglang.startup.resolution import (
     speculative,
     validate_hisparse,
 )
+from kvcheck.sglang.startup.unrestated import UNRESTATED_REFUSING_VALUES, unrestated_flag  # noqa: F401
 from kvcheck.sides import Side
 
 # In the runtime's order: resolve_once() (run_resolution_pipeline), then check_server_args().
@@ -168,6 +173,7 @@ ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
     server_args_layout,  # check_server_args: DP replicas across nodes, chunked prefill vs page
     validate_hisparse,  # check_server_args: _hisparse_validation
     two_batch_overlap,  # check_server_args: check_two_batch_overlap (0.5.7+)
+    unrestated_flag,  # last: a flag value 0.5.23 refuses by a check kvcheck does not restate -> Stop
 )
 # Every id a Refusal may carry (for the check's finding ids and --ignore).
 REFUSAL_IDS = (
