@@ -279,3 +279,25 @@ def test_a_live_only_option_with_f_is_bad_usage_not_silently_dropped(tmp_path, o
     # kvcheck's own usage error (kvcheck.cli.main makes it exit 2), raised before reading
     assert isinstance(res.exception, KvcheckError) and res.exception.exit_code == 2
     assert option[0] in str(res.exception)
+
+
+@pytest.mark.parametrize("decode_env, rc, must", [
+    ({}, 4, {"mooncake-protocol"}),  # TCP prefill, RDMA decode: the transports differ
+    ({"MC_FORCE_TCP": "1"}, 0, set()),  # both TCP
+])
+def test_mooncake_tcp_is_mooncake_with_mc_force_tcp_on_every_spelling(tmp_path, decode_env, rc, must):
+    # SGLang 0.5.23's handle_pd_disaggregation rewrites --disaggregation-transfer-backend
+    # mooncake_tcp to mooncake with MC_FORCE_TCP=1 (os.environ.setdefault) before anything
+    # else: one backend, one connector. It was "2 transfer backends" (one-backend,
+    # backend-mismatch: "not a message the prefill's connector reads"), while the same
+    # deployment spelled MC_FORCE_TCP=1 + mooncake passed.
+    spelled = {}
+    for name, p_flags, p_env in (("tcp", "--disaggregation-transfer-backend mooncake_tcp --page-size 16", None),
+                                 ("env", "--page-size 16", {"MC_FORCE_TCP": "1"})):
+        pair, dep = _both(tmp_path, "llama-3.1-8b", p_flags, "--page-size 16", "--sglang-version", "0.5.23",
+                          p_env=p_env, d_env=decode_env or None, name=name)
+        _same(pair, dep)
+        spelled[name] = pair[:3]
+        assert pair[0] == rc and must <= set(pair[2]), pair[3]["findings"]
+        assert not {"one-backend", "backend-mismatch"} & set(pair[2])
+    assert spelled["tcp"] == spelled["env"]
