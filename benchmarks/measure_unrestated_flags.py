@@ -17,6 +17,7 @@ Run by hand (about a minute per model, backend and two roles on 2 busy cores)::
         llama-3.1-8b nixl
     ... deepseek-v3 nixl
     ... llama-3.1-8b mooncake
+    ... llama-3.1-8b nixl --numeric   # also every int/float flag at the probe values
 
 The table was made from these three runs (before ``unrestated_flag`` existed); after it, the
 three print nothing but ``done``.
@@ -51,6 +52,10 @@ def variants(parser: argparse.ArgumentParser) -> list[dict]:
             out.append({act.dest: True})
         elif act.choices and act.nargs in (None, "?"):
             out += [{act.dest: c} for c in act.choices if c != act.default]
+        elif "--numeric" in sys.argv and act.type in (int, float) and act.nargs is None:
+            from kvcheck.sglang.startup.unrestated import FLOAT_PROBES, INT_PROBES
+
+            out += [{act.dest: act.type(v)} for v in (INT_PROBES if act.type is int else FLOAT_PROBES)]
     return out
 
 
@@ -76,8 +81,11 @@ def main() -> None:
                 rt = C.runtime_outcome(d, flags, (9, 0))
             except BaseException:  # the parser exits on a value it refuses: not a start-up
                 continue
-            side = Side(role=role, args=ServerArgs(model_path=str(d), **flags), raw_args=dict(flags), model=mc,
-                        origin="measure", gpu="h100")
+            try:
+                side = Side(role=role, args=ServerArgs(model_path=str(d), **flags), raw_args=dict(flags), model=mc,
+                            origin="measure", gpu="h100")
+            except ValueError:  # kvcheck's typed args refuse it (a page size of 0): exit 2, not a pass
+                continue
             kv = first_outcome(side, resolve_gpu("h100"))
             if rt is not None and kv is None:
                 print("FALSEPASS", role, v, rt[:3], flush=True)

@@ -470,6 +470,11 @@ UNRESTATED_CASES = [
     ("llama-3.1-8b", "decode", {**DECODE, "language_model_only": True}),
     # the checkpoint is FP8 (quantization_config.quant_method): another --quantization is refused
     ("deepseek-v3", "decode", {**DECODE, "tp_size": 8, "quantization": "awq"}),
+    # numeric flags (UNRESTATED_REFUSING_NUMBERS): values the probes bracket, not only the probes
+    ("llama-3.1-8b", "prefill", {**PREFILL, "tokenizer_worker_num": 0}),
+    ("llama-3.1-8b", "decode", {**DECODE, "gpu_id_step": -3}),
+    ("llama-3.1-8b", "decode", {**DECODE, "swa_full_tokens_ratio": 1.5}),
+    ("llama-3.1-8b", "prefill", {**PREFILL, "max_ep_size": 16}),
 ]
 
 
@@ -486,6 +491,12 @@ def test_a_flag_the_runtime_refuses_by_an_unrestated_check_is_unchecked_not_a_pa
     assert isinstance(predicted, Stop), (outcome, predicted)
     flag = next(k for k in flags if k not in ("disaggregation_mode", "disaggregation_transfer_backend", "tp_size"))
     assert "--" + flag.replace("_", "-") in predicted.reason
+    # and a value the runtime accepts is not stopped by the table
+    ok = {"tokenizer_worker_num": 2, "gpu_id_step": 1, "swa_full_tokens_ratio": 0.8}
+    if flag in ok:
+        fine = {**flags, flag: ok[flag]}
+        assert startup_corpus.runtime_outcome(model_dir, fine, GPU_UNDER_TEST["h100"]) is None
+        assert first_outcome(kv_side(role, model_dir, fine, "h100")) is None
 
 
 def test_an_unrestated_refusal_is_exit_4_on_the_pair_path_and_with_f(tmp_path):

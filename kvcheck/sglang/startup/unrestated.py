@@ -10,7 +10,8 @@ restated steps (``kvcheck.sglang.startup.ORDER``) predicted a start. Many of the
 depend on other flags, the model or the GPU (``--retraction-policy priority`` needs
 ``--enable-priority-scheduling``; ``tokenspeed_mla`` needs Blackwell); kvcheck restates none of
 them, so a side that sets one is ``startup-unchecked`` naming the flag (``unrestated_flag``),
-never a pass. Flags with free values (numbers, paths, JSON) are not covered by this table.
+never a pass. Numeric flags: ``UNRESTATED_REFUSING_NUMBERS`` (probe values, Llama-3.1-8B
+NIXL, both roles). Flags with free text values (paths, JSON) are not covered.
 """
 
 from __future__ import annotations
@@ -74,6 +75,59 @@ UNRESTATED_REFUSING_VALUES: dict[str, frozenset[Any]] = {
     "speculative_use_block_verification": frozenset({True}),
 }
 
+# Numeric flags: each was given the probe values below, one at a time (``--numeric`` in the
+# script); dest -> (probes, the probes 0.5.23 refused). A value between two probes is judged by
+# both neighbours, one beyond the probes by the outermost: refused if any of them was
+# (``_numeric_refused``), so a range check is never passed by a value the probes bracket.
+INT_PROBES: tuple[float, ...] = (-1, 0, 1, 2, 8)
+FLOAT_PROBES: tuple[float, ...] = (-1.0, 0.0, 0.5, 1.0, 2.0)
+UNRESTATED_REFUSING_NUMBERS: dict[str, tuple[tuple[float, ...], frozenset[float]]] = {
+    "asr_max_buffer_seconds": (INT_PROBES, frozenset({-1, 0})),
+    "asr_max_concurrent_sessions": (INT_PROBES, frozenset({-1, 0})),
+    "base_gpu_id": (INT_PROBES, frozenset({-1})),
+    "detokenizer_worker_num": (INT_PROBES, frozenset({-1, 0})),
+    "dwdp_size": (INT_PROBES, frozenset({2, 8})),
+    "elastic_ep_initial_size": (INT_PROBES, frozenset({-1, 0, 1, 2, 8})),
+    "gpu_id_step": (INT_PROBES, frozenset({-1, 0})),
+    "grpc_port": (INT_PROBES, frozenset({-1, 0})),
+    "grpc_response_timeout_secs": (INT_PROBES, frozenset({-1, 0})),
+    "hicache_host_memory_fraction": (FLOAT_PROBES, frozenset({-1.0, 0.0, 2.0})),
+    "kv_canary_sweep_interval": (INT_PROBES, frozenset({1, 2, 8})),
+    "mamba_cache_philox_rounds": (INT_PROBES, frozenset({-1})),
+    "mamba_max_states_per_path": (INT_PROBES, frozenset({0})),
+    "max_ep_size": (INT_PROBES, frozenset({-1, 0, 1, 2, 8})),
+    "max_loras_per_batch": (INT_PROBES, frozenset({-1, 0})),
+    "media_url_max_file_size_mb": (INT_PROBES, frozenset({-1})),
+    "mm_io_worker_num": (INT_PROBES, frozenset({-1})),
+    "mm_preprocess_cache_size_mb": (INT_PROBES, frozenset({-1})),
+    "mm_processor_worker_num": (INT_PROBES, frozenset({-1})),
+    "moe_dense_tp_size": (INT_PROBES, frozenset({-1, 0, 2, 8})),
+    "moe_dp_size": (INT_PROBES, frozenset({-1, 0, 2, 8})),
+    "nnodes": (INT_PROBES, frozenset({0})),
+    "pp_max_micro_batch_size": (INT_PROBES, frozenset({-1, 0})),
+    "prefill_decode_interval": (INT_PROBES, frozenset({-1})),
+    "prefill_decode_interval_min_bs": (INT_PROBES, frozenset({-1})),
+    "sampling_mask_max_tokens": (INT_PROBES, frozenset({-1, 0})),
+    "schedule_conservativeness": (FLOAT_PROBES, frozenset({-1.0})),
+    "shared_experts_tp_size": (INT_PROBES, frozenset({-1, 0, 1, 2, 8})),
+    "speculative_draft_sink_size": (INT_PROBES, frozenset({-1, 0, 1, 2, 8})),
+    "speculative_draft_window_size": (INT_PROBES, frozenset({-1, 0})),
+    "swa_full_tokens_ratio": (FLOAT_PROBES, frozenset({-1.0, 0.0, 2.0})),
+    "swa_prefix_tails": (INT_PROBES, frozenset({-1})),
+    "tokenizer_worker_num": (INT_PROBES, frozenset({-1, 0})),
+}
+
+
+def _numeric_refused(value: float, probes: tuple[float, ...], refused: frozenset[float]) -> bool:
+    if value in probes:
+        return value in refused
+    if value < probes[0]:
+        return probes[0] in refused
+    if value > probes[-1]:
+        return probes[-1] in refused
+    i = next(k for k in range(len(probes) - 1) if probes[k] < value < probes[k + 1])
+    return probes[i] in refused or probes[i + 1] in refused
+
 
 def unrestated_flag(side: Side, gpu: Any = None) -> Stop | None:
     """A ``Stop`` naming the first flag of ``UNRESTATED_REFUSING_VALUES`` the side sets to a
@@ -89,6 +143,18 @@ def unrestated_flag(side: Side, gpu: Any = None) -> Stop | None:
             "_verify_quantization refuses a mismatch unless an override maps one to the other; kvcheck does not "
             "restate that check"
         )
+    for dest, (probes, numbers) in UNRESTATED_REFUSING_NUMBERS.items():
+        number = raw.get(dest)
+        if (
+            isinstance(number, (int, float))
+            and not isinstance(number, bool)
+            and _numeric_refused(number, probes, numbers)
+        ):
+            return Stop(
+                f"--{dest.replace('_', '-')} {number}: SGLang 0.5.23 refuses this value at start-up on a plain PD "
+                "server "
+                "(or unless other flags allow it), and kvcheck does not restate that check"
+            )
     for dest, values in UNRESTATED_REFUSING_VALUES.items():
         value = raw.get(dest)
         if value is None or value is False:
