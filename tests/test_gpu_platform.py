@@ -141,3 +141,26 @@ def test_a_gpu_option_that_disagrees_with_the_manifest_is_a_warning_naming_both(
     assert rc == 0 and len(warned) == 2 and all("b200" in f["message"] and "h100" in f["message"] for f in warned)
     rc, findings = _preflight_inproc(tmp_path / "pd.yaml", "--sglang-version", "0.5.23", "--gpu", "h100")
     assert rc == 0 and not [f for f in findings if f["id"] == "gpu-clues-disagree"]
+
+
+@pytest.mark.parametrize("text", ["h100,b200", "a100-or-h100", "H100/B200"])
+def test_a_gpu_option_naming_two_gpus_is_bad_input_not_its_first_match(tmp_path, text):
+    # Once read as h100 (the first name matched): DeepSeek-V3 with --kv-cache-dtype bfloat16
+    # passed, while on a B200 SGLang 0.5.23's trtllm_mla check (_mla_kv_cache_dtype_checks)
+    # refuses it: "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto."
+    from kvcheck.sglang.gpu import normalize_gpu_name
+
+    assert normalize_gpu_name(text) is None
+    assert [normalize_gpu_name(t) for t in ("NVIDIA-GB200", "NVIDIA-H200", "NVIDIA-L40S", "nvidia-h100-80gb-hbm3")] == [
+        "gb200", "h200", "l40s", "h100"]
+    flags = " --tp-size 8 --kv-cache-dtype bfloat16"
+    body = "\n".join(
+        LINE.format(m="deepseek-ai/DeepSeek-V3", role=r, extra=flags).replace("--page-size 16", "--page-size 64")
+        + (" --port 30001" if r == "decode" else "") for r in ("prefill", "decode"))
+    (tmp_path / "pd.sh").write_text(body + "\n")
+    proc = run_cli("preflight", "-f", str(tmp_path / "pd.sh"), "--sglang-version", "0.5.23", "--gpu", text, "--format", "json")
+    assert proc.returncode == 2, proc.stdout[-500:]
+    assert "gpu" in proc.stderr and "smNN" in proc.stderr  # the known names, as for any unknown GPU
+    b200 = run_cli("preflight", "-f", str(tmp_path / "pd.sh"), "--sglang-version", "0.5.23", "--gpu", "b200", "--format", "json")
+    assert b200.returncode == 1
+    assert "TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3, bf16, or auto." in b200.stdout

@@ -279,3 +279,94 @@ def test_a_live_only_option_with_f_is_bad_usage_not_silently_dropped(tmp_path, o
     # kvcheck's own usage error (kvcheck.cli.main makes it exit 2), raised before reading
     assert isinstance(res.exception, KvcheckError) and res.exception.exit_code == 2
     assert option[0] in str(res.exception)
+
+
+@pytest.mark.parametrize("decode_env, rc, must", [
+    ({}, 4, {"mooncake-protocol"}),  # TCP prefill, RDMA decode: the transports differ
+    ({"MC_FORCE_TCP": "1"}, 0, set()),  # both TCP
+])
+def test_mooncake_tcp_is_mooncake_with_mc_force_tcp_on_every_spelling(tmp_path, decode_env, rc, must):
+    # SGLang 0.5.23's handle_pd_disaggregation rewrites --disaggregation-transfer-backend
+    # mooncake_tcp to mooncake with MC_FORCE_TCP=1 (os.environ.setdefault) before anything
+    # else: one backend, one connector. It was "2 transfer backends" (one-backend,
+    # backend-mismatch: "not a message the prefill's connector reads"), while the same
+    # deployment spelled MC_FORCE_TCP=1 + mooncake passed.
+    spelled = {}
+    for name, p_flags, p_env in (("tcp", "--disaggregation-transfer-backend mooncake_tcp --page-size 16", None),
+                                 ("env", "--page-size 16", {"MC_FORCE_TCP": "1"})):
+        pair, dep = _both(tmp_path, "llama-3.1-8b", p_flags, "--page-size 16", "--sglang-version", "0.5.23",
+                          p_env=p_env, d_env=decode_env or None, name=name)
+        _same(pair, dep)
+        spelled[name] = pair[:3]
+        assert pair[0] == rc and must <= set(pair[2]), pair[3]["findings"]
+        assert not {"one-backend", "backend-mismatch"} & set(pair[2])
+    assert spelled["tcp"] == spelled["env"]
+
+
+# --- the same generated deployments written in every input format (issue 15) ----------
+# A pair's --config YAML and JSON args, a Kubernetes manifest and a docker-compose file with
+# -f, beside the pair of launch-line files: one verdict, one set of finding ids, one exit
+# status (json and junit). The image names no release (the --sglang-version decides), so no
+# format carries a fact another lacks.
+IMAGE = "registry.example.com/team/sglang-custom:dev"
+_FORMAT_CASES = random.Random(1515).sample(list(itertools.product(
+    [("llama-3.1-8b", {}), ("deepseek-v3", {"--tp-size": 8})],
+    [{"--disaggregation-transfer-backend": "nixl"}, {}, {"--disaggregation-transfer-backend": "mori"}],
+    [(16, 16), (16, 64), (None, None)],
+    [(None, None), ("bfloat16", "bfloat16"), ("fp8_e4m3", None)],
+    [(), ("--gpu", "b200"), ("--ignore", "page-size-mismatch")],
+    [None, {"SGLANG_ENABLE_DISAGG_SAMPLING_MASK": "1"}],
+)), 8)
+
+
+def _server_args(model: str, role: str, flags: dict) -> list[str]:
+    out = ["--model-path", str(model_dir(model)), "--disaggregation-mode", role]
+    for k, v in flags.items():
+        out += [k, str(v)]
+    return out
+
+
+@pytest.mark.parametrize("n", range(len(_FORMAT_CASES)))
+def test_generated_deployments_agree_in_every_input_format(tmp_path, n):
+    import shlex
+
+    import yaml
+
+    (model, base), backend, (pp, dp), (pdt, ddt), extra, p_env = _FORMAT_CASES[n]
+    extra = ("--sglang-version", "0.5.23", *extra)
+    sides = {}
+    for role, page, dtype in (("prefill", pp, pdt), ("decode", dp, ddt)):
+        flags = {**base, **backend, **({"--page-size": page} if page else {}), **({"--kv-cache-dtype": dtype} if dtype else {})}
+        if role == "decode":
+            flags["--port"] = 30001
+        sides[role] = _server_args(model, role, flags)
+    env_args = []
+    if p_env:
+        (tmp_path / "p.env").write_text("".join(f"{k}={v}\n" for k, v in p_env.items()))
+        env_args = ["--prefill-env", str(tmp_path / "p.env")]
+
+    def mapping(argv):
+        return {argv[i][2:]: argv[i + 1] for i in range(0, len(argv), 2)}
+
+    for role, argv in sides.items():
+        (tmp_path / f"{role}.sh").write_text(f"{LAUNCH} {shlex.join(argv)}\n")
+        (tmp_path / f"{role}.yaml").write_text(yaml.safe_dump(mapping(argv)))
+        (tmp_path / f"{role}.json").write_text(json.dumps(mapping(argv)))
+    docs = [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": role},
+             "spec": {"selector": {"matchLabels": {"app": role}}, "template": {"metadata": {"labels": {"app": role}},
+                      "spec": {"containers": [{"name": role, "image": IMAGE,
+                                               "command": ["python3", "-m", "sglang.launch_server", *argv]}]}}}}
+            for role, argv in sides.items()]
+    (tmp_path / "k8s.yaml").write_text(yaml.safe_dump_all(docs))
+    (tmp_path / "compose.yaml").write_text(yaml.safe_dump({"services": {
+        role: {"image": IMAGE, "command": ["python3", "-m", "sglang.launch_server", *argv]} for role, argv in sides.items()}}))
+    inputs = {ext: ["--prefill", str(tmp_path / f"prefill.{ext}"), "--decode", str(tmp_path / f"decode.{ext}")]
+              for ext in ("sh", "yaml", "json")}
+    inputs |= {"k8s": ["-f", str(tmp_path / "k8s.yaml")], "compose": ["-f", str(tmp_path / "compose.yaml")]}
+    got = {}
+    for name, args in inputs.items():
+        rc, report = _run(*args, *env_args, *extra)
+        got[name] = (rc, report["verdict"], _ids(report))
+        junit = CliRunner().invoke(app, ["preflight", *args, *env_args, *extra, "--format", "junit"])
+        assert junit.exit_code == rc and junit.stdout.lstrip().startswith("<?xml"), name
+    assert len(set(map(repr, got.values()))) == 1, got

@@ -175,6 +175,35 @@ CASES = [
       "disaggregation_decode_allocation_policy": "prefill_complete"}, "decode-allocation-policy"),
     ("prefill-fake", "llama-3.1-8b", "prefill", {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "fake"},
      "prefill-fake-backend"),
+    # handle_page_major_kv_layout / handle_unified_memory_pool (0.5.23): once a pass; the
+    # servers refuse these flags at start-up (unified memory moves KV over Mooncake only)
+    ("page-major-without-unified", "llama-3.1-8b", "prefill", {**PREFILL, "enable_page_major_kv_layout": True},
+     "unified-memory"),
+    ("unified-memory-nixl", "llama-3.1-8b", "decode", {**DECODE, "enable_unified_memory": True}, "unified-memory"),
+    ("unified-memory-nixl-qwen3", "qwen3-8b", "prefill", {**PREFILL, "enable_unified_memory": True}, "unified-memory"),
+    ("unified-memory-nixl-mla", "deepseek-v3", "prefill", {**PREFILL, "tp_size": 8, "enable_unified_memory": True},
+     "unified-memory"),
+    ("unified-memory-backend", "llama-3.1-8b", "prefill",
+     {**PREFILL, "enable_unified_memory": True, "attention_backend": "torch_native"}, "unified-memory"),
+    ("unified-memory-mooncake-pp", "llama-3.1-8b", "decode",
+     {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "mooncake", "enable_unified_memory": True,
+      "pp_size": 2}, "unified-memory"),
+    ("unified-memory-mooncake-mtp", "deepseek-v3", "decode",
+     {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "mooncake", "tp_size": 8,
+      "enable_unified_memory": True, "speculative_algorithm": "EAGLE", "speculative_num_steps": 1,
+      "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 2}, "unified-memory"),
+    ("unified-memory-mooncake-hisparse", "llama-3.1-8b", "decode",
+     {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "mooncake", "enable_unified_memory": True,
+      "enable_hisparse": True}, "unified-memory"),
+    ("unified-memory-mooncake-ok", "llama-3.1-8b", "decode",
+     {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "mooncake", "enable_unified_memory": True,
+      "enable_page_major_kv_layout": True}, None),
+    ("unified-memory-mooncake-tcp-ok", "llama-3.1-8b", "prefill",
+     {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "mooncake_tcp", "enable_unified_memory": True,
+      "attention_backend": "flashinfer"}, None),
+    ("unified-memory-mooncake-mla-ok", "deepseek-v3", "decode",
+     {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "mooncake", "tp_size": 8,
+      "enable_unified_memory": True}, None),
 ]
 
 
@@ -425,3 +454,67 @@ def test_new_startup_steps_are_gated_by_release(tmp_path):
             # (startup.unrestated_steps; tests/test_startup_releases.py); HiSparse is restated.
             assert isinstance(first_outcome(cp), ReleaseStop), release
             assert first_outcome(hs) == got, release
+
+
+# --- flag values whose start-up checks kvcheck does not restate (kvcheck.sglang.startup.unrestated)
+# Each was a pass: SGLang 0.5.23 refuses it at start-up on a plain PD server (the runtime's
+# text below comes from its own start-up, run here), and kvcheck's restated steps predicted a
+# start. Now that side is startup-unchecked naming the flag, never a pass.
+UNRESTATED_CASES = [
+    ("llama-3.1-8b", "decode", {**DECODE, "enable_watermark": True}),
+    ("llama-3.1-8b", "prefill", {**PREFILL, "enable_response_store": True}),
+    ("llama-3.1-8b", "decode", {**DECODE, "retraction_policy": "priority"}),
+    ("llama-3.1-8b", "prefill", {**PREFILL, "quantization": "gptq"}),
+    ("llama-3.1-8b", "prefill", {**PREFILL, "enable_lmcache": True}),
+    ("llama-3.1-8b", "decode", {**DECODE, "moe_runner_backend": "lora_triton"}),
+    ("llama-3.1-8b", "decode", {**DECODE, "language_model_only": True}),
+    # the checkpoint is FP8 (quantization_config.quant_method): another --quantization is refused
+    ("deepseek-v3", "decode", {**DECODE, "tp_size": 8, "quantization": "awq"}),
+    # numeric flags (UNRESTATED_REFUSING_NUMBERS): values the probes bracket, not only the probes
+    ("llama-3.1-8b", "prefill", {**PREFILL, "tokenizer_worker_num": 0}),
+    ("llama-3.1-8b", "decode", {**DECODE, "gpu_id_step": -3}),
+    ("llama-3.1-8b", "decode", {**DECODE, "swa_full_tokens_ratio": 1.5}),
+    ("llama-3.1-8b", "prefill", {**PREFILL, "max_ep_size": 16}),
+]
+
+
+@pytest.mark.parametrize("model,role,flags", UNRESTATED_CASES, ids=[str(sorted(c[2].items())[-1]) for c in UNRESTATED_CASES])
+def test_a_flag_the_runtime_refuses_by_an_unrestated_check_is_unchecked_not_a_pass(tmp_path, model, role, flags):
+    pytest.importorskip("sglang")
+    from kvcheck.sglang.startup import Stop, first_outcome
+
+    model_dir = _model_dir(tmp_path, model)
+    outcome = startup_corpus.runtime_outcome(model_dir, flags, GPU_UNDER_TEST["h100"])
+    assert outcome is not None, "the runtime starts: the case is wrong"
+    side = kv_side(role, model_dir, flags, "h100")
+    predicted = first_outcome(side)
+    assert isinstance(predicted, Stop), (outcome, predicted)
+    flag = next(k for k in flags if k not in ("disaggregation_mode", "disaggregation_transfer_backend", "tp_size"))
+    assert "--" + flag.replace("_", "-") in predicted.reason
+    # and a value the runtime accepts is not stopped by the table
+    ok = {"tokenizer_worker_num": 2, "gpu_id_step": 1, "swa_full_tokens_ratio": 0.8}
+    if flag in ok:
+        fine = {**flags, flag: ok[flag]}
+        assert startup_corpus.runtime_outcome(model_dir, fine, GPU_UNDER_TEST["h100"]) is None
+        assert first_outcome(kv_side(role, model_dir, fine, "h100")) is None
+
+
+def test_an_unrestated_refusal_is_exit_4_on_the_pair_path_and_with_f(tmp_path):
+    from typer.testing import CliRunner
+
+    from kvcheck.cli import app
+
+    model = MODELS / "llama-3.1-8b"
+    nixl = "--disaggregation-transfer-backend nixl --page-size 16"
+    p = f"python -m sglang.launch_server --model-path {model} --disaggregation-mode prefill {nixl}"
+    d = f"python -m sglang.launch_server --model-path {model} --disaggregation-mode decode {nixl} --port 30001 --enable-watermark"
+    (tmp_path / "p.sh").write_text(p + "\n")
+    (tmp_path / "d.sh").write_text(d + "\n")
+    (tmp_path / "deploy.sh").write_text(p + "\n" + d + "\n")
+    common = ["--sglang-version", "0.5.23", "--gpu", "h100", "--format", "json"]
+    for args in (["-p", str(tmp_path / "p.sh"), "-d", str(tmp_path / "d.sh")], ["-f", str(tmp_path / "deploy.sh")]):
+        res = CliRunner().invoke(app, ["preflight", *args, *common])
+        report = json.loads(res.stdout)
+        findings = report["findings"] + [f for pair in report.get("pairs") or [] for f in pair["findings"]]
+        assert res.exit_code == 4 and report["verdict"] == "unchecked", findings
+        assert any(f["id"] == "startup-unchecked" and "--enable-watermark" in f["message"] for f in findings)

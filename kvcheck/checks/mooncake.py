@@ -485,19 +485,26 @@ def mooncake_startup(chk, ctx: CheckContext) -> list[Finding]:
                     fix="Set the same SGLANG_MOONCAKE_CUSTOM_MEM_POOL on both servers.",
                 )
             )
-        protos = [s.env.get("MOONCAKE_PROTOCOL", "rdma").lower() for s in sides]
-        if protos[0] != protos[1]:
+        # MC_FORCE_TCP=1 (also what --disaggregation-transfer-backend mooncake_tcp sets) makes the
+        # engine install TcpTransport whatever MOONCAKE_PROTOCOL says (MooncakeTransferEngine, 0.5.23)
+        protos = [
+            "tcp (MC_FORCE_TCP=1)"
+            if s.env.get("MC_FORCE_TCP") == "1"
+            else s.env.get("MOONCAKE_PROTOCOL", "rdma").lower()
+            for s in sides
+        ]
+        if protos[0].split()[0] != protos[1].split()[0]:
             out.append(
                 Finding(
                     id="mooncake-protocol",
                     severity=Severity.UNCHECKED,
-                    message=f"MOONCAKE_PROTOCOL differs: prefill {protos[0]}, decode {protos[1]}; each transfer "
+                    message=f"Mooncake transport differs: prefill {protos[0]}, decode {protos[1]}; each transfer "
                     "engine installs the transports "
                     "of its own protocol, and whether the prefill's engine can write into the decode's segment then "
                     "depends on "
                     "Mooncake's transport selection, which kvcheck does not restate (a probe on the serving nodes "
                     "answers it)",
-                    fix="Set the same MOONCAKE_PROTOCOL on both servers.",
+                    fix="Set the same MOONCAKE_PROTOCOL (and MC_FORCE_TCP, or mooncake_tcp) on both servers.",
                 )
             )
     return out

@@ -59,6 +59,9 @@ _WHAT = {
     "--disaggregation-decode-enable-radix-cache)",
     "decode-offload-kvcache": "--disaggregation-decode-enable-offload-kvcache off the decode, without a HiCache "
     "storage backend, or with host_pool retraction",
+    "unified-memory": "--enable-page-major-kv-layout without --enable-unified-memory, or --enable-unified-memory in PD "
+    "with a transfer backend other than Mooncake (NIXL among them), PP, speculative decoding, HiSparse or an "
+    "attention backend its page-major pool does not allow",
     "pp-speculative": "pipeline parallelism with speculative decoding outside a PD prefill (or with a non-EAGLE "
     "algorithm)",
     "nodes": "a TP x PP world that does not split across --nnodes, or --dp-size replicas across nodes",
@@ -121,6 +124,8 @@ _FIX = {
     "--enable-hierarchical-cache, or drop HiCache; elsewhere drop --disable-radix-cache.",
     "decode-offload-kvcache": "Use --disaggregation-decode-enable-offload-kvcache only on the decode, with "
     "--hicache-storage-backend, and without host_pool retraction.",
+    "unified-memory": "Drop --enable-unified-memory and --enable-page-major-kv-layout on PD servers that use NIXL "
+    "(unified memory moves KV over Mooncake only, with PP 1 and no speculative decoding or HiSparse).",
     "pp-speculative": "Run speculative decoding with --pp-size 1 on the decode (PP with EAGLE/MTP is for the PD "
     "prefill only).",
     "nodes": "Use a --nnodes that divides --tp-size x --pp-size, and --attn-dp-size (not --dp-size) across nodes.",

@@ -418,11 +418,14 @@ def one_backend(dep: Deployment, instances: list[InstanceResult]) -> list[Locate
     """Every prefill/decode pair must agree on the backend (a Mooncake decode's first ZMQ
     message kills a NIXL prefill's bootstrap thread, nixl/conn.py 0.5.23); with several
     backends in one deployment some pair always disagrees once the router mixes them."""
+    from kvcheck.sglang.args import effective_transfer_backend
+
     chk = CLUSTER_CHECKS["one-backend"]
     by: dict[str, InstanceResult] = {}
     for ir in instances:
         if _known(ir, "disaggregation_transfer_backend"):
-            by.setdefault(str(_arg(ir, "disaggregation_transfer_backend", "mooncake")), ir)
+            # mooncake_tcp is mooncake over TCP (args.effective_transfer_backend): one backend
+            by.setdefault(str(effective_transfer_backend(_arg(ir, "disaggregation_transfer_backend", "mooncake"))), ir)
     if len(by) <= 1:
         return []
     desc = ", ".join(f"{b} ({ir.instance.role} {ir.instance.name})" for b, ir in by.items())

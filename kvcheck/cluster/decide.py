@@ -532,10 +532,13 @@ def _model_independent_failures(p: ClassResult, d: ClassResult) -> list[Located]
     out: list[Located] = []
     # a side whose --config file kvcheck could not take knows only its line's flags: an
     # absent one is unknown (``known_arg``), never SGLang's default
+    from kvcheck.sglang.args import effective_transfer_backend
+
     (pk, pb), (dk, db) = (
         p.first.known_arg("disaggregation_transfer_backend", "mooncake"),
         d.first.known_arg("disaggregation_transfer_backend", "mooncake"),
     )
+    pb, db = effective_transfer_backend(pb), effective_transfer_backend(db)  # mooncake_tcp runs mooncake
     if pk and dk and pb != db and pb == "nixl":
         rt = backend_mismatch_error(pb, db, hang_text({"bootstrap_timeout_s": 300, "waiting_timeout_s": 300}))
         f = Finding(

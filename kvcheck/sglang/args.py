@@ -107,6 +107,28 @@ class ServerArgs(BaseModel):
         return not self.disable_radix_cache
 
 
+def effective_transfer_backend(name: Any) -> Any:
+    """The transfer backend a server runs with: ``handle_pd_disaggregation`` (SGLang 0.5.13 ..
+    0.5.23, the releases whose parser has the choice) rewrites ``mooncake_tcp`` to ``mooncake``
+    with ``MC_FORCE_TCP=1`` (``os.environ.setdefault``) and no ``--disaggregation-ib-device``;
+    any other name is itself."""
+    return "mooncake" if name == "mooncake_tcp" else name
+
+
+def mooncake_tcp_as_run(args: dict[str, Any], env: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(args, env) of a server as it runs them: ``--disaggregation-transfer-backend mooncake_tcp``
+    becomes ``mooncake`` with ``MC_FORCE_TCP=1`` unless the environment sets it, and the ib
+    device dropped (``effective_transfer_backend``); the same deployment written with
+    ``mooncake`` and ``MC_FORCE_TCP=1`` gets the same answer. Other args are returned as given."""
+    if args.get("disaggregation_transfer_backend") != "mooncake_tcp":
+        return args, env
+    args = {**args, "disaggregation_transfer_backend": "mooncake"}
+    args.pop("disaggregation_ib_device", None)
+    env = dict(env)
+    env.setdefault("MC_FORCE_TCP", "1")
+    return args, env
+
+
 def build_server_args(values: dict[str, Any], source: str) -> ServerArgs:
     """Validate ``values`` (dest -> value, already coerced) into ``ServerArgs``.
 

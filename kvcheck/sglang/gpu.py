@@ -79,16 +79,21 @@ def normalize_gpu_name(text: str) -> str | None:
     """A GPU name as people write it -> kvcheck's name, or None when unknown.
 
     Accepts ``H100``, ``nvidia-h100-80gb-hbm3``, ``NVIDIA-H200``, ``gb200``, ``sm90``,
-    ``sm_100``. Longer names win (``gb200`` before ``b200``, ``h200`` before ``h20``).
+    ``sm_100``. Longer names win (``gb200`` before ``b200``, ``h200`` before ``h20``). A text
+    naming two GPUs (``h100,b200``) is None: it was read as its first match, and a verdict
+    rested on that one GPU.
     """
     t = text.strip().lower().replace("_", "").replace(" ", "")
     if t.startswith("sm") and t[2:].isdigit():
         return f"sm{int(t[2:])}"
     flat = t.replace("-", "")
+    found: list[str] = []
     for name in sorted(_GPUS, key=len, reverse=True):
         if name in flat:
-            return name
-    return None
+            found.append(name)
+            flat = flat.replace(name, "|")  # gb200 is not also b200, h200 not also h20
+    # two GPUs in one name ("h100,b200", "a100-or-h100"): no one GPU; the caller says so
+    return found[0] if len(set(found)) == 1 else None
 
 
 def resolve_gpu(text: str | None, *, source: str = "", field: str = "--gpu") -> Gpu:

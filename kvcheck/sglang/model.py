@@ -95,6 +95,9 @@ class ModelConfig(BaseModel):
     num_nextn_predict_layers: int = 0
     torch_dtype: str = "bfloat16"
     kv_cache_quant_algo: str | None = None
+    # quantization_config.quant_method of the checkpoint, any architecture (0.5.23
+    # ModelConfig._verify_quantization compares --quantization with it)
+    checkpoint_quant_method: str | None = None
     assumed_mha: bool = False
     source: str = ""
     # hybrid pools
@@ -276,6 +279,7 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         num_nextn_predict_layers=nextn,
         torch_dtype=dtype,
         kv_cache_quant_algo=_kv_cache_quant_algo(quant),
+        checkpoint_quant_method=str(quant["quant_method"]) if quant.get("quant_method") else None,
         source=source,
     )
     hybrid: dict[str, Any] = {}

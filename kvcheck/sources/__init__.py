@@ -182,13 +182,14 @@ def build_side(
     flags. The typed ``ServerArgs`` take that release's defaults where they differ from
     0.5.23's (e.g. ``--disaggregation-transfer-backend``).
     """
-    from kvcheck.sglang.args import build_server_args
+    from kvcheck.sglang.args import build_server_args, mooncake_tcp_as_run
     from kvcheck.sglang.gpu import DEFAULT_GPU, resolve_gpu
     from kvcheck.sglang.releases import choose_release, release_from_image
     from kvcheck.sides import Side, kv_relevant_env
     from kvcheck.sources.files import GPU_ENV, VERSION_ENV, VERSION_KEY
 
     env = dict(env)
+    args, env = mooncake_tcp_as_run(args, env)
     file_release = env.pop(VERSION_ENV, None)
     if release is None:
         if image:

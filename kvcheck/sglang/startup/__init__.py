@@ -39,9 +39,16 @@ that applies is predicted; ``ORDER`` lists the restated steps in the runtime's o
 * ``speculative_hook.handle_speculative_decoding`` (decode radix cache; DSA EAGLE params);
 * ``kv_cache_hook.handle_cache_compatibility`` (host pool, HiCache vs the radix cache a PD
   decode turns off, decode KV offload);
+* ``kv_cache_hook.handle_page_major_kv_layout`` and ``handle_unified_memory_pool``
+  (page-major without unified memory; unified memory's attention backends and, in PD, its
+  Mooncake-only transfer);
 * ``check_server_args``: node split, ``check_pipeline_parallel_compat`` (PP + MTP only on a
   prefill), DP replicas across nodes, chunked prefill vs the resolved page size, and
   ``validate_hisparse``.
+
+Last, ``unrestated.unrestated_flag``: a flag value that 0.5.23 refuses at start-up by a check
+kvcheck does not restate (measured one flag at a time on plain PD servers) stops prediction
+(``startup-unchecked``) rather than pass.
 
 The GPU decides some of these: every step takes the side's ``Gpu`` (``Side.gpu``; Hopper
 when not given). Where the next refusal depends on something kvcheck does not restate, a
@@ -135,10 +142,12 @@ from kvcheck.sglang.startup.resolution import (
     dsa_hisparse_backends,
     dsa_kv_cache_dtype,
     hicache_compatibility,
+    page_major_unified_memory,
     pd_disaggregation,
     speculative,
     validate_hisparse,
 )
+from kvcheck.sglang.startup.unrestated import UNRESTATED_REFUSING_VALUES, unrestated_flag  # noqa: F401
 from kvcheck.sides import Side
 
 # In the runtime's order: resolve_once() (run_resolution_pipeline), then check_server_args().
@@ -158,11 +167,13 @@ ORDER: tuple[Callable[[Side, Gpu], Outcome], ...] = (
     speculative,  # handle_speculative_decoding
     cache_compatibility,  # handle_cache_compatibility
     hicache_compatibility,  #   (same hook, later checks)
+    page_major_unified_memory,  # handle_page_major_kv_layout, handle_unified_memory_pool
     server_args_nodes,  # check_server_args: nnodes
     pipeline_parallel,  # check_server_args: check_pipeline_parallel_compat
     server_args_layout,  # check_server_args: DP replicas across nodes, chunked prefill vs page
     validate_hisparse,  # check_server_args: _hisparse_validation
     two_batch_overlap,  # check_server_args: check_two_batch_overlap (0.5.7+)
+    unrestated_flag,  # last: a flag value 0.5.23 refuses by a check kvcheck does not restate -> Stop
 )
 # Every id a Refusal may carry (for the check's finding ids and --ignore).
 REFUSAL_IDS = (
@@ -194,6 +205,7 @@ REFUSAL_IDS = (
     "decode-host-pool-dcp",
     "hicache-radix-cache",
     "decode-offload-kvcache",
+    "unified-memory",
     "nodes",
     "pp-speculative",
     "chunked-prefill-page",

@@ -155,6 +155,12 @@ def unrestated_steps(side: Side) -> list[str]:
             ),
             ("--disaggregation-decode-allocation-policy", a.disaggregation_decode_allocation_policy != "early"),
             ("SGLANG_DISAGG_STAGING_BUFFER", _env_bool(side, "SGLANG_DISAGG_STAGING_BUFFER")),
+            # 0.5.15 .. 0.5.21 refuse these by other rules and texts (0.5.15 .. 0.5.17: unified
+            # memory "is not yet compatible with PD disaggregation"; page-major Triton-only)
+            (
+                "--enable-unified-memory / --enable-page-major-kv-layout",
+                bool(_raw(side, "enable_unified_memory", False) or _raw(side, "enable_page_major_kv_layout", False)),
+            ),
         )
         if on
     ]

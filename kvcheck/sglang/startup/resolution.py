@@ -500,3 +500,108 @@ def _hisparse_kv_dtype_before_0_5_14(side: Side, kv: str) -> Outcome:
             "Please use --kv-cache-dtype=bfloat16 or fp8_e4m3.",
         )
     return None
+
+
+# handle_page_major_kv_layout's allow-lists (arg_groups/kv_cache_hook.py, SGLang 0.5.23): the
+# resolved (prefill, decode) attention backends a page-major (unified-memory) pool may run on.
+PAGE_MAJOR_MLA_BACKENDS = frozenset({"triton", "fa3", "trtllm_mla", "flashinfer", "cutedsl_mla", "flashmla"})
+PAGE_MAJOR_MHA_BACKENDS = frozenset({"triton", "fa3", "fa4", "flashinfer", "trtllm_mha"})
+
+
+def page_major_unified_memory(side: Side, gpu: Gpu) -> Outcome:
+    """``handle_page_major_kv_layout`` then ``handle_unified_memory_pool``
+    (arg_groups/kv_cache_hook.py, SGLang 0.5.23; run right after ``handle_cache_compatibility``).
+
+    * ``--enable-page-major-kv-layout`` without ``--enable-unified-memory``: AssertionError
+      (the same text in 0.5.22);
+    * ``--enable-unified-memory`` implies page-major; the resolved attention backends
+      (``attention_backends_of``: prefill, decode) must be in the MLA or MHA allow-list;
+    * in PD (every side kvcheck checks): the transfer backend must be ``mooncake``
+      (``ServerArgs._unified_memory_pd_transfer_backends``; ``mooncake_tcp`` was rewritten to
+      it), PP 1, no speculative decoding on Mooncake, lazy compaction on
+      (``SGLANG_DISABLE_LAZY_COMPACTION`` unset), no HiSparse.
+
+    Restated for plain MHA (K and V rows of one width) and MLA models on 0.5.23; a hybrid,
+    DSA, DeepSeek V4 or asymmetric-KV model, 0.5.22's unified path, and what the hook checks
+    after the PD asserts (decode KV offload, host-pool retraction, two-batch overlap,
+    LMCache, the L3 linker, DCP) are a ``Stop``. Releases before 0.5.22 stop in
+    ``gate.unrestated_steps``."""
+    from kvcheck.sglang.pools import MHA, MLA, pool_of
+    from kvcheck.sglang.startup.backends import final_attention_backends
+
+    unified = bool(_raw(side, "enable_unified_memory", False))
+    if not unified and not _raw(side, "enable_page_major_kv_layout", False):
+        return None
+    hook = "handle_page_major_kv_layout"
+    if not unified:
+        return Refusal(
+            "unified-memory",
+            hook,
+            "AssertionError",
+            "--enable-page-major-kv-layout without --enable-unified-memory is temporarily unsupported: the strided "
+            "MHA K/V views were removed and the static-pool page-major layout awaits its per-layer-view "
+            "reimplementation. Run with --enable-unified-memory, or drop --enable-page-major-kv-layout.",
+        )
+    if not release_at_least(side, "0.5.23"):
+        return Stop("--enable-unified-memory: this release's page-major and unified-memory checks are not restated")
+    model = side.model
+    pool = pool_of(model)
+    asymmetric = pool == MHA and (model.v_head_dim or model.head_dim) != model.head_dim
+    if pool not in (MHA, MLA) or asymmetric:
+        return Stop("--enable-unified-memory on a hybrid, DSA or asymmetric-KV model: its checks are not restated")
+    attn, pre, dec = final_attention_backends(side, gpu)
+    backends = {pre or attn, dec or attn} - {None}
+    allowed = PAGE_MAJOR_MLA_BACKENDS if pool == MLA else PAGE_MAJOR_MHA_BACKENDS
+    if not backends <= allowed:
+        return Refusal(
+            "unified-memory",
+            hook,
+            "AssertionError",
+            f"--enable-page-major-kv-layout: the resolved attention backends {sorted(backends)} are not in the "
+            f"allowed set {sorted(allowed)} for this configuration. Pass a compatible --attention-backend.",
+        )
+    hook = "handle_unified_memory_pool"
+    backend = _effective_transfer_backend(side)
+    refusal = None
+    if backend != "mooncake":
+        refusal = (
+            "--enable-unified-memory with PD disaggregation supports only these transfer backends: mooncake; got "
+            f"{backend!r}."
+        )
+    elif side.args.pp_size != 1:
+        refusal = (
+            "--enable-unified-memory with PD disaggregation does not support pipeline parallelism (whole-envelope "
+            "transfer has no per-layer entries to subset)."
+        )
+    elif resolved_speculative_algorithm(side) is not None:
+        refusal = (
+            "--enable-unified-memory with PD disaggregation does not support speculative decoding with the "
+            "Mooncake transfer backend."
+        )
+    elif _env_bool(side, "SGLANG_DISABLE_LAZY_COMPACTION"):
+        refusal = (
+            "--enable-unified-memory with PD disaggregation requires lazy compaction; unset "
+            "SGLANG_DISABLE_LAZY_COMPACTION."
+        )
+    elif side.args.enable_hisparse:
+        refusal = (
+            "--enable-unified-memory with PD disaggregation is not compatible with --enable-hisparse: the "
+            "decode-side HiSparse prealloc path ships host/C4 rows straight from the allocator, bypassing the "
+            "virtual->physical translation the unified pool needs."
+        )
+    if refusal is not None:
+        return Refusal("unified-memory", hook, "AssertionError", refusal)
+    rest = (
+        _raw(side, "disaggregation_decode_enable_offload_kvcache", False)
+        or _retraction_backup(side) == "host_pool"
+        or _raw(side, "enable_two_batch_overlap", False)
+        or _raw(side, "enable_lmcache", False)
+        or _raw(side, "enable_unified_cache_external_linker", False)
+        or side.args.dcp_size > 1
+    )
+    if rest:
+        return Stop(
+            "--enable-unified-memory with decode KV offload, host-pool retraction, two-batch overlap, LMCache, the "
+            "L3 linker or DCP: handle_unified_memory_pool's later checks are not restated"
+        )
+    return None

@@ -1,0 +1,169 @@
+"""Flag values whose start-up checks kvcheck does not restate, but which SGLang 0.5.23 refuses
+at start-up on a plain PD server (measured, not guessed).
+
+``benchmarks/measure_unrestated_flags.py`` gives every ``store_true`` flag and every choice of
+a ``choices`` flag of 0.5.23's own parser, one at a time, to a plain PD prefill and decode
+(Llama-3.1-8B and DeepSeek-V3, NIXL and Mooncake, H100), runs 0.5.23's own start-up
+(``prepare_server_args`` -> ``resolve_once()`` -> ``check_server_args()``, as
+``tests/startup_worker.py`` does) and keeps each value the runtime refuses where kvcheck's
+restated steps (``kvcheck.sglang.startup.ORDER``) predicted a start. Many of these refusals
+depend on other flags, the model or the GPU (``--retraction-policy priority`` needs
+``--enable-priority-scheduling``; ``tokenspeed_mla`` needs Blackwell); kvcheck restates none of
+them, so a side that sets one is ``startup-unchecked`` naming the flag (``unrestated_flag``),
+never a pass. Numeric flags: ``UNRESTATED_REFUSING_NUMBERS`` (probe values, Llama-3.1-8B
+NIXL, both roles). Flags with free text values (paths, JSON) are not covered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcheck.sglang.startup.base import Stop
+from kvcheck.sides import Side
+
+# dest -> the values (True for a store_true flag) 0.5.23 refused at start-up on a plain PD side
+UNRESTATED_REFUSING_VALUES: dict[str, frozenset[Any]] = {
+    "attention_backend": frozenset({"tokenspeed_mla"}),
+    "dcp_comm_backend": frozenset({"a2a", "fi_a2a"}),
+    "decode_attention_backend": frozenset({"tokenspeed_mla"}),
+    "enable_amd_monokernel": frozenset({True}),
+    "enable_cp_decode_attn_tp": frozenset({True}),
+    "enable_deepseek_v4_fp4_indexer": frozenset({True}),
+    "enable_dsa_cache_layer_split": frozenset({True}),
+    "enable_encoder_swa_bounded_replay": frozenset({True}),
+    "enable_eplb": frozenset({True}),
+    "enable_http2": frozenset({True}),
+    "enable_http_worker_reuseport": frozenset({True}),
+    "enable_layernorm_sp": frozenset({True}),
+    "enable_linear_replayssm": frozenset({True}),
+    "enable_linear_replayssm_spec": frozenset({True}),
+    "enable_linker_mla_dedup": frozenset({True}),
+    "enable_lmcache": frozenset({True}),
+    "enable_lora": frozenset({True}),
+    "enable_mamba_cache_stochastic_rounding": frozenset({True}),
+    "enable_megamoe_for_layernorm_sp": frozenset({True}),
+    "enable_mis": frozenset({True}),
+    "enable_nvidia_megakernel": frozenset({True}),
+    "enable_pdmux": frozenset({True}),
+    "enable_prefix_mm_cache": frozenset({True}),
+    "enable_quant_communications": frozenset({True}),
+    "enable_response_store": frozenset({True}),
+    "enable_return_aux_hidden_states": frozenset({True}),
+    "enable_ssl_refresh": frozenset({True}),
+    "enable_unified_cache_external_linker": frozenset({True}),
+    "enable_watermark": frozenset({True}),
+    "encoder_only": frozenset({True}),
+    "ep_dispatch_algorithm": frozenset({"lp", "static"}),
+    "export_metrics_to_file": frozenset({True}),
+    "flashinfer_a2a_dispatch_type": frozenset({"bf16", "mxfp8", "nvfp4"}),
+    "hicache_host_memory_mode": frozenset({"buffer_only"}),
+    "language_model_only": frozenset({True}),
+    "language_only": frozenset({True}),
+    "linear_attn_decode_backend": frozenset({"flashkda"}),
+    "load_format": frozenset({"expert_pack"}),
+    "mamba_backend": frozenset({"flashinfer"}),
+    "mamba_radix_cache_strategy": frozenset({"extra_buffer", "extra_buffer_lazy"}),
+    "moe_a2a_backend": frozenset({"deepep_v2", "flashinfer", "flashinfer_megamoe", "pplx"}),
+    "moe_runner_backend": frozenset({"flashinfer_cutedsl", "lora_cutedsl", "lora_marlin", "lora_triton"}),
+    "prefill_only_disable_kv_cache": frozenset({True}),
+    "quantization": frozenset({"gptq", "mlx_q4", "mlx_q8", "mxfp4", "nvfp4_online"}),
+    "quantize_and_serve": frozenset({True}),
+    "radix_eviction_policy": frozenset({"tlru"}),
+    "retraction_policy": frozenset({"priority"}),
+    "sampling_backend": frozenset({"intel_xpu"}),
+    "speculative_moe_a2a_backend": frozenset({"deepep_v2"}),
+    "speculative_use_block_verification": frozenset({True}),
+}
+
+# Numeric flags: each was given the probe values below, one at a time (``--numeric`` in the
+# script); dest -> (probes, the probes 0.5.23 refused). A value between two probes is judged by
+# both neighbours, one beyond the probes by the outermost: refused if any of them was
+# (``_numeric_refused``), so a range check is never passed by a value the probes bracket.
+INT_PROBES: tuple[float, ...] = (-1, 0, 1, 2, 8)
+FLOAT_PROBES: tuple[float, ...] = (-1.0, 0.0, 0.5, 1.0, 2.0)
+UNRESTATED_REFUSING_NUMBERS: dict[str, tuple[tuple[float, ...], frozenset[float]]] = {
+    "asr_max_buffer_seconds": (INT_PROBES, frozenset({-1, 0})),
+    "asr_max_concurrent_sessions": (INT_PROBES, frozenset({-1, 0})),
+    "base_gpu_id": (INT_PROBES, frozenset({-1})),
+    "detokenizer_worker_num": (INT_PROBES, frozenset({-1, 0})),
+    "dwdp_size": (INT_PROBES, frozenset({2, 8})),
+    "elastic_ep_initial_size": (INT_PROBES, frozenset({-1, 0, 1, 2, 8})),
+    "gpu_id_step": (INT_PROBES, frozenset({-1, 0})),
+    "grpc_port": (INT_PROBES, frozenset({-1, 0})),
+    "grpc_response_timeout_secs": (INT_PROBES, frozenset({-1, 0})),
+    "hicache_host_memory_fraction": (FLOAT_PROBES, frozenset({-1.0, 0.0, 2.0})),
+    "kv_canary_sweep_interval": (INT_PROBES, frozenset({1, 2, 8})),
+    "mamba_cache_philox_rounds": (INT_PROBES, frozenset({-1})),
+    "mamba_max_states_per_path": (INT_PROBES, frozenset({0})),
+    "max_ep_size": (INT_PROBES, frozenset({-1, 0, 1, 2, 8})),
+    "max_loras_per_batch": (INT_PROBES, frozenset({-1, 0})),
+    "media_url_max_file_size_mb": (INT_PROBES, frozenset({-1})),
+    "mm_io_worker_num": (INT_PROBES, frozenset({-1})),
+    "mm_preprocess_cache_size_mb": (INT_PROBES, frozenset({-1})),
+    "mm_processor_worker_num": (INT_PROBES, frozenset({-1})),
+    "moe_dense_tp_size": (INT_PROBES, frozenset({-1, 0, 2, 8})),
+    "moe_dp_size": (INT_PROBES, frozenset({-1, 0, 2, 8})),
+    "nnodes": (INT_PROBES, frozenset({0})),
+    "pp_max_micro_batch_size": (INT_PROBES, frozenset({-1, 0})),
+    "prefill_decode_interval": (INT_PROBES, frozenset({-1})),
+    "prefill_decode_interval_min_bs": (INT_PROBES, frozenset({-1})),
+    "sampling_mask_max_tokens": (INT_PROBES, frozenset({-1, 0})),
+    "schedule_conservativeness": (FLOAT_PROBES, frozenset({-1.0})),
+    "shared_experts_tp_size": (INT_PROBES, frozenset({-1, 0, 1, 2, 8})),
+    "speculative_draft_sink_size": (INT_PROBES, frozenset({-1, 0, 1, 2, 8})),
+    "speculative_draft_window_size": (INT_PROBES, frozenset({-1, 0})),
+    "swa_full_tokens_ratio": (FLOAT_PROBES, frozenset({-1.0, 0.0, 2.0})),
+    "swa_prefix_tails": (INT_PROBES, frozenset({-1})),
+    "tokenizer_worker_num": (INT_PROBES, frozenset({-1, 0})),
+}
+
+
+def _numeric_refused(value: float, probes: tuple[float, ...], refused: frozenset[float]) -> bool:
+    if value in probes:
+        return value in refused
+    if value < probes[0]:
+        return probes[0] in refused
+    if value > probes[-1]:
+        return probes[-1] in refused
+    i = next(k for k in range(len(probes) - 1) if probes[k] < value < probes[k + 1])
+    return probes[i] in refused or probes[i + 1] in refused
+
+
+def unrestated_flag(side: Side, gpu: Any = None) -> Stop | None:
+    """A ``Stop`` naming the first flag of ``UNRESTATED_REFUSING_VALUES`` the side sets to a
+    value listed there, else ``None``. Run after every restated start-up step (a refusal
+    kvcheck restates is still named; the verdict is never a pass when one of these is set)."""
+    raw = side.raw_args or {}
+    quant, checkpoint = raw.get("quantization"), side.model.checkpoint_quant_method
+    if quant and checkpoint and str(quant).lower() != str(checkpoint).lower():
+        # ModelConfig._verify_quantization: a --quantization other than the checkpoint's method
+        # is refused unless an override maps one to the other (not restated)
+        return Stop(
+            f"--quantization {quant} on a checkpoint quantized with {checkpoint}: SGLang 0.5.23's "
+            "_verify_quantization refuses a mismatch unless an override maps one to the other; kvcheck does not "
+            "restate that check"
+        )
+    for dest, (probes, numbers) in UNRESTATED_REFUSING_NUMBERS.items():
+        number = raw.get(dest)
+        if (
+            isinstance(number, (int, float))
+            and not isinstance(number, bool)
+            and _numeric_refused(number, probes, numbers)
+        ):
+            return Stop(
+                f"--{dest.replace('_', '-')} {number}: SGLang 0.5.23 refuses this value at start-up on a plain PD "
+                "server "
+                "(or unless other flags allow it), and kvcheck does not restate that check"
+            )
+    for dest, values in UNRESTATED_REFUSING_VALUES.items():
+        value = raw.get(dest)
+        if value is None or value is False:
+            continue
+        if value in values or (isinstance(value, str) and value.lower() in values):
+            flag = "--" + dest.replace("_", "-")
+            shown = flag if value is True else f"{flag} {value}"
+            return Stop(
+                f"{shown}: SGLang 0.5.23 refuses it at start-up on a plain PD server unless other flags, the model or "
+                "the GPU allow it, and kvcheck does not restate that check"
+            )
+    return None
