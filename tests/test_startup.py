@@ -492,11 +492,13 @@ def test_a_flag_the_runtime_refuses_by_an_unrestated_check_is_unchecked_not_a_pa
     flag = next(k for k in flags if k not in ("disaggregation_mode", "disaggregation_transfer_backend", "tp_size"))
     assert "--" + flag.replace("_", "-") in predicted.reason
     # and a value the runtime accepts is not stopped by the table
-    ok = {"tokenizer_worker_num": 2, "gpu_id_step": 1, "swa_full_tokens_ratio": 0.8}
-    if flag in ok:
-        fine = {**flags, flag: ok[flag]}
-        assert startup_corpus.runtime_outcome(model_dir, fine, GPU_UNDER_TEST["h100"]) is None
-        assert first_outcome(kv_side(role, model_dir, fine, "h100")) is None
+    # (swa-full-tokens-ratio: its range (0, 1.0] is read in the runtime, so values between the
+    # refused probe 0 and the accepted 0.5 pass too: published DeepSeek V4 recipes set 0.056, 0.1)
+    ok = {"tokenizer_worker_num": [2], "gpu_id_step": [1], "swa_full_tokens_ratio": [0.8, 0.056, 0.1, 1.0]}
+    for value in ok.get(flag, []):
+        fine = {**flags, flag: value}
+        assert startup_corpus.runtime_outcome(model_dir, fine, GPU_UNDER_TEST["h100"]) is None, value
+        assert first_outcome(kv_side(role, model_dir, fine, "h100")) is None, value
 
 
 def test_an_unrestated_refusal_is_exit_4_on_the_pair_path_and_with_f(tmp_path):

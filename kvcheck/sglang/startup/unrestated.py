@@ -118,6 +118,14 @@ UNRESTATED_REFUSING_NUMBERS: dict[str, tuple[tuple[float, ...], frozenset[float]
 }
 
 
+# Numeric flags whose whole rule is one range, read in the runtime's code: a value inside it
+# passes that check, whatever the probes around it gave (the probe rule above would stop every
+# value between a refused probe and an accepted one). dest -> (low, exclusive; high, inclusive).
+# swa_full_tokens_ratio: "--swa-full-tokens-ratio should be in range (0, 1.0]." (0.5.8 ..
+# 0.5.17 ServerArgs, 0.5.21 .. 0.5.23 arg_groups/kv_cache_hook.py _handle_cache_compatibility).
+UNRESTATED_NUMBER_RANGES: dict[str, tuple[float, float]] = {"swa_full_tokens_ratio": (0.0, 1.0)}
+
+
 def _numeric_refused(value: float, probes: tuple[float, ...], refused: frozenset[float]) -> bool:
     if value in probes:
         return value in refused
@@ -145,6 +153,10 @@ def unrestated_flag(side: Side, gpu: Any = None) -> Stop | None:
         )
     for dest, (probes, numbers) in UNRESTATED_REFUSING_NUMBERS.items():
         number = raw.get(dest)
+        if dest in UNRESTATED_NUMBER_RANGES and isinstance(number, (int, float)) and not isinstance(number, bool):
+            low, high = UNRESTATED_NUMBER_RANGES[dest]
+            if low < number <= high:
+                continue
         if (
             isinstance(number, (int, float))
             and not isinstance(number, bool)
