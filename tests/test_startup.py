@@ -501,6 +501,35 @@ def test_a_flag_the_runtime_refuses_by_an_unrestated_check_is_unchecked_not_a_pa
         assert first_outcome(kv_side(role, model_dir, fine, "h100")) is None, value
 
 
+# The same values where the side's own flags meet the runtime's condition (0.5.23
+# parallel_hook._handle_eplb_and_dispatch): the runtime starts, and kvcheck does not stop
+# (published wide-EP recipes set these with --ep-size and --moe-a2a-backend deepep).
+UNRESTATED_ALLOWED = [
+    {**DECODE, "tp_size": 8, "ep_size": 8, "enable_eplb": True},
+    {**PREFILL, "tp_size": 8, "ep_size": 8, "moe_a2a_backend": "deepep", "enable_eplb": True},
+    {**DECODE, "tp_size": 8, "ep_size": 8, "moe_a2a_backend": "deepep", "ep_dispatch_algorithm": "static"},
+]
+UNRESTATED_STILL_REFUSED = [
+    {**DECODE, "tp_size": 8, "enable_eplb": True},  # ep size 1: the assert
+    {**DECODE, "tp_size": 8, "ep_size": 8, "ep_dispatch_algorithm": "static"},  # no a2a backend
+]
+
+
+@pytest.mark.parametrize("flags", UNRESTATED_ALLOWED + UNRESTATED_STILL_REFUSED)
+def test_eplb_and_dispatch_refusals_follow_the_runtimes_condition(tmp_path, flags):
+    pytest.importorskip("sglang")
+    from kvcheck.sglang.startup import Stop, first_outcome
+
+    model_dir = _model_dir(tmp_path, "deepseek-v3")
+    outcome = startup_corpus.runtime_outcome(model_dir, flags, GPU_UNDER_TEST["h100"])
+    predicted = first_outcome(kv_side(flags["disaggregation_mode"], model_dir, flags, "h100"))
+    if flags in UNRESTATED_ALLOWED:
+        assert outcome is None and predicted is None, (outcome, predicted)
+    else:
+        assert outcome is not None and outcome[2] == "handle_eplb_and_dispatch", outcome
+        assert isinstance(predicted, Stop), predicted
+
+
 def test_an_unrestated_refusal_is_exit_4_on_the_pair_path_and_with_f(tmp_path):
     from typer.testing import CliRunner
 
