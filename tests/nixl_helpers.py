@@ -104,7 +104,7 @@ class AgentProc:
                 pass
             self.proc.terminate()
         try:
-            out, _ = self.proc.communicate(timeout=10)
+            out, _ = self.proc.communicate(timeout=60)  # a deadline on a loaded 2-core machine (two test workers), not a timing
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, _ = self.proc.communicate()
