@@ -24,6 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from kvcheck.errors import InputError
+from kvcheck.sources.deployments.bounds import check_launch_count, check_shape
+from kvcheck.sources.deployments.duplicate_keys import (
+    COMPOSE_STRICT,
+    HELM_LOADER,
+    KUBERNETES_STRICT,
+    PYYAML_LOADER,
+    SRT_SLURM_LOADER,
+    refuse_duplicates,
+    warn_duplicates,
+)
 from kvcheck.sources.deployments.instance import Deployment, Location
 from kvcheck.sources.deployments.yamlnodes import Duplicate, check_size, load_documents
 
@@ -166,9 +176,9 @@ def _read_deployment_file(
     file = str(path)
     if not text.strip():
         raise InputError("file is empty", source=file)
-    _check_launch_count(text, file)
+    check_launch_count(text, file)
     yamlish = _looks_like_yaml(text, path.name)
-    _check_shape(text, file, yamlish)
+    check_shape(text, file, yamlish)
     has_launch = bool(_LAUNCH_LINE.search(text))
     docs = None
     dups: list[Duplicate] = []
@@ -193,9 +203,9 @@ def _read_deployment_file(
             refuse_duplicates(dups, file, KUBERNETES_STRICT)
             return [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)]
         if len(docs) == 1 and srtslurm.is_recipe(docs[0]):
-            return _warn_duplicates(srtslurm.read_recipe(path, docs[0], env), dups, file, SRT_SLURM_LOADER)
+            return warn_duplicates(srtslurm.read_recipe(path, docs[0], env), dups, file, SRT_SLURM_LOADER)
         if len(docs) == 1 and dynamosdk.is_graph_config(docs[0]):
-            return _warn_duplicates([dynamosdk.read_graph_config(path, docs[0])], dups, file, PYYAML_LOADER)
+            return warn_duplicates([dynamosdk.read_graph_config(path, docs[0])], dups, file, PYYAML_LOADER)
         if len(docs) == 1 and compose.is_compose(docs[0]):
             refuse_duplicates(dups, file, COMPOSE_STRICT)
             return [compose.read_compose(path, docs[0], env, use_os_environ=use_os_environ)]
@@ -204,7 +214,7 @@ def _read_deployment_file(
         if has_launch:
             # Helm values and other YAML holding pod specs ("containers" lists)
             try:
-                return _warn_duplicates(
+                return warn_duplicates(
                     [kubernetes.read_manifest(path, docs, env, use_os_environ=use_os_environ)], dups, file, HELM_LOADER
                 )
             except InputError:
@@ -291,61 +301,6 @@ def _no_servers(text: str, file: str, problems: list) -> None:
     )
 
 
-# Bounds on the text itself, so that reading costs seconds at most: a launch script
-# (read by a character-level shell lexer) is far smaller than a manifest; no line of a
-# real deployment file is a megabyte; flow nesting past the YAML depth limit is refused
-# before the parser walks it.
-MAX_SCRIPT_BYTES = 4 * 1024 * 1024
-MAX_LINE_CHARS = 1024 * 1024
-_DEEP_FLOW = re.compile(r"[\[{](?:[ \t]*[\[{]){200}")
-
-
-def _check_shape(text: str, file: str, yamlish: bool) -> None:
-    from kvcheck.sources.limits import clip
-
-    if not yamlish and len(text) > MAX_SCRIPT_BYTES:
-        raise InputError(
-            f"{clip(len(text))} characters of launch script; kvcheck reads scripts and docs pages up to "
-            f"{MAX_SCRIPT_BYTES} (manifests and recipes up to 50 MiB)",
-            source=file,
-        )
-    if yamlish:
-        from kvcheck.sources.deployments.yamlnodes import MAX_NODES
-
-        estimate = text.count("\n") + text.count(",")  # as load_documents bounds it, before any regex walks the text
-        if estimate > 2 * MAX_NODES:
-            raise InputError(
-                f"YAML holds about {estimate:,} items, more than kvcheck reads in one deployment ({MAX_NODES:,} "
-                "nodes); refusing to parse it",
-                source=file,
-            )
-    half = MAX_LINE_CHARS // 2
-    for i in range(0, len(text), half):  # a longer line holds a whole aligned half-block without a line break
-        if text.find("\n", i, i + half) < 0 and len(text) - i >= half:
-            start = text.rfind("\n", 0, i) + 1
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            if end - start > MAX_LINE_CHARS:
-                line = text.count("\n", 0, start) + 1
-                raise InputError(
-                    f"line {line} is longer than {MAX_LINE_CHARS} characters; kvcheck reads lines up to that length",
-                    source=file,
-                )
-    if yamlish and text.count("[") + text.count("{") > 200 and _DEEP_FLOW.search(text):
-        raise InputError("YAML nesting deeper than 200 levels ([[[... or {{{...); refusing to read it", source=file)
-
-
-def _check_launch_count(text: str, file: str) -> None:
-    """The launch lines a file holds (one per SGLang container or script line) against
-    kvcheck's containers cap, counted on the text before anything is parsed."""
-    from kvcheck.sources.limits import check_cap
-
-    n = sum(
-        text.count(w) for w in ("sglang.launch_server", "dynamo.sglang", "sglang serve", "sglang_router.launch_router")
-    )
-    check_cap("containers", n, field="SGLang launch lines (containers)", source=file)
-
-
 def _add_markdown_manifests(
     path: Path, text: str, dep: Deployment, env: dict[str, str] | None, use_os_environ: bool
 ) -> None:
@@ -399,45 +354,6 @@ def _json_documents(text: str, file: str, dups: list[Duplicate] | None = None) -
 
     docs = data if isinstance(data, list) and all(isinstance(d, dict) for d in data) else [data]
     return [wrap(d) for d in docs]
-
-
-# What each consumer of a YAML format does with a key written twice in one mapping.
-KUBERNETES_STRICT = (
-    "Kubernetes refuses a manifest with a duplicate field: kubectl apply (--validate=strict, its default) and the "
-    "API server's strict field validation fail the request"
-)
-COMPOSE_STRICT = "Docker Compose refuses it (its YAML decoder: mapping key already defined)"
-# srt-slurm's srtctl.core.config.load_config (NVIDIA/srt-slurm, 020fbc6c): yaml.safe_load
-SRT_SLURM_LOADER = "srt-slurm's recipe loader (srtctl load_config: yaml.safe_load)"
-PYYAML_LOADER = "a PyYAML loader (yaml.safe_load)"
-HELM_LOADER = "Helm's values loader"
-
-
-def refuse_duplicates(dups: list[Duplicate], file: str, consumer: str) -> None:
-    """``InputError`` (exit 2) naming ``file``:line and the key of the first key written
-    twice in one mapping, for a format whose consumer refuses it (``consumer`` says who)."""
-    if not dups:
-        return
-    from kvcheck.sources.quoting import quoted
-
-    d = dups[0]
-    more = f" ({len(dups) - 1} more)" if len(dups) > 1 else ""
-    raise InputError(
-        f"line {d.again}: key {quoted(d.key)} is written twice in one mapping (first at line {d.first}){more}; "
-        f"{consumer}. Keep one.",
-        source=file,
-    )
-
-
-def _warn_duplicates(deps: list[Deployment], dups: list[Duplicate], file: str, consumer: str) -> list[Deployment]:
-    """A ``duplicate-key`` warning on each deployment read from a file whose consumer keeps
-    the later of two values (as ``yaml.safe_load``): the verdict is on what runs."""
-    if dups:
-        from kvcheck.sources.deployments.sglang_config import duplicate_problems
-
-        for dep in deps:
-            dep.problems.extend(duplicate_problems(dups, file, consumer))
-    return deps
 
 
 def read_deployments(

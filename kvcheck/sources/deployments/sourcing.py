@@ -125,7 +125,7 @@ def _resolve(target: Word, file: str, scope: Scope) -> Path | None:
 
 
 def _read(path: Path, file: str, stack: tuple[str, ...]) -> tuple[str | None, str]:
-    from kvcheck.sources.deployments.reader import MAX_SCRIPT_BYTES
+    from kvcheck.sources.deployments.bounds import MAX_SCRIPT_BYTES
     from kvcheck.sources.files import read_bytes_bounded, within_root
 
     real = _realpath(str(path))
