@@ -61,7 +61,6 @@ sys.path.insert(0, str(REPO))
 import gen_explain_formats as pyfmt  # noqa: E402
 
 OUT = REPO / "kvcheck" / "explain" / "engine_formats.json.gz"
-MIN_LITERAL = 14
 
 # which files of each project are read, and which release tags
 PROJECTS = {
@@ -329,6 +328,20 @@ _UCS_FUNCS = {
 }
 
 
+def _closing_paren(toks: list[tuple[str, str, int]], start: int) -> int:
+    """Index of the ``)`` that closes the ``(`` at ``toks[start]`` (``len(toks)`` when none does)."""
+    depth, j, n = 0, start, len(toks)
+    while j < n:
+        if toks[j][1] == "(":
+            depth += 1
+        elif toks[j][1] == ")":
+            depth -= 1
+            if depth == 0:
+                break
+        j += 1
+    return j
+
+
 def scan_c(text: str) -> Iterator[tuple[str, pyfmt._Msg, str, int]]:
     """(kind, message, function, line) of every log statement of a C/C++ file."""
     toks = c_tokens(text)
@@ -374,16 +387,7 @@ def scan_c(text: str) -> Iterator[tuple[str, pyfmt._Msg, str, int]]:
                 got = (f"log:{_NIXL_MACROS[t]}", msg)
             elif t in ("LOG", "PLOG", "LOG_IF", "PLOG_IF", "LOG_FIRST_N", "LOG_EVERY_N", "LOG_EVERY_T") and nxt == "(":
                 lvl = toks[i + 2][1] if i + 2 < n else ""
-                # the closing parenthesis of LOG(...)
-                depth, j = 0, i + 1
-                while j < n:
-                    if toks[j][1] == "(":
-                        depth += 1
-                    elif toks[j][1] == ")":
-                        depth -= 1
-                        if depth == 0:
-                            break
-                    j += 1
+                j = _closing_paren(toks, i + 1)  # the closing parenthesis of LOG(...)
                 if lvl in _GLOG_LEVELS and j + 1 < n and toks[j + 1][1] == "<<":
                     msg, end = _stream(toks, j + 1, consts)
                     if t.startswith("PLOG"):
@@ -394,15 +398,7 @@ def scan_c(text: str) -> Iterator[tuple[str, pyfmt._Msg, str, int]]:
                         msg.lit("]")
                     got = (f"log:{_GLOG_LEVELS[lvl]}", msg)
             elif (t in _UCS_FUNCS or t in _FI_MACROS) and nxt == "(":
-                depth, j = 0, i + 1
-                while j < n:
-                    if toks[j][1] == "(":
-                        depth += 1
-                    elif toks[j][1] == ")":
-                        depth -= 1
-                        if depth == 0:
-                            break
-                    j += 1
+                j = _closing_paren(toks, i + 1)
                 args = toks[i + 2 : j]
                 level = _UCS_FUNCS.get(t) or _FI_MACROS[t]
                 if t in _FI_MACROS:  # FI_WARN(prov, subsys, fmt, ...) / EFA_WARN(subsys, fmt, ...)
@@ -433,17 +429,6 @@ def scan_c(text: str) -> Iterator[tuple[str, pyfmt._Msg, str, int]]:
 # ---------------------------------------------------------------------- projects
 
 
-def _clean(msg: pyfmt._Msg) -> tuple[list[str], list[str]] | None:
-    parts = list(msg.parts)
-    parts[0] = parts[0].lstrip()
-    parts[-1] = parts[-1].rstrip()
-    # a message that starts with a field followed by a separator: the field is kept
-    lit = "".join(parts)
-    if len(lit.strip()) < MIN_LITERAL or len(re.findall(r"[A-Za-z]{2,}", lit)) < 2:
-        return None
-    return parts, list(msg.fields)
-
-
 def scan_files(files: Iterator[tuple[str, str]]) -> dict[tuple, tuple[str, str, int]]:
     """{(kind, parts, fields): (path, function, line)} of one release's files."""
     out: dict[tuple, tuple[str, str, int]] = {}
@@ -459,7 +444,7 @@ def scan_files(files: Iterator[tuple[str, str]]) -> dict[tuple, tuple[str, str, 
         else:
             found = list(scan_c(text))
         for kind, msg, qual, line in found:
-            got = _clean(msg)
+            got = pyfmt._clean(msg)
             if got is None:
                 continue
             parts, fields = got

@@ -54,14 +54,6 @@ _BRACE = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
 _SKIP_DIRS = ("/test/", "/tests/", "/benchmark")
 
 
-def _version_key(v: str) -> tuple:
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\.post(\d+))?$", v)
-    if not m:
-        return (10**6,)
-    a, b, c, rc, post = m.groups()
-    return (int(a), int(b), int(c), int(rc) - 1000 if rc else 0, int(post or 0))
-
-
 def _name(expr: ast.AST) -> str:
     """A field's name: the last identifier of its expression."""
     if isinstance(expr, ast.Attribute):
@@ -299,7 +291,11 @@ def _ranges(idx: list[int]) -> list[list[int]]:
 
 
 def build(tree: Path) -> dict:
-    releases = sorted((d.name for d in tree.iterdir() if (d / "sglang").is_dir()), key=_version_key)
+    sys.path.insert(0, str(REPO))
+    from kvcheck.explain.formats import token
+    from kvcheck.release.version import version_key
+
+    releases = sorted((d.name for d in tree.iterdir() if (d / "sglang").is_dir()), key=version_key)
     seen: dict[tuple, dict] = {}
     modules: dict[str, int] = {}
     for ri, v in enumerate(releases):
@@ -311,8 +307,6 @@ def build(tree: Path) -> dict:
                 e = seen[key] = {"r": [], "loc": None}
             e["r"].append(ri)
             e["loc"] = (mod, qual, line)  # the newest release's location
-    sys.path.insert(0, str(REPO))
-    from kvcheck.explain.formats import token
 
     formats = []
     kinds: dict[str, int] = {}
