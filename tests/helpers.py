@@ -71,6 +71,26 @@ def preflight_json(tmp: Path, model: str, prefill: dict, decode: dict, *extra: s
     return proc.returncode, json.loads(proc.stdout)
 
 
+def report_findings(report) -> list[dict]:
+    """Every finding of a ``-o json`` report (pair or ``-f``: top level, per pair, per class,
+    per deployment), wherever it is attached: each dict holding ``id``, ``severity`` and
+    ``message``, in document order."""
+    out: list[dict] = []
+
+    def walk(o) -> None:
+        if isinstance(o, dict):
+            if {"id", "severity", "message"} <= o.keys():
+                out.append(o)
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    walk(report)
+    return out
+
+
 def runtime_messages(report: dict) -> list[str]:
     return [(f.get("runtime_error") or {}).get("message") for f in report["findings"] if f.get("runtime_error")]
 

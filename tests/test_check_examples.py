@@ -20,6 +20,7 @@ import pytest
 
 from kvcheck.checks.examples import EXAMPLES_DIR, load_examples
 from kvcheck.checks.ids import all_checks, all_finding_ids, check_of, find_check
+from tests.helpers import report_findings
 
 TESTS = Path(__file__).resolve().parent
 EXAMPLES = load_examples()
@@ -51,14 +52,7 @@ EXIT_FOR = {"error": {1}, "unchecked": {1, 4}, "warning": {0, 1, 4}, "info": {0,
 
 def _findings(report, out: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Every (id, severity) of a pair or -f report (top-level, per pair, per deployment)."""
-    if isinstance(report, dict):
-        if {"id", "severity", "message"} <= set(report):
-            out.add((report["id"], report["severity"]))
-        for v in report.values():
-            _findings(v, out)
-    elif isinstance(report, list):
-        for v in report:
-            _findings(v, out)
+    out.update((f["id"], f["severity"]) for f in report_findings(report))
     return out
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_cli
+from helpers import report_findings, run_cli
 from hostile_inputs import CANARY
 
 from kvcheck.cluster.pipeline import ClusterOptions, check_deployments
@@ -150,20 +150,7 @@ def _json(proc) -> dict:
 
 def _findings(report: dict) -> list[tuple[str, str]]:
     """(id, message) of every finding of a ``-o json`` report, wherever it is attached."""
-    out: list[tuple[str, str]] = []
-
-    def walk(o):
-        if isinstance(o, dict):
-            if "id" in o and "severity" in o and "message" in o:
-                out.append((o["id"], o["message"]))
-            for v in o.values():
-                walk(v)
-        elif isinstance(o, list):
-            for v in o:
-                walk(v)
-
-    walk(report)
-    return out
+    return [(f["id"], f["message"]) for f in report_findings(report)]
 
 
 def _finding_ids(report: dict) -> list[str]:

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import report_findings, run_cli
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 LINE = "python -m sglang.launch_server --model-path {m} --disaggregation-mode {role} --disaggregation-transfer-backend nixl --page-size 16{extra}"
@@ -25,21 +25,7 @@ def _script(tmp_path, prefix: str = "", extra: str = "") -> str:
 
 
 def _gpu_findings(proc) -> list[dict]:
-    report = json.loads(proc.stdout)
-    out = []
-
-    def walk(o):
-        if isinstance(o, dict):
-            if o.get("id") == "unknown-gpu" and "severity" in o:
-                out.append(o)
-            for v in o.values():
-                walk(v)
-        elif isinstance(o, list):
-            for v in o:
-                walk(v)
-
-    walk(report)
-    return out
+    return [f for f in report_findings(json.loads(proc.stdout)) if f["id"] == "unknown-gpu"]
 
 
 @pytest.mark.parametrize(("prefix", "extra", "clue"), [
