@@ -286,26 +286,19 @@ def _decide_window(
         g.result = (report, located)
         g.outcome = _outcome(located)
         g.text = _headline(located) if g.outcome[0] in ("fail", "unchecked") else ""
+    final = combine_verdicts([g.outcome[0] for g in groups])
     if refusing:
         # The releases on which a side refuses to start: a fail there, decided after the
-        # others (the newest group that starts keeps the plan).
+        # others (the newest group that starts keeps the plan). The pair fails only if it
+        # fails on the releases that start it too; otherwise (it passes there, or they are
+        # unchecked: a MORI pair, 0.5.5-0.5.8 refuse 'mori', 0.5.9+ start it and its transfer
+        # is unchecked) the release that runs decides: unchecked.
         groups.append(_refusal_group(p, d, refusing))
+        final = "fail" if final == "fail" else "unchecked"
     from kvcheck.release.window import gpu_label
 
     merged = merge_outcomes(groups)
     newest_report, _ = groups[0].result
-    final = combine_verdicts([g.outcome[0] for g in groups])
-    if (
-        refusing
-        and final == "fail"
-        and len(groups) > 1
-        and combine_verdicts([g.outcome[0] for g in groups[:-1]]) != "fail"
-    ):
-        # A refusal on part of the window fails only if the servers run one of those
-        # releases; where the releases that start them are unchecked, nothing says the
-        # pair fails on the release that runs (a MORI pair: 0.5.5-0.5.8 refuse 'mori',
-        # 0.5.9+ start it and its transfer is unchecked): unchecked, not fail.
-        final = "unchecked"
     multi_gpu = len(gpus) > 1
     findings = _merge_group_findings(merged, final, multi_gpu) + advisories
     unnamed = " and ".join(c.role for c in (p, d) if _gpu_assumed(c))
