@@ -177,15 +177,12 @@ def unrestated_flag(side: Side, gpu: Any = None) -> Stop | None:
         )
     for dest, (probes, numbers) in UNRESTATED_REFUSING_NUMBERS.items():
         number = raw.get(dest)
-        if dest in UNRESTATED_NUMBER_RANGES and isinstance(number, (int, float)) and not isinstance(number, bool):
-            low, high = UNRESTATED_NUMBER_RANGES[dest]
-            if low < number <= high:
-                continue
-        if (
-            isinstance(number, (int, float))
-            and not isinstance(number, bool)
-            and _numeric_refused(number, probes, numbers)
-        ):
+        if not isinstance(number, (int, float)) or isinstance(number, bool):
+            continue
+        accepted = UNRESTATED_NUMBER_RANGES.get(dest)
+        if accepted is not None and accepted[0] < number <= accepted[1]:
+            continue
+        if _numeric_refused(number, probes, numbers):
             return Stop(
                 f"--{dest.replace('_', '-')} {number}: SGLang 0.5.23 refuses this value at start-up on a plain PD "
                 "server "
