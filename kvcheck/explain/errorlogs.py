@@ -147,7 +147,7 @@ def engine_log_finding(fm: FormatMatch, lineno: int, line: str, warning: bool = 
             checks=[f"the {name} release in use and its release notes for this message"],
             fix=cls["fix"],
         )
-    cause += f" {code}: {meaning}." if meaning else " What it names failed there; the lines before it say why."
+    meant = f" {code}: {meaning}." if meaning else ""
     if warning:
         return GenericFinding(
             id=f"{fm.engine}-warning-log-generic",
@@ -158,8 +158,7 @@ def engine_log_finding(fm: FormatMatch, lineno: int, line: str, warning: bool = 
             component=comp or f"{name}, {fm.where()}",
             text=line.strip()[:300],
             role="warning",
-            cause=cause.replace(" What it names failed there; the lines before it say why.", "")
-            + " A warning: the cause only where the log shows no error.",
+            cause=cause + meant + " A warning: the cause only where the log shows no error.",
             checks=[f"whether what it warns about is what failed (the {name} release in use)"],
             fix=f"Act on what the warning names where nothing else failed (see {fm.where()}).",
         )
@@ -171,7 +170,7 @@ def engine_log_finding(fm: FormatMatch, lineno: int, line: str, warning: bool = 
         phase=phase,
         component=comp or f"{name}, {fm.where()}",
         text=line.strip()[:300],
-        cause=cause,
+        cause=cause + (meant or " What it names failed there; the lines before it say why."),
         checks=[
             f"the {name} release in use (it decides which of the releases above printed it)",
             "the lines just before it (the first error of the sequence)",
