@@ -7,7 +7,7 @@ AIC_CLONE is a git directory holding all of aiconfigurator's refs (the mirror th
 tool's ``fetch`` returns, or ``git clone --mirror``): a plain clone has only the branches
 and misses configs that live on other refs. The catalog is rebuilt with
 ``build_model_catalog.py AIC kvcheck/sources/models/catalog.json
-scripts/model_catalog_extras.json scripts/catalog_extras_deployed.json scripts/catalog_extras_corpus.json [other extras]``.
+scripts/model_catalog_extras.json scripts/catalog_extras_deployed.json scripts/catalog_extras_corpus.json scripts/catalog_extras_public.json [other extras]``.
 
 Takes every ``*/model_configs/ORG--NAME_config.json`` in the clone's history (newest
 version of each path), keeps the fields that shape the KV cache (drops tokenizer ids,

