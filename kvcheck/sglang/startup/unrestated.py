@@ -161,13 +161,36 @@ def _numeric_refused(value: float, probes: tuple[float, ...], refused: frozenset
     return probes[i] in refused or probes[i + 1] in refused
 
 
+def modelopt_fp4_on_its_export(quant: str, model: Any) -> bool:
+    """Whether ``--quantization modelopt_fp4`` names the checkpoint's own method: a ModelOpt
+    export whose quant config says ``quant_method`` modelopt (or modelopt_fp4, as SGLang names
+    an hf_quant_config.json export) with an FP4 ``quant_algo`` (NVFP4; not MIXED_PRECISION).
+
+    ``ModelConfig._verify_quantization`` accepts it in every release from 0.4.6 to 0.5.23
+    (read in each release's ``configs/model_config.py``): an override sets the checkpoint's
+    method and the CLI value alike; otherwise the method is ``modelopt_fp4`` (parsed by
+    ``_parse_modelopt_quant_config`` from 0.5.3.post1) or ``modelopt``, which
+    ``compatible_quantization_methods["modelopt_fp4"]`` lists in every release. On 0.5.23 the
+    explicit flag also resolves the same start-up (attention backend, page size, KV dtype) as
+    leaving it unset (measured with ``prepare_server_args`` on SM90 and SM100). An FP8
+    checkpoint is not one: ``modelopt_fp4`` accepts ``fp8`` only from 0.5.18."""
+    algo = str(getattr(model, "checkpoint_quant_algo", None) or "").upper()
+    method = str(getattr(model, "checkpoint_quant_method", None) or "").lower()
+    return quant.lower() == "modelopt_fp4" and method in ("modelopt", "modelopt_fp4") and "FP4" in algo
+
+
 def unrestated_flag(side: Side, gpu: Any = None) -> Stop | None:
     """A ``Stop`` naming the first flag of ``UNRESTATED_REFUSING_VALUES`` the side sets to a
     value listed there, else ``None``. Run after every restated start-up step (a refusal
     kvcheck restates is still named; the verdict is never a pass when one of these is set)."""
     raw = side.raw_args or {}
     quant, checkpoint = raw.get("quantization"), side.model.checkpoint_quant_method
-    if quant and checkpoint and str(quant).lower() != str(checkpoint).lower():
+    if (
+        quant
+        and checkpoint
+        and str(quant).lower() != str(checkpoint).lower()
+        and not modelopt_fp4_on_its_export(str(quant), side.model)
+    ):
         # ModelConfig._verify_quantization: a --quantization other than the checkpoint's method
         # is refused unless an override maps one to the other (not restated)
         return Stop(

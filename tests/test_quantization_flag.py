@@ -1,0 +1,94 @@
+"""An explicit ``--quantization modelopt_fp4`` on a ModelOpt FP4 export is the checkpoint's own
+method (``kvcheck.sglang.startup.unrestated.modelopt_fp4_on_its_export``), decided like an
+unset flag; on any other checkpoint the side stays ``startup-unchecked``.
+
+The compatibility table is read from each unpacked release's own ``configs/model_config.py``;
+SGLang 0.5.23's ``ModelConfig`` (``_verify_quantization``) runs on the Hub layout of an
+hf_quant_config.json export."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, run_cli
+from kvcheck.sglang.args import ServerArgs
+from kvcheck.sglang.model import parse_model_config
+from kvcheck.sglang.startup.unrestated import modelopt_fp4_on_its_export, unrestated_flag
+from kvcheck.sides import Side
+from kvcheck.sources.models import load_catalog
+
+RELEASES = REPO / ".venv" / "sglang-releases"
+HF_QUANT_EXPORT = "nvidia/Qwen3-235B-A22B-NVFP4"  # quantization only in hf_quant_config.json
+EMBEDDED_EXPORT = "nvidia/Qwen3.5-397B-A17B-NVFP4"  # quantization_config in config.json
+FP8_CHECKPOINT = "deepseek-ai/DeepSeek-R1"
+
+
+def _compat(model_config_py: Path) -> dict[str, list[str]]:
+    """``compatible_quantization_methods`` as the release's ``_verify_quantization`` spells it."""
+    for node in ast.walk(ast.parse(model_config_py.read_text())):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "compatible_quantization_methods" for t in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"no compatible_quantization_methods in {model_config_py}")
+
+
+def _side(hub_id: str, quant: str | None) -> Side:
+    flags = {"disaggregation_mode": "prefill"} | ({"quantization": quant} if quant else {})
+    return Side(role="prefill", args=ServerArgs(**flags), raw_args=dict(flags),
+                model=parse_model_config(load_catalog()[hub_id]["config"], source=hub_id), sglang_version="0.5.23",
+                gpu="b200")
+
+
+def test_each_release_lists_modelopt_for_modelopt_fp4():
+    """Every unpacked release accepts a ``modelopt`` checkpoint under ``modelopt_fp4``; an
+    ``fp8`` one only from 0.5.18, so an FP8 checkpoint keeps the side unchecked."""
+    found = sorted(p for p in RELEASES.glob("*/sglang/srt/configs/model_config.py"))
+    if not found:
+        pytest.skip(f"no SGLang release unpacked under {RELEASES}")
+    for path in found:
+        release = path.parts[-5]
+        table = _compat(path)
+        assert "modelopt" in table["modelopt_fp4"], release
+        newer = tuple(int(x) for x in release.split(".")[:3] if x.isdigit()) >= (0, 5, 18)
+        assert ("fp8" in table["modelopt_fp4"]) == newer, release
+    assert modelopt_fp4_on_its_export("modelopt_fp4", _side(HF_QUANT_EXPORT, None).model)
+    assert modelopt_fp4_on_its_export("MODELOPT_FP4", _side(EMBEDDED_EXPORT, None).model)
+    assert not modelopt_fp4_on_its_export("modelopt_fp4", _side(FP8_CHECKPOINT, None).model)
+    assert not modelopt_fp4_on_its_export("modelopt_fp8", _side(HF_QUANT_EXPORT, None).model)
+
+
+@pytest.mark.runtime
+def test_sglang_accepts_the_flag_on_the_export_and_kvcheck_goes_on(tmp_path):
+    pytest.importorskip("sglang")
+    from sglang.srt.configs.model_config import ModelConfig
+
+    raw = dict(load_catalog()[HF_QUANT_EXPORT]["config"])
+    quant = dict(raw.pop("quantization_config"))
+    quant.pop("quant_method")
+    (tmp_path / "config.json").write_text(json.dumps(raw))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"}, "quantization": quant}))
+    mc = ModelConfig(str(tmp_path), trust_remote_code=False, quantization="modelopt_fp4")
+    assert mc.quantization == "modelopt_fp4"
+    assert unrestated_flag(_side(HF_QUANT_EXPORT, "modelopt_fp4")) is None
+    stop = unrestated_flag(_side(FP8_CHECKPOINT, "modelopt_fp4"))
+    assert stop is not None and "--quantization modelopt_fp4 on a checkpoint quantized with fp8" in stop.reason
+
+
+@pytest.mark.parametrize("hub_id, exit_code", [(HF_QUANT_EXPORT, 0), (FP8_CHECKPOINT, 4)])
+def test_pair_with_the_flag(tmp_path, hub_id, exit_code):
+    for role in ("prefill", "decode"):
+        (tmp_path / f"{role}.sh").write_text(
+            f"python3 -m sglang.launch_server --model-path {hub_id} --disaggregation-mode {role} --tp 8 "
+            "--quantization modelopt_fp4\n"
+        )
+    proc = run_cli("preflight", "--prefill", str(tmp_path / "prefill.sh"), "--decode", str(tmp_path / "decode.sh"),
+                   "--sglang-version", "0.5.23", "--gpu", "b200", "--format", "json")
+    report = json.loads(proc.stdout)
+    ids = [f["id"] for f in report.get("findings", [])] + [f["id"] for p in report.get("pairs") or [] for f in p["findings"]]
+    assert proc.returncode == exit_code, ids
+    assert ("startup-unchecked" in ids) == (exit_code == 4)
