@@ -92,3 +92,43 @@ def test_pair_with_the_flag(tmp_path, hub_id, exit_code):
     ids = [f["id"] for f in report.get("findings", [])] + [f["id"] for p in report.get("pairs") or [] for f in p["findings"]]
     assert proc.returncode == exit_code, ids
     assert ("startup-unchecked" in ids) == (exit_code == 4)
+
+
+def _fp_recipe(tmp: Path, alias: str) -> Path:
+    """An srt-slurm recipe in the published shape: ``model.path`` a site alias, both roles
+    serving ``deepseek-ai/DeepSeek-R1`` (as NVIDIA's FP4 recipes do with ``dsr1-fp4``)."""
+    import yaml
+
+    role = {"served-model-name": FP8_CHECKPOINT, "model-path": "/model/", "tensor-parallel-size": 8}
+    recipe = {
+        "name": "r1-1p1d",
+        "model": {"path": alias, "container": "lmsysorg/sglang:v0.5.23-cu130", "precision": "fp4"},
+        "resources": {"gpu_type": "b200", "gpus_per_node": 8, "prefill_nodes": 1, "prefill_workers": 1,
+                      "decode_nodes": 1, "decode_workers": 1},
+        "backend": {"type": "sglang", "sglang_config": {"prefill": {**role, "disaggregation-mode": "prefill"},
+                                                        "decode": {**role, "disaggregation-mode": "decode"}}},
+    }
+    path = tmp / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
+def test_a_served_name_is_not_the_checkpoint_of_a_re_upload_of_another_precision(tmp_path):
+    """The catalog's DeepSeek-R1 is the FP8 checkpoint (its config: quant_method fp8), so a
+    recipe whose own model is ``dsr1-fp4`` serves another checkpoint under that name: the
+    served name is not used and the model is unknown (unchecked, saying why). An alias that
+    agrees (``dsr1-fp8``) resolves as before."""
+    from kvcheck.sources.models.clues import precision_conflict
+
+    assert load_catalog()[FP8_CHECKPOINT]["config"]["quantization_config"]["quant_method"] == "fp8"
+    assert precision_conflict("dsr1-fp4", FP8_CHECKPOINT) == "fp4"
+    assert precision_conflict("dsfp8", FP8_CHECKPOINT) is None
+    assert precision_conflict("qwen3.5-nvfp4", EMBEDDED_EXPORT) is None
+    assert precision_conflict("dsv4-pro", "deepseek-ai/DeepSeek-V4-Pro") is None
+    proc = run_cli("preflight", "-f", str(_fp_recipe(tmp_path, "dsr1-fp4")), "--format", "json")
+    report = json.loads(proc.stdout)
+    msgs = [f["message"] for p in report.get("pairs") or [] for f in p["findings"] if f["id"] == "unknown-model"]
+    assert proc.returncode == 4 and msgs and "not used: the file's model dsr1-fp4 says fp4" in msgs[0], report
+    proc = run_cli("preflight", "-f", str(_fp_recipe(tmp_path, "dsr1-fp8")), "--format", "json")
+    report = json.loads(proc.stdout)
+    assert not [f for p in report.get("pairs") or [] for f in p["findings"] if f["id"] == "unknown-model"], report
