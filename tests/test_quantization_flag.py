@@ -125,6 +125,9 @@ def test_a_served_name_is_not_the_checkpoint_of_a_re_upload_of_another_precision
     assert precision_conflict("dsfp8", FP8_CHECKPOINT) is None
     assert precision_conflict("qwen3.5-nvfp4", EMBEDDED_EXPORT) is None
     assert precision_conflict("dsv4-pro", "deepseek-ai/DeepSeek-V4-Pro") is None
+    # DeepSeek V4 ships FP4 experts under an fp8 quant config (its config: expert_dtype fp4)
+    assert load_catalog()["deepseek-ai/DeepSeek-V4-Pro"]["config"]["expert_dtype"] == "fp4"
+    assert precision_conflict("deepseekv4-fp4", "deepseek-ai/DeepSeek-V4-Pro") is None
     proc = run_cli("preflight", "-f", str(_fp_recipe(tmp_path, "dsr1-fp4")), "--format", "json")
     report = json.loads(proc.stdout)
     msgs = [f["message"] for p in report.get("pairs") or [] for f in p["findings"] if f["id"] == "unknown-model"]

@@ -72,13 +72,14 @@ PRECISION_WORDS = ("nvfp4", "mxfp4", "w4a16", "w4a8", "w8a8", "fp4", "fp8", "int
 
 
 def _entry_precision(hub_id: str) -> str:
-    """The catalog entry's hub id and quant config words (lower case), where a precision word
-    would show: ``deepseek-ai/deepseek-r1 fp8 e4m3``."""
+    """The catalog entry's hub id, expert dtype and quant config words (lower case), where a
+    precision word would show: ``deepseek-ai/deepseek-r1  fp8 e4m3``."""
     from kvcheck.sources.models import load_catalog
 
     cfg = load_catalog().get(hub_id, {}).get("config", {})
     q = cfg.get("quantization_config") or cfg.get("text_config", {}).get("quantization_config") or {}
-    words = [hub_id] + [str(q.get(k) or "") for k in ("quant_method", "quant_algo", "fmt", "moe_quant_algo")]
+    words = [hub_id, str(cfg.get("expert_dtype") or "")]  # DeepSeek V4: FP4 experts under an fp8 config
+    words += [str(q.get(k) or "") for k in ("quant_method", "quant_algo", "fmt", "moe_quant_algo")]
     return " ".join(words).lower()
 
 
