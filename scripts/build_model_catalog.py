@@ -7,7 +7,7 @@ AIC_CLONE is a git directory holding all of aiconfigurator's refs (the mirror th
 tool's ``fetch`` returns, or ``git clone --mirror``): a plain clone has only the branches
 and misses configs that live on other refs. The catalog is rebuilt with
 ``build_model_catalog.py AIC kvcheck/sources/models/catalog.json
-scripts/model_catalog_extras.json scripts/catalog_extras_deployed.json scripts/catalog_extras_corpus.json [other extras]``.
+scripts/model_catalog_extras.json scripts/catalog_extras_deployed.json scripts/catalog_extras_corpus.json scripts/catalog_extras_public.json [other extras]``.
 
 Takes every ``*/model_configs/ORG--NAME_config.json`` in the clone's history (newest
 version of each path), keeps the fields that shape the KV cache (drops tokenizer ids,
@@ -16,6 +16,9 @@ EXTRAS: ``{hub_id: {"source": "repo@commit:path", "config": {...}}}`` from other
 or ``{old_id: {"alias_of": hub_id, "source": "..."}}`` for a Hub repository that was renamed
 (the old id redirects to the new one): the source must cite the public record of the rename.
 Aliases go to the catalog's ``aliases`` section; each must name a model in the catalog.
+A ModelOpt export whose config.json has no quantization_config gets the fields of its
+``ORG--NAME_hf_quant_config.json`` there (quant_method as SGLang names it), as SGLang reads that
+file (``_parse_quant_hf_config``); its source then also cites that file.
 Later EXTRAS files win over earlier ones and over aiconfigurator for the same hub id.
 """
 import json, subprocess, sys
@@ -47,6 +50,38 @@ for line in FILES:
     raw = json.loads(subprocess.check_output(["git","-C",repo,"show",f"{commit}:{path}"]))
     if "architectures" not in raw and "architectures" not in raw.get("text_config", {}): print("skip noarch", hub, file=sys.stderr); continue
     models[hub] = {"source": f"ai-dynamo/aiconfigurator@{commit}:{path}", "config": slim(raw)}
+# ModelOpt exports that keep their quantization in a standalone hf_quant_config.json (config.json
+# has no quantization_config): SGLang reads that file when config.json has neither
+# quantization_config nor compression_config (ModelConfig._parse_quant_hf_config) and names the
+# method by its quant_algo (_parse_modelopt_quant_config, 0.5.23: MIXED_PRECISION with NVFP4
+# layers -> modelopt_mixed, else w4afp8; *FP4* -> modelopt_fp4; FP8 -> modelopt_fp8); its
+# kv_cache_quant_algo makes --kv-cache-dtype auto resolve to fp8_e4m3 (configure_kv_cache_dtype).
+# The catalog carries those fields as the entry's quantization_config, citing the file.
+def modelopt_method(q):
+    algo = str(q.get("quant_algo") or "")
+    if algo == "MIXED_PRECISION":
+        layers = q.get("quantized_layers") or {}
+        nvfp4 = any(str(v.get("quant_algo", "")).upper() in ("NVFP4", "W4A16_NVFP4") for v in layers.values() if isinstance(v, dict))
+        return "modelopt_mixed" if nvfp4 else "w4afp8"
+    if "FP4" in algo:
+        return "modelopt_fp4"
+    if algo == "FP8":
+        return "modelopt_fp8"
+    return None
+HFQ = subprocess.check_output(["bash", "-c", "git -C \"$0\" log --all --format='C %H' --name-only --diff-filter=AM -- '*model_configs/*_hf_quant_config.json' | awk '$1==\"C\"{c=$2;next} NF{ if(!($0 in seen)){seen[$0]=c; print c\" \"$0} }'", repo], text=True).splitlines()
+for line in HFQ:
+    commit, path = line.split()
+    hub = path.rsplit("/",1)[-1][:-len("_hf_quant_config.json")].replace("--", "/", 1)
+    entry = models.get(hub)
+    if entry is None: continue
+    cfg = entry["config"]
+    if cfg.get("quantization_config") or cfg.get("compression_config") or cfg.get("text_config", {}).get("quantization_config"): continue
+    raw = json.loads(subprocess.check_output(["git","-C",repo,"show",f"{commit}:{path}"]))
+    q = raw.get("quantization", raw)
+    method = modelopt_method(q)
+    if method is None: print("skip hf_quant", hub, q.get("quant_algo"), file=sys.stderr); continue
+    cfg["quantization_config"] = slim({"quantization_config": {**q, "quant_method": method}})["quantization_config"]
+    entry["source"] += f"; quantization_config from hf_quant_config.json: ai-dynamo/aiconfigurator@{commit}:{path}"
 aliases = {}
 for extra in sys.argv[3:]:
     e = json.load(open(extra))

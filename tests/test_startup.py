@@ -508,9 +508,12 @@ UNRESTATED_ALLOWED = [
     {**DECODE, "tp_size": 8, "ep_size": 8, "enable_eplb": True},
     {**PREFILL, "tp_size": 8, "ep_size": 8, "moe_a2a_backend": "deepep", "enable_eplb": True},
     {**DECODE, "tp_size": 8, "ep_size": 8, "moe_a2a_backend": "deepep", "ep_dispatch_algorithm": "static"},
+    # deepep spans EP over TP (ep_size := tp_size before the assert): OME's DeepSeek RDMA runtime
+    {**PREFILL, "tp_size": 8, "moe_a2a_backend": "deepep", "enable_eplb": True},
 ]
 UNRESTATED_STILL_REFUSED = [
     {**DECODE, "tp_size": 8, "enable_eplb": True},  # ep size 1: the assert
+    {**DECODE, "tp_size": 1, "moe_a2a_backend": "deepep", "enable_eplb": True},  # tp 1: ep 1
     {**DECODE, "tp_size": 8, "ep_size": 8, "ep_dispatch_algorithm": "static"},  # no a2a backend
 ]
 

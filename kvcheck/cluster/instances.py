@@ -396,7 +396,8 @@ def _derive(inst: Instance, opts: ClusterOptions, caches: Caches) -> _Derived:
             note = (
                 note[0],
                 note[1],
-                f"{note[2]}; the file names {clip(named[0])!r} ({named[1]}), which is not in kvcheck's catalog either",
+                f"{note[2]}; the file names {clip(named[0])!r} ({named[1]})"
+                + ("" if "; not used: " in named[1] else ", which is not in kvcheck's catalog either"),
                 f"{note[3]} (kvcheck's catalog holds only configs read from public copies; kvcheck never guesses a "
                 "geometry)",
                 note[4],

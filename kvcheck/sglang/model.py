@@ -98,6 +98,8 @@ class ModelConfig(BaseModel):
     # quantization_config.quant_method of the checkpoint, any architecture (0.5.23
     # ModelConfig._verify_quantization compares --quantization with it)
     checkpoint_quant_method: str | None = None
+    # ``quant_algo`` of that quant config (ModelOpt exports: NVFP4, FP8, MIXED_PRECISION...)
+    checkpoint_quant_algo: str | None = None
     assumed_mha: bool = False
     source: str = ""
     # hybrid pools
@@ -280,6 +282,7 @@ def parse_model_config(raw: Any, source: str = "config.json", *, override_args: 
         torch_dtype=dtype,
         kv_cache_quant_algo=_kv_cache_quant_algo(quant),
         checkpoint_quant_method=str(quant["quant_method"]) if quant.get("quant_method") else None,
+        checkpoint_quant_algo=str(quant["quant_algo"]) if quant.get("quant_algo") else None,
         source=source,
     )
     hybrid: dict[str, Any] = {}

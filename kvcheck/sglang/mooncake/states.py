@@ -184,7 +184,12 @@ def legacy_dsv4_state_send(
     when both sides register as many, and each page is written at ``dst_ptr + dst_index *
     prefill item length``. A decode buffer of another item length (the compress-state rings
     of a side that alone runs a ``--speculative-algorithm``: 16 / 256 rows against 8 / 128)
-    takes the rows at the wrong offsets: nothing is raised (``SilentCorruption``). Unequal
+    takes the rows at the wrong offsets: nothing is raised (``SilentCorruption``). Read in
+    0.5.12.post1 and 0.5.13: each side sizes its rings from its own server args
+    (``DeepSeekV4TokenToKVPool.get_ring_size`` -> ``get_compress_state_ring_size``, any
+    ``speculative_algorithm``; no PD hook aligns the prefill's), registers ``row bytes x
+    ring_size`` per item (``get_state_buf_infos``), and ``utils.is_mla_backend`` counts the V4
+    pool as MLA. Unequal
     buffer counts are re-sliced by ``_mla_slice_ptrs_for_pp``: not restated (unchecked).
     Returns ``(error, unchecked reason)``."""
     if prefill.state_types != ["swa"] or decode.state_types != ["swa"]:

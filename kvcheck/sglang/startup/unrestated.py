@@ -128,7 +128,18 @@ UNRESTATED_NUMBER_RANGES: dict[str, tuple[float, float]] = {"swa_full_tokens_rat
 
 def _ep_size_above_one(raw: dict[str, Any]) -> bool:
     ep = raw.get("ep_size")
-    return (isinstance(ep, int) and not isinstance(ep, bool) and ep > 1) or raw.get("ep_join_mode") == "scale"
+    tp = raw.get("tp_size")
+    deepep_spans_tp = (
+        str(raw.get("moe_a2a_backend") or "").lower() == "deepep"
+        and isinstance(tp, int)
+        and not isinstance(tp, bool)
+        and tp > 1
+    )
+    return (
+        (isinstance(ep, int) and not isinstance(ep, bool) and ep > 1)
+        or raw.get("ep_join_mode") == "scale"
+        or deepep_spans_tp
+    )
 
 
 def _a2a_backend_set(raw: dict[str, Any]) -> bool:
@@ -139,9 +150,14 @@ def _a2a_backend_set(raw: dict[str, Any]) -> bool:
 # Refusals of the table above whose whole condition is read in 0.5.23's code: the side is
 # outside it when the function says so (the value was refused on the plain servers measured,
 # which lack what the condition asks). Kept to what the side's own flags show: a value the
-# runtime would resolve (an ep size derived from other flags) still stops.
+# runtime would resolve by other means (an ep size derived from anything but deepep and the
+# side's own TP size) still stops.
 # - enable_eplb: parallel_hook._handle_eplb_and_dispatch, ``assert ep_size > 1`` unless
-#   ``ep_join_mode == "scale"``.
+#   ``ep_join_mode == "scale"``. ``--moe-a2a-backend deepep`` sets ep_size to tp_size before
+#   that assert in every release that has it: ``_handle_a2a_moe`` runs first in
+#   ``__post_init__`` (0.5.1 .. 0.5.14: "The expert parallel size is adjusted to be the same
+#   as the tensor parallel size"; 0.5.15 .. 0.5.22: ``overrides._a2a_ep_size``), and 0.5.23
+#   starts such a side at TP 8 (tests/test_startup.py); so deepep at TP > 1 meets it.
 # - ep_dispatch_algorithm static/lp: the same hook raises only when the MoE a2a backend
 #   resolves to "none" ("... only holds up when an a2a backend routes each token ...").
 UNRESTATED_UNLESS: dict[str, Any] = {
@@ -161,13 +177,36 @@ def _numeric_refused(value: float, probes: tuple[float, ...], refused: frozenset
     return probes[i] in refused or probes[i + 1] in refused
 
 
+def modelopt_fp4_on_its_export(quant: str, model: Any) -> bool:
+    """Whether ``--quantization modelopt_fp4`` names the checkpoint's own method: a ModelOpt
+    export whose quant config says ``quant_method`` modelopt (or modelopt_fp4, as SGLang names
+    an hf_quant_config.json export) with an FP4 ``quant_algo`` (NVFP4; not MIXED_PRECISION).
+
+    ``ModelConfig._verify_quantization`` accepts it in every release from 0.4.6 to 0.5.23
+    (read in each release's ``configs/model_config.py``): an override sets the checkpoint's
+    method and the CLI value alike; otherwise the method is ``modelopt_fp4`` (parsed by
+    ``_parse_modelopt_quant_config`` from 0.5.3.post1) or ``modelopt``, which
+    ``compatible_quantization_methods["modelopt_fp4"]`` lists in every release. On 0.5.23 the
+    explicit flag also resolves the same start-up (attention backend, page size, KV dtype) as
+    leaving it unset (measured with ``prepare_server_args`` on SM90 and SM100). An FP8
+    checkpoint is not one: ``modelopt_fp4`` accepts ``fp8`` only from 0.5.18."""
+    algo = str(getattr(model, "checkpoint_quant_algo", None) or "").upper()
+    method = str(getattr(model, "checkpoint_quant_method", None) or "").lower()
+    return quant.lower() == "modelopt_fp4" and method in ("modelopt", "modelopt_fp4") and "FP4" in algo
+
+
 def unrestated_flag(side: Side, gpu: Any = None) -> Stop | None:
     """A ``Stop`` naming the first flag of ``UNRESTATED_REFUSING_VALUES`` the side sets to a
     value listed there, else ``None``. Run after every restated start-up step (a refusal
     kvcheck restates is still named; the verdict is never a pass when one of these is set)."""
     raw = side.raw_args or {}
     quant, checkpoint = raw.get("quantization"), side.model.checkpoint_quant_method
-    if quant and checkpoint and str(quant).lower() != str(checkpoint).lower():
+    if (
+        quant
+        and checkpoint
+        and str(quant).lower() != str(checkpoint).lower()
+        and not modelopt_fp4_on_its_export(str(quant), side.model)
+    ):
         # ModelConfig._verify_quantization: a --quantization other than the checkpoint's method
         # is refused unless an override maps one to the other (not restated)
         return Stop(
@@ -192,7 +231,11 @@ def unrestated_flag(side: Side, gpu: Any = None) -> Stop | None:
         value = raw.get(dest)
         if value is None or value is False:
             continue
-        if dest in UNRESTATED_UNLESS and UNRESTATED_UNLESS[dest](raw):
+        # the TP size as kvcheck resolved it (a variable the deployment fills, e.g. OME's
+        # $(PARALLELISM_SIZE), is absent from the raw flags)
+        if dest in UNRESTATED_UNLESS and UNRESTATED_UNLESS[dest](
+            {**raw, "tp_size": raw.get("tp_size") or side.args.tp_size}
+        ):
             continue
         if value in values or (isinstance(value, str) and value.lower() in values):
             flag = "--" + dest.replace("_", "-")

@@ -592,13 +592,30 @@ def name_model(inst) -> None:
             found.append(
                 (hub_alias, f"srt-slurm model.path alias {inst.model} (kvcheck.sources.models.clues.SRT_SLURM_ALIASES)")
             )
+    dropped: list[tuple[str, str]] = []
+    if inst.model:
+        # a served name or environment value naming the family of a re-upload whose own name
+        # (the srt-slurm alias ``dsr1-fp4``) says another precision: not this checkpoint
+        kept = []
+        for n, c in found:
+            hub = clues.known(n)
+            word = (
+                clues.precision_conflict(inst.model, hub)
+                if hub and c.startswith(("--served-model-name", "the container's"))
+                else None
+            )
+            if word:
+                dropped.append((n, f"{c}; not used: the file's model {inst.model} says {word}, which {hub} is not"))
+            else:
+                kept.append((n, c))
+        found = kept
     hit = clues.pick(found)
     if hit is not None:
         inst.model, inst.model_clue = hit
     else:
         named = [
             (n, c)
-            for n, c in ([(written, "--model-path")] if written else []) + found
+            for n, c in ([(written, "--model-path")] if written else []) + dropped + found
             if n and clues.looks_like_hub_id(n)
         ]
         if named:

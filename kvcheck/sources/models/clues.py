@@ -66,6 +66,41 @@ def pick(clues: list[tuple[str, str]]) -> tuple[str, str] | None:
     return None
 
 
+# Precision words a model path or alias can carry (``dsr1-fp4``, ``qwen3-32b-fp8``), longest
+# first so that ``nvfp4`` is read before ``fp4``.
+PRECISION_WORDS = ("nvfp4", "mxfp4", "w4a16", "w4a8", "w8a8", "fp4", "fp8", "int4", "int8", "awq", "gptq")
+
+
+def _entry_precision(hub_id: str) -> str:
+    """The catalog entry's hub id, expert dtype and quant config words (lower case), where a
+    precision word would show: ``deepseek-ai/deepseek-r1  fp8 e4m3``."""
+    from kvcheck.sources.models import load_catalog
+
+    cfg = load_catalog().get(hub_id, {}).get("config", {})
+    q = cfg.get("quantization_config") or cfg.get("text_config", {}).get("quantization_config") or {}
+    words = [hub_id, str(cfg.get("expert_dtype") or "")]  # DeepSeek V4: FP4 experts under an fp8 config
+    words += [str(q.get(k) or "") for k in ("quant_method", "quant_algo", "fmt", "moe_quant_algo")]
+    return " ".join(words).lower()
+
+
+def precision_conflict(named: str | None, hub_id: str) -> str | None:
+    """The precision word the file's own model name carries that catalog entry ``hub_id`` does
+    not show (``dsr1-fp4`` against ``deepseek-ai/DeepSeek-R1``, an FP8 checkpoint), or None.
+
+    A served name is the name clients use: srt-slurm recipes serve NVIDIA's FP4 re-uploads of
+    DeepSeek-R1 (``model.path: dsr1-fp4`` / ``dsfp4``) as ``deepseek-ai/DeepSeek-R1``. Such a
+    clue names the family, not the checkpoint, so it is not used (the model stays unknown:
+    its quantization, KV quantization and NextN layers are not the named entry's)."""
+    if not named:
+        return None
+    low = named.lower()
+    have = _entry_precision(hub_id)
+    for word in PRECISION_WORDS:
+        if word in low:
+            return None if word in have or (word == "fp4" and "nvfp4" in have) else word
+    return None
+
+
 def alias_clue(alias: str | None) -> str | None:
     if not alias:
         return None
