@@ -239,10 +239,13 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
         out.append(f"first cause: line {f.first_line} [{whose}{proc}, {phase}]: {f.title}")
         out.extend(_para("text:", f.text))
         if f.kind == "generic":  # a general rule: no specific signature knows this text
+            comp = f.values.get("component", "")
             out.extend(
                 _para(
                     "where:",
-                    f.values.get("component", "") + " (general rule: kvcheck has no specific signature for this text)",
+                    comp
+                    if "index of fixed bugs" in comp
+                    else comp + " (general rule: kvcheck has no specific signature for this text)",
                 )
             )
         out.extend(_para("cause:", f.cause))

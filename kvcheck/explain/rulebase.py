@@ -66,6 +66,8 @@ class GenericFinding:
 
 def engine_of_module(path: str) -> str:
     p = path.replace("\\", "/")
+    if not p.startswith("/"):  # a path pasted relative to site-packages: ``sglang/srt/...``
+        p = "/" + p
     for eng, key in (
         ("dynamo", "/dynamo/"),
         ("sglang", "/sglang/"),

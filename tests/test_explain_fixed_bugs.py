@@ -1,0 +1,173 @@
+"""``kvcheck explain`` on tracebacks of SGLang bugs that a merged change fixed (issue 20:
+"tracebacks from bugs fixed since, with the fixing release"): ``fixed_bugs.yaml``.
+
+The table is checked against the releases' own source: ``fixed_bugs_facts.json`` holds, per
+release, whether its wheel has each fix, the raising code and the innermost frame
+(``scripts/gen_explain_fixed_bugs.py`` reads the wheels); ``release_index.json`` (every
+release's functions by file, from ``scripts/gen_explain_release_index.py``) confirms the frames.
+The excerpts below are written for these tests in SGLang's traceback format; the facts asserted
+are the releases' (which release first has the fix, which ones have the bug).
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from kvcheck.explain import fixedbugs
+from kvcheck.explain.logrelease import load_index
+from kvcheck.explain.matcher import explain_text
+
+
+def first(lines: list[str]):
+    rep = explain_text("\n".join(lines), source="log").report
+    return rep.first_cause, rep
+
+
+def entry(bug_id: str) -> fixedbugs.FixedBug:
+    return next(b for b in fixedbugs.index() if b.id == bug_id)
+
+
+def first_with_fix(bug_id: str) -> str:
+    fx = fixedbugs.facts()
+    bits = fx["entries"][bug_id]["fix"]
+    return fx["releases"][bits.index("1")]
+
+
+# ------------------------------------------------------------------ the table against the releases
+
+
+def test_every_fixed_in_is_the_first_release_whose_source_has_the_fix():
+    fx = fixedbugs.facts()
+    raw = yaml.safe_load(open(fixedbugs.__file__.replace("fixedbugs.py", "fixed_bugs.yaml"), encoding="utf-8"))
+    assert {e["id"] for e in raw} == set(fx["entries"]), "facts out of date: run scripts/gen_explain_fixed_bugs.py"
+    for bug in fixedbugs.index():
+        assert bug.fixed_in == first_with_fix(bug.id), bug.id
+        assert bug.fixed_in not in bug.affected, bug.id
+        # every release the bug is said to affect comes before the fix
+        order = fx["releases"]
+        assert all(order.index(r) < order.index(bug.fixed_in) or r in order for r in bug.affected)
+
+
+def test_every_frame_is_defined_in_the_releases_the_bug_affects():
+    """The innermost frame an entry names is a function of that file in every affected release
+    (the wheels' facts) and, for the releases and files ``release_index.json`` covers, in that
+    index too."""
+    fx = fixedbugs.facts()
+    idx = load_index()
+    checked = 0
+    for bug in fixedbugs.index():
+        if not bug.frame_function:
+            continue
+        bits = fx["entries"][bug.id]["frame"]
+        for r in bug.affected:
+            assert bits[fx["releases"].index(r)] == "1", (bug.id, r)
+            for f in bug.frame_files:
+                table = idx["files"].get(r, {}).get(f)
+                if table is not None:
+                    assert bug.frame_function in idx["tables"][table], (bug.id, r, f)
+                    checked += 1
+    assert checked >= 20  # the index confirms frames in many releases, not a token few
+
+
+def test_the_index_is_broad_and_every_entry_cites_its_thread():
+    bugs = fixedbugs.index()
+    assert len(bugs) >= 15
+    for b in bugs:
+        assert b.url.startswith("https://github.com/sgl-project/sglang/"), b.id
+        assert b.prs or b.issue, b.id
+
+
+# ------------------------------------------------------------------ tracebacks matched structurally
+
+
+MERGE = [
+    "[2025-05-21 10:02:13 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/opt/sgl/python/sglang/srt/managers/scheduler.py", line 2301, in run_scheduler_process',
+    "    scheduler.event_loop_normal_disagg_decode()",
+    '  File "/opt/sgl/python/sglang/srt/disaggregation/decode.py", line 560, in event_loop_normal_disagg_decode',
+    "    batch = self.get_next_disagg_decode_batch_to_run()",
+    '  File "/opt/sgl/python/sglang/srt/disaggregation/decode.py", line 601, in get_next_disagg_decode_batch_to_run',
+    "    self.running_batch.merge_batch(last_batch)",
+    '  File "/opt/sgl/python/sglang/srt/managers/schedule_batch.py", line 1533, in merge_batch',
+    "    self.multimodal_inputs.extend(other.multimodal_inputs)",
+    "AttributeError: 'NoneType' object has no attribute 'extend'",
+]
+
+
+def test_a_decode_merge_of_uninitialized_multimodal_inputs_names_the_fixing_release():
+    f, _ = first(MERGE)
+    assert f.id == "pd-decode-multimodal-inputs-none"
+    fixed = first_with_fix(f.id)  # the first wheel whose merge_batch guards None
+    assert fixed == "0.4.6.post5"
+    assert f"fixed in {fixed}" in f.title and f"SGLang {fixed} or later" in f.fix
+    assert "PR #6169" in f.cause
+
+
+def test_the_same_exception_in_another_function_is_not_that_bug():
+    other = [ln.replace("in merge_batch", "in filter_batch") for ln in MERGE]
+    f, _ = first(other)
+    assert f.id == "python-exception-generic"
+
+
+def test_a_fragment_of_the_message_is_not_the_bug():
+    f, _ = first(["AttributeError: 'ChunkCache' object has no attribute 'release_aborted_request_v2'"])
+    assert f is None or f.id != "pd-decode-offload-abort-chunkcache"
+    f, _ = first(["AttributeError: 'ChunkCache' object has no attribute 'release_aborted_request'"])
+    assert f.id == "pd-decode-offload-abort-chunkcache"
+    assert entry(f.id).affected[-1] == "0.5.19" and first_with_fix(f.id) == "0.5.20"
+
+
+def test_a_leak_check_names_the_bug_by_its_fields():
+    """The offload manager's never-released count shows as a protected size larger than the
+    pool; a negative one is the decode radix cache combined with decode offload; a plain leak
+    (protected within the pool) is neither."""
+    grows = (
+        "ValueError: token_to_kv_pool_allocator memory leak detected! self.max_total_num_tokens=200000, "
+        "available_size=200000, evictable_size=0, protected_size=987654"
+    )
+    f, _ = first([grows])
+    assert f.id == "pd-decode-offload-protected-never-released" and f.phase == "serving"
+    assert "0.5.5.post3" in f.title and entry(f.id).fixed_in == first_with_fix(f.id)
+    plain = grows.replace("protected_size=987654", "protected_size=4096")
+    f, _ = first([plain])
+    assert f.id != "pd-decode-offload-protected-never-released"
+    negative = (
+        "ValueError: pool memory leak detected! [full] total=90000, available=90000, evictable=0, "
+        "protected=-7, uncached=0"
+    )
+    f, _ = first([negative])
+    assert f.id == "pd-decode-radix-offload-lock-accounting"
+    assert "--disaggregation-decode-enable-radix-cache" in f.cause
+    assert entry(f.id).affected[0] == "0.5.11"  # the decode radix cache's first release
+
+
+def test_a_nixl_status_in_the_heterogeneous_tp_prep_is_the_replicated_head_bug():
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/site-packages/sglang/srt/disaggregation/nixl/conn.py", line 812, '
+        "in _init_hetero_tp_prep_handle",
+        '    src = self.agent.prep_xfer_dlist("", src_descs, "VRAM")',
+        '  File "/usr/lib/python3/site-packages/nixl/_api.py", line 540, in prep_xfer_dlist',
+        "    handle = self.agent.prepXferDlist(agent_name, descs, backends)",
+        "nixl._bindings.nixlNotFoundError: NIXL_ERR_NOT_FOUND",
+    ]
+    f, _ = first(lines)
+    # the signature that reads the NIXL step and the index agree on the fixing release
+    assert f.id == "nixl-hetero-attn-tp-dlist"
+    fixed = first_with_fix("nixl-hetero-tp-replicated-kv-heads")
+    assert fixed == "0.5.17" and f"SGLang {fixed}" in f.fixed_in and f"SGLang {fixed}" in f.fix
+    lone = [ln for ln in lines if "prep_xfer_dlist" not in ln and "prepXferDlist" not in ln]
+    f, _ = first(lone)
+    assert f.id == "nixl-hetero-tp-replicated-kv-heads" and f.phase == "first-transfer"
+    assert entry(f.id).affected == ("0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.15.post1", "0.5.16")
+
+
+def test_a_lone_ngram_kernel_type_error_is_the_pd_loop_bug():
+    f, _ = first(
+        [
+            "TypeError: Mismatched type on argument #2 when calling `_ngram_embedding::update_token_table`. "
+            "Expected `DLTensor*` but got `None`"
+        ]
+    )
+    assert f.id == "pd-ngram-embedding-not-prepared"
+    assert "0.5.10 .. 0.5.15.post1" in f.cause  # the releases with n-gram embedding and not the fix
