@@ -171,3 +171,53 @@ def test_a_lone_ngram_kernel_type_error_is_the_pd_loop_bug():
     )
     assert f.id == "pd-ngram-embedding-not-prepared"
     assert "0.5.10 .. 0.5.15.post1" in f.cause  # the releases with n-gram embedding and not the fix
+
+
+# ------------------------------------------------------------------ no indexed bug: the release evidence
+
+
+def _unindexed(version_line: str) -> list[str]:
+    """A decode traceback of a lookup in pop_preallocated, which no indexed bug names."""
+    return [
+        f"[2026-04-20 08:00:01] {version_line}",
+        "[2026-04-20 08:10:02 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/srv/venv/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 3100, '
+        "in run_scheduler_process",
+        "    scheduler.run_event_loop()",
+        '  File "/srv/venv/lib/python3.12/site-packages/sglang/srt/disaggregation/decode.py", line 911, '
+        "in pop_preallocated",
+        "    info = self.pending_infos[decode_req.req.rid]",
+        "KeyError: 'req-42'",
+    ]
+
+
+def test_a_traceback_no_bug_names_says_when_the_raising_function_changed_after_the_logs_release():
+    from kvcheck.explain import funcchanges
+
+    first_rel, _last, changed = funcchanges.changes("srt/disaggregation/decode.py", "pop_preallocated")
+    assert first_rel == "0.5.5"  # the first release the table covers defines it
+    later = [c for c in changed if c not in ("0.5.7", "0.5.8", "0.5.9", "0.5.10")]
+    f, rep = first(_unindexed("sglang==0.5.10"))
+    assert f.id == "python-exception-generic" and rep.release.release == "0.5.10"
+    assert "`decode.py:pop_preallocated`" in f.cause and later[0] in f.cause
+    assert f"upgrade to {later[0]} or later" in f.fix
+
+
+def test_a_function_unchanged_since_the_logs_release_is_not_said_to_be_fixed_by_an_upgrade():
+    from kvcheck.explain import funcchanges
+
+    _first, last, changed = funcchanges.changes("srt/disaggregation/decode.py", "pop_preallocated")
+    newest = changed[-1]  # a log of the last release that changed it: no later change to name
+    f, _ = first(_unindexed(f"sglang=={newest}"))
+    assert "was not changed after" in f.cause and f"up to {last}" in f.cause
+    assert "upgrade to" not in f.fix and "An upgrade alone is not shown" in f.fix
+
+
+def test_the_change_table_covers_the_indexed_releases_and_stays_small():
+    from importlib import resources
+
+    from kvcheck.explain import funcchanges
+
+    assert funcchanges.load()["releases"] == load_index()["releases"]
+    size = resources.files("kvcheck.explain").joinpath("func_changes.json.gz").read_bytes()
+    assert len(size) < 300 * 1024

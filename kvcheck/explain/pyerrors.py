@@ -25,6 +25,8 @@ from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step
 _EXC = re.compile(
     r"^(?P<qual>(?:[\w]+\.)*)(?P<type>[A-Za-z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$"
 )
+# the ``srt/...py`` of a path through SGLang's package (``.../sglang/srt/x.py``, ``sglang/srt/x.py``)
+_SRT_FILE = re.compile(r"(?:^|/)sglang/(srt/[\w/]+\.py)$")
 _NIXL_EXC = re.compile(r"\bnixl(?P<name>[A-Z]\w*)Error\b")
 _INIT_FUNC = re.compile(
     r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$"
@@ -302,6 +304,7 @@ def traceback_finding(
         checks=checks,
         fix=fix,
         releases=releases,
+        frame=f"{m.group(1)}:{func}" if engine == "sglang" and (m := _SRT_FILE.search(path)) else "",
     )
 
 

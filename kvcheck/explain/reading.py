@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kvcheck.explain import funcchanges
 from kvcheck.explain.generic import GenericReader
 from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
 from kvcheck.explain.logrelease import LogRelease, ReleaseReader
@@ -286,6 +287,7 @@ class LogReader:
         fmts += [(g.line, g.releases, "an exception's message") for g in self.generic.found if g.releases]
         _narrow_by_messages(rep, hits, fmts)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
+        _release_evidence(findings, rep.release)
         rep.findings = findings
         rep.first_cause, rep.then = _chain(findings)
         rep.not_sglang = [e.engine for e in rep.engines if e.engine in PROCESS_ENGINES - {"sglang"}]
@@ -318,7 +320,16 @@ class LogReader:
                 prev.count += 1
                 prev.last_line = max(prev.last_line, g.line)
                 continue
-            at = _At(g.line, max(g.lines or [g.line]), 1, g.text, {"component": g.component})
+            at = _At(
+                g.line,
+                max(g.lines or [g.line]),
+                1,
+                g.text,
+                {
+                    "component": g.component,
+                    **({"frame": g.frame} if g.frame else {}),
+                },
+            )
             out.append(
                 self._finding(
                     "generic",
@@ -501,6 +512,22 @@ def _after_reconnect(findings: list[Finding], reconnects: list[int], mooncake: b
             "disagreeing on the queue pair (a stale handshake reply of the earlier connection, or the peer "
             "still using the old QP: a reconnect race) rather than to a faulty NIC."
         )
+
+
+def _release_evidence(findings: list[Finding], rel: LogRelease) -> None:
+    """An SGLang traceback that only a general rule reads: add the releases its frames fit and
+    whether the function that raised changed in a later release (``funcchanges.evidence``)."""
+    for f in findings:
+        frame = f.values.get("frame", "")
+        if f.id != "python-exception-generic" or not frame:
+            continue
+        srt_file, _, func = frame.rpartition(":")
+        got = funcchanges.evidence(srt_file, func, rel)
+        if got is None:
+            continue
+        cause, fix = got
+        f.cause = f"{f.cause} {cause}"
+        f.fix = f"{f.fix}{fix}"
 
 
 def _fill(text: str, values: dict[str, str]) -> str:

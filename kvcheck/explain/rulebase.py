@@ -62,6 +62,8 @@ class GenericFinding:
     node: bool = False  # from a node command's output pasted with the log (a precondition)
     # the SGLang releases whose source formats the message (``formats``), [] when not SGLang's
     releases: list[str] = field(default_factory=list)
+    # the innermost SGLang frame of a traceback, ``srt/...py:function`` ('' when none)
+    frame: str = ""
 
 
 def engine_of_module(path: str) -> str:
