@@ -221,3 +221,40 @@ def test_the_change_table_covers_the_indexed_releases_and_stays_small():
     assert funcchanges.load()["releases"] == load_index()["releases"]
     size = resources.files("kvcheck.explain").joinpath("func_changes.json.gz").read_bytes()
     assert len(size) < 300 * 1024
+
+
+# ------------------------------------------------------------------ a crash's phase is the log's
+
+
+_CRASH = [
+    "[node3:5120 :1:5177] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))",
+    "==== backtrace (tid:   5177) ====",
+    " 0  /opt/nixl/lib/libucs.so.0(ucs_handle_error+0x2dc) [0x7f00aa0b0fdc]",
+    " 1  /opt/nixl/lib/libucp.so.0(ucp_worker_arm+0x41) [0x7f00a9f1a3b1]",
+    " 2  /opt/nixl/lib/plugins/libplugin_UCX.so(_ZN19nixlUcxSharedThread3runEv+0x91) [0x7f00a9d4e201]",
+    "=================================",
+]
+_START = "[2026-03-02 09:00:01] server_args=ServerArgs(model_path='m', disaggregation_mode='decode')"
+_READY = "[2026-03-02 09:02:11] The server is fired up and ready to roll!"
+_DECODING = (
+    "[2026-03-02 09:03:00 TP0] Decode batch, #running-req: 3, #token: 900, token usage: 0.01, "
+    "gen throughput (token/s): 288.0, #queue-req: 0"
+)
+
+
+def test_a_nixl_progress_thread_crash_takes_the_phase_the_log_shows():
+    """The same crash stack is said at start-up when the log shows the server still starting,
+    and during serving when the decode was generating tokens before it."""
+    f, _ = first([_START, *_CRASH])
+    assert f.engine == "nixl" and "ucp_worker_arm" in f.title  # NIXL's UCX plugin thread, from the stack
+    assert (f.phase, f.phase_from) == ("startup", "log")
+    f, _ = first([_START, _READY, _DECODING, *_CRASH])
+    assert f.engine == "nixl" and (f.phase, f.phase_from) == ("serving", "log")
+
+
+def test_a_fixed_bug_raised_while_serving_takes_the_logs_phase():
+    line = "AttributeError: 'DecodeRequest' object has no attribute 'priority'"
+    f, _ = first([line])
+    assert f.id == "pd-decode-request-priority" and f.phase == "serving" and f.phase_from == "message"
+    f, _ = first([_START, _READY, line])
+    assert f.id == "pd-decode-request-priority" and entry(f.id).fixed_in == first_with_fix(f.id) == "0.5.12"

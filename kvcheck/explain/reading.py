@@ -328,6 +328,7 @@ class LogReader:
                 {
                     "component": g.component,
                     **({"frame": g.frame} if g.frame else {}),
+                    **({"phase_log": "1"} if g.phase_log else {}),
                 },
             )
             out.append(
@@ -353,7 +354,7 @@ class LogReader:
         """A ``Finding`` of ``kind`` located where ``at`` (a catalog ``Hit``, a
         ``SignatureHit`` or an ``_At``) says, in the phase the log shows there (else
         ``default_phase``, the message's own)."""
-        phase, src = self._phase(at.first_line, default_phase)
+        phase, src = self._phase(at.first_line, default_phase, at.values.get("phase_log") == "1")
         return Finding(
             kind=kind,
             phase=phase,
@@ -366,8 +367,14 @@ class LogReader:
             **fields,
         )
 
-    def _phase(self, lineno: int, default: str) -> tuple[str, str]:
+    def _phase(self, lineno: int, default: str, anytime: bool = False) -> tuple[str, str]:
+        """The phase of a finding at ``lineno``: the one the log's own events show there, else
+        ``default`` (the message's own). A failure whose activity runs in any phase
+        (``anytime``: a crash while a progress thread waited for events) while the log still
+        shows the start-up, before the server said it is ready, happened at start-up."""
         p = self.timeline.phase_at(lineno)
+        if anytime and p == "startup" and not (self.timeline.ready_line and self.timeline.ready_line < lineno):
+            return "startup", "log"
         if default == "decode-registration" and p != "after-peer-restart":
             # the message itself says when it runs (the decode's registration reaching the
             # prefill's bootstrap thread), more exactly than the log's request phase does
