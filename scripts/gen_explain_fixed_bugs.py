@@ -11,7 +11,8 @@ For every release unpacked under ``--tree`` (``<tree>/<version>/sglang``, e.g. f
 
 Written to ``kvcheck/explain/fixed_bugs_facts.json`` as one string of 0/1 per fact, one character
 per release (``releases``), so the test can check each entry's ``fixed_in`` (the first release with
-the fix) and the releases it affects without the wheels. Names of releases and 0/1 only, no source.
+the fix after the first one with the bug) and the releases it affects without the wheels. Names
+of releases and 0/1 only, no source.
 
 Usage: python scripts/gen_explain_fixed_bugs.py --tree /tmp/sgl [--check]
 """
@@ -74,10 +75,18 @@ class Release:
         return self._funcs[p]
 
     def marker(self, m: dict) -> bool:
-        rx = re.compile(m["regex"])
+        """Whether the release's source has the marker ``m`` (``absent``: the function exists and
+        its body does not have the regex)."""
+        rx = re.compile(m["regex"], re.M)
+        if m.get("absent"):
+            names = m["function"] if isinstance(m["function"], list) else [m["function"]]
+            bodies = [b for p in self.files(m["files"]) for n in names for b in self.functions(p).get(n, [])]
+            return bool(bodies) and not any(rx.search(body) for body in bodies)
         for p in self.files(m["files"]):
             if "function" in m:
-                if any(rx.search(body) for body in self.functions(p).get(m["function"], [])):
+                names = m["function"] if isinstance(m["function"], list) else [m["function"]]
+                bodies = [b for n in names for b in self.functions(p).get(n, [])]
+                if any(rx.search(body) for body in bodies):
                     return True
             elif rx.search(self.text(p)):
                 return True
@@ -105,8 +114,12 @@ def generate(tree: Path) -> dict:
         print(f"read {v}", file=sys.stderr)
     for e in entries:
         f = facts[e["id"]]
-        first = next((releases[i] for i, c in enumerate(f["fix"]) if c == "1"), None)
         affected = [releases[i] for i in range(len(releases)) if f["bug"][i] == "1" and f["fix"][i] == "0"]
+        # the fixing release: the first with the fix after the first release with the bug
+        start = releases.index(affected[0]) if affected else 0
+        first = next((releases[i] for i, c in enumerate(f["fix"]) if c == "1" and i > start), None)
+        if not affected:
+            first = next((releases[i] for i, c in enumerate(f["fix"]) if c == "1"), None)
         span = f"{affected[0]} .. {affected[-1]} ({len(affected)})" if affected else "no release"
         flag = "" if first == e["fixed_in"] else f"   <-- index says {e['fixed_in']}"
         print(f"{e['id']}: first with the fix {first}; affected {span}{flag}", file=sys.stderr)

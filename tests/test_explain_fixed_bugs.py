@@ -28,9 +28,12 @@ def entry(bug_id: str) -> fixedbugs.FixedBug:
 
 
 def first_with_fix(bug_id: str) -> str:
+    """The first release whose wheel has the fix, after the first one that has the bug."""
     fx = fixedbugs.facts()
-    bits = fx["entries"][bug_id]["fix"]
-    return fx["releases"][bits.index("1")]
+    e = fx["entries"][bug_id]
+    bad = [i for i, (b, x) in enumerate(zip(e["bug"], e["fix"], strict=True)) if b == "1" and x == "0"]
+    start = bad[0] if bad else -1
+    return fx["releases"][next(i for i, c in enumerate(e["fix"]) if c == "1" and i > start)]
 
 
 # ------------------------------------------------------------------ the table against the releases
@@ -258,3 +261,20 @@ def test_a_fixed_bug_raised_while_serving_takes_the_logs_phase():
     assert f.id == "pd-decode-request-priority" and f.phase == "serving" and f.phase_from == "message"
     f, _ = first([_START, _READY, line])
     assert f.id == "pd-decode-request-priority" and entry(f.id).fixed_in == first_with_fix(f.id) == "0.5.12"
+
+
+def test_a_pp_prefill_inflight_assert_and_a_lone_unpack_error():
+    """The inflight queue's assert is the PP prefill bug only in that function; the bare
+    ``cannot unpack`` message alone names nothing (it needs the receiver's frame)."""
+    tb = [
+        "[2026-03-01 12:00:00 PP1 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/venv/lib/python3.12/site-packages/sglang/srt/disaggregation/prefill.py", line 612, '
+        "in process_disagg_prefill_inflight_queue",
+        "    assert poll == KVPoll.Success or poll == KVPoll.Failed",
+        "AssertionError",
+    ]
+    f, _ = first(tb)
+    assert f.id == "pd-prefill-pp-inflight-poll-assert"
+    assert first_with_fix(f.id) == "0.5.10" and entry(f.id).affected[-1] == "0.5.9"
+    f, _ = first(["TypeError: cannot unpack non-iterable NoneType object"])
+    assert f is None or f.id != "pd-decode-prefill-info-unpack-none"
