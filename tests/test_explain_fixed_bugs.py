@@ -278,3 +278,32 @@ def test_a_pp_prefill_inflight_assert_and_a_lone_unpack_error():
     assert first_with_fix(f.id) == "0.5.10" and entry(f.id).affected[-1] == "0.5.9"
     f, _ = first(["TypeError: cannot unpack non-iterable NoneType object"])
     assert f is None or f.id != "pd-decode-prefill-info-unpack-none"
+
+
+# ------------------------------------------------------------------ logged lines and catalog messages
+
+
+_QUERY = (
+    "[2026-02-11 03:04:05 TP2] Error querying dp_ranks from bootstrap: HTTPConnectionPool(host='10.1.2.3', "
+    'port=8998): Max retries exceeded with url: /query_dp_ranks (Caused by NewConnectionError("<urllib3'
+    '.connection.HTTPConnection object>: Failed to establish a new connection: [Errno {no}] {text}"))'
+)
+
+
+def test_a_logged_dp_rank_query_out_of_ports_is_the_polling_bug_and_a_refusal_is_not():
+    f, _ = first([_QUERY.format(no=99, text="Cannot assign requested address")])
+    assert f.id == "pd-decode-query-dp-ranks-port-exhaustion" and f.phase == "serving"
+    assert first_with_fix(f.id) == "0.5.10" and "0.5.10 or later" in f.fix
+    f, _ = first([_QUERY.format(no=111, text="Connection refused")])
+    assert f.id != "pd-decode-query-dp-ranks-port-exhaustion"
+
+
+def test_a_catalog_message_of_a_fixed_bug_names_the_fix_and_a_stated_release_that_has_it():
+    line = "ValueError: NIXL prepared dlist geometry length mismatch: ptrs=61, item_lens=61, data_lens=61, xfer_lens=60"
+    f, _ = first([line])
+    fixed = first_with_fix("nixl-spec-decode-draft-layers-geometry")
+    assert fixed == "0.5.15"  # the first wheel that cuts the decode's draft buffers off the list
+    assert f.values.get("fixed_bug") == "nixl-spec-decode-draft-layers-geometry"
+    assert f"fixed in {fixed}" in f.title and "already has this fix" not in f.cause
+    f, _ = first(["sglang==0.5.17", line])  # a release the log states, with the fix
+    assert "already has this fix" in f.cause

@@ -160,3 +160,23 @@ def match(etype: str, msg: str, frames: list[tuple[str, str, str]]) -> FixedBug 
             continue
         return bug
     return None
+
+
+_PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]\s*)+")
+_TYPED = re.compile(r"^(?:[\w]+\.)*(?P<type>[A-Za-z]\w*(?:Error|Exception)):\s*(?P<msg>.*)$", re.S)
+
+
+def match_text(text: str) -> FixedBug | None:
+    """The indexed bug a logged line or a message pasted alone names by its whole message (an
+    entry with ``alone``): ``text`` with its log prefix (``[date TP0]``) and an optional
+    ``Type: `` before the message; a message without a type matches entries of ``logged``."""
+    s = _PREFIX.sub("", text.strip())
+    m = _TYPED.match(s)
+    etype, msg = (m.group("type"), m.group("msg")) if m else ("logged", s)
+    for bug in index():
+        if not bug.alone or bug.message is None or etype not in bug.exceptions:
+            continue
+        mm = bug.message.fullmatch(msg.strip())
+        if mm is not None and _when_ok(bug, mm):
+            return bug
+    return None

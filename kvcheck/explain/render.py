@@ -251,7 +251,7 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
         out.extend(_para("cause:", f.cause))
         for c in f.checks:
             out.extend(_para("check:", c))
-        if f.kind in ("signature", "generic"):
+        if f.kind in ("signature", "generic") or f.values.get("fixed_bug"):
             out.extend(_fix_lines(f.fix, refused))
             for path, n, text in _first_cause_lines(configs, f):
                 out.extend(_para("change:", f"{path}:{n}: {text}"))
