@@ -107,9 +107,14 @@ def test_a_decode_merge_of_uninitialized_multimodal_inputs_names_the_fixing_rele
 
 
 def test_the_same_exception_in_another_function_is_not_that_bug():
+    from kvcheck.explain import funcchanges
+
     other = [ln.replace("in merge_batch", "in filter_batch") for ln in MERGE]
     f, _ = first(other)
     assert f.id == "python-exception-generic"
+    # the general answer still carries the releases' evidence for the function that raised
+    first_rel, last_rel, changed = funcchanges.changes("srt/managers/schedule_batch.py", "filter_batch")
+    assert f"exists in SGLang {first_rel} .. {last_rel}" in f.cause and changed[-1] in f.cause
 
 
 def test_a_fragment_of_the_message_is_not_the_bug():
