@@ -114,7 +114,7 @@ class NativeStack:
                         f"Mooncake {cls or 'transfer engine'}",
                     )
                 where = func or lib.split("/")[-1]
-                step, phase = crash_step(frames)
+                step, phase, anytime = crash_step(frames)
                 known = next((c for rx, c in rules()["_known_crashes"] if func and rx.search(func)), None)
                 if known is not None:  # a crash the project fixed (``known_crashes``)
                     return GenericFinding(
@@ -123,6 +123,7 @@ class NativeStack:
                         engine=engine,
                         line=line,
                         phase=phase,
+                        phase_log=anytime,
                         component=comp,
                         text=head,
                         cause=known["cause"].replace("{func}", func)
@@ -136,6 +137,7 @@ class NativeStack:
                     engine=engine,
                     line=line,
                     phase=phase,
+                    phase_log=anytime,
                     component=comp,
                     text=head,
                     cause=f"The process died in native code: the first frame outside the C library, the unwinder and "
@@ -157,15 +159,15 @@ class NativeStack:
         return None
 
 
-def crash_step(frames: list[tuple[str, str, str]]) -> tuple[str, str]:
-    """(what the process was doing, the phase) by the frames of a crash stack: the first
-    row of ``generic.yaml`` ``crash_steps`` any frame matches (a rendezvous frame over an
-    ``rkey_destroy`` inside it), or ('', '')."""
+def crash_step(frames: list[tuple[str, str, str]]) -> tuple[str, str, bool]:
+    """(what the process was doing, the phase, whether that activity runs in any phase) by the
+    frames of a crash stack: the first row of ``generic.yaml`` ``crash_steps`` any frame matches
+    (a rendezvous frame over an ``rkey_destroy`` inside it), or ('', '', False)."""
     funcs = [f for f, _file, _lib in frames if f and not _NOISE.match(f)]
-    for rx, step, phase in rules()["_crash_steps"]:  # in the table's order: the activity before the detail
+    for rx, step, phase, anytime in rules()["_crash_steps"]:  # the activity before the detail
         if any(rx.search(f) for f in funcs):
-            return step, phase
-    return "", ""
+            return step, phase, anytime
+    return "", "", False
 
 
 class NativeAssert:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from kvcheck.explain import fixedbugs
 from kvcheck.explain.errorlogs import _errno_finding, _nixl_code, _nixl_status, known_message_finding, message_class
 from kvcheck.explain.formats import FormatMatch, load_formats, phase_of_function
 from kvcheck.explain.native import _NIXL_ERR, errno_in
@@ -24,6 +25,8 @@ from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step
 _EXC = re.compile(
     r"^(?P<qual>(?:[\w]+\.)*)(?P<type>[A-Za-z]\w*(?:Error|Exception|Exit|Interrupt))(?::\s*(?P<msg>.*))?$"
 )
+# the ``srt/...py`` of a path through SGLang's package (``.../sglang/srt/x.py``, ``sglang/srt/x.py``)
+_SRT_FILE = re.compile(r"(?:^|/)sglang/(srt/[\w/]+\.py)$")
 _NIXL_EXC = re.compile(r"\bnixl(?P<name>[A-Z]\w*)Error\b")
 _INIT_FUNC = re.compile(
     r"^(?:__init__|init_\w+|_init\w*|initialize\w*|register\w*|_register\w*|load_\w+|setup\w*|_setup\w*|create_\w+|<module>)$"
@@ -100,6 +103,9 @@ def traceback_finding(
     elif any(_BOOT_FUNC.search(f) for f in funcs):
         phase = "first-request"
     kind = R["_exc_kind"].get(etype, "refusal" if etype else "")
+    bug = fixedbugs.match(etype, msg, frames) if sglang_ok and etype else None
+    if bug is not None:  # a bug SGLang fixed: its cause and the release that fixed it
+        return fixed_bug_finding(bug, f"{etype}: {msg}"[:300], where, phase, tb_line, lineno, ex.group(0) if ex else "")
     # the message as SGLang formats it in its own source, release by release
     fm = sglang_format(etype, msg) if sglang_ok and etype and msg and kind not in _RUNTIME_WORDED else None
     fmt_note = ""
@@ -298,6 +304,31 @@ def traceback_finding(
         checks=checks,
         fix=fix,
         releases=releases,
+        frame=f"{m.group(1)}:{func}" if engine == "sglang" and (m := _SRT_FILE.search(path)) else "",
+    )
+
+
+def fixed_bug_finding(
+    bug: fixedbugs.FixedBug, head: str, where: str, phase: str, tb_line: int, lineno: int, text: str
+) -> GenericFinding:
+    """The finding of an indexed SGLang bug (``fixed_bugs.yaml``): its cause, the release that
+    fixed it and the releases that have it, from the releases' own source."""
+    return GenericFinding(
+        id=bug.id,
+        title=f"SGLang bug fixed in {bug.fixed_in}: {bug.title}",
+        engine="sglang",
+        line=tb_line,
+        phase=bug.phase or phase,
+        component="SGLang: a bug SGLang fixed (kvcheck's index of fixed bugs, from the releases' source)",
+        text=text[:300],
+        lines=[tb_line, lineno] if lineno else [tb_line],
+        cause=f"{head}{'' if where.startswith('(') else ' at ' + where}: {bug.cause}. A known SGLang bug "
+        f"({bug.refs()}); fixed in SGLang {bug.fixed_in} "
+        f"(the first release whose source has the fix); releases with the bug: {bug.affected_text()}.",
+        checks=[
+            f"the SGLang release of each server (pip show sglang): {bug.fixed_in} or later has the fix",
+        ],
+        fix=bug.fix[:1].upper() + bug.fix[1:] + ".",
     )
 
 

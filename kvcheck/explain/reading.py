@@ -25,12 +25,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kvcheck.explain import fixedbugs, funcchanges
 from kvcheck.explain.generic import GenericReader
 from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
-from kvcheck.explain.logrelease import LogRelease, ReleaseReader
+from kvcheck.explain.logrelease import _EXPLICIT_KINDS, LogRelease, ReleaseReader
 from kvcheck.explain.rulebase import rules
 from kvcheck.explain.signatures import SignatureScanner, signature
 from kvcheck.explain.timeline import Timeline
+from kvcheck.release.version import version_key
 
 # engines whose lines the SGLang catalog may explain (a NIXL/UCX line explains in
 # SGLang's terms only when it ran in an SGLang process or nothing shows otherwise)
@@ -286,6 +288,8 @@ class LogReader:
         fmts += [(g.line, g.releases, "an exception's message") for g in self.generic.found if g.releases]
         _narrow_by_messages(rep, hits, fmts)
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
+        _known_fixed(findings, rep.release)
+        _release_evidence(findings, rep.release)
         rep.findings = findings
         rep.first_cause, rep.then = _chain(findings)
         rep.not_sglang = [e.engine for e in rep.engines if e.engine in PROCESS_ENGINES - {"sglang"}]
@@ -318,7 +322,17 @@ class LogReader:
                 prev.count += 1
                 prev.last_line = max(prev.last_line, g.line)
                 continue
-            at = _At(g.line, max(g.lines or [g.line]), 1, g.text, {"component": g.component})
+            at = _At(
+                g.line,
+                max(g.lines or [g.line]),
+                1,
+                g.text,
+                {
+                    "component": g.component,
+                    **({"frame": g.frame} if g.frame else {}),
+                    **({"phase_log": "1"} if g.phase_log else {}),
+                },
+            )
             out.append(
                 self._finding(
                     "generic",
@@ -342,7 +356,7 @@ class LogReader:
         """A ``Finding`` of ``kind`` located where ``at`` (a catalog ``Hit``, a
         ``SignatureHit`` or an ``_At``) says, in the phase the log shows there (else
         ``default_phase``, the message's own)."""
-        phase, src = self._phase(at.first_line, default_phase)
+        phase, src = self._phase(at.first_line, default_phase, at.values.get("phase_log") == "1")
         return Finding(
             kind=kind,
             phase=phase,
@@ -355,8 +369,14 @@ class LogReader:
             **fields,
         )
 
-    def _phase(self, lineno: int, default: str) -> tuple[str, str]:
+    def _phase(self, lineno: int, default: str, anytime: bool = False) -> tuple[str, str]:
+        """The phase of a finding at ``lineno``: the one the log's own events show there, else
+        ``default`` (the message's own). A failure whose activity runs in any phase
+        (``anytime``: a crash while a progress thread waited for events) while the log still
+        shows the start-up, before the server said it is ready, happened at start-up."""
         p = self.timeline.phase_at(lineno)
+        if anytime and p == "startup" and not (self.timeline.ready_line and self.timeline.ready_line < lineno):
+            return "startup", "log"
         if default == "decode-registration" and p != "after-peer-restart":
             # the message itself says when it runs (the decode's registration reaching the
             # prefill's bootstrap thread), more exactly than the log's request phase does
@@ -501,6 +521,61 @@ def _after_reconnect(findings: list[Finding], reconnects: list[int], mooncake: b
             "disagreeing on the queue pair (a stale handshake reply of the earlier connection, or the peer "
             "still using the old QP: a reconnect race) rather than to a faulty NIC."
         )
+
+
+_FIXED_COMPONENT = "SGLang: a bug SGLang fixed (kvcheck's index of fixed bugs, from the releases' source)"
+
+
+def _known_fixed(findings: list[Finding], rel: LogRelease) -> None:
+    """Findings of SGLang bugs a merged change fixed (``fixedbugs``): a logged line or a
+    catalog message whose whole text is an indexed bug's becomes that bug's finding (its cause,
+    the fixing release); and each says when the log's release already has the fix."""
+    by_id = {b.id: b for b in fixedbugs.index()}
+    for f in findings:
+        bug = by_id.get(f.values.get("fixed_bug") or f.id)
+        if bug is None and f.engine in ("sglang", "nixl") and f.role in ("cause", "consequence"):
+            bug = fixedbugs.match_text(f.text)
+            if bug is not None:
+                meaning = f" ({f.cause.rstrip('.')})" if f.kind == "catalog" and f.cause else ""
+                if f.kind != "catalog":  # a catalog finding keeps its entry's id (the catalog is looked up by it)
+                    f.id = bug.id
+                f.role = "cause"
+                f.title = f"SGLang bug fixed in {bug.fixed_in}: {bug.title}"
+                f.cause = (
+                    f"{bug.cause[:1].upper()}{bug.cause[1:]}. A known SGLang bug ({bug.refs()}); fixed in SGLang "
+                    f"{bug.fixed_in}; releases with the bug: {bug.affected_text()}.{meaning}"
+                )
+                f.fix = bug.fix[:1].upper() + bug.fix[1:] + "."
+                f.values = {**f.values, "component": _FIXED_COMPONENT, "fixed_bug": bug.id}
+                f.checks = [f"the SGLang release of each server (pip show sglang): {bug.fixed_in} or later has the fix"]
+                if f.phase_from != "log" and bug.phase:
+                    f.phase, f.phase_from = bug.phase, "message"
+        if bug is None:
+            continue
+        # only a release the log states (a version line, an image tag ...): a message or frames that
+        # fit releases from the fix on are also what a main-branch build between releases prints
+        stated = rel.release and any(c.kind in _EXPLICIT_KINDS and c.value == rel.release for c in rel.clues)
+        if stated and version_key(rel.release or "") >= version_key(bug.fixed_in):
+            f.cause += (
+                f" The log's release ({rel.text()}) already has this fix: if it is right, this is another cause with "
+                "the same words (or a regression)."
+            )
+
+
+def _release_evidence(findings: list[Finding], rel: LogRelease) -> None:
+    """An SGLang traceback that only a general rule reads: add the releases its frames fit and
+    whether the function that raised changed in a later release (``funcchanges.evidence``)."""
+    for f in findings:
+        frame = f.values.get("frame", "")
+        if f.id != "python-exception-generic" or not frame:
+            continue
+        srt_file, _, func = frame.rpartition(":")
+        got = funcchanges.evidence(srt_file, func, rel)
+        if got is None:
+            continue
+        cause, fix = got
+        f.cause = f"{f.cause} {cause}"
+        f.fix = f"{f.fix}{fix}"
 
 
 def _fill(text: str, values: dict[str, str]) -> str:

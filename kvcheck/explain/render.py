@@ -239,16 +239,19 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
         out.append(f"first cause: line {f.first_line} [{whose}{proc}, {phase}]: {f.title}")
         out.extend(_para("text:", f.text))
         if f.kind == "generic":  # a general rule: no specific signature knows this text
+            comp = f.values.get("component", "")
             out.extend(
                 _para(
                     "where:",
-                    f.values.get("component", "") + " (general rule: kvcheck has no specific signature for this text)",
+                    comp
+                    if "index of fixed bugs" in comp
+                    else comp + " (general rule: kvcheck has no specific signature for this text)",
                 )
             )
         out.extend(_para("cause:", f.cause))
         for c in f.checks:
             out.extend(_para("check:", c))
-        if f.kind in ("signature", "generic"):
+        if f.kind in ("signature", "generic") or f.values.get("fixed_bug"):
             out.extend(_fix_lines(f.fix, refused))
             for path, n, text in _first_cause_lines(configs, f):
                 out.extend(_para("change:", f"{path}:{n}: {text}"))

@@ -33,7 +33,9 @@ def rules() -> dict[str, Any]:
         (re.compile(x["type"]), re.compile(x["module"]), x) for x in data["library_exceptions"]
     ]
     data["_message_classes"] = [(re.compile(c["re"]), c) for c in data["message_classes"]]
-    data["_crash_steps"] = [(re.compile(c["re"]), c["step"], c["phase"]) for c in data["crash_steps"]]
+    data["_crash_steps"] = [
+        (re.compile(c["re"]), c["step"], c["phase"], bool(c.get("anytime"))) for c in data["crash_steps"]
+    ]
     data["_ucx_transport"] = [(re.compile(t["re"]), re.compile(t["need"]), t) for t in data["ucx_transport"]]
     known: dict[tuple[str, str], list[tuple[dict[int, re.Pattern[str]], dict]]] = {}
     for k in data["known_messages"]:
@@ -62,10 +64,17 @@ class GenericFinding:
     node: bool = False  # from a node command's output pasted with the log (a precondition)
     # the SGLang releases whose source formats the message (``formats``), [] when not SGLang's
     releases: list[str] = field(default_factory=list)
+    # the innermost SGLang frame of a traceback, ``srt/...py:function`` ('' when none)
+    frame: str = ""
+    # ``phase`` is only a default: what the process was doing happens in any phase (a progress
+    # thread waiting for events), so the phase the log shows decides, a start-up one included
+    phase_log: bool = False
 
 
 def engine_of_module(path: str) -> str:
     p = path.replace("\\", "/")
+    if not p.startswith("/"):  # a path pasted relative to site-packages: ``sglang/srt/...``
+        p = "/" + p
     for eng, key in (
         ("dynamo", "/dynamo/"),
         ("sglang", "/sglang/"),

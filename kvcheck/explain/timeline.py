@@ -93,6 +93,7 @@ class Timeline:
     _restarted: bool = False
     reconnects: list[int] = field(default_factory=list)  # lines where a connection to a peer was rebuilt
     mooncake_reconnects: bool = False  # some of them in Mooncake's words (its rdma_endpoint's)
+    ready_line: int = 0  # the first "server is fired up" / "startup complete" line (0: none shown)
 
     def _enter(self, lineno: int, phase: str, kind: str, text: str) -> None:
         if phase == self._phase:
@@ -138,6 +139,7 @@ class Timeline:
                 self._enter(lineno, "after-peer-restart", "restart", line)
             return
         if READY.search(line) and self._phase in ("", "startup"):
+            self.ready_line = self.ready_line or lineno
             self._enter(lineno, "startup", "ready", line)
 
     def phase_at(self, lineno: int) -> str:
