@@ -544,3 +544,25 @@ def test_a_pd_launch_no_reading_reaches_is_not_called_a_non_pd_server(tmp_path):
     with pytest.raises(NoServers, match="line 2: an SGLang launch line with --disaggregation-mode that kvcheck could not follow") as e:
         read_deployments([p], env={})
     assert "without --disaggregation-mode" not in str(e.value) and e.value.non_pd == []
+
+
+def test_a_slurm_task_variable_is_never_parsed_as_its_name(tmp_path):
+    """``$SLURM_LOCALID`` is set by Slurm in each task: unknown to kvcheck, it is an
+    unresolved value (unchecked), never the text ``$SLURM_LOCALID`` fed to SGLang's int
+    parser (a false start-up refusal); a node rank from Slurm is still one argv per node."""
+    p = write(tmp_path, "job.sh", """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill \\
+          --base-gpu-id $SLURM_LOCALID --nnodes 2 --node-rank $SLURM_NODEID --dist-init-addr $SLURMD_NODENAME:5000
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --port 31000
+        """)
+    (dep,) = read_deployments([p], env={})
+    (i,) = [i for i in dep.instances if i.role == "prefill"]
+    assert [u.variable for u in i.unresolved] == ["SLURM_LOCALID"]
+    assert [a[a.index("--node-rank") + 1] for a in i.node_argvs] == ["0", "1"]
+    from tests.helpers import run_cli
+
+    proc = run_cli("preflight", "-f", str(p), "--sglang-version", "0.5.23", "--format", "json")
+    assert proc.returncode == 4 and "startup-argparse" not in proc.stdout
+    assert "SLURM_LOCALID is set by Slurm when each task starts" in proc.stdout

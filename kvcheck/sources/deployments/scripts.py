@@ -31,10 +31,13 @@ _RANK_SYMBOLS = ("$SLURM_NODEID", "$SLURM_PROCID", "$OMPI_COMM_WORLD_RANK", "$PM
 
 
 def _slurm_layer(text: str) -> dict[str, VarDef]:
-    """Variables Slurm sets in every task: the node rank and node name stay symbols (one
-    launch line runs on every node), the node count comes from ``#SBATCH --nodes``."""
+    """Variables Slurm sets in every task: the node rank, local task id, node name and job
+    id are known only when the task starts (``runtime``: a reference to one is unresolved,
+    never its literal text: an address or rank is info, ``--base-gpu-id $SLURM_LOCALID`` is
+    unchecked; one launch line runs on every node, ``_expand_ranks``), the node count comes
+    from ``#SBATCH --nodes``."""
     layer = {
-        n: VarDef("$" + n, None, "literal")
+        n: VarDef("$" + n, None, "runtime")
         for n in (
             "SLURM_NODEID",
             "SLURM_PROCID",
