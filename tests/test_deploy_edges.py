@@ -464,3 +464,105 @@ def test_inline_code_does_not_add_servers_beside_fenced_launches(tmp_path):
         """)
     (dep,) = read_deployments([script])
     assert _roles_and_tp(dep) == [("decode", "2"), ("prefill", "2")]
+
+
+def test_launch_functions_called_through_other_functions_and_case_arms(tmp_path):
+    """bash runs a function called from another function (here from a ``case`` arm of
+    ``main``) when ``main`` is called: its launch lines are the script's, never "a server
+    without --disaggregation-mode"."""
+    p = write(tmp_path, "pd.sh", """
+        #!/bin/bash
+        start_pair() {
+          python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --port 31000 &
+          python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --port 31001 \\
+            --base-gpu-id 1 &
+        }
+        pick() {
+          case "$1" in
+            sglang) start_pair ;;
+            *) echo "unknown runtime $1" ;;
+          esac
+        }
+        main() { pick sglang; }
+        main "$@"
+        """)
+    (dep,) = read_deployments([p], env={})
+    assert sorted((i.role, i.port) for i in dep.instances) == [("decode", 31001), ("prefill", 31000)]
+
+
+def test_a_function_that_calls_itself_is_a_clear_input_error(tmp_path):
+    p = write(tmp_path, "loop.sh", """
+        again() {
+          python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill
+          again
+        }
+        again
+        """)
+    with pytest.raises(InputError, match=r"line 5: shell function calls nest too deep or recurse \(again -> again\)"):
+        read_deployments([p], env={})
+
+
+def test_script_written_by_an_unquoted_here_document_is_read_as_it_will_run(tmp_path):
+    """``cat > x.sh <<EOF``: the outer shell expands ``$MODEL`` when it writes the file and
+    ``\\$PORT`` is written as ``$PORT``, the generated script's own variable (POSIX
+    here-document expansion)."""
+    p = write(tmp_path, "gen.sh", """
+        MODEL=Qwen/Qwen3-8B
+        cat > "$HOME/prefill.sh" <<EOF
+        #!/bin/bash
+        PORT=32000
+        exec python3 -m sglang.launch_server \\
+          --model-path $MODEL --port \\$PORT \\
+          --disaggregation-mode prefill
+        EOF
+        cat > decode.sh <<'EOF'
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --port 32001 --disaggregation-mode decode
+        EOF
+        cat > notes.yaml <<EOF
+        note: python3 -m sglang.launch_server --disaggregation-mode decode --port 1
+        EOF
+        bash "$HOME/prefill.sh" & bash decode.sh &
+        """)
+    (dep,) = read_deployments([p], env={})
+    got = {i.role: i for i in dep.instances}
+    assert sorted((i.role, i.port) for i in dep.instances) == [("decode", 32001), ("prefill", 32000)]
+    pre = got["prefill"]
+    assert pre.argv[pre.argv.index("--model-path") + 1] == "Qwen/Qwen3-8B" and pre.unresolved == []
+    assert pre.location.line == 5  # the exec line inside the here-document
+
+
+def test_a_pd_launch_no_reading_reaches_is_not_called_a_non_pd_server(tmp_path):
+    from kvcheck.sources.deployments.sourcing import NoServers
+
+    p = write(tmp_path, "unused.sh", """
+        start() {
+          python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B \\
+            --disaggregation-mode prefill
+        }
+        echo "start is never called"
+        """)
+    with pytest.raises(NoServers, match="line 2: an SGLang launch line with --disaggregation-mode that kvcheck could not follow") as e:
+        read_deployments([p], env={})
+    assert "without --disaggregation-mode" not in str(e.value) and e.value.non_pd == []
+
+
+def test_a_slurm_task_variable_is_never_parsed_as_its_name(tmp_path):
+    """``$SLURM_LOCALID`` is set by Slurm in each task: unknown to kvcheck, it is an
+    unresolved value (unchecked), never the text ``$SLURM_LOCALID`` fed to SGLang's int
+    parser (a false start-up refusal); a node rank from Slurm is still one argv per node."""
+    p = write(tmp_path, "job.sh", """
+        #!/bin/bash
+        #SBATCH --nodes=2
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill \\
+          --base-gpu-id $SLURM_LOCALID --nnodes 2 --node-rank $SLURM_NODEID --dist-init-addr $SLURMD_NODENAME:5000
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --port 31000
+        """)
+    (dep,) = read_deployments([p], env={})
+    (i,) = [i for i in dep.instances if i.role == "prefill"]
+    assert [u.variable for u in i.unresolved] == ["SLURM_LOCALID"]
+    assert [a[a.index("--node-rank") + 1] for a in i.node_argvs] == ["0", "1"]
+    from tests.helpers import run_cli
+
+    proc = run_cli("preflight", "-f", str(p), "--sglang-version", "0.5.23", "--format", "json")
+    assert proc.returncode == 4 and "startup-argparse" not in proc.stdout
+    assert "SLURM_LOCALID is set by Slurm when each task starts" in proc.stdout

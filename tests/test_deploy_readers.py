@@ -274,3 +274,30 @@ def test_docker_compose_services():
     assert d.env == {"UCX_TLS": "rc,cuda_copy"} and d.arg_locations["--base-gpu-id"].line == 23
     (r,) = dep.routers
     assert r.prefills[0].instance == p.name and r.decode_instances == [d.name]
+
+
+def test_downward_api_values_are_resolved_by_the_platform_or_left_unresolved():
+    """A ``valueFrom.fieldRef`` is the pod's own field: the LWS worker-index label and size
+    annotation are what the LWS controller sets (0 on the leader, 1..size-1 on the workers;
+    the group's pod count: kubernetes-sigs/lws ``AddLWSVariables``), any other field, a
+    ConfigMap key or a Secret is unknown, never the literal text the file writes."""
+    dep = one("lws-fieldref-pd.yaml")
+    (p,), (d,) = by_role(dep, "prefill"), by_role(dep, "decode")
+    assert [a[a.index("--node-rank") + 1] for a in p.node_argvs] == ["0", "1"]
+    assert [a[a.index("--nnodes") + 1] for a in p.node_argvs] == ["2", "2"]
+    assert p.unresolved == [] and [u.flag for u in p.symbolic] == ["--host"]
+    got = {u.variable: (u.flag, u.origin) for u in d.unresolved}
+    assert got["TP_FROM_ANNOTATION"][0] == "--tp-size" and "example.org/tp" in got["TP_FROM_ANNOTATION"][1]
+    assert got["PAGE"][0] == "--page-size" and "ConfigMap serving-knobs" in got["PAGE"][1]
+    # pinned with --env, the value is taken as given
+    (d2,) = by_role(one("lws-fieldref-pd.yaml", env={"TP_FROM_ANNOTATION": "2", "PAGE": "16"}), "decode")
+    assert d2.unresolved == [] and d2.argv[d2.argv.index("--tp-size") + 1] == "2"
+
+
+def test_downward_api_value_is_unchecked_not_a_parser_refusal():
+    from tests.helpers import run_cli
+
+    proc = run_cli("preflight", "-f", str(DATA / "lws-fieldref-pd.yaml"), "--format", "json")
+    assert proc.returncode == 4, proc.stdout[-2000:]
+    assert "startup-argparse" not in proc.stdout and "(not shown)" not in proc.stdout
+    assert "metadata.annotations['example.org/tp']" in proc.stdout

@@ -53,15 +53,21 @@ SPEC = {
     "speculative_eagle_topk": 1,
     "speculative_num_draft_tokens": 4,
 }
-# (prefill flags, decode flags, env of both sides, releases it applies to)
+ONLINE = {"SGLANG_OPT_USE_ONLINE_COMPRESS": "1"}
+# (prefill flags, decode flags, env of both sides or (prefill env, decode env), releases it applies to)
 CASES = [
     ({}, {}, {}, None),
     (SPEC, SPEC, {}, None),
     ({}, SPEC, {}, None),
     (SPEC, {}, {}, None),
-    ({}, {}, {"SGLANG_OPT_USE_ONLINE_COMPRESS": "1"}, None),
+    ({}, {}, ONLINE, None),
+    ({}, {}, (ONLINE, {}), None),
     ({"enable_deepseek_v4_fp4_indexer": True}, {}, {}, "0.5.13"),
 ]
+
+
+def _envs(env) -> tuple[dict, dict]:
+    return env if isinstance(env, tuple) else (env, env)
 
 
 def _side(role: str, flags: dict, env: dict, release: str) -> Side:
@@ -103,7 +109,8 @@ def test_legacy_dsv4_states_conform_to_the_release(tmp_path, release):
         pytest.skip(f"SGLang {release} is not unpacked under {RELEASES}")
     cases = [c for c in CASES if c[3] in (None, release)]
     spec = [
-        {"config": CONFIG, "prefill": _worker_side(p, env), "decode": _worker_side(d, env)} for p, d, env, _ in cases
+        {"config": CONFIG, "prefill": _worker_side(p, _envs(env)[0]), "decode": _worker_side(d, _envs(env)[1])}
+        for p, d, env, _ in cases
     ]
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(spec))
@@ -125,7 +132,8 @@ def test_legacy_dsv4_states_conform_to_the_release(tmp_path, release):
     assert out["imported"] == release
     corrupt = 0
     for (pf, df, e, _), got in zip(cases, out["cases"], strict=True):
-        pg, dg = derive_geometry(_side("prefill", pf, e, release)), derive_geometry(_side("decode", df, e, release))
+        pe, de = _envs(e)
+        pg, dg = derive_geometry(_side("prefill", pf, pe, release)), derive_geometry(_side("decode", df, de, release))
         for geo, rt in ((pg, got["prefill"]), (dg, got["decode"])):
             assert geo.pool == "DSV4", geo.not_modeled_reason
             assert geo.item_lens == rt["kv"], (pf, df)
@@ -138,10 +146,21 @@ def test_legacy_dsv4_states_conform_to_the_release(tmp_path, release):
         runtime_corrupts = _misplaced(got["send"]["writes"], got["decode"]["state_items"][0])
         assert (err is not None and err.type == "SilentCorruption") == runtime_corrupts, (pf, df, e)
         corrupt += runtime_corrupts
-    assert corrupt == 2  # a speculative algorithm on one side only, either side
+        if runtime_corrupts:
+            # the finding names the inputs that differ, and only those
+            spec_differs = ("speculative_algorithm" in pf) != ("speculative_algorithm" in df)
+            assert ("--speculative-algorithm" in err.message) == spec_differs, err.message
+            assert ("SGLANG_OPT_USE_ONLINE_COMPRESS" in err.message) == (pe != de), err.message
+    assert corrupt == 3  # a speculative algorithm on one side only (either side); online C128 on one side only
 
 
-def _recipe(tmp: Path, decode_spec: bool, tag: str = "v0.5.13-cu130", algo_key: str = "speculative-algorithm") -> Path:
+def _recipe(
+    tmp: Path,
+    decode_spec: bool,
+    tag: str = "v0.5.13-cu130",
+    algo_key: str = "speculative-algorithm",
+    prefill_env: dict | None = None,
+) -> Path:
     """An srt-slurm recipe in the published shape: a DeepSeek V4 Pro 1P1D (DEP4 -> DEP8),
     Mooncake left to SGLang's default, MTP on the decode only when asked (its algorithm under
     ``algo_key``: NVIDIA's GB300 recipes write the abbreviation ``speculative-algo``)."""
@@ -190,6 +209,8 @@ def _recipe(tmp: Path, decode_spec: bool, tag: str = "v0.5.13-cu130", algo_key: 
             },
         },
     }
+    if prefill_env:
+        recipe["backend"]["prefill_environment"] = dict(prefill_env)
     path = tmp / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     return path
@@ -211,7 +232,8 @@ def test_legacy_dsv4_recipe_is_decided(tmp_path, decode_spec):
         msg = next(
             f["message"] for p in report["pairs"] for f in p["findings"] if f["id"] == "mooncake-silent-corruption"
         )
-        assert "compress-state ring sizes" in msg and "wrong offsets" in msg
+        assert "prefill no --speculative-algorithm, decode --speculative-algorithm EAGLE" in msg and "wrong offsets" in msg
+        assert "SGLANG_OPT_USE_ONLINE_COMPRESS" not in msg
     else:
         assert proc.returncode == 0, _ids(report)
 
@@ -270,3 +292,19 @@ def test_legacy_dsv4_pair_path_gives_the_same_answer(tmp_path):
 def test_dsv4_before_its_first_release_is_unchecked():
     g = derive_geometry(_side("prefill", {}, {}, "0.5.11"))
     assert g.pool == "not_modeled" and "has no DeepSeek V4 model" in g.not_modeled_reason
+
+
+def test_online_compression_on_the_prefill_only_is_named_as_the_cause(tmp_path):
+    """SGLANG_OPT_USE_ONLINE_COMPRESS=1 on the prefill alone (neither side speculates):
+    0.5.13's ``get_compress_state_ring_size`` gives its C128 states one row of 3 x head_dim
+    fp32 (6144 bytes) against the decode's 128 rows of 2 x head_dim (524288): the finding
+    and its fix name that variable, not the speculative flags."""
+    path = _recipe(tmp_path, False, prefill_env=ONLINE)
+    proc = run_cli("preflight", "-f", str(path), "--format", "json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1, _ids(report)
+    (f,) = [f for p in report["pairs"] for f in p["findings"] if f["id"] == "mooncake-silent-corruption"]
+    assert "item length 6144" in f["message"] and "is 524288" in f["message"]
+    assert "prefill SGLANG_OPT_USE_ONLINE_COMPRESS=1, decode SGLANG_OPT_USE_ONLINE_COMPRESS unset" in f["message"]
+    assert "speculative" not in f["message"] and "speculative" not in f["fix"]
+    assert f["fix"].startswith("Set SGLANG_OPT_USE_ONLINE_COMPRESS the same on both servers")

@@ -65,6 +65,7 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: Pair
     extra["skip_checks"] = extra["skip_checks"] | {"state-transfer"}
     from kvcheck.sglang import mooncake as mc
     from kvcheck.sglang.geometry import derive_geometry
+    from kvcheck.sglang.mooncake.states import state_fix
 
     heads = prefill.model.num_key_value_heads if prefill.model.attention == "MHA" else None
     writer, kernel_unchecked = _runtime_writer(prefill, extra)
@@ -75,6 +76,7 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: Pair
     same_pp = decode.args.pp_size == prefill.args.pp_size
     stages: list[Plan] = []
     states: list = []
+    state_fixes: list[str] = []
     for rank in range(max(1, prefill.args.pp_size)):
         sp = pg if rank == 0 else derive_geometry(prefill, pp_rank=rank)
         sd = dg if rank == 0 or not same_pp else derive_geometry(decode, pp_rank=rank)
@@ -122,6 +124,7 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: Pair
         if plan.error is not None and rank > 0:
             plan.error.raised_by += f" on prefill PP stage {rank}"
         stages.append(plan)
+        state_fixes.append(state_fix(sp, sd))
         states.append(
             mc.decide_states(
                 sp,
@@ -133,6 +136,7 @@ def decide_transfer_for_backend(prefill: Side, decode: Side, pg, dg, extra: Pair
         )
     extra["backend_stages"] = stages
     extra["backend_states"] = states
+    extra["backend_state_fixes"] = state_fixes
     # The state components of a Mooncake pair are decided (or said unchecked, with the
     # reason) by mooncake-transfer from decide_states: the NIXL state-components check
     # must not keep a pair unchecked that Mooncake's own send decides.
@@ -250,6 +254,7 @@ def mooncake_transfer(chk, ctx: CheckContext) -> list[Finding]:
                     fix="Check this pair on a staging deployment, or pass --allow-unchecked to accept it knowingly.",
                 )
             )
+    fixes = ctx.extra.get("backend_state_fixes") or []
     for rank, (err, why) in enumerate(ctx.extra.get("backend_states") or []):
         where = f" (prefill PP stage {rank})" if len(stages) > 1 else ""
         if err is not None and err.message not in seen and err.type == "SilentCorruption":
@@ -259,8 +264,7 @@ def mooncake_transfer(chk, ctx: CheckContext) -> list[Finding]:
                     id="mooncake-silent-corruption",
                     severity=Severity.ERROR,
                     message=f"Mooncake state transfer{where}: {err.message} ({err.operator_sees})",
-                    fix="Run both servers with the same speculative decoding flags (and state layout), so that every "
-                    "state buffer has the same item length on both sides.",
+                    fix=fixes[rank] if rank < len(fixes) else "Run both servers with the same state layout.",
                     runtime_error=None,
                 )
             )

@@ -55,6 +55,12 @@ def _unresolved_findings(inst: Instance) -> list[Located]:
         else:
             name = reference_shown(u.variable)
             what = f"{name} is not set; pass --env FILE or set it"
+            if getattr(u, "origin", ""):
+                # set from a source the input does not carry (a Kubernetes valueFrom)
+                what = f"{name} takes its value from {u.origin}; pin it with --env FILE"
+            elif u.variable.startswith(("SLURM_", "SLURMD_")):
+                # kvcheck.sources.deployments.scripts._slurm_layer: known when each task starts
+                what = f"{name} is set by Slurm when each task starts; pin it with --env FILE"
             fix = (
                 f"Give {name} a value: in the manifest, with --env FILE (VAR=value lines), or export it and "
                 "pass --inherit-env (kvcheck's own environment is not read without it)."

@@ -69,6 +69,24 @@ def _env_bool(side: Side, name: str) -> bool:
     return str((side.env or {}).get(name, "")).strip().lower() in _TRUE
 
 
+def _env_input(side: Side, name: str) -> tuple[str, str]:
+    """(``on``/``off`` as ``_env_bool`` reads ``name``, how the side sets it)."""
+    raw = (side.env or {}).get(name)
+    return ("on" if _env_bool(side, name) else "off", f"{name}={raw}" if raw is not None else f"{name} unset")
+
+
+def _speculative_input(side: Side, *, needs_draft_worker: bool) -> tuple[str, str]:
+    """(whether the release counts the side as speculative, how the side sets it)."""
+    a = side.args
+    on = a.speculative_algorithm is not None and (a.has_draft_worker or not needs_draft_worker)
+    shown = (
+        f"--speculative-algorithm {a.speculative_algorithm}"
+        if a.speculative_algorithm
+        else "no --speculative-algorithm"
+    )
+    return ("on" if on else "off", shown)
+
+
 def page_bytes(layout: str, tokens: int) -> int:
     """``KVLayout.page_bytes``: bytes of one page of ``tokens`` tokens in ``layout``."""
     per_token, align = _LAYOUT_BYTES[layout]
@@ -252,12 +270,13 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
         c128_page = page_bytes(compressed, DSV4_PAGE_SIZE // 128)
         regions += [dict(kind="VRAM", item_len=c128_page, layer_id=i, part="KV", pool="target") for i in c128]
 
+    state_inputs: dict[str, tuple[str, str]] = {}
     if legacy:
-        states, state_types = _legacy_states(side, stage, c4, c128, ratios_all, notes)
+        states, state_types = _legacy_states(side, stage, c4, c128, ratios_all, notes, state_inputs)
         draft_layers = 0
     else:
         states, state_types, draft_layers = _states(
-            side, main, stage, c4, c128, last_stage=pp_rank == len(stages) - 1, notes=notes
+            side, main, stage, c4, c128, last_stage=pp_rank == len(stages) - 1, notes=notes, inputs=state_inputs
         )
     if hisparse_decode:
         notes.append(
@@ -290,18 +309,29 @@ def dsv4_geometry(side: Side, base: dict, notes: list[str], pp_rank: int = 0):
         state_regions=[StateRegion(index=i, **r) for i, r in enumerate(states)],
         kv_layout=pd_kv_layout(main, compressed, ratios_all),
         draft_page_size=DSV4_PAGE_SIZE if draft_layers else None,
+        state_inputs=state_inputs,
     )
 
 
 def _states(
-    side: Side, main: str, stage: list[int], c4: list[int], c128: list[int], *, last_stage: bool, notes: list[str]
+    side: Side,
+    main: str,
+    stage: list[int],
+    c4: list[int],
+    c128: list[int],
+    *,
+    last_stage: bool,
+    notes: list[str],
+    inputs: dict[str, tuple[str, str]] | None = None,
 ) -> tuple[list[dict], list[str], int]:
     """The state components of 0.5.14 and later (``setup_state_kv_args``): ``swa``
     (``get_state_buf_infos``: the SWA KV of every stage layer, then the C4 attention and C4
     indexer compress states, overlap rings of ``SGLANG_DSV4_COMPRESS_STATE_DTYPE`` rows),
     ``c128_state`` (request-scoped, when the stage has C128 layers), and the NextN draft's
     SWA KV as a second ``swa`` component (a prefill's draft only on its last PP stage:
-    ``last_stage``). ``main``: the SWA KV layout. Returns (state region dicts, state types, draft layers)."""
+    ``last_stage``). ``main``: the SWA KV layout. ``inputs``: filled with what the item
+    lengths derive from (``SideGeometry.state_inputs``). Returns (state region dicts, state
+    types, draft layers)."""
     args = side.args
     model = side.model
     ihd = model.index_head_dim or 128
@@ -320,6 +350,24 @@ def _states(
         swa_item = page_bytes(main, DSV4_PAGE_SIZE)
     ring4 = 16 if speculative else 8
     latent = model.head_dim or 512
+    if inputs is not None:
+        inputs["--speculative-algorithm"] = _speculative_input(side, needs_draft_worker=True)
+        inputs["SGLANG_OPT_USE_ONLINE_COMPRESS"] = _env_input(side, "SGLANG_OPT_USE_ONLINE_COMPRESS")
+        raw_dtype = env.get("SGLANG_DSV4_COMPRESS_STATE_DTYPE")
+        inputs["SGLANG_DSV4_COMPRESS_STATE_DTYPE"] = (
+            f"{state_bytes} bytes",
+            f"SGLANG_DSV4_COMPRESS_STATE_DTYPE={raw_dtype}"
+            if raw_dtype is not None
+            else "SGLANG_DSV4_COMPRESS_STATE_DTYPE unset",
+        )
+        direct = _env_input(side, "SGLANG_OPT_SM120_DIRECT_SWA_KV")
+        inputs["SGLANG_OPT_SM120_DIRECT_SWA_KV"] = (
+            direct[0] if gpu.capability[0] == 12 else "off",
+            direct[1] + ("" if gpu.capability[0] == 12 else f" (not read on {gpu.name})"),
+        )
+        inputs["the SWA KV layout"] = (main, f"SWA KV layout {main}")
+        shape = f"the model's head_dim {latent}, index_head_dim {ihd}"
+        inputs["the model's head dims"] = (shape, shape)
     states: list[dict] = []
     comp = 0
     states += [dict(state_type="swa", component=comp, item_len=swa_item, layer_id=i, part="KV") for i in stage]
@@ -361,7 +409,13 @@ def _states(
 
 
 def _legacy_states(
-    side: Side, stage: list[int], c4: list[int], c128: list[int], ratios: list[int], notes: list[str]
+    side: Side,
+    stage: list[int],
+    c4: list[int],
+    c128: list[int],
+    ratios: list[int],
+    notes: list[str],
+    inputs: dict[str, tuple[str, str]] | None = None,
 ) -> tuple[list[dict], list[str]]:
     """The one ``swa`` state component of 0.5.12 .. 0.5.13.post1
     (``DeepSeekV4TokenToKVPool.get_state_buf_infos``): the SWA KV of every stage layer
@@ -369,13 +423,20 @@ def _legacy_states(
     order, then the C4 indexer compress states; compress items are ``ring_size`` fp32 rows
     (``get_compress_state_ring_size`` with ``is_speculative`` = any
     ``--speculative-algorithm``; online C128 (``SGLANG_OPT_USE_ONLINE_COMPRESS``): one row
-    of 3 x head_dim). Returns (state region dicts, state types)."""
+    of 3 x head_dim). ``inputs``: filled with what the item lengths derive from
+    (``SideGeometry.state_inputs``). Returns (state region dicts, state types)."""
     args = side.args
     latent = side.model.head_dim or 512
     ihd = side.model.index_head_dim or 128
     fp32 = 4
     speculative = args.speculative_algorithm is not None
     online_c128 = _env_bool(side, "SGLANG_OPT_USE_ONLINE_COMPRESS")
+    if inputs is not None:
+        # what get_compress_state_ring_size and CompressStatePool size the items from
+        inputs["--speculative-algorithm"] = _speculative_input(side, needs_draft_worker=False)
+        inputs["SGLANG_OPT_USE_ONLINE_COMPRESS"] = _env_input(side, "SGLANG_OPT_USE_ONLINE_COMPRESS")
+        shape = f"the model's head_dim {latent}, index_head_dim {ihd}"
+        inputs["the model's head dims"] = (shape, shape)
 
     def ring(ratio: int) -> int:
         if ratio == 128 and online_c128:

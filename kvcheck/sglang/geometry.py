@@ -146,6 +146,11 @@ class SideGeometry(BaseModel):
     dsa_resolution: str | None = None
     # DeepSeekV4TokenToKVPool.pd_kv_layout (compared at bootstrap); None for other pools.
     kv_layout: str | None = None
+    # The inputs the state buffers' item lengths derive from in the side's release (a
+    # DeepSeek V4 pool: speculative decoding, online C128 compression...): name -> (the
+    # value as the release reads it, as the side writes it), so that a state mismatch
+    # names the inputs that differ (``kvcheck.sglang.mooncake.states.state_input_differences``).
+    state_inputs: dict[str, tuple[str, str]] = Field(default_factory=dict)
 
     @property
     def n(self) -> int:

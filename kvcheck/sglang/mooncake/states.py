@@ -84,10 +84,11 @@ def decide_states(
         )
     if (prefill.attn_tp_size == decode.attn_tp_size or prefill.is_mla) and same_layout and sig(prefill) == sig(decode):
         return None, None
+    differ = f"; {state_cause(prefill, decode)}" if state_input_differences(prefill, decode) else ""
     return None, (
         f"Mooncake's state transfer ({', '.join(kinds)}: maybe_send_extra) between different state layouts "
-        f"(attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size}, PP {prefill.pp_size} -> {decode.pp_size}) "
-        "is not restated"
+        f"(attention TP {prefill.attn_tp_size} -> {decode.attn_tp_size}, PP {prefill.pp_size} -> {decode.pp_size}"
+        f"{differ}) is not restated"
     )
 
 
@@ -184,7 +185,10 @@ def legacy_dsv4_state_send(
     when both sides register as many, and each page is written at ``dst_ptr + dst_index *
     prefill item length``. A decode buffer of another item length (the compress-state rings
     of a side that alone runs a ``--speculative-algorithm``: 16 / 256 rows against 8 / 128)
-    takes the rows at the wrong offsets: nothing is raised (``SilentCorruption``). Read in
+    takes the rows at the wrong offsets: nothing is raised (``SilentCorruption``); the message
+    names the inputs that differ (``state_cause``: the speculative algorithm, online C128
+    compression ``SGLANG_OPT_USE_ONLINE_COMPRESS`` (one row of 3 x head_dim against 128 of
+    2 x head_dim), the model's head dims). Read in
     0.5.12.post1 and 0.5.13: each side sizes its rings from its own server args
     (``DeepSeekV4TokenToKVPool.get_ring_size`` -> ``get_compress_state_ring_size``, any
     ``speculative_algorithm``; no PD hook aligns the prefill's), registers ``row bytes x
@@ -208,7 +212,7 @@ def legacy_dsv4_state_send(
                 f"there is {c.item_len}: rows land at the wrong offsets"
             )
             if a.item_len != c.item_len and a.layer_id == c.layer_id:
-                what += " (a --speculative-algorithm on one side only changes the compress-state ring sizes)"
+                what += f" ({state_cause(prefill, decode)})"
             return RuntimeErrorPrediction(
                 type="SilentCorruption",
                 message=what,
@@ -217,6 +221,45 @@ def legacy_dsv4_state_send(
                 operator_sees=CORRUPTS,
             ), None
     return None, None
+
+
+def state_input_differences(prefill: SideGeometry, decode: SideGeometry) -> list[tuple[str, str, str]]:
+    """The inputs the state buffers' item lengths derive from (``SideGeometry.state_inputs``,
+    filled per release by the pool's geometry) that the two sides set to values the release
+    reads differently: (input, as the prefill sets it, as the decode sets it), in the
+    geometry's order."""
+    out = []
+    for name, (value, shown) in prefill.state_inputs.items():
+        other = decode.state_inputs.get(name)
+        if other is not None and other[0] != value:
+            out.append((name, shown, other[1]))
+    return out
+
+
+def state_cause(prefill: SideGeometry, decode: SideGeometry) -> str:
+    """Words for what makes the two sides' state item lengths differ: the inputs that
+    differ (``state_input_differences``), or, when none of the restated ones does, that
+    the sizes differ for a reason kvcheck does not name."""
+    diff = state_input_differences(prefill, decode)
+    if not diff:
+        return "the two sides size their state buffers differently"
+    said = "; ".join(f"prefill {p}, decode {d}" for _name, p, d in diff)
+    return f"the state item lengths derive from inputs the two sides set differently: {said}"
+
+
+def state_fix(prefill: SideGeometry, decode: SideGeometry) -> str:
+    """The fix for a state item-length mismatch: make the inputs that differ equal."""
+    diff = state_input_differences(prefill, decode)
+    if not diff:
+        return (
+            "Run both servers with the same model, flags and environment that size the state buffers, so that every "
+            "state buffer has the same item length on both sides."
+        )
+    names = ", ".join(name for name, _, _ in diff)
+    return (
+        f"Set {names} the same on both servers (each sizes the state buffers), so that every state buffer has the "
+        "same item length on both sides."
+    )
 
 
 def simulate_state_writes(

@@ -44,6 +44,9 @@ class Unresolved:
     # UCX_TLS=$TLS``, a Kubernetes ``valueFrom`` Secret); --prefill-env/--decode-env
     # giving that variable settles it
     env_var: str | None = None
+    # where the platform takes the variable's value, when the file says so (a Kubernetes
+    # ``valueFrom``: "the pod's field status.podIP (downward API)..."); empty: unknown
+    origin: str = ""
 
     @property
     def shown(self) -> str:

@@ -370,7 +370,8 @@ def _launches_of(
     extra_env: Any,
     inject: dict[str, VarDef] | None = None,
 ):
-    """For each container of a pod spec: (container, launches, env values, unknown env)."""
+    """For each container of a pod spec: (container, launches, env values, unknown env,
+    where each ``valueFrom`` name of unknown value takes it)."""
     if not isinstance(pod, dict):
         return []
     out = []
@@ -399,12 +400,17 @@ def _launches_of(
         base = Scope.build(env=env, use_os_environ=use_os_environ)
         if inject:
             base = Scope(layers=[{}, dict(inject), *base.layers[1:]], use_os_environ=use_os_environ)
-        defs, values, unknown = container_env(entries, file, line_of, base)
-        layer = {**(inject or {}), **defs}
+        origins: dict[str, str] = {}
+        defs, values, unknown = container_env(entries, file, line_of, base, origins)
+        # the container's own entries win, except the LWS controller's: its webhook puts
+        # LWS_* first and drops a container entry of the same name (kubernetes-sigs/lws
+        # pkg/utils/pod/pod_utils.go ``addEnvVarsIfNotExists``)
+        lws = {k: v for k, v in (inject or {}).items() if k.startswith("LWS_")}
+        layer = {**(inject or {}), **defs, **lws}
         scope = Scope.build(container=layer, env=env, use_os_environ=use_os_environ)
         words = _words(c, file, scope)
         launches = find_launches(words, file, scope)
-        out.append((c, launches, values, unknown))
+        out.append((c, launches, values, unknown, origins))
     return out
 
 
@@ -428,7 +434,7 @@ def _read_group(
             inject = injected(g.kind, rank, g.nodes) if multinode else None
             if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
                 inject = {**(inject or {}), **_ome_injected(g.worker, g.nodes)}
-            for _c, launches, _v, _u in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
+            for _c, launches, _v, _u, _o in _launches_of(g.worker, file, env, use_os_environ, g.extra_env, inject):
                 for ln in launches:
                     if ln.kind == "server":
                         inst, _p = instance_from_launch(ln, file=file, name=g.name, kind=g.kind)
@@ -440,13 +446,16 @@ def _read_group(
                     break
             if found:
                 worker_argvs.append(found)
-    inject0 = injected(g.kind, 0, g.nodes) if multinode else None
+    # LWS injects its variables into every pod, a group of one too (size 1, index 0)
+    inject0 = injected(g.kind, 0, max(1, g.nodes)) if multinode or g.kind == "LeaderWorkerSet" else None
     if g.kind in ("ClusterServingRuntime", "ServingRuntime"):
         # OME's controller sets MODEL_PATH to the base model's storage path in the pod
         # (sgl-project/ome pkg/controller/v1beta1/inferenceservice/components/base.go,
         # constants.ModelPathEnvVarKey): a path inside the pod, named by the file elsewhere
         inject0 = {**(inject0 or {}), **_ome_injected(g.leader, g.nodes)}
-    for c, launches, values, unknown in _launches_of(g.leader, file, env, use_os_environ, g.extra_env, inject0):
+    for c, launches, values, unknown, origins in _launches_of(
+        g.leader, file, env, use_os_environ, g.extra_env, inject0
+    ):
         for ln in launches:
             cname = str(c.get("name", "")) if isinstance(c, dict) else ""
             inst = take_launch(
@@ -472,6 +481,8 @@ def _read_group(
                 continue
             # a KV-relevant variable from a Secret/ConfigMap (valueFrom): its value is unknown
             inst.unresolved += env_unresolved({n: () for n in unknown if n not in inst.env}, inst.env, inst.location)
+            for u in inst.unresolved:
+                u.origin = u.origin or origins.get(u.variable, "")
             if g.nodes > 1:
                 # the worker pods run the worker template's line (ranks 1..nodes-1)
                 if len(worker_argvs) == g.nodes - 1:

@@ -269,6 +269,20 @@ def servers_not_read(file: str, problems: list):
 _SERVER_LINE = re.compile(r"(?m)^(?![ \t]*#).*?(-m\s+(sglang\.launch_server|dynamo\.sglang)\b|\bsglang\s+serve\b)")
 
 
+_PD_MODE = re.compile(r"--disaggregation-mode[=\s]+[\"']?(prefill|decode|\$)")
+
+
+def _logical_line(text: str, start: int) -> str:
+    """The line of ``text`` at ``start`` with its backslash-continued lines (at most 200)."""
+    lines = text[start:].split("\n", 200)
+    out = []
+    for line in lines:
+        out.append(line)
+        if not line.rstrip().endswith("\\"):
+            break
+    return "\n".join(out)
+
+
 def _no_servers(text: str, file: str, problems: list) -> None:
     """Raise ``NoServers``: the file starts no PD server. A server launch line without
     ``--disaggregation-mode prefill|decode`` is named as what it is (an SGLang server
@@ -286,6 +300,16 @@ def _no_servers(text: str, file: str, problems: list) -> None:
     m = _SERVER_LINE.search(text)
     if m:
         loc = Location(file, text.count("\n", 0, m.start(1)) + 1)
+        if _PD_MODE.search(_logical_line(text, m.start(1))):
+            # the line names its role, but no reading reached it: never call it a non-PD server
+            raise NoServers(
+                f"line {loc.line}: an SGLang launch line with --disaggregation-mode that kvcheck could not follow "
+                "(in a shell function never called, a here-document it does not read as a script, or a command "
+                "it does not model); no prefill or decode server was read from this file: pass the launch lines "
+                "as a script of their own",
+                source=file,
+                non_pd=[],
+            )
         raise NoServers(
             f"line {loc.line}: an SGLang server without --disaggregation-mode prefill|decode (--disaggregation-mode "
             "null: it takes no part "

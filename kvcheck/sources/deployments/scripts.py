@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kvcheck.errors import InputError
 from kvcheck.sources.deployments.addresses import merge_multinode, rank_is_symbolic, set_node_rank
 from kvcheck.sources.deployments.branches import MAX_READINGS, BranchChoice, branch_filter
 from kvcheck.sources.deployments.instance import Deployment, Instance, Location, Problem
@@ -30,10 +31,13 @@ _RANK_SYMBOLS = ("$SLURM_NODEID", "$SLURM_PROCID", "$OMPI_COMM_WORLD_RANK", "$PM
 
 
 def _slurm_layer(text: str) -> dict[str, VarDef]:
-    """Variables Slurm sets in every task: the node rank and node name stay symbols (one
-    launch line runs on every node), the node count comes from ``#SBATCH --nodes``."""
+    """Variables Slurm sets in every task: the node rank, local task id, node name and job
+    id are known only when the task starts (``runtime``: a reference to one is unresolved,
+    never its literal text: an address or rank is info, ``--base-gpu-id $SLURM_LOCALID`` is
+    unchecked; one launch line runs on every node, ``_expand_ranks``), the node count comes
+    from ``#SBATCH --nodes``."""
     layer = {
-        n: VarDef("$" + n, None, "literal")
+        n: VarDef("$" + n, None, "runtime")
         for n in (
             "SLURM_NODEID",
             "SLURM_PROCID",
@@ -109,20 +113,44 @@ def _with_functions(statements, functions: dict[str, list[list[Word]]]):
         if not words:
             continue
         pending = None
-        fn = functions.get(texts[0])
-        if fn is None:
-            yield words
-            continue
-        call_args = words[1:]
-        for stmt in fn:
-            out: list[Word] = []
-            for w in stmt:
-                if w.text in _POSITIONAL and any(u in _POSITIONAL for u in w.unresolved):
-                    out.extend(call_args)
-                else:
-                    # the body's words are located at the call: each call is its own launch
-                    out.append(Word(w.text, words[0].line, list(w.unresolved), w.quoted, w.single_quoted_only, w.file))
-            yield out
+        yield from _call(words, functions, [])
+
+
+# How deep function calls nest before kvcheck stops following them (a script's main ->
+# a role function -> a launch helper is three; recursion never ends)
+MAX_CALL_DEPTH = 16
+
+
+def _call(words: list[Word], functions: dict[str, list[list[Word]]], active: list[str]):
+    """The statements ``words`` runs: itself when its first word names no function, else
+    the function's body with ``"$@"``/``$*`` replaced by the call's arguments, each body
+    statement that calls a function in turn run the same way (bash runs a function
+    called from another function, or from a ``case`` arm inside one, when the outer one
+    is called). Raises ``InputError`` on a call chain deeper than ``MAX_CALL_DEPTH`` or a
+    function that calls itself (kvcheck cannot tell where it stops)."""
+    fn = functions.get(words[0].text) if words else None
+    if fn is None:
+        yield words
+        return
+    name = words[0].text
+    if name in active or len(active) >= MAX_CALL_DEPTH:
+        chain = " -> ".join([*active, name])
+        raise InputError(
+            f"line {words[0].line}: shell function calls nest too deep or recurse ({chain}); kvcheck cannot "
+            "follow them: call the launch function directly, or pass the launch lines in a file of their own",
+            source=words[0].file,
+        )
+    call_args = words[1:]
+    for stmt in fn:
+        out: list[Word] = []
+        for w in stmt:
+            if w.text in _POSITIONAL and any(u in _POSITIONAL for u in w.unresolved):
+                out.extend(call_args)
+            else:
+                # the body's words are located at the call: each call is its own launch
+                out.append(Word(w.text, words[0].line, list(w.unresolved), w.quoted, w.single_quoted_only, w.file))
+        if out:
+            yield from _call(out, functions, [*active, name])
 
 
 def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_environ: bool = False) -> list[Deployment]:

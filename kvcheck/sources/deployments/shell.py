@@ -158,6 +158,46 @@ def _expansion_end(s: str, j: int) -> int:
     return bracket_end(s, j + 2, s[j + 1], "}" if s[j + 1] == "{" else ")")[0]
 
 
+# A here-document body that starts a server: read as the script it is written to
+_LAUNCH_TEXT = re.compile(
+    r"-m\s+(sglang\.launch_server|dynamo\.sglang|sglang_router\.launch_router)\b|\bsglang\s+serve\b"
+)
+_SCRIPT_TARGET = re.compile(r"\.(sh|bash)$")
+_SHELL_PROGRAMS = {"bash", "sh", "zsh", "dash", "ksh"}
+
+
+def _heredoc_script(body: str, line_words: list[str]) -> bool:
+    """Whether a here-document body is a shell script that starts a server: it names a
+    launch, and it is written to a ``*.sh`` file, starts with ``#!``, or is fed to a shell
+    (``bash <<EOF``, ``ssh HOST bash <<EOF``). A body given to Python or written to a YAML
+    or JSON file is data, never read as commands."""
+    if not _LAUNCH_TEXT.search(body):
+        return False
+    names = [w.rsplit("/", 1)[-1] for w in line_words]
+    return (
+        body.lstrip().startswith("#!")
+        or any(_SCRIPT_TARGET.search(w) for w in line_words)
+        or any(n in _SHELL_PROGRAMS for n in names)
+    )
+
+
+_HEREDOC_ESCAPE = re.compile(r"\\([$`\\])")
+
+
+def _heredoc_expand(body: str, scope: Scope, where: Location) -> str:
+    """An unquoted here-document's body as the outer shell writes it: its ``$`` references
+    expanded with ``scope`` (those it cannot resolve stay as written, to be resolved, or
+    not, where the script runs), ``\\$``, ``\\``` and ``\\\\`` as the bare character."""
+    out: list[str] = []
+    i = 0
+    for m in _HEREDOC_ESCAPE.finditer(body):
+        out.append(expand(body[i : m.start()], scope, where, [], syntax="shell"))
+        out.append(m.group(1))
+        i = m.end()
+    out.append(expand(body[i:], scope, where, [], syntax="shell"))
+    return "".join(out)
+
+
 class Lexer:
     """Yields statements (lists of ``Word``) of ``text``; ``scope`` is consulted while
     words are built. ``first_line``: the 1-based line of ``text``'s first character."""
@@ -176,7 +216,10 @@ class Lexer:
         words: list[Word] = []
         skip_next = False
         heredoc = False
-        pending: list[tuple[str, bool]] = []  # here-document delimiters, strip tabs
+        redirect = ""
+        # here-document delimiters on this line: (delimiter, strip tabs, delimiter quoted)
+        pending: list[tuple[str, bool, bool]] = []
+        line_words: list[str] = []  # the words and redirect targets of this line's commands
         while True:
             tok = self._next()
             if tok is None:
@@ -186,8 +229,20 @@ class Lexer:
             kind, val = tok
             if kind == "op":
                 if val == "\n" and pending:
-                    self._skip_heredocs(pending)
+                    line_words += [w.text for w in words]
+                    scripts = self._heredoc_bodies(pending, line_words)
                     pending = []
+                    if words:
+                        yield words, val
+                        words = []
+                    for script in scripts:
+                        yield script, "\n"
+                    line_words = []
+                    continue
+                if val == "\n":
+                    line_words = []
+                else:
+                    line_words += [w.text for w in words]
                 if val in ("{", "}"):
                     # a brace group / function body: a marker statement (no words), so a
                     # reader can tell where a function's body ends
@@ -208,20 +263,32 @@ class Lexer:
                 skip_next = True
                 heredoc = val in ("<<", "<<-")
                 strip = val == "<<-"
+                redirect = val
                 continue
             if not val:
                 continue
             if skip_next:
                 skip_next = False
                 if heredoc:
-                    pending.append((val[0].text, strip))
+                    pending.append((val[0].text, strip, val[0].quoted))
                     heredoc = False
+                elif redirect in (">", ">>", ">|"):
+                    line_words.append(val[0].text)  # the file a here-document may be written to
                 val = val[1:]
             words.extend(val)
 
-    def _skip_heredocs(self, pending: list[tuple[str, bool]]) -> None:
-        """Skip the bodies of here-documents that start on the next line."""
-        for delim, strip in pending:
+    def _heredoc_bodies(self, pending: list[tuple[str, bool, bool]], line_words: list[str]) -> list[list[Word]]:
+        """Read past the bodies of the here-documents that start on the next line; those
+        that are shell scripts which start a server (``_heredoc_script``) come back as a
+        ``bash -c BODY`` statement each, the body as the script will run: in an unquoted
+        here-document the outer shell expands ``$VAR``/``${VAR}`` when it writes it (with
+        the variables set at that point) and ``\\$``, ``\\```, ``\\\\`` are the
+        characters themselves (POSIX "Here-Document"; bash ``heredoc`` expansion); a quoted
+        delimiter (``<<'EOF'``) writes the body as it is. The body's words keep their lines."""
+        out: list[list[Word]] = []
+        for delim, strip, quoted in pending:
+            first = self.line
+            body: list[str] = []
             while self.i < self.n:
                 end = self.s.find("\n", self.i)
                 end = self.n if end < 0 else end
@@ -230,6 +297,13 @@ class Lexer:
                 self.line += 1
                 if (line.lstrip("\t") if strip else line) == delim:
                     break
+                body.append(line.lstrip("\t") if strip else line)
+            text = "\n".join(body)
+            if _heredoc_script(text, line_words):
+                if not quoted:
+                    text = _heredoc_expand(text, self.scope, Location(self.file, first))
+                out.append([Word("bash", first), Word("-c", first), Word(text, first, [], True, False)])
+        return out
 
     # -- lexer ---------------------------------------------------------------------
     def _next(self) -> tuple[str, Any] | None:

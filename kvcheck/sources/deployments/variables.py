@@ -57,7 +57,10 @@ _SPECIAL = set("0123456789@*#?$!-")
 @dataclass
 class VarDef:
     """A variable's raw value, where it was set, and its syntax (``shell``, ``k8s`` or
-    ``literal``: never expanded, e.g. kvcheck's own environment)."""
+    ``literal``: never expanded, e.g. kvcheck's own environment; ``runtime``: set, but
+    to a value only the platform knows when the pod starts (a Kubernetes downward-API
+    ``fieldRef`` such as ``status.podIP``, a ``resourceFieldRef``): every reference to it
+    stays unresolved, never read as the literal text ``value``)."""
 
     value: str
     location: Location | None = None
@@ -163,6 +166,8 @@ class Scope:
                 d = layer[name]
                 if d.syntax == "literal":
                     return d.value
+                if d.syntax == "runtime":
+                    return None  # known to the platform only: unresolved wherever used
                 if d.syntax == "partial":
                     if missing is None:
                         return None
@@ -421,11 +426,53 @@ def _envsubst(text: str, scope: Scope, where: Location, missing: list[str]) -> s
     return _bounded("".join(out), where)
 
 
+# Downward-API fields a LeaderWorkerSet pod carries, and the variable the LWS controller
+# injects with the same value (kubernetes-sigs/lws pkg/utils/pod/pod_utils.go
+# ``AddLWSVariables``: LWS_WORKER_INDEX = the ``worker-index`` label, 0 on the leader and
+# 1..size-1 on the workers; LWS_GROUP_SIZE = the ``size`` annotation, the group's pods).
+_LWS_FIELDS = {
+    "metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']": "LWS_WORKER_INDEX",
+    "metadata.annotations['leaderworkerset.sigs.k8s.io/size']": "LWS_GROUP_SIZE",
+}
+
+
+def _platform_field(value_from: dict, scope: Scope, where: Location) -> str | None:
+    """The value of a ``valueFrom.fieldRef`` the platform sets to a value kvcheck knows for
+    this pod (``_LWS_FIELDS``, when the reader injected that pod's LWS variables), else None."""
+    ref = value_from.get("fieldRef")
+    path = ref.get("fieldPath") if isinstance(ref, dict) else None
+    if not isinstance(path, str):
+        return None
+    key = "".join(path.split()).replace('"', "'")
+    var = _LWS_FIELDS.get(key)
+    return scope.lookup(var, where) if var else None
+
+
+def value_from_origin(value_from: object) -> str:
+    """Where a ``valueFrom`` takes its value, in words for a finding (a Secret's name and
+    key are not shown)."""
+    vf = value_from if isinstance(value_from, dict) else {}
+    ref = vf.get("fieldRef")
+    if isinstance(ref, dict):
+        return f"the pod's field {ref.get('fieldPath', '?')} (downward API), known only when the pod starts"
+    ref = vf.get("resourceFieldRef")
+    if isinstance(ref, dict):
+        return f"the container's resource {ref.get('resource', '?')} (downward API), known only when the pod starts"
+    ref = vf.get("configMapKeyRef")
+    if isinstance(ref, dict):
+        return f"key {ref.get('key', '?')} of ConfigMap {ref.get('name', '?')}, which the input does not hold"
+    if "secretKeyRef" in vf:
+        return "a Secret (secretKeyRef), which kvcheck never reads"
+    return "a valueFrom kvcheck cannot read"
+
+
 def container_env(
-    entries: object, file: str, line_of: Callable[[int], int], scope: Scope
+    entries: object, file: str, line_of: Callable[[int], int], scope: Scope, origins: dict[str, str] | None = None
 ) -> tuple[dict[str, VarDef], dict[str, str], list[str]]:
     """A Kubernetes container's ``env`` list -> (variables for lookups, the server's env as
     far as it is known, names whose value comes from ``valueFrom`` and is unknown).
+    ``origins``: when given, filled with where each ``valueFrom`` name whose value is not
+    known takes it (``value_from_origin``), for the unresolved-variable finding.
 
     ``value`` entries may reference earlier ones with ``$(VAR)``; ``valueFrom``
     (secrets, config maps, field refs) cannot be read from the manifest: the name stays
@@ -447,15 +494,29 @@ def container_env(
         elif "valueFrom" in e:
             vf = e["valueFrom"] if isinstance(e["valueFrom"], dict) else {}
             if "fieldRef" in vf or "resourceFieldRef" in vf:
-                # the pod's own name/IP/namespace...: known at run time, not KV-relevant;
-                # kept as a symbol so "--host $(POD_IP)" is not an unresolved variable
-                defs[name] = VarDef(f"$({name})", loc, "literal")
+                known = _platform_field(vf, scope, loc)
+                given = scope.lookup(name, loc) if known is None else None  # --env FILE pins it
+                if given is not None:
+                    defs[name] = VarDef(given, loc, "literal")
+                elif known is not None:
+                    # a label/annotation the controller sets to a known value (the LWS
+                    # worker index of this pod, the group size)
+                    defs[name] = VarDef(known, loc, "literal")
+                else:
+                    # the pod's own name/IP/namespace, a resource limit...: known when the
+                    # pod starts, never as written; a reference to it stays unresolved
+                    # ("--host $(POD_IP)" is an address, kvcheck.sources.deployments.addresses)
+                    defs[name] = VarDef(f"$({name})", loc, "runtime")
+                    if origins is not None:
+                        origins[name] = value_from_origin(vf)
             else:
                 given = scope.lookup(name, loc)  # --env FILE names its value
                 if given is not None:
                     values[name] = given
                 else:
                     unknown.append(name)
+                    if origins is not None:
+                        origins[name] = value_from_origin(vf)
     local = scope.child(defs)
     for name, d in defs.items():
         miss: list[str] = []
