@@ -170,7 +170,7 @@ _FAULT = re.compile(
     r"^(?:Fatal Python error: |Current thread 0x|Thread 0x[0-9a-f]+ \(most recent call first\):|!!!!!!! Segfault "
     r"encountered)"
 )
-_PYFRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[\w<>.]+)')
+_PYFRAME = re.compile(r'^\s*File "(?P<path>[^"]+)"(?:, line (?P<line>\d+))?,? in (?P<func>[\w<>.]+)')
 _TB_START = re.compile(r"Traceback \(most recent call last\):")
 _EXC_LINE = re.compile(r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::|$)")
 _SGLANG_MODULES = {

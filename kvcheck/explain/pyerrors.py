@@ -91,7 +91,11 @@ def traceback_finding(
     path, ln, func = own[-1]
     engine = engine_of_module(path) or ("python" if path else "")
     sub = sglang_subsystem(path) if engine == "sglang" else ""
-    where = f"{re.split(r'(?:site|dist)-packages/|/python/', path)[-1]}:{ln} in {func}" if path else "(no frame shown)"
+    where = (
+        f"{re.split(r'(?:site|dist)-packages/|/python/', path)[-1]}{':' + ln if ln else ''} in {func}"
+        if path
+        else "(no frame shown)"
+    )
     funcs = [f[2] for f in frames] + re.findall(r"(\w+)\(", src)[:1]  # and what the innermost line calls
     phase = ""
     if any(_XFER_FUNC.match(f) for f in funcs):

@@ -1,0 +1,97 @@
+"""Tracebacks as people paste them (issue 20): wrapped frames, elided directories, frames
+without line numbers, per-line prefixes, ANSI colours and Windows line ends must read as
+the traceback Python printed. The exception texts are produced by the interpreter and
+numpy here, and the files are SGLang's (``release_index.json``, read from the wheels)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvcheck.explain import explain_text
+from kvcheck.explain.logrelease import load_index
+from kvcheck.explain.prefixes import mend_tracebacks
+
+UTILS = "srt/disaggregation/common/utils.py"
+CONN = "srt/disaggregation/mooncake/conn.py"
+
+
+def _unpack_error() -> str:
+    try:
+        a, b, c = (1, 2)  # noqa: F841  the interpreter's own message
+    except ValueError as e:
+        return f"ValueError: {e}"
+    raise AssertionError
+
+
+def _broadcast_error() -> str:
+    try:
+        np.arange(3) + np.arange(0)[:, None] + np.arange(2)
+    except ValueError as e:
+        return f"ValueError: {e}"
+    raise AssertionError
+
+
+def _first(text: str):
+    rep = explain_text(text, source="log").report
+    assert rep is not None and rep.first_cause is not None
+    return rep.first_cause
+
+
+def test_the_files_used_are_sglangs_in_every_indexed_release():
+    files = load_index()["files"]
+    assert all(UTILS in files[v] and CONN in files[v] for v in files)
+
+
+def test_a_frame_wrapped_before_its_function_is_joined_on_its_first_line():
+    got = mend_tracebacks(['  File "sglang/srt/x/y.py", line 12,', "      in run_it", "    a, b = t"])
+    assert got == ['  File "sglang/srt/x/y.py", line 12, in run_it', "", "    a, b = t"]
+
+
+def test_a_frame_wrapped_inside_its_path_is_joined():
+    got = mend_tracebacks(['  File "/usr/lib/python3/dist-packages/sglang/', f'{UTILS}", line 3, in f'])
+    assert got[0] == f'  File "/usr/lib/python3/dist-packages/sglang/{UTILS}", line 3, in f' and got[1] == ""
+
+
+def test_an_elided_path_takes_the_one_sglang_file_with_that_tail():
+    got = mend_tracebacks([f'File ".../{UTILS.split("/", 2)[2]}", in group_concurrent_contiguous'])
+    assert got == [f'File ".../sglang/{UTILS}", in group_concurrent_contiguous']
+    # a tail several files share (or a single name) is left as pasted
+    assert mend_tracebacks(['File ".../conn.py", in f']) == ['File ".../conn.py", in f']
+
+
+@pytest.mark.parametrize(
+    "dress",
+    [
+        lambda ln: ln,
+        lambda ln: f"[2026-05-02 10:00:01 TP0] {ln}",  # SGLang's prefix on every line
+        lambda ln: f"(Worker pid=812) {ln}",  # a process prefix on every line
+        lambda ln: f"\x1b[31m{ln}\x1b[0m",  # a terminal's colours
+    ],
+)
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_a_wrapped_sglang_frame_is_sglangs_and_the_unpack_error_is_the_interpreters(dress, eol):
+    lines = [
+        f'File "sglang/{UTILS}", line 40,',
+        "  in group_concurrent_contiguous",
+        "    a, b, c = pair",
+        _unpack_error(),
+    ]
+    f = _first(eol.join(dress(ln) for ln in lines) + eol)
+    assert f.engine == "sglang"
+    assert f.id == "python-shape-mismatch"
+    assert "group_concurrent_contiguous" in f.cause and "not SGLang's text" not in f.title
+
+
+def test_elided_frames_without_line_numbers_are_read_as_sglangs():
+    text = (
+        f'File ".../{CONN.split("/", 1)[1]}", in _send_kvcache_generic\n'
+        "    x, y = group_concurrent_contiguous(...)\n"
+        f'File "…/{UTILS.split("/", 2)[2]}", in group_concurrent_contiguous\n'
+        "    brk = np.where(np.diff(src) != 1)\n"
+        f"{_broadcast_error()}\n"
+    )
+    f = _first(text)
+    assert f.engine == "sglang" and f.id == "python-shape-mismatch"
+    assert f.phase == "first-transfer"  # _send_kvcache_generic moves the KV
+    assert f"{UTILS}:" not in f.cause  # no line number invented
