@@ -44,6 +44,10 @@ _XFER_FUNC = re.compile(
     r"|^_?pop_done_transfers$|^check_transfer_done$|^respond_and_return_transfer$|^_?transfer_kv\w*$"
 )
 # functions that only run while serving (statistics, metrics of finished steps)
+# SGLang's decode-side reaction to a prefill that stopped answering its heartbeat
+# (``heartbeat_checker`` -> ``_handle_node_failure``: disaggregation/{mooncake,nixl}/conn.py up
+# to 0.5.x, common/conn.py in 0.5.23)
+_PEER_LOST_FUNC = re.compile(r"^_?handle_node_failure$|^heartbeat_checker$")
 _SERVE_FUNC = re.compile(r"^update_from_output$|^get_kv_connector_stats$|^\w*log_stats\w*$|^record_\w+stats\w*$")
 # a refusal of the configuration (the message names what is unsupported and what to use)
 _CONFIG_REFUSAL = re.compile(
@@ -98,7 +102,9 @@ def traceback_finding(
     )
     funcs = [f[2] for f in frames] + re.findall(r"(\w+)\(", src)[:1]  # and what the innermost line calls
     phase = ""
-    if any(_XFER_FUNC.match(f) for f in funcs):
+    if any(_PEER_LOST_FUNC.match(f) for f in funcs):
+        phase = "after-peer-restart"  # the decode's heartbeat found a prefill dead and cleans up after it
+    elif any(_XFER_FUNC.match(f) for f in funcs):
         phase = "first-transfer"
     elif any(_SERVE_FUNC.match(f) for f in funcs):
         phase = "serving"
