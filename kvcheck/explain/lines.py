@@ -54,6 +54,8 @@ ENGINE_NAMES = {
     "mooncake": "Mooncake transfer engine",
     "mori": "MORI IO engine",
     "lightllm": "LightLLM",
+    "vllm-omni": "vLLM-Omni",
+    "xllm": "xLLM",
     "python": "Python runtime (crash dump)",
     "native": "native crash dump",
 }
@@ -77,6 +79,8 @@ SUPPORT = {
     "dynamo-vllm": "named only: Dynamo's vLLM worker (its `INFO mm-dd hh:mm:ss engine.py:NNN]` lines); known "
     "signatures are pointed to their threads",
     "lightllm": "named only: kvcheck does not model LightLLM",
+    "vllm-omni": "named only: kvcheck does not model vLLM-Omni; known signatures are pointed to their threads",
+    "xllm": "named only: kvcheck does not model xLLM; known signatures are pointed to their threads",
     "python": "a Python fault dump: attributed to the engine its frames run in",
     "native": "a native stack dump: attributed to the library its frames name",
 }
@@ -161,6 +165,8 @@ _MORI = re.compile(
     r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py|\bmori::io\b|\bControlPlaneServer::\w+|MessageType::RegEndpoint",
     re.I,
 )
+# xLLM: its paths and the PD block-mapping CHECK text only it prints (xllm PR #2040)
+_XLLM = re.compile(r"\bxllm\b|/xllm/|remote block coverage shortage", re.I)
 _LIGHTLLM = re.compile(r"\blightllm\b|--pd_trans_mode", re.I)
 _TRT_HINT = re.compile(
     r"TRT|TensorRT|tensorrt|\[_torch\]|\[executor\]|kv cache manager|CacheTransceiver|trtllm|transferAgent"
@@ -413,6 +419,10 @@ class Attributor:
             return LineInfo("mori", host=self.context_engine())
         if ("ightllm" in line or "pd_trans_mode" in line or "LightLLM" in line) and _LIGHTLLM.search(line):
             return LineInfo("lightllm", host="lightllm")
+        if s.startswith("[Orchestrator]"):  # vLLM-Omni's Prefill-Decode Orchestrator
+            return LineInfo("vllm-omni", host="vllm-omni")
+        if ("xllm" in line or "remote block" in line) and _XLLM.search(line):
+            return LineInfo("xllm", host="xllm")
         # blocks: tracebacks, fault dumps and native frames take the engine their frames show
         if _FAULT.match(s):
             self.in_block, self.block_kind = True, "python"

@@ -1,0 +1,67 @@
+"""Lines of other engines and native libraries that kvcheck named but did not explain
+(issue 20, round 11): each kind's cause as its project's thread states it, the engine named,
+and never an SGLang catalog message. Excerpts written here in each project's log format."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcheck.explain import explain_text
+
+CASES = [
+    (
+        # a gdb backtrace of a Mooncake EFA process: libfabric's SHM reassembly copying into GPU memory
+        "#0  __memcpy_evex_unaligned ()\n#1  ofi_memcpy ()\n#2  ofi_copy_to_mr_iov ()\n#3  smr_copy_from_sar ()\n"
+        "#4  smr_ep_progress ()\n#5  fi_cq_read ()\n#6  mooncake::EfaContext::pollCq(int) ()\n",
+        "libfabric-shm-gpu-host-memcpy",
+        "libfabric",
+        "first-transfer",
+        "FI_EFA_ENABLE_SHM_TRANSFER=0",
+    ),
+    (
+        "W20260601 09:00:00.100000 140000000000000 transfer_engine_impl.cpp:700] InternalError: "
+        "cudaIpcGetMemHandle(&handle, (void*)ptr): invalid argument\n",
+        "mooncake-nvlink-ipc-export-vmm",
+        "mooncake",
+        "startup",
+        "#2089",
+    ),
+    (
+        "[TensorRT-LLM][ERROR] Exception in DataRequester request(): Message truncated\n",
+        "trtllm-data-requester-message-truncated",
+        "trtllm",
+        "first-transfer",
+        "cache_transceiver_config",
+    ),
+    (
+        "[Orchestrator][PD] Missing prefill kv_transfer_params.remote_request_id\n",
+        "vllm-omni-orchestrator-remote-request-id",
+        "vllm-omni",
+        "first-request",
+        "#5900",
+    ),
+    (
+        "F20260702 11:00:00.000000 2001 batch_input_builder.cpp:400] Check failed: remote_size >= remote_end (2 vs. 4)\n"
+        "remote block coverage shortage\n",
+        "xllm-pd-remote-block-shortage",
+        "xllm",
+        "serving",
+        "prefix cache",
+    ),
+]
+
+
+@pytest.mark.parametrize("text,sig,engine,phase,fix_word", CASES, ids=[c[1] for c in CASES])
+def test_the_kind_is_explained_as_its_projects(text, sig, engine, phase, fix_word):
+    rep = explain_text(text, source="log").report
+    f = rep.first_cause
+    assert f is not None and f.id == sig
+    assert f.engine == engine and f.phase == phase
+    assert fix_word in f.fix or fix_word in f.cause
+    assert not any(x.kind == "catalog" and x.engine == "sglang" for x in rep.findings)
+
+
+def test_vllm_omni_and_xllm_lines_are_named_as_theirs():
+    for text, _, engine, _, _ in CASES[3:]:
+        rep = explain_text(text, source="log").report
+        assert engine in {e.engine for e in rep.engines}
