@@ -95,3 +95,36 @@ def test_elided_frames_without_line_numbers_are_read_as_sglangs():
     assert f.engine == "sglang" and f.id == "python-shape-mismatch"
     assert f.phase == "first-transfer"  # _send_kvcache_generic moves the KV
     assert f"{UTILS}:" not in f.cause  # no line number invented
+
+
+def _namedtuple_fields(module: str, cls: str) -> list[str]:
+    """The fields of a NamedTuple class of the installed SGLang, read from its source."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    return [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+
+
+def test_deepep_normal_output_into_the_cutedsl_runner_is_named_from_the_field_counts():
+    mod = "sglang.srt.layers.moe.token_dispatcher.deepep"
+    normal = _namedtuple_fields(mod, "DeepEPNormalDispatchOutput")
+    ll = _namedtuple_fields(mod, "DeepEPLLDispatchOutput")
+    try:
+        a, b, c, d, e, f = tuple(normal)  # noqa: F841  what the runner does with a normal-mode output
+    except ValueError as err:
+        exc = f"ValueError: {err}"
+    assert len(ll) == 6
+    text = (
+        'File "sglang/srt/layers/moe/moe_runner/flashinfer_cutedsl.py", line 600,\n'
+        "  in fused_experts_deepep_to_flashinfer_cutedsl_fp4\n"
+        "    hidden_states, hidden_states_scale, _, _, masked_m, _ = dispatch_output\n"
+        f"{exc}\n"
+    )
+    f = _first(text)
+    assert f.id == "moe-deepep-normal-output-to-ll-runner" and f.engine == "sglang"
+    assert f"({len(ll)} fields" in f.cause and f"normal-mode output has {len(normal)}" in f.cause

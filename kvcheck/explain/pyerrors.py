@@ -185,7 +185,10 @@ def traceback_finding(
     }.get(kind, "the traceback was cut before its exception line")
     head = f"{etype}: {msg}"[:300] if etype else "traceback without its exception line"
     qual = ex.group("qual") if ex else ""
-    cls = message_class(msg) if msg else None
+    cls = next(
+        (c for mrx, frx, c in R["_frame_classes"] if path and mrx.search(msg) and frx.search(f"{path}:{func}")), None
+    )
+    cls = cls or (message_class(msg) if msg else None)
     if cls is not None:
         return GenericFinding(
             id=cls["id"],
