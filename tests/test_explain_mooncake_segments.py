@@ -26,9 +26,9 @@ LOCAL = "E0803 10:00:00.500000  311 transfer_metadata.cpp:877] Local segment des
 
 def test_sglang_sizes_the_metadata_hidden_states_from_the_draft_only_with_speculative_decoding():
     # the fact the cause rests on, in the installed release's scheduler
-    spec = importlib.util.find_spec("sglang.srt.managers.scheduler")
+    spec = importlib.util.find_spec("sglang")  # the package only: its subpackages import torch
     assert spec is not None and spec.origin
-    src = Path(spec.origin).read_text(encoding="utf-8")
+    src = Path(spec.origin).parent.joinpath("srt", "managers", "scheduler.py").read_text(encoding="utf-8")
     assert "carries_draft_hidden_states()" in src
     assert "disagg_hidden_size = 16" in src and "disagg_hidden_states_dtype = torch.float32" in src
 

@@ -103,9 +103,10 @@ def _namedtuple_fields(module: str, cls: str) -> list[str]:
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.find_spec(module)
+    spec = importlib.util.find_spec("sglang")  # the package only: its subpackages import torch
     assert spec is not None and spec.origin
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    path = Path(spec.origin).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
     return [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
 

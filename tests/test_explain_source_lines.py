@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import shutil
 from pathlib import Path
@@ -20,9 +21,7 @@ def _installed(srt_file: str) -> tuple[str, list[str]]:
     spec = importlib.util.find_spec("sglang")
     assert spec is not None and spec.origin
     path = Path(spec.origin).parent / srt_file
-    import sglang
-
-    return sglang.__version__, path.read_text(encoding="utf-8").splitlines()
+    return importlib.metadata.version("sglang"), path.read_text(encoding="utf-8").splitlines()
 
 
 def _frame_in(version: str, func: str, lines: list[str]) -> tuple[int, str]:
