@@ -92,9 +92,23 @@ def test_elided_frames_without_line_numbers_are_read_as_sglangs():
         f"{_broadcast_error()}\n"
     )
     f = _first(text)
-    assert f.engine == "sglang" and f.id == "python-shape-mismatch"
+    # under SGLang's pairing of source and destination pages: the two lists' lengths differ
+    assert f.engine == "sglang" and f.id == "pd-transfer-index-length-mismatch"
     assert f.phase == "first-transfer"  # _send_kvcache_generic moves the KV
     assert f"{UTILS}:" not in f.cause  # no line number invented
+    # the installed release guards the pairing with its own message, which the cause names
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("sglang")
+    assert spec is not None and spec.origin
+    src = Path(spec.origin).parent.joinpath(UTILS).read_text(encoding="utf-8")
+    assert "requires equal-length src/dst index arrays" in src and "requires equal-length src/dst index arrays" in f.cause
+
+
+def test_the_same_broadcast_error_elsewhere_is_the_general_shape_class():
+    text = f'File "sglang/{CONN}", line 10, in some_other_function\n    x = a + b\n{_broadcast_error()}\n'
+    assert _first(text).id == "python-shape-mismatch"
 
 
 def _namedtuple_fields(module: str, cls: str) -> list[str]:
