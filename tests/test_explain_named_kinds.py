@@ -65,3 +65,30 @@ def test_vllm_omni_and_xllm_lines_are_named_as_theirs():
     for text, _, engine, _, _ in CASES[3:]:
         rep = explain_text(text, source="log").report
         assert engine in {e.engine for e in rep.engines}
+
+
+def test_one_nixl_plugin_that_does_not_load_is_a_warning_naming_only_that_backend():
+    text = (
+        "E1101 09:00:00.000001       7 nixl_plugin_manager.cpp:122] Failed to load plugin from /venv/lib/nixl/plugins/"
+        "libplugin_LIBFABRIC.so: /usr/lib/libfabric.so.1: version `FABRIC_1.9' not found\n"
+        "E1101 09:00:00.000002       7 nixl_plugin_manager.cpp:288] Failed to load plugin 'LIBFABRIC' from any directory\n"
+    )
+    rep = explain_text(text, source="log").report
+    f = rep.first_cause
+    assert f is not None and f.id == "nixl-plugin-not-loaded" and f.role == "warning"
+    assert "harmless unless" in f.cause and "UCX" in f.cause
+
+
+def test_the_plugin_message_levels_said_are_nixls_own():
+    import gzip
+    import json
+    from importlib import resources
+
+    raw = resources.files("kvcheck.explain").joinpath("engine_formats.json.gz").read_bytes()
+    nixl = json.loads(gzip.decompress(raw))["engines"]["nixl"]
+    levels = {
+        nixl["kinds"][f[2]]: [nixl["releases"][a] for a, b in f[6] for a in (a, b)]
+        for f in nixl["formats"]
+        if f[0] == ["Failed to load plugin from ", ": ", ""]
+    }
+    assert levels["log:error"][-1] == "0.7.0" and levels["log:info"][0] == "0.7.1"
