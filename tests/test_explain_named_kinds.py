@@ -92,3 +92,17 @@ def test_the_plugin_message_levels_said_are_nixls_own():
         if f[0] == ["Failed to load plugin from ", ": ", ""]
     }
     assert levels["log:error"][-1] == "0.7.0" and levels["log:info"][0] == "0.7.1"
+
+
+def test_a_refused_transfer_telemetry_is_nixls_and_not_a_failed_transfer():
+    text = (
+        "E0801 12:00:00.000001     90 nixl_agent.cpp:1300] getXferTelemetry: cannot return values when telemetry "
+        "is not enabled.\n"
+        "(EngineCore pid=90) ERROR 08-01 12:00:00 [nixl_connector.py:2000] NIXL transfer failure: transfer_exception. "
+        "Marking blocks as invalid\n"
+    )
+    rep = explain_text(text, source="log").report
+    f = rep.first_cause
+    assert f is not None and f.id == "nixl-xfer-telemetry-not-enabled" and f.engine == "nixl"
+    assert "1.3.2" in f.fix
+    assert not any(x.kind == "catalog" and x.engine == "sglang" for x in rep.findings)
