@@ -106,3 +106,17 @@ def test_a_refused_transfer_telemetry_is_nixls_and_not_a_failed_transfer():
     assert f is not None and f.id == "nixl-xfer-telemetry-not-enabled" and f.engine == "nixl"
     assert "1.3.2" in f.fix
     assert not any(x.kind == "catalog" and x.engine == "sglang" for x in rep.findings)
+
+
+def test_mori_dropping_the_decodes_abort_is_sglangs_and_names_the_release_that_handles_it():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("sglang")
+    assert spec is not None and spec.origin
+    mori = Path(spec.origin).parent.joinpath("srt", "disaggregation", "mori", "conn.py").read_text(encoding="utf-8")
+    assert "Received malformed bootstrap message" in mori and '_TAG_ABORT = b"ABORT"' in mori
+    rep = explain_text("[2026-08-01 10:00:00 TP0] Received malformed bootstrap message\n", source="log").report
+    f = rep.first_cause
+    assert f is not None and f.id == "sglang-mori-abort-dropped-as-malformed" and f.engine == "sglang"
+    assert "0.5.19" in f.fix
