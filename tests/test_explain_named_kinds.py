@@ -115,7 +115,7 @@ def test_mori_dropping_the_decodes_abort_is_sglangs_and_names_the_release_that_h
     spec = importlib.util.find_spec("sglang")
     assert spec is not None and spec.origin
     mori = Path(spec.origin).parent.joinpath("srt", "disaggregation", "mori", "conn.py").read_text(encoding="utf-8")
-    assert "Received malformed bootstrap message" in mori and '_TAG_ABORT = b"ABORT"' in mori
+    assert "Received malformed bootstrap message" in mori and "def _handle_abort_message" in mori
     rep = explain_text("[2026-08-01 10:00:00 TP0] Received malformed bootstrap message\n", source="log").report
     f = rep.first_cause
     assert f is not None and f.id == "sglang-mori-abort-dropped-as-malformed" and f.engine == "sglang"
