@@ -48,6 +48,11 @@ def test_a_frame_wrapped_before_its_function_is_joined_on_its_first_line():
     assert got == ['  File "sglang/srt/x/y.py", line 12, in run_it', "", "    a, b = t"]
 
 
+def test_a_frame_wrapped_after_its_in_is_joined():
+    got = mend_tracebacks(['  File "sglang/srt/x/y.py", line 12, in', "      run_it", "    a, b = t"])
+    assert got == ['  File "sglang/srt/x/y.py", line 12, in run_it', "", "    a, b = t"]
+
+
 def test_a_frame_wrapped_inside_its_path_is_joined():
     got = mend_tracebacks(['  File "/usr/lib/python3/dist-packages/sglang/', f'{UTILS}", line 3, in f'])
     assert got[0] == f'  File "/usr/lib/python3/dist-packages/sglang/{UTILS}", line 3, in f' and got[1] == ""

@@ -102,6 +102,8 @@ def strip_collector(line: str) -> tuple[str, str]:
 # stays without one (the readers accept ``File "p", in f``).
 _FRAME_HEAD = re.compile(r'File "[^"\n]*"(?:, line \d+)?,?\s*$')  # a frame cut before its function
 _FRAME_TAIL = re.compile(r"^\s*((?:line \d+,?\s+)?in [\w<>.]+)\s*$")
+_FRAME_HEAD_IN = re.compile(r'File "[^"\n]*"(?:, line \d+)?,? in\s*$')  # cut between "in" and the function
+_FUNC_TAIL = re.compile(r"^\s*([\w<>.]+)\s*$")
 _PATH_HEAD = re.compile(r'File "[^"\n]*$')  # a frame cut inside its path
 _PATH_TAIL = re.compile(r'^\s*([^"\s]*", (?:line \d+,? )?in [\w<>.]+.*)$')
 # the prefixes a process puts on each line of its traceback (SGLang's ``[time TPn]``,
@@ -146,7 +148,12 @@ def mend_tracebacks(lines: list[str]) -> list[str]:
             continue
         if i + 1 < n:
             nxt = _LINE_PREFIX.sub("", out[i + 1], count=1)
-            if _FRAME_HEAD.search(ln):
+            if _FRAME_HEAD_IN.search(ln):
+                t = _FUNC_TAIL.match(nxt)
+                if t:
+                    ln = ln.rstrip() + " " + t.group(1)
+                    out[i + 1] = ""
+            elif _FRAME_HEAD.search(ln):
                 t = _FRAME_TAIL.match(nxt)
                 if t and "File " not in nxt:
                     ln = ln.rstrip().rstrip(",") + ", " + t.group(1)
