@@ -120,3 +120,17 @@ def test_mori_dropping_the_decodes_abort_is_sglangs_and_names_the_release_that_h
     f = rep.first_cause
     assert f is not None and f.id == "sglang-mori-abort-dropped-as-malformed" and f.engine == "sglang"
     assert "0.5.19" in f.fix
+
+
+@pytest.mark.parametrize("errno_", [22, 14])
+def test_a_gpu_registration_refusal_names_vmm_memory_before_a_missing_peermem(errno_):
+    import os
+
+    text = (
+        f"E0819 10:00:00.000001  77 rdma_context.cpp:588] Failed to register memory 0x12300000000: "
+        f"{os.strerror(errno_)} [{errno_}]\n"
+    )
+    f = explain_text(text, source="log").report.first_cause
+    assert f is not None and f.id == "mooncake-gpu-memory-registration"
+    assert f.cause.index("expandable_segments") < f.cause.index("nvidia_peermem")
+    assert f.fix.index("expandable segments") < f.fix.index("nvidia_peermem")
