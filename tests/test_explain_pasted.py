@@ -148,3 +148,17 @@ def test_deepep_normal_output_into_the_cutedsl_runner_is_named_from_the_field_co
     f = _first(text)
     assert f.id == "moe-deepep-normal-output-to-ll-runner" and f.engine == "sglang"
     assert f"({len(ll)} fields" in f.cause and f"normal-mode output has {len(normal)}" in f.cause
+
+
+def test_a_fault_dump_of_interpreter_frames_is_not_efa_and_its_check_is_not_sglangs_alone():
+    text = (
+        "(ApiServer_1 pid=100) INFO:     127.0.0.1:5000 - \"GET /metrics HTTP/1.1\" 200 OK\n"
+        "!!!!!!! Segfault encountered !!!!!!!\n"
+        '  File "<unknown>", line 0, in _PyObject_MakeTpCall\n'
+        '  File "<unknown>", line 0, in _PyEval_EvalFrameDefault\n'
+    )
+    rep = explain_text(text, source="log").report
+    assert "libfabric" not in {e.engine for e in rep.engines}
+    f = rep.first_cause
+    assert f is not None and f.id == "python-segfault-generic"
+    assert any("vllm/distributed/kv_transfer" in c for c in f.checks)

@@ -526,7 +526,9 @@ def engine_of_native_frame(text: str) -> str:
         return "ucx"
     if re.search(r"mooncake|transfer_engine|TransferEngine|RdmaEndPoint", text):
         return "mooncake"
-    if re.search(r"\bfi_\w+|libfabric|efa", text):
+    # EFA by its provider's names only (``efa_rdm_*``, ``EfaContext``), never "efa" inside a
+    # word (``_PyEval_EvalFrameDefault``)
+    if re.search(r"\bfi_\w+|libfabric|\befa(?:_\w+)?\b|Efa[A-Z]\w*", text):
         return "libfabric"
     return ""
 
