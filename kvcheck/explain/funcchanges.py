@@ -78,7 +78,7 @@ def evidence(srt_file: str, func: str, rel: LogRelease) -> tuple[str, str] | Non
         )
         return cause, fix
     if version_key(base) < version_key(first):
-        return None  # a release older than the table: nothing to compare
+        return _gone_after(srt_file, func, rel, base, how, shown)  # older than the table: the pasted line
     later = [c for c in changed if version_key(c) > version_key(base)]
     moved = version_key(last) < version_key(newest_scanned)
     if later:
@@ -101,3 +101,37 @@ def evidence(srt_file: str, func: str, rel: LogRelease) -> tuple[str, str] | Non
             "it, or report it with the traceback and the release."
         )
     return cause, fix
+
+
+def _gone_after(srt_file: str, func: str, rel: LogRelease, base: str, how: str, shown: str) -> tuple[str, str] | None:
+    """For a log older than the table: the first indexed release whose ``func`` no longer has
+    the source line pasted under the frame (``linedigests``: its digest on no line of the
+    function's span in that release, ``release_index.json``), or None when no source line
+    was pasted or every indexed release still has it."""
+    from kvcheck.explain import linedigests
+    from kvcheck.explain.logrelease import load_index
+
+    src = next((s for f, _, fn, s in reversed(rel.sources) if f == srt_file and fn == func), "")
+    if not src or not linedigests.covered(srt_file):
+        return None
+    index = load_index()
+    want = linedigests.line_digest(src)
+    for v in index["releases"]:
+        if version_key(v) <= version_key(base):
+            continue
+        t = index["files"][v].get(srt_file)
+        spans = index["tables"][t].get(func, []) if t is not None else []
+        got = linedigests._versions(srt_file).get(v, "")
+        if any(got[2 * (i - 1) : 2 * i] == want for a, b in spans for i in range(a, b + 1)):
+            continue
+        where = f"`{srt_file.rsplit('/', 1)[-1]}:{func}`"
+        cause = (
+            f"The log's release: {shown}. The line that raised (`{src[:80]}`) is in {where} up to {how}; from "
+            f"SGLang {v} on, {where} no longer has it."
+        )
+        fix = (
+            f" {where} no longer runs the line that raised from SGLang {v}: upgrade to {v} or later (kvcheck "
+            "compared the pasted line, not what the change fixes)."
+        )
+        return cause, fix
+    return None

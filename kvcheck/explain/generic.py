@@ -66,7 +66,7 @@ _PREFIXES = re.compile(
     r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ?"
 )
 _TB = re.compile(r"Traceback \(most recent call last\):")
-_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[\w<>.]+)')
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)"(?:, line (?P<line>\d+))?,? in (?P<func>[\w<>.]+)')
 # a line any rule below can read holds one of these (the per-line prefilter)
 _HINTS = (
     "rror",
@@ -253,7 +253,7 @@ class GenericReader:
             fr = _FRAME.match(s)
             if fr:
                 if len(self._frames) < 64:
-                    self._frames.append((fr.group("path"), fr.group("line"), fr.group("func")))
+                    self._frames.append((fr.group("path"), fr.group("line") or "", fr.group("func")))
                 self._expect_src = True
                 return
             ex = _EXC.match(s.strip())

@@ -54,6 +54,8 @@ ENGINE_NAMES = {
     "mooncake": "Mooncake transfer engine",
     "mori": "MORI IO engine",
     "lightllm": "LightLLM",
+    "vllm-omni": "vLLM-Omni",
+    "xllm": "xLLM",
     "python": "Python runtime (crash dump)",
     "native": "native crash dump",
 }
@@ -77,6 +79,8 @@ SUPPORT = {
     "dynamo-vllm": "named only: Dynamo's vLLM worker (its `INFO mm-dd hh:mm:ss engine.py:NNN]` lines); known "
     "signatures are pointed to their threads",
     "lightllm": "named only: kvcheck does not model LightLLM",
+    "vllm-omni": "named only: kvcheck does not model vLLM-Omni; known signatures are pointed to their threads",
+    "xllm": "named only: kvcheck does not model xLLM; known signatures are pointed to their threads",
     "python": "a Python fault dump: attributed to the engine its frames run in",
     "native": "a native stack dump: attributed to the library its frames name",
 }
@@ -161,6 +165,8 @@ _MORI = re.compile(
     r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py|\bmori::io\b|\bControlPlaneServer::\w+|MessageType::RegEndpoint",
     re.I,
 )
+# xLLM: its paths and the PD block-mapping CHECK text only it prints (xllm PR #2040)
+_XLLM = re.compile(r"\bxllm\b|/xllm/|remote block coverage shortage", re.I)
 _LIGHTLLM = re.compile(r"\blightllm\b|--pd_trans_mode", re.I)
 _TRT_HINT = re.compile(
     r"TRT|TensorRT|tensorrt|\[_torch\]|\[executor\]|kv cache manager|CacheTransceiver|trtllm|transferAgent"
@@ -170,7 +176,7 @@ _FAULT = re.compile(
     r"^(?:Fatal Python error: |Current thread 0x|Thread 0x[0-9a-f]+ \(most recent call first\):|!!!!!!! Segfault "
     r"encountered)"
 )
-_PYFRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<func>[\w<>.]+)')
+_PYFRAME = re.compile(r'^\s*File "(?P<path>[^"]+)"(?:, line (?P<line>\d+))?,? in (?P<func>[\w<>.]+)')
 _TB_START = re.compile(r"Traceback \(most recent call last\):")
 _EXC_LINE = re.compile(r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::|$)")
 _SGLANG_MODULES = {
@@ -413,6 +419,10 @@ class Attributor:
             return LineInfo("mori", host=self.context_engine())
         if ("ightllm" in line or "pd_trans_mode" in line or "LightLLM" in line) and _LIGHTLLM.search(line):
             return LineInfo("lightllm", host="lightllm")
+        if s.startswith("[Orchestrator]"):  # vLLM-Omni's Prefill-Decode Orchestrator
+            return LineInfo("vllm-omni", host="vllm-omni")
+        if ("xllm" in line or "remote block" in line) and _XLLM.search(line):
+            return LineInfo("xllm", host="xllm")
         # blocks: tracebacks, fault dumps and native frames take the engine their frames show
         if _FAULT.match(s):
             self.in_block, self.block_kind = True, "python"
@@ -516,7 +526,9 @@ def engine_of_native_frame(text: str) -> str:
         return "ucx"
     if re.search(r"mooncake|transfer_engine|TransferEngine|RdmaEndPoint", text):
         return "mooncake"
-    if re.search(r"\bfi_\w+|libfabric|efa", text):
+    # EFA by its provider's names only (``efa_rdm_*``, ``EfaContext``), never "efa" inside a
+    # word (``_PyEval_EvalFrameDefault``)
+    if re.search(r"\bfi_\w+|libfabric|\befa(?:_\w+)?\b|Efa[A-Z]\w*", text):
         return "libfabric"
     return ""
 

@@ -30,6 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kvcheck.explain import linedigests
+
 _V = r"(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)"
 EXPLICIT = [
     ("image tag", re.compile(r"[\w./-]*sglang[\w.-]*:v?" + _V + r"(?![\w.])|[\w./-]*sglang[\w.-]*:v?" + _V + r"-")),
@@ -67,6 +69,7 @@ EXPLICIT = [
 DEV_BUILD = re.compile(r"\b0\.0\.0\.dev\d+\+g([0-9a-f]{7,})\b|\bsglang[\w.-]*:(?:nightly|dev)[\w.-]*\b")
 SERVER_ARGS = re.compile(r"server_args=ServerArgs\((?P<body>.*)")
 FIELD = re.compile(r"(?:^|, )([a-z_][a-z0-9_]*)=")
+_EXC_LINE = re.compile(r"^(?:[\w]+\.)*[A-Za-z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
 FRAME = re.compile(r'File "(?P<path>[^"]*?/sglang/(?P<file>srt/[\w/]+\.py))", line (?P<line>\d+),? in (?P<func>\w+)')
 
 
@@ -98,6 +101,8 @@ class LogRelease(BaseModel):
     older_possible: bool = False
     dev_build: str | None = None
     clues: list[ReleaseClue] = Field(default_factory=list)
+    # the frames with the source line pasted under them: (srt file, line, function, source)
+    sources: list[tuple[str, int, str, str]] = Field(default_factory=list)
 
     def text(self) -> str:
         if self.release and any(
@@ -152,6 +157,8 @@ class ReleaseReader:
         self.dev: str | None = None
         self._seen: set[tuple[str, str]] = set()
         self._pip_name: tuple[str, int] = ("", 0)
+        self.srcs: dict[int, str] = {}  # frame index -> the source line pasted under it
+        self._want_src = False
 
     def _clue(self, kind: str, value: str, line: int) -> None:
         if (kind, value) not in self._seen and len(self.clues) < 50:
@@ -159,6 +166,12 @@ class ReleaseReader:
             self.clues.append(ReleaseClue(kind=kind, value=value, line=line))
 
     def feed(self, lineno: int, line: str) -> None:
+        if self._want_src:
+            self._want_src = False
+            st = line.strip()
+            if st and not st.startswith(("File ", "Traceback", "^", "~")) and not _EXC_LINE.match(st):
+                self.srcs[len(self.frames) - 1] = st[:300]
+                return
         if not _HINT.search(line):
             return
         if "Name:" in line or "Version:" in line:
@@ -188,9 +201,11 @@ class ReleaseReader:
         for fm in FRAME.finditer(line):
             if len(self.frames) < self.MAX_FRAMES:
                 self.frames.append((fm.group("file"), int(fm.group("line")), fm.group("func"), lineno))
+                self._want_src = True
 
     def result(self) -> LogRelease:
         out = LogRelease(clues=list(self.clues), dev_build=self.dev)
+        out.sources = [(f, ln, fn, self.srcs[k]) for k, (f, ln, fn, _) in enumerate(self.frames) if k in self.srcs]
         explicit = [c for c in self.clues if c.kind in _EXPLICIT_KINDS]
         index = None
         cands: set[str] | None = None
@@ -206,7 +221,10 @@ class ReleaseReader:
             index = index or load_index()
             fit_frames = None
             counts: dict[str, int] = {}
-            for file, ln, func, _ in self.frames:
+            # the releases before the index whose file has every pasted source line
+            # (``linedigests``): said when no indexed release fits
+            older: set[str] | None = None
+            for k, (file, ln, func, _) in enumerate(self.frames):
                 ok = set()
                 for v in index["releases"]:
                     t = index["files"][v].get(file)
@@ -215,6 +233,12 @@ class ReleaseReader:
                     spans = index["tables"][t].get(func, [])
                     if any(a <= ln <= b for a, b in spans):
                         ok.add(v)
+                src = self.srcs.get(k)
+                if src and linedigests.covered(file):
+                    by_text = set(linedigests.releases_fitting(file, ln, src))
+                    ok &= by_text
+                    before = by_text - set(index["releases"])
+                    older = before if older is None else older & before
                 if not any(file in index["files"][v] for v in index["releases"]):
                     continue  # a file kvcheck does not index: no evidence either way
                 for v in ok:
@@ -230,6 +254,12 @@ class ReleaseReader:
                         releases=order,
                     )
                 )
+                if not order and older and cands is None:
+                    from kvcheck.sglang.releases import release_key
+
+                    out.clues[-1].releases = sorted(older, key=release_key)
+                    out.clues[-1].kind = "traceback source lines"
+                    order = out.clues[-1].releases
                 cands = set(order) if cands is None else cands & set(order)
                 if not order and counts:
                     best = max(counts.values())

@@ -132,7 +132,7 @@ class Explanation(BaseModel):
         }
 
 
-_FRAME_FUNC = re.compile(r'File "[^"]+", line \d+,? in (\w+)|\bin (\w+)$')
+_FRAME_FUNC = re.compile(r'File "[^"]+"(?:, line \d+)?,? in (\w+)|\bin (\w+)$')
 _EXC = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): ")
 _BATCH = 8192  # lines of an iterable handled at a time
 

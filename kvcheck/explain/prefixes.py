@@ -84,3 +84,90 @@ def strip_collector(line: str) -> tuple[str, str]:
         if not line or line[0] not in _STARTS or _OWN.match(line):
             break
     return line, role
+
+
+# ------------------------------------------------------------------ tracebacks as pasted
+# A traceback pasted into an issue or a chat is rarely as Python printed it:
+#   - a narrow terminal or an editor wraps a long frame: ``File "<path>", line 476,`` then
+#     ``  in fused_experts`` (or the path itself over two lines);
+#   - a reply elides the frames' directories (``File ".../disaggregation/mooncake/conn.py"``,
+#     ``…/common/utils.py``) and drops the line numbers (``File "<path>", in f``);
+#   - Windows paths use ``\``.
+# ``mend_tracebacks`` puts such frames back in Python's own form (``traceback.format_list``:
+# ``  File "<path>", line N, in <func>``) so that every reader (engine, release, the fixed
+# bugs) reads the frame: a wrapped frame is joined on its first line (the second becomes
+# blank, so line numbers stay), and an elided path whose tail names exactly one file of
+# SGLang's package (any release kvcheck indexed, ``release_index.json``) is given that
+# file's ``sglang/srt/...`` path. The line number is not invented: a frame without one
+# stays without one (the readers accept ``File "p", in f``).
+_FRAME_HEAD = re.compile(r'File "[^"\n]*"(?:, line \d+)?,?\s*$')  # a frame cut before its function
+_FRAME_TAIL = re.compile(r"^\s*((?:line \d+,?\s+)?in [\w<>.]+)\s*$")
+_FRAME_HEAD_IN = re.compile(r'File "[^"\n]*"(?:, line \d+)?,? in\s*$')  # cut between "in" and the function
+_FUNC_TAIL = re.compile(r"^\s*([\w<>.]+)\s*$")
+_PATH_HEAD = re.compile(r'File "[^"\n]*$')  # a frame cut inside its path
+_PATH_TAIL = re.compile(r'^\s*([^"\s]*", (?:line \d+,? )?in [\w<>.]+.*)$')
+# the prefixes a process puts on each line of its traceback (SGLang's ``[time TPn]``,
+# vLLM's ``(Worker pid=N)``, a level and time): the wrapped part carries them too
+_LINE_PREFIX = re.compile(
+    r"^(?:\s*\((?:[A-Za-z][\w.]*(?:[ _][\w=.]+)*? )?pid=\d+(?:, ip=[\d.]+)?\)|\s*\[\d{4}-\d\d-\d\d[^\]]{0,40}\])+\s*"
+)
+_ELIDED = re.compile(r'(File ")(?:\.\.\.|…)[/\\](?P<tail>[\w/\\.-]+\.py)(")')
+
+
+def _sglang_tail(tail: str) -> str:
+    """The one ``srt/...py`` of SGLang's package (any indexed release) ending with
+    ``tail`` (at least two path parts), or ''."""
+    tail = tail.replace("\\", "/").lstrip("/")
+    if tail.count("/") < 1:
+        return ""
+    hits = {f for f in _srt_files() if f == tail or f.endswith("/" + tail)}
+    return hits.pop() if len(hits) == 1 else ""
+
+
+_SRT_FILES: frozenset[str] | None = None
+
+
+def _srt_files() -> frozenset[str]:
+    global _SRT_FILES
+    if _SRT_FILES is None:
+        from kvcheck.explain.logrelease import load_index
+
+        files = load_index()["files"]
+        _SRT_FILES = frozenset(f for per in files.values() for f in per)
+    return _SRT_FILES
+
+
+def mend_tracebacks(lines: list[str]) -> list[str]:
+    """``lines`` (already without collectors' prefixes) with each wrapped or elided
+    traceback frame put back in Python's form (see above); the same number of lines.
+    Cheap: a line without ``File "`` (or a wrapped frame's tail) is not looked at twice."""
+    out = list(lines)
+    n = len(out)
+    for i, ln in enumerate(out):
+        if 'File "' not in ln:
+            continue
+        if i + 1 < n:
+            nxt = _LINE_PREFIX.sub("", out[i + 1], count=1)
+            if _FRAME_HEAD_IN.search(ln):
+                t = _FUNC_TAIL.match(nxt)
+                if t:
+                    ln = ln.rstrip() + " " + t.group(1)
+                    out[i + 1] = ""
+            elif _FRAME_HEAD.search(ln):
+                t = _FRAME_TAIL.match(nxt)
+                if t and "File " not in nxt:
+                    ln = ln.rstrip().rstrip(",") + ", " + t.group(1)
+                    out[i + 1] = ""
+            elif _PATH_HEAD.search(ln):
+                t = _PATH_TAIL.match(nxt)
+                if t:
+                    ln = ln.rstrip() + t.group(1)
+                    out[i + 1] = ""
+        if "..." in ln or "…" in ln:
+            m = _ELIDED.search(ln)
+            if m:
+                full = _sglang_tail(m.group("tail"))
+                if full:
+                    ln = ln[: m.start()] + f'File ".../sglang/{full}"' + ln[m.end() :]
+        out[i] = ln
+    return out

@@ -44,6 +44,10 @@ _XFER_FUNC = re.compile(
     r"|^_?pop_done_transfers$|^check_transfer_done$|^respond_and_return_transfer$|^_?transfer_kv\w*$"
 )
 # functions that only run while serving (statistics, metrics of finished steps)
+# SGLang's decode-side reaction to a prefill that stopped answering its heartbeat
+# (``heartbeat_checker`` -> ``_handle_node_failure``: disaggregation/{mooncake,nixl}/conn.py up
+# to 0.5.x, common/conn.py in 0.5.23)
+_PEER_LOST_FUNC = re.compile(r"^_?handle_node_failure$|^heartbeat_checker$")
 _SERVE_FUNC = re.compile(r"^update_from_output$|^get_kv_connector_stats$|^\w*log_stats\w*$|^record_\w+stats\w*$")
 # a refusal of the configuration (the message names what is unsupported and what to use)
 _CONFIG_REFUSAL = re.compile(
@@ -91,10 +95,16 @@ def traceback_finding(
     path, ln, func = own[-1]
     engine = engine_of_module(path) or ("python" if path else "")
     sub = sglang_subsystem(path) if engine == "sglang" else ""
-    where = f"{re.split(r'(?:site|dist)-packages/|/python/', path)[-1]}:{ln} in {func}" if path else "(no frame shown)"
+    where = (
+        f"{re.split(r'(?:site|dist)-packages/|/python/', path)[-1]}{':' + ln if ln else ''} in {func}"
+        if path
+        else "(no frame shown)"
+    )
     funcs = [f[2] for f in frames] + re.findall(r"(\w+)\(", src)[:1]  # and what the innermost line calls
     phase = ""
-    if any(_XFER_FUNC.match(f) for f in funcs):
+    if any(_PEER_LOST_FUNC.match(f) for f in funcs):
+        phase = "after-peer-restart"  # the decode's heartbeat found a prefill dead and cleans up after it
+    elif any(_XFER_FUNC.match(f) for f in funcs):
         phase = "first-transfer"
     elif any(_SERVE_FUNC.match(f) for f in funcs):
         phase = "serving"
@@ -175,7 +185,10 @@ def traceback_finding(
     }.get(kind, "the traceback was cut before its exception line")
     head = f"{etype}: {msg}"[:300] if etype else "traceback without its exception line"
     qual = ex.group("qual") if ex else ""
-    cls = message_class(msg) if msg else None
+    cls = next(
+        (c for mrx, frx, c in R["_frame_classes"] if path and mrx.search(msg) and frx.search(f"{path}:{func}")), None
+    )
+    cls = cls or (message_class(msg) if msg else None)
     if cls is not None:
         return GenericFinding(
             id=cls["id"],

@@ -48,6 +48,8 @@ PROCESS_ENGINES = {
     "dynamo",
     "dynamo-vllm",
     "lightllm",
+    "vllm-omni",
+    "xllm",
 }
 _PHASE_WORDS = {
     "start-up": "startup",

@@ -294,6 +294,8 @@ ENGINE_LABEL = {
     "mori": "MORI",
     "lightllm": "LightLLM",
     "sglang-router": "SGLang router",
+    "vllm-omni": "vLLM-Omni",
+    "xllm": "xLLM",
 }
 
 

@@ -32,7 +32,11 @@ def rules() -> dict[str, Any]:
     data["_library_exceptions"] = [
         (re.compile(x["type"]), re.compile(x["module"]), x) for x in data["library_exceptions"]
     ]
-    data["_message_classes"] = [(re.compile(c["re"]), c) for c in data["message_classes"]]
+    data["_message_classes"] = [(re.compile(c["re"]), c) for c in data["message_classes"] if "frame" not in c]
+    # classes read only under a given innermost frame (``path:function``)
+    data["_frame_classes"] = [
+        (re.compile(c["re"]), re.compile(c["frame"]), c) for c in data["message_classes"] if "frame" in c
+    ]
     data["_crash_steps"] = [
         (re.compile(c["re"]), c["step"], c["phase"], bool(c.get("anytime"))) for c in data["crash_steps"]
     ]

@@ -134,16 +134,17 @@ def _lines_of(data: bytes, byte_limit: int, char_limit: int) -> list[str]:
 
 
 def _uncollect(block: list[str]) -> tuple[list[str], list[str]]:
-    """The block's lines without their log collectors' prefixes (``prefixes``), and the
-    role each prefix named."""
-    from kvcheck.explain.prefixes import strip_collector
+    """The block's lines without their log collectors' prefixes (``prefixes``), wrapped or
+    elided traceback frames put back in Python's form (``mend_tracebacks``), and the role
+    each prefix named."""
+    from kvcheck.explain.prefixes import mend_tracebacks, strip_collector
 
     out, roles = [], []
     for ln in block:
         got, role = strip_collector(ln)
         out.append(got)
         roles.append(role)
-    return out, roles
+    return mend_tracebacks(out), roles
 
 
 def _prefix_partial(line: str, entry: Entry) -> str | None:

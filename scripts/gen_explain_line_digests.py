@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Which releases a traceback's pasted source line fits: a one-byte digest of every line of
+SGLang's PD transfer code, release by release.
+
+A traceback prints, under each frame, the source line it ran. Line numbers alone fit many
+releases (a function's span moves little); the line's text fits only the releases whose file
+has that text at that line. For every release unpacked under ``--tree``
+(``<tree>/<version>/sglang``) from 0.5.1 on and every file under ``srt/disaggregation/``, each
+line (whitespace stripped) is reduced to one byte (the first byte of its blake2b digest): a
+wrong release passes the test one time in 256, a right one never fails it. Files are stored as
+a chain of versions: the first in full, each later one as copies of the previous version's
+ranges and new digests (difflib opcodes), only where the file changed.
+
+Output: ``kvcheck/explain/line_digests.json.gz``:
+``{"releases": [...], "files": {path: [[release index, ops] ...]}}`` where ``ops`` is ``"="``
+(as the previous stored version) or a list of ``[start, end]`` (copy lines of the previous
+version) and hex strings (new lines). ``kvcheck.explain.linedigests`` reads it.
+
+Usage: python scripts/gen_explain_line_digests.py --tree /tmp/sgl [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import gzip
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "kvcheck" / "explain" / "line_digests.json.gz"
+FIRST = (0, 5, 1)
+FILES = re.compile(r"^srt/disaggregation/.+\.py$")
+
+
+def version_key(v: str) -> tuple:
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$", v)
+    if not m:
+        return (10**6,)
+    a, b, c, post = m.groups()
+    return (int(a), int(b), int(c), int(post or 0))
+
+
+def line_digest(text: str) -> str:
+    """Two hex characters: the first byte of blake2b of the stripped line."""
+    return hashlib.blake2b(text.strip().encode("utf-8"), digest_size=1).hexdigest()
+
+
+def build(tree: Path) -> dict:
+    rels = sorted(
+        (p.name for p in tree.iterdir() if version_key(p.name)[0] < 10**6 and version_key(p.name)[:3] >= FIRST),
+        key=version_key,
+    )
+    files: dict[str, list] = {}
+    prev: dict[str, list[str]] = {}
+    for i, v in enumerate(rels):
+        base = tree / v / "sglang"
+        for path in sorted(base.joinpath("srt", "disaggregation").rglob("*.py")):
+            rel = path.relative_to(base).as_posix()
+            if not FILES.match(rel):
+                continue
+            cur = [line_digest(x) for x in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+            p = prev.get(rel)
+            if p == cur:
+                files[rel].append([i, "="])
+                continue
+            if p is None:
+                ops: list = ["".join(cur)]
+            else:
+                ops = []
+                sm = difflib.SequenceMatcher(None, p, cur, autojunk=False)
+                for op, i1, i2, j1, j2 in sm.get_opcodes():
+                    if op == "equal":
+                        ops.append([i1, i2])
+                    elif j2 > j1:
+                        ops.append("".join(cur[j1:j2]))
+            files.setdefault(rel, []).append([i, ops])
+            prev[rel] = cur
+    return {"generated_by": "scripts/gen_explain_line_digests.py", "releases": rels, "files": files}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tree", type=Path, required=True)
+    ap.add_argument("--check", action="store_true", help="exit 1 when the committed table differs")
+    a = ap.parse_args()
+    data = json.dumps(build(a.tree), separators=(",", ":"), sort_keys=True).encode()
+    if a.check:
+        old = gzip.decompress(OUT.read_bytes()) if OUT.exists() else b""
+        print("up to date" if old == data else "differs")
+        return 0 if old == data else 1
+    OUT.write_bytes(gzip.compress(data, 9, mtime=0))
+    print(f"{OUT}: {len(data)} bytes raw, {OUT.stat().st_size} gzipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
