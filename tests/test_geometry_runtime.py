@@ -121,13 +121,19 @@ def _runtime_target_pool(sa, *, layers: tuple[int, int], hisparse_host: bool = F
             device_pool = HiSparseDSATokenToKVPool(**dsa, host_to_device_ratio=2)
             # hisparse_coordinator builds the host mirror this way; pin_memory only
             # decides whether cudaHostRegister runs (no GPU here), not the shapes.
-            host = MLATokenToKVPoolHost(
-                buffer_info=device_pool.get_device_pool_infos()[0].buffer_info,
-                device_capacity_tokens=device_pool.size, start_layer=device_pool.start_layer,
-                end_layer=device_pool.end_layer, target_layer_num=device_pool.layer_num,
-                host_to_device_ratio=2, host_size=0, page_size=page, layout="layer_first",
-                override_kv_cache_dim=device_pool.kv_cache_dim, pin_memory=False,
-            )
+            from sglang.srt.mem_cache.pool_host.base import host_memory_budget_scope
+
+            # the runtime's own budget scope: the host pool's shapes do not depend on how much
+            # RAM this machine has free (outside a scope SGLang keeps 10 GiB in reserve and
+            # refuses the pool when the test machine is short of it)
+            with host_memory_budget_scope(1 << 30):
+                host = MLATokenToKVPoolHost(
+                    buffer_info=device_pool.get_device_pool_infos()[0].buffer_info,
+                    device_capacity_tokens=device_pool.size, start_layer=device_pool.start_layer,
+                    end_layer=device_pool.end_layer, target_layer_num=device_pool.layer_num,
+                    host_to_device_ratio=2, host_size=0, page_size=page, layout="layer_first",
+                    override_kv_cache_dim=device_pool.kv_cache_dim, pin_memory=False,
+                )
             host.device_pool_for_state = device_pool  # setup_state_kv_args reads the device pool
             return host
         return DSATokenToKVPool(**dsa)
