@@ -566,3 +566,20 @@ def test_a_slurm_task_variable_is_never_parsed_as_its_name(tmp_path):
     proc = run_cli("preflight", "-f", str(p), "--sglang-version", "0.5.23", "--format", "json")
     assert proc.returncode == 4 and "startup-argparse" not in proc.stdout
     assert "SLURM_LOCALID is set by Slurm when each task starts" in proc.stdout
+
+
+def test_function_calls_that_fan_out_stop_at_a_bound_with_a_clear_input_error(tmp_path):
+    """Five functions each calling the one below twenty times run 3.2 million statements
+    (bash would start the server that many times): no deeper than 16 and no recursion, so the
+    depth check let kvcheck follow every call for minutes. The reading stops after
+    ``MAX_CALL_STATEMENTS`` body statements in all, with exit 2 naming the call."""
+    from kvcheck.sources.deployments.scripts import MAX_CALL_STATEMENTS
+
+    lines = [f"f{i}() {{ {'; '.join([f'f{i - 1}'] * 20)}; }}" for i in range(1, 6)]
+    lines.append("f0() { python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill & }")
+    lines.append("f5")
+    lines.append("python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --port 31001 &")
+    p = tmp_path / "fan.sh"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"line 7: shell function calls run more than {MAX_CALL_STATEMENTS} statements"):
+        read_deployments([p], env={})
