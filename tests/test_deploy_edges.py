@@ -583,3 +583,30 @@ def test_function_calls_that_fan_out_stop_at_a_bound_with_a_clear_input_error(tm
     p.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match=rf"line 7: shell function calls run more than {MAX_CALL_STATEMENTS} statements"):
         read_deployments([p], env={})
+
+
+def test_a_script_here_document_only_printed_is_not_a_running_deployment(tmp_path):
+    """``cat <<'USAGE'`` with a ``#!`` body and no redirect prints the text to the
+    terminal: no shell runs it, so its launch lines are no deployment (they were read as a
+    running pair, a verdict on servers the script never starts). The same body written to a
+    file (``> /opt/start``, ``| tee``) is still the script it writes."""
+    from kvcheck.sources.deployments.sourcing import NoServers
+
+    pair = """#!/bin/bash
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --port 31000 &
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --port 31001 &"""
+    shown = write(tmp_path, "usage.sh", f"""
+        cat <<'USAGE'
+        {pair}
+        USAGE
+        """)
+    with pytest.raises(NoServers, match="could not follow"):
+        read_deployments([shown], env={})
+    for how in ("cat <<'X' > /opt/start", "cat <<'X' | tee /opt/start"):
+        written = write(tmp_path, "gen.sh", f"""
+        {how}
+        {pair}
+        X
+        """)
+        (dep,) = read_deployments([written], env={})
+        assert sorted((i.role, i.port) for i in dep.instances) == [("decode", 31001), ("prefill", 31000)]
