@@ -610,3 +610,27 @@ def test_a_script_here_document_only_printed_is_not_a_running_deployment(tmp_pat
         """)
         (dep,) = read_deployments([written], env={})
         assert sorted((i.role, i.port) for i in dep.instances) == [("decode", 31001), ("prefill", 31000)]
+
+
+def test_a_launch_nested_deeper_than_kvcheck_reads_is_an_input_error_not_dropped(tmp_path):
+    """Twelve here-document scripts each fed to bash, the innermost starting a prefill with
+    --page-size 16: kvcheck stopped reading past eight nested shells and dropped that
+    prefill without a word, so the other prefill (page size 64) and the decode passed while
+    the script also starts the mismatched one. Now exit 2 saying the shells nest too deep."""
+    from kvcheck.sources.deployments.launch import MAX_SHELL_DEPTH
+
+    launch = "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode"
+    n = MAX_SHELL_DEPTH + 4
+    lines = [f"bash <<'E{i}'" for i in range(n)] + [f"{launch} prefill --port 31000 --page-size 16 &"]
+    lines += [f"E{i}" for i in reversed(range(n))]
+    lines += [f"{launch} prefill --port 31002 --page-size 64 &", f"{launch} decode --port 31001 --page-size 64 &"]
+    p = tmp_path / "nested.sh"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"shells nest more than {MAX_SHELL_DEPTH} deep"):
+        read_deployments([p], env={})
+    # as deep as kvcheck reads: the inner prefill is read
+    lines = [f"bash <<'E{i}'" for i in range(3)] + [f"{launch} prefill --port 31000 --page-size 16 &"]
+    lines += [f"E{i}" for i in reversed(range(3))] + [f"{launch} decode --port 31001 --page-size 64 &"]
+    p.write_text("\n".join(lines) + "\n")
+    (dep,) = read_deployments([p], env={})
+    assert sorted((i.role, i.port) for i in dep.instances) == [("decode", 31001), ("prefill", 31000)]
