@@ -566,3 +566,71 @@ def test_a_slurm_task_variable_is_never_parsed_as_its_name(tmp_path):
     proc = run_cli("preflight", "-f", str(p), "--sglang-version", "0.5.23", "--format", "json")
     assert proc.returncode == 4 and "startup-argparse" not in proc.stdout
     assert "SLURM_LOCALID is set by Slurm when each task starts" in proc.stdout
+
+
+def test_function_calls_that_fan_out_stop_at_a_bound_with_a_clear_input_error(tmp_path):
+    """Five functions each calling the one below twenty times run 3.2 million statements
+    (bash would start the server that many times): no deeper than 16 and no recursion, so the
+    depth check let kvcheck follow every call for minutes. The reading stops after
+    ``MAX_CALL_STATEMENTS`` body statements in all, with exit 2 naming the call."""
+    from kvcheck.sources.deployments.scripts import MAX_CALL_STATEMENTS
+
+    lines = [f"f{i}() {{ {'; '.join([f'f{i - 1}'] * 20)}; }}" for i in range(1, 6)]
+    lines.append("f0() { python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill & }")
+    lines.append("f5")
+    lines.append("python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --port 31001 &")
+    p = tmp_path / "fan.sh"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"line 7: shell function calls run more than {MAX_CALL_STATEMENTS} statements"):
+        read_deployments([p], env={})
+
+
+def test_a_script_here_document_only_printed_is_not_a_running_deployment(tmp_path):
+    """``cat <<'USAGE'`` with a ``#!`` body and no redirect prints the text to the
+    terminal: no shell runs it, so its launch lines are no deployment (they were read as a
+    running pair, a verdict on servers the script never starts). The same body written to a
+    file (``> /opt/start``, ``| tee``) is still the script it writes."""
+    from kvcheck.sources.deployments.sourcing import NoServers
+
+    pair = """#!/bin/bash
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode prefill --port 31000 &
+        python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode decode --port 31001 &"""
+    shown = write(tmp_path, "usage.sh", f"""
+        cat <<'USAGE'
+        {pair}
+        USAGE
+        """)
+    with pytest.raises(NoServers, match="could not follow"):
+        read_deployments([shown], env={})
+    for how in ("cat <<'X' > /opt/start", "cat <<'X' | tee /opt/start"):
+        written = write(tmp_path, "gen.sh", f"""
+        {how}
+        {pair}
+        X
+        """)
+        (dep,) = read_deployments([written], env={})
+        assert sorted((i.role, i.port) for i in dep.instances) == [("decode", 31001), ("prefill", 31000)]
+
+
+def test_a_launch_nested_deeper_than_kvcheck_reads_is_an_input_error_not_dropped(tmp_path):
+    """Twelve here-document scripts each fed to bash, the innermost starting a prefill with
+    --page-size 16: kvcheck stopped reading past eight nested shells and dropped that
+    prefill without a word, so the other prefill (page size 64) and the decode passed while
+    the script also starts the mismatched one. Now exit 2 saying the shells nest too deep."""
+    from kvcheck.sources.deployments.launch import MAX_SHELL_DEPTH
+
+    launch = "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --disaggregation-mode"
+    n = MAX_SHELL_DEPTH + 4
+    lines = [f"bash <<'E{i}'" for i in range(n)] + [f"{launch} prefill --port 31000 --page-size 16 &"]
+    lines += [f"E{i}" for i in reversed(range(n))]
+    lines += [f"{launch} prefill --port 31002 --page-size 64 &", f"{launch} decode --port 31001 --page-size 64 &"]
+    p = tmp_path / "nested.sh"
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"shells nest more than {MAX_SHELL_DEPTH} deep"):
+        read_deployments([p], env={})
+    # as deep as kvcheck reads: the inner prefill is read
+    lines = [f"bash <<'E{i}'" for i in range(3)] + [f"{launch} prefill --port 31000 --page-size 16 &"]
+    lines += [f"E{i}" for i in reversed(range(3))] + [f"{launch} decode --port 31001 --page-size 64 &"]
+    p.write_text("\n".join(lines) + "\n")
+    (dep,) = read_deployments([p], env={})
+    assert sorted((i.role, i.port) for i in dep.instances) == [("decode", 31001), ("prefill", 31000)]

@@ -135,3 +135,23 @@ def test_a_served_name_is_not_the_checkpoint_of_a_re_upload_of_another_precision
     proc = run_cli("preflight", "-f", str(_fp_recipe(tmp_path, "dsr1-fp8")), "--format", "json")
     report = json.loads(proc.stdout)
     assert not [f for p in report.get("pairs") or [] for f in p["findings"] if f["id"] == "unknown-model"], report
+
+
+def test_a_re_upload_named_unquantized_or_w4afp8_is_not_a_quantized_served_name(tmp_path):
+    """``dsr1-bf16`` (a BF16 re-upload) or ``dsr1-w4afp8`` (int4 experts, fp8 activations)
+    served as ``deepseek-ai/DeepSeek-R1`` is not the FP8 checkpoint either: ``w4afp8`` holds
+    ``fp8`` and ``bf16`` no quantized word, so both were taken as the entry and decided on its
+    quant config. The same holds for a ModelOpt export whose KV cache is FP8
+    (kv_cache_quant_algo) served under a re-upload named bf16. An unquantized entry under a
+    bf16 name is the entry."""
+    from kvcheck.sources.models.clues import precision_conflict
+
+    assert precision_conflict("dsr1-bf16", FP8_CHECKPOINT) == "bf16"
+    assert precision_conflict("dsr1-w4afp8", FP8_CHECKPOINT) == "w4afp8"
+    assert precision_conflict("/models/llama-3.1-70b-bf16", "nvidia/Llama-3.1-70B-Instruct-FP8") == "bf16"
+    assert precision_conflict("qwen3-8b-bf16", "Qwen/Qwen3-8B") is None
+    assert precision_conflict("dsfp8", FP8_CHECKPOINT) is None
+    proc = run_cli("preflight", "-f", str(_fp_recipe(tmp_path, "dsr1-bf16")), "--format", "json")
+    report = json.loads(proc.stdout)
+    msgs = [f["message"] for p in report.get("pairs") or [] for f in p["findings"] if f["id"] == "unknown-model"]
+    assert proc.returncode == 4 and msgs and "not used: the file's model dsr1-bf16 says bf16" in msgs[0], report

@@ -105,6 +105,9 @@ def explain(
     if message is not None:
         if not message.strip():
             raise KvcheckError("nothing to explain: the message is empty")
+        from kvcheck.sources.redact import register_text_secrets
+
+        register_text_secrets(message.splitlines())  # what it marks secret is never printed
         result = explain_text(message, source="message", sglang_version=sglang_version)
     else:
         # A log is streamed line by line (linear time, bounded memory, long lines cut).
@@ -119,7 +122,7 @@ def explain(
             if sys.stdin.isatty():
                 raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
             fh, source = sys.stdin.buffer, "log <stdin>"
-        sniffer = VersionSniffer(iter_log_blocks(fh))
+        sniffer = VersionSniffer(_registering_secrets(iter_log_blocks(fh)))
         try:
             result = explain_blocks(sniffer, source=source)
         except OSError as exc:
@@ -178,3 +181,14 @@ def explain(
 
 
 # The exit status already decided when output is being written: a reader that closes
+
+
+def _registering_secrets(blocks):
+    """``blocks`` (lists of a log's lines) as they are, each block's marked secret values
+    registered before it is read (``register_text_secrets``): the log's own ``api_key='X'``,
+    ``--api-key X`` or ``HF_TOKEN=X`` never reaches the output, whichever line quotes it."""
+    from kvcheck.sources.redact import register_text_secrets
+
+    for block in blocks:
+        register_text_secrets(block)
+        yield block

@@ -414,6 +414,28 @@ def register_secrets(values: Iterable[str]) -> None:
         _REGISTRY.update(v for v in values if isinstance(v, str) and _scrubbable(v))
 
 
+# A line that may mark a secret (a secret-named key or flag, a credential, a URL userinfo, a
+# token shape): only such lines of a log are searched (``register_text_secrets``)
+_MAY_HOLD_SECRET = re.compile(
+    r"(?i)key|token|secret|pass|pwd|auth|cred|cookie|bearer|://|-----BEGIN|sk[-_]|rk_|hf_|gh[pousr]_|github_pat|xox|"
+    r"AKIA|ASIA|glpat|eyJ"
+)
+
+
+def register_text_secrets(lines: Iterable[str]) -> None:
+    """Register the secret values that lines of free text mark themselves (a log or a
+    pasted message: ``api_key='X'`` in a ``ServerArgs(...)`` dump, ``--api-key X``,
+    ``HF_TOKEN=X``, ``Bearer X``, a token shape), each line searched alone (a long log is
+    never cut to its first MiB), so that whatever kvcheck prints of the text is scrubbed of
+    them. Lines without a secret marker are skipped cheaply."""
+    found: set[str] = set()
+    for line in lines:
+        if _MAY_HOLD_SECRET.search(line):
+            _text_secrets(line, found)
+    if found:
+        register_secrets(found)
+
+
 def registered_secrets() -> frozenset[str]:
     """The process-wide secret values registered so far."""
     with _LOCK:

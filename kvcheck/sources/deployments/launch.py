@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from kvcheck.errors import InputError
 from kvcheck.sources.deployments.addresses import (
     ADDRESS_DESTS,
     merge_multinode,
@@ -255,11 +256,24 @@ def _passed_env(
     return env
 
 
+# How deep ``bash -c`` / ``eval`` / here-document scripts nest before kvcheck stops (a
+# container's ``sh -c`` running ``bash -lc`` running a generated script is three)
+MAX_SHELL_DEPTH = 8
+
+
 def find_launches(words: list[Word], file: str, scope: Scope, depth: int = 0) -> list[Launch]:
     """Every SGLang server / router start in one command (``words``), wrappers seen
-    through; ``bash -c SCRIPT`` is read recursively (``depth`` guards the recursion)."""
-    if depth > 8:
-        return []
+    through; ``bash -c SCRIPT`` (a here-document script is one) and ``eval`` are read
+    recursively. Raises ``InputError`` past ``MAX_SHELL_DEPTH`` nested shells: a launch
+    nested deeper was dropped unread, so the servers read were not all the script starts
+    (a pair checked without the one that differs)."""
+    if depth > MAX_SHELL_DEPTH:
+        raise InputError(
+            f"line {words[0].line if words else '?'}: shells nest more than {MAX_SHELL_DEPTH} deep (bash -c, eval, "
+            "here-document scripts run by a shell); kvcheck cannot follow them: pass the launch lines in a file of "
+            "their own",
+            source=file,
+        )
     for i in range(len(words)):
         if words[i].text == "eval" and i + 1 < len(words) and not words[i].quoted:
             # ``eval "$CMD"``: the shell joins the words and runs them as a new command

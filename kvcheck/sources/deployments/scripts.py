@@ -85,6 +85,7 @@ def _with_functions(statements, functions: dict[str, list[list[Word]]]):
     body: list[list[Word]] | None = None
     name = ""
     depth = 0
+    budget = [MAX_CALL_STATEMENTS]  # shared by every call of this reading
     for words, term in statements:
         if body is not None:
             if not words and term == "{":
@@ -113,21 +114,27 @@ def _with_functions(statements, functions: dict[str, list[list[Word]]]):
         if not words:
             continue
         pending = None
-        yield from _call(words, functions, [])
+        yield from _call(words, functions, [], budget)
 
 
 # How deep function calls nest before kvcheck stops following them (a script's main ->
 # a role function -> a launch helper is three; recursion never ends)
 MAX_CALL_DEPTH = 16
+# How many function-body statements one reading of a script runs, all calls together: a
+# chain of 16 functions each calling the next twice is 2**16 statements, 20 calls per
+# function five deep is 3.2 million (no real launch script comes near 1000)
+MAX_CALL_STATEMENTS = 4096
 
 
-def _call(words: list[Word], functions: dict[str, list[list[Word]]], active: list[str]):
+def _call(words: list[Word], functions: dict[str, list[list[Word]]], active: list[str], budget: list[int]):
     """The statements ``words`` runs: itself when its first word names no function, else
     the function's body with ``"$@"``/``$*`` replaced by the call's arguments, each body
     statement that calls a function in turn run the same way (bash runs a function
     called from another function, or from a ``case`` arm inside one, when the outer one
-    is called). Raises ``InputError`` on a call chain deeper than ``MAX_CALL_DEPTH`` or a
-    function that calls itself (kvcheck cannot tell where it stops)."""
+    is called). Raises ``InputError`` on a call chain deeper than ``MAX_CALL_DEPTH``, a
+    function that calls itself (kvcheck cannot tell where it stops), or calls that run more
+    than ``MAX_CALL_STATEMENTS`` body statements in all (``budget``: the one-item count left
+    to this reading, shared by the calls; the time grows with it)."""
     fn = functions.get(words[0].text) if words else None
     if fn is None:
         yield words
@@ -141,6 +148,14 @@ def _call(words: list[Word], functions: dict[str, list[list[Word]]], active: lis
             source=words[0].file,
         )
     call_args = words[1:]
+    budget[0] -= len(fn)
+    if budget[0] < 0:
+        raise InputError(
+            f"line {words[0].line}: shell function calls run more than {MAX_CALL_STATEMENTS} statements in all "
+            f"(last call: {' -> '.join([*active, name])}); kvcheck cannot follow them: call the launch function "
+            "directly, or pass the launch lines in a file of their own",
+            source=words[0].file,
+        )
     for stmt in fn:
         out: list[Word] = []
         for w in stmt:
@@ -150,7 +165,7 @@ def _call(words: list[Word], functions: dict[str, list[list[Word]]], active: lis
                 # the body's words are located at the call: each call is its own launch
                 out.append(Word(w.text, words[0].line, list(w.unresolved), w.quoted, w.single_quoted_only, w.file))
         if out:
-            yield from _call(out, functions, [*active, name])
+            yield from _call(out, functions, [*active, name], budget)
 
 
 def read_script(path: Path, text: str, env: dict[str, str] | None, *, use_os_environ: bool = False) -> list[Deployment]:

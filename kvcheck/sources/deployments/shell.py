@@ -166,16 +166,18 @@ _SCRIPT_TARGET = re.compile(r"\.(sh|bash)$")
 _SHELL_PROGRAMS = {"bash", "sh", "zsh", "dash", "ksh"}
 
 
-def _heredoc_script(body: str, line_words: list[str]) -> bool:
+def _heredoc_script(body: str, line_words: list[str], written: list[str]) -> bool:
     """Whether a here-document body is a shell script that starts a server: it names a
-    launch, and it is written to a ``*.sh`` file, starts with ``#!``, or is fed to a shell
-    (``bash <<EOF``, ``ssh HOST bash <<EOF``). A body given to Python or written to a YAML
-    or JSON file is data, never read as commands."""
+    launch, and it is written to a ``*.sh`` file, starts with ``#!`` and is written to a
+    file (``written``: the line's ``>``/``>>`` targets; or given to ``tee``), or is fed to a
+    shell (``bash <<EOF``, ``ssh HOST bash <<EOF``). A body given to Python or written to a
+    YAML or JSON file is data, never read as commands; so is a ``#!`` body only printed
+    (``cat <<EOF`` to the terminal: a usage text or an example shown, which no shell runs)."""
     if not _LAUNCH_TEXT.search(body):
         return False
     names = [w.rsplit("/", 1)[-1] for w in line_words]
     return (
-        body.lstrip().startswith("#!")
+        (body.lstrip().startswith("#!") and (bool(written) or "tee" in names))
         or any(_SCRIPT_TARGET.search(w) for w in line_words)
         or any(n in _SHELL_PROGRAMS for n in names)
     )
@@ -220,6 +222,7 @@ class Lexer:
         # here-document delimiters on this line: (delimiter, strip tabs, delimiter quoted)
         pending: list[tuple[str, bool, bool]] = []
         line_words: list[str] = []  # the words and redirect targets of this line's commands
+        written: list[str] = []  # this line's output redirect targets (> / >> / >|)
         while True:
             tok = self._next()
             if tok is None:
@@ -230,17 +233,17 @@ class Lexer:
             if kind == "op":
                 if val == "\n" and pending:
                     line_words += [w.text for w in words]
-                    scripts = self._heredoc_bodies(pending, line_words)
+                    scripts = self._heredoc_bodies(pending, line_words, written)
                     pending = []
                     if words:
                         yield words, val
                         words = []
                     for script in scripts:
                         yield script, "\n"
-                    line_words = []
+                    line_words, written = [], []
                     continue
                 if val == "\n":
-                    line_words = []
+                    line_words, written = [], []
                 else:
                     line_words += [w.text for w in words]
                 if val in ("{", "}"):
@@ -274,10 +277,13 @@ class Lexer:
                     heredoc = False
                 elif redirect in (">", ">>", ">|"):
                     line_words.append(val[0].text)  # the file a here-document may be written to
+                    written.append(val[0].text)
                 val = val[1:]
             words.extend(val)
 
-    def _heredoc_bodies(self, pending: list[tuple[str, bool, bool]], line_words: list[str]) -> list[list[Word]]:
+    def _heredoc_bodies(
+        self, pending: list[tuple[str, bool, bool]], line_words: list[str], written: list[str]
+    ) -> list[list[Word]]:
         """Read past the bodies of the here-documents that start on the next line; those
         that are shell scripts which start a server (``_heredoc_script``) come back as a
         ``bash -c BODY`` statement each, the body as the script will run: in an unquoted
@@ -299,7 +305,7 @@ class Lexer:
                     break
                 body.append(line.lstrip("\t") if strip else line)
             text = "\n".join(body)
-            if _heredoc_script(text, line_words):
+            if _heredoc_script(text, line_words, written):
                 if not quoted:
                     text = _heredoc_expand(text, self.scope, Location(self.file, first))
                 out.append([Word("bash", first), Word("-c", first), Word(text, first, [], True, False)])

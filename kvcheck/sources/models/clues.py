@@ -67,8 +67,13 @@ def pick(clues: list[tuple[str, str]]) -> tuple[str, str] | None:
 
 
 # Precision words a model path or alias can carry (``dsr1-fp4``, ``qwen3-32b-fp8``), longest
-# first so that ``nvfp4`` is read before ``fp4``.
-PRECISION_WORDS = ("nvfp4", "mxfp4", "w4a16", "w4a8", "w8a8", "fp4", "fp8", "int4", "int8", "awq", "gptq")
+# first so that ``nvfp4`` is read before ``fp4`` and ``w4afp8`` (SGLang's quant method of
+# int4 experts with fp8 activations) before ``fp8``.
+PRECISION_WORDS = ("nvfp4", "mxfp4", "w4afp8", "w4a16", "w4a8", "w8a8", "fp4", "fp8", "int4", "int8", "awq", "gptq")
+# Words of an unquantized checkpoint (``llama-70b-bf16``): they conflict with an entry that
+# shows any quantization (its weights, and a ModelOpt export's kv_cache_quant_algo FP8 KV
+# cache, are not the re-upload's)
+UNQUANTIZED_WORDS = ("bfloat16", "float16", "bf16", "fp16")
 
 
 def _entry_precision(hub_id: str) -> str:
@@ -85,7 +90,8 @@ def _entry_precision(hub_id: str) -> str:
 
 def precision_conflict(named: str | None, hub_id: str) -> str | None:
     """The precision word the file's own model name carries that catalog entry ``hub_id`` does
-    not show (``dsr1-fp4`` against ``deepseek-ai/DeepSeek-R1``, an FP8 checkpoint), or None.
+    not show (``dsr1-fp4`` against ``deepseek-ai/DeepSeek-R1``, an FP8 checkpoint; ``bf16``
+    against any quantized entry), or None.
 
     A served name is the name clients use: srt-slurm recipes serve NVIDIA's FP4 re-uploads of
     DeepSeek-R1 (``model.path: dsr1-fp4`` / ``dsfp4``) as ``deepseek-ai/DeepSeek-R1``. Such a
@@ -98,6 +104,10 @@ def precision_conflict(named: str | None, hub_id: str) -> str | None:
     for word in PRECISION_WORDS:
         if word in low:
             return None if word in have or (word == "fp4" and "nvfp4" in have) else word
+    quantized = bool(have[len(hub_id) :].strip())  # the entry shows an expert dtype or a quant config
+    for word in UNQUANTIZED_WORDS:
+        if word in low:
+            return word if quantized and word not in hub_id.lower() else None
     return None
 
 

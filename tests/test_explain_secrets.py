@@ -1,0 +1,30 @@
+"""explain never prints a secret value the log (or the pasted message) marks itself."""
+
+from __future__ import annotations
+
+from tests.helpers import run_cli
+
+# A prefill's log of our own: SGLang prints its ServerArgs (secrets in it as the dataclass
+# repr writes them), and a traceback whose message quotes the key
+LOG = """\
+[2026-01-05 09:00:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', api_key='k3y-Prefill-41', admin_api_key='adm-Pass-7731', disaggregation_mode='prefill', page_size=1)
+[2026-01-05 09:00:02 TP0] Traceback (most recent call last):
+[2026-01-05 09:00:02 TP0]   File "/usr/local/lib/python3.12/dist-packages/sglang/srt/disaggregation/mooncake/conn.py", line 300, in bootstrap_thread
+[2026-01-05 09:00:02 TP0] KeyError: 'k3y-Prefill-41'
+"""
+SECRETS = ("k3y-Prefill-41", "adm-Pass-7731")
+
+
+def test_a_logs_own_server_args_secrets_are_never_printed(tmp_path):
+    """``api_key='X'`` in a ServerArgs dump is no ``--flag X``, no token shape and no URL:
+    the output scrub missed it, so the JSON report's timeline and engine example printed the
+    API keys and the traceback's message printed the key again (table and JSON)."""
+    log = tmp_path / "prefill.log"
+    log.write_text(LOG)
+    for fmt in ("table", "json"):
+        proc = run_cli("explain", "--log", str(log), "-o", fmt)
+        assert proc.returncode == 0, proc.stderr
+        assert "KeyError" in proc.stdout and "<redacted>" in proc.stdout
+        assert not [s for s in SECRETS if s in proc.stdout + proc.stderr], proc.stdout
+    proc = run_cli("explain", "admin_api_key='adm-Pass-7731' KeyError: 'adm-Pass-7731'")
+    assert "adm-Pass-7731" not in proc.stdout + proc.stderr
