@@ -237,6 +237,12 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
+        t = _call_name(node.func) if node.args else ""
+        if t and t[:1].isupper() and t.endswith(("Error", "Exception")):
+            # an exception built here and raised elsewhere (``return RuntimeError(f"...")``,
+            # ``err = ValueError(...)``; 0.5.23's ``_scheduler_died_error``): its message is
+            # the runtime's text all the same (a ``raise T(...)`` is found twice: one entry)
+            self._add(f"raise:{t}", self._message(node.args[0]), node.lineno)
         if _is_logger(node.func) and node.args:
             level = node.func.attr.replace("_once", "").replace("warn", "warning").replace("warninging", "warning")  # type: ignore[attr-defined]
             self._add(f"log:{level}", self._message(node.args[0], list(node.args[1:])), node.lineno)
