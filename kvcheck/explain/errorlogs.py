@@ -240,9 +240,10 @@ def _nixl_status(code: str, step: str, phase: str, where: str, tb_line: int, lin
 _ERROR_LINE = re.compile(r"\bERROR\b|\b[Ee]xception\b|\b[Ff]ailed\b|\bError\b|Error\(|Error:|\b[Ee]rror: \(-?\d+\)")
 
 
-def errno_line_finding(lineno: int, line: str) -> GenericFinding | None:
+def errno_line_finding(lineno: int, line: str, engine: str = "") -> GenericFinding | None:
     """An OS error reported inside an error log line, outside a traceback (``ERROR ...
-    [mooncake_connector.py:246] ... exception: Address already in use (addr=...)``)."""
+    [mooncake_connector.py:246] ... exception: Address already in use (addr=...)``);
+    ``engine``: the engine whose format the line is in ("" when not shown)."""
     if not _ERROR_LINE.search(line):
         return None
     no = errno_in(line)
@@ -251,7 +252,7 @@ def errno_line_finding(lineno: int, line: str) -> GenericFinding | None:
     text = line.strip()
     m = re.search(r"(?:exception|Error|error|failed)[:,]?\s*(?P<msg>.+)$", text)
     msg = m.group("msg") if m else text
-    return _errno_finding(no, "error", msg, "", "this line", "", lineno, lineno, text)
+    return _errno_finding(no, "error", msg, engine, "this line", "", lineno, lineno, text)
 
 
 def _errno_finding(
@@ -272,12 +273,28 @@ def _errno_finding(
         lines=[tb_line, lineno] if lineno else [tb_line],
         cause=f"{etype}: {msg[:200]} at {where}: {name} — {meaning}.",
         checks=[look],
-        fix=(
-            "Give each server on the host its own ports (--port, --disaggregation-bootstrap-port, "
-            "--dist-init-addr/--nccl-port), or stop the process that holds it."
-            if bind
-            else "Fix what the OS reports (see the checks); retrying does not help until it is fixed."
-        ),
+        fix=_bind_fix(engine) if bind else "Fix what the OS reports (see the checks); retrying does not help until it is fixed.",
+    )
+
+
+_SGLANG_PORTS = "--port, --disaggregation-bootstrap-port, --dist-init-addr/--nccl-port"
+
+
+def _bind_fix(engine: str) -> str:
+    """The fix for a port already taken, in the words of the process that binds it: SGLang's
+    port flags for an SGLang line, for a line whose process is not shown as well (naming
+    them as SGLang's), none for another engine's line (vLLM, Mooncake ...: their own
+    settings choose their ports, never SGLang's flags)."""
+    if engine == "sglang":
+        return f"Give each server on the host its own ports ({_SGLANG_PORTS}), or stop the process that holds it."
+    if engine in ("", "python"):
+        return (
+            "Give each process on the host its own port (for an SGLang server: "
+            f"{_SGLANG_PORTS}), or stop the process that holds it."
+        )
+    return (
+        f"Give each process on the host its own port ({engine}'s own port settings choose the one the message "
+        "names), or stop the process that holds it."
     )
 
 

@@ -290,7 +290,7 @@ class GenericReader:
             if got is None and "NIXL_ERR_" in s and lineno - self._last_call[0] <= _CALL_REACH:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is None and not self._tb_line:
-                got = errno_line_finding(lineno, s)
+                got = errno_line_finding(lineno, s, engine if engine not in ("", "native") else "")
             if got is None and not self._tb_line and "object has no attribute" in s:
                 got = attribute_mismatch(
                     s, engine if engine not in ("", "native") else "", "this line", "", (lineno, 0, s)
