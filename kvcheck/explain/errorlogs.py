@@ -273,10 +273,11 @@ def _errno_finding(
         lines=[tb_line, lineno] if lineno else [tb_line],
         cause=f"{etype}: {msg[:200]} at {where}: {name} — {meaning}.",
         checks=[look],
-        fix=_bind_fix(engine) if bind else "Fix what the OS reports (see the checks); retrying does not help until it is fixed.",
+        fix=_bind_fix(engine) if bind else _OS_FIX,
     )
 
 
+_OS_FIX = "Fix what the OS reports (see the checks); retrying does not help until it is fixed."
 _SGLANG_PORTS = "--port, --disaggregation-bootstrap-port, --dist-init-addr/--nccl-port"
 
 
