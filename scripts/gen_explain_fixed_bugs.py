@@ -29,16 +29,11 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from kvcheck.release.version import unpacked_releases  # noqa: E402
 INDEX = REPO / "kvcheck" / "explain" / "fixed_bugs.yaml"
 OUT = REPO / "kvcheck" / "explain" / "fixed_bugs_facts.json"
 
-
-def version_key(v: str) -> tuple:
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\.post(\d+))?$", v)
-    if not m:
-        return (10**6,)
-    a, b, c, rc, post = m.groups()
-    return (int(a), int(b), int(c), int(rc) - 1000 if rc else 0, int(post or 0))
 
 
 class Release:
@@ -99,10 +94,7 @@ class Release:
 
 def generate(tree: Path) -> dict:
     entries = yaml.safe_load(INDEX.read_text("utf-8"))
-    releases = sorted(
-        (d.name for d in tree.iterdir() if (d / "sglang").is_dir() and version_key(d.name) != (10**6,)),
-        key=version_key,
-    )
+    releases = unpacked_releases(tree)
     facts: dict[str, dict[str, str]] = {e["id"]: {"fix": "", "bug": "", "frame": ""} for e in entries}
     for v in releases:
         rel = Release(tree / v / "sglang")

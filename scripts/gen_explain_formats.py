@@ -299,9 +299,9 @@ def _ranges(idx: list[int]) -> list[list[int]]:
 def build(tree: Path) -> dict:
     sys.path.insert(0, str(REPO))
     from kvcheck.explain.formats import token
-    from kvcheck.release.version import version_key
+    from kvcheck.release.version import unpacked_releases
 
-    releases = sorted((d.name for d in tree.iterdir() if (d / "sglang").is_dir()), key=version_key)
+    releases = unpacked_releases(tree)
     seen: dict[tuple, dict] = {}
     modules: dict[str, int] = {}
     for ri, v in enumerate(releases):

@@ -30,20 +30,16 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from kvcheck.release.version import unpacked_releases  # noqa: E402
+
+FIRST = "0.5.5"  # the oldest release read
 OUT = REPO / "kvcheck" / "explain" / "func_changes.json.gz"
-FIRST = (0, 5, 5)
 FILES = re.compile(
     r"^srt/(?:disaggregation/.+|managers/.+|mem_cache/.+|speculative/.+|entrypoints/(?:http_server|engine)"
     r"|server_args|model_executor/model_runner|model_executor/forward_batch_info)\.py$"
 )
 
-
-def version_key(v: str) -> tuple:
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\.post(\d+))?$", v)
-    if not m:
-        return (10**6,)
-    a, b, c, rc, post = m.groups()
-    return (int(a), int(b), int(c), int(rc) - 1000 if rc else 0, int(post or 0))
 
 
 def digests(src: str) -> dict[str, str]:
@@ -64,14 +60,7 @@ def digests(src: str) -> dict[str, str]:
 
 
 def generate(tree: Path) -> dict:
-    releases = sorted(
-        (
-            d.name
-            for d in tree.iterdir()
-            if (d / "sglang").is_dir() and version_key(d.name) != (10**6,) and version_key(d.name)[:3] >= FIRST
-        ),
-        key=version_key,
-    )
+    releases = unpacked_releases(tree, FIRST)
     table: dict[str, dict[str, list]] = {}
     prev: dict[tuple[str, str], str] = {}
     for i, v in enumerate(releases):

@@ -31,17 +31,13 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from kvcheck.release.version import unpacked_releases  # noqa: E402
+
+FIRST = "0.5.1"  # the oldest release read
 OUT = REPO / "kvcheck" / "explain" / "line_digests.json.gz"
-FIRST = (0, 5, 1)
 FILES = re.compile(r"^srt/disaggregation/.+\.py$")
 
-
-def version_key(v: str) -> tuple:
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$", v)
-    if not m:
-        return (10**6,)
-    a, b, c, post = m.groups()
-    return (int(a), int(b), int(c), int(post or 0))
 
 
 def line_digest(text: str) -> str:
@@ -50,10 +46,7 @@ def line_digest(text: str) -> str:
 
 
 def build(tree: Path) -> dict:
-    rels = sorted(
-        (p.name for p in tree.iterdir() if version_key(p.name)[0] < 10**6 and version_key(p.name)[:3] >= FIRST),
-        key=version_key,
-    )
+    rels = unpacked_releases(tree, FIRST)
     files: dict[str, list] = {}
     prev: dict[str, list[str]] = {}
     for i, v in enumerate(rels):

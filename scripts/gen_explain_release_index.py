@@ -27,21 +27,17 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from kvcheck.release.version import unpacked_releases  # noqa: E402
+
+FIRST = "0.5.5"  # the oldest release read
 OUT = REPO / "kvcheck" / "explain" / "release_index.json"
-FIRST = (0, 5, 5)
 FILES = re.compile(
     r"^srt/(?:disaggregation/.+|managers/(?:scheduler\w*|tokenizer_manager|data_parallel_controller|tp_worker\w*)|"
     r"entrypoints/(?:http_server|engine)|server_args|mem_cache/(?:allocator|memory_pool|radix_cache|hiradix_cache)|"
     r"model_executor/model_runner|layers/rotary_embedding(?:/\w+)?)\.py$"
 )
 
-
-def version_key(v: str) -> tuple:
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\.post(\d+))?$", v)
-    if not m:
-        return (10**6,)
-    a, b, c, rc, post = m.groups()
-    return (int(a), int(b), int(c), int(rc) - 1000 if rc else 0, int(post or 0))
 
 
 def functions(tree: ast.AST) -> dict[str, list[int]]:
@@ -90,7 +86,7 @@ def runtime_fields(tree: Path, v: str, deps: Path, stubs: Path) -> list[str]:
 
 
 def generate(tree: Path, deps: Path | None = None, stubs: Path | None = None) -> dict:
-    releases = sorted((d.name for d in tree.iterdir() if (d / "sglang").is_dir() and version_key(d.name) != (10**6,) and version_key(d.name)[:3] >= FIRST), key=version_key)
+    releases = unpacked_releases(tree, FIRST)
     tables: list[dict] = []
     seen: dict[str, int] = {}
     out_rel: dict[str, dict] = {}

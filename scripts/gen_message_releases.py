@@ -31,6 +31,8 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from kvcheck.release.version import unpacked_releases  # noqa: E402
 OUT = REPO / "kvcheck" / "explain" / "releases.json"
 CATALOG = REPO / "kvcheck" / "explain" / "catalog.yaml"
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -38,13 +40,6 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _JOIN = re.compile(r"""(["'])\s*(?:#[^\n]*)?\n\s*[rRbBfFuU]{0,2}(["'])""")
 _FSTRING_EXPR = re.compile(r"\{[^{}]*\}")
 
-
-def _version_key(v: str) -> tuple:
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\.post(\d+))?$", v)
-    if not m:
-        return (10**6,)
-    a, b, c, rc, post = m.groups()
-    return (int(a), int(b), int(c), int(rc) - 1000 if rc else 0, int(post or 0))
 
 
 def _source_text(release_dir: Path) -> list[str]:
@@ -115,7 +110,7 @@ def ranges(flags: list[bool], releases: list[str]) -> list[list[str]]:
 
 def generate(tree: Path, previous: dict | None = None) -> dict:
     entries = yaml.safe_load(CATALOG.read_text("utf-8"))["entries"]
-    releases = sorted((d.name for d in tree.iterdir() if (d / "sglang").is_dir() and _version_key(d.name) != (10**6,)), key=_version_key)
+    releases = unpacked_releases(tree)
     found: dict[str, list[bool]] = {e["id"]: [] for e in entries}
     newest = _source_text(tree / releases[-1])
     # a message not found literally in the newest release (whose text the catalog tests

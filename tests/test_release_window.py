@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from kvcheck.cli import app
 from kvcheck.release import manifest
-from kvcheck.release.version import parse_version, version_key
+from kvcheck.release.version import parse_version, unpacked_releases, version_key
 from kvcheck.release.window import pair_candidates, side_window
 from kvcheck.sglang.flags import FlagTable
 
@@ -290,3 +290,14 @@ def test_an_open_pip_range_never_passes_on_the_modeled_releases_alone(tmp_path, 
     if open_above:
         assert "pip install sglang[all]>=0.5.9 (the prefill and decode)" in open_above[0]["message"]
         assert f"newer than {manifest.NEWEST}" in open_above[0]["message"] and "--sglang-version" in open_above[0]["fix"]
+
+
+def test_the_generators_read_only_folders_named_by_a_release(tmp_path):
+    """``scripts/gen_*`` list a tree of unpacked wheels with ``unpacked_releases``: PyPI's
+    order (rc before the release, post after it), from a first release on, and a folder that
+    is not named by a release number (a wheel unpacked as ``0513``) is not a release."""
+    for name in ("0.5.10", "0.5.9", "0.5.0rc2", "0.5.0", "0.5.0.post1", "0513", "notes"):
+        (tmp_path / name / "sglang").mkdir(parents=True)
+    (tmp_path / "0.5.11").mkdir()  # no sglang/ in it: not unpacked
+    assert unpacked_releases(tmp_path) == ["0.5.0rc2", "0.5.0", "0.5.0.post1", "0.5.9", "0.5.10"]
+    assert unpacked_releases(tmp_path, "0.5.1") == ["0.5.9", "0.5.10"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.?(rc|a|b)(\d+))?(?:\.?post(\d+))?$")
 _PRE_RANK = {"a": -3, "b": -2, "rc": -1}
@@ -73,6 +74,15 @@ def _str_key(text: str | None) -> tuple[int, ...]:
     release strings thousands of times."""
     v = parse_version(text)
     return v.key if v is not None else _LAST
+
+
+def unpacked_releases(tree: Path, first: str | None = None) -> list[str]:
+    """The releases unpacked under ``tree`` (``<tree>/<release>/sglang/...``, the layout the
+    generators in ``scripts/`` read), oldest first, from ``first`` on (all when None).
+    Only folders named by a release number count: another folder (a wheel unpacked as
+    ``0513``) is not a release and is left out."""
+    names = (d.name for d in tree.iterdir() if (d / "sglang").is_dir() and parse_version(d.name) is not None)
+    return sorted((n for n in names if first is None or at_least(n, first)), key=version_key)
 
 
 def at_least(version: str, first: str) -> bool:
