@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, run_cli
+from helpers import REPO, report_findings, run_cli
 from kvcheck.sglang.args import ServerArgs
 from kvcheck.sglang.model import parse_model_config
 from kvcheck.sglang.startup.unrestated import modelopt_fp4_on_its_export, unrestated_flag
@@ -89,7 +89,7 @@ def test_pair_with_the_flag(tmp_path, hub_id, exit_code):
     proc = run_cli("preflight", "--prefill", str(tmp_path / "prefill.sh"), "--decode", str(tmp_path / "decode.sh"),
                    "--sglang-version", "0.5.23", "--gpu", "b200", "--format", "json")
     report = json.loads(proc.stdout)
-    ids = [f["id"] for f in report.get("findings", [])] + [f["id"] for p in report.get("pairs") or [] for f in p["findings"]]
+    ids = [f["id"] for f in report_findings(report)]
     assert proc.returncode == exit_code, ids
     assert ("startup-unchecked" in ids) == (exit_code == 4)
 
