@@ -49,8 +49,11 @@ from kvcheck.explain.errorlogs import (
     nixl_status_finding,
     sglang_log_finding,
 )
-from kvcheck.explain.formats import FormatMatch, line_level, match_line, phase_of_function, whose
+from kvcheck.explain.formats import _SRC_FILE, FormatMatch, line_level, match_line, phase_of_function, whose
 from kvcheck.explain.lines import ENGINE_NAMES
+from kvcheck.explain.mooncake_native import explain as mooncake_explain
+from kvcheck.explain.mooncake_native import rpc_line
+from kvcheck.explain.mooncake_native import table as mooncake_table
 from kvcheck.explain.native import _GLOG, native_line, ucx_transport_line
 from kvcheck.explain.nodestate import NodeState
 from kvcheck.explain.pyenv import _IMPORT_STMT
@@ -161,6 +164,12 @@ _MAX_WARNINGS = 20  # other projects' warnings kept as findings, at most
 
 # a line saying GPU memory registration through dma-buf is on (libfabric's hmem, UCX, NCCL)
 _DMABUF_ON = re.compile(r"use_dmabuf\s*[=:]\s*(?:1|true|yes)|dmabuf support status: 1|[Gg]et dma ?buf handle with fd")
+
+
+def _mooncake_own(got: GenericFinding) -> bool:
+    """Whether ``got`` is ``mooncake_native``'s reading of a glog line without its format (a
+    family or the component's step), which the line's format, when found, replaces."""
+    return got.engine == "mooncake" and (got.id in mooncake_table()["_families"] or got.id == "native-error-generic")
 
 
 def _strip(line: str) -> str:
@@ -286,7 +295,11 @@ class GenericReader:
                 for g in self.asserts.feed(lineno, s):
                     self._add(g)
                 return
-            got = ucx_transport_line(lineno, s, self._seen) or native_line(lineno, s, self._seen)
+            got = (
+                ucx_transport_line(lineno, s, self._seen)
+                or (rpc_line(lineno, s) if "pp:" in s else None)
+                or native_line(lineno, s, self._seen)
+            )
             if got is None and "NIXL_ERR_" in s and lineno - self._last_call[0] <= _CALL_REACH:
                 got = nixl_status_finding(s, lineno, self._last_call[1])
             if got is None and not self._tb_line:
@@ -296,7 +309,7 @@ class GenericReader:
                     s, engine if engine not in ("", "native") else "", "this line", "", (lineno, 0, s)
                 )
             if (
-                (got is None or got.id.startswith("os-") or got.id == "native-error-generic")
+                (got is None or got.id.startswith("os-") or got.id == "native-error-generic" or _mooncake_own(got))
                 and not self._tb_line
                 and self._fmt_budget
             ):
@@ -304,7 +317,7 @@ class GenericReader:
                 level = line_level(line)
                 pyf = _PY_FILE.search(line) if ".py:" in line else None
                 fm = self._format_of(s, sglang_formats, engine, level, pyf.group(1) if pyf else "")
-                if fm is None and got is not None and got.id == "native-error-generic":
+                if fm is None and got is not None and got.id in ("native-error-generic", "mooncake-error-log-generic"):
                     gl = _GLOG.match(s)
                     self._open_native = (lineno, gl.group("text")) if gl else None
                 if fm is not None and fm.engine != "sglang":
@@ -396,6 +409,10 @@ class GenericReader:
         known = known_message_finding(fm, lineno, s)
         if known is not None:
             return _with_os_error(known, got)
+        if fm.engine == "mooncake" and (got is None or got.id.startswith("os-") or _mooncake_own(got)):
+            mc = self._mooncake(fm, got, lineno, s, level)
+            if mc is not None or got is None:
+                return mc
         if got is not None and not message_class(fm.text):
             got.cause += f" {fm.engine_name} prints it in {fm.where()} (its releases {fm.span(fm.all_releases)})."
             if got.id.startswith("os-"):
@@ -410,6 +427,30 @@ class GenericReader:
             self._warnings += 1
             return engine_log_finding(fm, lineno, s, warning=True)
         return None
+
+    def _mooncake(
+        self, fm: FormatMatch, got: GenericFinding | None, lineno: int, s: str, level: str
+    ) -> GenericFinding | None:
+        """A line of Mooncake's, matched whole by its format: its component, phase and failure
+        family (``mooncake_native.explain``), with the OS error the line carries (``got``, an
+        ``os-*`` finding); a warning stays a warning (few kept), an info line nothing."""
+        error = fm.is_error and fm.level not in ("diag", "print") and level not in ("info", "warning")
+        warning = not error and level != "info" and (level == "warning" or fm.level == "warning")
+        if not (error or level in ("error", "fatal", "critical") or got is not None):
+            if not warning or self._warnings >= _MAX_WARNINGS or message_class(fm.text):
+                return None
+            self._warnings += 1
+        else:
+            warning = False
+        os_cause = got.cause.split(" — ", 1)[1].rstrip(".") if got is not None and " — " in got.cause else ""
+        own = _SRC_FILE.search(s) if ":" in s else None
+        mc = mooncake_explain(lineno, s, fm.text, fm, own.group(1) if own else "", os_cause)
+        if mc is not None and warning:
+            mc.role = "warning"
+            mc.cause += " A warning: the cause only where the log shows no error."
+            if mc.id.endswith("-generic"):
+                mc.id = "mooncake-warning-log-generic"
+        return mc
 
     def finish(self) -> list[GenericFinding]:
         got = self.stack.close()

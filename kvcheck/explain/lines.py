@@ -125,7 +125,9 @@ _NIXL_FILES = re.compile(
     r"^(?:nixl_\w+|backend_plugin|ucx_utils|ucx_backend|ucx_mo_backend|libfabric\w*|gpunetio\w*|mooncake_backend|posix_backend|gds_backend|obj_backend|telemetry\w*|transfer_request|nixl)\.(?:cpp|cc|h)$"
 )
 _MOONCAKE_FILES = re.compile(
-    r"^(?:transfer_engine\w*|transfer_metadata\w*|transfer_task|rdma_\w+|tcp_transport|nvlink_transport|efa_\w+|topology|worker_pool|multi_transport|hip_transport|cxl_transport|ascend_\w+|hccl_\w+|hixl\w*|client\w*|master\w*|store_py|pybind_client|ha_helper|client_metric|client_service|segment\w*|allocator|coro_rpc_client|config|common)\.(?:cpp|cc|h|hpp)$"
+    r"^(?:transfer_engine\w*|transfer_metadata\w*|transfer_task|rdma_\w+|tcp_transport|nvlink_transport|efa_\w+|topology|worker_pool|multi_transport|hip_transport|cxl_transport|ascend_\w+|hccl_\w+|hixl\w*|client\w*|master\w*|store_py|pybind_client|ha_helper|client_metric|client_service|segment\w*|allocator|config|common|rpc_service|http_metadata_server|endpoint_store|rpc_communicator|rpc_interface|cxi_\w+|nvmeof\w*|barex\w*|intranode_nvlink_transport|musa_transport|maca_transport|real_client\w*|master_client|"
+    # yalantinglibs (coro_rpc, coro_http/cinatra, coro_io), linked by Mooncake for its RPC and HTTP servers
+    r"coro_\w+|cinatra\w*|client_pool|io_context_pool)\.(?:cpp|cc|h|hpp)$"
 )
 _UCX = re.compile(
     r"\bUCX\s+(?:ERROR|WARN|INFO|DIAG|DEBUG|FATAL)\b|^\[\d+\.\d+\]\s+\[[^\]]*:\d+\s*:\w+\]\s+\S+\.[ch]:\d+|"

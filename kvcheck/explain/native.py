@@ -337,8 +337,20 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
             if rx.match(f):
                 break
         else:
-            return None
+            c = _MOONCAKE_ONLY if g is not None and _mooncake_file(f) else None
+            if c is None:
+                return None
         code, meaning = status_meaning(text)
+        if c["engine"] == "mooncake":
+            key = f"mooncake:{f}:{code}"
+            if key in seen:
+                return None
+            seen.add(key)
+            from kvcheck.explain.mooncake_native import explain as mooncake_explain
+
+            mc = mooncake_explain(lineno, s, text, None, f, f"{code}: {meaning}" if meaning else "")
+            if mc is not None:
+                return mc
         step, ph = nixl_step(text) if c["engine"] == "nixl" else ("", "")
         comp = c["component"] + (f", {step}" if step else "")
         phase = ph or (c["phase"] if c["phase"] != "any" else "")
@@ -359,6 +371,19 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
             fix="Check what the component needs (see the checks); kvcheck has no specific signature for this text.",
         )
     return None
+
+
+# a glog file no ``components`` row names that is one of Mooncake's (``mooncake_native.place``)
+_MOONCAKE_ONLY = {"engine": "mooncake", "component": "Mooncake", "phase": "any"}
+
+
+def _mooncake_file(f: str) -> bool:
+    """Whether ``f`` is a file name of Mooncake's source (its format index's files) that one
+    of ``mooncake_native``'s components places."""
+    from kvcheck.explain.formats import load_engine_formats
+    from kvcheck.explain.mooncake_native import place
+
+    return f in load_engine_formats()["mooncake"].files and place(f) is not None
 
 
 _SYM_FAMILY = [
