@@ -164,3 +164,13 @@ def test_no_mooncake_fix_names_an_sglang_flag():
     texts = [f["fix"] for f in table()["families"]] + [c["fix"] for c in table()["components"]]
     for t in texts:
         assert "--disaggregation" not in t and "--dist-init-addr" not in t, t
+
+
+def test_a_general_rules_cause_on_a_mooncake_line_keeps_its_id_and_gains_the_component():
+    line = "E0102 03:04:05.000900  77 rdma_context.cpp:300] Failed to register memory 0x7f0000000000: Cannot allocate memory [12]\n"
+    fm = match_line(line.split("] ", 1)[1], "error", "rdma_context.cpp")[1]
+    assert fm is not None and fm.function.startswith("RdmaContext::registerMemoryRegion")
+    f = _first(line)
+    assert f.id == "rdma-register-enomem"  # the errno rule still decides the cause
+    assert "RLIMIT_MEMLOCK" in f.cause and fm.function in f.cause and "ibv_reg_mr" in f.cause
+    assert "Mooncake RDMA context" in f.cause

@@ -52,6 +52,7 @@ from kvcheck.explain.errorlogs import (
 from kvcheck.explain.formats import _SRC_FILE, FormatMatch, line_level, match_line, phase_of_function, whose
 from kvcheck.explain.lines import ENGINE_NAMES
 from kvcheck.explain.mooncake_native import explain as mooncake_explain
+from kvcheck.explain.mooncake_native import place as mooncake_place
 from kvcheck.explain.mooncake_native import rpc_line
 from kvcheck.explain.mooncake_native import table as mooncake_table
 from kvcheck.explain.native import _GLOG, native_line, ucx_transport_line
@@ -309,7 +310,12 @@ class GenericReader:
                     s, engine if engine not in ("", "native") else "", "this line", "", (lineno, 0, s)
                 )
             if (
-                (got is None or got.id.startswith("os-") or got.id == "native-error-generic" or _mooncake_own(got))
+                (
+                    got is None
+                    or got.id.startswith("os-")
+                    or got.id == "native-error-generic"
+                    or got.engine == "mooncake"
+                )
                 and not self._tb_line
                 and self._fmt_budget
             ):
@@ -415,6 +421,9 @@ class GenericReader:
                 return mc
         if got is not None and not message_class(fm.text):
             got.cause += f" {fm.engine_name} prints it in {fm.where()} (its releases {fm.span(fm.all_releases)})."
+            placed = mooncake_place(fm.module, fm.function) if fm.engine == "mooncake" else None
+            if placed is not None:  # a general rule's cause on a Mooncake line: the component and its step
+                got.cause += f" The component: {placed[0]['name']} ({placed[0]['does']})."
             if got.id.startswith("os-"):
                 got.engine = fm.engine
             return got

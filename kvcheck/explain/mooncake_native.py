@@ -188,7 +188,9 @@ _ASIO_ERRORS = {
     "Host not found (authoritative)": "the resolver has no address for the name (for a literal: the host has no "
     "address of that family configured, with AI_ADDRCONFIG)",
     "Host not found (non-authoritative), try again later": "the resolver could not reach DNS in time",
-    "Service not found": "the port given is not a number or known service",
+    "Service not found": "getaddrinfo could not resolve the host and port given (EAI_SERVICE / EAI_NONAME as asio "
+    "reports "
+    "them: a service name the resolver does not know, as a Kubernetes name outside its namespace in Mooncake#1195)",
     "Connection refused": "nothing listens at that address and port",
     "Address already in use": "another process holds the port",
     "Cannot assign requested address": "the address is not one of this host's",
