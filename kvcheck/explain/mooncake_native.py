@@ -82,7 +82,8 @@ def place(path: str, function: str = "") -> tuple[dict[str, Any], str] | None:
 
 def family(text: str) -> dict[str, Any] | None:
     """The failure family a message's words name (the first in ``families`` whose pattern
-    the text matches), or None."""
+    the message text matches; never the function's name, which says the step, not what
+    failed), or None."""
     for f in table()["families"]:
         if f["_re"].search(text):
             return f
@@ -133,7 +134,7 @@ def explain(
         code, meaning = status_meaning(text)
         os_cause = f"{code}: {meaning}" if meaning else ""
     comp, phase = got
-    fam = family(text + (" " + function if function else ""))
+    fam = family(text)
     where = (
         (fm.where() if not file or file == fm.module.rsplit("/", 1)[-1] else f"{file} (its words as {fm.where()})")
         if fm is not None
