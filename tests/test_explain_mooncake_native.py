@@ -167,10 +167,41 @@ def test_no_mooncake_fix_names_an_sglang_flag():
 
 
 def test_a_general_rules_cause_on_a_mooncake_line_keeps_its_id_and_gains_the_component():
-    line = "E0102 03:04:05.000900  77 rdma_context.cpp:300] Failed to register memory 0x7f0000000000: Cannot allocate memory [12]\n"
+    line = (
+        "E0102 03:04:05.000900  77 rdma_context.cpp:300] Failed to register memory 0x7f0000000000: "
+        "Cannot allocate memory [12]\n"
+    )
     fm = match_line(line.split("] ", 1)[1], "error", "rdma_context.cpp")[1]
     assert fm is not None and fm.function.startswith("RdmaContext::registerMemoryRegion")
     f = _first(line)
     assert f.id == "rdma-register-enomem"  # the errno rule still decides the cause
     assert "RLIMIT_MEMLOCK" in f.cause and fm.function in f.cause and "ibv_reg_mr" in f.cause
     assert "Mooncake RDMA context" in f.cause
+
+
+def test_what_sets_mooncakes_settings_in_sglang_is_sglangs_own_code():
+    import importlib.util
+
+    spec = importlib.util.find_spec("sglang")  # the package only: its subpackages import torch
+    assert spec is not None and spec.origin
+    root = Path(spec.origin).parent / "srt"
+    te = (root / "distributed" / "device_communicators" / "mooncake_transfer_engine.py").read_text(encoding="utf-8")
+    assert "hostname=get_local_ip_auto()" in te and "envs.MOONCAKE_PROTOCOL.get()" in te
+    net = (root / "utils" / "network.py").read_text(encoding="utf-8")
+    assert 'os.getenv("SGLANG_HOST_IP", "")' in net
+    pre = (root / "disaggregation" / "prefill.py").read_text(encoding="utf-8")
+    assert "kv_args.ib_device = get_disagg().disaggregation_ib_device" in pre
+
+
+DEVICE = (
+    "E0102 03:04:05.001000  77 rdma_context.cpp:116] Failed to create completion queue: Cannot allocate memory [12]\n"
+)
+
+
+def test_a_mooncake_fix_names_sglangs_setting_only_in_an_sglang_process():
+    bare = _first(DEVICE)
+    assert bare.id == "mooncake-rdma-device-unusable" and "--disaggregation-ib-device" not in bare.fix
+    log = "[2026-01-02 03:04:04] server_args=ServerArgs(model_path='m', disaggregation_mode='prefill')\n" + DEVICE
+    f = _first(log)
+    assert f.id == "mooncake-rdma-device-unusable"
+    assert "--disaggregation-ib-device" in f.fix and "MOONCAKE_PROTOCOL" in f.fix

@@ -255,3 +255,13 @@ def rpc_line(lineno: int, s: str) -> GenericFinding | None:
         role=fam.get("role", "cause"),
         **base,  # type: ignore[arg-type]
     )
+
+
+def in_sglang(finding_id: str) -> str:
+    """What sets a family's Mooncake setting when the process is an SGLang server (its
+    ``sglang`` text, ' '-prefixed), '' for none: SGLang 0.5.23's
+    ``MooncakeTransferEngine.initialize`` passes the hostname SGLANG_HOST_IP / HOST_IP (else
+    the address ``get_local_ip_auto`` detects), the protocol MOONCAKE_PROTOCOL and the device
+    list ``--disaggregation-ib-device`` (``kv_args.ib_device``)."""
+    fam = table()["_families"].get(finding_id)
+    return " " + fam["sglang"] if fam is not None and fam.get("sglang") else ""

@@ -29,6 +29,7 @@ from kvcheck.explain import fixedbugs, funcchanges
 from kvcheck.explain.generic import GenericReader
 from kvcheck.explain.lines import ENGINE_NAMES, SUPPORT, Attributor, LineInfo
 from kvcheck.explain.logrelease import _EXPLICIT_KINDS, LogRelease, ReleaseReader
+from kvcheck.explain.mooncake_native import in_sglang as mooncake_in_sglang
 from kvcheck.explain.rulebase import rules
 from kvcheck.explain.signatures import SignatureScanner, signature
 from kvcheck.explain.timeline import Timeline
@@ -346,7 +347,7 @@ class LogReader:
                     host=ctx,
                     role=g.role,
                     cause=g.cause,
-                    fix=g.fix,
+                    fix=g.fix + (mooncake_in_sglang(g.id) if g.engine == "mooncake" and ctx == "sglang" else ""),
                     checks=g.checks,
                     precondition=g.node,
                 )
