@@ -66,7 +66,8 @@ SUPPORT = {
     "nixl": "NIXL's errors and crash signatures are explained as they affect SGLang's NIXL backend",
     "ucx": "UCX errors and crash backtraces are matched to known signatures (cause, fixing release, node checks)",
     "libfabric": "EFA/libfabric errors are matched to known signatures",
-    "mooncake": "Mooncake transfer-engine messages are matched to known signatures and SGLang's Mooncake backend",
+    "mooncake": "Mooncake messages (transfer engine, store, its yalantinglibs RPC) are matched to known signatures "
+    "and explained by the source component that prints them",
     "mori": "MORI IO engine messages are matched to known signatures; SGLang's MORI backend refusals (mori/conn.py) "
     "are explained from its code",
     "vllm": "named only: kvcheck models SGLang's PD path, not vLLM's NixlConnector; known vLLM signatures are "
