@@ -378,12 +378,14 @@ _MOONCAKE_ONLY = {"engine": "mooncake", "component": "Mooncake", "phase": "any"}
 
 
 def _mooncake_file(f: str) -> bool:
-    """Whether ``f`` is a file name of Mooncake's source (its format index's files) that one
-    of ``mooncake_native``'s components places."""
+    """Whether ``f`` is a file name of Mooncake's source (its format index's files), not one
+    of NIXL's, that one of ``mooncake_native``'s components places."""
     from kvcheck.explain.formats import load_engine_formats
     from kvcheck.explain.mooncake_native import place
 
-    return f in load_engine_formats()["mooncake"].files and place(f) is not None
+    idx = load_engine_formats()
+    # a name NIXL's source has too (config.cpp, transport.cpp ...) does not say which of the two printed it
+    return f in idx["mooncake"].files and f not in idx["nixl"].files and place(f) is not None
 
 
 _SYM_FAMILY = [
