@@ -205,3 +205,17 @@ def test_a_mooncake_fix_names_sglangs_setting_only_in_an_sglang_process():
     f = _first(log)
     assert f.id == "mooncake-rdma-device-unusable"
     assert "--disaggregation-ib-device" in f.fix and "MOONCAKE_PROTOCOL" in f.fix
+
+
+LOC_LEN = (
+    "E0102 03:04:05.001100  77 worker_pool.cpp:245] Worker: Process failed for slice (opcode: 0, source_addr: "
+    "0x7f00, length: 65536, dest_addr: 0x7e00, local_nic: mlx5_2, peer_nic: 10.0.0.9:15001@mlx5_4, dest: "
+    "10.0.0.9:15001): local length error\n"
+)
+
+
+def test_a_length_error_on_a_mooncake_nic_pair_checks_the_unnegotiated_mtu_in_mooncakes_words():
+    f = _first(LOC_LEN)
+    assert f.id == "rdma-wc-loc-len-err" and f.engine == "mooncake"
+    assert any("MC_MTU" in c and "#3868" in c for c in f.checks)
+    assert "--disaggregation-ib-device" not in f.fix and "Mooncake's device list" in f.fix

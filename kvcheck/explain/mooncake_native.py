@@ -263,5 +263,7 @@ def in_sglang(finding_id: str) -> str:
     ``MooncakeTransferEngine.initialize`` passes the hostname SGLANG_HOST_IP / HOST_IP (else
     the address ``get_local_ip_auto`` detects), the protocol MOONCAKE_PROTOCOL and the device
     list ``--disaggregation-ib-device`` (``kv_args.ib_device``)."""
+    if finding_id.startswith("rdma-wc-"):  # a work completion in error on a Mooncake NIC pair
+        finding_id = "mooncake-rdma-device-unusable"
     fam = table()["_families"].get(finding_id)
     return " " + fam["sglang"] if fam is not None and fam.get("sglang") else ""

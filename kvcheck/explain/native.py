@@ -260,6 +260,7 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
         row = rows.get(no)
         if row:
             nic = re.search(r"local_nic: (\w+)", s)
+            mooncake = _engine_of_native(s) == "mooncake"
             return GenericFinding(
                 id=f"rdma-wc-{row[0][7:].lower().replace('_', '-')}",
                 title=f"RDMA work completion failed: {row[1]} ({row[0]})",
@@ -274,9 +275,24 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
                     "ibstat / ibv_devinfo: the port state and link of the local NIC named",
                     "ib_send_bw / ib_write_bw between that local NIC and the peer's NIC",
                     "show_gids on both hosts (RoCE: the GID index and its IP version)",
-                ],
-                fix="Take the failing NIC out of the device list (--disaggregation-ib-device / MC device "
-                "names) or repair its path; pair only NICs that reach each other.",
+                ]
+                + (
+                    # Mooncake sets each QP's path MTU from its own port only (RdmaEndPoint::doSetupConnection,
+                    # v0.3.12; Mooncake#3868): two ports of different active MTU fail so
+                    [
+                        "ibv_devinfo | grep active_mtu on both hosts and MC_MTU on both sides (Mooncake does not "
+                        "negotiate the path MTU with the peer, Mooncake#3868: MC_MTU set to the smaller on both)"
+                    ]
+                    if mooncake and no in ("1", "4", "9", "12")
+                    else []
+                ),
+                fix=(
+                    "Take the failing NIC out of Mooncake's device list (the device names its transfer engine is "
+                    "initialized with) or repair its path; pair only NICs that reach each other."
+                    if mooncake
+                    else "Take the failing NIC out of the device list (--disaggregation-ib-device / MC device "
+                    "names) or repair its path; pair only NICs that reach each other."
+                ),
             )
             return None
     if ("evice" in s or "RNIC" in s or "HCAs" in s) and _NODEV.search(s):
