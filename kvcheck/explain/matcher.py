@@ -266,10 +266,12 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     characters is a ``partial`` hit. ``Explanation.lines`` counts the lines;
     ``Explanation.blank`` says whether all were blank.
     """
+    from kvcheck.explain.prefixes import Paste
     from kvcheck.explain.reading import LogReader
 
     catalog = catalog or load_catalog()
     scanner = _scanner(catalog)
+    paste = Paste()
     tokens, sub_re = scanner.tokens, scanner.sub_re
     reader = LogReader()
     hits: dict[str, Hit] = {}
@@ -344,7 +346,7 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     for block in blocks:
         if not block:
             continue
-        block, block_roles = _uncollect(block)
+        block, block_roles = _uncollect(block, paste)
         if count < _MAX_PARTIAL_LINES:
             head.extend(block[: _MAX_PARTIAL_LINES - count])
         if blank and any(ln.strip() for ln in block):

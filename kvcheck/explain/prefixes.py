@@ -14,7 +14,10 @@ the process role the label names (``sglang-decode-1 | ...`` -> decode).
 
 from __future__ import annotations
 
+import json
 import re
+
+from kvcheck.sources.limits import MAX_LOG_LINE
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LEVELS = r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)"
@@ -31,12 +34,17 @@ _COLLECTOR = re.compile(
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<host>[\w.-]+) [\w./@-]+(?:\[\d+\])?: "
     # a role label in brackets: ``[decode-0] msg`` (kubectl logs --prefix: ``[pod/decode-0/c] msg``)
     r"|\[(?:pod/)?(?P<role>[\w.-]*(?:prefill|decode|router)[\w./-]*)\] "
+    # kubectl logs --prefix, any pod: ``[pod/NAME/CONTAINER] msg``
+    r"|\[pod/(?P<pod>[\w.-]+)/[\w.-]+\] "
+    # Ray's worker prefix on a multi-node cluster: ``(ActorName pid=N, ip=A) msg`` (the
+    # process's own prefix has no ``ip=``: vLLM's ``(EngineCore_DP0 pid=N)`` stays)
+    r"|\((?P<ray>[A-Za-z_][\w.]*) pid=\d+, ip=[\d.]+\) "
     # grep -H / -n over log files: ``decode_0.log:`` / ``prefill.log:1234:``
     r"|(?P<gfile>[\w.-]+\.(?:log|txt|out|err)(?:\.\d+)?):(?:\d+[:-])?(?=\S)"
     # a launcher's stream label (``[PYTHON3] ``, ``[stderr] ``) and a terminal UI's frame (``│ ``)
     r"|\[(?:PYTHON\d?|STDOUT|STDERR|stdout|stderr)\] ?|[│┃] ?"
-    # a GitHub reply's quote
-    r"|> ?",
+    # a GitHub reply's quote (nested quotes, a REPL's ``>>> ``, as one prefix)
+    r"|(?:> ?)+",
     re.I,
 )
 # ambiguous labels (srun --label ``0: ``, pdsh ``host: ``): taken off only when what
@@ -47,8 +55,12 @@ _LABEL = re.compile(
 )
 _ROLE = re.compile(r"prefill|decode|router", re.I)
 # a first character any prefix above can start with (one test per line before the regex)
-_STARTS = frozenset("0123456789>ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz[│┃")
-_OWN = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* +" + _LEVELS + r"\s")
+_STARTS = frozenset("0123456789>ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz[│┃(")
+# a line in its process's own format: SGLang's ``[time ...]``, Dynamo's tracing ``time LEVEL
+# target: `` (not a collector's time before vLLM's ``LEVEL MM-DD hh:mm:ss``)
+_OWN = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S* +" + _LEVELS + r"\s(?!\d\d-\d\d \d\d:)"
+)
 
 
 # GitHub's escaping of a pasted "]" ("[TensorRT-LLM[][ERROR[] ..."): "[x[]" is "[x]"
@@ -58,6 +70,13 @@ _GH_BRACKET = re.compile(r"\[([^\[\]]+)\[\]")
 def strip_collector(line: str) -> tuple[str, str]:
     """``line`` without the collectors' prefixes and ANSI codes, and the role
     (prefill/decode/router, or '') the prefix's label names."""
+    got, role, _ = strip_collector_label(line)
+    return got, role
+
+
+def strip_collector_label(line: str) -> tuple[str, str, str]:
+    """``strip_collector``, and the label the prefixes named (the pod, service, host,
+    Ray actor or task: '' when none), which tells interleaved processes apart."""
     if "\x1b" in line:
         line = _ANSI.sub("", line)
     if "[]" in line:
@@ -65,8 +84,8 @@ def strip_collector(line: str) -> tuple[str, str]:
     if line.endswith(("│", "┃", "│ ")):  # the right border of a terminal UI's frame
         line = line.rstrip(" │┃").rstrip()
     if not line or line[0] not in _STARTS or _OWN.match(line):
-        return line, ""
-    role = ""
+        return line, "", ""
+    role = name = ""
     for _ in range(3):  # at most three stacked prefixes (kubectl time + compose + quote)
         m = _COLLECTOR.match(line)
         if m is None or not m.end():
@@ -75,15 +94,294 @@ def strip_collector(line: str) -> tuple[str, str]:
                 break
             label = m.group("lab")
         else:
-            label = m.group("svc") or m.group("host") or m.group("role") or m.group("gfile") or ""
-        if not role and label:
-            r = _ROLE.search(label)
-            if r:
-                role = r.group(0).lower()
+            label = (
+                m.group("svc")
+                or m.group("host")
+                or m.group("role")
+                or m.group("pod")
+                or m.group("ray")
+                or m.group("gfile")
+                or ""
+            )
+        if label:
+            name = name or label
+            if not role:
+                r = _ROLE.search(label)
+                if r:
+                    role = r.group(0).lower()
         line = line[m.end() :]
         if not line or line[0] not in _STARTS or _OWN.match(line):
             break
-    return line, role
+    return line, role, name
+
+
+# ------------------------------------------------------------------ a paste's shape
+# What a whole paste (not one line) shows about how it was taken, read from its first
+# block of lines and kept for the rest of the log (``Paste``):
+#   - a log shipper's JSON, one object per line: docker's json-file driver
+#     (``{"log": "...\\n", "stream": ..., "time": ...}``), fluent-bit / Vector / Loki /
+#     CloudWatch exports (``message``, ``msg``, ``line``, journald's ``MESSAGE``), the pod
+#     under ``kubernetes.pod_name`` or ``pod``; or one indented JSON document whose events
+#     each hold a ``"message": "..."`` line (``aws logs filter-log-events``);
+#   - a markdown code fence around the log;
+#   - a terminal's hard wrap: lines cut at the same width W, many distinct lines exactly W
+#     long, none longer, and far fewer just short of W (a natural log has no such spike);
+#   - ``cat -n`` / ``nl`` numbers (``%6d\\t``, consecutive);
+#   - the same indentation on every line (a markdown code block, a quoted e-mail);
+#   - ``srun --label`` task numbers (``12: ``) on most lines, whatever follows them;
+#   - several processes interleaved line by line (two ``srun`` tasks, ``kubectl logs
+#     --prefix`` over several pods, ``docker compose logs`` of several services): their
+#     lines are read process by process (in the order each first appears), so that one
+#     process's traceback is not cut by another's lines.
+# Then each line's collector prefixes (``strip_collector_label``) and the tracebacks as
+# pasted (``mend_tracebacks``). A line that the shape takes apart or drops (a wrapped
+# line's continuation, a fence, a JSON document's other fields) leaves the block: line
+# numbers are those of the log as read.
+_FENCE = re.compile(r"^\s*(?:```|~~~)[\w.+-]*\s*$")
+_JSON_TEXT_KEYS = ("log", "message", "msg", "line", "MESSAGE")
+_JSON_DOC_TEXT = re.compile(r'^\s*"(?:log|message|msg|line|MESSAGE)"\s*:\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
+_JSON_DOC_OTHER = re.compile(
+    r'^\s*(?:[\[\]{}],?|"[\w.@$-]+"\s*:\s*(?:[\[{]|\[\],?|\{\},?|-?[\d.eE+-]+,?|"(?:[^"\\]|\\.)*",?|true,?|false,?|null,?))\s*$'
+)
+# the fields a shipper puts around the text (docker, fluent-bit, Vector, Loki, CloudWatch,
+# journald's JSON): an object with any other field is an application's structured line
+_JSON_ENVELOPE = frozenset(
+    "stream time timestamp ts date @timestamp time_local level severity kubernetes labels logStreamName "
+    "logGroupName eventId ingestionTime host hostname pod pod_name namespace container container_name "
+    "container_id source tag attrs _SYSTEMD_UNIT SYSLOG_IDENTIFIER _PID _HOSTNAME __REALTIME_TIMESTAMP "
+    "_TRANSPORT PRIORITY file filename job service".split()
+)
+_CAT_N = re.compile(r"^ *(\d+)\t")
+_TASK = re.compile(r"^ *(\d{1,5}): ")
+_MIN_WRAP = 40  # a hard wrap narrower than this is not taken for one
+_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250, 256})  # terminals' usual widths
+# how a line of a log starts (a wrapped line's rest does not, but for chance): a time, a
+# bracket, a level, a glog letter, a traceback's parts, indentation, a process prefix
+_LINE_START = re.compile(
+    r"^(?:\s|\[|\(|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d |" + _LEVELS + r"\b|[IWEF]\d{4} |Traceback \(|"
+    r"[\w.]+(?:Error|Exception|Warning)\b|File \"|During handling|The above exception|\d{1,5}: |[$#>|{])"
+)
+
+
+def _json_line(line: str) -> tuple[list[str], str] | None:
+    """The text lines and the label (pod/container/stream name) of a log shipper's JSON
+    object, or None when ``line`` is no such object."""
+    s = line.strip()
+    if not (s.startswith("{") and s.endswith("}") and '"' in s):
+        return None
+    try:
+        d = json.loads(s)
+    except ValueError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    text = next((v for k in _JSON_TEXT_KEYS if isinstance(v := d.get(k), str)), None)
+    if text is None or any(k not in _JSON_ENVELOPE and k not in _JSON_TEXT_KEYS for k in d):
+        return None  # an application's own structured line (its other fields say more)
+    k8s: dict = d["kubernetes"] if isinstance(d.get("kubernetes"), dict) else {}
+    labels: dict = d["labels"] if isinstance(d.get("labels"), dict) else {}
+    label = next(
+        (
+            v
+            for v in (
+                k8s.get("pod_name"),
+                d.get("pod"),
+                d.get("pod_name"),
+                labels.get("pod"),
+                d.get("container_name"),
+                d.get("logStreamName"),
+                d.get("_SYSTEMD_UNIT"),
+            )
+            if isinstance(v, str) and v
+        ),
+        "",
+    )
+    return text.rstrip("\n").replace("\r\n", "\n").split("\n"), label
+
+
+def _wrap_width(lines: list[str]) -> tuple[int, bool]:
+    """The width W the block was hard-wrapped at and whether the block proves it (see
+    above, and most W-lines cut inside the text: ``_cut_inside``), or (0, False).
+    Unproven: W is a terminal's usual width and the longest line; a line is then joined
+    only where its cut is inside the text (proven: unless the next starts as a line does)."""
+    lengths: dict[int, int] = {}
+    for ln in lines:
+        if ln:
+            lengths[len(ln)] = lengths.get(len(ln), 0) + 1
+    if not lengths:
+        return 0, False
+    w = max(lengths)
+    if w < _MIN_WRAP:
+        return 0, False
+    at_w = {ln for ln in lines if len(ln) == w}
+    # lines padded to one width (a terminal UI's frame, a table) end in spaces or a border
+    if 2 * sum(ln[-1] in "│┃|" or ln.endswith("  ") for ln in at_w) >= len(at_w):
+        return 0, False
+    near = sum(lengths.get(w - k, 0) for k in range(1, 6))
+    if len(at_w) >= 3 and lengths[w] > 2 * near:
+        # and most cuts fall inside a line's text (lines of one length that are whole lines,
+        # the same message with other numbers, are followed by a line's start)
+        cuts = [_cut_inside(a, b) for a, b in zip(lines, lines[1:], strict=False) if len(a) == w]
+        if 2 * sum(cuts) > len(cuts):
+            return w, True
+    return (w, False) if w in _WIDTHS else (0, False)
+
+
+def _cut_inside(head: str, rest: str) -> bool:
+    """Whether ``rest`` reads as the rest of ``head`` cut by a terminal (an unproven wrap):
+    no space on either side of the cut and ``rest`` does not start as a log line does."""
+    return bool(rest) and not head[-1].isspace() and not rest[0].isspace() and not _LINE_START.match(rest)
+
+
+def _numbered(lines: list[str], rx: re.Pattern[str], consecutive: bool) -> bool:
+    """Whether most non-blank lines start with ``rx``'s number (consecutive ones, for
+    ``cat -n``)."""
+    body = [ln for ln in lines if ln.strip()]
+    if len(body) < 2:
+        return False
+    nums = [m.group(1) for ln in body if (m := rx.match(ln))]
+    if len(nums) < 0.8 * len(body):
+        return False
+    if not consecutive:
+        return True
+    steps = sum(int(b) == int(a) + 1 for a, b in zip(nums, nums[1:], strict=False))
+    return steps >= 0.8 * (len(nums) - 1)
+
+
+class Paste:
+    """How a paste was taken (module comment above), read from its first block; one per
+    log. ``block(lines)`` returns the block's lines as the processes printed them and, per
+    line, the role its collector's label named."""
+
+    def __init__(self) -> None:
+        self.decided = False
+        self.json_doc = False
+        self.width = 0
+        self.proven = False  # the width is proven by the block (else each join is checked)
+        self.cat_n = False
+        self.indent: int | None = None
+
+    def _decide(self, lines: list[str]) -> None:
+        body = [ln for ln in lines if ln.strip()]
+        if not body:
+            return
+        self.decided = True
+        self.json_doc = body[0].strip() in ("{", "[") and any(_JSON_DOC_TEXT.match(ln) for ln in body)
+        if not self.json_doc:
+            self.width, self.proven = _wrap_width(lines)
+            self.cat_n = _numbered(lines, _CAT_N, consecutive=True)
+
+    def block(self, raw: list[str]) -> tuple[list[str], list[str]]:
+        lines: list[str] = []
+        labels: list[str] = []
+        for ln in raw:
+            if "\x1b" in ln:
+                ln = _ANSI.sub("", ln)
+            if _FENCE.match(ln):
+                continue
+            if ln.lstrip()[:1] == "{":
+                shipped = _json_line(ln)
+                if shipped is not None:
+                    lines.extend(shipped[0])
+                    labels.extend([shipped[1]] * len(shipped[0]))
+                    continue
+            lines.append(ln)
+            labels.append("")
+        if not self.decided:
+            self._decide(lines)
+        if self.json_doc:
+            lines, labels = self._json_doc(lines, labels)
+        elif self.width:
+            lines, labels = self._unwrap(lines, labels)
+        if self.cat_n:
+            lines = [_CAT_N.sub("", ln, count=1) for ln in lines]
+        lines = self._dedent(lines)
+        if _numbered(lines, _TASK, consecutive=False):
+            for i, ln in enumerate(lines):
+                m = _TASK.match(ln)
+                if m:
+                    lines[i] = ln[m.end() :]
+                    labels[i] = labels[i] or m.group(1)
+        out: list[str] = []
+        roles: list[str] = []
+        for i, ln in enumerate(lines):
+            got, role, name = strip_collector_label(ln)
+            out.append(got)
+            roles.append(role or _role_of(labels[i]))
+            labels[i] = labels[i] or name
+        out, roles = _by_process(out, roles, labels)
+        return mend_tracebacks(out), roles
+
+    def _json_doc(self, lines: list[str], labels: list[str]) -> tuple[list[str], list[str]]:
+        out, lab = [], []
+        for ln, label in zip(lines, labels, strict=True):
+            m = _JSON_DOC_TEXT.match(ln)
+            if m is not None:
+                try:
+                    text = json.loads(m.group(1))
+                except ValueError:
+                    text = m.group(1)
+                parts = text.rstrip("\n").split("\n")
+                out.extend(parts)
+                lab.extend([label] * len(parts))
+            elif not _JSON_DOC_OTHER.match(ln):
+                out.append(ln)
+                lab.append(label)
+        return out, lab
+
+    def _unwrap(self, lines: list[str], labels: list[str]) -> tuple[list[str], list[str]]:
+        out: list[str] = []
+        lab: list[str] = []
+        cont = False
+        for ln, label in zip(lines, labels, strict=True):
+            if (
+                cont
+                and len(out[-1]) < MAX_LOG_LINE
+                and (_cut_inside(out[-1], ln) or self.proven and ln and not _LINE_START.match(ln))
+            ):
+                out[-1] += ln
+            else:
+                out.append(ln)
+                lab.append(label)
+            cont = len(ln) == self.width
+        return out, lab
+
+    def _dedent(self, lines: list[str]) -> list[str]:
+        if self.indent is None:  # the first block with text decides
+            body = [ln for ln in lines if ln.strip()]
+            if not body:
+                return lines
+            self.indent = min(len(ln) - len(ln.lstrip(" \t")) for ln in body)
+        k = self.indent
+        if not k:
+            return lines
+        return [ln[min(k, len(ln) - len(ln.lstrip(" \t"))) :] for ln in lines]
+
+
+def _role_of(label: str) -> str:
+    if not label:
+        return ""
+    r = _ROLE.search(label)
+    return r.group(0).lower() if r else ""
+
+
+def _by_process(lines: list[str], roles: list[str], labels: list[str]) -> tuple[list[str], list[str]]:
+    """The lines of several labelled processes interleaved line by line, grouped process by
+    process (each in the order it first appears; an unlabelled line stays with the line
+    before it); unchanged when at most one process is labelled or its lines come in runs."""
+    names: dict[str, list[int]] = {}
+    cur = ""
+    switches = 0
+    for i, label in enumerate(labels):
+        if label and label != cur:
+            switches += 1
+            cur = label
+        names.setdefault(cur, []).append(i)
+    named = [k for k in names if k]
+    if len(named) < 2 or switches <= 2 * len(named):
+        return lines, roles
+    order = [i for k in names for i in names[k]]
+    return [lines[i] for i in order], [roles[i] for i in order]
 
 
 # ------------------------------------------------------------------ tracebacks as pasted
