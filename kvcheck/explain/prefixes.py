@@ -158,7 +158,7 @@ _WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250, 
 # how a line of a log starts (a wrapped line's rest does not, but for chance): a time, a
 # bracket, a level, a glog letter, a traceback's parts, indentation, a process prefix
 _LINE_START = re.compile(
-    r"^(?:\s|\[|\(|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d |" + _LEVELS + r"\b|[IWEF]\d{4} |Traceback \(|"
+    r"^(?:\s\s|\t|\[|\(|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d |" + _LEVELS + r"\b|[IWEF]\d{4} |Traceback \(|"
     r"[\w.]+(?:Error|Exception|Warning)\b|File \"|During handling|The above exception|\d{1,5}: |[$#>|{])"
 )
 
@@ -203,7 +203,7 @@ def _wrap_width(lines: list[str]) -> tuple[int, bool]:
     """The width W the block was hard-wrapped at and whether the block proves it (see
     above, and most W-lines cut inside the text: ``_cut_inside``), or (0, False).
     Unproven: W is a terminal's usual width and the longest line; a line is then joined
-    only where its cut is inside the text (proven: unless the next starts as a line does)."""
+    only where its cut is inside a word (proven: unless the next starts as a line does)."""
     lengths: dict[int, int] = {}
     for ln in lines:
         if ln:
@@ -227,10 +227,34 @@ def _wrap_width(lines: list[str]) -> tuple[int, bool]:
     return (w, False) if w in _WIDTHS else (0, False)
 
 
-def _cut_inside(head: str, rest: str) -> bool:
-    """Whether ``rest`` reads as the rest of ``head`` cut by a terminal (an unproven wrap):
-    no space on either side of the cut and ``rest`` does not start as a log line does."""
-    return bool(rest) and not head[-1].isspace() and not rest[0].isspace() and not _LINE_START.match(rest)
+def _starts_line(head: str, rest: str) -> bool:
+    """Whether ``rest`` (the line after ``head``) starts as a log line does: a line start
+    (``_LINE_START``), a collector's prefix, or the same first four characters as ``head``
+    (two lines of one format)."""
+    if _LINE_START.match(rest) or (len(rest) >= 4 and rest[:4] == head[:4]):
+        return True
+    m = _COLLECTOR.match(rest)
+    return m is not None and m.end() > 0
+
+
+def _cut_inside(head: str, rest: str, word: bool = False) -> bool:
+    """Whether ``rest`` reads as the rest of ``head`` cut by a terminal: not between two
+    spaces (``word``, the test of an unproven wrap: inside a word, or at one space) and
+    ``rest`` does not start as a log line does."""
+    if not rest or not head:
+        return False
+    if word:
+        one_before = head[-1] == " " and not head[-2:-1].isspace() and not rest[0].isspace()
+        one_after = rest[0] == " " and not rest[1:2].isspace() and not head[-1].isspace()
+        if not (one_before or one_after or _is_word(head[-1]) and _is_word(rest[0])):
+            return False
+    elif head[-1].isspace() and rest[0].isspace():
+        return False
+    return not _starts_line(head, rest)
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
 
 def _numbered(lines: list[str], rx: re.Pattern[str], consecutive: bool) -> bool:
@@ -337,7 +361,7 @@ class Paste:
             if (
                 cont
                 and len(out[-1]) < MAX_LOG_LINE
-                and (_cut_inside(out[-1], ln) or self.proven and ln and not _LINE_START.match(ln))
+                and (_cut_inside(out[-1], ln, word=True) or self.proven and ln and not _starts_line(out[-1], ln))
             ):
                 out[-1] += ln
             else:
