@@ -20,6 +20,7 @@ what followed from it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,8 +149,12 @@ class LogReader:
         self.engines: dict[str, EngineLines] = {}
         self.infos: dict[int, LineInfo] = {}  # only lines that completed a signature
         self.hit_info: dict[int, LineInfo] = {}
+        # where the role a collector's label names (``sglang-decode-0 | ``) changes: (line, role)
+        self._label_roles: list[tuple[int, str]] = [(0, "")]
 
     def feed(self, lineno: int, line: str, role: str = "") -> LineInfo:
+        if role != self._label_roles[-1][1]:
+            self._label_roles.append((lineno, role))
         info = self.attr.feed(line, role)
         if info.engine:
             e = self.engines.get(info.engine)
@@ -180,6 +185,10 @@ class LogReader:
         if done:
             self.infos[lineno] = info
         return info
+
+    def label_role_at(self, lineno: int) -> str:
+        """The role the collector's label of line ``lineno`` named ('' none)."""
+        return self._label_roles[bisect_right(self._label_roles, (lineno, "\uffff")) - 1][1]
 
     def engines_other_than_sglang(self) -> list[str]:
         return [e for e in self.engines if e not in ("sglang", "python", "native")]
@@ -344,6 +353,7 @@ class LogReader:
                     title=g.title,
                     engine=g.engine,
                     host=ctx,
+                    process=self.label_role_at(g.line),
                     role=g.role,
                     cause=g.cause,
                     fix=g.fix,
