@@ -146,7 +146,11 @@ _ERROR_LOGS = (
     "log:fatal",
 )  # lines between a NIXL call shown and the status it returned
 # a line that starts a log record of its own (a level, a date, a glog header)
-_LOG_START = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} ")
+# a line that starts a log record of its own (a level, a time, glog's letter, Python's
+# ``Exception in thread NAME:`` header before a thread's traceback)
+_LOG_START = re.compile(
+    r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} |Exception in thread "
+)
 
 
 # a raise statement with a literal message (``raise ValueError("...")``)

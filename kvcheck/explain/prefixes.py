@@ -151,6 +151,7 @@ _JSON_ENVELOPE = frozenset(
     "container_id source tag attrs _SYSTEMD_UNIT SYSLOG_IDENTIFIER _PID _HOSTNAME __REALTIME_TIMESTAMP "
     "_TRANSPORT PRIORITY file filename job service".split()
 )
+_NUMBER_START = frozenset(" 0123456789")
 _CAT_N = re.compile(r"^ *(\d+)\t")
 _TASK = re.compile(r"^ *(\d{1,5}): ")
 _MIN_WRAP = 40  # a hard wrap narrower than this is not taken for one
@@ -260,8 +261,8 @@ def _is_word(ch: str) -> bool:
 def _numbered(lines: list[str], rx: re.Pattern[str], consecutive: bool) -> bool:
     """Whether most non-blank lines start with ``rx``'s number (consecutive ones, for
     ``cat -n``)."""
-    body = [ln for ln in lines if ln.strip()]
-    if len(body) < 2:
+    body = [ln for ln in lines if ln and not ln.isspace()]
+    if len(body) < 2 or 5 * sum(ln[:1] in _NUMBER_START for ln in body) < 4 * len(body):
         return False
     nums = [m.group(1) for ln in body if (m := rx.match(ln))]
     if len(nums) < 0.8 * len(body):
@@ -303,7 +304,7 @@ class Paste:
                 ln = _ANSI.sub("", ln)
             if _FENCE.match(ln):
                 continue
-            if ln.lstrip()[:1] == "{":
+            if ln[:1] == "{" or ln[:1] in " \t" and ln.lstrip()[:1] == "{":
                 shipped = _json_line(ln)
                 if shipped is not None:
                     lines.extend(shipped[0])
