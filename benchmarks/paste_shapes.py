@@ -16,9 +16,9 @@ altered by ``tabs``), and the explain time of the variants against the originals
 in the same run). Table on stdout, or the JSON of every number with ``--json``.
 
 Every shape is a small pure function ``str -> str`` (``head-tail`` also takes the lines
-the original's findings are on, so that what it drops is only lines no finding stands on:
-the measure is whether the gap and its ``...`` confuse the reader, not whether a cause
-that was cut out is still found).
+the original's findings are on, so that what it drops lies before the first of them: the
+measure is whether the gap and its ``...`` confuse the reader, not whether a cause that
+was cut out is still found).
 
 Usage: python benchmarks/paste_shapes.py [CORPUS] [--rounds r1..r12] [--shapes a,b] [--ids x,y] [--json]
 """
@@ -199,20 +199,19 @@ def cat_n(text: str) -> str:
 
 
 def head_tail(text: str, keep: frozenset[int] = frozenset()) -> str:
-    """The head and the tail, ``...`` in the middle: the longest run of lines (3 or
-    more) none of ``keep`` (1-based numbers of lines the original's findings stand on)
-    is within one line of, replaced by one ``...`` line; unchanged when there is none."""
+    """The head and the tail, ``...`` in the middle, as a log is shortened for an issue:
+    the lines between the first three and the line before the first of ``keep`` (1-based
+    numbers of the lines the original's findings stand on; the middle third when there is
+    none) replaced by one ``...`` line; unchanged when fewer than 3 lines are there."""
     lines = _lines(text)
-    near = {n + d for n in keep for d in (-1, 0, 1)}
-    best, run = (0, 0), 0
-    for i in range(1, len(lines) + 1):
-        run = 0 if i in near or not 1 < i < len(lines) else run + 1
-        if run > best[1] - best[0]:
-            best = (i - run + 1, i + 1)
-    a, b = best
-    if b - a < 3:
+    n = len(lines)
+    if keep:
+        a, b = 4, min(keep) - 2  # 1-based, inclusive
+    else:
+        a, b = n // 3 + 1, 2 * n // 3
+    if b - a + 1 < 3:
         return text
-    return "\n".join(lines[: a - 1] + ["..."] + lines[b - 1 :])
+    return "\n".join(lines[: a - 1] + ["..."] + lines[b:])
 
 
 SHAPES: dict[str, Callable[..., str]] = {

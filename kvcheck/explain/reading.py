@@ -322,7 +322,9 @@ class LogReader:
         out: list[Finding] = []
         same: dict[tuple[str, str], Finding] = {}
         for g in self.generic.finish():
-            if any(n in covered for n in (g.lines or [g.line])):
+            if not g.node and any(n in covered for n in (g.lines or [g.line])):
+                # (a node's command output is the state every process ran in, never part of
+                # the block a cause explains, even inside the span of a message seen twice)
                 continue
             if g.id == "sglang-error-log-generic" and (
                 g.line in wrapped_lines or any(h in g.text for h in wrapped_heads)
