@@ -178,6 +178,11 @@ def wrap120(text: str) -> str:
     return _wrap(text, 120)
 
 
+def wrap97(text: str) -> str:
+    """A resized terminal's hard wrap at an unusual width (97 columns)."""
+    return _wrap(text, 97)
+
+
 def tabs(text: str) -> str:
     """Tabs expanded to spaces (tab stops of 8)."""
     return text.expandtabs(8)
@@ -232,6 +237,7 @@ SHAPES: dict[str, Callable[..., str]] = {
     "fenced": fenced,
     "wrap80": wrap80,
     "wrap120": wrap120,
+    "wrap97": wrap97,
     "tabs": tabs,
     "dedent": dedent,
     "indent": indent,

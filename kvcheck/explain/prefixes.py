@@ -155,12 +155,13 @@ _NUMBER_START = frozenset(" 0123456789")
 _CAT_N = re.compile(r"^ *(\d+)\t")
 _TASK = re.compile(r"^ *(\d{1,5}): ")
 _MIN_WRAP = 40  # a hard wrap narrower than this is not taken for one
+_MIN_ODD_WRAP = 60  # nor one at an unusual width narrower than this
 _WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250, 256})  # terminals' usual widths
 # how a line of a log starts (a wrapped line's rest does not, but for chance): a time, a
 # bracket, a level, a glog letter, a traceback's parts, indentation, a process prefix
 _LINE_START = re.compile(
     r"^(?:\s\s|\t|\[|\(|\d{4}-\d\d-\d\d|[A-Z][a-z]{2} [ \d]\d |" + _LEVELS + r"\b|[IWEF]\d{4} |Traceback \(|"
-    r"[\w.]+(?:Error|Exception|Warning)\b|File \"|During handling|The above exception|\d{1,5}: |[$#>|{])"
+    r"[\w.]+(?:Error|Exception|Warning)(?::|$)|File \"|During handling|The above exception|\d{1,5}: |[$#>|{])"
 )
 
 
@@ -203,7 +204,8 @@ def _json_line(line: str) -> tuple[list[str], str] | None:
 def _wrap_width(lines: list[str]) -> tuple[int, bool]:
     """The width W the block was hard-wrapped at and whether the block proves it (see
     above, and most W-lines cut inside the text: ``_cut_inside``), or (0, False).
-    Unproven: W is a terminal's usual width and the longest line; a line is then joined
+    Unproven: W is the longest line and a terminal's usual width (or any width 60 or
+    more that two distinct lines reach exactly: a resized window); a line is then joined
     only where its cut is inside a word (proven: unless the next starts as a line does)."""
     lengths: dict[int, int] = {}
     for ln in lines:
@@ -225,14 +227,21 @@ def _wrap_width(lines: list[str]) -> tuple[int, bool]:
         cuts = [_cut_inside(a, b) for a, b in zip(lines, lines[1:], strict=False) if len(a) == w]
         if 2 * sum(cuts) > len(cuts):
             return w, True
-    return (w, False) if w in _WIDTHS else (0, False)
+    # unproven: a usual width, or any width two distinct lines reach exactly
+    return (w, False) if w in _WIDTHS or (w >= _MIN_ODD_WRAP and len(at_w) >= 2) else (0, False)
+
+
+# around a cut inside the text: what a line cannot start with after a word (``size`` /
+# ``:3607``), what it cannot end with before one (``addr=`` / ``0x7f``)
+_CUT_AFTER = frozenset(":,;.)]}=/-")
+_CUT_BEFORE = frozenset("([{=/-")
 
 
 def _starts_line(head: str, rest: str) -> bool:
     """Whether ``rest`` (the line after ``head``) starts as a log line does: a line start
-    (``_LINE_START``), a collector's prefix, or the same first four characters as ``head``
+    (``_LINE_START``), a collector's prefix, or the same first six characters as ``head``
     (two lines of one format)."""
-    if _LINE_START.match(rest) or (len(rest) >= 4 and rest[:4] == head[:4]):
+    if _LINE_START.match(rest) or (len(rest) >= 6 and rest[:6] == head[:6]):
         return True
     m = _COLLECTOR.match(rest)
     return m is not None and m.end() > 0
@@ -245,9 +254,20 @@ def _cut_inside(head: str, rest: str, word: bool = False) -> bool:
     if not rest or not head:
         return False
     if word:
-        one_before = head[-1] == " " and not head[-2:-1].isspace() and not rest[0].isspace()
-        one_after = rest[0] == " " and not rest[1:2].isspace() and not head[-1].isspace()
-        if not (one_before or one_after or _is_word(head[-1]) and _is_word(rest[0])):
+        a, b = head[-1], rest[0]
+        one_before = a == " " and not head[-2:-1].isspace() and not b.isspace()
+        one_after = b == " " and not rest[1:2].isspace() and not a.isspace()
+        inside = (
+            _is_word(a)
+            and (_is_word(b) or b in _CUT_AFTER)
+            or a in _CUT_BEFORE
+            and _is_word(b)
+            or a == "."
+            and (b.isdigit() or b.islower())
+            or a == ":"
+            and b.isdigit()
+        )
+        if not (one_before or one_after or inside):
             return False
     elif head[-1].isspace() and rest[0].isspace():
         return False
