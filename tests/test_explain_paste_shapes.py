@@ -197,8 +197,37 @@ def test_two_pods_interleaved_are_read_pod_by_pod():
 def test_an_applications_own_json_line_is_not_taken_for_a_shippers():
     line = json.dumps({"level": "error", "msg": "create failed", "error": "is forbidden: User cannot create resource"})
     assert Paste().block([line])[0] == [line]
-    shipped = json.dumps({"log": "E0501 x.cpp:1] boom\n", "stream": "stderr", "time": "2026-03-02T10:00:00Z"})
-    assert Paste().block([shipped])[0] == ["E0501 x.cpp:1] boom"]
+    # docker's json-file, journalctl -o json, Vector's docker source, Google Cloud Logging
+    for shipped in (
+        {"log": "E0501 x.cpp:1] boom\n", "stream": "stderr", "time": "2026-03-02T10:00:00Z"},
+        {
+            "__CURSOR": "s=1",
+            "_PID": "42",
+            "_COMM": "python3",
+            "_SYSTEMD_UNIT": "sglang.service",
+            "PRIORITY": "3",
+            "SYSLOG_IDENTIFIER": "python3",
+            "MESSAGE": "E0501 x.cpp:1] boom",
+        },
+        {
+            "message": "E0501 x.cpp:1] boom",
+            "container_name": "c",
+            "image": "i",
+            "label": {},
+            "source_type": "docker_logs",
+            "stream": "stderr",
+            "timestamp": "2026-03-02T10:00:00Z",
+        },
+        {
+            "textPayload": "E0501 x.cpp:1] boom",
+            "resource": {"type": "k8s_container"},
+            "severity": "ERROR",
+            "logName": "projects/p/logs/stderr",
+            "insertId": "1",
+            "receiveTimestamp": "2026-03-02T10:00:00Z",
+        },
+    ):
+        assert Paste().block([json.dumps(shipped)])[0] == ["E0501 x.cpp:1] boom"], shipped
 
 
 def test_lines_of_one_width_are_not_taken_for_a_hard_wrap():

@@ -138,18 +138,20 @@ def strip_collector_label(line: str) -> tuple[str, str, str]:
 # line's continuation, a fence, a JSON document's other fields) leaves the block: line
 # numbers are those of the log as read.
 _FENCE = re.compile(r"^\s*(?:```|~~~)[\w.+-]*\s*$")
-_JSON_TEXT_KEYS = ("log", "message", "msg", "line", "MESSAGE")
-_JSON_DOC_TEXT = re.compile(r'^\s*"(?:log|message|msg|line|MESSAGE)"\s*:\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
+_JSON_TEXT_KEYS = ("log", "message", "msg", "line", "MESSAGE", "textPayload")
+_JSON_DOC_TEXT = re.compile(r'^\s*"(?:log|message|msg|line|MESSAGE|textPayload)"\s*:\s*("(?:[^"\\]|\\.)*")\s*,?\s*$')
 _JSON_DOC_OTHER = re.compile(
     r'^\s*(?:[\[\]{}],?|"[\w.@$-]+"\s*:\s*(?:[\[{]|\[\],?|\{\},?|-?[\d.eE+-]+,?|"(?:[^"\\]|\\.)*",?|true,?|false,?|null,?))\s*$'
 )
 # the fields a shipper puts around the text (docker, fluent-bit, Vector, Loki, CloudWatch,
-# journald's JSON): an object with any other field is an application's structured line
+# Google Cloud Logging, journald's JSON, whose own fields all start with "_" and its user
+# fields are upper case): an object with any other field is an application's structured line
 _JSON_ENVELOPE = frozenset(
-    "stream time timestamp ts date @timestamp time_local level severity kubernetes labels logStreamName "
+    "stream time timestamp ts date @timestamp time_local level severity kubernetes labels label logStreamName "
     "logGroupName eventId ingestionTime host hostname pod pod_name namespace container container_name "
-    "container_id source tag attrs _SYSTEMD_UNIT SYSLOG_IDENTIFIER _PID _HOSTNAME __REALTIME_TIMESTAMP "
-    "_TRANSPORT PRIORITY file filename job service".split()
+    "container_id container_created_at image source source_type tag attrs file filename offset job service "
+    "resource logName receiveTimestamp insertId SYSLOG_IDENTIFIER SYSLOG_FACILITY SYSLOG_PID PRIORITY "
+    "CODE_FILE CODE_LINE CODE_FUNC".split()
 )
 _NUMBER_START = frozenset(" 0123456789")
 _CAT_N = re.compile(r"^ *(\d+)\t")
@@ -178,7 +180,7 @@ def _json_line(line: str) -> tuple[list[str], str] | None:
     if not isinstance(d, dict):
         return None
     text = next((v for k in _JSON_TEXT_KEYS if isinstance(v := d.get(k), str)), None)
-    if text is None or any(k not in _JSON_ENVELOPE and k not in _JSON_TEXT_KEYS for k in d):
+    if text is None or any(k not in _JSON_ENVELOPE and k not in _JSON_TEXT_KEYS and k[:1] != "_" for k in d):
         return None  # an application's own structured line (its other fields say more)
     k8s: dict = d["kubernetes"] if isinstance(d.get("kubernetes"), dict) else {}
     labels: dict = d["labels"] if isinstance(d.get("labels"), dict) else {}
