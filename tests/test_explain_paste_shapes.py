@@ -169,6 +169,10 @@ def test_the_pod_or_service_name_says_the_process():
     assert rep.first_cause.process == "decode"
     shipped = _each(PROGRESS_THREAD, lambda i, ln: json.dumps({"log": ln, "kubernetes": {"pod_name": "llm-prefill-1"}}))
     assert set(explain_text(shipped, source="log").report.engines[0].processes) == {"prefill"}
+    unit = _each(PAGE_SIZE, lambda i, ln: f"Mar 02 10:00:{i:02d} gpu-3 sglang-decode.service[42]: {ln}")
+    assert explain_text(unit, source="log").report.first_cause.process == "decode"
+    actor = _each(PAGE_SIZE, lambda i, ln: f"(DecodeWorker pid=42, ip=10.0.0.2) {ln}")
+    assert explain_text(actor, source="log").report.first_cause.process == "decode"
 
 
 MERGE_BATCH = (

@@ -30,15 +30,15 @@ _COLLECTOR = re.compile(
     r"(?:INFO|WARNING|ERROR|DEBUG)\] \[)"
     # docker compose logs: ``service-1  | msg``
     r"|(?P<svc>[A-Za-z][\w.-]*) +\| ?"
-    # journald / syslog: ``Feb 11 08:15:00 host unit[pid]: msg``
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<host>[\w.-]+) [\w./@-]+(?:\[\d+\])?: "
+    # journald / syslog: ``Feb 11 08:15:00 host unit[pid]: msg`` (the label: host, unit and pid)
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (?P<host>[\w.-]+ [\w./@-]+(?:\[\d+\])?): "
     # a role label in brackets: ``[decode-0] msg`` (kubectl logs --prefix: ``[pod/decode-0/c] msg``)
     r"|\[(?:pod/)?(?P<role>[\w.-]*(?:prefill|decode|router)[\w./-]*)\] "
     # kubectl logs --prefix, any pod: ``[pod/NAME/CONTAINER] msg``
     r"|\[pod/(?P<pod>[\w.-]+)/[\w.-]+\] "
     # Ray's worker prefix on a multi-node cluster: ``(ActorName pid=N, ip=A) msg`` (the
     # process's own prefix has no ``ip=``: vLLM's ``(EngineCore_DP0 pid=N)`` stays)
-    r"|\((?P<ray>[A-Za-z_][\w.]*) pid=\d+, ip=[\d.]+\) "
+    r"|\((?P<ray>[A-Za-z_][\w.]* pid=\d+), ip=[\d.]+\) "
     # grep -H / -n over log files: ``decode_0.log:`` / ``prefill.log:1234:``
     r"|(?P<gfile>[\w.-]+\.(?:log|txt|out|err)(?:\.\d+)?):(?:\d+[:-])?(?=\S)"
     # a launcher's stream label (``[PYTHON3] ``, ``[stderr] ``) and a terminal UI's frame (``│ ``)
