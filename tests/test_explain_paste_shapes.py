@@ -234,6 +234,11 @@ def test_an_applications_own_json_line_is_not_taken_for_a_shippers():
         assert Paste().block([json.dumps(shipped)])[0] == ["E0501 x.cpp:1] boom"], shipped
 
 
+def test_a_line_nested_past_the_json_parsers_depth_is_read_as_text():
+    deep = '{"log": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert Paste().block([deep])[0] == [deep]
+
+
 def test_lines_of_one_width_are_not_taken_for_a_hard_wrap():
     # a terminal UI's frame pads every line to its width; the same message with other
     # numbers, or a line that happens to be 80 wide before a line of the same format

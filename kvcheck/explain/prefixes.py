@@ -175,7 +175,7 @@ def _json_line(line: str) -> tuple[list[str], str] | None:
         return None
     try:
         d = json.loads(s)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         return None
     if not isinstance(d, dict):
         return None
