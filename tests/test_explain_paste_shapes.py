@@ -195,7 +195,38 @@ def test_two_pods_interleaved_are_read_pod_by_pod():
     )
     f = explain_text(text, source="log").report.first_cause
     assert (f.id, f.process) == ("pd-decode-multimodal-inputs-none", "decode")
-    assert _answer(MERGE_BATCH)[0][0] == "pd-decode-multimodal-inputs-none"
+    plain = explain_text(MERGE_BATCH, source="log").report.first_cause
+    assert plain.id == "pd-decode-multimodal-inputs-none"
+    # its line numbers are the paste's: the decode's n-th line is the paste's (2n-1)-th
+    assert (f.first_line, f.last_line) == (2 * plain.first_line - 1, 2 * plain.last_line - 1)
+
+
+def test_line_numbers_are_the_pastes():
+    plain = explain_text(PAGE_SIZE, source="log")
+    f = plain.report.first_cause
+    line = PAGE_SIZE.split("\n")[f.first_line - 1]
+    for shape in ("fenced", "wrap80", "cloudwatch", "srun-two-tasks", "json-message"):
+        pasted = SHAPES[shape](PAGE_SIZE)
+        got = explain_text(pasted, source="log")
+        g = got.report.first_cause
+        assert g.id == f.id and got.hits[0].entry_id == f.id, shape
+        at = pasted.split("\n")[g.first_line - 1]
+        assert line[:40] in at or (shape == "cloudwatch" and json.dumps(line[:40])[1:-1] in at), (shape, at)
+        assert got.hits[0].first_line == g.first_line, shape
+
+
+def test_the_answer_does_not_depend_on_where_the_blocks_are_cut():
+    import io
+
+    from kvcheck.explain.matcher import explain_blocks
+    from kvcheck.explain.scan import iter_log_blocks
+
+    filler = "".join(T.format(s=0) + f"Prefill batch. #new-seq: 1, #new-token: {i}\n" for i in range(300))
+    for shape in ("wrap80", "docker-json", "cloudwatch", "srun-two-tasks", "fenced"):
+        text = SHAPES[shape](filler + PAGE_SIZE + filler)
+        whole = [(h.entry_id, h.first_line, h.last_line) for h in explain_text(text, source="log").hits]
+        cut = explain_blocks(iter_log_blocks(io.BytesIO(text.encode()), block=997), source="log")
+        assert whole and [(h.entry_id, h.first_line, h.last_line) for h in cut.hits] == whole, shape
 
 
 def test_an_applications_own_json_line_is_not_taken_for_a_shippers():

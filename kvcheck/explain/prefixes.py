@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
+from bisect import bisect_right
 
 from kvcheck.sources.limits import MAX_LOG_LINE
 
@@ -157,6 +159,7 @@ _NUMBER_START = frozenset(" 0123456789")
 _CAT_N = re.compile(r"^ *(\d+)\t")
 _TASK = re.compile(r"^ *(\d{1,5}): ")
 _MIN_WRAP = 40  # a hard wrap narrower than this is not taken for one
+_MAX_MOVES = 1 << 20  # points of the line map kept (16 bytes each)
 _MIN_ODD_WRAP = 60  # nor one at an unusual width narrower than this
 _WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250, 256})  # terminals' usual widths
 # how a line of a log starts (a wrapped line's rest does not, but for chance): a time, a
@@ -229,8 +232,13 @@ def _wrap_width(lines: list[str]) -> tuple[int, bool]:
         cuts = [_cut_inside(a, b) for a, b in zip(lines, lines[1:], strict=False) if len(a) == w]
         if 2 * sum(cuts) > len(cuts):
             return w, True
-    # unproven: a usual width, or any width two distinct lines reach exactly
-    return (w, False) if w in _WIDTHS or (w >= _MIN_ODD_WRAP and len(at_w) >= 2) else (0, False)
+    # unproven: a usual width, or any width two distinct lines reach exactly, where one
+    # cut at least reads as inside the text
+    if not (w in _WIDTHS or (w >= _MIN_ODD_WRAP and len(at_w) >= 2)):
+        return 0, False
+    if not any(_cut_inside(a, b, word=True) for a, b in zip(lines, lines[1:], strict=False) if len(a) == w):
+        return 0, False
+    return w, False
 
 
 # around a cut inside the text: what a line cannot start with after a word (``size`` /
@@ -298,7 +306,13 @@ def _numbered(lines: list[str], rx: re.Pattern[str], consecutive: bool) -> bool:
 class Paste:
     """How a paste was taken (module comment above), read from its first block; one per
     log. ``block(lines)`` returns the block's lines as the processes printed them and, per
-    line, the role its collector's label named."""
+    line, the role its collector's label named. ``pasted_line(n)`` is the line of the paste
+    that line ``n`` as read (1-based, counted over all blocks) starts on: where a shape
+    removed lines (an unwrapped line's rest, a fence, a JSON document's other fields) or
+    reordered them (interleaved processes), explain's line numbers are mapped back with it
+    (``moved`` says whether any line moved). The map is kept as the points where the
+    difference changes (two machine integers each), at most ``_MAX_MOVES`` of them: past
+    that, later lines keep the last difference."""
 
     def __init__(self) -> None:
         self.decided = False
@@ -307,6 +321,20 @@ class Paste:
         self.proven = False  # the width is proven by the block (else each join is checked)
         self.cat_n = False
         self.indent: int | None = None
+        self.consumed = 0  # lines of the paste read so far
+        self._out = 0  # lines returned so far
+        self._reads = array("q")  # a line as read where the difference to the paste changes
+        self._deltas = array("q")  # the difference (paste line - line as read) from there on
+        self._held: list[str] = []  # a line that may go on in the next block
+
+    @property
+    def moved(self) -> bool:
+        return bool(self._reads)
+
+    def pasted_line(self, n: int) -> int:
+        """The paste's line number of line ``n`` as read (``n`` itself when none moved)."""
+        i = bisect_right(self._reads, n) - 1
+        return n + self._deltas[i] if i >= 0 else n
 
     def _decide(self, lines: list[str]) -> None:
         body = [ln for ln in lines if ln.strip()]
@@ -318,10 +346,17 @@ class Paste:
             self.width, self.proven = _wrap_width(lines)
             self.cat_n = _numbered(lines, _CAT_N, consecutive=True)
 
-    def block(self, raw: list[str]) -> tuple[list[str], list[str]]:
+    def block(self, raw: list[str], last: bool = False) -> tuple[list[str], list[str]]:
+        """The block's lines as read and their roles (see the class). A line that may go on
+        in the next block (a hard wrap cut at the block's end) is held back for it; ``last``
+        (``flush``): no block follows."""
+        if self._held:
+            raw, self._held = self._held + raw, []
         lines: list[str] = []
         labels: list[str] = []
-        for ln in raw:
+        origin: list[int] = []  # the paste's line number of each line
+        base = self.consumed + 1
+        for j, ln in enumerate(raw):
             if "\x1b" in ln:
                 ln = _ANSI.sub("", ln)
             if _FENCE.match(ln):
@@ -331,15 +366,23 @@ class Paste:
                 if shipped is not None:
                     lines.extend(shipped[0])
                     labels.extend([shipped[1]] * len(shipped[0]))
+                    origin.extend([base + j] * len(shipped[0]))
                     continue
             lines.append(ln)
             labels.append("")
+            origin.append(base + j)
         if not self.decided:
             self._decide(lines)
+        elif not self.width and not self.json_doc:  # a wrap may show only after the first block
+            self.width, self.proven = _wrap_width(lines)
         if self.json_doc:
-            lines, labels = self._json_doc(lines, labels)
-        elif self.width:
-            lines, labels = self._unwrap(lines, labels)
+            lines, labels, origin = self._json_doc(lines, labels, origin)
+        if self.width and not self.json_doc:
+            if not last and lines and len(lines[-1]) == self.width and origin[-1] == base + len(raw) - 1:
+                self._held = raw[-1:]
+                raw = raw[:-1]
+                del lines[-1], labels[-1], origin[-1]
+            lines, labels, origin = self._unwrap(lines, labels, origin)
         if self.cat_n:
             lines = [_CAT_N.sub("", ln, count=1) for ln in lines]
         lines = self._dedent(lines)
@@ -356,12 +399,41 @@ class Paste:
             out.append(got)
             roles.append(role or _role_of(labels[i]))
             labels[i] = labels[i] or name
-        out, roles = _by_process(out, roles, labels)
+        order = _by_process(labels)
+        if order is not None:
+            out, roles, origin = [out[i] for i in order], [roles[i] for i in order], [origin[i] for i in order]
+        self._map(origin, len(raw))
         return mend_tracebacks(out), roles
 
-    def _json_doc(self, lines: list[str], labels: list[str]) -> tuple[list[str], list[str]]:
-        out, lab = [], []
-        for ln, label in zip(lines, labels, strict=True):
+    def flush(self) -> tuple[list[str], list[str]]:
+        """The line held back at the last block's end, read (no block follows)."""
+        return self.block([], last=True) if self._held else ([], [])
+
+    def _map(self, origin: list[int], consumed: int) -> None:
+        """Record where the block's lines came from (``pasted_line``)."""
+        first, base = self._out + 1, self.consumed + 1
+        last = self._deltas[-1] if self._deltas else 0
+        if len(origin) == consumed and origin == list(range(base, base + consumed)):
+            # nothing removed or moved in the block: one difference for all of it
+            if origin and base - first != last and len(self._reads) < _MAX_MOVES:
+                self._reads.append(first)
+                self._deltas.append(base - first)
+        else:
+            for n, o in enumerate(origin, start=first):
+                if o - n != last and len(self._reads) < _MAX_MOVES:
+                    last = o - n
+                    self._reads.append(n)
+                    self._deltas.append(last)
+        self._out += len(origin)
+        self.consumed += consumed
+
+    def _json_doc(
+        self, lines: list[str], labels: list[str], origin: list[int]
+    ) -> tuple[list[str], list[str], list[int]]:
+        out: list[str] = []
+        lab: list[str] = []
+        org: list[int] = []
+        for ln, label, o in zip(lines, labels, origin, strict=True):
             m = _JSON_DOC_TEXT.match(ln)
             if m is not None:
                 try:
@@ -371,16 +443,19 @@ class Paste:
                 parts = text.rstrip("\n").split("\n")
                 out.extend(parts)
                 lab.extend([label] * len(parts))
+                org.extend([o] * len(parts))
             elif not _JSON_DOC_OTHER.match(ln):
                 out.append(ln)
                 lab.append(label)
-        return out, lab
+                org.append(o)
+        return out, lab, org
 
-    def _unwrap(self, lines: list[str], labels: list[str]) -> tuple[list[str], list[str]]:
+    def _unwrap(self, lines: list[str], labels: list[str], origin: list[int]) -> tuple[list[str], list[str], list[int]]:
         out: list[str] = []
         lab: list[str] = []
+        org: list[int] = []
         cont = False
-        for ln, label in zip(lines, labels, strict=True):
+        for ln, label, o in zip(lines, labels, origin, strict=True):
             if (
                 cont
                 and len(out[-1]) < MAX_LOG_LINE
@@ -390,8 +465,9 @@ class Paste:
             else:
                 out.append(ln)
                 lab.append(label)
+                org.append(o)
             cont = len(ln) == self.width
-        return out, lab
+        return out, lab, org
 
     def _dedent(self, lines: list[str]) -> list[str]:
         if self.indent is None:  # the first block with text decides
@@ -412,10 +488,10 @@ def _role_of(label: str) -> str:
     return r.group(0).lower() if r else ""
 
 
-def _by_process(lines: list[str], roles: list[str], labels: list[str]) -> tuple[list[str], list[str]]:
-    """The lines of several labelled processes interleaved line by line, grouped process by
+def _by_process(labels: list[str]) -> list[int] | None:
+    """The order that reads several labelled processes interleaved line by line process by
     process (each in the order it first appears; an unlabelled line stays with the line
-    before it); unchanged when at most one process is labelled or its lines come in runs."""
+    before it), or None when at most one process is labelled or its lines come in runs."""
     names: dict[str, list[int]] = {}
     cur = ""
     switches = 0
@@ -426,9 +502,8 @@ def _by_process(lines: list[str], roles: list[str], labels: list[str]) -> tuple[
         names.setdefault(cur, []).append(i)
     named = [k for k in names if k]
     if len(named) < 2 or switches <= 2 * len(named):
-        return lines, roles
-    order = [i for k in names for i in names[k]]
-    return [lines[i] for i in order], [roles[i] for i in order]
+        return None
+    return [i for k in names for i in names[k]]
 
 
 # ------------------------------------------------------------------ tracebacks as pasted
