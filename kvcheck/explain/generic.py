@@ -211,6 +211,8 @@ class GenericReader:
         self.engine_hits: list[tuple[int, FormatMatch]] = []  # other projects' formats matched (200 at most)
         # the process engine the log shows most so far (the attribution's ``context_engine``)
         self.context: Callable[[], str] = lambda: ""
+        # the paste's line number of a line as read (``prefixes.Paste.pasted_line``)
+        self.pasted: Callable[[int], int] = int
 
     # ------------------------------------------------------------------ per line
     def feed(self, lineno: int, line: str, sglang_formats: bool = True, engine: str = "") -> None:
@@ -431,7 +433,8 @@ class GenericReader:
                     and "The log shows dma-buf" not in g.cause
                 ):
                     g.cause += (
-                        f" The log shows dma-buf registration of GPU memory enabled/supported (line {self._dmabuf}), "
+                        " The log shows dma-buf registration of GPU memory enabled/supported "
+                        f"(line {self.pasted(self._dmabuf)}), "
                         "yet this registration failed as a plain registration of the GPU address does: the "
                         "provider/driver did not take its dma-buf path for this region (a libfabric/EFA or kernel "
                         "release whose dma-buf path this platform does not get)."

@@ -408,6 +408,8 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     result = Explanation(
         source=source, lines=count, hits=ordered, foreign=sorted(foreign.values(), key=lambda f: f.first_line)
     )
+    if paste.moved:
+        reader.pasted = reader.generic.pasted = paste.pasted_line
     result.report = reader.report(ordered, catalog)
     result._blank = blank
     if paste.moved:
