@@ -150,7 +150,11 @@ _ERROR_LOGS = (
     "log:fatal",
 )  # lines between a NIXL call shown and the status it returned
 # a line that starts a log record of its own (a level, a date, a glog header)
-_LOG_START = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} ")
+# a line that starts a log record of its own (a level, a time, glog's letter, Python's
+# ``Exception in thread NAME:`` header before a thread's traceback)
+_LOG_START = re.compile(
+    r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\b|\d{4}-\d\d-\d\d|\d\d:\d\d:|[IWEF]\d{4} |Exception in thread "
+)
 
 
 # a raise statement with a literal message (``raise ValueError("...")``)
@@ -217,6 +221,8 @@ class GenericReader:
         self.engine_hits: list[tuple[int, FormatMatch]] = []  # other projects' formats matched (200 at most)
         # the process engine the log shows most so far (the attribution's ``context_engine``)
         self.context: Callable[[], str] = lambda: ""
+        # the paste's line number of a line as read (``prefixes.Paste.pasted_line``)
+        self.pasted: Callable[[int], int] = int
 
     # ------------------------------------------------------------------ per line
     def feed(self, lineno: int, line: str, sglang_formats: bool = True, engine: str = "") -> None:
@@ -477,7 +483,8 @@ class GenericReader:
                     and "The log shows dma-buf" not in g.cause
                 ):
                     g.cause += (
-                        f" The log shows dma-buf registration of GPU memory enabled/supported (line {self._dmabuf}), "
+                        " The log shows dma-buf registration of GPU memory enabled/supported "
+                        f"(line {self.pasted(self._dmabuf)}), "
                         "yet this registration failed as a plain registration of the GPU address does: the "
                         "provider/driver did not take its dma-buf path for this region (a libfabric/EFA or kernel "
                         "release whose dma-buf path this platform does not get)."

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr
@@ -266,10 +266,12 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     characters is a ``partial`` hit. ``Explanation.lines`` counts the lines;
     ``Explanation.blank`` says whether all were blank.
     """
+    from kvcheck.explain.prefixes import Paste
     from kvcheck.explain.reading import LogReader
 
     catalog = catalog or load_catalog()
     scanner = _scanner(catalog)
+    paste = Paste()
     tokens, sub_re = scanner.tokens, scanner.sub_re
     reader = LogReader()
     hits: dict[str, Hit] = {}
@@ -341,10 +343,9 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     roles: list[str] = []  # per line of buf: the role its collector prefix named ('' none)
     base = 1  # line number of buf[0]
     start = 0  # index in buf of the first line not yet scanned
-    for block in blocks:
+    for block, block_roles in _shaped(blocks, paste):
         if not block:
             continue
-        block, block_roles = _uncollect(block)
         if count < _MAX_PARTIAL_LINES:
             head.extend(block[: _MAX_PARTIAL_LINES - count])
         if blank and any(ln.strip() for ln in block):
@@ -407,9 +408,55 @@ def explain_blocks(blocks: Iterable[list[str]], *, source: str = "log", catalog:
     result = Explanation(
         source=source, lines=count, hits=ordered, foreign=sorted(foreign.values(), key=lambda f: f.first_line)
     )
+    if paste.moved:
+        reader.pasted = reader.generic.pasted = paste.pasted_line
     result.report = reader.report(ordered, catalog)
     result._blank = blank
+    if paste.moved:
+        result.lines = paste.consumed
+        _to_paste_lines(result, paste.pasted_line)
     return result
+
+
+def _shaped(blocks: Iterable[list[str]], paste: Any) -> Iterator[tuple[list[str], list[str]]]:
+    """Each block as read (``scan._uncollect``), then what the paste held back at the end."""
+    for block in blocks:
+        if block:
+            yield _uncollect(block, paste)
+    yield paste.flush()
+
+
+def _to_paste_lines(result: Explanation, pasted: Callable[[int], int]) -> None:
+    """Every line number of ``result`` (hits, engines, findings, the timeline, release
+    clues) as the paste's: ``pasted`` maps a line as read to the paste's line
+    (``prefixes.Paste.pasted_line``). A span whose lines were reordered (processes read
+    one by one) becomes the lowest to the highest of its ends."""
+
+    def span(obj: Any) -> None:
+        if obj.first_line > 0:
+            a, b = pasted(obj.first_line), pasted(max(obj.last_line, obj.first_line))
+            obj.first_line, obj.last_line = min(a, b), max(a, b)
+
+    for hit in result.hits:
+        span(hit)
+    for f in result.foreign:
+        span(f)
+    rep = result.report
+    if rep is None:
+        return
+    for e in rep.engines:
+        span(e)
+    seen: set[int] = set()
+    for f in [*rep.findings, *rep.then, *([rep.first_cause] if rep.first_cause is not None else [])]:
+        if id(f) not in seen:
+            seen.add(id(f))
+            span(f)
+    for t in rep.timeline:
+        if isinstance(t.get("line"), int) and t["line"] > 0:
+            t["line"] = pasted(t["line"])
+    for c in rep.release.clues:
+        if c.line > 0:
+            c.line = pasted(c.line)
 
 
 def _whole_format(line: str, entries: list[Entry]) -> bool:

@@ -20,6 +20,8 @@ what followed from it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,8 +151,15 @@ class LogReader:
         self.engines: dict[str, EngineLines] = {}
         self.infos: dict[int, LineInfo] = {}  # only lines that completed a signature
         self.hit_info: dict[int, LineInfo] = {}
+        # the paste's line number of a line as read (``prefixes.Paste.pasted_line``), for the
+        # line numbers a cause's text quotes
+        self.pasted: Callable[[int], int] = int
+        # where the role a collector's label names (``sglang-decode-0 | ``) changes: (line, role)
+        self._label_roles: list[tuple[int, str]] = [(0, "")]
 
     def feed(self, lineno: int, line: str, role: str = "") -> LineInfo:
+        if role != self._label_roles[-1][1]:
+            self._label_roles.append((lineno, role))
         info = self.attr.feed(line, role)
         if info.engine:
             e = self.engines.get(info.engine)
@@ -181,6 +190,10 @@ class LogReader:
         if done:
             self.infos[lineno] = info
         return info
+
+    def label_role_at(self, lineno: int) -> str:
+        """The role the collector's label of line ``lineno`` named ('' none)."""
+        return self._label_roles[bisect_right(self._label_roles, (lineno, "\uffff")) - 1][1]
 
     def engines_other_than_sglang(self) -> list[str]:
         return [e for e in self.engines if e not in ("sglang", "python", "native")]
@@ -286,7 +299,7 @@ class LogReader:
                 )
             ]
         _backend_first(findings)
-        _after_reconnect(findings, self.timeline.reconnects, self.timeline.mooncake_reconnects)
+        _after_reconnect(findings, self.timeline.reconnects, self.timeline.mooncake_reconnects, self.pasted)
         fmts = [(ln, fm.releases, fm.where()) for ln, fm in self.generic.format_hits]
         fmts += [(g.line, g.releases, "an exception's message") for g in self.generic.found if g.releases]
         _narrow_by_messages(rep, hits, fmts)
@@ -314,7 +327,9 @@ class LogReader:
         out: list[Finding] = []
         same: dict[tuple[str, str], Finding] = {}
         for g in self.generic.finish():
-            if any(n in covered for n in (g.lines or [g.line])):
+            if not g.node and any(n in covered for n in (g.lines or [g.line])):
+                # (a node's command output is the state every process ran in, never part of
+                # the block a cause explains, even inside the span of a message seen twice)
                 continue
             if g.id == "sglang-error-log-generic" and (
                 g.line in wrapped_lines or any(h in g.text for h in wrapped_heads)
@@ -345,6 +360,7 @@ class LogReader:
                     title=g.title,
                     engine=g.engine,
                     host=ctx,
+                    process=self.label_role_at(g.line),
                     role=g.role,
                     cause=g.cause,
                     fix=g.fix + (mooncake_in_sglang(g.id) if g.engine == "mooncake" and ctx == "sglang" else ""),
@@ -491,7 +507,9 @@ _WIRE = re.compile(
 _LOOP = 3  # connections rebuilt after a wire failure that make a reconnect loop
 
 
-def _after_reconnect(findings: list[Finding], reconnects: list[int], mooncake: bool = False) -> None:
+def _after_reconnect(
+    findings: list[Finding], reconnects: list[int], mooncake: bool = False, pasted: Callable[[int], int] = int
+) -> None:
     """Wire failures that follow a rebuilt connection (the log shows the endpoint
     re-established or reset before them): said, since after a reconnect the two sides may
     disagree on the queue pair (a stale handshake reply, the peer still on the old QP),
@@ -505,7 +523,8 @@ def _after_reconnect(findings: list[Finding], reconnects: list[int], mooncake: b
         after = [ln for ln in reconnects if ln > f.first_line]
         if len(after) >= _LOOP and not before:
             f.cause += (
-                f" After it the log shows the connection rebuilt {len(after)} times (lines {after[0]}..{after[-1]}): "
+                f" After it the log shows the connection rebuilt {len(after)} times "
+                f"(lines {pasted(after[0])}..{pasted(after[-1])}): "
                 "a reconnect loop, the rebuilt queue pairs failing again the same way, so the fault stays on that "
                 "path (the sizes or MTU the two sides use, the NIC pair) and is not transient"
                 + (
@@ -519,7 +538,8 @@ def _after_reconnect(findings: list[Finding], reconnects: list[int], mooncake: b
         if not before:
             continue
         f.cause += (
-            f" The log shows the connection to the peer re-established (the endpoint reset) at line {before[-1]}, "
+            " The log shows the connection to the peer re-established (the endpoint reset) at line "
+            f"{pasted(before[-1])}, "
             "before these failures: work requests failing right after a reconnect point to the two sides "
             "disagreeing on the queue pair (a stale handshake reply of the earlier connection, or the peer "
             "still using the old QP: a reconnect race) rather than to a faulty NIC."

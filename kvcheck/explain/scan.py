@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from kvcheck.explain.catalog import Catalog, Entry
+
+if TYPE_CHECKING:
+    from kvcheck.explain.prefixes import Paste
 
 _MIN_PARTIAL = 24  # characters of literal text needed for a partial recognition
 _MAX_PARTIAL_LINES = 50  # partial recognition is for pasted messages, not whole logs
@@ -133,18 +136,14 @@ def _lines_of(data: bytes, byte_limit: int, char_limit: int) -> list[str]:
     return lines
 
 
-def _uncollect(block: list[str]) -> tuple[list[str], list[str]]:
-    """The block's lines without their log collectors' prefixes (``prefixes``), wrapped or
-    elided traceback frames put back in Python's form (``mend_tracebacks``), and the role
-    each prefix named."""
-    from kvcheck.explain.prefixes import mend_tracebacks, strip_collector
+def _uncollect(block: list[str], paste: Paste | None = None) -> tuple[list[str], list[str]]:
+    """The block's lines as the processes printed them (``prefixes.Paste``: the shape the
+    paste was taken in, each line's collectors' prefixes, wrapped or elided traceback
+    frames put back in Python's form) and the role each prefix named. ``paste`` carries
+    the shape read from the log's first block (a new one: the block is a whole log)."""
+    from kvcheck.explain.prefixes import Paste
 
-    out, roles = [], []
-    for ln in block:
-        got, role = strip_collector(ln)
-        out.append(got)
-        roles.append(role)
-    return mend_tracebacks(out), roles
+    return (paste or Paste()).block(block)
 
 
 def _prefix_partial(line: str, entry: Entry) -> str | None:
