@@ -197,3 +197,39 @@ def test_an_os_error_inside_a_message_sglang_logs_is_read_with_its_place():
         "sglang.srt.disaggregation.common.conn"
     )
     assert rep.release.candidates and rep.release.candidates[-1] == "0.5.9"
+
+
+def test_an_sglang_message_cut_at_either_end_is_still_sglangs():
+    """A launch-time message with a short opening literal ('Rank {rank} scheduler died during
+    initialization (exit code: {exitcode}). ...', engine._scheduler_died_error, 0.5.10 on) pasted
+    without its end, and one pasted without its opening, are SGLang's, with the fields shown."""
+    ix = load_formats()
+    src = _installed_source("sglang.srt.entrypoints.engine")
+    assert "scheduler died during initialization" in src and "def _scheduler_died_error" in src
+    end_cut = ix.match("RuntimeError: Rank 3 scheduler died during initialization")
+    assert end_cut is not None and end_cut.truncated and end_cut.engine == "sglang"
+    assert end_cut.function == "_scheduler_died_error" and end_cut.values == {"rank": "3"}
+    assert end_cut.releases[0] == "0.5.10" and end_cut.releases[-1] == ix.releases[-1]
+    start_cut = ix.match(
+        "...died during initialization (exit code: -9). If exit code is -9 (SIGKILL), a common cause is the OS "
+        "OOM killer. Run `dmesg -T | grep -i oom` to check."
+    )
+    assert start_cut is not None and start_cut.truncated and start_cut.function == "_scheduler_died_error"
+    assert start_cut.values == {"exitcode": "-9"}
+    # before 0.5.10 the launcher's wait says 'Initialization failed. Please see the error messages above.'
+    older = ix.match("ailed. Please see the error messages above.")
+    assert older is not None and older.function == "_wait_for_scheduler_ready" and "0.5.5" in older.releases
+    # too little of a message to be it: a cut opening of 39 characters
+    assert ix.match("ed. Please see the error messages above") is None
+    rep = _report("RuntimeError: Rank 0 scheduler died during initialization\n")
+    assert [e.engine for e in rep.engines] == ["sglang"]
+    assert rep.first_cause is not None and "not SGLang's text" not in rep.first_cause.title
+
+
+def test_another_engines_message_cut_short_stays_that_engines():
+    """vLLM's KV-load failure line (Scheduler._handle_invalid_blocks: 'Failing {} request(s) due to
+    KV load failure (failure_policy=..., {} tokens affected). Request IDs: {}') pasted up to its
+    first clause is vLLM's, never SGLang's."""
+    rep = _report("ERROR [scheduler.py:2293] Failing 2 request(s) due to KV load failure\n")
+    assert [e.engine for e in rep.engines] == ["vllm"]
+    assert all(f.engine != "sglang" for f in rep.findings)
