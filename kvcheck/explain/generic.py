@@ -502,7 +502,9 @@ class GenericReader:
         self._tb_line, self._frames = 0, []
         call = self._last_call[1] if lineno - self._last_call[0] <= _CALL_REACH else ""
         sglang_ok = self._foreign_at < tb_line  # no line of the traceback was another engine's
-        got = traceback_finding(frames, tb_line, lineno, ex, src, self._last_import, call, sglang_ok=sglang_ok)
+        got = traceback_finding(
+            frames, tb_line, lineno, ex, src, self._last_import, call, sglang_ok=sglang_ok, context=self.context()
+        )
         if got is not None:
             self._add(got)
 
