@@ -84,6 +84,9 @@ class Finding(BaseModel):
     process: str = ""
     phase: str = ""
     phase_from: str = ""  # log | message
+    # whether the log shows any event (start-up, request, restart) at or before the finding: False
+    # when the phase is the message's own, or '' and said 'phase not shown in the log'
+    phase_shown: bool = True
     role: str = "cause"
     first_line: int = 0
     last_line: int = 0
@@ -358,11 +361,12 @@ class LogReader:
         """A ``Finding`` of ``kind`` located where ``at`` (a catalog ``Hit``, a
         ``SignatureHit`` or an ``_At``) says, in the phase the log shows there (else
         ``default_phase``, the message's own)."""
-        phase, src = self._phase(at.first_line, default_phase, at.values.get("phase_log") == "1")
+        phase, src = self._phase(at.first_line, default_phase, at.values.get("phase_log") == "1", at.last_line)
         return Finding(
             kind=kind,
             phase=phase,
             phase_from=src,
+            phase_shown=bool(self.timeline.phase_at(max(at.first_line, min(at.last_line, at.first_line + 20)))),
             first_line=at.first_line,
             last_line=at.last_line,
             count=at.count,
@@ -371,12 +375,17 @@ class LogReader:
             **fields,
         )
 
-    def _phase(self, lineno: int, default: str, anytime: bool = False) -> tuple[str, str]:
+    def _phase(self, lineno: int, default: str, anytime: bool = False, last: int = 0) -> tuple[str, str]:
         """The phase of a finding at ``lineno``: the one the log's own events show there, else
         ``default`` (the message's own). A failure whose activity runs in any phase
         (``anytime``: a crash while a progress thread waited for events) while the log still
-        shows the start-up, before the server said it is ready, happened at start-up."""
+        shows the start-up, before the server said it is ready, happened at start-up. A
+        message over several lines (``lineno``..``last``) that itself shows an event (the
+        request it failed for: ``req.bootstrap_room=...``) is in the phase that event opens,
+        when nothing before it shows one."""
         p = self.timeline.phase_at(lineno)
+        if not p and last > lineno:
+            p = self.timeline.phase_at(min(last, lineno + 20))
         if anytime and p == "startup" and not (self.timeline.ready_line and self.timeline.ready_line < lineno):
             return "startup", "log"
         if default == "decode-registration" and p != "after-peer-restart":

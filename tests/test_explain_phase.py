@@ -1,0 +1,91 @@
+"""The phase of every finding comes from the log's own events (issue 20: "every SGLang or NIXL
+crash signature recognized with its phase"), and where the log shows none, the answer says so.
+
+The excerpts are written for these tests in the formats the projects print; the event lines are
+the runtime's own texts, checked against the installed SGLang's source."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from kvcheck.explain.matcher import explain_text
+from kvcheck.explain.render import render_explanation
+
+T = "[2026-03-02 10:00:{s:02d}] "
+
+
+def _source(rel: str) -> str:
+    spec = importlib.util.find_spec("sglang")
+    assert spec is not None and spec.origin
+    return (Path(spec.origin).parent / rel).read_text("utf-8")
+
+
+def _first(text: str):
+    rep = explain_text(text, source="log").report
+    assert rep.first_cause is not None
+    return rep.first_cause
+
+
+def test_requests_before_the_server_says_ready_are_its_warm_up():
+    """http_server._wait_and_warmup posts its warm-up request and only then logs 'The server is
+    fired up and ready to roll!': a failure after that line, on the first request, is on the first
+    request, not during serving (the warm-up's 200 is not a served request)."""
+    src = _source("srt/entrypoints/http_server.py")
+    ready = "The server is fired up and ready to roll!"
+    assert ready in src and src.index("def _wait_and_warmup") < src.index(ready)
+    log = (
+        T.format(s=1)
+        + 'INFO:     127.0.0.1:40000 - "POST /generate HTTP/1.1" 200 OK\n'
+        + T.format(s=2)
+        + ready
+        + "\n"
+        + T.format(s=9)
+        + "KVTransferError(bootstrap_room=42): Could not fetch prefill parallel info from bootstrap_addr: p:8998\n"
+    )
+    f = _first(log)
+    assert (f.phase, f.phase_from, f.phase_shown) == ("first-request", "log", True)
+    # without the ready line the 200 was a served request: the failure comes after it
+    f = _first(log.replace(T.format(s=2) + ready + "\n", ""))
+    assert f.phase != "startup"
+
+
+def test_a_hicache_store_set_up_is_start_up():
+    """MooncakeStore.__init__ logs 'Mooncake store setup successfully.' while the scheduler builds
+    its HiCache storage: Mooncake's failures right after it are start-up's."""
+    assert "Mooncake store setup successfully." in _source("srt/mem_cache/storage/mooncake_store/mooncake_store.py")
+    log = (
+        "[2026-03-02 10:00:01 TP1] Mooncake store setup successfully.\n"
+        "E0302 10:00:02.000100 4242 transfer_metadata_plugin.cpp:909] SocketHandShakePlugin: connect()10.0.0.9:15001: "
+        "Connection refused [111]\n"
+        "E0302 10:00:02.000200 4242 transfer_task.cpp:572] Failed to open segment for endpoint='10.0.0.9:15001'\n"
+    )
+    f = _first(log)
+    assert (f.phase, f.phase_from) == ("startup", "log")
+
+
+def test_a_message_over_lines_that_names_its_request_is_on_a_request():
+    """SGLang's prefill logs 'Prefill bootstrap failed for request rank=... req.rid=...
+    req.bootstrap_room=...' over several lines: the request it names is the log's own event."""
+    log = (
+        "[2026-03-02 10:00:01 DP1] Prefill bootstrap failed for request rank=0\n"
+        "  req.rid='a1b2'\n"
+        "  req.bootstrap_room=12345\n"
+        "  with exception KVTransferError(bootstrap_room=12345):\n"
+    )
+    rep = explain_text(log, source="log").report
+    f = next(x for x in rep.findings if x.first_line == 1)
+    assert (f.phase, f.phase_from, f.phase_shown) == ("first-request", "log", True)
+
+
+def test_with_no_event_in_the_log_the_phase_is_said_not_shown():
+    """A line pasted alone: no phase is guessed; a message whose own words tell when it runs is
+    said as the message's, not as the log's."""
+    exp = explain_text("ValueError: the frobnicator refused 3 widgets today\n", source="log")
+    f = exp.report.first_cause
+    assert f is not None and f.phase == "" and not f.phase_shown
+    assert "phase not shown in the log" in render_explanation(exp)
+    exp = explain_text("OSError: [Errno 98] Address already in use\n", source="log")
+    f = exp.report.first_cause
+    assert f is not None and f.phase == "startup" and not f.phase_shown
+    assert "the log shows no event before it" in render_explanation(exp)
