@@ -129,7 +129,7 @@ def test_an_errno_inside_a_native_or_an_error_log_line_is_read_too():
     g = _report(line).first_cause
     assert g.id == "os-eaddrinuse" and g.phase == "startup"
     # a vLLM worker's port: its fix never names SGLang's flags
-    assert g.engine == "vllm" and "--disaggregation-bootstrap-port" not in g.fix and "vllm's own port settings" in g.fix
+    assert g.engine == "vllm" and "--disaggregation-bootstrap-port" not in g.fix and "vLLM's own port settings" in g.fix
     bind = _report("zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.0.0.9:5600')\n").first_cause
     assert bind.id == "os-eaddrnotavail" and "not an address of this host" in bind.cause
 

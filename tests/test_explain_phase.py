@@ -89,3 +89,36 @@ def test_with_no_event_in_the_log_the_phase_is_said_not_shown():
     f = exp.report.first_cause
     assert f is not None and f.phase == "startup" and not f.phase_shown
     assert "the log shows no event before it" in render_explanation(exp)
+
+
+# ------------------------------------------------------------------ the fix in the printing engine's words
+
+_LOCAL_PROTECTION = (
+    "W0101 00:00:01.000001 7 worker_pool.cpp:303] Failed (local_nic: mlx5_2, peer_nic: 10.0.0.2:1@mlx5_1): "
+    "local protection error\n"
+    "W0101 00:00:01.000002 7 worker_pool.cpp:303] Too many errors found in local RNIC 10.0.0.1:2@mlx5_2, mark it "
+    "inactive\n"
+)
+
+
+def test_a_mooncake_failure_names_sglangs_device_flag_only_for_sglang():
+    """Mooncake's worker_pool lines name no engine: in an SGLang process the fix names SGLang's
+    --disaggregation-ib-device (its disaggregation_ib_device field, arg_groups/fields/disagg.py); where the
+    process is not shown it is named as SGLang's; in a vLLM process SGLang's flag is never the fix."""
+    assert "disaggregation_ib_device" in _source("srt/arg_groups/fields/disagg.py")  # 0.5.23: the field
+
+    def fix_of(text: str) -> str:
+        f = _first(text)
+        assert f.id == "mooncake-local-protection-error"
+        return f.fix + " " + " ".join(f.checks)
+
+    sglang = fix_of("[2026-03-02 10:00:00 TP0] Prefill bootstrap server started\n" + _LOCAL_PROTECTION)
+    assert "--disaggregation-ib-device" in sglang
+    alone = fix_of(_LOCAL_PROTECTION)
+    assert "(SGLang: --disaggregation-ib-device)" in alone
+    vllm = fix_of(
+        "(EngineCore_DP0 pid=9) INFO 01-01 00:00:00 [core.py:71] Initializing a V1 LLM engine (v0.11.0) with config\n"
+        + "".join(f"(EngineCore_DP0 pid=9) {ln}\n" for ln in _LOCAL_PROTECTION.splitlines())
+    )
+    assert "vLLM's own setting, not SGLang's --disaggregation-ib-device" in vllm
+    assert "(SGLang: --disaggregation-ib-device" not in vllm

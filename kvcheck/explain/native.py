@@ -275,8 +275,8 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
                     "ib_send_bw / ib_write_bw between that local NIC and the peer's NIC",
                     "show_gids on both hosts (RoCE: the GID index and its IP version)",
                 ],
-                fix="Take the failing NIC out of the device list (--disaggregation-ib-device / MC device "
-                "names) or repair its path; pair only NICs that reach each other.",
+                fix="Take the failing NIC out of the transfer engine's device list (SGLang: "
+                "--disaggregation-ib-device) or repair its path; pair only NICs that reach each other.",
             )
             return None
     if ("evice" in s or "RNIC" in s or "HCAs" in s) and _NODEV.search(s):
@@ -442,7 +442,8 @@ def _engine_of_native(s: str) -> str:
 def _question(engine: str, comp: str) -> str:
     if engine == "mooncake":
         return (
-            "ibv_devices / show_gids on both hosts; the --disaggregation-ib-device list vs. the NICs that reach "
+            "ibv_devices / show_gids on both hosts; the transfer engine's device list (SGLang: "
+            "--disaggregation-ib-device) vs. the NICs that reach "
             "the peer (ib_send_bw between the pair); MC_* variables set"
         )
     if engine == "nixl":

@@ -295,6 +295,10 @@ class LogReader:
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         _known_fixed(findings, rep.release)
         _release_evidence(findings, rep.release)
+        for f in findings:
+            if f.engine != "sglang" and f.host != "sglang":
+                f.fix = _in_host_words(f.fix, f.host, f.text)
+                f.checks = [_in_host_words(c, f.host, f.text) for c in f.checks]
         rep.findings = findings
         rep.first_cause, rep.then = _chain(findings)
         rep.not_sglang = [e.engine for e in rep.engines if e.engine in PROCESS_ENGINES - {"sglang"}]
@@ -401,6 +405,42 @@ class LogReader:
                 return default, "message"
             return p, "log"
         return (default if default != "any" else ""), "message"
+
+
+# SGLang's own flags that library signatures and general rules name in their fixes (Mooncake's
+# devices are SGLang's --disaggregation-ib-device), and the setting they are in any engine's words
+_SGLANG_FLAG = re.compile(r"(?<![\w-])--disaggregation-[a-z][\w-]*")
+_LABELED = re.compile(r"\s*\(SGLang: (--disaggregation-[a-z][\w-]*)[^()]*\)")
+_SETTING_WORDS = {"--disaggregation-ib-device": "the RDMA devices the process gives its transfer engine"}
+_UNSHOWN_HOSTS = ("", "dynamo", "python", "native")  # the process is not shown (Dynamo runs either engine)
+
+
+def _in_host_words(text: str, host: str, said: str = "") -> str:
+    """``text`` (a fix or check of a library's failure: Mooncake, NIXL, UCX, the OS) for the
+    process it happened in (``host``): SGLang's flags stay for an SGLang process, are named as
+    SGLang's where the log does not show the process, and give way to the setting in general
+    words for another engine's process (vLLM, LMCache, TensorRT-LLM ...: their own settings
+    choose it, never SGLang's flags). A flag the log line itself says (``said``) is its own."""
+    if host == "sglang" or "--disaggregation-" not in text:
+        return text
+    name = ENGINE_NAMES.get(host, host)
+    if host not in _UNSHOWN_HOSTS:
+        text = _LABELED.sub(
+            lambda m: m.group(0) if m.group(1) in said else f" ({name}'s own setting, not SGLang's {m.group(1)})", text
+        )
+
+    def words(m: re.Match[str]) -> str:
+        flag = m.group(0)
+        if flag in said or text[max(0, m.start() - 8) : m.start()].endswith(("SGLang: ", "SGLang's ")):
+            return flag
+        what = _SETTING_WORDS.get(flag)
+        if host in _UNSHOWN_HOSTS:
+            return flag if "SGLang" in text else f"{flag} (SGLang's flag)"
+        return (
+            f"{what} ({name}'s own setting, not SGLang's {flag})" if what else f"{name}'s setting for SGLang's {flag}"
+        )
+
+    return _SGLANG_FLAG.sub(words, text)
 
 
 _CONSEQUENCES = {
