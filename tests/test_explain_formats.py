@@ -233,3 +233,17 @@ def test_another_engines_message_cut_short_stays_that_engines():
     rep = _report("ERROR [scheduler.py:2293] Failing 2 request(s) due to KV load failure\n")
     assert [e.engine for e in rep.engines] == ["vllm"]
     assert all(f.engine != "sglang" for f in rep.findings)
+
+
+def test_a_message_sglang_prints_through_its_own_helpers_is_sglangs():
+    """srt/utils/common.py's raise_error_or_warn(obj, strict, counter_name, message) raises
+    ValueError(message) or logs it: the scheduler's idle leak check ('{pool_name} memory leak
+    detected! {token_msg}', SchedulerInvariantChecker._report_leak, 0.5.11 on) is SGLang's text."""
+    common = _installed_source("sglang.srt.utils.common")
+    assert "def raise_error_or_warn(obj, strict, counter_name, message" in common
+    m = load_formats().match(
+        "ValueError: pool memory leak detected! [full] total=8, available=8, evictable=0, protected=0, "
+        "session_held=0, uncached=0"
+    )
+    assert m is not None and m.engine == "sglang" and m.function.endswith("_report_leak")
+    assert m.exception_type == "ValueError" and m.releases[0] == "0.5.11"
