@@ -122,3 +122,20 @@ def test_a_mooncake_failure_names_sglangs_device_flag_only_for_sglang():
     )
     assert "vLLM's own setting, not SGLang's --disaggregation-ib-device" in vllm
     assert "(SGLang: --disaggregation-ib-device" not in vllm
+
+
+def test_frames_pasted_below_their_exception_line_are_its_traceback():
+    """An exception line pasted first, then '...' and the frame that matters with its opening cut
+    ('  model_runner.py", line 397, in __init__'): one traceback, whose frame (a constructor) puts
+    it at start-up."""
+    log = (
+        "ImportError: the frobnicator extension was not built for this torch\n"
+        "...\n"
+        '  model_runner.py", line 397, in __init__\n'
+        "    self.init_frobnicator()\n"
+    )
+    rep = explain_text(log, source="log").report
+    f = rep.first_cause
+    assert f is not None and f.first_line == 1 and f.phase == "startup" and not f.phase_shown
+    assert "model_runner.py:397 in __init__" in f.cause
+    assert [x.first_line for x in rep.findings] == [1]

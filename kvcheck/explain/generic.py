@@ -179,6 +179,9 @@ def _with_os_error(known: GenericFinding, got: GenericFinding | None) -> Generic
     return known
 
 
+_FRAMES_AFTER = 3  # lines from an exception read alone to frames pasted below it ('...' between)
+
+
 class GenericReader:
     """Line-by-line, bounded state: the open traceback (its frames, at most 64 kept)."""
 
@@ -189,6 +192,8 @@ class GenericReader:
         self._src = ""  # the source line shown under the last frame
         self._expect_src = False
         self._lone: tuple[int, str, int, int] | None = None  # (line, text, indent, lines joined)
+        # the last exception line read alone: (its line, the line it ended on, its match, its finding)
+        self._after_lone: tuple[int, int, re.Match[str], GenericFinding | None] | None = None
         self._seen: set[str] = set()
         self.node = NodeState()
         self.stack = NativeStack()
@@ -500,6 +505,13 @@ class GenericReader:
             return
         frames, tb_line = self._frames, self._tb_line
         self._tb_line, self._frames = 0, []
+        after, self._after_lone = self._after_lone, None
+        if ex is None and frames and after is not None and 0 < tb_line - after[1] <= _FRAMES_AFTER:
+            # the exception line pasted above its own frames (the error first, then '...' and the
+            # frames that matter): one traceback, read with its frames
+            tb_line, ex = after[0], after[2]
+            if after[3] is not None and after[3] in self.found:
+                self.found.remove(after[3])
         call = self._last_call[1] if lineno - self._last_call[0] <= _CALL_REACH else ""
         sglang_ok = self._foreign_at < tb_line  # no line of the traceback was another engine's
         got = traceback_finding(
@@ -507,6 +519,8 @@ class GenericReader:
         )
         if got is not None:
             self._add(got)
+        if lone and ex is not None:
+            self._after_lone = (tb_line, lineno, ex, got if got is not None and got in self.found else None)
 
     def _add(self, f: GenericFinding) -> None:
         if len(self.found) < 200:

@@ -182,7 +182,7 @@ def phase_words(phase: str, phase_from: str = "message", shown: bool = True) -> 
         return PHASE_WORDS.get(phase, "phase not shown") + " (from the log)"
     if not shown:
         if phase in _MESSAGE_PHASE_WORDS:
-            return f"{_MESSAGE_PHASE_WORDS[phase]} (what the message says; the log shows no event before it)"
+            return f"{_MESSAGE_PHASE_WORDS[phase]} (what the failure itself shows; the log shows no event before it)"
         return "phase not shown in the log"
     return _MESSAGE_PHASE_WORDS.get(phase, "phase not shown")
 
