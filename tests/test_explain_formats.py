@@ -247,3 +247,14 @@ def test_a_message_sglang_prints_through_its_own_helpers_is_sglangs():
     )
     assert m is not None and m.engine == "sglang" and m.function.endswith("_report_leak")
     assert m.exception_type == "ValueError" and m.releases[0] == "0.5.11"
+
+
+def test_a_message_cut_inside_its_opening_literal_is_still_its_projects():
+    """'PD DCP source/destination KV geometry differs: src={}, dst={}' (CommonKVManager.
+    prepare_dcp_token_item_lens, common/conn.py 0.5.17 .. 0.5.19) pasted up to its colon, the
+    values wrapped away: SGLang's, in those releases; fewer than 40 characters of it are nobody's."""
+    ix = load_formats()
+    m = ix.match("RuntimeError: PD DCP source/destination KV geometry differs:")
+    assert m is not None and m.truncated and m.function == "CommonKVManager.prepare_dcp_token_item_lens"
+    assert (m.releases[0], m.releases[-1]) == ("0.5.17", "0.5.19")
+    assert ix.match("RuntimeError: PD DCP source/destination KV geom") is None

@@ -216,7 +216,8 @@ class FormatIndex:
     ) -> tuple[tuple[bool, bool, int, int], re.Match[str]] | None:
         """A message cut inside one of its literals (``... retiring it for the new conn...``):
         the literals before it matched with their fields, the line's end (an ellipsis taken
-        off) the literal's first 8+ characters, ``_MIN_TRUNCATED`` literal characters in all."""
+        off) the literal's first 8+ characters, ``_MIN_TRUNCATED`` literal characters in all;
+        or cut inside its opening literal, the line ending with 40+ characters of it."""
         end = text.rstrip().removesuffix("...").removesuffix("\u2026").rstrip()
         for k in range(len(parts), 1, -1):
             before = sum(len(p) for p in parts[: k - 1])
@@ -238,6 +239,18 @@ class FormatIndex:
                     exact = _compile(parts[: k - 1] + [lit[:j].rstrip()])
                     m2 = exact.search(end) if exact is not None else None
                     return ((False, False, before + j, 0), m2) if m2 is not None else None
+        # cut inside its first literal: the line ends with 40+ characters of the opening
+        lit = parts[0].split("\n")[0]
+        tail = end[-12:]
+        pos = lit.find(tail) if len(end) >= _MIN_TRUNCATED and len(tail) == 12 else -1
+        while pos >= 0:
+            piece = lit[: pos + len(tail)]
+            if len(piece) >= _MIN_TRUNCATED and piece != lit and end.endswith(piece):
+                rx = _compile([piece], min_literal=4)
+                m1 = rx.search(end) if rx is not None else None
+                if m1 is not None:
+                    return (False, False, len(piece), 0), m1
+            pos = lit.find(tail, pos + 1)
         return None
 
     def _cut_at_start(
