@@ -224,6 +224,7 @@ def test_an_sglang_message_cut_at_either_end_is_still_sglangs():
     rep = _report("RuntimeError: Rank 0 scheduler died during initialization\n")
     assert [e.engine for e in rep.engines] == ["sglang"]
     assert rep.first_cause is not None and "not SGLang's text" not in rep.first_cause.title
+    assert rep.first_cause.phase == "startup"  # the launcher's wait for its schedulers
 
 
 def test_another_engines_message_cut_short_stays_that_engines():

@@ -545,7 +545,9 @@ def whose(text: str, context: str = "", level: str = "") -> FormatMatch | None:
 _STARTUP_FUNC = re.compile(
     r"(?:^|\.)(?:__init__|__post_init__|_handle_\w+|check_\w+|_check_\w+|validate\w*|_validate\w*|init_\w+|_init\w*"
     r"|initialize\w*|load_\w+|_load\w*|register\w*|_register\w*|setup\w*|_setup\w*|create_\w+|prepare_server_args"
-    r"|resolve\w*|_resolve\w*|from_\w+|launch_\w+|_launch\w*|run_scheduler_process|capture\w*)$"
+    r"|resolve\w*|_resolve\w*|from_\w+|launch_\w+|_launch\w*|run_scheduler_process|capture\w*"
+    # the launcher waiting for its schedulers (engine._wait_for_scheduler_ready, _scheduler_died_error 0.5.10 on)
+    r"|_?wait_for_\w*ready|_scheduler_died_error)$"
 )
 _BOOT_FUNC = re.compile(
     r"bootstrap|_route\b|parallel_info|handshake|_connect|ensure_parallel|_register_kv_args|prefill_info|_ensure_\w+"
