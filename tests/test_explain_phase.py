@@ -122,6 +122,7 @@ def test_a_mooncake_failure_names_sglangs_device_flag_only_for_sglang():
     )
     assert "vLLM's own setting, not SGLang's --disaggregation-ib-device" in vllm
     assert "(SGLang: --disaggregation-ib-device" not in vllm
+    assert "SGLang's the " not in vllm and vllm.count("own setting") == vllm.count("--disaggregation-ib-device")
 
 
 def test_frames_pasted_below_their_exception_line_are_its_traceback():

@@ -431,7 +431,7 @@ def _in_host_words(text: str, host: str, said: str = "") -> str:
 
     def words(m: re.Match[str]) -> str:
         flag = m.group(0)
-        if flag in said or text[max(0, m.start() - 8) : m.start()].endswith(("SGLang: ", "SGLang's ")):
+        if flag in said or text[max(0, m.start() - 12) : m.start()].endswith(("SGLang: ", "SGLang's ")):
             return flag
         what = _SETTING_WORDS.get(flag)
         if host in _UNSHOWN_HOSTS:
