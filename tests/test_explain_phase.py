@@ -140,3 +140,24 @@ def test_frames_pasted_below_their_exception_line_are_its_traceback():
     assert f is not None and f.first_line == 1 and f.phase == "startup" and not f.phase_shown
     assert "model_runner.py:397 in __init__" in f.cause
     assert [x.first_line for x in rep.findings] == [1]
+
+
+def test_an_address_a_listener_binds_is_a_start_up_failure():
+    """EADDRNOTAVAIL from a thread named as a listener, binding a ROUTER socket (vLLM's NIXL
+    side channel binds its handshake listener when the worker starts): start-up, though the
+    thread's name says 'handshake'; the same errno from a connect is not made a start-up one."""
+    frames = (
+        "Exception in thread side_listener:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.12/threading.py", line 1012, in run\n'
+        "    self._target(*self._args, **self._kwargs)\n"
+        '  File "/opt/app/connector.py", line 409, in _side_handshake_listener\n'
+        "    with zmq_ctx(zmq.ROUTER, path) as sock:\n"
+    )
+    f = _first(frames + "zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.0.0.1:5600')\n")
+    assert f.id == "os-eaddrnotavail" and f.phase == "startup"
+    connect = frames.replace("_side_handshake_listener", "_side_handshake").replace(
+        "with zmq_ctx(zmq.ROUTER, path) as sock:", "sock.connect(path)"
+    )
+    f = _first(connect + "zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.0.0.1:5600')\n")
+    assert f.id == "os-eaddrnotavail" and f.phase != "startup"

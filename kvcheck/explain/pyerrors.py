@@ -48,6 +48,9 @@ _XFER_FUNC = re.compile(
 # (``heartbeat_checker`` -> ``_handle_node_failure``: disaggregation/{mooncake,nixl}/conn.py up
 # to 0.5.x, common/conn.py in 0.5.23)
 _PEER_LOST_FUNC = re.compile(r"^_?handle_node_failure$|^heartbeat_checker$")
+# a function that binds a listening socket, or a source line that binds one
+_LISTEN_FUNC = re.compile(r"_listener$|^_?listen\w*$|^_?bind$|^_?start_server$|^serve_forever$")
+_BIND_SRC = re.compile(r"\.bind\(|zmq\.(?:ROUTER|PULL|REP|XPUB)\b")
 _SERVE_FUNC = re.compile(r"^update_from_output$|^get_kv_connector_stats$|^\w*log_stats\w*$|^record_\w+stats\w*$")
 # a refusal of the configuration (the message names what is unsupported and what to use)
 _CONFIG_REFUSAL = re.compile(
@@ -175,6 +178,11 @@ def traceback_finding(
     if not phase and not frames and kind == "refusal" and _CONFIG_REFUSAL.search(msg):
         phase = "startup"  # a configuration refused, pasted alone: raised while the engine is built
     eno = _errno(msg) if etype else None
+    if eno in ("98", "99") and (any(_LISTEN_FUNC.search(f) for f in funcs) or _BIND_SRC.search(src)):
+        # an address a listener binds (a port taken, an address not on this host): a listening
+        # thread or server binds when it starts, whatever else its name says (vLLM's
+        # _nixl_handshake_listener binds its ROUTER socket as it is started)
+        phase = "startup"
     if eno is not None:
         return _errno_finding(eno, etype, msg, engine, where, phase, tb_line, lineno, ex.group(0) if ex else "")
     lm = _LIB_MISSING.search(msg) if etype in ("ImportError", "OSError") else None
