@@ -161,3 +161,17 @@ def test_an_address_a_listener_binds_is_a_start_up_failure():
     )
     f = _first(connect + "zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.0.0.1:5600')\n")
     assert f.id == "os-eaddrnotavail" and f.phase != "startup"
+
+
+def test_a_failed_transfer_line_is_a_request_event():
+    """SGLang's decode logs 'Decode transfer failed for request rank=...' (decode.py, 0.5.5 ..
+    0.5.23): a request reached its KV transfer, so what the log shows after it is past start-up."""
+    src = _source("srt/disaggregation/decode.py")
+    assert "Decode transfer failed for request rank=" in src
+    log = (
+        "[2026-03-02 10:00:01 TP0] Decode transfer failed ... KVTransferError: Failed to get kvcache\n"
+        "ValueError: the frobnicator refused 3 widgets today\n"
+    )
+    rep = explain_text(log, source="log").report
+    f = next(x for x in rep.findings if x.first_line == 2)
+    assert (f.phase, f.phase_from, f.phase_shown) == ("first-request", "log", True)

@@ -45,6 +45,10 @@ REQUEST = re.compile(
     r"\"(?:POST|GET) /(?:generate|v1/(?:chat/)?completions)\b|\bPOST /(?:generate|v1/)|\"GET /route\?|\bGET "
     r"/route\b|\bPrefill batch[.,]|\bDecode batch[.,]"
     r"|Avg prompt throughput: [1-9]|start_load_kv for request|Added request|Prefilling remotely|\bbootstrap_room=\d+"
+    # a request's KV transfer that failed (SGLang's decode.py / prefill.py "Decode transfer failed for
+    # request rank=..." / "Prefill transfer failed for request rank=...", 0.5.5 .. 0.5.23; pasted as
+    # "Decode transfer failed ..."): a request reached the transfer
+    r"|\b(?:Decode|Prefill) transfer failed\b"
 )
 DONE = re.compile(
     r"\"POST /(?:generate|v1/\S+) HTTP/1\.1\" 200|POST /(?:generate|v1/\S+) HTTP/1\.1\" 200 OK|\bDecode "
@@ -66,7 +70,7 @@ _HINT = re.compile(
     r"server_args|Load weight|KV Cache|Memory pool|max_total|torch distributed|NIXL|UCX|plugin|listener|server "
     r"process|startup|Uvicorn|warmup|Capturing|vLLM|KV_Caches|init engine|EngineCore|Transfer "
     r"Engine|Topology|RDMA device|connector|LMCache|detected platform|Bootstrap|bootstrap|fired "
-    r"up|router|POST|GET|batch|throughput|load_kv|Added request|remotely|Peer|not "
+    r"up|router|POST|GET|batch|throughput|load_kv|Added request|remotely|Peer|transfer failed|not "
     r"exist|mooncake|heartbeat|Remote I/O| store "
 )
 
