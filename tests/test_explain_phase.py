@@ -175,3 +175,20 @@ def test_a_failed_transfer_line_is_a_request_event():
     rep = explain_text(log, source="log").report
     f = next(x for x in rep.findings if x.first_line == 2)
     assert (f.phase, f.phase_from, f.phase_shown) == ("first-request", "log", True)
+
+
+def test_a_fault_dumps_thread_is_read_innermost_first():
+    """Python's fault handler prints each thread 'most recent call first' (faulthandler): the
+    innermost frame is the first one, so the stack's place is the scheduler's event loop, not
+    the process entry that started it."""
+    log = (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Current thread 0x00007f1d8c9ff640 (most recent call first):\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 1040 in '
+        "event_loop_normal\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/scheduler.py", line 3100 in '
+        "run_scheduler_process\n"
+    )
+    rep = explain_text(log, source="log").report
+    stack = next(f for f in rep.findings if f.id == "python-exception-generic")
+    assert "in event_loop_normal" in stack.cause and "in run_scheduler_process" not in stack.cause

@@ -66,9 +66,13 @@ _PREFIXES = re.compile(
     r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ?"
 )
 _TB = re.compile(r"Traceback \(most recent call last\):")
+# a thread's stack in Python's fault handler dump ("Current thread 0x... (most recent call first):",
+# faulthandler): its frames come innermost first
+_TB_RECENT_FIRST = re.compile(r"(?:^|\s)(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):")
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)"(?:, line (?P<line>\d+))?,? in (?P<func>[\w<>.]+)')
 # a line any rule below can read holds one of these (the per-line prefilter)
 _HINTS = (
+    "call first",
     "rror",
     "ail",
     "xception",
@@ -194,6 +198,7 @@ class GenericReader:
         self._lone: tuple[int, str, int, int] | None = None  # (line, text, indent, lines joined)
         # the last exception line read alone: (its line, the line it ended on, its match, its finding)
         self._after_lone: tuple[int, int, re.Match[str], GenericFinding | None] | None = None
+        self._recent_first = False  # the open stack is a fault dump's thread (innermost frame first)
         self._seen: set[str] = set()
         self.node = NodeState()
         self.stack = NativeStack()
@@ -245,6 +250,11 @@ class GenericReader:
         if _TB.search(s):
             self._close(lineno, None)
             self._tb_line, self._frames, self._src = lineno, [], ""
+            return
+        if "most recent call first" in s and _TB_RECENT_FIRST.search(s):
+            self._close(lineno, None)
+            self._tb_line, self._frames, self._src = lineno, [], ""
+            self._recent_first = True
             return
         if not self._tb_line and _FRAME.match(s):
             # a traceback pasted from its middle (no "Traceback" header): its frames still
@@ -505,6 +515,8 @@ class GenericReader:
             return
         frames, tb_line = self._frames, self._tb_line
         self._tb_line, self._frames = 0, []
+        if self._recent_first:  # a fault dump's thread: innermost first, read outermost first
+            frames, self._recent_first = frames[::-1], False
         after, self._after_lone = self._after_lone, None
         if ex is None and frames and after is not None and 0 < tb_line - after[1] <= _FRAMES_AFTER:
             # the exception line pasted above its own frames (the error first, then '...' and the
