@@ -7,7 +7,9 @@ module's syntax tree and collect the text of every message the runtime formats:
 
 - ``raise T(<msg>)`` (the exception type and its message),
 - ``assert <cond>, <msg>``,
-- ``logger.<level>(<msg>, *args)`` (``debug`` is left out: not shown by default).
+- ``logger.<level>(<msg>, *args)`` (``debug`` is left out: not shown by default),
+- SGLang's own helpers that log or raise their message (``log_info_on_rank0``,
+  ``print_warning_once``, ``print_info_once``, ``raise_error_or_warn``) and ``warnings.warn``.
 
 A message is a string constant, an f-string, ``"..." % args``, ``"...".format(...)`` or a
 concatenation of those, or a variable the function set to one of them before: its
@@ -170,6 +172,20 @@ def message(expr: ast.AST, printf_args: list[ast.AST] | None = None) -> _Msg | N
     return None
 
 
+# SGLang's helpers that print or raise their message argument: name -> (kind, the message's
+# argument index); srt/utils/common.py (0.5.x): log_info_on_rank0(logger, msg) logs at info on
+# rank 0, print_warning_once/print_info_once(msg) log once, raise_error_or_warn(obj, strict,
+# counter_name, message) raises ValueError(message) or logs it as a warning; warnings.warn(msg)
+# prints a UserWarning
+_HELPERS = {
+    "log_info_on_rank0": ("log:info", 1),
+    "print_warning_once": ("log:warning", 0),
+    "print_info_once": ("log:info", 0),
+    "raise_error_or_warn": ("raise:ValueError", 3),
+    "warn": ("log:warning", 0),
+}
+
+
 def _call_name(f: ast.AST) -> str:
     if isinstance(f, ast.Name):
         return f.id
@@ -238,6 +254,11 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         t = _call_name(node.func) if node.args else ""
+        helper = _HELPERS.get(t)
+        if helper is not None and len(node.args) > helper[1]:
+            # SGLang's own logging/raising helpers (srt/utils/common.py): the message is the
+            # runtime's text as a logger call's is
+            self._add(helper[0], self._message(node.args[helper[1]]), node.lineno)
         if t and t[:1].isupper() and t.endswith(("Error", "Exception")):
             # an exception built here and raised elsewhere (``return RuntimeError(f"...")``,
             # ``err = ValueError(...)``; 0.5.23's ``_scheduler_died_error``): its message is

@@ -139,14 +139,30 @@ def test_a_leak_check_names_the_bug_by_its_fields():
     plain = grows.replace("protected_size=987654", "protected_size=4096")
     f, _ = first([plain])
     assert f.id != "pd-decode-offload-protected-never-released"
+    # 0.5.11 .. 0.5.20: _report_leak("pool", ...) of _check_pool_invariant's
+    # "[{pool_name}] {total=}, {available=}, {evictable=}, {protected=}, {session_held=}, {uncached=}"
     negative = (
         "ValueError: pool memory leak detected! [full] total=90000, available=90000, evictable=0, "
-        "protected=-7, uncached=0"
+        "protected=-7, session_held=0, uncached=0"
     )
     f, _ = first([negative])
     assert f.id == "pd-decode-radix-offload-lock-accounting"
     assert "--disaggregation-decode-enable-radix-cache" in f.cause
     assert entry(f.id).affected[0] == "0.5.11"  # the decode radix cache's first release
+
+
+def test_a_negative_protected_in_another_message_is_not_the_lock_accounting_bug():
+    """Only the idle check's own format names the bug: a negative number after 'protected' in the
+    busy-time memory log ('[Mem Check (BUSY)] ... protected_size=...'), in LMCache's radix cache log
+    ('evictable=%d protected=%d') or in a leak line missing the format's fields is not it."""
+    for text in (
+        "[Mem Check (BUSY)] available_size=10, evictable_size=0, protected_size=-3, uncached_size=0",
+        "pool memory leak detected! [full] total=90000, available=90000, evictable=0, protected=-7, uncached=0",
+        "ValueError: allocator memory leak detected! something protected=-4 happened",
+        "RuntimeError: LMCache radix cache: evictable=0 protected=-2",
+    ):
+        f, _ = first([text])
+        assert f is None or f.id != "pd-decode-radix-offload-lock-accounting", text
 
 
 def test_a_nixl_status_in_the_heterogeneous_tp_prep_is_the_replicated_head_bug():

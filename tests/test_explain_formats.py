@@ -129,7 +129,7 @@ def test_an_errno_inside_a_native_or_an_error_log_line_is_read_too():
     g = _report(line).first_cause
     assert g.id == "os-eaddrinuse" and g.phase == "startup"
     # a vLLM worker's port: its fix never names SGLang's flags
-    assert g.engine == "vllm" and "--disaggregation-bootstrap-port" not in g.fix and "vllm's own port settings" in g.fix
+    assert g.engine == "vllm" and "--disaggregation-bootstrap-port" not in g.fix and "vLLM's own port settings" in g.fix
     bind = _report("zmq.error.ZMQError: Cannot assign requested address (addr='tcp://10.0.0.9:5600')\n").first_cause
     assert bind.id == "os-eaddrnotavail" and "not an address of this host" in bind.cause
 
@@ -197,3 +197,65 @@ def test_an_os_error_inside_a_message_sglang_logs_is_read_with_its_place():
         "sglang.srt.disaggregation.common.conn"
     )
     assert rep.release.candidates and rep.release.candidates[-1] == "0.5.9"
+
+
+def test_an_sglang_message_cut_at_either_end_is_still_sglangs():
+    """A launch-time message with a short opening literal ('Rank {rank} scheduler died during
+    initialization (exit code: {exitcode}). ...', engine._scheduler_died_error, 0.5.10 on) pasted
+    without its end, and one pasted without its opening, are SGLang's, with the fields shown."""
+    ix = load_formats()
+    src = _installed_source("sglang.srt.entrypoints.engine")
+    assert "scheduler died during initialization" in src and "def _scheduler_died_error" in src
+    end_cut = ix.match("RuntimeError: Rank 3 scheduler died during initialization")
+    assert end_cut is not None and end_cut.truncated and end_cut.engine == "sglang"
+    assert end_cut.function == "_scheduler_died_error" and end_cut.values == {"rank": "3"}
+    assert end_cut.releases[0] == "0.5.10" and end_cut.releases[-1] == ix.releases[-1]
+    start_cut = ix.match(
+        "...died during initialization (exit code: -9). If exit code is -9 (SIGKILL), a common cause is the OS "
+        "OOM killer. Run `dmesg -T | grep -i oom` to check."
+    )
+    assert start_cut is not None and start_cut.truncated and start_cut.function == "_scheduler_died_error"
+    assert start_cut.values == {"exitcode": "-9"}
+    # before 0.5.10 the launcher's wait says 'Initialization failed. Please see the error messages above.'
+    older = ix.match("ailed. Please see the error messages above.")
+    assert older is not None and older.function == "_wait_for_scheduler_ready" and "0.5.5" in older.releases
+    # too little of a message to be it: a cut opening of 39 characters
+    assert ix.match("ed. Please see the error messages above") is None
+    rep = _report("RuntimeError: Rank 0 scheduler died during initialization\n")
+    assert [e.engine for e in rep.engines] == ["sglang"]
+    assert rep.first_cause is not None and "not SGLang's text" not in rep.first_cause.title
+    assert rep.first_cause.phase == "startup"  # the launcher's wait for its schedulers
+
+
+def test_another_engines_message_cut_short_stays_that_engines():
+    """vLLM's KV-load failure line (Scheduler._handle_invalid_blocks: 'Failing {} request(s) due to
+    KV load failure (failure_policy=..., {} tokens affected). Request IDs: {}') pasted up to its
+    first clause is vLLM's, never SGLang's."""
+    rep = _report("ERROR [scheduler.py:2293] Failing 2 request(s) due to KV load failure\n")
+    assert [e.engine for e in rep.engines] == ["vllm"]
+    assert all(f.engine != "sglang" for f in rep.findings)
+
+
+def test_a_message_sglang_prints_through_its_own_helpers_is_sglangs():
+    """srt/utils/common.py's raise_error_or_warn(obj, strict, counter_name, message) raises
+    ValueError(message) or logs it: the scheduler's idle leak check ('{pool_name} memory leak
+    detected! {token_msg}', SchedulerInvariantChecker._report_leak, 0.5.11 on) is SGLang's text."""
+    common = _installed_source("sglang.srt.utils.common")
+    assert "def raise_error_or_warn(obj, strict, counter_name, message" in common
+    m = load_formats().match(
+        "ValueError: pool memory leak detected! [full] total=8, available=8, evictable=0, protected=0, "
+        "session_held=0, uncached=0"
+    )
+    assert m is not None and m.engine == "sglang" and m.function.endswith("_report_leak")
+    assert m.exception_type == "ValueError" and m.releases[0] == "0.5.11"
+
+
+def test_a_message_cut_inside_its_opening_literal_is_still_its_projects():
+    """'PD DCP source/destination KV geometry differs: src={}, dst={}' (CommonKVManager.
+    prepare_dcp_token_item_lens, common/conn.py 0.5.17 .. 0.5.19) pasted up to its colon, the
+    values wrapped away: SGLang's, in those releases; fewer than 40 characters of it are nobody's."""
+    ix = load_formats()
+    m = ix.match("RuntimeError: PD DCP source/destination KV geometry differs:")
+    assert m is not None and m.truncated and m.function == "CommonKVManager.prepare_dcp_token_item_lens"
+    assert (m.releases[0], m.releases[-1]) == ("0.5.17", "0.5.19")
+    assert ix.match("RuntimeError: PD DCP source/destination KV geom") is None

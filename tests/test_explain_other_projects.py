@@ -379,3 +379,34 @@ def test_a_libfabric_stderr_message_is_libfabrics():
 def test_a_release_only_older_ucx_prints_is_said_with_its_releases():
     _, fm = match_line("[1.0] [h:1:0]  address.c:917  UCX  ERROR address version mismatch: expected 0, actual 12")
     assert fm is not None and fm.releases[0] == "v1.9.0" and "v1.15.0" not in fm.releases
+
+
+_SHARED_TB = (
+    "Traceback (most recent call last):\n"
+    '  File ".../parallel_state.py", line 1043, in get_tp_group\n'
+    "    assert _TP is not None\n"
+    "AssertionError: tensor model parallel group is not initialized\n"
+)
+
+
+def test_a_message_sglang_and_vllm_share_under_a_cut_path_is_neither_claimed():
+    """get_tp_group's 'tensor model parallel group is not initialized' is in SGLang's
+    srt/distributed/parallel_state.py and vLLM's vllm/distributed/parallel_state.py alike: under a
+    frame whose package the paste cut off ('.../parallel_state.py') it is said to be both; a vLLM
+    process's lines make it vLLM's, an SGLang process's SGLang's."""
+    from kvcheck.explain.formats import match_line
+
+    sg, other = match_line("tensor model parallel group is not initialized")
+    assert sg is not None and sg.function == "get_tp_group" and sg.module.endswith("distributed.parallel_state")
+    assert other is not None and other.engine == "vllm" and other.function == "get_tp_group"
+    f = explain_text(_SHARED_TB, source="log").report.first_cause
+    assert f is not None and f.engine != "sglang" and "SGLang's or vLLM's" in f.title
+    assert "does not show which" in f.cause
+    vllm = "".join(
+        f"(EngineCore_DP0 pid=7) ERROR 05-02 10:11:20 [core.py:708] {ln}\n" for ln in _SHARED_TB.splitlines()
+    )
+    rep = explain_text(vllm, source="log").report
+    assert all(x.engine != "sglang" for x in rep.findings)
+    sgl = "[2026-01-02 10:00:00 TP0] Scheduler hit an exception: " + _SHARED_TB
+    f = explain_text(sgl, source="log").report.first_cause
+    assert f is not None and f.engine == "sglang" and "srt/distributed/parallel_state.py" in f.cause

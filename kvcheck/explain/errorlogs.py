@@ -293,9 +293,11 @@ def _bind_fix(engine: str) -> str:
             "Give each process on the host its own port (for an SGLang server: "
             f"{_SGLANG_PORTS}), or stop the process that holds it."
         )
+    from kvcheck.explain.lines import ENGINE_NAMES
+
     return (
-        f"Give each process on the host its own port ({engine}'s own port settings choose the one the message "
-        "names), or stop the process that holds it."
+        f"Give each process on the host its own port ({ENGINE_NAMES.get(engine, engine)}'s own port settings "
+        "choose the one the message names), or stop the process that holds it."
     )
 
 

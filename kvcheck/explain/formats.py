@@ -139,6 +139,7 @@ class FormatIndex:
         # rows: [literals, field names, kind, module, function, line, release ranges, token]
         self.formats: list[list[Any]] = data["formats"]
         self.by_token: dict[str, list[int]] = {}
+        self.by_tail: dict[str, list[int]] = {}
         for i, f in enumerate(self.formats):
             if f[7]:
                 self.by_token.setdefault(f[7], []).append(i)
@@ -147,7 +148,13 @@ class FormatIndex:
             h = _head_token(f[0])
             if h and h != f[7]:
                 self.by_token.setdefault(h, []).append(i)
+            # and under the longest word of its last literal: a message whose opening the
+            # paste lost keeps its end (looked up only when nothing else matched)
+            t = _tail_token(f[0])
+            if t and t != f[7] and t != h:
+                self.by_tail.setdefault(t, []).append(i)
         self.tokens = frozenset(self.by_token)
+        self.tail_tokens = frozenset(self.by_tail)
         self.files = frozenset(m.rsplit("/", 1)[-1] for m in self.modules)
         # status codes the project documents: name -> [value, meaning] (``gen_engine_formats.CODES``)
         self.codes: dict[str, list[str]] = data.get("codes", {})
@@ -209,7 +216,8 @@ class FormatIndex:
     ) -> tuple[tuple[bool, bool, int, int], re.Match[str]] | None:
         """A message cut inside one of its literals (``... retiring it for the new conn...``):
         the literals before it matched with their fields, the line's end (an ellipsis taken
-        off) the literal's first 8+ characters, ``_MIN_TRUNCATED`` literal characters in all."""
+        off) the literal's first 8+ characters, ``_MIN_TRUNCATED`` literal characters in all;
+        or cut inside its opening literal, the line ending with 40+ characters of it."""
         end = text.rstrip().removesuffix("...").removesuffix("\u2026").rstrip()
         for k in range(len(parts), 1, -1):
             before = sum(len(p) for p in parts[: k - 1])
@@ -217,7 +225,9 @@ class FormatIndex:
                 break
             key = (i, -k)
             if key not in self._prefix_rx:
-                self._prefix_rx[key] = _compile(parts[: k - 1] + [""])
+                # the literals before may be short ('Rank {rank} scheduler died ...'): the cut
+                # literal's opening, checked below, brings the text up to _MIN_TRUNCATED
+                self._prefix_rx[key] = _compile(parts[: k - 1] + [""], min_literal=4)
             rx = self._prefix_rx[key]
             m = rx.search(end) if rx is not None else None
             if m is None:
@@ -229,7 +239,56 @@ class FormatIndex:
                     exact = _compile(parts[: k - 1] + [lit[:j].rstrip()])
                     m2 = exact.search(end) if exact is not None else None
                     return ((False, False, before + j, 0), m2) if m2 is not None else None
+        # cut inside its first literal: the line ends with 40+ characters of the opening
+        lit = parts[0].split("\n")[0]
+        tail = end[-12:]
+        pos = lit.find(tail) if len(end) >= _MIN_TRUNCATED and len(tail) == 12 else -1
+        while pos >= 0:
+            piece = lit[: pos + len(tail)]
+            if len(piece) >= _MIN_TRUNCATED and piece != lit and end.endswith(piece):
+                rx = _compile([piece], min_literal=4)
+                m1 = rx.search(end) if rx is not None else None
+                if m1 is not None:
+                    return (False, False, len(piece), 0), m1
+            pos = lit.find(tail, pos + 1)
         return None
+
+    def _cut_at_start(
+        self, text: str, cands: list[int]
+    ) -> tuple[tuple[bool, bool, int, int], int, re.Match[str], int] | None:
+        """A message whose opening the paste lost (the line starts inside it, an ellipsis
+        taken off): the line opens with the end of one of the format's literals (8+
+        characters of it) and the rest of the format follows whole, ``_MIN_TRUNCATED``
+        literal characters in all. The candidate with the most literal text shown, with the
+        index of its first field the match holds (the fields before the cut are not shown)."""
+        start = text.lstrip().removeprefix("...").removeprefix("\u2026").lstrip()
+        if len(start) < _MIN_TRUNCATED:
+            return None
+        head = start[:8]
+        best = None
+        for i in cands:
+            if self._regex(i) is None:
+                continue
+            parts = self.formats[i][0]
+            for k in range(1, len(parts) + 1):  # cut inside literal k-1 (the opening: k=1)
+                lit, rest = parts[k - 1].split("\n")[-1], parts[k:]
+                shown = sum(len(p) for p in rest)
+                j = lit.find(head)
+                while j > 0:  # j == 0: the literal whole, not a cut message (``match`` read it)
+                    piece = lit[j:]
+                    if shown + len(piece) >= _MIN_TRUNCATED and start.startswith(piece):
+                        key = (i, -1000 * k - j)  # the piece from character j of literal k-1 on
+                        if key not in self._prefix_rx:
+                            self._prefix_rx[key] = _compile([piece] + rest, min_literal=4)
+                        rx = self._prefix_rx[key]
+                        m = rx.match(start) if rx is not None else None
+                        if m is not None:
+                            rank = (False, False, shown + len(piece), 0)
+                            if best is None or rank > best[0]:
+                                best = (rank, i, m, k - 1)
+                            break
+                    j = lit.find(head, j + 1)
+        return best
 
     def match(self, text: str, file: str = "", level: str = "") -> FormatMatch | None:
         """The format of ``text`` with the most literal text, or None; ``file``: the
@@ -240,7 +299,7 @@ class FormatIndex:
         words = self.tokens.intersection(text.split())
         if not words:
             words = self.tokens.intersection(re.findall(r"[\w.:=/'-]+", text))
-            if not words:
+            if not words and (len(text) < _MIN_TRUNCATED or not self.tail_tokens.intersection(text.split())):
                 return None
         cands: list[int] = []
         for w in sorted(words, key=len, reverse=True):
@@ -265,14 +324,21 @@ class FormatIndex:
                 best = (rank, i, m)
         truncated = False
         fits: list[int] = []
+        skip = 0  # fields before the text a paste cut at its start shows
         if best is None:
             got = self._truncated(text, cands) if len(text) >= _MIN_TRUNCATED else None
             if got is None:
-                return None
+                tails = [
+                    j for w in self.tail_tokens.intersection(re.findall(r"[\w.:=/'-]+", text)) for j in self.by_tail[w]
+                ]
+                cut = self._cut_at_start(text, (cands + tails)[: 2 * _MAX_CANDIDATES])
+                if cut is None:
+                    return None
+                got, skip = ((cut[0], cut[1], cut[2]), [cut[1]]), cut[3]
             (best, fits), truncated = got, True
         (same, _lvl, lit, _), i, m = best
         f = self.formats[i]
-        names = f[1]
+        names = f[1][skip:]
         values: dict[str, str] = {}
         for k, g in enumerate(m.groups()):
             if g is not None and k < len(names):
@@ -328,11 +394,24 @@ def _head_token(parts: list[str]) -> str:
     return max(words, key=len) if words else ""
 
 
-def _compile(parts: list[str]) -> re.Pattern[str] | None:
+def _tail_token(parts: list[str]) -> str:
+    """The longest whole word of a format's end: the last ``_MIN_TRUNCATED`` characters of
+    its last literal (what a paste cut at its start shows at least)."""
+    last = parts[-1].split("\n")[0] if len(parts) > 1 else parts[-1].split("\n")[-1]
+    tail = last[-_MIN_TRUNCATED:]
+    words = tail.split()
+    if words and (len(tail) < len(last) or len(parts) > 1) and not tail[:1].isspace():
+        words = words[1:]  # cut inside a word, or glued to the value before it
+    words = [w for w in words if len(w) >= _MIN_TOKEN]
+    return max(words, key=len) if words else ""
+
+
+def _compile(parts: list[str], min_literal: int = 12) -> re.Pattern[str] | None:
     """The format as a regex over one log line: the literal text escaped (runs of blanks
     match any run of blanks), each field a lazy group, the last field (a message that ends
     in a value) to the end of the line. A format spanning lines is matched up to its first
-    line break."""
+    line break. None under ``min_literal`` characters of literal text (a part of a format
+    matched with more text checked by the caller may ask for less)."""
     out: list[str] = []
     lit = 0
     for j, stretch in enumerate(parts):
@@ -344,7 +423,7 @@ def _compile(parts: list[str]) -> re.Pattern[str] | None:
         out.append(r"\s+".join(re.escape(w) for w in re.split(r"\s+", head)) if head.strip() else re.escape(head))
         if "\n" in stretch:
             break
-    if lit < 12:
+    if lit < min_literal:
         return None
     first = parts[0].lstrip()
     prefix = r"(?<![\w-])" if first[:1].isalnum() else ""
@@ -466,7 +545,9 @@ def whose(text: str, context: str = "", level: str = "") -> FormatMatch | None:
 _STARTUP_FUNC = re.compile(
     r"(?:^|\.)(?:__init__|__post_init__|_handle_\w+|check_\w+|_check_\w+|validate\w*|_validate\w*|init_\w+|_init\w*"
     r"|initialize\w*|load_\w+|_load\w*|register\w*|_register\w*|setup\w*|_setup\w*|create_\w+|prepare_server_args"
-    r"|resolve\w*|_resolve\w*|from_\w+|launch_\w+|_launch\w*|run_scheduler_process|capture\w*)$"
+    r"|resolve\w*|_resolve\w*|from_\w+|launch_\w+|_launch\w*|run_scheduler_process|capture\w*"
+    # the launcher waiting for its schedulers (engine._wait_for_scheduler_ready, _scheduler_died_error 0.5.10 on)
+    r"|_?wait_for_\w*ready|_scheduler_died_error)$"
 )
 _BOOT_FUNC = re.compile(
     r"bootstrap|_route\b|parallel_info|handshake|_connect|ensure_parallel|_register_kv_args|prefill_info|_ensure_\w+"

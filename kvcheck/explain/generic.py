@@ -70,9 +70,13 @@ _PREFIXES = re.compile(
     r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z_]+\d+)*\] ?"
 )
 _TB = re.compile(r"Traceback \(most recent call last\):")
+# a thread's stack in Python's fault handler dump ("Current thread 0x... (most recent call first):",
+# faulthandler): its frames come innermost first
+_TB_RECENT_FIRST = re.compile(r"(?:^|\s)(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):")
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)"(?:, line (?P<line>\d+))?,? in (?P<func>[\w<>.]+)')
 # a line any rule below can read holds one of these (the per-line prefilter)
 _HINTS = (
+    "call first",
     "rror",
     "ail",
     "xception",
@@ -193,6 +197,9 @@ def _with_os_error(known: GenericFinding, got: GenericFinding | None) -> Generic
     return known
 
 
+_FRAMES_AFTER = 3  # lines from an exception read alone to frames pasted below it ('...' between)
+
+
 class GenericReader:
     """Line-by-line, bounded state: the open traceback (its frames, at most 64 kept)."""
 
@@ -203,6 +210,9 @@ class GenericReader:
         self._src = ""  # the source line shown under the last frame
         self._expect_src = False
         self._lone: tuple[int, str, int, int] | None = None  # (line, text, indent, lines joined)
+        # the last exception line read alone: (its line, the line it ended on, its match, its finding)
+        self._after_lone: tuple[int, int, re.Match[str], GenericFinding | None] | None = None
+        self._recent_first = False  # the open stack is a fault dump's thread (innermost frame first)
         self._seen: set[str] = set()
         self.node = NodeState()
         self.stack = NativeStack()
@@ -256,6 +266,11 @@ class GenericReader:
         if _TB.search(s):
             self._close(lineno, None)
             self._tb_line, self._frames, self._src = lineno, [], ""
+            return
+        if "most recent call first" in s and _TB_RECENT_FIRST.search(s):
+            self._close(lineno, None)
+            self._tb_line, self._frames, self._src = lineno, [], ""
+            self._recent_first = True
             return
         if not self._tb_line and _FRAME.match(s):
             # a traceback pasted from its middle (no "Traceback" header): its frames still
@@ -557,11 +572,24 @@ class GenericReader:
             return
         frames, tb_line = self._frames, self._tb_line
         self._tb_line, self._frames = 0, []
+        if self._recent_first:  # a fault dump's thread: innermost first, read outermost first
+            frames, self._recent_first = frames[::-1], False
+        after, self._after_lone = self._after_lone, None
+        if ex is None and frames and after is not None and 0 < tb_line - after[1] <= _FRAMES_AFTER:
+            # the exception line pasted above its own frames (the error first, then '...' and the
+            # frames that matter): one traceback, read with its frames
+            tb_line, ex = after[0], after[2]
+            if after[3] is not None and after[3] in self.found:
+                self.found.remove(after[3])
         call = self._last_call[1] if lineno - self._last_call[0] <= _CALL_REACH else ""
         sglang_ok = self._foreign_at < tb_line  # no line of the traceback was another engine's
-        got = traceback_finding(frames, tb_line, lineno, ex, src, self._last_import, call, sglang_ok=sglang_ok)
+        got = traceback_finding(
+            frames, tb_line, lineno, ex, src, self._last_import, call, sglang_ok=sglang_ok, context=self.context()
+        )
         if got is not None:
             self._add(got)
+        if lone and ex is not None:
+            self._after_lone = (tb_line, lineno, ex, got if got is not None and got in self.found else None)
 
     def _add(self, f: GenericFinding) -> None:
         if len(self.found) < 200:

@@ -290,8 +290,8 @@ def native_line(lineno: int, s: str, seen: set[str]) -> GenericFinding | None:
                     "Take the failing NIC out of Mooncake's device list (the device names its transfer engine is "
                     "initialized with) or repair its path; pair only NICs that reach each other."
                     if mooncake
-                    else "Take the failing NIC out of the device list (--disaggregation-ib-device / MC device "
-                    "names) or repair its path; pair only NICs that reach each other."
+                    else "Take the failing NIC out of the transfer engine's device list (SGLang: "
+                    "--disaggregation-ib-device) or repair its path; pair only NICs that reach each other."
                 ),
             )
             return None
@@ -485,7 +485,8 @@ def _engine_of_native(s: str) -> str:
 def _question(engine: str, comp: str) -> str:
     if engine == "mooncake":
         return (
-            "ibv_devices / show_gids on both hosts; the --disaggregation-ib-device list vs. the NICs that reach "
+            "ibv_devices / show_gids on both hosts; the transfer engine's device list (SGLang: "
+            "--disaggregation-ib-device) vs. the NICs that reach "
             "the peer (ib_send_bw between the pair); MC_* variables set"
         )
     if engine == "nixl":

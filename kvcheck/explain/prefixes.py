@@ -532,6 +532,9 @@ _LINE_PREFIX = re.compile(
     r"^(?:\s*\((?:[A-Za-z][\w.]*(?:[ _][\w=.]+)*? )?pid=\d+(?:, ip=[\d.]+)?\)|\s*\[\d{4}-\d\d-\d\d[^\]]{0,40}\])+\s*"
 )
 _ELIDED = re.compile(r'(File ")(?:\.\.\.|…)[/\\](?P<tail>[\w/\\.-]+\.py)(")')
+# a frame whose opening the paste cut (``  model_runner.py", line 397, in __init__``: ``File "``
+# and the path's head gone): the frame as Python prints it, with the path it still shows
+_CUT_FRAME = re.compile(r'^(?P<indent>\s*)(?P<path>[\w./\\-]*\w\.py)", line (?P<line>\d+), in (?P<func>[\w<>.]+)\s*$')
 
 
 def _sglang_tail(tail: str) -> str:
@@ -565,6 +568,12 @@ def mend_tracebacks(lines: list[str]) -> list[str]:
     n = len(out)
     for i, ln in enumerate(out):
         if 'File "' not in ln:
+            if '", line ' in ln:
+                c = _CUT_FRAME.match(ln)
+                if c:
+                    out[i] = (
+                        f'{c.group("indent")}File "{c.group("path")}", line {c.group("line")}, in {c.group("func")}'
+                    )
             continue
         if i + 1 < n:
             nxt = _LINE_PREFIX.sub("", out[i + 1], count=1)

@@ -48,6 +48,9 @@ _XFER_FUNC = re.compile(
 # (``heartbeat_checker`` -> ``_handle_node_failure``: disaggregation/{mooncake,nixl}/conn.py up
 # to 0.5.x, common/conn.py in 0.5.23)
 _PEER_LOST_FUNC = re.compile(r"^_?handle_node_failure$|^heartbeat_checker$")
+# a function that binds a listening socket, or a source line that binds one
+_LISTEN_FUNC = re.compile(r"_listener$|^_?listen\w*$|^_?bind$|^_?start_server$|^serve_forever$")
+_BIND_SRC = re.compile(r"\.bind\(|zmq\.(?:ROUTER|PULL|REP|XPUB)\b")
 _SERVE_FUNC = re.compile(r"^update_from_output$|^get_kv_connector_stats$|^\w*log_stats\w*$|^record_\w+stats\w*$")
 # a refusal of the configuration (the message names what is unsupported and what to use)
 _CONFIG_REFUSAL = re.compile(
@@ -81,13 +84,17 @@ def traceback_finding(
     last_import: str = "",
     recent_call: str = "",
     sglang_ok: bool = True,
+    context: str = "",
 ) -> GenericFinding | None:
     """The general finding of a traceback (``frames``: (path, line, function), outermost
     first; ``ex``: its ``Type: message`` line matched by ``_EXC``; ``src``: the source line
     shown under the innermost frame; ``last_import``: the module the last import statement
     before it named; ``recent_call``: a NIXL API call a line shortly before showed;
-    ``sglang_ok``: False when another engine wrote its lines, so never read as SGLang's),
-    located at lines ``tb_line``..``lineno``."""
+    ``sglang_ok``: False when another engine wrote its lines, so never read as SGLang's;
+    ``context``: the engine the log's lines so far show, '' when none), located at lines
+    ``tb_line``..``lineno``. A message SGLang and another project format alike (code they share:
+    vLLM's ``parallel_state.py``) under a frame whose package is not shown (``.../x.py``) or
+    with no frame is said to be both, unless the log shows SGLang."""
     R = rules()
     etype = ex.group("type") if ex else ""
     msg = (ex.group("msg") or "").strip() if ex else ""
@@ -119,6 +126,22 @@ def traceback_finding(
     # the message as SGLang formats it in its own source, release by release
     fm = sglang_format(etype, msg) if sglang_ok and etype and msg and kind not in _RUNTIME_WORDED else None
     fmt_note = ""
+    shared = (
+        other_format(etype, msg)
+        if fm is not None and engine in ("python", "") and context not in ("sglang", "dynamo-sglang")
+        else None
+    )
+    alike = ""  # the other project whose format the message is as much as SGLang's
+    if shared is not None and fm is not None and shared.literal + 4 >= fm.literal:
+        alike = shared.engine_name
+        fmt_note = (
+            f"the message is SGLang's and {shared.engine_name}'s alike (code they share: SGLang raises it in "
+            f"{fm.where()}, {shared.engine_name} in {shared.where()}); the log does not show which of them printed it"
+        )
+        phase = phase or phase_of_function(fm.function, fm.module)
+        fm = None
+    elif fm is not None and engine == "python" and context in ("sglang", "dynamo-sglang"):
+        engine = "sglang"  # a frame whose package the paste cut off, in a log that shows SGLang
     known = known_message_finding(fm, tb_line, ex.group(0)) if fm is not None and ex is not None else None
     if known is not None and (not path or engine == "sglang"):  # a message whose meaning is known
         known.lines = [tb_line, lineno] if lineno else [tb_line]
@@ -131,6 +154,8 @@ def traceback_finding(
         else:
             fmt_note = f"SGLang raises it in {fm.where()} (the message is in releases {span})"
         phase = phase or phase_of_function(fm.function, fm.module)
+    elif fmt_note:
+        pass  # said above: SGLang's and another project's alike
     elif (ofm := other_format(etype, msg) if etype and msg and kind not in _RUNTIME_WORDED else None) is not None and (
         not path or engine in ("python", ofm.engine)
     ):
@@ -153,6 +178,11 @@ def traceback_finding(
     if not phase and not frames and kind == "refusal" and _CONFIG_REFUSAL.search(msg):
         phase = "startup"  # a configuration refused, pasted alone: raised while the engine is built
     eno = _errno(msg) if etype else None
+    if eno in ("98", "99") and (any(_LISTEN_FUNC.search(f) for f in funcs) or _BIND_SRC.search(src)):
+        # an address a listener binds (a port taken, an address not on this host): a listening
+        # thread or server binds when it starts, whatever else its name says (vLLM's
+        # _nixl_handshake_listener binds its ROUTER socket as it is started)
+        phase = "startup"
     if eno is not None:
         return _errno_finding(eno, etype, msg, engine, where, phase, tb_line, lineno, ex.group(0) if ex else "")
     lm = _LIB_MISSING.search(msg) if etype in ("ImportError", "OSError") else None
@@ -280,7 +310,9 @@ def traceback_finding(
         )
     elif not etype:
         checks.insert(0, "the traceback's last line (Type: message), which the paste does not show")
-    if fm is None and fmt_note:
+    if alike:
+        checks.insert(0, f"which process printed it: SGLang or {alike} (the process's own log lines and release)")
+    elif fm is None and fmt_note:
         checks.insert(0, "which process printed it (the wrapper's or connector's own log and release)")
     advice = _ADVICE.search(msg)
     if kind == "code":
@@ -297,6 +329,8 @@ def traceback_finding(
     releases = fm.releases if fm is not None and engine == "sglang" else []
     if engine == "sglang":
         title = f"SGLang {'traceback' if frames else 'exception'}: {head}"
+    elif alike:
+        title = f"{'traceback' if frames else 'exception'} (SGLang's or {alike}'s text): {head}"
     elif engine:
         title = f"{engine} {'traceback' if frames else 'exception'}: {head}"
     else:

@@ -87,6 +87,9 @@ class Finding(BaseModel):
     process: str = ""
     phase: str = ""
     phase_from: str = ""  # log | message
+    # whether the log shows any event (start-up, request, restart) at or before the finding: False
+    # when the phase is the message's own, or '' and said 'phase not shown in the log'
+    phase_shown: bool = True
     role: str = "cause"
     first_line: int = 0
     last_line: int = 0
@@ -306,6 +309,10 @@ class LogReader:
         findings.sort(key=lambda f: (f.first_line, 0 if f.kind == "signature" else 1))
         _known_fixed(findings, rep.release)
         _release_evidence(findings, rep.release)
+        for f in findings:
+            if f.engine != "sglang" and f.host != "sglang":
+                f.fix = _in_host_words(f.fix, f.host, f.text)
+                f.checks = [_in_host_words(c, f.host, f.text) for c in f.checks]
         rep.findings = findings
         rep.first_cause, rep.then = _chain(findings)
         rep.not_sglang = [e.engine for e in rep.engines if e.engine in PROCESS_ENGINES - {"sglang"}]
@@ -375,11 +382,12 @@ class LogReader:
         """A ``Finding`` of ``kind`` located where ``at`` (a catalog ``Hit``, a
         ``SignatureHit`` or an ``_At``) says, in the phase the log shows there (else
         ``default_phase``, the message's own)."""
-        phase, src = self._phase(at.first_line, default_phase, at.values.get("phase_log") == "1")
+        phase, src = self._phase(at.first_line, default_phase, at.values.get("phase_log") == "1", at.last_line)
         return Finding(
             kind=kind,
             phase=phase,
             phase_from=src,
+            phase_shown=bool(self.timeline.phase_at(max(at.first_line, min(at.last_line, at.first_line + 20)))),
             first_line=at.first_line,
             last_line=at.last_line,
             count=at.count,
@@ -388,12 +396,17 @@ class LogReader:
             **fields,
         )
 
-    def _phase(self, lineno: int, default: str, anytime: bool = False) -> tuple[str, str]:
+    def _phase(self, lineno: int, default: str, anytime: bool = False, last: int = 0) -> tuple[str, str]:
         """The phase of a finding at ``lineno``: the one the log's own events show there, else
         ``default`` (the message's own). A failure whose activity runs in any phase
         (``anytime``: a crash while a progress thread waited for events) while the log still
-        shows the start-up, before the server said it is ready, happened at start-up."""
+        shows the start-up, before the server said it is ready, happened at start-up. A
+        message over several lines (``lineno``..``last``) that itself shows an event (the
+        request it failed for: ``req.bootstrap_room=...``) is in the phase that event opens,
+        when nothing before it shows one."""
         p = self.timeline.phase_at(lineno)
+        if not p and last > lineno:
+            p = self.timeline.phase_at(min(last, lineno + 20))
         if anytime and p == "startup" and not (self.timeline.ready_line and self.timeline.ready_line < lineno):
             return "startup", "log"
         if default == "decode-registration" and p != "after-peer-restart":
@@ -409,6 +422,42 @@ class LogReader:
                 return default, "message"
             return p, "log"
         return (default if default != "any" else ""), "message"
+
+
+# SGLang's own flags that library signatures and general rules name in their fixes (Mooncake's
+# devices are SGLang's --disaggregation-ib-device), and the setting they are in any engine's words
+_SGLANG_FLAG = re.compile(r"(?<![\w-])--disaggregation-[a-z][\w-]*")
+_LABELED = re.compile(r"\s*\(SGLang: (--disaggregation-[a-z][\w-]*)[^()]*\)")
+_SETTING_WORDS = {"--disaggregation-ib-device": "the RDMA devices the process gives its transfer engine"}
+_UNSHOWN_HOSTS = ("", "dynamo", "python", "native")  # the process is not shown (Dynamo runs either engine)
+
+
+def _in_host_words(text: str, host: str, said: str = "") -> str:
+    """``text`` (a fix or check of a library's failure: Mooncake, NIXL, UCX, the OS) for the
+    process it happened in (``host``): SGLang's flags stay for an SGLang process, are named as
+    SGLang's where the log does not show the process, and give way to the setting in general
+    words for another engine's process (vLLM, LMCache, TensorRT-LLM ...: their own settings
+    choose it, never SGLang's flags). A flag the log line itself says (``said``) is its own."""
+    if host == "sglang" or "--disaggregation-" not in text:
+        return text
+    name = ENGINE_NAMES.get(host, host)
+    if host not in _UNSHOWN_HOSTS:
+        text = _LABELED.sub(
+            lambda m: m.group(0) if m.group(1) in said else f" ({name}'s own setting, not SGLang's {m.group(1)})", text
+        )
+
+    def words(m: re.Match[str]) -> str:
+        flag = m.group(0)
+        if flag in said or text[max(0, m.start() - 12) : m.start()].endswith(("SGLang: ", "SGLang's ")):
+            return flag
+        what = _SETTING_WORDS.get(flag)
+        if host in _UNSHOWN_HOSTS:
+            return flag if "SGLang" in text else f"{flag} (SGLang's flag)"
+        return (
+            f"{what} ({name}'s own setting, not SGLang's {flag})" if what else f"{name}'s setting for SGLang's {flag}"
+        )
+
+    return _SGLANG_FLAG.sub(words, text)
 
 
 _CONSEQUENCES = {

@@ -173,11 +173,17 @@ PHASE_WORDS = {
 _MESSAGE_PHASE_WORDS = {**PHASE_WORDS, "first-transfer": "on a KV transfer"}
 
 
-def phase_words(phase: str, phase_from: str = "message") -> str:
+def phase_words(phase: str, phase_from: str = "message", shown: bool = True) -> str:
     """The words for a phase key (``reading.Finding.phase``): from the message itself
-    (``phase_from`` ``message``) or from the log's own milestones (``log``)."""
+    (``phase_from`` ``message``) or from the log's own milestones (``log``); ``shown``: False
+    when the log shows no event (start-up, request, restart) at or before the finding, so a
+    phase is the message's own, never the log's, and none is 'phase not shown in the log'."""
     if phase_from == "log":
         return PHASE_WORDS.get(phase, "phase not shown") + " (from the log)"
+    if not shown:
+        if phase in _MESSAGE_PHASE_WORDS:
+            return f"{_MESSAGE_PHASE_WORDS[phase]} (what the failure itself shows; the log shows no event before it)"
+        return "phase not shown in the log"
     return _MESSAGE_PHASE_WORDS.get(phase, "phase not shown")
 
 
@@ -235,7 +241,7 @@ def render_overview(explanation: Explanation, catalog: Catalog) -> list[str]:
             else (", the process that printed it not shown" if not f.host and f.engine != "sglang" else "")
         )
         proc = f", {f.process}" if f.process else ""
-        phase = phase_words(f.phase, f.phase_from)
+        phase = phase_words(f.phase, f.phase_from, f.phase_shown)
         out.append(f"first cause: line {f.first_line} [{whose}{proc}, {phase}]: {f.title}")
         out.extend(_para("text:", f.text))
         if f.kind == "generic":  # a general rule: no specific signature knows this text

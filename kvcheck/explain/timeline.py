@@ -33,6 +33,9 @@ STARTUP = [
         r"Creating v1 connector|Starting vLLM|Automatically detected platform|Loading LMCache config|LMCache "
         r"Configuration",
         r"CommonKVBootstrapServer started|Prefill instance failed to register to bootstrap server",
+        # HiCache's storage backend built by the scheduler (mooncake_store.py MooncakeStore.__init__ /
+        # warmup: "Mooncake store setup successfully.", hicache_simm.py alike, 0.5.x)
+        r"\b\w+ store (?:setup|warmup) successfully",
     )
 ]
 READY = re.compile(
@@ -42,11 +45,18 @@ REQUEST = re.compile(
     r"\"(?:POST|GET) /(?:generate|v1/(?:chat/)?completions)\b|\bPOST /(?:generate|v1/)|\"GET /route\?|\bGET "
     r"/route\b|\bPrefill batch[.,]|\bDecode batch[.,]"
     r"|Avg prompt throughput: [1-9]|start_load_kv for request|Added request|Prefilling remotely|\bbootstrap_room=\d+"
+    # a request's KV transfer that failed (SGLang's decode.py / prefill.py "Decode transfer failed for
+    # request rank=..." / "Prefill transfer failed for request rank=...", 0.5.5 .. 0.5.23; pasted as
+    # "Decode transfer failed ..."): a request reached the transfer
+    r"|\b(?:Decode|Prefill) transfer failed\b"
 )
 DONE = re.compile(
     r"\"POST /(?:generate|v1/\S+) HTTP/1\.1\" 200|POST /(?:generate|v1/\S+) HTTP/1\.1\" 200 OK|\bDecode "
     r"batch[.,].*#running-req: [1-9]|gen throughput \(token/s\): [1-9]"
 )
+# the line SGLang prints once its warm-up request is through (the server is ready)
+WARMED_UP = re.compile(r"The server is fired up and ready to roll")
+_WARMUP_REQUESTS = 4  # request lines a warm-up shows at most (its POST, the PD fake transfer's lines)
 DECODING = re.compile(r"\bDecode batch[.,].*gen throughput \(token/s\): [1-9]")
 WARMUP = re.compile(r"warmup|FakeKVSender|Fake", re.I)
 PEER_LOST = re.compile(
@@ -60,8 +70,8 @@ _HINT = re.compile(
     r"server_args|Load weight|KV Cache|Memory pool|max_total|torch distributed|NIXL|UCX|plugin|listener|server "
     r"process|startup|Uvicorn|warmup|Capturing|vLLM|KV_Caches|init engine|EngineCore|Transfer "
     r"Engine|Topology|RDMA device|connector|LMCache|detected platform|Bootstrap|bootstrap|fired "
-    r"up|router|POST|GET|batch|throughput|load_kv|Added request|remotely|Peer|not "
-    r"exist|mooncake|heartbeat|Remote I/O"
+    r"up|router|POST|GET|batch|throughput|load_kv|Added request|remotely|Peer|transfer failed|not "
+    r"exist|mooncake|heartbeat|Remote I/O| store "
 )
 
 
@@ -140,6 +150,19 @@ class Timeline:
             return
         if READY.search(line) and self._phase in ("", "startup"):
             self.ready_line = self.ready_line or lineno
+            self._enter(lineno, "startup", "ready", line)
+        elif (
+            self._phase == "first-request"
+            and not self._restarted
+            and self._requests <= _WARMUP_REQUESTS
+            and WARMED_UP.search(line)
+        ):
+            # SGLang says it is ready only after its own warm-up request went through
+            # (http_server._wait_and_warmup: _execute_server_warmup, then "The server is fired
+            # up and ready to roll!", 0.5.5 .. 0.5.23): the requests before it were the
+            # warm-up's, and start-up lasts until this line
+            self.ready_line = self.ready_line or lineno
+            self._requests, self._done = 0, False
             self._enter(lineno, "startup", "ready", line)
 
     def phase_at(self, lineno: int) -> str:
