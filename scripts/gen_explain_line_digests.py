@@ -1,15 +1,30 @@
 #!/usr/bin/env python3
 """Which releases a traceback's pasted source line fits: a one-byte digest of every line of
-SGLang's PD transfer code, release by release.
+the SGLang modules a PD traceback runs through, release by release.
 
 A traceback prints, under each frame, the source line it ran. Line numbers alone fit many
 releases (a function's span moves little); the line's text fits only the releases whose file
 has that text at that line. For every release unpacked under ``--tree``
-(``<tree>/<version>/sglang``) from 0.5.1 on and every file under ``srt/disaggregation/``, each
-line (whitespace stripped) is reduced to one byte (the first byte of its blake2b digest): a
-wrong release passes the test one time in 256, a right one never fails it. Files are stored as
-a chain of versions: the first in full, each later one as copies of the previous version's
-ranges and new digests (difflib opcodes), only where the file changed.
+(``<tree>/<version>/sglang``) from 0.5.1 on and every file ``FILES`` names, each line
+(whitespace stripped) is reduced to one byte (the first byte of its blake2b digest): a wrong
+release passes the test one time in 256, a right one never fails it. Files are stored as a
+chain of versions: the first in full, each later one as copies of the previous version's
+ranges and new digests, only where the file changed. The copies are difflib's ``equal``
+opcodes over the stripped lines themselves (not their digests), so a copied line is the same
+text: ``kvcheck.explain.linedigests.follow`` tracks the line that raised through the later
+releases with them (where it stays, and the release whose file no longer has it).
+
+Which files (``FILES`` / ``SKIP``), and the size budget. Every file of SGLang 0.5.1 .. 0.5.23
+under ``srt/disaggregation``, ``srt/managers``, ``srt/mem_cache``, ``srt/entrypoints``,
+``srt/model_executor``, ``srt/layers/attention``, ``srt/speculative`` and ``server_args.py``
+is about 1.0 MB gzipped (measured 2026-12: attention 249 KB, managers 133 KB, mem_cache
+117 KB + storage 35 KB, disaggregation 96 KB, speculative 73 KB, model_executor 47 KB,
+server_args 40 KB, entrypoints 23 KB + openai 36 KB). Left out, since a PD traceback does
+not end in them and they cost ~70 KB: the OpenAI/Anthropic/Ollama protocol adapters under
+``srt/entrypoints/<subfolder>/`` (a request's own error, not a PD one) and the Triton, C++,
+wave and NPU kernel folders (a kernel's traceback is a compile or launch error, with no
+release-specific Python line under it). The budget: this table under 1.0 MB gzipped, with
+``func_changes.json.gz`` under 1.5 MB together; a folder added must fit in it.
 
 Output: ``kvcheck/explain/line_digests.json.gz``:
 ``{"releases": [...], "files": {path: [[release index, ops] ...]}}`` where ``ops`` is ``"="``
@@ -36,13 +51,21 @@ from kvcheck.release.version import unpacked_releases  # noqa: E402
 
 FIRST = "0.5.1"  # the oldest release read
 OUT = REPO / "kvcheck" / "explain" / "line_digests.json.gz"
-FILES = re.compile(r"^srt/disaggregation/.+\.py$")
-
+FILES = re.compile(
+    r"^srt/(?:disaggregation|managers|mem_cache|model_executor|layers/attention|speculative)/.+\.py$"
+    r"|^srt/entrypoints/[^/]+\.py$|^srt/server_args\.py$"
+)
+SKIP = re.compile(r"/(?:triton_ops|wave_ops|npu_ops|cpp_[\w]+|rust_tree_core|cute_utils|minimax_sparse_ops|fla)/")
 
 
 def line_digest(text: str) -> str:
     """Two hex characters: the first byte of blake2b of the stripped line."""
     return hashlib.blake2b(text.strip().encode("utf-8"), digest_size=1).hexdigest()
+
+
+def wanted(rel: str) -> bool:
+    """Whether ``rel`` (``srt/...py``) is in the table."""
+    return bool(FILES.match(rel)) and not SKIP.search(rel)
 
 
 def build(tree: Path) -> dict:
@@ -51,17 +74,17 @@ def build(tree: Path) -> dict:
     prev: dict[str, list[str]] = {}
     for i, v in enumerate(rels):
         base = tree / v / "sglang"
-        for path in sorted(base.joinpath("srt", "disaggregation").rglob("*.py")):
+        for path in sorted(base.joinpath("srt").rglob("*.py")):
             rel = path.relative_to(base).as_posix()
-            if not FILES.match(rel):
+            if not wanted(rel):
                 continue
-            cur = [line_digest(x) for x in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+            cur = [x.strip() for x in path.read_text(encoding="utf-8", errors="replace").splitlines()]
             p = prev.get(rel)
             if p == cur:
                 files[rel].append([i, "="])
                 continue
             if p is None:
-                ops: list = ["".join(cur)]
+                ops: list = ["".join(line_digest(x) for x in cur)]
             else:
                 ops = []
                 sm = difflib.SequenceMatcher(None, p, cur, autojunk=False)
@@ -69,7 +92,7 @@ def build(tree: Path) -> dict:
                     if op == "equal":
                         ops.append([i1, i2])
                     elif j2 > j1:
-                        ops.append("".join(cur[j1:j2]))
+                        ops.append("".join(line_digest(x) for x in cur[j1:j2]))
             files.setdefault(rel, []).append([i, ops])
             prev[rel] = cur
     return {"generated_by": "scripts/gen_explain_line_digests.py", "releases": rels, "files": files}
