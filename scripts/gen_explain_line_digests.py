@@ -14,20 +14,21 @@ opcodes over the stripped lines themselves (not their digests), so a copied line
 text: ``kvcheck.explain.linedigests.follow`` tracks the line that raised through the later
 releases with them (where it stays, and the release whose file no longer has it).
 
-Which files (``FILES`` / ``SKIP``), and the size budget. Every file of SGLang 0.5.1 .. 0.5.23
-under ``srt/disaggregation``, ``srt/managers``, ``srt/mem_cache``, ``srt/entrypoints``,
+Which files (``FILES``), and the size budget. Every file of SGLang 0.5.1 .. 0.5.23 under
+``srt/disaggregation``, ``srt/managers``, ``srt/mem_cache``, ``srt/entrypoints``,
 ``srt/model_executor``, ``srt/layers/attention``, ``srt/speculative`` and ``server_args.py``
-is about 1.0 MB gzipped (measured 2026-12: attention 249 KB, managers 133 KB, mem_cache
-117 KB + storage 35 KB, disaggregation 96 KB, speculative 73 KB, model_executor 47 KB,
-server_args 40 KB, entrypoints 23 KB + openai 36 KB). Left out, since a PD traceback does
-not end in them and they cost ~70 KB: the OpenAI/Anthropic/Ollama protocol adapters under
-``srt/entrypoints/<subfolder>/`` (a request's own error, not a PD one) and the Triton, C++,
-wave and NPU kernel folders (a kernel's traceback is a compile or launch error, with no
-release-specific Python line under it). The budget: this table under 1.0 MB gzipped, with
-``func_changes.json.gz`` under 1.5 MB together; a folder added must fit in it.
+is about 1.0 MB gzipped (measured 2026-12, per folder: layers/attention 249 KB, managers
+133 KB, mem_cache 117 KB + storage 35 KB, disaggregation 96 KB, speculative 73 KB,
+model_executor 47 KB, server_args 40 KB, entrypoints/*.py 23 KB, entrypoints/openai 36 KB).
+Left out: the protocol adapters under ``srt/entrypoints/<folder>/`` (OpenAI, Anthropic,
+Ollama: ~40 KB; a request's own error there, not a PD path). The kernel wrappers
+(``triton_ops``, ``fla``, ...: ~33 KB) stay: a kernel launch's assert is a frame too. The
+budget: this table under 1 MiB gzipped, and under 1.5 MiB with ``func_changes.json.gz``; a
+folder added must fit in it (``tests/test_explain_traceback_release.py`` holds both).
 
 Output: ``kvcheck/explain/line_digests.json.gz``:
-``{"releases": [...], "files": {path: [[release index, ops] ...]}}`` where ``ops`` is ``"="``
+``{"releases": [...], "files": {path: "[[release index, ops] ...]"}}`` (each file's chain a JSON
+string, parsed when a traceback names that file) where ``ops`` is ``"="``
 (as the previous stored version) or a list of ``[start, end]`` (copy lines of the previous
 version) and hex strings (new lines). ``kvcheck.explain.linedigests`` reads it.
 
@@ -55,7 +56,6 @@ FILES = re.compile(
     r"^srt/(?:disaggregation|managers|mem_cache|model_executor|layers/attention|speculative)/.+\.py$"
     r"|^srt/entrypoints/[^/]+\.py$|^srt/server_args\.py$"
 )
-SKIP = re.compile(r"/(?:triton_ops|wave_ops|npu_ops|cpp_[\w]+|rust_tree_core|cute_utils|minimax_sparse_ops|fla)/")
 
 
 def line_digest(text: str) -> str:
@@ -65,7 +65,29 @@ def line_digest(text: str) -> str:
 
 def wanted(rel: str) -> bool:
     """Whether ``rel`` (``srt/...py``) is in the table."""
-    return bool(FILES.match(rel)) and not SKIP.search(rel)
+    return bool(FILES.match(rel))
+
+
+def diff_ops(prev: list[str], cur: list[str]) -> list:
+    """``cur`` as copies of ``prev``'s line ranges (``[start, end]``, 0-based, end excluded)
+    and hex digests of new lines: difflib's opcodes over the stripped lines, run on the part
+    between the common head and tail (the same opcodes, in a fraction of the time)."""
+    head = 0
+    while head < min(len(prev), len(cur)) and prev[head] == cur[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(prev), len(cur)) - head and prev[-1 - tail] == cur[-1 - tail]:
+        tail += 1
+    ops: list = [[0, head]] if head else []
+    sm = difflib.SequenceMatcher(None, prev[head : len(prev) - tail], cur[head : len(cur) - tail])
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal":
+            ops.append([head + i1, head + i2])
+        elif j2 > j1:
+            ops.append("".join(line_digest(x) for x in cur[head + j1 : head + j2]))
+    if tail:
+        ops.append([len(prev) - tail, len(prev)])
+    return ops
 
 
 def build(tree: Path) -> dict:
@@ -86,16 +108,13 @@ def build(tree: Path) -> dict:
             if p is None:
                 ops: list = ["".join(line_digest(x) for x in cur)]
             else:
-                ops = []
-                sm = difflib.SequenceMatcher(None, p, cur, autojunk=False)
-                for op, i1, i2, j1, j2 in sm.get_opcodes():
-                    if op == "equal":
-                        ops.append([i1, i2])
-                    elif j2 > j1:
-                        ops.append("".join(line_digest(x) for x in cur[j1:j2]))
+                ops = diff_ops(p, cur)
             files.setdefault(rel, []).append([i, ops])
             prev[rel] = cur
-    return {"generated_by": "scripts/gen_explain_line_digests.py", "releases": rels, "files": files}
+    # each file's chain as a JSON string of its own: explain parses only the files a traceback
+    # names (the whole table is ~2 MB of JSON: 48 ms to parse at once, 13 ms as strings)
+    chains = {k: json.dumps(v, separators=(",", ":")) for k, v in files.items()}
+    return {"generated_by": "scripts/gen_explain_line_digests.py", "releases": rels, "files": chains}
 
 
 def main() -> int:

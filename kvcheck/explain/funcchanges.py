@@ -242,15 +242,19 @@ def _line_evidence(srt_file: str, func: str, rel: LogRelease, at: int, raised: b
     if tr.gone and not raised:
         cause += f"; from SGLang {tr.gone} on, `{func}` no longer has it there."
         return cause, ""
+    if tr.gone and tr.why in ("file", "function"):
+        # the code moved (a file split, a function renamed or moved out): not a fix by itself
+        what = f"{srt_file} no longer exists" if tr.why == "file" else f"{srt_file} no longer has `{func}`"
+        cause += f"; it is still there in SGLang {tr.last}, and from SGLang {tr.gone} on {what} (the code moved)."
+        fix = (
+            f" kvcheck cannot follow the line that raised past SGLang {tr.last} ({what} from {tr.gone}): whether a "
+            "later release fixes it is not shown; report it with the traceback and the release."
+        )
+        return cause, fix
     if tr.gone:
-        if tr.why == "file":
-            what = f"{srt_file} no longer exists (the code moved)"
-        elif tr.why == "function":
-            what = f"{srt_file} no longer has `{func}`"
-        else:
-            what = f"{where} no longer has it"
-            if ch and tr.gone in ch[2]:
-                what += f" (the function changed in {tr.gone})"
+        what = f"{where} no longer has it"
+        if ch and tr.gone in ch[2]:
+            what += f" (the function changed in {tr.gone})"
         cause += f"; from SGLang {tr.gone} on, {what}."
         fix = (
             f" Likely fixed in SGLang {tr.gone}, the first release without the line that raised: upgrade to {tr.gone} "
@@ -259,10 +263,11 @@ def _line_evidence(srt_file: str, func: str, rel: LogRelease, at: int, raised: b
         )
         return cause, fix
     unchanged = ch is not None and not later and version_key(ch[1]) >= version_key(newest)
+    since = start if ch is None or version_key(start) >= version_key(ch[0]) else ch[0]  # the table's first
     cause += (
         f" and is still in {where} in SGLang {tr.last}"
         + (
-            f", the function unchanged since {start}"
+            f", the function unchanged since {since}"
             if unchanged
             else (f" (the function changed around it in {', '.join(later[:4])})" if later else "")
         )
@@ -272,7 +277,7 @@ def _line_evidence(srt_file: str, func: str, rel: LogRelease, at: int, raised: b
     if not raised:
         return cause, ""
     fix = (
-        f" No released fix shown: the line that raised is unchanged through SGLang {tr.last}"
+        f" No released fix shown: the line that raised is still in its function through SGLang {tr.last}"
         + (" and so is its function" if unchanged else "")
         + ", so an upgrade alone is not shown to fix it; avoid the flag that reaches it, or report it with the "
         "traceback and the release."

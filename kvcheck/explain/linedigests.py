@@ -38,11 +38,19 @@ def line_digest(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
+def _parsed(srt_file: str) -> list[list[Any]]:
+    """The chain of ``srt_file``'s stored versions, ``[[release index, ops], ...]`` (stored as a
+    JSON string per file: only the files a traceback names are parsed); [] when not covered."""
+    raw = load()["files"].get(srt_file)
+    return json.loads(raw) if raw else []
+
+
+@functools.lru_cache(maxsize=64)
 def _versions(srt_file: str) -> dict[str, str]:
     """Release -> the file's digests (two hex characters a line), for each release whose
     wheel has ``srt_file``; {} for a file the table does not cover."""
     d = load()
-    chain = d["files"].get(srt_file)
+    chain = _parsed(srt_file)
     if not chain:
         return {}
     out: dict[str, str] = {}
@@ -78,8 +86,8 @@ def all_releases() -> list[str]:
 
 def _chain(srt_file: str) -> list[tuple[str, Any]]:
     """(release, ops) of each stored version of ``srt_file``, oldest first ([] when not covered)."""
-    d = load()
-    return [(d["releases"][idx], ops) for idx, ops in d["files"].get(srt_file, [])]
+    rels = load()["releases"]
+    return [(rels[idx], ops) for idx, ops in _parsed(srt_file)]
 
 
 def _map(ops: Any, pos: int) -> int | None:

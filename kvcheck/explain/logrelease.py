@@ -162,7 +162,12 @@ class LogRelease(BaseModel):
                 f"{', '.join(self.closest[:3])}"
             )
         if self.clues:
-            return f"not determined ({kinds} fit no indexed release)"
+            scanned = (
+                f"release of SGLang {linedigests.all_releases()[0]} .. {linedigests.all_releases()[-1]}"
+                if any(c.kind == "traceback source lines" for c in self.clues)
+                else "indexed release"
+            )
+            return f"not determined ({kinds} fit no {scanned})"
         return "not shown"
 
 
