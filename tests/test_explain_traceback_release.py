@@ -110,3 +110,19 @@ def test_the_tables_cover_the_pd_modules_within_their_size_budget():
     changes = len(here.joinpath("func_changes.json.gz").read_bytes())
     # the budget stated in scripts/gen_explain_line_digests.py
     assert digests < 1024 * 1024 and digests + changes < 1536 * 1024
+
+
+# SGLang 0.5.6's mem_cache/allocator.py:538, in PagedTokenToKVPoolAllocator.alloc_decode; the same
+# assert is at allocator.py:485 in 0.5.12.post1, and 0.5.13 split allocator.py into the package
+# mem_cache/allocator/ (base.py, paged.py, ...): no allocator.py to follow it in.
+ALLOC = "srt/mem_cache/allocator.py"
+UNIQUE = "assert len(torch.unique(out_indices)) == len(out_indices)"
+
+
+def test_a_file_split_in_a_later_release_is_not_called_the_fix():
+    tr = funcchanges.trace_line(ALLOC, "alloc_decode", 538, UNIQUE, "0.5.6")
+    assert tr is not None and (tr.last, tr.gone, tr.why) == ("0.5.12.post1", "0.5.13", "file")
+    f = _generic(explain_text(_tb((ALLOC, 538, "alloc_decode", UNIQUE)), source="log").report)
+    assert "from SGLang 0.5.13 on srt/mem_cache/allocator.py no longer exists (the code moved)" in f.cause
+    assert "cannot follow the line that raised past SGLang 0.5.12.post1" in f.fix
+    assert "Likely fixed" not in f.fix and "upgrade to" not in f.fix

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import hashlib
 import json
 from importlib import resources
 from typing import Any, NamedTuple
@@ -123,33 +124,102 @@ def _spans(srt_file: str, func: str, release: str) -> list[list[int]]:
     return index["tables"][t].get(func, []) if t is not None else []
 
 
-def _in_span(srt_file: str, func: str, release: str, want: str) -> int | None:
-    """The first line of ``func``'s span in ``release`` whose digest is ``want``, or None."""
+# digests of lines too common to place a line by (``_in_span``'s neighbours)
+_COMMON = frozenset(
+    hashlib.blake2b(t.encode(), digest_size=1).hexdigest()
+    for t in (
+        "",
+        ")",
+        "]",
+        "}",
+        "):",
+        "),",
+        "],",
+        "else:",
+        "try:",
+        "return",
+        "pass",
+        "continue",
+        "break",
+        "return None",
+        "return False",
+        "return True",
+        ") -> None:",
+        "finally:",
+        "#",
+    )
+)
+
+
+def _in_span(srt_file: str, func: str, release: str, want: str, before: str, at: int) -> int | None:
+    """The line of ``func``'s span in ``release`` whose digest is ``want`` and that keeps a
+    neighbour of the line's place in the release ``before`` (line ``at``, 1-based: the line
+    just above or below has the same digest there and here), or None. A one-byte digest alone
+    matches some line of a 300-line function by chance; with a neighbour, one time in ~30000.
+    ``at`` 0: no neighbour asked (the caller knows the function still has the line)."""
     from kvcheck.explain import linedigests
 
     got = linedigests._versions(srt_file).get(release, "")
+    old = linedigests._versions(srt_file).get(before, "")
+
+    def dg(text: str, n: int) -> str:
+        return text[2 * (n - 1) : 2 * n] if n >= 1 else ""
+
+    # the nearest line above and below that is not a common one (a blank, a bracket, 'else:'),
+    # at its offset from the line
+    near: list[tuple[int, str]] = []
+    for step in (-1, 1):
+        for d in range(step, 4 * step, step):
+            n = dg(old, at + d)
+            if n and n not in _COMMON:
+                near.append((d, n))
+                break
     for a, b in _spans(srt_file, func, release):
         for i in range(a, b + 1):
-            if got[2 * (i - 1) : 2 * i] == want:
+            if dg(got, i) == want and (not at or any(dg(got, i + d) == n for d, n in near)):
                 return i
     return None
 
 
 class _Trace(NamedTuple):
     start: str  # the release the pasted line was read in
-    last: str  # the newest release that still has it
+    last: str  # the newest release that still has it (for 'function-changed': up to which it is known to)
     gone: str  # the first release after ``last`` without it ('' = none up to the newest)
-    why: str  # 'changed' | 'file' | 'function' (``func`` no longer in the file)
-    moved: bool  # relocated inside the function at least once (its digest, ``_in_span``)
+    # 'changed' (no longer in the function) | 'file' (the file is gone) | 'function' (``func``
+    # no longer in the file) | 'function-changed' (the line moved with its unchanged function,
+    # and the function changed in ``gone``: whether the line survived is not known)
+    why: str
+    moved: bool  # relocated at least once (``_in_span``, or with its unchanged function)
+    line: int = 0  # where it is in ``last`` (1-based; 0 when not known: moved with its function)
+
+
+def _unchanged_at(srt_file: str, func: str, release: str) -> tuple[bool, str]:
+    """(whether ``func_changes`` shows ``func`` with the same body in ``release`` as in the
+    release before, the first release after ``release`` that changes it or '' for none)."""
+    got = changes(srt_file, func)
+    if got is None:
+        return False, ""
+    first, last, changed = got
+    k = version_key(release)
+    if not version_key(first) < k <= version_key(last) or release in changed:
+        return False, ""
+    return True, next((c for c in changed if version_key(c) > k), "")
 
 
 def trace_line(srt_file: str, func: str, line: int, src: str, start: str) -> _Trace | None:
     """Where the line that raised (``src`` at ``line`` of ``srt_file`` in ``start``) goes in
     the later releases (``linedigests.follow``). Where ``follow`` loses it (no copied range
-    holds it) in an indexed release, it is looked for in ``func``'s span there: found, the line
-    moved with code around it and is followed from there; not found, the function no longer has
-    that text (certain: a digest absent from every line of the span). In a release before the
-    index (no spans) the loss stands as 'changed'."""
+    holds it) in release N:
+
+    - N indexed (``release_index.json``, 0.5.5 on): it is looked for in ``func``'s span there,
+      with a neighbour it had (``_in_span``); found, the line moved with code around it and is
+      followed from there; not found, the function no longer has that text next to its old
+      neighbours (a line moved alone into a changed function reads as gone: evidence);
+    - otherwise, where ``func_changes`` shows ``func``'s body unchanged in N (0.5.5 on), the
+      line moved with its function: it is there up to the function's next change
+      ('function-changed' at that release) or the newest release;
+    - otherwise (before 0.5.5, a function the tables lack) the loss stands as 'changed':
+      evidence, since a line moved with its changed function reads the same."""
     from kvcheck.explain import linedigests
 
     want = linedigests.line_digest(src)
@@ -159,8 +229,20 @@ def trace_line(srt_file: str, func: str, line: int, src: str, start: str) -> _Tr
         if not _spans(srt_file, func, got.gone):
             if _indexed(srt_file, got.gone):
                 return _Trace(start, got.last, got.gone, "function", moved)
-            break
-        at = _in_span(srt_file, func, got.gone, want)
+            same, nxt_change = _unchanged_at(srt_file, func, got.gone)
+            if not same:
+                break
+            rels = linedigests.all_releases()
+            if nxt_change:
+                return _Trace(start, rels[rels.index(nxt_change) - 1], nxt_change, "function-changed", True)
+            f_last = (changes(srt_file, func) or ("", rels[-1], []))[1]
+            if f_last in rels and f_last != rels[-1]:
+                return _Trace(start, f_last, rels[rels.index(f_last) + 1], "function", True)
+            return _Trace(start, rels[-1], "", "", True)
+        at = _in_span(srt_file, func, got.gone, want, got.last, got.line)
+        if at is None and _unchanged_at(srt_file, func, got.gone)[0]:
+            # the function's body is the same: the line is in it, wherever its digest is
+            at = _in_span(srt_file, func, got.gone, want, got.last, 0)
         if at is None:
             break
         nxt = linedigests.follow(srt_file, at, src, got.gone)
@@ -170,7 +252,7 @@ def trace_line(srt_file: str, func: str, line: int, src: str, start: str) -> _Tr
         got = nxt
     if got is None:
         return None
-    return _Trace(start, got.last, got.gone, got.why, moved)
+    return _Trace(start, got.last, got.gone, got.why, moved, got.line)
 
 
 def _indexed(srt_file: str, release: str) -> bool:
@@ -251,6 +333,17 @@ def _line_evidence(srt_file: str, func: str, rel: LogRelease, at: int, raised: b
             "later release fixes it is not shown; report it with the traceback and the release."
         )
         return cause, fix
+    if tr.gone and tr.why == "function-changed":
+        cause += (
+            f"; it moved with {where}, unchanged, and is there up to SGLang {tr.last}; {where} changed in "
+            f"{tr.gone} (kvcheck cannot tell whether the line survived that change)."
+        )
+        fix = (
+            f" {where} changed in SGLang {tr.gone}, the first release after those known to have the line that "
+            f"raised: possibly the fix; upgrade to {tr.gone} or later and check (kvcheck does not know what the "
+            "change does)."
+        )
+        return cause, fix
     if tr.gone:
         what = f"{where} no longer has it"
         if ch and tr.gone in ch[2]:
@@ -264,6 +357,12 @@ def _line_evidence(srt_file: str, func: str, rel: LogRelease, at: int, raised: b
         return cause, fix
     unchanged = ch is not None and not later and version_key(ch[1]) >= version_key(newest)
     since = start if ch is None or version_key(start) >= version_key(ch[0]) else ch[0]  # the table's first
+    renamed = ch is not None and version_key(ch[1]) < version_key(newest)
+    spans = _spans(srt_file, func, tr.last) if tr.line else []
+    if renamed and ch is not None:
+        where = f"{short} (no longer inside `{func}`, which it has only up to {ch[1]})"
+    elif spans and not any(a <= tr.line <= b for a, b in spans):
+        where = f"{short} (moved out of `{func}`, to line {tr.line})"
     cause += (
         f" and is still in {where} in SGLang {tr.last}"
         + (
