@@ -126,3 +126,12 @@ def test_a_file_split_in_a_later_release_is_not_called_the_fix():
     assert "from SGLang 0.5.13 on srt/mem_cache/allocator.py no longer exists (the code moved)" in f.cause
     assert "cannot follow the line that raised past SGLang 0.5.12.post1" in f.fix
     assert "Likely fixed" not in f.fix and "upgrade to" not in f.fix
+
+
+def test_a_stated_release_the_pasted_lines_fit_says_so():
+    text = _tb(
+        (POOL, 255, "get_speculative_mamba2_params_all_layers", SPEC_STATE),
+        head="[2026-03-02 09:10:01] sglang==0.5.6",
+    )
+    said = explain_text(text, source="log").report.release.text()
+    assert said.startswith("SGLang 0.5.6 (version line, line 1)") and "traceback source lines fit it too" in said

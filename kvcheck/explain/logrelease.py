@@ -134,6 +134,9 @@ class LogRelease(BaseModel):
         ):
             c = next(c for c in self.clues if c.value == self.release)
             said = f"SGLang {self.release} ({c.kind}, line {c.line})"
+            agree = sorted({k.kind for k in self.clues if k.releases and self.release in k.releases})
+            if agree and not self.disagree:
+                said += "; " + " and ".join(f"the {k}" for k in agree) + " fit it too"
             if self.disagree:
                 said += (
                     f"; the traceback's pasted source lines fit {_span(self.disagree)} instead, not {self.release} "
