@@ -151,12 +151,16 @@ _COMMON = frozenset(
 )
 
 
-def _in_span(srt_file: str, func: str, release: str, want: str, before: str, at: int) -> int | None:
+def _in_span(
+    srt_file: str, func: str, release: str, want: str, before: str, at: int, whole: bool = False
+) -> int | None:
     """The line of ``func``'s span in ``release`` whose digest is ``want`` and that keeps a
     neighbour of the line's place in the release ``before`` (line ``at``, 1-based: the line
     just above or below has the same digest there and here), or None. A one-byte digest alone
     matches some line of a 300-line function by chance; with a neighbour, one time in ~30000.
-    ``at`` 0: no neighbour asked (the caller knows the function still has the line)."""
+    ``at`` 0: no neighbour asked (the caller knows the function still has the line). ``whole``:
+    anywhere in the file (a release or file without spans), with both neighbours kept (one time
+    in ~20 million a line of a 3000-line file by chance)."""
     from kvcheck.explain import linedigests
 
     got = linedigests._versions(srt_file).get(release, "")
@@ -174,6 +178,13 @@ def _in_span(srt_file: str, func: str, release: str, want: str, before: str, at:
             if n and n not in _COMMON:
                 near.append((d, n))
                 break
+    if whole:
+        if len(near) < 2:
+            return None
+        for i in range(1, len(got) // 2 + 1):
+            if dg(got, i) == want and all(dg(got, i + d) == n for d, n in near):
+                return i
+        return None
     for a, b in _spans(srt_file, func, release):
         for i in range(a, b + 1):
             if dg(got, i) == want and (not at or any(dg(got, i + d) == n for d, n in near)):
@@ -231,7 +242,13 @@ def trace_line(srt_file: str, func: str, line: int, src: str, start: str) -> _Tr
                 return _Trace(start, got.last, got.gone, "function", moved)
             same, nxt_change = _unchanged_at(srt_file, func, got.gone)
             if not same:
-                break
+                # moved with its neighbours elsewhere in the file: followed from there
+                at = _in_span(srt_file, func, got.gone, want, got.last, got.line, whole=True)
+                nxt = linedigests.follow(srt_file, at, src, got.gone) if at else None
+                if nxt is None:
+                    break
+                moved, got = True, nxt
+                continue
             rels = linedigests.all_releases()
             if nxt_change:
                 return _Trace(start, rels[rels.index(nxt_change) - 1], nxt_change, "function-changed", True)
@@ -243,6 +260,8 @@ def trace_line(srt_file: str, func: str, line: int, src: str, start: str) -> _Tr
         if at is None and _unchanged_at(srt_file, func, got.gone)[0]:
             # the function's body is the same: the line is in it, wherever its digest is
             at = _in_span(srt_file, func, got.gone, want, got.last, 0)
+        if at is None:  # moved out of the function with both neighbours (a helper split off)
+            at = _in_span(srt_file, func, got.gone, want, got.last, got.line, whole=True)
         if at is None:
             break
         nxt = linedigests.follow(srt_file, at, src, got.gone)
