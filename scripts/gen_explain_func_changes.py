@@ -3,8 +3,9 @@
 
 For every release unpacked under ``--tree`` (``<tree>/<version>/sglang``) from 0.5.5 on (the
 releases ``release_index.json`` covers), and every file a PD traceback runs through
-(``srt/disaggregation/**``, ``srt/managers/**``, ``srt/mem_cache/**``, ``srt/speculative/**``, the
-HTTP server, engine, server args and model runner), each function's body is reduced to a digest
+(``srt/disaggregation/**``, ``srt/managers/**``, ``srt/mem_cache/**``, ``srt/speculative/**``,
+``srt/model_executor/**``, ``srt/layers/attention/**``, ``srt/entrypoints/*.py``, server args; the
+files of ``gen_explain_line_digests.py``), each function's body is reduced to a digest
 of its syntax tree (``ast.dump`` without positions, its docstring left out: a reformatting or a
 comment is not a change). Only the releases where a function's digest differs from the previous
 release are stored: per file, per function name, ``[first, last, [changed...]]`` as indices into
@@ -35,11 +36,12 @@ from kvcheck.release.version import unpacked_releases  # noqa: E402
 
 FIRST = "0.5.5"  # the oldest release read
 OUT = REPO / "kvcheck" / "explain" / "func_changes.json.gz"
+# the files of ``gen_explain_line_digests`` (the modules a PD traceback runs through), so a
+# traceback's line and its function are read over the same files
 FILES = re.compile(
-    r"^srt/(?:disaggregation/.+|managers/.+|mem_cache/.+|speculative/.+|entrypoints/(?:http_server|engine)"
-    r"|server_args|model_executor/model_runner|model_executor/forward_batch_info)\.py$"
+    r"^srt/(?:disaggregation|managers|mem_cache|model_executor|layers/attention|speculative)/.+\.py$"
+    r"|^srt/entrypoints/[^/]+\.py$|^srt/server_args\.py$"
 )
-
 
 
 def digests(src: str) -> dict[str, str]:

@@ -74,8 +74,12 @@ def test_a_pasted_line_older_than_the_index_names_its_releases_and_the_first_wit
     assert rep.release.candidates == fits
     f = rep.first_cause
     assert f.phase == "after-peer-restart"
-    first_indexed = load_index()["releases"][0]
-    assert f"from SGLang {first_indexed} on" in f.cause and f"upgrade to {first_indexed} or later" in f.fix
+    # 0.5.4.post2's _handle_node_failure (conn.py:234) reads self.prefill_attn_tp_size_table: the
+    # first release without the pasted line, followed through the table's copies
+    gone = linedigests.follow(NIXL, 234, LINE_234, fits[-1])
+    assert gone is not None and gone.gone == "0.5.4.post2" and gone.last == fits[-1] == "0.5.4.post1"
+    assert "from SGLang 0.5.4.post2 on" in f.cause and "upgrade to 0.5.4.post2 or later" in f.fix
+    assert "Likely fixed" in f.fix and "not a known fix" in f.fix
 
 
 @pytest.mark.skipif(not Path("/tmp/sgl/0.5.23/sglang").is_dir() or shutil.which("python") is None, reason="no wheels")

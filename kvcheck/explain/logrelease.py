@@ -6,7 +6,7 @@ here with the line it came from:
 - a version line: ``sglang: 0.5.0rc0`` (``python -m sglang.check_env``),
   ``sglang==0.5.10``, ``SGLang v0.5.16``, ``"version": "0.5.8"``;
 - an image tag: ``lmsysorg/sglang:v0.5.16-cu130`` (any ``.../sglang...:vX.Y.Z`` tag);
-- an install path: ``sgl-venv-0.5.11/lib/...``, ``sglang-0.5.11.dist-info``,
+- an install path: ``sgl-venv-0.5.11/lib/...``, ``sglang-deepep-venv-0.5.3/lib/...``, ``sglang-0.5.11.dist-info``,
   ``/sglang_0.4.7_dea8aa7/``;
 - a development build: ``0.0.0.dev1+g22c08a9be``, ``nightly-dev-20260713`` (not a
   release: said so, never mapped to one);
@@ -14,10 +14,14 @@ here with the line it came from:
   ``ServerArgs`` has every field the dump names (``release_index.json``);
 - traceback frames through ``sglang/srt/...``: the releases where the named function
   spans that line of that file (``release_index.json``, built from each release's source
-  by ``scripts/gen_explain_release_index.py``).
+  by ``scripts/gen_explain_release_index.py``, 0.5.5 on) and, where the source line is
+  pasted under the frame, the releases whose file has that text at that line
+  (``linedigests``, 0.5.1 on). The text wins over the line number.
 
 Explicit versions win; otherwise the intersection of the dump's and the frames'
-candidates is reported as a range, and a single release only when exactly one fits.
+candidates is reported as a range, and a single release only when exactly one fits. A
+stated release whose code does not have the traceback's pasted lines is kept, and the
+releases that have them are said with it (``LogRelease.disagree``).
 """
 
 from __future__ import annotations
@@ -62,7 +66,15 @@ EXPLICIT = [
     ),
     (
         "install path",
-        re.compile(r"\bsgl[-_]venv[-_]" + _V + r"/|\bsglang-" + _V + r"\.dist-info\b|/sglang[_-]" + _V + r"[_/]"),
+        re.compile(
+            r"\bsgl(?:ang)?[-_](?:[\w]+[-_])*?venv[-_]"
+            + _V
+            + r"/|\bsglang-"
+            + _V
+            + r"\.dist-info\b|/sglang[_-]"
+            + _V
+            + r"[_/]"
+        ),
     ),
     ("version field", re.compile(r"[\"']version[\"']\s*:\s*[\"']" + _V + r"[\"']")),
 ]
@@ -70,7 +82,9 @@ DEV_BUILD = re.compile(r"\b0\.0\.0\.dev\d+\+g([0-9a-f]{7,})\b|\bsglang[\w.-]*:(?
 SERVER_ARGS = re.compile(r"server_args=ServerArgs\((?P<body>.*)")
 FIELD = re.compile(r"(?:^|, )([a-z_][a-z0-9_]*)=")
 _EXC_LINE = re.compile(r"^(?:[\w]+\.)*[A-Za-z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
-FRAME = re.compile(r'File "(?P<path>[^"]*?/sglang/(?P<file>srt/[\w/]+\.py))", line (?P<line>\d+),? in (?P<func>\w+)')
+FRAME = re.compile(
+    r'File "(?P<path>(?:[^"]*?/)?sglang/(?P<file>srt/[\w/]+\.py))", line (?P<line>\d+),? in (?P<func>\w+)'
+)
 
 
 _HINT = re.compile(r"sglang|SGLang|SGLANG|sgl[-_]|[Vv]ersion|server_args|0\.0\.0\.dev")
@@ -80,6 +94,11 @@ _PIP_VERSION = re.compile(r"^\s*Version:\s*" + _V + r"\s*$")
 
 
 _EXPLICIT_KINDS = ("image tag", "version line", "pip show", "pip list", "wheel", "install path", "version field")
+
+
+def _span(rels: list[str]) -> str:
+    """'0.5.3' or '0.5.3 .. 0.5.4.post1 (6 releases)'."""
+    return rels[0] if len(rels) == 1 else f"{rels[0]} .. {rels[-1]} ({len(rels)} releases)"
 
 
 class ReleaseClue(BaseModel):
@@ -103,6 +122,9 @@ class LogRelease(BaseModel):
     clues: list[ReleaseClue] = Field(default_factory=list)
     # the frames with the source line pasted under them: (srt file, line, function, source)
     sources: list[tuple[str, int, str, str]] = Field(default_factory=list)
+    # a stated release whose code does not have the traceback's pasted lines: the releases
+    # that have them (the version line is another process's, or the build is patched)
+    disagree: list[str] = Field(default_factory=list)
 
     def text(self) -> str:
         if self.release and any(
@@ -111,7 +133,16 @@ class LogRelease(BaseModel):
             if c.value == self.release
         ):
             c = next(c for c in self.clues if c.value == self.release)
-            return f"SGLang {self.release} ({c.kind}, line {c.line})"
+            said = f"SGLang {self.release} ({c.kind}, line {c.line})"
+            agree = sorted({k.kind for k in self.clues if k.releases and self.release in k.releases})
+            if agree and not self.disagree:
+                said += "; " + " and ".join(f"the {k}" for k in agree) + " fit it too"
+            if self.disagree:
+                said += (
+                    f"; the traceback's pasted source lines fit {_span(self.disagree)} instead, not {self.release} "
+                    "(the version line is another process's, or the build is patched)"
+                )
+            return said
         if self.dev_build:
             return f"a SGLang development build ({self.dev_build}), not a release"
         if self.release:
@@ -134,7 +165,12 @@ class LogRelease(BaseModel):
                 f"{', '.join(self.closest[:3])}"
             )
         if self.clues:
-            return f"not determined ({kinds} fit no indexed release)"
+            scanned = (
+                f"release of SGLang {linedigests.all_releases()[0]} .. {linedigests.all_releases()[-1]}"
+                if any(c.kind == "traceback source lines" for c in self.clues)
+                else "indexed release"
+            )
+            return f"not determined ({kinds} fit no {scanned})"
         return "not shown"
 
 
@@ -219,60 +255,86 @@ class ReleaseReader:
             cands = set(fit)
         if self.frames:
             index = index or load_index()
-            fit_frames = None
-            counts: dict[str, int] = {}
-            # the releases before the index whose file has every pasted source line
-            # (``linedigests``): said when no indexed release fits
-            older: set[str] | None = None
-            for k, (file, ln, func, _) in enumerate(self.frames):
-                ok = set()
-                for v in index["releases"]:
-                    t = index["files"][v].get(file)
-                    if t is None:
-                        continue
-                    spans = index["tables"][t].get(func, [])
-                    if any(a <= ln <= b for a, b in spans):
-                        ok.add(v)
-                src = self.srcs.get(k)
-                if src and linedigests.covered(file):
-                    by_text = set(linedigests.releases_fitting(file, ln, src))
-                    ok &= by_text
-                    before = by_text - set(index["releases"])
-                    older = before if older is None else older & before
-                if not any(file in index["files"][v] for v in index["releases"]):
-                    continue  # a file kvcheck does not index: no evidence either way
-                for v in ok:
-                    counts[v] = counts.get(v, 0) + 1
-                fit_frames = ok if fit_frames is None else fit_frames & ok
-            if fit_frames is not None:
-                order = [v for v in index["releases"] if v in fit_frames]
+            order, kind, closest = self._frames_fit(index)
+            if order is not None:
                 out.clues.append(
-                    ReleaseClue(
-                        kind="traceback lines",
-                        value=f"{len(self.frames)} frames",
-                        line=self.frames[0][3],
-                        releases=order,
-                    )
+                    ReleaseClue(kind=kind, value=f"{len(self.frames)} frames", line=self.frames[0][3], releases=order)
                 )
-                if not order and older and cands is None:
-                    from kvcheck.sglang.releases import release_key
-
-                    out.clues[-1].releases = sorted(older, key=release_key)
-                    out.clues[-1].kind = "traceback source lines"
-                    order = out.clues[-1].releases
+                if cands is not None:
+                    # a server-args dump decides only the indexed releases (``release_index``)
+                    cands |= set(order) - set(index["releases"])
                 cands = set(order) if cands is None else cands & set(order)
-                if not order and counts:
-                    best = max(counts.values())
-                    out.closest = [v for v in index["releases"] if counts.get(v) == best]
+                if not order:
+                    out.closest = closest
         if explicit:
             out.release = explicit[0].value
             out.candidates = [explicit[0].value]
+            tb = next((c for c in out.clues if c.kind.startswith("traceback")), None)
+            if tb is not None and tb.releases and out.release not in tb.releases and self._decides(out.release):
+                out.disagree = tb.releases
             return out
         if cands is not None:
             from kvcheck.sglang.releases import release_key
 
             out.candidates = sorted(cands, key=release_key)
-            out.older_possible = bool(out.candidates) and out.candidates[0] == (index or load_index())["releases"][0]
+            by_text = any(c.kind == "traceback source lines" for c in out.clues)
+            first = linedigests.all_releases()[0] if by_text else (index or load_index())["releases"][0]
+            out.older_possible = bool(out.candidates) and out.candidates[0] == first
             if len(out.candidates) == 1 and not self.dev:
                 out.release = out.candidates[0]
         return out
+
+    def _decides(self, release: str) -> bool:
+        """Whether some frame's evidence covers ``release`` (the index's spans or the digests)."""
+        return release in load_index()["releases"] or (
+            release in linedigests.all_releases()
+            and any(k in self.srcs and linedigests.covered(f) for k, (f, *_) in enumerate(self.frames))
+        )
+
+    def _frames_fit(self, index: dict[str, Any]) -> tuple[list[str] | None, str, list[str]]:
+        """(the releases every frame fits, oldest first, or None when no frame is evidence;
+        the clue's kind; the releases fitting the most frames when none fits all).
+
+        Each frame decides the releases it has evidence for: the releases of the index
+        (0.5.5 on) by whether its function spans the line, and, where its source line is
+        pasted and the file is in ``line_digests`` (0.5.1 on), every release of that table by
+        whether its file has that text at that line. The pasted text wins over line numbers:
+        a release whose line N holds other text does not fit, whatever the function's span; a
+        release a frame has no evidence for is not refused by that frame."""
+        from kvcheck.sglang.releases import release_key
+
+        universe: set[str] = set()
+        misfit: dict[str, int] = {}
+        fitting: dict[str, int] = {}
+        by_text = False
+        for k, (file, ln, func, _) in enumerate(self.frames):
+            decided: set[str] = set()
+            ok: set[str] = set()
+            if any(file in index["files"][v] for v in index["releases"]):
+                for v in index["releases"]:
+                    decided.add(v)
+                    t = index["files"][v].get(file)
+                    spans = index["tables"][t].get(func, []) if t is not None else []
+                    if any(a <= ln <= b for a, b in spans):
+                        ok.add(v)
+            src = self.srcs.get(k)
+            if src and linedigests.covered(file):
+                text_ok = set(linedigests.releases_fitting(file, ln, src))
+                ok = (ok & text_ok) | (text_ok - decided)
+                decided |= set(linedigests.all_releases())
+                by_text = True
+            if not decided:
+                continue  # a file kvcheck does not index: no evidence either way
+            universe |= decided
+            for v in decided - ok:
+                misfit[v] = misfit.get(v, 0) + 1
+            for v in ok:
+                fitting[v] = fitting.get(v, 0) + 1
+        if not universe:
+            return None, "", []
+        fit = sorted((v for v in universe if not misfit.get(v)), key=release_key)
+        closest: list[str] = []
+        if not fit and fitting:
+            best = max(fitting.values())
+            closest = sorted((v for v in universe if fitting.get(v) == best), key=release_key)
+        return fit, "traceback source lines" if by_text else "traceback lines", closest

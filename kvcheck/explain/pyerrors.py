@@ -352,6 +352,8 @@ def traceback_finding(
         fix=fix,
         releases=releases,
         frame=f"{m.group(1)}:{func}" if engine == "sglang" and (m := _SRT_FILE.search(path)) else "",
+        frame_line=ln,
+        frame_raised=ex is not None,
     )
 
 

@@ -355,6 +355,8 @@ class LogReader:
                 {
                     "component": g.component,
                     **({"frame": g.frame} if g.frame else {}),
+                    **({"frame_line": g.frame_line} if g.frame and g.frame_line else {}),
+                    **({"frame_raised": "1"} if g.frame and g.frame_raised else {}),
                     **({"phase_log": "1"} if g.phase_log else {}),
                 },
             )
@@ -642,7 +644,10 @@ def _release_evidence(findings: list[Finding], rel: LogRelease) -> None:
         if f.id != "python-exception-generic" or not frame:
             continue
         srt_file, _, func = frame.rpartition(":")
-        got = funcchanges.evidence(srt_file, func, rel)
+        ln = f.values.get("frame_line", "")
+        got = funcchanges.evidence(
+            srt_file, func, rel, line=int(ln) if ln.isdigit() else 0, raised=f.values.get("frame_raised") == "1"
+        )
         if got is None:
             continue
         cause, fix = got

@@ -70,6 +70,10 @@ class GenericFinding:
     releases: list[str] = field(default_factory=list)
     # the innermost SGLang frame of a traceback, ``srt/...py:function`` ('' when none)
     frame: str = ""
+    # that frame's line number ('' when not shown), and whether the traceback shows the
+    # exception raised below it (its last line; False for a traceback cut before it)
+    frame_line: str = ""
+    frame_raised: bool = False
     # ``phase`` is only a default: what the process was doing happens in any phase (a progress
     # thread waiting for events), so the phase the log shows decides, a start-up one included
     phase_log: bool = False
