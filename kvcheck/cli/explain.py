@@ -112,6 +112,7 @@ def explain(
     else:
         # A log is streamed line by line (linear time, bounded memory, long lines cut).
         from kvcheck.explain.matcher import VersionSniffer, annotate_release, explain_blocks, iter_log_blocks
+        from kvcheck.explain.scan import open_log_text
 
         if log is not None:
             from kvcheck.sources.files import open_regular
@@ -122,11 +123,13 @@ def explain(
             if sys.stdin.isatty():
                 raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
             fh, source = sys.stdin.buffer, "log <stdin>"
-        sniffer = VersionSniffer(_registering_secrets(iter_log_blocks(fh)))
         try:
+            # compressed logs read through, UTF-16/32 decoded, binary data refused (exit 2)
+            text = open_log_text(fh, source)
+            sniffer = VersionSniffer(_registering_secrets(iter_log_blocks(text)))
             result = explain_blocks(sniffer, source=source)
         except OSError as exc:
-            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=source) from exc
+            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=source) from None
         finally:
             if log is not None:
                 fh.close()
@@ -174,7 +177,10 @@ def explain(
         )
         result.configs = {f"file {i + 1}": str(f) for i, f in enumerate(deployment_files)}
     if format == "json":
-        typer.echo(_json.dumps(result.contract(), indent=2))
+        from kvcheck.sources.limits import escape_values
+
+        # a log's escape sequences as visible text in every value (``jq -r`` prints them)
+        typer.echo(_json.dumps(escape_values(result.contract()), indent=2))
     else:
         typer.echo(render_explanation(result))
     raise typer.Exit(result.exit_code)
