@@ -253,6 +253,7 @@ _SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^
 _KEY_VALUE = re.compile(
     r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s"',;&}\]]+)"""
 )
+_MAX_REREAD = 16  # values of one line searched again for a KEY=VALUE inside them
 # flags whose value is ``user:password`` (etcdctl, curl, wget)
 _USER_FLAGS = frozenset({"--user", "-u", "--proxy-user", "--http-user", "--basic-auth"})
 _HTTP_CREDENTIAL = re.compile(
@@ -341,14 +342,15 @@ def _scan_text_secrets(text: str, found: set[str]) -> None:
             elif m.group(1) in _USER_FLAGS and ":" in value:  # etcdctl --user root:PW, curl -u user:PW
                 found.add(value.split(":", 1)[1])
         # a key's value may itself hold ``KEY=VALUE`` (``RuntimeError: ETCDCTL_PASSWORD=X``,
-        # ``failed: AWS_SESSION_TOKEN=X``): a value not secret is searched again
-        pos = 0
+        # ``failed: AWS_SESSION_TOKEN=X``): a value not secret that holds a marker word is
+        # searched again, at most _MAX_REREAD times a line (``monkey=monkey=...`` stays linear)
+        pos, reread = 0, 0
         while (kv := _KEY_VALUE.search(text, pos)) is not None:
+            pos = kv.end()
             if is_secret_key(kv.group(1)):
                 found.add(kv.group(2).strip("\"'"))
-                pos = kv.end()
-            else:
-                pos = kv.start(2) if kv.start(2) > kv.start() else kv.end()
+            elif reread < _MAX_REREAD and _MAY_HOLD_SECRET.search(kv.group(2)) and kv.start(2) > kv.start():
+                pos, reread = kv.start(2), reread + 1
     stripped = text.strip()
     if stripped[:1] in "{[" and stripped[-1:] in "}]":
         try:
