@@ -126,6 +126,8 @@ def explain(
         try:
             # compressed logs read through, UTF-16/32 decoded, binary data refused (exit 2)
             text = open_log_text(fh, source)
+            if sys.stderr.isatty():  # a person waits: say how far a large log has been read
+                text = _Progress(text, source)
             sniffer = VersionSniffer(_registering_secrets(iter_log_blocks(text)))
             result = explain_blocks(sniffer, source=source)
         except OSError as exc:
@@ -198,3 +200,31 @@ def _registering_secrets(blocks):
     for block in blocks:
         register_text_secrets(block)
         yield block
+
+
+class _Progress:
+    """A log's ``read(n)`` source that writes, on a terminal's stderr and every
+    ``EVERY_S`` seconds, how much of the log has been read (a 200 MB log takes minutes)."""
+
+    EVERY_S = 10.0
+
+    def __init__(self, stream, source: str):
+        import time
+
+        self._stream, self._source, self._read = stream, source, 0
+        self._start = self._last = time.monotonic()
+
+    def read(self, n: int = -1) -> bytes:
+        import time
+
+        data = self._stream.read(n)
+        self._read += len(data)
+        now = time.monotonic()
+        if now - self._last >= self.EVERY_S:
+            self._last = now
+            sys.stderr.write(
+                f"kvcheck explain: {self._read / (1 << 20):.0f} MiB of the {self._source} read "
+                f"({now - self._start:.0f} s)\n"
+            )
+            sys.stderr.flush()
+        return data
