@@ -238,3 +238,19 @@ def test_a_logs_credentials_are_never_printed(tmp_path, fmt):
     out = proc.stdout.decode() + proc.stderr.decode()
     assert "<redacted>" in out
     assert [s for s in SECRETS if s in out] == []
+
+
+def test_preflight_json_values_carry_no_escape_sequences(tmp_path):
+    """The same kind on preflight's JSON: an input's escape sequences come back as
+    visible text in every value, not as the raw bytes ``jq -r`` would print."""
+    f = tmp_path / "esc.sh"
+    f.write_text(
+        "python -m sglang.launch_server --model-path '/m/x\x1b]0;pwned\x07\u202e' --disaggregation-mode prefill\n"
+        "python -m sglang.launch_server --model-path /m/y --disaggregation-mode decode --port 30001\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvcheck", "preflight", "-f", str(f), "-o", "json"], capture_output=True, cwd=REPO
+    )
+    values = list(_strings(json.loads(proc.stdout)))
+    assert not [v for v in values if any(c in v for c in ("\x1b", "\x07", "\u202e"))]
+    assert any("\\x1b]0;pwned\\x07" in v for v in values)
