@@ -112,6 +112,7 @@ def explain(
     else:
         # A log is streamed line by line (linear time, bounded memory, long lines cut).
         from kvcheck.explain.matcher import VersionSniffer, annotate_release, explain_blocks, iter_log_blocks
+        from kvcheck.explain.scan import open_log_text
 
         if log is not None:
             from kvcheck.sources.files import open_regular
@@ -122,11 +123,15 @@ def explain(
             if sys.stdin.isatty():
                 raise KvcheckError("nothing to explain: give a MESSAGE, --log FILE, or pipe a log on stdin")
             fh, source = sys.stdin.buffer, "log <stdin>"
-        sniffer = VersionSniffer(_registering_secrets(iter_log_blocks(fh)))
         try:
+            # compressed logs read through, UTF-16/32 decoded, binary data refused (exit 2)
+            text = open_log_text(fh, source)
+            if sys.stderr.isatty():  # a person waits: say how far a large log has been read
+                text = _Progress(text, source)
+            sniffer = VersionSniffer(_registering_secrets(iter_log_blocks(text)))
             result = explain_blocks(sniffer, source=source)
         except OSError as exc:
-            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=source) from exc
+            raise KvcheckError(f"cannot read log: {exc.strerror or exc}", source=source) from None
         finally:
             if log is not None:
                 fh.close()
@@ -174,7 +179,10 @@ def explain(
         )
         result.configs = {f"file {i + 1}": str(f) for i, f in enumerate(deployment_files)}
     if format == "json":
-        typer.echo(_json.dumps(result.contract(), indent=2))
+        from kvcheck.sources.limits import escape_values
+
+        # a log's escape sequences as visible text in every value (``jq -r`` prints them)
+        typer.echo(_json.dumps(escape_values(result.contract()), indent=2))
     else:
         typer.echo(render_explanation(result))
     raise typer.Exit(result.exit_code)
@@ -192,3 +200,31 @@ def _registering_secrets(blocks):
     for block in blocks:
         register_text_secrets(block)
         yield block
+
+
+class _Progress:
+    """A log's ``read(n)`` source that writes, on a terminal's stderr and every
+    ``EVERY_S`` seconds, how much of the log has been read (a 200 MB log takes minutes)."""
+
+    EVERY_S = 10.0
+
+    def __init__(self, stream, source: str):
+        import time
+
+        self._stream, self._source, self._read = stream, source, 0
+        self._start = self._last = time.monotonic()
+
+    def read(self, n: int = -1) -> bytes:
+        import time
+
+        data = self._stream.read(n)
+        self._read += len(data)
+        now = time.monotonic()
+        if now - self._last >= self.EVERY_S:
+            self._last = now
+            sys.stderr.write(
+                f"kvcheck explain: {self._read / (1 << 20):.0f} MiB of the {self._source} read "
+                f"({now - self._start:.0f} s)\n"
+            )
+            sys.stderr.flush()
+        return data

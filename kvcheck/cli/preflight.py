@@ -365,7 +365,10 @@ def _render_deployments(report, format: str) -> None:
     if format == "json":
         import json
 
-        sys.stdout.write(json.dumps(report.contract(), indent=2) + "\n")
+        from kvcheck.sources.limits import escape_values
+
+        # an input's escape sequences as visible text in every value (``jq -r`` prints them)
+        sys.stdout.write(json.dumps(escape_values(report.contract()), indent=2) + "\n")
     elif format == "junit":
         from kvcheck.report.junit import render_cluster_junit
 

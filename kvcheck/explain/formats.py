@@ -158,10 +158,10 @@ class FormatIndex:
         self.files = frozenset(m.rsplit("/", 1)[-1] for m in self.modules)
         # status codes the project documents: name -> [value, meaning] (``gen_engine_formats.CODES``)
         self.codes: dict[str, list[str]] = data.get("codes", {})
-        self._rx: dict[int, re.Pattern[str] | None] = {}
-        self._prefix_rx: dict[tuple[int, int], re.Pattern[str] | None] = {}
+        self._rx: dict[int, _FormatRx | None] = {}
+        self._prefix_rx: dict[tuple[int, int], _FormatRx | None] = {}
 
-    def _regex(self, i: int) -> re.Pattern[str] | None:
+    def _regex(self, i: int) -> _FormatRx | None:
         if i not in self._rx:
             parts = self.formats[i][0]
             # a message worded as Python's own (``'X' object has no attribute 'y'``) is the
@@ -406,31 +406,103 @@ def _tail_token(parts: list[str]) -> str:
     return max(words, key=len) if words else ""
 
 
-def _compile(parts: list[str], min_literal: int = 12) -> re.Pattern[str] | None:
-    """The format as a regex over one log line: the literal text escaped (runs of blanks
-    match any run of blanks), each field a lazy group, the last field (a message that ends
-    in a value) to the end of the line. A format spanning lines is matched up to its first
-    line break. None under ``min_literal`` characters of literal text (a part of a format
-    matched with more text checked by the caller may ask for less)."""
-    out: list[str] = []
+class _FormatRx:
+    """A format as a matcher over one log line (``search``: as ``re.Pattern.search``),
+    in time linear in the line whatever the line holds.
+
+    The plain regex (the literals with a lazy ``(.*?)`` between) backtracks without
+    bound on a hostile line: searched from every start, each lazy field tried at every
+    end, each ``\\s+`` re-run inside every run of blanks, and every earlier field retried
+    when a later literal is missing (``'has invalid ' * 700`` against
+    ``(.*?)\\s+has\\s+invalid\\s+choices\\s+(.*)``: minutes). The same matches, bounded:
+
+    * the search starts only where the first literal first occurs (``head``; a format
+      that opens with a field: the start of the line): when the whole format does not
+      match from there, it matches from no later start either (a later start's text is
+      a suffix the first field would absorb);
+    * each field with the literal after it is an atomic group: the earliest place that
+      literal occurs is the field's end (a later one only leaves less text to the rest),
+      so no field is retried; of a literal's trailing blanks only the first is its own,
+      the rest open the next group (taken whole: an empty value between two blank-edged
+      literals matches where two blanks or more are there, as the regex's backtracking
+      finds);
+    * a field followed by blanks ends at a non-blank (or is empty): the field's value
+      never ends in a blank (the earliest end is the run's start), and runs of blanks
+      are crossed once.
+
+    A text holding a line break is searched with the regex as is (a format is matched
+    on one line; no caller passes two)."""
+
+    __slots__ = ("_full", "_head", "pattern")
+
+    def __init__(self, full: re.Pattern[str], head: re.Pattern[str] | None):
+        self._full = full
+        self._head = head
+        self.pattern = full.pattern
+
+    def match(self, text: str) -> re.Match[str] | None:
+        """As ``re.Pattern.match``: the format from the text's start (one start: the atomic
+        groups keep it linear in the line)."""
+        return self._full.match(text)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if "\n" in text:
+            return self._full.search(text)
+        if self._head is None:
+            return self._full.match(text)
+        m = self._head.search(text)
+        return None if m is None else self._full.match(text, m.start())
+
+
+_WS_RUN = r"\s+"
+
+
+def _compile(parts: list[str], min_literal: int = 12) -> _FormatRx | None:
+    """The format as a matcher over one log line (``_FormatRx``): the literal text escaped
+    (runs of blanks match any run of blanks), each field a lazy group, the last field (a
+    message that ends in a value) to the end of the line. A format spanning lines is
+    matched up to its first line break. None under ``min_literal`` characters of literal
+    text (a part of a format matched with more text checked by the caller may ask for less)."""
+    lits: list[str] = []  # each stretch's regex (its text up to a line break)
     lit = 0
-    for j, stretch in enumerate(parts):
-        if j:
-            last = j == len(parts) - 1 and not stretch.strip()
-            out.append("(.*)" if last else "(.*?)")
+    for stretch in parts:
         head = stretch.split("\n")[0]
         lit += len(head.strip())
-        out.append(r"\s+".join(re.escape(w) for w in re.split(r"\s+", head)) if head.strip() else re.escape(head))
+        lits.append(_WS_RUN.join(re.escape(w) for w in re.split(r"\s+", head)) if head.strip() else re.escape(head))
         if "\n" in stretch:
             break
     if lit < min_literal:
         return None
     first = parts[0].lstrip()
     prefix = r"(?<![\w-])" if first[:1].isalnum() else ""
+    out = [prefix + lits[0]]
+    # a literal's trailing run of blanks: its first blank with the literal (where the
+    # literal occurs first), the rest (``carry``) at the start of the next group
+    carry = ""
+    if len(lits) > 1 and lits[0].endswith(_WS_RUN) and lits[0] != _WS_RUN:
+        out[0], carry = out[0][: -len(_WS_RUN)] + r"\s", r"\s*+"
+    for j in range(1, len(lits)):
+        rx = lits[j]
+        last = j == len(parts) - 1 and not parts[j].strip()
+        nxt = ""
+        if j < len(lits) - 1 and rx.endswith(_WS_RUN) and rx != _WS_RUN:
+            rx, nxt = rx[: -len(_WS_RUN)] + r"\s", r"\s*+"
+        if last:
+            field = "(.*)"
+        elif rx.startswith(_WS_RUN):
+            field = r"((?:.*?\S)??)"  # ends where a run of blanks starts, or is empty
+            if carry:  # empty, between two runs of blanks: two blanks or more in all
+                rx = r"(?:\s+|(?<=\s\s))" + rx[len(_WS_RUN) :]
+        else:
+            field = "(.*?)"
+        out.append(f"(?>{carry}{field}{rx})")
+        carry = nxt
     try:
-        return re.compile(prefix + "".join(out))
+        full = re.compile("".join(out))
+        opening = re.compile(out[0]) if out[0] else None
     except re.error:
         return None
+    return _FormatRx(full, opening)
 
 
 @functools.lru_cache(maxsize=1)

@@ -162,7 +162,9 @@ _DYNAMO_HOST = re.compile(
     r"agent|^VllmWorker has been initialized|\badd_remote_nixl_metadata\b|\bDynamoNixlConnector\b|^Loaded "
     r"nixl metadata from engine"
 )
-_WORDS = re.compile(r"[A-Za-z]{3,}\W+[A-Za-z]{2,}")
+# two words (a message, not a number or a path); from a word's start, its letters taken
+# whole (a line of 8000 letters: one pass, not 8000)
+_WORDS = re.compile(r"(?<![A-Za-z])[A-Za-z]{3,}+\W+[A-Za-z]{2}")
 _GDB_FRAME = re.compile(r"^#\d+\s+(?:0x[0-9a-f]+ in )?\S")
 _MORI = re.compile(
     r"\bmori(?:[_.-]io|io)?\b.*(?:ERROR|WARN|INFO|engine|transfer)|\[MORI\]|\bMoriKV\w+|\bmori/conn\.py|\bmori::io\b|\bControlPlaneServer::\w+|MessageType::RegEndpoint",

@@ -38,7 +38,13 @@ from kvcheck.explain import linedigests
 
 _V = r"(\d+\.\d+\.\d+(?:rc\d+)?(?:\.post\d+)?)"
 EXPLICIT = [
-    ("image tag", re.compile(r"[\w./-]*sglang[\w.-]*:v?" + _V + r"(?![\w.])|[\w./-]*sglang[\w.-]*:v?" + _V + r"-")),
+    # an image reference: the name's last path part holds "sglang", then ":TAG"; read from
+    # the reference's start, each part taken once (no backtracking: a line of 8000
+    # characters of "sglang_" repeats cost one pass, not minutes)
+    (
+        "image tag",
+        re.compile(r"(?<![\w./-])(?>(?:[\w./-]*/)?)(?>[\w.-]*?sglang)[\w.-]*+:v?" + _V + r"(?:(?![\w.])|-)"),
+    ),
     ("version line", re.compile(r"^\s*sglang(?:\[[\w,-]+\])?\s*[:=]=?\s*" + _V + r"\b", re.I)),
     # pip list: the package and its version in columns
     ("pip list", re.compile(r"^\s*sglang(?:\[[\w,-]+\])?\s{2,}" + _V + r"(?:\s|$)")),
@@ -67,7 +73,7 @@ EXPLICIT = [
     (
         "install path",
         re.compile(
-            r"\bsgl(?:ang)?[-_](?:[\w]+[-_])*?venv[-_]"
+            r"\bsgl(?:ang)?[-_](?:(?!venv[-_])[A-Za-z0-9]+[-_])*+venv[-_]"
             + _V
             + r"/|\bsglang-"
             + _V
@@ -78,7 +84,7 @@ EXPLICIT = [
     ),
     ("version field", re.compile(r"[\"']version[\"']\s*:\s*[\"']" + _V + r"[\"']")),
 ]
-DEV_BUILD = re.compile(r"\b0\.0\.0\.dev\d+\+g([0-9a-f]{7,})\b|\bsglang[\w.-]*:(?:nightly|dev)[\w.-]*\b")
+DEV_BUILD = re.compile(r"\b0\.0\.0\.dev\d+\+g([0-9a-f]{7,})\b|\bsglang[\w.-]*+:(?:nightly|dev)[\w.-]*\b")
 SERVER_ARGS = re.compile(r"server_args=ServerArgs\((?P<body>.*)")
 FIELD = re.compile(r"(?:^|, )([a-z_][a-z0-9_]*)=")
 _EXC_LINE = re.compile(r"^(?:[\w]+\.)*[A-Za-z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")

@@ -434,9 +434,11 @@ def attribute_mismatch(
     )
 
 
-# a list indexed by a process's own rank (``config.worker_ports[self.worker_id]``)
+# a list indexed by a process's own rank (``config.worker_ports[self.worker_id]``); the
+# dotted name read from its start, its last part taken whole (no backtracking: a source
+# line of 8000 word characters costs one pass, not minutes)
 _RANK_INDEX = re.compile(
-    r"(?P<list>[\w.]*?(?P<name>\w+))\[\s*(?:self\.)?(?P<idx>worker_id|rank|local_rank|tp_rank|dp_rank|pp_rank"
+    r"(?<![\w.])(?P<list>(?>(?:[\w.]*\.)?)(?P<name>\w++))\[\s*(?:self\.)?(?P<idx>worker_id|rank|local_rank|tp_rank|dp_rank|pp_rank"
     r"|global_rank|device_id|gpu_id|local_gpu_id|node_rank|worker_rank|tp_rank_id)\s*\]"
 )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from kvcheck.explain.catalog import Catalog, Entry
 
@@ -91,6 +91,164 @@ def _scanner(catalog: Catalog) -> _Scanner:
 
 _BLOCK = 1 << 20  # bytes of a log read at a time
 _BATCH = 8192  # lines of an iterable handled at a time
+
+
+# What the first bytes of a log say it is: compressed (read through), UTF-16/32 (a
+# Windows copy: decoded), or binary data (refused).
+_SNIFF = 64 * 1024  # bytes looked at
+_GZIP, _BZIP2, _XZ = b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"
+_REFUSED_MAGIC = (
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed (decompress it first: zstd -d)"),
+    (b"PK\x03\x04", "a zip archive (unpack the log first)"),
+    (b"\x7fELF", "an executable (ELF), not a log"),
+)
+_BOMS = (  # longest first: UTF-32's little-endian mark starts with UTF-16's
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xef\xbb\xbf", "utf-8"),
+)
+# Past this many bytes inflated, a compressed log is refused (a few KB can inflate to TBs);
+# so is one inflating past MAX_INFLATION times its compressed size once past INFLATION_FREE
+# bytes (server logs compress 5-20x; a gzip of blank lines 1000x, and its millions of
+# lines each cost a reading).
+MAX_INFLATED_LOG = 1 << 30
+MAX_INFLATION = 100
+INFLATION_FREE = 1 << 20
+# control bytes a text log does not hold (tab, line ends, form feed, ESC for colours kept)
+_CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+_NUL_RUN = re.compile(rb"\x00{16,}")  # a crash leaves NUL-filled holes in a log file: not binary
+
+
+class _Prefixed:
+    """``head`` (bytes already read), then the rest of ``stream``: a ``read(n)`` source
+    that counts the bytes it gave (``given``)."""
+
+    def __init__(self, head: bytes, stream: BinaryIO):
+        self._head, self._stream = head, stream
+        self.given = 0
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            out = self._head if n < 0 else self._head[:n]
+            self._head = self._head[len(out) :]
+        else:
+            out = self._stream.read(n)
+        self.given += len(out)
+        return out
+
+
+class _Recoded:
+    """A stream in another text encoding (``codec``) read as UTF-8 bytes (bad bytes replaced)."""
+
+    def __init__(self, stream, codec: str):
+        import codecs
+
+        self._stream = stream
+        self._dec = codecs.getincrementaldecoder(codec)("replace")
+        self._done = False
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._done:
+            data = self._stream.read(n if n > 0 else 1 << 20)
+            final = not data
+            text = self._dec.decode(data, final=final)
+            self._done = final
+            if text:
+                return text.encode("utf-8")
+        return b""
+
+
+class _Capped:
+    """A decompressed stream refused past ``MAX_INFLATED_LOG`` bytes (``InputError``)."""
+
+    def __init__(self, stream, source: str, kind: str, raw: _Prefixed):
+        self._stream, self._source, self._kind, self._read, self._raw = stream, source, kind, 0, raw
+
+    def read(self, n: int = -1) -> bytes:
+        from kvcheck.errors import InputError
+
+        try:
+            data = self._stream.read(n)
+        except (OSError, EOFError, ValueError) as exc:  # gzip.BadGzipFile is an OSError
+            raise InputError(f"cannot read the {self._kind} log: {exc}", source=self._source) from None
+        self._read += len(data)
+        if self._read > INFLATION_FREE and self._read > MAX_INFLATION * max(1, self._raw.given):
+            raise InputError(
+                f"the {self._kind} log inflates more than {MAX_INFLATION} times its size ({self._raw.given} bytes to "
+                f"over {self._read}): a compression bomb, or a log of blank lines; decompress it and pass the part "
+                "around the failure",
+                source=self._source,
+            )
+        if self._read > MAX_INFLATED_LOG:
+            raise InputError(
+                f"the {self._kind} log inflates past {MAX_INFLATED_LOG >> 20} MiB; decompress it and pass the part "
+                "around the failure (kvcheck reads a plain log of any size)",
+                source=self._source,
+            )
+        return data
+
+
+def open_log_text(stream: BinaryIO, source: str = "the log", *, _depth: int = 0):
+    """``stream`` (a log as the user gave it) as UTF-8 bytes for ``iter_log_blocks``:
+
+    * gzip, bzip2 and xz logs are read through (``kubectl logs ... | gzip``; refused past
+      ``MAX_INFLATED_LOG`` bytes inflated, or ``MAX_INFLATION`` times the compressed
+      size); zstd, zip and executables are refused;
+    * a UTF-16 or UTF-32 log (a Windows copy: byte-order mark, or UTF-16 without one, its
+      every other byte NUL) is decoded; a UTF-8 byte-order mark is dropped;
+    * binary data (more than 5% of the first 64 KiB control bytes, NUL-filled holes left
+      by a crash not counted) is refused.
+
+    Refusals are ``InputError`` (exit 2) naming ``source``. Returns an object with
+    ``read(n)``."""
+    import bz2
+    import gzip
+    import lzma
+
+    from kvcheck.errors import InputError
+
+    head = b""
+    while len(head) < _SNIFF:
+        chunk = stream.read(_SNIFF - len(head))
+        if not chunk:
+            break
+        head += chunk
+    rest = _Prefixed(head, stream)
+    if _depth == 0:
+        src: Any = rest  # a read(n) source is all the decompressors use
+        inflated: Any = None
+        if head.startswith(_GZIP):
+            inflated, kind = gzip.GzipFile(fileobj=src), "gzip-compressed"
+        elif head.startswith(_XZ):
+            inflated, kind = lzma.LZMAFile(src), "xz-compressed"
+        elif head.startswith(_BZIP2) and head[3:4].isdigit():
+            inflated, kind = bz2.BZ2File(src), "bzip2-compressed"
+        if inflated is not None:
+            return open_log_text(cast(BinaryIO, _Capped(inflated, source, kind, rest)), source, _depth=1)
+    for magic, what in _REFUSED_MAGIC:
+        if head.startswith(magic):
+            raise InputError(f"is {what}; kvcheck explain reads a text log", source=source)
+    for bom, codec in _BOMS:
+        if head.startswith(bom):
+            body = _Prefixed(head[len(bom) :], stream)
+            return body if codec == "utf-8" else _Recoded(body, codec)
+    sample = head[: _SNIFF & ~1]
+    if len(sample) >= 16 and sample.count(0) * 3 >= len(sample):
+        odd, even = sample[1::2].count(0), sample[0::2].count(0)
+        if odd >= 0.9 * (odd + even) and even < len(sample) // 20:
+            return _Recoded(rest, "utf-16-le")
+        if even >= 0.9 * (odd + even) and odd < len(sample) // 20:
+            return _Recoded(rest, "utf-16-be")
+    text = _NUL_RUN.sub(b"", head)
+    if len(text) >= 64 and len(_CONTROL.findall(text)) * 20 > len(text):
+        raise InputError(
+            "is binary data, not a text log (over 5% of its first bytes are control bytes); pass the server's log "
+            "as text",
+            source=source,
+        )
+    return rest
 
 
 def iter_log_blocks(stream: BinaryIO, *, block: int = _BLOCK) -> Iterator[list[str]]:

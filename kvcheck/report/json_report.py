@@ -8,5 +8,9 @@ from kvcheck.report.model import Report
 
 
 def render_json(report: Report) -> str:
-    """``report`` as one JSON object (keys: verdict, plan, findings, sides, kernel, runtime)."""
-    return json.dumps(report.contract(), indent=2)
+    """``report`` as one JSON object (keys: verdict, plan, findings, sides, kernel, runtime);
+    an input's control, escape and bidi characters written as visible text in every value
+    (``escape_values``: ``jq -r`` would otherwise print them back)."""
+    from kvcheck.sources.limits import escape_values
+
+    return json.dumps(escape_values(report.contract()), indent=2)

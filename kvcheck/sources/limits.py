@@ -140,6 +140,35 @@ def escape_stream(text: str) -> str:
     return "".join(out)
 
 
+def escape_values(obj: Any) -> Any:
+    """``obj`` (a JSON-shaped report: dicts, lists, strings...) with ``escape_terminal``
+    applied to every string, keys included: JSON encodes a control character as
+    ``\\u001b``, which a reader (``jq -r``, a CI log viewer) turns back into the escape
+    itself; escaped, a log's OSC 52 clipboard write or bidi override reaches it as the
+    visible text ``\\x1b]52;...``. Iterative; containers are copied, nothing else."""
+    if isinstance(obj, str):
+        return escape_terminal(obj)
+    if not isinstance(obj, (dict, list, tuple)):
+        return obj
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(obj, root, 0)]
+    while stack:
+        node, parent, key = stack.pop()
+        if isinstance(node, dict):
+            out: Any = {}
+            parent[key] = out
+            for k, v in node.items():
+                k2 = escape_terminal(k) if isinstance(k, str) else k
+                stack.append((v, out, k2))
+        elif isinstance(node, (list, tuple)):
+            out = [None] * len(node)
+            parent[key] = out
+            stack.extend((v, out, i) for i, v in enumerate(node))
+        else:
+            parent[key] = escape_terminal(node) if isinstance(node, str) else node
+    return root[0]
+
+
 # --------------------------------------------------------------------------------------
 # Strict JSON (live answers, snapshots)
 # --------------------------------------------------------------------------------------
@@ -439,6 +468,7 @@ __all__ = [
     "StrictJSONError",
     "escape_stream",
     "escape_terminal",
+    "escape_values",
     "strict_json_loads",
     "CAPS",
     "cap",

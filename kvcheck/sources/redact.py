@@ -253,7 +253,12 @@ _SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^
 _KEY_VALUE = re.compile(
     r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s"',;&}\]]+)"""
 )
-_HTTP_CREDENTIAL = re.compile(r"\b(?:[Bb]earer|(?i:authorization):\s*(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})")
+_MAX_REREAD = 16  # values of one line searched again for a KEY=VALUE inside them
+# flags whose value is ``user:password`` (etcdctl, curl, wget)
+_USER_FLAGS = frozenset({"--user", "-u", "--proxy-user", "--http-user", "--basic-auth"})
+_HTTP_CREDENTIAL = re.compile(
+    r"\b(?:[Bb]earer|(?i:authorization)[\s:='\"]*(?:header[\s:='\"]*)?(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})"
+)
 
 
 # Secrets by shape, wherever they stand: the token formats of the services a CI job
@@ -331,11 +336,21 @@ def _scan_text_secrets(text: str, found: set[str]) -> None:
     _shape_secrets(text, found)
     if any(c in text for c in "=:-"):
         for m in _SECRET_FLAG.finditer(text):
+            value = m.group(3).strip("\"'")
             if is_secret_flag(m.group(1)):
-                found.add(m.group(3).strip("\"'"))
-        for m in _KEY_VALUE.finditer(text):
-            if is_secret_key(m.group(1)):
-                found.add(m.group(2).strip("\"'"))
+                found.add(value)
+            elif m.group(1) in _USER_FLAGS and ":" in value:  # etcdctl --user root:PW, curl -u user:PW
+                found.add(value.split(":", 1)[1])
+        # a key's value may itself hold ``KEY=VALUE`` (``RuntimeError: ETCDCTL_PASSWORD=X``,
+        # ``failed: AWS_SESSION_TOKEN=X``): a value not secret that holds a marker word is
+        # searched again, at most _MAX_REREAD times a line (``monkey=monkey=...`` stays linear)
+        pos, reread = 0, 0
+        while (kv := _KEY_VALUE.search(text, pos)) is not None:
+            pos = kv.end()
+            if is_secret_key(kv.group(1)):
+                found.add(kv.group(2).strip("\"'"))
+            elif reread < _MAX_REREAD and _MAY_HOLD_SECRET.search(kv.group(2)) and kv.start(2) > kv.start():
+                pos, reread = kv.start(2), reread + 1
     stripped = text.strip()
     if stripped[:1] in "{[" and stripped[-1:] in "}]":
         try:
