@@ -28,3 +28,30 @@ def test_a_logs_own_server_args_secrets_are_never_printed(tmp_path):
         assert not [s for s in SECRETS if s in proc.stdout + proc.stderr], proc.stdout
     proc = run_cli("explain", "admin_api_key='adm-Pass-7731' KeyError: 'adm-Pass-7731'")
     assert "adm-Pass-7731" not in proc.stdout + proc.stderr
+
+
+def test_a_secret_cut_by_a_clipped_line_leaves_no_prefix(tmp_path):
+    """SGLang 0.5.23 logs ``server_args={...}`` (``_server_args_for_logging``: the resolved
+    dict, ``'api_key': 'X'`` as is). The timeline keeps the first 200 characters of that
+    line: with the key straddling the cut, the clipped prefix was no longer the registered
+    value nor a token shape, and the JSON printed it. A log of our own, the key placed
+    across character 200."""
+    key = "Kv9-decode-api-Secret-77aa41-and-more-of-it"
+    head = (
+        "[2026-01-05 09:00:00] server_args={'model_path': 'Qwen/Qwen3-8B', "
+        "'disaggregation_mode': 'decode', 'disaggregation_transfer_backend': 'nixl', 'page_size': 16, 'api_key': '"
+    )
+    assert len(head) < 200 < len(head) + len(key)
+    log = tmp_path / "decode.log"
+    log.write_text(
+        head + key + "', 'port': 30000}\n"
+        "[2026-01-05 09:01:00 TP0] Decode handshake failed for request rank=0 decode_req.req.rid='r1' "
+        "decode_req.req.bootstrap_room=5 with exception KVTransferError(bootstrap_room=5): "
+        "Failed to get kvcache from prefill instance, it might be dead\n"
+    )
+    for fmt in ("table", "json"):
+        proc = run_cli("explain", "--log", str(log), "-o", fmt)
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout + proc.stderr
+        assert "server_args=" in out or fmt == "table"
+        assert key[:8] not in out, [ln for ln in out.splitlines() if key[:8] in ln]

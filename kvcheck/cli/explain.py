@@ -105,9 +105,10 @@ def explain(
     if message is not None:
         if not message.strip():
             raise KvcheckError("nothing to explain: the message is empty")
-        from kvcheck.sources.redact import register_text_secrets
+        from kvcheck.sources.redact import scrubbed_text_lines
 
-        register_text_secrets(message.splitlines())  # what it marks secret is never printed
+        # what it marks secret is never printed, nor read (a clipped line cannot leak a prefix)
+        message = "\n".join(scrubbed_text_lines(message.splitlines()))
         result = explain_text(message, source="message", sglang_version=sglang_version)
     else:
         # A log is streamed line by line (linear time, bounded memory, long lines cut).
@@ -185,10 +186,10 @@ def explain(
 
 def _registering_secrets(blocks):
     """``blocks`` (lists of a log's lines) as they are, each block's marked secret values
-    registered before it is read (``register_text_secrets``): the log's own ``api_key='X'``,
-    ``--api-key X`` or ``HF_TOKEN=X`` never reaches the output, whichever line quotes it."""
-    from kvcheck.sources.redact import register_text_secrets
+    registered and scrubbed out of the block before it is read (``scrubbed_text_lines``): the
+    log's own ``api_key='X'``, ``--api-key X`` or ``HF_TOKEN=X`` never reaches the output,
+    whichever line quotes it, not even as the prefix left when a reader clips the line."""
+    from kvcheck.sources.redact import scrubbed_text_lines
 
     for block in blocks:
-        register_text_secrets(block)
-        yield block
+        yield scrubbed_text_lines(block)

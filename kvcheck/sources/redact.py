@@ -436,6 +436,22 @@ def register_text_secrets(lines: Iterable[str]) -> None:
         register_secrets(found)
 
 
+def scrubbed_text_lines(lines: list[str]) -> list[str]:
+    """``lines`` of free text (a log block, a pasted message) with their marked secrets
+    registered (``register_text_secrets``) and then scrubbed out of the lines themselves,
+    before anything reads them: a reader that clips a line (a 200-character timeline
+    event) can otherwise cut a registered token to a prefix that the output boundary no
+    longer recognizes, and print that prefix. A line with no secret marker and no
+    registered value is returned as it is (the same cheap test as
+    ``register_text_secrets``)."""
+    register_text_secrets(lines)
+    known = _pattern_for(registered_secrets())
+    return [
+        scrub(line) if _MAY_HOLD_SECRET.search(line) or (known is not None and known.search(line)) else line
+        for line in lines
+    ]
+
+
 def registered_secrets() -> frozenset[str]:
     """The process-wide secret values registered so far."""
     with _LOCK:
