@@ -34,8 +34,8 @@ EPILOG = (
 def explain(
     message: str | None = typer.Argument(
         None,
-        help="The runtime message (e.g. the 'Type: message' line of a traceback). Without it and without --log, "
-        "stdin is read as a log.",
+        help="The runtime message (e.g. the 'Type: message' line of a traceback). '-' or an existing file's path is "
+        "read as --log. Without it and without --log, stdin is read as a log.",
     ),
     log: Path | None = typer.Option(
         None, "--log", "-l", help="A server log to scan: every known message, with counts and first/last line numbers."
@@ -100,6 +100,12 @@ def explain(
         raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
     if (prefill is None) != (decode is None):
         raise KvcheckError("give both --prefill and --decode, or neither", field="--prefill/--decode")
+    if message is not None and log is None and _names_a_log(message):
+        # `cat x.log | kvcheck explain -` and `kvcheck explain x.log`: what the user means is the log,
+        # not the one-word message "-" or "x.log" (said on stderr, so the output stays the log's)
+        if message != "-":
+            typer.echo(f"kvcheck explain: {message} is a file: reading it as --log {message}", err=True)
+        log, message = Path(message), None
     if message is not None and log is not None:
         raise KvcheckError("give a MESSAGE or --log FILE, not both")
     if message is not None:
@@ -182,6 +188,19 @@ def explain(
 
 
 # The exit status already decided when output is being written: a reader that closes
+
+
+def _names_a_log(message: str) -> bool:
+    """Whether the MESSAGE argument is a log rather than a runtime message: ``-`` (standard
+    input, as ``--log -``) or one word that is the path of an existing file."""
+    if message == "-":
+        return True
+    if not message or any(c.isspace() for c in message) or len(message) > 4096:
+        return False
+    try:
+        return Path(message).is_file()
+    except OSError:
+        return False
 
 
 def _registering_secrets(blocks):
