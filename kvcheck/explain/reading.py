@@ -297,7 +297,11 @@ class LogReader:
                 f
                 for f in findings
                 if not (
-                    f.id in ("ucx-signal-generic", "python-segfault-generic")
+                    (
+                        f.id in ("ucx-signal-generic", "python-segfault-generic")
+                        # UCX's own "Caught signal N" line read by its format (the same header)
+                        or (f.id == "ucx-error-log-generic" and "Caught signal" in f.text)
+                    )
                     and any(abs(f.first_line - c.first_line) <= 60 for c in crashes)
                 )
             ]
