@@ -39,7 +39,7 @@ import functools
 import re
 from collections.abc import Callable
 
-from kvcheck.explain.crashes import _NATIVE_ASSERT, NativeAssert, NativeStack
+from kvcheck.explain.crashes import _NATIVE_ASSERT, NativeAssert, NativeStack, killed_line
 from kvcheck.explain.errorlogs import (
     class_line_finding,
     engine_log_finding,
@@ -249,6 +249,10 @@ class GenericReader:
                 self._add(got)
         if self.node.armed or "evice" in line or "locked" in line or "ulimit" in line:
             got = self.node.feed(lineno, line)
+            if got is not None:
+                self._add(got)
+        if ("Kill" in line or "OOM" in line) and len(self.found) < 200:
+            got = killed_line(lineno, line)
             if got is not None:
                 self._add(got)
         if "dma" in line and not self._dmabuf and _DMABUF_ON.search(line):

@@ -302,6 +302,8 @@ ENGINE_LABEL = {
     "sglang-router": "SGLang router",
     "vllm-omni": "vLLM-Omni",
     "xllm": "xLLM",
+    "os": "the operating system",
+    "rdma": "RDMA",
 }
 
 
