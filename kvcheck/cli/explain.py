@@ -44,10 +44,13 @@ def explain(
         None,
         "--prefill",
         "-p",
-        help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the "
-        "message.",
+        metavar="FILE|URL",
+        help="Prefill server args, as preflight -p reads them (a --config YAML, a command-line file, JSON args, "
+        "or a live server URL): run the preflight and point to the finding that causes the message.",
     ),
-    decode: str | None = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
+    decode: str | None = typer.Option(
+        None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."
+    ),
     model_config: PairModelConfig = None,
     format: str = typer.Option(
         "table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."
