@@ -76,8 +76,9 @@ def explain(
     prefill_sglang_version: PrefillSglangVersion = None,
     decode_sglang_version: DecodeSglangVersion = None,
 ) -> None:
-    """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what
-    you see, the fix, and the preflight check that predicts it."""
+    """Explain a PD/KV-transfer failure from a pasted message or a whole log (SGLang up to 0.5.23, over NIXL or
+    Mooncake, UCX/NIXL crashes; other engines' lines are named as theirs): the first cause and what followed, what it
+    means per the runtime's code, the fix, and the preflight check that predicts it."""
     import json as _json
 
     from kvcheck.explain import attach_preflight, explain_text
