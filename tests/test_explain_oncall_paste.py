@@ -112,3 +112,22 @@ def test_a_ucx_backtrace_without_symbols_names_the_progress_thread_crash():
     )
     ids, first = _ids(_explain("-", "-o", "json", stdin=other))
     assert first == "native-crash-generic" and "ucx-error-log-generic" not in ids, ids
+
+
+def test_one_text_under_two_field_names_fits_the_releases_of_both():
+    """SGLang 0.5.23's try_ensure_parallel_info formats "KV cache dtype mismatch: prefill
+    server has kv_cache_dtype={...}, but decode server has kv_cache_dtype={...}. Both
+    servers must use the same --kv-cache-dtype value." from ``self.kv_cache_dtype_str``;
+    earlier releases from ``self.kv_cache_dtype``. The printed text is the same, so a line
+    of 0.5.23 was narrowed to 0.5.10 .. 0.5.16 (the other row) and explained against 0.5.16."""
+    from kvcheck.explain.formats import load_formats
+
+    text = (
+        "KV cache dtype mismatch: prefill server has kv_cache_dtype=fp8_e4m3, but decode server has "
+        "kv_cache_dtype=auto. Both servers must use the same --kv-cache-dtype value."
+    )
+    got = load_formats().match(text)
+    assert got is not None and got.function == "CommonKVManager.try_ensure_parallel_info"
+    assert {"0.5.10", "0.5.16", "0.5.23"} <= set(got.releases)
+    proc = _explain("-", "-o", "json", stdin="RuntimeError: " + text + "\n")
+    assert json.loads(proc.stdout)["release"] == "0.5.23"
