@@ -131,3 +131,17 @@ def test_one_text_under_two_field_names_fits_the_releases_of_both():
     assert {"0.5.10", "0.5.16", "0.5.23"} <= set(got.releases)
     proc = _explain("-", "-o", "json", stdin="RuntimeError: " + text + "\n")
     assert json.loads(proc.stdout)["release"] == "0.5.23"
+
+
+def test_mooncake_registration_failure_names_no_side_the_log_does_not_show():
+    """SGLang 0.5.23's MooncakeKVManager.__init__ registers the KV buffers
+    (register_buffer_to_engine) before it branches on the disaggregation mode: prefill and
+    decode both register, so a bare transfer-engine line was wrongly said to be the
+    prefill's. A pod name that says decode still places it."""
+    line = "E1206 14:30:02.118822 44102 rdma_transport.cpp:392] Failed to register memory 0x7f2c00000000: Bad address [14]\n"
+    first = json.loads(_explain("-", "-o", "json", stdin=line).stdout)["report"]["first_cause"]
+    assert (first["id"], first["process"], first["phase"]) == ("mooncake-gpu-memory-registration", "", "startup")
+    pod = "[pod/llama-decode-0/sglang] "
+    log = pod + "[2026-12-06 14:30:00 TP0] Load weight end. type=LlamaForCausalLM\n" + pod + line
+    first = json.loads(_explain("-", "-o", "json", stdin=log).stdout)["report"]["first_cause"]
+    assert (first["id"], first["process"]) == ("mooncake-gpu-memory-registration", "decode")
