@@ -145,3 +145,9 @@ def test_mooncake_registration_failure_names_no_side_the_log_does_not_show():
     log = pod + "[2026-12-06 14:30:00 TP0] Load weight end. type=LlamaForCausalLM\n" + pod + line
     first = json.loads(_explain("-", "-o", "json", stdin=log).stdout)["report"]["first_cause"]
     assert (first["id"], first["process"]) == ("mooncake-gpu-memory-registration", "decode")
+
+
+def test_json_spelled_as_other_tools_spell_it_names_the_option():
+    """``--json`` was click's bare "No such option: --json"; it is exit 2 naming -o json."""
+    proc = _explain("--json", "-", stdin=PAGE_LOG)
+    assert proc.returncode == 2 and "use -o json" in proc.stderr and proc.stdout == ""
