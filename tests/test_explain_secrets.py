@@ -55,3 +55,14 @@ def test_a_secret_cut_by_a_clipped_line_leaves_no_prefix(tmp_path):
         out = proc.stdout + proc.stderr
         assert "server_args=" in out or fmt == "table"
         assert key[:8] not in out, [ln for ln in out.splitlines() if key[:8] in ln]
+
+
+def test_an_exceptions_name_is_no_secret_named_key():
+    """``KeyError: 'kv_args_key'`` (a traceback's last line) read as the field ``KeyError``
+    holding a secret: the key a lookup missed printed as <redacted>, and, since a log's
+    lines are scrubbed before they are read, no rule could see it either. A token in an
+    exception's message is still a token."""
+    proc = run_cli("explain", "KeyError: 'kv_args_key'")
+    assert "kv_args_key" in proc.stdout, proc.stdout
+    proc = run_cli("explain", "PermissionError: token hf_AbCdEfGhIjKlMnOpQrStUv0123 rejected", "-o", "json")
+    assert "hf_AbCdEfGhIjKlMnOpQrStUv0123" not in proc.stdout + proc.stderr

@@ -253,6 +253,8 @@ _SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^
 _KEY_VALUE = re.compile(
     r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s"',;&}\]]+)"""
 )
+# a Python exception's class name, as a traceback's last line starts with it
+_EXCEPTION_NAME = re.compile(r"^[A-Z]\w*(?:Error|Exception|Warning)$")
 _HTTP_CREDENTIAL = re.compile(r"\b(?:[Bb]earer|(?i:authorization):\s*(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})")
 
 
@@ -334,7 +336,9 @@ def _scan_text_secrets(text: str, found: set[str]) -> None:
             if is_secret_flag(m.group(1)):
                 found.add(m.group(3).strip("\"'"))
         for m in _KEY_VALUE.finditer(text):
-            if is_secret_key(m.group(1)):
+            # ``KeyError: 'kv_args'`` / ``TokenizerError: ...``: an exception's name and its
+            # message, no secret-named field (a token in the message is still a token shape)
+            if is_secret_key(m.group(1)) and not _EXCEPTION_NAME.search(m.group(1)):
                 found.add(m.group(2).strip("\"'"))
     stripped = text.strip()
     if stripped[:1] in "{[" and stripped[-1:] in "}]":
