@@ -73,6 +73,9 @@ class Signature(BaseModel):
     within: int = 60
     suppresses: list[str] = Field(default_factory=list)
     phase: Phase = "any"
+    # what fails runs in any phase (a progress thread arming its worker): ``phase`` is the
+    # one the threads saw, and a log that still shows the start-up says start-up
+    phase_log: bool = False
     process: str = ""
     role: Literal["cause", "consequence"] = "cause"
     cause: str
