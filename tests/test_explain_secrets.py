@@ -66,3 +66,20 @@ def test_an_exceptions_name_is_no_secret_named_key():
     assert "kv_args_key" in proc.stdout, proc.stdout
     proc = run_cli("explain", "PermissionError: token hf_AbCdEfGhIjKlMnOpQrStUv0123 rejected", "-o", "json")
     assert "hf_AbCdEfGhIjKlMnOpQrStUv0123" not in proc.stdout + proc.stderr
+
+
+def test_a_count_under_a_token_name_is_no_secret(tmp_path):
+    """SGLang's decode prints ``Decode batch. #running-req: N, #token: N, ...``: the count
+    under ``#token`` was registered as a secret, and every occurrence of its digits was
+    scrubbed, the room id of the failure below included. A number is a secret only under a
+    password/secret/api-key name, as for a structured value."""
+    log = tmp_path / "decode.log"
+    log.write_text(
+        "[2026-01-05 09:00:00 TP0] Decode batch. #running-req: 31, #token: 88421, token usage: 0.42, "
+        "gen throughput (token/s): 2043.11, #queue-req: 0\n"
+        "[2026-01-05 09:00:01 TP0] NIXL transport error for room 8842113377: NIXL_ERR_REMOTE_DISCONNECT\n"
+    )
+    proc = run_cli("explain", "--log", str(log), "-o", "json")
+    assert proc.returncode == 0 and "8842113377" in proc.stdout and "<redacted>" not in proc.stdout
+    proc = run_cli("explain", "password: 123456 KeyError: 'x'")
+    assert "123456" not in proc.stdout + proc.stderr

@@ -253,6 +253,8 @@ _SECRET_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z0-9][A-Za-z0-9_-]*)(=|\s+)(\"[^
 _KEY_VALUE = re.compile(
     r"""(?<![A-Za-z0-9_-])([A-Za-z_][A-Za-z0-9_.-]*)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s"',;&}\]]+)"""
 )
+# an unquoted number (a count, a size, a ratio)
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # a Python exception's class name, as a traceback's last line starts with it
 _EXCEPTION_NAME = re.compile(r"^[A-Z]\w*(?:Error|Exception|Warning)$")
 _HTTP_CREDENTIAL = re.compile(r"\b(?:[Bb]earer|(?i:authorization):\s*(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})")
@@ -338,7 +340,14 @@ def _scan_text_secrets(text: str, found: set[str]) -> None:
         for m in _KEY_VALUE.finditer(text):
             # ``KeyError: 'kv_args'`` / ``TokenizerError: ...``: an exception's name and its
             # message, no secret-named field (a token in the message is still a token shape)
-            if is_secret_key(m.group(1)) and not _EXCEPTION_NAME.search(m.group(1)):
+            # an unquoted number is a secret only under a password/secret/api-key name, as in a
+            # structured value (``_is_secret_item``): SGLang's "Decode batch. ... #token: 40213"
+            # is a count, and registering it scrubbed every "40213" of the log (room ids, ports)
+            if (
+                is_secret_key(m.group(1))
+                and not _EXCEPTION_NAME.search(m.group(1))
+                and (not _NUMBER.fullmatch(m.group(2)) or _numeric_secret_key(m.group(1)))
+            ):
                 found.add(m.group(2).strip("\"'"))
     stripped = text.strip()
     if stripped[:1] in "{[" and stripped[-1:] in "}]":
@@ -445,15 +454,14 @@ def scrubbed_text_lines(lines: list[str]) -> list[str]:
     registered (``register_text_secrets``) and then scrubbed out of the lines themselves,
     before anything reads them: a reader that clips a line (a 200-character timeline
     event) can otherwise cut a registered token to a prefix that the output boundary no
-    longer recognizes, and print that prefix. A line with no secret marker and no
-    registered value is returned as it is (the same cheap test as
-    ``register_text_secrets``)."""
+    longer recognizes, and print that prefix. Only a line holding a registered value is
+    rewritten (every secret a line marks was registered from it just before): the rest
+    are returned as they are, at the cost of one search of the registry per line."""
     register_text_secrets(lines)
     known = _pattern_for(registered_secrets())
-    return [
-        scrub(line) if _MAY_HOLD_SECRET.search(line) or (known is not None and known.search(line)) else line
-        for line in lines
-    ]
+    if known is None:
+        return lines
+    return [scrub(line) if known.search(line) else line for line in lines]
 
 
 def registered_secrets() -> frozenset[str]:
