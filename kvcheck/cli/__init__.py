@@ -46,6 +46,10 @@ def _command_of(argv: list[str]) -> str | None:
     return next((tok for tok in argv if not tok.startswith("-")), None)
 
 
+# the commands whose -o/--format writes JSON
+_JSON_BY_FORMAT = frozenset({"preflight", "explain", "fabric"})
+
+
 def main() -> None:
     """Entry point: run the app, turning every error into one line and an exit status.
 
@@ -76,6 +80,11 @@ def main() -> None:
         from kvcheck.cli.root import COMMANDS, make_app
 
         command = _command_of(argv)
+        if command in _JSON_BY_FORMAT and "--json" in argv[: argv.index("--") if "--" in argv else len(argv)]:
+            # the spelling other tools use: said with the one kvcheck takes (click would say only
+            # "No such option: --json")
+            say_error(f"kvcheck {command}: error: no option --json: use -o json (--format json)")
+            sys.exit(EXIT_INPUT)
         application = make_app(only=command) if command in COMMANDS else make_app()
         application(standalone_mode=True)
     except KvcheckError as exc:

@@ -34,8 +34,8 @@ EPILOG = (
 def explain(
     message: str | None = typer.Argument(
         None,
-        help="The runtime message (e.g. the 'Type: message' line of a traceback). Without it and without --log, "
-        "stdin is read as a log.",
+        help="The runtime message (e.g. the 'Type: message' line of a traceback). '-' or an existing file's path is "
+        "read as --log. Without it and without --log, stdin is read as a log.",
     ),
     log: Path | None = typer.Option(
         None, "--log", "-l", help="A server log to scan: every known message, with counts and first/last line numbers."
@@ -44,10 +44,13 @@ def explain(
         None,
         "--prefill",
         "-p",
-        help="Prefill server args (as for preflight): run the preflight and point to the finding that causes the "
-        "message.",
+        metavar="FILE|URL",
+        help="Prefill server args, as preflight -p reads them (a --config YAML, a command-line file, JSON args, "
+        "or a live server URL): run the preflight and point to the finding that causes the message.",
     ),
-    decode: str | None = typer.Option(None, "--decode", "-d", help="Decode server args (as for preflight)."),
+    decode: str | None = typer.Option(
+        None, "--decode", "-d", metavar="FILE|URL", help="Decode server args, in any of the same forms."
+    ),
     model_config: PairModelConfig = None,
     format: str = typer.Option(
         "table", "--format", "-o", metavar="table|json", help="Output: table (for people) or json (as preflight's -o)."
@@ -73,8 +76,9 @@ def explain(
     prefill_sglang_version: PrefillSglangVersion = None,
     decode_sglang_version: DecodeSglangVersion = None,
 ) -> None:
-    """Explain a SGLang 0.5.23 PD/NIXL error or warning: what it means per the runtime's code, what triggers it, what
-    you see, the fix, and the preflight check that predicts it."""
+    """Explain a PD/KV-transfer failure from a pasted message or a whole log (SGLang up to 0.5.23, over NIXL or
+    Mooncake, UCX/NIXL crashes; other engines' lines are named as theirs): the first cause and what followed, what it
+    means per the runtime's code, the fix, and the preflight check that predicts it."""
     import json as _json
 
     from kvcheck.explain import attach_preflight, explain_text
@@ -100,14 +104,21 @@ def explain(
         raise KvcheckError(f"unknown format {format!r}; choose table or json", field="--format")
     if (prefill is None) != (decode is None):
         raise KvcheckError("give both --prefill and --decode, or neither", field="--prefill/--decode")
+    if message is not None and log is None and _names_a_log(message):
+        # `cat x.log | kvcheck explain -` and `kvcheck explain x.log`: what the user means is the log,
+        # not the one-word message "-" or "x.log" (said on stderr, so the output stays the log's)
+        if message != "-":
+            typer.echo(f"kvcheck explain: {message} is a file: reading it as --log {message}", err=True)
+        log, message = Path(message), None
     if message is not None and log is not None:
         raise KvcheckError("give a MESSAGE or --log FILE, not both")
     if message is not None:
         if not message.strip():
             raise KvcheckError("nothing to explain: the message is empty")
-        from kvcheck.sources.redact import register_text_secrets
+        from kvcheck.sources.redact import scrubbed_text_lines
 
-        register_text_secrets(message.splitlines())  # what it marks secret is never printed
+        # what it marks secret is never printed, nor read (a clipped line cannot leak a prefix)
+        message = "\n".join(scrubbed_text_lines(message.splitlines()))
         result = explain_text(message, source="message", sglang_version=sglang_version)
     else:
         # A log is streamed line by line (linear time, bounded memory, long lines cut).
@@ -191,15 +202,28 @@ def explain(
 # The exit status already decided when output is being written: a reader that closes
 
 
+def _names_a_log(message: str) -> bool:
+    """Whether the MESSAGE argument is a log rather than a runtime message: ``-`` (standard
+    input, as ``--log -``) or one word that is the path of an existing file."""
+    if message == "-":
+        return True
+    if not message or any(c.isspace() for c in message) or len(message) > 4096:
+        return False
+    try:
+        return Path(message).is_file()
+    except OSError:
+        return False
+
+
 def _registering_secrets(blocks):
     """``blocks`` (lists of a log's lines) as they are, each block's marked secret values
-    registered before it is read (``register_text_secrets``): the log's own ``api_key='X'``,
-    ``--api-key X`` or ``HF_TOKEN=X`` never reaches the output, whichever line quotes it."""
-    from kvcheck.sources.redact import register_text_secrets
+    registered and scrubbed out of the block before it is read (``scrubbed_text_lines``): the
+    log's own ``api_key='X'``, ``--api-key X`` or ``HF_TOKEN=X`` never reaches the output,
+    whichever line quotes it, not even as the prefix left when a reader clips the line."""
+    from kvcheck.sources.redact import scrubbed_text_lines
 
     for block in blocks:
-        register_text_secrets(block)
-        yield block
+        yield scrubbed_text_lines(block)
 
 
 class _Progress:

@@ -25,7 +25,8 @@ COMMANDS: dict[str, tuple[str, str, str | None]] = {
 
 EXIT_STATUS = (
     "Exit status: 0 pass (warnings allowed), 1 fail, 2 bad input or usage, 3 a live source "
-    "could not be reached in time, 4 unchecked (a pair kvcheck cannot decide; 0 with --allow-unchecked)."
+    "could not be reached in time, 4 unchecked (a pair kvcheck cannot decide; 0 with --allow-unchecked). "
+    "explain: 0 something was explained, 1 nothing was, 2 bad input (kvcheck explain --help)."
 )
 
 

@@ -41,10 +41,9 @@ def side_instance(spec: str, role: Role, load_live: Any, variables: Any = None) 
         return _prebuilt(spec, role, load_live(spec, role))
     path = Path(spec)
     if not path.exists():
-        from kvcheck.sources.limits import clip
+        from kvcheck.sources.limits import clip, spec_hint
 
-        hint = " (a live server is http://HOST:PORT)" if "://" in spec or ":" in spec else ""
-        raise InputError(f"file not found{hint}", source=clip(spec))
+        raise InputError(f"file not found{spec_hint(spec)}", source=clip(spec))
     if path.is_dir():
         raise InputError("is a directory, expected a file", source=spec)
     if path.suffix.lower() == ".json":

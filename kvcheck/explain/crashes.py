@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from kvcheck.explain.native import _engine_of_native
-from kvcheck.explain.rulebase import GenericFinding, engine_of_module, rules
+from kvcheck.explain.rulebase import GenericFinding, demangle_names, engine_of_module, rules
 
 _NATIVE_ASSERT = re.compile(
     r"Assertion failed: (?P<expr>.+?) \((?P<file>[\w./\\-]+\.(?:cpp|cc|cu|h|hpp)):(?P<ln>\d+)\)"
@@ -66,6 +66,8 @@ class NativeStack:
 
     def feed(self, lineno: int, s: str) -> GenericFinding | None:
         done = None
+        if "_Z" in s:  # a frame printed without symbol resolution: its mangled C++ name
+            s = demangle_names(s)
         h = (
             _CRASH_HEAD.search(s)
             if (
@@ -230,3 +232,68 @@ class NativeAssert:
         """The assertion still pending at the end of the log."""
         got, self.pending = self.pending, None
         return [got[0]] if got is not None else []
+
+
+# ---------------------------------------------------------------- SIGKILL
+# what reports that a process was ended by SIGKILL: a shell's job report (``Killed``, or
+# bash's ``run.sh: line 3: 4242 Killed   python3 -m sglang.launch_server ...``), the
+# kernel's OOM killer (``Out of memory: Killed process 4242 (python3)``), Kubernetes'
+# container state (``Reason: OOMKilled``)
+_KILLED = re.compile(
+    r"^\s*(?:[^:\n]*: line \d+: +\d+ +)?Killed\b(?!\s+process)(?P<cmd>.*)$"
+    r"|Out of memory: Kill(?:ed)? process (?P<pid>\d+)(?: \((?P<comm>[^)]*)\))?"
+    r"|\b(?:Reason|reason)\W+OOMKilled\b|\bOOMKilled\b"
+)
+
+
+def killed_line(lineno: int, s: str) -> GenericFinding | None:
+    """A report that a process was killed with SIGKILL (``_KILLED``), as a finding: the
+    signal names no cause of its own, so the finding says who sends it to an SGLang
+    server and how to tell them apart. One of SGLang's own: a failed scheduler or
+    detokenizer child sends SIGQUIT to the launcher, whose handler
+    (``launch_phase_sigquit_handler`` in ``srt/entrypoints/engine.py``, sglang 0.5.23)
+    calls ``kill_process_tree`` (``srt/utils/common.py``): SIGKILL to every child, then
+    to itself, so the shell prints ``Killed`` right after the child's traceback."""
+    m = _KILLED.search(s)
+    if m is None:
+        return None
+    oom = "OOMKilled" in s or m.group("pid") is not None
+    what = "the kernel's OOM killer" if oom else "SIGKILL"
+    return GenericFinding(
+        id="process-oom-killed" if oom else "process-killed",
+        title=(
+            "the process was killed by the kernel's OOM killer (out of memory)"
+            if oom
+            else "the process was killed with SIGKILL (the shell's 'Killed')"
+        ),
+        engine="os",
+        line=lineno,
+        component="process exit (signal)",
+        text=s.strip()[:300],
+        cause=(
+            "The kernel ended the process for lack of memory: the node's, or the container's memory limit "
+            "(cgroup), was exhausted. KV transfer did not cause it by itself; host memory grows with the "
+            "model load, pinned buffers and the host KV cache (--hicache-size / --hicache-ratio)."
+            if oom
+            else f"The process was ended by {what}, which no Python code can catch, so it prints no error of its "
+            "own. It comes from outside the process: the kernel's OOM killer (host or container memory), a "
+            "supervisor (Kubernetes after a failed liveness probe or on eviction, Slurm at the time limit), "
+            "or SGLang's own teardown: a failed scheduler or detokenizer child sends SIGQUIT to the launcher, "
+            "which logs 'Received sigquit from a child process' and SIGKILLs the process tree, itself last "
+            "(launch_phase_sigquit_handler -> kill_process_tree, sglang 0.5.23)."
+        ),
+        checks=[
+            "the lines just before it: a 'Scheduler hit an exception' traceback or 'Received sigquit from a child "
+            "process' means SGLang tore itself down (explain that traceback instead)",
+            "dmesg -T | grep -i -E 'out of memory|oom-kill'   # on the node, at that time",
+            "kubectl describe pod POD | grep -A4 'Last State'   # Reason: OOMKilled / Exit Code: 137",
+        ],
+        fix=(
+            "Give the server more memory (the container's memory limit, or fewer processes per node), or lower "
+            "its host memory use (--hicache-size / --hicache-ratio, fewer pinned buffers)."
+            if oom
+            else "Find who sent it with the checks above: fix the child's traceback if SGLang tore itself down; "
+            "raise the memory limit if the OOM killer did; lengthen the probe's timeout if Kubernetes did "
+            "(model loading takes minutes)."
+        ),
+    )

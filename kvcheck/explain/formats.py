@@ -307,6 +307,7 @@ class FormatIndex:
             if len(cands) >= _MAX_CANDIDATES:
                 break
         best: tuple[tuple[bool, bool, int, int], int, re.Match[str]] | None = None
+        matched: list[tuple[tuple[bool, bool, int], int]] = []  # every format the text fits, by rank
         for i in cands:
             rx = self._regex(i)
             if rx is None:
@@ -320,6 +321,7 @@ class FormatIndex:
             same = bool(file) and self.modules[f[3]].rsplit("/", 1)[-1] == file
             lvl = bool(level) and self.kinds[f[2]] == "log:" + level
             rank = (same, lvl, sum(len(p) for p in f[0]), sum(b - a + 1 for a, b in f[6]))
+            matched.append((rank[:3], i))
             if best is None or rank > best[0]:
                 best = (rank, i, m)
         truncated = False
@@ -337,6 +339,11 @@ class FormatIndex:
                 got, skip = ((cut[0], cut[1], cut[2]), [cut[1]]), cut[3]
             (best, fits), truncated = got, True
         (same, _lvl, lit, _), i, m = best
+        if not fits:
+            # formats that fit the text as well as the best (the same literals, one release
+            # naming a field ``kv_cache_dtype``, the next ``kv_cache_dtype_str``): the text
+            # cannot tell them apart, so its releases are theirs together
+            fits = [j for r, j in matched if r == best[0][:3] and self.formats[j][0] == self.formats[i][0]]
         f = self.formats[i]
         names = f[1][skip:]
         values: dict[str, str] = {}

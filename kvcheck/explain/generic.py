@@ -39,7 +39,7 @@ import functools
 import re
 from collections.abc import Callable
 
-from kvcheck.explain.crashes import _NATIVE_ASSERT, NativeAssert, NativeStack
+from kvcheck.explain.crashes import _NATIVE_ASSERT, NativeAssert, NativeStack, killed_line
 from kvcheck.explain.errorlogs import (
     class_line_finding,
     engine_log_finding,
@@ -251,6 +251,10 @@ class GenericReader:
             got = self.node.feed(lineno, line)
             if got is not None:
                 self._add(got)
+        if ("Kill" in line or "OOM" in line) and len(self.found) < 200:
+            got = killed_line(lineno, line)
+            if got is not None:
+                self._add(got)
         if "dma" in line and not self._dmabuf and _DMABUF_ON.search(line):
             self._dmabuf = lineno
         if self._lone is not None:
@@ -406,8 +410,15 @@ class GenericReader:
             component=name,
             text=text[:300],
             role="warning" if warning else "cause",
-            cause=f"{name}'s own {'warning' if warning else 'error'} line: {text[:240]}. kvcheck has no message "
-            f"formats for {name} (it reads SGLang's, vLLM's, vLLM-Ascend's, LMCache's, Dynamo's Python workers', "
+            cause=f"{name}'s own {'warning' if warning else 'error'} line: {text[:240]}. "
+            + (
+                # kvcheck reads Dynamo's Python workers' formats: say so, not "no formats for Dynamo"
+                "kvcheck has no message formats for Dynamo's Rust runtime, and none of its Python workers' formats "
+                "matches this line"
+                if engine == "dynamo"
+                else f"kvcheck has no message formats for {name}"
+            )
+            + " (it reads SGLang's, vLLM's, vLLM-Ascend's, LMCache's, Dynamo's Python workers', "
             "NIXL's, UCX's and Mooncake's): the line's words are all it says"
             + (" (a warning: the cause only where the log shows no error)." if warning else "."),
             checks=[f"{name}'s documentation/issues for this text, and its release"],

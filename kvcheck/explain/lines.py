@@ -58,6 +58,7 @@ ENGINE_NAMES = {
     "xllm": "xLLM",
     "python": "Python runtime (crash dump)",
     "native": "native crash dump",
+    "os": "operating system (a signal, the OOM killer)",
 }
 # what kvcheck can say about each engine's lines
 SUPPORT = {

@@ -242,6 +242,7 @@ class LogReader:
                     "signature",
                     h,
                     s.phase,
+                    anytime=s.phase_log,
                     id=s.id,
                     title=s.title,
                     engine=s.engine,
@@ -297,7 +298,11 @@ class LogReader:
                 f
                 for f in findings
                 if not (
-                    f.id in ("ucx-signal-generic", "python-segfault-generic")
+                    (
+                        f.id in ("ucx-signal-generic", "python-segfault-generic")
+                        # UCX's own "Caught signal N" line read by its format (the same header)
+                        or (f.id == "ucx-error-log-generic" and "Caught signal" in f.text)
+                    )
                     and any(abs(f.first_line - c.first_line) <= 60 for c in crashes)
                 )
             ]
@@ -380,11 +385,14 @@ class LogReader:
             same[(g.id, g.cause[:80])] = out[-1]
         return out
 
-    def _finding(self, kind: str, at: Any, default_phase: str, **fields: Any) -> Finding:
+    def _finding(self, kind: str, at: Any, default_phase: str, anytime: bool = False, **fields: Any) -> Finding:
         """A ``Finding`` of ``kind`` located where ``at`` (a catalog ``Hit``, a
         ``SignatureHit`` or an ``_At``) says, in the phase the log shows there (else
-        ``default_phase``, the message's own)."""
-        phase, src = self._phase(at.first_line, default_phase, at.values.get("phase_log") == "1", at.last_line)
+        ``default_phase``, the message's own); ``anytime``: what failed runs in any phase
+        (``_phase``)."""
+        phase, src = self._phase(
+            at.first_line, default_phase, anytime or at.values.get("phase_log") == "1", at.last_line
+        )
         return Finding(
             kind=kind,
             phase=phase,

@@ -51,12 +51,15 @@ def render_explanation(explanation: Explanation, catalog: Catalog | None = None)
         lines.append("")
     if not explanation.recognized:
         lines.append(
-            f"not recognized: no {catalog.runtime} PD/NIXL message from kvcheck's catalog ({len(catalog.entries)} "
-            f"messages) was found in the {explanation.source}."
+            f"not recognized: nothing in the {explanation.source} matched a message of kvcheck's catalog "
+            f"({catalog.runtime}, {len(catalog.entries)} messages), a known failure signature or a general rule."
         )
         lines.append(
-            "  Paste the exception line ('Type: message') or pass the whole log with --log FILE; 'kvcheck explain "
-            "--list' shows what is known."
+            "  Pass the whole log, from before the failure (the first error is often far above the last lines), "
+            "and the peer's log too; 'kvcheck explain --list' shows what is known."
+            if str(explanation.source).startswith("log ")
+            else "  Paste the exception line ('Type: message') or pass the whole log with --log FILE (or pipe it: "
+            "... | kvcheck explain -); 'kvcheck explain --list' shows what is known."
         )
         return "\n".join(lines)
     # the catalog restates one release's code; the release the text is explained against
@@ -302,6 +305,8 @@ ENGINE_LABEL = {
     "sglang-router": "SGLang router",
     "vllm-omni": "vLLM-Omni",
     "xllm": "xLLM",
+    "os": "the operating system",
+    "rdma": "RDMA",
 }
 
 

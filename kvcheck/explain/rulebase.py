@@ -79,6 +79,61 @@ class GenericFinding:
     phase_log: bool = False
 
 
+# an Itanium C++ ABI mangled name as glibc's backtrace_symbols prints a frame without
+# symbol resolution (UCX's "==== backtrace" without BFD): ``_ZN19nixlUcxSharedThread3runEv``
+_MANGLED = re.compile(r"\b_Z(?:N[KVR]*(?:St)?(?:\d+\w+?)+(?:C[123]|D[012])?E|\d+\w+?)\w*")
+_MANGLED_PART = re.compile(r"(\d+)")
+
+
+def demangle_names(text: str) -> str:
+    """``text`` with the plain mangled C++ names in it written as their qualified names
+    (``_ZN19nixlUcxSharedThread3runEv`` -> ``nixlUcxSharedThread::run``,
+    ``_ZNK13nixlUcxWorker3armEv`` -> ``nixlUcxWorker::arm``, ``_ZN4ucxx6WorkerC2Ev`` ->
+    ``ucxx::Worker::Worker``): the names the signatures and crash places are written in,
+    as a backtrace with symbol resolution prints them. Only nested names of source
+    identifiers (the Itanium ABI's ``<length><identifier>`` parts, a leading ``St`` as
+    ``std``, a constructor or destructor at the end) are rewritten; the parameter types
+    are dropped; a name with templates or substitutions is left as it is."""
+    if "_Z" not in text:
+        return text
+    return _MANGLED.sub(_demangle_one, text)
+
+
+def _demangle_one(m: re.Match) -> str:
+    name = m.group(0)
+    nested = name.startswith("_ZN")
+    i = 3 if nested else 2
+    while nested and i < len(name) and name[i] in "KVR":
+        i += 1
+    parts: list[str] = []
+    if nested and name.startswith("St", i):
+        parts.append("std")
+        i += 2
+    while i < len(name) and name[i].isdigit():
+        n = _MANGLED_PART.match(name, i)
+        if n is None:
+            break
+        size, i = int(n.group(1)), n.end()
+        if size <= 0 or i + size > len(name):
+            return name
+        parts.append(name[i : i + size])
+        i += size
+        if not nested:
+            break
+    if not parts:
+        return name
+    if nested:
+        if name.startswith(("C1", "C2", "C3"), i):
+            parts.append(parts[-1])
+            i += 2
+        elif name.startswith(("D0", "D1", "D2"), i):
+            parts.append("~" + parts[-1])
+            i += 2
+        if not name.startswith("E", i):
+            return name  # templates, substitutions: not read here
+    return "::".join(parts)
+
+
 def engine_of_module(path: str) -> str:
     p = path.replace("\\", "/")
     if not p.startswith("/"):  # a path pasted relative to site-packages: ``sglang/srt/...``

@@ -35,6 +35,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from kvcheck.explain.rulebase import demangle_names
+
 Phase = Literal[
     "startup",
     "first-request",
@@ -71,6 +73,9 @@ class Signature(BaseModel):
     within: int = 60
     suppresses: list[str] = Field(default_factory=list)
     phase: Phase = "any"
+    # what fails runs in any phase (a progress thread arming its worker): ``phase`` is the
+    # one the threads saw, and a log that still shows the start-up says start-up
+    phase_log: bool = False
     process: str = ""
     role: Literal["cause", "consequence"] = "cause"
     cause: str
@@ -161,6 +166,8 @@ class SignatureScanner:
 
     def feed(self, lineno: int, line: str, process: str = "", host: str = "") -> list[str]:
         """Test one line; returns the ids of signatures completed on it."""
+        if "_Z" in line:  # a backtrace frame's mangled C++ name, as the patterns write it
+            line = demangle_names(line)
         if _BULK.match(line) or self.prefilter.search(line) is None:
             return []
         touched: set[int] = set()

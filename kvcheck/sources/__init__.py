@@ -335,10 +335,9 @@ def load_side(
         )
     path = Path(spec)
     if not path.exists():
-        from kvcheck.sources.limits import clip
+        from kvcheck.sources.limits import clip, spec_hint
 
-        hint = " (a live server is http://HOST:PORT)" if "://" in spec or ":" in spec else ""
-        raise InputError(f"file not found{hint}", source=clip(spec))
+        raise InputError(f"file not found{spec_hint(spec)}", source=clip(spec))
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
         args, env = read_yaml_config(path, sglang_version)

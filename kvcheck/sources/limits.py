@@ -488,3 +488,16 @@ __all__ = [
     "file_size_ok",
     "json_depth_ok",
 ]
+
+
+def spec_hint(spec: str) -> str:
+    """What to add to "file not found" for a ``--prefill``/``--decode`` value: the server's
+    arguments pasted in place of a file (``--prefill "python -m sglang.launch_server
+    ..."``: the option takes a file holding them), or an address that is no URL."""
+    words = spec.split()
+    if len(words) > 1 and any(w.startswith("--") for w in words):
+        return (
+            " (--prefill/--decode take a file, not the arguments: write the launch line into a file, e.g. "
+            "prefill.sh, and pass its path; a --config YAML, JSON args or a live server http://HOST:PORT also work)"
+        )
+    return " (a live server is http://HOST:PORT)" if "://" in spec or ":" in spec else ""

@@ -259,6 +259,10 @@ _USER_FLAGS = frozenset({"--user", "-u", "--proxy-user", "--http-user", "--basic
 _HTTP_CREDENTIAL = re.compile(
     r"\b(?:[Bb]earer|(?i:authorization)[\s:='\"]*(?:header[\s:='\"]*)?(?:[Bb]asic|[Tt]oken))\s+([A-Za-z0-9._~+/=-]{8,})"
 )
+# an unquoted number (a count, a size, a ratio)
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# a Python exception's class name, as a traceback's last line starts with it
+_EXCEPTION_NAME = re.compile(r"^[A-Z]\w*(?:Error|Exception|Warning)$")
 
 
 # Secrets by shape, wherever they stand: the token formats of the services a CI job
@@ -347,7 +351,16 @@ def _scan_text_secrets(text: str, found: set[str]) -> None:
         pos, reread = 0, 0
         while (kv := _KEY_VALUE.search(text, pos)) is not None:
             pos = kv.end()
-            if is_secret_key(kv.group(1)):
+            # ``KeyError: 'kv_args'`` / ``TokenizerError: ...``: an exception's name and its
+            # message, no secret-named field (a token in the message is still a token shape);
+            # an unquoted number is a secret only under a password/secret/api-key name, as in a
+            # structured value (``_is_secret_item``): SGLang's "Decode batch. ... #token: 40213"
+            # is a count, and registering it scrubbed every "40213" of the log (room ids, ports)
+            if (
+                is_secret_key(kv.group(1))
+                and not _EXCEPTION_NAME.search(kv.group(1))
+                and (not _NUMBER.fullmatch(kv.group(2)) or _numeric_secret_key(kv.group(1)))
+            ):
                 found.add(kv.group(2).strip("\"'"))
             elif reread < _MAX_REREAD and _MAY_HOLD_SECRET.search(kv.group(2)) and kv.start(2) > kv.start():
                 pos, reread = kv.start(2), reread + 1
@@ -449,6 +462,21 @@ def register_text_secrets(lines: Iterable[str]) -> None:
             _text_secrets(line, found)
     if found:
         register_secrets(found)
+
+
+def scrubbed_text_lines(lines: list[str]) -> list[str]:
+    """``lines`` of free text (a log block, a pasted message) with their marked secrets
+    registered (``register_text_secrets``) and then scrubbed out of the lines themselves,
+    before anything reads them: a reader that clips a line (a 200-character timeline
+    event) can otherwise cut a registered token to a prefix that the output boundary no
+    longer recognizes, and print that prefix. Only a line holding a registered value is
+    rewritten (every secret a line marks was registered from it just before): the rest
+    are returned as they are, at the cost of one search of the registry per line."""
+    register_text_secrets(lines)
+    known = _pattern_for(registered_secrets())
+    if known is None:
+        return lines
+    return [scrub(line) if known.search(line) else line for line in lines]
 
 
 def registered_secrets() -> frozenset[str]:
