@@ -540,7 +540,9 @@ _LINE_LEVEL = re.compile(
     r"^\s*(?:\([^)]*pid=\d+[^)]*\)\s*)*(?P<py>ERROR|WARNING|INFO|CRITICAL)\s+\d\d-\d\d|^(?P<glog>[EWIF])\d{4}|"
     r"\bUCX\s+(?P<ucx>ERROR|WARN|FATAL|Fatal)\b|\bLMCache (?P<lmc>ERROR|WARNING|INFO)\b"
     # Dynamo's Rust tracing lines, TensorRT-LLM's ``[TRT-LLM] [E]``
-    r"|^\d{4}-\d\d-\d\dT[\d:.]+Z\s+(?P<tr>ERROR|WARN|INFO)\s|\[TRT-LLM\]\s*\[(?P<trt>[EWI])\]"
+    # (the SGLang router's: ``2026-03-01 10:00:00 ERROR smg::...``, its ChronoUtc timer)
+    r"|^\d{4}-\d\d-\d\d(?:T[\d:.]+Z| \d\d:\d\d:\d\d(?:\.\d+)?)\s+(?P<tr>ERROR|WARN|INFO)\s"
+    r"|\[TRT-LLM\]\s*\[(?P<trt>[EWI])\]"
     # libfabric's ``func():N<warn>``
     r"|\(\):\d+<(?P<lf>warn|info)>"
 )

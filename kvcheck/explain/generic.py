@@ -59,6 +59,7 @@ from kvcheck.explain.native import _GLOG, native_line, ucx_transport_line
 from kvcheck.explain.nodestate import NodeState
 from kvcheck.explain.pyenv import _IMPORT_STMT
 from kvcheck.explain.pyerrors import _EXC, attribute_mismatch, traceback_finding
+from kvcheck.explain.router import router_message, router_message_finding
 from kvcheck.explain.rulebase import GenericFinding, engine_of_module, nixl_step, rules, sglang_subsystem
 
 __all__ = ["GenericFinding", "GenericReader", "engine_of_module", "nixl_step", "rules", "sglang_subsystem"]
@@ -77,6 +78,7 @@ _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)"(?:, line (?P<line>\d+))?,? in (
 # a line any rule below can read holds one of these (the per-line prefilter)
 _HINTS = (
     "call first",
+    "ircuit breaker",
     "rror",
     "ail",
     "xception",
@@ -334,7 +336,13 @@ class GenericReader:
                 got = attribute_mismatch(
                     s, engine if engine not in ("", "native") else "", "this line", "", (lineno, 0, s)
                 )
-            if (
+            if engine == "sglang-router" and not self._tb_line:
+                # the router's own line: its messages kvcheck knows, never SGLang's or another
+                # project's formats (a router error reads much like theirs)
+                known = router_message_finding(lineno, line)
+                if known is not None:
+                    got = _with_os_error(known, got)
+            elif (
                 (
                     got is None
                     or got.id.startswith("os-")
@@ -401,7 +409,7 @@ class GenericReader:
                 return None
             self._warnings += 1
         name = ENGINE_NAMES.get(engine, engine)
-        text = s.strip()
+        text = router_message(s) if engine == "sglang-router" else s.strip()
         return GenericFinding(
             id=f"{engine}-{'warning' if warning else 'error'}-log-generic",
             title=f"{name} {'warned' if warning else 'logged an error'}: {text[:160]}",
@@ -416,6 +424,9 @@ class GenericReader:
                 "kvcheck has no message formats for Dynamo's Rust runtime, and none of its Python workers' formats "
                 "matches this line"
                 if engine == "dynamo"
+                else f"kvcheck knows only a few of {name}'s PD messages (worker selection, PD dispatch, health "
+                "checks, circuit breaker), and this is none of them"
+                if engine == "sglang-router"
                 else f"kvcheck has no message formats for {name}"
             )
             + " (it reads SGLang's, vLLM's, vLLM-Ascend's, LMCache's, Dynamo's Python workers', "

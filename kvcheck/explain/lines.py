@@ -8,7 +8,8 @@ Python and native crash dumps. Each is told apart by the line format its project
   time, then the ranks), uvicorn lines behind the same prefix, tracebacks through
   ``sglang/srt/...``; under Dynamo its module loggers print
   ``2025-12-10T13:50:14.788Z  INFO model_runner.load_model: msg``. The router:
-  ``sglang_router_rs::...`` (Rust) and ``mini_lb``.
+  ``sglang_router_rs::...`` / ``sgl_model_gateway::...`` / ``smg::...`` (Rust tracing
+  targets) and ``mini_lb``.
 - vLLM: ``(Worker_DP0_EP0 pid=N) ERROR 10-16 17:22:56 [nixl_connector.py:815] msg`` (the
   process prefix, possibly nested: ``(Worker pid=1) (Worker_TP1 pid=2)``), or the older
   ``INFO 03-22 13:43:51 worker.py:269] msg``; ``vllm/...`` paths.
@@ -63,7 +64,8 @@ ENGINE_NAMES = {
 # what kvcheck can say about each engine's lines
 SUPPORT = {
     "sglang": "explained from SGLang's own code (catalog, release by release)",
-    "sglang-router": "named; the router's own messages are not in kvcheck's catalog",
+    "sglang-router": "named; a few of its PD messages (worker selection, PD dispatch, health checks, circuit "
+    "breaker) are explained from its source (router.yaml), never from SGLang's or another project's formats",
     "nixl": "NIXL's errors and crash signatures are explained as they affect SGLang's NIXL backend",
     "ucx": "UCX errors and crash backtraces are matched to known signatures (cause, fixing release, node checks)",
     "libfabric": "EFA/libfabric errors are matched to known signatures",
@@ -113,6 +115,17 @@ _TRACING = re.compile(
 )
 _DYNAMO_CLI = re.compile(r"^" + r"\d{4}-\d\d-\d\dT\S+ \[(?:INFO|WARNING|ERROR|DEBUG)\] \[\w+\]")
 _ROUTER = re.compile(r"\bsglang_router(?:_rs)?\b|\bmini_lb\b|\bsgl[-_]model[-_]gateway\b")
+# the router's (sgl-router / sgl-model-gateway / smg) tracing lines: tracing_subscriber's
+# full format under ChronoUtc("%Y-%m-%d %H:%M:%S") with file and line on
+# (``2026-03-01 10:00:00 ERROR smg::routers::http::pd_router: model_gateway/src/...rs:512: msg``;
+# smg model_gateway/src/observability/logging.rs init_logging, lightseekorg/smg 73da68ca),
+# or the RFC 3339 ``...T...Z`` timer of other builds; its crates' targets name it
+_ROUTER_TARGET = r"(?:sglang_router(?:_rs)?|sgl_model_gateway|smg(?:_\w+)?)(?:::\w+)*"
+_ROUTER_TRACING = re.compile(
+    r"^\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?\s+(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+" + _ROUTER_TARGET + r": "
+)
+# the whole prefix: that, then the Rust source file and line (``model_gateway/src/x.rs:512: ``)
+ROUTER_PREFIX = re.compile(_ROUTER_TRACING.pattern + r"(?:[\w./-]+\.rs:\d+: )?")
 _TRTLLM = re.compile(
     r"\[TRT-LLM\]|\[TensorRT-LLM\]|^\s*\[_torch\]|^\s*\[executor\]\[RANK|\[kv cache "
     r"manager\]|\btensorrt_llm\b|\bCacheTransceiver\b|\btrtllm-serve\b|transferAgent\.cpp"
@@ -242,7 +255,7 @@ _ROLE_FROM_MESSAGE = [
         ),
         "decode",
     ),
-    (re.compile(r"\bsglang_router(?:_rs)?::|\bmini_lb\b"), "router"),
+    (re.compile(r"\bsglang_router(?:_rs)?::|\bsgl_model_gateway::|\bsmg::|\bmini_lb\b"), "router"),
 ]
 
 
@@ -350,11 +363,13 @@ class Attributor:
             if ("router" in rest or "mini_lb" in rest or "gateway" in rest) and _ROUTER.search(rest):
                 return LineInfo("sglang-router", host="sglang-router", process="router")
             return LineInfo("sglang", host="sglang")
+        if _ROUTER_TRACING.match(line):
+            return LineInfo("sglang-router", host="sglang-router", process="router")
         tr = _TRACING.match(line)
         if tr:
             target = tr.group("target")
             if target.startswith("sglang_router"):
-                return LineInfo("sglang-router", host="sglang-router")
+                return LineInfo("sglang-router", host="sglang-router", process="router")
             head = target.split("::")[0].split(".")[0]
             if "::" not in target and head in _SGLANG_MODULES:
                 return LineInfo("sglang", host="sglang")
@@ -362,7 +377,7 @@ class Attributor:
         if _DYNAMO_CLI.match(line):
             return LineInfo("dynamo", host="dynamo")
         if ("router" in line or "mini_lb" in line or "gateway" in line) and _ROUTER.search(line):
-            return LineInfo("sglang-router", host="sglang-router")
+            return LineInfo("sglang-router", host="sglang-router", process="router")
         if _TRT_HINT.search(line) and _TRTLLM.search(line):
             self._block_follow(line, "trtllm")
             return LineInfo("trtllm", host="trtllm")
@@ -539,7 +554,9 @@ def engine_of_native_frame(text: str) -> str:
     return ""
 
 
-_ROLE_HINT = re.compile(r"refill|ecode|kv_role|router|mini_lb|FakeKV|PrefillWorker|DecodeWorker|DecodePrealloc")
+_ROLE_HINT = re.compile(
+    r"refill|ecode|kv_role|router|gateway|smg::|mini_lb|FakeKV|PrefillWorker|DecodeWorker|DecodePrealloc"
+)
 
 
 def role_of_line(line: str) -> str:

@@ -374,7 +374,8 @@ class LogReader:
                     title=g.title,
                     engine=g.engine,
                     host=ctx,
-                    process=self.label_role_at(g.line),
+                    # the router's own words are the router process's (its label may say so too)
+                    process=self.label_role_at(g.line) or ("router" if g.engine == "sglang-router" else ""),
                     role=g.role,
                     cause=g.cause,
                     fix=g.fix + (mooncake_in_sglang(g.id) if g.engine == "mooncake" and ctx == "sglang" else ""),
