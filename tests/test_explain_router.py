@@ -11,6 +11,8 @@ under its ``ChronoUtc("%Y-%m-%d %H:%M:%S")`` timer with the source file and line
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kvcheck.explain.lines import Attributor
@@ -21,7 +23,7 @@ LINES = {
     # PDRouter::handle_server_selection_error
     "router-pd-pair-unavailable": f"2026-04-02 08:15:00 ERROR smg::routers::http::pd_router: {PD}:176: "
     "Failed to select PD pair error=No healthy prefill worker for model qwen3",
-    # PDRouter dual dispatch
+    # PDRouter::execute_dual_dispatch_internal, PDRouter::proxy_to_worker
     "router-pd-transport-error": f"2026-04-02 08:15:01 ERROR smg::routers::http::pd_router: {PD}:687: "
     "PD request transport error, both sides aborted: error sending request for url "
     "(http://10.9.0.4:31000/generate): connection refused",
@@ -29,7 +31,7 @@ LINES = {
     "Decode server returned error status decode_url=http://10.9.0.7:31001 status=500 Internal Server Error",
     "router-proxy-failed": f"2026-04-02 08:15:03 ERROR smg::routers::http::pd_router: {PD}:152: "
     "Failed to proxy request server: operation timed out",
-    # Worker::http_health_check
+    # BasicWorker::http_health_check
     "router-health-check-status": "2026-04-02 08:15:04  WARN smg::worker::worker: model_gateway/src/worker/"
     "worker.rs:1474: HTTP health check returned non-success status for http://10.9.0.4:31000/health: "
     "503 Service Unavailable",
@@ -114,3 +116,46 @@ def test_in_a_pd_log_the_servers_fault_comes_before_the_routers_report_of_it():
     assert result.report.first_cause is not None and result.report.first_cause.engine == "sglang"
     router = [f for f in result.report.findings if f.engine == "sglang-router"]
     assert [(f.id, f.process) for f in router] == [("router-decode-error-status", "router")]
+
+
+def _json_line(level: str, message: str, line: int) -> str:
+    # tracing's JSON layer with flatten_event (the router's --log-json), keys in its order
+    return json.dumps(
+        {
+            "timestamp": "2026-04-02 08:17:00",
+            "level": level,
+            "message": message,
+            "target": "smg::routers::http::pd_router",
+            "filename": PD,
+            "line_number": line,
+        },
+        separators=(",", ":"),
+    )
+
+
+def test_the_routers_json_lines_are_the_routers_and_read_by_their_message():
+    text = (
+        _json_line("ERROR", "Failed to select PD pair error=No healthy decode worker for model qwen3", 176)
+        + "\n"
+        + _json_line("ERROR", "Failed to send request to prefill worker http://10.9.0.4:31000: connection refused", 512)
+        + "\n"
+    )
+    result = _router_only(text)
+    assert [(f.id, f.process) for f in result.report.findings] == [
+        ("router-pd-pair-unavailable", "router"),
+        ("sglang-router-error-log-generic", "router"),
+    ]
+    assert result.report.findings[1].title.startswith("SGLang router logged an error: Failed to send request")
+
+
+@pytest.mark.parametrize(
+    ("line", "engine"),
+    [
+        # Dynamo's Rust runtime prints the same tracing format under its own targets
+        ("2026-04-02T08:18:00.120Z ERROR dynamo_runtime::pipeline::network: Failed to send request to worker", "dynamo"),
+        ("[2026-04-02 08:18:00 TP0] Prefill transfer failed for request rank=0 with exception KVTransferError", "sglang"),
+    ],
+)
+def test_a_line_of_another_process_in_the_same_format_is_not_the_routers(line, engine):
+    info = Attributor().feed(line)
+    assert info.engine == engine and info.process != "router"

@@ -543,6 +543,8 @@ _LINE_LEVEL = re.compile(
     # (the SGLang router's: ``2026-03-01 10:00:00 ERROR smg::...``, its ChronoUtc timer)
     r"|^\d{4}-\d\d-\d\d(?:T[\d:.]+Z| \d\d:\d\d:\d\d(?:\.\d+)?)\s+(?P<tr>ERROR|WARN|INFO)\s"
     r"|\[TRT-LLM\]\s*\[(?P<trt>[EWI])\]"
+    # tracing's JSON lines (the SGLang router's ``--log-json``)
+    r'|^\s*\{"timestamp":"[^"]*","level":"(?P<js>ERROR|WARN|INFO)"'
     # libfabric's ``func():N<warn>``
     r"|\(\):\d+<(?P<lf>warn|info)>"
 )
@@ -556,7 +558,9 @@ def line_level(line: str) -> str:
         return ""
     if m.group("glog") or m.group("trt"):
         return _GLOG_LEVEL[m.group("glog") or m.group("trt")]
-    v = (m.group("py") or m.group("ucx") or m.group("lmc") or m.group("tr") or m.group("lf") or "").lower()
+    v = (
+        m.group("py") or m.group("ucx") or m.group("lmc") or m.group("tr") or m.group("lf") or m.group("js") or ""
+    ).lower()
     return {"warn": "warning"}.get(v, v)
 
 

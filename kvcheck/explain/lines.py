@@ -126,6 +126,11 @@ _ROUTER_TRACING = re.compile(
 )
 # the whole prefix: that, then the Rust source file and line (``model_gateway/src/x.rs:512: ``)
 ROUTER_PREFIX = re.compile(_ROUTER_TRACING.pattern + r"(?:[\w./-]+\.rs:\d+: )?")
+# its JSON lines (``--log-json``: the same layer's ``.json().flatten_event(true)``):
+# ``{"timestamp":"...","level":"ERROR","message":"...","target":"smg::...","filename":...}``
+ROUTER_JSON = re.compile(
+    r'^\s*\{"timestamp":"[^"]*","level":"(?:TRACE|DEBUG|INFO|WARN|ERROR)",.*"target":"' + _ROUTER_TARGET + r'"'
+)
 _TRTLLM = re.compile(
     r"\[TRT-LLM\]|\[TensorRT-LLM\]|^\s*\[_torch\]|^\s*\[executor\]\[RANK|\[kv cache "
     r"manager\]|\btensorrt_llm\b|\bCacheTransceiver\b|\btrtllm-serve\b|transferAgent\.cpp"
@@ -363,7 +368,7 @@ class Attributor:
             if ("router" in rest or "mini_lb" in rest or "gateway" in rest) and _ROUTER.search(rest):
                 return LineInfo("sglang-router", host="sglang-router", process="router")
             return LineInfo("sglang", host="sglang")
-        if _ROUTER_TRACING.match(line):
+        if _ROUTER_TRACING.match(line) or (line.lstrip().startswith('{"timestamp"') and ROUTER_JSON.match(line)):
             return LineInfo("sglang-router", host="sglang-router", process="router")
         tr = _TRACING.match(line)
         if tr:

@@ -12,13 +12,14 @@ router line's message WHOLE against them.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from importlib import resources
 from typing import Any
 
 import yaml
 
-from kvcheck.explain.lines import ROUTER_PREFIX
+from kvcheck.explain.lines import ROUTER_JSON, ROUTER_PREFIX
 from kvcheck.explain.rulebase import GenericFinding
 
 # a Rust format field: ``{}``, ``{e}``, ``{:?}``, ``{err:?}``
@@ -52,7 +53,13 @@ def router_messages() -> list[tuple[re.Pattern[str], dict[int, re.Pattern[str]],
 
 def router_message(line: str) -> str:
     """A router line's message: the line without its tracing prefix (time, level, target,
-    source file and line), stripped."""
+    source file and line), or a JSON line's ``message`` field, stripped."""
+    if ROUTER_JSON.match(line):
+        try:
+            msg = json.loads(line).get("message")
+        except (ValueError, AttributeError):  # a JSON line cut in a paste: its text as it is
+            msg = None
+        return msg.strip() if isinstance(msg, str) else line.strip()
     m = ROUTER_PREFIX.match(line)
     return (line[m.end() :] if m else line).strip()
 
