@@ -152,8 +152,14 @@ def test_the_routers_json_lines_are_the_routers_and_read_by_their_message():
     ("line", "engine"),
     [
         # Dynamo's Rust runtime prints the same tracing format under its own targets
-        ("2026-04-02T08:18:00.120Z ERROR dynamo_runtime::pipeline::network: Failed to send request to worker", "dynamo"),
-        ("[2026-04-02 08:18:00 TP0] Prefill transfer failed for request rank=0 with exception KVTransferError", "sglang"),
+        (
+            "2026-04-02T08:18:00.120Z ERROR dynamo_runtime::pipeline::network: Failed to send request to worker",
+            "dynamo",
+        ),
+        (
+            "[2026-04-02 08:18:00 TP0] Prefill transfer failed for request rank=0 with exception KVTransferError",
+            "sglang",
+        ),
     ],
 )
 def test_a_line_of_another_process_in_the_same_format_is_not_the_routers(line, engine):
