@@ -86,6 +86,10 @@ def test_the_circuit_breaker_closing_again_is_not_its_opening():
         "Failed to send request to prefill worker http://10.9.0.4:31000: connection refused",
         "2026-04-02T08:16:00.120Z ERROR smg::routers::http::pd_router: Failed to send request to prefill worker "
         "http://10.9.0.4:31000: connection refused",
+        # the spans the event is in, between the level and the target (its request middleware's)
+        '2026-04-02 08:16:00 ERROR http_request{method=POST uri=/generate version=HTTP/1.1 module="smg" '
+        'request_id="req-7"}: smg::routers::http::pd_router: /build/smg/src/routers/http/pd_router.rs:512: '
+        "Failed to send request to prefill worker http://10.9.0.4:31000: connection refused",
         # a terminal's colours (the router colours its lines by default)
         "\x1b[2m2026-04-02 08:16:00\x1b[0m \x1b[31mERROR\x1b[0m \x1b[2msmg::routers::http::pd_router\x1b[0m"
         "\x1b[2m:\x1b[0m Failed to send request to prefill worker http://10.9.0.4:31000: connection refused",
@@ -165,3 +169,14 @@ def test_the_routers_json_lines_are_the_routers_and_read_by_their_message():
 def test_a_line_of_another_process_in_the_same_format_is_not_the_routers(line, engine):
     info = Attributor().feed(line)
     assert info.engine == engine and info.process != "router"
+
+
+def test_a_known_message_inside_a_request_span_is_read_whole():
+    line = (
+        '2026-04-02 08:19:00 ERROR http_request{method=POST uri=/v1/chat/completions module="smg" '
+        'request_id="chat-9"}: smg::routers::http::pd_router: /build/smg/src/routers/http/pd_router.rs:590: '
+        "Decode server returned error status decode_url=http://10.9.0.7:31001 status=404 Not Found"
+    )
+    [f] = _router_only(line).report.findings
+    assert (f.id, f.process) == ("router-decode-error-status", "router")
+    assert f.title == "The decode server http://10.9.0.7:31001 answered the router with HTTP 404 Not Found"

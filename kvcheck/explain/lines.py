@@ -121,8 +121,14 @@ _ROUTER = re.compile(r"\bsglang_router(?:_rs)?\b|\bmini_lb\b|\bsgl[-_]model[-_]g
 # smg model_gateway/src/observability/logging.rs init_logging, lightseekorg/smg 73da68ca),
 # or the RFC 3339 ``...T...Z`` timer of other builds; its crates' targets name it
 _ROUTER_TARGET = r"(?:sglang_router(?:_rs)?|sgl_model_gateway|smg(?:_\w+)?)(?:::\w+)*"
+# the spans the event is in come between the level and the target
+# (``http_request{method=POST uri=/generate request_id="..."}: ``, the request middleware's)
+_ROUTER_SPANS = r"(?:[\w.-]+(?:\{.*?\})?(?::[\w.-]+(?:\{.*?\})?)*: )?"
 _ROUTER_TRACING = re.compile(
-    r"^\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?\s+(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+" + _ROUTER_TARGET + r": "
+    r"^\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?Z?\s+(?:TRACE|DEBUG|INFO|WARN|ERROR)\s+"
+    + _ROUTER_SPANS
+    + _ROUTER_TARGET
+    + r": "
 )
 # the whole prefix: that, then the Rust source file and line (``model_gateway/src/x.rs:512: ``)
 ROUTER_PREFIX = re.compile(_ROUTER_TRACING.pattern + r"(?:[\w./-]+\.rs:\d+: )?")
