@@ -117,7 +117,9 @@ def test_in_a_pd_log_the_servers_fault_comes_before_the_routers_report_of_it():
         "server has page_size=64. Both servers must use the same --page-size value."
     )
     result = explain_text(LINES["router-decode-error-status"] + "\n" + sglang + "\n")
-    assert result.report.first_cause is not None and result.report.first_cause.engine == "sglang"
+    first = result.report.first_cause
+    assert first is not None and first.engine == "sglang"
+    assert first.process != "router"  # the router's line before it does not make it the router's
     router = [f for f in result.report.findings if f.engine == "sglang-router"]
     assert [(f.id, f.process) for f in router] == [("router-decode-error-status", "router")]
 

@@ -336,7 +336,9 @@ class Attributor:
         if info.engine:
             self.seen[info.engine] = self.seen.get(info.engine, 0) + 1
         role = prefix_role or role_of_line(line)
-        if role:
+        if role and (prefix_role or info.engine != "sglang-router"):
+            # a router line interleaved with the servers' is the router's alone: the servers'
+            # lines after it stay in the section they were in
             self.role = role
         info.process = prefix_role or info.process or role or self.role
         return info
