@@ -26,7 +26,6 @@ import ast
 import gzip
 import hashlib
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -38,10 +37,7 @@ FIRST = "0.5.5"  # the oldest release read
 OUT = REPO / "kvcheck" / "explain" / "func_changes.json.gz"
 # the files of ``gen_explain_line_digests`` (the modules a PD traceback runs through), so a
 # traceback's line and its function are read over the same files
-FILES = re.compile(
-    r"^srt/(?:disaggregation|managers|mem_cache|model_executor|layers/attention|speculative)/.+\.py$"
-    r"|^srt/entrypoints/[^/]+\.py$|^srt/server_args\.py$"
-)
+from gen_explain_line_digests import FILES  # noqa: E402
 
 
 def digests(src: str) -> dict[str, str]:
